@@ -1,0 +1,89 @@
+// Reading JSON input with errors a person can act on.
+//
+// Every input error names the file, the JSON path (dotted, as `--set` writes it) and what
+// was expected; InputError carries the three so the CLI prints one `error:` line.
+// JsonReader walks one JSON object, converts and range-checks fields, and at the end
+// rejects keys nobody read (a misspelt field is an error, not a silent default).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace fsdpsim {
+
+class InputError : public std::runtime_error {
+ public:
+  InputError(std::string file, std::string json_path, const std::string& expected);
+  const std::string& file() const { return file_; }
+  const std::string& json_path() const { return json_path_; }
+
+ private:
+  std::string file_;
+  std::string json_path_;
+};
+
+// Parses a JSON file; a missing file or a syntax error becomes an InputError with the
+// line and column.
+nlohmann::json load_json_file(const std::string& path);
+
+// Joins a parent path and a key: ("training", "seq_len") -> "training.seq_len";
+// array elements as "wrap.modules[3]".
+std::string join_json_path(const std::string& parent, const std::string& key);
+std::string join_json_path(const std::string& parent, std::size_t index);
+
+class JsonReader {
+ public:
+  // `value` must outlive the reader. Throws if it is not an object.
+  JsonReader(const nlohmann::json& value, std::string file, std::string path = "");
+
+  bool has(const std::string& key) const;
+  const nlohmann::json& raw(const std::string& key);  // marks the key read; throws if absent
+
+  // Typed getters: the optional form returns nullopt when the key is absent or null.
+  std::string string(const std::string& key);
+  std::optional<std::string> string_or(const std::string& key);
+  std::string string_or(const std::string& key, const std::string& fallback);
+  std::int64_t integer(const std::string& key);
+  std::int64_t integer_or(const std::string& key, std::int64_t fallback);
+  std::int64_t positive_integer(const std::string& key);
+  std::int64_t positive_integer_or(const std::string& key, std::int64_t fallback);
+  double number(const std::string& key);
+  double number_or(const std::string& key, double fallback);
+  double positive_number(const std::string& key);
+  bool boolean_or(const std::string& key, bool fallback);
+  // One of `allowed` (exact match); the error lists them.
+  std::string choice(const std::string& key, const std::vector<std::string>& allowed);
+  std::string choice_or(const std::string& key, const std::vector<std::string>& allowed,
+                        const std::string& fallback);
+
+  JsonReader object(const std::string& key);  // a nested object
+  const nlohmann::json& array(const std::string& key);
+
+  // Throws naming the first key that no getter read.
+  void finish() const;
+  // Marks keys as known without reading them (documentation-only fields).
+  void ignore(const std::string& key);
+
+  [[noreturn]] void fail(const std::string& key, const std::string& expected) const;
+  std::string path_of(const std::string& key) const { return join_json_path(path_, key); }
+  const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  const nlohmann::json* find(const std::string& key);
+  const nlohmann::json& value_;
+  std::string file_;
+  std::string path_;
+  std::set<std::string> read_;
+};
+
+// A short rendering of a JSON value for error messages ("got -1", "got \"abc\"").
+std::string describe_json(const nlohmann::json& value);
+
+}  // namespace fsdpsim

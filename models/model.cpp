@@ -1,0 +1,364 @@
+#include "models/model.h"
+
+#include <cctype>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "models/json_input.h"
+
+namespace fsdpsim::models {
+
+int dtype_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::fp32: return 4;
+    case DType::bf16: return 2;
+    case DType::fp16: return 2;
+    case DType::fp8: return 1;
+  }
+  return 4;
+}
+
+std::string dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::fp32: return "fp32";
+    case DType::bf16: return "bf16";
+    case DType::fp16: return "fp16";
+    case DType::fp8: return "fp8";
+  }
+  return "fp32";
+}
+
+std::optional<DType> parse_dtype(const std::string& name) {
+  if (name == "fp32" || name == "float32") return DType::fp32;
+  if (name == "bf16" || name == "bfloat16") return DType::bf16;
+  if (name == "fp16" || name == "float16") return DType::fp16;
+  if (name == "fp8") return DType::fp8;
+  return std::nullopt;
+}
+
+double Polynomial::at(double micro_batch, double seq_len) const {
+  double sum = 0;
+  for (const Term& t : terms)
+    sum += t.coeff * std::pow(micro_batch, t.b_pow) * std::pow(seq_len, t.s_pow);
+  return sum;
+}
+
+Polynomial& Polynomial::operator+=(const Polynomial& other) {
+  for (const Term& t : other.terms) {
+    bool merged = false;
+    for (Term& mine : terms) {
+      if (mine.b_pow == t.b_pow && mine.s_pow == t.s_pow) {
+        mine.coeff += t.coeff;
+        merged = true;
+        break;
+      }
+    }
+    if (!merged) terms.push_back(t);
+  }
+  return *this;
+}
+
+std::string Polynomial::monomial_name(int b_pow, int s_pow) {
+  auto factor = [](const char* var, int pow) -> std::string {
+    if (pow == 0) return "";
+    return pow == 1 ? var : std::string(var) + "^" + std::to_string(pow);
+  };
+  std::string b = factor("b", b_pow), s = factor("s", s_pow);
+  if (b.empty() && s.empty()) return "1";
+  if (b.empty()) return s;
+  if (s.empty()) return b;
+  return b + "*" + s;
+}
+
+std::int64_t Parameter::numel() const {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+// "b*s^2" -> (1, 2); nullopt when the key is not a monomial in b and s.
+std::optional<std::pair<int, int>> parse_monomial(const std::string& key) {
+  if (key == "1") return std::make_pair(0, 0);
+  int b = 0, s = 0;
+  std::size_t pos = 0;
+  while (pos < key.size()) {
+    std::size_t end = key.find('*', pos);
+    std::string factor = key.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    pos = end == std::string::npos ? key.size() : end + 1;
+    if (factor.empty()) return std::nullopt;
+    char var = factor[0];
+    int pow = 1;
+    if (factor.size() > 1) {
+      if (factor[1] != '^' || factor.size() < 3) return std::nullopt;
+      for (std::size_t i = 2; i < factor.size(); ++i)
+        if (!std::isdigit(static_cast<unsigned char>(factor[i]))) return std::nullopt;
+      if (factor.size() > 4) return std::nullopt;
+      pow = std::stoi(factor.substr(2));
+    }
+    if (var == 'b') b += pow;
+    else if (var == 's') s += pow;
+    else return std::nullopt;
+  }
+  return std::make_pair(b, s);
+}
+
+Polynomial parse_polynomial(JsonReader& costs, const std::string& key) {
+  Polynomial p;
+  if (!costs.has(key)) {
+    costs.ignore(key);
+    return p;
+  }
+  JsonReader terms = costs.object(key);
+  for (const auto& [name, value] : costs.raw(key).items()) {
+    auto mono = parse_monomial(name);
+    if (!mono)
+      throw InputError(costs.file(), costs.path_of(key) + "." + name,
+                       "expected a monomial in b (micro-batch) and s (sequence length) such as "
+                       "\"b*s\" or \"b*s^2\"");
+    double coeff = terms.number(name);
+    if (coeff < 0) terms.fail(name, "expected a non-negative coefficient");
+    p.terms.push_back({coeff, mono->first, mono->second});
+  }
+  return p;
+}
+
+ModuleCosts parse_costs(JsonReader costs) {
+  ModuleCosts c;
+  c.forward_flops = parse_polynomial(costs, "forward_flops");
+  c.attention_flops = parse_polynomial(costs, "attention_flops");
+  c.forward_hbm_bytes = parse_polynomial(costs, "forward_hbm_bytes");
+  c.saved_activation_bytes = parse_polynomial(costs, "saved_activation_bytes");
+  c.input_bytes = parse_polynomial(costs, "input_bytes");
+  costs.ignore("source");  // where the formulas come from, for people
+  costs.finish();
+  return c;
+}
+
+std::string substitute_index(std::string text, std::int64_t index) {
+  const std::string token = "{i}";
+  for (auto pos = text.find(token); pos != std::string::npos; pos = text.find(token))
+    text.replace(pos, token.size(), std::to_string(index));
+  return text;
+}
+
+// Limits that keep a hostile or mistyped file from exhausting memory or the stack: nested
+// "repeat"s multiply (two levels of 100000 would be 10^10 modules), and every level of
+// nesting is a recursive call. Real models have a few thousand modules, a dozen levels.
+constexpr std::int64_t kMaxModules = 1000000;
+constexpr int kMaxDepth = 64;
+
+class ModelParser {
+ public:
+  explicit ModelParser(std::string file) : file_(std::move(file)) {}
+
+  Module parse_module(const nlohmann::json& json, const std::string& path,
+                      const std::string& parent_full_name, std::int64_t index) {
+    JsonReader r(json, file_, path);
+    if (++modules_ > kMaxModules)
+      throw InputError(file_, path, "the expanded model has more than " + std::to_string(kMaxModules) +
+                                        " modules (check \"repeat\")");
+    if (depth_ >= kMaxDepth)
+      throw InputError(file_, path, "modules nested more than " + std::to_string(kMaxDepth) + " levels deep");
+    struct DepthGuard {
+      int& depth;
+      explicit DepthGuard(int& d) : depth(d) { ++depth; }
+      ~DepthGuard() { --depth; }
+    } guard(depth_);
+    Module m;
+    m.name = substitute_index(r.string_or("name", ""), index);
+    if (path != "root" && m.name.empty()) r.fail("name", "a non-root module needs a non-empty name");
+    if (m.name.find('.') != std::string::npos) r.fail("name", "module names cannot contain '.'");
+    m.full_name = parent_full_name.empty() ? m.name : parent_full_name + "." + m.name;
+    m.type = r.string_or("type", "Module");
+    r.ignore("repeat");  // handled by the parent
+
+    if (r.has("params")) {
+      const auto& params = r.array("params");
+      std::set<std::string> local_names;
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        Parameter p = parse_param(params[i], join_json_path(r.path_of("params"), i), m.full_name, index);
+        if (!local_names.insert(p.name).second)
+          throw InputError(file_, join_json_path(r.path_of("params"), i),
+                           "duplicate parameter name \"" + p.name + "\"");
+        m.params.push_back(std::move(p));
+      }
+    }
+    if (r.has("costs")) m.costs = parse_costs(r.object("costs"));
+
+    if (r.has("children")) {
+      const auto& children = r.array("children");
+      std::set<std::string> child_names;
+      for (std::size_t i = 0; i < children.size(); ++i) {
+        std::string child_path = join_json_path(r.path_of("children"), i);
+        if (!children[i].is_object())
+          throw InputError(file_, child_path, "expected a module object");
+        std::int64_t repeat = 1;
+        if (children[i].contains("repeat")) {
+          JsonReader cr(children[i], file_, child_path);
+          repeat = cr.positive_integer("repeat");
+          if (repeat > 100000) cr.fail("repeat", "expected at most 100000 repeats");
+          std::string name = cr.string_or("name", "");
+          if (repeat > 1 && name.find("{i}") == std::string::npos)
+            cr.fail("name", "a repeated module's name must contain {i} (its index)");
+        }
+        for (std::int64_t k = 0; k < repeat; ++k) {
+          Module child = parse_module(children[i], child_path, m.full_name, repeat > 1 ? k : index);
+          if (!child_names.insert(child.name).second)
+            throw InputError(file_, child_path, "duplicate module name \"" + child.name + "\"");
+          m.children.push_back(std::move(child));
+        }
+      }
+    }
+    r.finish();
+    return m;
+  }
+
+ private:
+  Parameter parse_param(const nlohmann::json& json, const std::string& path,
+                        const std::string& module_full_name, std::int64_t index) {
+    JsonReader r(json, file_, path);
+    Parameter p;
+    p.name = r.string("name");
+    if (p.name.empty() || p.name.find('.') != std::string::npos)
+      r.fail("name", "expected a non-empty parameter name without '.'");
+    p.full_name = module_full_name.empty() ? p.name : module_full_name + "." + p.name;
+    const auto& shape = r.array("shape");
+    if (shape.empty()) r.fail("shape", "expected at least one dimension");
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      if (!shape[i].is_number_integer() || shape[i].get<std::int64_t>() <= 0)
+        throw InputError(file_, join_json_path(r.path_of("shape"), i),
+                         "expected a positive integer dimension, got " + describe_json(shape[i]));
+      p.shape.push_back(shape[i].get<std::int64_t>());
+    }
+    std::int64_t numel = 1;
+    for (std::int64_t d : p.shape) {
+      if (numel > (std::int64_t{1} << 50) / d) r.fail("shape", "parameter is implausibly large (> 2^50 elements)");
+      numel *= d;
+    }
+    std::string dtype = r.string_or("dtype", "fp32");
+    auto parsed = parse_dtype(dtype);
+    if (!parsed) r.fail("dtype", "expected fp32, bf16, fp16 or fp8; got \"" + dtype + "\"");
+    p.dtype = *parsed;
+    p.tied_to = substitute_index(r.string_or("tied_to", ""), index);
+    r.finish();
+    return p;
+  }
+
+  std::string file_;
+  std::int64_t modules_ = 0;
+  int depth_ = 0;
+};
+
+void check_model(const Model& model, const std::string& file) {
+  std::map<std::string, const Parameter*> by_name;
+  for_each_module(model.root, [&](const Module& m) {
+    for (const Parameter& p : m.params) by_name[p.full_name] = &p;
+  });
+  for (const auto& [name, p] : by_name) {
+    if (p->tied_to.empty()) continue;
+    auto it = by_name.find(p->tied_to);
+    if (it == by_name.end())
+      throw InputError(file, "root", "parameter " + name + " is tied_to \"" + p->tied_to +
+                                         "\", which is no parameter of the model");
+    if (!it->second->tied_to.empty())
+      throw InputError(file, "root", "parameter " + name + " is tied to " + p->tied_to +
+                                         ", which is itself tied; tie to the owning parameter");
+    if (it->second->numel() != p->numel())
+      throw InputError(file, "root", "parameter " + name + " is tied to " + p->tied_to +
+                                         " but their sizes differ");
+  }
+  // Bounded so that parameter_count() and byte totals cannot overflow.
+  constexpr std::int64_t kMaxTotalElements = std::int64_t{1} << 53;
+  std::int64_t total = 0;
+  for (const auto& [name, p] : by_name) {
+    if (!p->tied_to.empty()) continue;
+    total += p->numel();  // each numel <= 2^50, checked while parsing
+    if (total > kMaxTotalElements)
+      throw InputError(file, "root", "the model has implausibly many parameters (more than 2^53 elements)");
+  }
+  // Costs on a module cover its whole subtree: a descendant may not carry costs too.
+  std::function<void(const Module&, bool)> walk = [&](const Module& m, bool costed_above) {
+    if (m.costs && costed_above)
+      throw InputError(file, "root", "module \"" + m.full_name +
+                                         "\" has costs but an ancestor already carries costs for it");
+    for (const Module& c : m.children) walk(c, costed_above || m.costs.has_value());
+  };
+  walk(model.root, false);
+}
+
+ArchSummary parse_arch(JsonReader r) {
+  ArchSummary a;
+  a.family = r.string_or("family", "");
+  a.num_layers = r.integer_or("num_layers", 0);
+  a.hidden_size = r.integer_or("hidden_size", 0);
+  a.num_heads = r.integer_or("num_heads", 0);
+  a.num_kv_heads = r.integer_or("num_kv_heads", 0);
+  a.ffn_hidden_size = r.integer_or("ffn_hidden_size", 0);
+  a.vocab_size = r.integer_or("vocab_size", 0);
+  a.max_seq_len = r.integer_or("max_seq_len", 0);
+  r.finish();
+  return a;
+}
+
+}  // namespace
+
+std::int64_t Model::parameter_count() const {
+  std::int64_t n = 0;
+  for (const Parameter* p : parameters()) n += p->numel();
+  return n;
+}
+
+double Model::forward_flops(double micro_batch, double seq_len) const {
+  double sum = 0;
+  for_each_module(root, [&](const Module& m) {
+    if (m.costs) sum += m.costs->forward_flops.at(micro_batch, seq_len);
+  });
+  return sum;
+}
+
+double Model::attention_flops(double micro_batch, double seq_len) const {
+  double sum = 0;
+  for_each_module(root, [&](const Module& m) {
+    if (m.costs) sum += m.costs->attention_flops.at(micro_batch, seq_len);
+  });
+  return sum;
+}
+
+std::vector<const Parameter*> Model::parameters() const {
+  std::vector<const Parameter*> out;
+  for_each_module(root, [&](const Module& m) {
+    for (const Parameter& p : m.params)
+      if (p.tied_to.empty()) out.push_back(&p);
+  });
+  return out;
+}
+
+const Module* Model::find_module(const std::string& full_name) const {
+  const Module* found = nullptr;
+  for_each_module(root, [&](const Module& m) {
+    if (!found && m.full_name == full_name) found = &m;
+  });
+  return found;
+}
+
+Model parse_model(const nlohmann::json& json, const std::string& file) {
+  JsonReader r(json, file);
+  Model model;
+  model.name = r.string("name");
+  model.source = r.string_or("source", "");
+  if (r.has("arch")) model.arch = parse_arch(r.object("arch"));
+  ModelParser parser(file);
+  model.root = parser.parse_module(r.raw("root"), "root", "", 0);
+  r.finish();
+  check_model(model, file);
+  if (model.parameter_count() == 0) throw InputError(file, "root", "the model has no parameters");
+  return model;
+}
+
+Model load_model_file(const std::string& path) { return parse_model(load_json_file(path), path); }
+
+}  // namespace fsdpsim::models

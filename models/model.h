@@ -1,0 +1,108 @@
+// What a model is to fsdpsim: a tree of modules owning parameters, with per-module
+// forward costs as functions of micro-batch b and sequence length s.
+//
+// The JSON form (docs/model-schema.md) writes repeated blocks once with "repeat": N;
+// load_model() expands them, so a Model in memory is the full tree.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace fsdpsim::models {
+
+enum class DType { fp32, bf16, fp16, fp8 };
+int dtype_bytes(DType dtype);
+std::string dtype_name(DType dtype);
+// "fp32"/"float32", "bf16"/"bfloat16", "fp16"/"float16", "fp8"; nullopt otherwise.
+std::optional<DType> parse_dtype(const std::string& name);
+
+// sum of coeff * b^b_pow * s^s_pow (b = micro-batch, s = sequence length).
+struct Polynomial {
+  struct Term {
+    double coeff = 0;
+    int b_pow = 0;
+    int s_pow = 0;
+  };
+  std::vector<Term> terms;
+
+  double at(double micro_batch, double seq_len) const;
+  bool empty() const { return terms.empty(); }
+  Polynomial& operator+=(const Polynomial& other);
+  // Keys as written in JSON: "1", "b", "s", "b*s", "b*s^2", ...
+  static std::string monomial_name(int b_pow, int s_pow);
+};
+
+// Costs of one forward pass of a module. Backward costs about twice the forward FLOPs
+// (grads w.r.t. inputs and weights); the cost model applies that.
+struct ModuleCosts {
+  Polynomial forward_flops;         // all FLOPs of the forward, attention included
+  Polynomial attention_flops;       // the part of forward_flops that is QK^T and AV (no causal discount)
+  Polynomial forward_hbm_bytes;     // bytes memory-bound work moves (norms, activations, softmax, ...)
+  Polynomial saved_activation_bytes;  // bytes kept for backward, with 16-bit activations
+  Polynomial input_bytes;           // bytes of the module's input (what full checkpointing keeps), 16-bit
+};
+
+struct Parameter {
+  std::string name;       // local name, e.g. "weight"
+  std::string full_name;  // dotted path from the root, e.g. "layers.3.mlp.up_proj.weight"
+  std::vector<std::int64_t> shape;
+  DType dtype = DType::fp32;
+  std::string tied_to;  // full_name of the parameter whose storage this one shares; "" if none
+
+  std::int64_t numel() const;
+};
+
+struct Module {
+  std::string name;       // local name ("" for the root)
+  std::string full_name;  // dotted path ("" for the root)
+  std::string type;       // e.g. "LlamaDecoderLayer", "Linear"
+  std::vector<Parameter> params;
+  std::vector<Module> children;
+  std::optional<ModuleCosts> costs;  // absent: the module's work is counted by its children
+};
+
+// A few architecture figures, for reports and for published-run conventions.
+struct ArchSummary {
+  std::string family;  // "llama", "gpt2", ...
+  std::int64_t num_layers = 0;
+  std::int64_t hidden_size = 0;
+  std::int64_t num_heads = 0;
+  std::int64_t num_kv_heads = 0;
+  std::int64_t ffn_hidden_size = 0;
+  std::int64_t vocab_size = 0;
+  std::int64_t max_seq_len = 0;
+};
+
+struct Model {
+  std::string name;
+  std::string source;  // where it came from (config file, paper)
+  ArchSummary arch;
+  Module root;
+
+  // Unique parameter elements (a tied parameter counts once).
+  std::int64_t parameter_count() const;
+  // Sums over every module with costs.
+  double forward_flops(double micro_batch, double seq_len) const;
+  double attention_flops(double micro_batch, double seq_len) const;
+  // Parameters (unique) by full name, in module pre-order.
+  std::vector<const Parameter*> parameters() const;
+  const Module* find_module(const std::string& full_name) const;
+};
+
+// Builds a Model from its JSON form, expanding "repeat" and checking everything
+// (unknown fields, shapes, tied names, costs nested under costs); `file` is for errors.
+Model parse_model(const nlohmann::json& json, const std::string& file);
+Model load_model_file(const std::string& path);
+
+// Calls f(module) for every module in pre-order (forward execution order).
+template <typename F>
+void for_each_module(const Module& m, F&& f) {
+  f(m);
+  for (const Module& c : m.children) for_each_module(c, f);
+}
+
+}  // namespace fsdpsim::models

@@ -1,0 +1,939 @@
+// NCCL's cost model (see collectives.h and docs/collectives.md).
+//
+// Source of every constant: NVIDIA/nccl 2.28.3 (read at github.com/zhanglin496/nccl-2.28.3-1,
+// a copy of the 2.28.3-1 release), files src/graph/tuning.cc (ncclTunerConstantsDefaults,
+// nvlsEfficiency, ncclTopoTuneModel, treeCorrectionFactor, ncclTopoGetAlgoTime),
+// src/graph/search.cc (speed arrays, ncclTopoCompute, ncclTopoDupChannels,
+// ncclTopoSearchTryNvls), src/graph/topo.h (SMxx_NVLINK_BW), src/graph/topo.cc
+// (kvDictPciGen: PCIe link = width x GT/s / 80). The numbers were written down from reading
+// that code; no code was copied.
+#include "planner/collectives.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace fsdpsim::planner {
+
+namespace {
+
+constexpr int kTree = static_cast<int>(NcclAlgorithm::tree);
+constexpr int kRing = static_cast<int>(NcclAlgorithm::ring);
+constexpr int kNvls = static_cast<int>(NcclAlgorithm::nvls);
+constexpr int kLL = static_cast<int>(NcclProtocol::ll);
+constexpr int kLL128 = static_cast<int>(NcclProtocol::ll128);
+constexpr int kSimple = static_cast<int>(NcclProtocol::simple);
+
+const char* const kSrcTuning = "NCCL 2.28.3 src/graph/tuning.cc";
+const char* const kSrcSearch = "NCCL 2.28.3 src/graph/search.cc";
+
+// ---- architecture-keyed tables (tuning.cc ncclTunerConstantsDefaults, nvlsEfficiency;
+// ---- search.cc speed arrays; topo.h NVLink per-link bandwidth) ----
+
+enum class Arch { volta = 0, ampere = 1, hopper = 2, blackwell = 3 };
+
+Arch arch_from_name(const std::string& s) {
+  if (s == "volta") return Arch::volta;
+  if (s == "ampere") return Arch::ampere;
+  if (s == "blackwell") return Arch::blackwell;
+  return Arch::hopper;
+}
+
+std::string arch_name(Arch a) {
+  switch (a) {
+    case Arch::volta: return "volta";
+    case Arch::ampere: return "ampere";
+    case Arch::hopper: return "hopper";
+    case Arch::blackwell: return "blackwell";
+  }
+  return "hopper";
+}
+
+bool contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
+
+// The GPU architecture NCCL would see (its compute capability). From the NVLink generation
+// when the catalog gives one, else from the GPU's name.
+std::pair<Arch, std::string> derive_arch(const GpuSpec& gpu) {
+  const std::string& g = gpu.nvlink_generation;
+  if (g == "volta" || g == "ampere" || g == "hopper" || g == "blackwell")
+    return {arch_from_name(g), "gpu.nvlink_generation \"" + g + "\""};
+  const std::string& n = gpu.name;
+  if (contains(n, "B200") || contains(n, "B100") || contains(n, "B300"))
+    return {Arch::blackwell, "GPU name \"" + n + "\""};
+  if (contains(n, "H100") || contains(n, "H200") || contains(n, "H800") || contains(n, "H20"))
+    return {Arch::hopper, "GPU name \"" + n + "\""};
+  if (contains(n, "A100") || contains(n, "A800") || contains(n, "A10") || contains(n, "A30") ||
+      contains(n, "A40"))
+    return {Arch::ampere, "GPU name \"" + n + "\""};
+  if (contains(n, "V100")) return {Arch::volta, "GPU name \"" + n + "\""};
+  return {Arch::hopper, "unknown GPU \"" + n + "\": Hopper tables assumed"};
+}
+
+// topo.h: SM70/SM80 20.0, SM90 20.6, SM100 40.1 GB/s per NVLink link (ncclTopoNVLinkBw).
+double nccl_nvlink_bw_per_link(Arch a) {
+  switch (a) {
+    case Arch::volta: return 20.0;
+    case Arch::ampere: return 20.0;
+    case Arch::hopper: return 20.6;
+    case Arch::blackwell: return 40.1;
+  }
+  return 20.6;
+}
+
+// Datasheet NVLink rate per link and direction, only to infer a link count when the catalog
+// lacks one: NVLink2/3/4 25 GB/s, NVLink5 50 GB/s (NVIDIA V100/A100/H100/B200 datasheets).
+double spec_nvlink_bw_per_link(Arch a) { return a == Arch::blackwell ? 50.0 : 25.0; }
+
+// A GPU's own PCIe link as NCCL rates it (topo.cc: width x GT/s-per-lane / 80): Gen3 x16 12,
+// Gen4 x16 24 (A100), Gen5 x16 48 (H100/H200/B200) GB/s.
+double nccl_gpu_pcie_bw(Arch a) {
+  switch (a) {
+    case Arch::volta: return 12.0;
+    case Arch::ampere: return 24.0;
+    case Arch::hopper: return 48.0;
+    case Arch::blackwell: return 48.0;
+  }
+  return 48.0;
+}
+
+const std::vector<double>& speed_array_intra(Arch a) {
+  static const std::vector<double> generic = {40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0,
+                                              9.0,  7.0,  6.0,  5.0,  4.0,  3.0};
+  static const std::vector<double> sm90 = {60.0, 50.0, 40.0, 30.0, 24.0, 20.0,
+                                           15.0, 12.0, 11.0, 6.0,  3.0};
+  static const std::vector<double> sm100 = {90.0, 80.0, 70.0, 60.0, 50.0, 40.0,
+                                            30.0, 24.0, 20.0, 19.0, 18.0};
+  return a == Arch::blackwell ? sm100 : a == Arch::hopper ? sm90 : generic;
+}
+
+const std::vector<double>& speed_array_inter(Arch a) {
+  static const std::vector<double> generic = {48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0,
+                                              12.0, 10.0, 9.0,  7.0,  6.0,  5.0,  4.0,
+                                              3.0,  2.4,  1.2,  0.24, 0.12};
+  static const std::vector<double> sm90 = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0,
+                                           22.0, 20.0, 17.5, 15.0, 12.0, 6.0,
+                                           3.0,  2.4,  1.2,  0.24, 0.12};
+  static const std::vector<double> sm100 = {96.0, 48.0, 45.1, 42.0, 40.0, 30.0,
+                                            24.0, 22.0, 20.0, 17.5, 15.0, 12.0,
+                                            6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+  return a == Arch::blackwell ? sm100 : a == Arch::hopper ? sm90 : generic;
+}
+
+// llMaxBws rows: Volta/Intel, Ampere/AMD, Hopper, Blackwell. Single node reads the GPU's row,
+// multi-node the CPU vendor's row (index1 in ncclTopoTuneModel).
+constexpr std::array<NcclScaleRow, 4> kLlMaxBws = {{{39.0, 39.0, 20.4},
+                                                   {87.7, 22.5, 19.0},
+                                                   {141.0, 45.0, 35.0},
+                                                   {2 * 141.0, 2 * 45.0, 2 * 35.0}}};
+constexpr std::array<NcclScaleRow, 4> kPerChMaxRingLL128 = {{{20.0, 20.0, 20.0},
+                                                            {20.0, 20.0, 20.0},
+                                                            {36.7, 36.7, 36.7},
+                                                            {2 * 36.7, 2 * 36.7, 2 * 36.7}}};
+constexpr std::array<NcclScaleRow, 4> kPerChMaxTreeLL128 = {{{20.0, 20.0, 20.0},
+                                                            {20.0, 20.0, 20.0},
+                                                            {36.7, 36.7, 29.0},
+                                                            {55.6, 31.67, 20.0}}};
+constexpr std::array<NcclScaleRow, 4> kPerChMaxTree = {{{26.5, 18.5, 10.0},
+                                                       {24.0, 23.6, 17.8},
+                                                       {38.7, 41.4, 36.0},
+                                                       {70.0, 42.8, 24.0}}};
+constexpr std::array<double, 4> kNvlsEfficiency = {0.0, 0.0, 0.85, 0.74};
+
+void apply_arch_tables(NcclParams& p, Arch a, const std::string& why) {
+  const int i = static_cast<int>(a);
+  p.gpu_arch = arch_name(a);
+  const NcclScaleRow& cpu_row = kLlMaxBws[p.cpu_vendor == "amd" ? 1 : 0];
+  p.ll_max_bandwidth_gbps = {kLlMaxBws[i][0], cpu_row[1], cpu_row[2]};
+  p.per_channel_max_ring_ll128_gbps = kPerChMaxRingLL128[i];
+  p.per_channel_max_tree_ll128_gbps = kPerChMaxTreeLL128[i];
+  p.per_channel_max_tree_gbps = kPerChMaxTree[i];
+  p.nvls_efficiency = kNvlsEfficiency[i];
+  p.speed_array_intra_gbps = speed_array_intra(a);
+  p.speed_array_inter_gbps = speed_array_inter(a);
+  // ncclTopoGetAlgoTime: minCompCap < 80 ? 1.9 : 1.4.
+  p.ring_plateau_factor = a == Arch::volta ? 1.9 : 1.4;
+  p.net_overhead_us = p.cpu_vendor == "amd" ? 2.0 : 1.0;
+
+  const std::string arch = arch_name(a);
+  p.sources["gpu_arch"] = arch + " (from " + why + ")";
+  p.sources["ll_max_bandwidth_gbps"] =
+      std::string(kSrcTuning) + " llMaxBws: 1 node from the " + arch + " row, 2 / >=4 nodes from the " +
+      (p.cpu_vendor == "amd" ? "AMD" : "Intel") + " CPU row";
+  p.sources["per_channel_max_ring_ll128_gbps"] =
+      std::string(kSrcTuning) + " perChMaxRingLL128Bws, " + arch + " row";
+  p.sources["per_channel_max_tree_ll128_gbps"] =
+      std::string(kSrcTuning) + " perChMaxTreeLL128Bws, " + arch + " row";
+  p.sources["per_channel_max_tree_gbps"] =
+      std::string(kSrcTuning) + " perChMaxTreeBws, " + arch + " row";
+  p.sources["nvls_efficiency"] = std::string(kSrcTuning) + " nvlsEfficiency, " + arch;
+  p.sources["speed_array_intra_gbps"] =
+      std::string(kSrcSearch) + (a == Arch::blackwell ? " sm100SpeedArrayIntra"
+                                 : a == Arch::hopper  ? " sm90SpeedArrayIntra"
+                                                      : " speedArrayIntra");
+  p.sources["speed_array_inter_gbps"] =
+      std::string(kSrcSearch) + (a == Arch::blackwell ? " sm100SpeedArrayInter"
+                                 : a == Arch::hopper  ? " sm90SpeedArrayInter"
+                                                      : " speedArrayInter");
+  p.sources["ring_plateau_factor"] =
+      std::string(kSrcTuning) + " ncclTopoGetAlgoTime: 'plateau effect of ring', minCompCap < 80 ? 1.9 : 1.4";
+  p.sources["net_overhead_us"] = std::string(kSrcTuning) +
+                                 " getNetOverhead: 1 us (Intel x86, ARM), 2 us (AMD x86); x3 for Simple";
+}
+
+// ---- hardware the graph model works on ----
+
+struct Hw {
+  bool nvlink = true;    // intra-node link kind (NVLink latencies, LL128 rule)
+  double intra = 0;      // per GPU per direction
+  double nic = 0;        // per NIC per direction
+  int nics = 0;          // per node
+  double pcie = 0;       // GPU's PCIe link
+  Arch arch = Arch::hopper;
+};
+
+Hw resolve_hw(const NcclParams& p, const ClusterSpec& c) {
+  Hw hw;
+  const Arch cluster_arch = derive_arch(c.gpu).first;
+  hw.arch = p.gpu_arch.empty() ? cluster_arch : arch_from_name(p.gpu_arch);
+  if (!p.intra_link.empty())
+    hw.nvlink = p.intra_link == "nvlink";
+  else
+    hw.nvlink = c.intra_kind == IntraNodeKind::nvswitch;
+  hw.intra = p.intra_bandwidth_gbps;
+  if (hw.intra <= 0) {
+    if (hw.nvlink) {
+      int links = c.gpu.nvlink_links;
+      if (links <= 0 && c.gpu.nvlink_bandwidth_gbps > 0)
+        links = static_cast<int>(std::lround(c.gpu.nvlink_bandwidth_gbps /
+                                             spec_nvlink_bw_per_link(cluster_arch)));
+      hw.intra = links > 0 ? links * nccl_nvlink_bw_per_link(cluster_arch) : c.intra_bandwidth_gbps;
+    } else {
+      hw.intra = c.intra_bandwidth_gbps;
+    }
+  }
+  hw.nic = p.nic_bandwidth_gbps > 0 ? p.nic_bandwidth_gbps : c.nic_bandwidth_gbps;
+  hw.nics = p.nics_per_node > 0 ? p.nics_per_node : c.nics_per_node;
+  hw.pcie = p.gpu_pcie_bandwidth_gbps;
+  if (hw.pcie <= 0) hw.pcie = hw.nvlink ? nccl_gpu_pcie_bw(cluster_arch) : c.intra_bandwidth_gbps;
+  return hw;
+}
+
+void check_group(const CollectiveGroup& g, const ClusterSpec& c) {
+  if (g.ranks < 1 || g.nodes < 1)
+    throw std::invalid_argument("collective group needs ranks >= 1 and nodes >= 1, got ranks=" +
+                                std::to_string(g.ranks) + " nodes=" + std::to_string(g.nodes));
+  if (g.ranks % g.nodes != 0)
+    throw std::invalid_argument("collective group: ranks (" + std::to_string(g.ranks) +
+                                ") must spread evenly over nodes (" + std::to_string(g.nodes) + ")");
+  if (c.gpus_per_node > 0 && g.ranks / g.nodes > c.gpus_per_node)
+    throw std::invalid_argument("collective group: " + std::to_string(g.ranks / g.nodes) +
+                                " ranks per node, but the cluster has " +
+                                std::to_string(c.gpus_per_node) + " GPUs per node");
+}
+
+constexpr double kEps = 1e-6;  // search.cc rounds link budgets to 1e-3 (SUB_ROUND)
+
+int floor_div(double capacity, double per_channel) {
+  if (per_channel <= 0) return 0;
+  return static_cast<int>(std::floor(capacity / per_channel + kEps));
+}
+
+// Channels a ring (or tree) search fits at per-channel bandwidth s (search.cc followPath on
+// each link): every channel crosses each GPU's intra-node link once per direction, and when
+// the group spans nodes it enters and leaves each node through one NIC (one GPU->NIC PCIe
+// path per direction; PXN lets a GPU reach another GPU's NIC, so the budgets are per node).
+int ring_channels_at(double s, int ppn, int nodes, const Hw& hw, int max_channels) {
+  int ch = max_channels;
+  if (ppn >= 2) ch = std::min(ch, floor_div(hw.intra, s));
+  if (nodes > 1) {
+    const int nic_ch = std::max(hw.nics, 1) * floor_div(hw.nic, s);
+    const int pcie_ch = ppn * floor_div(hw.pcie, s);
+    ch = std::min(ch, std::min(nic_ch, pcie_ch));
+  }
+  return std::max(ch, 0);
+}
+
+// Highest NVLS channel count k with every GPU head of one channel (search.cc
+// ncclTopoSearchTryNvls: the head moves 2x the channel bandwidth to and from the NVSwitch,
+// the others 1x): (k + 1) * s <= intra.
+int nvls_channels_at(double s, const Hw& hw, int max_channels) {
+  return std::min(max_channels, floor_div(hw.intra, s) - 1);
+}
+
+int log2i(double x) {
+  if (x < 1) return -1;
+  return static_cast<int>(std::floor(std::log2(x) + 1e-12));
+}
+
+const NcclTable& hw_latency_table(const NcclParams& p, bool nvlink) {
+  return nvlink ? p.nvlink_latency_us : p.pcie_latency_us;
+}
+
+bool algo_enabled(const NcclParams& p, int a) {
+  return a == kTree ? p.enable_tree : a == kRing ? p.enable_ring : p.enable_nvls;
+}
+bool proto_enabled(const NcclParams& p, int pr) {
+  return pr == kLL ? p.enable_ll : pr == kLL128 ? p.enable_ll128 : p.enable_simple;
+}
+
+double bus_factor(CollectiveKind kind, int n) {
+  switch (kind) {
+    case CollectiveKind::all_gather:
+    case CollectiveKind::reduce_scatter: return static_cast<double>(n - 1) / n;
+    case CollectiveKind::all_reduce: return 2.0 * (n - 1) / n;
+    case CollectiveKind::broadcast: return 1.0;
+  }
+  return 1.0;
+}
+
+CollectiveEstimate zero_estimate() {
+  CollectiveEstimate e;
+  e.algorithm = "none";
+  e.protocol = "none";
+  return e;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+
+std::string collective_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::all_gather: return "all_gather";
+    case CollectiveKind::reduce_scatter: return "reduce_scatter";
+    case CollectiveKind::all_reduce: return "all_reduce";
+    case CollectiveKind::broadcast: return "broadcast";
+  }
+  return "unknown";
+}
+
+std::optional<CollectiveKind> collective_kind_from_name(std::string_view name) {
+  for (auto k : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
+                 CollectiveKind::all_reduce, CollectiveKind::broadcast})
+    if (collective_name(k) == name) return k;
+  return std::nullopt;
+}
+
+std::string nccl_algorithm_name(NcclAlgorithm a) {
+  switch (a) {
+    case NcclAlgorithm::tree: return "Tree";
+    case NcclAlgorithm::ring: return "Ring";
+    case NcclAlgorithm::nvls: return "NVLS";
+  }
+  return "?";
+}
+
+std::string nccl_protocol_name(NcclProtocol p) {
+  switch (p) {
+    case NcclProtocol::ll: return "LL";
+    case NcclProtocol::ll128: return "LL128";
+    case NcclProtocol::simple: return "Simple";
+  }
+  return "?";
+}
+
+NcclParams::NcclParams() {
+  // tuning.cc ncclTunerConstantsDefaults.baseLatencies (us): Tree, Ring; NVLS has none.
+  base_latency_us = {{{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0.0, 0.0, 0.0}}};
+  // hwLatencies[NCCL_HW_NVLINK / PCI / NET] (us per hop), Tree, Ring, NVLS (Simple only).
+  nvlink_latency_us = {{{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {0.0, 0.0, 25.0}}};
+  pcie_latency_us = {{{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0.0, 0.0, 0.0}}};
+  net_latency_us = {{{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}, {0.0, 0.0, 18.0}}};
+  // treeCorrectionFactor[proto][log2(nBytes >> 6)], 64 B .. 256 MB.
+  tree_correction[kLL] = {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5,
+                          .4,  .4,  .5,  .6,  .7, .8, .9, 1.0, 1.0, 1.0, 1.0};
+  tree_correction[kLL128] = {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6,
+                             .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0};
+  tree_correction[kSimple] = {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5,
+                              .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9};
+  apply_arch_tables(*this, Arch::hopper, "NcclParams{} default");
+
+  sources["nccl_version"] = "NCCL release whose tables these are (2.28.3-1; same constants as 2.23-2.27 "
+                            "except the NVLS bandwidth formula, see docs/collectives.md)";
+  sources["base_latency_us"] = std::string(kSrcTuning) + " ncclTunerConstantsDefaults.baseLatencies";
+  sources["nvlink_latency_us"] = std::string(kSrcTuning) + " hwLatencies[NCCL_HW_NVLINK]";
+  sources["pcie_latency_us"] = std::string(kSrcTuning) + " hwLatencies[NCCL_HW_PCI]";
+  sources["net_latency_us"] = std::string(kSrcTuning) + " hwLatencies[NCCL_HW_NET]";
+  sources["net_latency_inter_us"] =
+      "graph->latencyInter = the net plugin's ncclNetProperties.latency; NCCL's IB transport "
+      "reports 0 (src/transport/net_ib.cc 'props->latency = 0; // Not set')";
+  sources["tree_correction"] = std::string(kSrcTuning) + " treeCorrectionFactor";
+  sources["ll_bandwidth_factor"] = std::string(kSrcTuning) + " ring LL: min(llMaxBw, busBw * .5)";
+  sources["ll128_bandwidth_factor"] =
+      std::string(kSrcTuning) + " ring LL128: min(busBw * 0.92, nChannels * perChMaxRingLL128Bw)";
+  sources["tree_bandwidth_factor"] =
+      std::string(kSrcTuning) + " tree all-reduce: min(busBw * .92, nChannels * perChMaxTreeBw)";
+  sources["tree_ll_factor"] = std::string(kSrcTuning) + " tree LL: min(busBw / 3.8, llMaxBw)";
+  sources["tree_ll128_factor_single_node"] = std::string(kSrcTuning) + " tree LL128: nNodes == 1 ? 7/9";
+  sources["tree_ll128_factor_multi_node"] = std::string(kSrcTuning) + " tree LL128: : 120/128";
+  sources["max_ring_channels"] = "NCCL init.cc: ringGraph->maxChannels = MAXCHANNELS/2, MAXCHANNELS = 64 (device.h)";
+  sources["max_nvls_channels"] = "NCCL search.cc: NVLS maxChannels = min(NCCL_MAX_NVLS_ARITY, local GPUs)";
+  sources["ring_same_channels"] =
+      "search.cc tries sameChannels first; on NVSwitch nodes that first result is kept";
+  sources["bandwidth_efficiency"] =
+      "1.0: none applied (NCCL's tables already include protocol overheads); fitted by calibration only";
+  sources["intra_bandwidth_gbps"] = "0: derived from the cluster at estimate time";
+  sources["nic_bandwidth_gbps"] = "0: cluster.nic_bandwidth_gbps at estimate time";
+  sources["gpu_pcie_bandwidth_gbps"] = "0: derived from the GPU architecture at estimate time";
+  sources["enable_ll128"] =
+      std::string(kSrcTuning) + ": LL128 on by default only when intra-node paths are NVLink (PATH_NVB or better)";
+  sources["enable_nvls"] = "NVLS needs NVSwitch gen3+ with NVLink SHARP (gpu.nvls) and, without CollNet, one node";
+}
+
+NcclParams NcclParams::defaults_for(const ClusterSpec& cluster) {
+  NcclParams p;
+  auto [arch, why] = derive_arch(cluster.gpu);
+  apply_arch_tables(p, arch, why);
+
+  const bool nvswitch = cluster.intra_kind == IntraNodeKind::nvswitch;
+  p.intra_link = nvswitch ? "nvlink" : "pcie";
+  p.sources["intra_link"] = std::string("cluster.intra_kind = ") + (nvswitch ? "nvswitch" : "pcie");
+
+  const Hw hw = resolve_hw(NcclParams{}, cluster);  // cluster-derived figures
+  p.intra_bandwidth_gbps = hw.intra;
+  if (nvswitch) {
+    int links = cluster.gpu.nvlink_links;
+    std::string how = "gpu.nvlink_links = " + std::to_string(links);
+    if (links <= 0 && cluster.gpu.nvlink_bandwidth_gbps > 0) {
+      links = static_cast<int>(std::lround(cluster.gpu.nvlink_bandwidth_gbps / spec_nvlink_bw_per_link(arch)));
+      how = "links inferred from gpu.nvlink_bandwidth_gbps / datasheet rate per link";
+    }
+    if (links > 0) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.1f", nccl_nvlink_bw_per_link(arch));
+      p.sources["intra_bandwidth_gbps"] = std::to_string(links) + " NVLink links (" + how + ") x " + buf +
+                                          " GB/s (NCCL topo.h ncclTopoNVLinkBw, " + arch_name(arch) + ")";
+    } else {
+      p.sources["intra_bandwidth_gbps"] =
+          "cluster.intra_bandwidth_gbps as is (the GPU lists no NVLink links)";
+    }
+  } else {
+    p.sources["intra_bandwidth_gbps"] =
+        "cluster.intra_bandwidth_gbps taken as NCCL's PCIe link figure (topo.cc: width x GT/s / 80, "
+        "e.g. 24 GB/s for Gen4 x16)";
+  }
+  p.nic_bandwidth_gbps = hw.nic;
+  p.nics_per_node = hw.nics;
+  p.sources["nic_bandwidth_gbps"] =
+      "cluster.nic_bandwidth_gbps (NCCL: NIC port speed in Mb/s / 8000, 400 Gb/s -> 50 GB/s)";
+  p.sources["nics_per_node"] = "cluster.nics_per_node";
+  p.gpu_pcie_bandwidth_gbps = hw.pcie;
+  p.sources["gpu_pcie_bandwidth_gbps"] =
+      nvswitch ? "GPU PCIe link as NCCL rates it (topo.cc width x GT/s / 80): " + arch_name(arch) +
+                     (arch == Arch::ampere ? " Gen4 x16 = 24 GB/s" : arch == Arch::volta ? " Gen3 x16 = 12 GB/s"
+                                                                                        : " Gen5 x16 = 48 GB/s")
+               : "cluster.intra_bandwidth_gbps (PCIe node)";
+
+  // LL128: tuning.cc enables it by default when the intra-node path is NVLink (typeIntra <=
+  // PATH_NVB) and the NIC is reached through PCIe switches (or PXN on Hopper+).
+  p.enable_ll128 = nvswitch;
+  p.enable_nvls = nvswitch && cluster.gpu.nvls && kNvlsEfficiency[static_cast<int>(arch)] > 0;
+  p.sources["enable_nvls"] =
+      std::string(p.enable_nvls ? "on" : "off") + ": gpu.nvls = " + (cluster.gpu.nvls ? "true" : "false") +
+      ", intra-node " + (nvswitch ? "NVSwitch" : "PCIe") + " (NVLS needs NVLink SHARP; single node without CollNet)";
+  return p;
+}
+
+// ---- graph model ----
+
+NcclGraph nccl_ring_graph(const CollectiveGroup& group, const ClusterSpec& cluster,
+                          const NcclParams& params) {
+  check_group(group, cluster);
+  const Hw hw = resolve_hw(params, cluster);
+  const int nodes = group.nodes;
+  const int ppn = group.ranks / group.nodes;
+  const std::vector<double>& speeds =
+      nodes > 1 ? (params.speed_array_inter_gbps.empty() ? speed_array_inter(hw.arch)
+                                                         : params.speed_array_inter_gbps)
+                : (params.speed_array_intra_gbps.empty() ? speed_array_intra(hw.arch)
+                                                         : params.speed_array_intra_gbps);
+  const int max_ch = std::max(1, params.max_ring_channels);
+  const int n_speeds = static_cast<int>(speeds.size());
+  if (n_speeds == 0) return {1, 0.1, 0.1};
+
+  // search.cc ncclTopoSearchInit: maxBw = best GPU->GPU path (one node) or GPU->NET path;
+  // totalBw = the GPU's NVLink (or PCIe) bandwidth.
+  const double max_bw = nodes > 1 ? std::min(hw.nic, hw.pcie) : hw.intra;
+  const double total_bw = hw.intra;
+
+  // Pass 1: from the highest speed that fits, decrease while no solution or while the next
+  // speed is more than .49 of the best one's; keep the best nChannels x bw (ties keep the
+  // earlier, fewer-hop graph); stop at maxChannels or once nChannels x bw >= totalBw.
+  int idx = 0;
+  while (idx < n_speeds - 1 && speeds[idx] > max_bw + kEps) ++idx;
+  int best_ch = 0;
+  double best_bw = 0;
+  while (true) {
+    const double s = speeds[idx];
+    const int ch = ring_channels_at(s, ppn, nodes, hw, max_ch);
+    if (ch >= 1 && ch * s > best_ch * best_bw + kEps) {
+      best_ch = ch;
+      best_bw = s;
+    }
+    if (best_ch > 0 && (best_ch == max_ch || best_ch * best_bw >= total_bw - kEps)) break;
+    if (idx < n_speeds - 1 && (best_ch == 0 || speeds[idx + 1] / best_bw > 0.49)) {
+      ++idx;
+      continue;
+    }
+    break;
+  }
+  if (best_ch == 0) return {1, 0.1, 0.1};  // search.cc: "falling back to simple order"
+
+  // ncclTopoDupChannels: double the channels at half the bandwidth, unless bw < 25, or on
+  // compute capability > 80 when bw < 50 with more than 4 channels.
+  const bool cc_above_80 = hw.arch == Arch::hopper || hw.arch == Arch::blackwell;
+  if (best_bw >= 25.0 && !(cc_above_80 && best_bw < 50.0 && best_ch > 4)) {
+    const int dup = std::min(best_ch * 2, max_ch);
+    const int factor = (dup + best_ch - 1) / best_ch;
+    best_bw /= factor;
+    best_ch = dup;
+  }
+
+  // Pass 2 (ring pattern): with minChannels = the channels found, try every higher speed.
+  int idx2 = 0;
+  while (idx2 < n_speeds - 1 && speeds[idx2] > best_bw + kEps) ++idx2;
+  while (idx2 > 0) {
+    --idx2;
+    const double s = speeds[idx2];
+    const int ch = ring_channels_at(s, ppn, nodes, hw, max_ch);
+    if (ch >= best_ch && ch * s > best_ch * best_bw + kEps) {
+      best_ch = ch;
+      best_bw = s;
+    }
+  }
+  return {best_ch, best_bw, best_bw};
+}
+
+NcclGraph nccl_nvls_graph(const CollectiveGroup& group, const ClusterSpec& cluster,
+                          const NcclParams& params) {
+  check_group(group, cluster);
+  const int ppn = group.ranks / group.nodes;
+  // NVLS needs NVLink SHARP; without CollNet NCCL disables it on more than one node
+  // (tuning.cc: collnetEnable == 0 && nNodes > 1), and a single local GPU has nothing to do.
+  if (!params.enable_nvls || !cluster.gpu.nvls || group.nodes != 1 || ppn < 2) return {};
+  const Hw hw = resolve_hw(params, cluster);
+  if (!hw.nvlink) return {};
+  const std::vector<double>& speeds = params.speed_array_intra_gbps.empty()
+                                          ? speed_array_intra(hw.arch)
+                                          : params.speed_array_intra_gbps;
+  const int n_speeds = static_cast<int>(speeds.size());
+  if (n_speeds == 0) return {};
+  const int max_ch = std::max(1, std::min(params.max_nvls_channels, ppn));
+  const int min_ch = max_ch;  // one node: "force intra-node NVLS algorithm to pull evenly from all GPUs"
+  // Non-ring patterns scale totalBw by ngpus/(ngpus-1) when picking the first speed.
+  const double total_bw = hw.intra * ppn / (ppn - 1.0);
+  int idx = 0;
+  while (idx < n_speeds - 1 &&
+         (speeds[idx] > hw.intra + kEps || speeds[idx] * min_ch > total_bw + kEps))
+    ++idx;
+  while (nvls_channels_at(speeds[idx], hw, max_ch) < min_ch) {
+    if (idx == n_speeds - 1) return {};
+    ++idx;
+  }
+  NcclGraph g;
+  g.channels = max_ch;
+  g.bw_intra_gbps = speeds[idx];
+  // Pass 2 for NVLS raises bwInter only, while it is below 2 x bwIntra; on one node no link
+  // carries bwInter, so every step succeeds up to the top of the speed array.
+  double inter = speeds[idx];
+  int j = idx;
+  while (j > 0 && inter < 2 * g.bw_intra_gbps - kEps) inter = speeds[--j];
+  g.bw_inter_gbps = inter;
+  return g;
+}
+
+// ---- tuning table (ncclTopoTuneModel) ----
+
+NcclTableEntry nccl_table_entry(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtocol protocol,
+                                const CollectiveGroup& group, const ClusterSpec& cluster,
+                                const NcclParams& params) {
+  check_group(group, cluster);
+  NcclTableEntry e;
+  const int n = group.ranks;
+  if (n <= 1) return e;
+  const int a = static_cast<int>(algorithm);
+  const int pr = static_cast<int>(protocol);
+  const bool ar = kind == CollectiveKind::all_reduce;
+  const bool ag_rs = kind == CollectiveKind::all_gather || kind == CollectiveKind::reduce_scatter;
+  const bool bcast = kind == CollectiveKind::broadcast;
+  // Which algorithms serve which collective (tuning.cc): broadcast Ring only; all-gather and
+  // reduce-scatter Ring, NVLS (and PAT, CollNetDirect: not modelled); all-reduce all.
+  if (bcast && a != kRing) return e;
+  if (ag_rs && a == kTree) return e;
+  if (a == kNvls && pr != kSimple) return e;
+  if (!algo_enabled(params, a) || !proto_enabled(params, pr)) return e;
+
+  const Hw hw = resolve_hw(params, cluster);
+  const int nodes = group.nodes;
+  const int ppn = n / nodes;
+  const int scale = nodes <= 2 ? nodes - 1 : 2;
+  const int nsteps = ar ? 2 * (n - 1) : ag_rs ? n - 1 : n;
+
+  // Bandwidth.
+  double bus_bw = 0;
+  int channels = 0;
+  if (a == kNvls) {
+    const NcclGraph g = nccl_nvls_graph(group, cluster, params);
+    if (g.channels < 2) return e;  // "NVLS/NVLStree needs at least 2 channels"
+    channels = g.channels;
+    // Convert to NVLS busBW per channel: bwIntra x efficiency x (nCh-1)/nCh; all-reduce
+    // pipelines two operations (x2), all-gather / reduce-scatter move (ppn-1)/ppn of it.
+    double intra_bw = g.bw_intra_gbps * params.nvls_efficiency * (channels - 1) / channels;
+    intra_bw *= ar ? 2.0 : (ppn - 1.0) / ppn;
+    const double bw = std::min(intra_bw, g.bw_inter_gbps);
+    bus_bw = channels * bw;
+  } else {
+    const NcclGraph g = nccl_ring_graph(group, cluster, params);
+    channels = g.channels;
+    const double bw = nodes <= 2 ? g.bw_intra_gbps : g.bw_inter_gbps;
+    bus_bw = channels * bw;
+    if (a == kRing && pr == kLL)
+      bus_bw = std::min(params.ll_max_bandwidth_gbps[scale], bus_bw * params.ll_bandwidth_factor);
+    if (a == kRing && pr == kLL128)
+      bus_bw = std::min(bus_bw * params.ll128_bandwidth_factor,
+                        channels * params.per_channel_max_ring_ll128_gbps[scale]);
+    if (a == kTree) {
+      bus_bw = std::min(bus_bw * params.tree_bandwidth_factor,
+                        channels * params.per_channel_max_tree_gbps[scale]);
+      if (pr == kLL) bus_bw = std::min(bus_bw * params.tree_ll_factor, params.ll_max_bandwidth_gbps[scale]);
+      if (pr == kLL128)
+        bus_bw = std::min(bus_bw * (nodes == 1 ? params.tree_ll128_factor_single_node
+                                               : params.tree_ll128_factor_multi_node),
+                          channels * params.per_channel_max_tree_ll128_gbps[scale]);
+    }
+  }
+  // Bus bandwidth -> algorithm bandwidth (not for NVLS all-gather / reduce-scatter).
+  if (!(a != kRing && ag_rs)) {
+    const double ratio = (a == kRing || a == kNvls) ? static_cast<double>(n) / nsteps : 0.5;
+    bus_bw *= ratio;
+  }
+  if (!(bus_bw > 0)) return e;
+
+  // Latency.
+  const NcclTable& intra_table = hw_latency_table(params, hw.nvlink);
+  double lat = params.base_latency_us[a][pr];
+  double intra_lat = intra_table[a][pr];
+  // "With ppn=1 latencies are fully exposed, use the Tree network latency."
+  double inter_lat = (ppn == 1 ? params.net_latency_us[kTree][pr] : params.net_latency_us[a][pr]) +
+                     params.net_latency_inter_us;
+  if (pr == kSimple) inter_lat += params.net_latency_inter_us;  // the flush
+  if (a == kRing) {
+    if (bcast) {
+      const NcclTable& hop_table = nodes == 1 ? intra_table : params.net_latency_us;
+      if (params.ring_same_channels) {
+        lat += hop_table[kRing][pr];
+      } else {
+        lat += nsteps * (pr == kSimple ? hop_table[kTree][pr] : hop_table[kRing][pr]);
+      }
+    } else {
+      double net_overhead = 0;
+      if (nodes > 1) net_overhead = params.net_overhead_us * (pr == kSimple ? 3 : 1);
+      intra_lat = std::max(intra_lat, net_overhead);
+      const int inter_steps = nodes == 1 ? 0 : ar ? 2 * (nodes - 1) : nodes - 1;
+      lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
+    }
+  } else if (a == kTree) {
+    lat += 2 * ((ppn - 1) * intra_lat + log2i(nodes) * inter_lat);
+  } else {  // NVLS: the latency is the hop latency alone
+    lat = intra_lat;
+    if (nodes > 1) lat += inter_lat;
+  }
+  e.latency_us = lat;
+  e.bandwidth_gbps = bus_bw;
+  e.channels = channels;
+  return e;
+}
+
+// ---- per-call time (ncclTopoGetAlgoTime) and selection ----
+
+std::vector<CollectiveEstimate> collective_candidates(CollectiveKind kind, double bytes,
+                                                      const CollectiveGroup& group,
+                                                      const ClusterSpec& cluster,
+                                                      const NcclParams& params) {
+  check_group(group, cluster);
+  if (!(bytes >= 0)) throw std::invalid_argument("collective size must be >= 0 bytes");
+  std::vector<CollectiveEstimate> out;
+  const int n = group.ranks;
+  if (n <= 1) return out;
+  if (!(params.bandwidth_efficiency > 0))
+    throw std::invalid_argument("nccl.bandwidth_efficiency must be > 0");
+  const int ring_channels = nccl_ring_graph(group, cluster, params).channels;
+  for (int a = 0; a < 3; ++a) {
+    for (int pr = 0; pr < 3; ++pr) {
+      const NcclTableEntry t = nccl_table_entry(kind, static_cast<NcclAlgorithm>(a),
+                                                static_cast<NcclProtocol>(pr), group, cluster, params);
+      if (!(t.bandwidth_gbps > 0)) continue;
+      double bw = t.bandwidth_gbps * params.bandwidth_efficiency;
+      double lat = t.latency_us;
+      if (a == kTree && kind == CollectiveKind::all_reduce) {
+        const int log_size = log2i(std::floor(bytes / 64.0));
+        const auto& corr = params.tree_correction[pr];
+        if (log_size >= 0 && log_size < static_cast<int>(corr.size())) bw *= corr[log_size];
+      }
+      if (a == kRing && pr == kSimple && group.nodes > 1 && kind == CollectiveKind::all_reduce &&
+          bytes / (static_cast<double>(ring_channels) * n) >= 64)
+        lat *= params.ring_plateau_factor;  // "plateau effect of ring"
+      const double time_us = lat + bytes / (1000.0 * bw);
+      CollectiveEstimate e;
+      e.seconds = time_us * 1e-6;
+      e.algorithm = nccl_algorithm_name(static_cast<NcclAlgorithm>(a));
+      e.protocol = nccl_protocol_name(static_cast<NcclProtocol>(pr));
+      e.channels = t.channels;
+      e.latency_seconds = lat * 1e-6;
+      if (e.seconds > 0) {
+        e.alg_bandwidth_gbps = bytes / e.seconds / 1e9;
+        e.bus_bandwidth_gbps = e.alg_bandwidth_gbps * bus_factor(kind, n);
+      }
+      out.push_back(e);
+    }
+  }
+  return out;
+}
+
+CollectiveEstimate estimate_collective(CollectiveKind kind, double bytes, const CollectiveGroup& group,
+                                       const ClusterSpec& cluster, const NcclParams& params) {
+  check_group(group, cluster);
+  if (!(bytes >= 0)) throw std::invalid_argument("collective size must be >= 0 bytes");
+  if (group.ranks <= 1 || bytes == 0) return zero_estimate();
+  const auto candidates = collective_candidates(kind, bytes, group, cluster, params);
+  if (candidates.empty())
+    throw std::invalid_argument("no NCCL algorithm/protocol is enabled for " + collective_name(kind));
+  const CollectiveEstimate* best = &candidates.front();
+  for (const auto& c : candidates)
+    if (c.seconds < best->seconds) best = &c;  // strictly faster: NCCL keeps the first minimum
+  return *best;
+}
+
+// ---- JSON ----
+
+namespace {
+
+const char* const kAlgoKeys[3] = {"tree", "ring", "nvls"};
+const char* const kProtoKeys[3] = {"ll", "ll128", "simple"};
+
+nlohmann::json table_json(const NcclTable& t) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int a = 0; a < 3; ++a) j[kAlgoKeys[a]] = {t[a][0], t[a][1], t[a][2]};
+  return j;
+}
+
+double read_nonneg(JsonReader& r, const std::string& key, double fallback) {
+  const double v = r.number_or(key, fallback);
+  if (v < 0) r.fail(key, "expected a non-negative number, got " + describe_json(r.raw(key)));
+  return v;
+}
+
+int read_nonneg_int(JsonReader& r, const std::string& key, int fallback) {
+  const std::int64_t v = r.integer_or(key, fallback);
+  if (v < 0) r.fail(key, "expected a non-negative integer, got " + std::to_string(v));
+  if (v > 1000000) r.fail(key, "expected an integer <= 1000000, got " + std::to_string(v));
+  return static_cast<int>(v);
+}
+
+std::vector<double> read_numbers(JsonReader& r, const std::string& key, std::size_t exact_size) {
+  const nlohmann::json& arr = r.array(key);
+  const std::string path = r.path_of(key);
+  if (exact_size > 0 && arr.size() != exact_size)
+    throw InputError(r.file(), path,
+                     "expected an array of " + std::to_string(exact_size) + " numbers, got " +
+                         std::to_string(arr.size()));
+  if (exact_size == 0 && arr.empty()) throw InputError(r.file(), path, "expected a non-empty array of numbers");
+  std::vector<double> out;
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    const nlohmann::json& v = arr[i];
+    if (!v.is_number() || !std::isfinite(v.get<double>()))
+      throw InputError(r.file(), join_json_path(path, i), "expected a number, got " + describe_json(v));
+    const double d = v.get<double>();
+    if (d < 0)
+      throw InputError(r.file(), join_json_path(path, i),
+                       "expected a non-negative number, got " + describe_json(v));
+    out.push_back(d);
+  }
+  return out;
+}
+
+NcclScaleRow read_row(JsonReader& r, const std::string& key, const NcclScaleRow& fallback) {
+  if (!r.has(key)) {
+    r.ignore(key);
+    return fallback;
+  }
+  const auto v = read_numbers(r, key, 3);
+  return {v[0], v[1], v[2]};
+}
+
+NcclTable read_table(JsonReader& r, const std::string& key, const NcclTable& fallback) {
+  if (!r.has(key)) {
+    r.ignore(key);
+    return fallback;
+  }
+  NcclTable t = fallback;
+  JsonReader sub = r.object(key);
+  for (int a = 0; a < 3; ++a) {
+    if (!sub.has(kAlgoKeys[a])) {
+      sub.ignore(kAlgoKeys[a]);
+      continue;
+    }
+    const auto v = read_numbers(sub, kAlgoKeys[a], 3);
+    t[a] = {v[0], v[1], v[2]};
+  }
+  sub.finish();
+  return t;
+}
+
+}  // namespace
+
+nlohmann::json NcclParams::to_json() const {
+  nlohmann::json j;
+  j["nccl_version"] = nccl_version;
+  j["gpu_arch"] = gpu_arch;
+  j["cpu_vendor"] = cpu_vendor;
+  j["algorithms"] = {{"ring", enable_ring}, {"tree", enable_tree}, {"nvls", enable_nvls}};
+  j["protocols"] = {{"ll", enable_ll}, {"ll128", enable_ll128}, {"simple", enable_simple}};
+  j["base_latency_us"] = table_json(base_latency_us);
+  j["hw_latency_us"] = {{"nvlink", table_json(nvlink_latency_us)},
+                        {"pcie", table_json(pcie_latency_us)},
+                        {"net", table_json(net_latency_us)}};
+  j["net_overhead_us"] = net_overhead_us;
+  j["net_latency_inter_us"] = net_latency_inter_us;
+  j["ring_plateau_factor"] = ring_plateau_factor;
+  j["intra_link"] = intra_link;
+  j["intra_bandwidth_gbps"] = intra_bandwidth_gbps;
+  j["nic_bandwidth_gbps"] = nic_bandwidth_gbps;
+  j["nics_per_node"] = nics_per_node;
+  j["gpu_pcie_bandwidth_gbps"] = gpu_pcie_bandwidth_gbps;
+  j["speed_array_intra_gbps"] = speed_array_intra_gbps;
+  j["speed_array_inter_gbps"] = speed_array_inter_gbps;
+  j["max_ring_channels"] = max_ring_channels;
+  j["max_nvls_channels"] = max_nvls_channels;
+  j["ring_same_channels"] = ring_same_channels;
+  j["ll_max_bandwidth_gbps"] = ll_max_bandwidth_gbps;
+  j["per_channel_max_ring_ll128_gbps"] = per_channel_max_ring_ll128_gbps;
+  j["per_channel_max_tree_ll128_gbps"] = per_channel_max_tree_ll128_gbps;
+  j["per_channel_max_tree_gbps"] = per_channel_max_tree_gbps;
+  j["ll_bandwidth_factor"] = ll_bandwidth_factor;
+  j["ll128_bandwidth_factor"] = ll128_bandwidth_factor;
+  j["tree_bandwidth_factor"] = tree_bandwidth_factor;
+  j["tree_ll_factor"] = tree_ll_factor;
+  j["tree_ll128_factor_single_node"] = tree_ll128_factor_single_node;
+  j["tree_ll128_factor_multi_node"] = tree_ll128_factor_multi_node;
+  j["nvls_efficiency"] = nvls_efficiency;
+  j["tree_correction"] = {{"ll", tree_correction[kLL]},
+                          {"ll128", tree_correction[kLL128]},
+                          {"simple", tree_correction[kSimple]}};
+  j["bandwidth_efficiency"] = bandwidth_efficiency;
+  j["sources"] = sources;
+  return j;
+}
+
+NcclParams NcclParams::from_json(JsonReader& reader) { return from_json(reader, NcclParams{}); }
+
+NcclParams NcclParams::from_json(JsonReader& r, const NcclParams& base) {
+  NcclParams p = base;
+  p.nccl_version = r.string_or("nccl_version", p.nccl_version);
+  p.gpu_arch = r.choice_or("gpu_arch", {"", "volta", "ampere", "hopper", "blackwell"}, p.gpu_arch);
+  p.cpu_vendor = r.choice_or("cpu_vendor", {"intel", "amd", "arm"}, p.cpu_vendor);
+  if (r.has("algorithms")) {
+    JsonReader s = r.object("algorithms");
+    p.enable_ring = s.boolean_or("ring", p.enable_ring);
+    p.enable_tree = s.boolean_or("tree", p.enable_tree);
+    p.enable_nvls = s.boolean_or("nvls", p.enable_nvls);
+    s.finish();
+  } else {
+    r.ignore("algorithms");
+  }
+  if (r.has("protocols")) {
+    JsonReader s = r.object("protocols");
+    p.enable_ll = s.boolean_or("ll", p.enable_ll);
+    p.enable_ll128 = s.boolean_or("ll128", p.enable_ll128);
+    p.enable_simple = s.boolean_or("simple", p.enable_simple);
+    s.finish();
+  } else {
+    r.ignore("protocols");
+  }
+  p.base_latency_us = read_table(r, "base_latency_us", p.base_latency_us);
+  if (r.has("hw_latency_us")) {
+    JsonReader s = r.object("hw_latency_us");
+    p.nvlink_latency_us = read_table(s, "nvlink", p.nvlink_latency_us);
+    p.pcie_latency_us = read_table(s, "pcie", p.pcie_latency_us);
+    p.net_latency_us = read_table(s, "net", p.net_latency_us);
+    s.finish();
+  } else {
+    r.ignore("hw_latency_us");
+  }
+  p.net_overhead_us = read_nonneg(r, "net_overhead_us", p.net_overhead_us);
+  p.net_latency_inter_us = read_nonneg(r, "net_latency_inter_us", p.net_latency_inter_us);
+  p.ring_plateau_factor = read_nonneg(r, "ring_plateau_factor", p.ring_plateau_factor);
+  p.intra_link = r.choice_or("intra_link", {"", "nvlink", "pcie"}, p.intra_link);
+  p.intra_bandwidth_gbps = read_nonneg(r, "intra_bandwidth_gbps", p.intra_bandwidth_gbps);
+  p.nic_bandwidth_gbps = read_nonneg(r, "nic_bandwidth_gbps", p.nic_bandwidth_gbps);
+  p.nics_per_node = read_nonneg_int(r, "nics_per_node", p.nics_per_node);
+  p.gpu_pcie_bandwidth_gbps = read_nonneg(r, "gpu_pcie_bandwidth_gbps", p.gpu_pcie_bandwidth_gbps);
+  for (const char* key : {"speed_array_intra_gbps", "speed_array_inter_gbps"}) {
+    if (!r.has(key)) {
+      r.ignore(key);
+      continue;
+    }
+    std::vector<double> v = read_numbers(r, key, 0);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (!(v[i] > 0))
+        throw InputError(r.file(), join_json_path(r.path_of(key), i), "expected a positive speed (GB/s)");
+      if (i > 0 && !(v[i] < v[i - 1]))
+        throw InputError(r.file(), join_json_path(r.path_of(key), i),
+                         "expected speeds in decreasing order, as NCCL's search tries them");
+    }
+    (std::string(key) == "speed_array_intra_gbps" ? p.speed_array_intra_gbps : p.speed_array_inter_gbps) = v;
+  }
+  if (r.has("max_ring_channels")) p.max_ring_channels = static_cast<int>(r.positive_integer("max_ring_channels"));
+  else r.ignore("max_ring_channels");
+  if (r.has("max_nvls_channels")) p.max_nvls_channels = static_cast<int>(r.positive_integer("max_nvls_channels"));
+  else r.ignore("max_nvls_channels");
+  p.ring_same_channels = r.boolean_or("ring_same_channels", p.ring_same_channels);
+  p.ll_max_bandwidth_gbps = read_row(r, "ll_max_bandwidth_gbps", p.ll_max_bandwidth_gbps);
+  p.per_channel_max_ring_ll128_gbps =
+      read_row(r, "per_channel_max_ring_ll128_gbps", p.per_channel_max_ring_ll128_gbps);
+  p.per_channel_max_tree_ll128_gbps =
+      read_row(r, "per_channel_max_tree_ll128_gbps", p.per_channel_max_tree_ll128_gbps);
+  p.per_channel_max_tree_gbps = read_row(r, "per_channel_max_tree_gbps", p.per_channel_max_tree_gbps);
+  p.ll_bandwidth_factor = read_nonneg(r, "ll_bandwidth_factor", p.ll_bandwidth_factor);
+  p.ll128_bandwidth_factor = read_nonneg(r, "ll128_bandwidth_factor", p.ll128_bandwidth_factor);
+  p.tree_bandwidth_factor = read_nonneg(r, "tree_bandwidth_factor", p.tree_bandwidth_factor);
+  p.tree_ll_factor = read_nonneg(r, "tree_ll_factor", p.tree_ll_factor);
+  p.tree_ll128_factor_single_node =
+      read_nonneg(r, "tree_ll128_factor_single_node", p.tree_ll128_factor_single_node);
+  p.tree_ll128_factor_multi_node =
+      read_nonneg(r, "tree_ll128_factor_multi_node", p.tree_ll128_factor_multi_node);
+  p.nvls_efficiency = read_nonneg(r, "nvls_efficiency", p.nvls_efficiency);
+  if (r.has("tree_correction")) {
+    JsonReader s = r.object("tree_correction");
+    for (int pr = 0; pr < 3; ++pr) {
+      if (!s.has(kProtoKeys[pr])) {
+        s.ignore(kProtoKeys[pr]);
+        continue;
+      }
+      p.tree_correction[pr] = read_numbers(s, kProtoKeys[pr], 0);
+    }
+    s.finish();
+  } else {
+    r.ignore("tree_correction");
+  }
+  if (r.has("bandwidth_efficiency")) {
+    const double v = r.number("bandwidth_efficiency");
+    if (!(v > 0)) r.fail("bandwidth_efficiency", "expected a positive number, got " + describe_json(r.raw("bandwidth_efficiency")));
+    p.bandwidth_efficiency = v;
+  } else {
+    r.ignore("bandwidth_efficiency");
+  }
+  if (r.has("sources")) {
+    JsonReader s = r.object("sources");
+    const nlohmann::json& obj = r.raw("sources");
+    for (auto it = obj.begin(); it != obj.end(); ++it) p.sources[it.key()] = s.string(it.key());
+    s.finish();
+  } else {
+    r.ignore("sources");
+  }
+  r.finish();
+  return p;
+}
+
+}  // namespace fsdpsim::planner

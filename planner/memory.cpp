@@ -1,0 +1,149 @@
+#include "planner/memory.h"
+
+#include <algorithm>
+
+namespace fsdpsim::planner {
+
+namespace {
+constexpr std::int64_t kMinBlockSize = 512;              // kMinBlockSize
+constexpr std::int64_t kSmallSize = 1 << 20;             // kSmallSize: 1 MiB
+constexpr std::int64_t kSmallBuffer = 2 << 20;           // kSmallBuffer: 2 MiB
+constexpr std::int64_t kMinLargeAlloc = 10 << 20;        // kMinLargeAlloc: 10 MiB
+constexpr std::int64_t kLargeBuffer = 20 << 20;          // kLargeBuffer: 20 MiB
+constexpr std::int64_t kRoundLarge = 2 << 20;            // kRoundLarge: 2 MiB
+}  // namespace
+
+std::int64_t CachingAllocatorModel::round_size(std::int64_t bytes) {
+  if (bytes < kMinBlockSize) return kMinBlockSize;
+  return (bytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+std::int64_t CachingAllocatorModel::segment_size(std::int64_t size) {
+  if (size <= kSmallSize) return kSmallBuffer;
+  if (size < kMinLargeAlloc) return kLargeBuffer;
+  return (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+}
+
+int CachingAllocatorModel::find_free_block(std::int64_t size, int stream, bool small) const {
+  int best = -1;
+  for (std::size_t s = 0; s < segments_.size(); ++s) {
+    const Segment& seg = segments_[s];
+    if (seg.released || seg.stream != stream || seg.small != small) continue;
+    for (int b : seg.blocks) {
+      const Block& blk = blocks_[b];
+      if (blk.free && blk.size >= size && (best < 0 || blk.size < blocks_[best].size)) best = b;
+    }
+  }
+  return best;
+}
+
+int CachingAllocatorModel::split(int block, std::int64_t size) {
+  Block& blk = blocks_[block];
+  const bool small = segments_[blk.segment].small;
+  const std::int64_t remaining = blk.size - size;
+  const bool should_split = small ? remaining >= kMinBlockSize : remaining > kSmallSize;
+  if (!should_split) return block;
+  Block rest{blk.segment, blk.offset + size, remaining, true};
+  blk.size = size;
+  blocks_.push_back(rest);
+  int rest_id = static_cast<int>(blocks_.size()) - 1;
+  auto& list = segments_[rest.segment].blocks;
+  list.insert(std::find(list.begin(), list.end(), block) + 1, rest_id);
+  return block;
+}
+
+void CachingAllocatorModel::release_cached_segments() {
+  for (Segment& seg : segments_) {
+    if (seg.released) continue;
+    bool all_free = std::all_of(seg.blocks.begin(), seg.blocks.end(), [&](int b) { return blocks_[b].free; });
+    if (all_free) {
+      seg.released = true;
+      reserved_ -= seg.size;
+    }
+  }
+}
+
+int CachingAllocatorModel::allocate(std::int64_t bytes, int stream) {
+  const std::int64_t size = round_size(bytes);
+  const bool small = size <= kSmallSize;
+  int block = find_free_block(size, stream, small);
+  if (block < 0) {
+    const std::int64_t seg_size = segment_size(size);
+    if (capacity_bytes_ > 0 && static_cast<double>(reserved_ + seg_size) > capacity_bytes_) {
+      // cudaMalloc would fail: PyTorch frees its cached segments and tries again.
+      release_cached_segments();
+      ++retries_;
+    }
+    Segment seg{stream, small, seg_size, {}};
+    segments_.push_back(seg);
+    blocks_.push_back({static_cast<int>(segments_.size()) - 1, 0, seg_size, true});
+    block = static_cast<int>(blocks_.size()) - 1;
+    segments_.back().blocks.push_back(block);
+    reserved_ += seg_size;
+    peak_reserved_ = std::max(peak_reserved_, reserved_);
+  }
+  block = split(block, size);
+  blocks_[block].free = false;
+  return block;
+}
+
+void CachingAllocatorModel::free(int handle) {
+  blocks_[handle].free = true;
+  // Merge with free neighbours in the same segment.
+  auto& list = segments_[blocks_[handle].segment].blocks;
+  auto it = std::find(list.begin(), list.end(), handle);
+  if (it + 1 != list.end() && blocks_[*(it + 1)].free) {
+    blocks_[handle].size += blocks_[*(it + 1)].size;
+    list.erase(it + 1);
+    it = std::find(list.begin(), list.end(), handle);
+  }
+  if (it != list.begin() && blocks_[*(it - 1)].free) {
+    blocks_[*(it - 1)].size += blocks_[handle].size;
+    list.erase(it);
+  }
+}
+
+MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
+  MemoryReport r;
+  CachingAllocatorModel allocator(capacity_bytes);
+  std::vector<int> handle(s.allocations.size(), -1);
+  // Running totals per category, so a new peak is recorded in O(categories).
+  std::array<std::int64_t, kMemCategoryCount> by_category{};
+  std::int64_t allocated = 0, model_state = 0;
+  auto account = [&](int id, std::int64_t sign) {
+    const Allocation& a = s.allocations[id];
+    allocated += sign * a.bytes;
+    by_category[static_cast<int>(a.category)] += sign * a.bytes;
+    if (a.model_state) model_state += sign * a.bytes;
+  };
+  auto make = [&](int id) {
+    account(id, +1);
+    handle[id] = allocator.allocate(s.allocations[id].bytes, static_cast<int>(s.allocations[id].stream));
+  };
+  auto release = [&](int id) {
+    account(id, -1);
+    allocator.free(handle[id]);
+  };
+  auto snapshot = [&](int op) {
+    r.peak_allocated_bytes = allocated;
+    r.peak_op = op;
+    r.breakdown_at_peak = by_category;
+    r.model_state_bytes = model_state;
+  };
+  for (const Allocation& a : s.allocations)
+    if (a.persistent) make(a.id);
+  r.allocated_at_start = allocated;
+  snapshot(-1);
+  r.allocated_at_op.reserve(s.ops.size());
+  for (const Op& op : s.ops) {
+    for (int id : op.allocs) make(id);
+    r.allocated_at_op.push_back(allocated);
+    if (allocated > r.peak_allocated_bytes) snapshot(op.id);
+    for (int id : op.frees) release(id);
+  }
+  r.peak_reserved_bytes = allocator.peak_reserved_bytes();
+  r.allocator_retries = allocator.retries();
+  return r;
+}
+
+}  // namespace fsdpsim::planner

@@ -1,0 +1,84 @@
+// Memory of a step: replay the Schedule's allocation events in CPU issue order (what
+// PyTorch's caching allocator counts as allocated), find the peak and what holds it, and
+// estimate reserved memory with a model of the caching allocator.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/schedule.h"
+
+namespace fsdpsim::planner {
+
+struct MemoryReport {
+  std::int64_t peak_allocated_bytes = 0;
+  int peak_op = -1;  // the op during whose issue the peak is reached (-1: before the step)
+  std::array<std::int64_t, kMemCategoryCount> breakdown_at_peak{};
+  std::int64_t model_state_bytes = 0;  // live model-state allocations at the peak
+  std::int64_t peak_reserved_bytes = 0;  // caching allocator segments (torch.cuda.max_memory_reserved)
+  std::int64_t allocator_retries = 0;    // times the allocator had to free its cache to fit
+  // Per op, the allocated bytes right after its allocations (its high-water mark).
+  std::vector<std::int64_t> allocated_at_op;
+  std::int64_t allocated_at_start = 0;  // persistent state
+};
+
+// `capacity_bytes` bounds the reserved model (0: unbounded); when a new segment would
+// exceed it the allocator releases its unused cached segments first, as PyTorch does.
+MemoryReport replay_memory(const Schedule& schedule, double capacity_bytes = 0);
+
+// PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp), reduced to what sets
+// reserved memory: 512-byte rounding, a small pool (<= 1 MiB, 2 MiB segments) and a large
+// pool (20 MiB segments below 10 MiB, else rounded to 2 MiB), best-fit reuse of cached
+// blocks of the same stream and pool, block splitting and merging of free neighbours.
+class CachingAllocatorModel {
+ public:
+  explicit CachingAllocatorModel(double capacity_bytes = 0) : capacity_bytes_(capacity_bytes) {}
+  // Returns a handle for free().
+  int allocate(std::int64_t bytes, int stream);
+  void free(int handle);
+  std::int64_t reserved_bytes() const { return reserved_; }
+  std::int64_t peak_reserved_bytes() const { return peak_reserved_; }
+  std::int64_t retries() const { return retries_; }
+
+  static std::int64_t round_size(std::int64_t bytes);          // 512-byte granularity
+  static std::int64_t segment_size(std::int64_t rounded_bytes);  // what cudaMalloc gets
+
+ private:
+  struct Block {
+    int segment;
+    std::int64_t offset;
+    std::int64_t size;
+    bool free;
+  };
+  struct Segment {
+    int stream;
+    bool small;
+    std::int64_t size;
+    std::vector<int> blocks;  // block ids in address order
+    bool released = false;
+  };
+  int find_free_block(std::int64_t size, int stream, bool small) const;
+  void release_cached_segments();
+  int split(int block, std::int64_t size);
+
+  double capacity_bytes_;
+  std::vector<Block> blocks_;
+  std::vector<Segment> segments_;
+  std::int64_t reserved_ = 0;
+  std::int64_t peak_reserved_ = 0;
+  std::int64_t retries_ = 0;
+};
+
+}  // namespace fsdpsim::planner
+
+namespace fsdpsim::planner {
+
+// GPU memory outside PyTorch's caching allocator: the CUDA context (module images,
+// cuBLAS workspaces) and NCCL's communicator buffers. 1 GiB is an assumption typical of
+// CUDA 12 on Hopper with one NCCL communicator per process group; `calibrate` measures it
+// (total used minus torch's reserved) and the calibration JSON overrides it.
+constexpr double kDefaultDeviceOverheadBytes = 1024.0 * 1024.0 * 1024.0;
+
+}  // namespace fsdpsim::planner

@@ -1,0 +1,567 @@
+#include "planner/plan.h"
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <map>
+
+#include "models/json_input.h"
+
+namespace fsdpsim::planner {
+
+using models::Module;
+
+namespace {
+
+// One step of the forward program: a unit's pre/post-forward hook or a module's compute.
+struct Event {
+  enum Kind { pre, compute, post } kind;
+  int unit = -1;                  // unit of the hook, or the innermost unit of the module
+  const Module* module = nullptr; // compute only
+  int region = -1;                // activation-checkpoint region (block index), -1 if none
+};
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+class StepBuilder {
+ public:
+  StepBuilder(const Scenario& scenario, Plan& plan)
+      : sc_(scenario), plan_(plan), s_(plan.schedule), t_(scenario.training), f_(scenario.fsdp) {
+    b_c_ = models::dtype_bytes(t_.param_dtype);
+    b_r_ = models::dtype_bytes(t_.reduce_dtype);
+    b_m_ = models::dtype_bytes(t_.master_dtype);
+    // FSDP stores parameters in their original (master) dtype; DeepSpeed ZeRO stores the
+    // model in the compute dtype and keeps the master copy in the optimizer.
+    b_o_ = t_.master_weights == MasterWeights::sharded_param ? b_m_ : b_c_;
+    const bool zero2 = f_.strategy == Strategy::SHARD_GRAD_OP || f_.strategy == Strategy::HYBRID_SHARD_ZERO2;
+    params_sharded_ = f_.strategy != Strategy::NO_SHARD && f_.strategy != Strategy::ZERO1 &&
+                      !(zero2 && t_.master_weights == MasterWeights::optimizer_state);
+    grads_sharded_ = f_.strategy != Strategy::NO_SHARD && f_.strategy != Strategy::ZERO1;
+    optimizer_sharded_ = f_.strategy != Strategy::NO_SHARD;
+    act_scale_ = b_c_ / 2.0;  // model costs are written for 16-bit activations
+  }
+
+  void build() {
+    s_.name = sc_.name;
+    s_.world_size = sc_.world_size();
+    s_.micro_steps = static_cast<int>(t_.grad_accum);
+    const double b = static_cast<double>(t_.micro_batch), seq = static_cast<double>(t_.seq_len);
+    s_.tokens_per_rank = b * seq * t_.grad_accum;
+    s_.model_flops_per_rank = 3.0 * sc_.model.forward_flops(b, seq) * t_.grad_accum;
+    make_groups();
+    make_forward_program();
+    unsharded_.assign(plan_.units.size(), -1);
+    comm_buffer_.assign(plan_.units.size(), -1);
+    reshard_copy_.assign(plan_.units.size(), -1);
+    inflight_.assign(plan_.units.size(), -1);
+    ready_.assign(plan_.units.size(), -1);
+    grads_.assign(plan_.units.size(), -1);
+    sharded_grad_.assign(plan_.units.size(), -1);
+    replicated_grad_.assign(plan_.units.size(), -1);
+    make_persistent_state();
+    for (int micro = 0; micro < s_.micro_steps; ++micro) {
+      micro_ = micro;
+      forward();
+      backward();
+    }
+    optimizer_step();
+  }
+
+ private:
+  // ---- building blocks -------------------------------------------------------------
+  int add_op(OpKind kind, Stream stream, const std::string& name, int unit, const std::string& module = "") {
+    Op op;
+    op.id = static_cast<int>(s_.ops.size());
+    op.kind = kind;
+    op.stream = stream;
+    op.name = name;
+    op.unit = unit;
+    op.module = module;
+    op.micro_step = micro_;
+    s_.ops.push_back(op);
+    last_op_ = op.id;
+    return op.id;
+  }
+
+  int new_alloc(std::int64_t bytes, MemCategory category, Stream stream, const std::string& label,
+                bool persistent = false, bool model_state = false) {
+    Allocation a;
+    a.id = static_cast<int>(s_.allocations.size());
+    a.bytes = bytes;
+    a.category = category;
+    a.stream = stream;
+    a.label = label;
+    a.persistent = persistent;
+    a.model_state = model_state;
+    s_.allocations.push_back(a);
+    return a.id;
+  }
+
+  // An allocation made when `op` is issued.
+  int alloc_at(int op, std::int64_t bytes, MemCategory category, const std::string& label, bool model_state = false) {
+    int id = new_alloc(bytes, category, s_.ops[op].stream, label, false, model_state);
+    s_.ops[op].allocs.push_back(id);
+    return id;
+  }
+
+  // Frees happen in CPU order: hang them on the op issued last (or `op`).
+  void free_at(int op, int& alloc) {
+    if (alloc < 0) return;
+    s_.ops[op].frees.push_back(alloc);
+    alloc = -1;
+  }
+  void free_now(int& alloc) { free_at(last_op_, alloc); }
+
+  const Unit& unit(int u) const { return plan_.units[u]; }
+  const UnitShard& shard(int u) const { return plan_.shards[u]; }
+  std::string label(int u) const { return unit(u).is_root ? "root" : unit(u).name; }
+
+  // ---- process groups ------------------------------------------------------------------
+  int add_group(const std::string& name, int ranks, int nodes) {
+    s_.groups.push_back({name, ranks, std::max(1, nodes)});
+    return static_cast<int>(s_.groups.size()) - 1;
+  }
+
+  void make_groups() {
+    const int gpn = sc_.cluster.gpus_per_node, world = sc_.world_size(), W = f_.shard_group_size;
+    // Ranks are laid out node-major, so a group of consecutive ranks spans ceil(W/gpn) nodes;
+    // the replicate group takes one rank from each shard group.
+    shard_group_ = add_group("shard", W, ceil_div(W, gpn));
+    // The replicate group takes one rank from each shard group: one per node when shard
+    // groups span whole nodes, else ranks on every node.
+    replicate_group_ = add_group("replicate", world / W, W >= gpn ? world / W : sc_.cluster.nodes);
+    world_group_ = add_group("world", world, sc_.cluster.nodes);
+    if (f_.reshard_after_forward > 1 && f_.reshard_after_forward < W)
+      reshard_group_ = add_group("reshard", f_.reshard_after_forward, ceil_div(f_.reshard_after_forward, gpn));
+  }
+
+  // ---- the forward program -----------------------------------------------------------
+  void make_forward_program() {
+    std::map<const Module*, std::vector<int>> starts, ends;
+    for (const Unit& u : plan_.units) {
+      starts[u.modules.front()].push_back(u.index);
+      ends[u.modules.back()].push_back(u.index);
+    }
+    std::map<const Module*, int> unit_of;
+    for (const Unit& u : plan_.units)
+      for (const Module* m : u.modules) unit_of[m] = u.index;
+    std::vector<std::string> types = block_types(sc_.model, f_.wrap);
+    int block_index = 0;
+    std::function<void(const Module&, int, int)> walk = [&](const Module& m, int current_unit, int region) {
+      if (unit_of.count(&m)) current_unit = unit_of[&m];
+      for (int u : starts[&m]) forward_.push_back({Event::pre, u, nullptr, -1});
+      if (&m != &sc_.model.root && std::find(types.begin(), types.end(), m.type) != types.end()) {
+        const int i = block_index++;
+        const bool checkpointed = t_.checkpointing == Checkpointing::full ||
+                                  (t_.checkpointing == Checkpointing::every_k && i % t_.checkpoint_every == 0);
+        if (checkpointed && region < 0) region = i;
+      }
+      if (m.costs) forward_.push_back({Event::compute, current_unit, &m, region});
+      for (const Module& c : m.children) walk(c, current_unit, region);
+      for (auto it = ends[&m].rbegin(); it != ends[&m].rend(); ++it) forward_.push_back({Event::post, *it, nullptr, -1});
+    };
+    walk(sc_.model.root, 0, -1);
+    if (t_.checkpointing != Checkpointing::none && block_index == 0)
+      throw InputError(sc_.file, "training.activation_checkpointing",
+                       "the model has no transformer blocks to checkpoint");
+    for (const Event& e : forward_)
+      if (e.kind == Event::pre && e.unit != 0) forward_units_.push_back(e.unit);
+    forward_units_.insert(forward_units_.begin(), 0);
+    for (auto it = forward_.rbegin(); it != forward_.rend(); ++it)
+      if (it->kind == Event::post) backward_units_.push_back(it->unit);
+  }
+
+  // ---- persistent state ------------------------------------------------------------------
+  void make_persistent_state() {
+    const int states = optimizer_states_per_param(t_.optimizer);
+    const int master_copy = t_.master_weights == MasterWeights::optimizer_state && t_.optimizer != Optimizer::none ? 1 : 0;
+    for (const Unit& u : plan_.units) {
+      const UnitShard& sh = shard(u.index);
+      if (sh.numel == 0 || sc_.fsdp.cpu_offload) continue;  // offloaded state lives in host memory
+      const std::string name = label(u.index);
+      if (params_sharded_)
+        new_alloc(sh.local_numel * b_o_, MemCategory::sharded_param, Stream::compute, "sharded params of " + name, true, true);
+      else
+        new_alloc(sh.numel * b_o_, MemCategory::unsharded_param, Stream::compute, "replicated params of " + name, true, true);
+      const std::int64_t opt_elems = optimizer_sharded_ ? sh.optimizer_numel : sh.numel;
+      if (states + master_copy > 0)
+        new_alloc(opt_elems * (states + master_copy) * b_m_, MemCategory::optimizer_state, Stream::compute,
+                  "optimizer state of " + name, true, true);
+      if (!grads_sharded_)
+        replicated_grad_[u.index] = new_alloc(sh.numel * b_o_, MemCategory::unsharded_grad, Stream::compute,
+                                              "replicated grads of " + name, true, true);
+    }
+  }
+
+  // ---- unshard / reshard -----------------------------------------------------------------
+  bool needs_gather(int u) const { return params_sharded_ && shard(u).numel > 0; }
+
+  // Issues the copy-in and all-gather of unit u (FSDP2) or the all-gather into the flat
+  // parameter (FSDP1). Nothing if it is unsharded or already in flight.
+  void unshard(int u) {
+    if (!needs_gather(u) || unsharded_[u] >= 0 || inflight_[u] >= 0) return;
+    const UnitShard& sh = shard(u);
+    const bool from_reshard_copy = reshard_copy_[u] >= 0;
+    const int group = from_reshard_copy ? reshard_group_ : shard_group_;
+    const std::string name = label(u);
+    if (f_.version == 1 && f_.limit_all_gathers && free_events_.size() >= 2) {
+      // FSDP1's rate limiter: the CPU blocks until the oldest of two pending frees is done.
+      pending_cpu_wait_ = free_events_.front();
+      free_events_.pop_front();
+    }
+    int offload_copy = -1;
+    if (sc_.fsdp.cpu_offload) {
+      int h2d = add_op(OpKind::h2d, Stream::all_gather, "h2d shard " + name, u);
+      take_cpu_wait(h2d);
+      s_.ops[h2d].comm_bytes = static_cast<double>(sh.local_numel * b_o_);
+      offload_copy = alloc_at(h2d, sh.local_numel * b_o_, MemCategory::temporary, "host-to-device shard of " + name);
+    }
+    int copy_in = add_op(OpKind::copy_in, Stream::all_gather, "copy-in " + name, u);
+    take_cpu_wait(copy_in);
+    s_.ops[copy_in].hbm_bytes = static_cast<double>(sh.local_numel) * (b_o_ + b_c_);
+    if (f_.version == 2) {
+      int cast = -1;
+      if (b_c_ != b_o_ && !from_reshard_copy)
+        cast = alloc_at(copy_in, sh.local_numel * b_c_, MemCategory::temporary, "cast shard of " + name);
+      comm_buffer_[u] = alloc_at(copy_in, sh.gathered_numel * b_c_, MemCategory::all_gather_buffer, "all-gather output of " + name);
+      free_at(copy_in, cast);
+    } else {
+      // FSDP1 gathers straight into the padded flat parameter; the docs count a shard-sized
+      // communication buffer beside it while the unit is unsharded (notes/fsdp.rst).
+      comm_buffer_[u] = alloc_at(copy_in, sh.local_numel * b_c_, MemCategory::all_gather_buffer, "all-gather input of " + name);
+      unsharded_pending_ = alloc_at(copy_in, sh.gathered_numel * b_c_, MemCategory::unsharded_param,
+                                    "unsharded flat param of " + name, held_params());
+    }
+    free_at(copy_in, offload_copy);
+    int ag = add_op(OpKind::all_gather, Stream::all_gather, "all-gather " + name, u);
+    s_.ops[ag].comm_bytes = static_cast<double>(sh.gathered_numel * b_c_);
+    s_.ops[ag].group = group;
+    inflight_[u] = ag;
+    if (f_.version == 1) {
+      unsharded_[u] = unsharded_pending_;
+      unsharded_pending_ = -1;
+      ready_[u] = ag;
+      inflight_[u] = -1;
+      free_now(reshard_copy_[u]);
+    }
+  }
+
+  // FSDP2's wait_for_unshard: copy-out into the unsharded parameters on the compute stream.
+  void wait_unshard(int u) {
+    if (f_.version != 2 || inflight_[u] < 0) return;
+    const UnitShard& sh = shard(u);
+    int out = add_op(OpKind::copy_out, Stream::compute, "copy-out " + label(u), u);
+    s_.ops[out].deps.push_back(inflight_[u]);
+    s_.ops[out].hbm_bytes = 2.0 * static_cast<double>(sh.gathered_numel * b_c_);
+    unsharded_[u] = alloc_at(out, sh.gathered_numel * b_c_, MemCategory::unsharded_param,
+                             "unsharded params of " + label(u), held_params());
+    // The previous all-gather output is released only now (FSDP2 avoids recordStream).
+    free_at(out, previous_ag_output_);
+    previous_ag_output_ = comm_buffer_[u];
+    comm_buffer_[u] = -1;
+    free_at(out, reshard_copy_[u]);
+    inflight_[u] = -1;
+    ready_[u] = out;
+  }
+
+  bool held_params() const { return params_sharded_ && f_.reshard_after_forward == 0; }
+
+  void reshard(int u, bool after_forward) {
+    if (unsharded_[u] < 0) return;
+    if (after_forward && f_.reshard_after_forward > 1 && f_.reshard_after_forward < f_.shard_group_size) {
+      // FSDP2 reshard_after_forward=k: keep this rank's 1/k slice of the gathered params.
+      reshard_copy_[u] = alloc_at(last_op_, shard(u).gathered_numel * b_c_ / f_.reshard_after_forward,
+                                  MemCategory::unsharded_param, "post-forward 1/k copy of " + label(u));
+    }
+    free_now(unsharded_[u]);
+    free_now(comm_buffer_[u]);
+    if (f_.version == 1) free_events_.push_back(last_op_);
+    ready_[u] = -1;
+  }
+
+  void take_cpu_wait(int op) {
+    if (pending_cpu_wait_ >= 0) s_.ops[op].cpu_waits.push_back(pending_cpu_wait_);
+    pending_cpu_wait_ = -1;
+  }
+
+  void depend_on_unit(int op, int u) {
+    for (int v = u; v >= 0; v = unit(v).parent)
+      if (ready_[v] >= 0 && s_.ops[ready_[v]].stream != s_.ops[op].stream) s_.ops[op].deps.push_back(ready_[v]);
+  }
+
+  int next_in(const std::vector<int>& order, int u) const {
+    auto it = std::find(order.begin(), order.end(), u);
+    for (++it; it != order.end(); ++it)
+      if (needs_gather(*it)) return *it;
+    return -1;
+  }
+
+  // ---- forward -------------------------------------------------------------------------------
+  void forward() {
+    const double b = static_cast<double>(t_.micro_batch), seq = static_cast<double>(t_.seq_len);
+    int input = -1;
+    std::map<int, int> checkpoint_input;  // region -> allocation
+    for (const Event& e : forward_) {
+      if (e.kind == Event::pre) {
+        unshard(e.unit);
+        wait_unshard(e.unit);
+        if (f_.forward_prefetch) {
+          int next = next_in(forward_units_, e.unit);
+          if (next >= 0) unshard(next);
+        }
+        continue;
+      }
+      if (e.kind == Event::post) {
+        const bool keep = unit(e.unit).is_root || f_.reshard_after_forward == 0;
+        if (!keep) reshard(e.unit, true);
+        continue;
+      }
+      const models::ModuleCosts& c = *e.module->costs;
+      int op = add_op(OpKind::compute_fwd, Stream::compute, "fwd " + e.module->full_name, e.unit, e.module->full_name);
+      take_cpu_wait(op);
+      s_.ops[op].flops = c.forward_flops.at(b, seq);
+      s_.ops[op].attention_flops = c.attention_flops.at(b, seq);
+      s_.ops[op].hbm_bytes = c.forward_hbm_bytes.at(b, seq) * act_scale_;
+      depend_on_unit(op, e.unit);
+      if (input < 0)
+        input = alloc_at(op, static_cast<std::int64_t>(8 * b * seq), MemCategory::input, "input token ids");
+      if (e.region < 0) {
+        activations_[e.module] = alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
+                                          "activations of " + e.module->full_name);
+      } else if (!checkpoint_input.count(e.region)) {
+        checkpoint_input[e.region] = alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::activation,
+                                              "checkpointed input of " + e.module->full_name);
+      }
+    }
+    checkpoint_inputs_ = checkpoint_input;
+    input_ = input;
+  }
+
+  std::int64_t bytes_of(const models::Polynomial& p, double b, double seq) const {
+    return static_cast<std::int64_t>(p.at(b, seq) * act_scale_);
+  }
+
+  // ---- backward ------------------------------------------------------------------------------
+  void backward() {
+    const double b = static_cast<double>(t_.micro_batch), seq = static_cast<double>(t_.seq_len);
+    std::map<int, bool> recomputed;
+    for (auto it = forward_.rbegin(); it != forward_.rend(); ++it) {
+      const Event& e = *it;
+      if (e.kind == Event::post) {  // pre-backward
+        unshard(e.unit);
+        wait_unshard(e.unit);
+        if (f_.backward_prefetch == BackwardPrefetch::pre || (f_.version == 2 && f_.backward_prefetch != BackwardPrefetch::none)) {
+          int next = next_in(backward_units_, e.unit);
+          if (next >= 0) unshard(next);
+        }
+        continue;
+      }
+      if (e.kind == Event::pre) {
+        post_backward(e.unit);
+        continue;
+      }
+      if (e.region >= 0 && !recomputed[e.region]) {
+        recomputed[e.region] = true;
+        recompute_region(e.region, b, seq);
+      }
+      const models::ModuleCosts& c = *e.module->costs;
+      int op = add_op(OpKind::compute_bwd, Stream::compute, "bwd " + e.module->full_name, e.unit, e.module->full_name);
+      take_cpu_wait(op);
+      s_.ops[op].flops = 2.0 * c.forward_flops.at(b, seq);
+      s_.ops[op].attention_flops = 2.0 * c.attention_flops.at(b, seq);
+      s_.ops[op].hbm_bytes = 2.0 * c.forward_hbm_bytes.at(b, seq) * act_scale_;
+      depend_on_unit(op, e.unit);
+      if (grads_[e.unit] < 0 && grads_sharded_ && shard(e.unit).numel > 0)
+        grads_[e.unit] = alloc_at(op, shard(e.unit).numel * b_c_, MemCategory::unsharded_grad, "grads of " + label(e.unit));
+      // The gradient w.r.t. the module's input lives while the op runs.
+      int grad_input = alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::temporary,
+                                "input grad of " + e.module->full_name);
+      free_at(op, grad_input);
+      free_at(op, activations_[e.module]);
+      activations_.erase(e.module);
+      if (e.region >= 0 && first_of_region(e) ) free_at(op, checkpoint_inputs_[e.region]);
+    }
+    free_at(last_op_, input_);
+  }
+
+  bool first_of_region(const Event& e) const {
+    for (const Event& f : forward_)
+      if (f.kind == Event::compute && f.region == e.region) return f.module == e.module;
+    return false;
+  }
+
+  void recompute_region(int region, double b, double seq) {
+    for (const Event& f : forward_) {
+      if (f.kind != Event::compute || f.region != region) continue;
+      const models::ModuleCosts& c = *f.module->costs;
+      int op = add_op(OpKind::recompute, Stream::compute, "recompute " + f.module->full_name, f.unit, f.module->full_name);
+      take_cpu_wait(op);
+      s_.ops[op].flops = c.forward_flops.at(b, seq);
+      s_.ops[op].attention_flops = c.attention_flops.at(b, seq);
+      s_.ops[op].hbm_bytes = c.forward_hbm_bytes.at(b, seq) * act_scale_;
+      depend_on_unit(op, f.unit);
+      activations_[f.module] = alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
+                                        "recomputed activations of " + f.module->full_name);
+    }
+  }
+
+  void post_backward(int u) {
+    const UnitShard& sh = shard(u);
+    const std::string name = label(u);
+    if (needs_gather(u)) reshard(u, false);
+    if (f_.version == 1 && f_.backward_prefetch == BackwardPrefetch::post) {
+      int next = next_in(backward_units_, u);
+      if (next >= 0) unshard(next);
+    }
+    if (sh.numel == 0) return;
+    const bool last_micro = micro_ == s_.micro_steps - 1;
+    if (!grads_sharded_) {
+      // NO_SHARD / ZERO1: grads accumulate in place in replicated buffers.
+      if (f_.strategy == Strategy::ZERO1 && !last_micro) return;  // ZeRO-1 reduces once per step
+      if (f_.strategy == Strategy::NO_SHARD && !last_micro) return;  // DDP's no_sync micro-steps
+      const bool zero1 = f_.strategy == Strategy::ZERO1;
+      int op = add_op(zero1 ? OpKind::reduce_scatter : OpKind::all_reduce,
+                      zero1 ? Stream::reduce_scatter : Stream::all_reduce,
+                      (zero1 ? "reduce-scatter " : "all-reduce ") + name, u);
+      s_.ops[op].deps.push_back(last_compute_before(op));
+      s_.ops[op].comm_bytes = static_cast<double>((zero1 ? sh.gathered_numel : sh.numel) * b_r_);
+      s_.ops[op].group = world_group_;
+      reduce_done_.push_back(op);
+      return;
+    }
+    // Copy-in: flatten (FSDP1) or pad and cast (FSDP2) the unsharded grads into the
+    // reduce-scatter input on the compute stream.
+    if (f_.version == 2) free_now(previous_rs_input_);
+    int copy_in = add_op(OpKind::copy_in, Stream::compute, "reduce-scatter copy-in " + name, u);
+    s_.ops[copy_in].hbm_bytes = static_cast<double>(sh.gathered_numel) * (b_c_ + b_r_);
+    int rs_input;
+    if (f_.version == 1) {
+      // FSDP1 concatenates the per-parameter grads into the flat grad (transiently 2x).
+      rs_input = alloc_at(copy_in, sh.gathered_numel * b_c_, MemCategory::unsharded_grad, "flat grad of " + name);
+      free_at(copy_in, grads_[u]);
+      if (b_r_ != b_c_) {
+        int cast = alloc_at(copy_in, sh.gathered_numel * b_r_, MemCategory::reduce_scatter_buffer, "reduce-dtype grad of " + name);
+        free_at(copy_in, rs_input);
+        rs_input = cast;
+      }
+    } else {
+      rs_input = alloc_at(copy_in, sh.gathered_numel * b_r_, MemCategory::reduce_scatter_buffer, "reduce-scatter input of " + name);
+      free_at(copy_in, grads_[u]);
+    }
+    const Stream rs_stream = f_.version == 1 ? Stream::all_gather : Stream::reduce_scatter;  // FSDP1: one NCCL stream
+    int rs = add_op(OpKind::reduce_scatter, rs_stream, "reduce-scatter " + name, u);
+    s_.ops[rs].deps.push_back(copy_in);
+    s_.ops[rs].comm_bytes = static_cast<double>(sh.gathered_numel * b_r_);
+    s_.ops[rs].group = shard_group_;
+    const bool first_micro = micro_ == 0;
+    const bool becomes_grad = first_micro && b_r_ == b_o_ && !sc_.fsdp.cpu_offload;
+    int rs_output = alloc_at(rs, sh.local_numel * b_r_,
+                             becomes_grad ? MemCategory::sharded_grad : MemCategory::reduce_scatter_buffer,
+                             becomes_grad ? "sharded grads of " + name : "reduce-scatter output of " + name, becomes_grad);
+    if (f_.version == 1) free_at(rs, rs_input);  // record_stream: freed in CPU order right away
+    else previous_rs_input_ = rs_input;
+    int last = rs;
+    if (is_hybrid(f_.strategy) && sc_.replicas() > 1) {
+      int ar = add_op(OpKind::all_reduce, Stream::all_reduce, "all-reduce " + name, u);
+      s_.ops[ar].deps.push_back(rs);
+      s_.ops[ar].comm_bytes = static_cast<double>(sh.local_numel * b_r_);
+      s_.ops[ar].group = replicate_group_;
+      last = ar;
+    }
+    if (sc_.fsdp.cpu_offload) {
+      int d2h = add_op(OpKind::d2h, s_.ops[last].stream, "device-to-host grads " + name, u);
+      s_.ops[d2h].comm_bytes = static_cast<double>(sh.local_numel * b_o_);
+      free_at(d2h, rs_output);
+      reduce_done_.push_back(d2h);
+      return;
+    }
+    if (becomes_grad) {
+      sharded_grad_[u] = rs_output;
+      reduce_done_.push_back(last);
+      return;
+    }
+    int post = add_op(OpKind::copy_out, s_.ops[last].stream, "accumulate grads " + name, u);
+    s_.ops[post].hbm_bytes = static_cast<double>(sh.local_numel) * (b_r_ + 2 * b_o_);
+    if (sharded_grad_[u] < 0)
+      sharded_grad_[u] = alloc_at(post, sh.local_numel * b_o_, MemCategory::sharded_grad, "sharded grads of " + name, true);
+    free_at(post, rs_output);
+    reduce_done_.push_back(post);
+  }
+
+  int last_compute_before(int op) const {
+    for (int i = op - 1; i >= 0; --i)
+      if (s_.ops[i].stream == Stream::compute) return i;
+    return 0;
+  }
+
+  // ---- optimizer -----------------------------------------------------------------------------
+  void optimizer_step() {
+    if (f_.version == 2) free_now(previous_rs_input_);
+    free_now(previous_ag_output_);
+    std::int64_t elements = 0;
+    for (const Unit& u : plan_.units) elements += optimizer_sharded_ ? shard(u.index).optimizer_numel : shard(u.index).numel;
+    const bool host = sc_.fsdp.cpu_offload;
+    int op = add_op(OpKind::optimizer, host ? Stream::host : Stream::compute, "optimizer step", -1);
+    for (int d : reduce_done_) s_.ops[op].deps.push_back(d);
+    // Bytes one element moves: read master param, grad and each state; write param and states
+    // (plus the compute-dtype copy when the master lives in the optimizer).
+    const int states = optimizer_states_per_param(t_.optimizer);
+    const bool ds_master = t_.master_weights == MasterWeights::optimizer_state;
+    const double per_element = 2.0 * b_m_ + b_o_ + 2.0 * states * b_m_ + (ds_master ? b_c_ : 0);
+    s_.ops[op].hbm_bytes = t_.optimizer == Optimizer::none ? 0 : per_element * static_cast<double>(elements);
+    if (host) s_.ops[op].comm_bytes = 0;
+    if (!host && t_.optimizer != Optimizer::none) {
+      // torch.optim's foreach implementation materialises intermediate tensor lists (e.g.
+      // sqrt(exp_avg_sq)) as large as the parameters it updates.
+      int tmp = alloc_at(op, elements * b_m_, MemCategory::temporary, "optimizer foreach intermediates");
+      free_at(op, tmp);
+    }
+    for (int& g : sharded_grad_) free_at(op, g);  // zero_grad(set_to_none=True)
+    if (!params_sharded_ && optimizer_sharded_) {
+      // ZeRO-1 (and DeepSpeed ZeRO-2): every rank updated its shard; gather the new params.
+      for (const Unit& u : plan_.units) {
+        if (shard(u.index).numel == 0) continue;
+        int ag = add_op(OpKind::all_gather, Stream::all_gather, "param all-gather " + label(u.index), u.index);
+        s_.ops[ag].deps.push_back(op);
+        s_.ops[ag].comm_bytes = static_cast<double>(shard(u.index).gathered_numel * b_c_);
+        s_.ops[ag].group = world_group_;
+      }
+    }
+  }
+
+  const Scenario& sc_;
+  Plan& plan_;
+  Schedule& s_;
+  const TrainingSpec& t_;
+  const FsdpSpec& f_;
+  int b_c_ = 2, b_r_ = 4, b_m_ = 4, b_o_ = 4;
+  bool params_sharded_ = true, grads_sharded_ = true, optimizer_sharded_ = true;
+  double act_scale_ = 1;
+  int shard_group_ = -1, replicate_group_ = -1, world_group_ = -1, reshard_group_ = -1;
+  std::vector<Event> forward_;
+  std::vector<int> forward_units_, backward_units_;
+  int micro_ = 0;
+  int last_op_ = -1;
+  std::vector<int> unsharded_, comm_buffer_, reshard_copy_, inflight_, ready_, grads_, sharded_grad_, replicated_grad_;
+  int unsharded_pending_ = -1;
+  int previous_ag_output_ = -1;
+  int previous_rs_input_ = -1;
+  int pending_cpu_wait_ = -1;
+  std::deque<int> free_events_;
+  std::map<const Module*, int> activations_;
+  std::map<int, int> checkpoint_inputs_;
+  int input_ = -1;
+  std::vector<int> reduce_done_;
+};
+
+}  // namespace
+
+Plan plan_step(const Scenario& scenario) {
+  Plan plan;
+  plan.units = build_units(scenario.model, scenario.fsdp.wrap, scenario.file);
+  for (const Unit& u : plan.units) plan.shards.push_back(shard_unit(u, scenario.fsdp.shard_group_size, scenario.fsdp.version));
+  StepBuilder(scenario, plan).build();
+  return plan;
+}
+
+}  // namespace fsdpsim::planner

@@ -1,0 +1,440 @@
+#include "planner/scenario.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "models/hf_import.h"
+#include "models/json_input.h"
+
+namespace fsdpsim::planner {
+
+namespace fs = std::filesystem;
+
+std::string strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::NO_SHARD: return "NO_SHARD";
+    case Strategy::ZERO1: return "ZERO1";
+    case Strategy::SHARD_GRAD_OP: return "SHARD_GRAD_OP";
+    case Strategy::FULL_SHARD: return "FULL_SHARD";
+    case Strategy::HYBRID_SHARD: return "HYBRID_SHARD";
+    case Strategy::HYBRID_SHARD_ZERO2: return "HYBRID_SHARD_ZERO2";
+  }
+  return "FULL_SHARD";
+}
+
+bool is_hybrid(Strategy s) { return s == Strategy::HYBRID_SHARD || s == Strategy::HYBRID_SHARD_ZERO2; }
+
+int optimizer_states_per_param(Optimizer o) {
+  switch (o) {
+    case Optimizer::adamw:
+    case Optimizer::adam: return 2;
+    case Optimizer::sgd_momentum: return 1;
+    case Optimizer::none: return 0;
+  }
+  return 0;
+}
+
+std::string catalog_root() {
+  if (const char* env = std::getenv("FSDPSIM_ROOT"); env && *env) return env;
+#ifdef FSDPSIM_SOURCE_ROOT
+  return FSDPSIM_SOURCE_ROOT;
+#else
+  return ".";
+#endif
+}
+
+std::string resolve_path(const std::string& path, const std::string& relative_to) {
+  fs::path p(path);
+  if (p.is_absolute() || fs::exists(p)) return path;
+  if (!relative_to.empty()) {
+    fs::path candidate = fs::path(relative_to) / p;
+    if (fs::exists(candidate)) return candidate.string();
+  }
+  fs::path candidate = fs::path(catalog_root()) / p;
+  if (fs::exists(candidate)) return candidate.string();
+  return path;  // the caller's open fails with a message naming it
+}
+
+namespace {
+
+std::string directory_of(const std::string& file) {
+  return fs::path(file).parent_path().string();
+}
+
+nlohmann::json parse_override_value(const std::string& text) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error&) {
+    return text;  // a bare word: take it as a string
+  }
+}
+
+models::DType dtype_field(JsonReader& r, const std::string& key, models::DType fallback) {
+  auto name = r.string_or(key);
+  if (!name) return fallback;
+  auto dtype = models::parse_dtype(*name);
+  if (!dtype) r.fail(key, "expected fp32, bf16, fp16 or fp8; got \"" + *name + "\"");
+  return *dtype;
+}
+
+// A referenced document (model or cluster): its JSON and the file errors should name.
+struct Reference {
+  nlohmann::json json;
+  std::string file;
+};
+
+Reference load_reference(const nlohmann::json& value, const std::string& scenario_file,
+                         const std::string& key) {
+  if (value.is_object()) return {value, scenario_file};
+  if (!value.is_string())
+    throw InputError(scenario_file, key, "expected a file path or an inline object, got " + describe_json(value));
+  std::string text = value.get<std::string>();
+  if (key == "model" && text.rfind("hf:", 0) == 0) {
+    std::string path = resolve_path(text.substr(3), directory_of(scenario_file));
+    return {models::import_hf_config(load_json_file(path), path), path};
+  }
+  std::string path = resolve_path(text, directory_of(scenario_file));
+  return {load_json_file(path), path};
+}
+
+WrapSpec parse_wrap(JsonReader r) {
+  WrapSpec w;
+  std::string policy = r.choice_or("policy", {"block", "every_k_blocks", "size", "modules", "root"}, "block");
+  if (policy == "block") w.policy = WrapPolicy::block;
+  if (policy == "every_k_blocks") {
+    w.policy = WrapPolicy::every_k_blocks;
+    w.every = static_cast<int>(r.positive_integer("every"));
+  }
+  if (policy == "size") {
+    w.policy = WrapPolicy::size;
+    w.min_num_params = r.positive_integer_or("min_num_params", w.min_num_params);
+  }
+  if (policy == "modules") {
+    w.policy = WrapPolicy::modules;
+    const auto& list = r.array("modules");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_string())
+        throw InputError(r.file(), join_json_path(r.path_of("modules"), i), "expected a module name string");
+      w.modules.push_back(list[i].get<std::string>());
+    }
+  }
+  if (policy == "root") w.policy = WrapPolicy::root;
+  if (r.has("block_types")) {
+    const auto& list = r.array("block_types");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_string())
+        throw InputError(r.file(), join_json_path(r.path_of("block_types"), i), "expected a module type string");
+      w.block_types.push_back(list[i].get<std::string>());
+    }
+  }
+  r.finish();
+  return w;
+}
+
+Strategy parse_strategy(JsonReader& r) {
+  std::string s = r.choice_or("strategy",
+                              {"NO_SHARD", "ZERO1", "SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD",
+                               "HYBRID_SHARD_ZERO2", "ZERO2", "ZERO3"},
+                              "FULL_SHARD");
+  if (s == "NO_SHARD") return Strategy::NO_SHARD;
+  if (s == "ZERO1") return Strategy::ZERO1;
+  if (s == "SHARD_GRAD_OP" || s == "ZERO2") return Strategy::SHARD_GRAD_OP;
+  if (s == "HYBRID_SHARD") return Strategy::HYBRID_SHARD;
+  if (s == "HYBRID_SHARD_ZERO2") return Strategy::HYBRID_SHARD_ZERO2;
+  return Strategy::FULL_SHARD;
+}
+
+TrainingSpec parse_training(JsonReader r, int world) {
+  TrainingSpec t;
+  t.micro_batch = r.positive_integer_or("micro_batch", 1);
+  t.seq_len = r.positive_integer_or("seq_len", 2048);
+  if (t.seq_len > (1 << 24)) r.fail("seq_len", "expected at most 16M tokens per sequence");
+  if (t.micro_batch > (1 << 20)) r.fail("micro_batch", "expected at most 2^20 sequences");
+  std::optional<std::int64_t> accum;
+  if (r.has("grad_accum")) accum = r.positive_integer("grad_accum");
+  const std::int64_t per_micro_step = t.micro_batch * world;
+  if (r.has("global_batch")) {
+    t.global_batch = r.positive_integer("global_batch");
+    if (t.global_batch % per_micro_step != 0)
+      r.fail("global_batch", "global batch " + std::to_string(t.global_batch) +
+                                 " is not a multiple of micro_batch x data-parallel ranks = " +
+                                 std::to_string(t.micro_batch) + " x " + std::to_string(world) + " = " +
+                                 std::to_string(per_micro_step));
+    t.grad_accum = t.global_batch / per_micro_step;
+    if (accum && *accum != t.grad_accum)
+      r.fail("grad_accum", "grad_accum " + std::to_string(*accum) + " contradicts global_batch / (micro_batch x ranks) = " +
+                               std::to_string(t.grad_accum));
+  } else {
+    t.grad_accum = accum.value_or(1);
+    t.global_batch = t.grad_accum * per_micro_step;
+  }
+  if (t.grad_accum > 100000) r.fail("global_batch", "expected at most 100000 gradient accumulation steps");
+  t.param_dtype = dtype_field(r, "param_dtype", models::DType::bf16);
+  t.reduce_dtype = dtype_field(r, "reduce_dtype", models::DType::fp32);
+  t.master_dtype = dtype_field(r, "master_dtype", models::DType::fp32);
+  std::string opt = r.choice_or("optimizer", {"adamw", "adam", "sgd_momentum", "none"}, "adamw");
+  t.optimizer = opt == "adamw" ? Optimizer::adamw
+              : opt == "adam" ? Optimizer::adam
+              : opt == "sgd_momentum" ? Optimizer::sgd_momentum
+                                      : Optimizer::none;
+  std::string master = r.choice_or("master_weights", {"sharded_param", "optimizer_state"}, "sharded_param");
+  t.master_weights = master == "sharded_param" ? MasterWeights::sharded_param : MasterWeights::optimizer_state;
+  if (r.has("activation_checkpointing")) {
+    const nlohmann::json& ac = r.raw("activation_checkpointing");
+    if (ac.is_number_integer()) {
+      t.checkpoint_every = static_cast<int>(r.positive_integer("activation_checkpointing"));
+      t.checkpointing = t.checkpoint_every == 1 ? Checkpointing::full : Checkpointing::every_k;
+    } else {
+      std::string mode = r.choice("activation_checkpointing", {"none", "full"});
+      t.checkpointing = mode == "full" ? Checkpointing::full : Checkpointing::none;
+    }
+  }
+  r.finish();
+  return t;
+}
+
+FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
+  FsdpSpec f;
+  f.version = static_cast<int>(r.integer_or("version", 2));
+  if (f.version != 1 && f.version != 2) r.fail("version", "expected 1 (FullyShardedDataParallel) or 2 (fully_shard)");
+  f.strategy = parse_strategy(r);
+  const bool hybrid = is_hybrid(f.strategy);
+  if (r.has("shard_group_size")) {
+    f.shard_group_size = static_cast<int>(r.positive_integer("shard_group_size"));
+    if (!hybrid && f.shard_group_size != world)
+      r.fail("shard_group_size", "only hybrid strategies (HYBRID_SHARD, HYBRID_SHARD_ZERO2) take a shard group "
+                                 "smaller than the world (" + std::to_string(world) + ")");
+  } else {
+    f.shard_group_size = hybrid ? std::min(gpus_per_node, world) : world;
+  }
+  if (f.shard_group_size > world || world % f.shard_group_size != 0)
+    r.fail("shard_group_size", "a shard group of " + std::to_string(f.shard_group_size) +
+                                   " ranks does not divide the world of " + std::to_string(world) + " ranks");
+  if (r.has("wrap")) f.wrap = parse_wrap(r.object("wrap"));
+  else r.ignore("wrap");
+
+  const bool keeps_params = f.strategy == Strategy::SHARD_GRAD_OP || f.strategy == Strategy::HYBRID_SHARD_ZERO2;
+  const bool params_sharded = f.strategy != Strategy::NO_SHARD && f.strategy != Strategy::ZERO1;
+  f.reshard_after_forward = (params_sharded && !keeps_params) ? f.shard_group_size : 0;
+  if (r.has("reshard_after_forward")) {
+    const nlohmann::json& v = r.raw("reshard_after_forward");
+    int value = 0;
+    if (v.is_boolean()) {
+      value = v.get<bool>() ? f.shard_group_size : 0;
+    } else if (v.is_number_integer()) {
+      std::int64_t k = v.get<std::int64_t>();
+      if (f.version != 2) r.fail("reshard_after_forward", "an integer reshard size is FSDP2 only (fsdp.version 2)");
+      if (k < 1 || k > f.shard_group_size || f.shard_group_size % k != 0)
+        r.fail("reshard_after_forward", "expected true, false, or an integer that divides the shard group size " +
+                                            std::to_string(f.shard_group_size) + "; got " + std::to_string(k));
+      value = k == 1 ? 0 : static_cast<int>(k);
+    } else {
+      r.fail("reshard_after_forward", "expected true, false or an integer, got " + describe_json(v));
+    }
+    if (params_sharded && keeps_params && value != 0)
+      r.fail("reshard_after_forward", strategy_name(f.strategy) + " keeps parameters unsharded after forward; "
+                                      "use FULL_SHARD or HYBRID_SHARD to reshard");
+    // FULL_SHARD with reshard_after_forward=false is FSDP2's way to write ZeRO-2: allowed.
+    if (params_sharded) f.reshard_after_forward = value;
+  }
+  f.forward_prefetch = r.boolean_or("forward_prefetch", false);
+  if (r.has("backward_prefetch")) {
+    const nlohmann::json& v = r.raw("backward_prefetch");
+    if (v.is_boolean()) {
+      f.backward_prefetch = v.get<bool>() ? BackwardPrefetch::pre : BackwardPrefetch::none;
+    } else {
+      std::string p = r.choice("backward_prefetch", {"BACKWARD_PRE", "BACKWARD_POST", "NONE", "none"});
+      f.backward_prefetch = p == "BACKWARD_PRE" ? BackwardPrefetch::pre
+                          : p == "BACKWARD_POST" ? BackwardPrefetch::post
+                                                 : BackwardPrefetch::none;
+    }
+  }
+  f.limit_all_gathers = r.boolean_or("limit_all_gathers", true);
+  f.cpu_offload = r.boolean_or("cpu_offload", false);
+  r.finish();
+  return f;
+}
+
+std::map<std::string, std::string> parse_sources(JsonReader& r) {
+  std::map<std::string, std::string> out;
+  if (!r.has("sources")) {
+    r.ignore("sources");
+    return out;
+  }
+  JsonReader s = r.object("sources");
+  for (const auto& [key, value] : r.raw("sources").items()) out[key] = s.string(key);
+  return out;
+}
+
+}  // namespace
+
+void apply_override(nlohmann::json& document, const std::string& assignment, const std::string& file) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw InputError(file, "", "override \"" + assignment + "\" must look like key.path=value");
+  std::string path = assignment.substr(0, eq);
+  nlohmann::json value = parse_override_value(assignment.substr(eq + 1));
+  nlohmann::json* node = &document;
+  std::string walked;
+  std::size_t pos = 0;
+  while (true) {
+    std::size_t dot = path.find('.', pos);
+    std::string key = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    if (key.empty()) throw InputError(file, path, "override path has an empty component");
+    walked = join_json_path(walked, key);
+    if (!node->is_object()) throw InputError(file, walked, "cannot set a field inside a non-object value");
+    if (dot == std::string::npos) {
+      (*node)[key] = value;
+      return;
+    }
+    nlohmann::json& child = (*node)[key];
+    if (child.is_null()) child = nlohmann::json::object();
+    node = &child;
+    pos = dot + 1;
+  }
+}
+
+GpuSpec parse_gpu(const nlohmann::json& json, const std::string& name, const std::string& file,
+                  const std::string& path) {
+  JsonReader r(json, file, path);
+  GpuSpec g;
+  g.name = r.string_or("name", name);
+  g.memory_bytes = r.positive_number("memory_mib") * 1024.0 * 1024.0;
+  JsonReader peak = r.object("peak_tflops");
+  for (const auto& [dtype, value] : r.raw("peak_tflops").items()) {
+    if (!models::parse_dtype(dtype)) peak.fail(dtype, "expected a dtype key (bf16, fp16, fp32, fp8)");
+    g.peak_flops[models::dtype_name(*models::parse_dtype(dtype))] = peak.positive_number(dtype) * 1e12;
+  }
+  if (!g.peak_flops.count("bf16")) r.fail("peak_tflops", "needs at least a bf16 entry");
+  g.hbm_bandwidth_bytes_per_second = r.positive_number("hbm_bandwidth_tbps") * 1e12;
+  r.number_or("power_limit_watts", 0);
+  if (r.has("nvlink")) {
+    JsonReader n = r.object("nvlink");
+    g.nvlink_generation = n.choice_or("generation", {"", "ampere", "hopper", "blackwell"}, "");
+    g.nvlink_links = static_cast<int>(n.integer_or("links", 0));
+    g.nvlink_bandwidth_gbps = n.number_or("bandwidth_gbps", 0);
+    if (g.nvlink_links < 0 || g.nvlink_bandwidth_gbps < 0) n.fail("bandwidth_gbps", "expected non-negative figures");
+    g.nvls = n.boolean_or("nvls", false);
+    n.finish();
+  }
+  g.sources = parse_sources(r);
+  r.finish();
+  return g;
+}
+
+GpuSpec find_gpu(const std::string& name) {
+  const std::string file = (fs::path(catalog_root()) / "scenarios/hardware/gpus.json").string();
+  nlohmann::json catalog = load_json_file(file);
+  if (!catalog.contains(name)) {
+    std::string known;
+    for (const auto& [key, value] : catalog.items())
+      if (key.rfind("_", 0) != 0) known += (known.empty() ? "" : ", ") + key;
+    throw InputError(file, name, "no GPU of that name in the catalog; known: " + known);
+  }
+  return parse_gpu(catalog[name], name, file, name);
+}
+
+ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, const std::string& path) {
+  JsonReader r(json, file, path);
+  ClusterSpec c;
+  c.name = r.string_or("name", "cluster");
+  const nlohmann::json& gpu = r.raw("gpu");
+  if (gpu.is_string()) {
+    try {
+      c.gpu = find_gpu(gpu.get<std::string>());
+    } catch (const InputError& e) {
+      r.fail("gpu", std::string(e.what()));
+    }
+  } else {
+    c.gpu = parse_gpu(gpu, "custom", file, r.path_of("gpu"));
+  }
+  c.nodes = static_cast<int>(r.positive_integer_or("nodes", 1));
+  c.gpus_per_node = static_cast<int>(r.positive_integer_or("gpus_per_node", 8));
+  if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node > (1 << 20))
+    r.fail("nodes", "expected at most 2^20 GPUs in all");
+  if (r.has("intra_node")) {
+    JsonReader n = r.object("intra_node");
+    c.intra_kind = n.choice_or("kind", {"nvswitch", "pcie"}, "nvswitch") == "pcie" ? IntraNodeKind::pcie
+                                                                                  : IntraNodeKind::nvswitch;
+    c.intra_bandwidth_gbps = n.positive_number("bandwidth_gbps");
+    n.finish();
+  } else {
+    c.intra_bandwidth_gbps = c.gpu.nvlink_bandwidth_gbps;
+  }
+  if (r.has("inter_node")) {
+    JsonReader n = r.object("inter_node");
+    c.nic_bandwidth_gbps = n.positive_number("nic_gbps");
+    c.nics_per_node = static_cast<int>(n.positive_integer_or("nics_per_node", c.gpus_per_node));
+    c.inter_latency_seconds = n.number_or("latency_us", 5) * 1e-6;
+    if (c.inter_latency_seconds < 0) n.fail("latency_us", "expected a non-negative latency");
+    c.inter_topology = n.choice_or("topology", {"rail_optimized", "fat_tree"}, "rail_optimized") == "fat_tree"
+                           ? InterNodeTopology::fat_tree
+                           : InterNodeTopology::rail_optimized;
+    c.oversubscription = n.number_or("oversubscription", 1);
+    if (c.oversubscription < 1) n.fail("oversubscription", "expected 1 (non-blocking) or more");
+    n.finish();
+  } else if (c.nodes > 1) {
+    r.fail("inter_node", "a cluster of more than one node needs inter_node links (nic_gbps, ...)");
+  }
+  if (c.intra_bandwidth_gbps <= 0 && c.gpus_per_node > 1)
+    r.fail("intra_node", "GPUs in a node need a link: give intra_node.bandwidth_gbps");
+  c.sources = parse_sources(r);
+  r.finish();
+  return c;
+}
+
+Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
+                        const std::vector<std::string>& overrides) {
+  nlohmann::json json = json_in;
+  if (!json.is_object()) throw InputError(file, "", "expected a scenario JSON object");
+  // References first, so that overrides can reach inside them.
+  if (!json.contains("model")) throw InputError(file, "model", "is required: a catalog path, an inline object or hf:config.json");
+  if (!json.contains("cluster")) throw InputError(file, "cluster", "is required: a catalog path or an inline object");
+  Reference model_ref = load_reference(json["model"], file, "model");
+  Reference cluster_ref = load_reference(json["cluster"], file, "cluster");
+  nlohmann::json calibration;
+  std::string calibration_file;
+  if (json.contains("calibration") && !json["calibration"].is_null()) {
+    Reference ref = load_reference(json["calibration"], file, "calibration");
+    calibration = ref.json;
+    calibration_file = ref.file;
+  }
+  for (const std::string& o : overrides) {
+    auto starts = [&](const char* prefix) { return o.rfind(prefix, 0) == 0; };
+    if (starts("cluster.")) apply_override(cluster_ref.json, o.substr(8), cluster_ref.file);
+    else if (starts("model.")) apply_override(model_ref.json, o.substr(6), model_ref.file);
+    else apply_override(json, o, file);
+  }
+
+  JsonReader r(json, file);
+  Scenario s;
+  s.file = file;
+  s.name = r.string_or("name", fs::path(file).stem().string());
+  r.ignore("model");
+  r.ignore("cluster");
+  r.ignore("calibration");
+  r.ignore("description");
+  s.model = models::parse_model(model_ref.json, model_ref.file);
+  s.cluster = parse_cluster(cluster_ref.json, cluster_ref.file, cluster_ref.file == file ? "cluster" : "");
+  const int world = s.cluster.world_size();
+  nlohmann::json empty = nlohmann::json::object();
+  s.training = parse_training(r.has("training") ? r.object("training") : JsonReader(empty, file, "training"), world);
+  s.fsdp = parse_fsdp(r.has("fsdp") ? r.object("fsdp") : JsonReader(empty, file, "fsdp"), world,
+                      s.cluster.gpus_per_node);
+  s.calibration = calibration;
+  s.calibration_file = calibration_file;
+  if (r.has("published")) {
+    s.published = r.raw("published");
+    if (!s.published.is_object()) r.fail("published", "expected an object of published figures");
+  } else {
+    r.ignore("published");
+  }
+  r.finish();
+  return s;
+}
+
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+  return parse_scenario(load_json_file(path), path, overrides);
+}
+
+}  // namespace fsdpsim::planner

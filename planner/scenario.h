@@ -1,0 +1,108 @@
+// A scenario: which model, on which cluster, trained how, sharded how.
+//
+// load_scenario() resolves the model and cluster references, applies `--set` overrides
+// (also inside referenced files), and checks that the configuration is possible
+// (world size shards, micro-batch divides the global batch, ...). Every field has a
+// default; docs/schema.md lists them.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/model.h"
+#include "planner/hardware.h"
+
+namespace fsdpsim::planner {
+
+enum class Strategy { NO_SHARD, ZERO1, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD, HYBRID_SHARD_ZERO2 };
+std::string strategy_name(Strategy s);
+bool is_hybrid(Strategy s);
+
+enum class Optimizer { adamw, adam, sgd_momentum, none };
+// Optimizer state tensors per parameter element (AdamW: exp_avg and exp_avg_sq).
+int optimizer_states_per_param(Optimizer o);
+
+// Where the fp32 master weights live. FSDP: the sharded parameter itself is the master
+// (stored in master_dtype, cast to param_dtype for compute). DeepSpeed ZeRO: the model
+// holds param_dtype weights and the optimizer keeps a master_dtype copy as extra state.
+enum class MasterWeights { sharded_param, optimizer_state };
+
+enum class WrapPolicy { block, every_k_blocks, size, modules, root };
+struct WrapSpec {
+  WrapPolicy policy = WrapPolicy::block;
+  int every = 1;                          // every_k_blocks: blocks per unit
+  std::int64_t min_num_params = 100000000;  // size: FSDP1 size_based_auto_wrap_policy threshold
+  std::vector<std::string> modules;       // modules: full names of wrapped modules
+  std::vector<std::string> block_types;   // block / every_k_blocks: override the block type
+};
+
+enum class Checkpointing { none, full, every_k };
+enum class BackwardPrefetch { none, pre, post };
+
+struct TrainingSpec {
+  std::int64_t global_batch = 0;  // sequences per optimizer step, all ranks
+  std::int64_t micro_batch = 1;   // sequences per rank per forward/backward
+  std::int64_t seq_len = 2048;
+  std::int64_t grad_accum = 1;    // micro-steps per step (derived when not given)
+  models::DType param_dtype = models::DType::bf16;   // compute / all-gather dtype
+  models::DType reduce_dtype = models::DType::fp32;  // gradient reduction dtype
+  models::DType master_dtype = models::DType::fp32;  // stored parameter / optimizer dtype
+  Optimizer optimizer = Optimizer::adamw;
+  MasterWeights master_weights = MasterWeights::sharded_param;
+  Checkpointing checkpointing = Checkpointing::none;
+  int checkpoint_every = 1;  // every_k: checkpoint one block in k
+};
+
+struct FsdpSpec {
+  int version = 2;
+  Strategy strategy = Strategy::FULL_SHARD;
+  int shard_group_size = 0;  // ranks one parameter is sharded over (world, or the HSDP group)
+  WrapSpec wrap;
+  // Ranks the parameters are resharded to after forward: shard_group_size (true),
+  // 0 (false: keep unsharded until backward), or k (FSDP2's int: a 1/k copy per rank).
+  int reshard_after_forward = 0;
+  bool forward_prefetch = false;
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
+  bool limit_all_gathers = true;
+  bool cpu_offload = false;
+};
+
+struct Scenario {
+  std::string file;  // for error messages and reports
+  std::string name;
+  models::Model model;
+  ClusterSpec cluster;
+  TrainingSpec training;
+  FsdpSpec fsdp;
+  nlohmann::json calibration;  // the calibration object (inline or loaded), may be null
+  std::string calibration_file;
+  nlohmann::json published;    // published figures of a real run, may be null
+
+  int world_size() const { return cluster.world_size(); }
+  int replicas() const { return world_size() / fsdp.shard_group_size; }
+};
+
+// Where the shipped catalogs live: $FSDPSIM_ROOT, else the source tree the binary was built from.
+std::string catalog_root();
+// Resolves a path the way scenario references are: as given (absolute or relative to the
+// current directory), then relative to `relative_to` (a file's directory), then to the catalog root.
+std::string resolve_path(const std::string& path, const std::string& relative_to);
+
+// `overrides` are "a.b.c=value" strings; a value that parses as JSON is taken as JSON,
+// anything else as a string.
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides = {});
+Scenario parse_scenario(const nlohmann::json& json, const std::string& file,
+                        const std::vector<std::string>& overrides = {});
+
+// Applies one override to a JSON document (exposed for tests and other verbs).
+void apply_override(nlohmann::json& document, const std::string& assignment, const std::string& file);
+
+GpuSpec parse_gpu(const nlohmann::json& json, const std::string& name, const std::string& file,
+                  const std::string& path);
+GpuSpec find_gpu(const std::string& name);  // from scenarios/hardware/gpus.json
+ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, const std::string& path);
+
+}  // namespace fsdpsim::planner

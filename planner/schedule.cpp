@@ -1,0 +1,185 @@
+#include "planner/schedule.h"
+
+#include <array>
+#include <set>
+
+#include "models/json_input.h"
+#include "planner/schedule_graph.h"
+
+namespace fsdpsim::planner {
+
+namespace {
+constexpr std::array<const char*, 12> kOpKindNames = {
+    "all_gather", "reduce_scatter", "all_reduce", "copy_in", "copy_out", "compute_fwd",
+    "compute_bwd", "recompute", "optimizer", "h2d", "d2h", "wait"};
+constexpr std::array<const char*, kStreamCount> kStreamNames = {
+    "compute", "all_gather", "reduce_scatter", "all_reduce", "copy", "host"};
+constexpr std::array<const char*, kMemCategoryCount> kCategoryNames = {
+    "sharded_param", "unsharded_param", "sharded_grad", "unsharded_grad", "optimizer_state",
+    "activation", "all_gather_buffer", "reduce_scatter_buffer", "temporary", "input"};
+
+template <typename Enum, std::size_t N>
+Enum parse_enum(JsonReader& r, const std::string& key, const std::array<const char*, N>& names) {
+  std::vector<std::string> allowed(names.begin(), names.end());
+  std::string value = r.choice(key, allowed);
+  for (std::size_t i = 0; i < N; ++i)
+    if (value == names[i]) return static_cast<Enum>(i);
+  return static_cast<Enum>(0);
+}
+
+std::vector<int> int_list(JsonReader& r, const std::string& key) {
+  std::vector<int> out;
+  if (!r.has(key)) {
+    r.ignore(key);
+    return out;
+  }
+  const auto& list = r.array(key);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_number_integer() || list[i].get<std::int64_t>() < 0 || list[i].get<std::int64_t>() > (1 << 30))
+      throw InputError(r.file(), join_json_path(r.path_of(key), i), "expected a non-negative integer id");
+    out.push_back(list[i].get<int>());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string to_string(OpKind k) { return kOpKindNames[static_cast<int>(k)]; }
+std::string to_string(Stream s) { return kStreamNames[static_cast<int>(s)]; }
+std::string to_string(MemCategory c) { return kCategoryNames[static_cast<int>(c)]; }
+
+bool is_collective(OpKind k) {
+  return k == OpKind::all_gather || k == OpKind::reduce_scatter || k == OpKind::all_reduce;
+}
+
+nlohmann::json schedule_to_json(const Schedule& s) {
+  nlohmann::json j;
+  j["format"] = "fsdpsim-schedule";
+  j["version"] = 1;
+  j["name"] = s.name;
+  j["world_size"] = s.world_size;
+  j["micro_steps"] = s.micro_steps;
+  j["tokens_per_rank"] = s.tokens_per_rank;
+  j["model_flops_per_rank"] = s.model_flops_per_rank;
+  j["groups"] = nlohmann::json::array();
+  for (const ProcessGroup& g : s.groups) j["groups"].push_back({{"name", g.name}, {"ranks", g.ranks}, {"nodes", g.nodes}});
+  j["allocations"] = nlohmann::json::array();
+  for (const Allocation& a : s.allocations) {
+    j["allocations"].push_back({{"id", a.id}, {"label", a.label}, {"bytes", a.bytes},
+                                {"category", to_string(a.category)}, {"stream", to_string(a.stream)},
+                                {"persistent", a.persistent}, {"model_state", a.model_state}});
+  }
+  j["ops"] = nlohmann::json::array();
+  for (const Op& op : s.ops) {
+    nlohmann::json o = {{"id", op.id}, {"kind", to_string(op.kind)}, {"stream", to_string(op.stream)},
+                        {"name", op.name}, {"unit", op.unit}, {"module", op.module},
+                        {"micro_step", op.micro_step}};
+    if (op.flops) o["flops"] = op.flops;
+    if (op.attention_flops) o["attention_flops"] = op.attention_flops;
+    if (op.hbm_bytes) o["hbm_bytes"] = op.hbm_bytes;
+    if (op.comm_bytes) o["comm_bytes"] = op.comm_bytes;
+    if (op.group >= 0) o["group"] = op.group;
+    if (!op.allocs.empty()) o["allocs"] = op.allocs;
+    if (!op.frees.empty()) o["frees"] = op.frees;
+    if (!op.deps.empty()) o["deps"] = op.deps;
+    if (!op.cpu_waits.empty()) o["cpu_waits"] = op.cpu_waits;
+    j["ops"].push_back(std::move(o));
+  }
+  return j;
+}
+
+Schedule schedule_from_json(const nlohmann::json& json, const std::string& file) {
+  JsonReader r(json, file);
+  if (r.string("format") != "fsdpsim-schedule") r.fail("format", "expected \"fsdpsim-schedule\"");
+  if (r.integer("version") != 1) r.fail("version", "expected schedule format version 1");
+  Schedule s;
+  s.name = r.string_or("name", "");
+  s.world_size = static_cast<int>(r.positive_integer("world_size"));
+  s.micro_steps = static_cast<int>(r.positive_integer_or("micro_steps", 1));
+  s.tokens_per_rank = r.number_or("tokens_per_rank", 0);
+  s.model_flops_per_rank = r.number_or("model_flops_per_rank", 0);
+  const auto& groups = r.array("groups");
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    JsonReader g(groups[i], file, join_json_path("groups", i));
+    ProcessGroup pg{g.string("name"), static_cast<int>(g.positive_integer("ranks")),
+                    static_cast<int>(g.positive_integer("nodes"))};
+    g.finish();
+    s.groups.push_back(pg);
+  }
+  const auto& allocs = r.array("allocations");
+  for (std::size_t i = 0; i < allocs.size(); ++i) {
+    JsonReader a(allocs[i], file, join_json_path("allocations", i));
+    Allocation al;
+    al.id = static_cast<int>(a.integer("id"));
+    if (al.id != static_cast<int>(i)) a.fail("id", "expected id " + std::to_string(i) + " (ids are positions)");
+    al.label = a.string_or("label", "");
+    al.bytes = a.integer("bytes");
+    if (al.bytes < 0) a.fail("bytes", "expected a non-negative size");
+    al.category = parse_enum<MemCategory>(a, "category", kCategoryNames);
+    al.stream = parse_enum<Stream>(a, "stream", kStreamNames);
+    al.persistent = a.boolean_or("persistent", false);
+    al.model_state = a.boolean_or("model_state", false);
+    a.finish();
+    s.allocations.push_back(al);
+  }
+  const auto& ops = r.array("ops");
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    JsonReader o(ops[i], file, join_json_path("ops", i));
+    Op op;
+    op.id = static_cast<int>(o.integer("id"));
+    if (op.id != static_cast<int>(i)) o.fail("id", "expected id " + std::to_string(i) + " (ops are listed in issue order)");
+    op.kind = parse_enum<OpKind>(o, "kind", kOpKindNames);
+    op.stream = parse_enum<Stream>(o, "stream", kStreamNames);
+    op.name = o.string_or("name", "");
+    op.unit = static_cast<int>(o.integer_or("unit", -1));
+    op.module = o.string_or("module", "");
+    op.micro_step = static_cast<int>(o.integer_or("micro_step", 0));
+    op.flops = o.number_or("flops", 0);
+    op.attention_flops = o.number_or("attention_flops", 0);
+    op.hbm_bytes = o.number_or("hbm_bytes", 0);
+    op.comm_bytes = o.number_or("comm_bytes", 0);
+    if (op.flops < 0 || op.attention_flops < 0 || op.hbm_bytes < 0 || op.comm_bytes < 0)
+      o.fail("flops", "costs must be non-negative");
+    op.group = static_cast<int>(o.integer_or("group", -1));
+    op.allocs = int_list(o, "allocs");
+    op.frees = int_list(o, "frees");
+    op.deps = int_list(o, "deps");
+    op.cpu_waits = int_list(o, "cpu_waits");
+    o.finish();
+    s.ops.push_back(std::move(op));
+  }
+  r.finish();
+  validate_schedule(s, file);
+  return s;
+}
+
+void validate_schedule(const Schedule& s, const std::string& file) {
+  const int n_ops = static_cast<int>(s.ops.size());
+  const int n_allocs = static_cast<int>(s.allocations.size());
+  std::vector<int> made_by(n_allocs, -1), freed_by(n_allocs, -1);
+  for (const Allocation& a : s.allocations)
+    if (a.persistent) made_by[a.id] = -2;  // made before the step
+  for (const Op& op : s.ops) {
+    std::string path = join_json_path("ops", static_cast<std::size_t>(op.id));
+    if (is_collective(op.kind) && (op.group < 0 || op.group >= static_cast<int>(s.groups.size())))
+      throw InputError(file, path + ".group", "collective op \"" + op.name + "\" needs a process group index");
+    for (int d : op.deps)
+      if (d >= n_ops) throw InputError(file, path + ".deps", "op \"" + op.name + "\" depends on op " + std::to_string(d) + ", which does not exist");
+    for (int d : op.cpu_waits)
+      if (d >= op.id) throw InputError(file, path + ".cpu_waits", "op \"" + op.name + "\": the CPU can only wait for ops issued before it");
+    for (int a : op.allocs) {
+      if (a >= n_allocs) throw InputError(file, path + ".allocs", "unknown allocation " + std::to_string(a));
+      if (made_by[a] != -1) throw InputError(file, path + ".allocs", "allocation " + std::to_string(a) + " is made twice");
+      made_by[a] = op.id;
+    }
+    for (int a : op.frees) {
+      if (a >= n_allocs) throw InputError(file, path + ".frees", "unknown allocation " + std::to_string(a));
+      if (made_by[a] == -1) throw InputError(file, path + ".frees", "op \"" + op.name + "\" frees allocation " + std::to_string(a) + " before it is made");
+      if (freed_by[a] != -1) throw InputError(file, path + ".frees", "allocation " + std::to_string(a) + " is freed twice");
+      freed_by[a] = op.id;
+    }
+  }
+  topological_order(s, file);  // throws on a cycle
+}
+
+}  // namespace fsdpsim::planner

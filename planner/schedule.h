@@ -1,0 +1,92 @@
+// The Schedule IR: one training step of one rank as ops in CPU issue order.
+//
+// The planner decides WHAT happens (ops, their cost inputs, the memory each allocates
+// and frees); engines and the runtime decide WHEN. Ops run on streams in issue order;
+// `deps` are cross-stream events (the op waits on the GPU); `cpu_waits` block the CPU
+// before issuing the op (limit_all_gathers). Allocations and frees happen when the op is
+// issued, which is when PyTorch's caching allocator sees them (its memory_allocated).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace fsdpsim::planner {
+
+enum class OpKind {
+  all_gather, reduce_scatter, all_reduce, copy_in, copy_out, compute_fwd, compute_bwd,
+  recompute, optimizer, h2d, d2h, wait
+};
+enum class Stream { compute, all_gather, reduce_scatter, all_reduce, copy, host };
+enum class MemCategory {
+  sharded_param, unsharded_param, sharded_grad, unsharded_grad, optimizer_state, activation,
+  all_gather_buffer, reduce_scatter_buffer, temporary, input
+};
+constexpr int kStreamCount = 6;
+constexpr int kMemCategoryCount = 10;
+
+std::string to_string(OpKind k);
+std::string to_string(Stream s);
+std::string to_string(MemCategory c);
+bool is_collective(OpKind k);
+
+// A process group: `ranks` GPUs over `nodes` nodes.
+struct ProcessGroup {
+  std::string name;  // "shard", "replicate", "world", "reshard"
+  int ranks = 1;
+  int nodes = 1;
+};
+
+struct Allocation {
+  int id = 0;
+  std::string label;  // what it is, e.g. "unsharded params of layers.3"
+  std::int64_t bytes = 0;
+  MemCategory category = MemCategory::temporary;
+  Stream stream = Stream::compute;  // the stream whose allocator pool serves it
+  bool persistent = false;  // alive before the step starts (sharded params, optimizer state)
+  bool model_state = false;  // counted in model_state_bytes (what ZeRO's arithmetic counts)
+};
+
+struct Op {
+  int id = 0;
+  OpKind kind = OpKind::compute_fwd;
+  Stream stream = Stream::compute;
+  std::string name;    // readable, e.g. "fwd layers.3"
+  int unit = -1;       // FSDP unit, -1 if none
+  std::string module;  // module full name it belongs to
+  int micro_step = 0;
+  // Cost inputs (the cost model turns them into seconds).
+  double flops = 0;            // matrix + attention FLOPs
+  double attention_flops = 0;  // the attention part of `flops`
+  double hbm_bytes = 0;        // memory-bound traffic
+  double comm_bytes = 0;       // collective buffer size as NCCL counts it; copy size for h2d/d2h
+  int group = -1;              // index into Schedule::groups for collectives
+  std::vector<int> allocs;     // allocation ids made when the op is issued
+  std::vector<int> frees;      // allocation ids released when the op is issued (after its allocs)
+  std::vector<int> deps;       // ops that must finish before this op starts (cross-stream events)
+  std::vector<int> cpu_waits;  // ops the CPU waits for before issuing this op
+};
+
+struct Schedule {
+  std::string name;
+  int world_size = 1;
+  int micro_steps = 1;
+  double tokens_per_rank = 0;      // tokens one rank processes in the step
+  double model_flops_per_rank = 0;  // 3 x forward FLOPs (6N + attention), for MFU
+  std::vector<ProcessGroup> groups;
+  std::vector<Allocation> allocations;
+  std::vector<Op> ops;  // CPU issue order; ops[i].id == i
+};
+
+nlohmann::json schedule_to_json(const Schedule& schedule);
+// Checks ids, references, alloc-before-free, and that the dependency graph is acyclic;
+// errors name the file, the JSON path and the op.
+Schedule schedule_from_json(const nlohmann::json& json, const std::string& file);
+
+// Structural checks shared by the JSON reader and the planner's own tests: every reference
+// in range, every allocation made once and freed at most once after it is made, no cycle.
+void validate_schedule(const Schedule& schedule, const std::string& file);
+
+}  // namespace fsdpsim::planner

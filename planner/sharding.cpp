@@ -1,0 +1,43 @@
+#include "planner/sharding.h"
+
+#include <algorithm>
+
+namespace fsdpsim::planner {
+
+namespace {
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+std::int64_t fsdp2_local_numel(const models::Parameter& p, int world) {
+  const std::int64_t d0 = p.shape.front();
+  return ceil_div(d0, world) * (p.numel() / d0);
+}
+
+UnitShard shard_fsdp2(const Unit& unit, int world) {
+  UnitShard s;
+  for (const models::Parameter* p : unit.params) {
+    s.numel += p->numel();
+    s.local_numel += fsdp2_local_numel(*p, world);
+  }
+  s.gathered_numel = s.local_numel * world;
+  // Rank 0 holds the first ceil(d0/W) rows of every parameter, none of them padding
+  // (ceil(d0/W) <= d0), so its unpadded shard is the padded one.
+  s.optimizer_numel = s.local_numel;
+  return s;
+}
+
+UnitShard shard_fsdp1(const Unit& unit, int world) {
+  UnitShard s;
+  s.numel = unit.numel();
+  s.local_numel = ceil_div(s.numel, world);
+  s.gathered_numel = s.local_numel * world;
+  // The optimizer sees the sharded flat parameter (padding included) under use_orig_params=False.
+  s.optimizer_numel = s.local_numel;
+  return s;
+}
+
+UnitShard shard_unit(const Unit& unit, int world, int fsdp_version) {
+  return fsdp_version == 1 ? shard_fsdp1(unit, world) : shard_fsdp2(unit, world);
+}
+
+}  // namespace fsdpsim::planner

@@ -1,0 +1,28 @@
+// How a unit's parameters are split over the ranks of its shard group, with the exact
+// padding rules of FSDP1 (one flat parameter padded to a multiple of W) and FSDP2
+// (each parameter padded on dim 0 to a multiple of W).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "models/model.h"
+#include "planner/units.h"
+
+namespace fsdpsim::planner {
+
+struct UnitShard {
+  std::int64_t numel = 0;            // the unit's parameters, unpadded
+  std::int64_t local_numel = 0;      // one rank's padded shard (FSDP2: s_g = sum s_p; FSDP1: s)
+  std::int64_t gathered_numel = 0;   // the all-gather output, W * local_numel
+  std::int64_t optimizer_numel = 0;  // rank 0's unpadded shard, which the optimizer state covers
+};
+
+// FSDP2: local rows ceil(d0/W), s_p = ceil(d0/W) * numel/d0.
+std::int64_t fsdp2_local_numel(const models::Parameter& p, int world);
+UnitShard shard_fsdp2(const Unit& unit, int world);
+// FSDP1 (use_orig_params=False): N padded up to a multiple of W, s = N_padded / W.
+UnitShard shard_fsdp1(const Unit& unit, int world);
+UnitShard shard_unit(const Unit& unit, int world, int fsdp_version);
+
+}  // namespace fsdpsim::planner

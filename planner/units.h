@@ -1,0 +1,34 @@
+// FSDP units: which parameters are gathered together, from the wrap policy.
+//
+// A unit is what one fully_shard / FullyShardedDataParallel call manages. Units nest
+// (the root wraps everything); a unit owns only the parameters no inner unit owns, and a
+// tied parameter belongs to the innermost unit that holds every module using it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "planner/scenario.h"
+
+namespace fsdpsim::planner {
+
+struct Unit {
+  int index = 0;                 // forward order of first use
+  std::string name;              // the first wrapped module's full name ("<root>" for the root)
+  std::vector<const models::Module*> modules;  // wrapped modules (several for every_k_blocks)
+  std::vector<const models::Parameter*> params;  // owned parameters
+  int parent = -1;               // enclosing unit, -1 for the root
+  bool is_root = false;
+  std::int64_t numel() const;
+};
+
+// Builds the units for a model; throws InputError (file, "fsdp.wrap...") when the policy
+// names modules the model does not have.
+std::vector<Unit> build_units(const models::Model& model, const WrapSpec& wrap, const std::string& file);
+
+// The block type(s) the "block" policies wrap: `wrap.block_types` if given, else the type of
+// the costed modules that repeat (the transformer layers).
+std::vector<std::string> block_types(const models::Model& model, const WrapSpec& wrap);
+
+}  // namespace fsdpsim::planner

@@ -1,0 +1,54 @@
+#include "sim/estimate.h"
+
+#include <map>
+
+namespace fsdpsim::sim {
+
+Estimate estimate_step(const planner::Scenario& scenario) {
+  Estimate e;
+  e.plan = planner::plan_step(scenario);
+  e.gpu_memory_bytes = scenario.cluster.gpu.memory_bytes;
+  e.device_overhead_bytes = planner::kDefaultDeviceOverheadBytes;
+  e.memory = planner::replay_memory(e.plan.schedule, e.gpu_memory_bytes - e.device_overhead_bytes);
+  return e;
+}
+
+MicroBatchSearch find_max_micro_batch(const std::string& scenario_file, const std::vector<std::string>& overrides) {
+  MicroBatchSearch search;
+  planner::Scenario base = planner::load_scenario(scenario_file, overrides);
+  const std::int64_t accum = base.training.grad_accum;
+  std::map<std::int64_t, bool> fits;
+  auto try_batch = [&](std::int64_t mb) {
+    if (fits.count(mb)) return fits[mb];
+    std::vector<std::string> o = overrides;
+    o.push_back("training.micro_batch=" + std::to_string(mb));
+    o.push_back("training.global_batch=null");
+    o.push_back("training.grad_accum=" + std::to_string(accum));
+    Estimate e = estimate_step(planner::load_scenario(scenario_file, o));
+    search.tried.emplace_back(mb, e.device_peak_bytes());
+    search.gpu_memory_bytes = e.gpu_memory_bytes;
+    return fits[mb] = e.fits();
+  };
+  constexpr std::int64_t kLimit = 4096;
+  std::int64_t good = 0, bad = 0;
+  for (std::int64_t mb = 1; mb <= kLimit; mb *= 2) {
+    if (try_batch(mb)) good = mb;
+    else {
+      bad = mb;
+      break;
+    }
+  }
+  if (bad == 0) {
+    search.largest_fitting = good;  // capped at kLimit
+    return search;
+  }
+  while (bad - good > 1) {
+    std::int64_t mid = (good + bad) / 2;
+    if (try_batch(mid)) good = mid;
+    else bad = mid;
+  }
+  search.largest_fitting = good;
+  return search;
+}
+
+}  // namespace fsdpsim::sim

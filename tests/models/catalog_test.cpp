@@ -1,0 +1,98 @@
+// The shipped catalog: models/<name>.json is import_hf_config(models/hf/<name>.json).
+//
+// To regenerate after changing the importer or the cost formulas:
+//   FSDPSIM_REGENERATE_CATALOG=1 build/tests/test_models --gtest_filter='Catalog.*'
+// then review the diff.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "models/hf_import.h"
+#include "models/json_format.h"
+#include "models/json_input.h"
+#include "models/model.h"
+#include "test_paths.h"
+
+namespace fsdpsim::models {
+namespace {
+
+using testing_paths::catalog_path;
+using testing_paths::repo_path;
+
+bool regenerating() {
+  const char* flag = std::getenv("FSDPSIM_REGENERATE_CATALOG");
+  return flag && std::string(flag) == "1";
+}
+
+std::set<std::string> hf_config_names() {
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(repo_path("models/hf")))
+    if (entry.path().extension() == ".json") names.insert(entry.path().stem().string());
+  return names;
+}
+
+// The catalog entry as the importer makes it; the config is named by its repository path
+// so the entry's "source" does not depend on where the checkout lives.
+nlohmann::json imported(const std::string& name) {
+  const std::string relative = "models/hf/" + name + ".json";
+  return import_hf_config(load_json_file(repo_path(relative)), relative);
+}
+
+TEST(Catalog, ShipsTheListedModels) {
+  const std::set<std::string> configs = hf_config_names();
+  for (const char* name : {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama2-7b", "llama2-13b", "llama2-70b",
+                           "llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "mistral-7b", "qwen2-7b", "pythia-1.4b",
+                           "gpt-neox-20b", "mpt-7b"}) {
+    EXPECT_TRUE(configs.count(name)) << "models/hf/" << name << ".json is missing";
+    EXPECT_TRUE(std::filesystem::exists(catalog_path(name))) << "models/" << name << ".json is missing";
+  }
+}
+
+TEST(Catalog, EntriesEqualTheImportOfTheirHfConfig) {
+  for (const std::string& name : hf_config_names()) {
+    SCOPED_TRACE(name);
+    const nlohmann::json expected = imported(name);
+    if (regenerating()) {
+      std::ofstream out(catalog_path(name));
+      out << format_json(expected) << "\n";
+      ASSERT_TRUE(out.good()) << "cannot write " << catalog_path(name);
+      continue;
+    }
+    ASSERT_TRUE(std::filesystem::exists(catalog_path(name)))
+        << "models/" << name << ".json is missing; run with FSDPSIM_REGENERATE_CATALOG=1";
+    EXPECT_EQ(load_json_file(catalog_path(name)), expected)
+        << "models/" << name << ".json is stale; run with FSDPSIM_REGENERATE_CATALOG=1 and review the diff";
+  }
+}
+
+TEST(Catalog, EntriesParseAndStayCompact) {
+  for (const std::string& name : hf_config_names()) {
+    SCOPED_TRACE(name);
+    Model m = load_model_file(catalog_path(name));
+    EXPECT_EQ(m.name, name);
+    EXPECT_GT(m.parameter_count(), 0);
+    std::ifstream in(catalog_path(name));
+    int lines = 0;
+    for (std::string line; std::getline(in, line);) ++lines;
+    EXPECT_LT(lines, 150) << "blocks should be written once with \"repeat\"";
+  }
+}
+
+TEST(JsonFormat, RoundTripsAndKeepsShortValuesOnOneLine) {
+  const nlohmann::json model = imported("llama3.1-8b");
+  const std::string text = format_json(model);
+  EXPECT_EQ(nlohmann::json::parse(text), model);
+  EXPECT_NE(text.find(R"({"name": "weight", "shape": [128256, 4096], "dtype": "bf16"})"), std::string::npos);
+  // Readable key order: the name first, the tree last.
+  EXPECT_EQ(text.find("{\n  \"name\": \"llama3.1-8b\""), 0u);
+  EXPECT_GT(text.find("\"root\""), text.find("\"arch\""));
+  EXPECT_EQ(format_json(nlohmann::json::array()), "[]");
+  EXPECT_EQ(format_json(nlohmann::json::object()), "{}");
+}
+
+}  // namespace
+}  // namespace fsdpsim::models

@@ -1,0 +1,364 @@
+// The Hugging Face importer: parameter counts against published figures, the module
+// tree (names, shapes, ties, biases) and errors for configs it cannot read.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "models/hf_import.h"
+#include "models/json_input.h"
+#include "models/model.h"
+#include "test_paths.h"
+
+namespace fsdpsim::models {
+namespace {
+
+using testing_paths::hf_config_path;
+
+Model load(const std::string& name, const HfImportOptions& options = {}) {
+  return load_hf_config(hf_config_path(name), options);
+}
+
+// Exact counts, each worked out by hand below from the published configs; the published
+// (rounded) figure is in the name of the case.
+//
+// Llama family, per layer: q h*q + k h*kv + v h*kv + o q*h + MLP 3*h*f + two norms 2h;
+// plus embedding V*h, untied lm_head V*h, final norm h.
+//   Llama-3.1-8B (8.03B): h 4096, kv 1024, f 14336, L 32, V 128256
+//     layer 16,777,216*2 + 4,194,304*2 + 176,160,768 + 8,192 = 218,112,000
+//     32*218,112,000 + 2*525,336,576 + 4,096 = 8,030,261,248
+//   Llama-2-7B (6.74B): h 4096, kv 4096, f 11008, L 32, V 32000
+//     layer 67,108,864 + 135,266,304 + 8,192 = 202,383,360
+//     32*202,383,360 + 2*131,072,000 + 4,096 = 6,738,415,616
+//   Llama-2-13B (13.02B): h 5120, f 13824, L 40, V 32000
+//     layer 104,857,600 + 212,336,640 + 10,240 = 317,204,480
+//     40*317,204,480 + 2*163,840,000 + 5,120 = 13,015,864,320
+//   Llama-2-70B (68.98B): h 8192, kv 1024, f 28672, L 80, V 32000
+//     layer 150,994,944 + 704,643,072 + 16,384 = 855,654,400
+//     80*855,654,400 + 2*262,144,000 + 8,192 = 68,976,648,192
+//   Llama-3.1-70B (70.55B): as Llama-2-70B with V 128256
+//     68,452,352,000 + 2*1,050,673,152 + 8,192 = 70,553,706,496
+//   Llama-3.1-405B (405.85B): h 16384, kv 1024, f 53248, L 126, V 128256
+//     layer 570,425,344 + 2,617,245,696 + 32,768 = 3,187,703,808
+//     126*3,187,703,808 + 2*2,101,346,304 + 16,384 = 405,853,388,800
+//   Mistral-7B (7.24B): the Llama-3.1-8B layer with V 32000
+//     32*218,112,000 + 2*131,072,000 + 4,096 = 7,241,732,096
+//   Qwen2-7B (7.62B): h 3584, kv 512, f 18944, L 28, V 152064, q/k/v biases
+//     layer (12,845,056+3,584) + 2*(1,835,008+512) + 12,845,056 + 203,685,888 + 7,168 = 233,057,792
+//     28*233,057,792 + 2*544,997,376 + 3,584 = 7,615,616,512
+// GPT-2, per layer 12h^2 + 13h (Conv1D weights and biases, two LayerNorms); wte V*h,
+// wpe 1024*h, ln_f 2h, lm_head tied to wte (counted once):
+//   gpt2 (124M), h 768, L 12:    12*7,087,872 + 38,597,376 + 786,432 + 1,536 = 124,439,808
+//   gpt2-medium (355M), h 1024, L 24: 24*12,596,224 + 51,463,168 + 1,048,576 + 2,048 = 354,823,168
+//   gpt2-large (774M), h 1280, L 36:  36*19,677,440 + 64,328,960 + 1,310,720 + 2,560 = 774,030,080
+//   gpt2-xl (1.558B), h 1600, L 48:   48*30,740,800 + 80,411,200 + 1,638,400 + 3,200 = 1,557,611,200
+// GPT-NeoX, per layer 12h^2 + 13h (h = 2048, f = 4h) like GPT-2; separate embed_in and embed_out:
+//   pythia-1.4b (1,414,647,808 in the Pythia paper): 24*50,358,272 + 4,096 + 2*103,022,592
+//   gpt-neox-20b (20,554,567,680 in the GPT-NeoX paper): 44*453,064,704 + 12,288 + 2*309,854,208
+// MPT-7B (6.7B; 6,649,286,656), no biases, ALiBi (no position table), tied: per layer
+//   12h^2 + 2h = 201,334,784; 32*201,334,784 + 4,096 + 206,569,472.
+struct CountCase {
+  const char* name;
+  std::int64_t expected;
+};
+
+class PublishedParameterCount : public ::testing::TestWithParam<CountCase> {};
+
+TEST_P(PublishedParameterCount, MatchesTheHandComputedCount) {
+  const CountCase& c = GetParam();
+  EXPECT_EQ(load(c.name).parameter_count(), c.expected) << c.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Catalog, PublishedParameterCount,
+    ::testing::Values(CountCase{"llama3.1-8b", 8'030'261'248}, CountCase{"llama2-7b", 6'738'415'616},
+                      CountCase{"llama2-13b", 13'015'864'320}, CountCase{"llama2-70b", 68'976'648'192},
+                      CountCase{"llama3.1-70b", 70'553'706'496}, CountCase{"llama3.1-405b", 405'853'388'800},
+                      CountCase{"mistral-7b", 7'241'732'096}, CountCase{"qwen2-7b", 7'615'616'512},
+                      CountCase{"gpt2", 124'439'808}, CountCase{"gpt2-medium", 354'823'168},
+                      CountCase{"gpt2-large", 774'030'080}, CountCase{"gpt2-xl", 1'557'611'200},
+                      CountCase{"pythia-1.4b", 1'414'647'808}, CountCase{"gpt-neox-20b", 20'554'567'680},
+                      CountCase{"mpt-7b", 6'649'286'656}),
+    [](const auto& info) {
+      std::string n = info.param.name;
+      for (char& ch : n)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return n;
+    });
+
+// The rounded figures as published (model cards, papers), to the digits they give.
+TEST(PublishedParameterCount, RoundedFiguresAsPublished) {
+  auto billions = [](const char* name, int digits) {
+    double b = static_cast<double>(load(name).parameter_count()) / 1e9;
+    double scale = std::pow(10.0, digits);
+    return std::round(b * scale) / scale;
+  };
+  EXPECT_DOUBLE_EQ(billions("llama3.1-8b", 2), 8.03);
+  EXPECT_DOUBLE_EQ(billions("llama2-70b", 2), 68.98);
+  EXPECT_DOUBLE_EQ(billions("llama2-7b", 2), 6.74);
+  EXPECT_DOUBLE_EQ(billions("llama2-13b", 2), 13.02);
+  EXPECT_DOUBLE_EQ(billions("llama3.1-70b", 2), 70.55);
+  EXPECT_DOUBLE_EQ(billions("llama3.1-405b", 2), 405.85);
+  EXPECT_DOUBLE_EQ(billions("mistral-7b", 2), 7.24);
+  EXPECT_DOUBLE_EQ(billions("qwen2-7b", 2), 7.62);
+  EXPECT_DOUBLE_EQ(billions("gpt2", 3), 0.124);
+  EXPECT_DOUBLE_EQ(billions("gpt2-medium", 3), 0.355);
+  EXPECT_DOUBLE_EQ(billions("gpt2-large", 3), 0.774);
+  EXPECT_DOUBLE_EQ(billions("gpt2-xl", 3), 1.558);
+}
+
+TEST(HfImport, TiedLmHeadIsCountedOnce) {
+  Model gpt2 = load("gpt2");
+  const Module* head = gpt2.find_module("lm_head");
+  ASSERT_NE(head, nullptr);
+  ASSERT_EQ(head->params.size(), 1u);
+  EXPECT_EQ(head->params[0].tied_to, "transformer.wte.weight");
+  for (const Parameter* p : gpt2.parameters()) EXPECT_NE(p->full_name, "lm_head.weight");
+  // Untied, the same model has one more V*h matrix.
+  nlohmann::json config = load_json_file(hf_config_path("gpt2"));
+  config["tie_word_embeddings"] = false;
+  Model untied = parse_model(import_hf_config(config, "gpt2-untied.json"), "gpt2-untied.json");
+  EXPECT_EQ(untied.parameter_count(), gpt2.parameter_count() + 50257LL * 768);
+}
+
+TEST(HfImport, LlamaTreeMirrorsHuggingFaceNames) {
+  Model m = load("llama3.1-8b");
+  EXPECT_EQ(m.name, "llama3.1-8b");
+  EXPECT_EQ(m.root.type, "LlamaForCausalLM");
+  const Module* layer = m.find_module("model.layers.31");
+  ASSERT_NE(layer, nullptr);
+  EXPECT_EQ(layer->type, "LlamaDecoderLayer");
+  EXPECT_TRUE(layer->costs.has_value());
+  EXPECT_EQ(m.find_module("model.layers.32"), nullptr);
+  const Module* k = m.find_module("model.layers.31.self_attn.k_proj");
+  ASSERT_NE(k, nullptr);
+  ASSERT_EQ(k->params.size(), 1u);  // no bias
+  EXPECT_EQ(k->params[0].shape, (std::vector<std::int64_t>{1024, 4096}));  // GQA: 8 kv heads x 128
+  EXPECT_EQ(k->params[0].full_name, "model.layers.31.self_attn.k_proj.weight");
+  EXPECT_EQ(k->params[0].dtype, DType::bf16);
+  EXPECT_FALSE(k->costs.has_value());  // the block's costs cover it
+  const Module* down = m.find_module("model.layers.0.mlp.down_proj");
+  ASSERT_NE(down, nullptr);
+  EXPECT_EQ(down->params[0].shape, (std::vector<std::int64_t>{4096, 14336}));
+  for (const char* name : {"model.embed_tokens", "model.norm", "lm_head"}) {
+    const Module* mod = m.find_module(name);
+    ASSERT_NE(mod, nullptr) << name;
+    EXPECT_TRUE(mod->costs.has_value()) << name;
+  }
+  EXPECT_TRUE(m.find_module("lm_head")->params[0].tied_to.empty());
+  // Children in forward order: norm, attention, norm, MLP.
+  ASSERT_EQ(layer->children.size(), 4u);
+  EXPECT_EQ(layer->children[0].name, "input_layernorm");
+  EXPECT_EQ(layer->children[1].name, "self_attn");
+  EXPECT_EQ(layer->children[2].name, "post_attention_layernorm");
+  EXPECT_EQ(layer->children[3].name, "mlp");
+  EXPECT_EQ(m.arch.family, "llama");
+  EXPECT_EQ(m.arch.num_layers, 32);
+  EXPECT_EQ(m.arch.num_kv_heads, 8);
+  EXPECT_EQ(m.arch.ffn_hidden_size, 14336);
+  EXPECT_EQ(m.arch.vocab_size, 128256);
+  EXPECT_EQ(m.arch.max_seq_len, 131072);
+}
+
+TEST(HfImport, DtypeFromTorchDtypeElseFp32) {
+  EXPECT_EQ(load("llama2-7b").parameters()[0]->dtype, DType::fp16);
+  EXPECT_EQ(load("mistral-7b").parameters()[0]->dtype, DType::bf16);
+  EXPECT_EQ(load("gpt2").parameters()[0]->dtype, DType::fp32);  // GPT-2's config has no torch_dtype
+  nlohmann::json config = load_json_file(hf_config_path("llama2-7b"));
+  config.erase("torch_dtype");
+  config["dtype"] = "bfloat16";  // the newer key
+  Model m = parse_model(import_hf_config(config, "x.json"), "x.json");
+  EXPECT_EQ(m.parameters()[0]->dtype, DType::bf16);
+}
+
+TEST(HfImport, Qwen2HasQkvBiasesOnly) {
+  Model m = load("qwen2-7b");
+  EXPECT_EQ(m.find_module("model.layers.0")->type, "Qwen2DecoderLayer");
+  for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
+    const Module* p = m.find_module(std::string("model.layers.0.self_attn.") + proj);
+    ASSERT_EQ(p->params.size(), 2u) << proj;
+    EXPECT_EQ(p->params[1].name, "bias");
+  }
+  EXPECT_EQ(m.find_module("model.layers.0.self_attn.k_proj")->params[1].shape, (std::vector<std::int64_t>{512}));
+  EXPECT_EQ(m.find_module("model.layers.0.self_attn.o_proj")->params.size(), 1u);
+  EXPECT_EQ(m.find_module("model.layers.0.mlp.up_proj")->params.size(), 1u);
+}
+
+TEST(HfImport, LlamaBiasFlagsAndHeadDimAreHonoured) {
+  nlohmann::json config = load_json_file(hf_config_path("llama3.1-8b"));
+  config["attention_bias"] = true;
+  config["mlp_bias"] = true;
+  config["head_dim"] = 64;  // q: 32 x 64 = 2048 wide, no longer h
+  Model m = parse_model(import_hf_config(config, "x.json"), "x.json");
+  const Module* q = m.find_module("model.layers.0.self_attn.q_proj");
+  EXPECT_EQ(q->params[0].shape, (std::vector<std::int64_t>{2048, 4096}));
+  EXPECT_EQ(q->params[1].shape, (std::vector<std::int64_t>{2048}));
+  EXPECT_EQ(m.find_module("model.layers.0.self_attn.o_proj")->params[0].shape, (std::vector<std::int64_t>{4096, 2048}));
+  EXPECT_EQ(m.find_module("model.layers.0.self_attn.o_proj")->params.size(), 2u);
+  EXPECT_EQ(m.find_module("model.layers.0.mlp.gate_proj")->params.size(), 2u);
+  config["tie_word_embeddings"] = true;  // as Llama-3.2-1B
+  Model tied = parse_model(import_hf_config(config, "x.json"), "x.json");
+  EXPECT_EQ(tied.find_module("lm_head")->params[0].tied_to, "model.embed_tokens.weight");
+  EXPECT_EQ(m.parameter_count() - tied.parameter_count(), 128256LL * 4096);
+}
+
+TEST(HfImport, Gpt2UsesConv1DAndLearnedPositions) {
+  Model m = load("gpt2-xl");
+  EXPECT_EQ(m.root.type, "GPT2LMHeadModel");
+  const Module* block = m.find_module("transformer.h.47");
+  ASSERT_NE(block, nullptr);
+  EXPECT_EQ(block->type, "GPT2Block");
+  const Module* c_attn = m.find_module("transformer.h.0.attn.c_attn");
+  EXPECT_EQ(c_attn->type, "Conv1D");
+  EXPECT_EQ(c_attn->params[0].shape, (std::vector<std::int64_t>{1600, 4800}));  // (in, out)
+  EXPECT_EQ(c_attn->params[1].shape, (std::vector<std::int64_t>{4800}));
+  EXPECT_EQ(m.find_module("transformer.wpe")->params[0].shape, (std::vector<std::int64_t>{1024, 1600}));
+  EXPECT_EQ(m.find_module("transformer.ln_f")->params.size(), 2u);
+  EXPECT_EQ(m.arch.max_seq_len, 1024);
+}
+
+TEST(HfImport, GptNeoxHasSeparateOutputEmbedding) {
+  Model m = load("pythia-1.4b");
+  EXPECT_EQ(m.find_module("gpt_neox.layers.23")->type, "GPTNeoXLayer");
+  EXPECT_EQ(m.find_module("gpt_neox.layers.0.attention.query_key_value")->params[0].shape,
+            (std::vector<std::int64_t>{6144, 2048}));
+  const Module* out = m.find_module("embed_out");
+  ASSERT_NE(out, nullptr);
+  EXPECT_TRUE(out->params[0].tied_to.empty());
+  EXPECT_TRUE(out->costs.has_value());
+  EXPECT_EQ(m.parameters().front()->full_name, "gpt_neox.embed_in.weight");
+}
+
+TEST(HfImport, MptHasNoBiasesAliBiAndTiedHead) {
+  Model m = load("mpt-7b");
+  EXPECT_EQ(m.find_module("transformer.blocks.31")->type, "MPTBlock");
+  EXPECT_EQ(m.find_module("transformer.wpe"), nullptr);  // ALiBi: no position table
+  for_each_module(m.root, [&](const Module& mod) {
+    for (const Parameter& p : mod.params) EXPECT_NE(p.name, "bias") << p.full_name;
+  });
+  EXPECT_EQ(m.find_module("transformer.blocks.0.attn.Wqkv")->params[0].shape,
+            (std::vector<std::int64_t>{12288, 4096}));
+  EXPECT_EQ(m.find_module("lm_head")->params[0].tied_to, "transformer.wte.weight");
+  EXPECT_EQ(m.arch.ffn_hidden_size, 16384);
+  // Without ALiBi MPT learns positions.
+  nlohmann::json config = load_json_file(hf_config_path("mpt-7b"));
+  config["attn_config"]["alibi"] = false;
+  Model learned = parse_model(import_hf_config(config, "x.json"), "x.json");
+  EXPECT_EQ(learned.parameter_count(), m.parameter_count() + 2048LL * 4096);
+  // Grouped-query attention narrows Wqkv.
+  config["attn_config"]["attn_type"] = "grouped_query_attention";
+  config["attn_config"]["kv_n_heads"] = 8;
+  Model gqa = parse_model(import_hf_config(config, "x.json"), "x.json");
+  EXPECT_EQ(gqa.find_module("transformer.blocks.0.attn.Wqkv")->params[0].shape,
+            (std::vector<std::int64_t>{4096 + 2 * 1024, 4096}));
+}
+
+TEST(HfImport, MistralBlockType) {
+  Model m = load("mistral-7b");
+  EXPECT_EQ(m.find_module("model.layers.0")->type, "MistralDecoderLayer");
+  EXPECT_EQ(m.find_module("model.layers.0.input_layernorm")->type, "MistralRMSNorm");
+}
+
+TEST(HfImport, FamilyFromArchitecturesWhenModelTypeIsAbsent) {
+  nlohmann::json config = load_json_file(hf_config_path("mistral-7b"));
+  config.erase("model_type");
+  Model m = parse_model(import_hf_config(config, "x.json"), "x.json");
+  EXPECT_EQ(m.arch.family, "mistral");
+}
+
+TEST(HfImport, NameFromConfigDirectory) {
+  nlohmann::json config = load_json_file(hf_config_path("gpt2"));
+  EXPECT_EQ(import_hf_config(config, "/data/Llama-3.1-8B/config.json")["name"], "Llama-3.1-8B");
+  EXPECT_EQ(import_hf_config(config, "models/hf/gpt2.json")["name"], "gpt2");
+}
+
+TEST(HfImport, EveryParameterIsUnderOneCostedModule) {
+  // The position table of GPT-2 is the documented exception: the token embedding's costs
+  // include the position lookup.
+  for (const char* name : {"llama3.1-8b", "gpt2", "pythia-1.4b", "mpt-7b", "qwen2-7b"}) {
+    Model m = load(name);
+    std::function<void(const Module&, int)> walk = [&](const Module& mod, int costed_above) {
+      int costed = costed_above + (mod.costs ? 1 : 0);
+      if (!mod.params.empty() && mod.full_name != "transformer.wpe")
+        EXPECT_EQ(costed, 1) << name << ": " << mod.full_name;
+      for (const Module& c : mod.children) walk(c, costed);
+    };
+    walk(m.root, 0);
+  }
+}
+
+// Errors name the file and the config key.
+void expect_error(const nlohmann::json& config, const std::string& path, const std::string& words) {
+  try {
+    import_hf_config(config, "cfg.json");
+    FAIL() << "expected an InputError at " << path;
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "cfg.json");
+    EXPECT_EQ(e.json_path(), path) << e.what();
+    std::string message = e.what();
+    EXPECT_NE(message.find("cfg.json"), std::string::npos) << message;
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_NE(message.find(words), std::string::npos) << message;
+  }
+}
+
+TEST(HfImportErrors, UnsupportedModelType) {
+  nlohmann::json config = load_json_file(hf_config_path("llama2-7b"));
+  config["model_type"] = "bert";
+  expect_error(config, "model_type", "unsupported model_type \"bert\"");
+  config.erase("model_type");
+  config["architectures"] = {"BertForMaskedLM"};
+  expect_error(config, "architectures[0]", "unsupported architecture");
+  config.erase("architectures");
+  expect_error(config, "model_type", "is required");
+}
+
+TEST(HfImportErrors, MissingOrMalformedFields) {
+  nlohmann::json llama = load_json_file(hf_config_path("llama3.1-8b"));
+  nlohmann::json c = llama;
+  c.erase("hidden_size");
+  expect_error(c, "hidden_size", "missing");
+  c = llama;
+  c["intermediate_size"] = "big";
+  expect_error(c, "intermediate_size", "expected an integer");
+  c = llama;
+  c["num_key_value_heads"] = 5;
+  expect_error(c, "num_key_value_heads", "divisor");
+  c = llama;
+  c["num_attention_heads"] = 3;
+  expect_error(c, "num_attention_heads", "divisor");
+  c = llama;
+  c["torch_dtype"] = "int4";
+  expect_error(c, "torch_dtype", "expected float32");
+  c = llama;
+  c["vocab_size"] = -1;
+  expect_error(c, "vocab_size", "positive");
+  c = llama;
+  c["hidden_size"] = 1LL << 40;
+  expect_error(c, "hidden_size", "at most");
+  c = llama;
+  c["attention_dropout"] = 2.0;
+  expect_error(c, "attention_dropout", "probability");
+
+  nlohmann::json mpt = load_json_file(hf_config_path("mpt-7b"));
+  mpt["attn_config"]["attn_type"] = "sliding";
+  expect_error(mpt, "attn_config.attn_type", "expected one of");
+  nlohmann::json gpt2 = load_json_file(hf_config_path("gpt2"));
+  gpt2.erase("n_layer");
+  expect_error(gpt2, "n_layer", "missing");
+  expect_error(nlohmann::json::array(), "", "expected a JSON object");
+}
+
+TEST(HfImportErrors, LoadHfConfigNamesAMissingFile) {
+  try {
+    load_hf_config("/nonexistent/config.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "/nonexistent/config.json");
+  }
+}
+
+}  // namespace
+}  // namespace fsdpsim::models

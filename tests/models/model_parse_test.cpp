@@ -1,0 +1,184 @@
+// The model JSON: repeat expansion, "{i}" naming, ties, costs, and errors that name the
+// file and the JSON path.
+#include <gtest/gtest.h>
+
+#include "models/json_input.h"
+#include "models/model.h"
+
+namespace fsdpsim::models {
+namespace {
+
+nlohmann::json tiny_model() {
+  return nlohmann::json::parse(R"({
+    "name": "tiny",
+    "source": "hand-written for tests",
+    "arch": {"family": "toy", "num_layers": 3, "hidden_size": 8},
+    "root": {"type": "Toy", "children": [
+      {"name": "embed", "type": "Embedding", "params": [{"name": "weight", "shape": [100, 8], "dtype": "bf16"}],
+       "costs": {"saved_activation_bytes": {"b*s": 8}}},
+      {"name": "layers", "type": "ModuleList", "children": [
+        {"name": "{i}", "repeat": 3, "type": "Block",
+         "costs": {"forward_flops": {"b*s": 10, "b*s^2": 2}, "attention_flops": {"b*s^2": 2},
+                   "input_bytes": {"b*s": 16}, "source": "made up"},
+         "children": [
+           {"name": "fc", "type": "Linear", "params": [
+             {"name": "weight", "shape": [8, 8]},
+             {"name": "alias", "shape": [8, 8], "tied_to": "layers.{i}.fc.weight"}]},
+           {"name": "proj_{i}", "params": [{"name": "weight", "shape": [8]}]}
+         ]}
+      ]},
+      {"name": "head", "type": "Linear", "params": [{"name": "weight", "shape": [100, 8], "tied_to": "embed.weight"}],
+       "costs": {"forward_flops": {"b*s": 1600}}}
+    ]}
+  })");
+}
+
+TEST(ModelParse, RepeatExpandsAndSubstitutesIndex) {
+  Model m = parse_model(tiny_model(), "tiny.json");
+  EXPECT_EQ(m.name, "tiny");
+  const Module* layers = m.find_module("layers");
+  ASSERT_NE(layers, nullptr);
+  ASSERT_EQ(layers->children.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const std::string prefix = "layers." + std::to_string(i);
+    const Module& block = layers->children[static_cast<std::size_t>(i)];
+    EXPECT_EQ(block.full_name, prefix);
+    EXPECT_EQ(block.type, "Block");
+    EXPECT_NE(m.find_module(prefix + ".proj_" + std::to_string(i)), nullptr);
+    const Module* fc = m.find_module(prefix + ".fc");
+    ASSERT_NE(fc, nullptr);
+    EXPECT_EQ(fc->params[0].full_name, prefix + ".fc.weight");
+    EXPECT_EQ(fc->params[1].tied_to, prefix + ".fc.weight");  // "{i}" in tied_to too
+  }
+  EXPECT_EQ(m.find_module("layers.3"), nullptr);
+  EXPECT_EQ(m.arch.num_layers, 3);
+}
+
+TEST(ModelParse, TiedParametersCountOnce) {
+  Model m = parse_model(tiny_model(), "tiny.json");
+  // embed 800 + 3 x (fc 64 + proj 8); head.weight and the aliases are ties.
+  EXPECT_EQ(m.parameter_count(), 800 + 3 * (64 + 8));
+  EXPECT_EQ(m.parameters().size(), 1u + 3 * 2);
+  EXPECT_EQ(m.parameters()[0]->dtype, DType::bf16);
+  EXPECT_EQ(m.parameters()[1]->dtype, DType::fp32);  // the default
+}
+
+TEST(ModelParse, CostsArePolynomialsSummedOverModules) {
+  Model m = parse_model(tiny_model(), "tiny.json");
+  // b = 2, s = 4: blocks 3 x (10*8 + 2*2*16) = 432, head 1600*8 = 12,800.
+  EXPECT_DOUBLE_EQ(m.forward_flops(2, 4), 432 + 12800);
+  EXPECT_DOUBLE_EQ(m.attention_flops(2, 4), 3 * 2 * 2 * 16);
+  EXPECT_EQ(Polynomial::monomial_name(1, 2), "b*s^2");
+  EXPECT_EQ(Polynomial::monomial_name(0, 0), "1");
+  EXPECT_EQ(Polynomial::monomial_name(0, 1), "s");
+}
+
+// Applies `edit` to the tiny model and expects an InputError at `path` naming tiny.json.
+template <typename Edit>
+void expect_error(Edit edit, const std::string& path, const std::string& words) {
+  nlohmann::json j = tiny_model();
+  edit(j);
+  try {
+    parse_model(j, "tiny.json");
+    FAIL() << "expected an InputError at " << path;
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "tiny.json");
+    EXPECT_EQ(e.json_path(), path) << e.what();
+    const std::string message = e.what();
+    EXPECT_NE(message.find("tiny.json"), std::string::npos) << message;
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_NE(message.find(words), std::string::npos) << message;
+  }
+}
+
+nlohmann::json& block(nlohmann::json& j) { return j["root"]["children"][1]["children"][0]; }
+
+TEST(ModelParseErrors, UnknownField) {
+  expect_error([](auto& j) { j["root"]["children"][0]["colour"] = "red"; }, "root.children[0].colour",
+               "unknown field");
+  expect_error([](auto& j) { j["nmae"] = "x"; }, "nmae", "unknown field");
+  expect_error([](auto& j) { block(j)["children"][0]["params"][0]["shpe"] = 1; },
+               "root.children[1].children[0].children[0].params[0].shpe", "unknown field");
+  expect_error([](auto& j) { block(j)["costs"]["backward_flops"] = nlohmann::json::object(); },
+               "root.children[1].children[0].costs.backward_flops", "unknown field");
+}
+
+TEST(ModelParseErrors, NegativeOrZeroDimension) {
+  expect_error([](auto& j) { j["root"]["children"][0]["params"][0]["shape"][0] = -1; },
+               "root.children[0].params[0].shape[0]", "positive integer dimension");
+  expect_error([](auto& j) { j["root"]["children"][0]["params"][0]["shape"][1] = 0; },
+               "root.children[0].params[0].shape[1]", "positive integer dimension");
+  expect_error([](auto& j) { j["root"]["children"][0]["params"][0]["shape"] = nlohmann::json::array(); },
+               "root.children[0].params[0].shape", "at least one dimension");
+}
+
+TEST(ModelParseErrors, TiedToMissingParameter) {
+  expect_error([](auto& j) { j["root"]["children"][2]["params"][0]["tied_to"] = "embed.wieght"; }, "root",
+               "tied_to \"embed.wieght\"");
+}
+
+TEST(ModelParseErrors, TiedSizesMustMatch) {
+  expect_error([](auto& j) { j["root"]["children"][2]["params"][0]["shape"] = {100, 9}; }, "root",
+               "sizes differ");
+}
+
+TEST(ModelParseErrors, NestedCosts) {
+  expect_error([](auto& j) { block(j)["children"][0]["costs"] = {{"forward_flops", {{"b*s", 1}}}}; }, "root",
+               "layers.0.fc");
+}
+
+TEST(ModelParseErrors, NonMonomialCostKey) {
+  expect_error([](auto& j) { block(j)["costs"]["forward_flops"]["b*x"] = 1; },
+               "root.children[1].children[0].costs.forward_flops.b*x", "monomial");
+  expect_error([](auto& j) { block(j)["costs"]["forward_flops"]["s^"] = 1; },
+               "root.children[1].children[0].costs.forward_flops.s^", "monomial");
+  expect_error([](auto& j) { block(j)["costs"]["forward_flops"]["b*s"] = -5; },
+               "root.children[1].children[0].costs.forward_flops.b*s", "non-negative");
+}
+
+TEST(ModelParseErrors, RepeatNeedsIndexInName) {
+  expect_error([](auto& j) { block(j)["name"] = "block"; }, "root.children[1].children[0].name", "{i}");
+  expect_error([](auto& j) { block(j)["repeat"] = 0; }, "root.children[1].children[0].repeat", "positive");
+}
+
+TEST(ModelParseErrors, DuplicateNamesAndBadDtype) {
+  expect_error([](auto& j) { j["root"]["children"][2]["name"] = "embed"; }, "root.children[2]", "duplicate module");
+  expect_error([](auto& j) { j["root"]["children"][0]["params"][0]["dtype"] = "int8"; },
+               "root.children[0].params[0].dtype", "expected fp32");
+  expect_error([](auto& j) { j["root"]["children"][0]["name"] = "a.b"; }, "root.children[0].name", "'.'");
+}
+
+TEST(ModelParseErrors, ExplosiveNestedRepeatIsRejectedQuickly) {
+  nlohmann::json j = tiny_model();
+  nlohmann::json inner = {{"name", "{i}"}, {"repeat", 100000}, {"params", {{{"name", "w"}, {"shape", {1}}}}}};
+  nlohmann::json outer = {{"name", "{i}"}, {"repeat", 100000}, {"children", {inner}}};
+  j["root"]["children"].push_back({{"name", "deep"}, {"children", {outer}}});
+  EXPECT_THROW(parse_model(j, "tiny.json"), InputError);
+}
+
+TEST(ModelParseErrors, DeepNestingIsRejected) {
+  nlohmann::json j = tiny_model();
+  nlohmann::json leaf = {{"name", "leaf"}, {"params", {{{"name", "w"}, {"shape", {1}}}}}};
+  for (int depth = 0; depth < 5000; ++depth) leaf = {{"name", "n"}, {"children", {leaf}}};
+  j["root"]["children"].push_back(leaf);
+  EXPECT_THROW(parse_model(j, "tiny.json"), InputError);
+}
+
+TEST(ModelParseErrors, MalformedFileNamesLineAndColumn) {
+  try {
+    load_model_file("/nonexistent/model.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "/nonexistent/model.json");
+  }
+}
+
+TEST(DescribeJson, TruncatesAtACharacterBoundary) {
+  std::string text(55, 'x');
+  text += "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9";  // "éééé", two bytes each, across the cut
+  std::string described = describe_json(nlohmann::json(text));
+  EXPECT_NO_THROW((void)nlohmann::json(described).dump());
+}
+
+}  // namespace
+}  // namespace fsdpsim::models

@@ -1,0 +1,548 @@
+// Tests of planner/collectives: NCCL's cost model, checked (a) against NCCL's formulas worked
+// by hand, (b) against published bus bandwidths (shared/validation/public_collectives.csv),
+// (c) on protocol choice, (d) on trivial groups, (e) on JSON input errors.
+#include "planner/collectives.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+namespace fsdpsim::planner {
+namespace {
+
+constexpr double KiB = 1024.0;
+constexpr double MiB = 1024.0 * 1024.0;
+constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
+
+// ---- hardware used by the tests (GPU figures from the vendors' datasheets) ----
+
+GpuSpec hopper_gpu(const std::string& name) {
+  GpuSpec g;
+  g.name = name;
+  // NVIDIA H100 / H200 SXM datasheets: 18 NVLink4 links, 900 GB/s bidirectional = 450 GB/s
+  // per direction; NVLink SHARP through third-generation NVSwitch (HGX/DGX H100, HGX H200).
+  g.nvlink_generation = "hopper";
+  g.nvlink_links = 18;
+  g.nvlink_bandwidth_gbps = 450;
+  g.nvls = true;
+  return g;
+}
+
+GpuSpec a100_gpu() {
+  GpuSpec g;
+  g.name = "A100-SXM-80GB";
+  // NVIDIA A100 datasheet: 12 NVLink3 links, 600 GB/s bidirectional = 300 GB/s per direction;
+  // no NVLink SHARP (second-generation NVSwitch).
+  g.nvlink_generation = "ampere";
+  g.nvlink_links = 12;
+  g.nvlink_bandwidth_gbps = 300;
+  g.nvls = false;
+  return g;
+}
+
+GpuSpec b200_gpu() {
+  GpuSpec g;
+  g.name = "B200-SXM-180GB";
+  // NVIDIA HGX B200 datasheet: NVLink5, 1.8 TB/s bidirectional per GPU = 900 GB/s per
+  // direction over 18 links; NVLink SHARP in the fifth-generation NVSwitch.
+  g.nvlink_generation = "blackwell";
+  g.nvlink_links = 18;
+  g.nvlink_bandwidth_gbps = 900;
+  g.nvls = true;
+  return g;
+}
+
+ClusterSpec make_cluster(const GpuSpec& gpu, int nodes, double nic_gbps = 50, int nics = 8) {
+  ClusterSpec c;
+  c.name = gpu.name + " x" + std::to_string(nodes);
+  c.gpu = gpu;
+  c.nodes = nodes;
+  c.gpus_per_node = 8;
+  c.intra_kind = IntraNodeKind::nvswitch;
+  c.intra_bandwidth_gbps = gpu.nvlink_bandwidth_gbps;
+  // 400 Gb/s InfiniBand (DGX H100 / HGX H200: 8 x ConnectX-7) or EFA (P6-B200: 8 x 400 Gb/s),
+  // one NIC per GPU, rail-optimized.
+  c.nic_bandwidth_gbps = nic_gbps;
+  c.nics_per_node = nics;
+  c.inter_latency_seconds = 5e-6;
+  return c;
+}
+
+// NCCL_ALGO=Ring: the model's choice restricted to the ring, as nccl-tests runs with it.
+NcclParams ring_only(const ClusterSpec& c) {
+  NcclParams p = NcclParams::defaults_for(c);
+  p.enable_tree = false;
+  p.enable_nvls = false;
+  return p;
+}
+
+void expect_rel_near(double actual, double expected, double rel, const std::string& what) {
+  EXPECT_NEAR(actual, expected, std::abs(expected) * rel) << what;
+}
+
+// ===================== (a) NCCL's formulas worked by hand =====================
+//
+// Hopper node (H100/H200 SXM), as NCCL sees it:
+//   NVLink per GPU = 18 links x 20.6 GB/s (topo.h SM90_NVLINK_BW) = 370.8 GB/s.
+// Ring graph, one node (search.cc, sm90SpeedArrayIntra = 60, 50, 40, 30, 24, ...):
+//   60 -> floor(370.8/60) = 6 channels (360);  50 -> 7 (350);  40 -> 9 (360, a tie keeps
+//   the first);  30 -> 12 (360, tie);  24/60 = .4 < .49 stops.  Best 6 x 60.
+//   ncclTopoDupChannels (bw 60 >= 50): 12 channels x 30 GB/s.  Pass 2: 40 fits only 9 < 12.
+//   => busBw = 12 x 30 = 360 GB/s.
+// Ring graph, >= 2 nodes (sm90SpeedArrayInter = 48, 45, 42, 40, 30, 24, 22, ...); the
+// GPU->NIC path is min(NIC 50, GPU PCIe Gen5 x16 = 48) = 48 GB/s:
+//   48 -> NVLink floor(370.8/48) = 7, NICs 8 x floor(48/48) = 8 => 7 (336);
+//   45 -> min(8, 8) = 8 (360);  42 -> 8 (336);  40 -> 8 (320);  30 -> 8 (240);
+//   24 -> min(15, 16) = 15 (360, tie);  22/45 = .489 < .49 stops.  Best 8 x 45.
+//   No dup (compute capability > 80, bw 45 < 50 and 8 > 4 channels).  => busBw = 360.
+// Ring latency (tuning.cc): base(Simple) 8.4 + (nsteps - nInter) x max(NVLink hop 3.4,
+// netOverhead 1.0 x 3) + nInter x NET hop 14.0; algBw = busBw x nRanks / nsteps.
+
+TEST(CollectivesHandWorked, RingGraphsOfAHopperNode) {
+  const ClusterSpec c = make_cluster(hopper_gpu("H100-SXM-80GB"), 16);
+  const NcclParams p = NcclParams::defaults_for(c);
+  EXPECT_NEAR(p.intra_bandwidth_gbps, 370.8, 1e-9);
+  const NcclGraph one = nccl_ring_graph({8, 1}, c, p);
+  EXPECT_EQ(one.channels, 12);
+  EXPECT_DOUBLE_EQ(one.bw_intra_gbps, 30.0);
+  for (int nodes : {2, 16}) {
+    const NcclGraph g = nccl_ring_graph({8 * nodes, nodes}, c, p);
+    EXPECT_EQ(g.channels, 8) << nodes << " nodes";
+    EXPECT_DOUBLE_EQ(g.bw_inter_gbps, 45.0) << nodes << " nodes";
+  }
+}
+
+TEST(CollectivesHandWorked, RingOneNodeEightGpus) {
+  const ClusterSpec c = make_cluster(hopper_gpu("H100-SXM-80GB"), 1);
+  const NcclParams p = ring_only(c);
+  const double bytes = 1 * GiB;
+  // All-gather / reduce-scatter: nsteps = 7, no inter steps.
+  //   latency = 8.4 + 7 x 3.4 = 32.2 us; algBw = 360 x 8/7 = 411.428... GB/s
+  //   time = 32.2 + 2^30 / (1000 x 411.428...) us
+  const double ag_us = 32.2 + bytes / (1000.0 * (360.0 * 8.0 / 7.0));
+  for (auto kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter}) {
+    const CollectiveEstimate e = estimate_collective(kind, bytes, {8, 1}, c, p);
+    EXPECT_EQ(e.algorithm, "Ring");
+    EXPECT_EQ(e.protocol, "Simple");
+    EXPECT_EQ(e.channels, 12);
+    expect_rel_near(e.seconds, ag_us * 1e-6, 1e-9, collective_name(kind));
+    expect_rel_near(e.latency_seconds, 32.2e-6, 1e-9, collective_name(kind));
+  }
+  // All-reduce: nsteps = 2 x 7 = 14.
+  //   latency = 8.4 + 14 x 3.4 = 56.0 us; algBw = 360 x 8/14 = 205.714... GB/s
+  const double ar_us = 56.0 + bytes / (1000.0 * (360.0 * 8.0 / 14.0));
+  const CollectiveEstimate ar = estimate_collective(CollectiveKind::all_reduce, bytes, {8, 1}, c, p);
+  EXPECT_EQ(ar.algorithm, "Ring");
+  EXPECT_EQ(ar.protocol, "Simple");
+  expect_rel_near(ar.seconds, ar_us * 1e-6, 1e-9, "all_reduce");
+  // nccl-tests' busbw of that run: algbw x 2 x 7/8.
+  expect_rel_near(ar.bus_bandwidth_gbps, bytes / (ar_us * 1e-6) / 1e9 * 14.0 / 8.0, 1e-9, "busbw");
+  // Broadcast: nsteps = nRanks, ratio 1; one hop of latency (sameChannels): 8.4 + 3.4 us.
+  const double bc_us = 8.4 + 3.4 + bytes / (1000.0 * 360.0);
+  const CollectiveEstimate bc = estimate_collective(CollectiveKind::broadcast, bytes, {8, 1}, c, p);
+  EXPECT_EQ(bc.algorithm, "Ring");
+  expect_rel_near(bc.seconds, bc_us * 1e-6, 1e-9, "broadcast");
+}
+
+TEST(CollectivesHandWorked, RingTwoNodes) {
+  const ClusterSpec c = make_cluster(hopper_gpu("H100-SXM-80GB"), 2);
+  const NcclParams p = ring_only(c);
+  const double bytes = 1 * GiB;
+  // 16 ranks; nNodes <= 2 reads bwIntra = 45 -> busBw 8 x 45 = 360.
+  // All-gather / reduce-scatter: nsteps 15, inter steps 1:
+  //   latency = 8.4 + 14 x max(3.4, 3.0) + 1 x 14.0 = 70.0 us; algBw = 360 x 16/15 = 384
+  const double ag_us = 70.0 + bytes / (1000.0 * 384.0);
+  for (auto kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter}) {
+    const CollectiveEstimate e = estimate_collective(kind, bytes, {16, 2}, c, p);
+    EXPECT_EQ(e.algorithm, "Ring");
+    EXPECT_EQ(e.protocol, "Simple");
+    EXPECT_EQ(e.channels, 8);
+    expect_rel_near(e.seconds, ag_us * 1e-6, 1e-9, collective_name(kind));
+  }
+  // All-reduce: nsteps 30, inter steps 2 x (2-1) = 2:
+  //   latency = 8.4 + 28 x 3.4 + 2 x 14.0 = 131.6 us, x 1.4 (ring plateau, multi-node
+  //   Simple all-reduce, compute capability >= 80) = 184.24 us; algBw = 360 x 16/30 = 192
+  const double ar_us = 131.6 * 1.4 + bytes / (1000.0 * 192.0);
+  const CollectiveEstimate ar = estimate_collective(CollectiveKind::all_reduce, bytes, {16, 2}, c, p);
+  EXPECT_EQ(ar.algorithm, "Ring");
+  EXPECT_EQ(ar.protocol, "Simple");
+  expect_rel_near(ar.seconds, ar_us * 1e-6, 1e-9, "all_reduce");
+  expect_rel_near(ar.latency_seconds, 184.24e-6, 1e-9, "all_reduce latency");
+}
+
+TEST(CollectivesHandWorked, RingSixteenNodes) {
+  const ClusterSpec c = make_cluster(hopper_gpu("H100-SXM-80GB"), 16);
+  const NcclParams p = ring_only(c);
+  const double bytes = 1 * GiB;
+  // 128 ranks; nNodes > 2 reads bwInter = 45 -> busBw 360.
+  // All-gather / reduce-scatter: nsteps 127, inter steps 15:
+  //   latency = 8.4 + 112 x 3.4 + 15 x 14.0 = 599.2 us; algBw = 360 x 128/127
+  const double ag_us = 599.2 + bytes / (1000.0 * (360.0 * 128.0 / 127.0));
+  for (auto kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter}) {
+    const CollectiveEstimate e = estimate_collective(kind, bytes, {128, 16}, c, p);
+    EXPECT_EQ(e.algorithm, "Ring");
+    EXPECT_EQ(e.protocol, "Simple");
+    expect_rel_near(e.seconds, ag_us * 1e-6, 1e-9, collective_name(kind));
+  }
+  // All-reduce: nsteps 254, inter steps 30:
+  //   latency = (8.4 + 224 x 3.4 + 30 x 14.0) x 1.4 = 1190.0 x 1.4 = 1666.0 us;
+  //   algBw = 360 x 128/254
+  const double ar_us = 1190.0 * 1.4 + bytes / (1000.0 * (360.0 * 128.0 / 254.0));
+  const CollectiveEstimate ar = estimate_collective(CollectiveKind::all_reduce, bytes, {128, 16}, c, p);
+  EXPECT_EQ(ar.algorithm, "Ring");
+  EXPECT_EQ(ar.protocol, "Simple");
+  expect_rel_near(ar.seconds, ar_us * 1e-6, 1e-9, "all_reduce");
+}
+
+TEST(CollectivesHandWorked, TreeWinsAllReduceOnSixteenNodesAt256MiB) {
+  const ClusterSpec c = make_cluster(hopper_gpu("H100-SXM-80GB"), 16);
+  const NcclParams p = NcclParams::defaults_for(c);
+  const double bytes = 256 * MiB;
+  // Tree/Simple: busBw = min(360 x .92, 8 ch x perChMaxTreeBw[Hopper][>=4 nodes] 36.0) = 288,
+  //   x .5 -> 144 GB/s; treeCorrectionFactor[Simple][log2(2^28/64) = 22] = .9 -> 129.6.
+  //   latency = 8.4 + 2 x ((8-1) x 4.0 + log2(16) x 14.0) = 176.4 us.
+  const double tree_us = 176.4 + bytes / (1000.0 * 129.6);
+  // Ring/Simple for comparison: 1666.0 + 2^28 / (1000 x 360 x 128/254) us = 3145.7 us.
+  const CollectiveEstimate e = estimate_collective(CollectiveKind::all_reduce, bytes, {128, 16}, c, p);
+  EXPECT_EQ(e.algorithm, "Tree");
+  EXPECT_EQ(e.protocol, "Simple");
+  expect_rel_near(e.seconds, tree_us * 1e-6, 1e-9, "tree all_reduce");
+}
+
+TEST(CollectivesHandWorked, NvlsAllReduceOnAHopperNode) {
+  const ClusterSpec c = make_cluster(hopper_gpu("H200-SXM-141GB"), 1);
+  const NcclParams p = NcclParams::defaults_for(c);
+  // NVLS graph (search.cc ncclTopoSearchTryNvls: the head GPU of a channel moves 2 x bw,
+  // the others 1 x; 8 channels, one head each): (8 + 1) x s <= 370.8. The first speed tried
+  // is 50 (60 x 8 > 370.8 x 8/7), 9 x 50 = 450 does not fit, 9 x 40 = 360 does: bwIntra 40.
+  // Pass 2 raises bwInter while < 2 x bwIntra: 50, then 60 (top of the array).
+  const NcclGraph g = nccl_nvls_graph({8, 1}, c, p);
+  EXPECT_EQ(g.channels, 8);
+  EXPECT_DOUBLE_EQ(g.bw_intra_gbps, 40.0);
+  EXPECT_DOUBLE_EQ(g.bw_inter_gbps, 60.0);
+  // busBw per channel = min(40 x nvlsEfficiency .85 x 7/8 x 2 (all-reduce), 60) = 59.5;
+  // busBw = 8 x 59.5 = 476; algBw = 476 x 8/14 = 272; latency = NVLink NVLS hop 25 us.
+  const double bytes = 16 * GiB;
+  const double us = 25.0 + bytes / (1000.0 * 272.0);
+  const CollectiveEstimate e = estimate_collective(CollectiveKind::all_reduce, bytes, {8, 1}, c, p);
+  EXPECT_EQ(e.algorithm, "NVLS");
+  EXPECT_EQ(e.protocol, "Simple");
+  expect_rel_near(e.seconds, us * 1e-6, 1e-9, "nvls all_reduce");
+}
+
+// ===================== algorithm choice stated by the CSV =====================
+
+TEST(CollectivesChoice, H200AllReduceSwitchesFromRingLLToNvlsBetween1And2MiB) {
+  // public_collectives.csv rows 1-20 (NCCL 2.27.7 on 8 x H200): "Ring/LL up to 1MiB,
+  // NVLS/SIMPLE from 2MiB".
+  //   1 MiB: Ring/LL 6.6 + 14 x 0.6 = 15.0 us + 2^20 / (1000 x min(141, 360 x .5) x 8/14)
+  //          = 28.0 us;  NVLS 25 + 2^20 / (1000 x 272) = 28.9 us.
+  //   2 MiB: Ring/LL 41.0 us;  NVLS 32.7 us.
+  const ClusterSpec c = make_cluster(hopper_gpu("H200-SXM-141GB"), 1);
+  const NcclParams p = NcclParams::defaults_for(c);
+  const CollectiveEstimate a = estimate_collective(CollectiveKind::all_reduce, 1 * MiB, {8, 1}, c, p);
+  EXPECT_EQ(a.algorithm + "/" + a.protocol, "Ring/LL");
+  const CollectiveEstimate b = estimate_collective(CollectiveKind::all_reduce, 2 * MiB, {8, 1}, c, p);
+  EXPECT_EQ(b.algorithm + "/" + b.protocol, "NVLS/Simple");
+}
+
+TEST(CollectivesChoice, FsdpAllGatherAndReduceScatterStayOnRing) {
+  // Rows 23, 24 (nccl-tests, 8 x H200, 16 GiB): all-gather and reduce-scatter ran Ring; the
+  // CSV notes "FSDP all-gather/reduce-scatter do not get NVLS". NCCL 2.28's table does offer
+  // NVLS for them on one node, but at min(40 x .85 x 7/8 x 7/8, 60) x 8 = 208 GB/s, which
+  // loses to the ring's 360 x 8/7 = 411 GB/s.
+  for (const GpuSpec& gpu : {hopper_gpu("H200-SXM-141GB"), b200_gpu()}) {
+    const ClusterSpec c = make_cluster(gpu, 1);
+    const NcclParams p = NcclParams::defaults_for(c);
+    for (auto kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter}) {
+      for (double bytes : {64 * KiB, 4 * MiB, 256 * MiB, 16 * GiB}) {
+        const CollectiveEstimate e = estimate_collective(kind, bytes, {8, 1}, c, p);
+        EXPECT_EQ(e.algorithm, "Ring") << gpu.name << " " << collective_name(kind) << " " << bytes;
+      }
+      bool nvls_offered = false;
+      for (const auto& cand : collective_candidates(kind, 16 * GiB, {8, 1}, c, p))
+        nvls_offered |= cand.algorithm == "NVLS";
+      EXPECT_TRUE(nvls_offered) << "NCCL 2.28 tables list NVLS for one-node " << collective_name(kind);
+    }
+  }
+  // Where NVLS is absent (A100, row 25 "no NVLS on A100") it is never offered.
+  const ClusterSpec a100 = make_cluster(a100_gpu(), 1);
+  for (const auto& cand :
+       collective_candidates(CollectiveKind::all_reduce, 1 * GiB, {8, 1}, a100, NcclParams::defaults_for(a100)))
+    EXPECT_NE(cand.algorithm, "NVLS");
+  // Nor across nodes (NVLS needs CollNet there).
+  const ClusterSpec h2 = make_cluster(hopper_gpu("H200-SXM-141GB"), 2);
+  for (const auto& cand :
+       collective_candidates(CollectiveKind::all_reduce, 1 * GiB, {16, 2}, h2, NcclParams::defaults_for(h2)))
+    EXPECT_NE(cand.algorithm, "NVLS");
+}
+
+// ===================== (c) protocol choice =====================
+
+TEST(CollectivesProtocol, SmallMessagesPickLLLargePickSimple) {
+  const ClusterSpec c = make_cluster(hopper_gpu("H100-SXM-80GB"), 2);
+  const NcclParams p = NcclParams::defaults_for(c);
+  struct Case {
+    CollectiveKind kind;
+    CollectiveGroup group;
+  };
+  for (const Case& k : {Case{CollectiveKind::all_gather, {8, 1}}, Case{CollectiveKind::reduce_scatter, {8, 1}},
+                        Case{CollectiveKind::all_gather, {16, 2}}, Case{CollectiveKind::all_reduce, {16, 2}}}) {
+    const std::string what = collective_name(k.kind) + " over " + std::to_string(k.group.ranks);
+    EXPECT_EQ(estimate_collective(k.kind, 4 * KiB, k.group, c, p).protocol, "LL") << what;
+    EXPECT_EQ(estimate_collective(k.kind, 4 * GiB, k.group, c, p).protocol, "Simple") << what;
+  }
+  // In between, LL128 wins on one Hopper node: all-gather of 8 MiB,
+  //   LL 10.8 + 52.1 = 62.9 us, LL128 27.3 + 22.2 = 49.5 us, Simple 32.2 + 20.4 = 52.6 us.
+  EXPECT_EQ(estimate_collective(CollectiveKind::all_gather, 8 * MiB, {8, 1}, c, p).protocol, "LL128");
+  // Without NVLink (PCIe node) NCCL leaves LL128 off by default.
+  ClusterSpec pcie = c;
+  pcie.intra_kind = IntraNodeKind::pcie;
+  pcie.intra_bandwidth_gbps = 24;
+  pcie.gpu.nvls = false;
+  const NcclParams pp = NcclParams::defaults_for(pcie);
+  EXPECT_FALSE(pp.enable_ll128);
+  for (double bytes : {4 * KiB, 1 * MiB, 64 * MiB, 4 * GiB})
+    EXPECT_NE(estimate_collective(CollectiveKind::all_gather, bytes, {8, 1}, pcie, pp).protocol, "LL128");
+}
+
+// ===================== (d) trivial groups =====================
+
+TEST(CollectivesTrivial, OneRankGroupCostsNothing) {
+  const ClusterSpec c = make_cluster(hopper_gpu("H100-SXM-80GB"), 4);
+  const NcclParams p = NcclParams::defaults_for(c);
+  for (auto kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce,
+                    CollectiveKind::broadcast}) {
+    const CollectiveEstimate e = estimate_collective(kind, 1 * GiB, {1, 1}, c, p);
+    EXPECT_EQ(e.seconds, 0.0) << collective_name(kind);
+    EXPECT_EQ(e.latency_seconds, 0.0);
+    EXPECT_EQ(e.algorithm, "none");
+    EXPECT_EQ(estimate_collective(kind, 0, {8, 1}, c, p).seconds, 0.0);
+    EXPECT_GT(estimate_collective(kind, 1, {8, 1}, c, p).seconds, 0.0);
+  }
+  EXPECT_THROW(estimate_collective(CollectiveKind::all_gather, 1 * MiB, {12, 8}, c, p), std::invalid_argument);
+  EXPECT_THROW(estimate_collective(CollectiveKind::all_gather, 1 * MiB, {32, 2}, c, p), std::invalid_argument);
+  EXPECT_THROW(estimate_collective(CollectiveKind::all_gather, -1, {8, 1}, c, p), std::invalid_argument);
+}
+
+// ===================== (e) JSON =====================
+
+NcclParams parse(const std::string& text, const NcclParams& base) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  JsonReader r(j, "scenario.json", "nccl");
+  return NcclParams::from_json(r, base);
+}
+
+std::string error_path(const std::string& text) {
+  try {
+    parse(text, NcclParams{});
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "scenario.json");
+    return e.json_path();
+  }
+  ADD_FAILURE() << "no InputError for " << text;
+  return "";
+}
+
+TEST(CollectivesJson, RoundTripAndOverrides) {
+  const ClusterSpec c = make_cluster(b200_gpu(), 1);
+  const NcclParams d = NcclParams::defaults_for(c);
+  const nlohmann::json j = d.to_json();
+  JsonReader r(j, "x.json", "nccl");
+  EXPECT_EQ(NcclParams::from_json(r).to_json(), j);
+  EXPECT_EQ(j["gpu_arch"], "blackwell");
+  EXPECT_NEAR(j["intra_bandwidth_gbps"].get<double>(), 18 * 40.1, 1e-9);
+  EXPECT_TRUE(j["sources"].contains("intra_bandwidth_gbps"));
+  const NcclParams o = parse(R"({"algorithms": {"nvls": false}, "hw_latency_us": {"net": {"ring": [3, 5, 20]}},
+                                 "bandwidth_efficiency": 0.9})",
+                             d);
+  EXPECT_FALSE(o.enable_nvls);
+  EXPECT_DOUBLE_EQ(o.net_latency_us[1][2], 20.0);
+  EXPECT_DOUBLE_EQ(o.net_latency_us[0][2], d.net_latency_us[0][2]);
+  EXPECT_DOUBLE_EQ(o.bandwidth_efficiency, 0.9);
+  EXPECT_NE(estimate_collective(CollectiveKind::all_reduce, 1 * GiB, {8, 1}, c, o).algorithm, "NVLS");
+}
+
+TEST(CollectivesJson, RejectsUnknownFieldsAndNegativeNumbers) {
+  EXPECT_EQ(error_path(R"({"net_overhead": 1})"), "nccl.net_overhead");
+  EXPECT_EQ(error_path(R"({"algorithms": {"collnet": true}})"), "nccl.algorithms.collnet");
+  EXPECT_EQ(error_path(R"({"hw_latency_us": {"infiniband": {}}})"), "nccl.hw_latency_us.infiniband");
+  EXPECT_EQ(error_path(R"({"net_overhead_us": -1})"), "nccl.net_overhead_us");
+  EXPECT_EQ(error_path(R"({"intra_bandwidth_gbps": -370.8})"), "nccl.intra_bandwidth_gbps");
+  EXPECT_EQ(error_path(R"({"nics_per_node": -8})"), "nccl.nics_per_node");
+  EXPECT_EQ(error_path(R"({"hw_latency_us": {"net": {"ring": [2.7, -4, 14]}}})"), "nccl.hw_latency_us.net.ring[1]");
+  EXPECT_EQ(error_path(R"({"ll_max_bandwidth_gbps": [1, 2]})"), "nccl.ll_max_bandwidth_gbps");
+  EXPECT_EQ(error_path(R"({"speed_array_intra_gbps": [40, 60]})"), "nccl.speed_array_intra_gbps[1]");
+  EXPECT_EQ(error_path(R"({"bandwidth_efficiency": 0})"), "nccl.bandwidth_efficiency");
+  EXPECT_EQ(error_path(R"({"gpu_arch": "rubin"})"), "nccl.gpu_arch");
+  EXPECT_EQ(error_path(R"({"nvls_efficiency": "high"})"), "nccl.nvls_efficiency");
+}
+
+// ===================== (b) published bus bandwidths =====================
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (quoted) {
+      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        cur += '"';
+        ++i;
+      } else if (ch == '"') {
+        quoted = false;
+      } else {
+        cur += ch;
+      }
+    } else if (ch == '"') {
+      quoted = true;
+    } else if (ch == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else if (ch != '\r') {
+      cur += ch;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+// "32KiB", "256MiB", "16GiB", "up to 16GB" (nccl-tests -e 16384M = 16 GiB), "large (>256M)"
+// (the maintainer's "peak busBw", taken at 16 GiB like the other peak rows).
+double parse_size(const std::string& s) {
+  if (s.find("large") != std::string::npos) return 16 * GiB;
+  std::size_t i = 0;
+  while (i < s.size() && !std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  std::size_t j = i;
+  while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '.')) ++j;
+  const double v = std::stod(s.substr(i, j - i));
+  const std::string unit = s.substr(j);
+  if (unit.rfind("KiB", 0) == 0) return v * KiB;
+  if (unit.rfind("MiB", 0) == 0) return v * MiB;
+  if (unit.rfind("GiB", 0) == 0 || unit.rfind("GB", 0) == 0) return v * GiB;
+  return v;
+}
+
+struct PublishedCase {
+  std::string row_id;
+  std::string setup;
+  CollectiveKind kind;
+  bool nvls_off = false;
+  ClusterSpec cluster;
+  CollectiveGroup group;
+  double bytes = 0;
+  double busbw = 0;
+};
+
+std::string size_label(double b) {
+  char buf[32];
+  if (b >= GiB) std::snprintf(buf, sizeof buf, "%gGiB", b / GiB);
+  else if (b >= MiB) std::snprintf(buf, sizeof buf, "%gMiB", b / MiB);
+  else std::snprintf(buf, sizeof buf, "%gKiB", b / KiB);
+  return buf;
+}
+
+std::vector<PublishedCase> load_published(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> header = split_csv_line(line);
+  auto col = [&](const std::string& name) {
+    for (std::size_t i = 0; i < header.size(); ++i)
+      if (header[i] == name) return i;
+    throw std::runtime_error("public_collectives.csv: no column " + name);
+  };
+  const std::size_t c_row = col("row_id"), c_coll = col("collective"), c_n = col("n_gpus"),
+                    c_nodes = col("n_nodes"), c_gpu = col("gpu"), c_algo = col("algorithm"),
+                    c_size = col("message_size"), c_bus = col("busbw_GBps");
+  std::vector<PublishedCase> out;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const std::vector<std::string> f = split_csv_line(line);
+    if (f.size() < header.size()) continue;
+    PublishedCase pc;
+    pc.row_id = f[c_row];
+    const std::string gpu = f[c_gpu];
+    GpuSpec spec = gpu.find("A100") != std::string::npos   ? a100_gpu()
+                   : gpu.find("B200") != std::string::npos ? b200_gpu()
+                   : gpu.find("H100") != std::string::npos ? hopper_gpu("H100-SXM-80GB")
+                                                           : hopper_gpu("H200-SXM-141GB");
+    const int n = std::stoi(f[c_n]);
+    const int nodes = std::stoi(f[c_nodes]);
+    // P6-B200: 8 x 400 Gb/s EFA v4 per node, 50 GB/s per GPU (the row's inter_node column).
+    pc.cluster = make_cluster(spec, nodes, 50, 8);
+    pc.group = {n, nodes};
+    pc.bytes = parse_size(f[c_size]);
+    pc.nvls_off = f[c_algo].find("NVLS disabled") != std::string::npos;
+    pc.setup = spec.name.substr(0, 4) + " " + std::to_string(n) + " GPU";
+    const std::string coll = f[c_coll];
+    const std::string bus = f[c_bus];
+    if (coll == "all_reduce" || coll == "all_gather" || coll == "reduce_scatter") {
+      pc.kind = *collective_kind_from_name(coll);
+      pc.busbw = std::stod(bus);
+      out.push_back(pc);
+    } else if (coll.find("all_gather / all_reduce(ring)") != std::string::npos) {
+      // Row 66: one figure (360) for all-gather and for the ring all-reduce.
+      pc.busbw = std::stod(bus);
+      pc.kind = CollectiveKind::all_gather;
+      out.push_back(pc);
+      pc.kind = CollectiveKind::all_reduce;
+      pc.nvls_off = true;
+      out.push_back(pc);
+    } else if (coll.find("non-allreduce") != std::string::npos) {
+      // Row 67: "370 (ring/all-gather) ; 480 (NVLS all-reduce)".
+      const std::size_t semi = bus.find(';');
+      pc.kind = CollectiveKind::all_gather;
+      pc.busbw = std::stod(bus.substr(0, semi));
+      out.push_back(pc);
+      pc.kind = CollectiveKind::all_reduce;
+      pc.busbw = std::stod(bus.substr(semi + 1));
+      out.push_back(pc);
+    }
+  }
+  return out;
+}
+
+TEST(CollectivesPublished, LargeMessageBusBandwidthWithin10Percent) {
+  const std::string path = std::string(FSDPSIM_SHARED_DIR) + "/validation/public_collectives.csv";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
+  const std::vector<PublishedCase> cases = load_published(path);
+  ASSERT_GE(cases.size(), 60u);
+  // Rows at >= 256 MiB the model misses; they are printed, not asserted (docs/collectives.md):
+  //  53: 4 x 8 B200 over EFA at 256 MiB, still in the ramp (busbw 229 vs 327 at 512 MiB):
+  //      NCCL's latency constants (IB hops) cannot produce the ~0.9 ms it implies.
+  //  62, 64: 8 x B200 at 8 and 16 GiB jump 13% above the 4 GiB row (741 -> 839 GB/s) on the
+  //      same node; the model's NVLS bandwidth is size-independent (8 x 90 = 720 GB/s).
+  const std::set<std::string> known_misses = {"53", "62", "64"};
+  int asserted = 0;
+  std::printf("| row | setup | collective | size | published busbw | model busbw | error | model algo |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  for (const PublishedCase& pc : cases) {
+    NcclParams p = NcclParams::defaults_for(pc.cluster);
+    if (pc.nvls_off) p.enable_nvls = false;  // NCCL_NVLS_ENABLE=0 / NCCL_ALGO=Ring in the source
+    const CollectiveEstimate e = estimate_collective(pc.kind, pc.bytes, pc.group, pc.cluster, p);
+    const double err = (e.bus_bandwidth_gbps - pc.busbw) / pc.busbw;
+    const bool large = pc.bytes >= 256 * MiB;
+    const bool checked = large && !known_misses.count(pc.row_id);
+    std::printf("| %s | %s x%d node | %s | %s | %.2f | %.1f | %+.1f%%%s | %s/%s |\n", pc.row_id.c_str(),
+                pc.setup.c_str(), pc.group.nodes, collective_name(pc.kind).c_str(), size_label(pc.bytes).c_str(),
+                pc.busbw, e.bus_bandwidth_gbps, 100 * err, checked ? "" : large ? " (known miss)" : " (small)",
+                e.algorithm.c_str(), e.protocol.c_str());
+    if (!checked) continue;
+    ++asserted;
+    EXPECT_LE(std::abs(err), 0.10) << "row " << pc.row_id << ": model " << e.bus_bandwidth_gbps
+                                   << " GB/s vs published " << pc.busbw << " GB/s (" << e.algorithm << "/"
+                                   << e.protocol << ")";
+  }
+  EXPECT_GE(asserted, 25);
+}
+
+}  // namespace
+}  // namespace fsdpsim::planner

@@ -1,0 +1,53 @@
+// `fsdpsim estimate`: peak memory per GPU (breakdown, timeline, fits or not) and, with
+// the analytic engine, the step time.
+#include <iostream>
+
+#include "models/json_input.h"
+#include "planner/memory.h"
+#include "planner/plan.h"
+#include "tools/commands.h"
+#include "sim/estimate.h"
+#include "tools/report.h"
+#include "tools/format.h"
+
+namespace fsdpsim::tools {
+
+namespace {
+
+struct EstimateOptions {
+  std::string scenario;
+  std::vector<std::string> overrides;
+  bool json = false;
+  bool max_micro_batch = false;
+};
+
+void run_estimate(const EstimateOptions& o) {
+  planner::Scenario scenario = planner::load_scenario(o.scenario, o.overrides);
+  if (o.max_micro_batch) {
+    sim::MicroBatchSearch search = sim::find_max_micro_batch(o.scenario, o.overrides);
+    if (o.json) {
+      std::cout << micro_batch_search_json(search).dump(2) << "\n";
+    } else {
+      std::cout << micro_batch_search_text(search, scenario);
+    }
+    return;
+  }
+  sim::Estimate estimate = sim::estimate_step(scenario);
+  if (o.json) std::cout << estimate_json(estimate, scenario).dump(2) << "\n";
+  else std::cout << estimate_text(estimate, scenario);
+}
+
+}  // namespace
+
+void add_estimate_command(CLI::App& app) {
+  auto options = std::make_shared<EstimateOptions>();
+  CLI::App* cmd = app.add_subcommand("estimate", "Peak memory per GPU and step time of one training step");
+  cmd->add_option("-s,--scenario", options->scenario, "Scenario JSON file")->required();
+  cmd->add_option("--set", options->overrides, "Override a scenario field: a.b.c=value (repeatable)");
+  cmd->add_flag("--json", options->json, "Print one JSON object for tools");
+  cmd->add_flag("--max-micro-batch", options->max_micro_batch,
+                "Find the largest micro-batch that fits in GPU memory (gradient accumulation kept)");
+  cmd->callback([options] { run_estimate(*options); });
+}
+
+}  // namespace fsdpsim::tools

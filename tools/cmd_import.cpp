@@ -1,0 +1,38 @@
+// `fsdpsim import-hf`: turn a Hugging Face config.json into a model JSON.
+#include <fstream>
+#include <iostream>
+
+#include "models/hf_import.h"
+#include "models/json_format.h"
+#include "models/json_input.h"
+#include "tools/commands.h"
+
+namespace fsdpsim::tools {
+
+void add_import_command(CLI::App& app) {
+  struct Options {
+    std::string config, output;
+    bool eager_attention = false;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("import-hf", "Convert a Hugging Face config.json (llama, mistral, qwen2, gpt2, gpt_neox, mpt) to a model JSON");
+  cmd->add_option("config", o->config, "config.json")->required();
+  cmd->add_option("-o,--output", o->output, "Write to this file instead of stdout");
+  cmd->add_flag("--eager-attention", o->eager_attention, "Save the s^2 attention scores (no flash attention)");
+  cmd->callback([o] {
+    models::HfImportOptions options;
+    options.flash_attention = !o->eager_attention;
+    nlohmann::json model = models::import_hf_config(load_json_file(o->config), o->config, options);
+    models::parse_model(model, o->config);  // check it before writing it
+    std::string text = models::format_json(model) + "\n";
+    if (o->output.empty()) {
+      std::cout << text;
+      return;
+    }
+    std::ofstream out(o->output);
+    if (!out) throw InputError(o->output, "", "cannot write the file");
+    out << text;
+  });
+}
+
+}  // namespace fsdpsim::tools

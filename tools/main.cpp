@@ -1,0 +1,28 @@
+// fsdpsim: plan, time and verify FSDP / ZeRO training steps.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "models/json_input.h"
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"fsdpsim: memory and step-time planner for PyTorch FSDP and DeepSpeed ZeRO training"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "fsdpsim 0.1.0");
+  fsdpsim::tools::add_estimate_command(app);
+  fsdpsim::tools::add_schedule_command(app);
+  fsdpsim::tools::add_import_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const fsdpsim::InputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,141 @@
+#include "tools/report.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "tools/format.h"
+
+namespace fsdpsim::tools {
+
+using planner::MemCategory;
+
+namespace {
+
+std::string wrap_text(const planner::WrapSpec& w) {
+  switch (w.policy) {
+    case planner::WrapPolicy::block: return "per block";
+    case planner::WrapPolicy::every_k_blocks: return "every " + std::to_string(w.every) + " blocks";
+    case planner::WrapPolicy::size: return "size >= " + std::to_string(w.min_num_params) + " params";
+    case planner::WrapPolicy::modules: return std::to_string(w.modules.size()) + " listed modules";
+    case planner::WrapPolicy::root: return "root only";
+  }
+  return "";
+}
+
+std::string checkpointing_text(const planner::TrainingSpec& t) {
+  switch (t.checkpointing) {
+    case planner::Checkpointing::none: return "none";
+    case planner::Checkpointing::full: return "full";
+    case planner::Checkpointing::every_k: return "every " + std::to_string(t.checkpoint_every) + " blocks";
+  }
+  return "";
+}
+
+std::string phase_of(const planner::Op& op) {
+  switch (op.kind) {
+    case planner::OpKind::compute_bwd:
+    case planner::OpKind::recompute:
+    case planner::OpKind::reduce_scatter:
+    case planner::OpKind::all_reduce: return "backward";
+    case planner::OpKind::optimizer: return "optimizer step";
+    default: break;
+  }
+  return op.name.rfind("fwd", 0) == 0 ? "forward" : "forward/backward";
+}
+
+}  // namespace
+
+std::string scenario_summary(const planner::Scenario& sc, const planner::Plan& plan) {
+  const auto& t = sc.training;
+  const auto& f = sc.fsdp;
+  std::ostringstream out;
+  out << sc.model.name << " (" << std::fixed;
+  out.precision(2);
+  out << sc.model.parameter_count() / 1e9 << "B params) on " << sc.world_size() << " x " << sc.cluster.gpu.name << " ("
+      << sc.cluster.nodes << " node" << (sc.cluster.nodes > 1 ? "s" : "") << " x " << sc.cluster.gpus_per_node << ")\n";
+  out << "FSDP" << f.version << " " << planner::strategy_name(f.strategy) << ", shard group " << f.shard_group_size
+      << ", wrap " << wrap_text(f.wrap) << " (" << plan.units.size() << " units)"
+      << ", reshard_after_forward " << (f.reshard_after_forward == 0 ? "false" : f.reshard_after_forward == f.shard_group_size ? "true" : std::to_string(f.reshard_after_forward))
+      << (f.cpu_offload ? ", CPU offload" : "") << "\n";
+  out << "micro-batch " << t.micro_batch << " x seq " << t.seq_len << ", grad accum " << t.grad_accum << ", global batch "
+      << t.global_batch << "; " << models::dtype_name(t.param_dtype) << " params / " << models::dtype_name(t.reduce_dtype)
+      << " reduce / " << models::dtype_name(t.master_dtype) << " master; activation checkpointing " << checkpointing_text(t)
+      << "\n";
+  return out.str();
+}
+
+std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc) {
+  std::ostringstream out;
+  out << scenario_summary(sc, e.plan) << "\n";
+  const auto& m = e.memory;
+  const auto& ops = e.plan.schedule.ops;
+  out << "Memory per GPU (rank 0)\n";
+  std::string where = m.peak_op < 0 ? "before the step" : "at op " + std::to_string(m.peak_op) + " \"" + ops[m.peak_op].name + "\" (" + phase_of(ops[m.peak_op]) + ", micro-step " + std::to_string(ops[m.peak_op].micro_step) + ")";
+  Table t({"", "size", "note"});
+  t.add({"peak allocated", gib(static_cast<double>(m.peak_allocated_bytes)), where});
+  t.add({"model state at peak", gib(static_cast<double>(m.model_state_bytes)), "params, grads and optimizer state"});
+  t.add({"peak reserved (est.)", gib(static_cast<double>(m.peak_reserved_bytes)), "caching-allocator model"});
+  t.add({"device overhead", gib(e.device_overhead_bytes), "CUDA context + NCCL (assumed)"});
+  t.add({"GPU memory", gib(e.gpu_memory_bytes), sc.cluster.gpu.name});
+  out << t.str();
+  const double margin = e.gpu_memory_bytes - e.device_peak_bytes();
+  if (margin >= 0) out << "fits: " << gib(margin) << " to spare\n";
+  else out << "WARNING: does not fit: the peak exceeds GPU memory by " << gib(-margin) << "\n";
+
+  out << "\nBreakdown at the peak\n";
+  Table b({"category", "size", "share"});
+  for (int c = 0; c < planner::kMemCategoryCount; ++c) {
+    const double bytes = static_cast<double>(m.breakdown_at_peak[c]);
+    if (bytes <= 0) continue;
+    b.add({planner::to_string(static_cast<MemCategory>(c)), gib(bytes), percent(bytes / static_cast<double>(m.peak_allocated_bytes))});
+  }
+  out << b.str();
+  return out.str();
+}
+
+nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc) {
+  const auto& m = e.memory;
+  nlohmann::json j;
+  j["scenario"] = sc.file;
+  j["model"] = {{"name", sc.model.name}, {"parameters", sc.model.parameter_count()}};
+  j["world_size"] = sc.world_size();
+  j["units"] = e.plan.units.size();
+  nlohmann::json breakdown = nlohmann::json::object();
+  for (int c = 0; c < planner::kMemCategoryCount; ++c)
+    breakdown[planner::to_string(static_cast<MemCategory>(c))] = m.breakdown_at_peak[c];
+  nlohmann::json peak_op = nullptr;
+  if (m.peak_op >= 0) {
+    const auto& op = e.plan.schedule.ops[m.peak_op];
+    peak_op = {{"id", op.id}, {"name", op.name}, {"kind", planner::to_string(op.kind)}, {"micro_step", op.micro_step}};
+  }
+  j["memory"] = {{"peak_allocated_bytes", m.peak_allocated_bytes},
+                 {"peak_reserved_bytes", m.peak_reserved_bytes},
+                 {"breakdown_at_peak", breakdown},
+                 {"model_state_bytes", m.model_state_bytes},
+                 {"peak_op", peak_op},
+                 {"device_overhead_bytes", e.device_overhead_bytes},
+                 {"gpu_memory_bytes", e.gpu_memory_bytes},
+                 {"fits", e.fits()},
+                 {"overage_bytes", std::max(0.0, e.device_peak_bytes() - e.gpu_memory_bytes)},
+                 {"allocated_at_start_bytes", m.allocated_at_start},
+                 {"timeline_allocated_bytes", m.allocated_at_op}};
+  return j;
+}
+
+std::string micro_batch_search_text(const sim::MicroBatchSearch& s, const planner::Scenario& sc) {
+  std::ostringstream out;
+  Table t({"micro-batch", "device peak", "fits"});
+  for (const auto& [mb, bytes] : s.tried) t.add({std::to_string(mb), gib(bytes), bytes <= s.gpu_memory_bytes ? "yes" : "no"});
+  out << t.str();
+  if (s.largest_fitting == 0) out << "not even micro-batch 1 fits in " << gib(s.gpu_memory_bytes) << "\n";
+  else out << "largest micro-batch that fits: " << s.largest_fitting << " (grad accum " << sc.training.grad_accum << ")\n";
+  return out.str();
+}
+
+nlohmann::json micro_batch_search_json(const sim::MicroBatchSearch& s) {
+  nlohmann::json tried = nlohmann::json::array();
+  for (const auto& [mb, bytes] : s.tried) tried.push_back({{"micro_batch", mb}, {"device_peak_bytes", bytes}, {"fits", bytes <= s.gpu_memory_bytes}});
+  return {{"largest_fitting_micro_batch", s.largest_fitting}, {"gpu_memory_bytes", s.gpu_memory_bytes}, {"tried", tried}};
+}
+
+}  // namespace fsdpsim::tools

@@ -1,0 +1,20 @@
+// How an estimate reads: a table for people, one JSON object for tools (the keys
+// DESIGN.md's stable interface promises).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/scenario.h"
+#include "sim/estimate.h"
+
+namespace fsdpsim::tools {
+
+std::string scenario_summary(const planner::Scenario& scenario, const planner::Plan& plan);
+std::string estimate_text(const sim::Estimate& estimate, const planner::Scenario& scenario);
+nlohmann::json estimate_json(const sim::Estimate& estimate, const planner::Scenario& scenario);
+std::string micro_batch_search_text(const sim::MicroBatchSearch& search, const planner::Scenario& scenario);
+nlohmann::json micro_batch_search_json(const sim::MicroBatchSearch& search);
+
+}  // namespace fsdpsim::tools
