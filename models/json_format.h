@@ -12,6 +12,6 @@ namespace fsdpsim::models {
 
 // `indent` spaces per level; an object or array is written on one line when it fits in
 // `width` columns at its position. The output is valid JSON with no trailing newline.
-std::string format_json(const nlohmann::json& value, int indent = 2, std::size_t width = 120);
+std::string format_json(const nlohmann::json& value, int indent = 2, std::size_t width = 150);
 
 }  // namespace fsdpsim::models

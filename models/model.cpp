@@ -151,6 +151,31 @@ std::string substitute_index(std::string text, std::int64_t index) {
 constexpr std::int64_t kMaxModules = 1000000;
 constexpr int kMaxDepth = 64;
 
+// The number of modules a module's JSON expands to, repeats multiplied, saturating just
+// above kMaxModules, so an explosive file is rejected before anything is expanded.
+// Malformed parts count as one module; the parser proper reports them.
+std::int64_t expanded_module_count(const nlohmann::json& module, int depth) {
+  constexpr std::int64_t kSaturated = kMaxModules + 1;
+  if (!module.is_object() || depth > kMaxDepth) return 1;
+  auto children = module.find("children");
+  if (children == module.end() || !children->is_array()) return 1;
+  std::int64_t count = 1;
+  for (const nlohmann::json& child : *children) {
+    std::int64_t repeat = 1;
+    if (child.is_object()) {
+      auto r = child.find("repeat");
+      if (r != child.end() && r->is_number()) {
+        const double value = r->get<double>();
+        if (value > 1) repeat = value >= static_cast<double>(kSaturated) ? kSaturated : static_cast<std::int64_t>(value);
+      }
+    }
+    const std::int64_t sub = expanded_module_count(child, depth + 1);
+    if (sub >= kSaturated || repeat > (kSaturated - count) / sub) return kSaturated;
+    count += repeat * sub;
+  }
+  return count;
+}
+
 class ModelParser {
  public:
   explicit ModelParser(std::string file) : file_(std::move(file)) {}
@@ -176,6 +201,8 @@ class ModelParser {
     m.type = r.string_or("type", "Module");
     r.ignore("repeat");  // handled by the parent
 
+    // Optional keys: null means absent (has() is false for null and does not mark the key read).
+    for (const char* key : {"params", "costs", "children"}) r.ignore(key);
     if (r.has("params")) {
       const auto& params = r.array("params");
       std::set<std::string> local_names;
@@ -350,7 +377,11 @@ Model parse_model(const nlohmann::json& json, const std::string& file) {
   Model model;
   model.name = r.string("name");
   model.source = r.string_or("source", "");
+  r.ignore("arch");  // null means absent
   if (r.has("arch")) model.arch = parse_arch(r.object("arch"));
+  if (expanded_module_count(r.raw("root"), 0) > kMaxModules)
+    throw InputError(file, "root", "the model expands to more than " + std::to_string(kMaxModules) +
+                                       " modules (check \"repeat\")");
   ModelParser parser(file);
   model.root = parser.parse_module(r.raw("root"), "root", "", 0);
   r.finish();

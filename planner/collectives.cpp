@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 
 namespace fsdpsim::planner {
@@ -139,6 +141,26 @@ constexpr std::array<NcclScaleRow, 4> kPerChMaxTree = {{{26.5, 18.5, 10.0},
                                                        {38.7, 41.4, 36.0},
                                                        {70.0, 42.8, 24.0}}};
 constexpr std::array<double, 4> kNvlsEfficiency = {0.0, 0.0, 0.85, 0.74};
+// NCCL 2.25-2.27 (before tuning.cc moved to ncclTunerConstants in 2.28) gave Blackwell twice
+// Hopper's per-channel caps: {2*36.7 x3}, {2*36.7, 2*36.7, 2*29.0}, {2*38.7, 2*41.4, 2*36.0}.
+constexpr NcclScaleRow kPerChMaxTreeLL128Blackwell227 = {2 * 36.7, 2 * 36.7, 2 * 29.0};
+constexpr NcclScaleRow kPerChMaxTreeBlackwell227 = {2 * 38.7, 2 * 41.4, 2 * 36.0};
+
+// "2.28.3" -> {2, 28}; nullopt when it does not parse.
+std::optional<std::pair<int, int>> parse_version(const std::string& v) {
+  int major = 0, minor = 0;
+  char dot = 0;
+  std::istringstream in(v);
+  if (!(in >> major >> dot >> minor) || dot != '.') return std::nullopt;
+  return std::make_pair(major, minor);
+}
+
+// NCCL 2.28 replaced the NVLS bandwidth formula (nvlsEfficiency); earlier releases use
+// min(bwIntra, bwInter) with a 5/6 bus->algorithm ratio.
+bool nvls_efficiency_model(const std::string& version) {
+  const auto v = parse_version(version);
+  return !v || v->first > 2 || (v->first == 2 && v->second >= 28);
+}
 
 void apply_arch_tables(NcclParams& p, Arch a, const std::string& why) {
   const int i = static_cast<int>(a);
@@ -148,7 +170,12 @@ void apply_arch_tables(NcclParams& p, Arch a, const std::string& why) {
   p.per_channel_max_ring_ll128_gbps = kPerChMaxRingLL128[i];
   p.per_channel_max_tree_ll128_gbps = kPerChMaxTreeLL128[i];
   p.per_channel_max_tree_gbps = kPerChMaxTree[i];
-  p.nvls_efficiency = kNvlsEfficiency[i];
+  const bool v228 = nvls_efficiency_model(p.nccl_version);
+  if (a == Arch::blackwell && !v228) {
+    p.per_channel_max_tree_ll128_gbps = kPerChMaxTreeLL128Blackwell227;
+    p.per_channel_max_tree_gbps = kPerChMaxTreeBlackwell227;
+  }
+  p.nvls_efficiency = v228 ? kNvlsEfficiency[i] : 0.0;
   p.speed_array_intra_gbps = speed_array_intra(a);
   p.speed_array_inter_gbps = speed_array_inter(a);
   // ncclTopoGetAlgoTime: minCompCap < 80 ? 1.9 : 1.4.
@@ -166,7 +193,12 @@ void apply_arch_tables(NcclParams& p, Arch a, const std::string& why) {
       std::string(kSrcTuning) + " perChMaxTreeLL128Bws, " + arch + " row";
   p.sources["per_channel_max_tree_gbps"] =
       std::string(kSrcTuning) + " perChMaxTreeBws, " + arch + " row";
-  p.sources["nvls_efficiency"] = std::string(kSrcTuning) + " nvlsEfficiency, " + arch;
+  p.sources["nvls_efficiency"] = v228 ? std::string(kSrcTuning) + " nvlsEfficiency, " + arch
+                                      : "unused before NCCL 2.28 (NVLS bandwidth = min(bwIntra, bwInter))";
+  if (a == Arch::blackwell && !v228) {
+    p.sources["per_channel_max_tree_ll128_gbps"] = "NCCL 2.25-2.27 tuning.cc: Blackwell = 2 x Hopper row";
+    p.sources["per_channel_max_tree_gbps"] = "NCCL 2.25-2.27 tuning.cc: Blackwell = 2 x Hopper row";
+  }
   p.sources["speed_array_intra_gbps"] =
       std::string(kSrcSearch) + (a == Arch::blackwell ? " sm100SpeedArrayIntra"
                                  : a == Arch::hopper  ? " sm90SpeedArrayIntra"
@@ -381,8 +413,15 @@ NcclParams::NcclParams() {
   sources["enable_nvls"] = "NVLS needs NVSwitch gen3+ with NVLink SHARP (gpu.nvls) and, without CollNet, one node";
 }
 
-NcclParams NcclParams::defaults_for(const ClusterSpec& cluster) {
+NcclParams NcclParams::defaults_for(const ClusterSpec& cluster) { return defaults_for(cluster, "2.28.3"); }
+
+NcclParams NcclParams::defaults_for(const ClusterSpec& cluster, const std::string& nccl_version) {
+  const auto v = parse_version(nccl_version);
+  if (!v || v->first != 2 || v->second < 23 || v->second > 28)
+    throw std::invalid_argument("NCCL model version \"" + nccl_version +
+                                "\": tables are known for 2.23 .. 2.28 (default 2.28.3)");
   NcclParams p;
+  p.nccl_version = nccl_version;
   auto [arch, why] = derive_arch(cluster.gpu);
   apply_arch_tables(p, arch, why);
 
@@ -577,11 +616,19 @@ NcclTableEntry nccl_table_entry(CollectiveKind kind, NcclAlgorithm algorithm, Nc
     const NcclGraph g = nccl_nvls_graph(group, cluster, params);
     if (g.channels < 2) return e;  // "NVLS/NVLStree needs at least 2 channels"
     channels = g.channels;
-    // Convert to NVLS busBW per channel: bwIntra x efficiency x (nCh-1)/nCh; all-reduce
-    // pipelines two operations (x2), all-gather / reduce-scatter move (ppn-1)/ppn of it.
-    double intra_bw = g.bw_intra_gbps * params.nvls_efficiency * (channels - 1) / channels;
-    intra_bw *= ar ? 2.0 : (ppn - 1.0) / ppn;
-    const double bw = std::min(intra_bw, g.bw_inter_gbps);
+    double bw = 0;
+    if (nvls_efficiency_model(params.nccl_version)) {
+      // 2.28: busBW per channel = bwIntra x nvlsEfficiency x (nCh-1)/nCh; all-reduce
+      // pipelines two operations (x2), all-gather / reduce-scatter move (ppn-1)/ppn of it.
+      double intra_bw = g.bw_intra_gbps * params.nvls_efficiency * (channels - 1) / channels;
+      intra_bw *= ar ? 2.0 : (ppn - 1.0) / ppn;
+      bw = std::min(intra_bw, g.bw_inter_gbps);
+    } else {
+      // 2.23-2.27: all-reduce min(bwIntra, bwInter); all-gather / reduce-scatter
+      // min(bwIntra x (ppn-1)/ppn, bwInter x 0.9).
+      bw = ar ? std::min(g.bw_intra_gbps, g.bw_inter_gbps)
+              : std::min(g.bw_intra_gbps * (ppn - 1.0) / ppn, g.bw_inter_gbps * 0.9);
+    }
     bus_bw = channels * bw;
   } else {
     const NcclGraph g = nccl_ring_graph(group, cluster, params);
@@ -605,7 +652,9 @@ NcclTableEntry nccl_table_entry(CollectiveKind kind, NcclAlgorithm algorithm, Nc
   }
   // Bus bandwidth -> algorithm bandwidth (not for NVLS all-gather / reduce-scatter).
   if (!(a != kRing && ag_rs)) {
-    const double ratio = (a == kRing || a == kNvls) ? static_cast<double>(n) / nsteps : 0.5;
+    double ratio = 0.5;
+    if (a == kRing) ratio = static_cast<double>(n) / nsteps;
+    if (a == kNvls) ratio = nvls_efficiency_model(params.nccl_version) ? static_cast<double>(n) / nsteps : 5.0 / 6.0;
     bus_bw *= ratio;
   }
   if (!(bus_bw > 0)) return e;
@@ -830,7 +879,15 @@ NcclParams NcclParams::from_json(JsonReader& reader) { return from_json(reader, 
 
 NcclParams NcclParams::from_json(JsonReader& r, const NcclParams& base) {
   NcclParams p = base;
-  p.nccl_version = r.string_or("nccl_version", p.nccl_version);
+  if (r.has("nccl_version")) {
+    const std::string v = r.string("nccl_version");
+    const auto parsed = parse_version(v);
+    if (!parsed || parsed->first != 2 || parsed->second < 23 || parsed->second > 28)
+      r.fail("nccl_version", "expected an NCCL release 2.23 .. 2.28 (e.g. \"2.28.3\", \"2.27.7\"), got \"" + v + "\"");
+    p.nccl_version = v;
+  } else {
+    r.ignore("nccl_version");
+  }
   p.gpu_arch = r.choice_or("gpu_arch", {"", "volta", "ampere", "hopper", "blackwell"}, p.gpu_arch);
   p.cpu_vendor = r.choice_or("cpu_vendor", {"intel", "amd", "arm"}, p.cpu_vendor);
   if (r.has("algorithms")) {

@@ -60,7 +60,9 @@ using NcclScaleRow = std::array<double, 3>;
 // with hardware bandwidths left at 0 ("take them from the ClusterSpec"); defaults_for() fills
 // every field for a given cluster. JSON (to_json / from_json) uses the same field names.
 struct NcclParams {
-  std::string nccl_version = "2.28.3";  // the NCCL source the defaults were read from
+  // The NCCL release whose model this is: selects the NVLS bandwidth formula (2.28+ uses
+  // nvls_efficiency; 2.23-2.27 min(bwIntra, bwInter) x 5/6). Tables are explicit fields below.
+  std::string nccl_version = "2.28.3";
   // GPU architecture NCCL keys its tables on ("volta", "ampere", "hopper", "blackwell");
   // empty = derive from cluster.gpu.
   std::string gpu_arch = "hopper";
@@ -121,6 +123,10 @@ struct NcclParams {
 
   NcclParams();
   static NcclParams defaults_for(const ClusterSpec& cluster);
+  // The tables of another NCCL release: "2.23" .. "2.27.x" use the pre-2.28 NVLS bandwidth
+  // formula and Blackwell per-channel caps (docs/collectives.md); throws std::invalid_argument
+  // outside 2.23 .. 2.28.
+  static NcclParams defaults_for(const ClusterSpec& cluster, const std::string& nccl_version);
   // Reads a full or partial object on top of NcclParams{} (or `base`); unknown fields and
   // negative numbers are InputErrors naming the JSON path.
   static NcclParams from_json(JsonReader& reader);

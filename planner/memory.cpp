@@ -114,7 +114,10 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
     const Allocation& a = s.allocations[id];
     allocated += sign * a.bytes;
     by_category[static_cast<int>(a.category)] += sign * a.bytes;
-    if (a.model_state) model_state += sign * a.bytes;
+    if (a.model_state) {
+      model_state += sign * a.bytes;
+      r.model_state_bytes = std::max(r.model_state_bytes, model_state);
+    }
   };
   auto make = [&](int id) {
     account(id, +1);
@@ -128,7 +131,6 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
     r.peak_allocated_bytes = allocated;
     r.peak_op = op;
     r.breakdown_at_peak = by_category;
-    r.model_state_bytes = model_state;
   };
   for (const Allocation& a : s.allocations)
     if (a.persistent) make(a.id);

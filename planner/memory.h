@@ -16,7 +16,9 @@ struct MemoryReport {
   std::int64_t peak_allocated_bytes = 0;
   int peak_op = -1;  // the op during whose issue the peak is reached (-1: before the step)
   std::array<std::int64_t, kMemCategoryCount> breakdown_at_peak{};
-  std::int64_t model_state_bytes = 0;  // live model-state allocations at the peak
+  // The most parameter, gradient and optimizer-state memory live at once (what ZeRO's
+  // arithmetic counts): sharded state plus what the strategy keeps unsharded.
+  std::int64_t model_state_bytes = 0;
   std::int64_t peak_reserved_bytes = 0;  // caching allocator segments (torch.cuda.max_memory_reserved)
   std::int64_t allocator_retries = 0;    // times the allocator had to free its cache to fit
   // Per op, the allocated bytes right after its allocations (its high-water mark).

@@ -4,6 +4,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "models/json_input.h"
 
@@ -55,12 +56,14 @@ class StepBuilder {
     reshard_copy_.assign(plan_.units.size(), -1);
     inflight_.assign(plan_.units.size(), -1);
     ready_.assign(plan_.units.size(), -1);
-    grads_.assign(plan_.units.size(), -1);
+    grads_.assign(plan_.units.size(), {});
+    index_parameters();
     sharded_grad_.assign(plan_.units.size(), -1);
     replicated_grad_.assign(plan_.units.size(), -1);
     make_persistent_state();
     for (int micro = 0; micro < s_.micro_steps; ++micro) {
       micro_ = micro;
+      has_grad_.clear();
       forward();
       backward();
     }
@@ -171,6 +174,22 @@ class StepBuilder {
       if (it->kind == Event::post) backward_units_.push_back(it->unit);
   }
 
+  void index_parameters() {
+    std::map<std::string, const models::Parameter*> canonical;
+    for (const Unit& u : plan_.units)
+      for (const models::Parameter* p : u.params) {
+        owner_[p] = u.index;
+        canonical[p->full_name] = p;
+      }
+    for (const Event& e : forward_) {
+      if (e.kind != Event::compute) continue;
+      auto& list = module_params_[e.module];
+      models::for_each_module(*e.module, [&](const Module& m) {
+        for (const models::Parameter& p : m.params) list.push_back(canonical.at(p.tied_to.empty() ? p.full_name : p.tied_to));
+      });
+    }
+  }
+
   // ---- persistent state ------------------------------------------------------------------
   void make_persistent_state() {
     const int states = optimizer_states_per_param(t_.optimizer);
@@ -246,18 +265,21 @@ class StepBuilder {
     }
   }
 
-  // FSDP2's wait_for_unshard: copy-out into the unsharded parameters on the compute stream.
-  void wait_unshard(int u) {
+  // FSDP2's wait_for_unshard: copy-out into the unsharded parameters on the compute
+  // stream. In forward the all-gather output is kept until the next group's wait (so its
+  // copy-out can overlap the next all-gather; FSDP2 avoids recordStream); in backward it
+  // is released right after the copy-out (_fsdp_param_group.py, wait_for_unshard).
+  void wait_unshard(int u, bool forward) {
     if (f_.version != 2 || inflight_[u] < 0) return;
     const UnitShard& sh = shard(u);
+    if (forward) free_now(previous_ag_output_);
     int out = add_op(OpKind::copy_out, Stream::compute, "copy-out " + label(u), u);
     s_.ops[out].deps.push_back(inflight_[u]);
     s_.ops[out].hbm_bytes = 2.0 * static_cast<double>(sh.gathered_numel * b_c_);
     unsharded_[u] = alloc_at(out, sh.gathered_numel * b_c_, MemCategory::unsharded_param,
                              "unsharded params of " + label(u), held_params());
-    // The previous all-gather output is released only now (FSDP2 avoids recordStream).
-    free_at(out, previous_ag_output_);
-    previous_ag_output_ = comm_buffer_[u];
+    if (forward) previous_ag_output_ = comm_buffer_[u];
+    else free_at(out, comm_buffer_[u]);
     comm_buffer_[u] = -1;
     free_at(out, reshard_copy_[u]);
     inflight_[u] = -1;
@@ -304,7 +326,7 @@ class StepBuilder {
     for (const Event& e : forward_) {
       if (e.kind == Event::pre) {
         unshard(e.unit);
-        wait_unshard(e.unit);
+        wait_unshard(e.unit, true);
         if (f_.forward_prefetch) {
           int next = next_in(forward_units_, e.unit);
           if (next >= 0) unshard(next);
@@ -314,6 +336,8 @@ class StepBuilder {
       if (e.kind == Event::post) {
         const bool keep = unit(e.unit).is_root || f_.reshard_after_forward == 0;
         if (!keep) reshard(e.unit, true);
+        // FSDP2's root post-forward frees the last all-gather output (_fsdp_state.py).
+        if (unit(e.unit).is_root) free_now(previous_ag_output_);
         continue;
       }
       const models::ModuleCosts& c = *e.module->costs;
@@ -349,7 +373,7 @@ class StepBuilder {
       const Event& e = *it;
       if (e.kind == Event::post) {  // pre-backward
         unshard(e.unit);
-        wait_unshard(e.unit);
+        wait_unshard(e.unit, false);
         if (f_.backward_prefetch == BackwardPrefetch::pre || (f_.version == 2 && f_.backward_prefetch != BackwardPrefetch::none)) {
           int next = next_in(backward_units_, e.unit);
           if (next >= 0) unshard(next);
@@ -371,8 +395,7 @@ class StepBuilder {
       s_.ops[op].attention_flops = 2.0 * c.attention_flops.at(b, seq);
       s_.ops[op].hbm_bytes = 2.0 * c.forward_hbm_bytes.at(b, seq) * act_scale_;
       depend_on_unit(op, e.unit);
-      if (grads_[e.unit] < 0 && grads_sharded_ && shard(e.unit).numel > 0)
-        grads_[e.unit] = alloc_at(op, shard(e.unit).numel * b_c_, MemCategory::unsharded_grad, "grads of " + label(e.unit));
+      if (grads_sharded_) allocate_grads(op, module_params_[e.module], "grads of " + e.module->full_name);
       // The gradient w.r.t. the module's input lives while the op runs.
       int grad_input = alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::temporary,
                                 "input grad of " + e.module->full_name);
@@ -382,6 +405,19 @@ class StepBuilder {
       if (e.region >= 0 && first_of_region(e) ) free_at(op, checkpoint_inputs_[e.region]);
     }
     free_at(last_op_, input_);
+  }
+
+  // Autograd materialises a parameter's gradient when the backward of the first module
+  // (in backward order) that uses it runs.
+  void allocate_grads(int op, const std::vector<const models::Parameter*>& params, const std::string& name) {
+    std::map<int, std::int64_t> numel_by_unit;
+    for (const models::Parameter* p : params) {
+      if (has_grad_.count(p)) continue;
+      has_grad_.insert(p);
+      numel_by_unit[owner_.at(p)] += p->numel();
+    }
+    for (const auto& [u, numel] : numel_by_unit)
+      grads_[u].push_back(alloc_at(op, numel * b_c_, MemCategory::unsharded_grad, name));
   }
 
   bool first_of_region(const Event& e) const {
@@ -409,11 +445,20 @@ class StepBuilder {
     const UnitShard& sh = shard(u);
     const std::string name = label(u);
     if (needs_gather(u)) reshard(u, false);
+    // ... and so does the root's post-backward callback.
+    if (unit(u).is_root) free_now(previous_ag_output_);
     if (f_.version == 1 && f_.backward_prefetch == BackwardPrefetch::post) {
       int next = next_in(backward_units_, u);
       if (next >= 0) unshard(next);
     }
     if (sh.numel == 0) return;
+    if (grads_sharded_) {
+      // Parameters no costed module covers get their grads here.
+      std::vector<const models::Parameter*> rest;
+      for (const models::Parameter* p : unit(u).params)
+        if (!has_grad_.count(p)) rest.push_back(p);
+      if (!rest.empty() && last_op_ >= 0) allocate_grads(last_op_, rest, "grads of " + name);
+    }
     const bool last_micro = micro_ == s_.micro_steps - 1;
     if (!grads_sharded_) {
       // NO_SHARD / ZERO1: grads accumulate in place in replicated buffers.
@@ -438,7 +483,7 @@ class StepBuilder {
     if (f_.version == 1) {
       // FSDP1 concatenates the per-parameter grads into the flat grad (transiently 2x).
       rs_input = alloc_at(copy_in, sh.gathered_numel * b_c_, MemCategory::unsharded_grad, "flat grad of " + name);
-      free_at(copy_in, grads_[u]);
+      free_grads(copy_in, u);
       if (b_r_ != b_c_) {
         int cast = alloc_at(copy_in, sh.gathered_numel * b_r_, MemCategory::reduce_scatter_buffer, "reduce-dtype grad of " + name);
         free_at(copy_in, rs_input);
@@ -446,7 +491,7 @@ class StepBuilder {
       }
     } else {
       rs_input = alloc_at(copy_in, sh.gathered_numel * b_r_, MemCategory::reduce_scatter_buffer, "reduce-scatter input of " + name);
-      free_at(copy_in, grads_[u]);
+      free_grads(copy_in, u);
     }
     const Stream rs_stream = f_.version == 1 ? Stream::all_gather : Stream::reduce_scatter;  // FSDP1: one NCCL stream
     int rs = add_op(OpKind::reduce_scatter, rs_stream, "reduce-scatter " + name, u);
@@ -486,6 +531,11 @@ class StepBuilder {
       sharded_grad_[u] = alloc_at(post, sh.local_numel * b_o_, MemCategory::sharded_grad, "sharded grads of " + name, true);
     free_at(post, rs_output);
     reduce_done_.push_back(post);
+  }
+
+  void free_grads(int op, int u) {
+    for (int& g : grads_[u]) free_at(op, g);
+    grads_[u].clear();
   }
 
   int last_compute_before(int op) const {
@@ -542,7 +592,11 @@ class StepBuilder {
   std::vector<int> forward_units_, backward_units_;
   int micro_ = 0;
   int last_op_ = -1;
-  std::vector<int> unsharded_, comm_buffer_, reshard_copy_, inflight_, ready_, grads_, sharded_grad_, replicated_grad_;
+  std::vector<int> unsharded_, comm_buffer_, reshard_copy_, inflight_, ready_, sharded_grad_, replicated_grad_;
+  std::vector<std::vector<int>> grads_;  // per unit: unsharded grad allocations of this micro-step
+  std::map<const models::Parameter*, int> owner_;  // canonical parameter -> unit
+  std::map<const Module*, std::vector<const models::Parameter*>> module_params_;  // costed module -> canonical params it uses
+  std::set<const models::Parameter*> has_grad_;
   int unsharded_pending_ = -1;
   int previous_ag_output_ = -1;
   int previous_rs_input_ = -1;

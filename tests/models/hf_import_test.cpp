@@ -281,8 +281,9 @@ TEST(HfImport, EveryParameterIsUnderOneCostedModule) {
     Model m = load(name);
     std::function<void(const Module&, int)> walk = [&](const Module& mod, int costed_above) {
       int costed = costed_above + (mod.costs ? 1 : 0);
-      if (!mod.params.empty() && mod.full_name != "transformer.wpe")
+      if (!mod.params.empty() && mod.full_name != "transformer.wpe") {
         EXPECT_EQ(costed, 1) << name << ": " << mod.full_name;
+      }
       for (const Module& c : mod.children) walk(c, costed);
     };
     walk(m.root, 0);
@@ -327,7 +328,7 @@ TEST(HfImportErrors, MissingOrMalformedFields) {
   c["num_key_value_heads"] = 5;
   expect_error(c, "num_key_value_heads", "divisor");
   c = llama;
-  c["num_attention_heads"] = 3;
+  c["num_attention_heads"] = 24;  // divides by 8 kv heads, not 4096
   expect_error(c, "num_attention_heads", "divisor");
   c = llama;
   c["torch_dtype"] = "int4";

@@ -2,6 +2,8 @@
 // file and the JSON path.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "models/json_input.h"
 #include "models/model.h"
 
@@ -158,18 +160,35 @@ TEST(ModelParseErrors, ExplosiveNestedRepeatIsRejectedQuickly) {
 
 TEST(ModelParseErrors, DeepNestingIsRejected) {
   nlohmann::json j = tiny_model();
-  nlohmann::json leaf = {{"name", "leaf"}, {"params", {{{"name", "w"}, {"shape", {1}}}}}};
-  for (int depth = 0; depth < 5000; ++depth) leaf = {{"name", "n"}, {"children", {leaf}}};
-  j["root"]["children"].push_back(leaf);
+  nlohmann::json* node = &j["root"]["children"].emplace_back(nlohmann::json::object());
+  for (int depth = 0; depth < 5000; ++depth) {
+    (*node)["name"] = "n";
+    (*node)["children"] = nlohmann::json::array({nlohmann::json::object()});
+    node = &(*node)["children"][0];
+  }
+  (*node)["name"] = "leaf";
+  (*node)["params"] = {{{"name", "w"}, {"shape", {1}}}};
   EXPECT_THROW(parse_model(j, "tiny.json"), InputError);
 }
 
-TEST(ModelParseErrors, MalformedFileNamesLineAndColumn) {
+TEST(ModelParseErrors, MissingAndMalformedFiles) {
   try {
     load_model_file("/nonexistent/model.json");
     FAIL();
   } catch (const InputError& e) {
     EXPECT_EQ(e.file(), "/nonexistent/model.json");
+  }
+  const std::string path = ::testing::TempDir() + "fsdpsim_malformed_model.json";
+  {
+    std::ofstream out(path);
+    out << "{\n  \"name\": \"x\",\n  \"root\": {,}\n}\n";
+  }
+  try {
+    load_model_file(path);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), path);
+    EXPECT_NE(std::string(e.what()).find("line 3"), std::string::npos) << e.what();
   }
 }
 

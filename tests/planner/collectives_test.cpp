@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -236,6 +237,33 @@ TEST(CollectivesHandWorked, NvlsAllReduceOnAHopperNode) {
   expect_rel_near(e.seconds, us * 1e-6, 1e-9, "nvls all_reduce");
 }
 
+TEST(CollectivesHandWorked, NvlsBeforeNccl228) {
+  // NCCL 2.23-2.27 (the CSV's runs used 2.27.7): NVLS all-reduce bandwidth =
+  // nChannels x min(bwIntra, bwInter) x 5/6, no nvlsEfficiency.
+  //   H200: 8 x min(40, 60) = 320 -> algBw 320 x 5/6 = 266.67 GB/s (nccl-tests busbw 466.7)
+  //   B200: NVLink 18 x 40.1 = 721.8; NVLS graph (sm100 speeds 90, 80, ...): 9 x 90 > 721.8,
+  //         9 x 80 = 720 fits -> bwIntra 80, bwInter 90 -> 8 x 80 x 5/6 = 533.3 GB/s.
+  const double bytes = 16 * GiB;
+  struct Case {
+    GpuSpec gpu;
+    double alg_bw;
+  };
+  for (const Case& k : {Case{hopper_gpu("H200-SXM-141GB"), 320.0 * 5 / 6}, Case{b200_gpu(), 640.0 * 5 / 6}}) {
+    const ClusterSpec c = make_cluster(k.gpu, 1);
+    const NcclParams p = NcclParams::defaults_for(c, "2.27.7");
+    const CollectiveEstimate e = estimate_collective(CollectiveKind::all_reduce, bytes, {8, 1}, c, p);
+    EXPECT_EQ(e.algorithm, "NVLS") << k.gpu.name;
+    expect_rel_near(e.seconds, (25.0 + bytes / (1000.0 * k.alg_bw)) * 1e-6, 1e-9, k.gpu.name);
+  }
+  // With 2.28's nvlsEfficiency the B200 figure is min(80 x .74 x 7/8 x 2, 90) x 8 = 720 busBw
+  // -> algBw 720 x 8/14.
+  const ClusterSpec b = make_cluster(b200_gpu(), 1);
+  const CollectiveEstimate e28 =
+      estimate_collective(CollectiveKind::all_reduce, bytes, {8, 1}, b, NcclParams::defaults_for(b));
+  expect_rel_near(e28.seconds, (25.0 + bytes / (1000.0 * 720.0 * 8 / 14)) * 1e-6, 1e-9, "B200 2.28");
+  EXPECT_THROW(NcclParams::defaults_for(b, "2.18.1"), std::invalid_argument);
+}
+
 // ===================== algorithm choice stated by the CSV =====================
 
 TEST(CollectivesChoice, H200AllReduceSwitchesFromRingLLToNvlsBetween1And2MiB) {
@@ -382,6 +410,8 @@ TEST(CollectivesJson, RejectsUnknownFieldsAndNegativeNumbers) {
   EXPECT_EQ(error_path(R"({"bandwidth_efficiency": 0})"), "nccl.bandwidth_efficiency");
   EXPECT_EQ(error_path(R"({"gpu_arch": "rubin"})"), "nccl.gpu_arch");
   EXPECT_EQ(error_path(R"({"nvls_efficiency": "high"})"), "nccl.nvls_efficiency");
+  EXPECT_EQ(error_path(R"({"nccl_version": "3.1"})"), "nccl.nccl_version");
+  EXPECT_EQ(parse(R"({"nccl_version": "2.27.7"})", NcclParams{}).nccl_version, "2.27.7");
 }
 
 // ===================== (b) published bus bandwidths =====================
@@ -522,19 +552,24 @@ TEST(CollectivesPublished, LargeMessageBusBandwidthWithin10Percent) {
   //      same node; the model's NVLS bandwidth is size-independent (8 x 90 = 720 GB/s).
   const std::set<std::string> known_misses = {"53", "62", "64"};
   int asserted = 0;
-  std::printf("| row | setup | collective | size | published busbw | model busbw | error | model algo |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+  std::printf("| row | setup | collective | size | published busbw | model busbw | error | model algo | "
+              "NCCL 2.27.7 model busbw (error) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const PublishedCase& pc : cases) {
     NcclParams p = NcclParams::defaults_for(pc.cluster);
     if (pc.nvls_off) p.enable_nvls = false;  // NCCL_NVLS_ENABLE=0 / NCCL_ALGO=Ring in the source
     const CollectiveEstimate e = estimate_collective(pc.kind, pc.bytes, pc.group, pc.cluster, p);
     const double err = (e.bus_bandwidth_gbps - pc.busbw) / pc.busbw;
+    NcclParams p27 = NcclParams::defaults_for(pc.cluster, "2.27.7");  // informational column
+    if (pc.nvls_off) p27.enable_nvls = false;
+    const CollectiveEstimate e27 = estimate_collective(pc.kind, pc.bytes, pc.group, pc.cluster, p27);
     const bool large = pc.bytes >= 256 * MiB;
     const bool checked = large && !known_misses.count(pc.row_id);
-    std::printf("| %s | %s x%d node | %s | %s | %.2f | %.1f | %+.1f%%%s | %s/%s |\n", pc.row_id.c_str(),
-                pc.setup.c_str(), pc.group.nodes, collective_name(pc.kind).c_str(), size_label(pc.bytes).c_str(),
-                pc.busbw, e.bus_bandwidth_gbps, 100 * err, checked ? "" : large ? " (known miss)" : " (small)",
-                e.algorithm.c_str(), e.protocol.c_str());
+    std::printf("| %s | %s x%d node | %s | %s | %.2f | %.1f | %+.1f%%%s | %s/%s | %.1f (%+.1f%%) |\n",
+                pc.row_id.c_str(), pc.setup.c_str(), pc.group.nodes, collective_name(pc.kind).c_str(),
+                size_label(pc.bytes).c_str(), pc.busbw, e.bus_bandwidth_gbps, 100 * err,
+                checked ? "" : large ? " (known miss)" : " (small)", e.algorithm.c_str(), e.protocol.c_str(),
+                e27.bus_bandwidth_gbps, 100 * (e27.bus_bandwidth_gbps - pc.busbw) / pc.busbw);
     if (!checked) continue;
     ++asserted;
     EXPECT_LE(std::abs(err), 0.10) << "row " << pc.row_id << ": model " << e.bus_bandwidth_gbps

@@ -1,0 +1,238 @@
+// Memory of a planned step against hand arithmetic and published figures.
+#include <gtest/gtest.h>
+
+#include "models/json_input.h"
+#include "planner/memory.h"
+#include "planner/plan.h"
+#include "planner/scenario.h"
+#include "planner/schedule_graph.h"
+#include "synthetic.h"
+
+namespace fsdpsim::planner {
+namespace {
+
+using testing::block_model;
+using testing::cluster;
+
+MemoryReport replay(const nlohmann::json& scenario, std::vector<std::string> overrides = {}) {
+  Scenario s = parse_scenario(scenario, "test.json", overrides);
+  Plan plan = plan_step(s);
+  validate_schedule(plan.schedule, "test.json");
+  return replay_memory(plan.schedule);
+}
+
+// ZeRO paper (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training
+// Trillion Parameter Models", Figure 1): Psi = 7.5B parameters, N_d = 64 GPUs, mixed
+// precision Adam (K = 12): model states per GPU 120 GB (baseline DDP), 31.4 GB (P_os),
+// 16.6 GB (P_os+g), 1.9 GB (P_os+g+p). DeepSpeed's layout: fp16 params and grads, fp32
+// master, momentum and variance in the optimizer.
+class ZeroPaperFigure1 : public ::testing::TestWithParam<std::pair<std::string, double>> {};
+
+TEST_P(ZeroPaperFigure1, ModelStatesPerGpu) {
+  // 60 blocks x [64, 1953125] = 7.5e9 parameters; dim 0 divisible by 64: no padding.
+  nlohmann::json scenario = {
+      {"model", block_model(60, {64, 1953125})},
+      {"cluster", cluster(8, 8, 1024)},
+      {"training", {{"micro_batch", 1}, {"seq_len", 1024}, {"param_dtype", "fp16"}, {"reduce_dtype", "fp16"},
+                    {"master_dtype", "fp32"}, {"optimizer", "adam"}, {"master_weights", "optimizer_state"}}},
+      {"fsdp", {{"strategy", GetParam().first}}}};
+  MemoryReport m = replay(scenario);
+  const double psi = 7.5e9;
+  const double expected_gb = GetParam().second;
+  // The paper rounds to 0.1 GB (decimal GB).
+  EXPECT_NEAR(static_cast<double>(m.model_state_bytes) / 1e9, expected_gb, 0.05) << GetParam().first;
+  // And the exact arithmetic behind the figure.
+  const double k = 12, nd = 64;
+  double exact = 0;
+  if (GetParam().first == "NO_SHARD") exact = (2 + 2 + k) * psi;
+  if (GetParam().first == "ZERO1") exact = (2 + 2) * psi + k * psi / nd;
+  if (GetParam().first == "ZERO2") exact = 2 * psi + (2 + k) * psi / nd;
+  if (GetParam().first == "ZERO3") exact = (2 + 2 + k) * psi / nd;
+  EXPECT_DOUBLE_EQ(static_cast<double>(m.model_state_bytes), exact);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, ZeroPaperFigure1,
+                         ::testing::Values(std::make_pair("NO_SHARD", 120.0), std::make_pair("ZERO1", 31.4),
+                                           std::make_pair("ZERO2", 16.6), std::make_pair("ZERO3", 1.9)));
+
+// PyTorch FSDP notes (docs/source/notes/fsdp.rst, "FSDP buffers sizes"): blocks of 1.6B fp32
+// parameters on 8 GPUs under FSDP1 FULL_SHARD hold 2 x 0.8 GB of all-gather buffers and
+// 2 x 6.4 GB of unsharded blocks at the forward peak = 14.4 GB (two blocks in flight: the
+// current one and the prefetched next one).
+TEST(FsdpDocsExample, TwoBlocksInFlightAtForwardPeak) {
+  // 4 blocks of [1600, 1000000] = 1.6e9 fp32 parameters each; 1600 divisible by 8.
+  nlohmann::json scenario = {
+      {"model", block_model(4, {1600, 1000000})},
+      {"cluster", cluster(1, 8, 1024)},
+      {"training", {{"micro_batch", 1}, {"seq_len", 16}, {"param_dtype", "fp32"}, {"reduce_dtype", "fp32"},
+                    {"master_dtype", "fp32"}, {"optimizer", "none"}}},
+      {"fsdp", {{"version", 1}, {"strategy", "FULL_SHARD"}, {"forward_prefetch", true}, {"limit_all_gathers", true}}}};
+  Scenario s = parse_scenario(scenario, "test.json");
+  Plan plan = plan_step(s);
+  MemoryReport m = replay_memory(plan.schedule);
+  // The largest all-gather-buffer + unsharded-param total at any forward op.
+  std::int64_t forward_peak = 0;
+  std::vector<bool> live(plan.schedule.allocations.size(), false);
+  for (const Op& op : plan.schedule.ops) {
+    for (int a : op.allocs) live[a] = true;
+    std::int64_t held = 0;
+    for (std::size_t a = 0; a < live.size(); ++a) {
+      const Allocation& al = plan.schedule.allocations[a];
+      if (live[a] && (al.category == MemCategory::all_gather_buffer || al.category == MemCategory::unsharded_param))
+        held += al.bytes;
+    }
+    if (op.kind == OpKind::compute_fwd || op.name.rfind("copy-in", 0) == 0) {
+      if (op.micro_step == 0 && op.kind != OpKind::compute_bwd) forward_peak = std::max(forward_peak, held);
+    }
+    for (int a : op.frees) live[a] = false;
+    if (op.kind == OpKind::compute_bwd) break;
+  }
+  EXPECT_EQ(forward_peak, 2 * 800000000LL + 2 * 6400000000LL);  // 14.4 GB
+  EXPECT_GE(m.peak_allocated_bytes, forward_peak);
+
+  // Without explicit forward prefetch FSDP1 frees a block (in CPU order) before it
+  // gathers the next: one block in flight.
+  Plan one = plan_step(parse_scenario(scenario, "test.json", {"fsdp.forward_prefetch=false"}));
+  int last_forward = 0;
+  for (const Op& op : one.schedule.ops)
+    if (op.kind == OpKind::compute_fwd) last_forward = op.id;
+  std::int64_t max_unsharded = 0, held = 0;
+  for (const Op& op : one.schedule.ops) {
+    if (op.id > last_forward) break;
+    for (int a : op.allocs)
+      if (one.schedule.allocations[a].category == MemCategory::unsharded_param) held += one.schedule.allocations[a].bytes;
+    max_unsharded = std::max(max_unsharded, held);
+    for (int a : op.frees)
+      if (one.schedule.allocations[a].category == MemCategory::unsharded_param) held -= one.schedule.allocations[a].bytes;
+  }
+  EXPECT_EQ(max_unsharded, 6400000000LL);
+}
+
+// FSDP2 pads each parameter on dim 0 to a multiple of the shard group size W.
+TEST(Fsdp2Padding, DimZeroSmallerThanWorld) {
+  models::Parameter p;
+  p.shape = {5, 3};  // 5 rows over 8 ranks: 1 row each, 3 ranks get only padding
+  EXPECT_EQ(fsdp2_local_numel(p, 8), 1 * 3);
+  Unit u;
+  u.params = {&p};
+  UnitShard s = shard_fsdp2(u, 8);
+  EXPECT_EQ(s.numel, 15);
+  EXPECT_EQ(s.local_numel, 3);
+  EXPECT_EQ(s.gathered_numel, 24);  // 8 ranks x 1 padded row x 3
+}
+
+TEST(Fsdp2Padding, DimZeroNotDivisible) {
+  models::Parameter a, b;
+  a.shape = {10, 4};  // ceil(10/4) = 3 rows per rank: 12 elements, 2 padding rows in all
+  b.shape = {7};      // ceil(7/4) = 2 elements per rank
+  Unit u;
+  u.params = {&a, &b};
+  UnitShard s = shard_fsdp2(u, 4);
+  EXPECT_EQ(s.numel, 47);
+  EXPECT_EQ(s.local_numel, 12 + 2);
+  EXPECT_EQ(s.gathered_numel, 4 * 14);
+  // FSDP1 pads the flat concatenation instead: ceil(47/4) = 12.
+  UnitShard f1 = shard_fsdp1(u, 4);
+  EXPECT_EQ(f1.local_numel, 12);
+  EXPECT_EQ(f1.gathered_numel, 48);
+}
+
+// Scenario used by the wrap/reshard comparisons: fp32 everywhere (no casts), no optimizer,
+// 16 blocks of 8 MiB weights, a root-owned 4 MiB embedding, and 16 MiB of activations per
+// block, so that both sides of each comparison peak at the start of backward (activations
+// all saved) and grads, which grow 8 MiB per block as activations shrink 16 MiB, never
+// move the peak later.
+nlohmann::json comparison_scenario() {
+  return {{"model", block_model(16, {1024, 2048}, 16384.0, {4096, 256})},
+          {"cluster", cluster(1, 8)},
+          {"training", {{"micro_batch", 1}, {"seq_len", 1024}, {"param_dtype", "fp32"}, {"reduce_dtype", "fp32"},
+                        {"master_dtype", "fp32"}, {"optimizer", "none"}}},
+          {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}};
+}
+
+constexpr std::int64_t kBlockBytes = 1024LL * 2048 * 4;  // one block's fp32 weight
+constexpr std::int64_t kRootBytes = 4096LL * 256 * 4;    // the root-owned embedding
+constexpr std::int64_t kModelBytes = 16 * kBlockBytes + kRootBytes;
+constexpr std::int64_t kGradInputTemp = 1024 * 8 * 2;    // input_bytes 8/token x 1024 tokens, fp32 scale
+
+TEST(WrapPolicy, RootOnlyRaisesPeakByTheUnshardedModelFsdp1) {
+  MemoryReport per_block = replay(comparison_scenario(), {"fsdp.version=1"});
+  MemoryReport root_only = replay(comparison_scenario(), {"fsdp.version=1", "fsdp.wrap.policy=root"});
+  // Both peak at the first backward op. Root-only holds the whole unsharded flat
+  // parameter (plus its 1/8 all-gather input, as the FSDP notes count it); per-block
+  // wrapping holds the root, the last block and the prefetched next block (BACKWARD_PRE).
+  const std::int64_t held_by_blocks = kRootBytes + 2 * kBlockBytes;
+  EXPECT_EQ(root_only.peak_allocated_bytes - per_block.peak_allocated_bytes,
+            (kModelBytes - held_by_blocks) + (kModelBytes - held_by_blocks) / 8);
+}
+
+TEST(WrapPolicy, RootOnlyUnderFsdp2AlsoHoldsTheAllGatherOutputThroughForward) {
+  MemoryReport per_block = replay(comparison_scenario());
+  MemoryReport root_only = replay(comparison_scenario(), {"fsdp.wrap.policy=root"});
+  // FSDP2 keeps a forward all-gather output until the next group's copy-out or the root's
+  // post-forward: with one group that is the whole forward, so root-only peaks at the
+  // last forward op holding the unsharded model twice (output + unsharded params).
+  // Per-block wrapping peaks at the first backward op: root + last block unsharded, the
+  // prefetched block's all-gather output, the last block's grads and a grad-input temporary.
+  EXPECT_EQ(root_only.peak_allocated_bytes - per_block.peak_allocated_bytes,
+            2 * kModelBytes - (kRootBytes + 3 * kBlockBytes) - kGradInputTemp);
+  EXPECT_GE(root_only.peak_allocated_bytes - per_block.peak_allocated_bytes, kModelBytes);
+}
+
+TEST(Reshard, KeepingParamsAfterForwardRaisesPeakByNonRootParams) {
+  const std::int64_t non_root = 16 * kBlockBytes;
+  MemoryReport reshard = replay(comparison_scenario());
+  MemoryReport keep = replay(comparison_scenario(), {"fsdp.reshard_after_forward=false"});
+  // At the first backward op every non-root unit is still gathered; resharding instead
+  // holds the last block (gathered again) and the prefetched next block's all-gather output.
+  EXPECT_EQ(keep.peak_allocated_bytes - reshard.peak_allocated_bytes, non_root - 2 * kBlockBytes);
+  EXPECT_GE(keep.breakdown_at_peak[static_cast<int>(MemCategory::unsharded_param)], non_root);
+}
+
+TEST(Schedule, PlannedScheduleIsValidAndRoundTrips) {
+  Scenario s = parse_scenario(comparison_scenario(), "test.json", {"training.activation_checkpointing=\"full\"", "training.grad_accum=2"});
+  Plan plan = plan_step(s);
+  validate_schedule(plan.schedule, "test.json");
+  Schedule back = schedule_from_json(schedule_to_json(plan.schedule), "roundtrip.json");
+  EXPECT_EQ(schedule_to_json(back), schedule_to_json(plan.schedule));
+  // Recompute ops exist under checkpointing, one per block per micro-step.
+  int recomputes = 0;
+  for (const Op& op : plan.schedule.ops) recomputes += op.kind == OpKind::recompute;
+  EXPECT_EQ(recomputes, 16 * 2);
+  // Every allocation made in the step is freed by its end, except model state.
+  std::vector<int> balance(plan.schedule.allocations.size(), 0);
+  for (const Op& op : plan.schedule.ops) {
+    for (int a : op.allocs) ++balance[a];
+    for (int a : op.frees) --balance[a];
+  }
+  for (const Allocation& a : plan.schedule.allocations)
+    if (!a.persistent && !a.model_state) EXPECT_EQ(balance[a.id], 0) << a.label;
+}
+
+TEST(Schedule, CycleIsRefusedNamingTheOps) {
+  Scenario s = parse_scenario(comparison_scenario(), "test.json");
+  Plan plan = plan_step(s);
+  nlohmann::json j = schedule_to_json(plan.schedule);
+  // Two consecutive ops on one stream run in issue order; making the first wait for the
+  // second closes a cycle.
+  int first = -1, second = -1;
+  for (std::size_t i = 0; i + 1 < plan.schedule.ops.size() && first < 0; ++i)
+    for (std::size_t k = i + 1; k < plan.schedule.ops.size(); ++k)
+      if (plan.schedule.ops[k].stream == plan.schedule.ops[i].stream) {
+        first = static_cast<int>(i);
+        second = static_cast<int>(k);
+        break;
+      }
+  ASSERT_GE(first, 0);
+  j["ops"][first]["deps"] = {second};
+  try {
+    schedule_from_json(j, "cyclic.json");
+    FAIL() << "a cyclic schedule was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("cyclic.json"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("cycle"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace fsdpsim::planner
