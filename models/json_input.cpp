@@ -191,7 +191,7 @@ const nlohmann::json& JsonReader::array(const std::string& key) {
 
 void JsonReader::finish() const {
   for (auto it = value_.begin(); it != value_.end(); ++it) {
-    if (read_.count(it.key())) continue;
+    if (read_.count(it.key()) || it->is_null()) continue;  // null means absent
     // Keys starting with "_" or "//" are comments by convention.
     if (it.key().rfind("_", 0) == 0 || it.key().rfind("//", 0) == 0) continue;
     throw InputError(file_, path_of(it.key()), "unknown field (check the spelling; see docs/schema.md)");

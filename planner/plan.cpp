@@ -51,6 +51,12 @@ class StepBuilder {
     s_.model_flops_per_rank = 3.0 * sc_.model.forward_flops(b, seq) * t_.grad_accum;
     make_groups();
     make_forward_program();
+    // The schedule is op by op; bound its size so a typo cannot exhaust memory.
+    constexpr double kMaxEvents = 4e6;
+    if (static_cast<double>(forward_.size()) * s_.micro_steps > kMaxEvents)
+      throw InputError(sc_.file, "training.global_batch",
+                       std::to_string(s_.micro_steps) + " micro-steps of " + std::to_string(forward_.size()) +
+                           " forward events is too long a schedule to simulate op by op (limit 4M events)");
     unsharded_.assign(plan_.units.size(), -1);
     comm_buffer_.assign(plan_.units.size(), -1);
     reshard_copy_.assign(plan_.units.size(), -1);
@@ -362,7 +368,11 @@ class StepBuilder {
   }
 
   std::int64_t bytes_of(const models::Polynomial& p, double b, double seq) const {
-    return static_cast<std::int64_t>(p.at(b, seq) * act_scale_);
+    const double bytes = p.at(b, seq) * act_scale_;
+    if (!(bytes < 1e18))  // 1 EB: far past any GPU, and safe from int64 overflow when summed
+      throw InputError(sc_.file, "training.micro_batch",
+                       "activation sizes overflow: micro_batch x seq_len is far too large for this model");
+    return static_cast<std::int64_t>(bytes);
   }
 
   // ---- backward ------------------------------------------------------------------------------

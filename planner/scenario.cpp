@@ -89,11 +89,13 @@ Reference load_reference(const nlohmann::json& value, const std::string& scenari
   if (!value.is_string())
     throw InputError(scenario_file, key, "expected a file path or an inline object, got " + describe_json(value));
   std::string text = value.get<std::string>();
-  if (key == "model" && text.rfind("hf:", 0) == 0) {
-    std::string path = resolve_path(text.substr(3), directory_of(scenario_file));
-    return {models::import_hf_config(load_json_file(path), path), path};
-  }
-  std::string path = resolve_path(text, directory_of(scenario_file));
+  const bool hf = key == "model" && text.rfind("hf:", 0) == 0;
+  const std::string wanted = hf ? text.substr(3) : text;
+  std::string path = resolve_path(wanted, directory_of(scenario_file));
+  if (!fs::is_regular_file(path))
+    throw InputError(scenario_file, key, "no file \"" + wanted + "\" (looked beside the scenario, in the current "
+                                         "directory and under " + catalog_root() + ")");
+  if (hf) return {models::import_hf_config(load_json_file(path), path), path};
   return {load_json_file(path), path};
 }
 
