@@ -6,10 +6,12 @@
 // Every constant lives in a Calibration. Defaults per GPU type ship in
 // scenarios/hardware/calibration.json with their sources; a scenario's "calibration"
 // (a file `fsdpsim calibrate` wrote, or an inline object) overrides any of them.
+// docs/cost-model.md gives the equations and the sources.
 #pragma once
 
 #include <map>
 #include <string>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -26,11 +28,21 @@ struct Calibration {
   std::string name;  // where it came from: "defaults for H100-SXM-80GB" or the calibrate run
   // Compute: achieved fraction of the dtype's dense peak.
   double matmul_efficiency = 0;     // the model's GEMMs
-  double attention_efficiency = 0;  // fused (flash) attention, FLOPs counted without causal discount
-  double causal_attention_work = 0.5;  // fraction of that work a causal kernel actually does
+  double attention_efficiency = 0;  // fused (flash) attention, FLOPs counted as FlashAttention's
+                                    // benchmarks count them (causal work halved)
+  double causal_attention_work = 0.5;  // fraction of the no-discount FLOPs a causal kernel does
+  // FlashAttention's backward does 5 matmuls where the forward does 2 (2.5x, the FA
+  // benchmarks' convention); the schedule counts backward as 2x forward, so the attention
+  // part of a backward op costs this much more.
+  double attention_backward_work = 1.25;
   double hbm_efficiency = 0;        // memory-bound kernels: achieved fraction of HBM bandwidth
-  // CPU: time to issue one op's kernels (Python, autograd, FSDP hooks, launch).
+  // CPU: time to issue an op. An op costs op_issue_seconds (FSDP hook / communication
+  // call overhead, for non-compute ops) plus kernel_issue_seconds per kernel it launches;
+  // a module's forward launches kernels_per_parameter_tensor kernels per parameter tensor
+  // it owns (a Llama block: 9 tensors), its backward twice that.
   double op_issue_seconds = 0;
+  double kernel_issue_seconds = 0;
+  double kernels_per_parameter_tensor = 0;
   // Interference: compute runs this much slower while a collective is in flight (0.1 = 10%).
   double compute_slowdown_under_comm = 0;
   // Host <-> device copies (CPU offload) and the CPU optimizer step.
@@ -48,28 +60,42 @@ struct Calibration {
 Calibration default_calibration(const ClusterSpec& cluster);
 Calibration calibration_for(const Scenario& scenario);
 // Reads a calibration object over `base` (fields it does not name keep base's values).
+// Unknown fields, negative numbers and efficiencies outside (0, 1] are InputErrors naming
+// the JSON path. "nccl" is read by NcclParams::from_json over base.nccl.
 Calibration read_calibration(const nlohmann::json& json, const std::string& file, const Calibration& base);
 
 class CostModel {
  public:
   CostModel(const ClusterSpec& cluster, Calibration calibration, models::DType compute_dtype);
+  // Also counts each costed module's parameter tensors (the kernel-count estimate of
+  // issue_seconds); without a scenario a compute op is taken to own one tensor.
   explicit CostModel(const Scenario& scenario);
 
   // Seconds the op takes on its stream when nothing else runs.
   double duration_seconds(const Op& op, const Schedule& schedule) const;
   // For collectives: NCCL's choice and its cost.
   CollectiveEstimate collective(const Op& op, const Schedule& schedule) const;
-  // CPU seconds to issue the op.
+  // CPU seconds to issue the op (for ops on Stream::host, the CPU time before it runs).
   double issue_seconds(const Op& op) const;
+  // Kernels the op launches (the kernel-count estimate behind issue_seconds).
+  double kernels(const Op& op) const;
   double compute_slowdown_under_comm() const { return calibration_.compute_slowdown_under_comm; }
   const Calibration& calibration() const { return calibration_; }
   const ClusterSpec& cluster() const { return cluster_; }
   double peak_flops() const { return peak_flops_; }  // dense peak of the compute dtype
+  // Dense bf16 peak: the denominator of MFU and HFU.
+  double bf16_peak_flops() const;
 
  private:
   ClusterSpec cluster_;
   Calibration calibration_;
   double peak_flops_ = 0;
+  std::unordered_map<std::string, int> module_parameter_tensors_;  // costed module -> tensors
+  int model_parameter_tensors_ = 0;
 };
+
+// Which collective an op kind is (all_gather, reduce_scatter, all_reduce); throws
+// std::invalid_argument for other kinds.
+CollectiveKind collective_kind_of(OpKind kind);
 
 }  // namespace fsdpsim::planner

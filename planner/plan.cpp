@@ -87,6 +87,7 @@ class StepBuilder {
     op.unit = unit;
     op.module = module;
     op.micro_step = micro_;
+    op.phase = phase_;
     s_.ops.push_back(op);
     last_op_ = op.id;
     return op.id;
@@ -326,6 +327,7 @@ class StepBuilder {
 
   // ---- forward -------------------------------------------------------------------------------
   void forward() {
+    phase_ = Phase::forward;
     const double b = static_cast<double>(t_.micro_batch), seq = static_cast<double>(t_.seq_len);
     int input = -1;
     std::map<int, int> checkpoint_input;  // region -> allocation
@@ -377,6 +379,7 @@ class StepBuilder {
 
   // ---- backward ------------------------------------------------------------------------------
   void backward() {
+    phase_ = Phase::backward;
     const double b = static_cast<double>(t_.micro_batch), seq = static_cast<double>(t_.seq_len);
     std::map<int, bool> recomputed;
     for (auto it = forward_.rbegin(); it != forward_.rend(); ++it) {
@@ -556,6 +559,7 @@ class StepBuilder {
 
   // ---- optimizer -----------------------------------------------------------------------------
   void optimizer_step() {
+    phase_ = Phase::optimizer;
     if (f_.version == 2) free_now(previous_rs_input_);
     free_now(previous_ag_output_);
     std::int64_t elements = 0;
@@ -601,6 +605,7 @@ class StepBuilder {
   std::vector<Event> forward_;
   std::vector<int> forward_units_, backward_units_;
   int micro_ = 0;
+  Phase phase_ = Phase::forward;
   int last_op_ = -1;
   std::vector<int> unsharded_, comm_buffer_, reshard_copy_, inflight_, ready_, sharded_grad_, replicated_grad_;
   std::vector<std::vector<int>> grads_;  // per unit: unsharded grad allocations of this micro-step

@@ -14,6 +14,7 @@ constexpr std::array<const char*, 12> kOpKindNames = {
     "compute_bwd", "recompute", "optimizer", "h2d", "d2h", "wait"};
 constexpr std::array<const char*, kStreamCount> kStreamNames = {
     "compute", "all_gather", "reduce_scatter", "all_reduce", "copy", "host"};
+constexpr std::array<const char*, 3> kPhaseNames = {"forward", "backward", "optimizer"};
 constexpr std::array<const char*, kMemCategoryCount> kCategoryNames = {
     "sharded_param", "unsharded_param", "sharded_grad", "unsharded_grad", "optimizer_state",
     "activation", "all_gather_buffer", "reduce_scatter_buffer", "temporary", "input"};
@@ -47,6 +48,7 @@ std::vector<int> int_list(JsonReader& r, const std::string& key) {
 std::string to_string(OpKind k) { return kOpKindNames[static_cast<int>(k)]; }
 std::string to_string(Stream s) { return kStreamNames[static_cast<int>(s)]; }
 std::string to_string(MemCategory c) { return kCategoryNames[static_cast<int>(c)]; }
+std::string to_string(Phase p) { return kPhaseNames[static_cast<int>(p)]; }
 
 bool is_collective(OpKind k) {
   return k == OpKind::all_gather || k == OpKind::reduce_scatter || k == OpKind::all_reduce;
@@ -73,7 +75,7 @@ nlohmann::json schedule_to_json(const Schedule& s) {
   for (const Op& op : s.ops) {
     nlohmann::json o = {{"id", op.id}, {"kind", to_string(op.kind)}, {"stream", to_string(op.stream)},
                         {"name", op.name}, {"unit", op.unit}, {"module", op.module},
-                        {"micro_step", op.micro_step}};
+                        {"micro_step", op.micro_step}, {"phase", to_string(op.phase)}};
     if (op.flops) o["flops"] = op.flops;
     if (op.attention_flops) o["attention_flops"] = op.attention_flops;
     if (op.hbm_bytes) o["hbm_bytes"] = op.hbm_bytes;
@@ -134,6 +136,7 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
     op.unit = static_cast<int>(o.integer_or("unit", -1));
     op.module = o.string_or("module", "");
     op.micro_step = static_cast<int>(o.integer_or("micro_step", 0));
+    op.phase = o.has("phase") ? parse_enum<Phase>(o, "phase", kPhaseNames) : Phase::forward;
     op.flops = o.number_or("flops", 0);
     op.attention_flops = o.number_or("attention_flops", 0);
     op.hbm_bytes = o.number_or("hbm_bytes", 0);

@@ -19,6 +19,7 @@ enum class OpKind {
   all_gather, reduce_scatter, all_reduce, copy_in, copy_out, compute_fwd, compute_bwd,
   recompute, optimizer, h2d, d2h, wait
 };
+enum class Phase { forward, backward, optimizer };
 enum class Stream { compute, all_gather, reduce_scatter, all_reduce, copy, host };
 enum class MemCategory {
   sharded_param, unsharded_param, sharded_grad, unsharded_grad, optimizer_state, activation,
@@ -30,6 +31,7 @@ constexpr int kMemCategoryCount = 10;
 std::string to_string(OpKind k);
 std::string to_string(Stream s);
 std::string to_string(MemCategory c);
+std::string to_string(Phase p);
 bool is_collective(OpKind k);
 
 // A process group: `ranks` GPUs over `nodes` nodes.
@@ -57,6 +59,7 @@ struct Op {
   int unit = -1;       // FSDP unit, -1 if none
   std::string module;  // module full name it belongs to
   int micro_step = 0;
+  Phase phase = Phase::forward;  // the pass that issues it
   // Cost inputs (the cost model turns them into seconds).
   double flops = 0;            // matrix + attention FLOPs
   double attention_flops = 0;  // the attention part of `flops`

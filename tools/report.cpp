@@ -31,17 +31,7 @@ std::string checkpointing_text(const planner::TrainingSpec& t) {
   return "";
 }
 
-std::string phase_of(const planner::Op& op) {
-  switch (op.kind) {
-    case planner::OpKind::compute_bwd:
-    case planner::OpKind::recompute:
-    case planner::OpKind::reduce_scatter:
-    case planner::OpKind::all_reduce: return "backward";
-    case planner::OpKind::optimizer: return "optimizer step";
-    default: break;
-  }
-  return op.name.rfind("fwd", 0) == 0 ? "forward" : "forward/backward";
-}
+std::string phase_of(const planner::Op& op) { return planner::to_string(op.phase); }
 
 }  // namespace
 
@@ -81,6 +71,19 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc) {
   const double margin = e.gpu_memory_bytes - e.device_peak_bytes();
   if (margin >= 0) out << "fits: " << gib(margin) << " to spare\n";
   else out << "WARNING: does not fit: the peak exceeds GPU memory by " << gib(-margin) << "\n";
+
+  out << "\nTimeline (allocated, rank 0)\n";
+  Table tl({"phase", "highest", "at op"});
+  struct Phase { std::string name; std::int64_t bytes = -1; int op = -1; };
+  std::vector<Phase> phases = {{"start of step (persistent state)"}, {"forward"}, {"backward"}, {"optimizer step"}};
+  phases[0].bytes = m.allocated_at_start;
+  for (const auto& op : ops) {
+    const int p = 1 + static_cast<int>(op.phase);
+    if (m.allocated_at_op[op.id] > phases[p].bytes) phases[p] = {phases[p].name, m.allocated_at_op[op.id], op.id};
+  }
+  for (const Phase& p : phases)
+    if (p.bytes >= 0) tl.add({p.name, gib(static_cast<double>(p.bytes)), p.op < 0 ? "" : ops[p.op].name});
+  out << tl.str();
 
   out << "\nBreakdown at the peak\n";
   Table b({"category", "size", "share"});

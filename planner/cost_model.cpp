@@ -1,0 +1,251 @@
+#include "planner/cost_model.h"
+
+#include <cmath>
+#include <filesystem>
+#include <mutex>
+#include <stdexcept>
+
+#include "planner/scenario.h"
+
+namespace fsdpsim::planner {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The catalog file is read once per process (sweeps estimate thousands of points).
+const nlohmann::json& calibration_catalog(std::string& file) {
+  static std::mutex mutex;
+  static std::map<std::string, nlohmann::json> cache;
+  file = (fs::path(catalog_root()) / "scenarios/hardware/calibration.json").string();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(file);
+  if (it == cache.end()) it = cache.emplace(file, load_json_file(file)).first;
+  return it->second;
+}
+
+double read_fraction(JsonReader& r, const std::string& key, double fallback) {
+  if (!r.has(key)) {
+    r.ignore(key);
+    return fallback;
+  }
+  const double v = r.number(key);
+  if (!(v > 0 && v <= 1)) r.fail(key, "expected a fraction in (0, 1], got " + describe_json(r.raw(key)));
+  return v;
+}
+
+double read_positive(JsonReader& r, const std::string& key, double fallback) {
+  if (!r.has(key)) {
+    r.ignore(key);
+    return fallback;
+  }
+  const double v = r.number(key);
+  if (!(v > 0)) r.fail(key, "expected a positive number, got " + describe_json(r.raw(key)));
+  return v;
+}
+
+double read_nonnegative(JsonReader& r, const std::string& key, double fallback) {
+  if (!r.has(key)) {
+    r.ignore(key);
+    return fallback;
+  }
+  const double v = r.number(key);
+  if (!(v >= 0)) r.fail(key, "expected a non-negative number, got " + describe_json(r.raw(key)));
+  return v;
+}
+
+Calibration read_calibration_at(const nlohmann::json& json, const std::string& file, const std::string& path,
+                                const Calibration& base) {
+  if (!json.is_object()) throw InputError(file, path, "expected a calibration object, got " + describe_json(json));
+  JsonReader r(json, file, path);
+  Calibration c = base;
+  c.name = r.string_or("name", base.name);
+  r.ignore("_comment");
+  r.ignore("gpu");  // calibrate writes the GPU it measured; informative only
+  c.matmul_efficiency = read_fraction(r, "matmul_efficiency", c.matmul_efficiency);
+  c.attention_efficiency = read_fraction(r, "attention_efficiency", c.attention_efficiency);
+  c.causal_attention_work = read_fraction(r, "causal_attention_work", c.causal_attention_work);
+  c.attention_backward_work = read_positive(r, "attention_backward_work", c.attention_backward_work);
+  c.hbm_efficiency = read_fraction(r, "hbm_efficiency", c.hbm_efficiency);
+  c.op_issue_seconds = read_nonnegative(r, "op_issue_seconds", c.op_issue_seconds);
+  c.kernel_issue_seconds = read_nonnegative(r, "kernel_issue_seconds", c.kernel_issue_seconds);
+  c.kernels_per_parameter_tensor = read_nonnegative(r, "kernels_per_parameter_tensor", c.kernels_per_parameter_tensor);
+  c.compute_slowdown_under_comm = read_nonnegative(r, "compute_slowdown_under_comm", c.compute_slowdown_under_comm);
+  c.pcie_gbps = read_positive(r, "pcie_gbps", c.pcie_gbps);
+  c.host_optimizer_bytes_per_second =
+      read_positive(r, "host_optimizer_bytes_per_second", c.host_optimizer_bytes_per_second);
+  c.device_overhead_bytes = read_nonnegative(r, "device_overhead_bytes", c.device_overhead_bytes);
+  if (r.has("nccl")) {
+    JsonReader n = r.object("nccl");
+    c.nccl = NcclParams::from_json(n, base.nccl);
+  } else {
+    r.ignore("nccl");
+  }
+  if (r.has("sources")) {
+    JsonReader s = r.object("sources");
+    for (const auto& [key, value] : r.raw("sources").items()) c.sources[key] = s.string(key);
+    s.finish();
+  } else {
+    r.ignore("sources");
+  }
+  r.finish();
+  return c;
+}
+
+int count_tensors(const models::Module& m) {
+  int n = 0;
+  models::for_each_module(m, [&](const models::Module& x) { n += static_cast<int>(x.params.size()); });
+  return n;
+}
+
+}  // namespace
+
+nlohmann::json Calibration::to_json() const {
+  return {{"name", name},
+          {"matmul_efficiency", matmul_efficiency},
+          {"attention_efficiency", attention_efficiency},
+          {"causal_attention_work", causal_attention_work},
+          {"attention_backward_work", attention_backward_work},
+          {"hbm_efficiency", hbm_efficiency},
+          {"op_issue_seconds", op_issue_seconds},
+          {"kernel_issue_seconds", kernel_issue_seconds},
+          {"kernels_per_parameter_tensor", kernels_per_parameter_tensor},
+          {"compute_slowdown_under_comm", compute_slowdown_under_comm},
+          {"pcie_gbps", pcie_gbps},
+          {"host_optimizer_bytes_per_second", host_optimizer_bytes_per_second},
+          {"device_overhead_bytes", device_overhead_bytes},
+          {"nccl", nccl.to_json()},
+          {"sources", sources}};
+}
+
+Calibration read_calibration(const nlohmann::json& json, const std::string& file, const Calibration& base) {
+  return read_calibration_at(json, file, "", base);
+}
+
+Calibration default_calibration(const ClusterSpec& cluster) {
+  std::string file;
+  const nlohmann::json& catalog = calibration_catalog(file);
+  Calibration base;
+  base.nccl = NcclParams::defaults_for(cluster);
+  if (!catalog.contains("defaults")) throw InputError(file, "defaults", "is required: the calibration for any GPU");
+  Calibration c = read_calibration_at(catalog["defaults"], file, "defaults", base);
+  const std::string& gpu = cluster.gpu.name;
+  if (!gpu.empty() && catalog.contains(gpu)) {
+    c = read_calibration_at(catalog[gpu], file, gpu, c);
+    if (c.name.empty() || c.name == base.name) c.name = "defaults for " + gpu;
+  } else {
+    c.name = "generic defaults (no calibration entry for GPU \"" + gpu + "\")";
+  }
+  return c;
+}
+
+Calibration calibration_for(const Scenario& scenario) {
+  Calibration c = default_calibration(scenario.cluster);
+  if (!scenario.calibration.is_null()) {
+    const std::string defaults_name = c.name;
+    const bool own_file = !scenario.calibration_file.empty() && scenario.calibration_file != scenario.file;
+    c = read_calibration_at(scenario.calibration, own_file ? scenario.calibration_file : scenario.file,
+                            own_file ? "" : "calibration", c);
+    if (c.name == defaults_name)
+      c.name = defaults_name + " + " + (own_file ? scenario.calibration_file : "the scenario's calibration");
+  }
+  return c;
+}
+
+CollectiveKind collective_kind_of(OpKind kind) {
+  switch (kind) {
+    case OpKind::all_gather: return CollectiveKind::all_gather;
+    case OpKind::reduce_scatter: return CollectiveKind::reduce_scatter;
+    case OpKind::all_reduce: return CollectiveKind::all_reduce;
+    default: throw std::invalid_argument("op kind " + to_string(kind) + " is not a collective");
+  }
+}
+
+CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models::DType compute_dtype)
+    : cluster_(cluster), calibration_(std::move(calibration)) {
+  auto it = cluster_.gpu.peak_flops.find(models::dtype_name(compute_dtype));
+  if (it == cluster_.gpu.peak_flops.end()) it = cluster_.gpu.peak_flops.find("bf16");
+  peak_flops_ = it == cluster_.gpu.peak_flops.end() ? 0 : it->second;
+}
+
+CostModel::CostModel(const Scenario& scenario)
+    : CostModel(scenario.cluster, calibration_for(scenario), scenario.training.param_dtype) {
+  models::for_each_module(scenario.model.root, [&](const models::Module& m) {
+    if (m.costs) module_parameter_tensors_[m.full_name] = count_tensors(m);
+  });
+  model_parameter_tensors_ = static_cast<int>(scenario.model.parameters().size());
+}
+
+double CostModel::bf16_peak_flops() const {
+  auto it = cluster_.gpu.peak_flops.find("bf16");
+  return it == cluster_.gpu.peak_flops.end() ? peak_flops_ : it->second;
+}
+
+CollectiveEstimate CostModel::collective(const Op& op, const Schedule& schedule) const {
+  if (op.group < 0 || op.group >= static_cast<int>(schedule.groups.size()))
+    throw std::invalid_argument("collective op " + std::to_string(op.id) + " (" + op.name +
+                                ") names no process group of the schedule");
+  const ProcessGroup& g = schedule.groups[op.group];
+  return estimate_collective(collective_kind_of(op.kind), op.comm_bytes, {g.ranks, g.nodes}, cluster_,
+                             calibration_.nccl);
+}
+
+double CostModel::duration_seconds(const Op& op, const Schedule& schedule) const {
+  switch (op.kind) {
+    case OpKind::all_gather:
+    case OpKind::reduce_scatter:
+    case OpKind::all_reduce:
+      return collective(op, schedule).seconds;
+    case OpKind::h2d:
+    case OpKind::d2h:
+      return op.comm_bytes / (calibration_.pcie_gbps * 1e9);
+    case OpKind::wait:
+      return 0;
+    case OpKind::optimizer:
+      if (op.stream == Stream::host) return op.hbm_bytes / calibration_.host_optimizer_bytes_per_second;
+      break;
+    default:
+      break;
+  }
+  const double c = calibration_.causal_attention_work *
+                   (op.kind == OpKind::compute_bwd ? calibration_.attention_backward_work : 1.0);
+  const double matmul = std::max(0.0, op.flops - op.attention_flops) / (peak_flops_ * calibration_.matmul_efficiency);
+  const double attention = op.attention_flops * c / (peak_flops_ * calibration_.attention_efficiency);
+  const double memory =
+      op.hbm_bytes / (cluster_.gpu.hbm_bandwidth_bytes_per_second * calibration_.hbm_efficiency);
+  return (op.flops > 0 ? matmul + attention : 0.0) + (op.hbm_bytes > 0 ? memory : 0.0);
+}
+
+double CostModel::kernels(const Op& op) const {
+  switch (op.kind) {
+    case OpKind::compute_fwd:
+    case OpKind::recompute:
+    case OpKind::compute_bwd: {
+      int tensors = 1;
+      auto it = module_parameter_tensors_.find(op.module);
+      if (it != module_parameter_tensors_.end()) tensors = std::max(1, it->second);
+      const double k = std::max(1.0, tensors * calibration_.kernels_per_parameter_tensor);
+      return op.kind == OpKind::compute_bwd ? 2 * k : k;
+    }
+    case OpKind::optimizer: {
+      if (op.stream == Stream::host) return 0;
+      // torch.optim's foreach AdamW: about 10 _foreach_ ops per step, each launching one
+      // multi-tensor kernel per chunk of tensors (multi_tensor_apply packs up to 64 tensors
+      // of a depth-2 list, MultiTensorApply.cuh depth_to_max_tensors).
+      const int tensors = std::max(1, model_parameter_tensors_);
+      return 10.0 * std::ceil(tensors / 64.0);
+    }
+    case OpKind::wait:
+      return 0;
+    default:
+      return 1;
+  }
+}
+
+double CostModel::issue_seconds(const Op& op) const {
+  const bool module_compute =
+      op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute;
+  return (module_compute ? 0.0 : calibration_.op_issue_seconds) + kernels(op) * calibration_.kernel_issue_seconds;
+}
+
+}  // namespace fsdpsim::planner
