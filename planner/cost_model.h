@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/json_input.h"
+#include "models/model.h"
 #include "planner/collectives.h"
 #include "planner/hardware.h"
 #include "planner/schedule.h"

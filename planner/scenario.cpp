@@ -115,9 +115,18 @@ WrapSpec parse_wrap(JsonReader r) {
     w.policy = WrapPolicy::modules;
     const auto& list = r.array("modules");
     for (std::size_t i = 0; i < list.size(); ++i) {
-      if (!list[i].is_string())
-        throw InputError(r.file(), join_json_path(r.path_of("modules"), i), "expected a module name string");
-      w.modules.push_back(list[i].get<std::string>());
+      const std::string path = join_json_path(r.path_of("modules"), i);
+      std::vector<std::string> group;
+      if (list[i].is_string()) group.push_back(list[i].get<std::string>());
+      else if (list[i].is_array() && !list[i].empty())
+        for (std::size_t k = 0; k < list[i].size(); ++k) {
+          if (!list[i][k].is_string())
+            throw InputError(r.file(), join_json_path(path, k), "expected a module name string");
+          group.push_back(list[i][k].get<std::string>());
+        }
+      else
+        throw InputError(r.file(), path, "expected a module name or a non-empty list of sibling module names");
+      w.modules.push_back(group);
     }
   }
   if (policy == "root") w.policy = WrapPolicy::root;

@@ -35,7 +35,9 @@ struct WrapSpec {
   WrapPolicy policy = WrapPolicy::block;
   int every = 1;                          // every_k_blocks: blocks per unit
   std::int64_t min_num_params = 100000000;  // size: FSDP1 size_based_auto_wrap_policy threshold
-  std::vector<std::string> modules;       // modules: full names of wrapped modules
+  // modules: full names of wrapped modules; an entry of several names is one unit
+  // (FSDP2's fully_shard([m1, m2]): siblings, gathered together).
+  std::vector<std::vector<std::string>> modules;
   std::vector<std::string> block_types;   // block / every_k_blocks: override the block type
 };
 

@@ -75,12 +75,18 @@ std::vector<std::vector<const Module*>> wrapped_groups(const Model& model, const
     }
     case WrapPolicy::modules: {
       for (std::size_t i = 0; i < wrap.modules.size(); ++i) {
-        const Module* m = model.find_module(wrap.modules[i]);
-        if (!m || m == &model.root)
-          throw InputError(file, join_json_path("fsdp.wrap.modules", i),
-                           "no module named \"" + wrap.modules[i] + "\" in model " + model.name +
-                               " (names are dotted paths such as model.layers.0)");
-        groups.push_back({m});
+        std::vector<const Module*> group;
+        for (std::size_t k = 0; k < wrap.modules[i].size(); ++k) {
+          const std::string& name = wrap.modules[i][k];
+          std::string path = join_json_path("fsdp.wrap.modules", i);
+          if (wrap.modules[i].size() > 1) path = join_json_path(path, k);
+          const Module* m = model.find_module(name);
+          if (!m || m == &model.root)
+            throw InputError(file, path, "no module named \"" + name + "\" in model " + model.name +
+                                             " (names are dotted paths such as model.layers.0)");
+          group.push_back(m);
+        }
+        groups.push_back(group);
       }
       break;
     }
@@ -104,6 +110,14 @@ std::vector<Unit> build_units(const Model& model, const WrapSpec& wrap, const st
   };
   number(model.root, nullptr);
 
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    auto& group = groups[g];
+    std::sort(group.begin(), group.end(), [&](const Module* a, const Module* b) { return position[a] < position[b]; });
+    for (const Module* m : group)
+      if (parent_of[m] != parent_of[group.front()])
+        throw InputError(file, "fsdp.wrap", "modules wrapped as one unit must be siblings: \"" + m->full_name +
+                                                "\" and \"" + group.front()->full_name + "\" are not");
+  }
   std::sort(groups.begin(), groups.end(), [&](const auto& a, const auto& b) {
     return position[a.front()] < position[b.front()];
   });

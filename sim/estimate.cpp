@@ -7,9 +7,13 @@ namespace fsdpsim::sim {
 Estimate estimate_step(const planner::Scenario& scenario) {
   Estimate e;
   e.plan = planner::plan_step(scenario);
+  const planner::CostModel cost(scenario);
+  e.calibration = cost.calibration();
   e.gpu_memory_bytes = scenario.cluster.gpu.memory_bytes;
-  e.device_overhead_bytes = planner::kDefaultDeviceOverheadBytes;
+  e.device_overhead_bytes = e.calibration.device_overhead_bytes;
   e.memory = planner::replay_memory(e.plan.schedule, e.gpu_memory_bytes - e.device_overhead_bytes);
+  e.timing = time_step(e.plan.schedule, cost);
+  e.timed_memory = timed_memory(e.plan.schedule, e.timing);
   return e;
 }
 

@@ -5,9 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "planner/cost_model.h"
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
+#include "sim/analytic.h"
 
 namespace fsdpsim::sim {
 
@@ -16,11 +18,17 @@ struct Estimate {
   planner::MemoryReport memory;
   double device_overhead_bytes = 0;  // CUDA context + NCCL, outside the caching allocator
   double gpu_memory_bytes = 0;
+  // Time: the calibration used, the analytic engine's timing and memory on its clock.
+  planner::Calibration calibration;
+  StepTiming timing;
+  TimedMemory timed_memory;
   // Reserved memory plus the device overhead must fit in the GPU.
   double device_peak_bytes() const { return static_cast<double>(memory.peak_reserved_bytes) + device_overhead_bytes; }
   bool fits() const { return device_peak_bytes() <= gpu_memory_bytes; }
 };
 
+// Plans, replays memory (capacity: GPU memory minus the calibration's device overhead) and
+// times the step with the analytic engine (sim/analytic.h) and the scenario's cost model.
 Estimate estimate_step(const planner::Scenario& scenario);
 
 struct MicroBatchSearch {

@@ -236,3 +236,29 @@ TEST(Schedule, CycleIsRefusedNamingTheOps) {
 
 }  // namespace
 }  // namespace fsdpsim::planner
+
+namespace fsdpsim::planner {
+namespace {
+
+TEST(WrapPolicy, ExplicitGroupsOfSiblingsFormOneUnitEach) {
+  nlohmann::json s = comparison_scenario();
+  s["fsdp"]["wrap"] = {{"policy", "modules"}, {"modules", {{"blocks.0", "blocks.1"}, "blocks.2"}}};
+  Scenario sc = parse_scenario(s, "test.json");
+  std::vector<Unit> units = build_units(sc.model, sc.fsdp.wrap, sc.file);
+  ASSERT_EQ(units.size(), 3u);  // root, {0,1}, {2}
+  EXPECT_EQ(units[1].modules.size(), 2u);
+  EXPECT_EQ(units[1].numel(), 2 * 1024 * 2048);
+  // The root owns everything else: 13 blocks and the embedding.
+  EXPECT_EQ(units[0].numel(), 13LL * 1024 * 2048 + 4096 * 256);
+  s["fsdp"]["wrap"]["modules"] = nlohmann::json::array({nlohmann::json::array({"blocks.0", "embed"})});
+  try {
+    Scenario bad = parse_scenario(s, "test.json");
+    build_units(bad.model, bad.fsdp.wrap, bad.file);
+    FAIL() << "non-siblings accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("siblings"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fsdpsim::planner

@@ -1,0 +1,372 @@
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "models/json_input.h"
+
+namespace fsdpsim::runtime {
+
+using planner::Op;
+using planner::Schedule;
+
+namespace detail {
+
+namespace {
+
+std::string bytes_text(double bytes) {
+  char buf[64];
+  if (bytes >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  else if (bytes >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024));
+  else std::snprintf(buf, sizeof buf, "%.0f B", bytes);
+  return buf;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  if (ranks.empty()) return "";
+  bool consecutive = true;
+  for (std::size_t i = 1; i < ranks.size(); ++i) consecutive = consecutive && ranks[i] == ranks[i - 1] + 1;
+  if (consecutive && ranks.size() > 2) return std::to_string(ranks.front()) + "-" + std::to_string(ranks.back());
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(ranks[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- Barrier ---------------------------------------------------------------------------------
+
+Barrier::Result Barrier::wait(int member, Clock::time_point deadline, const std::atomic<bool>& abort) {
+  std::unique_lock<std::mutex> lock(m_);
+  const std::uint64_t generation = generation_;
+  here_[member] = 1;
+  if (++waiting_ == count_) {
+    waiting_ = 0;
+    std::fill(here_.begin(), here_.end(), 0);
+    ++generation_;
+    cv_.notify_all();
+    return Result::ok;
+  }
+  while (generation_ == generation) {
+    if (abort.load()) return Result::aborted;
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && generation_ == generation)
+      return abort.load() ? Result::aborted : Result::timeout;
+  }
+  return Result::ok;
+}
+
+std::vector<int> Barrier::absent() const {
+  std::lock_guard<std::mutex> lock(m_);
+  std::vector<int> out;
+  for (int i = 0; i < count_; ++i)
+    if (!here_[i]) out.push_back(i);
+  return out;
+}
+
+void Barrier::wake() {
+  std::lock_guard<std::mutex> lock(m_);
+  cv_.notify_all();
+}
+
+// ---- RunControl ----------------------------------------------------------------------------------
+
+RunControl::RunControl(const Schedule& s, const RunOptions& o, std::vector<int> p)
+    : schedule(s),
+      options(o),
+      played(std::move(p)),
+      devices(played.size(), nullptr),
+      issued_(new std::atomic<std::int64_t>[played.size()]),
+      step_(new std::atomic<int>[played.size()]),
+      step_barrier_(static_cast<int>(played.size())) {
+  for (std::size_t i = 0; i < played.size(); ++i) {
+    issued_[i] = 0;
+    step_[i] = 0;
+  }
+  add_waker([this] { step_barrier_.wake(); });
+}
+
+Clock::time_point RunControl::deadline() const {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.timeout_seconds));
+}
+
+void RunControl::fail(const RuntimeError& e) {
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    if (!error_) error_ = e;
+  }
+  abort();
+}
+
+void RunControl::abort() {
+  if (aborted_.exchange(true)) return;
+  std::vector<std::function<void()>> wakers;
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    wakers = wakers_;
+  }
+  for (auto& w : wakers) w();
+  std::lock_guard<std::mutex> lock(abort_m_);
+  abort_cv_.notify_all();
+}
+
+bool RunControl::wait_for_abort(Clock::time_point until) {
+  std::unique_lock<std::mutex> lock(abort_m_);
+  return abort_cv_.wait_until(lock, until, [&] { return aborted(); });
+}
+
+void RunControl::add_waker(std::function<void()> wake) {
+  std::lock_guard<std::mutex> lock(m_);
+  wakers_.push_back(std::move(wake));
+}
+
+std::optional<RuntimeError> RunControl::error() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return error_;
+}
+
+std::string RunControl::op_text(int op) const {
+  if (op < 0 || op >= static_cast<int>(schedule.ops.size())) return "op " + std::to_string(op);
+  return "op " + std::to_string(op) + " \"" + schedule.ops[op].name + "\"";
+}
+
+void RunControl::issued(int position, int step, int op) {
+  issued_[position] = static_cast<std::int64_t>(step) * static_cast<std::int64_t>(schedule.ops.size()) + op + 1;
+}
+
+void RunControl::begin_step(int position, int step) { step_[position] = step; }
+
+Barrier::Result RunControl::step_barrier(int position) { return step_barrier_.wait(position, deadline(), aborted_); }
+
+void RunControl::timeout(int position, int waited_op, const std::string& what) {
+  if (aborted()) throw Aborted{};
+  const int rank = played[position];
+  const std::int64_t n = static_cast<std::int64_t>(schedule.ops.size());
+  const int step = step_[position];
+  const int last_issued = static_cast<int>(std::min<std::int64_t>(issued_[position] - step * n - 1, n - 1));
+  char waited[64];
+  std::snprintf(waited, sizeof waited, "%g s", options.timeout_seconds);
+  RankDevice* device = devices[position];
+  auto unfinished = [&](bool collectives_only) {
+    for (int op = 0; op <= last_issued; ++op) {
+      if (collectives_only && !planner::is_collective(schedule.ops[op].kind)) continue;
+      if (device && !device->done(op)) return op;
+    }
+    return -1;
+  };
+  const int stuck = options.virtual_world ? -1 : unfinished(true);
+  std::string message;
+  int blame_rank = rank, blame_op = waited_op;
+  if (stuck >= 0) {
+    const Op& op = schedule.ops[stuck];
+    std::vector<int> members;
+    for (const auto& instance : group_instances(schedule, op.group))
+      if (std::find(instance.begin(), instance.end(), rank) != instance.end()) members = instance;
+    std::vector<int> missing;
+    for (int q : members) {
+      auto it = std::find(played.begin(), played.end(), q);
+      if (it == played.end()) continue;
+      if (issued_[it - played.begin()] <= step * n + stuck) missing.push_back(q);
+    }
+    const std::string where = planner::to_string(op.kind) + " over group \"" + schedule.groups[op.group].name +
+                              "\" (ranks " + rank_list(members) + ")";
+    blame_op = stuck;
+    if (!missing.empty()) {
+      blame_rank = missing.front();
+      auto it = std::find(played.begin(), played.end(), missing.front());
+      const std::int64_t last = issued_[it - played.begin()] - step * n - 1;
+      message = "timeout: rank " + rank_list(missing) + " never joined " + op_text(stuck) + " (" + where + "); rank " + std::to_string(rank) + " waited " + waited + " for " +
+                what + " (rank " + std::to_string(missing.front()) + " last issued " +
+                (last >= 0 ? op_text(static_cast<int>(last)) : std::string("nothing")) + " in step " +
+                std::to_string(step) + ")";
+    } else {
+      message = "timeout: " + op_text(stuck) + " (" + where + ") did not complete on rank " + std::to_string(rank) +
+                " within " + waited + " although every rank of its group issued it (rank " + std::to_string(rank) +
+                " was waiting for " + what + ")";
+    }
+  } else {
+    const int first = unfinished(false);
+    message = "timeout: rank " + std::to_string(rank) + " waited " + waited + " for " + what;
+    if (first >= 0 && first != waited_op) message += "; its earliest unfinished op is " + op_text(first);
+  }
+  fail(RuntimeError(FaultKind::timeout, blame_rank, blame_op, message));
+  throw Aborted{};
+}
+
+// ---- the rank's CPU thread -------------------------------------------------------------------------
+
+namespace {
+
+void rank_main(RunControl& c, RankDevice& device, int position, RankResult& result) {
+  const Schedule& s = c.schedule;
+  const RunOptions& o = c.options;
+  const int rank = c.played[position];
+  const int n_ops = static_cast<int>(s.ops.size());
+  const int n_allocs = static_cast<int>(s.allocations.size());
+  result.rank = rank;
+  try {
+    device.thread_init();
+    CachingAllocator allocator(device.segments());
+    std::vector<int> handle(n_allocs, -1);
+    std::vector<void*> pointer(n_allocs, nullptr);
+    auto make = [&](int a, int op) {
+      const auto& al = s.allocations[a];
+      try {
+        handle[a] = allocator.allocate(al.bytes, static_cast<int>(al.stream));
+      } catch (const OutOfMemory& e) {
+        std::string text = "out of memory: rank " + std::to_string(rank) + ", " +
+                           (op >= 0 ? c.op_text(op) : std::string("before the step")) + " allocates " +
+                           bytes_text(static_cast<double>(al.bytes)) + " (allocation " + std::to_string(a) + " \"" +
+                           al.label + "\", " + planner::to_string(al.category) + " on stream " +
+                           planner::to_string(al.stream) + "): a new " + bytes_text(static_cast<double>(e.segment_bytes)) +
+                           " segment did not fit; allocated " + bytes_text(static_cast<double>(e.allocated_bytes)) +
+                           ", reserved " + bytes_text(static_cast<double>(e.reserved_bytes));
+        if (o.backend == "host" && o.capacity_bytes > 0) text += " of a capacity of " + bytes_text(o.capacity_bytes);
+        throw RuntimeError(FaultKind::out_of_memory, rank, op, text);
+      }
+      pointer[a] = allocator.pointer(handle[a]);
+    };
+    auto release = [&](int a) {
+      allocator.free(handle[a]);
+      handle[a] = -1;
+      pointer[a] = nullptr;
+    };
+    for (const auto& al : s.allocations)
+      if (al.persistent) make(al.id, -1);
+    result.allocated_at_start_bytes = allocator.allocated_bytes();
+    const int warmup = std::max(0, o.warmup_steps);
+    for (int step = 0; step < warmup + o.steps; ++step) {
+      const bool measured = step >= warmup;
+      c.begin_step(position, step);
+      switch (c.step_barrier(position)) {
+        case Barrier::Result::ok: break;
+        case Barrier::Result::aborted: throw Aborted{};
+        case Barrier::Result::timeout: c.timeout(position, -1, "the other ranks to start step " + std::to_string(step));
+      }
+      device.begin_step(step);
+      if (measured) {
+        allocator.reset_peak_allocated();
+        if (step == warmup) {
+          result.peak_allocated_bytes = allocator.allocated_bytes();
+          result.peak_op = -1;
+        }
+        result.allocated_at_op.assign(n_ops, 0);
+        result.memory.clear();
+      }
+      for (const Op& op : s.ops) {
+        if (rank == o.hooks.stall_rank && op.id == o.hooks.stall_op) {
+          // Test hook: this rank's CPU never issues the op (as if stuck outside the step).
+          c.wait_for_abort(c.deadline() + std::chrono::duration_cast<Clock::duration>(
+                                                std::chrono::duration<double>(o.timeout_seconds)));
+          if (c.aborted()) throw Aborted{};
+          throw RuntimeError(FaultKind::timeout, rank, op.id,
+                             "timeout: rank " + std::to_string(rank) + " was stalled by a test hook before " + c.op_text(op.id));
+        }
+        for (int w : op.cpu_waits) device.wait_done(w);
+        for (int a : op.allocs) make(a, op.id);
+        if (measured) {
+          result.allocated_at_op[op.id] = allocator.allocated_bytes();
+          if (allocator.allocated_bytes() > result.peak_allocated_bytes) {
+            result.peak_allocated_bytes = allocator.allocated_bytes();
+            result.peak_op = op.id;
+          }
+          result.memory.push_back({device.now_seconds(), op.id, allocator.allocated_bytes(), allocator.reserved_bytes()});
+        }
+        device.issue(op, pointer);
+        c.issued(position, step, op.id);
+        for (int a : op.frees) release(a);
+      }
+      std::vector<OpTiming> timings = device.end_step();
+      if (measured) {
+        double end = 0;
+        for (const OpTiming& t : timings) end = std::max(end, t.end_seconds);
+        result.steps.push_back(std::move(timings));
+        result.step_seconds.push_back(end);
+        // The allocator's own high-water mark is the measurement; the scan above names the op.
+        result.peak_allocated_bytes = std::max(result.peak_allocated_bytes, allocator.peak_allocated_bytes());
+      }
+      // Back to the state before the step: what the step left allocated goes, persistent
+      // state it freed comes back.
+      for (int a = 0; a < n_allocs; ++a)
+        if (handle[a] >= 0 && !s.allocations[a].persistent) release(a);
+      for (const auto& al : s.allocations)
+        if (al.persistent && handle[al.id] < 0) make(al.id, -1);
+    }
+    result.peak_reserved_bytes = allocator.peak_reserved_bytes();
+    result.allocator_retries = allocator.retries();
+    device.finish(result);
+  } catch (const Aborted&) {
+  } catch (const RuntimeError& e) {
+    c.fail(e);
+  } catch (const std::exception& e) {
+    c.fail(RuntimeError(FaultKind::internal, rank, -1, "rank " + std::to_string(rank) + ": " + e.what()));
+  }
+}
+
+}  // namespace
+
+RunResult execute(RunControl& c, std::vector<std::unique_ptr<RankDevice>>& devices, const std::string& backend,
+                  const std::string& device_text) {
+  for (std::size_t i = 0; i < devices.size(); ++i) c.devices[i] = devices[i].get();
+  std::vector<RankResult> results(devices.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    threads.emplace_back([&, i] { rank_main(c, *devices[i], static_cast<int>(i), results[i]); });
+  for (auto& t : threads) t.join();
+  if (auto e = c.error()) throw *e;
+  RunResult r;
+  r.backend = backend;
+  r.device = device_text;
+  r.world_size = c.schedule.world_size;
+  r.virtual_world = c.options.virtual_world > 0;
+  r.time_scale = backend == "host" ? c.options.time_scale : 1.0;
+  r.ranks = std::move(results);
+  return r;
+}
+
+std::vector<double> durations_for(const Schedule& s, const RunOptions& o) {
+  if (o.durations_seconds.empty()) return nominal_durations(s);
+  if (o.durations_seconds.size() != s.ops.size())
+    throw std::invalid_argument("the durations give " + std::to_string(o.durations_seconds.size()) +
+                                " values for a schedule of " + std::to_string(s.ops.size()) + " ops");
+  for (std::size_t i = 0; i < o.durations_seconds.size(); ++i)
+    if (!(o.durations_seconds[i] >= 0) || !std::isfinite(o.durations_seconds[i]))
+      throw std::invalid_argument("the duration of op " + std::to_string(i) + " is not a non-negative number of seconds");
+  return o.durations_seconds;
+}
+
+}  // namespace detail
+
+RunResult run_schedule(const Schedule& schedule, const RunOptions& options) {
+  check_playable(schedule, schedule.name.empty() ? "<schedule>" : schedule.name);
+  if (options.backend != "host" && options.backend != "cuda")
+    throw std::invalid_argument("unknown backend \"" + options.backend + "\" (expected host or cuda)");
+  if (options.virtual_world < 0 || (options.virtual_world > 0 && options.virtual_world != schedule.world_size))
+    throw std::invalid_argument("--virtual-world " + std::to_string(options.virtual_world) +
+                                ": the schedule was planned for a world of " + std::to_string(schedule.world_size) +
+                                " ranks (plan it for another world with --set cluster.nodes=... / cluster.gpus_per_node=...)");
+  if (!(options.time_scale > 0)) throw std::invalid_argument("the time scale must be positive");
+  if (!(options.byte_scale > 0)) throw std::invalid_argument("the byte scale must be positive");
+  if (options.max_buffer_bytes < 0) throw std::invalid_argument("the buffer cap must be non-negative");
+  if (!(options.timeout_seconds > 0)) throw std::invalid_argument("the timeout must be positive");
+  if (options.steps < 1) throw std::invalid_argument("at least one measured step is needed");
+  if (options.gemm_dim < 64) throw std::invalid_argument("the GEMM dimension must be at least 64");
+  if (options.copy_chunk_bytes < (1 << 20)) throw std::invalid_argument("the copy chunk must be at least 1 MiB");
+  if (options.backend == "cuda") {
+#if FSDPSIM_WITH_CUDA
+    return detail::run_cuda(schedule, options);
+#else
+    throw RuntimeError(FaultKind::device, -1, -1,
+                       "the cuda backend is not built: the CUDA toolkit or NCCL was not found when fsdpsim was configured");
+#endif
+  }
+  return detail::run_host(schedule, options);
+}
+
+}  // namespace fsdpsim::runtime

@@ -1,0 +1,45 @@
+// Shared-memory collectives for the host backend: the members of a process-group instance
+// (threads) meet, each reads what it needs from the others' input buffers, and they meet
+// again before anyone reuses a buffer. Real fp32 data moves and is reduced, so tests can
+// check that an all-gather gathers and a reduce-scatter sums.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "planner/schedule.h"
+#include "runtime/executor.h"
+
+namespace fsdpsim::runtime {
+
+class HostCommunicator {
+ public:
+  explicit HostCommunicator(std::vector<int> ranks);
+
+  // One member's part of a collective. all_gather: recv_count = send_count x members, member
+  // j's input lands at recv + j x send_count. reduce_scatter: send_count = recv_count x
+  // members, recv = sum over members of their send[member x recv_count ...]. all_reduce:
+  // recv = elementwise sum of every member's send. Sums are taken in member order.
+  struct Call {
+    int op = -1;
+    planner::OpKind kind = planner::OpKind::all_gather;
+    const float* send = nullptr;
+    std::size_t send_count = 0;
+    float* recv = nullptr;
+    std::size_t recv_count = 0;
+  };
+  // ok, or timeout/aborted from a meeting (the caller reports it). Throws RuntimeError
+  // (mismatch) when the members did not all join the same collective with the same sizes.
+  detail::Barrier::Result run(int member, const Call& call, detail::Clock::time_point deadline,
+                              const std::atomic<bool>& abort);
+  const std::vector<int>& ranks() const { return ranks_; }
+  std::vector<int> absent() const;  // ranks not at the first meeting (for diagnosis)
+  void wake();
+
+ private:
+  std::vector<int> ranks_;
+  std::vector<Call> slots_;
+  detail::Barrier arrive_, leave_;
+};
+
+}  // namespace fsdpsim::runtime

@@ -1,0 +1,144 @@
+#include "runtime/verify.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+
+namespace fsdpsim::runtime {
+
+using planner::Op;
+using planner::OpKind;
+using planner::Schedule;
+
+std::vector<OpTiming> predict_timeline(const Schedule& s, const std::vector<double>& d) {
+  std::vector<OpTiming> t(s.ops.size());
+  std::array<double, planner::kStreamCount> stream_free{};
+  double cpu = 0;
+  for (const Op& op : s.ops) {
+    for (int w : op.cpu_waits) cpu = std::max(cpu, t[w].end_seconds);
+    double start = std::max(cpu, stream_free[static_cast<int>(op.stream)]);
+    for (int dep : op.deps) start = std::max(start, t[dep].end_seconds);  // deps precede (check_playable)
+    t[op.id] = {start, start + d.at(op.id)};
+    stream_free[static_cast<int>(op.stream)] = t[op.id].end_seconds;
+  }
+  return t;
+}
+
+Prediction predict_from_durations(const Schedule& s, std::vector<double> durations, std::string source) {
+  Prediction p;
+  p.source = std::move(source);
+  p.timeline = predict_timeline(s, durations);
+  p.op_seconds = std::move(durations);
+  for (const OpTiming& t : p.timeline) p.step_seconds = std::max(p.step_seconds, t.end_seconds);
+  p.memory = planner::replay_memory(s);
+  return p;
+}
+
+std::string op_class(OpKind kind) {
+  switch (kind) {
+    case OpKind::all_gather: return "all-gather";
+    case OpKind::reduce_scatter: return "reduce-scatter";
+    case OpKind::all_reduce: return "all-reduce";
+    case OpKind::compute_fwd: return "forward";
+    case OpKind::compute_bwd:
+    case OpKind::recompute: return "backward";
+    case OpKind::optimizer: return "optimizer";
+    case OpKind::copy_in:
+    case OpKind::copy_out:
+    case OpKind::h2d:
+    case OpKind::d2h: return "copies";
+    case OpKind::wait: return "wait";
+  }
+  return "other";
+}
+
+std::optional<double> VerifyRow::error_percent() const {
+  if (measured == 0) {
+    if (predicted == 0) return 0.0;
+    return std::nullopt;
+  }
+  return (predicted - measured) / measured * 100.0;
+}
+
+VerifyReport compare(const Schedule& s, const Prediction& p, const RunResult& r) {
+  VerifyReport v;
+  v.prediction_source = p.source;
+  v.backend = r.backend;
+  v.device = r.device;
+  v.ranks_played = static_cast<int>(r.ranks.size());
+  v.notes = r.notes;
+  const std::vector<std::string> order = {"all-gather", "reduce-scatter", "all-reduce", "forward",
+                                          "backward",   "optimizer",      "copies",     "wait"};
+  std::map<std::string, VerifyRow> rows;
+  for (const Op& op : s.ops) {
+    VerifyRow& row = rows[op_class(op.kind)];
+    row.name = op_class(op.kind);
+    ++row.ops;
+    row.predicted += p.op_seconds.at(op.id);
+  }
+  for (const RankResult& rank : r.ranks) {
+    if (rank.steps.empty()) continue;
+    const double weight = 1.0 / static_cast<double>(rank.steps.size() * r.ranks.size());
+    for (const auto& step : rank.steps)
+      for (const Op& op : s.ops)
+        rows[op_class(op.kind)].measured += std::max(0.0, step[op.id].end_seconds - step[op.id].start_seconds) * weight;
+  }
+  for (const std::string& name : order)
+    if (rows.count(name)) v.op_classes.push_back(rows[name]);
+  v.step = {"step time", 0, p.step_seconds, r.step_seconds()};
+  v.peak_allocated = {"peak allocated", 0, static_cast<double>(p.memory.peak_allocated_bytes),
+                      static_cast<double>(r.peak_allocated_bytes())};
+  v.peak_reserved = {"peak reserved", 0, static_cast<double>(p.memory.peak_reserved_bytes),
+                     static_cast<double>(r.peak_reserved_bytes())};
+  double device_peak = -1;
+  for (const RankResult& rank : r.ranks)
+    if (rank.device_used_peak_bytes >= 0)
+      device_peak = std::max(device_peak, static_cast<double>(rank.device_used_peak_bytes - rank.scratch_bytes));
+  if (device_peak >= 0) {
+    v.device_memory = VerifyRow{"device memory in use", 0,
+                                static_cast<double>(p.memory.peak_reserved_bytes) + planner::kDefaultDeviceOverheadBytes,
+                                device_peak};
+    v.notes.push_back("device memory: predicted = peak reserved + " +
+                      std::to_string(static_cast<long long>(planner::kDefaultDeviceOverheadBytes)) +
+                      " B for the CUDA context and NCCL (planner::kDefaultDeviceOverheadBytes); measured = cudaMemGetInfo "
+                      "at its highest minus the runtime's own scratch buffers");
+  }
+  if (r.virtual_world)
+    v.notes.push_back("virtual world: collectives ran as local copies, so their measured times are not network times");
+  return v;
+}
+
+nlohmann::json verify_json(const VerifyReport& v) {
+  auto row = [](const VerifyRow& r) {
+    nlohmann::json j = {{"name", r.name}, {"predicted", r.predicted}, {"measured", r.measured}};
+    if (r.ops) j["ops"] = r.ops;
+    auto e = r.error_percent();
+    j["error_percent"] = e ? nlohmann::json(*e) : nlohmann::json(nullptr);
+    return j;
+  };
+  nlohmann::json j;
+  j["prediction_source"] = v.prediction_source;
+  j["backend"] = v.backend;
+  j["device"] = v.device;
+  j["ranks_played"] = v.ranks_played;
+  j["op_classes"] = nlohmann::json::array();
+  for (const VerifyRow& r : v.op_classes) {
+    nlohmann::json o = row(r);
+    o["unit"] = "seconds";
+    j["op_classes"].push_back(o);
+  }
+  j["step"] = row(v.step);
+  j["step"]["unit"] = "seconds";
+  j["memory"] = {{"peak_allocated", row(v.peak_allocated)}, {"peak_reserved", row(v.peak_reserved)}};
+  j["memory"]["peak_allocated"]["unit"] = "bytes";
+  j["memory"]["peak_reserved"]["unit"] = "bytes";
+  if (v.device_memory) {
+    j["memory"]["device"] = row(*v.device_memory);
+    j["memory"]["device"]["unit"] = "bytes";
+  }
+  j["notes"] = v.notes;
+  return j;
+}
+
+}  // namespace fsdpsim::runtime

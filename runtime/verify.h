@@ -1,0 +1,63 @@
+// Predicted against measured: what `fsdpsim verify` prints.
+//
+// A Prediction is per-op durations, the timeline they give under the schedule's
+// constraints, and the memory replay. Where the durations come from is the caller's one
+// choice (today: nominal rates or a durations file; later: the simulator's engines or
+// planner::CostModel); everything below only needs the vector.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/memory.h"
+#include "planner/schedule.h"
+#include "runtime/runtime.h"
+
+namespace fsdpsim::runtime {
+
+struct Prediction {
+  std::string source;              // where the durations came from, in words
+  std::vector<double> op_seconds;  // per op, alone on its stream
+  std::vector<OpTiming> timeline;  // from the step start
+  double step_seconds = 0;
+  planner::MemoryReport memory;    // planner::replay_memory
+};
+
+// The durations played through the schedule's constraints: the CPU issues ops in order
+// (blocking on cpu_waits, issuing in no time); an op starts when it is issued, its stream
+// has finished the ops before it and its deps have ended. Ops overlap perfectly otherwise.
+std::vector<OpTiming> predict_timeline(const planner::Schedule& schedule, const std::vector<double>& durations_seconds);
+Prediction predict_from_durations(const planner::Schedule& schedule, std::vector<double> durations_seconds,
+                                  std::string source);
+
+// all-gather, reduce-scatter, all-reduce, forward (compute_fwd), backward (compute_bwd and
+// recompute), optimizer, copies (copy-in/out, h2d, d2h), wait.
+std::string op_class(planner::OpKind kind);
+
+struct VerifyRow {
+  std::string name;
+  int ops = 0;  // ops in the class (0 for the step and memory rows)
+  double predicted = 0;
+  double measured = 0;
+  // (predicted - measured) / measured, in percent; nullopt when nothing was measured.
+  std::optional<double> error_percent() const;
+};
+
+struct VerifyReport {
+  std::string prediction_source;
+  std::string backend, device;
+  int ranks_played = 0;
+  std::vector<VerifyRow> op_classes;  // seconds summed over the class's ops, mean over ranks and steps
+  VerifyRow step;                     // seconds
+  VerifyRow peak_allocated, peak_reserved;  // bytes (highest rank)
+  std::optional<VerifyRow> device_memory;   // cuda: reserved + CUDA/NCCL overhead vs cudaMemGetInfo minus runtime scratch
+  std::vector<std::string> notes;
+};
+
+VerifyReport compare(const planner::Schedule& schedule, const Prediction& prediction, const RunResult& result);
+nlohmann::json verify_json(const VerifyReport& report);
+
+}  // namespace fsdpsim::runtime

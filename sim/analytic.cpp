@@ -1,0 +1,439 @@
+#include "sim/analytic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+namespace fsdpsim::sim {
+
+using planner::Op;
+using planner::OpKind;
+using planner::Schedule;
+using planner::Stream;
+
+const char* to_string(Constraint c) {
+  switch (c) {
+    case Constraint::step_start: return "step_start";
+    case Constraint::cpu_issue: return "cpu_issue";
+    case Constraint::previous_issue: return "previous_issue";
+    case Constraint::stream_order: return "stream_order";
+    case Constraint::dependency: return "dependency";
+    case Constraint::cpu_wait: return "cpu_wait";
+  }
+  return "?";
+}
+
+const char* to_string(PathSegment::Kind k) {
+  switch (k) {
+    case PathSegment::Kind::gpu: return "gpu";
+    case PathSegment::Kind::cpu_issue: return "cpu_issue";
+    case PathSegment::Kind::host: return "host";
+  }
+  return "?";
+}
+
+namespace {
+
+bool is_communication(OpKind k) {
+  return planner::is_collective(k) || k == OpKind::h2d || k == OpKind::d2h;
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+EngineInputs engine_inputs(const Schedule& schedule, const planner::CostModel& cost) {
+  EngineInputs in;
+  in.compute_slowdown_under_comm = cost.compute_slowdown_under_comm();
+  in.duration_seconds.resize(schedule.ops.size());
+  in.issue_seconds.resize(schedule.ops.size());
+  in.latency_seconds.assign(schedule.ops.size(), 0.0);
+  std::map<std::tuple<int, int, double>, planner::CollectiveEstimate> collectives;
+  for (const Op& op : schedule.ops) {
+    double d;
+    if (planner::is_collective(op.kind)) {
+      auto key = std::make_tuple(static_cast<int>(op.kind), op.group, op.comm_bytes);
+      auto it = collectives.find(key);
+      if (it == collectives.end()) it = collectives.emplace(key, cost.collective(op, schedule)).first;
+      d = it->second.seconds;
+      in.latency_seconds[op.id] = it->second.latency_seconds;
+    } else {
+      d = cost.duration_seconds(op, schedule);
+    }
+    in.duration_seconds[op.id] = d;
+    in.issue_seconds[op.id] = cost.issue_seconds(op);
+  }
+  return in;
+}
+
+StepTiming simulate(const Schedule& s, const EngineInputs& in, double bf16_peak_flops) {
+  const int n = static_cast<int>(s.ops.size());
+  if (static_cast<int>(in.duration_seconds.size()) != n || static_cast<int>(in.issue_seconds.size()) != n ||
+      (!in.latency_seconds.empty() && static_cast<int>(in.latency_seconds.size()) != n))
+    throw std::invalid_argument("engine inputs have " + std::to_string(in.duration_seconds.size()) + " durations and " +
+                                std::to_string(in.issue_seconds.size()) + " issue costs for " + std::to_string(n) +
+                                " ops");
+  for (int i = 0; i < n; ++i) {
+    if (!(in.duration_seconds[i] >= 0) || !(in.issue_seconds[i] >= 0) || std::isinf(in.duration_seconds[i]))
+      throw std::invalid_argument("op " + std::to_string(i) + " (" + s.ops[i].name +
+                                  ") has a negative or non-finite duration or issue cost");
+  }
+  StepTiming r;
+  r.ops.resize(n);
+  std::vector<OpTiming>& t = r.ops;
+
+  constexpr int kGpuStreams = planner::kStreamCount;
+  const int host_stream = static_cast<int>(Stream::host);
+  const int compute_stream = static_cast<int>(Stream::compute);
+  std::array<std::vector<int>, kGpuStreams> queue;
+  for (const Op& op : s.ops)
+    if (op.stream != Stream::host) queue[static_cast<int>(op.stream)].push_back(op.id);
+  std::array<std::size_t, kGpuStreams> head{};
+  std::array<int, kGpuStreams> running;
+  running.fill(-1);
+  std::vector<char> issued(n, 0), done(n, 0);
+  // A running op's work left: first its latency (collectives), then the rest at a rate.
+  std::vector<double> latency_left(n, 0), work_left(n, 0), projected(n, kInf);
+  const double slow_rate = 1.0 / (1.0 + in.compute_slowdown_under_comm);
+  const bool has_latency = !in.latency_seconds.empty();
+  double now = 0, cpu_free = 0;
+  int next_issue = 0, host_running = -1;
+
+  auto all_done = [&](const std::vector<int>& ids) {
+    for (int d : ids)
+      if (!done[d]) return false;
+    return true;
+  };
+  // The latest end among `ids` (all done), and which op it is.
+  auto latest = [&](const std::vector<int>& ids, double& when, int& who) {
+    for (int d : ids)
+      if (t[d].end > when || (t[d].end == when && who < 0)) {
+        when = t[d].end;
+        who = d;
+      }
+  };
+
+  while (true) {
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      // The CPU issues what it can at `now`.
+      while (next_issue < n && host_running < 0 && cpu_free <= now) {
+        const Op& op = s.ops[next_issue];
+        const bool host = op.stream == Stream::host;
+        if (!all_done(op.cpu_waits) || (host && !all_done(op.deps))) break;
+        OpTiming& ot = t[next_issue];
+        double when = cpu_free;
+        int who = -1;
+        latest(op.cpu_waits, when, who);
+        Constraint by = Constraint::cpu_wait;
+        if (host && !op.deps.empty()) {
+          const int before = who;
+          latest(op.deps, when, who);
+          if (who != before) by = Constraint::dependency;
+        }
+        if (who >= 0 && t[who].end > cpu_free) {
+          ot.issued_by = by;
+          ot.issued_by_op = who;
+        } else if (next_issue > 0) {
+          ot.issued_by = Constraint::previous_issue;
+          ot.issued_by_op = next_issue - 1;
+        } else {
+          ot.issued_by = Constraint::step_start;
+        }
+        ot.issue_start = std::max(cpu_free, when);
+        ot.issue_seconds = in.issue_seconds[next_issue];
+        ot.enqueue = ot.issue_start + ot.issue_seconds;
+        ot.nominal_seconds = in.duration_seconds[next_issue];
+        issued[next_issue] = 1;
+        if (host) {
+          ot.start = ot.enqueue;
+          ot.end = ot.start + ot.nominal_seconds;
+          ot.started_by = Constraint::cpu_issue;
+          cpu_free = ot.end;
+          host_running = next_issue;
+        } else {
+          cpu_free = ot.enqueue;
+        }
+        ++next_issue;
+        progress = true;
+      }
+      // Streams start their next op where it is issued and its events have fired.
+      for (int st = 0; st < kGpuStreams; ++st) {
+        if (st == host_stream || running[st] >= 0 || head[st] >= queue[st].size()) continue;
+        const int i = queue[st][head[st]];
+        if (!issued[i] || t[i].enqueue > now) continue;
+        const Op& op = s.ops[i];
+        if (!all_done(op.deps)) continue;
+        OpTiming& ot = t[i];
+        ot.start = now;
+        double when = ot.enqueue;
+        ot.started_by = Constraint::cpu_issue;
+        ot.started_by_op = -1;
+        if (head[st] > 0) {
+          const int prev = queue[st][head[st] - 1];
+          if (t[prev].end >= when) {
+            when = t[prev].end;
+            ot.started_by = Constraint::stream_order;
+            ot.started_by_op = prev;
+          }
+        }
+        for (int d : op.deps)
+          if (t[d].end >= when) {
+            when = t[d].end;
+            ot.started_by = Constraint::dependency;
+            ot.started_by_op = d;
+          }
+        running[st] = i;
+        ++head[st];
+        latency_left[i] = planner::is_collective(op.kind) && has_latency
+                              ? std::min(ot.nominal_seconds, in.latency_seconds[i])
+                              : 0.0;
+        work_left[i] = ot.nominal_seconds - latency_left[i];
+        progress = true;
+      }
+    }
+    if (next_issue == n && host_running < 0) {
+      bool idle = true;
+      for (int st = 0; st < kGpuStreams; ++st)
+        if (running[st] >= 0 || head[st] < queue[st].size()) idle = false;
+      if (idle) break;
+    }
+    // Rates while nothing changes, and the next event.
+    int collectives = 0, transferring = 0;
+    for (int st = 0; st < kGpuStreams; ++st) {
+      const int i = running[st];
+      if (i < 0 || !planner::is_collective(s.ops[i].kind)) continue;
+      ++collectives;
+      if (latency_left[i] <= 0) ++transferring;
+    }
+    auto rate_of = [&](int i, int st) {
+      if (st == compute_stream) return collectives > 0 ? slow_rate : 1.0;
+      if (in.share_bandwidth && transferring > 1 && planner::is_collective(s.ops[i].kind))
+        return 1.0 / transferring;
+      return 1.0;
+    };
+    double next = kInf;
+    if (next_issue < n && host_running < 0 && cpu_free > now) next = std::min(next, cpu_free);
+    if (host_running >= 0) next = std::min(next, t[host_running].end);
+    for (int st = 0; st < kGpuStreams; ++st) {
+      const int i = running[st];
+      if (i >= 0) {
+        projected[i] = latency_left[i] > 0 ? now + latency_left[i] : now + work_left[i] / rate_of(i, st);
+        next = std::min(next, projected[i]);
+      } else if (head[st] < queue[st].size()) {
+        const int h = queue[st][head[st]];
+        if (issued[h] && t[h].enqueue > now) next = std::min(next, t[h].enqueue);
+      }
+    }
+    if (next == kInf) {
+      std::string what = next_issue < n ? "the CPU waits before op " + std::to_string(next_issue) + " (" +
+                                              s.ops[next_issue].name + ")"
+                                        : "a stream waits";
+      for (int st = 0; st < kGpuStreams; ++st)
+        if (running[st] < 0 && head[st] < queue[st].size()) {
+          const int h = queue[st][head[st]];
+          if (issued[h]) {
+            what = "op " + std::to_string(h) + " (" + s.ops[h].name + ") waits";
+            break;
+          }
+        }
+      throw std::invalid_argument("the schedule deadlocks: " + what + " for an op that cannot run before it");
+    }
+    const double dt = next - now;
+    // Advance every running op; the ones whose phase ends now change phase or finish.
+    for (int st = 0; st < kGpuStreams; ++st) {
+      const int i = running[st];
+      if (i < 0) continue;
+      if (projected[i] <= next) {
+        if (latency_left[i] > 0) {
+          latency_left[i] = 0;
+          if (work_left[i] > 0) continue;
+        }
+        work_left[i] = 0;
+        t[i].end = next;
+        done[i] = 1;
+        running[st] = -1;
+      } else if (latency_left[i] > 0) {
+        latency_left[i] -= dt;
+      } else {
+        work_left[i] -= dt * rate_of(i, st);
+      }
+    }
+    now = next;
+    if (host_running >= 0 && t[host_running].end <= now) {
+      done[host_running] = 1;
+      host_running = -1;
+    }
+  }
+
+  // ---- results ---------------------------------------------------------------------
+  double step = cpu_free;
+  int last = -1;
+  for (int i = 0; i < n; ++i)
+    if (last < 0 || t[i].end >= t[last].end) last = i;
+  if (last >= 0) step = std::max(step, t[last].end);
+  r.step_seconds = step;
+
+  int max_unit = -1;
+  for (const Op& op : s.ops) max_unit = std::max(max_unit, op.unit);
+  r.exposed_comm_by_unit.assign(max_unit + 1, 0.0);
+  for (const Op& op : s.ops) {
+    const OpTiming& ot = t[op.id];
+    r.cpu_issue_seconds += ot.issue_seconds;
+    if (op.kind == OpKind::optimizer) r.optimizer_seconds += ot.end - ot.start;
+    else if (op.stream == Stream::compute) r.compute_seconds += ot.end - ot.start;
+    if (op.stream == Stream::compute) r.interference_seconds += (ot.end - ot.start) - ot.nominal_seconds;
+    if (is_communication(op.kind)) r.comm_seconds += ot.nominal_seconds;
+    if (op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute)
+      r.hardware_flops += op.flops;
+  }
+
+  // Exposed communication: sweep the compute stream's busy intervals against the
+  // communication ops' intervals.
+  {
+    struct Edge {
+      double time;
+      int delta;  // -1 end, +1 start (ends first at equal times)
+      int op;
+    };
+    std::vector<Edge> edges;
+    edges.reserve(2 * n);
+    for (const Op& op : s.ops) {
+      const OpTiming& ot = t[op.id];
+      if (ot.end <= ot.start) continue;
+      if (op.stream == Stream::compute || is_communication(op.kind) || op.stream == Stream::host) {
+        edges.push_back({ot.start, +1, op.id});
+        edges.push_back({ot.end, -1, op.id});
+      }
+    }
+    std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) {
+      return a.time < b.time || (a.time == b.time && a.delta < b.delta);
+    });
+    int busy = 0;  // compute stream or host optimizer running
+    std::vector<int> comm;
+    double prev = 0;
+    for (const Edge& e : edges) {
+      if (e.time > prev && busy == 0 && !comm.empty()) {
+        const double dt = e.time - prev;
+        r.exposed_comm_seconds += dt;
+        const double share = dt / static_cast<double>(comm.size());
+        for (int c : comm) {
+          const Op& op = s.ops[c];
+          if (op.unit >= 0) r.exposed_comm_by_unit[op.unit] += share;
+          else r.exposed_comm_outside_units += share;
+          r.exposed_comm_by_phase[static_cast<int>(op.phase)] += share;
+        }
+      }
+      prev = e.time;
+      const Op& op = s.ops[e.op];
+      if (op.stream == Stream::compute || op.stream == Stream::host) {
+        busy += e.delta;
+      } else if (e.delta > 0) {
+        comm.push_back(e.op);
+      } else {
+        comm.erase(std::find(comm.begin(), comm.end(), e.op));
+      }
+    }
+  }
+  r.exposed_other_seconds =
+      std::max(0.0, r.step_seconds - r.compute_seconds - r.optimizer_seconds - r.exposed_comm_seconds);
+
+  // Critical path: from what ends last, follow the constraints that set each start.
+  if (n > 0) {
+    enum class Node { gpu, cpu };
+    Node node = Node::gpu;
+    int op = last;
+    if (cpu_free > t[last].end) {
+      node = Node::cpu;
+      op = n - 1;
+    }
+    for (int guard = 0; guard < 4 * n + 4 && op >= 0; ++guard) {
+      const OpTiming& ot = t[op];
+      const bool host = s.ops[op].stream == Stream::host;
+      if (node == Node::gpu && !host) {
+        r.critical_path.push_back({op, PathSegment::Kind::gpu, ot.start, ot.end});
+        if (ot.started_by == Constraint::cpu_issue) {
+          node = Node::cpu;
+        } else {
+          op = ot.started_by_op;
+        }
+        continue;
+      }
+      // CPU: the issue of `op` (for a host op, its issue and its run).
+      const double end = host ? ot.end : ot.enqueue;
+      if (end > ot.issue_start)
+        r.critical_path.push_back({op, host ? PathSegment::Kind::host : PathSegment::Kind::cpu_issue,
+                                   ot.issue_start, end});
+      if (ot.issued_by == Constraint::step_start) break;
+      if (ot.issued_by == Constraint::previous_issue) {
+        op = ot.issued_by_op;
+        node = Node::cpu;
+      } else {
+        op = ot.issued_by_op;
+        node = Node::gpu;
+      }
+    }
+    std::reverse(r.critical_path.begin(), r.critical_path.end());
+    for (const PathSegment& seg : r.critical_path) {
+      const double d = seg.end - seg.start;
+      const Op& o = s.ops[seg.op];
+      if (seg.kind == PathSegment::Kind::cpu_issue) r.critical_path_summary.cpu_issue_seconds += d;
+      else if (seg.kind == PathSegment::Kind::host) r.critical_path_summary.host_seconds += d;
+      else if (o.stream == Stream::compute) r.critical_path_summary.compute_seconds += d;
+      else if (is_communication(o.kind)) r.critical_path_summary.communication_seconds += d;
+      else r.critical_path_summary.other_gpu_seconds += d;
+    }
+  }
+
+  if (r.step_seconds > 0) {
+    r.tokens_per_second_per_gpu = s.tokens_per_rank / r.step_seconds;
+    r.model_flops = s.model_flops_per_rank;
+    if (bf16_peak_flops > 0) {
+      r.mfu = s.model_flops_per_rank / (r.step_seconds * bf16_peak_flops);
+      r.hfu = r.hardware_flops / (r.step_seconds * bf16_peak_flops);
+    }
+  }
+  return r;
+}
+
+StepTiming time_step(const Schedule& schedule, const planner::CostModel& cost) {
+  return simulate(schedule, engine_inputs(schedule, cost), cost.bf16_peak_flops());
+}
+
+TimedMemory timed_memory(const Schedule& s, const StepTiming& timing) {
+  TimedMemory m;
+  std::int64_t allocated = 0;
+  for (const planner::Allocation& a : s.allocations)
+    if (a.persistent) allocated += a.bytes;
+  m.peak_allocated_bytes = allocated;
+  m.points.push_back({0.0, -1, allocated});
+  // Ops ordered by (issue time, issue order): the allocator's view.
+  std::vector<int> order(s.ops.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return timing.ops[a].issue_start < timing.ops[b].issue_start;
+  });
+  for (int i : order) {
+    const Op& op = s.ops[i];
+    if (op.allocs.empty() && op.frees.empty()) continue;
+    const double when = timing.ops[i].issue_start;
+    for (int a : op.allocs) allocated += s.allocations[a].bytes;
+    m.points.push_back({when, i, allocated});
+    if (allocated > m.peak_allocated_bytes) {
+      m.peak_allocated_bytes = allocated;
+      m.peak_seconds = when;
+      m.peak_op = i;
+    }
+    if (op.frees.empty()) continue;
+    for (int a : op.frees) allocated -= s.allocations[a].bytes;
+    m.points.push_back({when, i, allocated});
+  }
+  return m;
+}
+
+}  // namespace fsdpsim::sim

@@ -1,0 +1,140 @@
+// The analytic engine: an event-driven list scheduler over a Schedule's streams.
+//
+// Semantics (docs/cost-model.md, "The analytic engine"):
+// - One CPU issue thread walks the ops in issue order. Issuing op i costs issue_seconds[i]
+//   of CPU time; before it, the CPU blocks until every op in op.cpu_waits has finished
+//   (FSDP1's limit_all_gathers). Allocations and frees of op i happen when its issue
+//   begins (what PyTorch's caching allocator sees). Ops on Stream::host (the CPU
+//   optimizer under cpu_offload) run on this thread: it waits for their deps, then runs them.
+// - Every other stream runs its ops one at a time in issue order. An op starts at
+//   max(its issue end, the previous op on its stream ends, its deps end).
+// - While any NCCL collective (all-gather, reduce-scatter, all-reduce) is running, ops on
+//   the compute stream progress at 1/(1 + compute_slowdown_under_comm) of their speed; the
+//   slowdown applies to exactly the overlapped portion. Compute does not slow collectives.
+// - A collective first spends its latency term (NCCL's model), then transfers; k collectives
+//   transferring at once share the links, each progressing at 1/k (processor sharing).
+// - The step ends when the last op ends (or the CPU finishes issuing, if later).
+// The critical path follows, from the last op back to time 0, the constraint that actually
+// set each start (CPU issue, the previous op on the stream, a dependency, a CPU wait), so
+// its segments tile [0, step] without gaps.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "planner/cost_model.h"
+#include "planner/schedule.h"
+
+namespace fsdpsim::sim {
+
+// What set a time: the start of an op on its stream, or the start of its CPU issue.
+enum class Constraint {
+  step_start,      // nothing before it (the first issue)
+  cpu_issue,       // GPU op: it started as soon as it was issued
+  previous_issue,  // CPU: it began issuing as soon as the previous op was issued
+  stream_order,    // GPU op: the previous op on its stream ended
+  dependency,      // a cross-stream event (or, for host ops, a dep) ended
+  cpu_wait         // CPU: it blocked until the named op ended (limit_all_gathers)
+};
+const char* to_string(Constraint c);
+
+struct OpTiming {
+  double issue_start = 0;    // the CPU begins issuing it; allocations and frees happen here
+  double enqueue = 0;        // issue_start + issue_seconds: on its stream from then on
+  double start = 0;          // runs on its stream (host ops: on the CPU) ...
+  double end = 0;            // ... until here
+  double nominal_seconds = 0;  // its duration alone (the cost model's)
+  double issue_seconds = 0;
+  Constraint started_by = Constraint::cpu_issue;  // what set `start`
+  int started_by_op = -1;                          // the op behind it (stream predecessor, dep)
+  Constraint issued_by = Constraint::step_start;   // what set `issue_start`
+  int issued_by_op = -1;                           // previous op issued, or the op waited for
+};
+
+struct PathSegment {
+  enum class Kind { gpu, cpu_issue, host };
+  int op = -1;
+  Kind kind = Kind::gpu;
+  double start = 0;
+  double end = 0;
+};
+const char* to_string(PathSegment::Kind k);
+
+// Seconds of the critical path by what runs on it.
+struct CriticalPathSummary {
+  double compute_seconds = 0;        // ops on the compute stream
+  double communication_seconds = 0;  // collectives, h2d, d2h
+  double other_gpu_seconds = 0;      // copies on communication streams
+  double cpu_issue_seconds = 0;      // the CPU issuing (CPU-bound stretches)
+  double host_seconds = 0;           // host ops (CPU optimizer)
+};
+
+struct StepTiming {
+  double step_seconds = 0;
+  // Breakdown: step = compute + optimizer + exposed_comm + exposed_other.
+  double compute_seconds = 0;        // the compute stream busy, optimizer excluded (interference included)
+  double optimizer_seconds = 0;      // optimizer ops running (GPU or host)
+  double exposed_comm_seconds = 0;   // communication running while the compute stream is idle
+  double exposed_other_seconds = 0;  // the rest: CPU-bound gaps, exposed copies on other streams
+  double comm_seconds = 0;           // every communication op's duration, summed
+  double interference_seconds = 0;   // compute time added by collectives running beside it
+  double cpu_issue_seconds = 0;      // CPU time spent issuing, summed
+  // Exposed communication per FSDP unit (index = unit id) and outside units; when several
+  // communication ops run in an exposed stretch they share it equally.
+  std::vector<double> exposed_comm_by_unit;
+  double exposed_comm_outside_units = 0;
+  std::array<double, 3> exposed_comm_by_phase{};  // planner::Phase: forward, backward, optimizer
+  // Throughput (0 where the schedule or peak does not say).
+  double tokens_per_second_per_gpu = 0;
+  double model_flops = 0;     // schedule.model_flops_per_rank: 3 x forward (6N + attention), no causal discount
+  double hardware_flops = 0;  // FLOPs the GPU executes: forward, backward, recompute
+  double mfu = 0;             // model_flops / (step x dense bf16 peak)
+  double hfu = 0;             // hardware_flops / (step x dense bf16 peak)
+  std::vector<OpTiming> ops;  // parallel to schedule.ops
+  std::vector<PathSegment> critical_path;  // in time order
+  CriticalPathSummary critical_path_summary;
+};
+
+// Per-op inputs of the engine, in seconds.
+struct EngineInputs {
+  std::vector<double> duration_seconds;
+  std::vector<double> issue_seconds;
+  // For collectives, the latency part of duration_seconds (NCCL's latency term); the rest is
+  // transfer, which concurrent collectives share (empty: no latency part).
+  std::vector<double> latency_seconds;
+  double compute_slowdown_under_comm = 0;
+  // Concurrent collectives (FSDP2's all-gather and reduce-scatter streams, HSDP's
+  // all-reduce) share the links: each one's transfer progresses at 1/k while k transfer.
+  bool share_bandwidth = true;
+};
+
+// Durations and issue costs from the cost model (NCCL estimates are memoised per
+// (kind, group, bytes): a step repeats the same collective for every block).
+EngineInputs engine_inputs(const planner::Schedule& schedule, const planner::CostModel& cost);
+
+// Times the schedule. `bf16_peak_flops` (0: unknown) gives MFU and HFU. Throws
+// std::invalid_argument when inputs do not match the schedule or the schedule deadlocks
+// (an op waits for one issued after it).
+StepTiming simulate(const planner::Schedule& schedule, const EngineInputs& inputs, double bf16_peak_flops = 0);
+
+// engine_inputs + simulate with the cost model's peak.
+StepTiming time_step(const planner::Schedule& schedule, const planner::CostModel& cost);
+
+// Memory on the step's clock: the schedule's allocation events at their ops' issue times.
+struct MemoryPoint {
+  double seconds = 0;
+  int op = -1;                    // -1: the persistent state at the start
+  std::int64_t allocated_bytes = 0;
+};
+struct TimedMemory {
+  std::int64_t peak_allocated_bytes = 0;
+  double peak_seconds = 0;
+  int peak_op = -1;
+  std::vector<MemoryPoint> points;  // per op with events: after its allocations, then after its frees
+};
+// Replays allocations and frees ordered by (time, issue order); the peak is taken after each
+// op's allocations, as planner::replay_memory takes it.
+TimedMemory timed_memory(const planner::Schedule& schedule, const StepTiming& timing);
+
+}  // namespace fsdpsim::sim

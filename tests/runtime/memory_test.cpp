@@ -1,0 +1,145 @@
+// The host backend's measured memory against the planner's replay: the executor makes and
+// releases every allocation where the schedule puts them, on every rank, so its allocator's
+// high-water mark must equal replay_memory's prediction to the byte.
+#include <gtest/gtest.h>
+
+#include "planner/memory.h"
+#include "runtime/allocator.h"
+#include "runtime/runtime.h"
+#include "runtime_scenarios.h"
+
+namespace fsdpsim::runtime {
+namespace {
+
+struct Case {
+  std::string name;
+  nlohmann::json scenario;
+};
+
+std::vector<Case> cases() {
+  using testing::scenario;
+  return {
+      {"fsdp2_full_shard", scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}})},
+      {"fsdp1_full_shard_padded",
+       scenario(1, 4, {{"version", 1}, {"strategy", "FULL_SHARD"}, {"forward_prefetch", true}}, {}, 3, {250, 333})},
+      {"fsdp2_zero2_checkpointed",
+       scenario(1, 4, {{"version", 2}, {"strategy", "SHARD_GRAD_OP"}}, {{"activation_checkpointing", "full"}})},
+      {"fsdp2_hybrid_2x2", scenario(2, 2, {{"version", 2}, {"strategy", "HYBRID_SHARD"}})},
+      {"no_shard", scenario(1, 2, {{"version", 1}, {"strategy", "NO_SHARD"}})},
+      {"zero1", scenario(1, 4, {{"version", 2}, {"strategy", "ZERO1"}})},
+      {"grad_accumulation", scenario(1, 2, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {{"grad_accum", 2}})},
+      {"fsdp2_no_reshard", scenario(1, 4, {{"version", 2}, {"reshard_after_forward", false}})},
+      {"cpu_offload", scenario(1, 2, {{"version", 2}, {"cpu_offload", true}})},
+  };
+}
+
+class HostMemory : public ::testing::TestWithParam<Case> {};
+
+TEST_P(HostMemory, MeasuredPeakEqualsReplayToTheByte) {
+  const planner::Schedule s = testing::plan(GetParam().scenario);
+  const planner::MemoryReport predicted = planner::replay_memory(s);
+  ASSERT_GT(predicted.peak_allocated_bytes, predicted.allocated_at_start);
+
+  RunOptions o = testing::fast_host(s);
+  const RunResult r = run_schedule(s, o);
+  ASSERT_EQ(r.ranks.size(), static_cast<std::size_t>(s.world_size));
+  int collectives = 0;
+  for (const auto& op : s.ops) collectives += planner::is_collective(op.kind) && op.comm_bytes > 0;
+  for (const RankResult& rank : r.ranks) {
+    SCOPED_TRACE("rank " + std::to_string(rank.rank));
+    EXPECT_EQ(rank.allocated_at_start_bytes, predicted.allocated_at_start);
+    EXPECT_EQ(rank.peak_allocated_bytes, predicted.peak_allocated_bytes);
+    EXPECT_EQ(rank.peak_op, predicted.peak_op);
+    EXPECT_EQ(rank.allocated_at_op, predicted.allocated_at_op);
+    // Same caching-allocator policy as the planner's model: reserved agrees too.
+    EXPECT_EQ(rank.peak_reserved_bytes, predicted.peak_reserved_bytes);
+    // Every collective moved data and its output was checked.
+    EXPECT_EQ(rank.collectives_checked, collectives);
+    ASSERT_EQ(rank.steps.size(), 1u);
+    for (const OpTiming& t : rank.steps[0]) EXPECT_LE(t.start_seconds, t.end_seconds);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Scenarios, HostMemory, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+TEST(HostMemory, RepeatedStepsMeasureTheSamePeak) {
+  const planner::Schedule s = testing::plan(testing::scenario(1, 2, {{"version", 2}}));
+  RunOptions o = testing::fast_host(s);
+  o.warmup_steps = 1;
+  o.steps = 2;
+  const RunResult r = run_schedule(s, o);
+  const planner::MemoryReport predicted = planner::replay_memory(s);
+  for (const RankResult& rank : r.ranks) {
+    EXPECT_EQ(rank.steps.size(), 2u);
+    EXPECT_EQ(rank.peak_allocated_bytes, predicted.peak_allocated_bytes);
+    EXPECT_EQ(rank.peak_reserved_bytes, predicted.peak_reserved_bytes);  // cached segments are reused
+  }
+}
+
+TEST(HostMemory, VirtualWorldPlaysRankZeroWithTheSameMemory) {
+  const planner::Schedule s = testing::plan(testing::scenario(2, 4, {{"version", 2}}));
+  RunOptions o = testing::fast_host(s);
+  o.virtual_world = s.world_size;
+  const RunResult r = run_schedule(s, o);
+  ASSERT_EQ(r.ranks.size(), 1u);
+  EXPECT_TRUE(r.virtual_world);
+  EXPECT_EQ(r.ranks[0].peak_allocated_bytes, planner::replay_memory(s).peak_allocated_bytes);
+  o.virtual_world = s.world_size * 2;
+  EXPECT_THROW(run_schedule(s, o), std::invalid_argument);
+}
+
+// The runtime's allocator and the planner's model follow the same policy: on a random
+// sequence of allocations and frees over two streams they reserve the same bytes.
+TEST(CachingAllocator, AgreesWithThePlannersModel) {
+  TrackingSegments segments;
+  CachingAllocator allocator(segments);
+  planner::CachingAllocatorModel model;
+  std::uint64_t state = 42;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return state >> 33;
+  };
+  std::vector<std::pair<int, int>> live;  // (runtime handle, model handle)
+  std::int64_t allocated = 0;
+  std::vector<std::int64_t> sizes;
+  for (int i = 0; i < 4000; ++i) {
+    if (live.empty() || next() % 3 != 0) {
+      const std::int64_t sizes_by_class[] = {static_cast<std::int64_t>(next() % 4096),
+                                             static_cast<std::int64_t>(next() % (1 << 20)),
+                                             static_cast<std::int64_t>(next() % (12 << 20)),
+                                             static_cast<std::int64_t>(next() % (64 << 20))};
+      const std::int64_t bytes = sizes_by_class[next() % 4];
+      const int stream = static_cast<int>(next() % 2);
+      live.push_back({allocator.allocate(bytes, stream), model.allocate(bytes, stream)});
+      sizes.push_back(bytes);
+      allocated += bytes;
+    } else {
+      const std::size_t k = next() % live.size();
+      allocator.free(live[k].first);
+      model.free(live[k].second);
+      allocated -= sizes[k];
+      live.erase(live.begin() + static_cast<long>(k));
+      sizes.erase(sizes.begin() + static_cast<long>(k));
+    }
+    ASSERT_EQ(allocator.reserved_bytes(), model.reserved_bytes()) << "after event " << i;
+    ASSERT_EQ(allocator.allocated_bytes(), allocated);
+  }
+  EXPECT_EQ(allocator.peak_reserved_bytes(), model.peak_reserved_bytes());
+}
+
+TEST(CachingAllocator, ReleasesItsCacheBeforeGivingUp) {
+  TrackingSegments segments(64 << 20);
+  CachingAllocator allocator(segments);
+  const int a = allocator.allocate(40 << 20, 0);
+  allocator.free(a);  // cached: 40 MiB reserved, nothing allocated
+  EXPECT_EQ(allocator.reserved_bytes(), 40 << 20);
+  const int b = allocator.allocate(30 << 20, 1);  // other stream: cache cannot serve it; release, retry
+  EXPECT_EQ(allocator.retries(), 1);
+  EXPECT_EQ(allocator.reserved_bytes(), 30 << 20);
+  EXPECT_THROW(allocator.allocate(40 << 20, 1), OutOfMemory);
+  allocator.free(b);
+}
+
+}  // namespace
+}  // namespace fsdpsim::runtime
