@@ -302,7 +302,8 @@ HfArch read_arch(JsonReader& r) {
 
 const char* const kBlockCostSource =
     "docs/model-schema.md: matmul FLOPs 2*weights*b*s, attention 4*b*s^2*heads*head_dim (PaLM app. B); "
-    "saved activations: Korthikanti et al. 2022 eq. 1, tensor by tensor";
+    "saved activations: Korthikanti et al. 2022 eq. 1, tensor by tensor; sac_*: torchtitan's op-level "
+    "selective activation checkpointing policy (selective_ac_option='op')";
 const char* const kEdgeCostSource =
     "docs/model-schema.md: embedding, final norm, output layer and loss (Korthikanti et al. 2022 sec. 4.3)";
 
@@ -386,6 +387,11 @@ DecoderBlockShape block_shape(const HfArch& a) {
   s.alibi = a.alibi;
   s.attention_dropout = a.attention_dropout > 0;
   s.residual_dropout = a.residual_dropout > 0;
+  // GPT-2's c_attn, GPT-NeoX's query_key_value and MPT's Wqkv compute q, k and v at once.
+  s.fused_qkv = !a.llama_like();
+  s.qkv_bias = a.qkv_bias;
+  s.out_bias = a.out_bias;
+  s.mlp_bias = a.mlp_bias;
   return s;
 }
 

@@ -133,6 +133,10 @@ ModuleCosts parse_costs(JsonReader costs) {
   c.forward_hbm_bytes = parse_polynomial(costs, "forward_hbm_bytes");
   c.saved_activation_bytes = parse_polynomial(costs, "saved_activation_bytes");
   c.input_bytes = parse_polynomial(costs, "input_bytes");
+  c.sac_saved_activation_bytes = parse_polynomial(costs, "sac_saved_activation_bytes");
+  c.sac_recompute_flops = parse_polynomial(costs, "sac_recompute_flops");
+  c.forward_transient_bytes = parse_polynomial(costs, "forward_transient_bytes");
+  c.backward_transient_bytes = parse_polynomial(costs, "backward_transient_bytes");
   costs.ignore("source");  // where the formulas come from, for people
   costs.finish();
   return c;

@@ -44,6 +44,18 @@ struct ModuleCosts {
   Polynomial forward_hbm_bytes;     // bytes memory-bound work moves (norms, activations, softmax, ...)
   Polynomial saved_activation_bytes;  // bytes kept for backward, with 16-bit activations
   Polynomial input_bytes;           // bytes of the module's input (what full checkpointing keeps), 16-bit
+  // Op-level selective activation checkpointing (torchtitan's selective_ac_option = "op"; see
+  // models/transformer_costs.h and docs/model-schema.md). Set on decoder blocks, the modules
+  // that policy wraps; empty elsewhere (an unwrapped module keeps saved_activation_bytes).
+  Polynomial sac_saved_activation_bytes;  // bytes op-level SAC keeps from forward to backward, 16-bit
+  Polynomial sac_recompute_flops;         // forward FLOPs op-level SAC runs again in backward
+  // Transient memory (see models/transformer_costs.h and docs/model-schema.md): the largest
+  // amount of memory alive at once, beyond the module's saved activations (and, in backward,
+  // beyond the parameter gradients), while the module's forward or backward runs, in eager
+  // PyTorch autograd order. backward_transient_bytes includes the gradient flowing into the
+  // module and the gradient w.r.t. its input (the residual stream's gradient in a block).
+  Polynomial forward_transient_bytes;
+  Polynomial backward_transient_bytes;
 };
 
 struct Parameter {

@@ -1,6 +1,8 @@
 #include "models/transformer_costs.h"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace fsdpsim::models {
 
@@ -25,6 +27,7 @@ Polynomial ledger_polynomial(const std::vector<CostItem>& items) {
   for (const CostItem& item : items) {
     p += monomial(item.bytes_per_token, 1, 1);
     p += monomial(item.bytes_per_token_per_position, 1, 2);
+    p += monomial(item.bytes_per_position, 0, 1);
   }
   return p;
 }
@@ -120,6 +123,381 @@ std::vector<CostItem> memory_bound_kernels(const DecoderBlockShape& block, bool 
   return items;
 }
 
+std::vector<BlockMatmul> block_matmuls(const DecoderBlockShape& block) {
+  const double h = as_double(block.hidden_size), f = as_double(block.ffn_hidden_size);
+  const double q = as_double(block.q_dim()), kv = as_double(block.kv_dim());
+  std::vector<BlockMatmul> out;
+  auto add = [&](const char* name, double in, double features, bool bias) {
+    out.push_back({name, in * features, features, !bias});
+  };
+  if (block.fused_qkv) {
+    add("qkv projection", h, q + 2 * kv, block.qkv_bias);
+  } else {
+    add("q projection", h, q, block.qkv_bias);
+    add("k projection", h, kv, block.qkv_bias);
+    add("v projection", h, kv, block.qkv_bias);
+  }
+  add("attention output projection", q, h, block.out_bias);
+  if (block.gated_mlp) {
+    add("gate projection", h, f, block.mlp_bias);
+    add("up projection", h, f, block.mlp_bias);
+  } else {
+    add("fc1 (up projection)", h, f, block.mlp_bias);
+  }
+  add(block.gated_mlp ? "down projection" : "fc2 (down projection)", f, h, block.mlp_bias);
+  return out;
+}
+
+namespace {
+
+// torchtitan's policy: the n-th aten.mm of a block's forward is saved when n is odd.
+std::vector<bool> sac_saves_matmul(const std::vector<BlockMatmul>& matmuls) {
+  std::vector<bool> saved;
+  int mm_count = 0;
+  for (const BlockMatmul& m : matmuls) {
+    if (m.aten_mm) ++mm_count;
+    saved.push_back(m.aten_mm && mm_count % 2 == 1);
+  }
+  return saved;
+}
+
+}  // namespace
+
+std::vector<CostItem> sac_saved_tensors(const DecoderBlockShape& block, bool flash_attention) {
+  const double E = kActivationBytes;
+  std::vector<CostItem> items;
+  // The checkpoint wrapper holds its input for the recomputation.
+  items.push_back({"block input x: the checkpoint's input", E * as_double(block.hidden_size), 0});
+  const std::vector<BlockMatmul> matmuls = block_matmuls(block);
+  const std::vector<bool> saved = sac_saves_matmul(matmuls);
+  // The attention op runs between the q/k/v projection(s) and the output projection.
+  const std::size_t attention_position = block.fused_qkv ? 1 : 3;
+  int mm_count = 0;
+  for (std::size_t i = 0; i < matmuls.size(); ++i) {
+    if (i == attention_position && flash_attention)
+      items.push_back({"attention output: the flash/efficient SDPA op's output", E * as_double(block.q_dim()), 0});
+    if (matmuls[i].aten_mm) ++mm_count;
+    if (!saved[i]) continue;
+    items.push_back({matmuls[i].name + " output: aten.mm #" + std::to_string(mm_count) + " (odd, saved)",
+                     E * matmuls[i].output_elements_per_token, 0});
+  }
+  return items;
+}
+
+std::vector<FlopItem> sac_recomputed_matmuls(const DecoderBlockShape& block, bool flash_attention) {
+  const std::vector<BlockMatmul> matmuls = block_matmuls(block);
+  const std::vector<bool> saved = sac_saves_matmul(matmuls);
+  std::vector<FlopItem> items;
+  for (std::size_t i = 0; i < matmuls.size(); ++i) {
+    if (saved[i]) continue;
+    const bool last = i + 1 == matmuls.size();
+    // The last projection's output feeds only the residual add (which saves nothing) unless a
+    // dropout follows it and saves a mask: recomputation stops before it.
+    if (last && !block.residual_dropout) continue;
+    items.push_back({matmuls[i].name + (matmuls[i].aten_mm ? " (aten.mm, even-numbered)" : " (aten.addmm, not in the save list)"),
+                     2 * matmuls[i].multiply_adds_per_token, 0});
+  }
+  if (!flash_attention)
+    items.push_back({"eager attention QK^T and AV (aten.bmm, not in the save list)", 0, 4 * as_double(block.q_dim())});
+  return items;
+}
+
+// ---- Transient memory ---------------------------------------------------------------------
+// Every moment below is derived, tensor by tensor, in docs/model-schema.md ("Transient memory").
+
+namespace {
+
+constexpr double kFp32Bytes = 4;
+// embedding_dense_backward on CUDA (aten/src/ATen/native/cuda/Embedding.cu and
+// EmbeddingBackwardKernel.cu): the sorted ids and their original positions, then four arrays
+// per index (segment_offsets, partials_per_segment, partials_per_segment_offset,
+// partial_segment_offset), all int64 for int64 ids: 6 x 8 bytes per index.
+constexpr double kEmbeddingBackwardIndexBytes = 6 * 8;
+
+CostItem per_token(std::string what, double bytes) { return {std::move(what), bytes, 0, 0}; }
+CostItem per_token_per_position(std::string what, double bytes) { return {std::move(what), 0, bytes, 0}; }
+CostItem per_position(std::string what, double bytes) { return {std::move(what), 0, 0, bytes}; }
+
+// FlashAttention-2's backward keeps its fp32 dq accumulator with the head dimension rounded up
+// (flash_api.cpp, mha_bwd: head_size_rounded = round_multiple(head_size, head_size <= 128 ? 32 : 64),
+// head_size itself a multiple of 8). The sequence is rounded up to 128 too; that is neglected.
+double flash_dq_accum_head_dim(std::int64_t head_dim) {
+  auto round_up = [](std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; };
+  const std::int64_t d = round_up(head_dim, 8);
+  return as_double(round_up(d, d <= 128 ? 32 : 64));
+}
+
+// Builds a phase's moments: `held` is alive at every moment added (the residual stream's gradient).
+struct MomentList {
+  std::vector<TransientMoment>& out;
+  std::vector<CostItem> held;
+  void add(std::string when, std::vector<CostItem> items) {
+    std::vector<CostItem> all = held;
+    all.insert(all.end(), items.begin(), items.end());
+    out.push_back({std::move(when), std::move(all)});
+  }
+};
+
+}  // namespace
+
+TransientLedger block_transients(const DecoderBlockShape& block, bool flash_attention) {
+  const double E = kActivationBytes, F = kFp32Bytes;
+  const double h = as_double(block.hidden_size), f = as_double(block.ffn_hidden_size);
+  const double q = as_double(block.q_dim()), kv = as_double(block.kv_dim());
+  const double a = as_double(block.num_heads);
+  // K and V as the attention op sees them: flash attention takes GQA's k and v as they are;
+  // eager attention gets them repeated per query head (Hugging Face's repeat_kv), as in
+  // saved_tensors().
+  const double kv_attention = flash_attention ? kv : q;
+  TransientLedger ledger;
+
+  // Forward. The block saves its norms' inputs and outputs, q, k, v, the attention output and
+  // the MLP's intermediates (saved_tensors()); what is left is short-lived.
+  MomentList fw{ledger.forward, {}};
+  if (block.rotary)
+    fw.add("rotary embedding on q and k (the rotated q and k are saved); HF keeps the projections' outputs "
+           "until both are rotated",
+           {per_token("q projection output, before rotary", E * q),
+            per_token("k projection output, before rotary", E * kv)});
+  if (!flash_attention) {
+    fw.add("fused scale, causal mask and softmax (its output is saved)",
+           {per_token_per_position("QK^T scores", E * a)});
+    if (block.alibi)
+      fw.add("ALiBi bias add on the scores",
+             {per_token_per_position("QK^T scores", E * a), per_token_per_position("scores + ALiBi bias", E * a)});
+  }
+  if (block.residual_dropout) {
+    fw.add("attention output dropout (its mask is saved)",
+           {per_token("attention output projection's output", E * h), per_token("attention output after dropout", E * h)});
+  } else {
+    fw.add("attention output projection", {per_token("attention output projection's output", E * h)});
+  }
+  // GPT-NeoX's parallel residual holds the attention branch's output until the final sum.
+  if (block.parallel_residual) fw.held.push_back(per_token("attention branch output, held until the final sum", E * h));
+  if (block.residual_dropout) {
+    fw.add("MLP output dropout (its mask is saved)",
+           {per_token("MLP output projection's output", E * h), per_token("MLP output after dropout", E * h)});
+  } else {
+    fw.add("MLP output projection", {per_token("MLP output projection's output", E * h)});
+  }
+  if (block.parallel_residual) {
+    fw.add("mlp + attention + x, the second add: the block output",
+           {per_token("MLP branch output", E * h), per_token("mlp + attention", E * h),
+            per_token("block output (the next module's input)", E * h)});
+  } else {
+    fw.add("residual add h + MLP: the block output",
+           {per_token("MLP branch output", E * h), per_token("block output (the next module's input)", E * h)});
+  }
+
+  // Backward, in autograd's order: the MLP (down, product, up, SiLU, gate, norm), then the
+  // attention (output projection, attention, rotary k then q, v, k, q projections, norm).
+  MomentList bw{ledger.backward,
+                {per_token(block.parallel_residual
+                               ? "gradient of the block output"
+                               : "residual stream gradient: the block output's, summed in place into the block input's",
+                           E * h)}};
+  const CostItem d_down_input =
+      per_token(block.gated_mlp ? "gradient of SiLU(gate)*up, the down projection's input"
+                                : "gradient of the activation output, fc2's input",
+                E * f);
+  const CostItem d_mlp_before_dropout = per_token("gradient of the MLP output before dropout", E * h);
+  if (block.residual_dropout) {
+    bw.add("MLP output dropout backward", {d_mlp_before_dropout});
+    bw.add("down projection backward (MmBackward0)", {d_mlp_before_dropout, d_down_input});
+  } else {
+    bw.add("down projection backward (MmBackward0)", {d_down_input});
+  }
+  const CostItem d_norm2_output = per_token("gradient of the MLP norm output (first contribution)", E * h);
+  const CostItem d_norm2_second = per_token("second contribution, then summed in place into the first", E * h);
+  if (block.gated_mlp) {
+    const CostItem d_silu = per_token("gradient of the SiLU output", E * f);
+    const CostItem d_up = per_token("gradient of the up projection output", E * f);
+    const CostItem d_gate = per_token("gradient of the gate projection output (SiLU's input)", E * f);
+    bw.add("SiLU(gate)*up backward (MulBackward0): both factors' gradients while the product's is held",
+           {d_down_input, d_silu, d_up});
+    bw.add("up projection backward (created after SiLU, so differentiated before it)", {d_silu, d_up, d_norm2_output});
+    bw.add("SiLU backward", {d_silu, d_gate, d_norm2_output});
+    bw.add("gate projection backward", {d_gate, d_norm2_output, d_norm2_second});
+  } else {
+    const CostItem d_fc1 = per_token("gradient of fc1's output (the activation's input)", E * f);
+    bw.add("activation (GELU) backward", {d_down_input, d_fc1});
+    bw.add("fc1 backward", {d_fc1, d_norm2_output});
+  }
+  const CostItem d_norm_input = per_token("gradient of the norm's input, before it joins the stream", E * h);
+  bw.add("MLP norm backward", {per_token("gradient of the MLP norm output", E * h), d_norm_input});
+  if (block.parallel_residual) {
+    // The output gradient is also buffered for the attention branch: the sum is out of place.
+    const CostItem partial = per_token("block input gradient so far (residual + MLP branch)", E * h);
+    bw.add("sum into the block input's gradient, out of place", {d_norm_input, partial});
+    bw.held.push_back(partial);
+  }
+  const CostItem d_attention_before_dropout = per_token("gradient of the attention output before dropout", E * h);
+  const CostItem d_attention_output = per_token("gradient of the attention output (output projection's input)", E * q);
+  auto release_output_gradient = [&] {
+    // GPT-NeoX: the block output's gradient dies with the attention branch's first node.
+    if (block.parallel_residual) bw.held.erase(bw.held.begin());
+  };
+  if (block.residual_dropout) {
+    bw.add("attention output dropout backward", {d_attention_before_dropout});
+    release_output_gradient();
+    bw.add("attention output projection backward", {d_attention_before_dropout, d_attention_output});
+  } else {
+    bw.add("attention output projection backward", {d_attention_output});
+    release_output_gradient();
+  }
+  const CostItem dq = per_token("dq", E * q), dk = per_token("dk", E * kv), dv = per_token("dv", E * kv);
+  if (flash_attention) {
+    std::vector<CostItem> items = {d_attention_output, dq, dk, dv};
+    if (block.num_kv_heads != block.num_heads) {
+      items.push_back(per_token("dk per query head (GQA; summed over the groups into dk)", E * q));
+      items.push_back(per_token("dv per query head (GQA; summed over the groups into dv)", E * q));
+    }
+    items.push_back(per_token("fp32 dq accumulator", F * a * flash_dq_accum_head_dim(block.head_dim)));
+    items.push_back(per_token("fp32 softmax_d (rowsum of dO*O)", F * a));
+    bw.add("flash attention backward (mha_bwd)", items);
+  } else {
+    const CostItem d_probabilities = per_token_per_position("gradient of the attention probabilities", E * a);
+    const CostItem d_dropped = per_token_per_position("gradient of the dropped-out probabilities", E * a);
+    const CostItem d_scores = per_token_per_position("gradient of the scores", E * a);
+    const CostItem dv_attention = per_token("dv as attention sees it", E * kv_attention);
+    const CostItem dk_attention = per_token("dk as attention sees it", E * kv_attention);
+    bw.add("AV backward (bmm)",
+           {d_attention_output, block.attention_dropout ? d_dropped : d_probabilities, dv_attention});
+    if (block.attention_dropout) bw.add("attention dropout backward", {dv_attention, d_dropped, d_probabilities});
+    bw.add("softmax backward", {dv_attention, d_probabilities, d_scores});
+    bw.add("QK^T backward (bmm)", {dv_attention, d_scores, dq, dk_attention});
+    if (kv_attention != kv)
+      bw.add("repeat_kv backward: dk and dv summed over the query groups", {dq, dk_attention, dv_attention, dk});
+  }
+  CostItem dq_projection = dq, dk_projection = dk;
+  if (block.rotary) {
+    const CostItem dq_before = per_token("gradient of q before rotary", E * q);
+    const CostItem dk_before = per_token("gradient of k before rotary", E * kv);
+    bw.add("rotary backward on k (k was rotated after q)", {dq, dk, dv, dk_before});
+    bw.add("rotary backward on q", {dq, dq_before, dk_before, dv});
+    dq_projection = dq_before;
+    dk_projection = dk_before;
+  }
+  const CostItem d_norm1_output = per_token("gradient of the attention norm output (first contribution)", E * h);
+  const CostItem d_norm1_next = per_token("next contribution, then summed in place into the first", E * h);
+  if (block.fused_qkv) {
+    const CostItem d_qkv = per_token("gradient of the fused qkv output (the split's backward concatenates)", E * (q + 2 * kv));
+    bw.add("split backward: dq, dk, dv concatenated", {dq_projection, dk_projection, dv, d_qkv});
+    bw.add("fused qkv projection backward", {d_qkv, d_norm1_output});
+  } else {
+    bw.add("v projection backward", {dq_projection, dk_projection, dv, d_norm1_output});
+    bw.add("k projection backward", {dq_projection, dk_projection, d_norm1_output, d_norm1_next});
+    bw.add("q projection backward", {dq_projection, d_norm1_output, d_norm1_next});
+  }
+  bw.add("attention norm backward (its input gradient is then summed in place into the stream)",
+         {per_token("gradient of the attention norm output", E * h), d_norm_input});
+  return ledger;
+}
+
+TransientLedger token_embedding_transients(std::int64_t hidden_size, bool adds_position_embedding,
+                                           bool embedding_dropout) {
+  const double E = kActivationBytes, F = kFp32Bytes, h = as_double(hidden_size);
+  TransientLedger ledger;
+  if (!adds_position_embedding) {
+    ledger.forward.push_back({"embedding gather", {per_token("gathered rows: the first block's input (saved by it)", E * h)}});
+  } else {
+    // GPT2Model.forward keeps inputs_embeds and position_embeds in locals.
+    std::vector<CostItem> alive = {per_token("token rows (inputs_embeds)", E * h),
+                                   per_position("position rows (position_embeds, shared by the batch)", E * h),
+                                   per_token("token + position rows", E * h)};
+    ledger.forward.push_back({"token and position gathers, then their sum", alive});
+    if (embedding_dropout) {
+      alive.push_back(per_token("embedding dropout output: the first block's input", E * h));
+      ledger.forward.push_back({"embedding dropout (its mask is saved)", alive});
+    }
+  }
+  CostItem gradient = per_token("gradient of the embedding output", E * h);
+  if (embedding_dropout) {
+    const CostItem before = per_token("gradient before dropout", E * h);
+    ledger.backward.push_back({"embedding dropout backward", {gradient, before}});
+    gradient = before;
+  }
+  if (adds_position_embedding)
+    ledger.backward.push_back(
+        {"position embedding backward: the gradient summed over the batch, then embedding_dense_backward",
+         {gradient, per_position("position rows' gradient (sum over the batch)", E * h),
+          per_position("fp32 per-index partial sums", F * h),
+          per_position("sorted ids, positions and segment arrays (int64)", kEmbeddingBackwardIndexBytes)}});
+  ledger.backward.push_back({"token embedding backward (embedding_dense_backward; its weight gradient is a parameter gradient)",
+                             {gradient, per_token("fp32 per-index partial sums (grad_weight_per_segment)", F * h),
+                              per_token("sorted ids, positions and segment arrays (int64)", kEmbeddingBackwardIndexBytes)}});
+  return ledger;
+}
+
+TransientLedger final_norm_transients(std::int64_t hidden_size) {
+  const double E = kActivationBytes, h = as_double(hidden_size);
+  TransientLedger ledger;
+  ledger.forward.push_back({"final norm", {per_token("norm output: the output layer's input (saved by it)", E * h)}});
+  ledger.backward.push_back({"final norm backward",
+                             {per_token("gradient of the norm output (the output layer's input gradient)", E * h),
+                              per_token("gradient of the norm input (the last block's output gradient)", E * h)}});
+  return ledger;
+}
+
+TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_size) {
+  const double E = kActivationBytes, h = as_double(hidden_size), V = as_double(vocab_size);
+  const CostItem logits16 = per_token("16-bit logits", E * V);
+  const CostItem logits32 = per_token("fp32 logits (logits.float())", kLogitBytes * V);
+  const CostItem d_log_probs = per_token("fp32 gradient of the log-probabilities", kLogitBytes * V);
+  const CostItem d_logits32 = per_token("fp32 gradient of the logits", kLogitBytes * V);
+  const CostItem d_logits16 = per_token("16-bit gradient of the logits", E * V);
+  TransientLedger ledger;
+  ledger.forward = {
+      {"logits.float(): the 16-bit logits and their fp32 copy", {logits16, logits32}},
+      {"log_softmax (its output, the log-probabilities, is saved); the 16-bit logits are still referenced "
+       "(HF's logits, torchtitan's pred)",
+       {logits16, logits32}},
+  };
+  ledger.backward = {
+      {"nll_loss backward: zeros, then -1/N scattered at the targets", {d_log_probs}},
+      {"log_softmax backward (LogSoftmaxBackward0): its input gradient is held while it writes its output",
+       {d_log_probs, d_logits32}},
+      {"logits.float() backward (ToCopyBackward0): the gradient cast to 16 bits", {d_logits32, d_logits16}},
+      {"output projection backward (MmBackward0; its weight gradient is a parameter gradient)",
+       {d_logits16, per_token("gradient of the output layer's input", E * h)}},
+  };
+  return ledger;
+}
+
+Polynomial moment_bytes(const TransientMoment& moment) { return ledger_polynomial(moment.tensors); }
+
+Polynomial peak_transient_bytes(const std::vector<TransientMoment>& moments) {
+  double per_token = 0, per_token_per_position = 0, per_position = 0;
+  for (const TransientMoment& m : moments) {
+    double t = 0, tp = 0, p = 0;
+    for (const CostItem& item : m.tensors) {
+      t += item.bytes_per_token;
+      tp += item.bytes_per_token_per_position;
+      p += item.bytes_per_position;
+    }
+    per_token = std::max(per_token, t);
+    per_token_per_position = std::max(per_token_per_position, tp);
+    per_position = std::max(per_position, p);
+  }
+  Polynomial out = monomial(per_token, 1, 1);
+  out += monomial(per_token_per_position, 1, 2);
+  out += monomial(per_position, 0, 1);
+  return out;
+}
+
+std::size_t largest_moment(const std::vector<TransientMoment>& moments, double micro_batch, double seq_len) {
+  std::size_t best = 0;
+  double best_bytes = -1;
+  for (std::size_t i = 0; i < moments.size(); ++i) {
+    const double bytes = moment_bytes(moments[i]).at(micro_batch, seq_len);
+    if (bytes > best_bytes) {
+      best = i;
+      best_bytes = bytes;
+    }
+  }
+  return best;
+}
+
 ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_attention) {
   ModuleCosts c;
   const double attention_per_token_per_position = 4 * as_double(block.q_dim());
@@ -129,6 +507,14 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
   c.forward_hbm_bytes = ledger_polynomial(memory_bound_kernels(block, flash_attention));
   c.saved_activation_bytes = ledger_polynomial(saved_tensors(block, flash_attention));
   c.input_bytes = monomial(kActivationBytes * as_double(block.hidden_size), 1, 1);
+  c.sac_saved_activation_bytes = ledger_polynomial(sac_saved_tensors(block, flash_attention));
+  for (const FlopItem& item : sac_recomputed_matmuls(block, flash_attention)) {
+    c.sac_recompute_flops += monomial(item.flops_per_token, 1, 1);
+    c.sac_recompute_flops += monomial(item.flops_per_token_per_position, 1, 2);
+  }
+  const TransientLedger transients = block_transients(block, flash_attention);
+  c.forward_transient_bytes = peak_transient_bytes(transients.forward);
+  c.backward_transient_bytes = peak_transient_bytes(transients.backward);
   return c;
 }
 
@@ -151,6 +537,9 @@ ModuleCosts token_embedding_costs(std::int64_t hidden_size, bool adds_position_e
     c.saved_activation_bytes += monomial(kMaskBytes * h, 1, 1);
   }
   c.input_bytes = monomial(kTokenIdBytes, 1, 1);
+  const TransientLedger transients = token_embedding_transients(hidden_size, adds_position_embedding, embedding_dropout);
+  c.forward_transient_bytes = peak_transient_bytes(transients.forward);
+  c.backward_transient_bytes = peak_transient_bytes(transients.backward);
   return c;
 }
 
@@ -160,6 +549,9 @@ ModuleCosts final_norm_costs(std::int64_t hidden_size) {
   c.forward_hbm_bytes = monomial(2 * E * h, 1, 1);
   c.saved_activation_bytes = monomial(E * h, 1, 1);  // the norm's input
   c.input_bytes = monomial(E * h, 1, 1);
+  const TransientLedger transients = final_norm_transients(hidden_size);
+  c.forward_transient_bytes = peak_transient_bytes(transients.forward);
+  c.backward_transient_bytes = peak_transient_bytes(transients.backward);
   return c;
 }
 
@@ -174,6 +566,9 @@ ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size) {
   // (Korthikanti et al. 2022, section 4.3: 2sbh + 4sbv).
   c.saved_activation_bytes = monomial(E * h + kLogitBytes * V, 1, 1);
   c.input_bytes = monomial(E * h, 1, 1);
+  const TransientLedger transients = lm_head_transients(hidden_size, vocab_size);
+  c.forward_transient_bytes = peak_transient_bytes(transients.forward);
+  c.backward_transient_bytes = peak_transient_bytes(transients.backward);
   return c;
 }
 
@@ -205,6 +600,10 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
   put("forward_hbm_bytes", costs.forward_hbm_bytes);
   put("saved_activation_bytes", costs.saved_activation_bytes);
   put("input_bytes", costs.input_bytes);
+  put("sac_saved_activation_bytes", costs.sac_saved_activation_bytes);
+  put("sac_recompute_flops", costs.sac_recompute_flops);
+  put("forward_transient_bytes", costs.forward_transient_bytes);
+  put("backward_transient_bytes", costs.backward_transient_bytes);
   if (!source.empty()) out["source"] = source;
   return out;
 }

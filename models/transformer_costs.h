@@ -15,6 +15,7 @@
 //   and flash attention change the terms they touch and nothing else.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,6 +39,13 @@ struct DecoderBlockShape {
   bool alibi = false;                // ALiBi bias added to the attention scores
   bool attention_dropout = false;    // dropout on the attention probabilities (p > 0)
   bool residual_dropout = false;     // dropout on the attention and MLP outputs (p > 0)
+  // Projection layout, for op-level selective checkpointing (which saves aten.mm outputs):
+  // an unbiased nn.Linear on a 3-D input dispatches aten.mm; a biased one (and GPT-2's Conv1D,
+  // torch.addmm) dispatches aten.addmm. Sizes and FLOPs do not depend on these.
+  bool fused_qkv = false;            // one projection computes q, k and v (GPT-2, GPT-NeoX, MPT)
+  bool qkv_bias = false;             // the q/k/v projection(s) have biases
+  bool out_bias = false;             // the attention output projection has a bias
+  bool mlp_bias = false;             // the MLP projections have biases
 
   std::int64_t q_dim() const { return num_heads * head_dim; }
   std::int64_t kv_dim() const { return num_kv_heads * head_dim; }
@@ -51,6 +59,7 @@ struct CostItem {
   std::string what;
   double bytes_per_token = 0;
   double bytes_per_token_per_position = 0;
+  double bytes_per_position = 0;  // the s term: tensors shared by the batch (GPT-2's position rows)
 };
 
 // The tensors one block keeps for backward, each with its size; the sum is the block's
@@ -60,6 +69,115 @@ std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_a
 // dropout, and the softmax when attention is not fused), each with the bytes it reads and
 // writes once; the sum is the block's forward_hbm_bytes.
 std::vector<CostItem> memory_bound_kernels(const DecoderBlockShape& block, bool flash_attention);
+
+// One matrix multiplication of a block, in forward execution order.
+struct BlockMatmul {
+  std::string name;                 // "q projection", "qkv projection", "down projection", ...
+  double multiply_adds_per_token = 0;  // in_features * out_features
+  double output_elements_per_token = 0;  // out_features
+  bool aten_mm = false;             // dispatches aten.mm (unbiased Linear); false: aten.addmm
+};
+// The block's projections in the order its forward runs them: q, k, v (or one fused qkv),
+// the attention output projection, then gate and up (SwiGLU: down(silu(gate(x)) * up(x))
+// evaluates gate first) or fc1, then the down projection / fc2. Attention's QK^T and AV are
+// not listed (they are flash attention, or bmm in eager attention).
+std::vector<BlockMatmul> block_matmuls(const DecoderBlockShape& block);
+
+// Op-level selective activation checkpointing as torchtitan applies it to every transformer
+// block (activation_checkpoint.mode = "selective", selective_ac_option = "op"), read in
+// pytorch/torchtitan torchtitan/models/llama/parallelize_llama.py at commit 0596be3a (the
+// layout of late 2024 / early 2025; the Dec 2024 benchmarks ran torchtitan 9dec370, not read)
+// and torchtitan/parallelisms/parallelize_llama.py at 004b3148 (mid 2024: the same policy
+// without aten.max). The block runs under a non-reentrant checkpoint with
+// a selective-checkpoint policy: the outputs of ops in _save_list {aten.mm,
+// aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
+// _c10d_functional.reduce_scatter_tensor, aten.max} are kept (MUST_SAVE), every other op is
+// recomputed in backward (PREFER_RECOMPUTE), and "every second mm" is recomputed: the policy
+// counts aten.mm calls per block forward and saves the 1st, 3rd, 5th, ... Applied to the
+// formulas' conventions (16-bit activations, no tensor parallelism, no float8):
+// - kept: the checkpoint's input (the block input x), the outputs of the odd-numbered aten.mm
+//   projections, and the flash/efficient SDPA output (its fp32 log-sum-exp, 4*heads bytes
+//   per token, is neglected as in saved_tensors()). reduce_scatter_tensor appears only under
+//   tensor/sequence parallelism and aten.max only in float8 training: none here. Biased
+//   projections (aten.addmm) and eager attention's bmm/softmax are not in the list.
+// - everything else in saved_tensors() (norm outputs, k or v when their projection is an
+//   even-numbered mm, rotary outputs, SiLU/GELU outputs, products, residual sums, dropout
+//   masks) is regenerated in backward from those.
+// The sum of the items is the block's sac_saved_activation_bytes.
+std::vector<CostItem> sac_saved_tensors(const DecoderBlockShape& block, bool flash_attention);
+
+// Forward work op-level SAC runs again in backward, in FLOPs.
+struct FlopItem {
+  std::string what;
+  double flops_per_token = 0;               // the b*s term
+  double flops_per_token_per_position = 0;  // the b*s^2 term (attention)
+};
+// Every projection whose output is not kept, except the block's last projection when no
+// residual dropout follows it: recomputation replays the block's forward only up to the last
+// tensor backward needs (torch.utils.checkpoint's early stop), and the last projection's
+// output feeds only the residual add, which saves nothing. Eager attention (QK^T and AV are
+// bmm, not in the save list) is recomputed too; flash attention's output is kept. The sum is
+// the block's sac_recompute_flops (2 FLOPs per multiply-add, like forward_flops).
+std::vector<FlopItem> sac_recomputed_matmuls(const DecoderBlockShape& block, bool flash_attention);
+
+// ---- Transient memory ---------------------------------------------------------------------
+//
+// Tensors that live only while a module's forward or backward runs: neither saved for backward
+// (saved_tensors() and the edge modules' saved_activation_bytes) nor parameter gradients. A
+// ledger lists the moments of the module's forward and backward, each with every such tensor
+// alive at that moment; the transient cost is the largest moment.
+//
+// Assumptions (docs/model-schema.md, "Transient memory", derives every moment):
+// - Eager PyTorch, no torch.compile. Backward runs in autograd's order: the engine's ready
+//   queue pops the node with the highest sequence number first (torch/csrc/autograd/engine.h,
+//   CompareNodeTaskTime), so a block's backward is its forward reversed, and the MLP's up
+//   projection (created after SiLU) is differentiated before SiLU. A node's input gradients
+//   live until the node returns, so they coexist with its outputs.
+// - Gradients flowing into a tensor used twice are summed in place into the buffered one when
+//   autograd holds its last reference (torch/csrc/autograd/input_buffer.cpp, accumulate() with
+//   grad mode off): the residual stream's gradient is one buffer from the block's output
+//   gradient to its input gradient. GPT-NeoX's parallel residual is the exception for one
+//   node (the buffered gradient is still referenced by the attention branch: out of place).
+// - Python references keep tensors alive as Hugging Face's modeling code holds them (q and k
+//   before rotary until both rotated tensors exist; GPT-NeoX's attention output until the
+//   final sum).
+// - Kernel granularity as in saved_tensors() and memory_bound_kernels(): one kernel per norm,
+//   rotary embedding, activation function and (eager attention) scale+mask+softmax; layout
+//   copies (transpose().contiguous()) are neglected. Hugging Face's LlamaRMSNorm, rotary and
+//   GPT-2's gelu_new are several eager ops with larger intermediates (caveats in the docs).
+// - Flash attention is FlashAttention-2 as PyTorch's SDPA flash backend ships it
+//   (aten/src/ATen/native/transformers/cuda/flash_attn/flash_api.cpp, mha_bwd): backward
+//   allocates dq, dk, dv, an fp32 dq accumulator (batch x seq x heads x head_dim rounded up to
+//   a multiple of 32), the fp32 softmax_d (batch x heads x seq) and, with GQA, dk and dv per
+//   query head before summing them over the groups.
+// - The loss is Hugging Face's ForCausalLMLoss (logits.float(), then F.cross_entropy =
+//   log_softmax + nll_loss) or torchtitan's cross_entropy_loss (pred.float(), F.cross_entropy),
+//   with the caller dropping the bf16 logits before backward (torchtitan's `del pred`; the HF
+//   Trainer returns the loss alone).
+// - backward moments include the gradient flowing into the module and the gradient w.r.t. its
+//   input when they exist: the planner needs no separate input-gradient temporary.
+struct TransientMoment {
+  std::string when;               // the op running, e.g. "SiLU(gate)*up backward (MulBackward0)"
+  std::vector<CostItem> tensors;  // every transient tensor alive at that moment
+};
+struct TransientLedger {
+  std::vector<TransientMoment> forward;
+  std::vector<TransientMoment> backward;
+};
+TransientLedger block_transients(const DecoderBlockShape& block, bool flash_attention);
+TransientLedger token_embedding_transients(std::int64_t hidden_size, bool adds_position_embedding,
+                                           bool embedding_dropout);
+TransientLedger final_norm_transients(std::int64_t hidden_size);
+TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_size);
+// One moment's bytes as a polynomial in b and s.
+Polynomial moment_bytes(const TransientMoment& moment);
+// The largest moment as a polynomial: the coefficient-wise maximum over the moments (the b*s,
+// b*s^2 and s terms separately). Exact when one moment is largest in every term, as with flash
+// attention (every moment is per token); otherwise an upper bound (eager attention: the score
+// gradients' b*s^2 moment and the MLP's b*s moment are different moments).
+Polynomial peak_transient_bytes(const std::vector<TransientMoment>& moments);
+// Index of the largest moment at (micro_batch, seq_len); moments must not be empty.
+std::size_t largest_moment(const std::vector<TransientMoment>& moments, double micro_batch, double seq_len);
 
 ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_attention);
 // The token embedding: a gather, plus (GPT-2) the position-embedding gather and add and the

@@ -70,6 +70,7 @@ Calibration read_calibration_at(const nlohmann::json& json, const std::string& f
   c.op_issue_seconds = read_nonnegative(r, "op_issue_seconds", c.op_issue_seconds);
   c.kernel_issue_seconds = read_nonnegative(r, "kernel_issue_seconds", c.kernel_issue_seconds);
   c.kernels_per_parameter_tensor = read_nonnegative(r, "kernels_per_parameter_tensor", c.kernels_per_parameter_tensor);
+  c.launch_queue_kernels = read_nonnegative(r, "launch_queue_kernels", c.launch_queue_kernels);
   c.compute_slowdown_under_comm = read_nonnegative(r, "compute_slowdown_under_comm", c.compute_slowdown_under_comm);
   c.pcie_gbps = read_positive(r, "pcie_gbps", c.pcie_gbps);
   c.host_optimizer_bytes_per_second =
@@ -110,6 +111,7 @@ nlohmann::json Calibration::to_json() const {
           {"op_issue_seconds", op_issue_seconds},
           {"kernel_issue_seconds", kernel_issue_seconds},
           {"kernels_per_parameter_tensor", kernels_per_parameter_tensor},
+          {"launch_queue_kernels", launch_queue_kernels},
           {"compute_slowdown_under_comm", compute_slowdown_under_comm},
           {"pcie_gbps", pcie_gbps},
           {"host_optimizer_bytes_per_second", host_optimizer_bytes_per_second},

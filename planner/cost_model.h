@@ -44,6 +44,8 @@ struct Calibration {
   double op_issue_seconds = 0;
   double kernel_issue_seconds = 0;
   double kernels_per_parameter_tensor = 0;
+  // CUDA's launch queue: kernels one stream holds before a launch blocks the CPU (0: unbounded).
+  double launch_queue_kernels = 0;
   // Interference: compute runs this much slower while a collective is in flight (0.1 = 10%).
   double compute_slowdown_under_comm = 0;
   // Host <-> device copies (CPU offload) and the CPU optimizer step.

@@ -24,17 +24,28 @@ std::int64_t CachingAllocatorModel::segment_size(std::int64_t size) {
   return (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
+CachingAllocatorModel::FreeKey CachingAllocatorModel::free_key(int block) const {
+  const Block& b = blocks_[block];
+  const Segment& seg = segments_[b.segment];
+  return {seg.stream, seg.small, b.size, b.segment, b.offset, block};
+}
+
+void CachingAllocatorModel::mark_free(int block) {
+  blocks_[block].free = true;
+  free_blocks_.insert(free_key(block));
+}
+
+void CachingAllocatorModel::mark_used(int block) {
+  free_blocks_.erase(free_key(block));
+  blocks_[block].free = false;
+}
+
+// Best fit: the smallest free block of the stream's pool that is large enough; among equal
+// sizes the first in segment and address order. O(log n) through the ordered free set.
 int CachingAllocatorModel::find_free_block(std::int64_t size, int stream, bool small) const {
-  int best = -1;
-  for (std::size_t s = 0; s < segments_.size(); ++s) {
-    const Segment& seg = segments_[s];
-    if (seg.released || seg.stream != stream || seg.small != small) continue;
-    for (int b : seg.blocks) {
-      const Block& blk = blocks_[b];
-      if (blk.free && blk.size >= size && (best < 0 || blk.size < blocks_[best].size)) best = b;
-    }
-  }
-  return best;
+  auto it = free_blocks_.lower_bound(FreeKey{stream, small, size, -1, -1, -1});
+  if (it == free_blocks_.end() || std::get<0>(*it) != stream || std::get<1>(*it) != small) return -1;
+  return std::get<5>(*it);
 }
 
 int CachingAllocatorModel::split(int block, std::int64_t size) {
@@ -43,12 +54,16 @@ int CachingAllocatorModel::split(int block, std::int64_t size) {
   const std::int64_t remaining = blk.size - size;
   const bool should_split = small ? remaining >= kMinBlockSize : remaining > kSmallSize;
   if (!should_split) return block;
-  Block rest{blk.segment, blk.offset + size, remaining, true};
-  blk.size = size;
+  const bool was_free = blk.free;
+  if (was_free) mark_used(block);
+  Block rest{blk.segment, blk.offset + size, remaining, false};
+  blocks_[block].size = size;
   blocks_.push_back(rest);
   int rest_id = static_cast<int>(blocks_.size()) - 1;
   auto& list = segments_[rest.segment].blocks;
   list.insert(std::find(list.begin(), list.end(), block) + 1, rest_id);
+  mark_free(rest_id);
+  if (was_free) mark_free(block);
   return block;
 }
 
@@ -57,6 +72,7 @@ void CachingAllocatorModel::release_cached_segments() {
     if (seg.released) continue;
     bool all_free = std::all_of(seg.blocks.begin(), seg.blocks.end(), [&](int b) { return blocks_[b].free; });
     if (all_free) {
+      for (int b : seg.blocks) free_blocks_.erase(free_key(b));
       seg.released = true;
       reserved_ -= seg.size;
     }
@@ -76,31 +92,37 @@ int CachingAllocatorModel::allocate(std::int64_t bytes, int stream) {
     }
     Segment seg{stream, small, seg_size, {}};
     segments_.push_back(seg);
-    blocks_.push_back({static_cast<int>(segments_.size()) - 1, 0, seg_size, true});
+    blocks_.push_back({static_cast<int>(segments_.size()) - 1, 0, seg_size, false});
     block = static_cast<int>(blocks_.size()) - 1;
     segments_.back().blocks.push_back(block);
+    mark_free(block);
     reserved_ += seg_size;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
   }
   block = split(block, size);
-  blocks_[block].free = false;
+  mark_used(block);
   return block;
 }
 
 void CachingAllocatorModel::free(int handle) {
-  blocks_[handle].free = true;
   // Merge with free neighbours in the same segment.
   auto& list = segments_[blocks_[handle].segment].blocks;
   auto it = std::find(list.begin(), list.end(), handle);
   if (it + 1 != list.end() && blocks_[*(it + 1)].free) {
+    mark_used(*(it + 1));  // leaves the free set; absorbed
     blocks_[handle].size += blocks_[*(it + 1)].size;
     list.erase(it + 1);
     it = std::find(list.begin(), list.end(), handle);
   }
   if (it != list.begin() && blocks_[*(it - 1)].free) {
-    blocks_[*(it - 1)].size += blocks_[handle].size;
+    const int prev = *(it - 1);
+    mark_used(prev);
+    blocks_[prev].size += blocks_[handle].size;
     list.erase(it);
+    mark_free(prev);
+    return;
   }
+  mark_free(handle);
 }
 
 MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {

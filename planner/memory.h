@@ -5,7 +5,9 @@
 
 #include <array>
 #include <cstdint>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "planner/schedule.h"
@@ -64,6 +66,13 @@ class CachingAllocatorModel {
   int find_free_block(std::int64_t size, int stream, bool small) const;
   void release_cached_segments();
   int split(int block, std::int64_t size);
+  // Free blocks of live segments ordered as the best-fit search visits them: by stream,
+  // pool, size, then segment and address (the first of equal sizes wins, as in a scan).
+  using FreeKey = std::tuple<int, bool, std::int64_t, int, std::int64_t, int>;
+  FreeKey free_key(int block) const;
+  void mark_free(int block);
+  void mark_used(int block);
+  std::set<FreeKey> free_blocks_;
 
   double capacity_bytes_;
   std::vector<Block> blocks_;

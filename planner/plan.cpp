@@ -20,6 +20,7 @@ struct Event {
   int unit = -1;                  // unit of the hook, or the innermost unit of the module
   const Module* module = nullptr; // compute only
   int region = -1;                // activation-checkpoint region (block index), -1 if none
+  bool selective = false;         // inside a block under op-level selective checkpointing
 };
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -157,7 +158,8 @@ class StepBuilder {
       for (const Module* m : u.modules) unit_of[m] = u.index;
     std::vector<std::string> types = block_types(sc_.model, f_.wrap);
     int block_index = 0;
-    std::function<void(const Module&, int, int)> walk = [&](const Module& m, int current_unit, int region) {
+    std::function<void(const Module&, int, int, bool)> walk = [&](const Module& m, int current_unit, int region,
+                                                                   bool selective) {
       if (unit_of.count(&m)) current_unit = unit_of[&m];
       for (int u : starts[&m]) forward_.push_back({Event::pre, u, nullptr, -1});
       if (&m != &sc_.model.root && std::find(types.begin(), types.end(), m.type) != types.end()) {
@@ -165,12 +167,19 @@ class StepBuilder {
         const bool checkpointed = t_.checkpointing == Checkpointing::full ||
                                   (t_.checkpointing == Checkpointing::every_k && i % t_.checkpoint_every == 0);
         if (checkpointed && region < 0) region = i;
+        if (t_.checkpointing == Checkpointing::selective) selective = true;
       }
-      if (m.costs) forward_.push_back({Event::compute, current_unit, &m, region});
-      for (const Module& c : m.children) walk(c, current_unit, region);
+      if (m.costs) {
+        if (selective && m.costs->sac_saved_activation_bytes.empty())
+          throw InputError(sc_.file, "training.activation_checkpointing",
+                           "selective checkpointing needs the model's sac_* costs, which module \"" + m.full_name +
+                               "\" lacks (the Hugging Face importer writes them)");
+        forward_.push_back({Event::compute, current_unit, &m, region, selective});
+      }
+      for (const Module& c : m.children) walk(c, current_unit, region, selective);
       for (auto it = ends[&m].rbegin(); it != ends[&m].rend(); ++it) forward_.push_back({Event::post, *it, nullptr, -1});
     };
-    walk(sc_.model.root, 0, -1);
+    walk(sc_.model.root, 0, -1, false);
     if (t_.checkpointing != Checkpointing::none && block_index == 0)
       throw InputError(sc_.file, "training.activation_checkpointing",
                        "the model has no transformer blocks to checkpoint");
@@ -357,7 +366,10 @@ class StepBuilder {
       depend_on_unit(op, e.unit);
       if (input < 0)
         input = alloc_at(op, static_cast<std::int64_t>(8 * b * seq), MemCategory::input, "input token ids");
-      if (e.region < 0) {
+      if (e.selective) {
+        activations_[e.module] = alloc_at(op, bytes_of(c.sac_saved_activation_bytes, b, seq), MemCategory::activation,
+                                          "activations of " + e.module->full_name + " (selective)");
+      } else if (e.region < 0) {
         activations_[e.module] = alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
                                           "activations of " + e.module->full_name);
       } else if (!checkpoint_input.count(e.region)) {
@@ -402,6 +414,19 @@ class StepBuilder {
         recompute_region(e.region, b, seq);
       }
       const models::ModuleCosts& c = *e.module->costs;
+      int recomputed_ops = -1;
+      if (e.selective) {
+        // Op-level SAC: the unsaved ops run again (memory-bound ones and every other matmul),
+        // rematerialising what the forward did not keep.
+        int re = add_op(OpKind::recompute, Stream::compute, "recompute " + e.module->full_name, e.unit, e.module->full_name);
+        take_cpu_wait(re);
+        s_.ops[re].flops = c.sac_recompute_flops.at(b, seq);
+        s_.ops[re].hbm_bytes = c.forward_hbm_bytes.at(b, seq) * act_scale_;
+        depend_on_unit(re, e.unit);
+        const std::int64_t extra = bytes_of(c.saved_activation_bytes, b, seq) - bytes_of(c.sac_saved_activation_bytes, b, seq);
+        recomputed_ops = alloc_at(re, std::max<std::int64_t>(0, extra), MemCategory::activation,
+                                  "recomputed activations of " + e.module->full_name);
+      }
       int op = add_op(OpKind::compute_bwd, Stream::compute, "bwd " + e.module->full_name, e.unit, e.module->full_name);
       take_cpu_wait(op);
       s_.ops[op].flops = 2.0 * c.forward_flops.at(b, seq);
@@ -414,6 +439,7 @@ class StepBuilder {
                                 "input grad of " + e.module->full_name);
       free_at(op, grad_input);
       free_at(op, activations_[e.module]);
+      free_at(op, recomputed_ops);
       activations_.erase(e.module);
       if (e.region >= 0 && first_of_region(e) ) free_at(op, checkpoint_inputs_[e.region]);
     }

@@ -196,8 +196,10 @@ TrainingSpec parse_training(JsonReader r, int world) {
       t.checkpoint_every = static_cast<int>(r.positive_integer("activation_checkpointing"));
       t.checkpointing = t.checkpoint_every == 1 ? Checkpointing::full : Checkpointing::every_k;
     } else {
-      std::string mode = r.choice("activation_checkpointing", {"none", "full"});
-      t.checkpointing = mode == "full" ? Checkpointing::full : Checkpointing::none;
+      std::string mode = r.choice("activation_checkpointing", {"none", "full", "selective"});
+      t.checkpointing = mode == "full" ? Checkpointing::full
+                      : mode == "selective" ? Checkpointing::selective
+                                            : Checkpointing::none;
     }
   }
   r.finish();

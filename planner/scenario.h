@@ -41,7 +41,10 @@ struct WrapSpec {
   std::vector<std::string> block_types;   // block / every_k_blocks: override the block type
 };
 
-enum class Checkpointing { none, full, every_k };
+// full / every_k: checkpoint whole blocks (save the input, recompute the block in
+// backward). selective: torchtitan's op-level SAC (save matmul and attention outputs,
+// recompute the rest), from the model's sac_* costs.
+enum class Checkpointing { none, full, every_k, selective };
 enum class BackwardPrefetch { none, pre, post };
 
 struct TrainingSpec {

@@ -107,6 +107,7 @@ class HostRankDevice : public RankDevice {
         rank_(c.played[position]),
         durations_(durations),
         comms_(std::move(comms)),
+        previous_in_group_(previous_collective_in_group(s_)),
         segments_(c.options.capacity_bytes),
         done_(s_.ops.size(), 0),
         start_(s_.ops.size(), -1),
@@ -245,6 +246,9 @@ class HostRankDevice : public RankDevice {
   }
 
   void run_op(const Op& op, Worker& w) {
+    if (const int prev = previous_in_group_[op.id]; prev >= 0)
+      wait_for(prev, c_.op_text(prev) + ", the collective before " + c_.op_text(op.id) + " in group \"" +
+                         s_.groups[op.group].name + "\"");
     for (int d : op.deps)
       wait_for(d, "op " + std::to_string(d) + " \"" + s_.ops[d].name + "\", which " + c_.op_text(op.id) +
                       " on stream " + planner::to_string(op.stream) + " waits on");
@@ -338,6 +342,7 @@ class HostRankDevice : public RankDevice {
   const int rank_;
   const std::vector<double>& durations_;
   std::vector<CommRef> comms_;  // by group index
+  const std::vector<int> previous_in_group_;
   TrackingSegments segments_;
   std::mutex m_;
   std::condition_variable cv_;

@@ -9,19 +9,41 @@ namespace fsdpsim::runtime {
 using planner::Op;
 using planner::Schedule;
 
+namespace {
+
+// The simulator's trace layout (sim/trace.cpp), so measured and simulated steps overlay:
+// tid 0 is the CPU issue thread (and host-stream ops), tid 1 + planner::Stream a stream.
+int stream_tid(planner::Stream s) { return 1 + static_cast<int>(s); }
+
+std::int64_t bytes_of(const Schedule& s, const std::vector<int>& ids) {
+  std::int64_t b = 0;
+  for (int a : ids) b += s.allocations[a].bytes;
+  return b;
+}
+
+}  // namespace
+
 nlohmann::json trace_json(const Schedule& s, const RunResult& r) {
   nlohmann::json events = nlohmann::json::array();
   std::set<int> streams;
-  for (const Op& op : s.ops) streams.insert(static_cast<int>(op.stream));
+  for (const Op& op : s.ops)
+    if (op.stream != planner::Stream::host) streams.insert(static_cast<int>(op.stream));
   constexpr double us = 1e6;
+  auto meta = [&](const char* what, int pid, int tid, const nlohmann::json& args) {
+    nlohmann::json e = {{"ph", "M"}, {"name", what}, {"pid", pid}, {"args", args}};
+    if (tid >= 0) e["tid"] = tid;
+    events.push_back(std::move(e));
+  };
   for (const RankResult& rank : r.ranks) {
     const int pid = rank.rank;
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", "rank " + std::to_string(pid)}}}});
-    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
+    meta("process_name", pid, -1, {{"name", "rank " + std::to_string(pid) + " (measured, " + r.backend + ")"}});
+    meta("process_sort_index", pid, -1, {{"sort_index", pid}});
+    meta("thread_name", pid, 0, {{"name", "CPU issue thread"}});
+    meta("thread_sort_index", pid, 0, {{"sort_index", 0}});
     for (int t : streams) {
-      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", t},
-                        {"args", {{"name", planner::to_string(static_cast<planner::Stream>(t))}}}});
-      events.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", t}, {"args", {{"sort_index", t}}}});
+      const auto stream = static_cast<planner::Stream>(t);
+      meta("thread_name", pid, stream_tid(stream), {{"name", "stream " + planner::to_string(stream)}});
+      meta("thread_sort_index", pid, stream_tid(stream), {{"sort_index", stream_tid(stream)}});
     }
     double offset = 0;
     for (std::size_t k = 0; k < rank.steps.size(); ++k) {
@@ -29,30 +51,56 @@ nlohmann::json trace_json(const Schedule& s, const RunResult& r) {
       for (const Op& op : s.ops) {
         const OpTiming& t = timings[op.id];
         if (t.start_seconds < 0 || t.end_seconds < 0) continue;
-        nlohmann::json args = {{"op", op.id}, {"kind", planner::to_string(op.kind)}, {"step", k}};
-        if (op.unit >= 0) args["unit"] = op.unit;
-        if (!op.module.empty()) args["module"] = op.module;
-        if (op.micro_step) args["micro_step"] = op.micro_step;
+        nlohmann::json args = {{"op", op.id},
+                               {"kind", planner::to_string(op.kind)},
+                               {"stream", planner::to_string(op.stream)},
+                               {"unit", op.unit},
+                               {"module", op.module},
+                               {"phase", planner::to_string(op.phase)},
+                               {"micro_step", op.micro_step},
+                               {"step", k},
+                               {"measured_us", (t.end_seconds - t.start_seconds) * us}};
         if (op.flops) args["flops"] = op.flops;
+        if (op.attention_flops) args["attention_flops"] = op.attention_flops;
         if (op.hbm_bytes) args["hbm_bytes"] = op.hbm_bytes;
         if (op.comm_bytes) args["comm_bytes"] = op.comm_bytes;
-        events.push_back({{"ph", "X"}, {"name", op.name}, {"cat", planner::to_string(op.kind)}, {"pid", pid},
-                          {"tid", static_cast<int>(op.stream)}, {"ts", (offset + t.start_seconds) * us},
-                          {"dur", std::max(0.0, t.end_seconds - t.start_seconds) * us}, {"args", args}});
+        if (op.group >= 0) {
+          const planner::ProcessGroup& g = s.groups[op.group];
+          args["group"] = {{"name", g.name}, {"ranks", g.ranks}, {"nodes", g.nodes}};
+        }
+        if (!op.allocs.empty()) args["allocates_bytes"] = bytes_of(s, op.allocs);
+        if (!op.frees.empty()) args["frees_bytes"] = bytes_of(s, op.frees);
+        events.push_back({{"ph", "X"},
+                          {"name", op.name},
+                          {"cat", planner::to_string(op.kind)},
+                          {"pid", pid},
+                          {"tid", op.stream == planner::Stream::host ? 0 : stream_tid(op.stream)},
+                          {"ts", (offset + t.start_seconds) * us},
+                          {"dur", std::max(0.0, t.end_seconds - t.start_seconds) * us},
+                          {"args", std::move(args)}});
       }
       if (k + 1 == rank.steps.size()) {
-        for (const MemorySample& m : rank.memory)
-          events.push_back({{"ph", "C"}, {"name", "memory"}, {"pid", pid}, {"ts", (offset + m.time_seconds) * us},
-                            {"args", {{"allocated_bytes", m.allocated_bytes}, {"reserved_bytes", m.reserved_bytes}}}});
+        // Memory at each op's issue (after its allocations), the last measured step.
+        for (const MemorySample& m : rank.memory) {
+          const double ts = (offset + m.time_seconds) * us;
+          events.push_back({{"ph", "C"}, {"name", "memory allocated (bytes)"}, {"pid", pid}, {"ts", ts},
+                            {"args", {{"allocated", m.allocated_bytes}}}});
+          events.push_back({{"ph", "C"}, {"name", "memory reserved (bytes)"}, {"pid", pid}, {"ts", ts},
+                            {"args", {{"reserved", m.reserved_bytes}}}});
+          if (m.op == rank.peak_op)
+            events.push_back({{"ph", "i"}, {"s", "p"}, {"name", "peak allocated"}, {"pid", pid}, {"tid", 0}, {"ts", ts},
+                              {"args", {{"allocated_bytes", rank.peak_allocated_bytes}, {"op", m.op},
+                                        {"op_name", s.ops[m.op].name}}}});
+        }
       }
       offset += k < rank.step_seconds.size() ? rank.step_seconds[k] : 0;
     }
   }
   return {{"traceEvents", events},
           {"displayTimeUnit", "ms"},
-          {"otherData", {{"source", "fsdpsim run"}, {"schedule", s.name}, {"backend", r.backend}, {"device", r.device},
+          {"otherData", {{"generator", "fsdpsim run (" + r.backend + " backend)"}, {"schedule", s.name}, {"device", r.device},
                          {"time", r.time_scale == 1 ? "seconds" : "modeled seconds (wall seconds / time_scale)"},
-                         {"time_scale", r.time_scale}}}};
+                         {"time_scale", r.time_scale}, {"step_seconds", r.step_seconds()}}}};
 }
 
 nlohmann::json run_result_json(const Schedule& s, const RunResult& r) {

@@ -23,12 +23,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "planner/scenario.h"
 #include "planner/schedule.h"
 
 namespace fsdpsim::runtime {
@@ -147,6 +149,16 @@ void check_playable(const planner::Schedule& schedule, const std::string& file);
 // Reads a schedule file (planner::schedule_from_json) and checks it is playable.
 planner::Schedule load_schedule(const std::string& path);
 
+// What `run` and `verify` play: a schedule file (`schedule_file`), or a scenario planned now
+// (`scenario_file` with `--set` overrides); exactly one of the two. Checked playable.
+struct LoadedSchedule {
+  planner::Schedule schedule;
+  std::optional<planner::Scenario> scenario;  // when planned from a scenario
+  std::string file;
+};
+LoadedSchedule load_schedule_or_scenario(const std::string& schedule_file, const std::string& scenario_file,
+                                         const std::vector<std::string>& overrides);
+
 // Per-op modeled durations read from a JSON file: an array of seconds, or an object with
 // "durations_seconds" (that array). Its length must be the schedule's op count.
 std::vector<double> load_durations(const std::string& path, const planner::Schedule& schedule);
@@ -157,6 +169,12 @@ std::vector<double> load_durations(const std::string& path, const planner::Sched
 // "replicate" takes one rank from each of k consecutive blocks (stride world/k); any other
 // group is a block of k consecutive ranks. Returns the instances, each its ranks in order.
 std::vector<std::vector<int>> group_instances(const planner::Schedule& schedule, int group);
+
+// Collectives of one process group run one at a time in issue order, whatever stream issues
+// them: PyTorch's ProcessGroupNCCL launches every collective of a group on its one NCCL
+// stream. Per op, the collective of the same group issued last before it (-1: none, or not
+// a collective). Backends and the prediction add this edge to the schedule's deps.
+std::vector<int> previous_collective_in_group(const planner::Schedule& schedule);
 
 struct CollectiveBytes {
   int ranks = 1;               // group size
@@ -196,10 +214,13 @@ std::vector<double> nominal_durations(const planner::Schedule& schedule, const N
 
 // ---- output -------------------------------------------------------------------------------------
 
-// Chrome trace-event JSON (chrome://tracing, Perfetto): a process per rank (pid = rank), a
-// thread per stream (tid = planner::Stream index, named by it), an "X" event per op (name =
-// op name, cat = op kind, ts/dur in microseconds), a "memory" counter per rank
-// (allocated_bytes, reserved_bytes at each op's issue). Measured steps follow each other.
+// Chrome trace-event JSON (chrome://tracing, Perfetto) in the simulator's layout
+// (sim/trace.h) so the two overlay: a process per rank (pid = rank), tid 0 the CPU issue
+// thread (and host-stream ops), tid 1 + planner::Stream a stream ("stream compute", ...),
+// an "X" event per op (name = op name, cat = op kind, ts/dur in microseconds from the step
+// start, args as the simulator's), counters "memory allocated (bytes)" and "memory
+// reserved (bytes)" at each op's issue, an instant at the peak. Measured steps follow
+// each other.
 nlohmann::json trace_json(const planner::Schedule& schedule, const RunResult& result);
 
 // The run as one JSON object (`fsdpsim run --json`).

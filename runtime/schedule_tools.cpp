@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "models/json_input.h"
+#include "planner/plan.h"
 #include "runtime/runtime.h"
 
 namespace fsdpsim::runtime {
@@ -81,6 +82,19 @@ planner::Schedule load_schedule(const std::string& path) {
   return s;
 }
 
+LoadedSchedule load_schedule_or_scenario(const std::string& schedule_file, const std::string& scenario_file,
+                                         const std::vector<std::string>& overrides) {
+  if (schedule_file.empty() == scenario_file.empty()) throw std::invalid_argument("give either --schedule FILE or --scenario FILE");
+  if (!schedule_file.empty()) {
+    if (!overrides.empty()) throw std::invalid_argument("--set applies to --scenario, not to a schedule file");
+    return {load_schedule(schedule_file), std::nullopt, schedule_file};
+  }
+  planner::Scenario scenario = planner::load_scenario(scenario_file, overrides);
+  planner::Plan plan = planner::plan_step(scenario);
+  check_playable(plan.schedule, scenario_file);
+  return {std::move(plan.schedule), std::move(scenario), scenario_file};
+}
+
 std::vector<double> load_durations(const std::string& path, const Schedule& s) {
   nlohmann::json j = load_json_file(path);
   std::string where;
@@ -113,6 +127,17 @@ std::vector<std::vector<int>> group_instances(const Schedule& s, int group) {
   } else {
     for (int j = 0; j < count; ++j)
       for (int i = 0; i < k; ++i) out[j].push_back(j * k + i);
+  }
+  return out;
+}
+
+std::vector<int> previous_collective_in_group(const Schedule& s) {
+  std::vector<int> out(s.ops.size(), -1);
+  std::vector<int> last(s.groups.size(), -1);
+  for (const Op& op : s.ops) {
+    if (!planner::is_collective(op.kind) || op.group < 0) continue;
+    out[op.id] = last[op.group];
+    last[op.group] = op.id;
   }
   return out;
 }

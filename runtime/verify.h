@@ -28,7 +28,8 @@ struct Prediction {
 
 // The durations played through the schedule's constraints: the CPU issues ops in order
 // (blocking on cpu_waits, issuing in no time); an op starts when it is issued, its stream
-// has finished the ops before it and its deps have ended. Ops overlap perfectly otherwise.
+// has finished the ops before it, its deps have ended and so has the previous collective of
+// its process group (previous_collective_in_group). Ops overlap perfectly otherwise.
 std::vector<OpTiming> predict_timeline(const planner::Schedule& schedule, const std::vector<double>& durations_seconds);
 Prediction predict_from_durations(const planner::Schedule& schedule, std::vector<double> durations_seconds,
                                   std::string source);

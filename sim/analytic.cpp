@@ -23,6 +23,7 @@ const char* to_string(Constraint c) {
     case Constraint::stream_order: return "stream_order";
     case Constraint::dependency: return "dependency";
     case Constraint::cpu_wait: return "cpu_wait";
+    case Constraint::launch_queue: return "launch_queue";
   }
   return "?";
 }
@@ -52,6 +53,8 @@ EngineInputs engine_inputs(const Schedule& schedule, const planner::CostModel& c
   in.duration_seconds.resize(schedule.ops.size());
   in.issue_seconds.resize(schedule.ops.size());
   in.latency_seconds.assign(schedule.ops.size(), 0.0);
+  in.kernels.assign(schedule.ops.size(), 0.0);
+  in.launch_queue_kernels = cost.calibration().launch_queue_kernels;
   std::map<std::tuple<int, int, double>, planner::CollectiveEstimate> collectives;
   for (const Op& op : schedule.ops) {
     double d;
@@ -66,6 +69,7 @@ EngineInputs engine_inputs(const Schedule& schedule, const planner::CostModel& c
     }
     in.duration_seconds[op.id] = d;
     in.issue_seconds[op.id] = cost.issue_seconds(op);
+    in.kernels[op.id] = cost.kernels(op);
   }
   return in;
 }
@@ -73,7 +77,8 @@ EngineInputs engine_inputs(const Schedule& schedule, const planner::CostModel& c
 StepTiming simulate(const Schedule& s, const EngineInputs& in, double bf16_peak_flops) {
   const int n = static_cast<int>(s.ops.size());
   if (static_cast<int>(in.duration_seconds.size()) != n || static_cast<int>(in.issue_seconds.size()) != n ||
-      (!in.latency_seconds.empty() && static_cast<int>(in.latency_seconds.size()) != n))
+      (!in.latency_seconds.empty() && static_cast<int>(in.latency_seconds.size()) != n) ||
+      (!in.kernels.empty() && static_cast<int>(in.kernels.size()) != n))
     throw std::invalid_argument("engine inputs have " + std::to_string(in.duration_seconds.size()) + " durations and " +
                                 std::to_string(in.issue_seconds.size()) + " issue costs for " + std::to_string(n) +
                                 " ops");
@@ -100,6 +105,11 @@ StepTiming simulate(const Schedule& s, const EngineInputs& in, double bf16_peak_
   std::vector<double> latency_left(n, 0), work_left(n, 0), projected(n, kInf);
   const double slow_rate = 1.0 / (1.0 + in.compute_slowdown_under_comm);
   const bool has_latency = !in.latency_seconds.empty();
+  const bool bounded_queue = in.launch_queue_kernels > 0 && !in.kernels.empty();
+  std::array<double, kGpuStreams> queued_kernels{};  // issued, not finished
+  std::array<int, kGpuStreams> last_finished;        // the last op that left the queue
+  last_finished.fill(-1);
+  int queue_blocked = -1;                            // the stream the CPU waits on, if any
   double now = 0, cpu_free = 0;
   int next_issue = 0, host_running = -1;
 
@@ -126,6 +136,12 @@ StepTiming simulate(const Schedule& s, const EngineInputs& in, double bf16_peak_
         const Op& op = s.ops[next_issue];
         const bool host = op.stream == Stream::host;
         if (!all_done(op.cpu_waits) || (host && !all_done(op.deps))) break;
+        const int st_i = static_cast<int>(op.stream);
+        if (bounded_queue && !host && queued_kernels[st_i] > 0 &&
+            queued_kernels[st_i] + in.kernels[next_issue] > in.launch_queue_kernels) {
+          queue_blocked = st_i;
+          break;
+        }
         OpTiming& ot = t[next_issue];
         double when = cpu_free;
         int who = -1;
@@ -136,6 +152,16 @@ StepTiming simulate(const Schedule& s, const EngineInputs& in, double bf16_peak_
           latest(op.deps, when, who);
           if (who != before) by = Constraint::dependency;
         }
+        if (queue_blocked >= 0) {
+          const int q = last_finished[queue_blocked];
+          if (q >= 0 && t[q].end > when) {
+            when = t[q].end;
+            who = q;
+            by = Constraint::launch_queue;
+          }
+          queue_blocked = -1;
+        }
+        if (bounded_queue && !host) queued_kernels[st_i] += in.kernels[next_issue];
         if (who >= 0 && t[who].end > cpu_free) {
           ot.issued_by = by;
           ot.issued_by_op = who;
@@ -258,6 +284,8 @@ StepTiming simulate(const Schedule& s, const EngineInputs& in, double bf16_peak_
         t[i].end = next;
         done[i] = 1;
         running[st] = -1;
+        last_finished[st] = i;
+        if (bounded_queue) queued_kernels[st] -= in.kernels[i];
       } else if (latency_left[i] > 0) {
         latency_left[i] -= dt;
       } else {
@@ -393,6 +421,7 @@ StepTiming simulate(const Schedule& s, const EngineInputs& in, double bf16_peak_
   if (r.step_seconds > 0) {
     r.tokens_per_second_per_gpu = s.tokens_per_rank / r.step_seconds;
     r.model_flops = s.model_flops_per_rank;
+    r.bf16_peak_flops = bf16_peak_flops;
     if (bf16_peak_flops > 0) {
       r.mfu = s.model_flops_per_rank / (r.step_seconds * bf16_peak_flops);
       r.hfu = r.hardware_flops / (r.step_seconds * bf16_peak_flops);

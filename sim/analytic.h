@@ -6,6 +6,8 @@
 //   (FSDP1's limit_all_gathers). Allocations and frees of op i happen when its issue
 //   begins (what PyTorch's caching allocator sees). Ops on Stream::host (the CPU
 //   optimizer under cpu_offload) run on this thread: it waits for their deps, then runs them.
+// - CUDA queues a bounded number of launches per stream: when the op's kernels would not fit
+//   in its stream's queue (launch_queue_kernels), the CPU blocks until enough queued ops end.
 // - Every other stream runs its ops one at a time in issue order. An op starts at
 //   max(its issue end, the previous op on its stream ends, its deps end).
 // - While any NCCL collective (all-gather, reduce-scatter, all-reduce) is running, ops on
@@ -35,7 +37,8 @@ enum class Constraint {
   previous_issue,  // CPU: it began issuing as soon as the previous op was issued
   stream_order,    // GPU op: the previous op on its stream ended
   dependency,      // a cross-stream event (or, for host ops, a dep) ended
-  cpu_wait         // CPU: it blocked until the named op ended (limit_all_gathers)
+  cpu_wait,        // CPU: it blocked until the named op ended (limit_all_gathers)
+  launch_queue     // CPU: its stream's launch queue was full until the named op ended
 };
 const char* to_string(Constraint c);
 
@@ -91,6 +94,7 @@ struct StepTiming {
   double hardware_flops = 0;  // FLOPs the GPU executes: forward, backward, recompute
   double mfu = 0;             // model_flops / (step x dense bf16 peak)
   double hfu = 0;             // hardware_flops / (step x dense bf16 peak)
+  double bf16_peak_flops = 0;  // the peak MFU and HFU divide by
   std::vector<OpTiming> ops;  // parallel to schedule.ops
   std::vector<PathSegment> critical_path;  // in time order
   CriticalPathSummary critical_path_summary;
@@ -104,6 +108,9 @@ struct EngineInputs {
   // transfer, which concurrent collectives share (empty: no latency part).
   std::vector<double> latency_seconds;
   double compute_slowdown_under_comm = 0;
+  // Kernels each op launches and the launch queue depth per stream (0: unbounded).
+  std::vector<double> kernels;
+  double launch_queue_kernels = 0;
   // Concurrent collectives (FSDP2's all-gather and reduce-scatter streams, HSDP's
   // all-reduce) share the links: each one's transfer progresses at 1/k while k transfer.
   bool share_bandwidth = true;

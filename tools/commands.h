@@ -10,5 +10,6 @@ namespace fsdpsim::tools {
 void add_estimate_command(CLI::App& app);
 void add_schedule_command(CLI::App& app);
 void add_import_command(CLI::App& app);
+void add_validate_command(CLI::App& app);
 
 }  // namespace fsdpsim::tools

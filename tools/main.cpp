@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   fsdpsim::tools::add_estimate_command(app);
   fsdpsim::tools::add_schedule_command(app);
   fsdpsim::tools::add_import_command(app);
+  fsdpsim::tools::add_validate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

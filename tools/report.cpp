@@ -27,6 +27,7 @@ std::string checkpointing_text(const planner::TrainingSpec& t) {
     case planner::Checkpointing::none: return "none";
     case planner::Checkpointing::full: return "full";
     case planner::Checkpointing::every_k: return "every " + std::to_string(t.checkpoint_every) + " blocks";
+    case planner::Checkpointing::selective: return "selective (op-level SAC)";
   }
   return "";
 }

@@ -1,8 +1,9 @@
 // The cuda backend: one process drives every GPU of one node, one CPU thread per rank.
 //
 //   streams      one non-blocking CUDA stream per schedule stream the rank uses
-//   deps         cudaStreamWaitEvent on the dep's end event; every op records a start event
-//                (after its waits) and an end event, which give its measured times
+//   deps         cudaStreamWaitEvent on the dep's end event (and on the previous collective
+//                of the same process group: one at a time, as ProcessGroupNCCL runs them);
+//                every op records a start event (after its waits) and an end event
 //   cpu_waits    the CPU polls the op's end event (with the run's timeout)
 //   memory       runtime::CachingAllocator over cudaMalloc'd segments: PyTorch's policy,
 //                real device memory at the planned sizes; cudaMemGetInfo after every new
@@ -117,6 +118,7 @@ class CudaRankDevice : public RankDevice {
         durations_(durations),
         comms_(std::move(comms)),
         bindings_(bindings),
+        previous_in_group_(previous_collective_in_group(s_)),
         segments_(c, rank_) {}
 
   ~CudaRankDevice() override {
@@ -210,6 +212,9 @@ class CudaRankDevice : public RankDevice {
   void issue(const Op& op, const std::vector<void*>& pointers) override {
     cudaStream_t st = streams_[static_cast<int>(op.stream)];
     for (int d : op.deps) check(cudaStreamWaitEvent(st, end_[d], 0), op.id, "cudaStreamWaitEvent");
+    // One collective of a process group at a time, in issue order (ProcessGroupNCCL's one stream per group).
+    if (const int prev = previous_in_group_[op.id]; prev >= 0 && s_.ops[prev].stream != op.stream)
+      check(cudaStreamWaitEvent(st, end_[prev], 0), op.id, "cudaStreamWaitEvent");
     check(cudaEventRecord(start_[op.id], st), op.id, "cudaEventRecord");
     if (op.stream == planner::Stream::host) {
       check(cudaLaunchHostFunc(st, host_sleep, const_cast<double*>(&durations_[op.id])), op.id, "cudaLaunchHostFunc");
@@ -404,6 +409,7 @@ class CudaRankDevice : public RankDevice {
   const std::vector<double>& durations_;
   RankComms comms_;
   const std::vector<CollectiveBinding>& bindings_;
+  const std::vector<int> previous_in_group_;
   CudaSegments segments_;
   bool initialized_ = false;
   std::vector<cudaStream_t> streams_;

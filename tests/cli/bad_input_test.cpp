@@ -25,6 +25,9 @@ struct BadCase {
   std::string expected_words;      // what it must say was expected
 };
 
+// Lets CTest list the case by its name rather than its bytes.
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
+
 class BadScenario : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(BadScenario, ClearErrorNamingFileAndPath) {

@@ -36,17 +36,23 @@ std::set<std::string> hf_config_names() {
 }
 
 // The catalog entry as the importer makes it; the config is named by its repository path
-// so the entry's "source" does not depend on where the checkout lives.
+// so the entry's "source" does not depend on where the checkout lives. A config may say how
+// its entry is imported: "_import_options": {"flash_attention": false} (the importer itself
+// ignores "_" keys).
 nlohmann::json imported(const std::string& name) {
   const std::string relative = "models/hf/" + name + ".json";
-  return import_hf_config(load_json_file(repo_path(relative)), relative);
+  const nlohmann::json config = load_json_file(repo_path(relative));
+  HfImportOptions options;
+  if (config.contains("_import_options")) options.flash_attention = config["_import_options"].value("flash_attention", true);
+  return import_hf_config(config, relative, options);
 }
 
 TEST(Catalog, ShipsTheListedModels) {
   const std::set<std::string> configs = hf_config_names();
   for (const char* name : {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama2-7b", "llama2-13b", "llama2-70b",
                            "llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "mistral-7b", "qwen2-7b", "pythia-1.4b",
-                           "gpt-neox-20b", "mpt-7b"}) {
+                           "gpt-neox-20b", "mpt-7b", "llama2-34b", "kempnerforge-7b", "kempnerforge-13b",
+                           "kempnerforge-70b", "colossalai-gpt2-xl", "colossalai-gpt2-12b"}) {
     EXPECT_TRUE(configs.count(name)) << "models/hf/" << name << ".json is missing";
     EXPECT_TRUE(std::filesystem::exists(catalog_path(name))) << "models/" << name << ".json is missing";
   }
@@ -80,6 +86,18 @@ TEST(Catalog, EntriesParseAndStayCompact) {
     for (std::string line; std::getline(in, line);) ++lines;
     EXPECT_LT(lines, 150) << "blocks should be written once with \"repeat\"";
   }
+}
+
+TEST(Catalog, ImportOptionsInTheConfigAreHonoured) {
+  // The ColossalAI GPT-2 runs (2022) used Hugging Face's eager attention.
+  Model eager = load_model_file(catalog_path("colossalai-gpt2-xl"));
+  Model flash = load_model_file(catalog_path("gpt2-xl"));
+  EXPECT_EQ(eager.parameter_count(), flash.parameter_count());
+  EXPECT_NE(eager.source.find("flash_attention=false"), std::string::npos);
+  const double b = 1, s = 1024, h = 1600, a = 25;
+  // Korthikanti et al. eq. 1 exactly (GPT-2 has dropout everywhere): s*b*h*(34 + 5*a*s/h).
+  EXPECT_EQ(eager.find_module("transformer.h.0")->costs->saved_activation_bytes.at(b, s), s * b * h * (34 + 5 * a * s / h));
+  EXPECT_EQ(flash.find_module("transformer.h.0")->costs->saved_activation_bytes.at(b, s), s * b * h * 34);
 }
 
 TEST(JsonFormat, RoundTripsAndKeepsShortValuesOnOneLine) {

@@ -59,6 +59,19 @@ Model load(const std::string& name, const HfImportOptions& options = {}) {
 //   gpt-neox-20b (20,554,567,680 in the GPT-NeoX paper): 44*453,064,704 + 12,288 + 2*309,854,208
 // MPT-7B (6.7B; 6,649,286,656), no biases, ALiBi (no position table), tied: per layer
 //   12h^2 + 2h = 201,334,784; 32*201,334,784 + 4,096 + 206,569,472.
+// Shapes of published runs that are not Hugging Face checkpoints (models/hf/<name>.json
+// names each source):
+//   llama2-34b (fms-fsdp's llama2_34b, 33.7B): h 8192, kv 1024, f 22016, L 48, V 32000
+//     layer 67,108,864*2 + 8,388,608*2 + 541,065,216 + 16,384 = 692,076,544
+//     48*692,076,544 + 2*262,144,000 + 8,192 = 33,743,970,304
+//   kempnerforge-7b (8.03B) = the Llama-3.1-8B shape: 8,030,261,248
+//   kempnerforge-13b (14.84B): h 5120, kv 1024, f 17920, L 40, V 128256
+//     layer 26,214,400*2 + 5,242,880*2 + 275,251,200 + 10,240 = 338,176,000
+//     40*338,176,000 + 2*656,670,720 + 5,120 = 14,840,386,560
+//   kempnerforge-70b (70.55B) = the Llama-3.1-70B shape: 70,553,706,496
+//   colossalai-gpt2-xl = the gpt2-xl shape (eager attention): 1,557,611,200
+//   colossalai-gpt2-12b (about 12.3B): GPT-2 with h 4096, L 60: per layer 12h^2 + 13h = 201,379,840
+//     60*201,379,840 + wte 205,852,672 + wpe 4,194,304 + ln_f 8,192 = 12,292,845,568
 struct CountCase {
   const char* name;
   std::int64_t expected;
@@ -80,7 +93,10 @@ INSTANTIATE_TEST_SUITE_P(
                       CountCase{"gpt2", 124'439'808}, CountCase{"gpt2-medium", 354'823'168},
                       CountCase{"gpt2-large", 774'030'080}, CountCase{"gpt2-xl", 1'557'611'200},
                       CountCase{"pythia-1.4b", 1'414'647'808}, CountCase{"gpt-neox-20b", 20'554'567'680},
-                      CountCase{"mpt-7b", 6'649'286'656}),
+                      CountCase{"mpt-7b", 6'649'286'656}, CountCase{"llama2-34b", 33'743'970'304},
+                      CountCase{"kempnerforge-7b", 8'030'261'248}, CountCase{"kempnerforge-13b", 14'840'386'560},
+                      CountCase{"kempnerforge-70b", 70'553'706'496}, CountCase{"colossalai-gpt2-12b", 12'292'845'568},
+                      CountCase{"colossalai-gpt2-xl", 1'557'611'200}),
     [](const auto& info) {
       std::string n = info.param.name;
       for (char& ch : n)
@@ -107,6 +123,11 @@ TEST(PublishedParameterCount, RoundedFiguresAsPublished) {
   EXPECT_DOUBLE_EQ(billions("gpt2-medium", 3), 0.355);
   EXPECT_DOUBLE_EQ(billions("gpt2-large", 3), 0.774);
   EXPECT_DOUBLE_EQ(billions("gpt2-xl", 3), 1.558);
+  // Published runs' own figures (validation/public_runs.csv params_b).
+  EXPECT_DOUBLE_EQ(billions("llama2-34b", 1), 33.7);
+  EXPECT_DOUBLE_EQ(billions("kempnerforge-13b", 2), 14.84);
+  EXPECT_DOUBLE_EQ(billions("kempnerforge-70b", 2), 70.55);
+  EXPECT_DOUBLE_EQ(billions("colossalai-gpt2-12b", 1), 12.3);
 }
 
 TEST(HfImport, TiedLmHeadIsCountedOnce) {

@@ -75,6 +75,39 @@ TEST(ModelParse, CostsArePolynomialsSummedOverModules) {
   EXPECT_EQ(Polynomial::monomial_name(0, 1), "s");
 }
 
+TEST(ModelParse, SelectiveCheckpointingCostsUseTheMonomialSyntax) {
+  nlohmann::json j = tiny_model();
+  nlohmann::json& costs = j["root"]["children"][1]["children"][0]["costs"];
+  costs["sac_saved_activation_bytes"] = {{"b*s", 12}};
+  costs["sac_recompute_flops"] = {{"b*s", 4}, {"b*s^2", 1}};
+  Model m = parse_model(j, "tiny.json");
+  const ModuleCosts& c = *m.find_module("layers.1")->costs;
+  EXPECT_EQ(c.sac_saved_activation_bytes.at(2, 4), 12.0 * 2 * 4);
+  EXPECT_EQ(c.sac_recompute_flops.at(2, 4), 4.0 * 8 + 2 * 16);
+  // Absent means zero (modules op-level SAC does not wrap).
+  EXPECT_TRUE(m.find_module("embed")->costs->sac_saved_activation_bytes.empty());
+  costs["sac_recompute_flops"] = {{"b*q", 1}};
+  EXPECT_THROW(parse_model(j, "tiny.json"), InputError);
+}
+
+TEST(ModelParse, TransientCostsUseTheMonomialSyntax) {
+  nlohmann::json j = tiny_model();
+  nlohmann::json& costs = j["root"]["children"][1]["children"][0]["costs"];
+  costs["forward_transient_bytes"] = {{"b*s", 6}};
+  costs["backward_transient_bytes"] = {{"b*s", 8}, {"b*s^2", 2}, {"s", 1}};
+  Model m = parse_model(j, "tiny.json");
+  const ModuleCosts& c = *m.find_module("layers.1")->costs;
+  EXPECT_EQ(c.forward_transient_bytes.at(2, 4), 6.0 * 8);
+  EXPECT_EQ(c.backward_transient_bytes.at(2, 4), 8.0 * 8 + 2 * 32 + 4);
+  // Absent means zero.
+  EXPECT_TRUE(m.find_module("embed")->costs->forward_transient_bytes.empty());
+  EXPECT_TRUE(m.find_module("embed")->costs->backward_transient_bytes.empty());
+  costs["backward_transient_bytes"] = {{"b*s", -1}};
+  EXPECT_THROW(parse_model(j, "tiny.json"), InputError);
+  costs["backward_transient_bytes"] = {{"t", 1}};
+  EXPECT_THROW(parse_model(j, "tiny.json"), InputError);
+}
+
 // Applies `edit` to the tiny model and expects an InputError at `path` naming tiny.json.
 template <typename Edit>
 void expect_error(Edit edit, const std::string& path, const std::string& words) {

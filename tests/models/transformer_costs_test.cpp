@@ -138,6 +138,226 @@ TEST(Ledgers, ListTheTensorsTheySum) {
   EXPECT_EQ(gpt.matmul_weights(), 12LL * 1024 * 1024);
 }
 
+// Op-level selective activation checkpointing (torchtitan, selective_ac_option = "op"):
+// outputs of aten.mm #1, #3, #5, #7 and of the SDPA op are kept, the block input is held by
+// the checkpoint, everything else is recomputed. Llama-3.1-8B, by hand (h = q = 4096,
+// kv = 8*128 = 1024, f = 14336), per token:
+//   mm order: q_proj #1 (saved), k_proj #2, v_proj #3 (saved), o_proj #4, gate #5 (saved),
+//   up #6, down #7 (saved).
+//   kept: x 2*4096 = 8,192; q 2*4096 = 8,192; v 2*1024 = 2,048; SDPA out 2*4096 = 8,192;
+//         gate 2*14,336 = 28,672; down 2*4096 = 8,192; sum 63,488 bytes (vs 167,936 without
+//         checkpointing and 8,192 with full checkpointing).
+//   recomputed: k 4096*1024 = 4,194,304; o 4096*4096 = 16,777,216; up 4096*14336 =
+//         58,720,256 multiply-adds; 2 FLOPs each: 159,383,552 FLOPs (36.5% of the block's
+//         436,207,616 matmul FLOPs; the attention is kept).
+TEST(SelectiveOpCheckpointing, Llama31_8bByHand) {
+  Model m = load("llama3.1-8b", true);
+  const ModuleCosts& block = costs_of(m, "model.layers.0");
+  EXPECT_EQ(block.sac_saved_activation_bytes.at(1, 1), 63'488.0);
+  EXPECT_EQ(block.sac_saved_activation_bytes.at(2, 8192), 2.0 * 8192 * 63'488);
+  EXPECT_EQ(block.sac_recompute_flops.at(1, 1), 159'383'552.0);
+  EXPECT_EQ(block.sac_recompute_flops.at(2, 8192), 2.0 * 8192 * 159'383'552);
+  for (const Polynomial::Term& t : block.sac_saved_activation_bytes.terms) EXPECT_LT(t.s_pow, 2);
+  // Only the blocks carry SAC costs: torchtitan wraps nothing else.
+  EXPECT_TRUE(costs_of(m, "lm_head").sac_saved_activation_bytes.empty());
+  EXPECT_TRUE(costs_of(m, "model.embed_tokens").sac_recompute_flops.empty());
+
+  // The ledger lists what it sums, in forward order.
+  DecoderBlockShape shape;
+  shape.hidden_size = 4096;
+  shape.num_heads = 32;
+  shape.num_kv_heads = 8;
+  shape.head_dim = 128;
+  shape.ffn_hidden_size = 14336;
+  shape.gated_mlp = shape.rotary = true;
+  const std::vector<CostItem> kept = sac_saved_tensors(shape, true);
+  ASSERT_EQ(kept.size(), 6u);
+  const double expected[] = {8192, 8192, 2048, 8192, 28672, 8192};
+  for (std::size_t i = 0; i < kept.size(); ++i) EXPECT_EQ(kept[i].bytes_per_token, expected[i]) << kept[i].what;
+  EXPECT_NE(kept[1].what.find("q projection"), std::string::npos);
+  EXPECT_NE(kept[3].what.find("SDPA"), std::string::npos);
+  const std::vector<FlopItem> redone = sac_recomputed_matmuls(shape, true);
+  ASSERT_EQ(redone.size(), 3u);
+  EXPECT_EQ(redone[0].flops_per_token, 2.0 * 4096 * 1024);   // k
+  EXPECT_EQ(redone[1].flops_per_token, 2.0 * 4096 * 4096);   // o
+  EXPECT_EQ(redone[2].flops_per_token, 2.0 * 4096 * 14336);  // up
+}
+
+TEST(SelectiveOpCheckpointing, EagerAttentionIsRecomputed) {
+  // Eager attention (bmm, softmax) is not in the save list: no SDPA output kept, QK^T and AV
+  // recomputed, and no s^2 term survives to backward.
+  Model m = load("llama3.1-8b", false);
+  const ModuleCosts& block = costs_of(m, "model.layers.0");
+  EXPECT_EQ(block.sac_saved_activation_bytes.at(1, 1), 63'488.0 - 8'192);
+  EXPECT_EQ(block.sac_recompute_flops.at(1, 1000), 1000 * 159'383'552.0 + 1000.0 * 1000 * 4 * 4096);
+}
+
+TEST(SelectiveOpCheckpointing, BiasesAndFusedProjectionsChangeTheCount) {
+  // GPT-2 small: every projection is biased (Conv1D = torch.addmm), so no aten.mm is saved:
+  // kept x 2h + SDPA output 2h = 3,072 bytes per token; all four projections recomputed (the
+  // last one too, since the residual dropout after it saves a mask):
+  // 2*(768*2304 + 768*768 + 768*3072 + 3072*768) = 14,155,776 FLOPs per token.
+  Model gpt2 = load("gpt2", true);
+  EXPECT_EQ(costs_of(gpt2, "transformer.h.0").sac_saved_activation_bytes.at(1, 1), 3'072.0);
+  EXPECT_EQ(costs_of(gpt2, "transformer.h.0").sac_recompute_flops.at(1, 1), 14'155'776.0);
+  // MPT-7B (no biases, fused Wqkv): mm #1 Wqkv (3h) and #3 up_proj (4h) kept, #2 out_proj
+  // recomputed, #4 down_proj is last and not needed in backward (no dropout):
+  // kept 2h + 6h + 2h (SDPA) + 8h = 18h = 73,728; recomputed 2*h*h = 33,554,432.
+  Model mpt = load("mpt-7b", true);
+  EXPECT_EQ(costs_of(mpt, "transformer.blocks.0").sac_saved_activation_bytes.at(1, 1), 73'728.0);
+  EXPECT_EQ(costs_of(mpt, "transformer.blocks.0").sac_recompute_flops.at(1, 1), 33'554'432.0);
+  // Qwen2-7B: q/k/v biased (addmm), o_proj is mm #1 (kept), gate #2, up #3 (kept), down #4:
+  // kept 2*3584*3 + 2*18944 = 59,392; recomputed 2*(3584*3584 + 2*3584*512 + 3584*18944).
+  Model qwen = load("qwen2-7b", true);
+  EXPECT_EQ(costs_of(qwen, "model.layers.0").sac_saved_activation_bytes.at(1, 1), 59'392.0);
+  EXPECT_EQ(costs_of(qwen, "model.layers.0").sac_recompute_flops.at(1, 1), 168'820'736.0);
+}
+
+// Transient memory, by hand, for Llama-3.1-8B (h = 4096, heads 32 x 128, kv = 8 x 128 = 1024,
+// f = 14336, V = 128256) at b = 2, s = 8192: b*s = 16,384 tokens. Bytes per token first.
+//
+// Output layer + loss (HF ForCausalLMLoss / torchtitan: logits.float(), then cross_entropy):
+//   forward, at logits.float() and at log_softmax: bf16 logits 2V + fp32 logits 4V = 6V
+//     = 769,536 (the log-probabilities, 4V, are saved, not transient);
+//   backward: nll_loss backward writes the log-probabilities' gradient (fp32, 4V); log_softmax
+//     backward writes the logits' fp32 gradient (4V) while that is held: 8V = 1,026,048; then
+//     the cast to bf16 (4V + 2V = 6V) and the projection's backward (2V + its input gradient
+//     2h = 264,704) are smaller. 8V is the peak; the input gradient is included at its moment.
+TEST(TransientMemory, Llama31_8bOutputLayerAndLossByHand) {
+  Model m = load("llama3.1-8b", true);
+  const ModuleCosts& head = costs_of(m, "lm_head");
+  const double tokens = 2.0 * 8192;
+  EXPECT_EQ(head.forward_transient_bytes.at(1, 1), 769'536.0);
+  EXPECT_EQ(head.forward_transient_bytes.at(2, 8192), 12'608'077'824.0);  // 11.74 GiB
+  EXPECT_EQ(head.forward_transient_bytes.at(2, 8192), tokens * (2 + 4) * 128256);
+  EXPECT_EQ(head.backward_transient_bytes.at(1, 1), 1'026'048.0);
+  EXPECT_EQ(head.backward_transient_bytes.at(2, 8192), 16'810'622'976.0);  // 15.66 GiB
+  const TransientLedger ledger = lm_head_transients(4096, 128256);
+  ASSERT_EQ(ledger.backward.size(), 4u);
+  EXPECT_EQ(largest_moment(ledger.backward, 2, 8192), 1u);  // log_softmax backward
+  EXPECT_NE(ledger.backward[1].when.find("log_softmax backward"), std::string::npos);
+  EXPECT_EQ(moment_bytes(ledger.backward[2]).at(1, 1), 6.0 * 128256);               // cast to bf16
+  EXPECT_EQ(moment_bytes(ledger.backward[3]).at(1, 1), 2.0 * 128256 + 2.0 * 4096);  // + input gradient
+}
+
+// One Llama-3.1-8B decoder block, flash attention (SDPA flash / FlashAttention-2), per token:
+//   forward: everything the block computes is saved except q and k before rotary
+//     (2*4096 + 2*1024 = 10,240, alive until both are rotated), the o_proj output (8,192) and,
+//     at the end, the down_proj output with the block output: 2h + 2h = 16,384. Peak 16,384.
+//   backward: the residual stream's gradient G (2h = 8,192) is alive throughout (the output's,
+//     summed in place into the input's). The MLP's product backward holds d(SiLU*up) and
+//     writes d(SiLU out) and d(up) at once: G + 3 x 2f = 8,192 + 86,016 = 94,208, the peak.
+//     Then up_proj's backward: G + d(silu) + d(up) + d(norm out) = 73,728; SiLU's: G +
+//     d(silu) + d(gate) + d(norm out) = 73,728; gate_proj's: 53,248. Flash attention backward:
+//     G 8,192 + dO 8,192 + dq 8,192 + dk 2,048 + dv 2,048 + dk, dv per query head (GQA)
+//     2 x 8,192 + fp32 dq accumulator 4*32*128 = 16,384 + fp32 softmax_d 4*32 = 128: 61,568.
+TEST(TransientMemory, Llama31_8bDecoderBlockByHand) {
+  Model m = load("llama3.1-8b", true);
+  const ModuleCosts& block = costs_of(m, "model.layers.0");
+  EXPECT_EQ(block.forward_transient_bytes.at(1, 1), 16'384.0);
+  EXPECT_EQ(block.forward_transient_bytes.at(2, 8192), 268'435'456.0);  // 256 MiB
+  EXPECT_EQ(block.backward_transient_bytes.at(1, 1), 94'208.0);
+  EXPECT_EQ(block.backward_transient_bytes.at(2, 8192), 1'543'503'872.0);  // 1.44 GiB
+  EXPECT_EQ(block.backward_transient_bytes.at(2, 8192), 2.0 * 8192 * (2 * 4096 + 3 * 2 * 14336));
+
+  DecoderBlockShape shape;
+  shape.hidden_size = 4096;
+  shape.num_heads = 32;
+  shape.num_kv_heads = 8;
+  shape.head_dim = 128;
+  shape.ffn_hidden_size = 14336;
+  shape.gated_mlp = shape.rotary = true;
+  const TransientLedger ledger = block_transients(shape, true);
+  const TransientMoment& peak = ledger.backward[largest_moment(ledger.backward, 2, 8192)];
+  EXPECT_NE(peak.when.find("MulBackward0"), std::string::npos) << peak.when;
+  ASSERT_EQ(peak.tensors.size(), 4u);  // G, d(SiLU*up), d(SiLU out), d(up)
+  bool found_flash = false;
+  for (const TransientMoment& moment : ledger.backward) {
+    // The stream gradient (the block's input gradient at the end) is in every moment.
+    EXPECT_GE(moment_bytes(moment).at(1, 1), 8'192.0) << moment.when;
+    if (moment.when.find("flash attention backward") == std::string::npos) continue;
+    found_flash = true;
+    EXPECT_EQ(moment_bytes(moment).at(1, 1), 61'568.0);
+  }
+  EXPECT_TRUE(found_flash);
+  EXPECT_EQ(moment_bytes(ledger.forward.front()).at(1, 1), 10'240.0);  // q, k before rotary
+}
+
+TEST(TransientMemory, EmbeddingAndFinalNorm) {
+  Model m = load("llama3.1-8b", true);
+  // Embedding: forward, its output 2h; backward, the incoming gradient 2h + fp32 partial sums
+  // 4h (one row per token) + six int64 index arrays 48 = 24,624 per token.
+  EXPECT_EQ(costs_of(m, "model.embed_tokens").forward_transient_bytes.at(1, 1), 8'192.0);
+  EXPECT_EQ(costs_of(m, "model.embed_tokens").backward_transient_bytes.at(1, 1), 24'624.0);
+  // Final norm: forward, its output 2h; backward, the output's and the input's gradients 4h.
+  EXPECT_EQ(costs_of(m, "model.norm").forward_transient_bytes.at(1, 1), 8'192.0);
+  EXPECT_EQ(costs_of(m, "model.norm").backward_transient_bytes.at(1, 1), 16'384.0);
+  // GPT-2 (h = 768): position rows and dropout. Forward at the dropout: token rows, their sum
+  // with the position rows and the dropout output (6h per token) + the position rows (2h per
+  // position). Backward: token embedding 2h + 4h + 48 per token; position embedding the same
+  // per position (its gradient summed over the batch, partial sums, index arrays).
+  Model gpt2 = load("gpt2", true);
+  const ModuleCosts& wte = costs_of(gpt2, "transformer.wte");
+  EXPECT_EQ(wte.forward_transient_bytes.at(2, 1024), 2 * 1024 * 6.0 * 768 + 1024 * 2.0 * 768);
+  EXPECT_EQ(wte.backward_transient_bytes.at(2, 1024), 2 * 1024 * (6.0 * 768 + 48) + 1024 * (6.0 * 768 + 48));
+}
+
+TEST(TransientMemory, OtherBlockShapes) {
+  // GPT-2 small (flash; dropout 0.1; GELU): forward 4h (a dropout's input and output);
+  // backward peak at GELU's backward: G 2h + d(fc2 input) 2f + d(fc1 output) 2f = 18h.
+  Model gpt2 = load("gpt2", true);
+  EXPECT_EQ(costs_of(gpt2, "transformer.h.0").forward_transient_bytes.at(1, 1), 4.0 * 768);
+  EXPECT_EQ(costs_of(gpt2, "transformer.h.0").backward_transient_bytes.at(1, 1), 18.0 * 768);
+  // Pythia-1.4B (parallel residual): forward ends with mlp + attention + x: the MLP output,
+  // the attention output, their sum and the block output alive at once, 8h = 16,384.
+  // Backward: GELU's, 2h + 4f = 4,096 + 32,768 = 36,864.
+  Model pythia = load("pythia-1.4b", true);
+  EXPECT_EQ(costs_of(pythia, "gpt_neox.layers.0").forward_transient_bytes.at(1, 1), 16'384.0);
+  EXPECT_EQ(costs_of(pythia, "gpt_neox.layers.0").backward_transient_bytes.at(1, 1), 36'864.0);
+  // Eager attention (GPT-2 small): the scores are transient in forward (2a per token per
+  // position) and in backward d(probabilities) and d(scores) coexist (4a); per token the MLP
+  // still dominates (18h). The two maxima are different moments: the polynomial bounds both.
+  Model eager = load("gpt2", false);
+  const ModuleCosts& block = costs_of(eager, "transformer.h.0");
+  EXPECT_EQ(block.forward_transient_bytes.at(1, 1000), 1000 * 4.0 * 768 + 1000.0 * 1000 * 2 * 12);
+  EXPECT_EQ(block.backward_transient_bytes.at(1, 1000), 1000 * 18.0 * 768 + 1000.0 * 1000 * 4 * 12);
+}
+
+TEST(TransientMemory, PeakBoundsEveryMomentAndCoversTheInputGradient) {
+  for (const char* name : {"llama3.1-8b", "gpt2", "pythia-1.4b", "mpt-7b", "qwen2-7b"}) {
+    for (bool flash : {true, false}) {
+      SCOPED_TRACE(std::string(name) + (flash ? " flash" : " eager"));
+      Model m = load(name, flash);
+      for_each_module(m.root, [&](const Module& mod) {
+        if (!mod.costs) return;
+        for (double b : {1.0, 4.0})
+          for (double s : {128.0, 4096.0}) {
+            // backward_transient_bytes replaces the planner's input-gradient temporary.
+            EXPECT_GE(mod.costs->backward_transient_bytes.at(b, s), mod.costs->input_bytes.at(b, s)) << mod.full_name;
+            EXPECT_GT(mod.costs->forward_transient_bytes.at(b, s), 0) << mod.full_name;
+          }
+      });
+    }
+  }
+  // The coefficient-wise maximum bounds every moment (and equals one with flash attention).
+  DecoderBlockShape gpt;
+  gpt.hidden_size = 1024;
+  gpt.num_heads = gpt.num_kv_heads = 16;
+  gpt.head_dim = 64;
+  gpt.ffn_hidden_size = 4096;
+  gpt.attention_dropout = gpt.residual_dropout = gpt.fused_qkv = true;
+  for (bool flash : {true, false}) {
+    const TransientLedger ledger = block_transients(gpt, flash);
+    for (const auto* phase : {&ledger.forward, &ledger.backward}) {
+      const Polynomial peak = peak_transient_bytes(*phase);
+      for (double s : {64.0, 1024.0, 8192.0}) {
+        for (const TransientMoment& moment : *phase) EXPECT_LE(moment_bytes(moment).at(2, s), peak.at(2, s)) << moment.when;
+        if (flash) EXPECT_EQ(moment_bytes((*phase)[largest_moment(*phase, 2, s)]).at(2, s), peak.at(2, s));
+      }
+    }
+  }
+}
+
 TEST(PolynomialJson, IntegralCoefficientsAreIntegers) {
   Polynomial p;
   p.terms = {{3, 1, 1}, {2, 1, 1}, {0.5, 1, 2}, {0, 0, 0}};

@@ -27,6 +27,7 @@ MemoryReport replay(const nlohmann::json& scenario, std::vector<std::string> ove
 // 16.6 GB (P_os+g), 1.9 GB (P_os+g+p). DeepSpeed's layout: fp16 params and grads, fp32
 // master, momentum and variance in the optimizer.
 class ZeroPaperFigure1 : public ::testing::TestWithParam<std::pair<std::string, double>> {};
+std::string stage_name(const ::testing::TestParamInfo<std::pair<std::string, double>>& info) { return info.param.first; }
 
 TEST_P(ZeroPaperFigure1, ModelStatesPerGpu) {
   // 60 blocks x [64, 1953125] = 7.5e9 parameters; dim 0 divisible by 64: no padding.
@@ -53,7 +54,8 @@ TEST_P(ZeroPaperFigure1, ModelStatesPerGpu) {
 
 INSTANTIATE_TEST_SUITE_P(Stages, ZeroPaperFigure1,
                          ::testing::Values(std::make_pair("NO_SHARD", 120.0), std::make_pair("ZERO1", 31.4),
-                                           std::make_pair("ZERO2", 16.6), std::make_pair("ZERO3", 1.9)));
+                                           std::make_pair("ZERO2", 16.6), std::make_pair("ZERO3", 1.9)),
+                         stage_name);
 
 // PyTorch FSDP notes (docs/source/notes/fsdp.rst, "FSDP buffers sizes"): blocks of 1.6B fp32
 // parameters on 8 GPUs under FSDP1 FULL_SHARD hold 2 x 0.8 GB of all-gather buffers and
@@ -206,7 +208,9 @@ TEST(Schedule, PlannedScheduleIsValidAndRoundTrips) {
     for (int a : op.frees) --balance[a];
   }
   for (const Allocation& a : plan.schedule.allocations)
-    if (!a.persistent && !a.model_state) EXPECT_EQ(balance[a.id], 0) << a.label;
+    if (!a.persistent && !a.model_state) {
+      EXPECT_EQ(balance[a.id], 0) << a.label;
+    }
 }
 
 TEST(Schedule, CycleIsRefusedNamingTheOps) {

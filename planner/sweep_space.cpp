@@ -1,0 +1,516 @@
+#include "planner/sweep_space.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <set>
+
+#include "models/hf_import.h"
+#include "models/json_input.h"
+
+namespace fsdpsim::planner {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string trim(const std::string& s) {
+  std::size_t a = 0, b = s.size();
+  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
+  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
+  return s.substr(a, b - a);
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Splits on commas that are not inside brackets, braces or a quoted string.
+std::vector<std::string> split_values(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  int depth = 0;
+  bool quoted = false, escaped = false;
+  for (char c : text) {
+    if (quoted) {
+      cur += c;
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') quoted = false;
+      continue;
+    }
+    if (c == '"') quoted = true;
+    if (c == '[' || c == '{') ++depth;
+    if (c == ']' || c == '}') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(trim(cur));
+      cur.clear();
+      continue;
+    }
+    cur += c;
+  }
+  out.push_back(trim(cur));
+  return out;
+}
+
+nlohmann::json value_from_text(const std::string& text) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error&) {
+    return text;  // a bare word
+  }
+}
+
+std::string label_of(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// "key=value" as --set reads it: a string that is not JSON itself is written bare.
+std::string assignment(const std::string& key, const nlohmann::json& value) {
+  if (value.is_string()) {
+    const std::string s = value.get<std::string>();
+    if (!nlohmann::json::accept(s) && !s.empty() && s == trim(s)) return key + "=" + s;
+  }
+  return key + "=" + value.dump();
+}
+
+std::vector<int> proper_divisors(int world) {
+  std::vector<int> out;
+  for (int d = 2; d < world; ++d)
+    if (world % d == 0) out.push_back(d);
+  return out;
+}
+
+bool is_hybrid_name(const std::string& s) { return s == "HYBRID_SHARD" || s == "HYBRID_SHARD_ZERO2"; }
+
+// "N" or "*"/"all" -> group sizes.
+std::vector<int> group_sizes(const std::string& text, const AxisContext& ctx, const AxisSpec& spec,
+                             const std::string& path) {
+  if (text == "*" || text == "all") {
+    std::vector<int> d = proper_divisors(ctx.world_size);
+    if (d.empty())
+      throw InputError(spec.file, path, "no shard group size divides the world of " + std::to_string(ctx.world_size) +
+                                            " ranks other than 1 and the world itself");
+    return d;
+  }
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v <= 0 || v > (1 << 20))
+    throw InputError(spec.file, path, "expected a shard group size (a positive integer) or *, got \"" + text + "\"");
+  return {static_cast<int>(v)};
+}
+
+std::int64_t positive_int_value(const nlohmann::json& v, const AxisSpec& spec, const std::string& path,
+                                const std::string& what) {
+  if (v.is_number_integer() && v.get<std::int64_t>() > 0) return v.get<std::int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (d > 0 && d < 9e18 && std::floor(d) == d) return static_cast<std::int64_t>(d);
+  }
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    char* end = nullptr;
+    const double d = std::strtod(s.c_str(), &end);
+    if (!s.empty() && *end == '\0' && d > 0 && d < 9e18 && std::floor(d) == d) return static_cast<std::int64_t>(d);
+  }
+  throw InputError(spec.file, path, "expected " + what + " (a positive integer), got " + describe_json(v));
+}
+
+// "block", "root", "every:K", "every_k_blocks:K", "size:N", or an object.
+nlohmann::json wrap_value(const nlohmann::json& v, const AxisSpec& spec, const std::string& path) {
+  if (v.is_object()) return v;
+  if (!v.is_string())
+    throw InputError(spec.file, path, "expected a wrap policy (block, root, every:K, size:N) or a wrap object, got " +
+                                          describe_json(v));
+  const std::string s = v.get<std::string>();
+  if (s == "block" || s == "root") return {{"policy", s}};
+  const auto colon = s.find(':');
+  if (colon != std::string::npos) {
+    const std::string name = s.substr(0, colon), arg = s.substr(colon + 1);
+    if (name == "every" || name == "every_k_blocks")
+      return {{"policy", "every_k_blocks"}, {"every", positive_int_value(arg, spec, path, "blocks per unit")}};
+    if (name == "size")
+      return {{"policy", "size"}, {"min_num_params", positive_int_value(arg, spec, path, "a parameter count")}};
+  }
+  throw InputError(spec.file, path, "expected a wrap policy (block, root, every:K, size:N) or a wrap object, got \"" +
+                                        s + "\"");
+}
+
+}  // namespace
+
+std::string reason_without_file(const std::exception& e) {
+  std::string what = e.what();
+  if (const auto* ie = dynamic_cast<const InputError*>(&e)) {
+    const std::string prefix = (ie->file().empty() ? std::string("<input>") : ie->file()) + ": ";
+    if (starts_with(what, prefix)) return what.substr(prefix.size());
+  }
+  return what;
+}
+
+AxisSpec parse_axis_spec(const std::string& text) {
+  AxisSpec spec;
+  spec.path = "--axis";
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw InputError("", "--axis", "expected key=value1,value2,... (for example fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP), got \"" +
+                                       text + "\"");
+  spec.key = trim(text.substr(0, eq));
+  spec.path = "--axis " + spec.key;
+  for (const std::string& piece : split_values(text.substr(eq + 1))) {
+    if (piece.empty()) throw InputError("", spec.path, "has an empty value in \"" + text + "\"");
+    spec.values.push_back(value_from_text(piece));
+  }
+  return spec;
+}
+
+Axis expand_axis(const AxisSpec& spec, const AxisContext& ctx) {
+  Axis axis;
+  axis.key = spec.key;
+  if (spec.key.empty() || spec.key.front() == '.' || spec.key.back() == '.')
+    throw InputError(spec.file, spec.path, "expected a scenario field such as fsdp.strategy, got \"" + spec.key + "\"");
+  if (spec.values.empty()) throw InputError(spec.file, spec.path, "needs at least one value");
+  std::set<std::vector<std::string>> seen;
+  auto add = [&](AxisValue v) {
+    if (seen.insert(v.overrides).second) axis.values.push_back(std::move(v));
+  };
+  for (std::size_t i = 0; i < spec.values.size(); ++i) {
+    const nlohmann::json& v = spec.values[i];
+    const std::string path = spec.file.empty() ? spec.path : join_json_path(spec.path, i);
+    if (spec.key == "fsdp.strategy") {
+      if (!v.is_string()) throw InputError(spec.file, path, "expected a strategy name, got " + describe_json(v));
+      const std::string s = v.get<std::string>();
+      const auto colon = s.find(':');
+      if (colon == std::string::npos) {
+        add({s, {assignment("fsdp.strategy", s), "fsdp.shard_group_size=null", "fsdp.reshard_after_forward=null"}});
+        continue;
+      }
+      const std::string name = s.substr(0, colon);
+      if (!is_hybrid_name(name))
+        throw InputError(spec.file, path, "only HYBRID_SHARD and HYBRID_SHARD_ZERO2 take a shard group size (\"" + s +
+                                              "\")");
+      for (int g : group_sizes(s.substr(colon + 1), ctx, spec, path))
+        add({name + ":" + std::to_string(g),
+             {assignment("fsdp.strategy", name), "fsdp.shard_group_size=" + std::to_string(g),
+              "fsdp.reshard_after_forward=null"}});
+    } else if (spec.key == "fsdp.shard_group_size") {
+      if (v.is_string() && (v == "*" || v == "all")) {
+        for (int g : group_sizes(v.get<std::string>(), ctx, spec, path))
+          add({std::to_string(g), {"fsdp.shard_group_size=" + std::to_string(g)}});
+      } else if (v.is_null()) {
+        add({"default", {"fsdp.shard_group_size=null"}});
+      } else {
+        const std::int64_t g = positive_int_value(v, spec, path, "a shard group size");
+        add({std::to_string(g), {"fsdp.shard_group_size=" + std::to_string(g)}});
+      }
+    } else if (spec.key == "fsdp.wrap") {
+      nlohmann::json w = wrap_value(v, spec, path);
+      add({v.is_string() ? v.get<std::string>() : w.dump(), {assignment("fsdp.wrap", w)}});
+    } else if (spec.key == "training.micro_batch") {
+      // The global batch stays; gradient accumulation follows (parse_scenario checks that it divides).
+      const std::int64_t mb = positive_int_value(v, spec, path, "a micro-batch");
+      add({std::to_string(mb),
+           {"training.micro_batch=" + std::to_string(mb), "training.global_batch=" + std::to_string(ctx.global_batch),
+            "training.grad_accum=null"}});
+    } else if (spec.key == "training.activation_checkpointing") {
+      nlohmann::json ac = v;
+      if (v.is_string() && starts_with(v.get<std::string>(), "every:"))
+        ac = positive_int_value(v.get<std::string>().substr(6), spec, path, "blocks per checkpoint");
+      add({label_of(v), {assignment(spec.key, ac)}});
+    } else {
+      add({label_of(v), {assignment(spec.key, v)}});
+    }
+  }
+  return axis;
+}
+
+std::size_t SweepSpace::size() const {
+  std::size_t n = 1;
+  for (const Axis& a : axes) {
+    if (a.values.empty()) return 0;
+    if (n > std::numeric_limits<std::size_t>::max() / a.values.size()) return std::numeric_limits<std::size_t>::max();
+    n *= a.values.size();
+  }
+  return n;
+}
+
+std::vector<int> SweepSpace::choice(std::size_t index) const {
+  std::vector<int> c(axes.size(), 0);
+  for (std::size_t k = axes.size(); k-- > 0;) {
+    const std::size_t n = axes[k].values.size();
+    c[k] = static_cast<int>(index % n);
+    index /= n;
+  }
+  return c;
+}
+
+std::vector<std::string> SweepSpace::overrides(const std::vector<int>& choice) const {
+  std::vector<std::string> out;
+  for (std::size_t k = 0; k < axes.size(); ++k)
+    for (const std::string& o : axes[k].values[choice[k]].overrides) out.push_back(o);
+  return out;
+}
+
+std::string SweepSpace::label(const std::vector<int>& choice) const {
+  std::string out;
+  for (std::size_t k = 0; k < axes.size(); ++k) {
+    if (!out.empty()) out += " ";
+    out += axes[k].key + "=" + axes[k].values[choice[k]].label;
+  }
+  return out;
+}
+
+SweepSpace make_space(const std::vector<AxisSpec>& specs, const AxisContext& context) {
+  SweepSpace space;
+  std::set<std::string> keys;
+  for (const AxisSpec& s : specs) {
+    if (!keys.insert(s.key).second)
+      throw InputError(s.file, s.path, "the axis " + s.key + " is given twice; list all its values in one axis");
+    space.axes.push_back(expand_axis(s, context));
+  }
+  // A strategy value resets the shard group and reshard_after_forward to the strategy's
+  // defaults, unless they are axes of their own (then those decide).
+  for (const char* field : {"fsdp.shard_group_size", "fsdp.reshard_after_forward"}) {
+    if (!keys.count(field) || !keys.count("fsdp.strategy")) continue;
+    const std::string reset = std::string(field) + "=null";
+    for (Axis& a : space.axes)
+      if (a.key == "fsdp.strategy")
+        for (AxisValue& v : a.values)
+          v.overrides.erase(std::remove(v.overrides.begin(), v.overrides.end(), reset), v.overrides.end());
+  }
+  return space;
+}
+
+SweepFile parse_sweep_file(const nlohmann::json& json, const std::string& file) {
+  SweepFile f;
+  f.file = file;
+  JsonReader r(json, file);
+  r.ignore("description");
+  r.ignore("name");
+  if (r.has("scenario") && r.raw("scenario").is_object()) {
+    f.scenario_inline = r.raw("scenario");
+  } else if (auto s = r.string_or("scenario")) {
+    f.scenario = resolve_path(*s, fs::path(file).parent_path().string());
+  }
+  if (r.has("set")) {
+    const auto& list = r.array("set");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_string() || list[i].get<std::string>().find('=') == std::string::npos)
+        throw InputError(file, join_json_path("set", i), "expected an override string \"a.b=value\"");
+      f.overrides.push_back(list[i].get<std::string>());
+    }
+  } else {
+    r.ignore("set");
+  }
+  if (r.has("axes")) {
+    const nlohmann::json& axes = r.raw("axes");
+    auto values_of = [&](const nlohmann::json& v, const std::string& path) {
+      std::vector<nlohmann::json> out;
+      if (v.is_array()) {
+        for (const auto& x : v) out.push_back(x);
+        if (out.empty()) throw InputError(file, path, "needs at least one value");
+      } else {
+        out.push_back(v);  // a single value: a fixed setting
+      }
+      return out;
+    };
+    if (axes.is_object()) {
+      for (const auto& [key, v] : axes.items()) {
+        if (starts_with(key, "_") || starts_with(key, "//")) continue;
+        const std::string path = join_json_path("axes", key);
+        f.axes.push_back({key, values_of(v, path), file, path});
+      }
+    } else if (axes.is_array()) {
+      for (std::size_t i = 0; i < axes.size(); ++i) {
+        const std::string path = join_json_path("axes", i);
+        if (!axes[i].is_object()) throw InputError(file, path, "expected {\"key\": ..., \"values\": [...]}");
+        JsonReader a(axes[i], file, path);
+        AxisSpec spec{a.string("key"), {}, file, path + ".values"};
+        spec.values = values_of(a.raw("values"), spec.path);
+        a.finish();
+        f.axes.push_back(std::move(spec));
+      }
+    } else {
+      r.fail("axes", "expected an object of key -> values, or a list of {\"key\", \"values\"}");
+    }
+  } else {
+    r.ignore("axes");
+  }
+  if (r.has("headroom_gib")) {
+    f.headroom_gib = r.number("headroom_gib");
+    if (!(*f.headroom_gib >= 0)) r.fail("headroom_gib", "expected a non-negative number of GiB");
+  } else {
+    r.ignore("headroom_gib");
+  }
+  if (r.has("objective")) f.objective = r.choice("objective", {"throughput", "step_time", "memory"});
+  else r.ignore("objective");
+  if (r.has("top")) f.top = static_cast<int>(r.positive_integer("top"));
+  else r.ignore("top");
+  if (r.has("tolerance")) {
+    f.tolerance = r.number("tolerance");
+    if (!(*f.tolerance >= 0 && *f.tolerance < 1)) r.fail("tolerance", "expected a fraction in [0, 1)");
+  } else {
+    r.ignore("tolerance");
+  }
+  r.finish();
+  return f;
+}
+
+SweepFile load_sweep_file(const std::string& path) { return parse_sweep_file(load_json_file(path), path); }
+
+// ---- the base scenario, once ---------------------------------------------------------------
+
+namespace {
+
+struct Resolved {
+  nlohmann::json json;
+  std::string file;
+};
+
+// What parse_scenario's reference loading does (the scenario parsed already, so the files exist).
+Resolved resolve_reference(const nlohmann::json& value, const std::string& scenario_file, const std::string& key) {
+  if (value.is_object()) return {value, scenario_file};
+  if (!value.is_string())
+    throw InputError(scenario_file, key, "expected a file path or an inline object, got " + describe_json(value));
+  const std::string text = value.get<std::string>();
+  const bool hf = key == "model" && starts_with(text, "hf:");
+  const std::string wanted = hf ? text.substr(3) : text;
+  const std::string path = resolve_path(wanted, fs::path(scenario_file).parent_path().string());
+  if (hf) return {models::import_hf_config(load_json_file(path), path), path};
+  return {load_json_file(path), path};
+}
+
+const nlohmann::json& stub_model() {
+  static const nlohmann::json stub = {
+      {"name", "stub"}, {"root", {{"type", "SweepStub"}, {"params", {{{"name", "w"}, {"shape", {1}}}}}}}};
+  return stub;
+}
+
+}  // namespace
+
+std::shared_ptr<const ScenarioTemplate> ScenarioTemplate::load(const std::string& path,
+                                                               const std::vector<std::string>& overrides) {
+  return from_json(load_json_file(path), path, overrides);
+}
+
+std::shared_ptr<const ScenarioTemplate> ScenarioTemplate::from_json(const nlohmann::json& json, const std::string& file,
+                                                                    const std::vector<std::string>& overrides) {
+  std::shared_ptr<ScenarioTemplate> t(new ScenarioTemplate());
+  t->init(json, file, overrides);
+  return t;
+}
+
+void ScenarioTemplate::init(const nlohmann::json& json, const std::string& file,
+                            const std::vector<std::string>& overrides) {
+  file_ = file;
+  base_overrides_ = overrides;
+  base_ = parse_scenario(json, file, overrides);  // validates everything the way estimate does
+
+  Resolved model = resolve_reference(json["model"], file, "model");
+  Resolved cluster = resolve_reference(json["cluster"], file, "cluster");
+  model_json_ = model.json;
+  model_file_ = model.file;
+  cluster_ = cluster.json;
+  document_ = json;
+  for (const std::string& o : overrides) {
+    if (starts_with(o, "cluster.")) apply_override(cluster_, o.substr(8), cluster.file);
+    else if (starts_with(o, "model.")) apply_override(model_json_, o.substr(6), model.file);
+    else apply_override(document_, o, file);
+  }
+  // The calibration as parse_scenario reads it: from the document before any override.
+  if (json.contains("calibration") && !json["calibration"].is_null()) {
+    Resolved cal = resolve_reference(json["calibration"], file, "calibration");
+    document_["calibration"] = cal.json;
+    if (cal.file != file) calibration_file_ = cal.file;
+  }
+  gpu_catalog_ = load_json_file((fs::path(catalog_root()) / "scenarios/hardware/gpus.json").string());
+  nlohmann::json inline_cluster = cluster_;
+  if (inline_cluster.contains("gpu") && inline_cluster["gpu"].is_string()) {
+    const std::string name = inline_cluster["gpu"].get<std::string>();
+    if (gpu_catalog_.contains(name)) {
+      nlohmann::json gpu = gpu_catalog_[name];
+      if (!gpu.contains("name")) gpu["name"] = name;
+      inline_cluster["gpu"] = gpu;
+    }
+  }
+  document_["cluster"] = inline_cluster;
+  document_["model"] = stub_model();
+  models_[""] = std::make_shared<const models::Model>(base_.model);
+}
+
+AxisContext ScenarioTemplate::context() const { return {base_.world_size(), base_.training.global_batch}; }
+
+Scenario ScenarioTemplate::parse_point(const std::vector<std::string>& overrides, std::string& model_key,
+                                       std::vector<std::string>& model_overrides) const {
+  std::vector<std::string> rest, cluster_overrides;
+  model_key.clear();
+  model_overrides.clear();
+  for (const std::string& o : overrides) {
+    if (starts_with(o, "model.")) {
+      model_overrides.push_back(o.substr(6));
+      model_key += o + "\n";
+    } else if (starts_with(o, "cluster.")) {
+      cluster_overrides.push_back(o.substr(8));
+    } else {
+      rest.push_back(o);
+    }
+  }
+  Scenario s;
+  if (cluster_overrides.empty()) {
+    s = parse_scenario(document_, file_, rest);
+  } else {
+    nlohmann::json doc = document_;
+    nlohmann::json cluster = cluster_;
+    for (const std::string& o : cluster_overrides) apply_override(cluster, o, file_);
+    if (cluster.contains("gpu") && cluster["gpu"].is_string()) {
+      const std::string name = cluster["gpu"].get<std::string>();
+      if (gpu_catalog_.contains(name)) {
+        nlohmann::json gpu = gpu_catalog_[name];
+        if (!gpu.contains("name")) gpu["name"] = name;
+        cluster["gpu"] = gpu;
+      }
+    }
+    doc["cluster"] = std::move(cluster);
+    s = parse_scenario(doc, file_, rest);
+  }
+  if (!calibration_file_.empty()) s.calibration_file = calibration_file_;
+  return s;
+}
+
+models::Model ScenarioTemplate::model_for(const std::string& key, const std::vector<std::string>& model_overrides) const {
+  std::shared_ptr<const models::Model> m;
+  {
+    std::lock_guard<std::mutex> lock(models_mutex_);
+    auto it = models_.find(key);
+    if (it != models_.end()) m = it->second;
+  }
+  if (!m) {
+    nlohmann::json json = model_json_;
+    for (const std::string& o : model_overrides) apply_override(json, o, model_file_);
+    auto parsed = std::make_shared<const models::Model>(models::parse_model(json, model_file_));
+    std::lock_guard<std::mutex> lock(models_mutex_);
+    m = models_.emplace(key, parsed).first->second;
+  }
+  return *m;
+}
+
+Scenario ScenarioTemplate::instantiate(const std::vector<std::string>& overrides) const {
+  std::string key;
+  std::vector<std::string> model_overrides;
+  Scenario s = parse_point(overrides, key, model_overrides);
+  s.model = model_for(key, model_overrides);
+  return s;
+}
+
+const Scenario& ScenarioInstancer::make(const std::vector<std::string>& overrides) {
+  std::string key;
+  std::vector<std::string> model_overrides;
+  Scenario s = template_->parse_point(overrides, key, model_overrides);
+  if (key == model_key_) {
+    s.model = std::move(current_.model);
+  } else {
+    s.model = template_->model_for(key, model_overrides);
+    model_key_ = key;
+  }
+  current_ = std::move(s);
+  return current_;
+}
+
+}  // namespace fsdpsim::planner

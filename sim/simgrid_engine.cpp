@@ -1,0 +1,995 @@
+#include "sim/simgrid_engine.h"
+
+#include <fnmatch.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <numeric>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <simgrid/s4u.hpp>
+#include <xbt/log.h>
+
+#include "models/json_input.h"
+#include "planner/cost_model.h"
+#include "planner/plan.h"
+#include "sim/simgrid_flows.h"
+#include "sim/simgrid_platform.h"
+#include "sim/simgrid_timing.h"
+
+namespace fsdpsim::sim {
+
+namespace sg4 = simgrid::s4u;
+using planner::Op;
+using planner::OpKind;
+using planner::Schedule;
+using planner::Stream;
+
+namespace {
+
+constexpr double kHostSpeed = 1e9;  // host flop/s per nominal second of work
+// Worlds up to this many ranks are simulated whole when ranks differ (stragglers, slow links).
+constexpr int kWholeWorldRanks = 512;
+// A window of more ranks than this is refused when every rank must run as actors.
+constexpr int kMaxActorRanks = 8192;
+
+// ---------------------------------------------------------------------------------------
+// Window selection
+
+struct GroupUse {
+  int group = -1;
+  GroupLayout layout;
+};
+
+std::vector<GroupUse> collective_groups(const Schedule& s) {
+  std::vector<char> used(s.groups.size(), 0);
+  for (const Op& op : s.ops)
+    if (planner::is_collective(op.kind) && op.group >= 0 && op.group < static_cast<int>(s.groups.size()) &&
+        op.comm_bytes > 0 && s.groups[op.group].ranks > 1)
+      used[op.group] = 1;
+  std::vector<GroupUse> out;
+  for (std::size_t g = 0; g < used.size(); ++g)
+    if (used[g]) out.push_back({static_cast<int>(g), group_layout(s, static_cast<int>(g))});
+  return out;
+}
+
+// Windows (in nodes, ascending) that are periods of the cluster for these groups.
+std::vector<int> window_candidates(const Schedule& s, const planner::ClusterSpec& c, const FabricOptions& fabric) {
+  const int M = c.nodes, G = c.gpus_per_node;
+  if (M <= 1) return {1};
+  int K = fabric.nodes_per_leaf > 0 ? fabric.nodes_per_leaf : default_nodes_per_leaf(c);
+  K = std::min(K, M);
+  const int L = (M + K - 1) / K;
+  if (L > 1 && (fabric.placement == Placement::spread || M % K != 0)) return {M};
+  const std::vector<GroupUse> groups = collective_groups(s);
+  // Per group: the node period its layout needs, and whether it needs two members per window.
+  std::vector<std::pair<int, bool>> needs;  // (period in nodes, consecutive = false / strided = true)
+  for (const GroupUse& g : groups) {
+    const GroupLayout& l = g.layout;
+    if (!l.strided) {
+      if (l.size <= G) {
+        if (G % l.size != 0) return {M};
+      } else {
+        if (l.size % G != 0) return {M};
+        needs.push_back({l.size / G, false});
+      }
+    } else {
+      if (l.stride < G) {
+        if (G % l.stride != 0) return {M};
+      } else {
+        if (l.stride % G != 0) return {M};
+        needs.push_back({l.stride / G, true});
+      }
+    }
+  }
+  std::vector<int> out;
+  for (int P = 1; P < M; ++P) {
+    if (M % P != 0) continue;
+    if (L > 1 && P % K != 0) continue;
+    bool ok = true;
+    for (const auto& [period, strided] : needs) {
+      if (strided) ok = ok && P % period == 0 && P / period >= 2;
+      else ok = ok && (P % period == 0 || period % P == 0);
+    }
+    if (ok) out.push_back(P);
+  }
+  out.push_back(M);
+  return out;
+}
+
+// Every window flow lands on a distinct host pair with one route: no self flows, and two ring
+// edges that map to the same window pair cross the same links.
+bool window_is_consistent(const Platform& p, const std::vector<GroupUse>& groups) {
+  std::map<std::pair<int, int>, std::vector<int>> table;
+  for (const GroupUse& g : groups)
+    for (int inst : window_instances(g.layout, p))
+      for (const RingEdge& e : ring_edges(g.layout, inst, p)) {
+        const int dst = p.window_rank(e.dst);
+        if (dst == e.src) return false;
+        std::vector<int> r = p.route(e.src, e.dst);
+        auto [it, fresh] = table.emplace(std::make_pair(e.src, dst), r);
+        if (!fresh && it->second != r) return false;
+      }
+  return true;
+}
+
+int choose_window(const Schedule& s, const planner::ClusterSpec& c, const planner::NcclParams& nccl,
+                  const FabricOptions& fabric) {
+  const std::vector<GroupUse> groups = collective_groups(s);
+  for (int P : window_candidates(s, c, fabric)) {
+    if (P == c.nodes) return P;
+    if (window_is_consistent(Platform::build(c, nccl, fabric, P), groups)) return P;
+  }
+  return c.nodes;
+}
+
+// ---------------------------------------------------------------------------------------
+// Simulation state
+
+// Actors blocked until a condition on shared state holds. Each waiting actor blocks on its
+// own semaphore (not Actor::suspend, which would also suspend the activities it started).
+sg4::SemaphorePtr own_semaphore();
+
+struct Waiters {
+  std::vector<sg4::SemaphorePtr> blocked;
+  template <class P>
+  void wait_until(P pred) {
+    while (!pred()) {
+      sg4::SemaphorePtr mine = own_semaphore();
+      blocked.push_back(mine);
+      mine->acquire();
+    }
+  }
+  void notify() {
+    if (blocked.empty()) return;
+    std::vector<sg4::SemaphorePtr> w;
+    w.swap(blocked);
+    for (auto& sem : w) sem->release();
+  }
+};
+
+struct RankState {
+  int rank = 0;
+  sg4::Host* host = nullptr;
+  double speed = 1;
+  std::vector<char> issued, done;
+  StepTiming timing;
+  std::array<double, planner::kStreamCount> queued{};
+  std::array<int, planner::kStreamCount> last_finished{};
+  double work_per_second = kHostSpeed;  // Exec amount per nominal second of compute
+  int comm_running = 0;
+  sg4::ExecPtr interference;             // user platforms: a competing exec while comm runs
+  double cpu_end = 0;
+  Waiters waiters;
+};
+
+struct CollInfo {
+  bool active = false;  // a collective with work to do
+  int group = -1;
+  double latency = 0;   // NCCL's latency term
+  double transfer = 0;  // the rest of NCCL's time
+};
+
+struct GroupFlows {
+  GroupLayout layout;
+  int ranks = 1;
+  std::vector<std::vector<RingEdge>> edges;                         // per window instance
+  std::vector<std::vector<std::vector<int>>> routes;                // per instance, per edge: link ids
+  std::vector<std::vector<std::pair<sg4::Host*, sg4::Host*>>> ends;  // per instance, per edge
+  std::vector<int> active;                                          // simulated members per instance
+  double bandwidth = 0;      // per-rank wire bytes/s alone on the ideal fabric
+  double route_latency = 0;  // the platform latency the flows see
+  std::string bottleneck;    // the link kind that bounds it alone
+};
+
+struct Instance {
+  int arrived = 0;
+  int left = 0;
+  bool done = false;
+  Waiters waiters;
+};
+
+struct Sim {
+  const Schedule* s = nullptr;
+  const EngineInputs* in = nullptr;
+  bool symmetric = false;
+  bool per_step = false;
+  bool bounded_queue = false;
+  bool pstates = true;       // slowdown under communication by a host pstate (built platforms)
+  double slowdown = 0;       // compute_slowdown_under_comm
+  std::vector<CollInfo> coll;
+  std::vector<GroupFlows> groups;  // indexed by schedule group
+  std::array<std::vector<int>, planner::kStreamCount> queue;
+  std::vector<RankState> ranks;    // simulated ranks
+  std::vector<int> rank_index;     // window rank -> index in ranks, -1 if not simulated
+  std::unordered_map<long long, Instance> instances;
+  int max_instances = 1;
+  // Links (platform or user XML) and what they carried.
+  std::vector<PlatformLink> links;
+  std::vector<double> link_bytes;
+  std::vector<std::vector<std::pair<double, double>>> link_busy;
+  double events = 0, flows = 0;
+  std::unordered_map<long, sg4::SemaphorePtr> semaphores;  // per actor, for Waiters
+};
+
+Sim* g_sim = nullptr;  // the one simulation of this process (actors reach it through here)
+
+sg4::SemaphorePtr own_semaphore() {
+  auto& sem = g_sim->semaphores[sg4::this_actor::get_pid()];
+  if (!sem) sem = sg4::Semaphore::create(0);
+  return sem;
+}
+
+bool all_done(const RankState& rs, const std::vector<int>& ids) {
+  for (int d : ids)
+    if (!rs.done[d]) return false;
+  return true;
+}
+
+void latest(const RankState& rs, const std::vector<int>& ids, double& when, int& who) {
+  for (int d : ids)
+    if (rs.timing.ops[d].end > when || (rs.timing.ops[d].end == when && who < 0)) {
+      when = rs.timing.ops[d].end;
+      who = d;
+    }
+}
+
+void sleep_seconds(double seconds) {
+  if (seconds <= 0) return;
+  g_sim->events += 1;
+  sg4::this_actor::sleep_for(seconds);
+}
+
+// While a collective of the rank is in flight its compute runs at 1/(1 + slowdown): the host
+// switches to its second pstate, or (a user's platform, whose hosts are sealed) an exec of
+// priority `slowdown` competes with the compute exec for the host.
+void comm_begin(RankState& rs) {
+  if (rs.comm_running++ != 0 || g_sim->slowdown <= 0) return;
+  if (g_sim->pstates) {
+    rs.host->set_pstate(1);
+  } else {
+    rs.interference = sg4::this_actor::exec_init(1e18);
+    rs.interference->set_priority(g_sim->slowdown);
+    rs.interference->start();
+    g_sim->events += 1;
+  }
+}
+
+void comm_end(RankState& rs) {
+  if (--rs.comm_running != 0 || g_sim->slowdown <= 0) return;
+  if (g_sim->pstates) {
+    rs.host->set_pstate(0);
+  } else if (rs.interference) {
+    rs.interference->cancel();
+    rs.interference = nullptr;
+  }
+}
+
+void send_flows(int op, const std::vector<int>& instances) {
+  Sim& sim = *g_sim;
+  const CollInfo& ci = sim.coll[op];
+  const GroupFlows& g = sim.groups[ci.group];
+  const int steps = sim.per_step ? ring_steps(sim.s->ops[op].kind, g.ranks) : 1;
+  const double pre = std::max(0.0, ci.latency / steps - g.route_latency);
+  const double bytes_per_rank = ci.transfer * g.bandwidth / steps;
+  std::vector<sg4::CommPtr> comms;
+  std::vector<std::pair<int, int>> which;  // (instance, edge)
+  for (int step = 0; step < steps; ++step) {
+    sleep_seconds(pre);
+    if (bytes_per_rank <= 0) continue;
+    comms.clear();
+    which.clear();
+    for (int inst : instances) {
+      const auto& edges = g.edges[inst];
+      for (std::size_t e = 0; e < edges.size(); ++e) {
+        const double bytes = bytes_per_rank * edges[e].fraction;
+        if (bytes < 1) continue;
+        const auto& [from, to] = g.ends[inst][e];
+        sg4::CommPtr c = sg4::Comm::sendto_init(from, to);
+        c->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
+        c->start();
+        comms.push_back(c);
+        which.push_back({inst, static_cast<int>(e)});
+      }
+    }
+    for (auto it = comms.rbegin(); it != comms.rend(); ++it) (*it)->wait();
+    sim.events += static_cast<double>(comms.size());
+    sim.flows += static_cast<double>(comms.size());
+    for (std::size_t k = 0; k < comms.size(); ++k) {
+      const double start = comms[k]->get_start_time(), end = comms[k]->get_finish_time();
+      const double bytes = bytes_per_rank * g.edges[which[k].first][which[k].second].fraction;
+      for (int l : g.routes[which[k].first][which[k].second]) {
+        sim.link_bytes[l] += bytes;
+        auto& busy = sim.link_busy[l];
+        if (!busy.empty() && start <= busy.back().second && start >= busy.back().first)
+          busy.back().second = std::max(busy.back().second, end);
+        else
+          busy.push_back({start, end});
+      }
+    }
+  }
+}
+
+void run_collective(RankState& rs, int op) {
+  Sim& sim = *g_sim;
+  const CollInfo& ci = sim.coll[op];
+  if (!ci.active) return;
+  GroupFlows& g = sim.groups[ci.group];
+  const int inst = group_instance(g.layout, rs.rank);
+  const long long key = static_cast<long long>(op) * sim.max_instances + inst;
+  comm_begin(rs);
+  Instance& instance = sim.instances[key];
+  ++instance.arrived;
+  const int expected = g.active[inst];
+  if (instance.arrived < expected) {
+    instance.waiters.wait_until([&] { return instance.done; });
+  } else {
+    if (sim.symmetric) {
+      std::vector<int> all(g.edges.size());
+      std::iota(all.begin(), all.end(), 0);
+      send_flows(op, all);
+    } else {
+      send_flows(op, {inst});
+    }
+    instance.done = true;
+    instance.waiters.notify();
+  }
+  if (++instance.left == expected) sim.instances.erase(key);
+  comm_end(rs);
+}
+
+void run_op(RankState& rs, int i) {
+  Sim& sim = *g_sim;
+  const Op& op = sim.s->ops[i];
+  if (planner::is_collective(op.kind)) {
+    run_collective(rs, i);
+    return;
+  }
+  const double d = sim.in->duration_seconds[i];
+  if (d <= 0) return;
+  if (op.stream == Stream::compute) {
+    sim.events += 1;
+    sg4::this_actor::execute(d * rs.work_per_second);
+  } else if (op.kind == OpKind::h2d || op.kind == OpKind::d2h) {
+    sleep_seconds(d);
+  } else {
+    sleep_seconds(d / rs.speed);
+  }
+}
+
+void stream_actor(int rank_index, int st) {
+  Sim& sim = *g_sim;
+  RankState& rs = sim.ranks[rank_index];
+  const auto& ops = sim.s->ops;
+  const auto& q = sim.queue[st];
+  for (std::size_t h = 0; h < q.size(); ++h) {
+    const int i = q[h];
+    const Op& op = ops[i];
+    rs.waiters.wait_until([&] { return rs.issued[i] && all_done(rs, op.deps); });
+    OpTiming& ot = rs.timing.ops[i];
+    ot.start = sg4::Engine::get_clock();
+    double when = ot.enqueue;
+    ot.started_by = Constraint::cpu_issue;
+    ot.started_by_op = -1;
+    if (h > 0) {
+      const int prev = q[h - 1];
+      if (rs.timing.ops[prev].end >= when) {
+        when = rs.timing.ops[prev].end;
+        ot.started_by = Constraint::stream_order;
+        ot.started_by_op = prev;
+      }
+    }
+    for (int d : op.deps)
+      if (rs.timing.ops[d].end >= when) {
+        when = rs.timing.ops[d].end;
+        ot.started_by = Constraint::dependency;
+        ot.started_by_op = d;
+      }
+    run_op(rs, i);
+    ot.end = sg4::Engine::get_clock();
+    rs.done[i] = 1;
+    rs.last_finished[st] = i;
+    if (sim.bounded_queue) rs.queued[st] -= sim.in->kernels[i];
+    rs.waiters.notify();
+  }
+}
+
+void cpu_actor(int rank_index) {
+  Sim& sim = *g_sim;
+  RankState& rs = sim.ranks[rank_index];
+  const auto& ops = sim.s->ops;
+  const EngineInputs& in = *sim.in;
+  double cpu_free = 0;
+  const int n = static_cast<int>(ops.size());
+  for (int i = 0; i < n; ++i) {
+    const Op& op = ops[i];
+    const bool host = op.stream == Stream::host;
+    const int st = static_cast<int>(op.stream);
+    bool queue_blocked = false;
+    rs.waiters.wait_until([&] {
+      if (!all_done(rs, op.cpu_waits)) return false;
+      if (host && !all_done(rs, op.deps)) return false;
+      if (sim.bounded_queue && !host && rs.queued[st] > 0 && rs.queued[st] + in.kernels[i] > in.launch_queue_kernels) {
+        queue_blocked = true;
+        return false;
+      }
+      return true;
+    });
+    OpTiming& ot = rs.timing.ops[i];
+    double when = cpu_free;
+    int who = -1;
+    latest(rs, op.cpu_waits, when, who);
+    Constraint by = Constraint::cpu_wait;
+    if (host && !op.deps.empty()) {
+      const int before = who;
+      latest(rs, op.deps, when, who);
+      if (who != before) by = Constraint::dependency;
+    }
+    if (queue_blocked) {
+      const int q = rs.last_finished[st];
+      if (q >= 0 && rs.timing.ops[q].end > when) {
+        when = rs.timing.ops[q].end;
+        who = q;
+        by = Constraint::launch_queue;
+      }
+    }
+    if (who >= 0 && rs.timing.ops[who].end > cpu_free) {
+      ot.issued_by = by;
+      ot.issued_by_op = who;
+    } else if (i > 0) {
+      ot.issued_by = Constraint::previous_issue;
+      ot.issued_by_op = i - 1;
+    } else {
+      ot.issued_by = Constraint::step_start;
+    }
+    ot.issue_start = sg4::Engine::get_clock();
+    ot.issue_seconds = in.issue_seconds[i];
+    ot.nominal_seconds = in.duration_seconds[i];
+    if (sim.bounded_queue && !host) rs.queued[st] += in.kernels[i];
+    sleep_seconds(ot.issue_seconds);
+    ot.enqueue = sg4::Engine::get_clock();
+    if (host) {
+      ot.start = ot.enqueue;
+      ot.started_by = Constraint::cpu_issue;
+      sleep_seconds(ot.nominal_seconds);
+      ot.end = sg4::Engine::get_clock();
+      rs.done[i] = 1;
+    }
+    rs.issued[i] = 1;
+    cpu_free = sg4::Engine::get_clock();
+    rs.waiters.notify();
+  }
+  rs.cpu_end = cpu_free;
+}
+
+// ---------------------------------------------------------------------------------------
+// Results
+
+std::vector<LinkStats> link_stats(const Sim& sim, double step) {
+  std::vector<LinkStats> out;
+  for (std::size_t l = 0; l < sim.links.size(); ++l) {
+    if (sim.link_bytes[l] <= 0) continue;
+    LinkStats st;
+    st.name = sim.links[l].name;
+    st.kind = to_string(sim.links[l].kind);
+    st.bandwidth = sim.links[l].bandwidth;
+    st.bytes = sim.link_bytes[l];
+    std::vector<std::pair<double, double>> busy = sim.link_busy[l];
+    std::sort(busy.begin(), busy.end());
+    double covered = 0, cur_s = -1, cur_e = -1;
+    for (const auto& [s, e] : busy) {
+      if (s > cur_e) {
+        if (cur_e > cur_s) covered += cur_e - cur_s;
+        cur_s = s;
+        cur_e = e;
+      } else {
+        cur_e = std::max(cur_e, e);
+      }
+    }
+    if (cur_e > cur_s) covered += cur_e - cur_s;
+    st.busy_seconds = covered;
+    st.utilisation = step > 0 && st.bandwidth > 0 ? st.bytes / (st.bandwidth * step) : 0;
+    st.busy_utilisation = covered > 0 && st.bandwidth > 0 ? st.bytes / (st.bandwidth * covered) : 0;
+    out.push_back(st);
+  }
+  std::sort(out.begin(), out.end(), [](const LinkStats& a, const LinkStats& b) {
+    return a.utilisation > b.utilisation || (a.utilisation == b.utilisation && a.name < b.name);
+  });
+  return out;
+}
+
+std::vector<LinkClassStats> class_stats(const std::vector<LinkStats>& links) {
+  std::map<std::string, LinkClassStats> by;
+  for (const LinkStats& l : links) {
+    LinkClassStats& c = by[l.kind];
+    c.kind = l.kind;
+    ++c.links;
+    c.bytes += l.bytes;
+    c.mean_utilisation += l.utilisation;
+    if (l.utilisation > c.max_utilisation || c.busiest.empty()) {
+      c.max_utilisation = l.utilisation;
+      c.busiest = l.name;
+    }
+  }
+  std::vector<LinkClassStats> out;
+  for (auto& [k, c] : by) {
+    c.mean_utilisation /= std::max(1, c.links);
+    out.push_back(c);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const LinkClassStats& a, const LinkClassStats& b) { return a.max_utilisation > b.max_utilisation; });
+  return out;
+}
+
+// Natural order of host names ("node2" before "node10").
+bool natural_less(const std::string& a, const std::string& b) {
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
+      std::size_t i2 = i, j2 = j;
+      while (i2 < a.size() && std::isdigit(static_cast<unsigned char>(a[i2]))) ++i2;
+      while (j2 < b.size() && std::isdigit(static_cast<unsigned char>(b[j2]))) ++j2;
+      const std::string na = a.substr(i, i2 - i), nb = b.substr(j, j2 - j);
+      if (na.size() != nb.size()) return na.size() < nb.size();
+      if (na != nb) return na < nb;
+      i = i2;
+      j = j2;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i;
+      ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
+// Rank -> host of a user's platform: hosts named like the built platform ("node<n>.gpu<g>"),
+// else "rank<r>", else the platform's hosts in natural name order.
+std::vector<sg4::Host*> xml_hosts(const sg4::Engine& e, int world, int gpn, const std::string& file) {
+  std::vector<sg4::Host*> out(world, nullptr);
+  bool all = true;
+  for (int r = 0; r < world && all; ++r) {
+    out[r] = e.host_by_name_or_null("node" + std::to_string(r / gpn) + ".gpu" + std::to_string(r % gpn));
+    all = out[r] != nullptr;
+  }
+  if (all) return out;
+  all = true;
+  for (int r = 0; r < world && all; ++r) {
+    out[r] = e.host_by_name_or_null("rank" + std::to_string(r));
+    all = out[r] != nullptr;
+  }
+  if (all) return out;
+  std::vector<sg4::Host*> hosts = e.get_all_hosts();
+  if (static_cast<int>(hosts.size()) < world)
+    throw InputError(file, "", "the platform has " + std::to_string(hosts.size()) + " hosts for a world of " +
+                                   std::to_string(world) + " ranks (name them node<n>.gpu<g> or rank<r>)");
+  std::sort(hosts.begin(), hosts.end(),
+            [](const sg4::Host* a, const sg4::Host* b) { return natural_less(a->get_name(), b->get_name()); });
+  hosts.resize(world);
+  return hosts;
+}
+
+}  // namespace
+
+int symmetric_window_nodes(const Schedule& schedule, const planner::ClusterSpec& cluster, const FabricOptions& fabric) {
+  return choose_window(schedule, cluster, planner::NcclParams::defaults_for(cluster), fabric);
+}
+
+std::string simgrid_platform_xml(const planner::Scenario& scenario, const SimgridOptions& options) {
+  const planner::Plan plan = planner::plan_step(scenario);
+  const planner::CostModel cost(scenario);
+  Platform platform = Platform::build(scenario.cluster, cost.calibration().nccl, options.fabric, scenario.cluster.nodes);
+  for (std::size_t i = 0; i < options.slow_links.size(); ++i)
+    if (platform.scale_links(options.slow_links[i].link, options.slow_links[i].bandwidth_factor) == 0)
+      throw InputError(scenario.file, "simulation.slow_links[" + std::to_string(i) + "].link",
+                       "\"" + options.slow_links[i].link + "\" matches no link of the platform");
+  std::vector<std::pair<int, int>> pairs;
+  std::map<std::pair<int, int>, bool> seen;
+  for (const GroupUse& g : collective_groups(plan.schedule))
+    for (int inst : window_instances(g.layout, platform))
+      for (const RingEdge& e : ring_edges(g.layout, inst, platform))
+        if (seen.emplace(std::make_pair(e.src, e.dst), true).second) pairs.push_back({e.src, e.dst});
+  return platform.to_xml(pairs);
+}
+
+SimgridResult simulate_simgrid_in_process(const planner::Scenario& scenario, const SimgridOptions& options) {
+  static bool engine_used = false;
+  if (engine_used)
+    throw std::logic_error("SimGrid runs one simulation per process (a second engine would continue the first one's clock)");
+  engine_used = true;
+  const auto wall0 = std::chrono::steady_clock::now();
+
+  SimgridResult result;
+  const planner::Plan plan = planner::plan_step(scenario);
+  const Schedule& s = plan.schedule;
+  const planner::CostModel cost(scenario);
+  const EngineInputs inputs = engine_inputs(s, cost);
+  const planner::ClusterSpec& cluster = scenario.cluster;
+  const planner::NcclParams& nccl = cost.calibration().nccl;
+  const int world = s.world_size, G = cluster.gpus_per_node;
+  const int n = static_cast<int>(s.ops.size());
+  result.world = world;
+  result.analytic = simulate(s, inputs, cost.bf16_peak_flops());
+
+  // ---- choose the mode ------------------------------------------------------------------
+  const bool xml = !options.platform_xml.empty();
+  const bool uniform = options.stragglers.empty() && options.slow_links.empty() && !xml;
+  result.symmetric = uniform && options.symmetry == Symmetry::automatic;
+  // The window of nodes simulated: the whole cluster, or a period of it when ranks are alike
+  // (or differ only by stragglers, which then repeat in every period, in worlds too large to
+  // run rank by rank). Slow links are named by real node: the whole cluster.
+  int window = cluster.nodes;
+  if (!xml && options.symmetry == Symmetry::automatic && options.slow_links.empty() &&
+      (result.symmetric || world > kWholeWorldRanks))
+    window = choose_window(s, cluster, nccl, options.fabric);
+  if (!xml && !result.symmetric && !options.slow_links.empty() && world > kMaxActorRanks)
+    throw std::invalid_argument("slow links make every rank differ: a world of " + std::to_string(world) +
+                                " ranks is too large to simulate rank by rank (at most " +
+                                std::to_string(kMaxActorRanks) + ")");
+  Platform platform = Platform::build(cluster, nccl, options.fabric, window);
+  const Platform ideal = xml ? Platform::build(cluster, nccl, options.fabric, cluster.nodes) : platform;
+  for (std::size_t i = 0; i < options.slow_links.size() && !xml; ++i)
+    if (platform.scale_links(options.slow_links[i].link, options.slow_links[i].bandwidth_factor) == 0)
+      throw InputError(scenario.file, "simulation.slow_links[" + std::to_string(i) + "].link",
+                       "\"" + options.slow_links[i].link +
+                           "\" matches no link of the platform (names look like node0.gpu0.nvlink.up, "
+                           "node0.gpu0.pcie.up, node0.nic0.up, node0.bridge, leaf0.up, leaf0.rail0.up)");
+  const int window_ranks = platform.window_ranks();
+  result.window_nodes = platform.window_nodes();
+  result.platform = xml ? "SimGrid platform " + options.platform_xml : platform.description();
+  result.platform_xml = options.platform_xml;
+  if (!result.symmetric && window_ranks > kMaxActorRanks)
+    throw std::invalid_argument("simulating " + std::to_string(window_ranks) + " ranks one by one is too large (at most " +
+                                std::to_string(kMaxActorRanks) + "); drop simulation.symmetry=off, the stragglers or the slow links");
+
+  FlowMode mode = options.flow_mode;
+  if (mode == FlowMode::automatic)
+    mode = window_ranks <= options.per_step_max_ranks ? FlowMode::per_step : FlowMode::aggregated;
+  result.flow_mode = mode;
+
+  // ---- SimGrid --------------------------------------------------------------------------
+  xbt_log_control_set("root.thresh:critical");
+  int argc = 1;
+  char name[] = "fsdpsim";
+  char* argv[] = {name, nullptr};
+  sg4::Engine engine(&argc, argv);
+  sg4::Engine::set_config("network/model:CM02");
+  sg4::Engine::set_config("network/crosstraffic:0");
+  sg4::Engine::set_config("network/TCP-gamma:1e30");  // no TCP window bound
+  sg4::Engine::set_config("contexts/stack-size:256");
+
+  Sim sim;
+  g_sim = &sim;
+  sim.s = &s;
+  sim.in = &inputs;
+  sim.symmetric = result.symmetric;
+  sim.per_step = mode == FlowMode::per_step;
+  sim.bounded_queue = inputs.launch_queue_kernels > 0 && !inputs.kernels.empty();
+  sim.pstates = !xml;
+  sim.slowdown = inputs.compute_slowdown_under_comm;
+
+  // Speeds per window rank.
+  std::vector<double> speed(window_ranks, 1.0);
+  for (const Straggler& st : options.stragglers) speed[platform.window_rank(st.rank)] = st.compute_speed;
+  const double slowdown = inputs.compute_slowdown_under_comm;
+  auto pstates = [&](double f) {
+    std::vector<double> v{kHostSpeed * f};
+    if (slowdown > 0) v.push_back(kHostSpeed * f / (1.0 + slowdown));
+    return v;
+  };
+
+  std::vector<sg4::Host*> hosts(window_ranks, nullptr);
+  std::vector<sg4::Link*> sg_links;
+  if (xml) {
+    engine.load_platform(options.platform_xml);
+    hosts = xml_hosts(engine, world, G, options.platform_xml);
+    sg_links = engine.get_all_links();
+    for (sg4::Link* l : sg_links) {
+      PlatformLink pl;
+      pl.name = l->get_name();
+      pl.bandwidth = pl.nominal_bandwidth = l->get_bandwidth();
+      pl.latency_seconds = l->get_latency();
+      sim.links.push_back(pl);
+    }
+    for (std::size_t i = 0; i < options.slow_links.size(); ++i) {
+      int matched = 0;
+      for (std::size_t k = 0; k < sg_links.size(); ++k)
+        if (fnmatch(options.slow_links[i].link.c_str(), sim.links[k].name.c_str(), 0) == 0) {
+          sim.links[k].bandwidth *= options.slow_links[i].bandwidth_factor;
+          sg_links[k]->set_bandwidth(sim.links[k].bandwidth);
+          ++matched;
+        }
+      if (matched == 0)
+        throw InputError(scenario.file, "simulation.slow_links[" + std::to_string(i) + "].link",
+                         "\"" + options.slow_links[i].link + "\" matches no link of " + options.platform_xml);
+    }
+  } else {
+    auto* zone = sg4::create_full_zone("fsdpsim");
+    for (int r = 0; r < window_ranks; ++r) hosts[r] = zone->create_host(platform.host_name(r), pstates(speed[r]));
+    for (const PlatformLink& l : platform.links()) {
+      sg4::Link* link = zone->create_link(l.name, l.bandwidth);
+      link->set_latency(l.latency_seconds);
+      sg_links.push_back(link->seal());
+    }
+    sim.links = platform.links();
+    // Routes of every flow the collectives send.
+    std::map<std::pair<int, int>, bool> added;
+    for (const GroupUse& g : collective_groups(s))
+      for (int inst : window_instances(g.layout, platform))
+        for (const RingEdge& e : ring_edges(g.layout, inst, platform)) {
+          const int dst = platform.window_rank(e.dst);
+          if (!added.emplace(std::make_pair(e.src, dst), true).second) continue;
+          std::vector<sg4::LinkInRoute> route;
+          for (int l : platform.route(e.src, e.dst)) route.emplace_back(sg_links[l]);
+          zone->add_route(hosts[e.src]->get_netpoint(), hosts[dst]->get_netpoint(), nullptr, nullptr, route, false);
+        }
+    zone->seal();
+  }
+  sim.link_bytes.assign(sim.links.size(), 0.0);
+  sim.link_busy.assign(sim.links.size(), {});
+
+  // ---- collectives: costs and flows ----------------------------------------------------
+  sim.coll.resize(n);
+  sim.groups.resize(s.groups.size());
+  std::map<const sg4::Link*, int> xml_link_index;
+  for (std::size_t k = 0; k < sg_links.size(); ++k) xml_link_index[sg_links[k]] = static_cast<int>(k);
+  for (const GroupUse& gu : collective_groups(s)) {
+    GroupFlows& g = sim.groups[gu.group];
+    g.layout = gu.layout;
+    g.ranks = gu.layout.size;
+    const std::vector<int> insts = window_instances(g.layout, platform);
+    sim.max_instances = std::max(sim.max_instances, static_cast<int>(insts.size()));
+    g.edges.resize(insts.size());
+    g.routes.resize(insts.size());
+    g.ends.resize(insts.size());
+    g.active.assign(insts.size(), 0);
+    for (int inst : insts) {
+      g.edges[inst] = ring_edges(g.layout, inst, platform);
+      for (const RingEdge& e : g.edges[inst]) {
+        const int dst = platform.window_rank(e.dst);
+        g.ends[inst].push_back({hosts[e.src], hosts[dst]});
+        if (xml) {
+          std::vector<sg4::Link*> route;
+          double latency = 0;
+          hosts[e.src]->route_to(hosts[dst], route, &latency);
+          std::vector<int> ids;
+          for (sg4::Link* l : route) ids.push_back(xml_link_index.at(l));
+          g.routes[inst].push_back(ids);
+        } else {
+          g.routes[inst].push_back(platform.route(e.src, e.dst));
+        }
+      }
+    }
+    // Alone on the ideal fabric: the most loaded link (per unit of per-rank wire bytes).
+    std::map<int, double> load;
+    const std::vector<RingEdge> solo = ring_edges(g.layout, 0, ideal);
+    double latency = 0;
+    for (const RingEdge& e : solo) {
+      const std::vector<int> r = ideal.route(e.src, e.dst);
+      for (int l : r) load[l] += e.fraction;
+      latency = std::max(latency, ideal.route_latency(r));
+    }
+    double worst = 0;
+    for (const auto& [l, x] : load) {
+      const double t = x / ideal.links()[l].nominal_bandwidth;
+      if (t > worst) {
+        worst = t;
+        g.bottleneck = to_string(ideal.links()[l].kind);
+      }
+    }
+    g.bandwidth = worst > 0 ? 1.0 / worst : 0;
+    if (xml) {
+      latency = 0;
+      for (std::size_t inst = 0; inst < g.routes.size(); ++inst)
+        for (const auto& r : g.routes[inst]) {
+          double l = 0;
+          for (int id : r) l += sim.links[id].latency_seconds;
+          latency = std::max(latency, l);
+        }
+    }
+    g.route_latency = latency;
+  }
+  std::map<std::tuple<int, int, double>, planner::CollectiveEstimate> memo;
+  for (const Op& op : s.ops) {
+    if (!planner::is_collective(op.kind)) continue;
+    CollInfo& ci = sim.coll[op.id];
+    ci.group = op.group;
+    const double d = inputs.duration_seconds[op.id];
+    ci.latency = inputs.latency_seconds.empty() ? 0 : std::min(d, inputs.latency_seconds[op.id]);
+    ci.transfer = d - ci.latency;
+    ci.active = d > 0 && op.group >= 0 && s.groups[op.group].ranks > 1 && !sim.groups[op.group].edges.empty();
+  }
+
+  // ---- ranks and actors ------------------------------------------------------------------
+  std::vector<int> simulated;
+  if (result.symmetric) simulated.push_back(0);
+  else
+    for (int r = 0; r < window_ranks; ++r) simulated.push_back(r);
+  result.simulated_ranks = static_cast<int>(simulated.size());
+  sim.rank_index.assign(window_ranks, -1);
+  sim.ranks.resize(simulated.size());
+  for (std::size_t k = 0; k < simulated.size(); ++k) {
+    RankState& rs = sim.ranks[k];
+    rs.rank = simulated[k];
+    rs.host = hosts[rs.rank];
+    rs.speed = speed[rs.rank];
+    // Built hosts run at kHostSpeed x speed; a user's hosts at their own speed.
+    rs.work_per_second = xml ? rs.host->get_pstate_speed(0) / rs.speed : kHostSpeed;
+    rs.issued.assign(n, 0);
+    rs.done.assign(n, 0);
+    rs.timing.ops.assign(n, OpTiming{});
+    rs.last_finished.fill(-1);
+    sim.rank_index[rs.rank] = static_cast<int>(k);
+  }
+  for (std::size_t gi = 0; gi < sim.groups.size(); ++gi) {
+    GroupFlows& g = sim.groups[gi];
+    if (g.edges.empty()) continue;
+    for (std::size_t inst = 0; inst < g.active.size(); ++inst)
+      for (int m : group_members(g.layout, world, static_cast<int>(inst)))
+        if (m < window_ranks && sim.rank_index[m] >= 0) ++g.active[inst];
+  }
+  for (const Op& op : s.ops)
+    if (op.stream != Stream::host) sim.queue[static_cast<int>(op.stream)].push_back(op.id);
+  for (std::size_t k = 0; k < sim.ranks.size(); ++k) {
+    const int idx = static_cast<int>(k);
+    const std::string prefix = "rank" + std::to_string(sim.ranks[k].rank);
+    sg4::Actor::create(prefix + ".cpu", sim.ranks[k].host, [idx] { cpu_actor(idx); });
+    for (int st = 0; st < planner::kStreamCount; ++st)
+      if (!sim.queue[st].empty())
+        sg4::Actor::create(prefix + "." + planner::to_string(static_cast<Stream>(st)), sim.ranks[k].host,
+                           [idx, st] { stream_actor(idx, st); });
+  }
+  engine.run();
+  g_sim = nullptr;
+
+  // ---- results ---------------------------------------------------------------------------
+  const double peak = cost.bf16_peak_flops();
+  int slowest = 0;
+  for (std::size_t k = 0; k < sim.ranks.size(); ++k) {
+    RankState& rs = sim.ranks[k];
+    for (int i = 0; i < n; ++i)
+      if (!rs.done[i] && s.ops[i].stream != Stream::host)
+        throw std::runtime_error("the SimGrid run ended before rank " + std::to_string(rs.rank) + " finished op " +
+                                 std::to_string(i) + " (" + s.ops[i].name + ")");
+    summarize_step(s, rs.timing, rs.cpu_end, peak);
+    RankSummary sum;
+    sum.rank = rs.rank;
+    sum.step_seconds = rs.timing.step_seconds;
+    sum.compute_seconds = rs.timing.compute_seconds;
+    sum.exposed_comm_seconds = rs.timing.exposed_comm_seconds;
+    sum.compute_speed = rs.speed;
+    result.ranks.push_back(sum);
+    if (rs.timing.step_seconds > sim.ranks[slowest].timing.step_seconds) slowest = static_cast<int>(k);
+  }
+  result.step_seconds = sim.ranks[slowest].timing.step_seconds;
+  const int report = result.symmetric ? 0 : platform.window_rank(options.report_rank);
+  const int report_index = sim.rank_index[report] >= 0 ? sim.rank_index[report] : 0;
+  result.report_rank = result.symmetric ? options.report_rank : sim.ranks[report_index].rank;
+  result.timing = sim.ranks[report_index].timing;
+  std::vector<int> detail = {report_index};
+  if (slowest != report_index) detail.push_back(slowest);
+  for (int r : options.detail_ranks)
+    if (r >= 0 && r < world) {
+      const int idx = sim.rank_index[platform.window_rank(r)];
+      if (idx >= 0 && std::find(detail.begin(), detail.end(), idx) == detail.end()) detail.push_back(idx);
+    }
+  for (int idx : detail) result.detail.push_back({result.symmetric ? options.report_rank : sim.ranks[idx].rank, sim.ranks[idx].timing});
+
+  std::map<std::string, CollectiveStats> by_kind;
+  for (const Op& op : s.ops) {
+    if (!planner::is_collective(op.kind)) continue;
+    CollectiveStats& c = by_kind[planner::to_string(op.kind)];
+    c.kind = planner::to_string(op.kind);
+    ++c.count;
+    c.simgrid_seconds += result.timing.ops[op.id].end - result.timing.ops[op.id].start;
+    c.analytic_seconds += result.analytic.ops[op.id].end - result.analytic.ops[op.id].start;
+    c.nominal_seconds += inputs.duration_seconds[op.id];
+  }
+  for (auto& [k, c] : by_kind) result.collectives.push_back(c);
+
+  result.links = link_stats(sim, result.step_seconds);
+  result.link_classes = class_stats(result.links);
+
+  if (result.symmetric && result.window_nodes < cluster.nodes)
+    result.notes.push_back("every rank is alike: rank 0 ran as actors; the flows of all ranks of " +
+                           std::to_string(result.window_nodes) + " of " + std::to_string(cluster.nodes) +
+                           " nodes (a period of the cluster) loaded the links");
+  else if (result.symmetric && cluster.nodes > 1)
+    result.notes.push_back("every rank is alike: rank 0 ran as actors; every rank's flows loaded the links");
+  if (!result.symmetric && result.window_nodes < cluster.nodes)
+    result.notes.push_back("the world repeats every " + std::to_string(result.window_nodes) +
+                           " nodes: the stragglers repeat in every period");
+  if (mode == FlowMode::per_step)
+    result.notes.push_back("per-step flows: every ring step is its own round of messages (lock-step)");
+  for (const GroupUse& gu : collective_groups(s)) {
+    const GroupFlows& g = sim.groups[gu.group];
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "group \"%s\" (%d ranks): alone it is bound by %s at %.1f GB/s per rank",
+                  s.groups[gu.group].name.c_str(), g.ranks, g.bottleneck.c_str(), g.bandwidth / 1e9);
+    result.notes.push_back(buf);
+  }
+
+  result.events = sim.events;
+  result.flows = sim.flows;
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  result.events_per_second = result.wall_seconds > 0 ? result.events / result.wall_seconds : 0;
+  return result;
+}
+
+SimgridResult simulate_simgrid(const planner::Scenario& scenario, const SimgridOptions& options) {
+  if (options.in_process) return simulate_simgrid_in_process(scenario, options);
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  std::cout.flush();
+  std::cerr.flush();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    nlohmann::json out;
+    try {
+      out = {{"result", simgrid_result_to_json(simulate_simgrid_in_process(scenario, options))}};
+    } catch (const InputError& e) {
+      out = {{"error", e.what()}, {"file", e.file()}, {"path", e.json_path()}, {"input", true}};
+    } catch (const std::exception& e) {
+      out = {{"error", e.what()}};
+    }
+    const std::string text = out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::size_t off = 0;
+    while (off < text.size()) {
+      const ssize_t w = write(fds[1], text.data() + off, text.size() - off);
+      if (w <= 0) {
+        if (errno == EINTR) continue;
+        _exit(3);
+      }
+      off += static_cast<std::size_t>(w);
+    }
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string text;
+  char buf[1 << 16];
+  while (true) {
+    const ssize_t r = read(fds[0], buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    text.append(buf, static_cast<std::size_t>(r));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (text.empty()) {
+    std::string why = WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                          : "exited with status " + std::to_string(WEXITSTATUS(status));
+    throw std::runtime_error("the SimGrid simulation process " + why + " without a result");
+  }
+  const nlohmann::json out = nlohmann::json::parse(text);
+  if (out.contains("error")) {
+    if (out.value("input", false)) {
+      // Rebuild the InputError so callers see the same file and path.
+      const std::string file = out.value("file", ""), path = out.value("path", "");
+      std::string msg = out["error"].get<std::string>();
+      std::string prefix = (file.empty() ? std::string("<input>") : file) + (path.empty() ? "" : ": " + path) + ": ";
+      if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
+      throw InputError(file, path, msg);
+    }
+    throw std::runtime_error(out["error"].get<std::string>());
+  }
+  return simgrid_result_from_json(out["result"]);
+}
+
+}  // namespace fsdpsim::sim

@@ -1,0 +1,116 @@
+#include "sim/simgrid_flows.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+namespace fsdpsim::sim {
+
+GroupLayout group_layout(const planner::Schedule& schedule, int group) {
+  if (group < 0 || group >= static_cast<int>(schedule.groups.size()))
+    throw std::invalid_argument("no process group " + std::to_string(group) + " in the schedule");
+  const planner::ProcessGroup& g = schedule.groups[group];
+  const int world = schedule.world_size;
+  if (g.ranks < 1 || world % g.ranks != 0)
+    throw std::invalid_argument("process group \"" + g.name + "\" of " + std::to_string(g.ranks) +
+                                " ranks does not divide the world of " + std::to_string(world));
+  GroupLayout l;
+  l.size = g.ranks;
+  if (g.name == "replicate" && g.ranks > 1 && g.ranks < world) {
+    l.strided = true;
+    l.stride = world / g.ranks;
+  }
+  return l;
+}
+
+int group_instances(const GroupLayout& l, int world) { return world / l.size; }
+
+int group_instance(const GroupLayout& l, int rank) { return l.strided ? rank % l.stride : rank / l.size; }
+
+std::vector<int> group_members(const GroupLayout& l, int world, int instance) {
+  std::vector<int> m(l.size);
+  for (int t = 0; t < l.size; ++t) m[t] = l.strided ? instance + t * l.stride : instance * l.size + t;
+  (void)world;
+  return m;
+}
+
+std::vector<int> window_instances(const GroupLayout& l, const Platform& p) {
+  const int wr = p.window_ranks();
+  std::vector<int> out;
+  if (l.strided) {
+    for (int i = 0; i < std::min(l.stride, wr); ++i) out.push_back(i);
+  } else {
+    const int n = (wr + l.size - 1) / l.size;
+    for (int i = 0; i < n; ++i) out.push_back(i);
+  }
+  return out;
+}
+
+int ring_steps(planner::OpKind kind, int ranks) {
+  if (ranks <= 1) return 1;
+  return kind == planner::OpKind::all_reduce ? 2 * (ranks - 1) : ranks - 1;
+}
+
+std::vector<RingEdge> ring_edges(const GroupLayout& layout, int instance, const Platform& p) {
+  const int world = p.world();
+  const int G = p.gpus_per_node();
+  const int window = p.window_ranks();
+  const std::vector<int> members = group_members(layout, world, instance);
+  std::map<std::pair<int, int>, double> merged;
+  auto edge = [&](int src, int dst, double fraction) {
+    if (src >= window || src == dst) return;
+    merged[{src, dst}] += fraction;
+  };
+  if (members.size() < 2) return {};
+  // Members by node, in ring order (members are sorted by rank, hence by node).
+  std::vector<int> nodes;
+  std::vector<std::vector<int>> locals;
+  for (int m : members) {
+    const int node = p.node_of(m);
+    if (nodes.empty() || nodes.back() != node) {
+      nodes.push_back(node);
+      locals.emplace_back();
+    }
+    locals.back().push_back(m % G);
+  }
+  const int n_nodes = static_cast<int>(nodes.size());
+  if (n_nodes == 1) {
+    const int n = static_cast<int>(members.size());
+    for (int i = 0; i < n; ++i) edge(members[i], members[(i + 1) % n], 1.0);
+  } else {
+    // Rails: the distinct NICs of the first node's local GPUs (the layouts are regular: every
+    // node holds the same local indices).
+    const std::vector<int>& lset = locals.front();
+    std::vector<int> rails, entry;
+    for (int l : lset) {
+      const int k = p.nic_of(l);
+      if (std::find(rails.begin(), rails.end(), k) == rails.end()) {
+        rails.push_back(k);
+        entry.push_back(l);
+      }
+    }
+    const double share = 1.0 / static_cast<double>(rails.size());
+    for (std::size_t r = 0; r < rails.size(); ++r) {
+      for (int j = 0; j < n_nodes; ++j) {
+        const std::vector<int>& loc = locals[j];
+        const int ppn = static_cast<int>(loc.size());
+        auto start = std::find(loc.begin(), loc.end(), entry[r]);
+        const int s = start == loc.end() ? 0 : static_cast<int>(start - loc.begin());
+        const int base = nodes[j] * G;
+        for (int i = 0; i + 1 < ppn; ++i) edge(base + loc[(s + i) % ppn], base + loc[(s + i + 1) % ppn], share);
+        const int exit = base + loc[(s + ppn - 1) % ppn];
+        const int next_node = nodes[(j + 1) % n_nodes];
+        const std::vector<int>& next_loc = locals[(j + 1) % n_nodes];
+        const int next_entry = std::find(next_loc.begin(), next_loc.end(), entry[r]) != next_loc.end() ? entry[r]
+                                                                                                         : next_loc.front();
+        edge(exit, next_node * G + next_entry, share);
+      }
+    }
+  }
+  std::vector<RingEdge> out;
+  out.reserve(merged.size());
+  for (const auto& [key, fraction] : merged) out.push_back({key.first, key.second, fraction});
+  return out;
+}
+
+}  // namespace fsdpsim::sim

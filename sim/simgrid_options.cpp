@@ -1,0 +1,168 @@
+#include "sim/simgrid_options.h"
+
+#include <filesystem>
+
+#include "models/json_input.h"
+
+namespace fsdpsim::sim {
+
+namespace fs = std::filesystem;
+
+const char* to_string(FlowMode m) {
+  switch (m) {
+    case FlowMode::automatic: return "auto";
+    case FlowMode::aggregated: return "aggregated";
+    case FlowMode::per_step: return "per_step";
+  }
+  return "?";
+}
+
+const char* to_string(Symmetry s) {
+  switch (s) {
+    case Symmetry::automatic: return "auto";
+    case Symmetry::off: return "off";
+  }
+  return "?";
+}
+
+const char* to_string(Placement p) {
+  switch (p) {
+    case Placement::packed: return "packed";
+    case Placement::spread: return "spread";
+  }
+  return "?";
+}
+
+namespace {
+
+double fraction_field(JsonReader& r, const std::string& key) {
+  const double v = r.number(key);
+  if (!(v > 0 && v <= 1)) r.fail(key, "expected a fraction of the nominal figure in (0, 1], got " + describe_json(r.raw(key)));
+  return v;
+}
+
+double optional_positive(JsonReader& r, const std::string& key) {
+  if (!r.has(key)) {
+    r.ignore(key);
+    return 0;
+  }
+  const double v = r.number(key);
+  if (!(v > 0)) r.fail(key, "expected a positive number, got " + describe_json(r.raw(key)));
+  return v;
+}
+
+}  // namespace
+
+SimgridOptions parse_simgrid_options(const nlohmann::json& simulation, const std::string& file,
+                                     const std::string& path) {
+  SimgridOptions o;
+  if (simulation.is_null()) return o;
+  JsonReader r(simulation, file, path);
+  const std::string mode = r.choice_or("flow_mode", {"auto", "aggregated", "per_step"}, "auto");
+  o.flow_mode = mode == "aggregated" ? FlowMode::aggregated : mode == "per_step" ? FlowMode::per_step : FlowMode::automatic;
+  o.symmetry = r.choice_or("symmetry", {"auto", "off"}, "auto") == "off" ? Symmetry::off : Symmetry::automatic;
+  if (r.has("per_step_max_ranks")) o.per_step_max_ranks = static_cast<int>(r.positive_integer("per_step_max_ranks"));
+  else r.ignore("per_step_max_ranks");
+  if (r.has("stragglers")) {
+    const nlohmann::json& list = r.array("stragglers");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      JsonReader s(list[i], file, join_json_path(r.path_of("stragglers"), i));
+      Straggler st;
+      const std::int64_t rank = s.integer("rank");
+      if (rank < 0 || rank > (1 << 24)) s.fail("rank", "expected a rank >= 0, got " + std::to_string(rank));
+      st.rank = static_cast<int>(rank);
+      st.compute_speed = fraction_field(s, "compute_speed");
+      s.finish();
+      o.stragglers.push_back(st);
+    }
+  } else {
+    r.ignore("stragglers");
+  }
+  if (r.has("slow_links")) {
+    const nlohmann::json& list = r.array("slow_links");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      JsonReader s(list[i], file, join_json_path(r.path_of("slow_links"), i));
+      SlowLink sl;
+      sl.link = s.string("link");
+      if (sl.link.empty()) s.fail("link", "expected a link name or a glob such as \"node1.nic0.*\"");
+      sl.bandwidth_factor = fraction_field(s, "bandwidth_factor");
+      s.finish();
+      o.slow_links.push_back(sl);
+    }
+  } else {
+    r.ignore("slow_links");
+  }
+  if (r.has("fabric")) {
+    JsonReader f = r.object("fabric");
+    if (f.has("nodes_per_leaf")) {
+      const std::int64_t k = f.positive_integer("nodes_per_leaf");
+      if (k > (1 << 20)) f.fail("nodes_per_leaf", "expected at most 2^20 nodes per leaf");
+      o.fabric.nodes_per_leaf = static_cast<int>(k);
+    } else {
+      f.ignore("nodes_per_leaf");
+    }
+    o.fabric.placement = f.choice_or("placement", {"packed", "spread"}, "packed") == "spread" ? Placement::spread
+                                                                                           : Placement::packed;
+    o.fabric.host_bridge_gbps = optional_positive(f, "host_bridge_gbps");
+    o.fabric.gpu_pcie_gbps = optional_positive(f, "gpu_pcie_gbps");
+    f.finish();
+  } else {
+    r.ignore("fabric");
+  }
+  if (r.has("platform_xml")) {
+    const std::string xml = r.string("platform_xml");
+    std::string resolved = planner::resolve_path(xml, fs::path(file).parent_path().string());
+    if (!fs::is_regular_file(resolved)) r.fail("platform_xml", "no SimGrid platform file \"" + xml + "\"");
+    o.platform_xml = resolved;
+  } else {
+    r.ignore("platform_xml");
+  }
+  if (r.has("report_rank")) {
+    const std::int64_t rank = r.integer("report_rank");
+    if (rank < 0) r.fail("report_rank", "expected a rank >= 0");
+    o.report_rank = static_cast<int>(rank);
+  } else {
+    r.ignore("report_rank");
+  }
+  r.finish();
+  return o;
+}
+
+SimgridScenario parse_simgrid_scenario(const nlohmann::json& json_in, const std::string& file,
+                                       const std::vector<std::string>& overrides) {
+  if (!json_in.is_object()) throw InputError(file, "", "expected a scenario JSON object");
+  nlohmann::json json = json_in;
+  std::vector<std::string> rest;
+  nlohmann::json simulation = json.contains("simulation") ? json["simulation"] : nlohmann::json();
+  for (const std::string& o : overrides) {
+    if (o.rfind("simulation.", 0) == 0) {
+      if (!simulation.is_object()) simulation = nlohmann::json::object();
+      planner::apply_override(simulation, o.substr(11), file);
+    } else {
+      rest.push_back(o);
+    }
+  }
+  json.erase("simulation");
+  SimgridScenario out{planner::parse_scenario(json, file, rest), {}};
+  out.options = parse_simgrid_options(simulation, file);
+  validate_simgrid_options(out.options, out.scenario, file);
+  return out;
+}
+
+SimgridScenario load_simgrid_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+  return parse_simgrid_scenario(load_json_file(path), path, overrides);
+}
+
+void validate_simgrid_options(const SimgridOptions& o, const planner::Scenario& scenario, const std::string& file) {
+  const int world = scenario.world_size();
+  for (std::size_t i = 0; i < o.stragglers.size(); ++i)
+    if (o.stragglers[i].rank >= world)
+      throw InputError(file, "simulation.stragglers[" + std::to_string(i) + "].rank",
+                       "rank " + std::to_string(o.stragglers[i].rank) + " is outside the world of " +
+                           std::to_string(world) + " ranks");
+  if (o.report_rank >= world)
+    throw InputError(file, "simulation.report_rank",
+                     "rank " + std::to_string(o.report_rank) + " is outside the world of " + std::to_string(world) + " ranks");
+}
+
+}  // namespace fsdpsim::sim

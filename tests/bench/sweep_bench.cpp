@@ -1,0 +1,148 @@
+// Issue "`fsdpsim sweep`": at least 2,000 configurations per second per core for
+// Llama-3.1-8B on 64 GPUs with the analytic engine. BM_Sweep_* report items_per_second =
+// configurations per second (per core for the one-thread run); the BM_Point_* benchmarks
+// split one configuration into its stages (instantiate the scenario, plan, memory replay,
+// cost model, engine) to show where the time goes.
+#include <benchmark/benchmark.h>
+
+#include <thread>
+
+#include "planner/cost_model.h"
+#include "planner/memory.h"
+#include "planner/plan.h"
+#include "planner/sweep_space.h"
+#include "sim/analytic.h"
+#include "sim/sweep.h"
+#include "sim/wrap_search.h"
+
+namespace {
+
+using namespace fsdpsim;
+
+const std::string kFile = "bench_sweep.json";  // a name for reports; references resolve under the catalog root
+
+// Llama-3.1-8B on 8 DGX H100 nodes (64 GPUs), one micro-step per step.
+std::shared_ptr<const planner::ScenarioTemplate> llama8b_on_64() {
+  static const auto t = planner::ScenarioTemplate::from_json(
+      {{"model", "models/llama3.1-8b.json"},
+       {"cluster", "scenarios/clusters/dgx-h100.json"},
+       {"training", {{"global_batch", 64}, {"micro_batch", 1}, {"seq_len", 8192}, {"activation_checkpointing", "full"}}},
+       {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}},
+      kFile, {"cluster.nodes=8"});
+  return t;
+}
+
+// 80 configurations, all valid: strategy x checkpointing x backward prefetch x forward prefetch.
+planner::SweepSpace space80() {
+  std::vector<planner::AxisSpec> specs;
+  for (const char* a : {"fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP,HYBRID_SHARD:8,HYBRID_SHARD:16,HYBRID_SHARD:32",
+                        "training.activation_checkpointing=none,full,2,4", "fsdp.backward_prefetch=BACKWARD_PRE,NONE",
+                        "fsdp.forward_prefetch=false,true"})
+    specs.push_back(planner::parse_axis_spec(a));
+  return planner::make_space(specs, llama8b_on_64()->context());
+}
+
+void run(benchmark::State& state, int threads) {
+  const auto base = llama8b_on_64();
+  const planner::SweepSpace space = space80();
+  sim::SweepOptions o;
+  o.threads = threads;
+  std::size_t points = 0;
+  for (auto _ : state) {
+    sim::SweepResult r = sim::run_sweep(base, space, o);
+    if (r.evaluated != space.size()) state.SkipWithError("a point was skipped");
+    points += r.evaluated;
+    benchmark::DoNotOptimize(r.ranking.data());
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(points));
+  state.counters["threads"] = threads;
+  state.counters["configs_per_s_per_core"] =
+      benchmark::Counter(static_cast<double>(points) / threads, benchmark::Counter::kIsRate);
+}
+
+void BM_Sweep_Llama8B_64Gpus_OneCore(benchmark::State& state) { run(state, 1); }
+BENCHMARK(BM_Sweep_Llama8B_64Gpus_OneCore)->Unit(benchmark::kMillisecond);  // CPU time: one core
+
+void BM_Sweep_Llama8B_64Gpus_AllCores(benchmark::State& state) {
+  run(state, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+BENCHMARK(BM_Sweep_Llama8B_64Gpus_AllCores)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- one configuration, stage by stage ----------------------------------------------------------
+
+const std::vector<std::string> kPoint = {"fsdp.strategy=FULL_SHARD", "training.activation_checkpointing=full"};
+
+void BM_Point_Instantiate(benchmark::State& state) {
+  planner::ScenarioInstancer inst(llama8b_on_64());
+  for (auto _ : state) benchmark::DoNotOptimize(inst.make(kPoint).world_size());
+}
+BENCHMARK(BM_Point_Instantiate)->Unit(benchmark::kMicrosecond);
+
+void BM_Point_Plan(benchmark::State& state) {
+  planner::ScenarioInstancer inst(llama8b_on_64());
+  const planner::Scenario& s = inst.make(kPoint);
+  std::size_t ops = 0;
+  for (auto _ : state) {
+    planner::Plan p = planner::plan_step(s);
+    ops = p.schedule.ops.size();
+    benchmark::DoNotOptimize(p.schedule.ops.data());
+  }
+  state.counters["ops"] = static_cast<double>(ops);
+}
+BENCHMARK(BM_Point_Plan)->Unit(benchmark::kMicrosecond);
+
+void BM_Point_MemoryReplay(benchmark::State& state) {
+  planner::ScenarioInstancer inst(llama8b_on_64());
+  const planner::Scenario& s = inst.make(kPoint);
+  const planner::Plan p = planner::plan_step(s);
+  for (auto _ : state) benchmark::DoNotOptimize(planner::replay_memory(p.schedule, 79e9).peak_reserved_bytes);
+}
+BENCHMARK(BM_Point_MemoryReplay)->Unit(benchmark::kMicrosecond);
+
+void BM_Point_CostModel(benchmark::State& state) {
+  planner::ScenarioInstancer inst(llama8b_on_64());
+  const planner::Scenario& s = inst.make(kPoint);
+  for (auto _ : state) {
+    planner::CostModel cost(s);
+    benchmark::DoNotOptimize(cost.peak_flops());
+  }
+}
+BENCHMARK(BM_Point_CostModel)->Unit(benchmark::kMicrosecond);
+
+void BM_Point_Engine(benchmark::State& state) {
+  planner::ScenarioInstancer inst(llama8b_on_64());
+  const planner::Scenario& s = inst.make(kPoint);
+  const planner::Plan p = planner::plan_step(s);
+  const planner::CostModel cost(s);
+  for (auto _ : state) benchmark::DoNotOptimize(sim::time_step(p.schedule, cost).step_seconds);
+}
+BENCHMARK(BM_Point_Engine)->Unit(benchmark::kMicrosecond);
+
+void BM_Point_Full(benchmark::State& state) {
+  planner::ScenarioInstancer inst(llama8b_on_64());
+  auto ev = sim::make_analytic_evaluator();
+  const std::string key = sim::cost_key_of(kPoint);
+  for (auto _ : state) benchmark::DoNotOptimize(ev->evaluate(inst.make(kPoint), key).step_seconds);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Point_Full)->Unit(benchmark::kMicrosecond);
+
+// ---- the wrapping search on 32 blocks -------------------------------------------------------------
+
+void BM_WrapSearch_Llama8B_DynamicProgram(benchmark::State& state) {
+  const planner::Scenario s = llama8b_on_64()->instantiate({});
+  const sim::SeparableModel m = sim::SeparableModel::build(s, sim::WrapObjective::exposed_comm);
+  std::size_t states = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(m.best(8, 0, 0, true, &states).size());
+  state.counters["states"] = static_cast<double>(states);
+}
+BENCHMARK(BM_WrapSearch_Llama8B_DynamicProgram)->Unit(benchmark::kMillisecond);
+
+void BM_WrapSearch_Llama8B_BuildModel(benchmark::State& state) {
+  const planner::Scenario s = llama8b_on_64()->instantiate({});
+  for (auto _ : state)
+    benchmark::DoNotOptimize(sim::SeparableModel::build(s, sim::WrapObjective::exposed_comm).blocks());
+}
+BENCHMARK(BM_WrapSearch_Llama8B_BuildModel)->Unit(benchmark::kMillisecond);
+
+}  // namespace

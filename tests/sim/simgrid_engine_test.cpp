@@ -1,0 +1,311 @@
+// The SimGrid engine against the analytic engine and against hand-computed bottlenecks.
+// Every simulation runs in its own forked process (SimGrid keeps one engine per process).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "models/json_input.h"
+#include "planner/cost_model.h"
+#include "planner/plan.h"
+#include "sim/simgrid_engine.h"
+#include "sim/simgrid_options.h"
+
+namespace fsdpsim::sim {
+namespace {
+
+using planner::OpKind;
+
+nlohmann::json scenario(const std::string& cluster, const std::string& model = "models/llama3.1-8b.json") {
+  return {{"model", model},
+          {"cluster", cluster},
+          {"training", {{"micro_batch", 1}, {"seq_len", 4096}, {"activation_checkpointing", "full"}}},
+          {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}};
+}
+
+SimgridScenario load(const nlohmann::json& json, const std::vector<std::string>& overrides = {}) {
+  return parse_simgrid_scenario(json, std::string(FSDPSIM_SOURCE_ROOT) + "/test-scenario.json", overrides);
+}
+
+SimgridResult run(const SimgridScenario& s) { return simulate_simgrid(s.scenario, s.options); }
+
+double rel(double a, double b) { return std::abs(a / b - 1); }
+
+// ---- agreement with the analytic engine where the topology adds nothing ------------------
+
+struct Catalog {
+  std::string name;
+  nlohmann::json json;
+  std::vector<std::string> overrides;
+};
+
+TEST(SimgridEngine, AgreesWithTheAnalyticEngineOnOneNvswitchNode) {
+  std::vector<Catalog> cases = {
+      {"llama3.1-8b-8xh100", load_json_file(std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json"), {}},
+      {"llama3.1-8b on DGX A100", scenario("scenarios/clusters/dgx-a100.json"), {}},
+      {"llama3.1-8b on DGX H200", scenario("scenarios/clusters/dgx-h200.json"), {"fsdp.version=1"}},
+      {"llama2-13b SHARD_GRAD_OP on DGX H100", scenario("scenarios/clusters/dgx-h100.json", "models/llama2-13b.json"),
+       {"fsdp.strategy=SHARD_GRAD_OP"}},
+  };
+  for (const Catalog& c : cases) {
+    for (const char* mode : {"aggregated", "per_step"}) {
+      std::vector<std::string> o = c.overrides;
+      o.push_back(std::string("simulation.flow_mode=") + mode);
+      const SimgridResult r = run(load(c.json, o));
+      EXPECT_LT(rel(r.step_seconds, r.analytic.step_seconds), 0.03)
+          << c.name << " " << mode << ": SimGrid " << r.step_seconds << " s, analytic " << r.analytic.step_seconds << " s";
+      EXPECT_LT(rel(r.timing.compute_seconds, r.analytic.compute_seconds), 0.03) << c.name << " " << mode;
+      EXPECT_EQ(r.window_nodes, 1);
+      EXPECT_TRUE(r.symmetric);
+    }
+  }
+}
+
+TEST(SimgridEngine, AgreesWithTheAnalyticEngineOnANonOversubscribedFatTree) {
+  std::vector<Catalog> cases = {
+      {"2 x DGX H100 fat-tree", scenario("scenarios/clusters/dgx-h100-fat-tree.json"), {"cluster.nodes=2"}},
+      {"4 x DGX H100 fat-tree, one node per leaf", scenario("scenarios/clusters/dgx-h100-fat-tree.json"),
+       {"cluster.nodes=4", "simulation.fabric.nodes_per_leaf=1"}},
+      {"8 x DGX A100 fat-tree, two leaves", scenario("scenarios/clusters/dgx-a100-fat-tree.json"), {"cluster.nodes=8"}},
+      {"4 x PCIe A100 fat-tree", scenario("scenarios/clusters/pcie-a100.json", "models/gpt2-xl.json"), {"cluster.nodes=4"}},
+      {"64 x DGX H100 rail-optimized (window of a leaf)", scenario("scenarios/clusters/dgx-h100.json"), {"cluster.nodes=64"}},
+  };
+  for (const Catalog& c : cases) {
+    const SimgridResult r = run(load(c.json, c.overrides));
+    EXPECT_LT(rel(r.step_seconds, r.analytic.step_seconds), 0.03)
+        << c.name << ": SimGrid " << r.step_seconds << " s, analytic " << r.analytic.step_seconds << " s";
+    EXPECT_LT(rel(r.timing.exposed_comm_seconds + r.timing.compute_seconds,
+                  r.analytic.exposed_comm_seconds + r.analytic.compute_seconds),
+              0.03)
+        << c.name;
+  }
+}
+
+// ---- an oversubscribed spine: the bottleneck, computed by hand ---------------------------
+
+TEST(SimgridEngine, OversubscribedSpineSlowsMultiNodeAllGathersByTheBottleneckRatio) {
+  // 4 DGX H100 nodes, each under its own leaf (every ring edge between nodes crosses the
+  // spine). Alone on the ideal fabric a world all-gather's rings are bound by the GPUs' PCIe
+  // paths to their NICs: 8 x 48 GB/s = 384 GB/s leave a node. A leaf's uplink carries the
+  // node's 8 NICs, 8 x 50 GB/s = 400 GB/s, divided by the oversubscription: 200 GB/s at 2:1,
+  // 100 GB/s at 4:1. The transfer part of every forward all-gather (which runs with no other
+  // collective) takes 384/200 = 1.92x and 384/100 = 3.84x as long; the latency part does not
+  // change.
+  struct Case {
+    std::string cluster;
+    double transfer_factor;
+  };
+  const std::vector<Case> cases = {{"scenarios/clusters/dgx-h100-fat-tree.json", 1.0},
+                                   {"scenarios/clusters/dgx-h100-fat-tree-2to1.json", 384.0 / 200.0},
+                                   {"scenarios/clusters/dgx-h100-fat-tree-4to1.json", 384.0 / 100.0}};
+  for (const Case& c : cases) {
+    const SimgridScenario s =
+        load(scenario(c.cluster), {"cluster.nodes=4", "simulation.fabric.nodes_per_leaf=1", "simulation.flow_mode=aggregated"});
+    const planner::Plan plan = planner::plan_step(s.scenario);
+    const planner::CostModel cost(s.scenario);
+    const SimgridResult r = run(s);
+    int checked = 0;
+    for (const planner::Op& op : plan.schedule.ops) {
+      if (op.kind != OpKind::all_gather || op.phase != planner::Phase::forward || op.comm_bytes <= 0) continue;
+      const planner::CollectiveEstimate e = cost.collective(op, plan.schedule);
+      const double expected = e.latency_seconds + (e.seconds - e.latency_seconds) * c.transfer_factor;
+      const double simulated = r.timing.ops[op.id].end - r.timing.ops[op.id].start;
+      EXPECT_NEAR(simulated, expected, 0.005 * expected) << c.cluster << " op " << op.name;
+      ++checked;
+    }
+    EXPECT_GT(checked, 30) << c.cluster;
+    if (c.transfer_factor > 1) {
+      EXPECT_GT(r.step_seconds, r.analytic.step_seconds) << c.cluster;
+      ASSERT_FALSE(r.links.empty());
+      EXPECT_EQ(r.links.front().kind.rfind("leaf_", 0), 0u) << "the busiest link is " << r.links.front().name;
+    }
+  }
+}
+
+// ---- stragglers ------------------------------------------------------------------------------
+
+TEST(SimgridEngine, AStragglerSlowsEveryRanksStep) {
+  const nlohmann::json base = scenario("scenarios/clusters/dgx-h100.json");
+  const SimgridResult even = run(load(base, {"cluster.nodes=2"}));
+  const SimgridResult slow = run(load(base, {"cluster.nodes=2", R"(simulation.stragglers=[{"rank": 3, "compute_speed": 0.8}])"}));
+  EXPECT_TRUE(even.symmetric);
+  EXPECT_FALSE(slow.symmetric);
+  ASSERT_EQ(slow.ranks.size(), 16u);
+  for (const RankSummary& rs : slow.ranks) {
+    // Compute bound: every rank waits for rank 3 at each all-gather and reduce-scatter.
+    EXPECT_GT(rs.step_seconds, even.step_seconds * 1.15) << "rank " << rs.rank;
+    EXPECT_LT(rs.step_seconds, even.step_seconds / 0.8 * 1.05) << "rank " << rs.rank;
+  }
+  EXPECT_DOUBLE_EQ(slow.ranks[3].compute_speed, 0.8);
+  // Rank 3 computes 1/0.8 as long; rank 0 computes at full speed (a little slower than
+  // alone: its collectives, waiting for rank 3, stay in flight beside its compute longer) and
+  // waits in its collectives instead.
+  EXPECT_GT(slow.ranks[3].compute_seconds, 1.2 * even.timing.compute_seconds);
+  EXPECT_LT(slow.ranks[3].compute_seconds, 1.35 * even.timing.compute_seconds);
+  EXPECT_LT(slow.timing.compute_seconds, 1.15 * even.timing.compute_seconds);
+  EXPECT_GT(slow.timing.exposed_comm_seconds, even.timing.exposed_comm_seconds + 0.1 * even.step_seconds);
+}
+
+// ---- HSDP: contention only where links are shared ------------------------------------------
+
+// Sums, over the all-reduces, of the simulated duration against the time alone, and whether
+// some all-reduce overlapped an all-gather or reduce-scatter.
+struct HsdpView {
+  double all_reduce_simulated = 0, all_reduce_alone = 0;
+  bool overlapped = false;
+};
+
+HsdpView hsdp_view(const SimgridScenario& s, const SimgridResult& r) {
+  const planner::Plan plan = planner::plan_step(s.scenario);
+  const planner::CostModel cost(s.scenario);
+  HsdpView v;
+  const auto& ops = plan.schedule.ops;
+  for (const planner::Op& op : ops) {
+    if (op.kind != OpKind::all_reduce) continue;
+    const OpTiming& t = r.timing.ops[op.id];
+    v.all_reduce_simulated += t.end - t.start;
+    v.all_reduce_alone += cost.duration_seconds(op, plan.schedule);
+    for (const planner::Op& other : ops) {
+      if (other.kind != OpKind::all_gather && other.kind != OpKind::reduce_scatter) continue;
+      const OpTiming& o = r.timing.ops[other.id];
+      if (o.start < t.end && t.start < o.end && o.end > o.start) v.overlapped = true;
+    }
+  }
+  return v;
+}
+
+TEST(SimgridEngine, HsdpAllReduceContendsWithAllGathersOnlyWhereTheTopologySaysSo) {
+  // DGX H100 (rail-optimized, a NIC per GPU): the inter-node all-reduce leaves through each
+  // GPU's own PCIe path and NIC while the intra-node all-gathers and reduce-scatters use
+  // NVLink: no shared link, so each all-reduce takes its NCCL time alone although it runs
+  // beside them (the analytic engine shares bandwidth between them regardless).
+  const SimgridScenario dgx = load(scenario("scenarios/clusters/dgx-h100.json"),
+                                   {"cluster.nodes=4", "fsdp.strategy=HYBRID_SHARD", "simulation.flow_mode=aggregated"});
+  const SimgridResult rd = run(dgx);
+  const HsdpView vd = hsdp_view(dgx, rd);
+  EXPECT_TRUE(vd.overlapped);
+  EXPECT_NEAR(vd.all_reduce_simulated, vd.all_reduce_alone, 1e-3 * vd.all_reduce_alone);
+  double analytic_ar = 0;
+  for (const CollectiveStats& c : rd.collectives)
+    if (c.kind == "all_reduce") analytic_ar = c.analytic_seconds;
+  EXPECT_GT(analytic_ar, vd.all_reduce_simulated * 1.001);
+  EXPECT_LE(rd.step_seconds, rd.analytic.step_seconds * 1.0001);
+
+  // A PCIe box (one NIC per node behind the host bridge): the all-reduce's traffic crosses the
+  // GPUs' PCIe links and the bridge that the intra-node collectives use, and the 8 replicate
+  // groups of a node share its one NIC: all-reduces take longer than alone.
+  const SimgridScenario pcie = load(scenario("scenarios/clusters/pcie-a100.json", "models/gpt2-xl.json"),
+                                    {"cluster.nodes=4", "fsdp.strategy=HYBRID_SHARD", "simulation.flow_mode=aggregated"});
+  const SimgridResult rp = run(pcie);
+  const HsdpView vp = hsdp_view(pcie, rp);
+  EXPECT_TRUE(vp.overlapped);
+  EXPECT_GT(vp.all_reduce_simulated, 1.5 * vp.all_reduce_alone);
+  ASSERT_FALSE(rp.links.empty());
+  EXPECT_EQ(rp.links.front().kind.rfind("nic_", 0), 0u) << rp.links.front().name;
+}
+
+// ---- flow modes --------------------------------------------------------------------------
+
+TEST(SimgridEngine, AggregatedAndPerStepFlowsAgree) {
+  struct Case {
+    std::string name;
+    nlohmann::json json;
+    std::vector<std::string> overrides;
+  };
+  const std::vector<Case> cases = {
+      {"2 x DGX H100, FULL_SHARD", scenario("scenarios/clusters/dgx-h100.json"), {"cluster.nodes=2"}},
+      {"2 x DGX H100, HSDP, every rank", scenario("scenarios/clusters/dgx-h100.json"),
+       {"cluster.nodes=2", "fsdp.strategy=HYBRID_SHARD", "simulation.symmetry=off"}},
+      {"2 x PCIe A100, HSDP", scenario("scenarios/clusters/pcie-a100.json", "models/gpt2-xl.json"),
+       {"cluster.nodes=2", "fsdp.strategy=HYBRID_SHARD"}},
+      {"2 x DGX H100 fat-tree 4:1, a straggler", scenario("scenarios/clusters/dgx-h100-fat-tree-4to1.json"),
+       {"cluster.nodes=2", "simulation.fabric.nodes_per_leaf=1", R"(simulation.stragglers=[{"rank": 9, "compute_speed": 0.9}])"}},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> a = c.overrides, p = c.overrides;
+    a.push_back("simulation.flow_mode=aggregated");
+    p.push_back("simulation.flow_mode=per_step");
+    const SimgridResult ra = run(load(c.json, a));
+    const SimgridResult rp = run(load(c.json, p));
+    EXPECT_EQ(ra.flow_mode, FlowMode::aggregated);
+    EXPECT_EQ(rp.flow_mode, FlowMode::per_step);
+    EXPECT_GT(rp.flows, 2 * ra.flows) << c.name;
+    EXPECT_LT(rel(rp.step_seconds, ra.step_seconds), 0.02)
+        << c.name << ": per-step " << rp.step_seconds << " s, aggregated " << ra.step_seconds << " s";
+    for (std::size_t k = 0; k < ra.collectives.size(); ++k)
+      EXPECT_LT(rel(rp.collectives[k].simgrid_seconds, ra.collectives[k].simgrid_seconds), 0.02)
+          << c.name << " " << ra.collectives[k].kind;
+  }
+}
+
+TEST(SimgridEngine, SymmetryChangesNothingWhereRanksAreAlike) {
+  const nlohmann::json base = scenario("scenarios/clusters/dgx-h100-fat-tree-2to1.json");
+  const std::vector<std::string> o = {"cluster.nodes=4", "simulation.fabric.nodes_per_leaf=2", "simulation.flow_mode=aggregated",
+                                      "fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=16"};
+  std::vector<std::string> off = o;
+  off.push_back("simulation.symmetry=off");
+  const SimgridResult sym = run(load(base, o));
+  const SimgridResult all = run(load(base, off));
+  EXPECT_TRUE(sym.symmetric);
+  EXPECT_EQ(sym.simulated_ranks, 1);
+  EXPECT_EQ(all.simulated_ranks, 32);
+  EXPECT_LT(rel(sym.step_seconds, all.step_seconds), 1e-3);
+  for (const RankSummary& rs : all.ranks) EXPECT_LT(rel(rs.step_seconds, all.step_seconds), 1e-3) << "rank " << rs.rank;
+}
+
+// ---- slow links, user platforms, results ------------------------------------------------
+
+TEST(SimgridEngine, ASlowNicBecomesTheBottleneck) {
+  const nlohmann::json base = scenario("scenarios/clusters/dgx-h100.json");
+  const SimgridResult even = run(load(base, {"cluster.nodes=2", "simulation.flow_mode=aggregated"}));
+  const SimgridResult slow = run(load(base, {"cluster.nodes=2", "simulation.flow_mode=aggregated",
+                                             R"(simulation.slow_links=[{"link": "node1.nic2.*", "bandwidth_factor": 0.25}])"}));
+  EXPECT_GT(slow.step_seconds, even.step_seconds);
+  ASSERT_FALSE(slow.links.empty());
+  EXPECT_EQ(slow.links.front().name.rfind("node1.nic2.", 0), 0u) << slow.links.front().name;
+  EXPECT_GT(slow.links.front().busy_utilisation, 0.95);
+  try {
+    run(load(base, {"cluster.nodes=2", R"(simulation.slow_links=[{"link": "node9.*", "bandwidth_factor": 0.5}])"}));
+    ADD_FAILURE() << "a glob that matches no link must be an error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.json_path(), "simulation.slow_links[0].link");
+  }
+}
+
+TEST(SimgridEngine, AnExportedPlatformXmlSimulatesTheSameStep) {
+  const nlohmann::json base = scenario("scenarios/clusters/dgx-h100-fat-tree-2to1.json");
+  const std::vector<std::string> o = {"cluster.nodes=2", "simulation.fabric.nodes_per_leaf=1", "simulation.flow_mode=aggregated"};
+  const SimgridScenario s = load(base, o);
+  const std::string xml = simgrid_platform_xml(s.scenario, s.options);
+  const std::string file = (std::filesystem::temp_directory_path() / "fsdpsim-simgrid-test-platform.xml").string();
+  {
+    std::ofstream out(file);
+    out << xml;
+  }
+  std::vector<std::string> ox = o;
+  ox.push_back("simulation.platform_xml=" + file);
+  const SimgridResult built = run(s);
+  const SimgridResult loaded = run(load(base, ox));
+  std::filesystem::remove(file);
+  EXPECT_FALSE(loaded.symmetric);
+  EXPECT_EQ(loaded.simulated_ranks, 16);
+  EXPECT_LT(rel(loaded.step_seconds, built.step_seconds), 1e-3);
+  ASSERT_FALSE(loaded.links.empty());
+  EXPECT_EQ(loaded.links.front().name, built.links.front().name);
+  EXPECT_NEAR(loaded.links.front().utilisation, built.links.front().utilisation, 1e-3);
+}
+
+TEST(SimgridEngine, ResultsRoundTripThroughJson) {
+  const SimgridResult r = run(load(scenario("scenarios/clusters/dgx-h100.json"), {"cluster.nodes=2"}));
+  const SimgridResult back = simgrid_result_from_json(simgrid_result_to_json(r));
+  EXPECT_EQ(simgrid_result_to_json(back), simgrid_result_to_json(r));
+  EXPECT_GT(r.events, 0);
+  EXPECT_GT(r.events_per_second, 0);
+  ASSERT_FALSE(r.detail.empty());
+  EXPECT_EQ(r.detail.front().timing.ops.size(), r.timing.ops.size());
+  EXPECT_FALSE(r.timing.critical_path.empty());
+}
+
+}  // namespace
+}  // namespace fsdpsim::sim

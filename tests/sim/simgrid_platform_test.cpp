@@ -1,0 +1,229 @@
+// The SimGrid engine's platform, ring flows, window choice and options (no simulation runs).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "models/json_input.h"
+#include "planner/plan.h"
+#include "sim/simgrid_engine.h"
+#include "sim/simgrid_flows.h"
+#include "sim/simgrid_options.h"
+#include "sim/simgrid_platform.h"
+
+namespace fsdpsim::sim {
+namespace {
+
+nlohmann::json base_scenario(const std::string& cluster = "scenarios/clusters/dgx-h100.json") {
+  return {{"model", "models/llama3.1-8b.json"},
+          {"cluster", cluster},
+          {"training", {{"micro_batch", 1}, {"seq_len", 4096}, {"activation_checkpointing", "full"}}},
+          {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}};
+}
+
+SimgridScenario load(const nlohmann::json& json, const std::vector<std::string>& overrides = {}) {
+  return parse_simgrid_scenario(json, std::string(FSDPSIM_SOURCE_ROOT) + "/test-scenario.json", overrides);
+}
+
+std::vector<std::string> names(const Platform& p, const std::vector<int>& route) {
+  std::vector<std::string> out;
+  for (int l : route) out.push_back(p.links()[l].name);
+  return out;
+}
+
+const PlatformLink& link_named(const Platform& p, const std::string& name) {
+  for (const PlatformLink& l : p.links())
+    if (l.name == name) return l;
+  throw std::runtime_error("no link " + name);
+}
+
+TEST(SimgridPlatform, DgxH100RoutesFollowNvlinkAndTheDestinationsRail) {
+  SimgridScenario s = load(base_scenario(), {"cluster.nodes=2"});
+  const Platform p = Platform::build(s.scenario.cluster, planner::NcclParams::defaults_for(s.scenario.cluster), {});
+  EXPECT_EQ(p.world(), 16);
+  EXPECT_EQ(p.nics_per_node(), 8);
+  EXPECT_EQ(p.leaves(), 1);
+  EXPECT_EQ(names(p, p.route(1, 5)), (std::vector<std::string>{"node0.gpu1.nvlink.up", "node0.gpu5.nvlink.down"}));
+  // Same rail: the GPU's own PCIe path and NIC.
+  EXPECT_EQ(names(p, p.route(3, 11)), (std::vector<std::string>{"node0.gpu3.pcie.up", "node0.nic3.up",
+                                                                 "node1.nic3.down", "node1.gpu3.pcie.down"}));
+  // Another rail: PXN over NVLink to the GPU of the destination's index.
+  EXPECT_EQ(names(p, p.route(7, 8)),
+            (std::vector<std::string>{"node0.gpu7.nvlink.up", "node0.gpu0.nvlink.down", "node0.gpu0.pcie.up",
+                                      "node0.nic0.up", "node1.nic0.down", "node1.gpu0.pcie.down"}));
+  EXPECT_DOUBLE_EQ(link_named(p, "node0.gpu0.nvlink.up").bandwidth, 450e9);
+  EXPECT_DOUBLE_EQ(link_named(p, "node0.nic0.up").bandwidth, 50e9);
+  EXPECT_DOUBLE_EQ(link_named(p, "node0.gpu0.pcie.up").bandwidth, 48e9);  // NCCL's Gen5 x16 figure for Hopper
+  EXPECT_DOUBLE_EQ(p.route_latency(p.route(3, 11)), 5e-6);
+}
+
+TEST(SimgridPlatform, FatTreeLeafUplinksCarryOversubscription) {
+  SimgridScenario s = load(base_scenario("scenarios/clusters/dgx-h100-fat-tree-4to1.json"),
+                           {"cluster.nodes=8", "simulation.fabric.nodes_per_leaf=2"});
+  const Platform p = Platform::build(s.scenario.cluster, planner::NcclParams::defaults_for(s.scenario.cluster),
+                                     s.options.fabric);
+  EXPECT_EQ(p.leaves(), 4);
+  EXPECT_FALSE(p.rail_optimized());
+  // Nodes 0 and 1 share leaf 0; node 2 sits under leaf 1.
+  EXPECT_EQ(p.route(0, 8).size(), 4u);
+  const std::vector<std::string> across = names(p, p.route(8, 16));
+  EXPECT_EQ(across, (std::vector<std::string>{"node1.gpu0.pcie.up", "node1.nic0.up", "leaf0.up", "leaf1.down",
+                                              "node2.nic0.down", "node2.gpu0.pcie.down"}));
+  // 2 nodes x 8 NICs x 50 GB/s, 4:1.
+  EXPECT_DOUBLE_EQ(link_named(p, "leaf0.up").bandwidth, 2 * 8 * 50e9 / 4);
+  EXPECT_DOUBLE_EQ(link_named(p, "leaf0.up").nominal_bandwidth, 2 * 8 * 50e9);
+  // Spread placement: consecutive nodes on different leaves.
+  s.options.fabric.placement = Placement::spread;
+  const Platform q = Platform::build(s.scenario.cluster, planner::NcclParams::defaults_for(s.scenario.cluster),
+                                     s.options.fabric);
+  EXPECT_NE(q.leaf_of(0), q.leaf_of(1));
+  EXPECT_EQ(q.route(0, 8).size(), 6u);
+}
+
+TEST(SimgridPlatform, PcieBoxSharesTheHostBridgeAndOneNic) {
+  SimgridScenario s = load(base_scenario("scenarios/clusters/pcie-a100.json"), {"cluster.nodes=2"});
+  const Platform p = Platform::build(s.scenario.cluster, planner::NcclParams::defaults_for(s.scenario.cluster), {});
+  EXPECT_FALSE(p.nvswitch());
+  EXPECT_EQ(p.nics_per_node(), 1);
+  EXPECT_EQ(names(p, p.route(1, 2)), (std::vector<std::string>{"node0.gpu1.pcie.up", "node0.bridge", "node0.gpu2.pcie.down"}));
+  EXPECT_EQ(names(p, p.route(5, 13)), (std::vector<std::string>{"node0.gpu5.pcie.up", "node0.bridge", "node0.nic0.up",
+                                                                 "node1.nic0.down", "node1.bridge", "node1.gpu5.pcie.down"}));
+  EXPECT_DOUBLE_EQ(link_named(p, "node0.bridge").bandwidth, 8 * 24e9);
+}
+
+TEST(SimgridPlatform, SlowLinkGlobsAndXml) {
+  SimgridScenario s = load(base_scenario(), {"cluster.nodes=2"});
+  Platform p = Platform::build(s.scenario.cluster, planner::NcclParams::defaults_for(s.scenario.cluster), {});
+  EXPECT_EQ(p.scale_links("node1.nic0.*", 0.5), 2);
+  EXPECT_DOUBLE_EQ(link_named(p, "node1.nic0.up").bandwidth, 25e9);
+  EXPECT_DOUBLE_EQ(link_named(p, "node1.nic0.up").nominal_bandwidth, 50e9);
+  EXPECT_EQ(p.scale_links("nothing*", 0.5), 0);
+  const std::string xml = p.to_xml({{3, 11}});
+  EXPECT_NE(xml.find("<host id=\"node1.gpu7\""), std::string::npos);
+  EXPECT_NE(xml.find("<link id=\"node1.nic0.up\" bandwidth=\"25000000000Bps\""), std::string::npos);
+  EXPECT_NE(xml.find("<route src=\"node0.gpu3\" dst=\"node1.gpu3\" symmetrical=\"NO\"><link_ctn id=\"node0.gpu3.pcie.up\"/>"),
+            std::string::npos);
+}
+
+TEST(SimgridFlows, GroupLayoutsFollowThePlanner) {
+  SimgridScenario s = load(base_scenario(), {"cluster.nodes=4", "fsdp.strategy=HYBRID_SHARD"});
+  const planner::Plan plan = planner::plan_step(s.scenario);
+  std::map<std::string, GroupLayout> by_name;
+  for (std::size_t g = 0; g < plan.schedule.groups.size(); ++g)
+    by_name[plan.schedule.groups[g].name] = group_layout(plan.schedule, static_cast<int>(g));
+  EXPECT_FALSE(by_name["shard"].strided);
+  EXPECT_EQ(by_name["shard"].size, 8);
+  EXPECT_TRUE(by_name["replicate"].strided);
+  EXPECT_EQ(by_name["replicate"].stride, 8);
+  EXPECT_EQ(group_members(by_name["replicate"], 32, 3), (std::vector<int>{3, 11, 19, 27}));
+  EXPECT_EQ(group_instance(by_name["replicate"], 19), 3);
+  EXPECT_EQ(group_instance(by_name["shard"], 19), 2);
+  EXPECT_EQ(ring_steps(planner::OpKind::all_gather, 8), 7);
+  EXPECT_EQ(ring_steps(planner::OpKind::all_reduce, 4), 6);
+}
+
+TEST(SimgridFlows, MultiNodeRingsUseEveryRailAndCarryTheWireBytesOnce) {
+  SimgridScenario s = load(base_scenario(), {"cluster.nodes=2"});
+  const Platform p = Platform::build(s.scenario.cluster, planner::NcclParams::defaults_for(s.scenario.cluster), {});
+  GroupLayout world;
+  world.size = 16;
+  const std::vector<RingEdge> edges = ring_edges(world, 0, p);
+  // Per node: 8 NVLink edges (7 of the 8 rings) and 8 rail exits (1 ring each).
+  EXPECT_EQ(edges.size(), 32u);
+  std::map<int, double> out;
+  std::set<int> nics;
+  for (const RingEdge& e : edges) {
+    out[e.src] += e.fraction;
+    if (p.node_of(e.src) != p.node_of(e.dst)) {
+      EXPECT_NEAR(e.fraction, 1.0 / 8, 1e-12);
+      nics.insert(p.nic_of(e.dst % 8));
+    } else {
+      EXPECT_NEAR(e.fraction, 7.0 / 8, 1e-12);
+    }
+  }
+  for (const auto& [src, f] : out) EXPECT_NEAR(f, 1.0, 1e-12) << "rank " << src;
+  EXPECT_EQ(nics.size(), 8u);
+  // A replicate ring (one GPU per node) stays on its rail.
+  GroupLayout rep;
+  rep.size = 2;
+  rep.strided = true;
+  rep.stride = 8;
+  const std::vector<RingEdge> r = ring_edges(rep, 5, p);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].src, 5);
+  EXPECT_EQ(r[0].dst, 13);
+  EXPECT_EQ(names(p, p.route(r[0].src, r[0].dst)).size(), 4u);
+}
+
+TEST(SimgridFlows, WindowsAreAPeriodOfTheCluster) {
+  {
+    // Rail-optimized, 128 nodes: leaves of 32 nodes; the world ring folds to one leaf.
+    SimgridScenario s = load(base_scenario(), {"cluster.nodes=128"});
+    const planner::Plan plan = planner::plan_step(s.scenario);
+    EXPECT_EQ(symmetric_window_nodes(plan.schedule, s.scenario.cluster, s.options.fabric), 32);
+  }
+  {
+    // HSDP on 4 nodes of one leaf: two nodes hold whole shard groups and two replicas.
+    SimgridScenario s = load(base_scenario(), {"cluster.nodes=4", "fsdp.strategy=HYBRID_SHARD"});
+    const planner::Plan plan = planner::plan_step(s.scenario);
+    EXPECT_EQ(symmetric_window_nodes(plan.schedule, s.scenario.cluster, s.options.fabric), 2);
+  }
+  {
+    // HSDP with 2-node shard groups: a window needs two replicas, 4 nodes.
+    SimgridScenario s = load(base_scenario(), {"cluster.nodes=16", "fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=16"});
+    const planner::Plan plan = planner::plan_step(s.scenario);
+    EXPECT_EQ(symmetric_window_nodes(plan.schedule, s.scenario.cluster, s.options.fabric), 4);
+  }
+  {
+    // Spread placement over several leaves has no period shorter than the cluster.
+    SimgridScenario s = load(base_scenario("scenarios/clusters/dgx-h100-fat-tree.json"),
+                             {"cluster.nodes=8", "simulation.fabric.placement=spread"});
+    const planner::Plan plan = planner::plan_step(s.scenario);
+    EXPECT_EQ(symmetric_window_nodes(plan.schedule, s.scenario.cluster, s.options.fabric), 8);
+  }
+}
+
+TEST(SimgridOptions, ParsesTheSimulationObjectAndOverrides) {
+  nlohmann::json j = base_scenario();
+  j["simulation"] = {{"flow_mode", "per_step"},
+                     {"stragglers", {{{"rank", 3}, {"compute_speed", 0.8}}}},
+                     {"slow_links", {{{"link", "node0.nic*"}, {"bandwidth_factor", 0.5}}}},
+                     {"fabric", {{"nodes_per_leaf", 2}, {"placement", "spread"}}}};
+  SimgridScenario s = load(j, {"cluster.nodes=2", "simulation.symmetry=off", "simulation.fabric.host_bridge_gbps=64"});
+  EXPECT_EQ(s.scenario.world_size(), 16);
+  EXPECT_EQ(s.options.flow_mode, FlowMode::per_step);
+  EXPECT_EQ(s.options.symmetry, Symmetry::off);
+  ASSERT_EQ(s.options.stragglers.size(), 1u);
+  EXPECT_EQ(s.options.stragglers[0].rank, 3);
+  EXPECT_DOUBLE_EQ(s.options.stragglers[0].compute_speed, 0.8);
+  ASSERT_EQ(s.options.slow_links.size(), 1u);
+  EXPECT_EQ(s.options.slow_links[0].link, "node0.nic*");
+  EXPECT_EQ(s.options.fabric.nodes_per_leaf, 2);
+  EXPECT_EQ(s.options.fabric.placement, Placement::spread);
+  EXPECT_DOUBLE_EQ(s.options.fabric.host_bridge_gbps, 64);
+}
+
+TEST(SimgridOptions, BadFieldsNameTheirPath) {
+  auto error_of = [](const nlohmann::json& sim, const std::vector<std::string>& overrides = {}) -> std::string {
+    nlohmann::json j = base_scenario();
+    j["simulation"] = sim;
+    try {
+      load(j, overrides);
+    } catch (const InputError& e) {
+      return e.json_path();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of({{"stragglers", {{{"rank", 99}, {"compute_speed", 0.5}}}}}), "simulation.stragglers[0].rank");
+  EXPECT_EQ(error_of({{"stragglers", {{{"rank", 1}, {"compute_speed", 1.5}}}}}), "simulation.stragglers[0].compute_speed");
+  EXPECT_EQ(error_of({{"slow_links", {{{"link", "x"}, {"bandwidth_factor", 0}}}}}), "simulation.slow_links[0].bandwidth_factor");
+  EXPECT_EQ(error_of({{"flow_mode", "fast"}}), "simulation.flow_mode");
+  EXPECT_EQ(error_of({{"fabric", {{"leaves", 3}}}}), "simulation.fabric.leaves");
+  EXPECT_EQ(error_of({{"typo", 1}}), "simulation.typo");
+  EXPECT_EQ(error_of({{"platform_xml", "no-such.xml"}}), "simulation.platform_xml");
+  EXPECT_EQ(error_of(nullptr, {"simulation.fabric.nodes_per_leaf=0"}), "simulation.fabric.nodes_per_leaf");
+}
+
+}  // namespace
+}  // namespace fsdpsim::sim

@@ -1,0 +1,366 @@
+// `fsdpsim sweep` (planner/sweep_space.h, sim/sweep.h): axes and their shorthands, points as
+// overrides over a base read once, skipped invalid combinations, ranking, Pareto front,
+// recommendation, "nothing fits", and results that do not depend on the number of threads.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "models/json_input.h"
+#include "planner/sweep_space.h"
+#include "sim/estimate.h"
+#include "sim/sweep.h"
+
+namespace fsdpsim::sim {
+namespace {
+
+const std::string kRoot = FSDPSIM_SOURCE_ROOT;
+
+// GPT-2 (124M) on two DGX H100 nodes: quick to plan, every strategy valid.
+nlohmann::json gpt2_scenario() {
+  return {{"model", "models/gpt2.json"},
+          {"cluster", "scenarios/clusters/dgx-h100.json"},
+          {"training", {{"global_batch", 64}, {"micro_batch", 1}, {"seq_len", 1024}}},
+          {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}, {"wrap", {{"policy", "block"}}}}}};
+}
+
+std::shared_ptr<const planner::ScenarioTemplate> gpt2_template(std::vector<std::string> overrides = {"cluster.nodes=2"}) {
+  return planner::ScenarioTemplate::from_json(gpt2_scenario(), kRoot + "/scenarios/sweep_test.json", overrides);
+}
+
+planner::SweepSpace space_of(const planner::ScenarioTemplate& t, const std::vector<std::string>& axes) {
+  std::vector<planner::AxisSpec> specs;
+  for (const std::string& a : axes) specs.push_back(planner::parse_axis_spec(a));
+  return planner::make_space(specs, t.context());
+}
+
+// ---- axes ------------------------------------------------------------------------------------
+
+TEST(SweepAxes, CommasInsideJsonDoNotSplit) {
+  planner::AxisSpec a = planner::parse_axis_spec(
+      R"(fsdp.wrap=block, every:2 ,{"policy":"size","min_num_params":1000},root)");
+  EXPECT_EQ(a.key, "fsdp.wrap");
+  ASSERT_EQ(a.values.size(), 4u);
+  EXPECT_EQ(a.values[1], "every:2");
+  EXPECT_TRUE(a.values[2].is_object());
+  planner::Axis x = planner::expand_axis(a, {16, 64});
+  ASSERT_EQ(x.values.size(), 4u);
+  EXPECT_EQ(x.values[1].overrides, std::vector<std::string>{R"(fsdp.wrap={"every":2,"policy":"every_k_blocks"})"});
+  EXPECT_EQ(x.values[3].overrides, std::vector<std::string>{R"(fsdp.wrap={"policy":"root"})"});
+}
+
+TEST(SweepAxes, ShorthandsExpand) {
+  const planner::AxisContext ctx{16, 64};
+  planner::Axis s = planner::expand_axis(planner::parse_axis_spec("fsdp.strategy=FULL_SHARD,HYBRID_SHARD:*"), ctx);
+  std::vector<std::string> labels;
+  for (const auto& v : s.values) labels.push_back(v.label);
+  EXPECT_EQ(labels, (std::vector<std::string>{"FULL_SHARD", "HYBRID_SHARD:2", "HYBRID_SHARD:4", "HYBRID_SHARD:8"}));
+  EXPECT_EQ(s.values[2].overrides, (std::vector<std::string>{"fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=4",
+                                                             "fsdp.reshard_after_forward=null"}));
+  // The micro-batch keeps the global batch; gradient accumulation follows.
+  planner::Axis mb = planner::expand_axis(planner::parse_axis_spec("training.micro_batch=1,2"), ctx);
+  EXPECT_EQ(mb.values[1].overrides, (std::vector<std::string>{"training.micro_batch=2", "training.global_batch=64",
+                                                              "training.grad_accum=null"}));
+  planner::Axis ac = planner::expand_axis(planner::parse_axis_spec("training.activation_checkpointing=none,full,every:3"), ctx);
+  EXPECT_EQ(ac.values[2].overrides, std::vector<std::string>{"training.activation_checkpointing=3"});
+  planner::Axis raf = planner::expand_axis(planner::parse_axis_spec("fsdp.reshard_after_forward=true,false,2,true"), ctx);
+  EXPECT_EQ(raf.values.size(), 3u) << "duplicates dropped";
+  EXPECT_THROW(planner::expand_axis(planner::parse_axis_spec("fsdp.strategy=FULL_SHARD:8"), ctx), InputError);
+  EXPECT_THROW(planner::parse_axis_spec("no_equals_sign"), InputError);
+  // A shard-group axis of its own decides the group: the strategy values do not reset it.
+  planner::SweepSpace both = planner::make_space(
+      {planner::parse_axis_spec("fsdp.strategy=HYBRID_SHARD"), planner::parse_axis_spec("fsdp.shard_group_size=*")}, ctx);
+  EXPECT_EQ(both.axes[0].values[0].overrides,
+            (std::vector<std::string>{"fsdp.strategy=HYBRID_SHARD", "fsdp.reshard_after_forward=null"}));
+  EXPECT_EQ(both.size(), 3u);
+}
+
+TEST(SweepAxes, PointsAreTheProductLastAxisFastest) {
+  planner::SweepSpace s = planner::make_space(
+      {planner::parse_axis_spec("a.x=1,2,3"), planner::parse_axis_spec("a.y=true,false")}, {8, 8});
+  EXPECT_EQ(s.size(), 6u);
+  EXPECT_EQ(s.choice(0), (std::vector<int>{0, 0}));
+  EXPECT_EQ(s.choice(1), (std::vector<int>{0, 1}));
+  EXPECT_EQ(s.choice(5), (std::vector<int>{2, 1}));
+  EXPECT_EQ(s.overrides(s.choice(3)), (std::vector<std::string>{"a.x=2", "a.y=false"}));
+  EXPECT_EQ(s.label(s.choice(3)), "a.x=2 a.y=false");
+  EXPECT_THROW(planner::make_space({planner::parse_axis_spec("a.x=1"), planner::parse_axis_spec("a.x=2")}, {8, 8}),
+               InputError);
+  EXPECT_EQ(planner::SweepSpace{}.size(), 1u) << "no axes: the base scenario alone";
+}
+
+TEST(SweepFile, ObjectAndListForms) {
+  const std::string file = kRoot + "/scenarios/sweeps/x.json";
+  planner::SweepFile f = planner::parse_sweep_file(
+      nlohmann::json::parse(R"({"scenario": "../llama3.1-8b-8xh100.json", "set": ["cluster.nodes=2"],
+        "axes": {"training.micro_batch": [1, 2], "fsdp.strategy": "FULL_SHARD"},
+        "headroom_gib": 4, "objective": "step_time", "top": 3})"),
+      file);
+  EXPECT_EQ(f.overrides, std::vector<std::string>{"cluster.nodes=2"});
+  ASSERT_EQ(f.axes.size(), 2u);
+  EXPECT_EQ(f.axes[0].key, "fsdp.strategy");  // an object's keys: alphabetical
+  EXPECT_EQ(f.axes[0].values.size(), 1u);
+  EXPECT_EQ(*f.headroom_gib, 4);
+  EXPECT_EQ(*f.objective, "step_time");
+  EXPECT_NE(f.scenario.find("llama3.1-8b-8xh100.json"), std::string::npos);
+  planner::SweepFile g = planner::parse_sweep_file(
+      nlohmann::json::parse(R"({"axes": [{"key": "training.micro_batch", "values": [4, 1]},
+                                         {"key": "fsdp.strategy", "values": ["ZERO1"]}]})"),
+      file);
+  EXPECT_EQ(g.axes[0].key, "training.micro_batch");  // a list keeps its order
+  try {
+    planner::parse_sweep_file(nlohmann::json::parse(R"({"axes": {}, "headroom": 4})"), file);
+    FAIL() << "an unknown field must be an error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("headroom"), std::string::npos) << e.what();
+  }
+}
+
+// ---- points ------------------------------------------------------------------------------------
+
+// A point instantiated from the template (no file reads) is the scenario parse_scenario
+// gives for the base overrides plus the point's, and evaluates to the same numbers as
+// sim::estimate_step.
+TEST(SweepPoints, TemplateMatchesParseScenarioAndEstimate) {
+  auto t = gpt2_template();
+  const std::vector<std::vector<std::string>> points = {
+      {},
+      {"fsdp.strategy=SHARD_GRAD_OP", "fsdp.reshard_after_forward=null"},
+      {"training.micro_batch=2", "training.global_batch=64", "training.grad_accum=null",
+       "training.activation_checkpointing=full"},
+      {"cluster.nodes=4", "fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=8"},
+      {"cluster.gpu=A100-SXM-80GB", "fsdp.version=1", "fsdp.backward_prefetch=BACKWARD_POST"},
+      {"fsdp.wrap={\"policy\":\"every_k_blocks\",\"every\":3}", "fsdp.cpu_offload=true"},
+  };
+  planner::ScenarioInstancer inst(t);
+  auto evaluator = make_analytic_evaluator();
+  for (const auto& o : points) {
+    std::vector<std::string> all = {"cluster.nodes=2"};
+    all.insert(all.end(), o.begin(), o.end());
+    const planner::Scenario want = planner::parse_scenario(gpt2_scenario(), kRoot + "/scenarios/sweep_test.json", all);
+    const planner::Scenario& got = inst.make(o);
+    EXPECT_EQ(got.world_size(), want.world_size());
+    EXPECT_EQ(got.cluster.gpu.name, want.cluster.gpu.name);
+    EXPECT_EQ(got.cluster.gpu.memory_bytes, want.cluster.gpu.memory_bytes);
+    EXPECT_EQ(got.model.name, want.model.name);
+    EXPECT_EQ(got.model.parameter_count(), want.model.parameter_count());
+    EXPECT_EQ(got.training.grad_accum, want.training.grad_accum);
+    EXPECT_EQ(got.fsdp.shard_group_size, want.fsdp.shard_group_size);
+    EXPECT_EQ(got.fsdp.reshard_after_forward, want.fsdp.reshard_after_forward);
+    const PointMetrics a = evaluator->evaluate(got, cost_key_of(o));
+    const PointMetrics b = metrics_of(want);
+    EXPECT_EQ(a.peak_allocated_bytes, b.peak_allocated_bytes);
+    EXPECT_EQ(a.peak_reserved_bytes, b.peak_reserved_bytes);
+    EXPECT_EQ(a.device_peak_bytes, b.device_peak_bytes);
+    EXPECT_EQ(a.step_seconds, b.step_seconds);
+    EXPECT_EQ(a.tokens_per_second_per_gpu, b.tokens_per_second_per_gpu);
+    EXPECT_EQ(a.mfu, b.mfu);
+    EXPECT_GT(a.step_seconds, 0);
+  }
+}
+
+TEST(SweepPoints, ModelOverridesParseTheirOwnModel) {
+  auto t = gpt2_template();
+  planner::ScenarioInstancer inst(t);
+  EXPECT_EQ(inst.make({}).model.name, t->base().model.name);
+  EXPECT_EQ(inst.make({"model.name=renamed"}).model.name, "renamed");
+  EXPECT_EQ(inst.make({}).model.name, t->base().model.name);
+  EXPECT_EQ(inst.make({}).model.parameter_count(), t->base().model.parameter_count());
+}
+
+TEST(SweepPoints, InvalidCombinationsAreSkippedWithTheReason) {
+  auto t = gpt2_template();  // 16 GPUs, global batch 64
+  planner::SweepSpace space = space_of(*t, {"fsdp.strategy=FULL_SHARD,HYBRID_SHARD:3", "training.micro_batch=1,3"});
+  SweepOptions o;
+  o.threads = 2;
+  SweepResult r = run_sweep(t, space, o);
+  ASSERT_EQ(r.points.size(), 4u);
+  EXPECT_EQ(r.points[0].status, PointStatus::ok);
+  EXPECT_EQ(r.points[1].status, PointStatus::skipped);  // micro-batch 3 does not divide 64 over 16 ranks
+  EXPECT_NE(r.points[1].reason.find("training.global_batch"), std::string::npos) << r.points[1].reason;
+  EXPECT_NE(r.points[1].reason.find("not a multiple"), std::string::npos) << r.points[1].reason;
+  EXPECT_EQ(r.points[1].reason.find(kRoot), std::string::npos) << "the base file is named once, not per point";
+  EXPECT_EQ(r.points[2].status, PointStatus::skipped);  // a shard group of 3 does not divide 16
+  EXPECT_NE(r.points[2].reason.find("shard_group_size"), std::string::npos) << r.points[2].reason;
+  EXPECT_EQ(r.evaluated, 1u);
+  EXPECT_EQ(r.skipped, 3u);
+  EXPECT_FALSE(r.interrupted);
+  ASSERT_TRUE(r.recommendation.found);
+  EXPECT_EQ(r.recommendation.point, 0u);
+}
+
+// ---- ranking ----------------------------------------------------------------------------------
+
+SweepResult wide_sweep(int threads) {
+  auto t = gpt2_template();
+  planner::SweepSpace space = space_of(
+      *t, {"fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP,NO_SHARD,HYBRID_SHARD:*", "training.micro_batch=1,2,4",
+           "training.activation_checkpointing=none,full", "fsdp.backward_prefetch=BACKWARD_PRE,NONE",
+           "fsdp.version=1,2"});
+  SweepOptions o;
+  o.threads = threads;
+  o.headroom_bytes = 2.0 * 1024 * 1024 * 1024;
+  return run_sweep(t, space, o);
+}
+
+TEST(SweepRanking, IdenticalForOneAndManyThreads) {
+  const SweepResult a = wide_sweep(1);
+  const SweepResult b = wide_sweep(4);
+  EXPECT_EQ(a.threads, 1);
+  EXPECT_EQ(b.threads, 4);
+  ASSERT_EQ(a.points.size(), b.points.size());
+  EXPECT_GT(a.evaluated, 50u);
+  for (std::size_t i = 0; i < a.points.size(); ++i) {
+    const PointResult &x = a.points[i], &y = b.points[i];
+    EXPECT_EQ(x.label, y.label);
+    EXPECT_EQ(x.status, y.status) << x.label;
+    EXPECT_EQ(x.reason, y.reason);
+    EXPECT_EQ(x.metrics.peak_reserved_bytes, y.metrics.peak_reserved_bytes) << x.label;
+    EXPECT_EQ(x.metrics.step_seconds, y.metrics.step_seconds) << x.label;  // bit for bit
+    EXPECT_EQ(x.metrics.tokens_per_second_per_gpu, y.metrics.tokens_per_second_per_gpu);
+    EXPECT_EQ(x.metrics.mfu, y.metrics.mfu);
+    EXPECT_EQ(x.fits, y.fits);
+  }
+  EXPECT_EQ(a.ranking, b.ranking);
+  EXPECT_EQ(a.pareto, b.pareto);
+  EXPECT_EQ(a.recommendation.point, b.recommendation.point);
+  EXPECT_EQ(a.recommendation.why, b.recommendation.why);
+}
+
+TEST(SweepRanking, ParetoFrontAndRecommendation) {
+  const SweepResult r = wide_sweep(2);
+  ASSERT_GT(r.fitting, 2u);
+  // The ranking: points that fit first, by tokens/s/GPU (ties by index), then the rest by overage.
+  for (std::size_t k = 0; k + 1 < r.ranking.size(); ++k) {
+    const PointResult &a = r.points[r.ranking[k]], &b = r.points[r.ranking[k + 1]];
+    if (a.fits && b.fits)
+      EXPECT_TRUE(a.metrics.tokens_per_second_per_gpu > b.metrics.tokens_per_second_per_gpu ||
+                  (a.metrics.tokens_per_second_per_gpu == b.metrics.tokens_per_second_per_gpu && a.index < b.index));
+    else
+      EXPECT_TRUE(a.fits || a.overage_bytes <= b.overage_bytes);
+  }
+  // Pareto: no fitting point has at most the memory and more throughput than a front point;
+  // every other fitting point is dominated by one on the front.
+  const std::set<std::size_t> front(r.pareto.begin(), r.pareto.end());
+  for (std::size_t i : r.pareto) {
+    EXPECT_TRUE(r.points[i].fits);
+    for (const PointResult& p : r.points)
+      if (p.status == PointStatus::ok && p.fits && p.index != i)
+        EXPECT_FALSE(p.metrics.device_peak_bytes <= r.points[i].metrics.device_peak_bytes &&
+                     p.metrics.tokens_per_second_per_gpu > r.points[i].metrics.tokens_per_second_per_gpu);
+  }
+  for (const PointResult& p : r.points) {
+    if (p.status != PointStatus::ok || !p.fits || front.count(p.index)) continue;
+    bool dominated = false;
+    for (std::size_t i : r.pareto)
+      dominated |= r.points[i].metrics.device_peak_bytes <= p.metrics.device_peak_bytes &&
+                   r.points[i].metrics.tokens_per_second_per_gpu >= p.metrics.tokens_per_second_per_gpu;
+    EXPECT_TRUE(dominated) << p.label;
+  }
+  // The recommendation: within 1% of the fastest, the least memory.
+  ASSERT_TRUE(r.recommendation.found);
+  const PointResult& best = r.points[r.ranking.front()];
+  const PointResult& rec = r.points[r.recommendation.point];
+  EXPECT_TRUE(rec.fits);
+  EXPECT_GE(rec.metrics.tokens_per_second_per_gpu, 0.99 * best.metrics.tokens_per_second_per_gpu);
+  for (const PointResult& p : r.points)
+    if (p.status == PointStatus::ok && p.fits &&
+        p.metrics.tokens_per_second_per_gpu >= 0.99 * best.metrics.tokens_per_second_per_gpu)
+      EXPECT_GE(p.metrics.device_peak_bytes, rec.metrics.device_peak_bytes);
+  EXPECT_NE(r.recommendation.why.find("tokens/s/GPU"), std::string::npos);
+  EXPECT_NE(r.recommendation.why.find("Next: #"), std::string::npos) << r.recommendation.why;
+  EXPECT_TRUE(no_fit_message(r).empty());
+}
+
+// Every point exceeds memory: the sweep says so and names the smallest overage.
+TEST(SweepRanking, NothingFitsNamesTheSmallestOverage) {
+  // A 40 GiB GPU with 30 GiB of headroom leaves 10 GiB: Llama-2-7B does not fit on 8 GPUs.
+  nlohmann::json j = {{"model", "models/llama2-7b.json"},
+                      {"cluster", "scenarios/clusters/dgx-h100.json"},
+                      {"training", {{"global_batch", 16}, {"micro_batch", 1}, {"seq_len", 4096}}},
+                      {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}};
+  auto t = planner::ScenarioTemplate::from_json(j, kRoot + "/scenarios/nothing_fits.json", {});
+  planner::SweepSpace space =
+      space_of(*t, {"fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP,NO_SHARD", "training.activation_checkpointing=none,full",
+                    "training.micro_batch=1,2,3"});
+  SweepOptions o;
+  o.threads = 2;
+  o.headroom_bytes = 72.0 * 1024 * 1024 * 1024;
+  const SweepResult r = run_sweep(t, space, o);
+  ASSERT_GT(r.evaluated, 5u);
+  EXPECT_EQ(r.fitting, 0u);
+  EXPECT_FALSE(r.recommendation.found);
+  ASSERT_TRUE(r.smallest_overage.has_value());
+  double smallest = 1e300;
+  std::size_t at = 0;
+  for (const PointResult& p : r.points)
+    if (p.status == PointStatus::ok) {
+      EXPECT_FALSE(p.fits);
+      EXPECT_GT(p.overage_bytes, 0);
+      if (p.overage_bytes < smallest) {
+        smallest = p.overage_bytes;
+        at = p.index;
+      }
+    }
+  EXPECT_EQ(*r.smallest_overage, at);
+  EXPECT_EQ(r.ranking.front(), at);
+  const std::string msg = no_fit_message(r);
+  EXPECT_NE(msg.find("No configuration fits"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("#" + std::to_string(at) + " " + r.points[at].label), std::string::npos) << msg;
+  char overage[64];
+  std::snprintf(overage, sizeof overage, "%.2f GiB", smallest / (1024.0 * 1024.0 * 1024.0));
+  EXPECT_NE(msg.find(std::string("smallest overage is ") + overage), std::string::npos) << msg;
+  EXPECT_FALSE(r.pareto.empty()) << "with nothing fitting, the front is over all points";
+}
+
+TEST(SweepRanking, CancelStopsAndKeepsWhatIsDone) {
+  auto t = gpt2_template();
+  planner::SweepSpace space = space_of(*t, {"training.micro_batch=1,2,4", "fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP,NO_SHARD"});
+  std::atomic<bool> cancel{false};
+  SweepOptions o;
+  o.threads = 1;
+  o.cancel = &cancel;
+  o.progress = [&](std::size_t done, std::size_t) {
+    if (done == 4) cancel.store(true);
+  };
+  const SweepResult r = run_sweep(t, space, o);
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_EQ(r.evaluated + r.skipped + r.failed, 4u);
+  std::size_t not_run = 0;
+  for (const PointResult& p : r.points) not_run += p.status == PointStatus::not_run;
+  EXPECT_EQ(not_run, 5u);
+  EXPECT_EQ(r.points.back().label, space.label(space.choice(8)));
+  EXPECT_TRUE(r.recommendation.found) << "ranks what is done";
+}
+
+TEST(SweepRanking, ResimulationHookReordersTheTop) {
+  SweepResult r = wide_sweep(2);
+  ASSERT_GE(r.fitting, 3u);
+  const std::size_t first = r.ranking[0], third = r.ranking[2];
+  // A fake engine that finds the third point twice as fast as the analytic engine did.
+  resimulate_top(
+      r, 3,
+      [&](const PointResult& p, std::string& note) -> std::optional<PointMetrics> {
+        PointMetrics m = p.metrics;
+        if (p.index == third) {
+          m.step_seconds /= 2;
+          m.tokens_per_second_per_gpu *= 2;
+        }
+        m.device_peak_bytes = 0;  // memory: keep the schedule's
+        note = "fake engine";
+        return m;
+      },
+      0.0);
+  ASSERT_EQ(r.resimulated_ranking.size(), 3u);
+  EXPECT_EQ(r.resimulated_ranking.front(), third);
+  EXPECT_EQ(r.recommendation.point, third);
+  EXPECT_EQ(r.points[third].resimulated->device_peak_bytes, r.points[third].metrics.device_peak_bytes);
+  EXPECT_EQ(r.points[first].resimulation_note, "fake engine");
+  EXPECT_NE(r.recommendation.why.find("re-simulated"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fsdpsim::sim

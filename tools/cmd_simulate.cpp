@@ -1,0 +1,251 @@
+// `fsdpsim simulate`: the step on a simulated cluster (SimGrid): the estimate's report with
+// the SimGrid engine's timing, how it differs from the analytic engine, the busiest links,
+// and a Chrome/Perfetto trace.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "models/json_input.h"
+#include "sim/estimate.h"
+#include "sim/simgrid_engine.h"
+#include "sim/simgrid_options.h"
+#include "sim/trace.h"
+#include "tools/format.h"
+#include "tools/report.h"
+
+namespace fsdpsim::tools {
+
+void add_simulate_command(CLI::App& app);
+
+namespace {
+
+struct SimulateOptions {
+  std::string scenario;
+  std::vector<std::string> overrides;
+  bool json = false;
+  std::string trace;
+  std::string platform;
+  std::string export_platform;
+  std::string flow_mode;
+  std::string symmetry;
+  int links = 10;
+  int rank = -1;
+};
+
+std::string signed_percent(double a, double b) {
+  if (!(b > 0)) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", (a / b - 1) * 100);
+  return buf;
+}
+
+std::string gbps(double bytes_per_second) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GB/s", bytes_per_second / 1e9);
+  return buf;
+}
+
+std::string number(double v, const char* fmt = "%.3g") {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+// The estimate with the SimGrid engine's timing (the memory events on its clock).
+sim::Estimate simgrid_estimate(sim::Estimate e, const sim::SimgridResult& r) {
+  e.timing = r.timing;
+  e.timed_memory = sim::timed_memory(e.plan.schedule, e.timing);
+  return e;
+}
+
+std::string simulate_text(const sim::Estimate& e, const sim::SimgridResult& r, const planner::Scenario& sc, int links) {
+  std::ostringstream out;
+  out << estimate_text(e, sc);
+  const sim::StepTiming& t = r.timing;
+  const sim::StepTiming& a = r.analytic;
+  out << "\nStep time on a simulated cluster (SimGrid)\n";
+  out << "platform: " << r.platform << "\n";
+  out << "flows: " << sim::to_string(r.flow_mode) << "; " << r.simulated_ranks << " rank"
+      << (r.simulated_ranks > 1 ? "s" : "") << " simulated as actors, links of " << r.window_nodes << " of "
+      << sc.cluster.nodes << " node" << (sc.cluster.nodes > 1 ? "s" : "") << " simulated\n";
+  Table tt({"", "SimGrid", "analytic", "difference"});
+  auto row = [&](const std::string& name, double x, double y) {
+    tt.add({name, seconds_text(x), seconds_text(y), signed_percent(x, y)});
+  };
+  row("step (rank " + std::to_string(r.report_rank) + ")", t.step_seconds, a.step_seconds);
+  if (r.step_seconds > t.step_seconds * (1 + 1e-9)) row("step (slowest rank)", r.step_seconds, a.step_seconds);
+  row("compute", t.compute_seconds, a.compute_seconds);
+  row("  of which interference", t.interference_seconds, a.interference_seconds);
+  row("exposed communication", t.exposed_comm_seconds, a.exposed_comm_seconds);
+  row("optimizer", t.optimizer_seconds, a.optimizer_seconds);
+  row("other exposed (CPU, copies)", t.exposed_other_seconds, a.exposed_other_seconds);
+  tt.add({"tokens/s per GPU", number(t.tokens_per_second_per_gpu, "%.0f"), number(a.tokens_per_second_per_gpu, "%.0f"),
+          signed_percent(t.tokens_per_second_per_gpu, a.tokens_per_second_per_gpu)});
+  tt.add({"MFU", percent(t.mfu), percent(a.mfu), signed_percent(t.mfu, a.mfu)});
+  out << tt.str();
+
+  if (!r.collectives.empty()) {
+    out << "\nCollectives (rank " << r.report_rank << "; mean per call)\n";
+    Table ct({"kind", "calls", "SimGrid", "analytic", "NCCL alone", "vs alone"});
+    for (const sim::CollectiveStats& c : r.collectives) {
+      if (c.count == 0) continue;
+      ct.add({c.kind, std::to_string(c.count), seconds_text(c.simgrid_seconds / c.count),
+              seconds_text(c.analytic_seconds / c.count), seconds_text(c.nominal_seconds / c.count),
+              signed_percent(c.simgrid_seconds, c.nominal_seconds)});
+    }
+    out << ct.str();
+  }
+
+  if (r.ranks.size() > 1) {
+    const sim::RankSummary* fast = &r.ranks.front();
+    const sim::RankSummary* slow = &r.ranks.front();
+    for (const sim::RankSummary& s : r.ranks) {
+      if (s.step_seconds < fast->step_seconds) fast = &s;
+      if (s.step_seconds > slow->step_seconds) slow = &s;
+    }
+    out << "\nRanks: " << r.ranks.size() << " simulated; step from " << seconds_text(fast->step_seconds) << " (rank "
+        << fast->rank << ") to " << seconds_text(slow->step_seconds) << " (rank " << slow->rank << ")\n";
+    bool any = false;
+    for (const sim::RankSummary& s : r.ranks)
+      if (s.compute_speed != 1) {
+        if (!any) out << "stragglers:";
+        any = true;
+        out << " rank " << s.rank << " at " << percent(s.compute_speed) << " speed, step " << seconds_text(s.step_seconds)
+            << ";";
+      }
+    if (any) out << "\n";
+  }
+
+  if (!r.links.empty()) {
+    out << "\nBusiest links (utilisation = bytes / (bandwidth x step); while busy = bytes / (bandwidth x time with traffic))\n";
+    Table lt({"link", "kind", "bandwidth", "carried", "utilisation", "busy", "while busy"});
+    for (int i = 0; i < links && i < static_cast<int>(r.links.size()); ++i) {
+      const sim::LinkStats& l = r.links[i];
+      lt.add({l.name, l.kind, gbps(l.bandwidth), gib(l.bytes), percent(l.utilisation),
+              percent(r.step_seconds > 0 ? l.busy_seconds / r.step_seconds : 0), percent(l.busy_utilisation)});
+    }
+    out << lt.str();
+    out << "\nBy kind of link\n";
+    Table kt({"kind", "links used", "max utilisation", "mean utilisation", "busiest"});
+    for (const sim::LinkClassStats& c : r.link_classes)
+      kt.add({c.kind, std::to_string(c.links), percent(c.max_utilisation), percent(c.mean_utilisation), c.busiest});
+    out << kt.str();
+    const sim::LinkStats& top = r.links.front();
+    out << "bottleneck: " << top.name << " (" << top.kind << "), busy " << percent(r.step_seconds > 0 ? top.busy_seconds / r.step_seconds : 0)
+        << " of the step at " << percent(top.busy_utilisation) << " of its bandwidth while busy\n";
+  }
+  if (!r.notes.empty()) {
+    out << "\nNotes\n";
+    for (const std::string& n : r.notes) out << "- " << n << "\n";
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "\nsimulation: %.2f s wall, %.0f events (%.0f flows), %.0f events/s\n", r.wall_seconds,
+                r.events, r.flows, r.events_per_second);
+  out << buf;
+  return out.str();
+}
+
+nlohmann::json timing_keys(const sim::StepTiming& t) {
+  return {{"step_seconds", t.step_seconds},
+          {"compute_seconds", t.compute_seconds},
+          {"exposed_comm_seconds", t.exposed_comm_seconds},
+          {"optimizer_seconds", t.optimizer_seconds},
+          {"exposed_other_seconds", t.exposed_other_seconds},
+          {"interference_seconds", t.interference_seconds},
+          {"comm_seconds", t.comm_seconds}};
+}
+
+nlohmann::json simulate_json(const sim::Estimate& e, const sim::SimgridResult& r, const planner::Scenario& sc) {
+  nlohmann::json j = estimate_json(e, sc);
+  nlohmann::json time = timing_keys(r.timing);
+  time["job_step_seconds"] = r.step_seconds;
+  j["time"] = time;
+  j["throughput"] = {{"tokens_per_second_per_gpu", r.timing.tokens_per_second_per_gpu},
+                     {"mfu", r.timing.mfu},
+                     {"hfu", r.timing.hfu}};
+  nlohmann::json sg = sim::simgrid_result_to_json(r);
+  sg.erase("timing");
+  sg.erase("detail");
+  sg.erase("analytic");
+  j["simgrid"] = sg;
+  j["analytic"] = {{"time", timing_keys(r.analytic)},
+                   {"throughput",
+                    {{"tokens_per_second_per_gpu", r.analytic.tokens_per_second_per_gpu}, {"mfu", r.analytic.mfu}}}};
+  j["difference"] = {{"step_fraction", r.analytic.step_seconds > 0 ? r.timing.step_seconds / r.analytic.step_seconds - 1 : 0},
+                     {"exposed_comm_seconds", r.timing.exposed_comm_seconds - r.analytic.exposed_comm_seconds}};
+  return j;
+}
+
+void run_simulate(const SimulateOptions& o) {
+  sim::SimgridScenario ss = sim::load_simgrid_scenario(o.scenario, o.overrides);
+  sim::SimgridOptions& options = ss.options;
+  if (!o.platform.empty()) {
+    options.platform_xml = planner::resolve_path(o.platform, "");
+    std::ifstream probe(options.platform_xml);
+    if (!probe) throw InputError(o.platform, "", "cannot open the SimGrid platform file");
+  }
+  if (!o.flow_mode.empty())
+    options.flow_mode = o.flow_mode == "aggregated" ? sim::FlowMode::aggregated
+                      : o.flow_mode == "per_step"   ? sim::FlowMode::per_step
+                                                    : sim::FlowMode::automatic;
+  if (!o.symmetry.empty()) options.symmetry = o.symmetry == "off" ? sim::Symmetry::off : sim::Symmetry::automatic;
+  if (o.rank >= 0) {
+    if (o.rank >= ss.scenario.world_size())
+      throw InputError(o.scenario, "", "--rank " + std::to_string(o.rank) + " is outside the world of " +
+                                           std::to_string(ss.scenario.world_size()) + " ranks");
+    options.report_rank = o.rank;
+  }
+  if (!o.export_platform.empty()) {
+    std::ofstream out(o.export_platform);
+    if (!out) throw InputError(o.export_platform, "", "cannot write the file");
+    out << sim::simgrid_platform_xml(ss.scenario, options);
+    std::cerr << "wrote the SimGrid platform to " << o.export_platform << "\n";
+  }
+  const sim::Estimate analytic = sim::estimate_step(ss.scenario);
+  const sim::SimgridResult r = sim::simulate_simgrid(ss.scenario, options);
+  const sim::Estimate e = simgrid_estimate(analytic, r);
+  if (!o.trace.empty()) {
+    std::vector<sim::TraceProcess> processes;
+    std::vector<std::string> names;
+    names.reserve(r.detail.size() + 1);
+    for (const sim::SimgridRankTiming& d : r.detail) {
+      names.push_back("SimGrid rank " + std::to_string(d.rank) + (r.symmetric ? " (every rank)" : "") + ": " +
+                      e.plan.schedule.name);
+      processes.push_back({names.back(), &e.plan.schedule, &d.timing});
+    }
+    processes.push_back({"analytic engine: " + e.plan.schedule.name, &e.plan.schedule, &r.analytic});
+    std::ofstream out(o.trace);
+    if (!out) throw InputError(o.trace, "", "cannot write the trace file");
+    out << sim::chrome_trace(processes).dump() << "\n";
+    std::cerr << "wrote the trace to " << o.trace << " (open it in ui.perfetto.dev)\n";
+  }
+  if (o.json) std::cout << simulate_json(e, r, ss.scenario).dump(2) << "\n";
+  else std::cout << simulate_text(e, r, ss.scenario, o.links);
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto o = std::make_shared<SimulateOptions>();
+  CLI::App* cmd = app.add_subcommand("simulate", "The step on a simulated cluster (SimGrid): topology, link contention, stragglers");
+  cmd->add_option("-s,--scenario", o->scenario, "Scenario JSON file (its \"simulation\" object sets stragglers, slow links, fabric)")
+      ->required();
+  cmd->add_option("--set", o->overrides, "Override a scenario field: a.b.c=value (repeatable; simulation.* too)");
+  cmd->add_flag("--json", o->json, "Print one JSON object for tools");
+  cmd->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace of the simulated step");
+  cmd->add_option("--platform", o->platform, "A SimGrid platform XML file instead of the platform built from the cluster");
+  cmd->add_option("--export-platform", o->export_platform, "Write the platform built from the cluster as SimGrid XML");
+  cmd->add_option("--flow-mode", o->flow_mode, "How collectives send flows: auto, aggregated, per_step")
+      ->check(CLI::IsMember({"auto", "aggregated", "per_step"}));
+  cmd->add_option("--symmetry", o->symmetry, "auto: simulate one rank of identical ranks; off: every rank")
+      ->check(CLI::IsMember({"auto", "off"}));
+  cmd->add_option("--links", o->links, "How many of the busiest links to list")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--rank", o->rank, "The rank whose timing the report shows (default 0)");
+  cmd->callback([o] { run_simulate(*o); });
+}
+
+}  // namespace fsdpsim::tools

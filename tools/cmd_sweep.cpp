@@ -1,0 +1,770 @@
+// `fsdpsim sweep`: many configurations at once over the analytic engine (a thread pool),
+// ranked, with the Pareto front of memory vs throughput and a recommendation; or, with
+// --wrap-search, the optimal wrapping of one configuration (sim/wrap_search.h).
+//
+// The top points can be re-simulated with SimGrid (--resimulate-top K): each in its own
+// process (`fsdpsim simulate --json`; SimGrid keeps one engine per process).
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "models/json_input.h"
+#include "planner/sweep_space.h"
+#include "sim/sweep.h"
+#include "sim/wrap_search.h"
+#include "tools/commands.h"
+#include "tools/format.h"
+
+extern char** environ;
+
+namespace fsdpsim::tools {
+
+void add_sweep_command(CLI::App& app);
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr std::size_t kMaxPoints = 10'000'000;
+
+struct SweepOptionsCli {
+  std::string scenario;
+  std::string sweep_file;
+  std::vector<std::string> overrides;
+  std::vector<std::string> axes;
+  double headroom_gib = 0;
+  std::string objective = "throughput";
+  double tolerance = 0.01;
+  int top = 10;
+  std::string csv;
+  bool json = false;
+  int threads = 0;
+  bool progress = false;
+  int resimulate_top = 0;
+  // --wrap-search
+  bool wrap_search = false;
+  std::string wrap_objective = "exposed_comm";
+  int wrap_candidates = 8;
+  int wrap_max_unit = 0;
+  int wrap_local_search = 200;
+  bool brute_force = false;
+  // Which options the command line gave (the sweep file fills the others).
+  CLI::Option* headroom_opt = nullptr;
+  CLI::Option* objective_opt = nullptr;
+  CLI::Option* tolerance_opt = nullptr;
+  CLI::Option* top_opt = nullptr;
+};
+
+// ---- Ctrl-C -------------------------------------------------------------------------------
+
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void on_sigint(int) {
+  g_interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process
+}
+
+// ---- progress -----------------------------------------------------------------------------
+
+class Progress {
+ public:
+  Progress(bool enabled, bool tty) : enabled_(enabled), tty_(tty), start_(std::chrono::steady_clock::now()) {}
+  void update(std::size_t done, std::size_t total) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mutex_);
+    const double since = std::chrono::duration<double>(now - last_).count();
+    if (done < total && since < (tty_ ? 0.1 : 2.0)) return;
+    last_ = now;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double fraction = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+    const double eta = done ? elapsed * (static_cast<double>(total - done) / static_cast<double>(done)) : 0;
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(fraction * kWidth);
+    char line[256];
+    std::snprintf(line, sizeof line, "[%s%s] %zu/%zu %3.0f%%  %.1f s elapsed, ETA %.1f s  ",
+                  std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(), done, total,
+                  100 * fraction, elapsed, eta);
+    std::cerr << (tty_ ? "\r" : "") << line << (tty_ ? "" : "\n") << std::flush;
+    drawn_ = true;
+  }
+  void finish() {
+    if (enabled_ && drawn_ && tty_) std::cerr << "\n" << std::flush;
+  }
+
+ private:
+  bool enabled_, tty_, drawn_ = false;
+  std::chrono::steady_clock::time_point start_, last_{};
+  std::mutex mutex_;
+};
+
+// ---- SimGrid re-simulation: one `fsdpsim simulate --json` process per point -----------------
+
+struct Subprocess {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+Subprocess run_self(const std::vector<std::string>& args) {
+  Subprocess r;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) {
+    r.err = "cannot find the fsdpsim executable";
+    return r;
+  }
+  exe[n] = '\0';
+  int out_pipe[2];
+  if (::pipe(out_pipe) != 0) {
+    r.err = "pipe failed";
+    return r;
+  }
+  char err_path[] = "/tmp/fsdpsim_sweep_err_XXXXXX";
+  const int err_fd = ::mkstemp(err_path);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_addclose(&actions, out_pipe[0]);
+  if (err_fd >= 0) posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
+  std::vector<std::string> argv_s = {exe};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, exe, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out_pipe[1]);
+  if (rc == 0) {
+    char buf[65536];
+    ssize_t got;
+    while ((got = ::read(out_pipe[0], buf, sizeof buf)) > 0) r.out.append(buf, static_cast<std::size_t>(got));
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  } else {
+    r.err = "cannot start " + std::string(exe);
+  }
+  ::close(out_pipe[0]);
+  if (err_fd >= 0) {
+    std::ifstream in(err_path);
+    r.err.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    ::close(err_fd);
+    ::unlink(err_path);
+  }
+  return r;
+}
+
+std::string first_line(const std::string& s) {
+  const auto nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+// The hook for sim::resimulate_top: SimGrid through `fsdpsim simulate`.
+sim::Resimulator simgrid_resimulator(const std::string& scenario, const std::vector<std::string>& base_overrides) {
+  auto unavailable = std::make_shared<std::string>();
+  return [scenario, base_overrides, unavailable](const sim::PointResult& p,
+                                                 std::string& note) -> std::optional<sim::PointMetrics> {
+    if (!unavailable->empty()) {
+      note = *unavailable;
+      return std::nullopt;
+    }
+    std::vector<std::string> args = {"simulate", "--scenario", scenario, "--json"};
+    for (const std::string& o : base_overrides) args.insert(args.end(), {"--set", o});
+    for (const std::string& o : p.overrides) args.insert(args.end(), {"--set", o});
+    const Subprocess r = run_self(args);
+    if (r.exit_code != 0) {
+      note = "SimGrid re-simulation unavailable: `fsdpsim simulate` failed: " + first_line(r.err);
+      // No such verb, or the SimGrid engine is missing: the same for every point.
+      if (r.err.find("simulate") != std::string::npos || r.exit_code == 109) *unavailable = note;
+      return std::nullopt;
+    }
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(r.out);
+    } catch (const std::exception& e) {
+      note = std::string("`fsdpsim simulate --json` printed no JSON: ") + e.what();
+      return std::nullopt;
+    }
+    auto num = [&](const char* pointer) {
+      const auto ptr = nlohmann::json::json_pointer(pointer);
+      return j.contains(ptr) && j[ptr].is_number() ? j[ptr].get<double>() : 0.0;
+    };
+    sim::PointMetrics m;
+    m.step_seconds = num("/time/step_seconds");
+    m.compute_seconds = num("/time/compute_seconds");
+    m.exposed_comm_seconds = num("/time/exposed_comm_seconds");
+    m.optimizer_seconds = num("/time/optimizer_seconds");
+    m.tokens_per_second_per_gpu = num("/throughput/tokens_per_second_per_gpu");
+    m.mfu = num("/throughput/mfu");
+    if (!(m.step_seconds > 0)) {
+      note = "`fsdpsim simulate --json` gave no time.step_seconds";
+      return std::nullopt;
+    }
+    note = "SimGrid (fsdpsim simulate)";
+    return m;  // memory: the schedule's, kept by resimulate_top
+  };
+}
+
+// ---- output ---------------------------------------------------------------------------------
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string shell_quote(const std::string& s) {
+  if (s.find_first_of(" \"'{}[]*$;&|<>()\\") == std::string::npos) return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string set_args(const std::vector<std::string>& overrides) {
+  std::string out;
+  for (const std::string& o : overrides) out += " --set " + shell_quote(o);
+  return out;
+}
+
+std::map<std::size_t, std::size_t> rank_of(const sim::SweepResult& r) {
+  std::map<std::size_t, std::size_t> m;
+  for (std::size_t k = 0; k < r.ranking.size(); ++k) m[r.ranking[k]] = k + 1;
+  return m;
+}
+
+nlohmann::json metrics_json(const sim::PointMetrics& m) {
+  return {{"memory",
+           {{"peak_allocated_bytes", m.peak_allocated_bytes},
+            {"peak_reserved_bytes", m.peak_reserved_bytes},
+            {"model_state_bytes", m.model_state_bytes},
+            {"device_overhead_bytes", m.device_overhead_bytes},
+            {"device_peak_bytes", m.device_peak_bytes},
+            {"gpu_memory_bytes", m.gpu_memory_bytes}}},
+          {"time",
+           {{"step_seconds", m.step_seconds},
+            {"compute_seconds", m.compute_seconds},
+            {"exposed_comm_seconds", m.exposed_comm_seconds},
+            {"optimizer_seconds", m.optimizer_seconds}}},
+          {"throughput", {{"tokens_per_second_per_gpu", m.tokens_per_second_per_gpu}, {"mfu", m.mfu}}},
+          {"units", m.units}};
+}
+
+nlohmann::json sweep_json(const sim::SweepResult& r, const planner::ScenarioTemplate& base) {
+  nlohmann::json j;
+  j["scenario"] = base.file();
+  j["base_overrides"] = base.base_overrides();
+  nlohmann::json axes = nlohmann::json::array();
+  for (const planner::Axis& a : r.space.axes) {
+    nlohmann::json values = nlohmann::json::array();
+    for (const planner::AxisValue& v : a.values) values.push_back({{"label", v.label}, {"overrides", v.overrides}});
+    axes.push_back({{"key", a.key}, {"values", values}});
+  }
+  j["axes"] = axes;
+  j["objective"] = sim::to_string(r.objective);
+  j["headroom_bytes"] = r.headroom_bytes;
+  j["threads"] = r.threads;
+  j["wall_seconds"] = r.wall_seconds;
+  j["interrupted"] = r.interrupted;
+  j["counts"] = {{"points", r.points.size()}, {"evaluated", r.evaluated}, {"skipped", r.skipped},
+                 {"failed", r.failed},        {"fitting", r.fitting}};
+  const auto ranks = rank_of(r);
+  const std::set<std::size_t> pareto(r.pareto.begin(), r.pareto.end());
+  nlohmann::json points = nlohmann::json::array();
+  for (const sim::PointResult& p : r.points) {
+    nlohmann::json values = nlohmann::json::object();
+    for (std::size_t k = 0; k < r.space.axes.size(); ++k)
+      values[r.space.axes[k].key] = r.space.axes[k].values[p.choice[k]].label;
+    nlohmann::json pj = {{"index", p.index}, {"label", p.label}, {"values", values}, {"overrides", p.overrides},
+                         {"status", sim::to_string(p.status)}};
+    if (p.status != sim::PointStatus::ok) {
+      pj["reason"] = p.reason;
+    } else {
+      pj.update(metrics_json(p.metrics));
+      pj["fits"] = p.fits;
+      pj["overage_bytes"] = std::max(0.0, p.overage_bytes);
+      pj["rank"] = ranks.at(p.index);
+      pj["pareto"] = pareto.count(p.index) > 0;
+    }
+    if (p.resimulated) pj["resimulated"] = metrics_json(*p.resimulated);
+    if (!p.resimulation_note.empty()) pj["resimulation_note"] = p.resimulation_note;
+    points.push_back(pj);
+  }
+  j["points"] = points;
+  j["ranking"] = r.ranking;
+  j["pareto"] = r.pareto;
+  j["resimulated_ranking"] = r.resimulated_ranking;
+  if (r.recommendation.found) {
+    const sim::PointResult& p = r.points[r.recommendation.point];
+    j["recommendation"] = {{"point", p.index}, {"label", p.label}, {"overrides", p.overrides}, {"why", r.recommendation.why}};
+  } else {
+    j["recommendation"] = nullptr;
+  }
+  if (r.smallest_overage) {
+    const sim::PointResult& p = r.points[*r.smallest_overage];
+    j["smallest_overage"] = {{"point", p.index}, {"label", p.label}, {"overage_bytes", p.overage_bytes}};
+  } else {
+    j["smallest_overage"] = nullptr;
+  }
+  return j;
+}
+
+void write_csv(const sim::SweepResult& r, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw InputError(path, "", "cannot write the CSV file");
+  out << "index";
+  for (const planner::Axis& a : r.space.axes) out << "," << csv_field(a.key);
+  out << ",status,reason,fits,device_peak_bytes,peak_reserved_bytes,peak_allocated_bytes,overage_bytes,step_seconds,"
+         "tokens_per_second_per_gpu,mfu,exposed_comm_seconds,compute_seconds,units,rank,pareto,"
+         "resimulated_step_seconds,resimulated_tokens_per_second_per_gpu,resimulated_mfu\n";
+  const auto ranks = rank_of(r);
+  const std::set<std::size_t> pareto(r.pareto.begin(), r.pareto.end());
+  auto num = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return std::string(buf);
+  };
+  for (const sim::PointResult& p : r.points) {
+    out << p.index;
+    for (std::size_t k = 0; k < r.space.axes.size(); ++k) out << "," << csv_field(r.space.axes[k].values[p.choice[k]].label);
+    out << "," << sim::to_string(p.status) << "," << csv_field(p.reason);
+    if (p.status == sim::PointStatus::ok) {
+      const sim::PointMetrics& m = p.metrics;
+      out << "," << (p.fits ? "true" : "false") << "," << num(m.device_peak_bytes) << "," << m.peak_reserved_bytes << ","
+          << m.peak_allocated_bytes << "," << num(std::max(0.0, p.overage_bytes)) << "," << num(m.step_seconds) << ","
+          << num(m.tokens_per_second_per_gpu) << "," << num(m.mfu) << "," << num(m.exposed_comm_seconds) << ","
+          << num(m.compute_seconds) << "," << m.units << "," << ranks.at(p.index) << ","
+          << (pareto.count(p.index) ? "true" : "false");
+    } else {
+      out << ",,,,,,,,,,,,,";
+    }
+    if (p.resimulated)
+      out << "," << num(p.resimulated->step_seconds) << "," << num(p.resimulated->tokens_per_second_per_gpu) << ","
+          << num(p.resimulated->mfu);
+    else
+      out << ",,,";
+    out << "\n";
+  }
+}
+
+std::vector<std::string> axis_cells(const sim::SweepResult& r, const sim::PointResult& p) {
+  std::vector<std::string> cells;
+  for (std::size_t k = 0; k < r.space.axes.size(); ++k) cells.push_back(r.space.axes[k].values[p.choice[k]].label);
+  return cells;
+}
+
+std::vector<std::string> header_with_axes(const sim::SweepResult& r, std::vector<std::string> before,
+                                          const std::vector<std::string>& after) {
+  for (const planner::Axis& a : r.space.axes) before.push_back(a.key);
+  before.insert(before.end(), after.begin(), after.end());
+  return before;
+}
+
+std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplate& base, int top) {
+  std::ostringstream out;
+  const planner::Scenario& sc = base.base();
+  const double gpu = sc.cluster.gpu.memory_bytes;
+  out << "Sweep of " << sc.model.name << " (" << fixed(sc.model.parameter_count() / 1e9, 2) << "B params) on "
+      << sc.world_size() << " x " << sc.cluster.gpu.name << " (" << sc.cluster.nodes << " x " << sc.cluster.gpus_per_node
+      << "): " << r.points.size() << " point" << (r.points.size() == 1 ? "" : "s") << " over " << r.space.axes.size()
+      << " ax" << (r.space.axes.size() == 1 ? "is" : "es") << "\n";
+  out << "evaluated " << r.evaluated << ", skipped " << r.skipped << " (invalid combinations), failed " << r.failed
+      << "; " << r.threads << " thread" << (r.threads == 1 ? "" : "s") << ", " << seconds_text(r.wall_seconds) << " ("
+      << fixed(r.wall_seconds > 0 ? static_cast<double>(r.evaluated + r.skipped + r.failed) / r.wall_seconds : 0, 0)
+      << " points/s)\n";
+  out << "fits: device peak (reserved + CUDA/NCCL overhead) + headroom " << gib(r.headroom_bytes) << " <= GPU "
+      << gib(gpu) << "; " << r.fitting << " of " << r.evaluated << " fit\n";
+  if (r.interrupted)
+    out << "INTERRUPTED: " << (r.evaluated + r.skipped + r.failed) << " of " << r.points.size()
+        << " points done; the results below cover those\n";
+
+  const auto ranks = rank_of(r);
+  auto metric_cells = [&](const sim::PointResult& p) {
+    const sim::PointMetrics& m = p.metrics;
+    return std::vector<std::string>{p.fits ? "yes" : "no (+" + gib(p.overage_bytes) + ")",
+                                    gib(m.device_peak_bytes),
+                                    seconds_text(m.step_seconds),
+                                    fixed(m.tokens_per_second_per_gpu, 0),
+                                    percent(m.mfu),
+                                    seconds_text(m.exposed_comm_seconds)};
+  };
+  const std::vector<std::string> metric_header = {"fits", "device peak", "step", "tokens/s/GPU", "MFU", "exposed comm"};
+  if (!r.ranking.empty()) {
+    const std::string by = r.objective == sim::Objective::throughput ? "tokens/s/GPU"
+                         : r.objective == sim::Objective::step_time  ? "step time"
+                                                                     : "device peak memory";
+    out << "\nRanked by " << by << ", those that fit first (top " << std::min<std::size_t>(top, r.ranking.size())
+        << " of " << r.ranking.size() << ")\n";
+    Table t(header_with_axes(r, {"rank", "#"}, metric_header));
+    for (std::size_t k = 0; k < r.ranking.size() && k < static_cast<std::size_t>(top); ++k) {
+      const sim::PointResult& p = r.points[r.ranking[k]];
+      std::vector<std::string> row = {std::to_string(k + 1), std::to_string(p.index)};
+      for (auto& c : axis_cells(r, p)) row.push_back(c);
+      for (auto& c : metric_cells(p)) row.push_back(c);
+      t.add(row);
+    }
+    out << t.str();
+  }
+  if (!r.pareto.empty()) {
+    out << "\nPareto front: device peak memory vs tokens/s/GPU (" << (r.fitting ? "points that fit" : "all points; none fits")
+        << ", memory ascending)\n";
+    Table t(header_with_axes(r, {"#", "rank"}, {"device peak", "tokens/s/GPU", "MFU"}));
+    for (std::size_t i : r.pareto) {
+      const sim::PointResult& p = r.points[i];
+      std::vector<std::string> row = {std::to_string(p.index), std::to_string(ranks.at(p.index))};
+      for (auto& c : axis_cells(r, p)) row.push_back(c);
+      row.push_back(gib(p.metrics.device_peak_bytes));
+      row.push_back(fixed(p.metrics.tokens_per_second_per_gpu, 0));
+      row.push_back(percent(p.metrics.mfu));
+      t.add(row);
+    }
+    out << t.str();
+  }
+  if (!r.resimulated_ranking.empty()) {
+    out << "\nTop " << r.resimulated_ranking.size() << " re-simulated with SimGrid\n";
+    Table t(header_with_axes(r, {"#"}, {"analytic step", "SimGrid step", "SimGrid tokens/s/GPU", "SimGrid MFU"}));
+    for (std::size_t i : r.resimulated_ranking) {
+      const sim::PointResult& p = r.points[i];
+      std::vector<std::string> row = {std::to_string(p.index)};
+      for (auto& c : axis_cells(r, p)) row.push_back(c);
+      row.push_back(seconds_text(p.metrics.step_seconds));
+      row.push_back(seconds_text(p.resimulated->step_seconds));
+      row.push_back(fixed(p.resimulated->tokens_per_second_per_gpu, 0));
+      row.push_back(percent(p.resimulated->mfu));
+      t.add(row);
+    }
+    out << t.str();
+  } else {
+    for (const sim::PointResult& p : r.points)
+      if (!p.resimulation_note.empty()) {
+        out << "\n" << p.resimulation_note << "\n";
+        break;
+      }
+  }
+
+  out << "\n";
+  if (r.recommendation.found) {
+    const sim::PointResult& p = r.points[r.recommendation.point];
+    out << "Recommended: #" << p.index << (p.label.empty() ? " (the base scenario)" : " " + p.label) << "\n";
+    out << "  why: " << r.recommendation.why << "\n";
+    out << "  run: fsdpsim estimate --scenario " << shell_quote(base.file()) << set_args(base.base_overrides())
+        << set_args(p.overrides) << "\n";
+  } else if (r.smallest_overage) {
+    out << sim::no_fit_message(r) << "\n";
+    out << "  try: more GPUs (--set cluster.nodes=...), activation checkpointing, a smaller micro-batch, FULL_SHARD, or "
+           "CPU offload\n";
+  } else {
+    out << "No configuration was evaluated.\n";
+  }
+
+  std::vector<const sim::PointResult*> bad;
+  for (const sim::PointResult& p : r.points)
+    if (p.status == sim::PointStatus::skipped || p.status == sim::PointStatus::failed) bad.push_back(&p);
+  if (!bad.empty()) {
+    out << "\nSkipped or failed (" << bad.size() << ")\n";
+    constexpr std::size_t kShown = 8;
+    for (std::size_t k = 0; k < bad.size() && k < kShown; ++k)
+      out << "  #" << bad[k]->index << (bad[k]->label.empty() ? "" : " " + bad[k]->label) << ": "
+          << (bad[k]->status == sim::PointStatus::failed ? "failed: " : "") << bad[k]->reason << "\n";
+    if (bad.size() > kShown) out << "  ... and " << bad.size() - kShown << " more (--csv or --json lists them all)\n";
+  }
+  return out.str();
+}
+
+// ---- wrap search ----------------------------------------------------------------------------
+
+nlohmann::json candidate_json(const sim::WrapCandidate& c) {
+  nlohmann::json j = {{"partition", c.partition},
+                      {"units", sim::partition_text(c.partition)},
+                      {"model", {{"objective_seconds", c.model_objective_seconds},
+                                 {"exposed_comm_seconds", c.model_exposed_seconds},
+                                 {"step_seconds", c.model_step_seconds},
+                                 {"device_peak_bytes", c.model_peak_bytes},
+                                 {"fits", c.model_fits}}}};
+  if (c.engine) {
+    nlohmann::json e = metrics_json(*c.engine);
+    e["fits"] = c.engine_fits;
+    e["objective_seconds"] = c.engine_objective_seconds;
+    j["engine"] = e;
+  }
+  return j;
+}
+
+void run_wrap_search(const SweepOptionsCli& o, const std::string& scenario_file, const nlohmann::json& scenario_inline,
+                     const std::vector<std::string>& overrides, double headroom_bytes) {
+  const planner::Scenario sc = scenario_inline.is_null()
+                                   ? planner::load_scenario(scenario_file, overrides)
+                                   : planner::parse_scenario(scenario_inline, scenario_file, overrides);
+  sim::WrapSearchOptions w;
+  if (o.wrap_objective == "step_time") w.objective = sim::WrapObjective::step_time;
+  else if (o.wrap_objective == "exposed_comm") w.objective = sim::WrapObjective::exposed_comm;
+  else throw InputError("", "--wrap-objective", "expected exposed_comm or step_time, got \"" + o.wrap_objective + "\"");
+  w.headroom_bytes = headroom_bytes;
+  w.candidates = std::max(1, o.wrap_candidates);
+  w.max_blocks_per_unit = o.wrap_max_unit;
+  w.local_search = std::max(0, o.wrap_local_search);
+  const sim::WrapSearchResult r = sim::search_wrapping(sc, w);
+  std::optional<sim::BruteForceResult> bf;
+  if (o.brute_force) {
+    if (r.blocks.size() > 14)
+      throw InputError("", "--brute-force", "the model has " + std::to_string(r.blocks.size()) +
+                                                " blocks: 2^" + std::to_string(r.blocks.size() - 1) +
+                                                " wrappings are too many to time with the engine (at most 14 blocks)");
+    bf = sim::brute_force_wrapping(sc, w, true);
+  }
+  const auto same = [](const sim::WrapCandidate& a, const sim::WrapCandidate& b) {
+    return std::abs(a.engine_objective_seconds - b.engine_objective_seconds) <=
+           1e-9 * std::max(std::abs(a.engine_objective_seconds), std::abs(b.engine_objective_seconds));
+  };
+  if (o.json) {
+    nlohmann::json j;
+    j["scenario"] = scenario_file;
+    j["overrides"] = overrides;
+    j["objective"] = sim::to_string(w.objective);
+    j["headroom_bytes"] = headroom_bytes;
+    j["blocks"] = r.blocks;
+    j["dp"] = {{"states", r.dp_states}, {"seconds", r.dp_seconds}, {"build_seconds", r.build_seconds},
+               {"model_found_fit", r.model_found_fit}};
+    nlohmann::json cands = nlohmann::json::array();
+    for (const auto& c : r.candidates) cands.push_back(candidate_json(c));
+    j["candidates"] = cands;
+    j["dp_choice"] = r.dp_choice;
+    j["per_block"] = candidate_json(r.per_block);
+    j["found"] = r.found;
+    j["best"] = candidate_json(r.best);
+    j["best_from"] = r.best_from;
+    j["wrap"] = r.wrap;
+    j["engine_evaluations"] = r.engine_evaluations;
+    j["refine_seconds"] = r.refine_seconds;
+    if (bf) {
+      const auto& all = bf->all;
+      j["brute_force"] = {
+          {"partitions", all.size()},
+          {"model_best", bf->model_best >= 0 ? candidate_json(all[bf->model_best]) : nlohmann::json(nullptr)},
+          {"engine_best", bf->engine_best >= 0 ? candidate_json(all[bf->engine_best]) : nlohmann::json(nullptr)},
+          {"model_rank_of_engine_best", bf->model_rank_of_engine_best},
+          {"search_equals_engine_best", bf->engine_best >= 0 && r.found && same(r.best, all[bf->engine_best])}};
+    }
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::ostringstream out;
+  out << "Wrapping search for " << sc.model.name << " on " << sc.world_size() << " x " << sc.cluster.gpu.name << ": "
+      << r.blocks.size() << " blocks (" << r.blocks.front() << " ... " << r.blocks.back() << "), objective "
+      << sim::to_string(w.objective) << ", fits: device peak + " << gib(headroom_bytes) << " <= "
+      << gib(sc.cluster.gpu.memory_bytes) << "\n";
+  out << "dynamic program: " << r.dp_states << " states, " << seconds_text(r.dp_seconds) << " (model built in "
+      << seconds_text(r.build_seconds) << "); " << r.engine_evaluations << " engine evaluations in "
+      << seconds_text(r.refine_seconds) << "\n";
+  if (!r.model_found_fit) out << "the model finds no wrapping that fits; the candidates below ignore memory\n";
+  Table t({"", "units (blocks each)", "model exposed", "model peak", "exposed comm", "step", "device peak", "fits"});
+  auto row = [&](const std::string& name, const sim::WrapCandidate& c) {
+    std::string units = sim::partition_text(c.partition);
+    if (units.size() > 48) units = units.substr(0, 45) + "...";
+    t.add({name, units, seconds_text(c.model_exposed_seconds), gib(c.model_peak_bytes),
+           seconds_text(c.engine->exposed_comm_seconds), seconds_text(c.engine->step_seconds),
+           gib(c.engine->device_peak_bytes), c.engine_fits ? "yes" : "no"});
+  };
+  for (std::size_t i = 0; i < r.candidates.size(); ++i)
+    row("DP " + std::to_string(i + 1) + (static_cast<int>(i) == r.dp_choice ? " *" : ""), r.candidates[i]);
+  row("per block", r.per_block);
+  row("best", r.best);
+  out << t.str();
+  out << "(model: the separable cost the DP optimises; the rest: full planner + analytic engine; * the engine's best "
+         "of the DP's candidates)\n";
+  if (r.found) {
+    out << "\nbest wrapping (from the " << r.best_from << "): " << sim::partition_text(r.best.partition) << " = "
+        << r.best.partition.size() << " units; exposed communication " << seconds_text(r.best.engine->exposed_comm_seconds)
+        << " vs " << seconds_text(r.per_block.engine->exposed_comm_seconds) << " with one unit per block, step "
+        << seconds_text(r.best.engine->step_seconds) << " vs " << seconds_text(r.per_block.engine->step_seconds) << "\n";
+    out << "  --set " << shell_quote("fsdp.wrap=" + r.wrap.dump()) << "\n";
+  } else {
+    out << "\nno wrapping found that fits in GPU memory with " << gib(headroom_bytes) << " headroom\n";
+  }
+  if (bf) {
+    const auto& all = bf->all;
+    out << "\nBrute force over all " << all.size() << " wrappings (full planner + engine each):\n";
+    if (bf->engine_best >= 0) {
+      const auto& eb = all[bf->engine_best];
+      out << "  engine's best: " << sim::partition_text(eb.partition) << ", " << seconds_text(eb.engine_objective_seconds)
+          << "; the search's best " << (r.found && same(r.best, eb) ? "equals it" : "differs") << "\n";
+      out << "  in the model's order the engine's best is #" << bf->model_rank_of_engine_best + 1
+          << " (1 = the DP's first choice)\n";
+    } else {
+      out << "  no wrapping fits by the engine\n";
+    }
+    if (bf->model_best >= 0)
+      out << "  the model's best: " << sim::partition_text(all[bf->model_best].partition) << " (model "
+          << seconds_text(all[bf->model_best].model_objective_seconds) << ", the DP's first: "
+          << (r.candidates.empty() ? std::string("none")
+                                   : seconds_text(r.candidates.front().model_objective_seconds))
+          << ")\n";
+  }
+  std::cout << out.str();
+}
+
+// ---- the sweep ------------------------------------------------------------------------------
+
+void run_sweep_command(const SweepOptionsCli& o) {
+  std::string scenario = o.scenario;
+  nlohmann::json scenario_inline;  // a sweep file's inline scenario (its references resolve beside it)
+  std::vector<std::string> overrides;
+  std::vector<planner::AxisSpec> specs;
+  double headroom_gib = o.headroom_gib;
+  std::string objective = o.objective;
+  double tolerance = o.tolerance;
+  int top = o.top;
+  if (!o.sweep_file.empty()) {
+    const planner::SweepFile f = planner::load_sweep_file(o.sweep_file);
+    if (scenario.empty()) {
+      scenario = f.scenario;
+      if (!f.scenario_inline.is_null()) {
+        scenario_inline = f.scenario_inline;
+        scenario = o.sweep_file;
+      }
+    }
+    overrides = f.overrides;
+    specs = f.axes;
+    if (f.headroom_gib && !o.headroom_opt->count()) headroom_gib = *f.headroom_gib;
+    if (f.objective && !o.objective_opt->count()) objective = *f.objective;
+    if (f.tolerance && !o.tolerance_opt->count()) tolerance = *f.tolerance;
+    if (f.top && !o.top_opt->count()) top = *f.top;
+  }
+  if (scenario.empty())
+    throw InputError(o.sweep_file, "scenario", "no scenario: give --scenario FILE (or \"scenario\" in the sweep file)");
+  overrides.insert(overrides.end(), o.overrides.begin(), o.overrides.end());
+  for (const std::string& a : o.axes) specs.push_back(planner::parse_axis_spec(a));
+  if (!(headroom_gib >= 0)) throw InputError("", "--headroom-gib", "expected a non-negative number of GiB");
+  const double headroom_bytes = headroom_gib * kGiB;
+
+  if (o.wrap_search) {
+    if (!specs.empty())
+      throw InputError("", "--wrap-search", "searches the wrapping of one configuration: drop the axes (use --set)");
+    run_wrap_search(o, scenario, scenario_inline, overrides, headroom_bytes);
+    return;
+  }
+
+  const auto base = scenario_inline.is_null() ? planner::ScenarioTemplate::load(scenario, overrides)
+                                              : planner::ScenarioTemplate::from_json(scenario_inline, scenario, overrides);
+  const planner::SweepSpace space = planner::make_space(specs, base->context());
+  const std::size_t n = space.size();
+  if (n > kMaxPoints)
+    throw InputError(o.sweep_file, "axes", "the sweep has " + (n == SIZE_MAX ? std::string("too many") : std::to_string(n)) +
+                                               " points; at most " + std::to_string(kMaxPoints));
+  sim::SweepOptions so;
+  so.threads = o.threads;
+  so.headroom_bytes = headroom_bytes;
+  try {
+    so.objective = sim::parse_objective(objective);
+  } catch (const std::invalid_argument& e) {
+    throw InputError("", "--objective", e.what());
+  }
+  so.tolerance = tolerance;
+  Progress progress(o.progress || ::isatty(2), ::isatty(2));
+  so.progress = [&progress](std::size_t done, std::size_t total) { progress.update(done, total); };
+  g_interrupted.store(false);
+  so.cancel = &g_interrupted;
+  auto previous = std::signal(SIGINT, on_sigint);
+  sim::SweepResult result = sim::run_sweep(base, space, so);
+  progress.finish();
+  if (!g_interrupted.load() && o.resimulate_top > 0) {
+    // `fsdpsim simulate` reads a file: an inline scenario goes to a temporary one, its
+    // references made absolute.
+    std::string file = scenario;
+    char tmp[] = "/tmp/fsdpsim_sweep_scenario_XXXXXX";
+    int fd = -1;
+    if (!scenario_inline.is_null()) {
+      nlohmann::json j = scenario_inline;
+      const std::string dir = std::filesystem::path(scenario).parent_path().string();
+      for (const char* key : {"model", "cluster", "calibration"}) {
+        if (!j.contains(key) || !j[key].is_string()) continue;
+        std::string ref = j[key].get<std::string>();
+        const bool hf = std::string(key) == "model" && ref.rfind("hf:", 0) == 0;
+        std::string path = planner::resolve_path(hf ? ref.substr(3) : ref, dir);
+        if (std::filesystem::exists(path)) path = std::filesystem::absolute(path).string();
+        j[key] = (hf ? "hf:" : "") + path;
+      }
+      fd = ::mkstemp(tmp);
+      if (fd >= 0) {
+        const std::string text = j.dump(2);
+        if (::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size())) file = tmp;
+        ::close(fd);
+      }
+    }
+    sim::resimulate_top(result, static_cast<std::size_t>(o.resimulate_top),
+                        simgrid_resimulator(file, base->base_overrides()), tolerance);
+    if (fd >= 0) ::unlink(tmp);
+  }
+  std::signal(SIGINT, previous == SIG_ERR ? SIG_DFL : previous);
+
+  if (!o.csv.empty()) write_csv(result, o.csv);
+  if (o.json) std::cout << sweep_json(result, *base).dump(2) << "\n";
+  else std::cout << sweep_text(result, *base, top);
+  if (!o.csv.empty() && !o.json) std::cout << "wrote " << result.points.size() << " rows to " << o.csv << "\n";
+  if (result.interrupted || g_interrupted.load()) {
+    std::cout << std::flush;
+    std::cerr << "interrupted: " << (result.evaluated + result.skipped + result.failed) << " of " << result.points.size()
+              << " points done\n"
+              << std::flush;
+    std::exit(130);
+  }
+}
+
+}  // namespace
+
+void add_sweep_command(CLI::App& app) {
+  auto o = std::make_shared<SweepOptionsCli>();
+  CLI::App* cmd = app.add_subcommand(
+      "sweep", "Evaluate many configurations (a product of axes) and recommend one; or search the optimal wrapping");
+  cmd->add_option("-s,--scenario", o->scenario, "Base scenario JSON file (or \"scenario\" in the sweep file)");
+  cmd->add_option("--sweep", o->sweep_file, "Sweep JSON file: scenario, set, axes, headroom_gib, objective, top");
+  cmd->add_option("--set", o->overrides, "Override a base scenario field: a.b.c=value (repeatable)");
+  cmd->add_option("--axis", o->axes,
+                  "An axis: key=v1,v2,... e.g. fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP,HYBRID_SHARD:* or "
+                  "training.micro_batch=1,2,4 (repeatable; see docs/sweep.md)");
+  o->headroom_opt = cmd->add_option("--headroom-gib", o->headroom_gib,
+                                    "Memory to keep free: fits when device peak + headroom <= GPU memory (default 0)");
+  o->objective_opt = cmd->add_option("--objective", o->objective, "Rank by throughput (default), step_time or memory");
+  o->tolerance_opt = cmd->add_option(
+      "--tolerance", o->tolerance,
+      "Recommend the least memory among points within this fraction of the best (default 0.01)");
+  o->top_opt = cmd->add_option("--top", o->top, "Rows of the ranked table (default 10)");
+  cmd->add_option("--csv", o->csv, "Write every point (skipped ones with their reason) to this CSV file");
+  cmd->add_flag("--json", o->json, "Print one JSON object for tools");
+  cmd->add_option("--threads", o->threads, "Worker threads (default: hardware concurrency)");
+  cmd->add_flag("--progress", o->progress, "Show progress and ETA on stderr even when it is not a terminal");
+  cmd->add_option("--resimulate-top", o->resimulate_top,
+                  "Re-simulate the K best points with SimGrid (`fsdpsim simulate`, one process each)");
+  cmd->add_flag("--wrap-search", o->wrap_search,
+                "Search the optimal wrapping (unit boundaries over the blocks) of the base configuration");
+  cmd->add_option("--wrap-objective", o->wrap_objective, "Wrap search: exposed_comm (default) or step_time");
+  cmd->add_option("--wrap-candidates", o->wrap_candidates,
+                  "Wrap search: the DP's K best wrappings re-evaluated with the engine (default 8)");
+  cmd->add_option("--wrap-max-unit", o->wrap_max_unit, "Wrap search: at most this many blocks per unit");
+  cmd->add_option("--wrap-local-search", o->wrap_local_search,
+                  "Wrap search: engine evaluations of local search from the best candidate (default 200; 0: none)");
+  cmd->add_flag("--brute-force", o->brute_force,
+                "Wrap search: also time every wrapping (at most 14 blocks) and compare with the search");
+  cmd->callback([o] { run_sweep_command(*o); });
+}
+
+}  // namespace fsdpsim::tools

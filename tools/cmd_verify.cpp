@@ -1,0 +1,131 @@
+// `fsdpsim verify`: predict a step, run it with the micro-runtime, and print predicted
+// against measured per op class (all-gather, reduce-scatter, forward, backward, optimizer,
+// ...), step time and peak memory, with errors in percent.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "models/json_input.h"
+#include "runtime/runtime.h"
+#include "runtime/verify.h"
+#include "tools/commands.h"
+#include "tools/format.h"
+
+namespace fsdpsim::tools {
+
+namespace {
+
+struct VerifyCommandOptions {
+  std::string schedule, scenario, durations, trace;
+  std::vector<std::string> overrides;
+  bool json = false, no_check_data = false;
+  runtime::RunOptions run;
+};
+
+// The options `run` and `verify` share (registered alike in tools/cmd_run.cpp).
+void add_runtime_options(CLI::App* cmd, VerifyCommandOptions& o) {
+  cmd->add_option("--schedule", o.schedule, "Schedule JSON file (what `fsdpsim schedule` writes)");
+  cmd->add_option("-s,--scenario", o.scenario, "Scenario JSON file: plan it, then run the schedule");
+  cmd->add_option("--set", o.overrides, "Override a scenario field: a.b.c=value (repeatable)");
+  cmd->add_option("--backend", o.run.backend, "host (threads, shared memory) or cuda (GPUs, NCCL)")
+      ->check(CLI::IsMember({"host", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--virtual-world", o.run.virtual_world,
+                  "Play rank 0 of a world of N (the schedule's world size) on one device; collectives become local copies");
+  cmd->add_option("--durations", o.durations,
+                  "JSON file: modeled seconds per op (an array, or {\"durations_seconds\": [...]}); default: nominal rates");
+  cmd->add_option("--time-scale", o.run.time_scale, "host: wall seconds per modeled second (0.01 plays 100x faster)")
+      ->capture_default_str();
+  cmd->add_option("--byte-scale", o.run.byte_scale, "host: real bytes a collective moves per planned byte")
+      ->capture_default_str();
+  cmd->add_option("--max-buffer-bytes", o.run.max_buffer_bytes, "host: cap on real bytes per collective buffer (0: none)")
+      ->capture_default_str();
+  cmd->add_flag("--no-check-data", o.no_check_data, "host: do not check collective outputs");
+  cmd->add_option("--memory-capacity", o.run.capacity_bytes, "host: reserved bytes a rank may hold (0: unbounded)");
+  cmd->add_option("--timeout", o.run.timeout_seconds, "Seconds any one wait may last before the run is aborted")
+      ->capture_default_str();
+  cmd->add_option("--warmup", o.run.warmup_steps, "Steps played before measuring (default: 0 on host, 1 on cuda)");
+  cmd->add_option("--steps", o.run.steps, "Measured steps")->capture_default_str();
+  cmd->add_option("--device", o.run.first_device, "cuda: rank r runs on device N + r")->capture_default_str();
+  cmd->add_option("--gemm-dim", o.run.gemm_dim, "cuda: compute as bf16 GEMMs of this size cubed")->capture_default_str();
+  cmd->add_option("--trace", o.trace, "Write a Chrome trace (chrome://tracing, Perfetto) of the measured steps");
+  cmd->add_flag("--json", o.json, "Print one JSON object for tools");
+}
+
+// Per-op durations and where they come from: a --durations file, else nominal rates.
+// When planner::CostModel lands: CostModel(*loaded.scenario).duration_seconds(op, schedule)
+// for scenario inputs.
+std::pair<std::vector<double>, std::string> op_durations(const VerifyCommandOptions& o,
+                                                         const runtime::LoadedSchedule& loaded) {
+  if (!o.durations.empty()) return {runtime::load_durations(o.durations, loaded.schedule), "durations from " + o.durations};
+  return {runtime::nominal_durations(loaded.schedule), "nominal rates (runtime::NominalRates)"};
+}
+
+// The one place predictions come from: today the durations played through the schedule's
+// constraints (runtime::predict_from_durations) with the planner's memory replay. The
+// simulator's analytic engine plugs in here when it lands.
+runtime::Prediction predict(const runtime::LoadedSchedule& loaded, const std::vector<double>& durations,
+                            const std::string& source) {
+  return runtime::predict_from_durations(loaded.schedule, durations, source + ", played through the schedule");
+}
+
+std::string error_text(const runtime::VerifyRow& row) {
+  auto e = row.error_percent();
+  if (!e) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", *e);
+  return buf;
+}
+
+void print_report(const planner::Schedule& s, const runtime::VerifyReport& v) {
+  std::cout << "verify: " << (s.name.empty() ? std::string("schedule") : s.name) << ", " << s.ops.size()
+            << " ops, world of " << s.world_size << "\n";
+  std::cout << "measured: backend " << v.backend << " (" << v.device << ")\n";
+  std::cout << "predicted: " << v.prediction_source << "\n\n";
+  Table t({"", "ops", "predicted", "measured", "error"});
+  for (const runtime::VerifyRow& row : v.op_classes)
+    t.add({row.name, std::to_string(row.ops), seconds_text(row.predicted), seconds_text(row.measured), error_text(row)});
+  t.add({v.step.name, "", seconds_text(v.step.predicted), seconds_text(v.step.measured), error_text(v.step)});
+  for (const runtime::VerifyRow* row : {&v.peak_allocated, &v.peak_reserved})
+    t.add({row->name, "", gib(row->predicted), gib(row->measured), error_text(*row)});
+  if (v.device_memory)
+    t.add({v.device_memory->name, "", gib(v.device_memory->predicted), gib(v.device_memory->measured),
+           error_text(*v.device_memory)});
+  std::cout << t.str();
+  std::cout << "\nop classes: seconds summed over the class's ops (each alone on its stream), mean over ranks; "
+               "error = (predicted - measured) / measured\n";
+  for (const std::string& n : v.notes) std::cout << "note: " << n << "\n";
+}
+
+}  // namespace
+
+void add_verify_command(CLI::App& app) {
+  auto o = std::make_shared<VerifyCommandOptions>();
+  CLI::App* cmd = app.add_subcommand("verify", "Predict a step, run it with the micro-runtime, print predicted vs measured");
+  add_runtime_options(cmd, *o);
+  cmd->callback([o] {
+    runtime::LoadedSchedule loaded = runtime::load_schedule_or_scenario(o->schedule, o->scenario, o->overrides);
+    auto [durations, source] = op_durations(*o, loaded);
+    runtime::Prediction prediction = predict(loaded, durations, source);
+    runtime::RunOptions run = o->run;
+    run.check_data = !o->no_check_data;
+    run.durations_seconds = durations;  // the host backend waits exactly the predicted durations
+    runtime::RunResult result = runtime::run_schedule(loaded.schedule, run);
+    if (!o->trace.empty()) {
+      std::ofstream out(o->trace);
+      if (!out) throw InputError(o->trace, "", "cannot write the file");
+      out << runtime::trace_json(loaded.schedule, result).dump() << "\n";
+    }
+    runtime::VerifyReport report = runtime::compare(loaded.schedule, prediction, result);
+    if (o->json) {
+      nlohmann::json j = runtime::verify_json(report);
+      j["schedule"] = loaded.schedule.name;
+      j["world_size"] = loaded.schedule.world_size;
+      std::cout << j.dump(2) << "\n";
+    } else {
+      print_report(loaded.schedule, report);
+    }
+  });
+}
+
+}  // namespace fsdpsim::tools
