@@ -303,9 +303,11 @@ HfArch read_arch(JsonReader& r) {
 const char* const kBlockCostSource =
     "docs/model-schema.md: matmul FLOPs 2*weights*b*s, attention 4*b*s^2*heads*head_dim (PaLM app. B); "
     "saved activations: Korthikanti et al. 2022 eq. 1, tensor by tensor; sac_*: torchtitan's op-level "
-    "selective activation checkpointing policy (selective_ac_option='op')";
+    "selective activation checkpointing policy (selective_ac_option='op'); *_transient_bytes: the largest "
+    "moment of the forward/backward in eager autograd order, tensor by tensor";
 const char* const kEdgeCostSource =
-    "docs/model-schema.md: embedding, final norm, output layer and loss (Korthikanti et al. 2022 sec. 4.3)";
+    "docs/model-schema.md: embedding, final norm, output layer and loss (Korthikanti et al. 2022 sec. 4.3); "
+    "*_transient_bytes: the largest moment in eager autograd order (HF ForCausalLMLoss / torchtitan loss)";
 
 json param(const std::string& name, const std::vector<std::int64_t>& shape, DType dtype) {
   return {{"name", name}, {"shape", shape}, {"dtype", dtype_name(dtype)}};

@@ -454,7 +454,7 @@ TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_
        {logits16, logits32}},
   };
   ledger.backward = {
-      {"nll_loss backward: zeros, then -1/N scattered at the targets", {d_log_probs}},
+      {"nll_loss backward: zeros, then the loss gradient scattered at the targets", {d_log_probs}},
       {"log_softmax backward (LogSoftmaxBackward0): its input gradient is held while it writes its output",
        {d_log_probs, d_logits32}},
       {"logits.float() backward (ToCopyBackward0): the gradient cast to 16 bits", {d_logits32, d_logits16}},

@@ -7,7 +7,7 @@
 namespace fsdpsim::runtime {
 
 namespace {
-constexpr std::int64_t kMinBlockSize = 512;  // CUDACachingAllocator kMinBlockSize
+constexpr std::int64_t kMinBlockSize = 512;   // CUDACachingAllocator kMinBlockSize
 constexpr std::int64_t kSmallSize = 1 << 20;  // kSmallSize
 }  // namespace
 

@@ -20,9 +20,12 @@ namespace {
 
 std::string bytes_text(double bytes) {
   char buf[64];
-  if (bytes >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-  else if (bytes >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024));
-  else std::snprintf(buf, sizeof buf, "%.0f B", bytes);
+  if (bytes >= 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  else if (bytes >= 1024.0 * 1024)
+    std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024));
+  else
+    std::snprintf(buf, sizeof buf, "%.0f B", bytes);
   return buf;
 }
 
@@ -93,7 +96,8 @@ RunControl::RunControl(const Schedule& s, const RunOptions& o, std::vector<int> 
 }
 
 Clock::time_point RunControl::deadline() const {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.timeout_seconds));
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.timeout_seconds));
 }
 
 void RunControl::fail(const RuntimeError& e) {
@@ -181,8 +185,9 @@ void RunControl::timeout(int position, int waited_op, const std::string& what) {
       blame_rank = missing.front();
       auto it = std::find(played.begin(), played.end(), missing.front());
       const std::int64_t last = issued_[it - played.begin()] - step * n - 1;
-      message = "timeout: rank " + rank_list(missing) + " never joined " + op_text(stuck) + " (" + where + "); rank " + std::to_string(rank) + " waited " + waited + " for " +
-                what + " (rank " + std::to_string(missing.front()) + " last issued " +
+      message = "timeout: rank " + rank_list(missing) + " never joined " + op_text(stuck) + " (" + where + "); rank " +
+                std::to_string(rank) + " waited " + waited + " for " + what + " (rank " +
+                std::to_string(missing.front()) + " last issued " +
                 (last >= 0 ? op_text(static_cast<int>(last)) : std::string("nothing")) + " in step " +
                 std::to_string(step) + ")";
     } else {
@@ -210,97 +215,115 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
   const int n_ops = static_cast<int>(s.ops.size());
   const int n_allocs = static_cast<int>(s.allocations.size());
   result.rank = rank;
+  // A fault aborts the run before the allocator unwinds, so a backend can leave memory a
+  // stuck stream may still use alone (the cuda backend does not free after an abort).
+  auto fail_and_unwind = [&](const RuntimeError& e) {
+    c.fail(e);
+    throw Aborted{};
+  };
   try {
     device.thread_init();
     CachingAllocator allocator(device.segments());
-    std::vector<int> handle(n_allocs, -1);
-    std::vector<void*> pointer(n_allocs, nullptr);
-    auto make = [&](int a, int op) {
-      const auto& al = s.allocations[a];
-      try {
-        handle[a] = allocator.allocate(al.bytes, static_cast<int>(al.stream));
-      } catch (const OutOfMemory& e) {
-        std::string text = "out of memory: rank " + std::to_string(rank) + ", " +
-                           (op >= 0 ? c.op_text(op) : std::string("before the step")) + " allocates " +
-                           bytes_text(static_cast<double>(al.bytes)) + " (allocation " + std::to_string(a) + " \"" +
-                           al.label + "\", " + planner::to_string(al.category) + " on stream " +
-                           planner::to_string(al.stream) + "): a new " + bytes_text(static_cast<double>(e.segment_bytes)) +
-                           " segment did not fit; allocated " + bytes_text(static_cast<double>(e.allocated_bytes)) +
-                           ", reserved " + bytes_text(static_cast<double>(e.reserved_bytes));
-        if (o.backend == "host" && o.capacity_bytes > 0) text += " of a capacity of " + bytes_text(o.capacity_bytes);
-        throw RuntimeError(FaultKind::out_of_memory, rank, op, text);
-      }
-      pointer[a] = allocator.pointer(handle[a]);
-    };
-    auto release = [&](int a) {
-      allocator.free(handle[a]);
-      handle[a] = -1;
-      pointer[a] = nullptr;
-    };
-    for (const auto& al : s.allocations)
-      if (al.persistent) make(al.id, -1);
-    result.allocated_at_start_bytes = allocator.allocated_bytes();
-    const int warmup = std::max(0, o.warmup_steps);
-    for (int step = 0; step < warmup + o.steps; ++step) {
-      const bool measured = step >= warmup;
-      c.begin_step(position, step);
-      switch (c.step_barrier(position)) {
-        case Barrier::Result::ok: break;
-        case Barrier::Result::aborted: throw Aborted{};
-        case Barrier::Result::timeout: c.timeout(position, -1, "the other ranks to start step " + std::to_string(step));
-      }
-      device.begin_step(step);
-      if (measured) {
-        allocator.reset_peak_allocated();
-        if (step == warmup) {
-          result.peak_allocated_bytes = allocator.allocated_bytes();
-          result.peak_op = -1;
+    try {
+      std::vector<int> handle(n_allocs, -1);
+      std::vector<void*> pointer(n_allocs, nullptr);
+      auto make = [&](int a, int op) {
+        const auto& al = s.allocations[a];
+        try {
+          handle[a] = allocator.allocate(al.bytes, static_cast<int>(al.stream));
+        } catch (const OutOfMemory& e) {
+          std::string text = "out of memory: rank " + std::to_string(rank) + ", " +
+                             (op >= 0 ? c.op_text(op) : std::string("before the step")) + " allocates " +
+                             bytes_text(static_cast<double>(al.bytes)) + " (allocation " + std::to_string(a) + " \"" +
+                             al.label + "\", " + planner::to_string(al.category) + " on stream " +
+                             planner::to_string(al.stream) + "): a new " +
+                             bytes_text(static_cast<double>(e.segment_bytes)) + " segment did not fit; allocated " +
+                             bytes_text(static_cast<double>(e.allocated_bytes)) + ", reserved " +
+                             bytes_text(static_cast<double>(e.reserved_bytes));
+          if (o.backend == "host" && o.capacity_bytes > 0) text += " of a capacity of " + bytes_text(o.capacity_bytes);
+          throw RuntimeError(FaultKind::out_of_memory, rank, op, text);
         }
-        result.allocated_at_op.assign(n_ops, 0);
-        result.memory.clear();
-      }
-      for (const Op& op : s.ops) {
-        if (rank == o.hooks.stall_rank && op.id == o.hooks.stall_op) {
-          // Test hook: this rank's CPU never issues the op (as if stuck outside the step).
-          c.wait_for_abort(c.deadline() + std::chrono::duration_cast<Clock::duration>(
-                                                std::chrono::duration<double>(o.timeout_seconds)));
-          if (c.aborted()) throw Aborted{};
-          throw RuntimeError(FaultKind::timeout, rank, op.id,
-                             "timeout: rank " + std::to_string(rank) + " was stalled by a test hook before " + c.op_text(op.id));
-        }
-        for (int w : op.cpu_waits) device.wait_done(w);
-        for (int a : op.allocs) make(a, op.id);
-        if (measured) {
-          result.allocated_at_op[op.id] = allocator.allocated_bytes();
-          if (allocator.allocated_bytes() > result.peak_allocated_bytes) {
-            result.peak_allocated_bytes = allocator.allocated_bytes();
-            result.peak_op = op.id;
-          }
-          result.memory.push_back({device.now_seconds(), op.id, allocator.allocated_bytes(), allocator.reserved_bytes()});
-        }
-        device.issue(op, pointer);
-        c.issued(position, step, op.id);
-        for (int a : op.frees) release(a);
-      }
-      std::vector<OpTiming> timings = device.end_step();
-      if (measured) {
-        double end = 0;
-        for (const OpTiming& t : timings) end = std::max(end, t.end_seconds);
-        result.steps.push_back(std::move(timings));
-        result.step_seconds.push_back(end);
-        // The allocator's own high-water mark is the measurement; the scan above names the op.
-        result.peak_allocated_bytes = std::max(result.peak_allocated_bytes, allocator.peak_allocated_bytes());
-      }
-      // Back to the state before the step: what the step left allocated goes, persistent
-      // state it freed comes back.
-      for (int a = 0; a < n_allocs; ++a)
-        if (handle[a] >= 0 && !s.allocations[a].persistent) release(a);
+        pointer[a] = allocator.pointer(handle[a]);
+      };
+      auto release = [&](int a) {
+        allocator.free(handle[a]);
+        handle[a] = -1;
+        pointer[a] = nullptr;
+      };
       for (const auto& al : s.allocations)
-        if (al.persistent && handle[al.id] < 0) make(al.id, -1);
+        if (al.persistent) make(al.id, -1);
+      result.allocated_at_start_bytes = allocator.allocated_bytes();
+      const int warmup = std::max(0, o.warmup_steps);
+      for (int step = 0; step < warmup + o.steps; ++step) {
+        const bool measured = step >= warmup;
+        c.begin_step(position, step);
+        switch (c.step_barrier(position)) {
+          case Barrier::Result::ok:
+            break;
+          case Barrier::Result::aborted:
+            throw Aborted{};
+          case Barrier::Result::timeout:
+            c.timeout(position, -1, "the other ranks to start step " + std::to_string(step));
+        }
+        device.begin_step(step);
+        if (measured) {
+          allocator.reset_peak_allocated();
+          if (step == warmup) {
+            result.peak_allocated_bytes = allocator.allocated_bytes();
+            result.peak_op = -1;
+          }
+          result.allocated_at_op.assign(n_ops, 0);
+          result.memory.clear();
+        }
+        for (const Op& op : s.ops) {
+          if (rank == o.hooks.stall_rank && op.id == o.hooks.stall_op) {
+            // Test hook: this rank's CPU never issues the op (as if stuck outside the step).
+            c.wait_for_abort(c.deadline() + std::chrono::duration_cast<Clock::duration>(
+                                                std::chrono::duration<double>(o.timeout_seconds)));
+            if (c.aborted()) throw Aborted{};
+            throw RuntimeError(
+                FaultKind::timeout, rank, op.id,
+                "timeout: rank " + std::to_string(rank) + " was stalled by a test hook before " + c.op_text(op.id));
+          }
+          for (int w : op.cpu_waits) device.wait_done(w);
+          for (int a : op.allocs) make(a, op.id);
+          if (measured) {
+            result.allocated_at_op[op.id] = allocator.allocated_bytes();
+            if (allocator.allocated_bytes() > result.peak_allocated_bytes) {
+              result.peak_allocated_bytes = allocator.allocated_bytes();
+              result.peak_op = op.id;
+            }
+            result.memory.push_back(
+                {device.now_seconds(), op.id, allocator.allocated_bytes(), allocator.reserved_bytes()});
+          }
+          device.issue(op, pointer);
+          c.issued(position, step, op.id);
+          for (int a : op.frees) release(a);
+        }
+        std::vector<OpTiming> timings = device.end_step();
+        if (measured) {
+          double end = 0;
+          for (const OpTiming& t : timings) end = std::max(end, t.end_seconds);
+          result.steps.push_back(std::move(timings));
+          result.step_seconds.push_back(end);
+          // The allocator's own high-water mark is the measurement; the scan above names the op.
+          result.peak_allocated_bytes = std::max(result.peak_allocated_bytes, allocator.peak_allocated_bytes());
+        }
+        // Back to the state before the step: what the step left allocated goes, persistent
+        // state it freed comes back.
+        for (int a = 0; a < n_allocs; ++a)
+          if (handle[a] >= 0 && !s.allocations[a].persistent) release(a);
+        for (const auto& al : s.allocations)
+          if (al.persistent && handle[al.id] < 0) make(al.id, -1);
+      }
+      result.peak_reserved_bytes = allocator.peak_reserved_bytes();
+      result.allocator_retries = allocator.retries();
+      device.finish(result);
+    } catch (const RuntimeError& e) {
+      fail_and_unwind(e);
+    } catch (const std::exception& e) {
+      fail_and_unwind(RuntimeError(FaultKind::internal, rank, -1, "rank " + std::to_string(rank) + ": " + e.what()));
     }
-    result.peak_reserved_bytes = allocator.peak_reserved_bytes();
-    result.allocator_retries = allocator.retries();
-    device.finish(result);
   } catch (const Aborted&) {
   } catch (const RuntimeError& e) {
     c.fail(e);
@@ -337,7 +360,8 @@ std::vector<double> durations_for(const Schedule& s, const RunOptions& o) {
                                 " values for a schedule of " + std::to_string(s.ops.size()) + " ops");
   for (std::size_t i = 0; i < o.durations_seconds.size(); ++i)
     if (!(o.durations_seconds[i] >= 0) || !std::isfinite(o.durations_seconds[i]))
-      throw std::invalid_argument("the duration of op " + std::to_string(i) + " is not a non-negative number of seconds");
+      throw std::invalid_argument("the duration of op " + std::to_string(i) +
+                                  " is not a non-negative number of seconds");
   return o.durations_seconds;
 }
 
@@ -348,9 +372,10 @@ RunResult run_schedule(const Schedule& schedule, const RunOptions& options) {
   if (options.backend != "host" && options.backend != "cuda")
     throw std::invalid_argument("unknown backend \"" + options.backend + "\" (expected host or cuda)");
   if (options.virtual_world < 0 || (options.virtual_world > 0 && options.virtual_world != schedule.world_size))
-    throw std::invalid_argument("--virtual-world " + std::to_string(options.virtual_world) +
-                                ": the schedule was planned for a world of " + std::to_string(schedule.world_size) +
-                                " ranks (plan it for another world with --set cluster.nodes=... / cluster.gpus_per_node=...)");
+    throw std::invalid_argument(
+        "--virtual-world " + std::to_string(options.virtual_world) + ": the schedule was planned for a world of " +
+        std::to_string(schedule.world_size) +
+        " ranks (plan it for another world with --set cluster.nodes=... / cluster.gpus_per_node=...)");
   if (!(options.time_scale > 0)) throw std::invalid_argument("the time scale must be positive");
   if (!(options.byte_scale > 0)) throw std::invalid_argument("the byte scale must be positive");
   if (options.max_buffer_bytes < 0) throw std::invalid_argument("the buffer cap must be non-negative");
@@ -362,8 +387,9 @@ RunResult run_schedule(const Schedule& schedule, const RunOptions& options) {
 #if FSDPSIM_WITH_CUDA
     return detail::run_cuda(schedule, options);
 #else
-    throw RuntimeError(FaultKind::device, -1, -1,
-                       "the cuda backend is not built: the CUDA toolkit or NCCL was not found when fsdpsim was configured");
+    throw RuntimeError(
+        FaultKind::device, -1, -1,
+        "the cuda backend is not built: the CUDA toolkit or NCCL was not found when fsdpsim was configured");
 #endif
   }
   return detail::run_host(schedule, options);

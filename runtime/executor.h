@@ -53,7 +53,7 @@ class RunControl {
 
   const planner::Schedule& schedule;
   const RunOptions& options;
-  const std::vector<int> played;  // world ranks played, by position
+  const std::vector<int> played;     // world ranks played, by position
   std::vector<RankDevice*> devices;  // by position
 
   bool aborted() const { return aborted_.load(); }

@@ -154,7 +154,9 @@ class HostRankDevice : public RankDevice {
     w.cv.notify_one();
   }
 
-  void wait_done(int op) override { wait_for(op, "op " + std::to_string(op) + " \"" + s_.ops[op].name + "\" to finish"); }
+  void wait_done(int op) override {
+    wait_for(op, "op " + std::to_string(op) + " \"" + s_.ops[op].name + "\" to finish");
+  }
 
   bool done(int op) override {
     std::lock_guard<std::mutex> lock(m_);
@@ -258,8 +260,8 @@ class HostRankDevice : public RankDevice {
       start_[op.id] = seconds_since_base(start);
     }
     if (planner::is_collective(op.kind)) collective(op, w);
-    const auto modeled = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(durations_[op.id] * o_.time_scale));
+    const auto modeled =
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(durations_[op.id] * o_.time_scale));
     if (modeled.count() > 0) sleep_until(start + modeled);
     {
       std::lock_guard<std::mutex> lock(m_);
@@ -301,10 +303,13 @@ class HostRankDevice : public RankDevice {
       for (std::size_t i = 0; i < call.send_count; ++i) w.send[i] = pattern_value(rank_, op.id, i);
     const CommRef& ref = comms_[op.group];
     switch (ref.comm->run(ref.member, call, c_.deadline(), c_.abort_flag())) {
-      case Barrier::Result::ok: break;
-      case Barrier::Result::aborted: throw Aborted{};
+      case Barrier::Result::ok:
+        break;
+      case Barrier::Result::aborted:
+        throw Aborted{};
       case Barrier::Result::timeout:
-        c_.timeout(position_, op.id, "the other ranks of group \"" + s_.groups[op.group].name + "\" in " + c_.op_text(op.id));
+        c_.timeout(position_, op.id,
+                   "the other ranks of group \"" + s_.groups[op.group].name + "\" in " + c_.op_text(op.id));
     }
     if (rank_ == o_.hooks.corrupt_rank && op.id == o_.hooks.corrupt_op) w.recv[call.recv_count / 2] += 1;
     if (o_.check_data) check(op, call, ref);
@@ -313,24 +318,29 @@ class HostRankDevice : public RankDevice {
   void check(const Op& op, const HostCommunicator::Call& call, const CommRef& ref) {
     const std::vector<int>& members = ref.comm->ranks();
     const std::size_t k = members.size();
+    auto expected_at = [&](std::size_t i) {
+      if (op.kind == OpKind::all_gather) return pattern_value(members[i / call.send_count], op.id, i % call.send_count);
+      const std::size_t index = op.kind == OpKind::reduce_scatter ? ref.member * call.recv_count + i : i;
+      float sum = 0;
+      for (std::size_t j = 0; j < k; ++j) sum += pattern_value(members[j], op.id, index);
+      return sum;
+    };
     for (std::size_t i = 0; i < call.recv_count; ++i) {
-      float expected = 0;
+      const float expected = expected_at(i);
+      if (call.recv[i] == expected) continue;
       std::string from;
       if (op.kind == OpKind::all_gather) {
-        const std::size_t j = i / call.send_count;
-        expected = pattern_value(members[j], op.id, i % call.send_count);
-        from = "element " + std::to_string(i % call.send_count) + " of rank " + std::to_string(members[j]) + "'s input";
+        from = "element " + std::to_string(i % call.send_count) + " of rank " +
+               std::to_string(members[i / call.send_count]) + "'s input";
       } else {
         const std::size_t index = op.kind == OpKind::reduce_scatter ? ref.member * call.recv_count + i : i;
-        for (std::size_t j = 0; j < k; ++j) expected += pattern_value(members[j], op.id, index);
         from = "the sum over " + std::to_string(k) + " ranks of input element " + std::to_string(index);
       }
-      if (call.recv[i] != expected) {
-        throw RuntimeError(FaultKind::data, rank_, op.id,
-                           "data check failed: rank " + std::to_string(rank_) + ", " + c_.op_text(op.id) + ": element " +
-                               std::to_string(i) + " of the " + planner::to_string(op.kind) + " output is " +
-                               std::to_string(call.recv[i]) + ", expected " + std::to_string(expected) + " (" + from + ")");
-      }
+      throw RuntimeError(FaultKind::data, rank_, op.id,
+                         "data check failed: rank " + std::to_string(rank_) + ", " + c_.op_text(op.id) + ": element " +
+                             std::to_string(i) + " of the " + planner::to_string(op.kind) + " output is " +
+                             std::to_string(call.recv[i]) + ", expected " + std::to_string(expected) + " (" + from +
+                             ")");
     }
     ++checked_;
   }
@@ -379,7 +389,8 @@ RunResult run_host(const Schedule& s, const RunOptions& options) {
       if (!used[g]) continue;
       for (const auto& instance : group_instances(s, static_cast<int>(g))) {
         comms.push_back(std::make_unique<HostCommunicator>(instance));
-        for (std::size_t m = 0; m < instance.size(); ++m) refs[instance[m]][g] = {comms.back().get(), static_cast<int>(m)};
+        for (std::size_t m = 0; m < instance.size(); ++m)
+          refs[instance[m]][g] = {comms.back().get(), static_cast<int>(m)};
       }
     }
     control.add_waker([&comms] {
@@ -396,12 +407,14 @@ RunResult run_host(const Schedule& s, const RunOptions& options) {
     result.notes.push_back("virtual world: rank 0 of " + std::to_string(s.world_size) +
                            " played alone; collectives are local copies of the bytes a rank sends and receives");
   char buf[200];
-  std::snprintf(buf, sizeof buf,
-                "collectives move planned bytes x %g, at most %lld bytes per buffer; memory is accounted at planned sizes",
-                o.byte_scale, static_cast<long long>(o.max_buffer_bytes));
+  std::snprintf(
+      buf, sizeof buf,
+      "collectives move planned bytes x %g, at most %lld bytes per buffer; memory is accounted at planned sizes",
+      o.byte_scale, static_cast<long long>(o.max_buffer_bytes));
   result.notes.push_back(buf);
-  result.notes.push_back(o.durations_seconds.empty() ? "compute waits for nominal durations (runtime::NominalRates)"
-                                                     : "compute waits for the given durations");
+  result.notes.push_back(
+      std::string("compute waits for each op's modeled duration x the time scale; collectives are padded to it") +
+      (o.durations_seconds.empty() ? " (durations: nominal rates, runtime::NominalRates)" : ""));
   return result;
 }
 

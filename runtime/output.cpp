@@ -83,14 +83,26 @@ nlohmann::json trace_json(const Schedule& s, const RunResult& r) {
         // Memory at each op's issue (after its allocations), the last measured step.
         for (const MemorySample& m : rank.memory) {
           const double ts = (offset + m.time_seconds) * us;
-          events.push_back({{"ph", "C"}, {"name", "memory allocated (bytes)"}, {"pid", pid}, {"ts", ts},
+          events.push_back({{"ph", "C"},
+                            {"name", "memory allocated (bytes)"},
+                            {"pid", pid},
+                            {"ts", ts},
                             {"args", {{"allocated", m.allocated_bytes}}}});
-          events.push_back({{"ph", "C"}, {"name", "memory reserved (bytes)"}, {"pid", pid}, {"ts", ts},
+          events.push_back({{"ph", "C"},
+                            {"name", "memory reserved (bytes)"},
+                            {"pid", pid},
+                            {"ts", ts},
                             {"args", {{"reserved", m.reserved_bytes}}}});
           if (m.op == rank.peak_op)
-            events.push_back({{"ph", "i"}, {"s", "p"}, {"name", "peak allocated"}, {"pid", pid}, {"tid", 0}, {"ts", ts},
-                              {"args", {{"allocated_bytes", rank.peak_allocated_bytes}, {"op", m.op},
-                                        {"op_name", s.ops[m.op].name}}}});
+            events.push_back(
+                {{"ph", "i"},
+                 {"s", "p"},
+                 {"name", "peak allocated"},
+                 {"pid", pid},
+                 {"tid", 0},
+                 {"ts", ts},
+                 {"args",
+                  {{"allocated_bytes", rank.peak_allocated_bytes}, {"op", m.op}, {"op_name", s.ops[m.op].name}}}});
         }
       }
       offset += k < rank.step_seconds.size() ? rank.step_seconds[k] : 0;
@@ -98,9 +110,13 @@ nlohmann::json trace_json(const Schedule& s, const RunResult& r) {
   }
   return {{"traceEvents", events},
           {"displayTimeUnit", "ms"},
-          {"otherData", {{"generator", "fsdpsim run (" + r.backend + " backend)"}, {"schedule", s.name}, {"device", r.device},
-                         {"time", r.time_scale == 1 ? "seconds" : "modeled seconds (wall seconds / time_scale)"},
-                         {"time_scale", r.time_scale}, {"step_seconds", r.step_seconds()}}}};
+          {"otherData",
+           {{"generator", "fsdpsim run (" + r.backend + " backend)"},
+            {"schedule", s.name},
+            {"device", r.device},
+            {"time", r.time_scale == 1 ? "seconds" : "modeled seconds (wall seconds / time_scale)"},
+            {"time_scale", r.time_scale},
+            {"step_seconds", r.step_seconds()}}}};
 }
 
 nlohmann::json run_result_json(const Schedule& s, const RunResult& r) {
@@ -136,8 +152,11 @@ nlohmann::json run_result_json(const Schedule& s, const RunResult& r) {
   if (!r.ranks.empty() && !r.ranks[0].steps.empty()) {
     const auto& timings = r.ranks[0].steps.back();
     for (const Op& op : s.ops)
-      j["ops"].push_back({{"id", op.id}, {"name", op.name}, {"kind", planner::to_string(op.kind)},
-                          {"stream", planner::to_string(op.stream)}, {"start_seconds", timings[op.id].start_seconds},
+      j["ops"].push_back({{"id", op.id},
+                          {"name", op.name},
+                          {"kind", planner::to_string(op.kind)},
+                          {"stream", planner::to_string(op.stream)},
+                          {"start_seconds", timings[op.id].start_seconds},
                           {"end_seconds", timings[op.id].end_seconds}});
   }
   j["notes"] = r.notes;

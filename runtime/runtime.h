@@ -23,12 +23,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "planner/scenario.h"
 #include "planner/schedule.h"
@@ -72,11 +71,11 @@ struct RunOptions {
   // max_buffer_bytes per buffer (0: no cap). Memory accounting stays at planned sizes.
   double byte_scale = 1.0;
   std::int64_t max_buffer_bytes = 1 << 20;
-  bool check_data = true;        // host: check every collective's output (sum / concatenation)
-  double timeout_seconds = 60;   // any single wait (collective, event, CPU wait) longer than this fails
-  int warmup_steps = -1;         // steps played before measuring; -1: 0 on host, 1 on cuda
-  int steps = 1;                 // measured steps
-  double capacity_bytes = 0;     // host: reserved memory a rank may hold (0: unbounded)
+  bool check_data = true;       // host: check every collective's output (sum / concatenation)
+  double timeout_seconds = 60;  // any single wait (collective, event, CPU wait) longer than this fails
+  int warmup_steps = -1;        // steps played before measuring; -1: 0 on host, 1 on cuda
+  int steps = 1;                // measured steps
+  double capacity_bytes = 0;    // host: reserved memory a rank may hold (0: unbounded)
   // cuda
   int first_device = 0;                      // rank r runs on device first_device + r
   int gemm_dim = 4096;                       // compute as GEMMs of gemm_dim^3 (bf16, fp32 accumulate)
@@ -104,8 +103,8 @@ struct MemorySample {
 
 struct RankResult {
   int rank = 0;
-  std::vector<std::vector<OpTiming>> steps;  // per measured step, per op
-  std::vector<double> step_seconds;          // per measured step: step start to last op end
+  std::vector<std::vector<OpTiming>> steps;   // per measured step, per op
+  std::vector<double> step_seconds;           // per measured step: step start to last op end
   std::int64_t allocated_at_start_bytes = 0;  // persistent state
   std::int64_t peak_allocated_bytes = 0;      // over the measured steps
   int peak_op = -1;                           // op whose allocations reached the peak (-1: before the step)
@@ -124,13 +123,13 @@ struct RankResult {
 
 struct RunResult {
   std::string backend;
-  std::string device;     // what ran it, in words
+  std::string device;  // what ran it, in words
   int world_size = 1;
   bool virtual_world = false;
-  double time_scale = 1;  // times below are modeled seconds (wall seconds / time_scale)
+  double time_scale = 1;          // times below are modeled seconds (wall seconds / time_scale)
   std::vector<RankResult> ranks;  // the ranks played
   std::vector<std::string> notes;
-  double step_seconds() const;  // slowest rank, mean over measured steps
+  double step_seconds() const;                // slowest rank, mean over measured steps
   std::int64_t peak_allocated_bytes() const;  // highest rank
   std::int64_t peak_reserved_bytes() const;
 };
@@ -177,10 +176,10 @@ std::vector<std::vector<int>> group_instances(const planner::Schedule& schedule,
 std::vector<int> previous_collective_in_group(const planner::Schedule& schedule);
 
 struct CollectiveBytes {
-  int ranks = 1;               // group size
-  double send_bytes = 0;       // this rank's input buffer
-  double recv_bytes = 0;       // this rank's output buffer
-  double traffic_bytes = 0;    // what a ring moves in and out of one rank: (k-1)/k x size (x2 for all-reduce)
+  int ranks = 1;             // group size
+  double send_bytes = 0;     // this rank's input buffer
+  double recv_bytes = 0;     // this rank's output buffer
+  double traffic_bytes = 0;  // what a ring moves in and out of one rank: (k-1)/k x size (x2 for all-reduce)
 };
 // comm_bytes is the buffer as NCCL counts it: the gathered output of an all-gather, the
 // input of a reduce-scatter, the buffer of an all-reduce.
@@ -201,11 +200,11 @@ std::vector<CollectiveBinding> bind_collective_buffers(const planner::Schedule& 
 
 // Nominal rates for durations when no cost model is given: stated figures, not calibrated.
 struct NominalRates {
-  double flops_per_second = 400e12;       // 40% of H100 SXM dense bf16 (989 TFLOP/s, NVIDIA datasheet)
-  double hbm_bytes_per_second = 2.0e12;   // 60% of H100 SXM HBM3 (3.35 TB/s, NVIDIA datasheet)
-  double bus_bytes_per_second = 150e9;    // NCCL ring bus bandwidth per GPU (a third of NVLink4's 450 GB/s)
+  double flops_per_second = 400e12;      // 40% of H100 SXM dense bf16 (989 TFLOP/s, NVIDIA datasheet)
+  double hbm_bytes_per_second = 2.0e12;  // 60% of H100 SXM HBM3 (3.35 TB/s, NVIDIA datasheet)
+  double bus_bytes_per_second = 150e9;   // NCCL ring bus bandwidth per GPU (a third of NVLink4's 450 GB/s)
   double collective_latency_seconds = 20e-6;
-  double pcie_bytes_per_second = 25e9;    // host <-> device (PCIe gen5 x16, ~40% of 64 GB/s)
+  double pcie_bytes_per_second = 25e9;  // host <-> device (PCIe gen5 x16, ~40% of 64 GB/s)
 };
 // compute/recompute/optimizer/copies: max(flops / F, hbm_bytes / B); collectives: latency +
 // traffic_bytes / bus bandwidth; h2d/d2h: comm_bytes / PCIe; wait: 0.

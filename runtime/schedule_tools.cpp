@@ -16,14 +16,22 @@ using planner::Schedule;
 
 std::string to_string(FaultKind k) {
   switch (k) {
-    case FaultKind::timeout: return "timeout";
-    case FaultKind::out_of_memory: return "out of memory";
-    case FaultKind::nccl: return "NCCL error";
-    case FaultKind::cuda: return "CUDA error";
-    case FaultKind::data: return "data check failed";
-    case FaultKind::mismatch: return "collective mismatch";
-    case FaultKind::device: return "device";
-    case FaultKind::internal: return "internal error";
+    case FaultKind::timeout:
+      return "timeout";
+    case FaultKind::out_of_memory:
+      return "out of memory";
+    case FaultKind::nccl:
+      return "NCCL error";
+    case FaultKind::cuda:
+      return "CUDA error";
+    case FaultKind::data:
+      return "data check failed";
+    case FaultKind::mismatch:
+      return "collective mismatch";
+    case FaultKind::device:
+      return "device";
+    case FaultKind::internal:
+      return "internal error";
   }
   return "error";
 }
@@ -84,7 +92,8 @@ planner::Schedule load_schedule(const std::string& path) {
 
 LoadedSchedule load_schedule_or_scenario(const std::string& schedule_file, const std::string& scenario_file,
                                          const std::vector<std::string>& overrides) {
-  if (schedule_file.empty() == scenario_file.empty()) throw std::invalid_argument("give either --schedule FILE or --scenario FILE");
+  if (schedule_file.empty() == scenario_file.empty())
+    throw std::invalid_argument("give either --schedule FILE or --scenario FILE");
   if (!schedule_file.empty()) {
     if (!overrides.empty()) throw std::invalid_argument("--set applies to --scenario, not to a schedule file");
     return {load_schedule(schedule_file), std::nullopt, schedule_file};
@@ -99,18 +108,21 @@ std::vector<double> load_durations(const std::string& path, const Schedule& s) {
   nlohmann::json j = load_json_file(path);
   std::string where;
   if (j.is_object()) {
-    if (!j.contains("durations_seconds")) throw InputError(path, "durations_seconds", "expected an array of seconds per op");
+    if (!j.contains("durations_seconds"))
+      throw InputError(path, "durations_seconds", "expected an array of seconds per op");
     j = j["durations_seconds"];
     where = "durations_seconds";
   }
   if (!j.is_array()) throw InputError(path, where, "expected an array of seconds per op, got " + describe_json(j));
   if (j.size() != s.ops.size())
-    throw InputError(path, where, "expected " + std::to_string(s.ops.size()) + " durations (one per op), got " +
-                                      std::to_string(j.size()));
+    throw InputError(
+        path, where,
+        "expected " + std::to_string(s.ops.size()) + " durations (one per op), got " + std::to_string(j.size()));
   std::vector<double> out;
   for (std::size_t i = 0; i < j.size(); ++i) {
     if (!j[i].is_number() || j[i].get<double>() < 0 || !std::isfinite(j[i].get<double>()))
-      throw InputError(path, join_json_path(where, i), "expected a non-negative number of seconds, got " + describe_json(j[i]));
+      throw InputError(path, join_json_path(where, i),
+                       "expected a non-negative number of seconds, got " + describe_json(j[i]));
     out.push_back(j[i].get<double>());
   }
   return out;
@@ -181,14 +193,16 @@ std::vector<CollectiveBinding> bind_collective_buffers(const Schedule& s) {
     }
     if (planner::is_collective(op.kind) && op.comm_bytes > 0) {
       auto allowed = [&](MemCategory c) {
-        if (op.kind == OpKind::all_gather) return c == MemCategory::all_gather_buffer || c == MemCategory::unsharded_param;
+        if (op.kind == OpKind::all_gather)
+          return c == MemCategory::all_gather_buffer || c == MemCategory::unsharded_param;
         return c == MemCategory::reduce_scatter_buffer || c == MemCategory::unsharded_grad ||
                c == MemCategory::temporary || (op.kind == OpKind::all_reduce && c == MemCategory::sharded_grad);
       };
       int best = -1;
       for (std::size_t a = 0; a < s.allocations.size(); ++a) {
         const auto& al = s.allocations[a];
-        if (!live[a] || made_by[a] < 0 || static_cast<double>(al.bytes) < op.comm_bytes || !allowed(al.category)) continue;
+        if (!live[a] || made_by[a] < 0 || static_cast<double>(al.bytes) < op.comm_bytes || !allowed(al.category))
+          continue;
         if (s.ops[made_by[a]].unit != op.unit) continue;
         if (best < 0 || made_by[a] > made_by[best] || (made_by[a] == made_by[best] && static_cast<int>(a) > best))
           best = static_cast<int>(a);

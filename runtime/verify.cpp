@@ -39,18 +39,26 @@ Prediction predict_from_durations(const Schedule& s, std::vector<double> duratio
 
 std::string op_class(OpKind kind) {
   switch (kind) {
-    case OpKind::all_gather: return "all-gather";
-    case OpKind::reduce_scatter: return "reduce-scatter";
-    case OpKind::all_reduce: return "all-reduce";
-    case OpKind::compute_fwd: return "forward";
+    case OpKind::all_gather:
+      return "all-gather";
+    case OpKind::reduce_scatter:
+      return "reduce-scatter";
+    case OpKind::all_reduce:
+      return "all-reduce";
+    case OpKind::compute_fwd:
+      return "forward";
     case OpKind::compute_bwd:
-    case OpKind::recompute: return "backward";
-    case OpKind::optimizer: return "optimizer";
+    case OpKind::recompute:
+      return "backward";
+    case OpKind::optimizer:
+      return "optimizer";
     case OpKind::copy_in:
     case OpKind::copy_out:
     case OpKind::h2d:
-    case OpKind::d2h: return "copies";
-    case OpKind::wait: return "wait";
+    case OpKind::d2h:
+      return "copies";
+    case OpKind::wait:
+      return "wait";
   }
   return "other";
 }
@@ -98,13 +106,14 @@ VerifyReport compare(const Schedule& s, const Prediction& p, const RunResult& r)
     if (rank.device_used_peak_bytes >= 0)
       device_peak = std::max(device_peak, static_cast<double>(rank.device_used_peak_bytes - rank.scratch_bytes));
   if (device_peak >= 0) {
-    v.device_memory = VerifyRow{"device memory in use", 0,
-                                static_cast<double>(p.memory.peak_reserved_bytes) + planner::kDefaultDeviceOverheadBytes,
-                                device_peak};
-    v.notes.push_back("device memory: predicted = peak reserved + " +
-                      std::to_string(static_cast<long long>(planner::kDefaultDeviceOverheadBytes)) +
-                      " B for the CUDA context and NCCL (planner::kDefaultDeviceOverheadBytes); measured = cudaMemGetInfo "
-                      "at its highest minus the runtime's own scratch buffers");
+    v.device_memory = VerifyRow{
+        "device memory in use", 0,
+        static_cast<double>(p.memory.peak_reserved_bytes) + planner::kDefaultDeviceOverheadBytes, device_peak};
+    v.notes.push_back(
+        "device memory: predicted = peak reserved + " +
+        std::to_string(static_cast<long long>(planner::kDefaultDeviceOverheadBytes)) +
+        " B for the CUDA context and NCCL (planner::kDefaultDeviceOverheadBytes); measured = cudaMemGetInfo "
+        "at its highest minus the runtime's own scratch buffers");
   }
   if (r.virtual_world)
     v.notes.push_back("virtual world: collectives ran as local copies, so their measured times are not network times");

@@ -6,11 +6,10 @@
 // planner::CostModel); everything below only needs the vector.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "planner/memory.h"
 #include "planner/schedule.h"
@@ -23,7 +22,7 @@ struct Prediction {
   std::vector<double> op_seconds;  // per op, alone on its stream
   std::vector<OpTiming> timeline;  // from the step start
   double step_seconds = 0;
-  planner::MemoryReport memory;    // planner::replay_memory
+  planner::MemoryReport memory;  // planner::replay_memory
 };
 
 // The durations played through the schedule's constraints: the CPU issues ops in order
@@ -51,10 +50,11 @@ struct VerifyReport {
   std::string prediction_source;
   std::string backend, device;
   int ranks_played = 0;
-  std::vector<VerifyRow> op_classes;  // seconds summed over the class's ops, mean over ranks and steps
-  VerifyRow step;                     // seconds
+  std::vector<VerifyRow> op_classes;        // seconds summed over the class's ops, mean over ranks and steps
+  VerifyRow step;                           // seconds
   VerifyRow peak_allocated, peak_reserved;  // bytes (highest rank)
-  std::optional<VerifyRow> device_memory;   // cuda: reserved + CUDA/NCCL overhead vs cudaMemGetInfo minus runtime scratch
+  std::optional<VerifyRow>
+      device_memory;  // cuda: reserved + CUDA/NCCL overhead vs cudaMemGetInfo minus runtime scratch
   std::vector<std::string> notes;
 };
 

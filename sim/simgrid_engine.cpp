@@ -1,6 +1,7 @@
 #include "sim/simgrid_engine.h"
 
 #include <fnmatch.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -606,6 +607,12 @@ SimgridResult simulate_simgrid_in_process(const planner::Scenario& scenario, con
     throw std::logic_error("SimGrid runs one simulation per process (a second engine would continue the first one's clock)");
   engine_used = true;
   const auto wall0 = std::chrono::steady_clock::now();
+  double cpu0 = 0;
+  {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    cpu0 = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  }
 
   SimgridResult result;
   const planner::Plan plan = planner::plan_step(scenario);
@@ -920,6 +927,12 @@ SimgridResult simulate_simgrid_in_process(const planner::Scenario& scenario, con
   result.events = sim.events;
   result.flows = sim.flows;
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    const double cpu = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+    result.cpu_seconds = std::max(0.0, cpu - cpu0);
+  }
   result.events_per_second = result.wall_seconds > 0 ? result.events / result.wall_seconds : 0;
   return result;
 }

@@ -108,9 +108,10 @@ struct SimgridResult {
   StepTiming analytic;
   // Cost of the simulation.
   double wall_seconds = 0;       // inside the simulating process
+  double cpu_seconds = 0;        // CPU time of the simulating process (one thread)
   double events = 0;             // SimGrid activities: execs, sleeps, flows
   double flows = 0;
-  double events_per_second = 0;
+  double events_per_second = 0;  // per wall second
 };
 
 // Plans the step and simulates it (a forked child unless options.in_process).

@@ -136,6 +136,7 @@ nlohmann::json simgrid_result_to_json(const SimgridResult& r) {
           {"link_classes", classes},
           {"analytic", step_timing_to_json(r.analytic)},
           {"wall_seconds", r.wall_seconds},
+          {"cpu_seconds", r.cpu_seconds},
           {"events", r.events},
           {"flows", r.flows},
           {"events_per_second", r.events_per_second}};
@@ -170,6 +171,7 @@ SimgridResult simgrid_result_from_json(const nlohmann::json& j) {
                               c.at("bytes"), c.at("busiest")});
   r.analytic = step_timing_from_json(j.at("analytic"));
   r.wall_seconds = j.at("wall_seconds");
+  r.cpu_seconds = j.at("cpu_seconds");
   r.events = j.at("events");
   r.flows = j.at("flows");
   r.events_per_second = j.at("events_per_second");

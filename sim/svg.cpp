@@ -175,7 +175,8 @@ std::string timeline_svg(const Schedule& s, const StepTiming& t, const SvgOption
     if (used[st]) rows.push_back({planner::to_string(static_cast<Stream>(st)), st});
   const double row_h = 26, gantt_top = mem_top + mem_h + 78;
   const double gantt_h = row_h * static_cast<double>(rows.size());
-  const double H = gantt_top + gantt_h + 70;
+  // Room for the op-kind legend beside the Gantt chart (at most 11 entries).
+  const double H = std::max(gantt_top + gantt_h + 70, gantt_top + 12 + 18 * 11 + 10);
   auto row_of = [&](int stream) {
     for (std::size_t r = 0; r < rows.size(); ++r)
       if (rows[r].second == stream) return static_cast<int>(r);

@@ -558,41 +558,36 @@ bool engine_better(const WrapCandidate& a, const WrapCandidate& b) {
   return a.engine->device_peak_bytes < b.engine->device_peak_bytes;
 }
 
+// Wrappings one move away: two neighbouring units re-split (a boundary moved anywhere
+// between its neighbours) or merged, a unit split in two, three neighbouring units re-cut
+// into two. O(blocks) of them.
 std::vector<Partition> neighbours(const Partition& p, const SeparableModel& model, int G) {
   std::vector<Partition> out;
-  const std::vector<int> b = starts_of(p);
   const int n = static_cast<int>(p.size());
-  auto valid = [&](const Partition& q) {
+  auto push = [&](Partition q) {
     const std::vector<int> qb = starts_of(q);
     for (std::size_t k = 0; k < q.size(); ++k)
-      if (q[k] < 1 || q[k] > G || !model.can_group(qb[k], qb[k + 1])) return false;
-    return true;
+      if (q[k] < 1 || q[k] > G || !model.can_group(qb[k], qb[k + 1])) return;
+    if (q != p && std::find(out.begin(), out.end(), q) == out.end()) out.push_back(std::move(q));
   };
-  auto push = [&](Partition q) {
-    if (valid(q)) out.push_back(std::move(q));
+  // Replaces units [k, k + m) by `parts`.
+  auto replace = [&](int k, int m, const std::vector<int>& parts) {
+    Partition q(p.begin(), p.begin() + k);
+    q.insert(q.end(), parts.begin(), parts.end());
+    q.insert(q.end(), p.begin() + k + m, p.end());
+    push(std::move(q));
   };
   for (int k = 0; k + 1 < n; ++k) {
-    Partition left = p;  // the boundary after unit k moves one block left
-    --left[k];
-    ++left[k + 1];
-    if (left[k] >= 1) push(left);
-    Partition right = p;
-    ++right[k];
-    --right[k + 1];
-    if (right[k + 1] >= 1) push(right);
-    Partition merged = p;
-    merged[k] += merged[k + 1];
-    merged.erase(merged.begin() + k + 1);
-    push(merged);
+    const int both = p[k] + p[k + 1];
+    replace(k, 2, {both});
+    for (int a = 1; a < both; ++a) replace(k, 2, {a, both - a});
   }
-  for (int k = 0; k < n; ++k) {
-    if (p[k] < 2) continue;
-    Partition split = p;
-    split[k] = p[k] / 2;
-    split.insert(split.begin() + k + 1, p[k] - p[k] / 2);
-    push(split);
+  for (int k = 0; k < n; ++k)
+    for (int a = 1; a < p[k]; ++a) replace(k, 1, {a, p[k] - a});
+  for (int k = 0; k + 2 < n; ++k) {
+    const int all = p[k] + p[k + 1] + p[k + 2];
+    for (int a = 1; a < all; ++a) replace(k, 3, {a, all - a});
   }
-  (void)b;
   return out;
 }
 

@@ -35,7 +35,7 @@
 //
 // The search returns the K best partitions of that model, re-evaluates them with the full
 // planner and the analytic engine (the truth), and improves the engine's best of them by local
-// search with the engine (move a boundary by one block, merge two units, split one).
+// search with the engine (re-split or merge two neighbouring units, split one, re-cut three into two).
 #pragma once
 
 #include <cstdint>
@@ -63,7 +63,7 @@ struct WrapSearchOptions {
   double headroom_bytes = 0;    // fits: device peak + headroom <= GPU memory
   int max_blocks_per_unit = 0;  // 0: min(blocks, 32)
   int candidates = 8;           // the model's K best, re-evaluated with the full planner + engine
-  int local_search = 200;       // engine evaluations for local search from the best (0: none)
+  int local_search = 300;       // engine evaluations for local search from the best (0: none)
   bool memory_constraint = true;
 };
 

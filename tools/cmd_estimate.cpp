@@ -1,5 +1,6 @@
 // `fsdpsim estimate`: peak memory per GPU (breakdown, timeline, fits or not) and, with
 // the analytic engine, the step time.
+#include <fstream>
 #include <iostream>
 
 #include "models/json_input.h"
@@ -7,6 +8,8 @@
 #include "planner/plan.h"
 #include "tools/commands.h"
 #include "sim/estimate.h"
+#include "sim/svg.h"
+#include "sim/trace.h"
 #include "tools/report.h"
 #include "tools/format.h"
 
@@ -19,7 +22,16 @@ struct EstimateOptions {
   std::vector<std::string> overrides;
   bool json = false;
   bool max_micro_batch = false;
+  std::string trace;  // Chrome/Perfetto trace file
+  std::string plot;   // SVG: memory timeline + stream Gantt chart
 };
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  if (!out) throw InputError(path, "", "cannot write the file");
+  out << text;
+  std::cerr << "wrote " << path << "\n";
+}
 
 void run_estimate(const EstimateOptions& o) {
   planner::Scenario scenario = planner::load_scenario(o.scenario, o.overrides);
@@ -33,6 +45,8 @@ void run_estimate(const EstimateOptions& o) {
     return;
   }
   sim::Estimate estimate = sim::estimate_step(scenario);
+  if (!o.trace.empty()) write_file(o.trace, sim::chrome_trace(estimate, scenario.name).dump() + "\n");
+  if (!o.plot.empty()) write_file(o.plot, sim::timeline_svg(estimate));
   if (o.json) std::cout << estimate_json(estimate, scenario).dump(2) << "\n";
   else std::cout << estimate_text(estimate, scenario);
 }
@@ -47,6 +61,8 @@ void add_estimate_command(CLI::App& app) {
   cmd->add_flag("--json", options->json, "Print one JSON object for tools");
   cmd->add_flag("--max-micro-batch", options->max_micro_batch,
                 "Find the largest micro-batch that fits in GPU memory (gradient accumulation kept)");
+  cmd->add_option("--trace", options->trace, "Write a Chrome/Perfetto trace (open in ui.perfetto.dev or chrome://tracing)");
+  cmd->add_option("--plot", options->plot, "Write an SVG of the memory timeline and the stream Gantt chart");
   cmd->callback([options] { run_estimate(*options); });
 }
 

@@ -1,5 +1,6 @@
 // `fsdpsim run`: execute a schedule with the micro-runtime (backend host or cuda) and report
 // what was measured: step time, peak allocated and reserved memory per rank, a trace.
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
@@ -28,15 +29,18 @@ void add_runtime_options(CLI::App* cmd, RunCommandOptions& o) {
   cmd->add_option("--backend", o.run.backend, "host (threads, shared memory) or cuda (GPUs, NCCL)")
       ->check(CLI::IsMember({"host", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--virtual-world", o.run.virtual_world,
-                  "Play rank 0 of a world of N (the schedule's world size) on one device; collectives become local copies");
-  cmd->add_option("--durations", o.durations,
-                  "JSON file: modeled seconds per op (an array, or {\"durations_seconds\": [...]}); default: nominal rates");
+  cmd->add_option(
+      "--virtual-world", o.run.virtual_world,
+      "Play rank 0 of a world of N (the schedule's world size) on one device; collectives become local copies");
+  cmd->add_option(
+      "--durations", o.durations,
+      "JSON file: modeled seconds per op (an array, or {\"durations_seconds\": [...]}); default: nominal rates");
   cmd->add_option("--time-scale", o.run.time_scale, "host: wall seconds per modeled second (0.01 plays 100x faster)")
       ->capture_default_str();
   cmd->add_option("--byte-scale", o.run.byte_scale, "host: real bytes a collective moves per planned byte")
       ->capture_default_str();
-  cmd->add_option("--max-buffer-bytes", o.run.max_buffer_bytes, "host: cap on real bytes per collective buffer (0: none)")
+  cmd->add_option("--max-buffer-bytes", o.run.max_buffer_bytes,
+                  "host: cap on real bytes per collective buffer (0: none)")
       ->capture_default_str();
   cmd->add_flag("--no-check-data", o.no_check_data, "host: do not check collective outputs");
   cmd->add_option("--memory-capacity", o.run.capacity_bytes, "host: reserved bytes a rank may hold (0: unbounded)");
@@ -45,7 +49,8 @@ void add_runtime_options(CLI::App* cmd, RunCommandOptions& o) {
   cmd->add_option("--warmup", o.run.warmup_steps, "Steps played before measuring (default: 0 on host, 1 on cuda)");
   cmd->add_option("--steps", o.run.steps, "Measured steps")->capture_default_str();
   cmd->add_option("--device", o.run.first_device, "cuda: rank r runs on device N + r")->capture_default_str();
-  cmd->add_option("--gemm-dim", o.run.gemm_dim, "cuda: compute as bf16 GEMMs of this size cubed")->capture_default_str();
+  cmd->add_option("--gemm-dim", o.run.gemm_dim, "cuda: compute as bf16 GEMMs of this size cubed")
+      ->capture_default_str();
   cmd->add_option("--trace", o.trace, "Write a Chrome trace (chrome://tracing, Perfetto) of the measured steps");
   cmd->add_flag("--json", o.json, "Print one JSON object for tools");
 }
@@ -56,23 +61,29 @@ void write_trace(const std::string& path, const planner::Schedule& s, const runt
   out << runtime::trace_json(s, r).dump() << "\n";
 }
 
-std::string bytes_text(std::int64_t bytes) { return gib(static_cast<double>(bytes)) + " (" + std::to_string(bytes) + " B)"; }
+std::string bytes_text(std::int64_t bytes) {
+  return gib(static_cast<double>(bytes)) + " (" + std::to_string(bytes) + " B)";
+}
 
 void print_run(const planner::Schedule& s, const runtime::RunResult& r) {
   const planner::MemoryReport predicted = planner::replay_memory(s);
-  std::cout << "run: " << (s.name.empty() ? std::string("schedule") : s.name) << ", " << s.ops.size() << " ops, world of "
-            << s.world_size << "\n";
+  std::cout << "run: " << (s.name.empty() ? std::string("schedule") : s.name) << ", " << s.ops.size()
+            << " ops, world of " << s.world_size << "\n";
   std::cout << "backend: " << r.backend << " (" << r.device << ")\n";
-  std::cout << "step time: " << seconds_text(r.step_seconds())
-            << (r.time_scale != 1 ? " modeled (wall time / " + std::to_string(r.time_scale) + ")" : std::string()) << ", slowest rank\n";
+  char scale[64];
+  std::snprintf(scale, sizeof scale, " modeled (wall time / %g)", r.time_scale);
+  std::cout << "step time: " << seconds_text(r.step_seconds()) << (r.time_scale != 1 ? scale : "")
+            << ", slowest rank, mean of " << (r.ranks.empty() ? 0 : r.ranks[0].step_seconds.size())
+            << " measured step(s)\n";
   Table t({"rank", "step", "peak allocated", "at op", "peak reserved", "device in use (peak)"});
   for (const runtime::RankResult& rank : r.ranks) {
     double step = 0;
     for (double x : rank.step_seconds) step += x / static_cast<double>(rank.step_seconds.size());
-    t.add({std::to_string(rank.rank), seconds_text(step), gib(static_cast<double>(rank.peak_allocated_bytes)),
-           rank.peak_op >= 0 ? std::to_string(rank.peak_op) + " " + s.ops[rank.peak_op].name : std::string("-"),
-           gib(static_cast<double>(rank.peak_reserved_bytes)),
-           rank.device_used_peak_bytes >= 0 ? gib(static_cast<double>(rank.device_used_peak_bytes)) : std::string("-")});
+    t.add(
+        {std::to_string(rank.rank), seconds_text(step), gib(static_cast<double>(rank.peak_allocated_bytes)),
+         rank.peak_op >= 0 ? std::to_string(rank.peak_op) + " " + s.ops[rank.peak_op].name : std::string("-"),
+         gib(static_cast<double>(rank.peak_reserved_bytes)),
+         rank.device_used_peak_bytes >= 0 ? gib(static_cast<double>(rank.device_used_peak_bytes)) : std::string("-")});
   }
   std::cout << t.str();
   std::cout << "planned (replay): peak allocated " << bytes_text(predicted.peak_allocated_bytes) << ", peak reserved "
@@ -86,7 +97,8 @@ void print_run(const planner::Schedule& s, const runtime::RunResult& r) {
 
 void add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunCommandOptions>();
-  CLI::App* cmd = app.add_subcommand("run", "Execute a schedule with the micro-runtime (host threads or CUDA+NCCL) and measure it");
+  CLI::App* cmd =
+      app.add_subcommand("run", "Execute a schedule with the micro-runtime (host threads or CUDA+NCCL) and measure it");
   add_runtime_options(cmd, *o);
   cmd->callback([o] {
     runtime::LoadedSchedule loaded = runtime::load_schedule_or_scenario(o->schedule, o->scenario, o->overrides);

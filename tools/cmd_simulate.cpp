@@ -14,12 +14,11 @@
 #include "sim/simgrid_engine.h"
 #include "sim/simgrid_options.h"
 #include "sim/trace.h"
+#include "tools/commands.h"
 #include "tools/format.h"
 #include "tools/report.h"
 
 namespace fsdpsim::tools {
-
-void add_simulate_command(CLI::App& app);
 
 namespace {
 
@@ -62,9 +61,11 @@ sim::Estimate simgrid_estimate(sim::Estimate e, const sim::SimgridResult& r) {
   return e;
 }
 
-std::string simulate_text(const sim::Estimate& e, const sim::SimgridResult& r, const planner::Scenario& sc, int links) {
+// The estimate's report (memory, the analytic engine's time), then the SimGrid engine's.
+std::string simulate_text(const sim::Estimate& analytic, const sim::SimgridResult& r, const planner::Scenario& sc,
+                          int links) {
   std::ostringstream out;
-  out << estimate_text(e, sc);
+  out << estimate_text(analytic, sc);
   const sim::StepTiming& t = r.timing;
   const sim::StepTiming& a = r.analytic;
   out << "\nStep time on a simulated cluster (SimGrid)\n";
@@ -159,14 +160,12 @@ nlohmann::json timing_keys(const sim::StepTiming& t) {
           {"comm_seconds", t.comm_seconds}};
 }
 
+// estimate's JSON with the SimGrid engine's timing under "time" and "throughput" (the stable
+// keys), the analytic engine's beside it, and the network under "simgrid".
 nlohmann::json simulate_json(const sim::Estimate& e, const sim::SimgridResult& r, const planner::Scenario& sc) {
   nlohmann::json j = estimate_json(e, sc);
-  nlohmann::json time = timing_keys(r.timing);
-  time["job_step_seconds"] = r.step_seconds;
-  j["time"] = time;
-  j["throughput"] = {{"tokens_per_second_per_gpu", r.timing.tokens_per_second_per_gpu},
-                     {"mfu", r.timing.mfu},
-                     {"hfu", r.timing.hfu}};
+  j["engine"] = "simgrid";
+  j["time"]["job_step_seconds"] = r.step_seconds;
   nlohmann::json sg = sim::simgrid_result_to_json(r);
   sg.erase("timing");
   sg.erase("detail");
@@ -224,7 +223,7 @@ void run_simulate(const SimulateOptions& o) {
     std::cerr << "wrote the trace to " << o.trace << " (open it in ui.perfetto.dev)\n";
   }
   if (o.json) std::cout << simulate_json(e, r, ss.scenario).dump(2) << "\n";
-  else std::cout << simulate_text(e, r, ss.scenario, o.links);
+  else std::cout << simulate_text(analytic, r, ss.scenario, o.links);
 }
 
 }  // namespace

@@ -58,7 +58,7 @@ struct SweepOptionsCli {
   std::string wrap_objective = "exposed_comm";
   int wrap_candidates = 8;
   int wrap_max_unit = 0;
-  int wrap_local_search = 200;
+  int wrap_local_search = 300;
   bool brute_force = false;
   // Which options the command line gave (the sweep file fills the others).
   CLI::Option* headroom_opt = nullptr;
@@ -761,7 +761,7 @@ void add_sweep_command(CLI::App& app) {
                   "Wrap search: the DP's K best wrappings re-evaluated with the engine (default 8)");
   cmd->add_option("--wrap-max-unit", o->wrap_max_unit, "Wrap search: at most this many blocks per unit");
   cmd->add_option("--wrap-local-search", o->wrap_local_search,
-                  "Wrap search: engine evaluations of local search from the best candidate (default 200; 0: none)");
+                  "Wrap search: engine evaluations of local search from the best candidate (default 300; 0: none)");
   cmd->add_flag("--brute-force", o->brute_force,
                 "Wrap search: also time every wrapping (at most 14 blocks) and compare with the search");
   cmd->callback([o] { run_sweep_command(*o); });

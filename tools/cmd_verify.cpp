@@ -30,15 +30,18 @@ void add_runtime_options(CLI::App* cmd, VerifyCommandOptions& o) {
   cmd->add_option("--backend", o.run.backend, "host (threads, shared memory) or cuda (GPUs, NCCL)")
       ->check(CLI::IsMember({"host", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--virtual-world", o.run.virtual_world,
-                  "Play rank 0 of a world of N (the schedule's world size) on one device; collectives become local copies");
-  cmd->add_option("--durations", o.durations,
-                  "JSON file: modeled seconds per op (an array, or {\"durations_seconds\": [...]}); default: nominal rates");
+  cmd->add_option(
+      "--virtual-world", o.run.virtual_world,
+      "Play rank 0 of a world of N (the schedule's world size) on one device; collectives become local copies");
+  cmd->add_option(
+      "--durations", o.durations,
+      "JSON file: modeled seconds per op (an array, or {\"durations_seconds\": [...]}); default: nominal rates");
   cmd->add_option("--time-scale", o.run.time_scale, "host: wall seconds per modeled second (0.01 plays 100x faster)")
       ->capture_default_str();
   cmd->add_option("--byte-scale", o.run.byte_scale, "host: real bytes a collective moves per planned byte")
       ->capture_default_str();
-  cmd->add_option("--max-buffer-bytes", o.run.max_buffer_bytes, "host: cap on real bytes per collective buffer (0: none)")
+  cmd->add_option("--max-buffer-bytes", o.run.max_buffer_bytes,
+                  "host: cap on real bytes per collective buffer (0: none)")
       ->capture_default_str();
   cmd->add_flag("--no-check-data", o.no_check_data, "host: do not check collective outputs");
   cmd->add_option("--memory-capacity", o.run.capacity_bytes, "host: reserved bytes a rank may hold (0: unbounded)");
@@ -47,7 +50,8 @@ void add_runtime_options(CLI::App* cmd, VerifyCommandOptions& o) {
   cmd->add_option("--warmup", o.run.warmup_steps, "Steps played before measuring (default: 0 on host, 1 on cuda)");
   cmd->add_option("--steps", o.run.steps, "Measured steps")->capture_default_str();
   cmd->add_option("--device", o.run.first_device, "cuda: rank r runs on device N + r")->capture_default_str();
-  cmd->add_option("--gemm-dim", o.run.gemm_dim, "cuda: compute as bf16 GEMMs of this size cubed")->capture_default_str();
+  cmd->add_option("--gemm-dim", o.run.gemm_dim, "cuda: compute as bf16 GEMMs of this size cubed")
+      ->capture_default_str();
   cmd->add_option("--trace", o.trace, "Write a Chrome trace (chrome://tracing, Perfetto) of the measured steps");
   cmd->add_flag("--json", o.json, "Print one JSON object for tools");
 }
@@ -57,7 +61,8 @@ void add_runtime_options(CLI::App* cmd, VerifyCommandOptions& o) {
 // for scenario inputs.
 std::pair<std::vector<double>, std::string> op_durations(const VerifyCommandOptions& o,
                                                          const runtime::LoadedSchedule& loaded) {
-  if (!o.durations.empty()) return {runtime::load_durations(o.durations, loaded.schedule), "durations from " + o.durations};
+  if (!o.durations.empty())
+    return {runtime::load_durations(o.durations, loaded.schedule), "durations from " + o.durations};
   return {runtime::nominal_durations(loaded.schedule), "nominal rates (runtime::NominalRates)"};
 }
 
@@ -84,7 +89,8 @@ void print_report(const planner::Schedule& s, const runtime::VerifyReport& v) {
   std::cout << "predicted: " << v.prediction_source << "\n\n";
   Table t({"", "ops", "predicted", "measured", "error"});
   for (const runtime::VerifyRow& row : v.op_classes)
-    t.add({row.name, std::to_string(row.ops), seconds_text(row.predicted), seconds_text(row.measured), error_text(row)});
+    t.add(
+        {row.name, std::to_string(row.ops), seconds_text(row.predicted), seconds_text(row.measured), error_text(row)});
   t.add({v.step.name, "", seconds_text(v.step.predicted), seconds_text(v.step.measured), error_text(v.step)});
   for (const runtime::VerifyRow* row : {&v.peak_allocated, &v.peak_reserved})
     t.add({row->name, "", gib(row->predicted), gib(row->measured), error_text(*row)});
@@ -101,7 +107,8 @@ void print_report(const planner::Schedule& s, const runtime::VerifyReport& v) {
 
 void add_verify_command(CLI::App& app) {
   auto o = std::make_shared<VerifyCommandOptions>();
-  CLI::App* cmd = app.add_subcommand("verify", "Predict a step, run it with the micro-runtime, print predicted vs measured");
+  CLI::App* cmd =
+      app.add_subcommand("verify", "Predict a step, run it with the micro-runtime, print predicted vs measured");
   add_runtime_options(cmd, *o);
   cmd->callback([o] {
     runtime::LoadedSchedule loaded = runtime::load_schedule_or_scenario(o->schedule, o->scenario, o->overrides);

@@ -11,5 +11,9 @@ void add_estimate_command(CLI::App& app);
 void add_schedule_command(CLI::App& app);
 void add_import_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
+void add_sweep_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+void add_verify_command(CLI::App& app);
 
 }  // namespace fsdpsim::tools

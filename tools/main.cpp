@@ -13,6 +13,10 @@ int main(int argc, char** argv) {
   fsdpsim::tools::add_estimate_command(app);
   fsdpsim::tools::add_schedule_command(app);
   fsdpsim::tools::add_import_command(app);
+  fsdpsim::tools::add_simulate_command(app);
+  fsdpsim::tools::add_sweep_command(app);
+  fsdpsim::tools::add_run_command(app);
+  fsdpsim::tools::add_verify_command(app);
   fsdpsim::tools::add_validate_command(app);
   try {
     app.parse(argc, argv);

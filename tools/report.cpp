@@ -73,6 +73,20 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc) {
   if (margin >= 0) out << "fits: " << gib(margin) << " to spare\n";
   else out << "WARNING: does not fit: the peak exceeds GPU memory by " << gib(-margin) << "\n";
 
+  const auto& tm = e.timing;
+  out << "\nStep time (analytic engine, calibration: " << e.calibration.name << ")\n";
+  Table time({"", "value", "note"});
+  time.add({"step", seconds_text(tm.step_seconds), std::to_string(e.plan.schedule.micro_steps) + " micro-step(s)"});
+  time.add({"compute", seconds_text(tm.compute_seconds), "compute stream busy, incl. " + seconds_text(tm.interference_seconds) + " slowdown beside NCCL"});
+  time.add({"exposed communication", seconds_text(tm.exposed_comm_seconds), "of " + seconds_text(tm.comm_seconds) + " communication in all"});
+  time.add({"optimizer", seconds_text(tm.optimizer_seconds), ""});
+  time.add({"other exposed", seconds_text(tm.exposed_other_seconds), "CPU-bound gaps, exposed copies"});
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f", tm.tokens_per_second_per_gpu);
+  time.add({"tokens/s per GPU", buf, ""});
+  time.add({"MFU", percent(tm.mfu), "6N + attention FLOPs (PaLM, no causal discount) / dense bf16 peak"});
+  out << time.str();
+
   out << "\nTimeline (allocated, rank 0)\n";
   Table tl({"phase", "highest", "at op"});
   struct Phase { std::string name; std::int64_t bytes = -1; int op = -1; };
@@ -112,6 +126,18 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
     const auto& op = e.plan.schedule.ops[m.peak_op];
     peak_op = {{"id", op.id}, {"name", op.name}, {"kind", planner::to_string(op.kind)}, {"micro_step", op.micro_step}};
   }
+  const auto& tm = e.timing;
+  j["time"] = {{"step_seconds", tm.step_seconds},
+               {"compute_seconds", tm.compute_seconds},
+               {"exposed_comm_seconds", tm.exposed_comm_seconds},
+               {"optimizer_seconds", tm.optimizer_seconds},
+               {"exposed_other_seconds", tm.exposed_other_seconds},
+               {"comm_seconds", tm.comm_seconds},
+               {"interference_seconds", tm.interference_seconds},
+               {"exposed_comm_by_unit_seconds", tm.exposed_comm_by_unit}};
+  j["throughput"] = {{"tokens_per_second_per_gpu", tm.tokens_per_second_per_gpu}, {"mfu", tm.mfu}, {"hfu", tm.hfu},
+                     {"model_flops_per_step", tm.model_flops}};
+  j["calibration"] = e.calibration.name;
   j["memory"] = {{"peak_allocated_bytes", m.peak_allocated_bytes},
                  {"peak_reserved_bytes", m.peak_reserved_bytes},
                  {"breakdown_at_peak", breakdown},

@@ -22,8 +22,8 @@
 // Faults: a CUDA or NCCL error names the op and the rank; a wait past the timeout (or an
 // asynchronous NCCL error) aborts every communicator with ncclCommAbort so no stream stays
 // stuck, and the run ends with the diagnosis.
-#include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -80,8 +80,9 @@ class CudaSegments : public SegmentSource {
       return nullptr;
     }
     if (e != cudaSuccess)
-      throw RuntimeError(FaultKind::cuda, rank_, -1, "CUDA error: rank " + std::to_string(rank_) + ": cudaMalloc of " +
-                                                         std::to_string(bytes) + " bytes: " + cuda_text(e));
+      throw RuntimeError(FaultKind::cuda, rank_, -1,
+                         "CUDA error: rank " + std::to_string(rank_) + ": cudaMalloc of " + std::to_string(bytes) +
+                             " bytes: " + cuda_text(e));
     sample();
     return p;
   }
@@ -188,7 +189,8 @@ class CudaRankDevice : public RankDevice {
       check(cudaMemcpy(gemm_a_, host.data(), bytes, cudaMemcpyHostToDevice), -1, "cudaMemcpy");
       check(cudaMemcpy(gemm_b_, host.data(), bytes, cudaMemcpyHostToDevice), -1, "cudaMemcpy");
       if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS)
-        throw RuntimeError(FaultKind::cuda, rank_, -1, "CUDA error: rank " + std::to_string(rank_) + ": cublasCreate failed");
+        throw RuntimeError(FaultKind::cuda, rank_, -1,
+                           "CUDA error: rank " + std::to_string(rank_) + ": cublasCreate failed");
     }
     if (copies) {
       device_alloc(&copy_src_, chunk, "copy source");
@@ -308,8 +310,9 @@ class CudaRankDevice : public RankDevice {
 
   void gemms(const Op& op, cudaStream_t st) {
     if (cublasSetStream(cublas_, st) != CUBLAS_STATUS_SUCCESS)
-      throw RuntimeError(FaultKind::cuda, rank_, op.id, "CUDA error: rank " + std::to_string(rank_) + ", " +
-                                                            c_.op_text(op.id) + ": cublasSetStream failed");
+      throw RuntimeError(
+          FaultKind::cuda, rank_, op.id,
+          "CUDA error: rank " + std::to_string(rank_) + ", " + c_.op_text(op.id) + ": cublasSetStream failed");
     const double d = o_.gemm_dim;
     const double tile = 2 * d * d * d;
     const auto full = static_cast<long long>(std::floor(op.flops / tile));
@@ -333,7 +336,7 @@ class CudaRankDevice : public RankDevice {
   void collective(const Op& op, cudaStream_t st, const std::vector<void*>& pointers) {
     const CollectiveBinding& bind = bindings_[op.id];
     char* main = static_cast<char*>(bind.main_alloc >= 0 && pointers[bind.main_alloc] ? pointers[bind.main_alloc]
-                                                                                        : comm_scratch_);
+                                                                                      : comm_scratch_);
     if (!main || op.comm_bytes <= 0) return;
     const CollectiveBytes b = collective_bytes(s_, op);
     if (o_.virtual_world > 0) {
@@ -361,8 +364,9 @@ class CudaRankDevice : public RankDevice {
       case OpKind::reduce_scatter: {
         const std::size_t n = static_cast<std::size_t>(op.comm_bytes) / k / 4;  // fp32 per rank
         if (n == 0) return;
-        char* out = bind.output_alloc >= 0 && pointers[bind.output_alloc] ? static_cast<char*>(pointers[bind.output_alloc])
-                                                                           : main + member * n * 4;
+        char* out = bind.output_alloc >= 0 && pointers[bind.output_alloc]
+                        ? static_cast<char*>(pointers[bind.output_alloc])
+                        : main + member * n * 4;
         call = "ncclReduceScatter";
         r = ncclReduceScatter(main, out, n, ncclFloat, ncclSum, comm, st);
         break;
@@ -397,8 +401,9 @@ class CudaRankDevice : public RankDevice {
           break;
         }
       throw RuntimeError(FaultKind::nccl, rank_, op,
-                         "NCCL error: rank " + std::to_string(rank_) + (op >= 0 ? ", " + c_.op_text(op) : std::string()) +
-                             " (group \"" + s_.groups[g].name + "\"): asynchronous error: " + nccl_text(state, comm));
+                         "NCCL error: rank " + std::to_string(rank_) +
+                             (op >= 0 ? ", " + c_.op_text(op) : std::string()) + " (group \"" + s_.groups[g].name +
+                             "\"): asynchronous error: " + nccl_text(state, comm));
     }
   }
 
@@ -433,8 +438,9 @@ RunResult run_cuda(const Schedule& s, const RunOptions& options) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0)
-    throw RuntimeError(FaultKind::device, -1, -1,
-                       "no CUDA device: " + (e != cudaSuccess ? cuda_text(e) : std::string("cudaGetDeviceCount found none")));
+    throw RuntimeError(
+        FaultKind::device, -1, -1,
+        "no CUDA device: " + (e != cudaSuccess ? cuda_text(e) : std::string("cudaGetDeviceCount found none")));
   const bool virtual_world = o.virtual_world > 0;
   const int ranks = virtual_world ? 1 : s.world_size;
   if (o.first_device < 0 || o.first_device + ranks > count)
@@ -506,9 +512,9 @@ RunResult run_cuda(const Schedule& s, const RunOptions& options) {
   cudaGetDeviceProperties(&prop, o.first_device);
   int runtime_version = 0;
   cudaRuntimeGetVersion(&runtime_version);
-  std::string text = std::to_string(ranks) + " x " + prop.name + " (CUDA runtime " + std::to_string(runtime_version / 1000) +
-                     "." + std::to_string(runtime_version % 1000 / 10) + ", NCCL " + std::to_string(NCCL_MAJOR) + "." +
-                     std::to_string(NCCL_MINOR) + ")";
+  std::string text = std::to_string(ranks) + " x " + prop.name + " (CUDA runtime " +
+                     std::to_string(runtime_version / 1000) + "." + std::to_string(runtime_version % 1000 / 10) +
+                     ", NCCL " + std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + ")";
   RunResult result = execute(control, devices, "cuda", text);
   int bound = 0, collectives = 0;
   for (const Op& op : s.ops)
@@ -516,9 +522,11 @@ RunResult run_cuda(const Schedule& s, const RunOptions& options) {
       ++collectives;
       if (bindings[op.id].main_alloc >= 0) ++bound;
     }
-  result.notes.push_back(std::to_string(bound) + " of " + std::to_string(collectives) +
-                         " collectives worked in their planned buffer; the others in a scratch buffer of the planned size");
-  result.notes.push_back("compute: bf16 GEMMs of " + std::to_string(o.gemm_dim) + "^3 for the op's FLOPs; ops without FLOPs copy hbm_bytes/2");
+  result.notes.push_back(
+      std::to_string(bound) + " of " + std::to_string(collectives) +
+      " collectives worked in their planned buffer; the others in a scratch buffer of the planned size");
+  result.notes.push_back("compute: bf16 GEMMs of " + std::to_string(o.gemm_dim) +
+                         "^3 for the op's FLOPs; ops without FLOPs copy hbm_bytes/2");
   if (virtual_world)
     result.notes.push_back("virtual world: rank 0 of " + std::to_string(s.world_size) +
                            " on one GPU; collectives are device copies of the bytes a rank sends and receives");

@@ -152,7 +152,8 @@ TEST(HostCollectives, PlannedRunChecksEveryCollective) {
       ++expected;
       kinds.insert(op.kind);
     }
-  EXPECT_TRUE(kinds.count(OpKind::all_gather) && kinds.count(OpKind::reduce_scatter) && kinds.count(OpKind::all_reduce));
+  EXPECT_TRUE(kinds.count(OpKind::all_gather) && kinds.count(OpKind::reduce_scatter) &&
+              kinds.count(OpKind::all_reduce));
   for (const RankResult& rank : r.ranks) EXPECT_EQ(rank.collectives_checked, expected);
 }
 

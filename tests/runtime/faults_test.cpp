@@ -25,8 +25,14 @@ nlohmann::json tiny_schedule() {
           {"allocations", {{{"id", 0}, {"bytes", 4096}, {"category", "all_gather_buffer"}, {"stream", "all_gather"}}}},
           {"ops",
            {{{"id", 0}, {"kind", "compute_fwd"}, {"stream", "compute"}, {"name", "fwd block"}, {"flops", 1e9}},
-            {{"id", 1}, {"kind", "all_gather"}, {"stream", "all_gather"}, {"name", "all-gather block"},
-             {"comm_bytes", 4096}, {"group", 0}, {"allocs", {0}}, {"frees", {0}}}}}};
+            {{"id", 1},
+             {"kind", "all_gather"},
+             {"stream", "all_gather"},
+             {"name", "all-gather block"},
+             {"comm_bytes", 4096},
+             {"group", 0},
+             {"allocs", {0}},
+             {"frees", {0}}}}}};
 }
 
 std::string write_temp(const nlohmann::json& j, const std::string& name) {
@@ -99,7 +105,8 @@ TEST(Faults, MalformedSchedulesAreRefused) {
   EXPECT_THROW(load_schedule(::testing::TempDir() + "does-not-exist.json"), InputError);
   const planner::Schedule s = load_schedule(write_temp(tiny_schedule(), "tiny3.json"));
   EXPECT_THROW(load_durations(write_temp(nlohmann::json::array({1.0}), "short.json"), s), InputError);
-  EXPECT_EQ(load_durations(write_temp({{"durations_seconds", {0.5, 0.25}}}, "d.json"), s), (std::vector<double>{0.5, 0.25}));
+  EXPECT_EQ(load_durations(write_temp({{"durations_seconds", {0.5, 0.25}}}, "d.json"), s),
+            (std::vector<double>{0.5, 0.25}));
 }
 
 int first_op(const planner::Schedule& s, planner::OpKind kind) {
@@ -127,7 +134,8 @@ TEST(Faults, ARankThatNeverJoinsMakesTheOthersTimeOutNamingOpAndRank) {
     EXPECT_EQ(e.op(), all_gather);
     const std::string m = e.what();
     EXPECT_NE(m.find("rank 2 never joined"), std::string::npos) << m;
-    EXPECT_NE(m.find("op " + std::to_string(all_gather) + " \"" + s.ops[all_gather].name + "\""), std::string::npos) << m;
+    EXPECT_NE(m.find("op " + std::to_string(all_gather) + " \"" + s.ops[all_gather].name + "\""), std::string::npos)
+        << m;
   }
 }
 

@@ -1,9 +1,10 @@
 // The host backend's measured memory against the planner's replay: the executor makes and
 // releases every allocation where the schedule puts them, on every rank, so its allocator's
 // high-water mark must equal replay_memory's prediction to the byte.
+#include "planner/memory.h"
+
 #include <gtest/gtest.h>
 
-#include "planner/memory.h"
 #include "runtime/allocator.h"
 #include "runtime/runtime.h"
 #include "runtime_scenarios.h"
@@ -105,10 +106,9 @@ TEST(CachingAllocator, AgreesWithThePlannersModel) {
   std::vector<std::int64_t> sizes;
   for (int i = 0; i < 4000; ++i) {
     if (live.empty() || next() % 3 != 0) {
-      const std::int64_t sizes_by_class[] = {static_cast<std::int64_t>(next() % 4096),
-                                             static_cast<std::int64_t>(next() % (1 << 20)),
-                                             static_cast<std::int64_t>(next() % (12 << 20)),
-                                             static_cast<std::int64_t>(next() % (64 << 20))};
+      const std::int64_t sizes_by_class[] = {
+          static_cast<std::int64_t>(next() % 4096), static_cast<std::int64_t>(next() % (1 << 20)),
+          static_cast<std::int64_t>(next() % (12 << 20)), static_cast<std::int64_t>(next() % (64 << 20))};
       const std::int64_t bytes = sizes_by_class[next() % 4];
       const int stream = static_cast<int>(next() % 2);
       live.push_back({allocator.allocate(bytes, stream), model.allocate(bytes, stream)});

@@ -3,10 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "planner/plan.h"
 #include "planner/scenario.h"
@@ -17,25 +16,33 @@ namespace fsdpsim::runtime::testing {
 
 // `blocks` "Block" modules with one weight of `shape` each, plus a root-owned embedding.
 inline nlohmann::json block_model(int blocks, std::vector<std::int64_t> shape) {
-  nlohmann::json block = {
-      {"name", "{i}"}, {"repeat", blocks}, {"type", "Block"},
-      {"params", {{{"name", "weight"}, {"shape", shape}}}},
-      {"costs", {{"forward_flops", {{"b*s", 2e6}}},
-                 {"saved_activation_bytes", {{"b*s", 4096.0}}},
-                 {"input_bytes", {{"b*s", 8.0}}}}}};
-  nlohmann::json embed = {{"name", "embed"}, {"type", "Embedding"},
+  nlohmann::json block = {{"name", "{i}"},
+                          {"repeat", blocks},
+                          {"type", "Block"},
+                          {"params", {{{"name", "weight"}, {"shape", shape}}}},
+                          {"costs",
+                           {{"forward_flops", {{"b*s", 2e6}}},
+                            {"saved_activation_bytes", {{"b*s", 4096.0}}},
+                            {"input_bytes", {{"b*s", 8.0}}}}}};
+  nlohmann::json embed = {{"name", "embed"},
+                          {"type", "Embedding"},
                           {"params", {{{"name", "weight"}, {"shape", {1000, 64}}}}},
                           {"costs", {{"forward_flops", {{"b*s", 1.0}}}}}};
-  nlohmann::json root = {{"name", ""}, {"type", "Model"},
+  nlohmann::json root = {{"name", ""},
+                         {"type", "Model"},
                          {"children", {embed, {{"name", "blocks"}, {"type", "ModuleList"}, {"children", {block}}}}}};
   return {{"name", "runtime-test"}, {"root", root}};
 }
 
 inline nlohmann::json cluster(int nodes, int gpus_per_node) {
   return {{"name", "test cluster"},
-          {"gpu", {{"memory_mib", 80 * 1024}, {"peak_tflops", {{"bf16", 989.4}, {"fp32", 494.7}}},
-                   {"hbm_bandwidth_tbps", 3.35}, {"nvlink", {{"generation", "hopper"}, {"links", 18}, {"bandwidth_gbps", 450}}}}},
-          {"nodes", nodes}, {"gpus_per_node", gpus_per_node},
+          {"gpu",
+           {{"memory_mib", 80 * 1024},
+            {"peak_tflops", {{"bf16", 989.4}, {"fp32", 494.7}}},
+            {"hbm_bandwidth_tbps", 3.35},
+            {"nvlink", {{"generation", "hopper"}, {"links", 18}, {"bandwidth_gbps", 450}}}}},
+          {"nodes", nodes},
+          {"gpus_per_node", gpus_per_node},
           {"intra_node", {{"kind", "nvswitch"}, {"bandwidth_gbps", 450}}},
           {"inter_node", {{"nic_gbps", 50}, {"nics_per_node", gpus_per_node}, {"latency_us", 5}}}};
 }

@@ -20,9 +20,12 @@ using planner::OpKind;
 std::vector<double> test_durations(const planner::Schedule& s) {
   std::vector<double> d;
   for (const auto& op : s.ops) {
-    if (planner::is_collective(op.kind)) d.push_back(1e-3);
-    else if (op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::optimizer) d.push_back(2e-3);
-    else d.push_back(0);
+    if (planner::is_collective(op.kind))
+      d.push_back(1e-3);
+    else if (op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::optimizer)
+      d.push_back(2e-3);
+    else
+      d.push_back(0);
   }
   return d;
 }
@@ -41,7 +44,8 @@ TEST(Timeline, MeasuredOpsRespectTheScheduleOnEveryRank) {
     for (const auto& op : s.ops) {
       EXPECT_GE(t[op.id].start_seconds, 0);
       EXPECT_GE(t[op.id].end_seconds - t[op.id].start_seconds, o.durations_seconds[op.id] - slack) << op.name;
-      for (int d : op.deps) EXPECT_GE(t[op.id].start_seconds, t[d].end_seconds - slack) << op.name << " before dep " << d;
+      for (int d : op.deps)
+        EXPECT_GE(t[op.id].start_seconds, t[d].end_seconds - slack) << op.name << " before dep " << d;
       if (previous[op.id] >= 0) EXPECT_GE(t[op.id].start_seconds, t[previous[op.id]].end_seconds - slack) << op.name;
       if (last_on_stream.count(op.stream)) {
         const int prev = last_on_stream[op.stream];
@@ -67,12 +71,12 @@ TEST(Timeline, PredictionPlaysStreamsDepsAndCpuWaits) {
     if (planner::is_collective(kind)) op.group = 0;
     s.ops.push_back(op);
   };
-  add(OpKind::all_gather, planner::Stream::all_gather, {});                  // 0: [0, 1]
-  add(OpKind::compute_fwd, planner::Stream::compute, {0});                   // 1: [1, 3]
-  add(OpKind::all_gather, planner::Stream::all_gather, {});                  // 2: [1, 2]
-  add(OpKind::reduce_scatter, planner::Stream::reduce_scatter, {1});         // 3: after op 1 and op 2 (same group): [3, 4]
-  add(OpKind::compute_bwd, planner::Stream::compute, {2}, {0});              // 4: after op 1 on its stream: [3, 5]
-  add(OpKind::optimizer, planner::Stream::compute, {3}, {3});                // 5: CPU waits for op 3: [5, 6]
+  add(OpKind::all_gather, planner::Stream::all_gather, {});           // 0: [0, 1]
+  add(OpKind::compute_fwd, planner::Stream::compute, {0});            // 1: [1, 3]
+  add(OpKind::all_gather, planner::Stream::all_gather, {});           // 2: [1, 2]
+  add(OpKind::reduce_scatter, planner::Stream::reduce_scatter, {1});  // 3: after op 1 and op 2 (same group): [3, 4]
+  add(OpKind::compute_bwd, planner::Stream::compute, {2}, {0});       // 4: after op 1 on its stream: [3, 5]
+  add(OpKind::optimizer, planner::Stream::compute, {3}, {3});         // 5: CPU waits for op 3: [5, 6]
   check_playable(s, "hand-made");
   const std::vector<double> d = {1, 2, 1, 1, 2, 1};
   const auto t = predict_timeline(s, d);
@@ -145,7 +149,7 @@ TEST(Trace, ChromeTraceHasAProcessPerRankAThreadPerStreamAndMemoryCounters) {
       EXPECT_EQ(e["tid"], 1 + static_cast<int>(op.stream));  // the simulator's layout (sim/trace.cpp)
       EXPECT_GE(e["dur"].get<double>(), 0);
     }
-    if (e["ph"] == "M" && e["name"] == "thread_name") named_threads.insert({e["pid"], e["tid"]});
+    if (e["ph"] == "M" && e["name"] == "thread_name") named_threads.insert({e["pid"].get<int>(), e["tid"].get<int>()});
     if (e["ph"] == "C" && e["name"] == "memory allocated (bytes)") ++counters;
     if (e["ph"] == "i") ++peaks;
   }

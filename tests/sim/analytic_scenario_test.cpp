@@ -175,7 +175,9 @@ TEST(AnalyticScenario, CriticalPathTilesTheStep) {
     double sum = 0;
     for (std::size_t k = 0; k < t.critical_path.size(); ++k) {
       sum += t.critical_path[k].end - t.critical_path[k].start;
-      if (k > 0) EXPECT_NEAR(t.critical_path[k].start, t.critical_path[k - 1].end, 1e-9 * t.step_seconds) << k;
+      if (k > 0) {
+        EXPECT_NEAR(t.critical_path[k].start, t.critical_path[k - 1].end, 1e-9 * t.step_seconds) << k;
+      }
     }
     EXPECT_NEAR(sum, t.step_seconds, 1e-9 * t.step_seconds);
     const CriticalPathSummary& c = t.critical_path_summary;

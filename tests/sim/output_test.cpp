@@ -33,8 +33,9 @@ TEST(ChromeTrace, ThreadsOpsCountersAndMicroseconds) {
     const std::string ph = ev["ph"];
     EXPECT_EQ(ev["pid"], 1);
     if (ph == "M" && ev["name"] == "thread_name") threads.insert(ev["args"]["name"].get<std::string>());
-    if (ph == "M" && ev["name"] == "process_name")
+    if (ph == "M" && ev["name"] == "process_name") {
       EXPECT_NE(ev["args"]["name"].get<std::string>().find("rank class 0 (8 ranks)"), std::string::npos);
+    }
     if (ph == "C") {
       ++counters;
       EXPECT_TRUE(ev["args"].is_object());
@@ -65,7 +66,9 @@ TEST(ChromeTrace, ThreadsOpsCountersAndMicroseconds) {
     }
   // The peak instant carries the replay's peak.
   for (const auto& ev : trace["traceEvents"])
-    if (ev["ph"] == "i") EXPECT_EQ(ev["args"]["allocated_bytes"].get<std::int64_t>(), e.memory.peak_allocated_bytes);
+    if (ev["ph"] == "i") {
+      EXPECT_EQ(ev["args"]["allocated_bytes"].get<std::int64_t>(), e.memory.peak_allocated_bytes);
+    }
 }
 
 TEST(TimelineSvg, AxesLegendPeakAndOneBarPerOp) {

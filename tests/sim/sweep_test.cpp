@@ -247,10 +247,11 @@ TEST(SweepRanking, ParetoFrontAndRecommendation) {
   const std::set<std::size_t> front(r.pareto.begin(), r.pareto.end());
   for (std::size_t i : r.pareto) {
     EXPECT_TRUE(r.points[i].fits);
-    for (const PointResult& p : r.points)
-      if (p.status == PointStatus::ok && p.fits && p.index != i)
-        EXPECT_FALSE(p.metrics.device_peak_bytes <= r.points[i].metrics.device_peak_bytes &&
-                     p.metrics.tokens_per_second_per_gpu > r.points[i].metrics.tokens_per_second_per_gpu);
+    for (const PointResult& p : r.points) {
+      if (p.status != PointStatus::ok || !p.fits || p.index == i) continue;
+      EXPECT_FALSE(p.metrics.device_peak_bytes <= r.points[i].metrics.device_peak_bytes &&
+                   p.metrics.tokens_per_second_per_gpu > r.points[i].metrics.tokens_per_second_per_gpu);
+    }
   }
   for (const PointResult& p : r.points) {
     if (p.status != PointStatus::ok || !p.fits || front.count(p.index)) continue;
@@ -266,10 +267,12 @@ TEST(SweepRanking, ParetoFrontAndRecommendation) {
   const PointResult& rec = r.points[r.recommendation.point];
   EXPECT_TRUE(rec.fits);
   EXPECT_GE(rec.metrics.tokens_per_second_per_gpu, 0.99 * best.metrics.tokens_per_second_per_gpu);
-  for (const PointResult& p : r.points)
-    if (p.status == PointStatus::ok && p.fits &&
-        p.metrics.tokens_per_second_per_gpu >= 0.99 * best.metrics.tokens_per_second_per_gpu)
+  for (const PointResult& p : r.points) {
+    if (p.status != PointStatus::ok || !p.fits) continue;
+    if (p.metrics.tokens_per_second_per_gpu >= 0.99 * best.metrics.tokens_per_second_per_gpu) {
       EXPECT_GE(p.metrics.device_peak_bytes, rec.metrics.device_peak_bytes);
+    }
+  }
   EXPECT_NE(r.recommendation.why.find("tokens/s/GPU"), std::string::npos);
   EXPECT_NE(r.recommendation.why.find("Next: #"), std::string::npos) << r.recommendation.why;
   EXPECT_TRUE(no_fit_message(r).empty());

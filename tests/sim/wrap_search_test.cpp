@@ -81,7 +81,7 @@ std::vector<Case> cases() {
       {"fsdp2_full_shard", {}},
       {"fsdp2_memory_bound", {}, 0.4},
       {"fsdp2_short_seq_comm_bound", {"training.seq_len=2048"}},
-      {"fsdp2_strongly_comm_bound", {"training.seq_len=512", "cluster.nodes=4"}},
+      {"fsdp2_strongly_comm_bound", {"training.seq_len=512", "cluster.nodes=4", "training.global_batch=32"}},
       {"fsdp2_comm_bound_memory_bound", {"training.seq_len=1024"}, 0.3},
       {"pcie_cluster", {"cluster=scenarios/clusters/pcie-a100.json", "training.seq_len=4096"}},
       {"fsdp1_limit_all_gathers", {"fsdp.version=1", "training.seq_len=4096"}},
@@ -188,12 +188,14 @@ TEST(WrapSearch, SearchEqualsEngineBruteForce) {
     dp_first += first;
     dp_candidates += among;
     ++total;
-    std::printf("  %-30s engine best %-16s %8.3f ms | DP first %-16s %8.3f ms (model rank of engine best %d) | "
+    const std::string rank = bf.model_rank_of_engine_best < 0 ? std::string("-, the model says it does not fit")
+                                                              : std::to_string(bf.model_rank_of_engine_best + 1);
+    std::printf("  %-30s engine best %-16s %8.3f ms | DP first %-16s %8.3f ms (engine best's rank in the model: %s) | "
                 "search %-16s via %s, %d engine runs\n",
                 c.name.c_str(), partition_text(truth.partition).c_str(), truth.engine_objective_seconds * 1e3,
                 r.candidates.empty() ? "-" : partition_text(r.candidates.front().partition).c_str(),
                 r.candidates.empty() ? 0.0 : r.candidates.front().engine_objective_seconds * 1e3,
-                bf.model_rank_of_engine_best + 1, partition_text(r.best.partition).c_str(), r.best_from.c_str(),
+                rank.c_str(), partition_text(r.best.partition).c_str(), r.best_from.c_str(),
                 r.engine_evaluations);
   }
   std::printf("  DP's first choice is the engine's best in %d of %d cases; among its %d candidates in %d of %d\n",
