@@ -188,7 +188,10 @@ sim::Resimulator simgrid_resimulator(const std::string& scenario, const std::vec
     if (r.exit_code != 0) {
       note = "SimGrid re-simulation unavailable: `fsdpsim simulate` failed: " + first_line(r.err);
       // No such verb, or the SimGrid engine is missing: the same for every point.
-      if (r.err.find("simulate") != std::string::npos || r.exit_code == 109) *unavailable = note;
+      // (CLI11's parse errors exit with 100..127; fsdpsim's own errors with 1 or 2.)
+      if (r.err.find("simulate") != std::string::npos || (r.exit_code >= 100 && r.exit_code < 128) ||
+          r.exit_code < 0)
+        *unavailable = note;
       return std::nullopt;
     }
     nlohmann::json j;
@@ -379,7 +382,7 @@ std::vector<std::string> header_with_axes(const sim::SweepResult& r, std::vector
   return before;
 }
 
-std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplate& base, int top) {
+std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplate& base, int top, bool inline_scenario) {
   std::ostringstream out;
   const planner::Scenario& sc = base.base();
   const double gpu = sc.cluster.gpu.memory_bytes;
@@ -466,8 +469,11 @@ std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplat
     const sim::PointResult& p = r.points[r.recommendation.point];
     out << "Recommended: #" << p.index << (p.label.empty() ? " (the base scenario)" : " " + p.label) << "\n";
     out << "  why: " << r.recommendation.why << "\n";
-    out << "  run: fsdpsim estimate --scenario " << shell_quote(base.file()) << set_args(base.base_overrides())
-        << set_args(p.overrides) << "\n";
+    if (inline_scenario)
+      out << "  on the sweep file's scenario:" << set_args(base.base_overrides()) << set_args(p.overrides) << "\n";
+    else
+      out << "  run: fsdpsim estimate --scenario " << shell_quote(base.file()) << set_args(base.base_overrides())
+          << set_args(p.overrides) << "\n";
   } else if (r.smallest_overage) {
     out << sim::no_fit_message(r) << "\n";
     out << "  try: more GPUs (--set cluster.nodes=...), activation checkpointing, a smaller micro-batch, FULL_SHARD, or "
@@ -718,7 +724,7 @@ void run_sweep_command(const SweepOptionsCli& o) {
 
   if (!o.csv.empty()) write_csv(result, o.csv);
   if (o.json) std::cout << sweep_json(result, *base).dump(2) << "\n";
-  else std::cout << sweep_text(result, *base, top);
+  else std::cout << sweep_text(result, *base, top, !scenario_inline.is_null());
   if (!o.csv.empty() && !o.json) std::cout << "wrote " << result.points.size() << " rows to " << o.csv << "\n";
   if (result.interrupted || g_interrupted.load()) {
     std::cout << std::flush;
