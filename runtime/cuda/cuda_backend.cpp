@@ -22,7 +22,6 @@
 // Faults: a CUDA or NCCL error names the op and the rank; a wait past the timeout (or an
 // asynchronous NCCL error) aborts every communicator with ncclCommAbort so no stream stays
 // stuck, and the run ends with the diagnosis.
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -33,6 +32,7 @@
 #include <random>
 #include <thread>
 
+#include "runtime/cuda/cublas_loader.h"
 #include "runtime/executor.h"
 
 namespace fsdpsim::runtime::detail {
@@ -131,7 +131,7 @@ class CudaRankDevice : public RankDevice {
     if (base_) cudaEventDestroy(base_);
     for (cudaStream_t st : streams_)
       if (st) cudaStreamDestroy(st);
-    if (cublas_) cublasDestroy(cublas_);
+    if (cublas_) cublas().destroy(cublas_);
     for (void* p : {gemm_a_, gemm_b_, gemm_c_, copy_src_, copy_dst_, comm_scratch_})
       if (p) cudaFree(p);
     if (pinned_) cudaFreeHost(pinned_);
@@ -188,9 +188,12 @@ class CudaRankDevice : public RankDevice {
       for (auto& v : host) v = to_bf16(u(rng));
       check(cudaMemcpy(gemm_a_, host.data(), bytes, cudaMemcpyHostToDevice), -1, "cudaMemcpy");
       check(cudaMemcpy(gemm_b_, host.data(), bytes, cudaMemcpyHostToDevice), -1, "cudaMemcpy");
-      if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS)
-        throw RuntimeError(FaultKind::cuda, rank_, -1,
-                           "CUDA error: rank " + std::to_string(rank_) + ": cublasCreate failed");
+      try {
+        if (cublas().create(&cublas_) != CUBLAS_STATUS_SUCCESS)
+          throw std::runtime_error("cublasCreate failed");
+      } catch (const std::runtime_error& e) {
+        throw RuntimeError(FaultKind::cuda, rank_, -1, "CUDA error: rank " + std::to_string(rank_) + ": " + e.what());
+      }
     }
     if (copies) {
       device_alloc(&copy_src_, chunk, "copy source");
@@ -309,7 +312,7 @@ class CudaRankDevice : public RankDevice {
   }
 
   void gemms(const Op& op, cudaStream_t st) {
-    if (cublasSetStream(cublas_, st) != CUBLAS_STATUS_SUCCESS)
+    if (cublas().set_stream(cublas_, st) != CUBLAS_STATUS_SUCCESS)
       throw RuntimeError(
           FaultKind::cuda, rank_, op.id,
           "CUDA error: rank " + std::to_string(rank_) + ", " + c_.op_text(op.id) + ": cublasSetStream failed");
@@ -321,7 +324,7 @@ class CudaRankDevice : public RankDevice {
     rest_rows = std::min(o_.gemm_dim, (rest_rows + 63) / 64 * 64);
     const float alpha = 1, beta = 0;
     auto gemm = [&](int m) {
-      cublasStatus_t r = cublasGemmEx(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, m, o_.gemm_dim, o_.gemm_dim, &alpha, gemm_a_,
+      cublasStatus_t r = cublas().gemm_ex(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, m, o_.gemm_dim, o_.gemm_dim, &alpha, gemm_a_,
                                       CUDA_R_16BF, m, gemm_b_, CUDA_R_16BF, o_.gemm_dim, &beta, gemm_c_, CUDA_R_16BF, m,
                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
       if (r != CUBLAS_STATUS_SUCCESS)
