@@ -368,12 +368,13 @@ json final_norm(const std::string& name, const std::string& type, const HfArch& 
 }
 
 // The output projection (no bias in any supported family), tied to the embedding or not.
-json output_projection(const std::string& name, const std::string& embedding_weight, const HfArch& a) {
+json output_projection(const std::string& name, const std::string& embedding_weight, const HfArch& a,
+                       const HfImportOptions& options) {
   json m = module(name, "Linear");
   json weight = param("weight", {a.vocab, a.hidden}, a.dtype);
   if (a.tie) weight["tied_to"] = embedding_weight;
   m["params"] = json::array({weight});
-  return with_costs(m, lm_head_costs(a.hidden, a.vocab), kEdgeCostSource);
+  return with_costs(m, lm_head_costs(a.hidden, a.vocab, options.fp32_loss), kEdgeCostSource);
 }
 
 DecoderBlockShape block_shape(const HfArch& a) {
@@ -423,7 +424,7 @@ json llama_like_root(const HfArch& a, const HfImportOptions& options) {
                              {token_embedding("embed_tokens", "Embedding", a),
                               with_children(module("layers", "ModuleList"), {block}), final_norm("norm", norm_type, a)});
   return with_children(module("", prefix + "ForCausalLM"),
-                       {model, output_projection("lm_head", "model.embed_tokens.weight", a)});
+                       {model, output_projection("lm_head", "model.embed_tokens.weight", a, options)});
 }
 
 json gpt2_root(const HfArch& a, const HfImportOptions& options) {
@@ -438,7 +439,7 @@ json gpt2_root(const HfArch& a, const HfImportOptions& options) {
                                     with_children(module("h", "ModuleList"), {block}),
                                     final_norm("ln_f", "LayerNorm", a)});
   return with_children(module("", "GPT2LMHeadModel"),
-                       {transformer, output_projection("lm_head", "transformer.wte.weight", a)});
+                       {transformer, output_projection("lm_head", "transformer.wte.weight", a, options)});
 }
 
 json gpt_neox_root(const HfArch& a, const HfImportOptions& options) {
@@ -456,7 +457,7 @@ json gpt_neox_root(const HfArch& a, const HfImportOptions& options) {
                              {token_embedding("embed_in", "Embedding", a),
                               with_children(module("layers", "ModuleList"), {block}),
                               final_norm("final_layer_norm", "LayerNorm", a)});
-  return with_children(module("", "GPTNeoXForCausalLM"), {model, output_projection("embed_out", "gpt_neox.embed_in.weight", a)});
+  return with_children(module("", "GPTNeoXForCausalLM"), {model, output_projection("embed_out", "gpt_neox.embed_in.weight", a, options)});
 }
 
 // MosaicML's module names (transformer.blocks.{i}.attn.Wqkv); the logits come from the
@@ -477,7 +478,7 @@ json mpt_root(const HfArch& a, const HfImportOptions& options) {
   children.push_back(with_children(module("blocks", "ModuleList"), {block}));
   children.push_back(final_norm("norm_f", a.norm_type, a));
   json transformer = with_children(module("transformer", "MPTModel"), children);
-  return with_children(module("", "MPTForCausalLM"), {transformer, output_projection("lm_head", "transformer.wte.weight", a)});
+  return with_children(module("", "MPTForCausalLM"), {transformer, output_projection("lm_head", "transformer.wte.weight", a, options)});
 }
 
 json arch_summary(const HfArch& a) {
@@ -524,7 +525,8 @@ nlohmann::json import_hf_config(const nlohmann::json& config, const std::string&
   root.erase("name");  // the root module is unnamed
   const std::string source = "Hugging Face config " + file + " (model_type " + family_name(a.family).model_type +
                              "), imported by fsdpsim with flash_attention=" +
-                             (options.flash_attention ? "true" : "false");
+                             (options.flash_attention ? "true" : "false") +
+                             (options.fp32_loss ? "" : ", fp32_loss=false");
   return {{"name", model_name_from(file)}, {"source", source}, {"arch", arch_summary(a)}, {"root", root}};
 }
 

@@ -22,6 +22,10 @@ struct HfImportOptions {
   // never written to HBM nor saved for backward. false: eager attention as in Korthikanti
   // et al. 2022 (softmax output, dropout mask and output saved).
   bool flash_attention = true;
+  // The loss upcasts the logits to fp32 (Hugging Face's ForCausalLMLoss `logits.float()`,
+  // torchtitan's `pred.float()`). false: cross-entropy on the 16-bit logits (KempnerForge,
+  // 2022-era GPT-2 code). Changes the output layer's saved and transient bytes.
+  bool fp32_loss = true;
 };
 
 // The model JSON (the schema parse_model reads) for a Hugging Face config; `file` names

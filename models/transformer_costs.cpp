@@ -439,8 +439,26 @@ TransientLedger final_norm_transients(std::int64_t hidden_size) {
   return ledger;
 }
 
-TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_size) {
+TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_size, bool fp32_loss) {
   const double E = kActivationBytes, h = as_double(hidden_size), V = as_double(vocab_size);
+  if (!fp32_loss) {
+    // F.cross_entropy straight on the 16-bit logits: log_softmax writes 16-bit log-probabilities
+    // (saved), nll_loss's backward a 16-bit gradient, log_softmax's backward the logits' gradient.
+    const CostItem logits16 = per_token("16-bit logits", E * V);
+    const CostItem d_log_probs = per_token("16-bit gradient of the log-probabilities", E * V);
+    const CostItem d_logits16 = per_token("16-bit gradient of the logits", E * V);
+    TransientLedger ledger;
+    ledger.forward = {{"log_softmax on the 16-bit logits (its output is saved; the logits are still referenced)",
+                       {logits16}}};
+    ledger.backward = {
+        {"nll_loss backward: zeros, then the loss gradient scattered at the targets", {d_log_probs}},
+        {"log_softmax backward (LogSoftmaxBackward0): its input gradient is held while it writes its output",
+         {d_log_probs, d_logits16}},
+        {"output projection backward (MmBackward0; its weight gradient is a parameter gradient)",
+         {d_logits16, per_token("gradient of the output layer's input", E * h)}},
+    };
+    return ledger;
+  }
   const CostItem logits16 = per_token("16-bit logits", E * V);
   const CostItem logits32 = per_token("fp32 logits (logits.float())", kLogitBytes * V);
   const CostItem d_log_probs = per_token("fp32 gradient of the log-probabilities", kLogitBytes * V);
@@ -555,18 +573,24 @@ ModuleCosts final_norm_costs(std::int64_t hidden_size) {
   return c;
 }
 
-ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size) {
+ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, bool fp32_loss) {
   const double E = kActivationBytes, h = as_double(hidden_size), V = as_double(vocab_size);
   ModuleCosts c;
   c.forward_flops = monomial(2 * h * V, 1, 1);
-  // Cast of the logits to fp32 (read 2V, write 4V) and a log-softmax over them (read and
-  // write 4V); the GEMM's own output is priced by its FLOPs.
-  c.forward_hbm_bytes = monomial((E + kLogitBytes) * V + 2 * kLogitBytes * V, 1, 1);
-  // The projection keeps its input; the cross-entropy keeps its fp32 log-probabilities
-  // (Korthikanti et al. 2022, section 4.3: 2sbh + 4sbv).
-  c.saved_activation_bytes = monomial(E * h + kLogitBytes * V, 1, 1);
+  if (fp32_loss) {
+    // Cast of the logits to fp32 (read 2V, write 4V) and a log-softmax over them (read and
+    // write 4V); the GEMM's own output is priced by its FLOPs.
+    c.forward_hbm_bytes = monomial((E + kLogitBytes) * V + 2 * kLogitBytes * V, 1, 1);
+    // The projection keeps its input; the cross-entropy keeps its fp32 log-probabilities
+    // (Korthikanti et al. 2022, section 4.3: 2sbh + 4sbv).
+    c.saved_activation_bytes = monomial(E * h + kLogitBytes * V, 1, 1);
+  } else {
+    // A log-softmax over the 16-bit logits (read and write 2V); its 16-bit output is saved.
+    c.forward_hbm_bytes = monomial(2 * E * V, 1, 1);
+    c.saved_activation_bytes = monomial(E * h + E * V, 1, 1);
+  }
   c.input_bytes = monomial(E * h, 1, 1);
-  const TransientLedger transients = lm_head_transients(hidden_size, vocab_size);
+  const TransientLedger transients = lm_head_transients(hidden_size, vocab_size, fp32_loss);
   c.forward_transient_bytes = peak_transient_bytes(transients.forward);
   c.backward_transient_bytes = peak_transient_bytes(transients.backward);
   return c;

@@ -168,7 +168,10 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
 TransientLedger token_embedding_transients(std::int64_t hidden_size, bool adds_position_embedding,
                                            bool embedding_dropout);
 TransientLedger final_norm_transients(std::int64_t hidden_size);
-TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_size);
+// fp32_loss: the loss upcasts the logits (logits.float(), as Hugging Face's ForCausalLMLoss and
+// torchtitan do); false: F.cross_entropy on the 16-bit logits (log-probabilities and their
+// gradients 16-bit), as KempnerForge's cross_entropy_loss and 2022-era GPT-2 training code do.
+TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_size, bool fp32_loss = true);
 // One moment's bytes as a polynomial in b and s.
 Polynomial moment_bytes(const TransientMoment& moment);
 // The largest moment as a polynomial: the coefficient-wise maximum over the moments (the b*s,
@@ -186,7 +189,7 @@ ModuleCosts token_embedding_costs(std::int64_t hidden_size, bool adds_position_e
                                   bool embedding_dropout);
 ModuleCosts final_norm_costs(std::int64_t hidden_size);
 // The output projection and the cross-entropy loss on its fp32 logits.
-ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size);
+ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, bool fp32_loss = true);
 
 // A polynomial as the model JSON writes it: {"b*s": 123, "b*s^2": 4}; integral
 // coefficients are written as integers. Zero terms are left out.

@@ -376,9 +376,19 @@ class StepBuilder {
         checkpoint_input[e.region] = alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::activation,
                                               "checkpointed input of " + e.module->full_name);
       }
+      transient_at(op, c.forward_transient_bytes, b, seq, "forward transients of " + e.module->full_name);
     }
     checkpoint_inputs_ = checkpoint_input;
     input_ = input;
+  }
+
+  // The module's transient tensors (models/transformer_costs.h, "Transient memory"): alive only
+  // while its forward or backward runs, so allocated and freed at the op; the peak sees them on
+  // top of everything the op holds.
+  void transient_at(int op, const models::Polynomial& p, double b, double seq, const std::string& name) {
+    if (p.empty()) return;
+    int t = alloc_at(op, bytes_of(p, b, seq), MemCategory::temporary, name);
+    free_at(op, t);
   }
 
   std::int64_t bytes_of(const models::Polynomial& p, double b, double seq) const {
@@ -426,6 +436,7 @@ class StepBuilder {
         const std::int64_t extra = bytes_of(c.saved_activation_bytes, b, seq) - bytes_of(c.sac_saved_activation_bytes, b, seq);
         recomputed_ops = alloc_at(re, std::max<std::int64_t>(0, extra), MemCategory::activation,
                                   "recomputed activations of " + e.module->full_name);
+        transient_at(re, c.forward_transient_bytes, b, seq, "recompute transients of " + e.module->full_name);
       }
       int op = add_op(OpKind::compute_bwd, Stream::compute, "bwd " + e.module->full_name, e.unit, e.module->full_name);
       take_cpu_wait(op);
@@ -434,10 +445,17 @@ class StepBuilder {
       s_.ops[op].hbm_bytes = 2.0 * c.forward_hbm_bytes.at(b, seq) * act_scale_;
       depend_on_unit(op, e.unit);
       if (grads_sharded_) allocate_grads(op, module_params_[e.module], "grads of " + e.module->full_name);
-      // The gradient w.r.t. the module's input lives while the op runs.
-      int grad_input = alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::temporary,
-                                "input grad of " + e.module->full_name);
-      free_at(op, grad_input);
+      if (!c.backward_transient_bytes.empty()) {
+        // The module's backward transients, which include the gradient flowing in and the
+        // gradient w.r.t. its input (models/transformer_costs.h).
+        transient_at(op, c.backward_transient_bytes, b, seq, "backward transients of " + e.module->full_name);
+      } else {
+        // A model without transient costs: the gradient w.r.t. the module's input lives while
+        // the op runs.
+        int grad_input = alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::temporary,
+                                  "input grad of " + e.module->full_name);
+        free_at(op, grad_input);
+      }
       free_at(op, activations_[e.module]);
       free_at(op, recomputed_ops);
       activations_.erase(e.module);
@@ -477,6 +495,7 @@ class StepBuilder {
       depend_on_unit(op, f.unit);
       activations_[f.module] = alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
                                         "recomputed activations of " + f.module->full_name);
+      transient_at(op, c.forward_transient_bytes, b, seq, "recompute transients of " + f.module->full_name);
     }
   }
 
@@ -513,6 +532,21 @@ class StepBuilder {
       reduce_done_.push_back(op);
       return;
     }
+    if (!f_.sync_grads_every_micro_step && s_.micro_steps > 1) {
+      // Accumulation without communication: the unsharded gradients are kept, summed over
+      // micro-steps; FSDP2 upcasts them to the reduce dtype (FSDPParam.to_accumulated_grad_if_needed,
+      // _fsdp_param.py). The last micro-step reduces the sum.
+      const int b_acc = f_.version == 2 && b_r_ != b_c_ ? b_r_ : b_c_;
+      const bool first_micro = micro_ == 0;
+      int acc = add_op(OpKind::copy_out, Stream::compute, "accumulate unsharded grads " + name, u);
+      s_.ops[acc].hbm_bytes = static_cast<double>(sh.gathered_numel) * (b_c_ + (first_micro ? b_acc : 2 * b_acc));
+      if (accumulated_grad_.empty()) accumulated_grad_.assign(plan_.units.size(), -1);
+      if (accumulated_grad_[u] < 0)
+        accumulated_grad_[u] = alloc_at(acc, sh.gathered_numel * b_acc, MemCategory::unsharded_grad,
+                                        "accumulated unsharded grads of " + name);
+      free_grads(acc, u);
+      if (!last_micro) return;
+    }
     // Copy-in: flatten (FSDP1) or pad and cast (FSDP2) the unsharded grads into the
     // reduce-scatter input on the compute stream.
     if (f_.version == 2) free_now(previous_rs_input_);
@@ -532,6 +566,7 @@ class StepBuilder {
       rs_input = alloc_at(copy_in, sh.gathered_numel * b_r_, MemCategory::reduce_scatter_buffer, "reduce-scatter input of " + name);
       free_grads(copy_in, u);
     }
+    if (!accumulated_grad_.empty()) free_at(copy_in, accumulated_grad_[u]);
     const Stream rs_stream = f_.version == 1 ? Stream::all_gather : Stream::reduce_scatter;  // FSDP1: one NCCL stream
     int rs = add_op(OpKind::reduce_scatter, rs_stream, "reduce-scatter " + name, u);
     s_.ops[rs].deps.push_back(copy_in);
@@ -634,6 +669,7 @@ class StepBuilder {
   Phase phase_ = Phase::forward;
   int last_op_ = -1;
   std::vector<int> unsharded_, comm_buffer_, reshard_copy_, inflight_, ready_, sharded_grad_, replicated_grad_;
+  std::vector<int> accumulated_grad_;  // per unit: unsharded grads summed over micro-steps (grad_sync last_micro_step)
   std::vector<std::vector<int>> grads_;  // per unit: unsharded grad allocations of this micro-step
   std::map<const models::Parameter*, int> owner_;  // canonical parameter -> unit
   std::map<const Module*, std::vector<const models::Parameter*>> module_params_;  // costed module -> canonical params it uses

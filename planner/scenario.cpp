@@ -188,6 +188,7 @@ TrainingSpec parse_training(JsonReader r, int world) {
               : opt == "adam" ? Optimizer::adam
               : opt == "sgd_momentum" ? Optimizer::sgd_momentum
                                       : Optimizer::none;
+  t.torch_compile = r.boolean_or("torch_compile", false);
   std::string master = r.choice_or("master_weights", {"sharded_param", "optimizer_state"}, "sharded_param");
   t.master_weights = master == "sharded_param" ? MasterWeights::sharded_param : MasterWeights::optimizer_state;
   if (r.has("activation_checkpointing")) {
@@ -264,6 +265,8 @@ FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
   }
   f.limit_all_gathers = r.boolean_or("limit_all_gathers", true);
   f.cpu_offload = r.boolean_or("cpu_offload", false);
+  std::string sync = r.choice_or("grad_sync", {"every_micro_step", "last_micro_step"}, "every_micro_step");
+  f.sync_grads_every_micro_step = sync == "every_micro_step";
   r.finish();
   return f;
 }
@@ -400,7 +403,15 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
                         const std::vector<std::string>& overrides) {
   nlohmann::json json = json_in;
   if (!json.is_object()) throw InputError(file, "", "expected a scenario JSON object");
-  // References first, so that overrides can reach inside them.
+  // Overrides that replace a whole reference (--set model=models/gpt2.json) come first, then
+  // the references are loaded, so that the other overrides can reach inside them.
+  auto replaces_reference = [](const std::string& o) {
+    for (const char* key : {"model=", "cluster=", "calibration="})
+      if (o.rfind(key, 0) == 0) return true;
+    return false;
+  };
+  for (const std::string& o : overrides)
+    if (replaces_reference(o)) apply_override(json, o, file);
   if (!json.contains("model")) throw InputError(file, "model", "is required: a catalog path, an inline object or hf:config.json");
   if (!json.contains("cluster")) throw InputError(file, "cluster", "is required: a catalog path or an inline object");
   Reference model_ref = load_reference(json["model"], file, "model");
@@ -414,6 +425,7 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
   }
   for (const std::string& o : overrides) {
     auto starts = [&](const char* prefix) { return o.rfind(prefix, 0) == 0; };
+    if (replaces_reference(o)) continue;
     if (starts("cluster.")) apply_override(cluster_ref.json, o.substr(8), cluster_ref.file);
     else if (starts("model.")) apply_override(model_ref.json, o.substr(6), model_ref.file);
     else apply_override(json, o, file);

@@ -59,6 +59,9 @@ struct TrainingSpec {
   MasterWeights master_weights = MasterWeights::sharded_param;
   Checkpointing checkpointing = Checkpointing::none;
   int checkpoint_every = 1;  // every_k: checkpoint one block in k
+  // The blocks run under torch.compile (fused elementwise kernels): the cost model prices
+  // their memory-bound work at the fused traffic the model files count.
+  bool torch_compile = false;
 };
 
 struct FsdpSpec {
@@ -73,6 +76,10 @@ struct FsdpSpec {
   BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
   bool limit_all_gathers = true;
   bool cpu_offload = false;
+  // Gradient accumulation without communication (FSDP1 no_sync(), FSDP2
+  // set_requires_gradient_sync(False) on every micro-step but the last): unsharded gradients
+  // accumulate (FSDP2: in the reduce dtype) and are reduced once, in the last micro-step.
+  bool sync_grads_every_micro_step = true;
 };
 
 struct Scenario {

@@ -240,6 +240,34 @@ TEST(TransientMemory, Llama31_8bOutputLayerAndLossByHand) {
   EXPECT_EQ(moment_bytes(ledger.backward[3]).at(1, 1), 2.0 * 128256 + 2.0 * 4096);  // + input gradient
 }
 
+// The same output layer with the loss on the 16-bit logits (no upcast; KempnerForge's
+// F.cross_entropy(logits.view(-1, V), ...)), per token, V = 128,256, h = 4,096:
+//   saved: the projection's input 2h + the 16-bit log-probabilities 2V = 264,704;
+//   forward: the 16-bit logits (2V = 256,512) beside the saved log-probabilities;
+//   backward: nll_loss's gradient 2V, then log_softmax's backward holds it and writes the
+//   logits' gradient: 4V = 513,024 (the peak); then the projection's: 2V + 2h = 264,704.
+// For b = 4, s = 4096 (KempnerForge 13B's micro-batch): 16,384 tokens x 4V = 8.41e9 bytes.
+TEST(TransientMemory, SixteenBitLossByHand) {
+  const ModuleCosts head = lm_head_costs(4096, 128256, /*fp32_loss=*/false);
+  EXPECT_EQ(head.saved_activation_bytes.at(1, 1), 2.0 * 4096 + 2.0 * 128256);
+  EXPECT_EQ(head.forward_transient_bytes.at(1, 1), 2.0 * 128256);
+  EXPECT_EQ(head.backward_transient_bytes.at(1, 1), 4.0 * 128256);
+  EXPECT_EQ(head.backward_transient_bytes.at(4, 4096), 16384.0 * 4 * 128256);
+  // The fp32 loss of the same layer: saved 2h + 4V, forward 6V, backward 8V.
+  const ModuleCosts fp32 = lm_head_costs(4096, 128256);
+  EXPECT_EQ(fp32.saved_activation_bytes.at(1, 1), 2.0 * 4096 + 4.0 * 128256);
+  EXPECT_EQ(fp32.forward_transient_bytes.at(1, 1), 6.0 * 128256);
+  EXPECT_EQ(fp32.backward_transient_bytes.at(1, 1), 8.0 * 128256);
+  const TransientLedger ledger = lm_head_transients(4096, 128256, false);
+  ASSERT_EQ(ledger.backward.size(), 3u);
+  EXPECT_EQ(largest_moment(ledger.backward, 4, 4096), 1u);  // log_softmax backward
+  // The importer writes it when asked.
+  HfImportOptions options;
+  options.fp32_loss = false;
+  Model m = load_hf_config(hf_config_path("kempnerforge-7b"), options);
+  EXPECT_EQ(costs_of(m, "lm_head").backward_transient_bytes.at(1, 1), 4.0 * 128256);
+}
+
 // One Llama-3.1-8B decoder block, flash attention (SDPA flash / FlashAttention-2), per token:
 //   forward: everything the block computes is saved except q and k before rotary
 //     (2*4096 + 2*1024 = 10,240, alive until both are rotated), the o_proj output (8,192) and,

@@ -1,0 +1,136 @@
+// Transient memory in the planned step (models' forward_transient_bytes and
+// backward_transient_bytes) and gradient accumulation without communication, against hand
+// arithmetic on synthetic models.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "models/json_input.h"
+#include "planner/memory.h"
+#include "planner/plan.h"
+#include "planner/scenario.h"
+#include "planner/schedule_graph.h"
+#include "synthetic.h"
+
+namespace fsdpsim::planner {
+namespace {
+
+using testing::block_model;
+using testing::cluster;
+
+// 4 blocks of one [64, 1024] weight, 8 GPUs, micro-batch 2 x seq 16 = 32 tokens. Every
+// block saves 100 bytes per token; its input is 8 bytes per token (synthetic.h).
+nlohmann::json scenario(double forward_transient, double backward_transient) {
+  nlohmann::json model = block_model(4, {64, 1024}, 100);
+  nlohmann::json& costs = model["root"]["children"][0]["children"][0]["costs"];
+  if (forward_transient > 0) costs["forward_transient_bytes"] = {{"b*s", forward_transient}};
+  if (backward_transient > 0) costs["backward_transient_bytes"] = {{"b*s", backward_transient}};
+  return {{"model", model},
+          {"cluster", cluster(1, 8)},
+          {"training", {{"micro_batch", 2}, {"seq_len", 16}, {"optimizer", "adamw"}}},
+          {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}};
+}
+
+Plan plan_of(const nlohmann::json& j) {
+  Scenario s = parse_scenario(j, "test.json");
+  Plan plan = plan_step(s);
+  validate_schedule(plan.schedule, "test.json");
+  return plan;
+}
+
+// A forward op holds its transient on top of everything else (+ F x 32 bytes) and frees it
+// at once; a backward op holds the backward transient in place of the planner's own
+// input-gradient temporary (8 bytes per token): + (B - 8) x 32. Nothing else moves.
+TEST(TransientMemory, EachComputeOpHoldsItsTransientByHand) {
+  const double F = 1000, B = 5000, tokens = 32;
+  Plan without = plan_of(scenario(0, 0));
+  Plan with = plan_of(scenario(F, B));
+  ASSERT_EQ(without.schedule.ops.size(), with.schedule.ops.size());
+  MemoryReport a = replay_memory(without.schedule), b = replay_memory(with.schedule);
+  int forward_ops = 0, backward_ops = 0;
+  for (std::size_t i = 0; i < with.schedule.ops.size(); ++i) {
+    const Op& op = with.schedule.ops[i];
+    const double delta = static_cast<double>(b.allocated_at_op[i] - a.allocated_at_op[i]);
+    SCOPED_TRACE(op.name);
+    if (op.kind == OpKind::compute_fwd) {
+      EXPECT_EQ(delta, F * tokens);
+      ++forward_ops;
+    } else if (op.kind == OpKind::compute_bwd) {
+      EXPECT_EQ(delta, (B - 8) * tokens);
+      ++backward_ops;
+    } else {
+      EXPECT_EQ(delta, 0);
+    }
+  }
+  EXPECT_EQ(forward_ops, 4);
+  EXPECT_EQ(backward_ops, 4);
+  // The backward transient is the largest thing added: the peak is a backward op, higher by it.
+  ASSERT_GE(b.peak_op, 0);
+  EXPECT_EQ(with.schedule.ops[b.peak_op].kind, OpKind::compute_bwd);
+  EXPECT_EQ(b.peak_allocated_bytes, a.allocated_at_op[b.peak_op] + static_cast<std::int64_t>((B - 8) * tokens));
+}
+
+// Under full checkpointing the recompute runs the forward again, transients included.
+TEST(TransientMemory, RecomputeHoldsTheForwardTransient) {
+  const double F = 1000, tokens = 32;
+  nlohmann::json j0 = scenario(0, 0), j1 = scenario(F, 0);
+  j0["training"]["activation_checkpointing"] = "full";
+  j1["training"]["activation_checkpointing"] = "full";
+  Plan without = plan_of(j0), with = plan_of(j1);
+  MemoryReport a = replay_memory(without.schedule), b = replay_memory(with.schedule);
+  int recomputes = 0;
+  for (std::size_t i = 0; i < with.schedule.ops.size(); ++i) {
+    if (with.schedule.ops[i].kind != OpKind::recompute) continue;
+    EXPECT_EQ(static_cast<double>(b.allocated_at_op[i] - a.allocated_at_op[i]), F * tokens);
+    ++recomputes;
+  }
+  EXPECT_EQ(recomputes, 4);
+}
+
+// grad_sync last_micro_step (FSDP2 set_requires_gradient_sync(False) on every micro-step
+// but the last): one reduce-scatter per unit per step instead of one per micro-step, and
+// each unit's unsharded gradient held in the reduce dtype (fp32: 64 x 1024 x 4 = 262,144
+// bytes) from its first backward to the last micro-step's reduce-scatter copy-in.
+TEST(GradSync, LastMicroStepReducesOnceAndHoldsFp32UnshardedGrads) {
+  nlohmann::json j = scenario(0, 0);
+  j["training"]["global_batch"] = 2 * 8 * 3;  // 3 micro-steps
+  Plan every = plan_of(j);
+  j["fsdp"]["grad_sync"] = "last_micro_step";
+  Plan last = plan_of(j);
+  auto count = [](const Plan& p, OpKind kind) {
+    return std::count_if(p.schedule.ops.begin(), p.schedule.ops.end(), [&](const Op& o) { return o.kind == kind; });
+  };
+  EXPECT_EQ(count(every, OpKind::reduce_scatter), 4 * 3);
+  EXPECT_EQ(count(last, OpKind::reduce_scatter), 4);
+  int held = 0;
+  for (const Allocation& a : last.schedule.allocations) {
+    if (a.label.rfind("accumulated unsharded grads of ", 0) != 0) continue;
+    EXPECT_EQ(a.bytes, 64 * 1024 * 4);
+    EXPECT_EQ(a.category, MemCategory::unsharded_grad);
+    ++held;
+  }
+  EXPECT_EQ(held, 4);
+  // Held across micro-steps: more memory than reducing every micro-step.
+  EXPECT_GT(replay_memory(last.schedule).peak_allocated_bytes, replay_memory(every.schedule).peak_allocated_bytes);
+  // Without accumulation the option changes nothing.
+  nlohmann::json one = scenario(0, 0);
+  Plan a = plan_of(one);
+  one["fsdp"]["grad_sync"] = "last_micro_step";
+  Plan b = plan_of(one);
+  EXPECT_EQ(a.schedule.ops.size(), b.schedule.ops.size());
+  EXPECT_EQ(replay_memory(a.schedule).peak_allocated_bytes, replay_memory(b.schedule).peak_allocated_bytes);
+}
+
+TEST(GradSync, BadValueNamesThePath) {
+  nlohmann::json j = scenario(0, 0);
+  j["fsdp"]["grad_sync"] = "sometimes";
+  try {
+    parse_scenario(j, "test.json");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("fsdp.grad_sync"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fsdpsim::planner
