@@ -8,6 +8,8 @@
 #include "models/json_input.h"
 #include "runtime/runtime.h"
 #include "runtime/verify.h"
+#include "sim/analytic.h"
+#include "planner/cost_model.h"
 #include "tools/commands.h"
 #include "tools/format.h"
 
@@ -35,7 +37,8 @@ void add_runtime_options(CLI::App* cmd, VerifyCommandOptions& o) {
       "Play rank 0 of a world of N (the schedule's world size) on one device; collectives become local copies");
   cmd->add_option(
       "--durations", o.durations,
-      "JSON file: modeled seconds per op (an array, or {\"durations_seconds\": [...]}); default: nominal rates");
+      "JSON file: modeled seconds per op (an array, or {\"durations_seconds\": [...]}); default: the cost model "
+      "(with --scenario) or nominal rates (a bare --schedule)");
   cmd->add_option("--time-scale", o.run.time_scale, "host: wall seconds per modeled second (0.01 plays 100x faster)")
       ->capture_default_str();
   cmd->add_option("--byte-scale", o.run.byte_scale, "host: real bytes a collective moves per planned byte")
@@ -56,22 +59,40 @@ void add_runtime_options(CLI::App* cmd, VerifyCommandOptions& o) {
   cmd->add_flag("--json", o.json, "Print one JSON object for tools");
 }
 
-// Per-op durations and where they come from: a --durations file, else nominal rates.
-// When planner::CostModel lands: CostModel(*loaded.scenario).duration_seconds(op, schedule)
-// for scenario inputs.
-std::pair<std::vector<double>, std::string> op_durations(const VerifyCommandOptions& o,
-                                                         const runtime::LoadedSchedule& loaded) {
-  if (!o.durations.empty())
-    return {runtime::load_durations(o.durations, loaded.schedule), "durations from " + o.durations};
-  return {runtime::nominal_durations(loaded.schedule), "nominal rates (runtime::NominalRates)"};
-}
+// The prediction `verify` checks, and the per-op durations the host backend plays:
+// - a --durations file: those durations, played through the schedule's constraints;
+// - a scenario: the cost model's durations (the scenario's calibration) and the analytic
+//   engine's timeline, exactly what `fsdpsim estimate` predicts for it;
+// - a bare schedule file: nominal rates (runtime::NominalRates), which need no scenario.
+struct PredictionAndDurations {
+  runtime::Prediction prediction;
+  std::vector<double> durations;
+};
 
-// The one place predictions come from: today the durations played through the schedule's
-// constraints (runtime::predict_from_durations) with the planner's memory replay. The
-// simulator's analytic engine plugs in here when it lands.
-runtime::Prediction predict(const runtime::LoadedSchedule& loaded, const std::vector<double>& durations,
-                            const std::string& source) {
-  return runtime::predict_from_durations(loaded.schedule, durations, source + ", played through the schedule");
+PredictionAndDurations predict(const VerifyCommandOptions& o, const runtime::LoadedSchedule& loaded) {
+  const planner::Schedule& s = loaded.schedule;
+  if (!o.durations.empty()) {
+    std::vector<double> d = runtime::load_durations(o.durations, s);
+    return {runtime::predict_from_durations(s, d, "durations from " + o.durations + ", played through the schedule"),
+            d};
+  }
+  if (!loaded.scenario) {
+    std::vector<double> d = runtime::nominal_durations(s);
+    return {runtime::predict_from_durations(
+                s, d, "nominal rates (runtime::NominalRates; no scenario, so no cost model), played through the schedule"),
+            d};
+  }
+  const planner::CostModel cost(*loaded.scenario);
+  const sim::EngineInputs inputs = sim::engine_inputs(s, cost);
+  const sim::StepTiming timing = sim::simulate(s, inputs, cost.bf16_peak_flops());
+  runtime::Prediction p;
+  p.source = "cost model (calibration: " + cost.calibration().name + ") timed by the analytic engine";
+  p.op_seconds = inputs.duration_seconds;
+  p.timeline.reserve(timing.ops.size());
+  for (const sim::OpTiming& t : timing.ops) p.timeline.push_back({t.start, t.end});
+  p.step_seconds = timing.step_seconds;
+  p.memory = planner::replay_memory(s);
+  return {std::move(p), inputs.duration_seconds};
 }
 
 std::string error_text(const runtime::VerifyRow& row) {
@@ -112,8 +133,7 @@ void add_verify_command(CLI::App& app) {
   add_runtime_options(cmd, *o);
   cmd->callback([o] {
     runtime::LoadedSchedule loaded = runtime::load_schedule_or_scenario(o->schedule, o->scenario, o->overrides);
-    auto [durations, source] = op_durations(*o, loaded);
-    runtime::Prediction prediction = predict(loaded, durations, source);
+    auto [prediction, durations] = predict(*o, loaded);
     runtime::RunOptions run = o->run;
     run.check_data = !o->no_check_data;
     run.durations_seconds = durations;  // the host backend waits exactly the predicted durations
