@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
-#include <set>
+#include <unordered_map>
 
 #include "models/json_input.h"
 
@@ -96,85 +96,98 @@ std::vector<std::vector<const Module*>> wrapped_groups(const Model& model, const
 
 }  // namespace
 
+namespace {
+
+// The module tree in forward (pre-order) order with dense indices: the sweep plans thousands
+// of points, and keyed maps over module pointers and parameter names were a third of planning.
+struct ModuleIndex {
+  std::vector<const Module*> order;       // pre-order
+  std::vector<int> parent;                // index of the parent, -1 for the root
+  std::unordered_map<const Module*, int> index;
+
+  explicit ModuleIndex(const Module& root) { add(root, -1); }
+  void add(const Module& m, int parent_index) {
+    const int i = static_cast<int>(order.size());
+    order.push_back(&m);
+    parent.push_back(parent_index);
+    index.emplace(&m, i);
+    for (const Module& c : m.children) add(c, i);
+  }
+  int of(const Module* m) const { return index.at(m); }
+};
+
+}  // namespace
+
 std::vector<Unit> build_units(const Model& model, const WrapSpec& wrap, const std::string& file) {
   std::vector<std::vector<const Module*>> groups = wrapped_groups(model, wrap, file);
+  const ModuleIndex tree(model.root);
 
-  // Forward (pre-order) position of every module, to order units and find first uses.
-  std::map<const Module*, int> position;
-  std::map<const Module*, const Module*> parent_of;
-  int counter = 0;
-  std::function<void(const Module&, const Module*)> number = [&](const Module& m, const Module* parent) {
-    position[&m] = counter++;
-    parent_of[&m] = parent;
-    for (const Module& c : m.children) number(c, &m);
-  };
-  number(model.root, nullptr);
-
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    auto& group = groups[g];
-    std::sort(group.begin(), group.end(), [&](const Module* a, const Module* b) { return position[a] < position[b]; });
+  for (auto& group : groups) {
+    std::sort(group.begin(), group.end(), [&](const Module* a, const Module* b) { return tree.of(a) < tree.of(b); });
+    const int parent = tree.parent[tree.of(group.front())];
     for (const Module* m : group)
-      if (parent_of[m] != parent_of[group.front()])
+      if (tree.parent[tree.of(m)] != parent)
         throw InputError(file, "fsdp.wrap", "modules wrapped as one unit must be siblings: \"" + m->full_name +
                                                 "\" and \"" + group.front()->full_name + "\" are not");
   }
-  std::sort(groups.begin(), groups.end(), [&](const auto& a, const auto& b) {
-    return position[a.front()] < position[b.front()];
-  });
-  std::map<const Module*, int> group_of;  // wrapped module -> unit index
+  std::sort(groups.begin(), groups.end(),
+            [&](const auto& a, const auto& b) { return tree.of(a.front()) < tree.of(b.front()); });
+
+  std::vector<int> group_of(tree.order.size(), -1);  // wrapped module -> unit index
   std::vector<Unit> units(groups.size() + 1);
   units[0].index = 0;
   units[0].name = "<root>";
   units[0].modules = {&model.root};
   units[0].is_root = true;
-  group_of[&model.root] = 0;
+  group_of[0] = 0;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     Unit& u = units[g + 1];
     u.index = static_cast<int>(g + 1);
     u.name = groups[g].front()->full_name;
     u.modules = groups[g];
     for (const Module* m : groups[g]) {
-      if (group_of.count(m))
-        throw InputError(file, "fsdp.wrap", "module \"" + m->full_name + "\" is wrapped twice");
-      group_of[m] = u.index;
+      int& slot = group_of[tree.of(m)];
+      if (slot >= 0) throw InputError(file, "fsdp.wrap", "module \"" + m->full_name + "\" is wrapped twice");
+      slot = u.index;
     }
   }
 
-  // The unit of a module: the nearest wrapped ancestor (itself included).
-  auto unit_of = [&](const Module* m) {
-    while (!group_of.count(m)) m = parent_of[m];
-    return group_of[m];
-  };
-  for (Unit& u : units) {
-    if (u.is_root) continue;
-    u.parent = unit_of(parent_of[u.modules.front()]);
-  }
+  // The unit of a module: the nearest wrapped ancestor (itself included). Pre-order visits
+  // a parent before its children, so one pass fills it.
+  std::vector<int> unit_of(tree.order.size());
+  for (std::size_t i = 0; i < tree.order.size(); ++i)
+    unit_of[i] = group_of[i] >= 0 ? group_of[i] : unit_of[tree.parent[i]];
+  for (Unit& u : units)
+    if (!u.is_root) u.parent = unit_of[tree.parent[tree.of(u.modules.front())]];
 
-  // Parameter owners. A tied parameter goes to the innermost unit enclosing all its users.
-  std::map<std::string, const Module*> owner_module;
-  std::map<std::string, std::vector<int>> users;  // canonical full name -> units using it
-  models::for_each_module(model.root, [&](const Module& m) {
-    for (const Parameter& p : m.params) {
-      const std::string& canonical = p.tied_to.empty() ? p.full_name : p.tied_to;
-      users[canonical].push_back(unit_of(&m));
-    }
-  });
+  // Parameter owners: a parameter's own module's unit; a parameter others are tied to goes
+  // to the innermost unit enclosing all its users.
+  std::unordered_map<std::string, std::vector<int>> tied_users;  // canonical full name -> units
+  for (std::size_t i = 0; i < tree.order.size(); ++i)
+    for (const Parameter& p : tree.order[i]->params)
+      if (!p.tied_to.empty()) tied_users[p.tied_to].push_back(unit_of[i]);
   auto ancestors = [&](int u) {
     std::vector<int> chain;
     for (; u >= 0; u = units[u].parent) chain.push_back(u);
     return chain;
   };
-  auto common_unit = [&](const std::vector<int>& list) {
-    std::vector<int> common = ancestors(list.front());
-    for (int u : list) {
-      std::vector<int> chain = ancestors(u);
-      std::set<int> in_chain(chain.begin(), chain.end());
-      common.erase(std::remove_if(common.begin(), common.end(), [&](int c) { return !in_chain.count(c); }),
+  auto common_unit = [&](int own, const std::vector<int>& others) {
+    std::vector<int> common = ancestors(own);  // deepest first
+    for (int u : others) {
+      const std::vector<int> chain = ancestors(u);
+      common.erase(std::remove_if(common.begin(), common.end(),
+                                  [&](int c) { return std::find(chain.begin(), chain.end(), c) == chain.end(); }),
                    common.end());
     }
-    return common.front();  // the deepest shared ancestor
+    return common.front();  // the deepest shared ancestor (the root is always shared)
   };
-  for (const Parameter* p : model.parameters()) units[common_unit(users[p->full_name])].params.push_back(p);
+  for (std::size_t i = 0; i < tree.order.size(); ++i)
+    for (const Parameter& p : tree.order[i]->params) {
+      if (!p.tied_to.empty()) continue;  // stored once, under the parameter it is tied to
+      const auto tied = tied_users.empty() ? tied_users.end() : tied_users.find(p.full_name);
+      const int owner = tied == tied_users.end() ? unit_of[i] : common_unit(unit_of[i], tied->second);
+      units[owner].params.push_back(&p);
+    }
   return units;
 }
 
