@@ -15,5 +15,6 @@ void add_simulate_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
+void add_calibrate_command(CLI::App& app);
 
 }  // namespace fsdpsim::tools

@@ -1,0 +1,508 @@
+// From measurements to a planner::Calibration: the fits, their mapping onto the fields the cost
+// model reads (NCCL's latency tables and graph inputs, efficiencies, issue cost, interference),
+// and the goodness of fit of the calibration as written.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "calibrate/calibrate.h"
+#include "planner/plan.h"
+
+namespace fsdpsim::calibrate {
+
+using planner::CollectiveGroup;
+using planner::CollectiveKind;
+using planner::NcclAlgorithm;
+using planner::NcclProtocol;
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string bytes_text(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, b == std::floor(b) ? "%.0f %s" : "%.3g %s", b, units[u]);
+  return buf;
+}
+
+std::string span_text(const CollectiveGroup& g) {
+  return std::to_string(g.ranks) + " ranks / " + std::to_string(g.nodes) + (g.nodes == 1 ? " node" : " nodes");
+}
+
+bool same_span(const CollectiveGroup& a, const CollectiveGroup& b) { return a.ranks == b.ranks && a.nodes == b.nodes; }
+
+// Intra-node ring steps and inter-node ring steps of a collective (NCCL tuning.cc: nsteps and
+// interSteps).
+std::pair<double, double> ring_steps(CollectiveKind kind, const CollectiveGroup& g) {
+  const double mult = kind == CollectiveKind::all_reduce ? 2 : 1;
+  const double inter = mult * (g.nodes - 1);
+  const double total = mult * (g.ranks - 1);
+  return {total - inter, inter};
+}
+
+// The line of protocol `p` for one collective fit: segments are ordered small to large
+// sizes, the last is Simple; with three, LL / LL128 / Simple; with two, LL / Simple; with one,
+// every protocol is that line.
+const LineFit& protocol_line(const PiecewiseFit& f, int p, int protocols) {
+  const int segs = static_cast<int>(f.segments.size());
+  if (segs == 1) return f.segments[0];
+  int seg;
+  if (protocols == 3) {
+    seg = segs == 3 ? p : (p == 2 ? segs - 1 : 0);
+  } else {  // protocols == 2: LL and Simple in use (LL128 copies Simple)
+    seg = p == 0 ? 0 : segs - 1;
+  }
+  return f.segments[std::min(seg, segs - 1)];
+}
+
+struct SpanModel {
+  CollectiveGroup span;
+  double bus_gbps[3] = {0, 0, 0};  // per protocol
+  std::vector<std::pair<CollectiveKind, const PiecewiseFit*>> fits;
+};
+
+}  // namespace
+
+FitResult fit(const planner::Scenario& scenario, const Measurements& m) {
+  FitResult out;
+  const planner::ClusterSpec& cluster = scenario.cluster;
+  planner::Calibration c = planner::default_calibration(cluster);
+  const std::string origin = "fsdpsim calibrate --backend " + m.backend + " (" + m.device + ")";
+  c.name = "calibrated: " + origin;
+  auto set_source = [&](const std::string& field, const std::string& text) {
+    c.sources[field] = text;
+    if (std::find(out.fitted_fields.begin(), out.fitted_fields.end(), field) == out.fitted_fields.end())
+      out.fitted_fields.push_back(field);
+  };
+  const std::string host_note =
+      m.backend == "host" ? " Measured on the host backend: this CPU and its shared memory, not a GPU." : "";
+
+  // ---- GEMM efficiency curves -------------------------------------------------------------------
+  std::map<std::string, std::vector<const GemmMeasurement*>> by_dtype;
+  for (const GemmMeasurement& g : m.gemms)
+    if (g.time.median_seconds > 0 && g.peak_flops > 0) by_dtype[g.dtype].push_back(&g);
+  const std::string compute_dtype = models::dtype_name(scenario.training.param_dtype);
+  for (const auto& [dtype, gs] : by_dtype) {
+    const int elem = dtype == "fp32" ? 4 : 2;
+    std::vector<double> intensity, eff;
+    for (const GemmMeasurement* g : gs) {
+      intensity.push_back(g->shape.intensity(elem));
+      eff.push_back(g->efficiency());
+    }
+    const GemmCurve curve = fit_gemm_curve(intensity, eff);
+    out.gemm_curves.push_back(curve);
+    out.gemm_dtypes.push_back(dtype);
+    for (const GemmMeasurement* g : gs)
+      out.errors.push_back({"gemm " + dtype + " efficiency (curve)",
+                            g->shape.label + " " + std::to_string(g->shape.m) + "x" + std::to_string(g->shape.n) + "x" +
+                                std::to_string(g->shape.k),
+                            g->efficiency(), curve.at(g->shape.intensity(elem))});
+    if (dtype == compute_dtype || (by_dtype.count(compute_dtype) == 0 && dtype == "bf16")) {
+      // The cost model takes one efficiency for a module's matmul FLOPs: the curve over the
+      // model's own layer GEMMs (at their full size), weighted by time (FLOPs / efficiency).
+      double flops = 0, time = 0;
+      for (const GemmShape& s : model_gemm_shapes(scenario)) {
+        const double e = curve.at(s.intensity(elem));
+        if (e > 0) {
+          flops += s.flops();
+          time += s.flops() / e;
+        }
+      }
+      double e = time > 0 ? flops / time : curve.max_efficiency;
+      if (!(e > 0)) e = curve.max_efficiency;
+      if (e > 1) {
+        out.notes.push_back("matmul_efficiency fitted above 1 (" + fmt("%.3f", e) + "): capped at 1");
+        e = 1;
+      }
+      if (e > 0) {
+        c.matmul_efficiency = e;
+        set_source("matmul_efficiency",
+                   origin + ": " + dtype + " GEMMs over the model's layer shapes and a square grid; efficiency = " +
+                       fmt("%.4g", curve.max_efficiency) + " x I / (I + " + fmt("%.4g", curve.half_intensity) +
+                       " FLOP/B) fitted against arithmetic intensity I, averaged over the model's layer GEMMs "
+                       "weighted by time; peak = the scenario GPU's dense " + dtype + " peak." + host_note);
+      }
+    }
+  }
+
+  // ---- memory bandwidth -------------------------------------------------------------------------
+  if (!m.copies.empty() && cluster.gpu.hbm_bandwidth_bytes_per_second > 0) {
+    // The plateau: the median bandwidth of the largest half of the copies.
+    std::vector<const CopyMeasurement*> cs;
+    for (const CopyMeasurement& x : m.copies) cs.push_back(&x);
+    std::sort(cs.begin(), cs.end(), [](auto* a, auto* b) { return a->bytes < b->bytes; });
+    std::vector<double> bw;
+    for (std::size_t i = cs.size() / 2; i < cs.size(); ++i) bw.push_back(cs[i]->bytes_per_second());
+    std::sort(bw.begin(), bw.end());
+    out.hbm_bytes_per_second = bw[bw.size() / 2];
+    double e = out.hbm_bytes_per_second / cluster.gpu.hbm_bandwidth_bytes_per_second;
+    if (e > 1) {
+      out.notes.push_back("hbm_efficiency fitted above 1 (" + fmt("%.3f", e) + "): capped at 1");
+      e = 1;
+    }
+    c.hbm_efficiency = e;
+    set_source("hbm_efficiency", origin + ": copies of " + bytes_text(cs.front()->bytes) + " to " +
+                                     bytes_text(cs.back()->bytes) + ", bytes read + written over the median time; " +
+                                     fmt("%.4g", out.hbm_bytes_per_second / 1e9) + " GB/s over the larger half, of " +
+                                     fmt("%.4g", cluster.gpu.hbm_bandwidth_bytes_per_second / 1e9) +
+                                     " GB/s (the scenario GPU's HBM)." + host_note);
+    for (const CopyMeasurement* x : cs)
+      out.errors.push_back({"copy bandwidth", bytes_text(x->bytes), x->time.median_seconds,
+                            2 * x->bytes / (cluster.gpu.hbm_bandwidth_bytes_per_second * e)});
+  }
+
+  // ---- launch overhead ----------------------------------------------------------------------------
+  if (m.launch.median_seconds > 0) {
+    out.launch_seconds = m.launch.median_seconds;
+    c.kernel_issue_seconds = out.launch_seconds;
+    set_source("kernel_issue_seconds",
+               origin + ": a stream of " + std::to_string(m.launch_ops) +
+                   " trivial ops played through the runtime, step time / ops (issue, launch and completion of one "
+                   "op), median of " + std::to_string(m.launch.repetitions) + "." + host_note);
+    out.errors.push_back({"launch overhead", std::to_string(m.launch_ops) + " ops", m.launch.median_seconds,
+                          c.kernel_issue_seconds});
+  }
+
+  // ---- interference ------------------------------------------------------------------------------------
+  if (!m.interference.empty()) {
+    std::vector<double> alone, beside;
+    for (const InterferenceMeasurement& i : m.interference) {
+      alone.push_back(i.gemm_alone.median_seconds);
+      beside.push_back(i.gemm_beside_collective.median_seconds);
+    }
+    out.interference = fit_interference(alone, beside);
+    c.compute_slowdown_under_comm = out.interference;
+    set_source("compute_slowdown_under_comm",
+               origin + ": a GEMM timed alone and beside " + m.interference.front().collective +
+                   "; median over pairs of (beside / alone) - 1." + host_note);
+    for (const InterferenceMeasurement& i : m.interference)
+      out.errors.push_back({"interference", "GEMM beside " + i.collective, i.gemm_beside_collective.median_seconds,
+                            i.gemm_alone.median_seconds * (1 + out.interference)});
+  }
+
+  // ---- collectives ------------------------------------------------------------------------------------
+  // Per (collective, span): a piecewise latency + bandwidth fit on x = bytes x bus factor.
+  std::vector<CollectiveGroup> spans;
+  for (const CollectiveMeasurement& x : m.collectives)
+    if (std::none_of(spans.begin(), spans.end(), [&](const CollectiveGroup& g) { return same_span(g, x.span); }))
+      spans.push_back(x.span);
+  for (const CollectiveGroup& span : spans) {
+    for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
+      std::vector<double> xs, ts;
+      for (const CollectiveMeasurement& x : m.collectives)
+        if (x.kind == kind && same_span(x.span, span) && x.time.median_seconds > 0) {
+          xs.push_back(x.bytes * bus_factor(kind, span.ranks));
+          ts.push_back(x.time.median_seconds);
+        }
+      if (xs.size() < 2) continue;
+      out.collectives.push_back({kind, span, fit_piecewise(xs, ts)});
+    }
+  }
+
+  if (!out.collectives.empty()) {
+    planner::NcclParams& p = c.nccl;
+    int protocols = 1;
+    for (const CollectiveFit& f : out.collectives)
+      protocols = std::max(protocols, static_cast<int>(f.fit.segments.size()));
+    protocols = std::min(protocols, 3);
+    // Per span: bus bandwidth per protocol from the FSDP collectives (all-gather,
+    // reduce-scatter); all-reduce only where neither was measured.
+    std::vector<SpanModel> models;
+    for (const CollectiveGroup& span : spans) {
+      SpanModel sm;
+      sm.span = span;
+      for (const CollectiveFit& f : out.collectives)
+        if (same_span(f.span, span)) sm.fits.push_back({f.kind, &f.fit});
+      if (sm.fits.empty()) continue;
+      const bool have_ag_rs = std::any_of(sm.fits.begin(), sm.fits.end(),
+                                          [](auto& kf) { return kf.first != CollectiveKind::all_reduce; });
+      for (int pr = 0; pr < 3; ++pr) {
+        double sum = 0;
+        int count = 0;
+        for (auto& [kind, fit] : sm.fits) {
+          if (have_ag_rs && kind == CollectiveKind::all_reduce) continue;
+          const LineFit& line = protocol_line(*fit, pr, protocols);
+          if (line.seconds_per_byte > 0) {
+            sum += line.bandwidth_bytes_per_second() / 1e9;
+            ++count;
+          }
+        }
+        sm.bus_gbps[pr] = count ? sum / count : 0;
+      }
+      models.push_back(sm);
+    }
+    // One intra-node and one inter-node span set the graph inputs: of each kind, the span that
+    // carries the most collective bytes in the scenario's schedule (then the larger).
+    std::map<std::pair<int, int>, double> carried;
+    const planner::Schedule schedule = planner::plan_step(scenario).schedule;
+    for (const planner::Op& op : schedule.ops)
+      if (planner::is_collective(op.kind) && op.group >= 0 && op.group < static_cast<int>(schedule.groups.size()))
+        carried[{schedule.groups[op.group].ranks, schedule.groups[op.group].nodes}] += op.comm_bytes;
+    auto better = [&](const SpanModel& a, const SpanModel* b) {
+      if (!b) return true;
+      const double ca = carried[{a.span.ranks, a.span.nodes}], cb = carried[{b->span.ranks, b->span.nodes}];
+      return ca != cb ? ca > cb : a.span.ranks > b->span.ranks;
+    };
+    const SpanModel* intra = nullptr;
+    const SpanModel* inter = nullptr;
+    for (const SpanModel& sm : models) {
+      if (sm.span.nodes == 1 && better(sm, intra)) intra = &sm;
+      if (sm.span.nodes > 1 && better(sm, inter)) inter = &sm;
+    }
+    for (const SpanModel& sm : models)
+      if (&sm != intra && &sm != inter)
+        out.notes.push_back("span " + span_text(sm.span) +
+                            ": measured and fitted (fit.collectives), but NCCL's model takes one intra-node and one "
+                            "inter-node bandwidth: the calibration takes them from " +
+                            (sm.span.nodes == 1 ? span_text(intra->span) : span_text(inter->span)) +
+                            ", which carries more of the scenario's collective bytes");
+
+    // The model is made to reproduce the fitted lines: the ring algorithm only (what was
+    // measured is whatever NCCL ran, described as one ring-shaped line per protocol), the
+    // protocols the fit found, unit bandwidth factors with the per-scale caps carrying LL and
+    // LL128, no plateau or network overhead terms (the fitted latencies hold them).
+    p.enable_ring = true;
+    p.enable_tree = false;
+    p.enable_nvls = false;
+    p.enable_simple = true;
+    p.enable_ll = protocols >= 2;
+    p.enable_ll128 = protocols >= 3;
+    p.ll_bandwidth_factor = 1;
+    p.ll128_bandwidth_factor = 1;
+    p.ring_plateau_factor = 1;
+    p.net_overhead_us = 0;
+    p.net_latency_inter_us = 0;
+    p.max_ring_channels = 32;
+    p.bandwidth_efficiency = 1;
+    const bool nvlink = cluster.intra_kind == planner::IntraNodeKind::nvswitch;
+    p.intra_link = nvlink ? "nvlink" : "pcie";
+    planner::NcclTable& hop = nvlink ? p.nvlink_latency_us : p.pcie_latency_us;
+    const int ring = static_cast<int>(NcclAlgorithm::ring);
+
+    // A ring graph of k channels at s = B / k GB/s gives busbw = k x s = B exactly when the
+    // speed array holds s alone and s < 25 (search.cc ncclTopoDupChannels leaves it alone).
+    auto channels_for = [](double gbps) { return std::clamp(static_cast<int>(std::ceil(gbps / 24.0)), 1, 32); };
+    int intra_channels = 0, inter_channels = 0;
+    double intra_simple = 0;
+    if (intra && intra->bus_gbps[2] > 0) {
+      intra_simple = intra->bus_gbps[2];
+      intra_channels = channels_for(intra_simple);
+      p.intra_bandwidth_gbps = intra_simple;
+      p.speed_array_intra_gbps = {intra_simple / intra_channels};
+    }
+    if (inter && inter->bus_gbps[2] > 0) {
+      double b = inter->bus_gbps[2];
+      const double intra_bw = p.intra_bandwidth_gbps > 0 ? p.intra_bandwidth_gbps : 0;
+      if (intra_bw > 0 && b > intra_bw) {
+        out.notes.push_back("inter-node bus bandwidth (" + fmt("%.4g", b) + " GB/s) above the intra-node one (" +
+                            fmt("%.4g", intra_bw) + "): NCCL's ring cannot be faster than its NVLink part; capped");
+        b = intra_bw;
+      }
+      inter_channels = channels_for(b);
+      if (intra_bw > 0) inter_channels = std::min(inter_channels, std::max(1, static_cast<int>(intra_bw / (b / inter_channels) + 1e-6)));
+      p.nic_bandwidth_gbps = b;
+      p.nics_per_node = 1;
+      p.gpu_pcie_bandwidth_gbps = b;
+      p.speed_array_inter_gbps = {b / inter_channels};
+    }
+    // LL and LL128 per scale (1 node, 2 nodes, >= 4 nodes): caps equal to the fitted
+    // bandwidths. The intra-node span sets one node, the inter-node span the others; a scale
+    // no span measured takes the other span's values.
+    auto set_scale = [&](const SpanModel* sm, int s) {
+      const int ch = sm->span.nodes == 1 ? intra_channels : inter_channels;
+      const double simple = sm->bus_gbps[2];
+      if (ch == 0 || simple <= 0) return;
+      p.ll_max_bandwidth_gbps[s] = std::min(sm->bus_gbps[0] > 0 ? sm->bus_gbps[0] : simple, simple);
+      p.per_channel_max_ring_ll128_gbps[s] = std::min(sm->bus_gbps[1] > 0 ? sm->bus_gbps[1] : simple, simple) / ch;
+    };
+    for (int s = 0; s < 3; ++s) {
+      const SpanModel* sm = s == 0 ? (intra ? intra : inter) : (inter ? inter : intra);
+      if (sm) set_scale(sm, s);
+    }
+
+    // Latencies. Inside a node: alpha = base + steps x hop, per protocol, solved by least
+    // squares over the collectives (all-reduce has twice the steps of the others).
+    for (int pr = 0; pr < 3; ++pr) {
+      if (intra) {
+        std::vector<std::pair<double, double>> eq;  // (steps, alpha_us)
+        for (auto& [kind, fit] : intra->fits)
+          eq.push_back({ring_steps(kind, intra->span).first, protocol_line(*fit, pr, protocols).alpha_seconds * 1e6});
+        double base = p.base_latency_us[ring][pr], h = hop[ring][pr];
+        double sx = 0, sy = 0, sxx = 0, sxy = 0;
+        for (auto [x, y] : eq) {
+          sx += x;
+          sy += y;
+          sxx += x * x;
+          sxy += x * y;
+        }
+        const double nn = static_cast<double>(eq.size());
+        const double det = nn * sxx - sx * sx;
+        if (det > 1e-9) {
+          h = (nn * sxy - sx * sy) / det;
+          base = (sy - h * sx) / nn;
+        } else {  // one step count: keep NCCL's base, put the rest on the hops
+          h = (sy / nn - base) / (sx / nn);
+        }
+        if (h < 0) {
+          h = 0;
+          base = sy / nn;
+        }
+        if (base < 0) {
+          base = 0;
+          h = sxx > 0 ? sxy / sxx : 0;
+        }
+        p.base_latency_us[ring][pr] = base;
+        hop[ring][pr] = h;
+      }
+      if (inter) {
+        // alpha = base + intra steps x intra hop + inter steps x net hop: solve the net hop.
+        const double base = p.base_latency_us[ring][pr], h = hop[ring][pr];
+        double sxy = 0, sxx = 0;
+        for (auto& [kind, fit] : inter->fits) {
+          const auto [si, se] = ring_steps(kind, inter->span);
+          const double alpha = protocol_line(*fit, pr, protocols).alpha_seconds * 1e6;
+          sxy += se * (alpha - base - si * h);
+          sxx += se * se;
+        }
+        double net = sxx > 0 ? sxy / sxx : 0;
+        if (net < 0) {
+          out.notes.push_back("inter-node latency below the intra-node part for protocol " +
+                              planner::nccl_protocol_name(static_cast<NcclProtocol>(pr)) + ": net hop set to 0");
+          net = 0;
+        }
+        p.net_latency_us[ring][pr] = net;
+      }
+    }
+    std::string proto_text = protocols == 3 ? "LL, LL128 and Simple" : protocols == 2 ? "LL and Simple" : "Simple only";
+    const std::string nccl_source =
+        origin + ": all-gather / reduce-scatter / all-reduce timed over " + std::to_string(spans.size()) +
+        " span(s); per collective and span a robust fit of t = alpha + bytes x factor / busbw split by BIC into "
+        "protocol segments (" + proto_text +
+        "); mapped onto NCCL's ring model: one speed per channel equal to busbw / channels, LL and LL128 as per-scale "
+        "caps, latencies as base + steps x hop. Tree and NVLS disabled: the fitted lines already describe what NCCL "
+        "ran." + host_note;
+    p.sources["calibrate"] = nccl_source;
+    set_source("nccl", nccl_source);
+
+    // Goodness of fit of the calibration as written: NCCL's model with these parameters.
+    for (const CollectiveMeasurement& x : m.collectives) {
+      if (x.time.median_seconds <= 0) continue;
+      double predicted = 0;
+      try {
+        predicted = planner::estimate_collective(x.kind, x.bytes, x.span, cluster, p).seconds;
+      } catch (const std::exception& e) {
+        out.notes.push_back(std::string("cannot evaluate the model for span ") + span_text(x.span) + ": " + e.what());
+        break;
+      }
+      out.errors.push_back({planner::collective_name(x.kind) + " " + span_text(x.span), bytes_text(x.bytes),
+                            x.time.median_seconds, predicted});
+    }
+  }
+  out.notes.insert(out.notes.end(), m.notes.begin(), m.notes.end());
+  out.calibration = c;
+  return out;
+}
+
+nlohmann::json calibration_json(const FitResult& f, const Measurements& m) {
+  nlohmann::json j;
+  const planner::Calibration& c = f.calibration;
+  j["name"] = c.name;
+  j["gpu"] = m.gpu;
+  // Only the fields the measurements set (and nccl as a whole): everything else stays the
+  // shipped defaults for the GPU when a scenario reads this file.
+  const nlohmann::json all = c.to_json();
+  for (const std::string& field : f.fitted_fields) j[field] = all[field];
+  nlohmann::json sources = nlohmann::json::object();
+  for (const std::string& field : f.fitted_fields) sources[field] = c.sources.at(field);
+  j["sources"] = sources;
+
+  nlohmann::json fit;
+  fit["backend"] = m.backend;
+  fit["device"] = m.device;
+  nlohmann::json cols = nlohmann::json::array();
+  for (const CollectiveFit& cf : f.collectives) {
+    nlohmann::json segs = nlohmann::json::array();
+    for (std::size_t s = 0; s < cf.fit.segments.size(); ++s) {
+      const LineFit& l = cf.fit.segments[s];
+      const double factor = bus_factor(cf.kind, cf.span.ranks);
+      segs.push_back({{"alpha_seconds", l.alpha_seconds},
+                      {"bus_bandwidth_gbps", l.bandwidth_bytes_per_second() / 1e9},
+                      {"min_bytes", cf.fit.segment_min_x[s] / factor},
+                      {"max_bytes", cf.fit.segment_max_x[s] / factor},
+                      {"points", l.points}});
+    }
+    nlohmann::json cross = nlohmann::json::array();
+    for (double x : cf.fit.crossovers_x) cross.push_back(x / bus_factor(cf.kind, cf.span.ranks));
+    cols.push_back({{"collective", planner::collective_name(cf.kind)},
+                    {"ranks", cf.span.ranks},
+                    {"nodes", cf.span.nodes},
+                    {"model", "t = alpha + bytes x factor / busbw per segment; factor (n-1)/n AG/RS, 2(n-1)/n AR"},
+                    {"segments", segs},
+                    {"crossover_bytes", cross}});
+  }
+  fit["collectives"] = cols;
+  nlohmann::json gemm = nlohmann::json::array();
+  for (std::size_t i = 0; i < f.gemm_curves.size(); ++i)
+    gemm.push_back({{"dtype", f.gemm_dtypes[i]},
+                    {"model", "efficiency = max_efficiency x I / (I + half_intensity), I = FLOPs / operand bytes"},
+                    {"max_efficiency", f.gemm_curves[i].max_efficiency},
+                    {"half_intensity_flops_per_byte", f.gemm_curves[i].half_intensity},
+                    {"points", f.gemm_curves[i].points}});
+  fit["gemm"] = gemm;
+  fit["hbm_bytes_per_second"] = f.hbm_bytes_per_second;
+  fit["launch_seconds"] = f.launch_seconds;
+  fit["interference"] = f.interference;
+  nlohmann::json summary = nlohmann::json::array();
+  for (const ErrorSummary& s : summarize_errors(f.errors))
+    summary.push_back({{"what", s.what},
+                       {"points", s.points},
+                       {"max_abs_error", s.max_abs_error},
+                       {"median_abs_error", s.median_abs_error}});
+  fit["goodness"] = summary;
+  nlohmann::json rows = nlohmann::json::array();
+  for (const FitError& e : f.errors)
+    rows.push_back({{"what", e.what}, {"item", e.item}, {"measured", e.measured}, {"fitted", e.fitted}, {"error", e.error()}});
+  fit["errors"] = rows;
+  fit["notes"] = f.notes;
+  fit["measurements"] = m.to_json();
+  j["fit"] = fit;
+  return j;
+}
+
+std::string fit_table(const FitResult& f, bool every_row) {
+  std::ostringstream o;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-44s %6s %10s %10s\n", "goodness of fit (written model vs measured)", "points",
+                "max|err|", "median|err|");
+  o << buf;
+  for (const ErrorSummary& s : summarize_errors(f.errors)) {
+    std::snprintf(buf, sizeof buf, "%-44s %6d %9.2f%% %9.2f%%\n", s.what.c_str(), s.points, 100 * s.max_abs_error,
+                  100 * s.median_abs_error);
+    o << buf;
+  }
+  if (every_row) {
+    std::snprintf(buf, sizeof buf, "\n%-44s %-26s %12s %12s %9s\n", "measurement", "item", "measured", "fitted", "error");
+    o << buf;
+    for (const FitError& e : f.errors) {
+      std::snprintf(buf, sizeof buf, "%-44s %-26s %12.5g %12.5g %+8.2f%%\n", e.what.c_str(), e.item.c_str(), e.measured,
+                    e.fitted, 100 * e.error());
+      o << buf;
+    }
+  }
+  return o.str();
+}
+
+}  // namespace fsdpsim::calibrate

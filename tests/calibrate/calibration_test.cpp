@@ -1,0 +1,283 @@
+// From measurements to the calibration JSON the cost model reads: the written calibration
+// reproduces synthetic clusters through NCCL's model, and changes the next estimate the way its
+// numbers say.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "../cli/cli_helpers.h"
+#include "calibrate/calibrate.h"
+#include "planner/plan.h"
+
+namespace fsdpsim::calibrate {
+namespace {
+
+using planner::CollectiveGroup;
+using planner::CollectiveKind;
+
+const std::string kScenario = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
+
+// Llama-3.1-8B FULL_SHARD over 2 nodes of 8 H100: all-gathers span 16 ranks / 2 nodes.
+planner::Scenario two_node_scenario(std::vector<std::string> extra = {}) {
+  std::vector<std::string> o = {"cluster.nodes=2", "training.global_batch=32"};
+  o.insert(o.end(), extra.begin(), extra.end());
+  return planner::load_scenario(kScenario, o);
+}
+
+// A synthetic cluster in NCCL's ring form: per protocol a base latency and an intra-node hop,
+// a network hop, and a bus bandwidth per span.
+struct Truth {
+  double base_us[3] = {6, 12, 20};
+  double hop_us[3] = {0.5, 1.5, 3};
+  double net_us[3] = {3, 5, 15};
+  double intra_gbps[3] = {60, 200, 340};
+  double inter_gbps[3] = {10, 30, 40};
+
+  double seconds(CollectiveKind kind, const CollectiveGroup& g, double bytes, int p) const {
+    const double mult = kind == CollectiveKind::all_reduce ? 2 : 1;
+    const double se = mult * (g.nodes - 1), si = mult * (g.ranks - 1) - se;
+    const double alpha = (base_us[p] + si * hop_us[p] + se * net_us[p]) * 1e-6;
+    const double bw = (g.nodes == 1 ? intra_gbps[p] : inter_gbps[p]) * 1e9;
+    return alpha + bytes * bus_factor(kind, g.ranks) / bw;
+  }
+  double fastest(CollectiveKind kind, const CollectiveGroup& g, double bytes) const {
+    return std::min({seconds(kind, g, bytes, 0), seconds(kind, g, bytes, 1), seconds(kind, g, bytes, 2)});
+  }
+};
+
+Measurements synthetic(const Truth& truth, double noise, unsigned seed, const std::vector<CollectiveGroup>& spans) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-noise, noise);
+  Measurements m;
+  m.backend = "synthetic";
+  m.device = "test";
+  m.gpu = "H100-SXM-80GB";
+  for (const CollectiveGroup& g : spans)
+    for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce})
+      for (double b = 1024; b <= 4.0 * (1ull << 30); b *= std::pow(2.0, 0.25)) {
+        std::vector<double> reps;
+        for (int i = 0; i < 5; ++i) reps.push_back(truth.fastest(kind, g, b) * (1 + u(rng)));
+        m.collectives.push_back({kind, g, b, stats_of(reps)});
+      }
+  return m;
+}
+
+std::string write_file(const std::string& name, const nlohmann::json& j) {
+  auto dir = std::filesystem::temp_directory_path() / ("fsdpsim_calibrate_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / name).string();
+  std::ofstream(path) << j.dump(2);
+  return path;
+}
+
+TEST(CalibrateCalibration, ModelSpansAndGemmShapesComeFromTheScenario) {
+  const planner::Scenario s = two_node_scenario();
+  const auto spans = scenario_spans(s);
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].ranks, 16);
+  EXPECT_EQ(spans[0].nodes, 2);
+  const planner::Scenario hsdp = two_node_scenario({"fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=8"});
+  const auto hs = scenario_spans(hsdp);
+  // shard: 8 ranks in a node; replicate: 2 ranks over 2 nodes; world: 16 ranks over 2 nodes.
+  ASSERT_EQ(hs.size(), 3u);
+  EXPECT_EQ(hs[0].ranks, 8);
+  EXPECT_EQ(hs[0].nodes, 1);
+  EXPECT_EQ(hs[1].ranks, 2);
+  EXPECT_EQ(hs[1].nodes, 2);
+  EXPECT_EQ(hs[2].ranks, 16);
+  EXPECT_EQ(hs[2].nodes, 2);
+  // Llama-3.1-8B (hidden 4096, 8 KV heads of 128, MLP 14336, vocab 128256), micro-batch 2 x 8192.
+  const auto shapes = model_gemm_shapes(s);
+  auto has = [&](std::int64_t n, std::int64_t k) {
+    return std::any_of(shapes.begin(), shapes.end(),
+                       [&](const GemmShape& g) { return g.m == 16384 && g.n == n && g.k == k; });
+  };
+  EXPECT_TRUE(has(4096, 4096));    // q_proj, o_proj
+  EXPECT_TRUE(has(1024, 4096));    // k_proj, v_proj
+  EXPECT_TRUE(has(14336, 4096));   // gate_proj, up_proj
+  EXPECT_TRUE(has(4096, 14336));   // down_proj
+  EXPECT_TRUE(has(128256, 4096));  // lm_head
+  for (const GemmShape& g : shapes) EXPECT_EQ(g.label.find_first_of("0123456789") == 0, false) << g.label;
+}
+
+TEST(CalibrateCalibration, WrittenCalibrationReproducesSyntheticClusterThroughNcclModel) {
+  const Truth truth;
+  const planner::Scenario s = two_node_scenario();
+  const std::vector<CollectiveGroup> spans = {{8, 1}, {16, 2}};
+  const Measurements m = synthetic(truth, 0.02, 21, spans);
+  const FitResult f = fit(s, m);
+  ASSERT_EQ(f.collectives.size(), 6u);
+  for (const CollectiveFit& cf : f.collectives) EXPECT_EQ(cf.fit.segments.size(), 3u) << planner::collective_name(cf.kind);
+  // The written model against the noise-free truth, at every size: within 2%.
+  double worst = 0;
+  for (const CollectiveGroup& g : spans)
+    for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce})
+      for (double b = 1024; b <= 4.0 * (1ull << 30); b *= 2) {
+        const double model = planner::estimate_collective(kind, b, g, s.cluster, f.calibration.nccl).seconds;
+        const double err = std::abs(model / truth.fastest(kind, g, b) - 1);
+        worst = std::max(worst, err);
+        EXPECT_LE(err, 0.02) << planner::collective_name(kind) << " " << g.ranks << "/" << g.nodes << " at " << b;
+      }
+  std::printf("[ info ] written NCCL model vs synthetic truth: worst %.3f%%\n", 100 * worst);
+  // The goodness of fit it reports (against the noisy medians) agrees.
+  for (const ErrorSummary& e : summarize_errors(f.errors)) {
+    EXPECT_LE(e.max_abs_error, 0.03) << e.what;
+    EXPECT_LE(e.median_abs_error, 0.01) << e.what;
+  }
+  // The JSON loads the way a scenario's calibration loads, fit section and all.
+  const nlohmann::json j = calibration_json(f, m);
+  ASSERT_TRUE(j.contains("fit"));
+  EXPECT_EQ(j["fit"]["collectives"].size(), 6u);
+  EXPECT_EQ(j["fit"]["collectives"][0]["crossover_bytes"].size(), 2u);
+  const planner::Calibration back = planner::read_calibration(j, "calib.json", planner::default_calibration(s.cluster));
+  EXPECT_EQ(back.nccl.to_json(), f.calibration.nccl.to_json());
+}
+
+// Halving the inter-node bandwidth the measurements show halves the bandwidth of every
+// all-gather of the multi-node scenario in the next estimate: each all-gather's transfer term
+// doubles and its latency stays, as the hand computation from the truth says.
+TEST(CalibrateCalibration, HalvedInterNodeBandwidthDoublesTheAllGatherTransferTime) {
+  Truth fast, slow;
+  for (int p = 0; p < 3; ++p) slow.inter_gbps[p] = fast.inter_gbps[p] / 2;
+  const std::vector<CollectiveGroup> spans = {{8, 1}, {16, 2}};
+  const planner::Scenario base = two_node_scenario();
+  const std::string fast_file = write_file("fast.json", calibration_json(fit(base, synthetic(fast, 0, 1, spans)), synthetic(fast, 0, 1, spans)));
+  const std::string slow_file = write_file("slow.json", calibration_json(fit(base, synthetic(slow, 0, 1, spans)), synthetic(slow, 0, 1, spans)));
+  const planner::Scenario sf = two_node_scenario({"calibration=" + fast_file});
+  const planner::Scenario ss = two_node_scenario({"calibration=" + slow_file});
+  const planner::CostModel cf(sf), cs(ss);
+  const planner::Plan plan = planner::plan_step(sf);
+  int checked = 0;
+  double first_fast = -1, first_slow = -1;
+  for (const planner::Op& op : plan.schedule.ops) {
+    if (op.kind != planner::OpKind::all_gather) continue;
+    const planner::CollectiveEstimate a = cf.collective(op, plan.schedule), b = cs.collective(op, plan.schedule);
+    // By hand: t = alpha + bytes x 15/16 / busbw, the fastest protocol of the truth.
+    EXPECT_NEAR(a.seconds / fast.fastest(CollectiveKind::all_gather, {16, 2}, op.comm_bytes), 1, 1e-6) << op.name;
+    EXPECT_NEAR(b.seconds / slow.fastest(CollectiveKind::all_gather, {16, 2}, op.comm_bytes), 1, 1e-6) << op.name;
+    if (a.protocol == "Simple" && b.protocol == "Simple") {
+      EXPECT_NEAR(a.latency_seconds, b.latency_seconds, 1e-12);
+      EXPECT_NEAR((b.seconds - b.latency_seconds) / (a.seconds - a.latency_seconds), 2, 1e-9) << op.name;
+    }
+    if (first_fast < 0) {
+      first_fast = a.seconds;
+      first_slow = b.seconds;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 30);
+  // Unit 0 (embeddings, final norm, lm_head: 2.1 GB of bf16 parameters) is gathered first,
+  // before any compute, and reduce-scattered last (fp32 gradients), after all compute: nothing
+  // runs beside either, so the estimate exposes both in full and unit 0's exposed
+  // communication grows by exactly their extra transfer time. By hand: (AG bytes + RS bytes)
+  // x 15/16 x (1/20 - 1/40 GB/s).
+  double ag_bytes = 0, rs_bytes = 0;
+  for (const planner::Op& op : plan.schedule.ops) {
+    if (op.unit != 0) continue;
+    if (op.kind == planner::OpKind::all_gather && ag_bytes == 0) ag_bytes = op.comm_bytes;
+    if (op.kind == planner::OpKind::reduce_scatter) rs_bytes = op.comm_bytes;
+  }
+  EXPECT_EQ(ag_bytes, 2101354496.0);
+  EXPECT_EQ(rs_bytes, 2 * ag_bytes);  // fp32 reduce dtype
+  const double lat = fast.seconds(CollectiveKind::all_gather, {16, 2}, 0, 2);
+  EXPECT_NEAR(first_fast, lat + ag_bytes * 15 / 16 / 40e9, 1e-9);
+  EXPECT_NEAR(first_slow, lat + ag_bytes * 15 / 16 / 20e9, 1e-9);
+  const auto est = [](const std::string& file) {
+    const testing::CommandResult r =
+        testing::run_cli("estimate --scenario " + kScenario +
+                         " --set cluster.nodes=2 --set training.global_batch=32 --set calibration=" + file + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const nlohmann::json ef = est(fast_file), es = est(slow_file);
+  const double u0f = ef["time"]["exposed_comm_by_unit_seconds"][0].get<double>();
+  const double u0s = es["time"]["exposed_comm_by_unit_seconds"][0].get<double>();
+  const double by_hand = (ag_bytes + rs_bytes) * 15 / 16 * (1 / 20e9 - 1 / 40e9);
+  std::printf("[ info ] exposed comm of unit 0: %.6f s -> %.6f s; +%.6f s, by hand +%.6f s\n", u0f, u0s, u0s - u0f,
+              by_hand);
+  EXPECT_NEAR(u0s - u0f, by_hand, 1e-6 * by_hand);
+  EXPECT_GT(es["time"]["exposed_comm_seconds"].get<double>(), ef["time"]["exposed_comm_seconds"].get<double>());
+}
+
+// Raising the fitted GEMM efficiency scales the matmul part of compute time by the ratio.
+TEST(CalibrateCalibration, GemmEfficiencyScalesComputeTimeByTheRatio) {
+  const planner::Scenario s = two_node_scenario();
+  const double peak = s.cluster.gpu.peak_flops.at("bf16");
+  auto measured = [&](double e_max) {
+    Measurements m;
+    m.backend = "synthetic";
+    m.device = "test";
+    m.gpu = s.cluster.gpu.name;
+    for (std::int64_t d = 64; d <= 16384; d *= 2)
+      for (std::int64_t rows : {d / 8, d}) {
+        const GemmShape g{std::max<std::int64_t>(rows, 1), d, d, "grid"};
+        const double e = e_max * g.intensity(2) / (g.intensity(2) + 120);
+        m.gemms.push_back({g, "bf16", stats_of({g.flops() / (peak * e)}), peak});
+      }
+    // GEMMs alone and beside a collective take the same time: no interference term.
+    m.interference.push_back({stats_of({1e-3}), stats_of({1e-3}), "test"});
+    return m;
+  };
+  const Measurements lo = measured(0.5), hi = measured(0.75);
+  const FitResult flo = fit(s, lo), fhi = fit(s, hi);
+  EXPECT_NEAR(flo.gemm_curves[0].max_efficiency, 0.5, 1e-6);
+  EXPECT_NEAR(flo.gemm_curves[0].half_intensity, 120, 1e-3);
+  const double e1 = flo.calibration.matmul_efficiency, e2 = fhi.calibration.matmul_efficiency;
+  EXPECT_NEAR(e2 / e1, 1.5, 1e-9);
+  EXPECT_LT(e1, 0.5);  // the model's GEMMs sit below the saturation
+  EXPECT_GT(e1, 0.45);
+  EXPECT_EQ(flo.calibration.compute_slowdown_under_comm, 0);
+  const std::string f1 = write_file("lo.json", calibration_json(flo, lo));
+  const std::string f2 = write_file("hi.json", calibration_json(fhi, hi));
+  auto compute = [](const std::string& file) {
+    const testing::CommandResult r =
+        testing::run_cli("estimate --scenario " + kScenario +
+                         " --set cluster.nodes=2 --set training.global_batch=32 --set calibration=" + file + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["time"]["compute_seconds"].get<double>();
+  };
+  // By hand: matmul seconds = sum over compute ops of (FLOPs - attention FLOPs) / (peak x e).
+  const planner::Plan plan = planner::plan_step(s);
+  double matmul_flops = 0;
+  for (const planner::Op& op : plan.schedule.ops)
+    if (op.kind == planner::OpKind::compute_fwd || op.kind == planner::OpKind::compute_bwd ||
+        op.kind == planner::OpKind::recompute)
+      matmul_flops += op.flops - op.attention_flops;
+  const double c1 = compute(f1), c2 = compute(f2);
+  const double expected_drop = matmul_flops / peak * (1 / e1 - 1 / e2);
+  std::printf("[ info ] compute %.4f s at e=%.4f -> %.4f s at e=%.4f; matmul part %.4f -> %.4f s\n", c1, e1, c2, e2,
+              matmul_flops / peak / e1, matmul_flops / peak / e2);
+  EXPECT_NEAR(c1 - c2, expected_drop, 1e-6 * c1);
+}
+
+TEST(CalibrateCalibration, LoaderChecksTheFitSection) {
+  const planner::Calibration base;
+  EXPECT_NO_THROW(planner::read_calibration({{"fit", {{"anything", 1}}}, {"matmul_efficiency", 0.5}}, "c.json", base));
+  try {
+    planner::read_calibration({{"fit", 3}}, "c.json", base);
+    FAIL() << "a non-object fit section was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("fit"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("c.json"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CalibrateCalibration, NoMeasurementsKeepTheDefaults) {
+  const planner::Scenario s = two_node_scenario();
+  Measurements m;
+  m.backend = "synthetic";
+  m.device = "test";
+  const FitResult f = fit(s, m);
+  EXPECT_TRUE(f.fitted_fields.empty());
+  EXPECT_EQ(f.calibration.matmul_efficiency, planner::default_calibration(s.cluster).matmul_efficiency);
+  const nlohmann::json j = calibration_json(f, m);
+  EXPECT_FALSE(j.contains("matmul_efficiency"));
+  EXPECT_NO_THROW(planner::read_calibration(j, "c.json", planner::default_calibration(s.cluster)));
+}
+
+}  // namespace
+}  // namespace fsdpsim::calibrate

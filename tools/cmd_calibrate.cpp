@@ -1,0 +1,123 @@
+// `fsdpsim calibrate`: micro-benchmarks on this machine through the runtime's backends, fits,
+// and a calibration JSON that estimate / simulate / sweep read (a scenario's "calibration").
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "calibrate/calibrate.h"
+#include "models/json_input.h"
+#include "planner/scenario.h"
+#include "tools/commands.h"
+
+namespace fsdpsim::tools {
+
+namespace {
+
+struct CalibrateCommandOptions {
+  std::string scenario, output;
+  std::vector<std::string> overrides;
+  bool json = false, quiet = false, every_row = false;
+  calibrate::Options bench;
+};
+
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+  auto o = std::make_shared<CalibrateCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate", "Micro-benchmarks (GEMM, copies, collectives, launch, interference) -> calibration JSON");
+  cmd->add_option("-s,--scenario", o->scenario, "Scenario JSON: its GPU, model layer shapes and process groups")
+      ->required();
+  cmd->add_option("--set", o->overrides, "Override a scenario field: a.b.c=value (repeatable)");
+  cmd->add_option("-o,--output", o->output, "Calibration JSON to write")->required();
+  cmd->add_option("--backend", o->bench.backend, "host (CPU threads, shared memory) or cuda (GPUs, NCCL)")
+      ->check(CLI::IsMember({"host", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--reps", o->bench.repetitions, "Timed repetitions per benchmark (medians over these)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--warmup", o->bench.warmup, "Untimed repetitions first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--min-bytes", o->bench.min_bytes, "Smallest collective buffer")->capture_default_str();
+  cmd->add_option("--max-bytes", o->bench.max_bytes, "Largest collective buffer")->capture_default_str();
+  cmd->add_option("--size-step", o->bench.size_step, "Factor between collective sizes")->capture_default_str();
+  cmd->add_option("--host-max-bytes", o->bench.host_max_bytes,
+                  "host: cap on collective sizes (keeps CI quick; said in the output; 0: none)")
+      ->capture_default_str();
+  cmd->add_option("--host-max-ranks", o->bench.host_max_ranks, "host: skip spans with more ranks (threads)")
+      ->capture_default_str();
+  cmd->add_option("--host-max-gemm-flops", o->bench.host_max_gemm_flops,
+                  "host: scale the model's GEMM shapes down to at most this many FLOPs")
+      ->capture_default_str();
+  cmd->add_option("--host-max-copy-bytes", o->bench.host_max_copy_bytes, "host: largest memcpy")->capture_default_str();
+  cmd->add_option("--timeout", o->bench.timeout_seconds, "Seconds any one wait inside the runtime may last")
+      ->capture_default_str();
+  cmd->add_option("--device", o->bench.first_device, "cuda: rank r runs on device N + r")->capture_default_str();
+  cmd->add_flag("--every-row", o->every_row, "Print the error of every measurement, not only the summary");
+  cmd->add_flag("-q,--quiet", o->quiet, "No progress lines on stderr");
+  cmd->add_flag("--json", o->json, "Print one JSON summary object on stdout");
+  cmd->callback([o] {
+    planner::Scenario scenario = planner::load_scenario(o->scenario, o->overrides);
+    calibrate::Options bench = o->bench;
+    if (!o->quiet) bench.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << std::endl; };
+    // Check the output can be written before spending minutes measuring.
+    {
+      std::ofstream probe(o->output, std::ios::app);
+      if (!probe) throw InputError(o->output, "", "cannot write the calibration file here");
+    }
+    const calibrate::Measurements m = calibrate::measure(scenario, bench);
+    const calibrate::FitResult f = calibrate::fit(scenario, m);
+    const nlohmann::json j = calibrate::calibration_json(f, m);
+    {
+      std::ofstream out(o->output, std::ios::trunc);
+      if (!out) throw InputError(o->output, "", "cannot write the calibration file here");
+      out << j.dump(2) << "\n";
+    }
+    // What was written must load the way a scenario loads it.
+    planner::read_calibration(j, o->output, planner::default_calibration(scenario.cluster));
+
+    const auto summary = calibrate::summarize_errors(f.errors);
+    if (o->json) {
+      nlohmann::json s;
+      s["output"] = o->output;
+      s["backend"] = m.backend;
+      s["device"] = m.device;
+      s["gpu"] = m.gpu;
+      nlohmann::json fields = nlohmann::json::object();
+      for (const std::string& field : f.fitted_fields)
+        if (field != "nccl") fields[field] = j[field];
+      s["fitted"] = fields;
+      s["goodness"] = j["fit"]["goodness"];
+      s["collectives"] = j["fit"]["collectives"];
+      s["notes"] = f.notes;
+      std::cout << s.dump(2) << "\n";
+      return;
+    }
+    std::cout << "calibration of " << m.gpu << " on " << m.device << " (backend " << m.backend << ")\n\n";
+    for (const std::string& field : f.fitted_fields)
+      if (field != "nccl") std::cout << "  " << field << " = " << number_text(j[field].get<double>()) << "\n";
+    for (const calibrate::CollectiveFit& cf : f.collectives) {
+      std::cout << "  " << planner::collective_name(cf.kind) << " " << cf.span.ranks << " ranks / " << cf.span.nodes
+                << (cf.span.nodes == 1 ? " node" : " nodes") << ":";
+      for (const calibrate::LineFit& l : cf.fit.segments)
+        std::cout << "  [alpha " << number_text(l.alpha_seconds * 1e6) << " us, busbw "
+                  << number_text(l.bandwidth_bytes_per_second() / 1e9) << " GB/s]";
+      for (double x : cf.fit.crossovers_x)
+        std::cout << "  crossover at " << number_text(x / calibrate::bus_factor(cf.kind, cf.span.ranks)) << " B";
+      std::cout << "\n";
+    }
+    std::cout << "\n" << calibrate::fit_table(f, o->every_row);
+    if (!f.notes.empty()) {
+      std::cout << "\nnotes:\n";
+      for (const std::string& n : f.notes) std::cout << "  - " << n << "\n";
+    }
+    std::cout << "\nwrote " << o->output << " (use it with --set calibration=" << o->output << ")\n";
+  });
+}
+
+}  // namespace fsdpsim::tools
