@@ -62,6 +62,10 @@ Calibration read_calibration_at(const nlohmann::json& json, const std::string& f
   c.name = r.string_or("name", base.name);
   r.ignore("_comment");
   r.ignore("gpu");  // calibrate writes the GPU it measured; informative only
+  // calibrate keeps its fits and goodness of fit under "fit": informative, but an object.
+  if (r.has("fit") && !r.raw("fit").is_object())
+    r.fail("fit", "expected an object (the fits `fsdpsim calibrate` writes), got " + describe_json(r.raw("fit")));
+  r.ignore("fit");
   c.matmul_efficiency = read_fraction(r, "matmul_efficiency", c.matmul_efficiency);
   c.attention_efficiency = read_fraction(r, "attention_efficiency", c.attention_efficiency);
   c.causal_attention_work = read_fraction(r, "causal_attention_work", c.causal_attention_work);
