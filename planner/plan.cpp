@@ -5,6 +5,8 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "models/json_input.h"
 
@@ -89,9 +91,9 @@ class StepBuilder {
     op.module = module;
     op.micro_step = micro_;
     op.phase = phase_;
-    s_.ops.push_back(op);
     last_op_ = op.id;
-    return op.id;
+    s_.ops.push_back(std::move(op));
+    return last_op_;
   }
 
   int new_alloc(std::int64_t bytes, MemCategory category, Stream stream, const std::string& label,
@@ -104,8 +106,9 @@ class StepBuilder {
     a.label = label;
     a.persistent = persistent;
     a.model_state = model_state;
-    s_.allocations.push_back(a);
-    return a.id;
+    const int id = a.id;
+    s_.allocations.push_back(std::move(a));
+    return id;
   }
 
   // An allocation made when `op` is issued.
@@ -148,20 +151,26 @@ class StepBuilder {
 
   // ---- the forward program -----------------------------------------------------------
   void make_forward_program() {
-    std::map<const Module*, std::vector<int>> starts, ends;
+    std::unordered_map<const Module*, std::vector<int>> starts, ends;
     for (const Unit& u : plan_.units) {
       starts[u.modules.front()].push_back(u.index);
       ends[u.modules.back()].push_back(u.index);
     }
-    std::map<const Module*, int> unit_of;
+    std::unordered_map<const Module*, int> unit_of;
     for (const Unit& u : plan_.units)
       for (const Module* m : u.modules) unit_of[m] = u.index;
+    static const std::vector<int> none;
+    auto units_at = [&](const std::unordered_map<const Module*, std::vector<int>>& map, const Module* m)
+        -> const std::vector<int>& {
+      auto it = map.find(m);
+      return it == map.end() ? none : it->second;
+    };
     std::vector<std::string> types = block_types(sc_.model, f_.wrap);
     int block_index = 0;
     std::function<void(const Module&, int, int, bool)> walk = [&](const Module& m, int current_unit, int region,
                                                                    bool selective) {
-      if (unit_of.count(&m)) current_unit = unit_of[&m];
-      for (int u : starts[&m]) forward_.push_back({Event::pre, u, nullptr, -1});
+      if (auto it = unit_of.find(&m); it != unit_of.end()) current_unit = it->second;
+      for (int u : units_at(starts, &m)) forward_.push_back({Event::pre, u, nullptr, -1});
       if (&m != &sc_.model.root && std::find(types.begin(), types.end(), m.type) != types.end()) {
         const int i = block_index++;
         const bool checkpointed = t_.checkpointing == Checkpointing::full ||
@@ -177,21 +186,24 @@ class StepBuilder {
         forward_.push_back({Event::compute, current_unit, &m, region, selective});
       }
       for (const Module& c : m.children) walk(c, current_unit, region, selective);
-      for (auto it = ends[&m].rbegin(); it != ends[&m].rend(); ++it) forward_.push_back({Event::post, *it, nullptr, -1});
+      const std::vector<int>& ending = units_at(ends, &m);
+      for (auto it = ending.rbegin(); it != ending.rend(); ++it) forward_.push_back({Event::post, *it, nullptr, -1});
     };
     walk(sc_.model.root, 0, -1, false);
     if (t_.checkpointing != Checkpointing::none && block_index == 0)
       throw InputError(sc_.file, "training.activation_checkpointing",
                        "the model has no transformer blocks to checkpoint");
-    for (const Event& e : forward_)
+    for (const Event& e : forward_) {
       if (e.kind == Event::pre && e.unit != 0) forward_units_.push_back(e.unit);
+      if (e.kind == Event::compute && e.region >= 0) region_first_module_.emplace(e.region, e.module);
+    }
     forward_units_.insert(forward_units_.begin(), 0);
     for (auto it = forward_.rbegin(); it != forward_.rend(); ++it)
       if (it->kind == Event::post) backward_units_.push_back(it->unit);
   }
 
   void index_parameters() {
-    std::map<std::string, const models::Parameter*> canonical;
+    std::unordered_map<std::string, const models::Parameter*> canonical;
     for (const Unit& u : plan_.units)
       for (const models::Parameter* p : u.params) {
         owner_[p] = u.index;
@@ -467,20 +479,23 @@ class StepBuilder {
   // Autograd materialises a parameter's gradient when the backward of the first module
   // (in backward order) that uses it runs.
   void allocate_grads(int op, const std::vector<const models::Parameter*>& params, const std::string& name) {
-    std::map<int, std::int64_t> numel_by_unit;
+    // (unit, elements) in unit order; a module's parameters are nearly always in one unit.
+    std::vector<std::pair<int, std::int64_t>> numel_by_unit;
     for (const models::Parameter* p : params) {
-      if (has_grad_.count(p)) continue;
-      has_grad_.insert(p);
-      numel_by_unit[owner_.at(p)] += p->numel();
+      if (!has_grad_.insert(p).second) continue;
+      const int u = owner_.at(p);
+      auto it = std::find_if(numel_by_unit.begin(), numel_by_unit.end(), [&](const auto& e) { return e.first == u; });
+      if (it == numel_by_unit.end()) numel_by_unit.emplace_back(u, p->numel());
+      else it->second += p->numel();
     }
+    std::sort(numel_by_unit.begin(), numel_by_unit.end());
     for (const auto& [u, numel] : numel_by_unit)
       grads_[u].push_back(alloc_at(op, numel * b_c_, MemCategory::unsharded_grad, name));
   }
 
   bool first_of_region(const Event& e) const {
-    for (const Event& f : forward_)
-      if (f.kind == Event::compute && f.region == e.region) return f.module == e.module;
-    return false;
+    auto it = region_first_module_.find(e.region);
+    return it != region_first_module_.end() && it->second == e.module;
   }
 
   void recompute_region(int region, double b, double seq) {
@@ -671,9 +686,10 @@ class StepBuilder {
   std::vector<int> unsharded_, comm_buffer_, reshard_copy_, inflight_, ready_, sharded_grad_, replicated_grad_;
   std::vector<int> accumulated_grad_;  // per unit: unsharded grads summed over micro-steps (grad_sync last_micro_step)
   std::vector<std::vector<int>> grads_;  // per unit: unsharded grad allocations of this micro-step
-  std::map<const models::Parameter*, int> owner_;  // canonical parameter -> unit
-  std::map<const Module*, std::vector<const models::Parameter*>> module_params_;  // costed module -> canonical params it uses
-  std::set<const models::Parameter*> has_grad_;
+  std::unordered_map<const models::Parameter*, int> owner_;  // canonical parameter -> unit
+  std::unordered_map<const Module*, std::vector<const models::Parameter*>> module_params_;  // costed module -> canonical params it uses
+  std::unordered_set<const models::Parameter*> has_grad_;
+  std::unordered_map<int, const Module*> region_first_module_;  // checkpoint region -> its first costed module
   int unsharded_pending_ = -1;
   int previous_ag_output_ = -1;
   int previous_rs_input_ = -1;
