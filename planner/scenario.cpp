@@ -197,7 +197,10 @@ TrainingSpec parse_training(JsonReader r, int world) {
       t.checkpoint_every = static_cast<int>(r.positive_integer("activation_checkpointing"));
       t.checkpointing = t.checkpoint_every == 1 ? Checkpointing::full : Checkpointing::every_k;
     } else {
-      std::string mode = r.choice("activation_checkpointing", {"none", "full", "selective"});
+      const std::string mode = ac.is_string() ? ac.get<std::string>() : "";
+      if (mode != "none" && mode != "full" && mode != "selective")
+        r.fail("activation_checkpointing", "expected \"none\", \"full\", \"selective\" or a positive integer k "
+                                           "(checkpoint every k-th block); got " + describe_json(ac));
       t.checkpointing = mode == "full" ? Checkpointing::full
                       : mode == "selective" ? Checkpointing::selective
                                             : Checkpointing::none;
