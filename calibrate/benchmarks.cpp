@@ -307,9 +307,9 @@ Measurements measure(const planner::Scenario& scenario, const Options& o) {
     r.warmup_steps = 0;
     r.gemm_dim = 64;
     const runtime::RunResult result = runtime::run_schedule(probe, r);
-    m.device = result.device;
-    if (host)
-      m.device += " (" + std::to_string(std::max(1u, std::thread::hardware_concurrency())) + " hardware threads)";
+    m.device = host ? "host backend on this CPU (" + std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
+                          " hardware threads): ranks as threads, collectives through shared memory"
+                    : result.device;
   }
 
   // ---- GEMMs ----

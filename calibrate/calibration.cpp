@@ -2,6 +2,8 @@
 // model reads (NCCL's latency tables and graph inputs, efficiencies, issue cost, interference),
 // and the goodness of fit of the calibration as written.
 #include <algorithm>
+#include <array>
+#include <limits>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -66,6 +68,72 @@ const LineFit& protocol_line(const PiecewiseFit& f, int p, int protocols) {
     seg = p == 0 ? 0 : segs - 1;
   }
   return f.segments[std::min(seg, segs - 1)];
+}
+
+// Non-negative least squares of y = A x on relative residuals, x of at most 3 entries; columns
+// not `used` keep `fixed`'s value. Exact by enumeration: every subset of the used columns is
+// solved unconstrained (the normal equations, Gaussian elimination) with the others at 0, and
+// the best feasible solution kept (an NNLS solution is the unconstrained one on its support).
+std::array<double, 3> nonnegative_least_squares(const std::vector<std::array<double, 3>>& a,
+                                                const std::vector<double>& y, const bool used[3],
+                                                const double fixed[3]) {
+  std::array<double, 3> best = {fixed[0], fixed[1], fixed[2]};
+  double best_rss = std::numeric_limits<double>::infinity();
+  for (int mask = 1; mask < 8; ++mask) {
+    std::vector<int> cols;
+    bool ok = true;
+    for (int j = 0; j < 3; ++j)
+      if (mask & (1 << j)) {
+        if (!used[j]) ok = false;
+        cols.push_back(j);
+      }
+    if (!ok) continue;
+    const std::size_t k = cols.size();
+    double m[3][4] = {};
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      double rhs = y[i];
+      for (int j = 0; j < 3; ++j)
+        if (!used[j]) rhs -= a[i][j] * fixed[j];
+      const double w = 1 / std::max(y[i] * y[i], 1e-6);
+      for (std::size_t r = 0; r < k; ++r) {
+        for (std::size_t c = 0; c < k; ++c) m[r][c] += w * a[i][cols[r]] * a[i][cols[c]];
+        m[r][3] += w * a[i][cols[r]] * rhs;
+      }
+    }
+    bool singular = false;
+    for (std::size_t c = 0; c < k && !singular; ++c) {
+      std::size_t piv = c;
+      for (std::size_t r = c + 1; r < k; ++r)
+        if (std::abs(m[r][c]) > std::abs(m[piv][c])) piv = r;
+      if (std::abs(m[piv][c]) < 1e-12) {
+        singular = true;
+        break;
+      }
+      for (int j = 0; j < 4; ++j) std::swap(m[c][j], m[piv][j]);
+      for (std::size_t r = 0; r < k; ++r) {
+        if (r == c) continue;
+        const double f = m[r][c] / m[c][c];
+        for (int j = 0; j < 4; ++j) m[r][j] -= f * m[c][j];
+      }
+    }
+    if (singular) continue;
+    std::array<double, 3> x = {0, 0, 0};
+    for (int j = 0; j < 3; ++j)
+      if (!used[j]) x[j] = fixed[j];
+    for (std::size_t r = 0; r < k; ++r) x[cols[r]] = m[r][3] / m[r][r];
+    if (std::any_of(cols.begin(), cols.end(), [&](int j) { return x[j] < -1e-12; })) continue;
+    double rss = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const double e = (a[i][0] * x[0] + a[i][1] * x[1] + a[i][2] * x[2] - y[i]) / std::max(y[i], 1e-3);
+      rss += e * e;
+    }
+    if (rss < best_rss - 1e-15) {
+      best_rss = rss;
+      best = x;
+      for (int j = 0; j < 3; ++j) best[j] = std::max(best[j], 0.0);
+    }
+  }
+  return best;
 }
 
 struct SpanModel {
@@ -333,58 +401,29 @@ FitResult fit(const planner::Scenario& scenario, const Measurements& m) {
       if (sm) set_scale(sm, s);
     }
 
-    // Latencies. Inside a node: alpha = base + steps x hop, per protocol, solved by least
-    // squares over the collectives (all-reduce has twice the steps of the others).
+    // Latencies: NCCL's ring latency is base + intra steps x hop + inter steps x net hop
+    // (tuning.cc), with the plateau and overhead terms zeroed above. Per protocol, the three
+    // are fitted jointly to the fitted latency (alpha) of every collective and span, by
+    // non-negative least squares on relative residuals.
     for (int pr = 0; pr < 3; ++pr) {
-      if (intra) {
-        std::vector<std::pair<double, double>> eq;  // (steps, alpha_us)
-        for (auto& [kind, fit] : intra->fits)
-          eq.push_back({ring_steps(kind, intra->span).first, protocol_line(*fit, pr, protocols).alpha_seconds * 1e6});
-        double base = p.base_latency_us[ring][pr], h = hop[ring][pr];
-        double sx = 0, sy = 0, sxx = 0, sxy = 0;
-        for (auto [x, y] : eq) {
-          sx += x;
-          sy += y;
-          sxx += x * x;
-          sxy += x * y;
+      std::vector<std::array<double, 3>> rows;  // (1, intra steps, inter steps)
+      std::vector<double> ys;
+      for (const SpanModel& sm : models)
+        for (auto& [kind, fit] : sm.fits) {
+          const auto [si, se] = ring_steps(kind, sm.span);
+          rows.push_back({1.0, si, se});
+          ys.push_back(protocol_line(*fit, pr, protocols).alpha_seconds * 1e6);
         }
-        const double nn = static_cast<double>(eq.size());
-        const double det = nn * sxx - sx * sx;
-        if (det > 1e-9) {
-          h = (nn * sxy - sx * sy) / det;
-          base = (sy - h * sx) / nn;
-        } else {  // one step count: keep NCCL's base, put the rest on the hops
-          h = (sy / nn - base) / (sx / nn);
-        }
-        if (h < 0) {
-          h = 0;
-          base = sy / nn;
-        }
-        if (base < 0) {
-          base = 0;
-          h = sxx > 0 ? sxy / sxx : 0;
-        }
-        p.base_latency_us[ring][pr] = base;
-        hop[ring][pr] = h;
+      double current[3] = {p.base_latency_us[ring][pr], hop[ring][pr], p.net_latency_us[ring][pr]};
+      bool used[3] = {true, false, false};
+      for (const auto& r : rows) {
+        used[1] = used[1] || r[1] > 0;
+        used[2] = used[2] || r[2] > 0;
       }
-      if (inter) {
-        // alpha = base + intra steps x intra hop + inter steps x net hop: solve the net hop.
-        const double base = p.base_latency_us[ring][pr], h = hop[ring][pr];
-        double sxy = 0, sxx = 0;
-        for (auto& [kind, fit] : inter->fits) {
-          const auto [si, se] = ring_steps(kind, inter->span);
-          const double alpha = protocol_line(*fit, pr, protocols).alpha_seconds * 1e6;
-          sxy += se * (alpha - base - si * h);
-          sxx += se * se;
-        }
-        double net = sxx > 0 ? sxy / sxx : 0;
-        if (net < 0) {
-          out.notes.push_back("inter-node latency below the intra-node part for protocol " +
-                              planner::nccl_protocol_name(static_cast<NcclProtocol>(pr)) + ": net hop set to 0");
-          net = 0;
-        }
-        p.net_latency_us[ring][pr] = net;
-      }
+      const std::array<double, 3> x = nonnegative_least_squares(rows, ys, used, current);
+      p.base_latency_us[ring][pr] = x[0];
+      if (used[1]) hop[ring][pr] = x[1];
+      if (used[2]) p.net_latency_us[ring][pr] = x[2];
     }
     std::string proto_text = protocols == 3 ? "LL, LL128 and Simple" : protocols == 2 ? "LL and Simple" : "Simple only";
     const std::string nccl_source =
