@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "models/json_input.h"
+#include "runtime/launch.h"
 
 namespace fsdpsim::runtime {
 
@@ -80,8 +81,9 @@ void Barrier::wake() {
 
 // ---- RunControl ----------------------------------------------------------------------------------
 
-RunControl::RunControl(const Schedule& s, const RunOptions& o, std::vector<int> p)
-    : schedule(s),
+RunControl::RunControl(const Schedule& s, const RunOptions& o, std::vector<int> p, ProcessLink* l)
+    : link(l),
+      schedule(s),
       options(o),
       played(std::move(p)),
       devices(played.size(), nullptr),
@@ -93,6 +95,11 @@ RunControl::RunControl(const Schedule& s, const RunOptions& o, std::vector<int> 
     step_[i] = 0;
   }
   add_waker([this] { step_barrier_.wake(); });
+  if (link) link->attach(this);
+}
+
+RunControl::~RunControl() {
+  if (link) link->attach(nullptr);
 }
 
 Clock::time_point RunControl::deadline() const {
@@ -101,11 +108,18 @@ Clock::time_point RunControl::deadline() const {
 }
 
 void RunControl::fail(const RuntimeError& e) {
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(m_);
-    if (!error_) error_ = e;
+    if (!error_) {
+      error_ = e;
+      first = true;
+    }
   }
   abort();
+  // Another process cannot see this one's exception: the link ends them all (after the local
+  // abort above, which on cuda has aborted the NCCL communicators).
+  if (first && link) link->fault(e);
 }
 
 void RunControl::abort() {
@@ -146,7 +160,13 @@ void RunControl::issued(int position, int step, int op) {
 
 void RunControl::begin_step(int position, int step) { step_[position] = step; }
 
-Barrier::Result RunControl::step_barrier(int position) { return step_barrier_.wait(position, deadline(), aborted_); }
+Progress RunControl::progress(int position) const { return {step_[position].load(), issued_[position].load()}; }
+
+Barrier::Result RunControl::step_barrier(int position) {
+  Barrier::Result r = step_barrier_.wait(position, deadline(), aborted_);
+  if (r == Barrier::Result::ok && link) r = link->barrier(deadline(), aborted_);
+  return r;
+}
 
 void RunControl::timeout(int position, int waited_op, const std::string& what) {
   if (aborted()) throw Aborted{};
@@ -165,6 +185,14 @@ void RunControl::timeout(int position, int waited_op, const std::string& what) {
     return -1;
   };
   const int stuck = options.virtual_world ? -1 : unfinished(true);
+  // How far rank q got: from this process, or (mpi launch) asked of the process playing it.
+  auto issued_by = [&](int q) -> std::optional<std::int64_t> {
+    auto it = std::find(played.begin(), played.end(), q);
+    if (it != played.end()) return issued_[it - played.begin()].load();
+    if (link)
+      if (auto p = link->progress(q)) return p->issued;
+    return std::nullopt;
+  };
   std::string message;
   int blame_rank = rank, blame_op = waited_op;
   if (stuck >= 0) {
@@ -173,18 +201,19 @@ void RunControl::timeout(int position, int waited_op, const std::string& what) {
     for (const auto& instance : group_instances(schedule, op.group))
       if (std::find(instance.begin(), instance.end(), rank) != instance.end()) members = instance;
     std::vector<int> missing;
+    std::int64_t missing_issued = 0;
     for (int q : members) {
-      auto it = std::find(played.begin(), played.end(), q);
-      if (it == played.end()) continue;
-      if (issued_[it - played.begin()] <= step * n + stuck) missing.push_back(q);
+      const auto issued = issued_by(q);
+      if (!issued || *issued > step * n + stuck) continue;
+      if (missing.empty()) missing_issued = *issued;
+      missing.push_back(q);
     }
     const std::string where = planner::to_string(op.kind) + " over group \"" + schedule.groups[op.group].name +
                               "\" (ranks " + rank_list(members) + ")";
     blame_op = stuck;
     if (!missing.empty()) {
       blame_rank = missing.front();
-      auto it = std::find(played.begin(), played.end(), missing.front());
-      const std::int64_t last = issued_[it - played.begin()] - step * n - 1;
+      const std::int64_t last = missing_issued - step * n - 1;
       message = "timeout: rank " + rank_list(missing) + " never joined " + op_text(stuck) + " (" + where + "); rank " +
                 std::to_string(rank) + " waited " + waited + " for " + what + " (rank " +
                 std::to_string(missing.front()) + " last issued " +
@@ -369,6 +398,7 @@ std::vector<double> durations_for(const Schedule& s, const RunOptions& o) {
 
 RunResult run_schedule(const Schedule& schedule, const RunOptions& options) {
   check_playable(schedule, schedule.name.empty() ? "<schedule>" : schedule.name);
+  const Launch launch = resolve_launch(options.launcher);
   if (options.backend != "host" && options.backend != "cuda")
     throw std::invalid_argument("unknown backend \"" + options.backend + "\" (expected host or cuda)");
   if (options.virtual_world < 0 || (options.virtual_world > 0 && options.virtual_world != schedule.world_size))
@@ -383,6 +413,11 @@ RunResult run_schedule(const Schedule& schedule, const RunOptions& options) {
   if (options.steps < 1) throw std::invalid_argument("at least one measured step is needed");
   if (options.gemm_dim < 64) throw std::invalid_argument("the GEMM dimension must be at least 64");
   if (options.copy_chunk_bytes < (1 << 20)) throw std::invalid_argument("the copy chunk must be at least 1 MiB");
+  if (launch.mpi()) {
+#if FSDPSIM_WITH_MPI
+    return detail::run_mpi(schedule, options);
+#endif
+  }
   if (options.backend == "cuda") {
 #if FSDPSIM_WITH_CUDA
     return detail::run_cuda(schedule, options);

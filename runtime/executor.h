@@ -19,6 +19,10 @@
 #include "runtime/allocator.h"
 #include "runtime/runtime.h"
 
+namespace fsdpsim::runtime {
+class HostGroupComm;  // runtime/host_comm.h
+}
+
 namespace fsdpsim::runtime::detail {
 
 using Clock = std::chrono::steady_clock;
@@ -46,10 +50,51 @@ class Barrier {
 };
 
 class RankDevice;
+class RunControl;
+
+// How far a rank's CPU got: the step it is in, and step x ops + op + 1 of the last op it
+// issued (0: nothing yet).
+struct Progress {
+  int step = 0;
+  std::int64_t issued = 0;
+};
+
+// A multi-process launch (runtime/mpi/): what the executor and the backends need from the
+// other processes. Each process plays one rank, its world rank.
+class ProcessLink {
+ public:
+  virtual ~ProcessLink() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int local_rank() const = 0;  // among the processes of this node
+  // The run whose progress this process reports when another one asks (nullptr: none).
+  virtual void attach(RunControl* control) = 0;
+  // Every process meets (the start of each step); ends as Barrier::wait does.
+  virtual Barrier::Result barrier(Clock::time_point deadline, const std::atomic<bool>& abort) = 0;
+  // Another process's progress, asked for by message; nullopt if it did not answer in time.
+  virtual std::optional<Progress> progress(int rank) = 0;
+  // Ends every process with the run's first fault (called after the local abort): rank 0
+  // prints it once, MPI_Abort ends them all. Does not return.
+  [[noreturn]] virtual void fault(const RuntimeError& error) = 0;
+  // Rank 0's `bytes` to every process (collective: every process calls it).
+  virtual void broadcast(void* data, std::size_t bytes) = 0;
+  // A communicator for this process's instance of a process group (`ranks`, in order,
+  // this rank among them) for the host backend. Collective: every process calls it, group by
+  // group in the same order.
+  virtual std::unique_ptr<HostGroupComm> group_comm(int group, const std::vector<int>& ranks) = 0;
+  // A blocking call that cannot time out by itself (ncclCommInitRank): past the run's timeout
+  // the run ends with "timeout: rank R waited T s for WHAT".
+  virtual void watch(const std::string& what) = 0;
+  virtual void unwatch() = 0;
+};
 
 class RunControl {
  public:
-  RunControl(const planner::Schedule& schedule, const RunOptions& options, std::vector<int> played);
+  // `link`: the other processes of an mpi launch (nullptr: this process plays every rank).
+  RunControl(const planner::Schedule& schedule, const RunOptions& options, std::vector<int> played,
+             ProcessLink* link = nullptr);
+  ~RunControl();
+  ProcessLink* const link;
 
   const planner::Schedule& schedule;
   const RunOptions& options;
@@ -71,6 +116,7 @@ class RunControl {
   // The CPU of `position` issued `op` of `step` (for the diagnosis).
   void issued(int position, int step, int op);
   void begin_step(int position, int step);
+  Progress progress(int position) const;
   Barrier::Result step_barrier(int position);
   std::optional<RuntimeError> error() const;
   std::string op_text(int op) const;  // op 5 "all-gather layers.0"
@@ -118,9 +164,24 @@ inline float pattern_value(int rank, int op, std::size_t index) {
   return static_cast<float>((rank % 61 + 1) * static_cast<int>(index % 1021 + 1) + op % 13);
 }
 
+// The backends. With a link (an mpi launch) they play the link's rank only and return its
+// result; run_mpi gathers them.
 #if FSDPSIM_WITH_CUDA
-RunResult run_cuda(const planner::Schedule& schedule, const RunOptions& options);
+RunResult run_cuda(const planner::Schedule& schedule, const RunOptions& options, ProcessLink* link = nullptr);
 #endif
-RunResult run_host(const planner::Schedule& schedule, const RunOptions& options);
+RunResult run_host(const planner::Schedule& schedule, const RunOptions& options, ProcessLink* link = nullptr);
+
+#if FSDPSIM_WITH_MPI
+// runtime/mpi/: this process in the MPI world (MPI initialised on first use, with
+// MPI_THREAD_MULTIPLE, finalised at exit).
+struct MpiWorld {
+  int rank = 0, size = 1, local_rank = 0, nodes = 1;
+};
+MpiWorld mpi_world();
+[[noreturn]] void mpi_end(const std::string& message, int exit_code);
+// Plays this process's rank with the options' backend and gathers every rank's result on
+// rank 0.
+RunResult run_mpi(const planner::Schedule& schedule, const RunOptions& options);
+#endif
 
 }  // namespace fsdpsim::runtime::detail

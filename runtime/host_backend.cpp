@@ -93,7 +93,7 @@ namespace detail {
 namespace {
 
 struct CommRef {
-  HostCommunicator* comm = nullptr;
+  HostGroupComm* comm = nullptr;
   int member = 0;
 };
 
@@ -365,23 +365,39 @@ class HostRankDevice : public RankDevice {
 
 }  // namespace
 
-RunResult run_host(const Schedule& s, const RunOptions& options) {
+RunResult run_host(const Schedule& s, const RunOptions& options, ProcessLink* link) {
   RunOptions o = options;
   if (o.warmup_steps < 0) o.warmup_steps = 0;
   const bool virtual_world = o.virtual_world > 0;
-  if (!virtual_world && s.world_size > 1024)
+  if (!link && !virtual_world && s.world_size > 1024)
     throw std::invalid_argument("the host backend plays at most 1024 ranks as threads; the schedule has " +
                                 std::to_string(s.world_size) + " (use --virtual-world " + std::to_string(s.world_size) +
                                 " to play rank 0 alone)");
   const std::vector<double> durations = durations_for(s, o);
   std::vector<int> played;
-  for (int r = 0; r < (virtual_world ? 1 : s.world_size); ++r) played.push_back(r);
-  RunControl control(s, o, played);
+  if (link)
+    played.push_back(link->rank());  // mpi: this process plays its world rank
+  else
+    for (int r = 0; r < (virtual_world ? 1 : s.world_size); ++r) played.push_back(r);
 
-  // One communicator per process-group instance; each rank finds its own.
-  std::vector<std::unique_ptr<HostCommunicator>> comms;
+  // One communicator per process-group instance; each rank finds its own. Under an mpi launch,
+  // this process's instance of each group, over MPI.
+  std::vector<std::unique_ptr<HostGroupComm>> comms;
   std::vector<std::vector<CommRef>> refs(played.size(), std::vector<CommRef>(s.groups.size()));
-  if (!virtual_world) {
+  if (link && !virtual_world) {
+    std::vector<bool> used(s.groups.size(), false);
+    for (const Op& op : s.ops)
+      if (planner::is_collective(op.kind)) used[op.group] = true;
+    for (std::size_t g = 0; g < s.groups.size(); ++g) {
+      if (!used[g]) continue;
+      for (const auto& instance : group_instances(s, static_cast<int>(g))) {
+        auto it = std::find(instance.begin(), instance.end(), link->rank());
+        if (it == instance.end()) continue;
+        comms.push_back(link->group_comm(static_cast<int>(g), instance));
+        refs[0][g] = {comms.back().get(), static_cast<int>(it - instance.begin())};
+      }
+    }
+  } else if (!virtual_world) {
     std::vector<bool> used(s.groups.size(), false);
     for (const Op& op : s.ops)
       if (planner::is_collective(op.kind)) used[op.group] = true;
@@ -393,19 +409,24 @@ RunResult run_host(const Schedule& s, const RunOptions& options) {
           refs[instance[m]][g] = {comms.back().get(), static_cast<int>(m)};
       }
     }
-    control.add_waker([&comms] {
-      for (auto& comm : comms) comm->wake();
-    });
   }
+  RunControl control(s, o, played, link);
+  control.add_waker([&comms] {
+    for (auto& comm : comms) comm->wake();
+  });
   std::vector<std::unique_ptr<RankDevice>> devices;
   for (std::size_t p = 0; p < played.size(); ++p)
     devices.push_back(std::make_unique<HostRankDevice>(control, static_cast<int>(p), durations, refs[p]));
-  std::string text = "host: " + std::to_string(played.size()) + (played.size() == 1 ? " rank" : " ranks") +
-                     " as threads, streams as threads, collectives through shared memory";
+  std::string text = link ? "host: rank " + std::to_string(link->rank()) +
+                                 " in this process, streams as threads, collectives over MPI"
+                           : "host: " + std::to_string(played.size()) + (played.size() == 1 ? " rank" : " ranks") +
+                                 " as threads, streams as threads, collectives through shared memory";
   RunResult result = execute(control, devices, "host", text);
   if (virtual_world)
-    result.notes.push_back("virtual world: rank 0 of " + std::to_string(s.world_size) +
-                           " played alone; collectives are local copies of the bytes a rank sends and receives");
+    result.notes.push_back("virtual world: " +
+                           (link ? "each process plays its own rank of " : std::string("rank 0 of ")) +
+                           std::to_string(s.world_size) +
+                           " alone; collectives are local copies of the bytes a rank sends and receives");
   char buf[200];
   std::snprintf(
       buf, sizeof buf,

@@ -12,10 +12,11 @@
 
 namespace fsdpsim::runtime {
 
-class HostCommunicator {
+// A process-group instance's collectives as the host backend calls them: through shared
+// memory among threads (HostCommunicator, below), or over MPI among processes (runtime/mpi/).
+class HostGroupComm {
  public:
-  explicit HostCommunicator(std::vector<int> ranks);
-
+  virtual ~HostGroupComm() = default;
   // One member's part of a collective. all_gather: recv_count = send_count x members, member
   // j's input lands at recv + j x send_count. reduce_scatter: send_count = recv_count x
   // members, recv = sum over members of their send[member x recv_count ...]. all_reduce:
@@ -30,11 +31,20 @@ class HostCommunicator {
   };
   // ok, or timeout/aborted from a meeting (the caller reports it). Throws RuntimeError
   // (mismatch) when the members did not all join the same collective with the same sizes.
+  virtual detail::Barrier::Result run(int member, const Call& call, detail::Clock::time_point deadline,
+                                      const std::atomic<bool>& abort) = 0;
+  virtual const std::vector<int>& ranks() const = 0;
+  virtual void wake() {}
+};
+
+class HostCommunicator : public HostGroupComm {
+ public:
+  explicit HostCommunicator(std::vector<int> ranks);
   detail::Barrier::Result run(int member, const Call& call, detail::Clock::time_point deadline,
-                              const std::atomic<bool>& abort);
-  const std::vector<int>& ranks() const { return ranks_; }
+                              const std::atomic<bool>& abort) override;
+  const std::vector<int>& ranks() const override { return ranks_; }
   std::vector<int> absent() const;  // ranks not at the first meeting (for diagnosis)
-  void wake();
+  void wake() override;
 
  private:
   std::vector<int> ranks_;

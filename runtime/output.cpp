@@ -127,6 +127,8 @@ nlohmann::json run_result_json(const Schedule& s, const RunResult& r) {
   j["world_size"] = r.world_size;
   j["virtual_world"] = r.virtual_world;
   j["ranks_played"] = r.ranks.size();
+  j["launcher"] = r.launcher;
+  j["processes"] = r.processes;
   j["time_scale"] = r.time_scale;
   j["step_seconds"] = r.step_seconds();
   j["memory"] = {{"peak_allocated_bytes", r.peak_allocated_bytes()}, {"peak_reserved_bytes", r.peak_reserved_bytes()}};
@@ -161,6 +163,56 @@ nlohmann::json run_result_json(const Schedule& s, const RunResult& r) {
   }
   j["notes"] = r.notes;
   return j;
+}
+
+nlohmann::json rank_result_to_json(const RankResult& r) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const auto& step : r.steps) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const OpTiming& t : step) ops.push_back({t.start_seconds, t.end_seconds});
+    steps.push_back(std::move(ops));
+  }
+  nlohmann::json memory = nlohmann::json::array();
+  for (const MemorySample& m : r.memory) memory.push_back({m.time_seconds, m.op, m.allocated_bytes, m.reserved_bytes});
+  return {{"rank", r.rank},
+          {"steps", std::move(steps)},
+          {"step_seconds", r.step_seconds},
+          {"allocated_at_start_bytes", r.allocated_at_start_bytes},
+          {"peak_allocated_bytes", r.peak_allocated_bytes},
+          {"peak_op", r.peak_op},
+          {"peak_reserved_bytes", r.peak_reserved_bytes},
+          {"allocator_retries", r.allocator_retries},
+          {"allocated_at_op", r.allocated_at_op},
+          {"memory", std::move(memory)},
+          {"device_used_before_bytes", r.device_used_before_bytes},
+          {"device_used_peak_bytes", r.device_used_peak_bytes},
+          {"scratch_bytes", r.scratch_bytes},
+          {"collectives_checked", r.collectives_checked}};
+}
+
+RankResult rank_result_from_json(const nlohmann::json& j) {
+  RankResult r;
+  r.rank = j.at("rank").get<int>();
+  for (const auto& step : j.at("steps")) {
+    std::vector<OpTiming> ops;
+    for (const auto& t : step) ops.push_back({t.at(0).get<double>(), t.at(1).get<double>()});
+    r.steps.push_back(std::move(ops));
+  }
+  r.step_seconds = j.at("step_seconds").get<std::vector<double>>();
+  r.allocated_at_start_bytes = j.at("allocated_at_start_bytes").get<std::int64_t>();
+  r.peak_allocated_bytes = j.at("peak_allocated_bytes").get<std::int64_t>();
+  r.peak_op = j.at("peak_op").get<int>();
+  r.peak_reserved_bytes = j.at("peak_reserved_bytes").get<std::int64_t>();
+  r.allocator_retries = j.at("allocator_retries").get<std::int64_t>();
+  r.allocated_at_op = j.at("allocated_at_op").get<std::vector<std::int64_t>>();
+  for (const auto& m : j.at("memory"))
+    r.memory.push_back(
+        {m.at(0).get<double>(), m.at(1).get<int>(), m.at(2).get<std::int64_t>(), m.at(3).get<std::int64_t>()});
+  r.device_used_before_bytes = j.at("device_used_before_bytes").get<std::int64_t>();
+  r.device_used_peak_bytes = j.at("device_used_peak_bytes").get<std::int64_t>();
+  r.scratch_bytes = j.at("scratch_bytes").get<std::int64_t>();
+  r.collectives_checked = j.at("collectives_checked").get<std::int64_t>();
+  return r;
 }
 
 }  // namespace fsdpsim::runtime

@@ -58,6 +58,11 @@ class RuntimeError : public std::runtime_error {
 
 struct RunOptions {
   std::string backend = "host";  // "host" or "cuda"
+  // How the ranks are spread over processes (runtime/launch.h): "single" (this process plays
+  // every rank), "mpi" (one process per rank, started by mpirun or srun: this process plays
+  // its MPI world rank; the results are gathered on rank 0), or "auto" (mpi when the
+  // environment says mpirun/srun started several processes, else single).
+  std::string launcher = "single";
   // 0: play every rank of the schedule's world. N > 0: play rank 0 of a world of N (N must be
   // the schedule's world size) on one device; each collective becomes a local copy of the
   // bytes the rank would send and receive.
@@ -78,6 +83,7 @@ struct RunOptions {
   double capacity_bytes = 0;    // host: reserved memory a rank may hold (0: unbounded)
   // cuda
   int first_device = 0;                      // rank r runs on device first_device + r
+  int mpi_device = -1;                       // mpi launcher: this process's device (-1: its local rank on the node)
   int gemm_dim = 4096;                       // compute as GEMMs of gemm_dim^3 (bf16, fp32 accumulate)
   std::int64_t copy_chunk_bytes = 64 << 20;  // memory-bound work as copies of this size
   // For tests of the fault paths.
@@ -129,6 +135,13 @@ struct RunResult {
   double time_scale = 1;          // times below are modeled seconds (wall seconds / time_scale)
   std::vector<RankResult> ranks;  // the ranks played
   std::vector<std::string> notes;
+  // The launch: "single", or "mpi" with this process's rank among `processes`. Under mpi the
+  // ranks' results are gathered on process 0, whose RunResult holds every rank; the other
+  // processes' hold their own rank only and do not report (reports() is false).
+  std::string launcher = "single";
+  int process_rank = 0;
+  int processes = 1;
+  bool reports() const { return process_rank == 0; }
   double step_seconds() const;                // slowest rank, mean over measured steps
   std::int64_t peak_allocated_bytes() const;  // highest rank
   std::int64_t peak_reserved_bytes() const;
@@ -224,5 +237,9 @@ nlohmann::json trace_json(const planner::Schedule& schedule, const RunResult& re
 
 // The run as one JSON object (`fsdpsim run --json`).
 nlohmann::json run_result_json(const planner::Schedule& schedule, const RunResult& result);
+
+// One rank's measurements, whole (what an mpi launch sends to rank 0), and back.
+nlohmann::json rank_result_to_json(const RankResult& rank);
+RankResult rank_result_from_json(const nlohmann::json& j);
 
 }  // namespace fsdpsim::runtime

@@ -6,6 +6,7 @@
 
 #include "models/json_input.h"
 #include "planner/memory.h"
+#include "runtime/launch.h"
 #include "runtime/runtime.h"
 #include "tools/commands.h"
 #include "tools/format.h"
@@ -19,6 +20,8 @@ struct RunCommandOptions {
   std::vector<std::string> overrides;
   bool json = false, no_check_data = false;
   runtime::RunOptions run;
+  std::string launcher = "auto";
+  CLI::Option* device = nullptr;
 };
 
 // Registers the options `run` and `verify` share.
@@ -48,11 +51,24 @@ void add_runtime_options(CLI::App* cmd, RunCommandOptions& o) {
       ->capture_default_str();
   cmd->add_option("--warmup", o.run.warmup_steps, "Steps played before measuring (default: 0 on host, 1 on cuda)");
   cmd->add_option("--steps", o.run.steps, "Measured steps")->capture_default_str();
-  cmd->add_option("--device", o.run.first_device, "cuda: rank r runs on device N + r")->capture_default_str();
+  cmd->add_option("--launcher", o.launcher,
+                  "single (this process plays every rank), mpi (one process per rank under mpirun/srun; rank 0 "
+                  "reports), or auto (mpi when mpirun/srun started several processes)")
+      ->check(CLI::IsMember({"auto", "single", "mpi"}))
+      ->capture_default_str();
+  o.device = cmd->add_option("--device", o.run.first_device,
+                             "cuda: rank r runs on device N + r (mpi launcher: this process runs on device N; "
+                             "default: its local rank on the node)")
+                 ->capture_default_str();
   cmd->add_option("--gemm-dim", o.run.gemm_dim, "cuda: compute as bf16 GEMMs of this size cubed")
       ->capture_default_str();
   cmd->add_option("--trace", o.trace, "Write a Chrome trace (chrome://tracing, Perfetto) of the measured steps");
   cmd->add_flag("--json", o.json, "Print one JSON object for tools");
+  // Fault injection for the tests (tests/runtime/mpi_test.cpp); not shown in --help.
+  cmd->add_option("--test-stall-rank", o.run.hooks.stall_rank)->group("");
+  cmd->add_option("--test-stall-op", o.run.hooks.stall_op)->group("");
+  cmd->add_option("--test-corrupt-rank", o.run.hooks.corrupt_rank)->group("");
+  cmd->add_option("--test-corrupt-op", o.run.hooks.corrupt_op)->group("");
 }
 
 void write_trace(const std::string& path, const planner::Schedule& s, const runtime::RunResult& r) {
@@ -101,17 +117,31 @@ void add_run_command(CLI::App& app) {
       app.add_subcommand("run", "Execute a schedule with the micro-runtime (host threads or CUDA+NCCL) and measure it");
   add_runtime_options(cmd, *o);
   cmd->callback([o] {
-    runtime::LoadedSchedule loaded = runtime::load_schedule_or_scenario(o->schedule, o->scenario, o->overrides);
-    runtime::RunOptions run = o->run;
-    run.check_data = !o->no_check_data;
-    if (!o->durations.empty()) run.durations_seconds = runtime::load_durations(o->durations, loaded.schedule);
-    runtime::RunResult result = runtime::run_schedule(loaded.schedule, run);
-    if (!o->trace.empty()) write_trace(o->trace, loaded.schedule, result);
-    if (o->json) {
-      std::cout << runtime::run_result_json(loaded.schedule, result).dump(2) << "\n";
-    } else {
-      print_run(loaded.schedule, result);
-      if (!o->trace.empty()) std::cout << "trace: " << o->trace << "\n";
+    // Under mpirun/srun every process runs this: process 0 alone reports, and an error ends
+    // every process with one message (runtime/launch.h).
+    const runtime::Launch launch = runtime::resolve_launch(o->launcher);
+    try {
+      runtime::LoadedSchedule loaded = runtime::load_schedule_or_scenario(o->schedule, o->scenario, o->overrides);
+      runtime::RunOptions run = o->run;
+      run.launcher = launch.launcher;
+      if (o->device->count() > 0) run.mpi_device = run.first_device;
+      run.check_data = !o->no_check_data;
+      if (!o->durations.empty()) run.durations_seconds = runtime::load_durations(o->durations, loaded.schedule);
+      runtime::RunResult result = runtime::run_schedule(loaded.schedule, run);
+      if (!result.reports()) return;
+      if (!o->trace.empty()) write_trace(o->trace, loaded.schedule, result);
+      if (o->json) {
+        std::cout << runtime::run_result_json(loaded.schedule, result).dump(2) << "\n";
+      } else {
+        print_run(loaded.schedule, result);
+        if (!o->trace.empty()) std::cout << "trace: " << o->trace << "\n";
+      }
+    } catch (const InputError& e) {
+      if (launch.mpi()) runtime::end_all_processes(e.what(), 2);
+      throw;
+    } catch (const std::exception& e) {
+      if (launch.mpi()) runtime::end_all_processes(e.what(), 1);
+      throw;
     }
   });
 }

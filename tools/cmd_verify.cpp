@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "models/json_input.h"
+#include "runtime/launch.h"
 #include "runtime/runtime.h"
 #include "runtime/verify.h"
 #include "sim/analytic.h"
@@ -22,6 +23,8 @@ struct VerifyCommandOptions {
   std::vector<std::string> overrides;
   bool json = false, no_check_data = false;
   runtime::RunOptions run;
+  std::string launcher = "auto";
+  CLI::Option* device = nullptr;
 };
 
 // The options `run` and `verify` share (registered alike in tools/cmd_run.cpp).
@@ -52,11 +55,24 @@ void add_runtime_options(CLI::App* cmd, VerifyCommandOptions& o) {
       ->capture_default_str();
   cmd->add_option("--warmup", o.run.warmup_steps, "Steps played before measuring (default: 0 on host, 1 on cuda)");
   cmd->add_option("--steps", o.run.steps, "Measured steps")->capture_default_str();
-  cmd->add_option("--device", o.run.first_device, "cuda: rank r runs on device N + r")->capture_default_str();
+  cmd->add_option("--launcher", o.launcher,
+                  "single (this process plays every rank), mpi (one process per rank under mpirun/srun; rank 0 "
+                  "reports), or auto (mpi when mpirun/srun started several processes)")
+      ->check(CLI::IsMember({"auto", "single", "mpi"}))
+      ->capture_default_str();
+  o.device = cmd->add_option("--device", o.run.first_device,
+                             "cuda: rank r runs on device N + r (mpi launcher: this process runs on device N; "
+                             "default: its local rank on the node)")
+                 ->capture_default_str();
   cmd->add_option("--gemm-dim", o.run.gemm_dim, "cuda: compute as bf16 GEMMs of this size cubed")
       ->capture_default_str();
   cmd->add_option("--trace", o.trace, "Write a Chrome trace (chrome://tracing, Perfetto) of the measured steps");
   cmd->add_flag("--json", o.json, "Print one JSON object for tools");
+  // Fault injection for the tests (tests/runtime/mpi_test.cpp); not shown in --help.
+  cmd->add_option("--test-stall-rank", o.run.hooks.stall_rank)->group("");
+  cmd->add_option("--test-stall-op", o.run.hooks.stall_op)->group("");
+  cmd->add_option("--test-corrupt-rank", o.run.hooks.corrupt_rank)->group("");
+  cmd->add_option("--test-corrupt-op", o.run.hooks.corrupt_op)->group("");
 }
 
 // The prediction `verify` checks, and the per-op durations the host backend plays:
@@ -126,18 +142,41 @@ void print_report(const planner::Schedule& s, const runtime::VerifyReport& v) {
 
 }  // namespace
 
+void run_verify(const VerifyCommandOptions& o, const runtime::Launch& launch);
+
 void add_verify_command(CLI::App& app) {
   auto o = std::make_shared<VerifyCommandOptions>();
   CLI::App* cmd =
       app.add_subcommand("verify", "Predict a step, run it with the micro-runtime, print predicted vs measured");
   add_runtime_options(cmd, *o);
   cmd->callback([o] {
+    // Under mpirun/srun every process runs this: process 0 alone reports, and an error ends
+    // every process with one message (runtime/launch.h).
+    const runtime::Launch launch = runtime::resolve_launch(o->launcher);
+    try {
+      run_verify(*o, launch);
+    } catch (const InputError& e) {
+      if (launch.mpi()) runtime::end_all_processes(e.what(), 2);
+      throw;
+    } catch (const std::exception& e) {
+      if (launch.mpi()) runtime::end_all_processes(e.what(), 1);
+      throw;
+    }
+  });
+}
+
+void run_verify(const VerifyCommandOptions& opts, const runtime::Launch& launch) {
+  const VerifyCommandOptions* o = &opts;
+  {
     runtime::LoadedSchedule loaded = runtime::load_schedule_or_scenario(o->schedule, o->scenario, o->overrides);
     auto [prediction, durations] = predict(*o, loaded);
     runtime::RunOptions run = o->run;
+    run.launcher = launch.launcher;
+    if (o->device->count() > 0) run.mpi_device = run.first_device;
     run.check_data = !o->no_check_data;
     run.durations_seconds = durations;  // the host backend waits exactly the predicted durations
     runtime::RunResult result = runtime::run_schedule(loaded.schedule, run);
+    if (!result.reports()) return;
     if (!o->trace.empty()) {
       std::ofstream out(o->trace);
       if (!out) throw InputError(o->trace, "", "cannot write the file");
@@ -152,7 +191,7 @@ void add_verify_command(CLI::App& app) {
     } else {
       print_report(loaded.schedule, report);
     }
-  });
+  }
 }
 
 }  // namespace fsdpsim::tools

@@ -8,7 +8,10 @@
 //   memory       runtime::CachingAllocator over cudaMalloc'd segments: PyTorch's policy,
 //                real device memory at the planned sizes; cudaMemGetInfo after every new
 //                segment and at each step end gives the process's device memory in use
-//   collectives  NCCL (communicators from ncclCommInitAll, one per process-group instance)
+//   collectives  NCCL, one communicator per process-group instance: from ncclCommInitAll
+//                when one process drives every GPU; under the mpi launcher (one process per
+//                rank) from ncclCommInitRank, with the ncclUniqueIds rank 0 makes and
+//                broadcasts over MPI
 //                on the planned buffer where one is bound (bind_collective_buffers), else
 //                on a scratch buffer of the planned size; --virtual-world: a device copy of
 //                the bytes the rank would send and receive instead
@@ -21,7 +24,8 @@
 //
 // Faults: a CUDA or NCCL error names the op and the rank; a wait past the timeout (or an
 // asynchronous NCCL error) aborts every communicator with ncclCommAbort so no stream stays
-// stuck, and the run ends with the diagnosis.
+// stuck, and the run ends with the diagnosis (under mpi: rank 0 prints it, MPI_Abort ends
+// every process; a blocking ncclCommInitRank is watched against the same timeout).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -62,6 +66,12 @@ std::uint16_t to_bf16(float f) {
   std::uint32_t bits;
   std::memcpy(&bits, &f, sizeof bits);
   return static_cast<std::uint16_t>(bits >> 16);
+}
+
+void check_cuda_setup(cudaError_t e, int rank, const std::string& call) {
+  if (e != cudaSuccess)
+    throw RuntimeError(FaultKind::cuda, rank, -1,
+                       "CUDA error: rank " + std::to_string(rank) + ": " + call + ": " + cuda_text(e));
 }
 
 struct RankComms {
@@ -435,7 +445,7 @@ class CudaRankDevice : public RankDevice {
 
 }  // namespace
 
-RunResult run_cuda(const Schedule& s, const RunOptions& options) {
+RunResult run_cuda(const Schedule& s, const RunOptions& options, ProcessLink* link) {
   RunOptions o = options;
   if (o.warmup_steps < 0) o.warmup_steps = 1;
   int count = 0;
@@ -445,19 +455,39 @@ RunResult run_cuda(const Schedule& s, const RunOptions& options) {
         FaultKind::device, -1, -1,
         "no CUDA device: " + (e != cudaSuccess ? cuda_text(e) : std::string("cudaGetDeviceCount found none")));
   const bool virtual_world = o.virtual_world > 0;
-  const int ranks = virtual_world ? 1 : s.world_size;
-  if (o.first_device < 0 || o.first_device + ranks > count)
+  const int ranks = link || virtual_world ? 1 : s.world_size;
+  // The device of each position: first_device + rank; under mpi, --device or the process's
+  // local rank on its node (device 0 where the process sees a single GPU, as under
+  // srun --gpus-per-task=1 or CUDA_VISIBLE_DEVICES set per process).
+  std::vector<int> device_of(ranks, 0);
+  if (link) {
+    int d = o.mpi_device >= 0 ? o.mpi_device : count == 1 ? 0 : link->local_rank();
+    if (d >= count)
+      throw RuntimeError(FaultKind::device, link->rank(), -1,
+                         "rank " + std::to_string(link->rank()) + " (local rank " + std::to_string(link->local_rank()) +
+                             " on its node) would run on device " + std::to_string(d) + " but its process sees " +
+                             std::to_string(count) +
+                             " GPU(s): start at most one process per GPU on each node, or give --device");
+    device_of[0] = d;
+  } else {
+    for (int p = 0; p < ranks; ++p) device_of[p] = o.first_device + p;
+  }
+  if (!link && (o.first_device < 0 || o.first_device + ranks > count))
     throw RuntimeError(
         FaultKind::device, -1, -1,
         "the schedule's world has " + std::to_string(s.world_size) + " ranks but this process sees " +
             std::to_string(count) + " GPU(s) from device " + std::to_string(o.first_device) +
-            ": one process drives the GPUs of one node, and multi-node runs (MPI) are not built; use --virtual-world " +
+            ": one process drives the GPUs of one node; start one process per GPU with mpirun or srun (--launcher "
+            "mpi), or use --virtual-world " +
             std::to_string(s.world_size) + " to play rank 0 on one GPU");
   const std::vector<double> durations = durations_for(s, o);
   const std::vector<CollectiveBinding> bindings = bind_collective_buffers(s);
   std::vector<int> played;
-  for (int r = 0; r < ranks; ++r) played.push_back(r);
-  RunControl control(s, o, played);
+  if (link)
+    played.push_back(link->rank());
+  else
+    for (int r = 0; r < ranks; ++r) played.push_back(r);
+  RunControl control(s, o, played, link);
 
   std::vector<RankComms> comms(ranks);
   for (auto& rc : comms) {
@@ -482,7 +512,50 @@ RunResult run_cuda(const Schedule& s, const RunOptions& options) {
         for (ncclComm_t c : comms) ncclCommDestroy(c);
     }
   } guard(all_comms, control);
-  if (!virtual_world) {
+  if (link && !virtual_world) {
+    // One ncclUniqueId per process-group instance, made by rank 0 and broadcast; every process
+    // joins the instances it belongs to, group by group in the same order.
+    check_cuda_setup(cudaSetDevice(device_of[0]), link->rank(), "cudaSetDevice");
+    std::vector<bool> used(s.groups.size(), false);
+    for (const Op& op : s.ops)
+      if (planner::is_collective(op.kind)) used[op.group] = true;
+    std::vector<std::pair<int, std::vector<int>>> instances;  // (group, ranks)
+    for (std::size_t g = 0; g < s.groups.size(); ++g)
+      if (used[g])
+        for (auto& instance : group_instances(s, static_cast<int>(g)))
+          instances.emplace_back(static_cast<int>(g), std::move(instance));
+    std::vector<ncclUniqueId> ids(instances.size());
+    if (link->rank() == 0)
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        ncclResult_t r = ncclGetUniqueId(&ids[i]);
+        if (r != ncclSuccess)
+          throw RuntimeError(FaultKind::nccl, 0, -1, std::string("NCCL error: rank 0: ncclGetUniqueId: ") +
+                                                         ncclGetErrorString(r));
+      }
+    if (!ids.empty()) link->broadcast(ids.data(), ids.size() * sizeof(ncclUniqueId));
+    for (std::size_t i = 0; i < instances.size(); ++i) {
+      const auto& [g, instance] = instances[i];
+      auto it = std::find(instance.begin(), instance.end(), link->rank());
+      if (it == instance.end()) continue;
+      const int member = static_cast<int>(it - instance.begin());
+      const std::string what = "ncclCommInitRank of group \"" + s.groups[g].name + "\" (ranks " +
+                               std::to_string(instance.front()) + "-" + std::to_string(instance.back()) +
+                               "): a member never joined";
+      ncclComm_t comm = nullptr;
+      link->watch(what);
+      ncclResult_t r = ncclCommInitRank(&comm, static_cast<int>(instance.size()), ids[i], member);
+      link->unwatch();
+      if (r != ncclSuccess)
+        throw RuntimeError(FaultKind::nccl, link->rank(), -1,
+                           "NCCL error: rank " + std::to_string(link->rank()) + ": ncclCommInitRank for group \"" +
+                               s.groups[g].name + "\" (ranks " + std::to_string(instance.front()) + "-" +
+                               std::to_string(instance.back()) + "): " + ncclGetErrorString(r));
+      comms[0].by_group[g] = comm;
+      comms[0].member[g] = member;
+      all_comms.push_back(comm);
+    }
+    control.add_waker([&guard] { guard.abort(); });
+  } else if (!virtual_world) {
     std::vector<bool> used(s.groups.size(), false);
     for (const Op& op : s.ops)
       if (planner::is_collective(op.kind)) used[op.group] = true;
@@ -510,12 +583,13 @@ RunResult run_cuda(const Schedule& s, const RunOptions& options) {
 
   std::vector<std::unique_ptr<RankDevice>> devices;
   for (int p = 0; p < ranks; ++p)
-    devices.push_back(std::make_unique<CudaRankDevice>(control, p, o.first_device + p, durations, comms[p], bindings));
+    devices.push_back(std::make_unique<CudaRankDevice>(control, p, device_of[p], durations, comms[p], bindings));
   cudaDeviceProp prop{};
-  cudaGetDeviceProperties(&prop, o.first_device);
+  cudaGetDeviceProperties(&prop, device_of[0]);
   int runtime_version = 0;
   cudaRuntimeGetVersion(&runtime_version);
-  std::string text = std::to_string(ranks) + " x " + prop.name + " (CUDA runtime " +
+  // Under mpi the count is added by run_mpi, which gathers every process's text.
+  std::string text = (link ? std::string() : std::to_string(ranks) + " x ") + prop.name + " (CUDA runtime " +
                      std::to_string(runtime_version / 1000) + "." + std::to_string(runtime_version % 1000 / 10) +
                      ", NCCL " + std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + ")";
   RunResult result = execute(control, devices, "cuda", text);
@@ -531,7 +605,9 @@ RunResult run_cuda(const Schedule& s, const RunOptions& options) {
   result.notes.push_back("compute: bf16 GEMMs of " + std::to_string(o.gemm_dim) +
                          "^3 for the op's FLOPs; ops without FLOPs copy hbm_bytes/2");
   if (virtual_world)
-    result.notes.push_back("virtual world: rank 0 of " + std::to_string(s.world_size) +
+    result.notes.push_back("virtual world: " +
+                           (link ? "each process plays its own rank of " : std::string("rank 0 of ")) +
+                           std::to_string(s.world_size) +
                            " on one GPU; collectives are device copies of the bytes a rank sends and receives");
   return result;
 }

@@ -1,0 +1,80 @@
+// The launcher: single, or mpi (runtime/mpi/ where MPI was built).
+#include "runtime/launch.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "runtime/executor.h"
+
+namespace fsdpsim::runtime {
+
+namespace {
+
+// Several processes started together, by the environment: (what says so, how many).
+std::pair<std::string, int> launched_processes() {
+  auto number = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::atoi(v) : 0;
+  };
+  if (int n = number("OMPI_COMM_WORLD_SIZE"); n > 0) return {"OMPI_COMM_WORLD_SIZE=" + std::to_string(n), n};
+  if (int n = number("PMI_SIZE"); n > 0) return {"PMI_SIZE=" + std::to_string(n), n};
+  if (int n = number("SLURM_NTASKS"); n > 0 && std::getenv("SLURM_STEP_ID"))
+    return {"SLURM_NTASKS=" + std::to_string(n) + " in a srun step", n};
+  return {"", 0};
+}
+
+}  // namespace
+
+bool mpi_built() {
+#if FSDPSIM_WITH_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+Launch resolve_launch(const std::string& requested) {
+  if (requested != "auto" && requested != "single" && requested != "mpi")
+    throw std::invalid_argument("unknown launcher \"" + requested + "\" (expected auto, single or mpi)");
+  Launch launch;
+  if (requested == "single") {
+    launch.detected_from = "--launcher single";
+    return launch;
+  }
+  const auto [source, count] = launched_processes();
+  if (requested == "auto" && count <= 1) {
+    launch.detected_from = "no multi-process launch in the environment";
+    return launch;
+  }
+  if (!mpi_built()) {
+    if (requested == "mpi")
+      throw std::invalid_argument(
+          "--launcher mpi: this fsdpsim was built without MPI (install libopenmpi-dev and reconfigure)");
+    throw std::invalid_argument(
+        "launched as " + std::to_string(count) + " processes (" + source +
+        ") but this fsdpsim was built without MPI, so each process would play every rank: rebuild with MPI "
+        "(libopenmpi-dev), or pass --launcher single to do that on purpose");
+  }
+#if FSDPSIM_WITH_MPI
+  const detail::MpiWorld world = detail::mpi_world();
+  if (requested == "auto" && world.size <= 1) {
+    launch.detected_from = source + ", but MPI sees one process";
+    return launch;
+  }
+  launch.launcher = "mpi";
+  launch.process_rank = world.rank;
+  launch.processes = world.size;
+  launch.detected_from = requested == "mpi" ? std::string("--launcher mpi") : source;
+#endif
+  return launch;
+}
+
+void end_all_processes(const std::string& message, int exit_code) {
+#if FSDPSIM_WITH_MPI
+  detail::mpi_end(message, exit_code);
+#else
+  throw std::logic_error("end_all_processes without MPI: " + message);
+#endif
+}
+
+}  // namespace fsdpsim::runtime

@@ -1,0 +1,203 @@
+// The mpi launcher on the host backend: `mpirun -np 4 fsdpsim run --launcher mpi` starts one
+// process per rank, each plays its own rank with collectives over MPI communicators (one per
+// process-group instance) on real data, and rank 0 gathers and reports. Built and registered
+// only where MPI was found at configure time (FSDPSIM_WITH_MPI).
+#if FSDPSIM_WITH_MPI
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "planner/memory.h"
+#include "runtime/runtime.h"
+#include "runtime_scenarios.h"
+
+namespace fsdpsim::runtime {
+namespace {
+
+struct Launched {
+  int exit_code = -1;
+  std::string out, err;
+  double seconds = 0;
+};
+
+// Open MPI in a container as root: allow root, more processes than cores, no ssh for a local
+// launch, no cross-memory-attach (ptrace is often not allowed). `timeout` turns a hang into a
+// failure rather than a stuck test.
+Launched mpirun(int processes, const std::string& args) {
+  const std::string err_file = ::testing::TempDir() + "fsdpsim_mpi_err_" + std::to_string(::getpid());
+  const std::string command =
+      "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
+      "OMPI_MCA_plm_rsh_agent= OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 60 " +
+      std::string(FSDPSIM_MPIEXEC) + " --allow-run-as-root --oversubscribe -np " + std::to_string(processes) + " " +
+      FSDPSIM_CLI + " " + args + " 2>" + err_file;
+  Launched r;
+  const auto begin = std::chrono::steady_clock::now();
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream in(err_file);
+  r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::filesystem::remove(err_file);
+  return r;
+}
+
+std::string write_scenario(const nlohmann::json& scenario, const std::string& name) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << scenario.dump(1);
+  return path;
+}
+
+// Lines that begin with "error:" (Open MPI adds its own banner, which does not).
+int error_lines(const std::string& err) {
+  int count = 0;
+  std::size_t at = 0;
+  while ((at = err.find("error:", at)) != std::string::npos) {
+    if (at == 0 || err[at - 1] == '\n') ++count;
+    at += 6;
+  }
+  return count;
+}
+
+int first_op(const planner::Schedule& s, planner::OpKind kind) {
+  for (const auto& op : s.ops)
+    if (op.kind == kind) return op.id;
+  return -1;
+}
+
+struct Case {
+  std::string name;
+  nlohmann::json scenario;
+};
+
+class HostOverMpi : public ::testing::TestWithParam<Case> {};
+
+// Four processes, one rank each: the gathered result has every rank, each rank's peak
+// allocated / reserved and per-op allocated bytes equal the planner's replay to the byte, and
+// every collective's output was checked (sum, concatenation) on every rank.
+TEST_P(HostOverMpi, GatheredPeakEqualsReplayOnEveryRankAndDataChecksPass) {
+  const nlohmann::json& scenario = GetParam().scenario;
+  const planner::Schedule s = testing::plan(scenario);
+  ASSERT_EQ(s.world_size, 4);
+  const planner::MemoryReport predicted = planner::replay_memory(s);
+  int collectives = 0;
+  for (const auto& op : s.ops) collectives += planner::is_collective(op.kind) && op.comm_bytes > 0;
+  ASSERT_GT(collectives, 0);
+
+  const std::string path = write_scenario(scenario, "mpi_" + GetParam().name + ".json");
+  const Launched r = mpirun(4, "run --backend host --launcher mpi --scenario " + path +
+                                   " --time-scale 0.001 --max-buffer-bytes 65536 --timeout 10 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(error_lines(r.err), 0) << r.err;
+  EXPECT_LT(r.seconds, 20.0);
+  // One JSON object: rank 0 reports, the other processes print nothing.
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(r.out)) << r.out;
+  EXPECT_EQ(j["launcher"], "mpi");
+  EXPECT_EQ(j["processes"], 4);
+  EXPECT_EQ(j["ranks_played"], 4);
+  EXPECT_NE(j["device"].get<std::string>().find("4 processes"), std::string::npos) << j["device"];
+  EXPECT_EQ(j["memory"]["peak_allocated_bytes"], predicted.peak_allocated_bytes);
+  EXPECT_EQ(j["memory"]["peak_reserved_bytes"], predicted.peak_reserved_bytes);
+  ASSERT_EQ(j["ranks"].size(), 4u);
+  for (int rank = 0; rank < 4; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const nlohmann::json& m = j["ranks"][rank];
+    EXPECT_EQ(m["rank"], rank);
+    EXPECT_EQ(m["allocated_at_start_bytes"], predicted.allocated_at_start);
+    EXPECT_EQ(m["peak_allocated_bytes"], predicted.peak_allocated_bytes);
+    EXPECT_EQ(m["peak_op"], predicted.peak_op);
+    EXPECT_EQ(m["peak_reserved_bytes"], predicted.peak_reserved_bytes);
+    EXPECT_EQ(m["collectives_checked"], collectives);
+    ASSERT_EQ(m["step_seconds"].size(), 1u);
+    EXPECT_GT(m["step_seconds"][0].get<double>(), 0);
+  }
+  // Rank 0's op timings came through the gather whole: every op ran, in a non-empty interval.
+  ASSERT_EQ(j["ops"].size(), s.ops.size());
+  for (const auto& op : j["ops"]) {
+    EXPECT_GE(op["start_seconds"].get<double>(), 0) << op;
+    EXPECT_GE(op["end_seconds"].get<double>(), op["start_seconds"].get<double>()) << op;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Scenarios, HostOverMpi,
+    ::testing::Values(
+        // shard groups of 2 and replicate groups of 2 (stride 2): two communicators per process
+        Case{"hybrid_2x2", testing::scenario(2, 2, {{"version", 2}, {"strategy", "HYBRID_SHARD"}})},
+        // FSDP1 flat parameters padded to the world, forward prefetch: one group of 4
+        Case{"fsdp1_full_shard_padded",
+             testing::scenario(1, 4, {{"version", 1}, {"strategy", "FULL_SHARD"}, {"forward_prefetch", true}}, {}, 3,
+                               {250, 333})}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// A rank whose CPU never issues a collective: the other processes time out, the diagnosis
+// (which asks rank 2's process how far it got) names rank 2 and the op, rank 0 prints it once
+// and every process ends, within the timeout plus the launch, not a hang.
+TEST(HostOverMpiFaults, ARankThatNeverJoinsEndsEveryProcessNamingOpAndRank) {
+  const nlohmann::json scenario = testing::scenario(1, 4, {{"version", 2}});
+  const planner::Schedule s = testing::plan(scenario);
+  const int all_gather = first_op(s, planner::OpKind::all_gather);
+  ASSERT_GE(all_gather, 0);
+  const std::string path = write_scenario(scenario, "mpi_stall.json");
+  const Launched r = mpirun(4, "run --backend host --launcher mpi --scenario " + path +
+                                   " --time-scale 0.001 --timeout 1 --test-stall-rank 2 --test-stall-op " +
+                                   std::to_string(all_gather));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "the run hung until `timeout` killed it";
+  EXPECT_LT(r.seconds, 15.0);
+  EXPECT_EQ(error_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("timeout: rank 2 never joined op " + std::to_string(all_gather) + " \"" +
+                       s.ops[all_gather].name + "\""),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, "");  // no report from any process
+}
+
+// A collective whose output is wrong on one rank: that process's data check fails, rank 0
+// prints the check's message once and every process ends.
+TEST(HostOverMpiFaults, ACorruptedCollectiveOutputEndsEveryProcessNamingOpAndRank) {
+  const nlohmann::json scenario = testing::scenario(2, 2, {{"version", 2}, {"strategy", "HYBRID_SHARD"}});
+  const planner::Schedule s = testing::plan(scenario);
+  const int reduce_scatter = first_op(s, planner::OpKind::reduce_scatter);
+  ASSERT_GE(reduce_scatter, 0);
+  const std::string path = write_scenario(scenario, "mpi_corrupt.json");
+  const Launched r = mpirun(4, "run --backend host --launcher mpi --scenario " + path +
+                                   " --time-scale 0.001 --timeout 10 --test-corrupt-rank 3 --test-corrupt-op " +
+                                   std::to_string(reduce_scatter));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.seconds, 15.0);
+  EXPECT_EQ(error_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("data check failed: rank 3, op " + std::to_string(reduce_scatter) + " \"" +
+                       s.ops[reduce_scatter].name + "\""),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+// Three processes for a world of four: refused before anything runs, once.
+TEST(HostOverMpiFaults, AWorldThatIsNotTheMpiWorldIsRefusedOnce) {
+  const std::string path =
+      write_scenario(testing::scenario(1, 4, {{"version", 2}}), "mpi_world.json");
+  const Launched r = mpirun(3, "run --backend host --launcher mpi --scenario " + path + " --timeout 5");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(error_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("the schedule's world has 4 ranks but MPI started 3 processes"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+}  // namespace
+}  // namespace fsdpsim::runtime
+
+#endif  // FSDPSIM_WITH_MPI
