@@ -40,9 +40,9 @@ void add_calibrate_command(CLI::App& app) {
       ->check(CLI::IsMember({"host", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--reps", o->bench.repetitions, "Timed repetitions per benchmark (medians over these)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  cmd->add_option("--warmup", o->bench.warmup, "Untimed repetitions first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--warmup", o->bench.warmup, "Untimed repetitions first")->check(CLI::Range(0, 1000000))->capture_default_str();
   cmd->add_option("--min-bytes", o->bench.min_bytes, "Smallest collective buffer")->capture_default_str();
   cmd->add_option("--max-bytes", o->bench.max_bytes, "Largest collective buffer")->capture_default_str();
   cmd->add_option("--size-step", o->bench.size_step, "Factor between collective sizes")->capture_default_str();

@@ -123,6 +123,25 @@ TEST(CalibrateCalibration, WrittenCalibrationReproducesSyntheticClusterThroughNc
         EXPECT_LE(err, 0.02) << planner::collective_name(kind) << " " << g.ranks << "/" << g.nodes << " at " << b;
       }
   std::printf("[ info ] written NCCL model vs synthetic truth: worst %.3f%%\n", 100 * worst);
+  // The written model switches protocol where the truth does. By hand, all-gather over 8 ranks
+  // in a node: LL 9.5 us + x/60 GB/s, LL128 22.5 us + x/200, Simple 41 us + x/340 (x = bus
+  // bytes = 7/8 of the buffer): LL -> LL128 at 1.114 MB on the bus (1.273 MB buffer), LL128 ->
+  // Simple at 8.99 MB (10.27 MB buffer).
+  const double x1 = 13e-6 / (1 / 60e9 - 1 / 200e9) * 8 / 7, x2 = 18.5e-6 / (1 / 200e9 - 1 / 340e9) * 8 / 7;
+  const CollectiveFit& ag = f.collectives[0];
+  ASSERT_EQ(ag.kind, CollectiveKind::all_gather);
+  ASSERT_EQ(ag.span.ranks, 8);
+  ASSERT_EQ(ag.fit.crossovers_x.size(), 2u);
+  EXPECT_NEAR(ag.fit.crossovers_x[0] * 8 / 7 / x1, 1, 0.03);
+  EXPECT_NEAR(ag.fit.crossovers_x[1] * 8 / 7 / x2, 1, 0.03);
+  auto protocol_at = [&](double bytes) {
+    return planner::estimate_collective(CollectiveKind::all_gather, bytes, {8, 1}, s.cluster, f.calibration.nccl).protocol;
+  };
+  EXPECT_EQ(protocol_at(0.7 * x1), "LL");
+  EXPECT_EQ(protocol_at(std::sqrt(x1 * x2)), "LL128");
+  EXPECT_EQ(protocol_at(1.4 * x2), "Simple");
+  EXPECT_EQ(planner::estimate_collective(CollectiveKind::all_gather, 1e9, {8, 1}, s.cluster, f.calibration.nccl).algorithm,
+            "Ring");
   // The goodness of fit it reports (against the noisy medians) agrees.
   for (const ErrorSummary& e : summarize_errors(f.errors)) {
     EXPECT_LE(e.max_abs_error, 0.03) << e.what;
