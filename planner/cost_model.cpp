@@ -1,11 +1,13 @@
 #include "planner/cost_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <mutex>
 #include <stdexcept>
 
 #include "planner/scenario.h"
+#include "planner/units.h"
 
 namespace fsdpsim::planner {
 
@@ -71,6 +73,15 @@ Calibration read_calibration_at(const nlohmann::json& json, const std::string& f
   c.causal_attention_work = read_fraction(r, "causal_attention_work", c.causal_attention_work);
   c.attention_backward_work = read_positive(r, "attention_backward_work", c.attention_backward_work);
   c.hbm_efficiency = read_fraction(r, "hbm_efficiency", c.hbm_efficiency);
+  c.eager_memory_bound_factor = read_positive(r, "eager_memory_bound_factor", c.eager_memory_bound_factor);
+  // The fraction belongs to the matmul_efficiency it was fitted with: a calibration that
+  // measures matmul_efficiency (fsdpsim calibrate) and says nothing of the fraction gets 1.
+  const bool new_matmul = r.has("matmul_efficiency") && !r.has("step_matmul_fraction");
+  c.step_matmul_fraction = read_fraction(r, "step_matmul_fraction", new_matmul ? 1.0 : c.step_matmul_fraction);
+  if (new_matmul)
+    c.sources["step_matmul_fraction"] =
+        "1: this calibration sets matmul_efficiency without a step fraction (the GEMM ceiling taken as what a training "
+        "step sustains, an upper bound)";
   c.op_issue_seconds = read_nonnegative(r, "op_issue_seconds", c.op_issue_seconds);
   c.kernel_issue_seconds = read_nonnegative(r, "kernel_issue_seconds", c.kernel_issue_seconds);
   c.kernels_per_parameter_tensor = read_nonnegative(r, "kernels_per_parameter_tensor", c.kernels_per_parameter_tensor);
@@ -112,6 +123,8 @@ nlohmann::json Calibration::to_json() const {
           {"causal_attention_work", causal_attention_work},
           {"attention_backward_work", attention_backward_work},
           {"hbm_efficiency", hbm_efficiency},
+          {"eager_memory_bound_factor", eager_memory_bound_factor},
+          {"step_matmul_fraction", step_matmul_fraction},
           {"op_issue_seconds", op_issue_seconds},
           {"kernel_issue_seconds", kernel_issue_seconds},
           {"kernels_per_parameter_tensor", kernels_per_parameter_tensor},
@@ -180,6 +193,13 @@ CostModel::CostModel(const Scenario& scenario)
     if (m.costs) module_parameter_tensors_[m.full_name] = count_tensors(m);
   });
   model_parameter_tensors_ = static_cast<int>(scenario.model.parameters().size());
+  if (scenario.training.execution == TrainingSpec::Execution::eager) {
+    const std::vector<std::string> types = block_types(scenario.model, scenario.fsdp.wrap);
+    models::for_each_module(scenario.model.root, [&](const models::Module& m) {
+      if (m.costs && &m != &scenario.model.root && std::find(types.begin(), types.end(), m.type) != types.end())
+        eager_block_[m.full_name] = true;
+    });
+  }
 }
 
 double CostModel::bf16_peak_flops() const {
@@ -192,6 +212,26 @@ CollectiveEstimate CostModel::collective(const Op& op, const Schedule& schedule)
     throw std::invalid_argument("collective op " + std::to_string(op.id) + " (" + op.name +
                                 ") names no process group of the schedule");
   const ProcessGroup& g = schedule.groups[op.group];
+  // Every rank runs the same collective on its own instance of the group at the same time
+  // (FSDP's ranks are symmetric): a group with fewer ranks per node than the node has GPUs
+  // (HSDP's replicate group: one rank per node) has gpus_per_node / ranks_per_node instances
+  // on each node, and they share the node's NICs. NCCL's model is per communicator, so give
+  // each instance its share of the NICs.
+  const int ranks_per_node = g.nodes > 0 ? std::max(1, g.ranks / g.nodes) : 1;
+  const int instances = g.nodes > 1 ? std::max(1, cluster_.gpus_per_node / ranks_per_node) : 1;
+  if (instances > 1) {
+    ClusterSpec shared = cluster_;
+    NcclParams nccl = calibration_.nccl;
+    const int nics = std::max(1, nccl.nics_per_node > 0 ? nccl.nics_per_node : cluster_.nics_per_node);
+    const double nic = nccl.nic_bandwidth_gbps > 0 ? nccl.nic_bandwidth_gbps : cluster_.nic_bandwidth_gbps;
+    if (instances > nics) {
+      nccl.nics_per_node = shared.nics_per_node = 1;
+      nccl.nic_bandwidth_gbps = shared.nic_bandwidth_gbps = nic * nics / instances;
+    } else {
+      nccl.nics_per_node = shared.nics_per_node = nics / instances;
+    }
+    return estimate_collective(collective_kind_of(op.kind), op.comm_bytes, {g.ranks, g.nodes}, shared, nccl);
+  }
   return estimate_collective(collective_kind_of(op.kind), op.comm_bytes, {g.ranks, g.nodes}, cluster_,
                              calibration_.nccl);
 }
@@ -215,10 +255,16 @@ double CostModel::duration_seconds(const Op& op, const Schedule& schedule) const
   }
   const double c = calibration_.causal_attention_work *
                    (op.kind == OpKind::compute_bwd ? calibration_.attention_backward_work : 1.0);
-  const double matmul = std::max(0.0, op.flops - op.attention_flops) / (peak_flops_ * calibration_.matmul_efficiency);
+  const bool module_compute =
+      op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute;
+  const double matmul_efficiency =
+      calibration_.matmul_efficiency * (module_compute ? calibration_.step_matmul_fraction : 1.0);
+  const double matmul = std::max(0.0, op.flops - op.attention_flops) / (peak_flops_ * matmul_efficiency);
   const double attention = op.attention_flops * c / (peak_flops_ * calibration_.attention_efficiency);
+  const double eager =
+      module_compute && eager_block_.count(op.module) ? calibration_.eager_memory_bound_factor : 1.0;
   const double memory =
-      op.hbm_bytes / (cluster_.gpu.hbm_bandwidth_bytes_per_second * calibration_.hbm_efficiency);
+      eager * op.hbm_bytes / (cluster_.gpu.hbm_bandwidth_bytes_per_second * calibration_.hbm_efficiency);
   return (op.flops > 0 ? matmul + attention : 0.0) + (op.hbm_bytes > 0 ? memory : 0.0);
 }
 

@@ -37,6 +37,15 @@ struct Calibration {
   // part of a backward op costs this much more.
   double attention_backward_work = 1.25;
   double hbm_efficiency = 0;        // memory-bound kernels: achieved fraction of HBM bandwidth
+  // Eager PyTorch moves this many times the fused memory-bound bytes the model files count
+  // for a transformer block (fp32 upcasts and one kernel per elementwise op in RMSNorm,
+  // rotary, SwiGLU); torch.compile fuses them back (training.torch_compile: factor 1).
+  // Applies to the forward, backward and recompute of transformer blocks only.
+  double eager_memory_bound_factor = 1;
+  // The fraction of matmul_efficiency (a GEMM benchmark's ceiling) a framework's training
+  // step sustains for its modules' GEMMs end to end (GEMM shapes, launch gaps, autograd and
+  // hook overhead, power capping). Applies to module forward, backward and recompute ops.
+  double step_matmul_fraction = 1;
   // CPU: time to issue an op. An op costs op_issue_seconds (FSDP hook / communication
   // call overhead, for non-compute ops) plus kernel_issue_seconds per kernel it launches;
   // a module's forward launches kernels_per_parameter_tensor kernels per parameter tensor
@@ -94,6 +103,7 @@ class CostModel {
   Calibration calibration_;
   double peak_flops_ = 0;
   std::unordered_map<std::string, int> module_parameter_tensors_;  // costed module -> tensors
+  std::unordered_map<std::string, bool> eager_block_;  // costed transformer blocks run eagerly (not compiled)
   int model_parameter_tensors_ = 0;
 };
 

@@ -188,7 +188,10 @@ TrainingSpec parse_training(JsonReader r, int world) {
               : opt == "adam" ? Optimizer::adam
               : opt == "sgd_momentum" ? Optimizer::sgd_momentum
                                       : Optimizer::none;
-  t.torch_compile = r.boolean_or("torch_compile", false);
+  if (r.has("torch_compile"))
+    t.execution = r.boolean_or("torch_compile", false) ? TrainingSpec::Execution::compiled : TrainingSpec::Execution::eager;
+  else
+    r.ignore("torch_compile");
   std::string master = r.choice_or("master_weights", {"sharded_param", "optimizer_state"}, "sharded_param");
   t.master_weights = master == "sharded_param" ? MasterWeights::sharded_param : MasterWeights::optimizer_state;
   if (r.has("activation_checkpointing")) {

@@ -59,9 +59,12 @@ struct TrainingSpec {
   MasterWeights master_weights = MasterWeights::sharded_param;
   Checkpointing checkpointing = Checkpointing::none;
   int checkpoint_every = 1;  // every_k: checkpoint one block in k
-  // The blocks run under torch.compile (fused elementwise kernels): the cost model prices
-  // their memory-bound work at the fused traffic the model files count.
-  bool torch_compile = false;
+  // Whether the transformer blocks run under torch.compile. compiled: fused elementwise
+  // kernels, memory-bound work priced at the fused traffic the model files count; eager: the
+  // calibration's eager_memory_bound_factor times that; unstated (the field absent): the
+  // model files' fused traffic, as before the field existed.
+  enum class Execution { unstated, eager, compiled };
+  Execution execution = Execution::unstated;
 };
 
 struct FsdpSpec {

@@ -41,6 +41,24 @@ RowValidation validate_scenario(const std::string& file) {
     row.row_id = static_cast<int>(number(p, "row_id").value_or(0));
     row.holdout = p.value("holdout", false);
     if (p.contains("oom") && p["oom"].is_boolean()) row.published_oom = p["oom"].get<bool>();
+    std::set<std::string> excluded;
+    if (p.contains("excluded")) {
+      const nlohmann::json& x = p["excluded"];
+      if (!x.is_object()) throw InputError(file, "published.excluded", "expected an object {metric: reason}");
+      for (const auto& [metric, reason] : x.items()) {
+        if (metric != "tokens_per_second_per_gpu" && metric != "step_time_seconds" && metric != "peak_memory_bytes")
+          throw InputError(file, "published.excluded." + metric,
+                           "expected tokens_per_second_per_gpu, step_time_seconds or peak_memory_bytes");
+        if (!reason.is_string() || reason.get<std::string>().empty())
+          throw InputError(file, "published.excluded." + metric, "expected the reason, a non-empty string");
+        excluded.insert(metric);
+        row.excluded.emplace_back(metric, reason.get<std::string>());
+      }
+    }
+    auto number = [&](const nlohmann::json& j, const char* key) -> std::optional<double> {
+      if (excluded.count(key)) return std::nullopt;
+      return fsdpsim::sim::number(j, key);
+    };
     Estimate e = estimate_step(scenario);
     row.predicted_fits = e.fits();
     row.predicted_mfu = e.timing.mfu;
@@ -120,6 +138,7 @@ nlohmann::json validation_json(const std::vector<RowValidation>& rows) {
     sources.insert(r.source);
     nlohmann::json j = {{"file", r.file}, {"name", r.name}, {"source", r.source}, {"row_id", r.row_id},
                         {"holdout", r.holdout}, {"predicted_fits", r.predicted_fits}, {"predicted_mfu", r.predicted_mfu}};
+    for (const auto& [metric, reason] : r.excluded) j["excluded"][metric] = reason;
     if (r.published_oom) j["published_oom"] = *r.published_oom;
     if (!r.error.empty()) j["error"] = r.error;
     for (const MetricComparison& m : r.metrics)

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -28,6 +29,10 @@ struct RowValidation {
   int row_id = 0;
   bool holdout = false;
   std::vector<MetricComparison> metrics;
+  // Published figures left out of the comparison, with the reason (the scenario's
+  // "published.excluded": {metric: reason}), e.g. a figure the source's own caveats make
+  // unusable. Shown, never scored.
+  std::vector<std::pair<std::string, std::string>> excluded;
   // Runs the publisher reports as out of memory: we check that we predict no fit.
   std::optional<bool> published_oom;
   bool predicted_fits = true;

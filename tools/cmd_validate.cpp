@@ -96,11 +96,18 @@ void add_validate_command(CLI::App& app) {
         for (const auto& m : r.metrics)
           t.add({label, r.name, m.metric, value_text(m.metric, m.published), value_text(m.metric, m.predicted),
                  signed_percent(m.signed_error())});
+        for (const auto& [metric, reason] : r.excluded) {
+          (void)reason;
+          t.add({label, r.name, metric, "excluded", "", "(see below)"});
+        }
         if (r.published_oom)
           t.add({label, r.name, "out of memory", *r.published_oom ? "yes" : "no", r.predicted_fits ? "no" : "yes",
                  (*r.published_oom == !r.predicted_fits) ? "agrees" : "DISAGREES"});
       }
       std::cout << t.str() << "(* holdout rows: never used to set a constant)\n";
+      for (const auto& r : rows)
+        for (const auto& [metric, reason] : r.excluded)
+          std::cout << "excluded: row " << r.row_id << " " << metric << ": " << reason << "\n";
       print_summary(rows);
       std::cout << "\n";
       if (violations.empty()) std::cout << "accuracy bounds: met\n";
