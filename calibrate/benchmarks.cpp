@@ -62,11 +62,15 @@ Stream stream_of(CollectiveKind k) {
   }
 }
 
-Schedule bench_schedule(const std::string& name, const CollectiveGroup& span) {
+std::string span_text(const planner::ProcessGroup& g) { return span_text(CollectiveGroup{g.ranks, g.nodes}); }
+
+// A benchmark schedule over `world` ranks with one process group: `group` (its name decides
+// how its instances tile the world, runtime::group_instances).
+Schedule bench_schedule(const std::string& name, const planner::ProcessGroup& group, int world) {
   Schedule s;
   s.name = name;
-  s.world_size = span.ranks;
-  s.groups.push_back({"bench", span.ranks, span.nodes});
+  s.world_size = world;
+  s.groups.push_back(group);
   return s;
 }
 
@@ -90,6 +94,7 @@ runtime::RunOptions run_options(const Options& o, const Schedule& s, int steps) 
   r.max_buffer_bytes = 0;
   r.timeout_seconds = o.timeout_seconds;
   r.first_device = o.first_device;
+  r.launcher = o.launcher;
   return r;
 }
 
@@ -235,15 +240,16 @@ std::vector<GemmShape> model_gemm_shapes(const planner::Scenario& scenario) {
   return out;
 }
 
-std::vector<CollectiveGroup> scenario_spans(const planner::Scenario& scenario) {
+std::vector<planner::ProcessGroup> scenario_spans(const planner::Scenario& scenario) {
   const planner::Plan plan = planner::plan_step(scenario);
-  std::vector<CollectiveGroup> out;
+  std::vector<planner::ProcessGroup> out;
   for (const planner::ProcessGroup& g : plan.schedule.groups) {
     if (g.ranks <= 1) continue;
-    if (std::none_of(out.begin(), out.end(), [&](const CollectiveGroup& x) { return x.ranks == g.ranks && x.nodes == g.nodes; }))
-      out.push_back({g.ranks, g.nodes});
+    if (std::none_of(out.begin(), out.end(),
+                     [&](const planner::ProcessGroup& x) { return x.ranks == g.ranks && x.nodes == g.nodes; }))
+      out.push_back(g);
   }
-  std::sort(out.begin(), out.end(), [](const CollectiveGroup& a, const CollectiveGroup& b) {
+  std::stable_sort(out.begin(), out.end(), [](const planner::ProcessGroup& a, const planner::ProcessGroup& b) {
     return a.nodes != b.nodes ? a.nodes < b.nodes : a.ranks < b.ranks;
   });
   return out;
@@ -297,11 +303,26 @@ Measurements measure(const planner::Scenario& scenario, const Options& o) {
   m.backend = o.backend;
   m.gpu = scenario.cluster.gpu.name;
   const bool host = o.backend == "host";
+  const bool mpi = o.launcher == "mpi";
+  m.reports = o.process_rank == 0;
+  if (mpi && o.processes != scenario.world_size())
+    throw std::invalid_argument("calibrate under mpi: the scenario's world has " + std::to_string(scenario.world_size()) +
+                                " ranks but " + std::to_string(o.processes) +
+                                " processes were started: start one process per rank (mpirun -np " +
+                                std::to_string(scenario.world_size()) + ")");
+  // Under mpi every benchmark spans the whole world (each process plays its own rank); a
+  // one-rank benchmark then runs on every rank at once, a span's group tiles the world.
+  const int single_world = mpi ? o.processes : 1;
+  const planner::ProcessGroup one{"bench", 1, 1};
+  if (mpi)
+    m.notes.push_back("mpi: " + std::to_string(o.processes) +
+                      " processes, one per rank; every benchmark runs on every rank at once (each span's groups side by "
+                      "side, as in the scenario)");
 
   // Can the backend run at all? A one-op schedule: on cuda this is where "no CUDA device" or
   // "the cuda backend is not built" comes from, before any other work.
   {
-    Schedule probe = bench_schedule("calibrate probe", {1, 1});
+    Schedule probe = bench_schedule("calibrate probe", one, single_world);
     add_op(probe, OpKind::compute_fwd, Stream::compute, "probe").flops = 2.0 * 64 * 64 * 64;
     runtime::RunOptions r = run_options(o, probe, 1);
     r.warmup_steps = 0;
@@ -314,7 +335,9 @@ Measurements measure(const planner::Scenario& scenario, const Options& o) {
 
   // ---- GEMMs ----
   const std::vector<GemmShape> layers = model_gemm_shapes(scenario);
-  if (host) {
+  if (host && !m.reports) {
+    // mpi: process 0 alone times the CPU GEMMs and copies (the others would only compete with it).
+  } else if (host) {
     std::vector<GemmShape> shapes;
     double largest_scale = 1;
     for (GemmShape s : layers) {
@@ -355,7 +378,7 @@ Measurements measure(const planner::Scenario& scenario, const Options& o) {
     // each size, one schedule per gemm_dim.
     for (std::int64_t d : o.square_gemm_dims) {
       if (d < 64) continue;
-      Schedule s = bench_schedule("calibrate gemm " + std::to_string(d), {1, 1});
+      Schedule s = bench_schedule("calibrate gemm " + std::to_string(d), one, single_world);
       std::vector<GemmShape> shapes;
       for (std::int64_t rows = 64; rows < d; rows *= 4) shapes.push_back({rows, d, d, "rows " + std::to_string(rows) + " of " + std::to_string(d)});
       shapes.push_back({d, d, d, "square " + std::to_string(d)});
@@ -377,7 +400,8 @@ Measurements measure(const planner::Scenario& scenario, const Options& o) {
   }
 
   // ---- copies ----
-  if (host) {
+  if (host && !m.reports) {
+  } else if (host) {
     for (double bytes = 1 << 20; bytes <= o.host_max_copy_bytes; bytes *= 4) {
       std::vector<char> src(static_cast<std::size_t>(bytes), 1), dst(static_cast<std::size_t>(bytes), 0);
       CopyMeasurement c{bytes, repeat(o.warmup, o.repetitions, [&] {
@@ -390,7 +414,7 @@ Measurements measure(const planner::Scenario& scenario, const Options& o) {
     }
     m.notes.push_back("host: copies are memcpy in this process's DRAM up to " + bytes_text(o.host_max_copy_bytes));
   } else {
-    Schedule s = bench_schedule("calibrate copies", {1, 1});
+    Schedule s = bench_schedule("calibrate copies", one, single_world);
     std::vector<double> sizes;
     for (double bytes = 1 << 20; bytes <= (1ull << 30); bytes *= 4) {
       sizes.push_back(bytes);
@@ -408,7 +432,7 @@ Measurements measure(const planner::Scenario& scenario, const Options& o) {
   }
 
   // ---- collectives ----
-  std::vector<CollectiveGroup> spans = scenario_spans(scenario);
+  const std::vector<planner::ProcessGroup> spans = scenario_spans(scenario);
   if (spans.empty()) m.notes.push_back("the scenario's schedule has no process group of more than one rank: no collective to measure");
   double top = o.max_bytes;
   if (host && o.host_max_bytes > 0 && o.host_max_bytes < top) {
@@ -418,22 +442,23 @@ Measurements measure(const planner::Scenario& scenario, const Options& o) {
   }
   std::vector<double> sizes;
   for (double b = o.min_bytes; b <= top * (1 + 1e-9); b *= o.size_step) sizes.push_back(std::round(b));
-  for (const CollectiveGroup& span : spans) {
-    if (host && span.ranks > o.host_max_ranks) {
+  for (const planner::ProcessGroup& span : spans) {
+    if (host && !mpi && span.ranks > o.host_max_ranks) {
       m.notes.push_back("span " + span_text(span) + " not measured: more ranks than --host-max-ranks (" +
                         std::to_string(o.host_max_ranks) + ") threads");
       continue;
     }
-    if (!host && span.nodes > 1) {
+    if (!host && !mpi && span.nodes > 1) {
       m.notes.push_back("span " + span_text(span) +
-                        " not measured: the runtime drives the GPUs of one node from one process (no multi-node launch "
-                        "yet, docs/runtime.md); run calibrate per node and across nodes once it has one");
+                        " not measured: one process drives the GPUs of one node; start calibrate with mpirun / srun "
+                        "(--launcher mpi, one process per GPU) to measure spans across nodes");
       continue;
     }
-    if (host && span.nodes > 1)
+    if (host && !mpi && span.nodes > 1)
       m.notes.push_back("host: span " + span_text(span) + " runs as threads in this one process: its 'nodes' are labels");
     for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
-      Schedule s = bench_schedule("calibrate " + planner::collective_name(kind) + " " + span_text(span), span);
+      Schedule s = bench_schedule("calibrate " + planner::collective_name(kind) + " " + span_text(span), span,
+                                  mpi ? o.processes : span.ranks);
       std::vector<double> used;
       for (double b : sizes) {
         // At least one element per rank (the buffer splits into ranks equal parts).
@@ -444,11 +469,19 @@ Measurements measure(const planner::Scenario& scenario, const Options& o) {
         op.comm_bytes = bytes;
         op.group = 0;
       }
-      const runtime::RunResult result = runtime::run_schedule(s, run_options(o, s, o.repetitions));
+      runtime::RunResult result;
+      try {
+        result = runtime::run_schedule(s, run_options(o, s, o.repetitions));
+      } catch (const std::invalid_argument& e) {
+        // A span this backend cannot play here (more ranks than the node has GPUs): say so and
+        // go on with the others; device faults (RuntimeError) still end the run.
+        m.notes.push_back("span " + span_text(span) + " not measured (" + planner::collective_name(kind) + "): " + e.what());
+        continue;
+      }
       for (std::size_t i = 0; i < used.size(); ++i) {
         std::vector<double> t;
         for (std::size_t step = 0; step < result.ranks[0].steps.size(); ++step) t.push_back(op_seconds(result, step, i));
-        m.collectives.push_back({kind, span, used[i], stats_of(t)});
+        m.collectives.push_back({kind, {span.ranks, span.nodes}, used[i], stats_of(t)});
       }
       say(o, planner::collective_name(kind) + " " + span_text(span) + ": " + std::to_string(used.size()) + " sizes " +
                  bytes_text(used.front()) + ".." + bytes_text(used.back()) + ", largest " +
@@ -459,7 +492,7 @@ Measurements measure(const planner::Scenario& scenario, const Options& o) {
   // ---- launch overhead: a stream of trivial ops ----
   {
     const int n = 200;
-    Schedule s = bench_schedule("calibrate launch", {1, 1});
+    Schedule s = bench_schedule("calibrate launch", one, single_world);
     for (int i = 0; i < n; ++i)
       add_op(s, OpKind::compute_fwd, Stream::compute, "op " + std::to_string(i)).flops = host ? 0 : 2.0 * 64 * 64 * 64;
     runtime::RunOptions r = run_options(o, s, o.repetitions);
@@ -474,16 +507,20 @@ Measurements measure(const planner::Scenario& scenario, const Options& o) {
 
   // ---- interference: a GEMM alone and beside a collective ----
   {
-    CollectiveGroup span{0, 0};
-    for (const CollectiveGroup& g : spans)
+    planner::ProcessGroup span{"", 0, 0};
+    for (const planner::ProcessGroup& g : spans)
       if (g.nodes == 1 && (!host || g.ranks <= o.host_max_ranks) && g.ranks > span.ranks) span = g;
     if (span.ranks == 0 && !spans.empty() && host && spans.front().ranks <= o.host_max_ranks) span = spans.front();
     if (span.ranks == 0) {
       m.notes.push_back("interference not measured: no span that this backend can run");
+    } else if (host && mpi) {
+      // The CPU GEMM runs in this process while collectives run beside it in a loop of its
+      // own length: the processes would not agree on how many collectives to play.
+      m.notes.push_back("interference not measured: the host backend's interference benchmark runs one process only");
     } else if (host) {
       // Beside: rank threads doing all-reduces through the runtime while this thread runs the GEMM.
       const double bytes = std::min(4.0 * (1 << 20), top);
-      Schedule s = bench_schedule("calibrate interference", span);
+      Schedule s = bench_schedule("calibrate interference", span, span.ranks);
       for (int i = 0; i < 8; ++i) {
         Op& op = add_op(s, OpKind::all_reduce, Stream::all_reduce, "all_reduce " + std::to_string(i));
         op.comm_bytes = bytes;
@@ -525,14 +562,14 @@ Measurements measure(const planner::Scenario& scenario, const Options& o) {
       // no dependency between them; the same GEMM alone for reference.
       const double bytes = std::min(256.0 * (1 << 20), top);
       const double flops = 2.0 * 4096 * 4096 * 4096 * 4;
-      Schedule with = bench_schedule("calibrate interference", span);
+      Schedule with = bench_schedule("calibrate interference", span, mpi ? o.processes : span.ranks);
       for (int i = 0; i < 4; ++i) {
         Op& op = add_op(with, OpKind::all_reduce, Stream::all_reduce, "all_reduce " + std::to_string(i));
         op.comm_bytes = bytes;
         op.group = 0;
       }
       add_op(with, OpKind::compute_fwd, Stream::compute, "gemm beside").flops = flops;
-      Schedule alone = bench_schedule("calibrate gemm alone", span);
+      Schedule alone = bench_schedule("calibrate gemm alone", span, mpi ? o.processes : span.ranks);
       add_op(alone, OpKind::compute_fwd, Stream::compute, "gemm alone").flops = flops;
       const runtime::RunResult rw = runtime::run_schedule(with, run_options(o, with, o.repetitions));
       const runtime::RunResult ra = runtime::run_schedule(alone, run_options(o, alone, o.repetitions));

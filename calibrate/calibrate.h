@@ -33,6 +33,7 @@
 #include "planner/collectives.h"
 #include "planner/cost_model.h"
 #include "planner/scenario.h"
+#include "planner/schedule.h"
 
 namespace fsdpsim::calibrate {
 
@@ -94,6 +95,7 @@ struct Measurements {
   int launch_ops = 0;
   std::vector<InterferenceMeasurement> interference;
   std::vector<std::string> notes;  // what was capped or skipped, and why
+  bool reports = true;             // false on the processes other than 0 of an mpi launch
   nlohmann::json to_json() const;
 };
 
@@ -115,6 +117,13 @@ struct Options {
   std::vector<std::int64_t> square_gemm_dims = {256, 512, 1024, 2048, 4096, 8192};
   double timeout_seconds = 120;  // any single wait inside the runtime
   int first_device = 0;          // cuda
+  // How ranks map to processes (runtime/launch.h), resolved by the caller: "single" (this
+  // process plays every rank of each benchmark) or "mpi" (one process per rank of the
+  // scenario's world under mpirun / srun: every benchmark schedule spans the whole world, its
+  // process groups tiled over it as in the scenario; process 0 alone gets every rank's times).
+  std::string launcher = "single";
+  int processes = 1;
+  int process_rank = 0;
   std::function<void(const std::string&)> progress;  // one line per benchmark (stderr in the CLI)
 };
 
@@ -122,8 +131,10 @@ struct Options {
 // linear layer (M = micro_batch x seq_len tokens, K = in features, N = out features).
 std::vector<GemmShape> model_gemm_shapes(const planner::Scenario& scenario);
 
-// The process-group spans the scenario's schedule uses (distinct ranks/nodes with > 1 rank).
-std::vector<planner::CollectiveGroup> scenario_spans(const planner::Scenario& scenario);
+// The process-group spans the scenario's schedule uses (distinct ranks/nodes with > 1 rank),
+// each with the name of the first group that has it (which fixes how its instances tile the
+// world: runtime::group_instances).
+std::vector<planner::ProcessGroup> scenario_spans(const planner::Scenario& scenario);
 
 // Runs every benchmark. Throws runtime::RuntimeError / std::runtime_error when the backend
 // cannot run (no CUDA device, the runtime built without CUDA), InputError for bad options.

@@ -7,6 +7,7 @@
 #include "calibrate/calibrate.h"
 #include "models/json_input.h"
 #include "planner/scenario.h"
+#include "runtime/launch.h"
 #include "tools/commands.h"
 
 namespace fsdpsim::tools {
@@ -16,6 +17,7 @@ namespace {
 struct CalibrateCommandOptions {
   std::string scenario, output;
   std::vector<std::string> overrides;
+  std::string launcher = "auto";
   bool json = false, quiet = false, every_row = false;
   calibrate::Options bench;
 };
@@ -25,6 +27,8 @@ std::string number_text(double v) {
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
 }
+
+void run_calibrate(const CalibrateCommandOptions& o, const runtime::Launch& launch);
 
 }  // namespace
 
@@ -58,19 +62,50 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--timeout", o->bench.timeout_seconds, "Seconds any one wait inside the runtime may last")
       ->capture_default_str();
   cmd->add_option("--device", o->bench.first_device, "cuda: rank r runs on device N + r")->capture_default_str();
+  cmd->add_option("--launcher", o->launcher,
+                  "auto, single (this process plays every rank) or mpi (under mpirun/srun, one process per rank of "
+                  "the scenario's world: spans across nodes are measured)")
+      ->check(CLI::IsMember({"auto", "single", "mpi"}))
+      ->capture_default_str();
   cmd->add_flag("--every-row", o->every_row, "Print the error of every measurement, not only the summary");
   cmd->add_flag("-q,--quiet", o->quiet, "No progress lines on stderr");
   cmd->add_flag("--json", o->json, "Print one JSON summary object on stdout");
   cmd->callback([o] {
+    // Under mpirun/srun every process runs this; process 0 alone fits, writes and prints, and an
+    // error ends every process with one message (runtime/launch.h).
+    const runtime::Launch launch = runtime::resolve_launch(o->launcher);
+    try {
+      run_calibrate(*o, launch);
+    } catch (const InputError& e) {
+      if (launch.mpi()) runtime::end_all_processes(e.what(), 2);
+      throw;
+    } catch (const std::exception& e) {
+      if (launch.mpi()) runtime::end_all_processes(e.what(), 1);
+      throw;
+    }
+  });
+}
+
+namespace {
+
+void run_calibrate(const CalibrateCommandOptions& opts, const runtime::Launch& launch) {
+  const CalibrateCommandOptions* o = &opts;
+  {
     planner::Scenario scenario = planner::load_scenario(o->scenario, o->overrides);
     calibrate::Options bench = o->bench;
-    if (!o->quiet) bench.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << std::endl; };
+    bench.launcher = launch.launcher;
+    bench.processes = launch.processes;
+    bench.process_rank = launch.process_rank;
+    const bool root = launch.process_rank == 0;
+    if (!o->quiet && root)
+      bench.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << std::endl; };
     // Check the output can be written before spending minutes measuring.
-    {
+    if (root) {
       std::ofstream probe(o->output, std::ios::app);
       if (!probe) throw InputError(o->output, "", "cannot write the calibration file here");
     }
     const calibrate::Measurements m = calibrate::measure(scenario, bench);
+    if (!m.reports) return;
     const calibrate::FitResult f = calibrate::fit(scenario, m);
     const nlohmann::json j = calibrate::calibration_json(f, m);
     {
@@ -117,7 +152,9 @@ void add_calibrate_command(CLI::App& app) {
       for (const std::string& n : f.notes) std::cout << "  - " << n << "\n";
     }
     std::cout << "\nwrote " << o->output << " (use it with --set calibration=" << o->output << ")\n";
-  });
+  }
 }
+
+}  // namespace
 
 }  // namespace fsdpsim::tools

@@ -2,6 +2,7 @@
 // its output loading into the next estimate, and its errors.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -107,6 +108,62 @@ TEST(CalibrateCli, BadInputIsOneErrorLine) {
 
   r = run_cli("calibrate --scenario " + kScenario);  // no -o
   EXPECT_NE(r.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace fsdpsim::testing
+
+namespace fsdpsim::testing {
+namespace {
+
+// Under mpirun, one process per rank of the scenario's world (2 nodes x 2): every span, the
+// ones across nodes included, runs over MPI communicators between processes; process 0 alone
+// writes the calibration.
+TEST(CalibrateCli, MpiLaunchMeasuresEverySpanAcrossProcesses) {
+#if FSDPSIM_WITH_MPI
+  const std::string scenario = temp_path("mpi_scenario.json");
+  std::ofstream(scenario) << R"({"model": "models/gpt2.json",
+    "cluster": {"gpu": "H100-SXM-80GB", "nodes": 2, "gpus_per_node": 2,
+                "intra_node": {"kind": "nvswitch", "bandwidth_gbps": 450},
+                "inter_node": {"nic_gbps": 50, "nics_per_node": 2}},
+    "training": {"global_batch": 8, "micro_batch": 1, "seq_len": 512},
+    "fsdp": {"strategy": "HYBRID_SHARD", "shard_group_size": 2}})";
+  const std::string out = temp_path("mpi.json");
+  const std::string mpirun =
+      "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
+      "OMPI_MCA_plm_rsh_agent= OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 120 " +
+      std::string(FSDPSIM_MPIEXEC) + " --allow-run-as-root --oversubscribe -np 4 ";
+  const std::string err_file = temp_path("mpi.err");
+  const std::string command = mpirun + FSDPSIM_CLI + " calibrate --launcher mpi --backend host --scenario " + scenario +
+                              " --reps 3 --size-step 4 --host-max-bytes 1048576 --host-max-gemm-flops 1e7"
+                              " --host-max-copy-bytes 4194304 -q -o " + out + " > /dev/null 2>" + err_file;
+  const int status = std::system(command.c_str());
+  std::ifstream err_in(err_file);
+  const std::string err((std::istreambuf_iterator<char>(err_in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(status, 0) << err;
+  std::ifstream in(out);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  // shard 2 ranks / 1 node, replicate 2 ranks / 2 nodes, world 4 ranks / 2 nodes; 3 collectives each.
+  EXPECT_EQ(j["fit"]["collectives"].size(), 9u);
+  int across = 0;
+  for (const auto& c : j["fit"]["collectives"]) across += c["nodes"].get<int>() > 1;
+  EXPECT_EQ(across, 6);
+  bool said_mpi = false;
+  for (const auto& n : j["fit"]["notes"]) said_mpi = said_mpi || n.get<std::string>().rfind("mpi: 4 processes", 0) == 0;
+  EXPECT_TRUE(said_mpi) << j["fit"]["notes"].dump();
+  EXPECT_NO_THROW(planner::read_calibration(j, out, planner::Calibration{}));
+  // A world the processes do not match is one error.
+  const std::string bad = mpirun + FSDPSIM_CLI + " calibrate --launcher mpi --backend host --scenario " + kScenario +
+                          " -o " + out + " > /dev/null 2>" + err_file;
+  EXPECT_NE(std::system(bad.c_str()), 0);
+  std::ifstream bad_in(err_file);
+  const std::string bad_err((std::istreambuf_iterator<char>(bad_in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(bad_err.find("error: calibrate under mpi: the scenario's world has 8 ranks but 4 processes"),
+            std::string::npos)
+      << bad_err;
+#else
+  GTEST_SKIP() << "fsdpsim was built without MPI";
+#endif
 }
 
 }  // namespace
