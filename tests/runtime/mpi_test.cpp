@@ -186,6 +186,24 @@ TEST(HostOverMpiFaults, ACorruptedCollectiveOutputEndsEveryProcessNamingOpAndRan
   EXPECT_EQ(r.out, "");
 }
 
+// `verify` under mpi: the prediction is made in every process, the measurement gathered, and
+// rank 0 alone prints the table; peak memory agrees with the replay exactly.
+TEST(HostOverMpi, VerifyReportsOnceWithTheGatheredMeasurement) {
+  const nlohmann::json scenario = testing::scenario(2, 2, {{"version", 2}, {"strategy", "HYBRID_SHARD"}});
+  const planner::Schedule s = testing::plan(scenario);
+  const planner::MemoryReport predicted = planner::replay_memory(s);
+  const std::string path = write_scenario(scenario, "mpi_verify.json");
+  const Launched r =
+      mpirun(4, "verify --backend host --launcher mpi --scenario " + path + " --time-scale 0.001 --timeout 10 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(r.out)) << r.out;
+  EXPECT_EQ(j["world_size"], 4);
+  EXPECT_NE(j.dump().find("4 processes"), std::string::npos) << j.dump(1);
+  EXPECT_EQ(j["memory"]["peak_allocated"]["measured"], predicted.peak_allocated_bytes) << j["memory"];
+  EXPECT_EQ(j["memory"]["peak_allocated"]["predicted"], predicted.peak_allocated_bytes) << j["memory"];
+}
+
 // Three processes for a world of four: refused before anything runs, once.
 TEST(HostOverMpiFaults, AWorldThatIsNotTheMpiWorldIsRefusedOnce) {
   const std::string path =

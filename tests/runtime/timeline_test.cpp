@@ -46,7 +46,9 @@ TEST(Timeline, MeasuredOpsRespectTheScheduleOnEveryRank) {
       EXPECT_GE(t[op.id].end_seconds - t[op.id].start_seconds, o.durations_seconds[op.id] - slack) << op.name;
       for (int d : op.deps)
         EXPECT_GE(t[op.id].start_seconds, t[d].end_seconds - slack) << op.name << " before dep " << d;
-      if (previous[op.id] >= 0) EXPECT_GE(t[op.id].start_seconds, t[previous[op.id]].end_seconds - slack) << op.name;
+      if (previous[op.id] >= 0) {
+        EXPECT_GE(t[op.id].start_seconds, t[previous[op.id]].end_seconds - slack) << op.name;
+      }
       if (last_on_stream.count(op.stream)) {
         const int prev = last_on_stream[op.stream];
         EXPECT_GE(t[op.id].start_seconds, t[prev].end_seconds - slack) << op.name << " overlaps " << s.ops[prev].name;
@@ -124,7 +126,9 @@ TEST(Verify, NominalDurationsFollowTheStatedRates) {
     if (planner::is_collective(op.kind)) {
       const CollectiveBytes b = collective_bytes(s, op);
       EXPECT_DOUBLE_EQ(d, rates.collective_latency_seconds + b.traffic_bytes / rates.bus_bytes_per_second);
-      if (op.kind == OpKind::all_gather) EXPECT_DOUBLE_EQ(b.traffic_bytes, op.comm_bytes * 3 / 4);
+      if (op.kind == OpKind::all_gather) {
+        EXPECT_DOUBLE_EQ(b.traffic_bytes, op.comm_bytes * 3 / 4);
+      }
     } else if (op.kind == OpKind::compute_fwd) {
       EXPECT_DOUBLE_EQ(d, std::max(op.flops / rates.flops_per_second, op.hbm_bytes / rates.hbm_bytes_per_second));
     }
