@@ -135,6 +135,7 @@ ModuleCosts parse_costs(JsonReader costs) {
   c.input_bytes = parse_polynomial(costs, "input_bytes");
   c.sac_saved_activation_bytes = parse_polynomial(costs, "sac_saved_activation_bytes");
   c.sac_recompute_flops = parse_polynomial(costs, "sac_recompute_flops");
+  c.sac_unread_bytes = parse_polynomial(costs, "sac_unread_bytes");
   c.forward_transient_bytes = parse_polynomial(costs, "forward_transient_bytes");
   c.backward_transient_bytes = parse_polynomial(costs, "backward_transient_bytes");
   costs.ignore("source");  // where the formulas come from, for people

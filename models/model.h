@@ -49,6 +49,10 @@ struct ModuleCosts {
   // that policy wraps; empty elsewhere (an unwrapped module keeps saved_activation_bytes).
   Polynomial sac_saved_activation_bytes;  // bytes op-level SAC keeps from forward to backward, 16-bit
   Polynomial sac_recompute_flops;         // forward FLOPs op-level SAC runs again in backward
+  // The part of sac_saved_activation_bytes that backward never reads (the block's last
+  // projection output, which feeds only the residual add): eager SAC caches it anyway,
+  // torch.compile's partitioner saves only what backward reads, so compiled blocks drop it.
+  Polynomial sac_unread_bytes;
   // Transient memory (see models/transformer_costs.h and docs/model-schema.md): the largest
   // amount of memory alive at once, beyond the module's saved activations (and, in backward,
   // beyond the parameter gradients), while the module's forward or backward runs, in eager

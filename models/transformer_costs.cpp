@@ -184,6 +184,16 @@ std::vector<CostItem> sac_saved_tensors(const DecoderBlockShape& block, bool fla
   return items;
 }
 
+std::vector<CostItem> sac_unread_saved_tensors(const DecoderBlockShape& block, bool /*flash_attention*/) {
+  const std::vector<BlockMatmul> matmuls = block_matmuls(block);
+  const std::vector<bool> saved = sac_saves_matmul(matmuls);
+  std::vector<CostItem> items;
+  if (!matmuls.empty() && saved.back())
+    items.push_back({matmuls.back().name + " output: saved by the policy, read by no backward node",
+                     kActivationBytes * matmuls.back().output_elements_per_token, 0});
+  return items;
+}
+
 std::vector<FlopItem> sac_recomputed_matmuls(const DecoderBlockShape& block, bool flash_attention) {
   const std::vector<BlockMatmul> matmuls = block_matmuls(block);
   const std::vector<bool> saved = sac_saves_matmul(matmuls);
@@ -526,6 +536,7 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
   c.saved_activation_bytes = ledger_polynomial(saved_tensors(block, flash_attention));
   c.input_bytes = monomial(kActivationBytes * as_double(block.hidden_size), 1, 1);
   c.sac_saved_activation_bytes = ledger_polynomial(sac_saved_tensors(block, flash_attention));
+  c.sac_unread_bytes = ledger_polynomial(sac_unread_saved_tensors(block, flash_attention));
   for (const FlopItem& item : sac_recomputed_matmuls(block, flash_attention)) {
     c.sac_recompute_flops += monomial(item.flops_per_token, 1, 1);
     c.sac_recompute_flops += monomial(item.flops_per_token_per_position, 1, 2);
@@ -626,6 +637,7 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
   put("input_bytes", costs.input_bytes);
   put("sac_saved_activation_bytes", costs.sac_saved_activation_bytes);
   put("sac_recompute_flops", costs.sac_recompute_flops);
+  put("sac_unread_bytes", costs.sac_unread_bytes);
   put("forward_transient_bytes", costs.forward_transient_bytes);
   put("backward_transient_bytes", costs.backward_transient_bytes);
   if (!source.empty()) out["source"] = source;

@@ -105,6 +105,13 @@ std::vector<BlockMatmul> block_matmuls(const DecoderBlockShape& block);
 //   masks) is regenerated in backward from those.
 // The sum of the items is the block's sac_saved_activation_bytes.
 std::vector<CostItem> sac_saved_tensors(const DecoderBlockShape& block, bool flash_attention);
+// The saved tensors of sac_saved_tensors() that backward never reads: the last projection's
+// output when the policy saves it (it feeds only the residual add, or a dropout whose backward
+// reads only its mask). Eager SAC (torch.utils.checkpoint's policy cache) keeps every MUST_SAVE
+// output; under torch.compile the policy becomes must-save tags in AOTAutograd's partitioner
+// (torch/_functorch/partitioners.py), which saves only tensors the backward graph uses. The sum
+// is the block's sac_unread_bytes.
+std::vector<CostItem> sac_unread_saved_tensors(const DecoderBlockShape& block, bool flash_attention);
 
 // Forward work op-level SAC runs again in backward, in FLOPs.
 struct FlopItem {

@@ -383,7 +383,7 @@ class StepBuilder {
       if (input < 0)
         input = alloc_at(op, static_cast<std::int64_t>(8 * b * seq), MemCategory::input, "input token ids");
       if (e.selective) {
-        activations_[e.module] = alloc_at(op, bytes_of(c.sac_saved_activation_bytes, b, seq), MemCategory::activation,
+        activations_[e.module] = alloc_at(op, sac_saved_bytes(c, b, seq), MemCategory::activation,
                                           "activations of " + e.module->full_name + " (selective)");
       } else if (e.region < 0) {
         activations_[e.module] = alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
@@ -405,6 +405,14 @@ class StepBuilder {
     if (p.empty()) return;
     int t = alloc_at(op, bytes_of(p, b, seq), MemCategory::temporary, name);
     free_at(op, t);
+  }
+
+  // What op-level SAC keeps from forward to backward: under torch.compile, minus the saved
+  // outputs no backward node reads (the partitioner does not save them; models/model.h).
+  std::int64_t sac_saved_bytes(const models::ModuleCosts& c, double b, double seq) const {
+    std::int64_t saved = bytes_of(c.sac_saved_activation_bytes, b, seq);
+    if (t_.execution == TrainingSpec::Execution::compiled) saved -= bytes_of(c.sac_unread_bytes, b, seq);
+    return std::max<std::int64_t>(0, saved);
   }
 
   std::int64_t bytes_of(const models::Polynomial& p, double b, double seq) const {
@@ -449,7 +457,7 @@ class StepBuilder {
         s_.ops[re].flops = c.sac_recompute_flops.at(b, seq);
         s_.ops[re].hbm_bytes = c.forward_hbm_bytes.at(b, seq) * act_scale_;
         depend_on_unit(re, e.unit);
-        const std::int64_t extra = bytes_of(c.saved_activation_bytes, b, seq) - bytes_of(c.sac_saved_activation_bytes, b, seq);
+        const std::int64_t extra = bytes_of(c.saved_activation_bytes, b, seq) - sac_saved_bytes(c, b, seq);
         recomputed_ops = alloc_at(re, std::max<std::int64_t>(0, extra), MemCategory::activation,
                                   "recomputed activations of " + e.module->full_name);
         transient_at(re, c.forward_transient_bytes, b, seq, "recompute transients of " + e.module->full_name);
