@@ -186,12 +186,16 @@ void RunControl::timeout(int position, int waited_op, const std::string& what) {
   };
   const int stuck = options.virtual_world ? -1 : unfinished(true);
   // How far rank q got: from this process, or (mpi launch) asked of the process playing it.
-  auto issued_by = [&](int q) -> std::optional<std::int64_t> {
+  auto progress_of = [&](int q) -> std::optional<Progress> {
     auto it = std::find(played.begin(), played.end(), q);
-    if (it != played.end()) return issued_[it - played.begin()].load();
-    if (link)
-      if (auto p = link->progress(q)) return p->issued;
+    if (it != played.end()) return progress(static_cast<int>(it - played.begin()));
+    if (link) return link->progress(q);
     return std::nullopt;
+  };
+  auto last_issued_text = [&](std::int64_t issued) {
+    const std::int64_t last = issued - step * n - 1;
+    return (last >= 0 && last < n ? op_text(static_cast<int>(last)) : std::string("nothing")) + " in step " +
+           std::to_string(step);
   };
   std::string message;
   int blame_rank = rank, blame_op = waited_op;
@@ -200,12 +204,13 @@ void RunControl::timeout(int position, int waited_op, const std::string& what) {
     std::vector<int> members;
     for (const auto& instance : group_instances(schedule, op.group))
       if (std::find(instance.begin(), instance.end(), rank) != instance.end()) members = instance;
-    std::vector<int> missing;
+    std::vector<int> missing, unknown;
     std::int64_t missing_issued = 0;
     for (int q : members) {
-      const auto issued = issued_by(q);
-      if (!issued || *issued > step * n + stuck) continue;
-      if (missing.empty()) missing_issued = *issued;
+      const auto p = progress_of(q);
+      if (!p) unknown.push_back(q);
+      if (!p || p->issued > step * n + stuck) continue;
+      if (missing.empty()) missing_issued = p->issued;
       missing.push_back(q);
     }
     const std::string where = planner::to_string(op.kind) + " over group \"" + schedule.groups[op.group].name +
@@ -213,16 +218,44 @@ void RunControl::timeout(int position, int waited_op, const std::string& what) {
     blame_op = stuck;
     if (!missing.empty()) {
       blame_rank = missing.front();
-      const std::int64_t last = missing_issued - step * n - 1;
       message = "timeout: rank " + rank_list(missing) + " never joined " + op_text(stuck) + " (" + where + "); rank " +
                 std::to_string(rank) + " waited " + waited + " for " + what + " (rank " +
-                std::to_string(missing.front()) + " last issued " +
-                (last >= 0 ? op_text(static_cast<int>(last)) : std::string("nothing")) + " in step " +
-                std::to_string(step) + ")";
+                std::to_string(missing.front()) + " last issued " + last_issued_text(missing_issued) + ")";
+    } else if (!unknown.empty()) {
+      message = "timeout: " + op_text(stuck) + " (" + where + ") did not complete on rank " + std::to_string(rank) +
+                " within " + waited + "; the process of rank " + rank_list(unknown) +
+                " did not say how far it got (rank " + std::to_string(rank) + " was waiting for " + what + ")";
     } else {
       message = "timeout: " + op_text(stuck) + " (" + where + ") did not complete on rank " + std::to_string(rank) +
                 " within " + waited + " although every rank of its group issued it (rank " + std::to_string(rank) +
                 " was waiting for " + what + ")";
+    }
+  } else if (waited_op < 0) {
+    // The step barrier: which ranks never started this step (at most 8 named).
+    std::vector<int> ranks = played;
+    if (link) {
+      ranks.clear();
+      for (int q = 0; q < link->size(); ++q) ranks.push_back(q);
+    }
+    std::vector<int> absent;
+    std::int64_t absent_issued = 0;
+    for (int q : ranks) {
+      if (q == rank) continue;
+      const auto p = progress_of(q);
+      if (!p || p->step >= step) continue;
+      if (absent.empty()) absent_issued = p->issued;
+      absent.push_back(q);
+      if (absent.size() == 8) break;
+    }
+    message = "timeout: rank " + std::to_string(rank) + " waited " + waited + " for " + what;
+    if (!absent.empty()) {
+      blame_rank = absent.front();
+      const int absent_step = static_cast<int>(absent_issued > 0 ? (absent_issued - 1) / n : 0);
+      const std::int64_t last = absent_issued - static_cast<std::int64_t>(absent_step) * n - 1;
+      message = "timeout: rank " + rank_list(absent) + " never started step " + std::to_string(step) + "; " +
+                message.substr(std::string("timeout: ").size()) + " (rank " + std::to_string(absent.front()) +
+                " last issued " + (last >= 0 ? op_text(static_cast<int>(last)) : std::string("nothing")) +
+                " in step " + std::to_string(absent_step) + ")";
     }
   } else {
     const int first = unfinished(false);

@@ -61,7 +61,9 @@ struct RunOptions {
   // How the ranks are spread over processes (runtime/launch.h): "single" (this process plays
   // every rank), "mpi" (one process per rank, started by mpirun or srun: this process plays
   // its MPI world rank; the results are gathered on rank 0), or "auto" (mpi when the
-  // environment says mpirun/srun started several processes, else single).
+  // environment says mpirun/srun started several processes, else single). Under mpi a run is
+  // collective: every process makes the same sequence of run_schedule calls, one at a time
+  // (runs from two threads of one process at once are not supported).
   std::string launcher = "single";
   // 0: play every rank of the schedule's world. N > 0: play rank 0 of a world of N (N must be
   // the schedule's world size) on one device; each collective becomes a local copy of the

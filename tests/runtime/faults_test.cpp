@@ -158,6 +158,27 @@ TEST(Faults, ARankStuckBeforeComputeIsBlamedAtTheNextCollective) {
   }
 }
 
+TEST(Faults, ARankThatNeverStartsTheNextStepIsNamedAtTheStepBarrier) {
+  const planner::Schedule s = testing::plan(testing::scenario(1, 4, {{"version", 2}}));
+  const planner::Op& last = s.ops.back();  // the optimizer: after the step's last collective
+  ASSERT_FALSE(planner::is_collective(last.kind)) << last.name;
+  RunOptions o = testing::fast_host(s);
+  o.steps = 2;
+  o.timeout_seconds = 0.3;
+  o.hooks.stall_rank = 1;
+  o.hooks.stall_op = last.id;
+  try {
+    run_schedule(s, o);
+    FAIL() << "the run finished although rank 1 stalled";
+  } catch (const RuntimeError& e) {
+    EXPECT_EQ(e.kind(), FaultKind::timeout);
+    EXPECT_EQ(e.rank(), 1) << e.what();
+    const std::string m = e.what();
+    EXPECT_NE(m.find("rank 1 never started step 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 1 last issued op " + std::to_string(last.id - 1)), std::string::npos) << m;
+  }
+}
+
 TEST(Faults, OutOfMemoryNamesTheOpTheRankAndTheAllocation) {
   const planner::Schedule s = testing::plan(testing::scenario(1, 2, {{"version", 2}}));
   const planner::MemoryReport m = planner::replay_memory(s);

@@ -21,7 +21,9 @@ TEST(Launch, SingleUnlessSeveralProcessesWereStartedTogether) {
   const Launch automatic = resolve_launch("auto");
   EXPECT_EQ(automatic.launcher, "single") << automatic.detected_from;
   EXPECT_THROW(resolve_launch("slurm"), std::invalid_argument);
-  if (!mpi_built()) EXPECT_THROW(resolve_launch("mpi"), std::invalid_argument);
+  if (!mpi_built()) {
+    EXPECT_THROW(resolve_launch("mpi"), std::invalid_argument);
+  }
 }
 
 TEST(Launch, RankResultsRoundTripThroughJsonWhole) {

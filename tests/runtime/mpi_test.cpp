@@ -165,6 +165,26 @@ TEST(HostOverMpiFaults, ARankThatNeverJoinsEndsEveryProcessNamingOpAndRank) {
   EXPECT_EQ(r.out, "");  // no report from any process
 }
 
+// A rank that stalls after the step's last collective: the others finish the step and wait
+// at the next step's barrier (an MPI_Ibarrier); the diagnosis asks every process which step it
+// is in and names the rank that never started it.
+TEST(HostOverMpiFaults, ARankThatNeverStartsTheNextStepIsNamedAtTheBarrier) {
+  const nlohmann::json scenario = testing::scenario(1, 4, {{"version", 2}});
+  const planner::Schedule s = testing::plan(scenario);
+  const planner::Op& last = s.ops.back();
+  ASSERT_FALSE(planner::is_collective(last.kind)) << last.name;
+  const std::string path = write_scenario(scenario, "mpi_barrier.json");
+  const Launched r = mpirun(4, "run --backend host --launcher mpi --scenario " + path +
+                                   " --time-scale 0.001 --timeout 1 --steps 2 --test-stall-rank 3 --test-stall-op " +
+                                   std::to_string(last.id));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.seconds, 15.0);
+  EXPECT_EQ(error_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("timeout: rank 3 never started step 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 3 last issued op " + std::to_string(last.id - 1)), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
 // A collective whose output is wrong on one rank: that process's data check fails, rank 0
 // prints the check's message once and every process ends.
 TEST(HostOverMpiFaults, ACorruptedCollectiveOutputEndsEveryProcessNamingOpAndRank) {
