@@ -247,6 +247,18 @@ TEST(TransientMemory, Llama31_8bOutputLayerAndLossByHand) {
 //   backward: nll_loss's gradient 2V, then log_softmax's backward holds it and writes the
 //   logits' gradient: 4V = 513,024 (the peak); then the projection's: 2V + 2h = 264,704.
 // For b = 4, s = 4096 (KempnerForge 13B's micro-batch): 16,384 tokens x 4V = 8.41e9 bytes.
+// torchtitan's op-level SAC on a Llama-3.1-8B block saves the 7th aten.mm, the down
+// projection's output (2h = 8,192 bytes per token), which only the residual add reads: no
+// backward node needs it. Compiled blocks drop it; GPT-2's projections are aten.addmm (none
+// saved), so nothing is unread there.
+TEST(SelectiveOpCheckpointing, UnreadSavedOutputByHand) {
+  Model m = load("llama3.1-8b", true);
+  EXPECT_EQ(costs_of(m, "model.layers.0").sac_unread_bytes.at(1, 1), 8192.0);
+  EXPECT_EQ(costs_of(m, "model.layers.0").sac_unread_bytes.at(2, 8192), 8192.0 * 2 * 8192);
+  Model g = load("gpt2", false);
+  EXPECT_TRUE(costs_of(g, "transformer.h.0").sac_unread_bytes.empty());
+}
+
 TEST(TransientMemory, SixteenBitLossByHand) {
   const ModuleCosts head = lm_head_costs(4096, 128256, /*fp32_loss=*/false);
   EXPECT_EQ(head.saved_activation_bytes.at(1, 1), 2.0 * 4096 + 2.0 * 128256);

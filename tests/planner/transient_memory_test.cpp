@@ -121,6 +121,30 @@ TEST(GradSync, LastMicroStepReducesOnceAndHoldsFp32UnshardedGrads) {
   EXPECT_EQ(replay_memory(a.schedule).peak_allocated_bytes, replay_memory(b.schedule).peak_allocated_bytes);
 }
 
+// Op-level SAC: each block keeps sac_saved_activation_bytes (60 per token here); compiled, it
+// drops sac_unread_bytes (16 per token) of them: 4 blocks x 16 x 32 tokens fewer bytes alive
+// once the forward is done.
+TEST(CompiledSelectiveCheckpointing, DropsTheUnreadSavedOutputs) {
+  nlohmann::json j = scenario(0, 0);
+  nlohmann::json& costs = j["model"]["root"]["children"][0]["children"][0]["costs"];
+  costs["sac_saved_activation_bytes"] = {{"b*s", 60}};
+  costs["sac_recompute_flops"] = {{"b*s", 1e5}};
+  costs["sac_unread_bytes"] = {{"b*s", 16}};
+  j["model"]["root"]["children"][0]["children"][0]["type"] = "Block";
+  j["training"]["activation_checkpointing"] = "selective";
+  j["training"]["torch_compile"] = false;
+  Plan eager = plan_of(j);
+  j["training"]["torch_compile"] = true;
+  Plan compiled = plan_of(j);
+  MemoryReport a = replay_memory(eager.schedule), b = replay_memory(compiled.schedule);
+  ASSERT_EQ(eager.schedule.ops.size(), compiled.schedule.ops.size());
+  int last_forward = -1;
+  for (std::size_t i = 0; i < eager.schedule.ops.size(); ++i)
+    if (eager.schedule.ops[i].kind == OpKind::compute_fwd) last_forward = static_cast<int>(i);
+  ASSERT_GE(last_forward, 0);
+  EXPECT_EQ(a.allocated_at_op[last_forward] - b.allocated_at_op[last_forward], 4 * 16 * 32);
+}
+
 TEST(GradSync, BadValueNamesThePath) {
   nlohmann::json j = scenario(0, 0);
   j["fsdp"]["grad_sync"] = "sometimes";

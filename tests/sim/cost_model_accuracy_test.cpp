@@ -1,0 +1,151 @@
+// The cost-model terms added for accuracy against published runs (docs/accuracy.md): eager
+// memory-bound traffic, the step's sustained fraction of the GEMM ceiling, NIC sharing
+// between the per-rank instances of a process group, and validate's excluded figures.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "models/json_input.h"
+#include "planner/collectives.h"
+#include "planner/cost_model.h"
+#include "planner/scenario.h"
+#include "sim/validation.h"
+#include "tests/planner/synthetic.h"
+
+namespace fsdpsim::sim {
+namespace {
+
+using planner::CostModel;
+using planner::Op;
+using planner::OpKind;
+using planner::Schedule;
+
+nlohmann::json scenario_json(const nlohmann::json& calibration) {
+  return {{"model", testing::block_model(2, {1024, 1024}, 0, {4096, 1024})},
+          {"cluster", testing::cluster(1, 8)},
+          {"training", {{"micro_batch", 1}, {"seq_len", 1024}}},
+          {"calibration", calibration}};
+}
+
+Op compute(OpKind kind, const std::string& module, double flops, double bytes) {
+  Op op;
+  op.kind = kind;
+  op.module = module;
+  op.flops = flops;
+  op.hbm_bytes = bytes;
+  return op;
+}
+
+// 3.35e12 B/s x 0.8 = 2.68e12 B/s: 2.68e9 bytes take 1 ms fused, eager_memory_bound_factor
+// (2.5 here) x that when the scenario states eager execution, on transformer blocks only.
+TEST(EagerMemoryBound, BlocksOfEagerScenariosMoveTheFactorTimesTheFusedBytes) {
+  const nlohmann::json cal = {{"hbm_efficiency", 0.8}, {"eager_memory_bound_factor", 2.5}};
+  nlohmann::json eager = scenario_json(cal), compiled = scenario_json(cal), unstated = scenario_json(cal);
+  eager["training"]["torch_compile"] = false;
+  compiled["training"]["torch_compile"] = true;
+  const CostModel e(planner::parse_scenario(eager, "test.json"));
+  const CostModel c(planner::parse_scenario(compiled, "test.json"));
+  const CostModel u(planner::parse_scenario(unstated, "test.json"));
+  Schedule s;
+  for (OpKind kind : {OpKind::compute_fwd, OpKind::compute_bwd, OpKind::recompute}) {
+    const Op block = compute(kind, "blocks.1", 0, 2.68e9);
+    EXPECT_NEAR(e.duration_seconds(block, s), 2.5e-3, 1e-15);
+    EXPECT_NEAR(c.duration_seconds(block, s), 1e-3, 1e-15);
+    EXPECT_NEAR(u.duration_seconds(block, s), 1e-3, 1e-15);
+  }
+  // Not a block (the embedding), and not a module compute (a copy): fused bytes either way.
+  EXPECT_NEAR(e.duration_seconds(compute(OpKind::compute_fwd, "embed", 0, 2.68e9), s), 1e-3, 1e-15);
+  EXPECT_NEAR(e.duration_seconds(compute(OpKind::copy_out, "blocks.1", 0, 2.68e9), s), 1e-3, 1e-15);
+}
+
+// 989.4e12 x 0.8 x 0.5: 3.9576e12 FLOPs of a module's GEMMs take 10 ms; other work is not scaled.
+TEST(StepMatmulFraction, ScalesTheGemmsOfModuleComputeOnly) {
+  const CostModel cost(planner::parse_scenario(
+      scenario_json({{"matmul_efficiency", 0.8}, {"step_matmul_fraction", 0.5}, {"hbm_efficiency", 0.8}}), "test.json"));
+  Schedule s;
+  EXPECT_NEAR(cost.duration_seconds(compute(OpKind::compute_fwd, "blocks.0", 3.9576e12, 0), s), 1e-2, 1e-14);
+  EXPECT_NEAR(cost.duration_seconds(compute(OpKind::optimizer, "", 0, 2.68e9), s), 1e-3, 1e-15);
+}
+
+// The fraction belongs to the GEMM ceiling it was fitted with: a calibration that sets
+// matmul_efficiency alone (what fsdpsim calibrate measures) gets 1, with a source saying so.
+TEST(StepMatmulFraction, ANewMatmulEfficiencyWithoutAFractionResetsItToOne) {
+  planner::Calibration base;
+  base.matmul_efficiency = 0.8;
+  base.step_matmul_fraction = 0.6;
+  const planner::Calibration measured = planner::read_calibration({{"matmul_efficiency", 0.7}}, "c.json", base);
+  EXPECT_EQ(measured.step_matmul_fraction, 1.0);
+  EXPECT_FALSE(measured.sources.at("step_matmul_fraction").empty());
+  const planner::Calibration both =
+      planner::read_calibration({{"matmul_efficiency", 0.7}, {"step_matmul_fraction", 0.9}}, "c.json", base);
+  EXPECT_EQ(both.step_matmul_fraction, 0.9);
+  const planner::Calibration other = planner::read_calibration({{"hbm_efficiency", 0.7}}, "c.json", base);
+  EXPECT_EQ(other.step_matmul_fraction, 0.6);
+  EXPECT_THROW(planner::read_calibration({{"step_matmul_fraction", 1.5}}, "c.json", base), InputError);
+}
+
+// 4 nodes x 8 GPUs, one 50 GB/s NIC per node. HSDP's replicate group has one rank per node,
+// so every node runs 8 instances of it at once (one per local rank): each gets 50/8 GB/s of
+// the NIC. A group with all 8 GPUs of each node (one instance per node) keeps the NIC.
+TEST(NicSharing, ReplicateGroupInstancesShareTheNodesNics) {
+  nlohmann::json j = scenario_json(nlohmann::json::object());
+  j["cluster"] = testing::cluster(4, 8);
+  j["cluster"]["inter_node"]["nics_per_node"] = 1;
+  const planner::Scenario sc = planner::parse_scenario(j, "test.json");
+  const CostModel cost(sc);
+  Schedule s;
+  s.groups = {{"replicate", 4, 4}, {"world", 32, 4}};
+  Op ar;
+  ar.kind = OpKind::all_reduce;
+  ar.stream = planner::Stream::all_reduce;
+  ar.comm_bytes = 1e9;
+  ar.group = 0;
+  planner::ClusterSpec shared = sc.cluster;
+  planner::NcclParams nccl = cost.calibration().nccl;
+  const double nic = nccl.nic_bandwidth_gbps > 0 ? nccl.nic_bandwidth_gbps : sc.cluster.nic_bandwidth_gbps;
+  shared.nic_bandwidth_gbps = nccl.nic_bandwidth_gbps = nic / 8;
+  shared.nics_per_node = nccl.nics_per_node = 1;
+  const double expected =
+      planner::estimate_collective(planner::CollectiveKind::all_reduce, 1e9, {4, 4}, shared, nccl).seconds;
+  EXPECT_DOUBLE_EQ(cost.collective(ar, s).seconds, expected);
+  const double alone = planner::estimate_collective(planner::CollectiveKind::all_reduce, 1e9, {4, 4}, sc.cluster,
+                                                    cost.calibration().nccl).seconds;
+  EXPECT_GT(cost.collective(ar, s).seconds, 4 * alone);  // bandwidth-bound at 1 GB: nearly 8x
+  ar.group = 1;
+  EXPECT_DOUBLE_EQ(cost.collective(ar, s).seconds,
+                   planner::estimate_collective(planner::CollectiveKind::all_reduce, 1e9, {32, 4}, sc.cluster,
+                                                cost.calibration().nccl).seconds);
+}
+
+std::string write_scenario(const std::string& name, const nlohmann::json& j) {
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  std::ofstream(path) << j.dump(2);
+  return path;
+}
+
+// A published figure the source's caveats make unusable is shown with its reason, never scored.
+TEST(ValidationExcluded, ExcludedFiguresAreListedNotCompared) {
+  nlohmann::json j = scenario_json(nlohmann::json::object());
+  j["published"] = {{"row_id", 7},
+                    {"tokens_per_second_per_gpu", 1000},
+                    {"step_time_seconds", 1.0},
+                    {"excluded", {{"tokens_per_second_per_gpu", "the source's column cannot be read"}}}};
+  const RowValidation row = validate_scenario(write_scenario("fsdpsim_excluded_test.json", j));
+  ASSERT_TRUE(row.error.empty()) << row.error;
+  ASSERT_EQ(row.metrics.size(), 1u);
+  EXPECT_EQ(row.metrics[0].metric, "step_time_seconds");
+  ASSERT_EQ(row.excluded.size(), 1u);
+  EXPECT_EQ(row.excluded[0].first, "tokens_per_second_per_gpu");
+  EXPECT_EQ(row.excluded[0].second, "the source's column cannot be read");
+  EXPECT_EQ(summarise({row}, "tokens_per_second_per_gpu", 0.15).rows, 0);
+  j["published"]["excluded"] = {{"mfu", "x"}};
+  const RowValidation bad = validate_scenario(write_scenario("fsdpsim_excluded_bad_test.json", j));
+  EXPECT_NE(bad.error.find("published.excluded.mfu"), std::string::npos) << bad.error;
+  j["published"]["excluded"] = {{"step_time_seconds", ""}};
+  const RowValidation empty = validate_scenario(write_scenario("fsdpsim_excluded_empty_test.json", j));
+  EXPECT_NE(empty.error.find("published.excluded.step_time_seconds"), std::string::npos) << empty.error;
+}
+
+}  // namespace
+}  // namespace fsdpsim::sim
