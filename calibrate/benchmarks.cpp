@@ -305,6 +305,7 @@ Measurements measure(const planner::Scenario& scenario, const Options& o) {
   const bool host = o.backend == "host";
   const bool mpi = o.launcher == "mpi";
   m.reports = o.process_rank == 0;
+  m.side_by_side = mpi;
   if (mpi && o.processes != scenario.world_size())
     throw std::invalid_argument("calibrate under mpi: the scenario's world has " + std::to_string(scenario.world_size()) +
                                 " ranks but " + std::to_string(o.processes) +

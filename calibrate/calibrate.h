@@ -96,6 +96,9 @@ struct Measurements {
   std::vector<InterferenceMeasurement> interference;
   std::vector<std::string> notes;  // what was capped or skipped, and why
   bool reports = true;             // false on the processes other than 0 of an mpi launch
+  // True when every instance of a span's group ran at once (mpi: the scenario's whole world),
+  // false when one instance ran alone (one process): decides how NIC sharing is read.
+  bool side_by_side = false;
   nlohmann::json to_json() const;
 };
 

@@ -372,19 +372,44 @@ FitResult fit(const planner::Scenario& scenario, const Measurements& m) {
       p.speed_array_intra_gbps = {intra_simple / intra_channels};
     }
     if (inter && inter->bus_gbps[2] > 0) {
+      // Across nodes NCCL's ring takes k = min(NVLink / s (2+ GPUs per node), NICs x NIC / s,
+      // GPUs per node x PCIe / s) channels. k is made a multiple of the span's ranks per node
+      // and the GPU -> NIC (PCIe) path set to busbw / ranks per node, so that path gives exactly
+      // k channels; the NICs are set so that they do not bind below k, neither alone nor
+      // where the cost model shares a node's NICs between the group's instances
+      // (CostModel::collective: gpus_per_node / ranks per node instances, e.g. HSDP's
+      // replicate groups). Measured under mpi, those instances ran side by side, so the
+      // measured busbw already is each one's share: the NICs are sized so the cost model's
+      // division gives it back. Measured alone (one process), the NICs keep the cluster's
+      // figures (at least the measured busbw), so sharing divides the cluster's NIC capacity.
       double b = inter->bus_gbps[2];
+      const int ppn = std::max(1, inter->span.ranks / inter->span.nodes);
       const double intra_bw = p.intra_bandwidth_gbps > 0 ? p.intra_bandwidth_gbps : 0;
-      if (intra_bw > 0 && b > intra_bw) {
+      if (ppn >= 2 && intra_bw > 0 && b > intra_bw) {
         out.notes.push_back("inter-node bus bandwidth (" + fmt("%.4g", b) + " GB/s) above the intra-node one (" +
                             fmt("%.4g", intra_bw) + "): NCCL's ring cannot be faster than its NVLink part; capped");
         b = intra_bw;
       }
-      inter_channels = channels_for(b);
-      if (intra_bw > 0) inter_channels = std::min(inter_channels, std::max(1, static_cast<int>(intra_bw / (b / inter_channels) + 1e-6)));
-      p.nic_bandwidth_gbps = b;
-      p.nics_per_node = 1;
-      p.gpu_pcie_bandwidth_gbps = b;
-      p.speed_array_inter_gbps = {b / inter_channels};
+      int k = channels_for(b);
+      k = std::max(ppn, (k + ppn - 1) / ppn * ppn);
+      if (k > 32) k = std::max(ppn, 32 / ppn * ppn);
+      const double s = b / k;
+      inter_channels = k;
+      p.speed_array_inter_gbps = {s};
+      p.gpu_pcie_bandwidth_gbps = b / ppn;
+      const int nics = std::max(1, cluster.nics_per_node);
+      const int instances = std::max(1, cluster.gpus_per_node / ppn);
+      double nic = std::ceil(static_cast<double>(k) / nics - 1e-9) * s;  // alone: NICs x floor(nic / s) >= k
+      if (m.side_by_side && instances > 1) {
+        if (instances > nics)
+          nic = std::max(nic, b * instances / nics);  // shared: nic x nics / instances >= k x s
+        else
+          nic = std::max(nic, std::ceil(static_cast<double>(k) / (nics / instances) - 1e-9) * s);
+      } else {
+        nic = std::max(nic, cluster.nic_bandwidth_gbps);
+      }
+      p.nics_per_node = nics;
+      p.nic_bandwidth_gbps = nic * (1 + 1e-9);
     }
     // LL and LL128 per scale (1 node, 2 nodes, >= 4 nodes): caps equal to the fitted
     // bandwidths. The intra-node span sets one node, the inter-node span the others; a scale
@@ -423,7 +448,12 @@ FitResult fit(const planner::Scenario& scenario, const Measurements& m) {
       const std::array<double, 3> x = nonnegative_least_squares(rows, ys, used, current);
       p.base_latency_us[ring][pr] = x[0];
       if (used[1]) hop[ring][pr] = x[1];
-      if (used[2]) p.net_latency_us[ring][pr] = x[2];
+      if (used[2]) {
+        // NCCL takes the Tree table's network hop for a ring with one GPU per node (tuning.cc);
+        // Tree itself is disabled above, so both tables carry the fitted hop.
+        p.net_latency_us[ring][pr] = x[2];
+        p.net_latency_us[static_cast<int>(NcclAlgorithm::tree)][pr] = x[2];
+      }
     }
     std::string proto_text = protocols == 3 ? "LL, LL128 and Simple" : protocols == 2 ? "LL and Simple" : "Simple only";
     const std::string nccl_source =
@@ -441,7 +471,22 @@ FitResult fit(const planner::Scenario& scenario, const Measurements& m) {
       if (x.time.median_seconds <= 0) continue;
       double predicted = 0;
       try {
-        predicted = planner::estimate_collective(x.kind, x.bytes, x.span, cluster, p).seconds;
+        if (m.side_by_side) {
+          // Every instance of the span ran at once, as the cost model prices a scenario's op
+          // (NIC sharing included): price it the same way.
+          planner::Schedule one;
+          one.world_size = cluster.world_size();
+          one.groups.push_back({"bench", x.span.ranks, x.span.nodes});
+          planner::Op op;
+          op.kind = x.kind == CollectiveKind::all_gather       ? planner::OpKind::all_gather
+                    : x.kind == CollectiveKind::reduce_scatter ? planner::OpKind::reduce_scatter
+                                                               : planner::OpKind::all_reduce;
+          op.comm_bytes = x.bytes;
+          op.group = 0;
+          predicted = planner::CostModel(cluster, c, scenario.training.param_dtype).collective(op, one).seconds;
+        } else {
+          predicted = planner::estimate_collective(x.kind, x.bytes, x.span, cluster, p).seconds;
+        }
       } catch (const std::exception& e) {
         out.notes.push_back(std::string("cannot evaluate the model for span ") + span_text(x.span) + ": " + e.what());
         break;

@@ -300,3 +300,43 @@ TEST(CalibrateCalibration, NoMeasurementsKeepTheDefaults) {
 
 }  // namespace
 }  // namespace fsdpsim::calibrate
+
+namespace fsdpsim::calibrate {
+namespace {
+
+// HSDP on 2 nodes of 8: the replicate groups (2 ranks, one per node) have 8 instances per
+// node, and the cost model shares the node's NICs between them (CostModel::collective). Whether
+// the replicate span was measured alone (one process) or with all 8 instances side by side
+// (mpi), the calibrated cost model prices a replicate all-reduce of the scenario at the
+// measured line: alone at 40 GB/s within the cluster's 8 x 50 GB/s NICs (50 GB/s per
+// instance); side by side the measured 40 GB/s already is each instance's share.
+TEST(CalibrateCalibration, ReplicateAllReducePricedAtTheMeasuredLineWithNicSharing) {
+  const Truth truth;
+  const planner::Scenario s = two_node_scenario({"fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=8"});
+  const planner::Plan plan = planner::plan_step(s);
+  for (bool side_by_side : {false, true}) {
+    Measurements m = synthetic(truth, 0, 1, {{8, 1}, {2, 2}});
+    m.side_by_side = side_by_side;
+    const FitResult f = fit(s, m);
+    const std::string file = write_file(side_by_side ? "hsdp_mpi.json" : "hsdp_alone.json", calibration_json(f, m));
+    const planner::Scenario sc =
+        two_node_scenario({"fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=8", "calibration=" + file});
+    const planner::CostModel cost(sc);
+    int checked = 0;
+    for (const planner::Op& op : plan.schedule.ops) {
+      if (op.kind != planner::OpKind::all_reduce) continue;
+      const planner::ProcessGroup& g = plan.schedule.groups[op.group];
+      ASSERT_EQ(g.ranks, 2);
+      ASSERT_EQ(g.nodes, 2);
+      EXPECT_NEAR(cost.collective(op, plan.schedule).seconds /
+                      truth.fastest(CollectiveKind::all_reduce, {2, 2}, op.comm_bytes), 1, 1e-6)
+          << (side_by_side ? "side by side: " : "alone: ") << op.name;
+      ++checked;
+    }
+    EXPECT_GT(checked, 0);
+    for (const ErrorSummary& e : summarize_errors(f.errors)) EXPECT_LE(e.max_abs_error, 1e-6) << e.what;
+  }
+}
+
+}  // namespace
+}  // namespace fsdpsim::calibrate
