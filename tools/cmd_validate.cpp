@@ -105,9 +105,17 @@ void add_validate_command(CLI::App& app) {
                  (*r.published_oom == !r.predicted_fits) ? "agrees" : "DISAGREES"});
       }
       std::cout << t.str() << "(* holdout rows: never used to set a constant)\n";
-      for (const auto& r : rows)
-        for (const auto& [metric, reason] : r.excluded)
-          std::cout << "excluded: row " << r.row_id << " " << metric << ": " << reason << "\n";
+      for (const auto& r : rows) {
+        // One line per reason, naming every metric it excludes.
+        std::vector<std::pair<std::string, std::string>> by_reason;  // reason -> metrics
+        for (const auto& [metric, reason] : r.excluded) {
+          auto it = std::find_if(by_reason.begin(), by_reason.end(), [&](const auto& x) { return x.first == reason; });
+          if (it == by_reason.end()) by_reason.push_back({reason, metric});
+          else it->second += ", " + metric;
+        }
+        for (const auto& [reason, metrics] : by_reason)
+          std::cout << "excluded: row " << r.row_id << " (" << metrics << "): " << reason << "\n";
+      }
       print_summary(rows);
       std::cout << "\n";
       if (violations.empty()) std::cout << "accuracy bounds: met\n";
