@@ -10,7 +10,8 @@ namespace fsdpsim::runtime {
 
 namespace {
 
-// Several processes started together, by the environment: (what says so, how many).
+// Several processes started together, by the environment: (what says so, how many; -1 where
+// the environment says a process manager started this one but not how many).
 std::pair<std::string, int> launched_processes() {
   auto number = [](const char* name) {
     const char* v = std::getenv(name);
@@ -20,6 +21,7 @@ std::pair<std::string, int> launched_processes() {
   if (int n = number("PMI_SIZE"); n > 0) return {"PMI_SIZE=" + std::to_string(n), n};
   if (int n = number("SLURM_NTASKS"); n > 0 && std::getenv("SLURM_STEP_ID"))
     return {"SLURM_NTASKS=" + std::to_string(n) + " in a srun step", n};
+  if (std::getenv("PMIX_RANK")) return {"PMIX_RANK (a PMIx launch)", -1};
   return {"", 0};
 }
 
@@ -42,7 +44,7 @@ Launch resolve_launch(const std::string& requested) {
     return launch;
   }
   const auto [source, count] = launched_processes();
-  if (requested == "auto" && count <= 1) {
+  if (requested == "auto" && (count == 0 || count == 1)) {
     launch.detected_from = "no multi-process launch in the environment";
     return launch;
   }
@@ -50,6 +52,10 @@ Launch resolve_launch(const std::string& requested) {
     if (requested == "mpi")
       throw std::invalid_argument(
           "--launcher mpi: this fsdpsim was built without MPI (install libopenmpi-dev and reconfigure)");
+    if (count < 0) {  // a PMIx launch of unknown size: without MPI, say nothing and play every rank
+      launch.detected_from = source + ", but fsdpsim was built without MPI";
+      return launch;
+    }
     throw std::invalid_argument(
         "launched as " + std::to_string(count) + " processes (" + source +
         ") but this fsdpsim was built without MPI, so each process would play every rank: rebuild with MPI "

@@ -11,7 +11,8 @@
 //
 // "auto" picks mpi when the environment says several processes were started together
 // (OMPI_COMM_WORLD_SIZE: Open MPI's mpirun; PMI_SIZE: MPICH/hydra or srun --mpi=pmi2;
-// SLURM_NTASKS with SLURM_STEP_ID: srun) and MPI, once initialised, agrees (world size > 1).
+// SLURM_NTASKS with SLURM_STEP_ID: srun; PMIX_RANK: a PMIx launch such as srun --mpi=pmix or
+// Open MPI 5's mpirun) and MPI, once initialised, agrees (world size > 1).
 #pragma once
 
 #include <string>
