@@ -158,7 +158,8 @@ LineFit fit_line(const std::vector<double>& x, const std::vector<double>& t);
 
 // Up to `max_segments` contiguous segments over x (sorted), each its own line, chosen by BIC:
 // NCCL's protocols (LL, LL128, Simple) each give one line and NCCL runs the fastest, so the
-// measured curve is piecewise linear. crossovers_x: where consecutive segments' lines meet.
+// measured curve is piecewise linear, each later segment with more bandwidth and more latency.
+// crossovers_x: where consecutive segments' lines meet.
 struct PiecewiseFit {
   std::vector<LineFit> segments;
   std::vector<double> segment_min_x, segment_max_x;

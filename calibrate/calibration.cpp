@@ -390,7 +390,10 @@ FitResult fit(const planner::Scenario& scenario, const Measurements& m) {
                             fmt("%.4g", intra_bw) + "): NCCL's ring cannot be faster than its NVLink part; capped");
         b = intra_bw;
       }
-      int k = channels_for(b);
+      // Per-channel speed at most 24 (no channel duplication) and at most the intra-node
+      // bandwidth, so that spans with several GPUs per node keep at least one channel.
+      const double top_speed = intra_bw > 0 ? std::min(24.0, intra_bw) : 24.0;
+      int k = std::clamp(static_cast<int>(std::ceil(b / top_speed - 1e-9)), 1, 32);
       k = std::max(ppn, (k + ppn - 1) / ppn * ppn);
       if (k > 32) k = std::max(ppn, 32 / ppn * ppn);
       const double s = b / k;

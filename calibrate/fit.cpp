@@ -160,7 +160,7 @@ PiecewiseFit fit_piecewise(const std::vector<double>& x_in, const std::vector<do
   };
   // Bayesian information criterion over segmentations: 3 parameters per segment (latency,
   // bandwidth, where it starts) less one. A segmentation counts only if the lines are what a
-  // fastest-of-protocols curve gives: each later segment has the higher bandwidth.
+  // fastest-of-protocols curve gives: each later segment has the higher bandwidth and latency.
   auto bic = [&](double r, int segments) {
     return static_cast<double>(n) * std::log(std::max(r, 1e-300) / static_cast<double>(n)) +
            (3.0 * segments - 1) * std::log(static_cast<double>(n));
@@ -173,11 +173,15 @@ PiecewiseFit fit_piecewise(const std::vector<double>& x_in, const std::vector<do
     bounds.insert(bounds.end(), cuts.begin(), cuts.end());
     bounds.push_back(n);
     double r = 0;
-    double previous_c = std::numeric_limits<double>::infinity();
+    double previous_c = std::numeric_limits<double>::infinity(), previous_a = -1;
     for (std::size_t s = 0; s + 1 < bounds.size(); ++s) {
       const LineFit f = plain(bounds[s], bounds[s + 1]);
-      if (!(f.seconds_per_byte < previous_c)) return;
+      // Each later line must have more bandwidth AND more latency: a line better on both
+      // counts would be the fastest everywhere, and the fastest-of-lines model would never
+      // use the earlier one.
+      if (!(f.seconds_per_byte < previous_c) || !(f.alpha_seconds > previous_a)) return;
       previous_c = f.seconds_per_byte;
+      previous_a = f.alpha_seconds;
       r += rss(bounds[s], bounds[s + 1], f);
     }
     const double b = bic(r, static_cast<int>(cuts.size()) + 1);
@@ -226,6 +230,14 @@ PiecewiseFit fit_piecewise(const std::vector<double>& x_in, const std::vector<do
     bounds = next;
     fit_segments();
   }
+  // The robust refit must keep the order too; where it does not, one line describes the data.
+  for (std::size_t s = 0; s + 1 < out.segments.size(); ++s)
+    if (!(out.segments[s + 1].seconds_per_byte < out.segments[s].seconds_per_byte) ||
+        !(out.segments[s + 1].alpha_seconds > out.segments[s].alpha_seconds)) {
+      bounds = {0, n};
+      fit_segments();
+      break;
+    }
   for (std::size_t s = 0; s + 1 < bounds.size(); ++s) {
     out.segment_min_x.push_back(x[bounds[s]]);
     out.segment_max_x.push_back(x[bounds[s + 1] - 1]);
