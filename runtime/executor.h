@@ -83,7 +83,8 @@ class ProcessLink {
   // group in the same order.
   virtual std::unique_ptr<HostGroupComm> group_comm(int group, const std::vector<int>& ranks) = 0;
   // A blocking call that cannot time out by itself (ncclCommInitRank): past the run's timeout
-  // the run ends with "timeout: rank R waited T s for WHAT".
+  // (at least 60 s: set-up across nodes is slow) the run ends with "timeout: rank R waited T s
+  // for WHAT".
   virtual void watch(const std::string& what) = 0;
   virtual void unwatch() = 0;
 };

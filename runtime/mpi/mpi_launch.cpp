@@ -9,7 +9,7 @@
 //                  - on rank 0, receives the first fault of any process, prints it once and
 //                    ends every process with MPI_Abort,
 //                  - ends the run when a watched blocking call (ncclCommInitRank, a split, the
-//                    gather) outlasts the timeout.
+//                    gather) outlasts max(timeout, 60 s).
 //   MpiLink      the executor's view of the other processes (executor.h, ProcessLink).
 //   MpiGroupComm a process-group instance for the host backend: MPI_Comm_split per
 //                instance, collectives MPI_Iallgather / MPI_Ireduce_scatter_block /
@@ -314,7 +314,9 @@ class MpiLink : public ProcessLink {
     return std::make_unique<MpiGroupComm>(comm, ranks);
   }
 
-  void watch(const std::string& what) override { p_.watch(what, timeout_); }
+  // Set-up and gathering (communicator creation, ncclCommInitRank, the gather) can take
+  // seconds across nodes where an op's wait would not: at least a minute for them.
+  void watch(const std::string& what) override { p_.watch(what, std::max(timeout_, 60.0)); }
   void unwatch() override { p_.unwatch(); }
 
  private:

@@ -152,7 +152,7 @@ TEST(HostOverMpiFaults, ARankThatNeverJoinsEndsEveryProcessNamingOpAndRank) {
   ASSERT_GE(all_gather, 0);
   const std::string path = write_scenario(scenario, "mpi_stall.json");
   const Launched r = mpirun(4, "run --backend host --launcher mpi --scenario " + path +
-                                   " --time-scale 0.001 --timeout 1 --test-stall-rank 2 --test-stall-op " +
+                                   " --time-scale 0.001 --timeout 2 --test-stall-rank 2 --test-stall-op " +
                                    std::to_string(all_gather));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.exit_code, 124) << "the run hung until `timeout` killed it";
@@ -175,7 +175,7 @@ TEST(HostOverMpiFaults, ARankThatNeverStartsTheNextStepIsNamedAtTheBarrier) {
   ASSERT_FALSE(planner::is_collective(last.kind)) << last.name;
   const std::string path = write_scenario(scenario, "mpi_barrier.json");
   const Launched r = mpirun(4, "run --backend host --launcher mpi --scenario " + path +
-                                   " --time-scale 0.001 --timeout 1 --steps 2 --test-stall-rank 3 --test-stall-op " +
+                                   " --time-scale 0.001 --timeout 2 --steps 2 --test-stall-rank 3 --test-stall-op " +
                                    std::to_string(last.id));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_LT(r.seconds, 15.0);
