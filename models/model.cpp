@@ -138,6 +138,7 @@ ModuleCosts parse_costs(JsonReader costs) {
   c.sac_unread_bytes = parse_polynomial(costs, "sac_unread_bytes");
   c.forward_transient_bytes = parse_polynomial(costs, "forward_transient_bytes");
   c.backward_transient_bytes = parse_polynomial(costs, "backward_transient_bytes");
+  c.transient_tensor_bytes = parse_polynomial(costs, "transient_tensor_bytes");
   costs.ignore("source");  // where the formulas come from, for people
   costs.finish();
   return c;

@@ -60,6 +60,10 @@ struct ModuleCosts {
   // module and the gradient w.r.t. its input (the residual stream's gradient in a block).
   Polynomial forward_transient_bytes;
   Polynomial backward_transient_bytes;
+  // The largest single tensor among the transients (forward or backward): the planner allocates
+  // a transient as tensors of at most this size, as autograd does, so the caching-allocator
+  // model can reuse cached blocks the way PyTorch's allocator does. Empty: one allocation.
+  Polynomial transient_tensor_bytes;
 };
 
 struct Parameter {

@@ -513,6 +513,21 @@ Polynomial peak_transient_bytes(const std::vector<TransientMoment>& moments) {
   return out;
 }
 
+Polynomial largest_transient_tensor(const TransientLedger& ledger) {
+  double t = 0, tp = 0, p = 0;
+  for (const auto* moments : {&ledger.forward, &ledger.backward})
+    for (const TransientMoment& m : *moments)
+      for (const CostItem& item : m.tensors) {
+        t = std::max(t, item.bytes_per_token);
+        tp = std::max(tp, item.bytes_per_token_per_position);
+        p = std::max(p, item.bytes_per_position);
+      }
+  Polynomial out = monomial(t, 1, 1);
+  out += monomial(tp, 1, 2);
+  out += monomial(p, 0, 1);
+  return out;
+}
+
 std::size_t largest_moment(const std::vector<TransientMoment>& moments, double micro_batch, double seq_len) {
   std::size_t best = 0;
   double best_bytes = -1;
@@ -544,6 +559,7 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
   const TransientLedger transients = block_transients(block, flash_attention);
   c.forward_transient_bytes = peak_transient_bytes(transients.forward);
   c.backward_transient_bytes = peak_transient_bytes(transients.backward);
+  c.transient_tensor_bytes = largest_transient_tensor(transients);
   return c;
 }
 
@@ -569,6 +585,7 @@ ModuleCosts token_embedding_costs(std::int64_t hidden_size, bool adds_position_e
   const TransientLedger transients = token_embedding_transients(hidden_size, adds_position_embedding, embedding_dropout);
   c.forward_transient_bytes = peak_transient_bytes(transients.forward);
   c.backward_transient_bytes = peak_transient_bytes(transients.backward);
+  c.transient_tensor_bytes = largest_transient_tensor(transients);
   return c;
 }
 
@@ -581,6 +598,7 @@ ModuleCosts final_norm_costs(std::int64_t hidden_size) {
   const TransientLedger transients = final_norm_transients(hidden_size);
   c.forward_transient_bytes = peak_transient_bytes(transients.forward);
   c.backward_transient_bytes = peak_transient_bytes(transients.backward);
+  c.transient_tensor_bytes = largest_transient_tensor(transients);
   return c;
 }
 
@@ -604,6 +622,7 @@ ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, boo
   const TransientLedger transients = lm_head_transients(hidden_size, vocab_size, fp32_loss);
   c.forward_transient_bytes = peak_transient_bytes(transients.forward);
   c.backward_transient_bytes = peak_transient_bytes(transients.backward);
+  c.transient_tensor_bytes = largest_transient_tensor(transients);
   return c;
 }
 
@@ -640,6 +659,7 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
   put("sac_unread_bytes", costs.sac_unread_bytes);
   put("forward_transient_bytes", costs.forward_transient_bytes);
   put("backward_transient_bytes", costs.backward_transient_bytes);
+  put("transient_tensor_bytes", costs.transient_tensor_bytes);
   if (!source.empty()) out["source"] = source;
   return out;
 }

@@ -186,6 +186,9 @@ Polynomial moment_bytes(const TransientMoment& moment);
 // attention (every moment is per token); otherwise an upper bound (eager attention: the score
 // gradients' b*s^2 moment and the MLP's b*s moment are different moments).
 Polynomial peak_transient_bytes(const std::vector<TransientMoment>& moments);
+// The largest single tensor of any moment, as a polynomial (coefficient-wise maximum over the
+// tensors' b*s, b*s^2 and s terms).
+Polynomial largest_transient_tensor(const TransientLedger& ledger);
 // Index of the largest moment at (micro_batch, seq_len); moments must not be empty.
 std::size_t largest_moment(const std::vector<TransientMoment>& moments, double micro_batch, double seq_len);
 

@@ -392,7 +392,7 @@ class StepBuilder {
         checkpoint_input[e.region] = alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::activation,
                                               "checkpointed input of " + e.module->full_name);
       }
-      transient_at(op, c.forward_transient_bytes, b, seq, "forward transients of " + e.module->full_name);
+      transient_at(op, c, c.forward_transient_bytes, b, seq, "forward transients of " + e.module->full_name);
     }
     checkpoint_inputs_ = checkpoint_input;
     input_ = input;
@@ -401,10 +401,20 @@ class StepBuilder {
   // The module's transient tensors (models/transformer_costs.h, "Transient memory"): alive only
   // while its forward or backward runs, so allocated and freed at the op; the peak sees them on
   // top of everything the op holds.
-  void transient_at(int op, const models::Polynomial& p, double b, double seq, const std::string& name) {
+  // Allocated as tensors no larger than the module's largest transient tensor (autograd makes
+  // them one by one), so the caching-allocator model can reuse cached blocks as PyTorch does.
+  void transient_at(int op, const models::ModuleCosts& c, const models::Polynomial& p, double b, double seq,
+                    const std::string& name) {
     if (p.empty()) return;
-    int t = alloc_at(op, bytes_of(p, b, seq), MemCategory::temporary, name);
-    free_at(op, t);
+    std::int64_t rest = bytes_of(p, b, seq);
+    const std::int64_t piece = c.transient_tensor_bytes.empty() ? rest : bytes_of(c.transient_tensor_bytes, b, seq);
+    std::vector<int> pieces;
+    while (rest > 0) {
+      const std::int64_t n = piece > 0 ? std::min(piece, rest) : rest;
+      pieces.push_back(alloc_at(op, n, MemCategory::temporary, name));
+      rest -= n;
+    }
+    for (int& t : pieces) free_at(op, t);
   }
 
   // What op-level SAC keeps from forward to backward: under torch.compile, minus the saved
@@ -460,7 +470,7 @@ class StepBuilder {
         const std::int64_t extra = bytes_of(c.saved_activation_bytes, b, seq) - sac_saved_bytes(c, b, seq);
         recomputed_ops = alloc_at(re, std::max<std::int64_t>(0, extra), MemCategory::activation,
                                   "recomputed activations of " + e.module->full_name);
-        transient_at(re, c.forward_transient_bytes, b, seq, "recompute transients of " + e.module->full_name);
+        transient_at(re, c, c.forward_transient_bytes, b, seq, "recompute transients of " + e.module->full_name);
       }
       int op = add_op(OpKind::compute_bwd, Stream::compute, "bwd " + e.module->full_name, e.unit, e.module->full_name);
       take_cpu_wait(op);
@@ -472,7 +482,7 @@ class StepBuilder {
       if (!c.backward_transient_bytes.empty()) {
         // The module's backward transients, which include the gradient flowing in and the
         // gradient w.r.t. its input (models/transformer_costs.h).
-        transient_at(op, c.backward_transient_bytes, b, seq, "backward transients of " + e.module->full_name);
+        transient_at(op, c, c.backward_transient_bytes, b, seq, "backward transients of " + e.module->full_name);
       } else {
         // A model without transient costs: the gradient w.r.t. the module's input lives while
         // the op runs.
@@ -522,7 +532,7 @@ class StepBuilder {
       depend_on_unit(op, f.unit);
       activations_[f.module] = alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
                                         "recomputed activations of " + f.module->full_name);
-      transient_at(op, c.forward_transient_bytes, b, seq, "recompute transients of " + f.module->full_name);
+      transient_at(op, c, c.forward_transient_bytes, b, seq, "recompute transients of " + f.module->full_name);
     }
   }
 

@@ -273,6 +273,9 @@ TEST(TransientMemory, SixteenBitLossByHand) {
   const TransientLedger ledger = lm_head_transients(4096, 128256, false);
   ASSERT_EQ(ledger.backward.size(), 3u);
   EXPECT_EQ(largest_moment(ledger.backward, 4, 4096), 1u);  // log_softmax backward
+  // The largest single transient tensor: the fp32 logits (or their gradient), 4V; 16-bit: 2V.
+  EXPECT_EQ(fp32.transient_tensor_bytes.at(1, 1), 4.0 * 128256);
+  EXPECT_EQ(head.transient_tensor_bytes.at(1, 1), 2.0 * 128256);
   // The importer writes it when asked.
   HfImportOptions options;
   options.fp32_loss = false;

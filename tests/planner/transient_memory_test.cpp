@@ -70,6 +70,27 @@ TEST(TransientMemory, EachComputeOpHoldsItsTransientByHand) {
   EXPECT_EQ(b.peak_allocated_bytes, a.allocated_at_op[b.peak_op] + static_cast<std::int64_t>((B - 8) * tokens));
 }
 
+// With transient_tensor_bytes L the transient T is allocated as ceil(T / L) tensors (L, ...,
+// remainder), all freed at the op: the same allocated bytes, and a backward of 5000 bytes per
+// token in tensors of at most 2000: 2000 + 2000 + 1000 per token.
+TEST(TransientMemory, SplitIntoTensorsOfTheLargestTransientTensor) {
+  nlohmann::json whole = scenario(1000, 5000), split = scenario(1000, 5000);
+  split["model"]["root"]["children"][0]["children"][0]["costs"]["transient_tensor_bytes"] = {{"b*s", 2000}};
+  Plan a = plan_of(whole), b = plan_of(split);
+  MemoryReport ma = replay_memory(a.schedule), mb = replay_memory(b.schedule);
+  EXPECT_EQ(ma.allocated_at_op, mb.allocated_at_op);
+  for (const Op& op : b.schedule.ops) {
+    if (op.kind != OpKind::compute_bwd) continue;
+    std::vector<std::int64_t> sizes;
+    for (int id : op.allocs)
+      if (b.schedule.allocations[id].category == MemCategory::temporary) sizes.push_back(b.schedule.allocations[id].bytes);
+    EXPECT_EQ(sizes, (std::vector<std::int64_t>{2000 * 32, 2000 * 32, 1000 * 32})) << op.name;
+    for (int id : op.allocs)
+      if (b.schedule.allocations[id].category == MemCategory::temporary)
+        EXPECT_NE(std::find(op.frees.begin(), op.frees.end(), id), op.frees.end());
+  }
+}
+
 // Under full checkpointing the recompute runs the forward again, transients included.
 TEST(TransientMemory, RecomputeHoldsTheForwardTransient) {
   const double F = 1000, tokens = 32;

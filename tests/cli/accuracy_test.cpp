@@ -1,0 +1,34 @@
+// Accuracy against published runs (issue 8, docs/accuracy.md): `fsdpsim validate --check` on
+// every scenario of scenarios/published must meet the bounds: throughput within 15% of the
+// published figure for at least 80% of the rows with a mean absolute error under 10%, every
+// peak-memory figure within 10% (allocated vs allocated, reserved vs reserved), and the runs
+// published as out of memory predicted not to fit. The published figures live in the
+// scenarios (with their citations), not here; this test only runs the check.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_helpers.h"
+
+namespace fsdpsim::testing {
+namespace {
+
+TEST(Accuracy, PublishedRunsMeetTheBounds) {
+  const CommandResult r = run_cli("validate --check");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("accuracy bounds: met"), std::string::npos) << r.out;
+}
+
+// The same through --json: no violation, and every row was estimated.
+TEST(Accuracy, JsonReportsNoViolationAndEveryRow) {
+  const CommandResult r = run_cli("validate --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["violations"].empty()) << j["violations"].dump(2);
+  ASSERT_GE(j["rows"].size(), 30u);
+  for (const auto& row : j["rows"]) EXPECT_FALSE(row.contains("error")) << row.dump();
+  EXPECT_GE(j["summary"]["tokens_per_second_per_gpu"]["holdout"]["rows"].get<int>(), 8);
+}
+
+}  // namespace
+}  // namespace fsdpsim::testing
