@@ -96,8 +96,10 @@ TEST_P(HostOverMpi, GatheredPeakEqualsReplayOnEveryRankAndDataChecksPass) {
   ASSERT_GT(collectives, 0);
 
   const std::string path = write_scenario(scenario, "mpi_" + GetParam().name + ".json");
+  const std::string trace = ::testing::TempDir() + "mpi_" + GetParam().name + ".trace.json";
+  std::filesystem::remove(trace);
   const Launched r = mpirun(4, "run --backend host --launcher mpi --scenario " + path +
-                                   " --time-scale 0.001 --max-buffer-bytes 65536 --timeout 10 --json");
+                                   " --time-scale 0.001 --max-buffer-bytes 65536 --timeout 10 --json --trace " + trace);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(error_lines(r.err), 0) << r.err;
   EXPECT_LT(r.seconds, 20.0);
@@ -123,6 +125,17 @@ TEST_P(HostOverMpi, GatheredPeakEqualsReplayOnEveryRankAndDataChecksPass) {
     ASSERT_EQ(m["step_seconds"].size(), 1u);
     EXPECT_GT(m["step_seconds"][0].get<double>(), 0);
   }
+  // The trace rank 0 wrote has every rank's ops (a process per rank) from the gathered timings.
+  nlohmann::json t;
+  ASSERT_NO_THROW(t = nlohmann::json::parse(std::ifstream(trace))) << trace;
+  std::vector<int> ops_per_rank(4, 0);
+  for (const auto& e : t["traceEvents"])
+    if (e["ph"] == "X") {
+      const int pid = e["pid"].get<int>();
+      ASSERT_TRUE(pid >= 0 && pid < 4) << e;
+      ++ops_per_rank[pid];
+    }
+  for (int rank = 0; rank < 4; ++rank) EXPECT_EQ(ops_per_rank[rank], static_cast<int>(s.ops.size())) << rank;
   // Rank 0's op timings came through the gather whole: every op ran, in a non-empty interval.
   ASSERT_EQ(j["ops"].size(), s.ops.size());
   for (const auto& op : j["ops"]) {
