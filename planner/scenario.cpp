@@ -434,7 +434,11 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
     if (replaces_reference(o)) continue;
     if (starts("cluster.")) apply_override(cluster_ref.json, o.substr(8), cluster_ref.file);
     else if (starts("model.")) apply_override(model_ref.json, o.substr(6), model_ref.file);
-    else apply_override(json, o, file);
+    else if (starts("calibration.")) {
+      // Into the scenario's calibration (a file's or inline), or a new one over the GPU's defaults.
+      if (calibration.is_null()) calibration = nlohmann::json::object();
+      apply_override(calibration, o.substr(12), calibration_file.empty() ? file : calibration_file);
+    } else apply_override(json, o, file);
   }
 
   JsonReader r(json, file);

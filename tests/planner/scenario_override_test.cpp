@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "planner/cost_model.h"
 #include "planner/scenario.h"
 
 namespace fsdpsim::planner {
@@ -24,6 +25,15 @@ TEST(ScenarioOverrides, SetClusterReplacesTheClusterAndFieldOverridesStillApplyI
   EXPECT_EQ(a100.cluster.gpu.name.rfind("A100", 0), 0u) << a100.cluster.gpu.name;
   // The field override reaches inside the replacement, whatever the order on the command line.
   EXPECT_EQ(a100.cluster.world_size(), 16);
+}
+
+TEST(ScenarioOverrides, SetCalibrationFieldReachesTheCostModel) {
+  const double shipped = CostModel(load_scenario(kScenario)).calibration().matmul_efficiency;
+  const double wanted = shipped > 0.5 ? 0.42 : 0.61;  // any value other than the shipped one
+  const Scenario s = load_scenario(kScenario, {"calibration.matmul_efficiency=" + std::to_string(wanted)});
+  EXPECT_DOUBLE_EQ(CostModel(s).calibration().matmul_efficiency, wanted);
+  // The other fields keep the GPU's defaults.
+  EXPECT_DOUBLE_EQ(CostModel(s).calibration().hbm_efficiency, CostModel(load_scenario(kScenario)).calibration().hbm_efficiency);
 }
 
 }  // namespace
