@@ -80,6 +80,8 @@ struct Case {
   std::string name;
   nlohmann::json scenario;
 };
+// gtest prints the parameter in test listings (and CTest names): the case name, not raw bytes.
+void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
 
 class HostOverMpi : public ::testing::TestWithParam<Case> {};
 
