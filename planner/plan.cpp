@@ -85,12 +85,12 @@ class StepBuilder {
 
  private:
   // ---- building blocks -------------------------------------------------------------
-  int add_op(OpKind kind, Stream stream, const std::string& name, int unit, const std::string& module = "") {
+  int add_op(OpKind kind, Stream stream, std::string name, int unit, const std::string& module = "") {
     Op op;
     op.id = static_cast<int>(s_.ops.size());
     op.kind = kind;
     op.stream = stream;
-    op.name = name;
+    op.name = std::move(name);
     op.unit = unit;
     op.module = module;
     op.micro_step = micro_;
@@ -100,14 +100,14 @@ class StepBuilder {
     return last_op_;
   }
 
-  int new_alloc(std::int64_t bytes, MemCategory category, Stream stream, const std::string& label,
+  int new_alloc(std::int64_t bytes, MemCategory category, Stream stream, std::string label,
                 bool persistent = false, bool model_state = false) {
     Allocation a;
     a.id = static_cast<int>(s_.allocations.size());
     a.bytes = bytes;
     a.category = category;
     a.stream = stream;
-    a.label = label;
+    a.label = std::move(label);
     a.persistent = persistent;
     a.model_state = model_state;
     const int id = a.id;
@@ -116,8 +116,8 @@ class StepBuilder {
   }
 
   // An allocation made when `op` is issued.
-  int alloc_at(int op, std::int64_t bytes, MemCategory category, const std::string& label, bool model_state = false) {
-    int id = new_alloc(bytes, category, s_.ops[op].stream, label, false, model_state);
+  int alloc_at(int op, std::int64_t bytes, MemCategory category, std::string label, bool model_state = false) {
+    int id = new_alloc(bytes, category, s_.ops[op].stream, std::move(label), false, model_state);
     s_.ops[op].allocs.push_back(id);
     return id;
   }
