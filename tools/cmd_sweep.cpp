@@ -733,6 +733,11 @@ void run_sweep_command(const SweepOptionsCli& o) {
               << std::flush;
     std::exit(130);
   }
+  // Nothing could be evaluated (every point invalid or failed): the report says why per
+  // point; scripts get a failing exit status.
+  if (result.evaluated == 0 && !result.points.empty())
+    throw InputError(o.sweep_file.empty() ? o.scenario : o.sweep_file, "",
+                     "none of the " + std::to_string(result.points.size()) + " points could be evaluated (reasons above)");
 }
 
 }  // namespace

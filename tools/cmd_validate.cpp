@@ -76,6 +76,10 @@ void add_validate_command(CLI::App& app) {
   cmd->callback([o] {
     std::vector<std::string> files = o->files.empty() ? default_files() : o->files;
     if (files.empty()) throw InputError("scenarios/published", "", "no published scenarios found");
+    // A file named on the command line that is not there is a usage error, not a row that
+    // failed to predict.
+    for (const std::string& f : o->files)
+      if (!std::filesystem::is_regular_file(f)) throw InputError(f, "", "cannot open the file (does it exist?)");
     std::vector<sim::RowValidation> rows;
     for (std::size_t i = 0; i < files.size(); ++i) {
       if (!o->json) std::cerr << "\r[" << i + 1 << "/" << files.size() << "] " << files[i] << "\033[K" << std::flush;

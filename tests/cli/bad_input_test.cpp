@@ -141,5 +141,23 @@ TEST(Estimate, MaxMicroBatchFindsTheLargestThatFits) {
   EXPECT_TRUE(saw_next_fail);
 }
 
+TEST(BadArguments, ValidateOfAMissingFileIsAnErrorNotAFailedRow) {
+  CommandResult r = run_cli("validate /nonexistent/published-row.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("error: /nonexistent/published-row.json: ", 0), 0u) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(BadArguments, ASweepWithNoValidPointFailsAndSaysWhyPerPoint) {
+  const std::string scenario = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
+  CommandResult r = run_cli("sweep --scenario " + scenario + " --axis fsdp.strategy=BOGUS,ZERO4 --threads 1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("\"BOGUS\""), std::string::npos) << r.out;  // each point's reason
+  EXPECT_NE(r.out.find("\"ZERO4\""), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("none of the 2 points could be evaluated"), std::string::npos) << r.err;
+  // One valid point is enough for a normal exit.
+  EXPECT_EQ(run_cli("sweep --scenario " + scenario + " --axis fsdp.strategy=BOGUS,FULL_SHARD --threads 1").exit_code, 0);
+}
+
 }  // namespace
 }  // namespace fsdpsim::testing
