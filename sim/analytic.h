@@ -125,6 +125,12 @@ EngineInputs engine_inputs(const planner::Schedule& schedule, const planner::Cos
 // (an op waits for one issued after it).
 StepTiming simulate(const planner::Schedule& schedule, const EngineInputs& inputs, double bf16_peak_flops = 0);
 
+// The step summary from op timings, shared by the analytic and SimGrid engines: `t.ops` holds
+// every op's times and constraints, `cpu_end` is when the CPU finished issuing; fills every
+// other field of `t` (breakdown, exposed communication by unit and phase, critical path from
+// the constraints that set each start, throughput, MFU/HFU with `bf16_peak_flops`).
+void summarize_step(const planner::Schedule& schedule, StepTiming& t, double cpu_end, double bf16_peak_flops);
+
 // engine_inputs + simulate with the cost model's peak.
 StepTiming time_step(const planner::Schedule& schedule, const planner::CostModel& cost);
 

@@ -24,7 +24,6 @@
 #include "planner/plan.h"
 #include "sim/simgrid_flows.h"
 #include "sim/simgrid_platform.h"
-#include "sim/simgrid_timing.h"
 
 namespace fsdpsim::sim {
 
