@@ -9,6 +9,7 @@
 #include "planner/scenario.h"
 #include "runtime/launch.h"
 #include "tools/commands.h"
+#include "tools/runtime_options.h"
 
 namespace fsdpsim::tools {
 
@@ -70,20 +71,8 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_flag("--every-row", o->every_row, "Print the error of every measurement, not only the summary");
   cmd->add_flag("-q,--quiet", o->quiet, "No progress lines on stderr");
   cmd->add_flag("--json", o->json, "Print one JSON summary object on stdout");
-  cmd->callback([o] {
-    // Under mpirun/srun every process runs this; process 0 alone fits, writes and prints, and an
-    // error ends every process with one message (runtime/launch.h).
-    const runtime::Launch launch = runtime::resolve_launch(o->launcher);
-    try {
-      run_calibrate(*o, launch);
-    } catch (const InputError& e) {
-      if (launch.mpi()) runtime::end_all_processes(e.what(), 2);
-      throw;
-    } catch (const std::exception& e) {
-      if (launch.mpi()) runtime::end_all_processes(e.what(), 1);
-      throw;
-    }
-  });
+  // Under mpirun/srun process 0 alone fits, writes and prints (run_under_launcher).
+  cmd->callback([o] { run_under_launcher(o->launcher, [&](const runtime::Launch& launch) { run_calibrate(*o, launch); }); });
 }
 
 namespace {

@@ -1,0 +1,41 @@
+// What `run`, `verify` and `calibrate` share: the micro-runtime's command-line options, and
+// running a verb under a launcher (one process, or one per rank under mpirun/srun).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "planner/schedule.h"
+#include "runtime/launch.h"
+#include "runtime/runtime.h"
+
+namespace fsdpsim::tools {
+
+struct RuntimeCommandOptions {
+  std::string schedule, scenario, durations, trace;
+  std::vector<std::string> overrides;
+  bool json = false, no_check_data = false;
+  runtime::RunOptions run;
+  std::string launcher = "auto";
+  CLI::Option* device = nullptr;
+};
+
+// Registers the options `run` and `verify` share; `durations_default` says where durations
+// come from without --durations.
+void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o, const std::string& durations_default);
+
+// The RunOptions the command line asks for under `launch`.
+runtime::RunOptions run_options(const RuntimeCommandOptions& o, const runtime::Launch& launch);
+
+// Writes the measured steps as a Chrome trace.
+void write_trace(const std::string& path, const planner::Schedule& s, const runtime::RunResult& r);
+
+// Resolves `launcher` and runs `verb`. Under mpirun/srun every process runs it: process 0
+// alone reports, and an error ends every process with one message (runtime/launch.h), exit
+// status 2 for bad input and 1 otherwise.
+void run_under_launcher(const std::string& launcher, const std::function<void(const runtime::Launch&)>& verb);
+
+}  // namespace fsdpsim::tools
