@@ -30,22 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string bytes_text(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, b == std::floor(b) ? "%.0f %s" : "%.3g %s", b, units[u]);
-  return buf;
-}
-
-std::string span_text(const CollectiveGroup& g) {
-  return std::to_string(g.ranks) + " ranks / " + std::to_string(g.nodes) + (g.nodes == 1 ? " node" : " nodes");
-}
-
 OpKind op_kind_of(CollectiveKind k) {
   switch (k) {
     case CollectiveKind::all_gather: return OpKind::all_gather;
@@ -62,7 +46,7 @@ Stream stream_of(CollectiveKind k) {
   }
 }
 
-std::string span_text(const planner::ProcessGroup& g) { return span_text(CollectiveGroup{g.ranks, g.nodes}); }
+std::string span_text(const planner::ProcessGroup& g) { return calibrate::span_text(CollectiveGroup{g.ranks, g.nodes}); }
 
 // A benchmark schedule over `world` ranks with one process group: `group` (its name decides
 // how its instances tile the world, runtime::group_instances).

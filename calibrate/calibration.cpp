@@ -28,22 +28,6 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-std::string bytes_text(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, b == std::floor(b) ? "%.0f %s" : "%.3g %s", b, units[u]);
-  return buf;
-}
-
-std::string span_text(const CollectiveGroup& g) {
-  return std::to_string(g.ranks) + " ranks / " + std::to_string(g.nodes) + (g.nodes == 1 ? " node" : " nodes");
-}
-
 bool same_span(const CollectiveGroup& a, const CollectiveGroup& b) { return a.ranks == b.ranks && a.nodes == b.nodes; }
 
 // Intra-node ring steps and inter-node ring steps of a collective (NCCL tuning.cc: nsteps and
@@ -143,6 +127,22 @@ struct SpanModel {
 };
 
 }  // namespace
+
+std::string bytes_text(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, b == std::floor(b) ? "%.0f %s" : "%.3g %s", b, units[u]);
+  return buf;
+}
+
+std::string span_text(const CollectiveGroup& g) {
+  return std::to_string(g.ranks) + " ranks / " + std::to_string(g.nodes) + (g.nodes == 1 ? " node" : " nodes");
+}
 
 FitResult fit(const planner::Scenario& scenario, const Measurements& m) {
   FitResult out;
