@@ -385,9 +385,7 @@ RunResult run_host(const Schedule& s, const RunOptions& options, ProcessLink* li
   std::vector<std::unique_ptr<HostGroupComm>> comms;
   std::vector<std::vector<CommRef>> refs(played.size(), std::vector<CommRef>(s.groups.size()));
   if (link && !virtual_world) {
-    std::vector<bool> used(s.groups.size(), false);
-    for (const Op& op : s.ops)
-      if (planner::is_collective(op.kind)) used[op.group] = true;
+    const std::vector<bool> used = groups_with_collectives(s);
     for (std::size_t g = 0; g < s.groups.size(); ++g) {
       if (!used[g]) continue;
       for (const auto& instance : group_instances(s, static_cast<int>(g))) {
@@ -398,9 +396,7 @@ RunResult run_host(const Schedule& s, const RunOptions& options, ProcessLink* li
       }
     }
   } else if (!virtual_world) {
-    std::vector<bool> used(s.groups.size(), false);
-    for (const Op& op : s.ops)
-      if (planner::is_collective(op.kind)) used[op.group] = true;
+    const std::vector<bool> used = groups_with_collectives(s);
     for (std::size_t g = 0; g < s.groups.size(); ++g) {
       if (!used[g]) continue;
       for (const auto& instance : group_instances(s, static_cast<int>(g))) {

@@ -184,6 +184,10 @@ std::vector<double> load_durations(const std::string& path, const planner::Sched
 // group is a block of k consecutive ranks. Returns the instances, each its ranks in order.
 std::vector<std::vector<int>> group_instances(const planner::Schedule& schedule, int group);
 
+// Per process group of the schedule: whether any collective uses it (backends build
+// communicators only for those).
+std::vector<bool> groups_with_collectives(const planner::Schedule& schedule);
+
 // Collectives of one process group run one at a time in issue order, whatever stream issues
 // them: PyTorch's ProcessGroupNCCL launches every collective of a group on its one NCCL
 // stream. Per op, the collective of the same group issued last before it (-1: none, or not

@@ -128,6 +128,13 @@ std::vector<double> load_durations(const std::string& path, const Schedule& s) {
   return out;
 }
 
+std::vector<bool> groups_with_collectives(const Schedule& s) {
+  std::vector<bool> used(s.groups.size(), false);
+  for (const planner::Op& op : s.ops)
+    if (planner::is_collective(op.kind)) used[op.group] = true;
+  return used;
+}
+
 std::vector<std::vector<int>> group_instances(const Schedule& s, int group) {
   const int world = s.world_size;
   const int k = s.groups.at(group).ranks;

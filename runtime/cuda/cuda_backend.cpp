@@ -516,9 +516,7 @@ RunResult run_cuda(const Schedule& s, const RunOptions& options, ProcessLink* li
     // One ncclUniqueId per process-group instance, made by rank 0 and broadcast; every process
     // joins the instances it belongs to, group by group in the same order.
     check_cuda_setup(cudaSetDevice(device_of[0]), link->rank(), "cudaSetDevice");
-    std::vector<bool> used(s.groups.size(), false);
-    for (const Op& op : s.ops)
-      if (planner::is_collective(op.kind)) used[op.group] = true;
+    const std::vector<bool> used = groups_with_collectives(s);
     std::vector<std::pair<int, std::vector<int>>> instances;  // (group, ranks)
     for (std::size_t g = 0; g < s.groups.size(); ++g)
       if (used[g])
@@ -556,9 +554,7 @@ RunResult run_cuda(const Schedule& s, const RunOptions& options, ProcessLink* li
     }
     control.add_waker([&guard] { guard.abort(); });
   } else if (!virtual_world) {
-    std::vector<bool> used(s.groups.size(), false);
-    for (const Op& op : s.ops)
-      if (planner::is_collective(op.kind)) used[op.group] = true;
+    const std::vector<bool> used = groups_with_collectives(s);
     for (std::size_t g = 0; g < s.groups.size(); ++g) {
       if (!used[g]) continue;
       for (const auto& instance : group_instances(s, static_cast<int>(g))) {
