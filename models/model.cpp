@@ -38,10 +38,21 @@ std::optional<DType> parse_dtype(const std::string& name) {
   return std::nullopt;
 }
 
+namespace {
+// x^n by repeated multiplication: std::pow(double, int) goes through the general double
+// pow, and the planner evaluates these polynomials thousands of times per sweep point.
+// Exact whenever x^n is an integer below 2^53 (batch and sequence sizes), as pow is.
+double int_pow(double x, int n) {
+  if (n < 0) return 1.0 / int_pow(x, -n);
+  double r = 1;
+  for (; n > 0; --n) r *= x;
+  return r;
+}
+}  // namespace
+
 double Polynomial::at(double micro_batch, double seq_len) const {
   double sum = 0;
-  for (const Term& t : terms)
-    sum += t.coeff * std::pow(micro_batch, t.b_pow) * std::pow(seq_len, t.s_pow);
+  for (const Term& t : terms) sum += t.coeff * int_pow(micro_batch, t.b_pow) * int_pow(seq_len, t.s_pow);
   return sum;
 }
 

@@ -24,28 +24,40 @@ std::int64_t CachingAllocatorModel::segment_size(std::int64_t size) {
   return (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
-CachingAllocatorModel::FreeKey CachingAllocatorModel::free_key(int block) const {
+std::vector<CachingAllocatorModel::FreeEntry>& CachingAllocatorModel::free_list(int stream, bool small) {
+  const std::size_t i = 2 * static_cast<std::size_t>(stream) + (small ? 1 : 0);
+  if (i >= free_lists_.size()) free_lists_.resize(i + 1);
+  return free_lists_[i];
+}
+
+CachingAllocatorModel::FreeEntry CachingAllocatorModel::free_entry(int block) const {
   const Block& b = blocks_[block];
-  const Segment& seg = segments_[b.segment];
-  return {seg.stream, seg.small, b.size, b.segment, b.offset, block};
+  return {b.size, b.segment, b.offset, block};
 }
 
 void CachingAllocatorModel::mark_free(int block) {
   blocks_[block].free = true;
-  free_blocks_.insert(free_key(block));
+  const Segment& seg = segments_[blocks_[block].segment];
+  auto& list = free_list(seg.stream, seg.small);
+  const FreeEntry e = free_entry(block);
+  list.insert(std::lower_bound(list.begin(), list.end(), e), e);
 }
 
 void CachingAllocatorModel::mark_used(int block) {
-  free_blocks_.erase(free_key(block));
+  const Segment& seg = segments_[blocks_[block].segment];
+  auto& list = free_list(seg.stream, seg.small);
+  const FreeEntry e = free_entry(block);
+  auto it = std::lower_bound(list.begin(), list.end(), e);
+  if (it != list.end() && it->block == block) list.erase(it);
   blocks_[block].free = false;
 }
 
 // Best fit: the smallest free block of the stream's pool that is large enough; among equal
-// sizes the first in segment and address order. O(log n) through the ordered free set.
-int CachingAllocatorModel::find_free_block(std::int64_t size, int stream, bool small) const {
-  auto it = free_blocks_.lower_bound(FreeKey{stream, small, size, -1, -1, -1});
-  if (it == free_blocks_.end() || std::get<0>(*it) != stream || std::get<1>(*it) != small) return -1;
-  return std::get<5>(*it);
+// sizes the first in segment and address order.
+int CachingAllocatorModel::find_free_block(std::int64_t size, int stream, bool small) {
+  const auto& list = free_list(stream, small);
+  auto it = std::lower_bound(list.begin(), list.end(), size, [](const FreeEntry& e, std::int64_t s) { return e.size < s; });
+  return it == list.end() ? -1 : it->block;
 }
 
 int CachingAllocatorModel::split(int block, std::int64_t size) {
@@ -72,7 +84,7 @@ void CachingAllocatorModel::release_cached_segments() {
     if (seg.released) continue;
     bool all_free = std::all_of(seg.blocks.begin(), seg.blocks.end(), [&](int b) { return blocks_[b].free; });
     if (all_free) {
-      for (int b : seg.blocks) free_blocks_.erase(free_key(b));
+      for (int b : seg.blocks) mark_used(b);
       seg.released = true;
       reserved_ -= seg.size;
     }

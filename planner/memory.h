@@ -5,9 +5,7 @@
 
 #include <array>
 #include <cstdint>
-#include <set>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "planner/schedule.h"
@@ -63,16 +61,30 @@ class CachingAllocatorModel {
     std::vector<int> blocks;  // block ids in address order
     bool released = false;
   };
-  int find_free_block(std::int64_t size, int stream, bool small) const;
+  int find_free_block(std::int64_t size, int stream, bool small);
   void release_cached_segments();
   int split(int block, std::int64_t size);
-  // Free blocks of live segments ordered as the best-fit search visits them: by stream,
-  // pool, size, then segment and address (the first of equal sizes wins, as in a scan).
-  using FreeKey = std::tuple<int, bool, std::int64_t, int, std::int64_t, int>;
-  FreeKey free_key(int block) const;
+  // Free blocks of live segments, one list per (stream, pool) ordered as the best-fit
+  // search visits them: by size, then segment and address (the first of equal sizes wins,
+  // as in a scan). Sorted vectors rather than one std::set: a step splits and frees blocks
+  // thousands of times, the set's node allocations and six-field comparisons were most of
+  // the replay (a sweep replays thousands of steps), and each list stays short.
+  struct FreeEntry {
+    std::int64_t size;
+    int segment;
+    std::int64_t offset;
+    int block;
+    bool operator<(const FreeEntry& o) const {
+      if (size != o.size) return size < o.size;
+      if (segment != o.segment) return segment < o.segment;
+      return offset < o.offset;
+    }
+  };
+  std::vector<FreeEntry>& free_list(int stream, bool small);
+  FreeEntry free_entry(int block) const;
   void mark_free(int block);
   void mark_used(int block);
-  std::set<FreeKey> free_blocks_;
+  std::vector<std::vector<FreeEntry>> free_lists_;  // index 2 * stream + small
 
   double capacity_bytes_;
   std::vector<Block> blocks_;

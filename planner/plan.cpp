@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <deque>
 #include <functional>
-#include <map>
-#include <set>
+#include <stdexcept>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "models/json_input.h"
 
@@ -66,17 +64,24 @@ class StepBuilder {
     inflight_.assign(plan_.units.size(), -1);
     ready_.assign(plan_.units.size(), -1);
     grads_.assign(plan_.units.size(), {});
+    unit_params_.assign(plan_.units.size(), {});
     index_parameters();
+    activation_of_event_.assign(forward_.size(), -1);
     sharded_grad_.assign(plan_.units.size(), -1);
     replicated_grad_.assign(plan_.units.size(), -1);
-    // About 2.5 ops and 3 allocations per forward event per micro-step: reserving spares the
-    // sweep (thousands of plans) the regrowth copies.
-    s_.ops.reserve(forward_.size() * 3 * static_cast<std::size_t>(s_.micro_steps) + 16);
-    s_.allocations.reserve(forward_.size() * 4 * static_cast<std::size_t>(s_.micro_steps) + plan_.units.size() * 3);
+    // Per micro-step about 3 ops (forward, recompute, backward) and 8 allocations (saved
+    // activations, gradients, transient pieces) per costed module, and up to 10 ops and 8
+    // allocations per unit (gathers, copies, reductions): reserving spares the sweep
+    // (thousands of plans) the regrowth copies.
+    const std::size_t computes = static_cast<std::size_t>(
+        std::count_if(forward_.begin(), forward_.end(), [](const Event& e) { return e.kind == Event::compute; }));
+    const std::size_t micro = static_cast<std::size_t>(s_.micro_steps), units = plan_.units.size();
+    s_.ops.reserve((3 * computes + 10 * units) * micro + 16);
+    s_.allocations.reserve((8 * computes + 8 * units) * micro + 3 * units);
     make_persistent_state();
     for (int micro = 0; micro < s_.micro_steps; ++micro) {
       micro_ = micro;
-      has_grad_.clear();
+      has_grad_.assign(param_owner_.size(), 0);
       forward();
       backward();
     }
@@ -194,6 +199,7 @@ class StepBuilder {
       for (auto it = ending.rbegin(); it != ending.rend(); ++it) forward_.push_back({Event::post, *it, nullptr, -1});
     };
     walk(sc_.model.root, 0, -1, false);
+    blocks_ = block_index;
     if (t_.checkpointing != Checkpointing::none && block_index == 0)
       throw InputError(sc_.file, "training.activation_checkpointing",
                        "the model has no transformer blocks to checkpoint");
@@ -206,18 +212,36 @@ class StepBuilder {
       if (it->kind == Event::post) backward_units_.push_back(it->unit);
   }
 
+  // Dense indices for the canonical parameters (those the units own; a tied parameter is
+  // stored once, under the parameter it is tied to), and the ones each costed module uses.
+  // Indices rather than maps keyed by pointer or name: a sweep plans thousands of points.
   void index_parameters() {
-    std::unordered_map<std::string, const models::Parameter*> canonical;
+    std::vector<std::pair<const models::Parameter*, int>> index;  // sorted by address
     for (const Unit& u : plan_.units)
       for (const models::Parameter* p : u.params) {
-        owner_[p] = u.index;
-        canonical[p->full_name] = p;
+        const int i = static_cast<int>(param_owner_.size());
+        index.emplace_back(p, i);
+        param_owner_.push_back(u.index);
+        param_numel_.push_back(p->numel());
+        unit_params_[u.index].push_back(i);
       }
-    for (const Event& e : forward_) {
-      if (e.kind != Event::compute) continue;
-      auto& list = module_params_[e.module];
-      models::for_each_module(*e.module, [&](const Module& m) {
-        for (const models::Parameter& p : m.params) list.push_back(canonical.at(p.tied_to.empty() ? p.full_name : p.tied_to));
+    std::sort(index.begin(), index.end());
+    std::unordered_map<std::string, int> by_name;  // for tied parameters only, built on first use
+    auto canonical = [&](const models::Parameter& p) {
+      if (p.tied_to.empty()) {
+        auto it = std::lower_bound(index.begin(), index.end(), std::make_pair(&p, -1));
+        if (it == index.end() || it->first != &p) throw std::logic_error("parameter " + p.full_name + " has no unit");
+        return it->second;
+      }
+      if (by_name.empty())
+        for (const auto& [param, i] : index) by_name.emplace(param->full_name, i);
+      return by_name.at(p.tied_to);
+    };
+    event_params_.assign(forward_.size(), {});
+    for (std::size_t i = 0; i < forward_.size(); ++i) {
+      if (forward_[i].kind != Event::compute) continue;
+      models::for_each_module(*forward_[i].module, [&](const Module& m) {
+        for (const models::Parameter& p : m.params) event_params_[i].push_back(canonical(p));
       });
     }
   }
@@ -355,8 +379,9 @@ class StepBuilder {
     phase_ = Phase::forward;
     const double b = static_cast<double>(t_.micro_batch), seq = static_cast<double>(t_.seq_len);
     int input = -1;
-    std::map<int, int> checkpoint_input;  // region -> allocation
-    for (const Event& e : forward_) {
+    checkpoint_inputs_.assign(blocks_, -1);  // region (block index) -> allocation
+    for (std::size_t i = 0; i < forward_.size(); ++i) {
+      const Event& e = forward_[i];
       if (e.kind == Event::pre) {
         unshard(e.unit);
         wait_unshard(e.unit, true);
@@ -383,18 +408,17 @@ class StepBuilder {
       if (input < 0)
         input = alloc_at(op, static_cast<std::int64_t>(8 * b * seq), MemCategory::input, "input token ids");
       if (e.selective) {
-        activations_[e.module] = alloc_at(op, sac_saved_bytes(c, b, seq), MemCategory::activation,
+        activation_of_event_[i] = alloc_at(op, sac_saved_bytes(c, b, seq), MemCategory::activation,
                                           "activations of " + e.module->full_name + " (selective)");
       } else if (e.region < 0) {
-        activations_[e.module] = alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
-                                          "activations of " + e.module->full_name);
-      } else if (!checkpoint_input.count(e.region)) {
-        checkpoint_input[e.region] = alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::activation,
+        activation_of_event_[i] = alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
+                                           "activations of " + e.module->full_name);
+      } else if (checkpoint_inputs_[e.region] < 0) {
+        checkpoint_inputs_[e.region] = alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::activation,
                                               "checkpointed input of " + e.module->full_name);
       }
       transient_at(op, c, c.forward_transient_bytes, b, seq, "forward transients of " + e.module->full_name);
     }
-    checkpoint_inputs_ = checkpoint_input;
     input_ = input;
   }
 
@@ -437,9 +461,9 @@ class StepBuilder {
   void backward() {
     phase_ = Phase::backward;
     const double b = static_cast<double>(t_.micro_batch), seq = static_cast<double>(t_.seq_len);
-    std::map<int, bool> recomputed;
-    for (auto it = forward_.rbegin(); it != forward_.rend(); ++it) {
-      const Event& e = *it;
+    std::vector<char> recomputed(blocks_, 0);  // region -> recomputed this backward
+    for (std::size_t i = forward_.size(); i-- > 0;) {
+      const Event& e = forward_[i];
       if (e.kind == Event::post) {  // pre-backward
         unshard(e.unit);
         wait_unshard(e.unit, false);
@@ -478,7 +502,7 @@ class StepBuilder {
       s_.ops[op].attention_flops = 2.0 * c.attention_flops.at(b, seq);
       s_.ops[op].hbm_bytes = 2.0 * c.forward_hbm_bytes.at(b, seq) * act_scale_;
       depend_on_unit(op, e.unit);
-      if (grads_sharded_) allocate_grads(op, module_params_[e.module], "grads of " + e.module->full_name);
+      if (grads_sharded_) allocate_grads(op, event_params_[i], "grads of " + e.module->full_name);
       if (!c.backward_transient_bytes.empty()) {
         // The module's backward transients, which include the gradient flowing in and the
         // gradient w.r.t. its input (models/transformer_costs.h).
@@ -490,9 +514,8 @@ class StepBuilder {
                                   "input grad of " + e.module->full_name);
         free_at(op, grad_input);
       }
-      free_at(op, activations_[e.module]);
+      free_at(op, activation_of_event_[i]);
       free_at(op, recomputed_ops);
-      activations_.erase(e.module);
       if (e.region >= 0 && first_of_region(e) ) free_at(op, checkpoint_inputs_[e.region]);
     }
     free_at(last_op_, input_);
@@ -500,15 +523,16 @@ class StepBuilder {
 
   // Autograd materialises a parameter's gradient when the backward of the first module
   // (in backward order) that uses it runs.
-  void allocate_grads(int op, const std::vector<const models::Parameter*>& params, const std::string& name) {
+  void allocate_grads(int op, const std::vector<int>& params, const std::string& name) {
     // (unit, elements) in unit order; a module's parameters are nearly always in one unit.
     std::vector<std::pair<int, std::int64_t>> numel_by_unit;
-    for (const models::Parameter* p : params) {
-      if (!has_grad_.insert(p).second) continue;
-      const int u = owner_.at(p);
+    for (int p : params) {
+      if (has_grad_[p]) continue;
+      has_grad_[p] = 1;
+      const int u = param_owner_[p];
       auto it = std::find_if(numel_by_unit.begin(), numel_by_unit.end(), [&](const auto& e) { return e.first == u; });
-      if (it == numel_by_unit.end()) numel_by_unit.emplace_back(u, p->numel());
-      else it->second += p->numel();
+      if (it == numel_by_unit.end()) numel_by_unit.emplace_back(u, param_numel_[p]);
+      else it->second += param_numel_[p];
     }
     std::sort(numel_by_unit.begin(), numel_by_unit.end());
     for (const auto& [u, numel] : numel_by_unit)
@@ -521,7 +545,8 @@ class StepBuilder {
   }
 
   void recompute_region(int region, double b, double seq) {
-    for (const Event& f : forward_) {
+    for (std::size_t i = 0; i < forward_.size(); ++i) {
+      const Event& f = forward_[i];
       if (f.kind != Event::compute || f.region != region) continue;
       const models::ModuleCosts& c = *f.module->costs;
       int op = add_op(OpKind::recompute, Stream::compute, "recompute " + f.module->full_name, f.unit, f.module->full_name);
@@ -530,8 +555,8 @@ class StepBuilder {
       s_.ops[op].attention_flops = c.attention_flops.at(b, seq);
       s_.ops[op].hbm_bytes = c.forward_hbm_bytes.at(b, seq) * act_scale_;
       depend_on_unit(op, f.unit);
-      activations_[f.module] = alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
-                                        "recomputed activations of " + f.module->full_name);
+      activation_of_event_[i] = alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
+                                         "recomputed activations of " + f.module->full_name);
       transient_at(op, c, c.forward_transient_bytes, b, seq, "recompute transients of " + f.module->full_name);
     }
   }
@@ -549,9 +574,9 @@ class StepBuilder {
     if (sh.numel == 0) return;
     if (grads_sharded_) {
       // Parameters no costed module covers get their grads here.
-      std::vector<const models::Parameter*> rest;
-      for (const models::Parameter* p : unit(u).params)
-        if (!has_grad_.count(p)) rest.push_back(p);
+      std::vector<int> rest;
+      for (int p : unit_params_[u])
+        if (!has_grad_[p]) rest.push_back(p);
       if (!rest.empty() && last_op_ >= 0) allocate_grads(last_op_, rest, "grads of " + name);
     }
     const bool last_micro = micro_ == s_.micro_steps - 1;
@@ -708,17 +733,21 @@ class StepBuilder {
   std::vector<int> unsharded_, comm_buffer_, reshard_copy_, inflight_, ready_, sharded_grad_, replicated_grad_;
   std::vector<int> accumulated_grad_;  // per unit: unsharded grads summed over micro-steps (grad_sync last_micro_step)
   std::vector<std::vector<int>> grads_;  // per unit: unsharded grad allocations of this micro-step
-  std::unordered_map<const models::Parameter*, int> owner_;  // canonical parameter -> unit
-  std::unordered_map<const Module*, std::vector<const models::Parameter*>> module_params_;  // costed module -> canonical params it uses
-  std::unordered_set<const models::Parameter*> has_grad_;
+  // Canonical parameters by dense index (index_parameters).
+  std::vector<int> param_owner_;                 // parameter -> unit
+  std::vector<std::int64_t> param_numel_;        // parameter -> elements
+  std::vector<std::vector<int>> unit_params_;    // unit -> parameters it owns
+  std::vector<std::vector<int>> event_params_;   // forward event -> parameters its module uses (compute events)
+  std::vector<char> has_grad_;                   // parameter -> gradient made this micro-step
   std::unordered_map<int, const Module*> region_first_module_;  // checkpoint region -> its first costed module
   int unsharded_pending_ = -1;
   int previous_ag_output_ = -1;
   int previous_rs_input_ = -1;
   int pending_cpu_wait_ = -1;
   std::deque<int> free_events_;
-  std::map<const Module*, int> activations_;
-  std::map<int, int> checkpoint_inputs_;
+  int blocks_ = 0;  // transformer blocks (checkpoint regions are block indices)
+  std::vector<int> activation_of_event_;  // compute event -> its saved activations until its backward
+  std::vector<int> checkpoint_inputs_;    // region -> its checkpointed input until its backward
   int input_ = -1;
   std::vector<int> reduce_done_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "models/json_input.h"
@@ -100,20 +101,31 @@ namespace {
 
 // The module tree in forward (pre-order) order with dense indices: the sweep plans thousands
 // of points, and keyed maps over module pointers and parameter names were a third of planning.
+// Pointer -> index is a sorted array (one allocation, binary search) rather than a hash map
+// (an allocation per module).
 struct ModuleIndex {
-  std::vector<const Module*> order;       // pre-order
-  std::vector<int> parent;                // index of the parent, -1 for the root
-  std::unordered_map<const Module*, int> index;
+  std::vector<const Module*> order;  // pre-order
+  std::vector<int> parent;           // index of the parent, -1 for the root
+  std::vector<std::pair<const Module*, int>> by_address;
 
-  explicit ModuleIndex(const Module& root) { add(root, -1); }
+  explicit ModuleIndex(const Module& root) {
+    add(root, -1);
+    by_address.reserve(order.size());
+    for (std::size_t i = 0; i < order.size(); ++i) by_address.emplace_back(order[i], static_cast<int>(i));
+    std::sort(by_address.begin(), by_address.end());
+  }
   void add(const Module& m, int parent_index) {
     const int i = static_cast<int>(order.size());
     order.push_back(&m);
     parent.push_back(parent_index);
-    index.emplace(&m, i);
     for (const Module& c : m.children) add(c, i);
   }
-  int of(const Module* m) const { return index.at(m); }
+  // Index of a module of this tree.
+  int of(const Module* m) const {
+    auto it = std::lower_bound(by_address.begin(), by_address.end(), std::make_pair(m, -1));
+    if (it == by_address.end() || it->first != m) throw std::logic_error("module outside the model tree");
+    return it->second;
+  }
 };
 
 }  // namespace
