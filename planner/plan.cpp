@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -14,21 +15,145 @@ using models::Module;
 
 namespace {
 
-// One step of the forward program: a unit's pre/post-forward hook or a module's compute.
-struct Event {
-  enum Kind { pre, compute, post } kind;
-  int unit = -1;                  // unit of the hook, or the innermost unit of the module
-  const Module* module = nullptr; // compute only
-  int region = -1;                // activation-checkpoint region (block index), -1 if none
-  bool selective = false;         // inside a block under op-level selective checkpointing
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+// What planning derives from the model, the wrap policy and activation checkpointing alone.
+struct PlanCache::Layout {
+  // What it was built for: the addresses of the model's modules and parameters in pre-order
+  // (the pointers below are valid while these are the model's), the wrap and checkpointing.
+  std::vector<const void*> addresses;
+  WrapSpec wrap;
+  Checkpointing checkpointing = Checkpointing::none;
+  int checkpoint_every = 1;
+
+  // One step of the forward program: a unit's pre/post-forward hook or a module's compute.
+  struct Event {
+    enum Kind { pre, compute, post } kind;
+    int unit = -1;                  // unit of the hook, or the innermost unit of the module
+    const Module* module = nullptr; // compute only
+    int region = -1;                // activation-checkpoint region (block index), -1 if none
+    bool selective = false;         // inside a block under op-level selective checkpointing
+  };
+
+  std::vector<Unit> units;
+  std::vector<Event> forward;
+  std::vector<int> forward_units, backward_units;
+  std::unordered_map<int, const Module*> region_first_module;  // checkpoint region -> its first costed module
+  int blocks = 0;  // transformer blocks (checkpoint regions are block indices)
+  // Canonical parameters by dense index (index_parameters).
+  std::vector<const models::Parameter*> params;  // parameter -> the model's
+  std::vector<int> param_owner;                  // parameter -> unit
+  std::vector<std::vector<int>> unit_params;     // unit -> parameters it owns
+  std::vector<std::vector<int>> event_params;    // forward event -> parameters its module uses (compute events)
 };
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
+namespace {
+
+using Event = PlanCache::Layout::Event;
+
+// The forward program: unit hooks and module computes in forward order, with checkpoint
+// regions; then the units in forward and backward order.
+void make_forward_program(const Scenario& sc, PlanCache::Layout& l) {
+  const TrainingSpec& t = sc.training;
+  std::unordered_map<const Module*, std::vector<int>> starts, ends;
+  for (const Unit& u : l.units) {
+    starts[u.modules.front()].push_back(u.index);
+    ends[u.modules.back()].push_back(u.index);
+  }
+  std::unordered_map<const Module*, int> unit_of;
+  for (const Unit& u : l.units)
+    for (const Module* m : u.modules) unit_of[m] = u.index;
+  static const std::vector<int> none;
+  auto units_at = [&](const std::unordered_map<const Module*, std::vector<int>>& map, const Module* m)
+      -> const std::vector<int>& {
+    auto it = map.find(m);
+    return it == map.end() ? none : it->second;
+  };
+  std::vector<std::string> types = block_types(sc.model, sc.fsdp.wrap);
+  int block_index = 0;
+  std::function<void(const Module&, int, int, bool)> walk = [&](const Module& m, int current_unit, int region,
+                                                                 bool selective) {
+    if (auto it = unit_of.find(&m); it != unit_of.end()) current_unit = it->second;
+    for (int u : units_at(starts, &m)) l.forward.push_back({Event::pre, u, nullptr, -1});
+    if (&m != &sc.model.root && std::find(types.begin(), types.end(), m.type) != types.end()) {
+      const int i = block_index++;
+      const bool checkpointed = t.checkpointing == Checkpointing::full ||
+                                (t.checkpointing == Checkpointing::every_k && i % t.checkpoint_every == 0);
+      if (checkpointed && region < 0) region = i;
+      if (t.checkpointing == Checkpointing::selective) selective = true;
+    }
+    if (m.costs) {
+      if (selective && m.costs->sac_saved_activation_bytes.empty())
+        throw InputError(sc.file, "training.activation_checkpointing",
+                         "selective checkpointing needs the model's sac_* costs, which module \"" + m.full_name +
+                             "\" lacks (the Hugging Face importer writes them)");
+      l.forward.push_back({Event::compute, current_unit, &m, region, selective});
+    }
+    for (const Module& c : m.children) walk(c, current_unit, region, selective);
+    const std::vector<int>& ending = units_at(ends, &m);
+    for (auto it = ending.rbegin(); it != ending.rend(); ++it) l.forward.push_back({Event::post, *it, nullptr, -1});
+  };
+  walk(sc.model.root, 0, -1, false);
+  l.blocks = block_index;
+  if (t.checkpointing != Checkpointing::none && block_index == 0)
+    throw InputError(sc.file, "training.activation_checkpointing",
+                     "the model has no transformer blocks to checkpoint");
+  for (const Event& e : l.forward) {
+    if (e.kind == Event::pre && e.unit != 0) l.forward_units.push_back(e.unit);
+    if (e.kind == Event::compute && e.region >= 0) l.region_first_module.emplace(e.region, e.module);
+  }
+  l.forward_units.insert(l.forward_units.begin(), 0);
+  for (auto it = l.forward.rbegin(); it != l.forward.rend(); ++it)
+    if (it->kind == Event::post) l.backward_units.push_back(it->unit);
+}
+
+// Dense indices for the canonical parameters (those the units own; a tied parameter is
+// stored once, under the parameter it is tied to), and the ones each costed module uses.
+// Indices rather than maps keyed by pointer or name: a sweep plans thousands of points.
+void index_parameters(PlanCache::Layout& l) {
+  l.unit_params.assign(l.units.size(), {});
+  std::vector<std::pair<const models::Parameter*, int>> index;  // sorted by address
+  for (const Unit& u : l.units)
+    for (const models::Parameter* p : u.params) {
+      const int i = static_cast<int>(l.param_owner.size());
+      index.emplace_back(p, i);
+      l.param_owner.push_back(u.index);
+      l.params.push_back(p);
+      l.unit_params[u.index].push_back(i);
+    }
+  std::sort(index.begin(), index.end());
+  std::unordered_map<std::string, int> by_name;  // for tied parameters only, built on first use
+  auto canonical = [&](const models::Parameter& p) {
+    if (p.tied_to.empty()) {
+      auto it = std::lower_bound(index.begin(), index.end(), std::make_pair(&p, -1));
+      if (it == index.end() || it->first != &p) throw std::logic_error("parameter " + p.full_name + " has no unit");
+      return it->second;
+    }
+    if (by_name.empty())
+      for (const auto& [param, i] : index) by_name.emplace(param->full_name, i);
+    return by_name.at(p.tied_to);
+  };
+  l.event_params.assign(l.forward.size(), {});
+  for (std::size_t i = 0; i < l.forward.size(); ++i) {
+    if (l.forward[i].kind != Event::compute) continue;
+    models::for_each_module(*l.forward[i].module, [&](const Module& m) {
+      for (const models::Parameter& p : m.params) l.event_params[i].push_back(canonical(p));
+    });
+  }
+}
+
 
 class StepBuilder {
  public:
-  StepBuilder(const Scenario& scenario, Plan& plan)
-      : sc_(scenario), plan_(plan), s_(plan.schedule), t_(scenario.training), f_(scenario.fsdp) {
+  StepBuilder(const Scenario& scenario, const PlanCache::Layout& layout, Plan& plan)
+      : sc_(scenario), plan_(plan), s_(plan.schedule), t_(scenario.training), f_(scenario.fsdp),
+        forward_(layout.forward), forward_units_(layout.forward_units), backward_units_(layout.backward_units),
+        region_first_module_(layout.region_first_module), blocks_(layout.blocks), param_owner_(layout.param_owner),
+        unit_params_(layout.unit_params), event_params_(layout.event_params) {
+    param_numel_.reserve(layout.params.size());
+    for (const models::Parameter* p : layout.params) param_numel_.push_back(p->numel());
     b_c_ = models::dtype_bytes(t_.param_dtype);
     b_r_ = models::dtype_bytes(t_.reduce_dtype);
     b_m_ = models::dtype_bytes(t_.master_dtype);
@@ -51,7 +176,6 @@ class StepBuilder {
     s_.tokens_per_rank = b * seq * t_.grad_accum;
     s_.model_flops_per_rank = 3.0 * sc_.model.forward_flops(b, seq) * t_.grad_accum;
     make_groups();
-    make_forward_program();
     // The schedule is op by op; bound its size so a typo cannot exhaust memory.
     constexpr double kMaxEvents = 4e6;
     if (static_cast<double>(forward_.size()) * s_.micro_steps > kMaxEvents)
@@ -64,8 +188,6 @@ class StepBuilder {
     inflight_.assign(plan_.units.size(), -1);
     ready_.assign(plan_.units.size(), -1);
     grads_.assign(plan_.units.size(), {});
-    unit_params_.assign(plan_.units.size(), {});
-    index_parameters();
     activation_of_event_.assign(forward_.size(), -1);
     sharded_grad_.assign(plan_.units.size(), -1);
     replicated_grad_.assign(plan_.units.size(), -1);
@@ -156,94 +278,6 @@ class StepBuilder {
     world_group_ = add_group("world", world, sc_.cluster.nodes);
     if (f_.reshard_after_forward > 1 && f_.reshard_after_forward < W)
       reshard_group_ = add_group("reshard", f_.reshard_after_forward, ceil_div(f_.reshard_after_forward, gpn));
-  }
-
-  // ---- the forward program -----------------------------------------------------------
-  void make_forward_program() {
-    std::unordered_map<const Module*, std::vector<int>> starts, ends;
-    for (const Unit& u : plan_.units) {
-      starts[u.modules.front()].push_back(u.index);
-      ends[u.modules.back()].push_back(u.index);
-    }
-    std::unordered_map<const Module*, int> unit_of;
-    for (const Unit& u : plan_.units)
-      for (const Module* m : u.modules) unit_of[m] = u.index;
-    static const std::vector<int> none;
-    auto units_at = [&](const std::unordered_map<const Module*, std::vector<int>>& map, const Module* m)
-        -> const std::vector<int>& {
-      auto it = map.find(m);
-      return it == map.end() ? none : it->second;
-    };
-    std::vector<std::string> types = block_types(sc_.model, f_.wrap);
-    int block_index = 0;
-    std::function<void(const Module&, int, int, bool)> walk = [&](const Module& m, int current_unit, int region,
-                                                                   bool selective) {
-      if (auto it = unit_of.find(&m); it != unit_of.end()) current_unit = it->second;
-      for (int u : units_at(starts, &m)) forward_.push_back({Event::pre, u, nullptr, -1});
-      if (&m != &sc_.model.root && std::find(types.begin(), types.end(), m.type) != types.end()) {
-        const int i = block_index++;
-        const bool checkpointed = t_.checkpointing == Checkpointing::full ||
-                                  (t_.checkpointing == Checkpointing::every_k && i % t_.checkpoint_every == 0);
-        if (checkpointed && region < 0) region = i;
-        if (t_.checkpointing == Checkpointing::selective) selective = true;
-      }
-      if (m.costs) {
-        if (selective && m.costs->sac_saved_activation_bytes.empty())
-          throw InputError(sc_.file, "training.activation_checkpointing",
-                           "selective checkpointing needs the model's sac_* costs, which module \"" + m.full_name +
-                               "\" lacks (the Hugging Face importer writes them)");
-        forward_.push_back({Event::compute, current_unit, &m, region, selective});
-      }
-      for (const Module& c : m.children) walk(c, current_unit, region, selective);
-      const std::vector<int>& ending = units_at(ends, &m);
-      for (auto it = ending.rbegin(); it != ending.rend(); ++it) forward_.push_back({Event::post, *it, nullptr, -1});
-    };
-    walk(sc_.model.root, 0, -1, false);
-    blocks_ = block_index;
-    if (t_.checkpointing != Checkpointing::none && block_index == 0)
-      throw InputError(sc_.file, "training.activation_checkpointing",
-                       "the model has no transformer blocks to checkpoint");
-    for (const Event& e : forward_) {
-      if (e.kind == Event::pre && e.unit != 0) forward_units_.push_back(e.unit);
-      if (e.kind == Event::compute && e.region >= 0) region_first_module_.emplace(e.region, e.module);
-    }
-    forward_units_.insert(forward_units_.begin(), 0);
-    for (auto it = forward_.rbegin(); it != forward_.rend(); ++it)
-      if (it->kind == Event::post) backward_units_.push_back(it->unit);
-  }
-
-  // Dense indices for the canonical parameters (those the units own; a tied parameter is
-  // stored once, under the parameter it is tied to), and the ones each costed module uses.
-  // Indices rather than maps keyed by pointer or name: a sweep plans thousands of points.
-  void index_parameters() {
-    std::vector<std::pair<const models::Parameter*, int>> index;  // sorted by address
-    for (const Unit& u : plan_.units)
-      for (const models::Parameter* p : u.params) {
-        const int i = static_cast<int>(param_owner_.size());
-        index.emplace_back(p, i);
-        param_owner_.push_back(u.index);
-        param_numel_.push_back(p->numel());
-        unit_params_[u.index].push_back(i);
-      }
-    std::sort(index.begin(), index.end());
-    std::unordered_map<std::string, int> by_name;  // for tied parameters only, built on first use
-    auto canonical = [&](const models::Parameter& p) {
-      if (p.tied_to.empty()) {
-        auto it = std::lower_bound(index.begin(), index.end(), std::make_pair(&p, -1));
-        if (it == index.end() || it->first != &p) throw std::logic_error("parameter " + p.full_name + " has no unit");
-        return it->second;
-      }
-      if (by_name.empty())
-        for (const auto& [param, i] : index) by_name.emplace(param->full_name, i);
-      return by_name.at(p.tied_to);
-    };
-    event_params_.assign(forward_.size(), {});
-    for (std::size_t i = 0; i < forward_.size(); ++i) {
-      if (forward_[i].kind != Event::compute) continue;
-      models::for_each_module(*forward_[i].module, [&](const Module& m) {
-        for (const models::Parameter& p : m.params) event_params_[i].push_back(canonical(p));
-      });
-    }
   }
 
   // ---- persistent state ------------------------------------------------------------------
@@ -725,27 +759,27 @@ class StepBuilder {
   bool params_sharded_ = true, grads_sharded_ = true, optimizer_sharded_ = true;
   double act_scale_ = 1;
   int shard_group_ = -1, replicate_group_ = -1, world_group_ = -1, reshard_group_ = -1;
-  std::vector<Event> forward_;
-  std::vector<int> forward_units_, backward_units_;
+  const std::vector<Event>& forward_;
+  const std::vector<int>& forward_units_;
+  const std::vector<int>& backward_units_;
+  const std::unordered_map<int, const Module*>& region_first_module_;
+  const int blocks_;
   int micro_ = 0;
   Phase phase_ = Phase::forward;
   int last_op_ = -1;
   std::vector<int> unsharded_, comm_buffer_, reshard_copy_, inflight_, ready_, sharded_grad_, replicated_grad_;
   std::vector<int> accumulated_grad_;  // per unit: unsharded grads summed over micro-steps (grad_sync last_micro_step)
   std::vector<std::vector<int>> grads_;  // per unit: unsharded grad allocations of this micro-step
-  // Canonical parameters by dense index (index_parameters).
-  std::vector<int> param_owner_;                 // parameter -> unit
-  std::vector<std::int64_t> param_numel_;        // parameter -> elements
-  std::vector<std::vector<int>> unit_params_;    // unit -> parameters it owns
-  std::vector<std::vector<int>> event_params_;   // forward event -> parameters its module uses (compute events)
+  const std::vector<int>& param_owner_;                // canonical parameter -> unit
+  const std::vector<std::vector<int>>& unit_params_;   // unit -> parameters it owns
+  const std::vector<std::vector<int>>& event_params_;  // forward event -> parameters its module uses
+  std::vector<std::int64_t> param_numel_;              // canonical parameter -> elements
   std::vector<char> has_grad_;                   // parameter -> gradient made this micro-step
-  std::unordered_map<int, const Module*> region_first_module_;  // checkpoint region -> its first costed module
   int unsharded_pending_ = -1;
   int previous_ag_output_ = -1;
   int previous_rs_input_ = -1;
   int pending_cpu_wait_ = -1;
   std::deque<int> free_events_;
-  int blocks_ = 0;  // transformer blocks (checkpoint regions are block indices)
   std::vector<int> activation_of_event_;  // compute event -> its saved activations until its backward
   std::vector<int> checkpoint_inputs_;    // region -> its checkpointed input until its backward
   int input_ = -1;
@@ -754,12 +788,63 @@ class StepBuilder {
 
 }  // namespace
 
-Plan plan_step(const Scenario& scenario) {
+namespace {
+
+// The model's modules and parameters in pre-order, by address.
+void model_addresses(const models::Model& model, std::vector<const void*>& out) {
+  out.clear();
+  models::for_each_module(model.root, [&](const Module& m) {
+    out.push_back(&m);
+    for (const models::Parameter& p : m.params) out.push_back(&p);
+  });
+}
+
+bool same_wrap(const WrapSpec& a, const WrapSpec& b) {
+  return a.policy == b.policy && a.every == b.every && a.min_num_params == b.min_num_params &&
+         a.modules == b.modules && a.block_types == b.block_types;
+}
+
+std::unique_ptr<PlanCache::Layout> make_layout(const Scenario& scenario) {
+  auto l = std::make_unique<PlanCache::Layout>();
+  l->wrap = scenario.fsdp.wrap;
+  l->checkpointing = scenario.training.checkpointing;
+  l->checkpoint_every = scenario.training.checkpoint_every;
+  l->units = build_units(scenario.model, scenario.fsdp.wrap, scenario.file);
+  make_forward_program(scenario, *l);
+  index_parameters(*l);
+  return l;
+}
+
+Plan plan_with(const Scenario& scenario, const PlanCache::Layout& layout) {
   Plan plan;
-  plan.units = build_units(scenario.model, scenario.fsdp.wrap, scenario.file);
+  plan.units = layout.units;
+  plan.shards.reserve(plan.units.size());
   for (const Unit& u : plan.units) plan.shards.push_back(shard_unit(u, scenario.fsdp.shard_group_size, scenario.fsdp.version));
-  StepBuilder(scenario, plan).build();
+  StepBuilder(scenario, layout, plan).build();
   return plan;
+}
+
+}  // namespace
+
+PlanCache::PlanCache() = default;
+PlanCache::~PlanCache() = default;
+PlanCache::PlanCache(PlanCache&&) noexcept = default;
+PlanCache& PlanCache::operator=(PlanCache&&) noexcept = default;
+void PlanCache::clear() { layout_.reset(); }
+
+Plan plan_step(const Scenario& scenario) { return plan_with(scenario, *make_layout(scenario)); }
+
+Plan plan_step(const Scenario& scenario, PlanCache& cache) {
+  model_addresses(scenario.model, cache.addresses_);
+  const PlanCache::Layout* l = cache.layout_.get();
+  if (!l || l->addresses != cache.addresses_ || !same_wrap(l->wrap, scenario.fsdp.wrap) ||
+      l->checkpointing != scenario.training.checkpointing || l->checkpoint_every != scenario.training.checkpoint_every) {
+    cache.layout_.reset();
+    cache.layout_ = make_layout(scenario);
+    cache.layout_->addresses = cache.addresses_;
+    ++cache.layouts_built_;
+  }
+  return plan_with(scenario, *cache.layout_);
 }
 
 }  // namespace fsdpsim::planner

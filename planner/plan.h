@@ -4,6 +4,7 @@
 // accumulation micro-step, and the optimizer step.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "planner/scenario.h"
@@ -20,5 +21,33 @@ struct Plan {
 };
 
 Plan plan_step(const Scenario& scenario);
+
+// What planning derives from the model, the wrap policy and activation checkpointing alone
+// (the units, the forward program, which parameters each module uses), kept between plans:
+// a sweep plans thousands of points of one model, and this was a third of each plan.
+// It refers to the model's modules and parameters, and is rebuilt when their addresses, the
+// wrap policy or the checkpointing change; it does not compare the model's contents, so
+// clear() it when a model may have been replaced by a different one at the same addresses
+// (sim::AnalyticEvaluator clears it when the point's model or cluster overrides change).
+class PlanCache {
+ public:
+  PlanCache();
+  ~PlanCache();
+  PlanCache(PlanCache&&) noexcept;
+  PlanCache& operator=(PlanCache&&) noexcept;
+  void clear();
+  std::size_t layouts_built() const { return layouts_built_; }  // how often it missed
+
+  struct Layout;  // planner/plan.cpp
+
+ private:
+  friend Plan plan_step(const Scenario& scenario, PlanCache& cache);
+  std::unique_ptr<Layout> layout_;
+  std::vector<const void*> addresses_;  // scratch: the current model's
+  std::size_t layouts_built_ = 0;
+};
+
+// As plan_step(scenario), reusing `cache` when it was built for this model, wrap and checkpointing.
+Plan plan_step(const Scenario& scenario, PlanCache& cache);
 
 }  // namespace fsdpsim::planner

@@ -62,11 +62,10 @@ std::string directory_of(const std::string& file) {
 }
 
 nlohmann::json parse_override_value(const std::string& text) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error&) {
-    return text;  // a bare word: take it as a string
-  }
+  // Without exceptions: bare words are the common case (a sweep parses thousands of them).
+  nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) return text;  // a bare word: take it as a string
+  return value;
 }
 
 models::DType dtype_field(JsonReader& r, const std::string& key, models::DType fallback) {

@@ -41,7 +41,13 @@ PointMetrics collect(const planner::Plan& plan, const planner::MemoryReport& mem
 class AnalyticEvaluator : public Evaluator {
  public:
   PointMetrics evaluate(const planner::Scenario& scenario, const std::string& cost_key) override {
-    const planner::Plan plan = planner::plan_step(scenario);
+    // Points with equal cost keys have the same model (sweep.h), so they may share the
+    // planner's per-model layout; another key may mean another model at the same addresses.
+    if (cost_key != plan_cache_key_) {
+      plan_cache_.clear();
+      plan_cache_key_ = cost_key;
+    }
+    const planner::Plan plan = cost_key.empty() ? planner::plan_step(scenario) : planner::plan_step(scenario, plan_cache_);
     std::unique_ptr<planner::CostModel> local;
     const planner::CostModel* cost = nullptr;
     if (cost_key.empty()) {
@@ -66,6 +72,8 @@ class AnalyticEvaluator : public Evaluator {
 
  private:
   std::map<std::string, std::unique_ptr<planner::CostModel>> costs_;
+  planner::PlanCache plan_cache_;
+  std::string plan_cache_key_;
 };
 
 std::string gib(double bytes) {

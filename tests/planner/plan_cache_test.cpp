@@ -1,0 +1,89 @@
+// planner::PlanCache: a plan made with the cached per-model layout is the plan made without
+// it, byte for byte, as the wrap policy, checkpointing and strategy change between plans and
+// when the model is replaced; the layout is rebuilt exactly when it must be.
+#include <gtest/gtest.h>
+
+#include "planner/plan.h"
+#include "planner/scenario.h"
+
+namespace fsdpsim::planner {
+namespace {
+
+const std::string kRoot = FSDPSIM_SOURCE_ROOT;
+
+// GPT-2 ties its LM head to the token embedding, so the tied-parameter path is exercised.
+Scenario gpt2(const std::vector<std::string>& overrides = {}) {
+  const nlohmann::json j = {{"model", "models/gpt2.json"},
+                            {"cluster", "scenarios/clusters/dgx-h100.json"},
+                            {"training", {{"global_batch", 32}, {"micro_batch", 2}, {"seq_len", 1024}}},
+                            {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}};
+  return parse_scenario(j, kRoot + "/scenarios/plan_cache_test.json", overrides);
+}
+
+std::string dump(const Plan& p) { return schedule_to_json(p.schedule).dump(); }
+
+TEST(PlanCache, CachedPlansEqualFreshOnesAsTheConfigurationChanges) {
+  Scenario s = gpt2();
+  PlanCache cache;
+  struct Step {
+    const char* what;
+    void (*apply)(Scenario&);
+    bool rebuilds;
+  };
+  const Step steps[] = {
+      {"first plan", [](Scenario&) {}, true},
+      {"same configuration", [](Scenario&) {}, false},
+      {"FSDP1, no prefetch (layout unchanged)",
+       [](Scenario& x) {
+         x.fsdp.version = 1;
+         x.fsdp.backward_prefetch = BackwardPrefetch::none;
+       },
+       false},
+      {"ZeRO-2 style SHARD_GRAD_OP", [](Scenario& x) { x.fsdp.strategy = Strategy::SHARD_GRAD_OP; }, false},
+      {"full checkpointing", [](Scenario& x) { x.training.checkpointing = Checkpointing::full; }, true},
+      {"every 2nd block",
+       [](Scenario& x) {
+         x.training.checkpointing = Checkpointing::every_k;
+         x.training.checkpoint_every = 2;
+       },
+       true},
+      {"every 3 blocks per unit",
+       [](Scenario& x) {
+         x.fsdp.wrap.policy = WrapPolicy::every_k_blocks;
+         x.fsdp.wrap.every = 3;
+       },
+       true},
+      {"back to one block per unit", [](Scenario& x) { x.fsdp.wrap.policy = WrapPolicy::block; }, true},
+      {"root only", [](Scenario& x) { x.fsdp.wrap.policy = WrapPolicy::root; }, true},
+  };
+  std::size_t expected_builds = 0;
+  for (const Step& step : steps) {
+    step.apply(s);
+    const Plan cached = plan_step(s, cache);
+    const Plan fresh = plan_step(s);
+    if (step.rebuilds) ++expected_builds;
+    EXPECT_EQ(cache.layouts_built(), expected_builds) << step.what;
+    EXPECT_EQ(dump(cached), dump(fresh)) << step.what;
+    ASSERT_EQ(cached.units.size(), fresh.units.size()) << step.what;
+    for (std::size_t u = 0; u < fresh.units.size(); ++u) {
+      EXPECT_EQ(cached.units[u].name, fresh.units[u].name) << step.what;
+      EXPECT_EQ(cached.units[u].params, fresh.units[u].params) << step.what;
+      EXPECT_EQ(cached.shards[u].local_numel, fresh.shards[u].local_numel) << step.what;
+    }
+  }
+}
+
+TEST(PlanCache, AnotherModelIsReplannedFromScratch) {
+  PlanCache cache;
+  const Scenario small = gpt2();
+  const Plan a = plan_step(small, cache);
+  const Scenario bigger = gpt2({"model=models/gpt2-medium.json"});  // 24 blocks, other addresses
+  const Plan b = plan_step(bigger, cache);
+  EXPECT_EQ(cache.layouts_built(), 2u);
+  EXPECT_EQ(dump(b), dump(plan_step(bigger)));
+  EXPECT_EQ(b.units.size(), 25u);  // the root and 24 blocks
+  EXPECT_EQ(a.units.size(), 13u);  // the root and 12 blocks
+}
+
+}  // namespace
+}  // namespace fsdpsim::planner
