@@ -43,12 +43,16 @@ void CachingAllocatorModel::mark_free(int block) {
   list.insert(std::lower_bound(list.begin(), list.end(), e), e);
 }
 
-void CachingAllocatorModel::mark_used(int block) {
+void CachingAllocatorModel::unlist(int block) {
   const Segment& seg = segments_[blocks_[block].segment];
   auto& list = free_list(seg.stream, seg.small);
   const FreeEntry e = free_entry(block);
   auto it = std::lower_bound(list.begin(), list.end(), e);
   if (it != list.end() && it->block == block) list.erase(it);
+}
+
+void CachingAllocatorModel::mark_used(int block) {
+  unlist(block);
   blocks_[block].free = false;
 }
 
@@ -60,34 +64,32 @@ int CachingAllocatorModel::find_free_block(std::int64_t size, int stream, bool s
   return it == list.end() ? -1 : it->block;
 }
 
-int CachingAllocatorModel::split(int block, std::int64_t size) {
-  Block& blk = blocks_[block];
+// Cuts `size` bytes off the front of a block in use; the rest, when worth keeping apart,
+// becomes a free block right after it.
+void CachingAllocatorModel::split(int block, std::int64_t size) {
+  const Block& blk = blocks_[block];
   const bool small = segments_[blk.segment].small;
   const std::int64_t remaining = blk.size - size;
   const bool should_split = small ? remaining >= kMinBlockSize : remaining > kSmallSize;
-  if (!should_split) return block;
-  const bool was_free = blk.free;
-  if (was_free) mark_used(block);
-  Block rest{blk.segment, blk.offset + size, remaining, false};
-  blocks_[block].size = size;
-  blocks_.push_back(rest);
-  int rest_id = static_cast<int>(blocks_.size()) - 1;
-  auto& list = segments_[rest.segment].blocks;
-  list.insert(std::find(list.begin(), list.end(), block) + 1, rest_id);
-  mark_free(rest_id);
-  if (was_free) mark_free(block);
-  return block;
+  if (!should_split) return;
+  const int rest = static_cast<int>(blocks_.size());
+  blocks_.push_back({blk.segment, blk.offset + size, remaining, false, block, blk.next});
+  Block& b = blocks_[block];  // push_back may have moved it
+  if (b.next >= 0) blocks_[b.next].prev = rest;
+  b.next = rest;
+  b.size = size;
+  mark_free(rest);
 }
 
 void CachingAllocatorModel::release_cached_segments() {
   for (Segment& seg : segments_) {
     if (seg.released) continue;
-    bool all_free = std::all_of(seg.blocks.begin(), seg.blocks.end(), [&](int b) { return blocks_[b].free; });
-    if (all_free) {
-      for (int b : seg.blocks) mark_used(b);
-      seg.released = true;
-      reserved_ -= seg.size;
-    }
+    bool all_free = true;
+    for (int b = seg.first; b >= 0 && all_free; b = blocks_[b].next) all_free = blocks_[b].free;
+    if (!all_free) continue;
+    for (int b = seg.first; b >= 0; b = blocks_[b].next) unlist(b);
+    seg.released = true;
+    reserved_ -= seg.size;
   }
 }
 
@@ -95,42 +97,42 @@ int CachingAllocatorModel::allocate(std::int64_t bytes, int stream) {
   const std::int64_t size = round_size(bytes);
   const bool small = size <= kSmallSize;
   int block = find_free_block(size, stream, small);
-  if (block < 0) {
+  if (block >= 0) {
+    mark_used(block);
+  } else {
     const std::int64_t seg_size = segment_size(size);
     if (capacity_bytes_ > 0 && static_cast<double>(reserved_ + seg_size) > capacity_bytes_) {
       // cudaMalloc would fail: PyTorch frees its cached segments and tries again.
       release_cached_segments();
       ++retries_;
     }
-    Segment seg{stream, small, seg_size, {}};
-    segments_.push_back(seg);
+    block = static_cast<int>(blocks_.size());
+    segments_.push_back({stream, small, seg_size, block, false});
     blocks_.push_back({static_cast<int>(segments_.size()) - 1, 0, seg_size, false});
-    block = static_cast<int>(blocks_.size()) - 1;
-    segments_.back().blocks.push_back(block);
-    mark_free(block);
     reserved_ += seg_size;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
   }
-  block = split(block, size);
-  mark_used(block);
+  split(block, size);
   return block;
 }
 
 void CachingAllocatorModel::free(int handle) {
   // Merge with free neighbours in the same segment.
-  auto& list = segments_[blocks_[handle].segment].blocks;
-  auto it = std::find(list.begin(), list.end(), handle);
-  if (it + 1 != list.end() && blocks_[*(it + 1)].free) {
-    mark_used(*(it + 1));  // leaves the free set; absorbed
-    blocks_[handle].size += blocks_[*(it + 1)].size;
-    list.erase(it + 1);
-    it = std::find(list.begin(), list.end(), handle);
+  const int next = blocks_[handle].next;
+  if (next >= 0 && blocks_[next].free) {
+    mark_used(next);  // leaves the free list; absorbed
+    Block& b = blocks_[handle];
+    b.size += blocks_[next].size;
+    b.next = blocks_[next].next;
+    if (b.next >= 0) blocks_[b.next].prev = handle;
   }
-  if (it != list.begin() && blocks_[*(it - 1)].free) {
-    const int prev = *(it - 1);
+  const int prev = blocks_[handle].prev;
+  if (prev >= 0 && blocks_[prev].free) {
     mark_used(prev);
-    blocks_[prev].size += blocks_[handle].size;
-    list.erase(it);
+    Block& p = blocks_[prev];
+    p.size += blocks_[handle].size;
+    p.next = blocks_[handle].next;
+    if (p.next >= 0) blocks_[p.next].prev = prev;
     mark_free(prev);
     return;
   }

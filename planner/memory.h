@@ -48,22 +48,26 @@ class CachingAllocatorModel {
   static std::int64_t segment_size(std::int64_t rounded_bytes);  // what cudaMalloc gets
 
  private:
+  // A segment's blocks form a list in address order (prev/next), so merging a freed block
+  // with its neighbours is O(1).
   struct Block {
     int segment;
     std::int64_t offset;
     std::int64_t size;
     bool free;
+    int prev = -1;
+    int next = -1;
   };
   struct Segment {
     int stream;
     bool small;
     std::int64_t size;
-    std::vector<int> blocks;  // block ids in address order
+    int first = -1;  // its lowest block
     bool released = false;
   };
   int find_free_block(std::int64_t size, int stream, bool small);
   void release_cached_segments();
-  int split(int block, std::int64_t size);
+  void split(int block, std::int64_t size);
   // Free blocks of live segments, one list per (stream, pool) ordered as the best-fit
   // search visits them: by size, then segment and address (the first of equal sizes wins,
   // as in a scan). Sorted vectors rather than one std::set: a step splits and frees blocks
@@ -84,6 +88,7 @@ class CachingAllocatorModel {
   FreeEntry free_entry(int block) const;
   void mark_free(int block);
   void mark_used(int block);
+  void unlist(int block);  // out of its free list (the flag unchanged)
   std::vector<std::vector<FreeEntry>> free_lists_;  // index 2 * stream + small
 
   double capacity_bytes_;

@@ -799,9 +799,20 @@ void model_addresses(const models::Model& model, std::vector<const void*>& out) 
   });
 }
 
-bool same_wrap(const WrapSpec& a, const WrapSpec& b) {
-  return a.policy == b.policy && a.every == b.every && a.min_num_params == b.min_num_params &&
-         a.modules == b.modules && a.block_types == b.block_types;
+// Whether a layout built for (wrap a, checkpointing a) serves (b): the fields each policy reads.
+bool same_layout_inputs(const WrapSpec& a, Checkpointing ca, int every_a, const WrapSpec& b, Checkpointing cb,
+                        int every_b) {
+  // block_types names the checkpointed blocks under every policy.
+  if (a.policy != b.policy || ca != cb || a.block_types != b.block_types) return false;
+  if (ca == Checkpointing::every_k && every_a != every_b) return false;
+  switch (a.policy) {
+    case WrapPolicy::root: return true;
+    case WrapPolicy::block: return true;
+    case WrapPolicy::every_k_blocks: return a.every == b.every;
+    case WrapPolicy::size: return a.min_num_params == b.min_num_params;
+    case WrapPolicy::modules: return a.modules == b.modules;
+  }
+  return false;
 }
 
 std::unique_ptr<PlanCache::Layout> make_layout(const Scenario& scenario) {
@@ -830,21 +841,28 @@ PlanCache::PlanCache() = default;
 PlanCache::~PlanCache() = default;
 PlanCache::PlanCache(PlanCache&&) noexcept = default;
 PlanCache& PlanCache::operator=(PlanCache&&) noexcept = default;
-void PlanCache::clear() { layout_.reset(); }
+void PlanCache::clear() { layouts_.clear(); }
 
 Plan plan_step(const Scenario& scenario) { return plan_with(scenario, *make_layout(scenario)); }
 
 Plan plan_step(const Scenario& scenario, PlanCache& cache) {
+  constexpr std::size_t kLayouts = 16;
   model_addresses(scenario.model, cache.addresses_);
-  const PlanCache::Layout* l = cache.layout_.get();
-  if (!l || l->addresses != cache.addresses_ || !same_wrap(l->wrap, scenario.fsdp.wrap) ||
-      l->checkpointing != scenario.training.checkpointing || l->checkpoint_every != scenario.training.checkpoint_every) {
-    cache.layout_.reset();
-    cache.layout_ = make_layout(scenario);
-    cache.layout_->addresses = cache.addresses_;
+  auto& layouts = cache.layouts_;
+  if (!layouts.empty() && layouts.front()->addresses != cache.addresses_) layouts.clear();  // another model
+  auto it = std::find_if(layouts.begin(), layouts.end(), [&](const auto& l) {
+    return same_layout_inputs(l->wrap, l->checkpointing, l->checkpoint_every, scenario.fsdp.wrap,
+                              scenario.training.checkpointing, scenario.training.checkpoint_every);
+  });
+  if (it == layouts.end()) {
+    if (layouts.size() == kLayouts) layouts.erase(layouts.begin());
+    layouts.push_back(make_layout(scenario));
+    layouts.back()->addresses = cache.addresses_;
     ++cache.layouts_built_;
+  } else {
+    std::rotate(it, it + 1, layouts.end());  // most recently used last
   }
-  return plan_with(scenario, *cache.layout_);
+  return plan_with(scenario, *layouts.back());
 }
 
 }  // namespace fsdpsim::planner

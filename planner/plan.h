@@ -24,10 +24,11 @@ Plan plan_step(const Scenario& scenario);
 
 // What planning derives from the model, the wrap policy and activation checkpointing alone
 // (the units, the forward program, which parameters each module uses), kept between plans:
-// a sweep plans thousands of points of one model, and this was a third of each plan.
-// It refers to the model's modules and parameters, and is rebuilt when their addresses, the
-// wrap policy or the checkpointing change; it does not compare the model's contents, so
-// clear() it when a model may have been replaced by a different one at the same addresses
+// a sweep plans thousands of points of one model, and this was a third of each plan. It
+// keeps one layout per wrap policy and checkpointing seen (the last 16).
+// A layout refers to the model's modules and parameters and is used only while their
+// addresses are the same; it does not compare the model's contents, so clear() the cache
+// when a model may have been replaced by a different one at the same addresses
 // (sim::AnalyticEvaluator clears it when the point's model or cluster overrides change).
 class PlanCache {
  public:
@@ -42,7 +43,7 @@ class PlanCache {
 
  private:
   friend Plan plan_step(const Scenario& scenario, PlanCache& cache);
-  std::unique_ptr<Layout> layout_;
+  std::vector<std::unique_ptr<Layout>> layouts_;  // most recently used last
   std::vector<const void*> addresses_;  // scratch: the current model's
   std::size_t layouts_built_ = 0;
 };

@@ -1,6 +1,6 @@
-// planner::PlanCache: a plan made with the cached per-model layout is the plan made without
-// it, byte for byte, as the wrap policy, checkpointing and strategy change between plans and
-// when the model is replaced; the layout is rebuilt exactly when it must be.
+// planner::PlanCache: a plan made with a cached per-model layout is the plan made without it,
+// byte for byte, as the wrap policy, checkpointing and strategy change between plans and
+// when the model is replaced; a layout is built exactly when none seen fits.
 #include <gtest/gtest.h>
 
 #include "planner/plan.h"
@@ -53,8 +53,14 @@ TEST(PlanCache, CachedPlansEqualFreshOnesAsTheConfigurationChanges) {
          x.fsdp.wrap.every = 3;
        },
        true},
-      {"back to one block per unit", [](Scenario& x) { x.fsdp.wrap.policy = WrapPolicy::block; }, true},
+      {"back to one block per unit (seen before)", [](Scenario& x) { x.fsdp.wrap = WrapSpec{}; }, false},
       {"root only", [](Scenario& x) { x.fsdp.wrap.policy = WrapPolicy::root; }, true},
+      {"blocks without checkpointing (the first layout)",
+       [](Scenario& x) {
+         x.fsdp.wrap = WrapSpec{};
+         x.training.checkpointing = Checkpointing::none;
+       },
+       false},
   };
   std::size_t expected_builds = 0;
   for (const Step& step : steps) {
