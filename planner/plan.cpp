@@ -53,6 +53,22 @@ namespace {
 
 using Event = PlanCache::Layout::Event;
 
+// An op's name or an allocation's label as prefix + subject + suffix, joined only when the
+// plan keeps names: a sweep's plans do not, and building ~1,000 strings per plan was a
+// tenth of a sweep point.
+struct Name {
+  Name(const char* p) : prefix(p) {}  // NOLINT: a plain literal is a name
+  Name(const char* p, const std::string& s, const char* x = "") : prefix(p), subject(&s), suffix(x) {}
+  std::string str() const {
+    std::string r(prefix);
+    if (subject) r += *subject;
+    return r += suffix;
+  }
+  const char* prefix;
+  const std::string* subject = nullptr;
+  const char* suffix = "";
+};
+
 // The forward program: unit hooks and module computes in forward order, with checkpoint
 // regions; then the units in forward and backward order.
 void make_forward_program(const Scenario& sc, PlanCache::Layout& l) {
@@ -147,8 +163,8 @@ void index_parameters(PlanCache::Layout& l) {
 
 class StepBuilder {
  public:
-  StepBuilder(const Scenario& scenario, const PlanCache::Layout& layout, Plan& plan)
-      : sc_(scenario), plan_(plan), s_(plan.schedule), t_(scenario.training), f_(scenario.fsdp),
+  StepBuilder(const Scenario& scenario, const PlanCache::Layout& layout, Naming naming, Plan& plan)
+      : sc_(scenario), plan_(plan), s_(plan.schedule), t_(scenario.training), f_(scenario.fsdp), naming_(naming),
         forward_(layout.forward), forward_units_(layout.forward_units), backward_units_(layout.backward_units),
         region_first_module_(layout.region_first_module), blocks_(layout.blocks), param_owner_(layout.param_owner),
         unit_params_(layout.unit_params), event_params_(layout.event_params) {
@@ -212,12 +228,12 @@ class StepBuilder {
 
  private:
   // ---- building blocks -------------------------------------------------------------
-  int add_op(OpKind kind, Stream stream, std::string name, int unit, const std::string& module = "") {
+  int add_op(OpKind kind, Stream stream, const Name& name, int unit, const std::string& module = "") {
     Op op;
     op.id = static_cast<int>(s_.ops.size());
     op.kind = kind;
     op.stream = stream;
-    op.name = std::move(name);
+    if (naming_ == Naming::readable) op.name = name.str();
     op.unit = unit;
     op.module = module;
     op.micro_step = micro_;
@@ -227,14 +243,14 @@ class StepBuilder {
     return last_op_;
   }
 
-  int new_alloc(std::int64_t bytes, MemCategory category, Stream stream, std::string label,
+  int new_alloc(std::int64_t bytes, MemCategory category, Stream stream, const Name& label,
                 bool persistent = false, bool model_state = false) {
     Allocation a;
     a.id = static_cast<int>(s_.allocations.size());
     a.bytes = bytes;
     a.category = category;
     a.stream = stream;
-    a.label = std::move(label);
+    if (naming_ == Naming::readable) a.label = label.str();
     a.persistent = persistent;
     a.model_state = model_state;
     const int id = a.id;
@@ -243,8 +259,8 @@ class StepBuilder {
   }
 
   // An allocation made when `op` is issued.
-  int alloc_at(int op, std::int64_t bytes, MemCategory category, std::string label, bool model_state = false) {
-    int id = new_alloc(bytes, category, s_.ops[op].stream, std::move(label), false, model_state);
+  int alloc_at(int op, std::int64_t bytes, MemCategory category, const Name& label, bool model_state = false) {
+    int id = new_alloc(bytes, category, s_.ops[op].stream, label, false, model_state);
     s_.ops[op].allocs.push_back(id);
     return id;
   }
@@ -259,7 +275,10 @@ class StepBuilder {
 
   const Unit& unit(int u) const { return plan_.units[u]; }
   const UnitShard& shard(int u) const { return plan_.shards[u]; }
-  std::string label(int u) const { return unit(u).is_root ? "root" : unit(u).name; }
+  const std::string& label(int u) const {
+    static const std::string root = "root";
+    return unit(u).is_root ? root : unit(u).name;
+  }
 
   // ---- process groups ------------------------------------------------------------------
   int add_group(const std::string& name, int ranks, int nodes) {
@@ -287,18 +306,18 @@ class StepBuilder {
     for (const Unit& u : plan_.units) {
       const UnitShard& sh = shard(u.index);
       if (sh.numel == 0 || sc_.fsdp.cpu_offload) continue;  // offloaded state lives in host memory
-      const std::string name = label(u.index);
+      const std::string& name = label(u.index);
       if (params_sharded_)
-        new_alloc(sh.local_numel * b_o_, MemCategory::sharded_param, Stream::compute, "sharded params of " + name, true, true);
+        new_alloc(sh.local_numel * b_o_, MemCategory::sharded_param, Stream::compute, Name{"sharded params of ", name}, true, true);
       else
-        new_alloc(sh.numel * b_o_, MemCategory::unsharded_param, Stream::compute, "replicated params of " + name, true, true);
+        new_alloc(sh.numel * b_o_, MemCategory::unsharded_param, Stream::compute, Name{"replicated params of ", name}, true, true);
       const std::int64_t opt_elems = optimizer_sharded_ ? sh.optimizer_numel : sh.numel;
       if (states + master_copy > 0)
         new_alloc(opt_elems * (states + master_copy) * b_m_, MemCategory::optimizer_state, Stream::compute,
-                  "optimizer state of " + name, true, true);
+                  Name{"optimizer state of ", name}, true, true);
       if (!grads_sharded_)
         replicated_grad_[u.index] = new_alloc(sh.numel * b_o_, MemCategory::unsharded_grad, Stream::compute,
-                                              "replicated grads of " + name, true, true);
+                                              Name{"replicated grads of ", name}, true, true);
     }
   }
 
@@ -312,7 +331,7 @@ class StepBuilder {
     const UnitShard& sh = shard(u);
     const bool from_reshard_copy = reshard_copy_[u] >= 0;
     const int group = from_reshard_copy ? reshard_group_ : shard_group_;
-    const std::string name = label(u);
+    const std::string& name = label(u);
     if (f_.version == 1 && f_.limit_all_gathers && free_events_.size() >= 2) {
       // FSDP1's rate limiter: the CPU blocks until the oldest of two pending frees is done.
       pending_cpu_wait_ = free_events_.front();
@@ -320,29 +339,29 @@ class StepBuilder {
     }
     int offload_copy = -1;
     if (sc_.fsdp.cpu_offload) {
-      int h2d = add_op(OpKind::h2d, Stream::all_gather, "h2d shard " + name, u);
+      int h2d = add_op(OpKind::h2d, Stream::all_gather, Name{"h2d shard ", name}, u);
       take_cpu_wait(h2d);
       s_.ops[h2d].comm_bytes = static_cast<double>(sh.local_numel * b_o_);
-      offload_copy = alloc_at(h2d, sh.local_numel * b_o_, MemCategory::temporary, "host-to-device shard of " + name);
+      offload_copy = alloc_at(h2d, sh.local_numel * b_o_, MemCategory::temporary, Name{"host-to-device shard of ", name});
     }
-    int copy_in = add_op(OpKind::copy_in, Stream::all_gather, "copy-in " + name, u);
+    int copy_in = add_op(OpKind::copy_in, Stream::all_gather, Name{"copy-in ", name}, u);
     take_cpu_wait(copy_in);
     s_.ops[copy_in].hbm_bytes = static_cast<double>(sh.local_numel) * (b_o_ + b_c_);
     if (f_.version == 2) {
       int cast = -1;
       if (b_c_ != b_o_ && !from_reshard_copy)
-        cast = alloc_at(copy_in, sh.local_numel * b_c_, MemCategory::temporary, "cast shard of " + name);
-      comm_buffer_[u] = alloc_at(copy_in, sh.gathered_numel * b_c_, MemCategory::all_gather_buffer, "all-gather output of " + name);
+        cast = alloc_at(copy_in, sh.local_numel * b_c_, MemCategory::temporary, Name{"cast shard of ", name});
+      comm_buffer_[u] = alloc_at(copy_in, sh.gathered_numel * b_c_, MemCategory::all_gather_buffer, Name{"all-gather output of ", name});
       free_at(copy_in, cast);
     } else {
       // FSDP1 gathers straight into the padded flat parameter; the docs count a shard-sized
       // communication buffer beside it while the unit is unsharded (notes/fsdp.rst).
-      comm_buffer_[u] = alloc_at(copy_in, sh.local_numel * b_c_, MemCategory::all_gather_buffer, "all-gather input of " + name);
+      comm_buffer_[u] = alloc_at(copy_in, sh.local_numel * b_c_, MemCategory::all_gather_buffer, Name{"all-gather input of ", name});
       unsharded_pending_ = alloc_at(copy_in, sh.gathered_numel * b_c_, MemCategory::unsharded_param,
-                                    "unsharded flat param of " + name, held_params());
+                                    Name{"unsharded flat param of ", name}, held_params());
     }
     free_at(copy_in, offload_copy);
-    int ag = add_op(OpKind::all_gather, Stream::all_gather, "all-gather " + name, u);
+    int ag = add_op(OpKind::all_gather, Stream::all_gather, Name{"all-gather ", name}, u);
     s_.ops[ag].comm_bytes = static_cast<double>(sh.gathered_numel * b_c_);
     s_.ops[ag].group = group;
     inflight_[u] = ag;
@@ -363,11 +382,11 @@ class StepBuilder {
     if (f_.version != 2 || inflight_[u] < 0) return;
     const UnitShard& sh = shard(u);
     if (forward) free_now(previous_ag_output_);
-    int out = add_op(OpKind::copy_out, Stream::compute, "copy-out " + label(u), u);
+    int out = add_op(OpKind::copy_out, Stream::compute, Name{"copy-out ", label(u)}, u);
     s_.ops[out].deps.push_back(inflight_[u]);
     s_.ops[out].hbm_bytes = 2.0 * static_cast<double>(sh.gathered_numel * b_c_);
     unsharded_[u] = alloc_at(out, sh.gathered_numel * b_c_, MemCategory::unsharded_param,
-                             "unsharded params of " + label(u), held_params());
+                             Name{"unsharded params of ", label(u)}, held_params());
     if (forward) previous_ag_output_ = comm_buffer_[u];
     else free_at(out, comm_buffer_[u]);
     comm_buffer_[u] = -1;
@@ -383,7 +402,7 @@ class StepBuilder {
     if (after_forward && f_.reshard_after_forward > 1 && f_.reshard_after_forward < f_.shard_group_size) {
       // FSDP2 reshard_after_forward=k: keep this rank's 1/k slice of the gathered params.
       reshard_copy_[u] = alloc_at(last_op_, shard(u).gathered_numel * b_c_ / f_.reshard_after_forward,
-                                  MemCategory::unsharded_param, "post-forward 1/k copy of " + label(u));
+                                  MemCategory::unsharded_param, Name{"post-forward 1/k copy of ", label(u)});
     }
     free_now(unsharded_[u]);
     free_now(comm_buffer_[u]);
@@ -433,7 +452,7 @@ class StepBuilder {
         continue;
       }
       const models::ModuleCosts& c = *e.module->costs;
-      int op = add_op(OpKind::compute_fwd, Stream::compute, "fwd " + e.module->full_name, e.unit, e.module->full_name);
+      int op = add_op(OpKind::compute_fwd, Stream::compute, Name{"fwd ", e.module->full_name}, e.unit, e.module->full_name);
       take_cpu_wait(op);
       s_.ops[op].flops = c.forward_flops.at(b, seq);
       s_.ops[op].attention_flops = c.attention_flops.at(b, seq);
@@ -443,15 +462,15 @@ class StepBuilder {
         input = alloc_at(op, static_cast<std::int64_t>(8 * b * seq), MemCategory::input, "input token ids");
       if (e.selective) {
         activation_of_event_[i] = alloc_at(op, sac_saved_bytes(c, b, seq), MemCategory::activation,
-                                          "activations of " + e.module->full_name + " (selective)");
+                                          Name{"activations of ", e.module->full_name, " (selective)"});
       } else if (e.region < 0) {
         activation_of_event_[i] = alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
-                                           "activations of " + e.module->full_name);
+                                           Name{"activations of ", e.module->full_name});
       } else if (checkpoint_inputs_[e.region] < 0) {
         checkpoint_inputs_[e.region] = alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::activation,
-                                              "checkpointed input of " + e.module->full_name);
+                                              Name{"checkpointed input of ", e.module->full_name});
       }
-      transient_at(op, c, c.forward_transient_bytes, b, seq, "forward transients of " + e.module->full_name);
+      transient_at(op, c, c.forward_transient_bytes, b, seq, Name{"forward transients of ", e.module->full_name});
     }
     input_ = input;
   }
@@ -462,7 +481,7 @@ class StepBuilder {
   // Allocated as tensors no larger than the module's largest transient tensor (autograd makes
   // them one by one), so the caching-allocator model can reuse cached blocks as PyTorch does.
   void transient_at(int op, const models::ModuleCosts& c, const models::Polynomial& p, double b, double seq,
-                    const std::string& name) {
+                    const Name& name) {
     if (p.empty()) return;
     std::int64_t rest = bytes_of(p, b, seq);
     const std::int64_t piece = c.transient_tensor_bytes.empty() ? rest : bytes_of(c.transient_tensor_bytes, b, seq);
@@ -520,32 +539,32 @@ class StepBuilder {
       if (e.selective) {
         // Op-level SAC: the unsaved ops run again (memory-bound ones and every other matmul),
         // rematerialising what the forward did not keep.
-        int re = add_op(OpKind::recompute, Stream::compute, "recompute " + e.module->full_name, e.unit, e.module->full_name);
+        int re = add_op(OpKind::recompute, Stream::compute, Name{"recompute ", e.module->full_name}, e.unit, e.module->full_name);
         take_cpu_wait(re);
         s_.ops[re].flops = c.sac_recompute_flops.at(b, seq);
         s_.ops[re].hbm_bytes = c.forward_hbm_bytes.at(b, seq) * act_scale_;
         depend_on_unit(re, e.unit);
         const std::int64_t extra = bytes_of(c.saved_activation_bytes, b, seq) - sac_saved_bytes(c, b, seq);
         recomputed_ops = alloc_at(re, std::max<std::int64_t>(0, extra), MemCategory::activation,
-                                  "recomputed activations of " + e.module->full_name);
-        transient_at(re, c, c.forward_transient_bytes, b, seq, "recompute transients of " + e.module->full_name);
+                                  Name{"recomputed activations of ", e.module->full_name});
+        transient_at(re, c, c.forward_transient_bytes, b, seq, Name{"recompute transients of ", e.module->full_name});
       }
-      int op = add_op(OpKind::compute_bwd, Stream::compute, "bwd " + e.module->full_name, e.unit, e.module->full_name);
+      int op = add_op(OpKind::compute_bwd, Stream::compute, Name{"bwd ", e.module->full_name}, e.unit, e.module->full_name);
       take_cpu_wait(op);
       s_.ops[op].flops = 2.0 * c.forward_flops.at(b, seq);
       s_.ops[op].attention_flops = 2.0 * c.attention_flops.at(b, seq);
       s_.ops[op].hbm_bytes = 2.0 * c.forward_hbm_bytes.at(b, seq) * act_scale_;
       depend_on_unit(op, e.unit);
-      if (grads_sharded_) allocate_grads(op, event_params_[i], "grads of " + e.module->full_name);
+      if (grads_sharded_) allocate_grads(op, event_params_[i], Name{"grads of ", e.module->full_name});
       if (!c.backward_transient_bytes.empty()) {
         // The module's backward transients, which include the gradient flowing in and the
         // gradient w.r.t. its input (models/transformer_costs.h).
-        transient_at(op, c, c.backward_transient_bytes, b, seq, "backward transients of " + e.module->full_name);
+        transient_at(op, c, c.backward_transient_bytes, b, seq, Name{"backward transients of ", e.module->full_name});
       } else {
         // A model without transient costs: the gradient w.r.t. the module's input lives while
         // the op runs.
         int grad_input = alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::temporary,
-                                  "input grad of " + e.module->full_name);
+                                  Name{"input grad of ", e.module->full_name});
         free_at(op, grad_input);
       }
       free_at(op, activation_of_event_[i]);
@@ -557,7 +576,7 @@ class StepBuilder {
 
   // Autograd materialises a parameter's gradient when the backward of the first module
   // (in backward order) that uses it runs.
-  void allocate_grads(int op, const std::vector<int>& params, const std::string& name) {
+  void allocate_grads(int op, const std::vector<int>& params, const Name& name) {
     // (unit, elements) in unit order; a module's parameters are nearly always in one unit.
     std::vector<std::pair<int, std::int64_t>> numel_by_unit;
     for (int p : params) {
@@ -583,21 +602,21 @@ class StepBuilder {
       const Event& f = forward_[i];
       if (f.kind != Event::compute || f.region != region) continue;
       const models::ModuleCosts& c = *f.module->costs;
-      int op = add_op(OpKind::recompute, Stream::compute, "recompute " + f.module->full_name, f.unit, f.module->full_name);
+      int op = add_op(OpKind::recompute, Stream::compute, Name{"recompute ", f.module->full_name}, f.unit, f.module->full_name);
       take_cpu_wait(op);
       s_.ops[op].flops = c.forward_flops.at(b, seq);
       s_.ops[op].attention_flops = c.attention_flops.at(b, seq);
       s_.ops[op].hbm_bytes = c.forward_hbm_bytes.at(b, seq) * act_scale_;
       depend_on_unit(op, f.unit);
       activation_of_event_[i] = alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
-                                         "recomputed activations of " + f.module->full_name);
-      transient_at(op, c, c.forward_transient_bytes, b, seq, "recompute transients of " + f.module->full_name);
+                                         Name{"recomputed activations of ", f.module->full_name});
+      transient_at(op, c, c.forward_transient_bytes, b, seq, Name{"recompute transients of ", f.module->full_name});
     }
   }
 
   void post_backward(int u) {
     const UnitShard& sh = shard(u);
-    const std::string name = label(u);
+    const std::string& name = label(u);
     if (needs_gather(u)) reshard(u, false);
     // ... and so does the root's post-backward callback.
     if (unit(u).is_root) free_now(previous_ag_output_);
@@ -611,7 +630,7 @@ class StepBuilder {
       std::vector<int> rest;
       for (int p : unit_params_[u])
         if (!has_grad_[p]) rest.push_back(p);
-      if (!rest.empty() && last_op_ >= 0) allocate_grads(last_op_, rest, "grads of " + name);
+      if (!rest.empty() && last_op_ >= 0) allocate_grads(last_op_, rest, Name{"grads of ", name});
     }
     const bool last_micro = micro_ == s_.micro_steps - 1;
     if (!grads_sharded_) {
@@ -621,7 +640,7 @@ class StepBuilder {
       const bool zero1 = f_.strategy == Strategy::ZERO1;
       int op = add_op(zero1 ? OpKind::reduce_scatter : OpKind::all_reduce,
                       zero1 ? Stream::reduce_scatter : Stream::all_reduce,
-                      (zero1 ? "reduce-scatter " : "all-reduce ") + name, u);
+                      Name{zero1 ? "reduce-scatter " : "all-reduce ", name}, u);
       s_.ops[op].deps.push_back(last_compute_before(op));
       s_.ops[op].comm_bytes = static_cast<double>((zero1 ? sh.gathered_numel : sh.numel) * b_r_);
       s_.ops[op].group = world_group_;
@@ -634,37 +653,37 @@ class StepBuilder {
       // _fsdp_param.py). The last micro-step reduces the sum.
       const int b_acc = f_.version == 2 && b_r_ != b_c_ ? b_r_ : b_c_;
       const bool first_micro = micro_ == 0;
-      int acc = add_op(OpKind::copy_out, Stream::compute, "accumulate unsharded grads " + name, u);
+      int acc = add_op(OpKind::copy_out, Stream::compute, Name{"accumulate unsharded grads ", name}, u);
       s_.ops[acc].hbm_bytes = static_cast<double>(sh.gathered_numel) * (b_c_ + (first_micro ? b_acc : 2 * b_acc));
       if (accumulated_grad_.empty()) accumulated_grad_.assign(plan_.units.size(), -1);
       if (accumulated_grad_[u] < 0)
         accumulated_grad_[u] = alloc_at(acc, sh.gathered_numel * b_acc, MemCategory::unsharded_grad,
-                                        "accumulated unsharded grads of " + name);
+                                        Name{"accumulated unsharded grads of ", name});
       free_grads(acc, u);
       if (!last_micro) return;
     }
     // Copy-in: flatten (FSDP1) or pad and cast (FSDP2) the unsharded grads into the
     // reduce-scatter input on the compute stream.
     if (f_.version == 2) free_now(previous_rs_input_);
-    int copy_in = add_op(OpKind::copy_in, Stream::compute, "reduce-scatter copy-in " + name, u);
+    int copy_in = add_op(OpKind::copy_in, Stream::compute, Name{"reduce-scatter copy-in ", name}, u);
     s_.ops[copy_in].hbm_bytes = static_cast<double>(sh.gathered_numel) * (b_c_ + b_r_);
     int rs_input;
     if (f_.version == 1) {
       // FSDP1 concatenates the per-parameter grads into the flat grad (transiently 2x).
-      rs_input = alloc_at(copy_in, sh.gathered_numel * b_c_, MemCategory::unsharded_grad, "flat grad of " + name);
+      rs_input = alloc_at(copy_in, sh.gathered_numel * b_c_, MemCategory::unsharded_grad, Name{"flat grad of ", name});
       free_grads(copy_in, u);
       if (b_r_ != b_c_) {
-        int cast = alloc_at(copy_in, sh.gathered_numel * b_r_, MemCategory::reduce_scatter_buffer, "reduce-dtype grad of " + name);
+        int cast = alloc_at(copy_in, sh.gathered_numel * b_r_, MemCategory::reduce_scatter_buffer, Name{"reduce-dtype grad of ", name});
         free_at(copy_in, rs_input);
         rs_input = cast;
       }
     } else {
-      rs_input = alloc_at(copy_in, sh.gathered_numel * b_r_, MemCategory::reduce_scatter_buffer, "reduce-scatter input of " + name);
+      rs_input = alloc_at(copy_in, sh.gathered_numel * b_r_, MemCategory::reduce_scatter_buffer, Name{"reduce-scatter input of ", name});
       free_grads(copy_in, u);
     }
     if (!accumulated_grad_.empty()) free_at(copy_in, accumulated_grad_[u]);
     const Stream rs_stream = f_.version == 1 ? Stream::all_gather : Stream::reduce_scatter;  // FSDP1: one NCCL stream
-    int rs = add_op(OpKind::reduce_scatter, rs_stream, "reduce-scatter " + name, u);
+    int rs = add_op(OpKind::reduce_scatter, rs_stream, Name{"reduce-scatter ", name}, u);
     s_.ops[rs].deps.push_back(copy_in);
     s_.ops[rs].comm_bytes = static_cast<double>(sh.gathered_numel * b_r_);
     s_.ops[rs].group = shard_group_;
@@ -672,19 +691,19 @@ class StepBuilder {
     const bool becomes_grad = first_micro && b_r_ == b_o_ && !sc_.fsdp.cpu_offload;
     int rs_output = alloc_at(rs, sh.local_numel * b_r_,
                              becomes_grad ? MemCategory::sharded_grad : MemCategory::reduce_scatter_buffer,
-                             becomes_grad ? "sharded grads of " + name : "reduce-scatter output of " + name, becomes_grad);
+                             becomes_grad ? Name{"sharded grads of ", name} : Name{"reduce-scatter output of ", name}, becomes_grad);
     if (f_.version == 1) free_at(rs, rs_input);  // record_stream: freed in CPU order right away
     else previous_rs_input_ = rs_input;
     int last = rs;
     if (is_hybrid(f_.strategy) && sc_.replicas() > 1) {
-      int ar = add_op(OpKind::all_reduce, Stream::all_reduce, "all-reduce " + name, u);
+      int ar = add_op(OpKind::all_reduce, Stream::all_reduce, Name{"all-reduce ", name}, u);
       s_.ops[ar].deps.push_back(rs);
       s_.ops[ar].comm_bytes = static_cast<double>(sh.local_numel * b_r_);
       s_.ops[ar].group = replicate_group_;
       last = ar;
     }
     if (sc_.fsdp.cpu_offload) {
-      int d2h = add_op(OpKind::d2h, s_.ops[last].stream, "device-to-host grads " + name, u);
+      int d2h = add_op(OpKind::d2h, s_.ops[last].stream, Name{"device-to-host grads ", name}, u);
       s_.ops[d2h].comm_bytes = static_cast<double>(sh.local_numel * b_o_);
       free_at(d2h, rs_output);
       reduce_done_.push_back(d2h);
@@ -695,10 +714,10 @@ class StepBuilder {
       reduce_done_.push_back(last);
       return;
     }
-    int post = add_op(OpKind::copy_out, s_.ops[last].stream, "accumulate grads " + name, u);
+    int post = add_op(OpKind::copy_out, s_.ops[last].stream, Name{"accumulate grads ", name}, u);
     s_.ops[post].hbm_bytes = static_cast<double>(sh.local_numel) * (b_r_ + 2 * b_o_);
     if (sharded_grad_[u] < 0)
-      sharded_grad_[u] = alloc_at(post, sh.local_numel * b_o_, MemCategory::sharded_grad, "sharded grads of " + name, true);
+      sharded_grad_[u] = alloc_at(post, sh.local_numel * b_o_, MemCategory::sharded_grad, Name{"sharded grads of ", name}, true);
     free_at(post, rs_output);
     reduce_done_.push_back(post);
   }
@@ -742,7 +761,7 @@ class StepBuilder {
       // ZeRO-1 (and DeepSpeed ZeRO-2): every rank updated its shard; gather the new params.
       for (const Unit& u : plan_.units) {
         if (shard(u.index).numel == 0) continue;
-        int ag = add_op(OpKind::all_gather, Stream::all_gather, "param all-gather " + label(u.index), u.index);
+        int ag = add_op(OpKind::all_gather, Stream::all_gather, Name{"param all-gather ", label(u.index)}, u.index);
         s_.ops[ag].deps.push_back(op);
         s_.ops[ag].comm_bytes = static_cast<double>(shard(u.index).gathered_numel * b_c_);
         s_.ops[ag].group = world_group_;
@@ -755,6 +774,7 @@ class StepBuilder {
   Schedule& s_;
   const TrainingSpec& t_;
   const FsdpSpec& f_;
+  const Naming naming_;
   int b_c_ = 2, b_r_ = 4, b_m_ = 4, b_o_ = 4;
   bool params_sharded_ = true, grads_sharded_ = true, optimizer_sharded_ = true;
   double act_scale_ = 1;
@@ -826,12 +846,12 @@ std::unique_ptr<PlanCache::Layout> make_layout(const Scenario& scenario) {
   return l;
 }
 
-Plan plan_with(const Scenario& scenario, const PlanCache::Layout& layout) {
+Plan plan_with(const Scenario& scenario, const PlanCache::Layout& layout, Naming naming) {
   Plan plan;
   plan.units = layout.units;
   plan.shards.reserve(plan.units.size());
   for (const Unit& u : plan.units) plan.shards.push_back(shard_unit(u, scenario.fsdp.shard_group_size, scenario.fsdp.version));
-  StepBuilder(scenario, layout, plan).build();
+  StepBuilder(scenario, layout, naming, plan).build();
   return plan;
 }
 
@@ -843,9 +863,9 @@ PlanCache::PlanCache(PlanCache&&) noexcept = default;
 PlanCache& PlanCache::operator=(PlanCache&&) noexcept = default;
 void PlanCache::clear() { layouts_.clear(); }
 
-Plan plan_step(const Scenario& scenario) { return plan_with(scenario, *make_layout(scenario)); }
+Plan plan_step(const Scenario& scenario) { return plan_with(scenario, *make_layout(scenario), Naming::readable); }
 
-Plan plan_step(const Scenario& scenario, PlanCache& cache) {
+Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming) {
   constexpr std::size_t kLayouts = 16;
   model_addresses(scenario.model, cache.addresses_);
   auto& layouts = cache.layouts_;
@@ -862,7 +882,7 @@ Plan plan_step(const Scenario& scenario, PlanCache& cache) {
   } else {
     std::rotate(it, it + 1, layouts.end());  // most recently used last
   }
-  return plan_with(scenario, *layouts.back());
+  return plan_with(scenario, *layouts.back(), naming);
 }
 
 }  // namespace fsdpsim::planner

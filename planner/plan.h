@@ -22,6 +22,11 @@ struct Plan {
 
 Plan plan_step(const Scenario& scenario);
 
+// Whether ops and allocations get their readable names ("fwd model.layers.3", "activations
+// of ..."). Only people read them (traces, reports, errors); a sweep, which keeps only each
+// point's figures, plans without them. Timing and memory do not depend on them.
+enum class Naming { readable, none };
+
 // What planning derives from the model, the wrap policy and activation checkpointing alone
 // (the units, the forward program, which parameters each module uses), kept between plans:
 // a sweep plans thousands of points of one model, and this was a third of each plan. It
@@ -42,13 +47,13 @@ class PlanCache {
   struct Layout;  // planner/plan.cpp
 
  private:
-  friend Plan plan_step(const Scenario& scenario, PlanCache& cache);
+  friend Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming);
   std::vector<std::unique_ptr<Layout>> layouts_;  // most recently used last
   std::vector<const void*> addresses_;  // scratch: the current model's
   std::size_t layouts_built_ = 0;
 };
 
 // As plan_step(scenario), reusing `cache` when it was built for this model, wrap and checkpointing.
-Plan plan_step(const Scenario& scenario, PlanCache& cache);
+Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming = Naming::readable);
 
 }  // namespace fsdpsim::planner

@@ -47,7 +47,9 @@ class AnalyticEvaluator : public Evaluator {
       plan_cache_.clear();
       plan_cache_key_ = cost_key;
     }
-    const planner::Plan plan = cost_key.empty() ? planner::plan_step(scenario) : planner::plan_step(scenario, plan_cache_);
+    // A point keeps only figures: plan without the ops' readable names.
+    const planner::Plan plan = cost_key.empty() ? planner::plan_step(scenario)
+                                                : planner::plan_step(scenario, plan_cache_, planner::Naming::none);
     std::unique_ptr<planner::CostModel> local;
     const planner::CostModel* cost = nullptr;
     if (cost_key.empty()) {

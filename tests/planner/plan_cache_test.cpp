@@ -79,6 +79,22 @@ TEST(PlanCache, CachedPlansEqualFreshOnesAsTheConfigurationChanges) {
   }
 }
 
+// Without names a plan is the same plan: every op and allocation, every size, stream, cost
+// input and dependency, with empty names and labels.
+TEST(PlanCache, PlansWithoutNamesDifferOnlyInNames) {
+  for (const char* strategy : {"FULL_SHARD", "HYBRID_SHARD", "NO_SHARD"}) {
+    const Scenario s = gpt2({std::string("fsdp.strategy=") + strategy, "training.activation_checkpointing=2"});
+    PlanCache cache;
+    const Plan unnamed = plan_step(s, cache, Naming::none);
+    Plan named = plan_step(s);
+    ASSERT_FALSE(named.schedule.ops.empty());
+    EXPECT_FALSE(named.schedule.ops.front().name.empty());
+    for (Op& op : named.schedule.ops) op.name.clear();
+    for (Allocation& a : named.schedule.allocations) a.label.clear();
+    EXPECT_EQ(dump(unnamed), dump(named)) << strategy;
+  }
+}
+
 TEST(PlanCache, AnotherModelIsReplannedFromScratch) {
   PlanCache cache;
   const Scenario small = gpt2();
