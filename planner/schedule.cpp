@@ -28,8 +28,8 @@ Enum parse_enum(JsonReader& r, const std::string& key, const std::array<const ch
   return static_cast<Enum>(0);
 }
 
-std::vector<int> int_list(JsonReader& r, const std::string& key) {
-  std::vector<int> out;
+IdList int_list(JsonReader& r, const std::string& key) {
+  IdList out;
   if (!r.has(key)) {
     r.ignore(key);
     return out;
@@ -49,10 +49,6 @@ std::string to_string(OpKind k) { return kOpKindNames[static_cast<int>(k)]; }
 std::string to_string(Stream s) { return kStreamNames[static_cast<int>(s)]; }
 std::string to_string(MemCategory c) { return kCategoryNames[static_cast<int>(c)]; }
 std::string to_string(Phase p) { return kPhaseNames[static_cast<int>(p)]; }
-
-bool is_collective(OpKind k) {
-  return k == OpKind::all_gather || k == OpKind::reduce_scatter || k == OpKind::all_reduce;
-}
 
 nlohmann::json schedule_to_json(const Schedule& s) {
   nlohmann::json j;

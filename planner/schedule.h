@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
 #include <nlohmann/json.hpp>
 
 namespace fsdpsim::planner {
@@ -32,7 +33,10 @@ std::string to_string(OpKind k);
 std::string to_string(Stream s);
 std::string to_string(MemCategory c);
 std::string to_string(Phase p);
-bool is_collective(OpKind k);
+// Inline: the engines ask it per stream per event.
+inline bool is_collective(OpKind k) {
+  return k == OpKind::all_gather || k == OpKind::reduce_scatter || k == OpKind::all_reduce;
+}
 
 // A process group: `ranks` GPUs over `nodes` nodes.
 struct ProcessGroup {
@@ -51,6 +55,10 @@ struct Allocation {
   bool model_state = false;  // counted in model_state_bytes (what ZeRO's arithmetic counts)
 };
 
+// Op ids or allocation ids: most ops list a few, so they live inline (a plan has four lists
+// per op; heap-allocating each was a tenth of a sweep point).
+using IdList = boost::container::small_vector<int, 4>;
+
 struct Op {
   int id = 0;
   OpKind kind = OpKind::compute_fwd;
@@ -66,10 +74,10 @@ struct Op {
   double hbm_bytes = 0;        // memory-bound traffic
   double comm_bytes = 0;       // collective buffer size as NCCL counts it; copy size for h2d/d2h
   int group = -1;              // index into Schedule::groups for collectives
-  std::vector<int> allocs;     // allocation ids made when the op is issued
-  std::vector<int> frees;      // allocation ids released when the op is issued (after its allocs)
-  std::vector<int> deps;       // ops that must finish before this op starts (cross-stream events)
-  std::vector<int> cpu_waits;  // ops the CPU waits for before issuing this op
+  IdList allocs;     // allocation ids made when the op is issued
+  IdList frees;      // allocation ids released when the op is issued (after its allocs)
+  IdList deps;       // ops that must finish before this op starts (cross-stream events)
+  IdList cpu_waits;  // ops the CPU waits for before issuing this op
 };
 
 struct Schedule {

@@ -15,7 +15,7 @@ namespace {
 // tid 0 is the CPU issue thread (and host-stream ops), tid 1 + planner::Stream a stream.
 int stream_tid(planner::Stream s) { return 1 + static_cast<int>(s); }
 
-std::int64_t bytes_of(const Schedule& s, const std::vector<int>& ids) {
+std::int64_t bytes_of(const Schedule& s, const planner::IdList& ids) {
   std::int64_t b = 0;
   for (int a : ids) b += s.allocations[a].bytes;
   return b;

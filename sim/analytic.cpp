@@ -248,13 +248,13 @@ StepTiming simulate(const Schedule& s, const EngineInputs& in, double bf16_peak_
   double now = 0, cpu_free = 0;
   int next_issue = 0, host_running = -1;
 
-  auto all_done = [&](const std::vector<int>& ids) {
+  auto all_done = [&](const planner::IdList& ids) {
     for (int d : ids)
       if (!done[d]) return false;
     return true;
   };
   // The latest end among `ids` (all done), and which op it is.
-  auto latest = [&](const std::vector<int>& ids, double& when, int& who) {
+  auto latest = [&](const planner::IdList& ids, double& when, int& who) {
     for (int d : ids)
       if (t[d].end > when || (t[d].end == when && who < 0)) {
         when = t[d].end;

@@ -228,13 +228,13 @@ sg4::SemaphorePtr own_semaphore() {
   return sem;
 }
 
-bool all_done(const RankState& rs, const std::vector<int>& ids) {
+bool all_done(const RankState& rs, const planner::IdList& ids) {
   for (int d : ids)
     if (!rs.done[d]) return false;
   return true;
 }
 
-void latest(const RankState& rs, const std::vector<int>& ids, double& when, int& who) {
+void latest(const RankState& rs, const planner::IdList& ids, double& when, int& who) {
   for (int d : ids)
     if (rs.timing.ops[d].end > when || (rs.timing.ops[d].end == when && who < 0)) {
       when = rs.timing.ops[d].end;

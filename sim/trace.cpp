@@ -25,7 +25,7 @@ nlohmann::json meta(const char* what, int pid, int tid, const nlohmann::json& ar
   return e;
 }
 
-std::int64_t bytes_of(const Schedule& s, const std::vector<int>& ids) {
+std::int64_t bytes_of(const Schedule& s, const planner::IdList& ids) {
   std::int64_t b = 0;
   for (int a : ids) b += s.allocations[a].bytes;
   return b;

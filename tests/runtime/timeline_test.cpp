@@ -68,8 +68,8 @@ TEST(Timeline, PredictionPlaysStreamsDepsAndCpuWaits) {
     op.kind = kind;
     op.stream = stream;
     op.name = "op" + std::to_string(op.id);
-    op.deps = std::move(deps);
-    op.cpu_waits = std::move(cpu_waits);
+    op.deps.assign(deps.begin(), deps.end());
+    op.cpu_waits.assign(cpu_waits.begin(), cpu_waits.end());
     if (planner::is_collective(kind)) op.group = 0;
     s.ops.push_back(op);
   };

@@ -27,7 +27,7 @@ struct Builder {
     op.stream = stream;
     op.name = planner::to_string(kind) + " " + std::to_string(op.id);
     op.unit = unit;
-    op.deps = std::move(deps);
+    op.deps.assign(deps.begin(), deps.end());
     if (planner::is_collective(kind)) op.group = 0;
     s.ops.push_back(op);
     in.duration_seconds.push_back(seconds);
