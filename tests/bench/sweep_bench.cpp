@@ -1,8 +1,8 @@
 // Issue "`fsdpsim sweep`": at least 2,000 configurations per second per core for
 // Llama-3.1-8B on 64 GPUs with the analytic engine. BM_Sweep_* report items_per_second =
 // configurations per second (per core for the one-thread run); the BM_Point_* benchmarks
-// split one configuration into its stages (instantiate the scenario, plan, memory replay,
-// cost model, engine) to show where the time goes.
+// split one configuration into its stages (instantiate the scenario, plan as `estimate` does
+// and as a sweep does, memory replay, cost model, engine) to show where the time goes.
 #include <benchmark/benchmark.h>
 
 #include <thread>
@@ -90,6 +90,18 @@ void BM_Point_Plan(benchmark::State& state) {
   state.counters["ops"] = static_cast<double>(ops);
 }
 BENCHMARK(BM_Point_Plan)->Unit(benchmark::kMicrosecond);
+
+// As a sweep plans: the per-model layout cached, no readable names.
+void BM_Point_PlanForSweep(benchmark::State& state) {
+  planner::ScenarioInstancer inst(llama8b_on_64());
+  const planner::Scenario& s = inst.make(kPoint);
+  planner::PlanCache cache;
+  for (auto _ : state) {
+    planner::Plan p = planner::plan_step(s, cache, planner::Naming::none);
+    benchmark::DoNotOptimize(p.schedule.ops.data());
+  }
+}
+BENCHMARK(BM_Point_PlanForSweep)->Unit(benchmark::kMicrosecond);
 
 void BM_Point_MemoryReplay(benchmark::State& state) {
   planner::ScenarioInstancer inst(llama8b_on_64());

@@ -85,9 +85,11 @@ TEST(TransientMemory, SplitIntoTensorsOfTheLargestTransientTensor) {
     for (int id : op.allocs)
       if (b.schedule.allocations[id].category == MemCategory::temporary) sizes.push_back(b.schedule.allocations[id].bytes);
     EXPECT_EQ(sizes, (std::vector<std::int64_t>{2000 * 32, 2000 * 32, 1000 * 32})) << op.name;
-    for (int id : op.allocs)
-      if (b.schedule.allocations[id].category == MemCategory::temporary)
+    for (int id : op.allocs) {
+      if (b.schedule.allocations[id].category == MemCategory::temporary) {
         EXPECT_NE(std::find(op.frees.begin(), op.frees.end(), id), op.frees.end());
+      }
+    }
   }
 }
 
