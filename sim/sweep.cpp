@@ -38,14 +38,29 @@ PointMetrics collect(const planner::Plan& plan, const planner::MemoryReport& mem
   return m;
 }
 
+// The lines of a cost key (cost_key_of: one override per line) that set the model.
+std::string model_overrides_in(const std::string& cost_key) {
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < cost_key.size()) {
+    std::size_t end = cost_key.find('\n', pos);
+    if (end == std::string::npos) end = cost_key.size();
+    const std::string line = cost_key.substr(pos, end - pos);
+    if (line.rfind("model.", 0) == 0 || line.rfind("model=", 0) == 0 || line.rfind("k:model", 0) == 0) out += line + "\n";
+    pos = end + 1;
+  }
+  return out;
+}
+
 class AnalyticEvaluator : public Evaluator {
  public:
   PointMetrics evaluate(const planner::Scenario& scenario, const std::string& cost_key) override {
-    // Points with equal cost keys have the same model (sweep.h), so they may share the
-    // planner's per-model layout; another key may mean another model at the same addresses.
-    if (cost_key != plan_cache_key_) {
+    // Points with the same model overrides have the same model, so they may share the
+    // planner's per-model layouts; other ones may put another model at the same addresses.
+    const std::string model_key = model_overrides_in(cost_key);
+    if (model_key != plan_cache_key_) {
       plan_cache_.clear();
-      plan_cache_key_ = cost_key;
+      plan_cache_key_ = model_key;
     }
     // A point keeps only figures: plan without the ops' readable names.
     const planner::Plan plan = cost_key.empty() ? planner::plan_step(scenario)
@@ -227,6 +242,8 @@ std::string cost_key_of(const std::vector<std::string>& overrides) {
     bool skip = false;
     for (const char* prefix : kNoCostEffect)
       if (o.rfind(prefix, 0) == 0) skip = true;
+    // fsdp.wrap can name the block types, to which the cost model applies the eager factor.
+    if (o.rfind("fsdp.wrap", 0) == 0) skip = false;
     if (!skip) key += o + "\n";
   }
   return key;

@@ -51,7 +51,9 @@ class Evaluator {
 using EvaluatorFactory = std::function<std::unique_ptr<Evaluator>()>;
 
 // plan_step + replay_memory + the analytic engine: what sim::estimate_step computes
-// (without the timed memory timeline), with the cost model cached per cost_key.
+// (without the timed memory timeline), with the cost model cached per cost_key and the
+// planner's layouts (planner::PlanCache) kept while the key's model overrides (its lines
+// starting "model") stay the same.
 std::unique_ptr<Evaluator> make_analytic_evaluator();
 // The metrics of a full estimate (for comparison with estimate_step).
 PointMetrics metrics_of(const planner::Scenario& scenario);
@@ -134,7 +136,8 @@ void resimulate_top(SweepResult& result, std::size_t k, const Resimulator& resim
 std::string no_fit_message(const SweepResult& result);
 
 // The key an evaluator may cache cost models under: the point's overrides that can change
-// the cost model (all but fsdp.* and the training batch / checkpointing fields).
+// the cost model (all but the training batch / checkpointing fields and fsdp.* other than
+// fsdp.wrap, whose block types the eager factor reads).
 std::string cost_key_of(const std::vector<std::string>& overrides);
 
 }  // namespace fsdpsim::sim

@@ -162,6 +162,28 @@ TEST(SweepPoints, TemplateMatchesParseScenarioAndEstimate) {
   }
 }
 
+// The cost model reads fsdp.wrap's block types (eager execution's memory-bound factor applies
+// to blocks), so points that differ only there must not share a cached cost model.
+TEST(SweepPoints, BlockTypesAreInTheCostKey) {
+  auto t = gpt2_template({"cluster.nodes=2", "training.torch_compile=false"});
+  const std::vector<std::vector<std::string>> points = {
+      {"fsdp.wrap={\"policy\":\"root\"}"},
+      {"fsdp.wrap={\"policy\":\"root\",\"block_types\":[\"NoSuchType\"]}"},
+  };
+  planner::ScenarioInstancer inst(t);
+  auto evaluator = make_analytic_evaluator();
+  std::vector<double> steps;
+  for (const auto& o : points) {
+    std::vector<std::string> all = {"cluster.nodes=2", "training.torch_compile=false"};
+    all.insert(all.end(), o.begin(), o.end());
+    const planner::Scenario want = planner::parse_scenario(gpt2_scenario(), kRoot + "/scenarios/sweep_test.json", all);
+    const PointMetrics a = evaluator->evaluate(inst.make(o), cost_key_of(o));
+    EXPECT_EQ(a.step_seconds, metrics_of(want).step_seconds) << o[0];
+    steps.push_back(a.step_seconds);
+  }
+  EXPECT_NE(steps[0], steps[1]);  // the eager factor applied to the blocks only in the first
+}
+
 TEST(SweepPoints, ModelOverridesParseTheirOwnModel) {
   auto t = gpt2_template();
   planner::ScenarioInstancer inst(t);
