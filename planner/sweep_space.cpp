@@ -377,6 +377,12 @@ Resolved resolve_reference(const nlohmann::json& value, const std::string& scena
   return {load_json_file(path), path};
 }
 
+// An override that replaces a whole reference (model=, cluster=, calibration=): parse_scenario
+// applies these first, then the overrides that reach inside the references.
+bool replaces_reference(const std::string& o) {
+  return starts_with(o, "model=") || starts_with(o, "cluster=") || starts_with(o, "calibration=");
+}
+
 const nlohmann::json& stub_model() {
   static const nlohmann::json stub = {
       {"name", "stub"}, {"root", {{"type", "SweepStub"}, {"params", {{{"name", "w"}, {"shape", {1}}}}}}}};
@@ -403,23 +409,36 @@ void ScenarioTemplate::init(const nlohmann::json& json, const std::string& file,
   base_overrides_ = overrides;
   base_ = parse_scenario(json, file, overrides);  // validates everything the way estimate does
 
-  Resolved model = resolve_reference(json["model"], file, "model");
-  Resolved cluster = resolve_reference(json["cluster"], file, "cluster");
+  // The references as parse_scenario resolves them: whole-reference overrides first.
+  nlohmann::json doc = json;
+  for (const std::string& o : overrides)
+    if (replaces_reference(o)) apply_override(doc, o, file);
+  Resolved model = resolve_reference(doc["model"], file, "model");
+  Resolved cluster = resolve_reference(doc["cluster"], file, "cluster");
   model_json_ = model.json;
   model_file_ = model.file;
   cluster_ = cluster.json;
-  document_ = json;
-  for (const std::string& o : overrides) {
-    if (starts_with(o, "cluster.")) apply_override(cluster_, o.substr(8), cluster.file);
-    else if (starts_with(o, "model.")) apply_override(model_json_, o.substr(6), model.file);
-    else apply_override(document_, o, file);
-  }
-  // The calibration as parse_scenario reads it: from the document before any override.
-  if (json.contains("calibration") && !json["calibration"].is_null()) {
-    Resolved cal = resolve_reference(json["calibration"], file, "calibration");
-    document_["calibration"] = cal.json;
+  nlohmann::json calibration;
+  if (doc.contains("calibration") && !doc["calibration"].is_null()) {
+    Resolved cal = resolve_reference(doc["calibration"], file, "calibration");
+    calibration = cal.json;
     if (cal.file != file) calibration_file_ = cal.file;
   }
+  document_ = doc;
+  for (const std::string& o : overrides) {
+    if (replaces_reference(o)) continue;
+    if (starts_with(o, "cluster.")) {
+      apply_override(cluster_, o.substr(8), cluster.file);
+    } else if (starts_with(o, "model.")) {
+      apply_override(model_json_, o.substr(6), model.file);
+    } else if (starts_with(o, "calibration.")) {
+      if (calibration.is_null()) calibration = nlohmann::json::object();
+      apply_override(calibration, o.substr(12), calibration_file_.empty() ? file : calibration_file_);
+    } else {
+      apply_override(document_, o, file);
+    }
+  }
+  if (!calibration.is_null()) document_["calibration"] = calibration;
   gpu_catalog_ = load_json_file((fs::path(catalog_root()) / "scenarios/hardware/gpus.json").string());
   nlohmann::json inline_cluster = cluster_;
   if (inline_cluster.contains("gpu") && inline_cluster["gpu"].is_string()) {
@@ -442,11 +461,15 @@ Scenario ScenarioTemplate::parse_point(const std::vector<std::string>& overrides
   std::vector<std::string> rest, cluster_overrides;
   model_key.clear();
   model_overrides.clear();
+  // A point that replaces the cluster leaves all its cluster overrides to parse_scenario,
+  // which applies the replacement first.
+  const bool new_cluster = std::any_of(overrides.begin(), overrides.end(),
+                                       [](const std::string& o) { return starts_with(o, "cluster="); });
   for (const std::string& o : overrides) {
-    if (starts_with(o, "model.")) {
-      model_overrides.push_back(o.substr(6));
+    if (starts_with(o, "model.") || starts_with(o, "model=")) {
+      model_overrides.push_back(o);
       model_key += o + "\n";
-    } else if (starts_with(o, "cluster.")) {
+    } else if (starts_with(o, "cluster.") && !new_cluster) {
       cluster_overrides.push_back(o.substr(8));
     } else {
       rest.push_back(o);
@@ -470,7 +493,9 @@ Scenario ScenarioTemplate::parse_point(const std::vector<std::string>& overrides
     doc["cluster"] = std::move(cluster);
     s = parse_scenario(doc, file_, rest);
   }
-  if (!calibration_file_.empty()) s.calibration_file = calibration_file_;
+  const bool new_calibration = std::any_of(overrides.begin(), overrides.end(),
+                                           [](const std::string& o) { return starts_with(o, "calibration="); });
+  if (!calibration_file_.empty() && !new_calibration) s.calibration_file = calibration_file_;
   return s;
 }
 
@@ -482,9 +507,20 @@ models::Model ScenarioTemplate::model_for(const std::string& key, const std::vec
     if (it != models_.end()) m = it->second;
   }
   if (!m) {
+    // As parse_scenario: a model= replacement first, then the model.* overrides inside it.
     nlohmann::json json = model_json_;
-    for (const std::string& o : model_overrides) apply_override(json, o, model_file_);
-    auto parsed = std::make_shared<const models::Model>(models::parse_model(json, model_file_));
+    std::string file = model_file_;
+    for (const std::string& o : model_overrides) {
+      if (!starts_with(o, "model=")) continue;
+      nlohmann::json holder = nlohmann::json::object();
+      apply_override(holder, o, file_);
+      Resolved replaced = resolve_reference(holder["model"], file_, "model");
+      json = std::move(replaced.json);
+      file = replaced.file;
+    }
+    for (const std::string& o : model_overrides)
+      if (starts_with(o, "model.")) apply_override(json, o.substr(6), file);
+    auto parsed = std::make_shared<const models::Model>(models::parse_model(json, file));
     std::lock_guard<std::mutex> lock(models_mutex_);
     m = models_.emplace(key, parsed).first->second;
   }

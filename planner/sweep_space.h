@@ -127,7 +127,7 @@ class ScenarioTemplate {
   friend class ScenarioInstancer;
   ScenarioTemplate() = default;
   void init(const nlohmann::json& json, const std::string& file, const std::vector<std::string>& overrides);
-  // Parses a point with a stub model; `model_key` receives its model.* overrides.
+  // Parses a point with a stub model; `model_key` receives its model= and model.* overrides.
   Scenario parse_point(const std::vector<std::string>& overrides, std::string& model_key,
                        std::vector<std::string>& model_overrides) const;
   models::Model model_for(const std::string& key, const std::vector<std::string>& model_overrides) const;

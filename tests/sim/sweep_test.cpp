@@ -134,6 +134,10 @@ TEST(SweepPoints, TemplateMatchesParseScenarioAndEstimate) {
       {"cluster.nodes=4", "fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=8"},
       {"cluster.gpu=A100-SXM-80GB", "fsdp.version=1", "fsdp.backward_prefetch=BACKWARD_POST"},
       {"fsdp.wrap={\"policy\":\"every_k_blocks\",\"every\":3}", "fsdp.cpu_offload=true"},
+      // Whole references replaced by a point (a model= axis used to keep the base model).
+      {"model=models/gpt2-medium.json"},
+      {"model.name=renamed", "model=models/gpt2-medium.json"},
+      {"cluster.nodes=4", "cluster=scenarios/clusters/dgx-a100.json"},
   };
   planner::ScenarioInstancer inst(t);
   auto evaluator = make_analytic_evaluator();
@@ -182,6 +186,31 @@ TEST(SweepPoints, BlockTypesAreInTheCostKey) {
     steps.push_back(a.step_seconds);
   }
   EXPECT_NE(steps[0], steps[1]);  // the eager factor applied to the blocks only in the first
+}
+
+// Base overrides that replace the model, cluster or calibration reach every point (the points
+// used to keep the scenario file's cluster and calibration).
+TEST(SweepPoints, BaseOverridesThatReplaceReferences) {
+  const std::vector<std::string> base = {"model=models/gpt2-medium.json", "cluster=scenarios/clusters/dgx-a100.json",
+                                         "cluster.nodes=2", "calibration.pcie_gbps=7"};
+  auto t = planner::ScenarioTemplate::from_json(gpt2_scenario(), kRoot + "/scenarios/sweep_test.json", base);
+  planner::ScenarioInstancer inst(t);
+  auto evaluator = make_analytic_evaluator();
+  for (const std::vector<std::string>& o : std::vector<std::vector<std::string>>{{}, {"fsdp.cpu_offload=true"}}) {
+    std::vector<std::string> all = base;
+    all.insert(all.end(), o.begin(), o.end());
+    const planner::Scenario want = planner::parse_scenario(gpt2_scenario(), kRoot + "/scenarios/sweep_test.json", all);
+    const planner::Scenario& got = inst.make(o);
+    EXPECT_EQ(got.model.name, want.model.name);
+    EXPECT_EQ(got.model.parameter_count(), want.model.parameter_count());
+    EXPECT_EQ(got.cluster.gpu.name, want.cluster.gpu.name);
+    EXPECT_EQ(got.world_size(), want.world_size());
+    const PointMetrics a = evaluator->evaluate(got, cost_key_of(o));
+    const PointMetrics b = metrics_of(want);
+    EXPECT_EQ(a.step_seconds, b.step_seconds);  // offload's host copies run at the overridden PCIe rate
+    EXPECT_EQ(a.peak_reserved_bytes, b.peak_reserved_bytes);
+  }
+  EXPECT_EQ(inst.make({}).cluster.gpu.name.rfind("A100", 0), 0u);
 }
 
 TEST(SweepPoints, ModelOverridesParseTheirOwnModel) {
