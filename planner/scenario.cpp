@@ -76,28 +76,6 @@ models::DType dtype_field(JsonReader& r, const std::string& key, models::DType f
   return *dtype;
 }
 
-// A referenced document (model or cluster): its JSON and the file errors should name.
-struct Reference {
-  nlohmann::json json;
-  std::string file;
-};
-
-Reference load_reference(const nlohmann::json& value, const std::string& scenario_file,
-                         const std::string& key) {
-  if (value.is_object()) return {value, scenario_file};
-  if (!value.is_string())
-    throw InputError(scenario_file, key, "expected a file path or an inline object, got " + describe_json(value));
-  std::string text = value.get<std::string>();
-  const bool hf = key == "model" && text.rfind("hf:", 0) == 0;
-  const std::string wanted = hf ? text.substr(3) : text;
-  std::string path = resolve_path(wanted, directory_of(scenario_file));
-  if (!fs::is_regular_file(path))
-    throw InputError(scenario_file, key, "no file \"" + wanted + "\" (looked beside the scenario, in the current "
-                                         "directory and under " + catalog_root() + ")");
-  if (hf) return {models::import_hf_config(load_json_file(path), path), path};
-  return {load_json_file(path), path};
-}
-
 WrapSpec parse_wrap(JsonReader r) {
   WrapSpec w;
   std::string policy = r.choice_or("policy", {"block", "every_k_blocks", "size", "modules", "root"}, "block");
@@ -288,6 +266,23 @@ std::map<std::string, std::string> parse_sources(JsonReader& r) {
 }
 
 }  // namespace
+
+Reference load_reference(const nlohmann::json& value, const std::string& scenario_file,
+                         const std::string& key) {
+  if (value.is_object()) return {value, scenario_file};
+  if (!value.is_string())
+    throw InputError(scenario_file, key, "expected a file path or an inline object, got " + describe_json(value));
+  std::string text = value.get<std::string>();
+  const bool hf = key == "model" && text.rfind("hf:", 0) == 0;
+  const std::string wanted = hf ? text.substr(3) : text;
+  std::string path = resolve_path(wanted, directory_of(scenario_file));
+  if (!fs::is_regular_file(path))
+    throw InputError(scenario_file, key, "no file \"" + wanted + "\" (looked beside the scenario, in the current "
+                                         "directory and under " + catalog_root() + ")");
+  if (hf) return {models::import_hf_config(load_json_file(path), path), path};
+  return {load_json_file(path), path};
+}
+
 
 void apply_override(nlohmann::json& document, const std::string& assignment, const std::string& file) {
   auto eq = assignment.find('=');

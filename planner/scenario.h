@@ -115,6 +115,16 @@ Scenario parse_scenario(const nlohmann::json& json, const std::string& file,
 // Applies one override to a JSON document (exposed for tests and other verbs).
 void apply_override(nlohmann::json& document, const std::string& assignment, const std::string& file);
 
+// A scenario's "model", "cluster" or "calibration" field: an inline object, or a file path
+// (for the model also hf:config.json) resolved beside the scenario, in the current directory,
+// then under the catalog root. `file` is what errors inside it should name. Throws InputError
+// naming the scenario file and `key` when there is no such file.
+struct Reference {
+  nlohmann::json json;
+  std::string file;
+};
+Reference load_reference(const nlohmann::json& value, const std::string& scenario_file, const std::string& key);
+
 GpuSpec parse_gpu(const nlohmann::json& json, const std::string& name, const std::string& file,
                   const std::string& path);
 GpuSpec find_gpu(const std::string& name);  // from scenarios/hardware/gpus.json

@@ -359,24 +359,6 @@ SweepFile load_sweep_file(const std::string& path) { return parse_sweep_file(loa
 
 namespace {
 
-struct Resolved {
-  nlohmann::json json;
-  std::string file;
-};
-
-// What parse_scenario's reference loading does (the scenario parsed already, so the files exist).
-Resolved resolve_reference(const nlohmann::json& value, const std::string& scenario_file, const std::string& key) {
-  if (value.is_object()) return {value, scenario_file};
-  if (!value.is_string())
-    throw InputError(scenario_file, key, "expected a file path or an inline object, got " + describe_json(value));
-  const std::string text = value.get<std::string>();
-  const bool hf = key == "model" && starts_with(text, "hf:");
-  const std::string wanted = hf ? text.substr(3) : text;
-  const std::string path = resolve_path(wanted, fs::path(scenario_file).parent_path().string());
-  if (hf) return {models::import_hf_config(load_json_file(path), path), path};
-  return {load_json_file(path), path};
-}
-
 // An override that replaces a whole reference (model=, cluster=, calibration=): parse_scenario
 // applies these first, then the overrides that reach inside the references.
 bool replaces_reference(const std::string& o) {
@@ -413,14 +395,14 @@ void ScenarioTemplate::init(const nlohmann::json& json, const std::string& file,
   nlohmann::json doc = json;
   for (const std::string& o : overrides)
     if (replaces_reference(o)) apply_override(doc, o, file);
-  Resolved model = resolve_reference(doc["model"], file, "model");
-  Resolved cluster = resolve_reference(doc["cluster"], file, "cluster");
+  Reference model = load_reference(doc["model"], file, "model");
+  Reference cluster = load_reference(doc["cluster"], file, "cluster");
   model_json_ = model.json;
   model_file_ = model.file;
   cluster_ = cluster.json;
   nlohmann::json calibration;
   if (doc.contains("calibration") && !doc["calibration"].is_null()) {
-    Resolved cal = resolve_reference(doc["calibration"], file, "calibration");
+    Reference cal = load_reference(doc["calibration"], file, "calibration");
     calibration = cal.json;
     if (cal.file != file) calibration_file_ = cal.file;
   }
@@ -514,7 +496,7 @@ models::Model ScenarioTemplate::model_for(const std::string& key, const std::vec
       if (!starts_with(o, "model=")) continue;
       nlohmann::json holder = nlohmann::json::object();
       apply_override(holder, o, file_);
-      Resolved replaced = resolve_reference(holder["model"], file_, "model");
+      Reference replaced = load_reference(holder["model"], file_, "model");
       json = std::move(replaced.json);
       file = replaced.file;
     }
