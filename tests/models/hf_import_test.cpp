@@ -2,6 +2,8 @@
 // tree (names, shapes, ties, biases) and errors for configs it cannot read.
 #include <gtest/gtest.h>
 
+#include <ostream>
+
 #include <cctype>
 #include <cmath>
 #include <functional>
@@ -76,6 +78,9 @@ struct CountCase {
   const char* name;
   std::int64_t expected;
 };
+
+// How gtest (and so ctest's test list) prints a case: its model and count, not raw bytes.
+void PrintTo(const CountCase& c, std::ostream* os) { *os << c.name << " (" << c.expected << " parameters)"; }
 
 class PublishedParameterCount : public ::testing::TestWithParam<CountCase> {};
 
