@@ -50,6 +50,32 @@ std::string to_string(Stream s) { return kStreamNames[static_cast<int>(s)]; }
 std::string to_string(MemCategory c) { return kCategoryNames[static_cast<int>(c)]; }
 std::string to_string(Phase p) { return kPhaseNames[static_cast<int>(p)]; }
 
+nlohmann::json op_trace_args(const Schedule& s, const Op& op) {
+  nlohmann::json args = {{"op", op.id},
+                         {"kind", to_string(op.kind)},
+                         {"stream", to_string(op.stream)},
+                         {"unit", op.unit},
+                         {"module", op.module},
+                         {"phase", to_string(op.phase)},
+                         {"micro_step", op.micro_step}};
+  if (op.flops) args["flops"] = op.flops;
+  if (op.attention_flops) args["attention_flops"] = op.attention_flops;
+  if (op.hbm_bytes) args["hbm_bytes"] = op.hbm_bytes;
+  if (op.comm_bytes) args["comm_bytes"] = op.comm_bytes;
+  if (op.group >= 0 && op.group < static_cast<int>(s.groups.size())) {
+    const ProcessGroup& g = s.groups[op.group];
+    args["group"] = {{"name", g.name}, {"ranks", g.ranks}, {"nodes", g.nodes}};
+  }
+  auto bytes_of = [&](const IdList& ids) {
+    std::int64_t b = 0;
+    for (int a : ids) b += s.allocations[a].bytes;
+    return b;
+  };
+  if (!op.allocs.empty()) args["allocates_bytes"] = bytes_of(op.allocs);
+  if (!op.frees.empty()) args["frees_bytes"] = bytes_of(op.frees);
+  return args;
+}
+
 nlohmann::json schedule_to_json(const Schedule& s) {
   nlohmann::json j;
   j["format"] = "fsdpsim-schedule";

@@ -92,6 +92,11 @@ struct Schedule {
 };
 
 nlohmann::json schedule_to_json(const Schedule& schedule);
+
+// An op as trace viewers show it (a Chrome trace event's "args"): id, kind, stream, unit,
+// module, phase, micro-step, its nonzero cost inputs, its process group and the bytes it
+// allocates and frees. The engines' and the runtime's traces add their own timings.
+nlohmann::json op_trace_args(const Schedule& schedule, const Op& op);
 // Checks ids, references, alloc-before-free, and that the dependency graph is acyclic;
 // errors name the file, the JSON path and the op.
 Schedule schedule_from_json(const nlohmann::json& json, const std::string& file);

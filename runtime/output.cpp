@@ -15,12 +15,6 @@ namespace {
 // tid 0 is the CPU issue thread (and host-stream ops), tid 1 + planner::Stream a stream.
 int stream_tid(planner::Stream s) { return 1 + static_cast<int>(s); }
 
-std::int64_t bytes_of(const Schedule& s, const planner::IdList& ids) {
-  std::int64_t b = 0;
-  for (int a : ids) b += s.allocations[a].bytes;
-  return b;
-}
-
 }  // namespace
 
 nlohmann::json trace_json(const Schedule& s, const RunResult& r) {
@@ -51,25 +45,9 @@ nlohmann::json trace_json(const Schedule& s, const RunResult& r) {
       for (const Op& op : s.ops) {
         const OpTiming& t = timings[op.id];
         if (t.start_seconds < 0 || t.end_seconds < 0) continue;
-        nlohmann::json args = {{"op", op.id},
-                               {"kind", planner::to_string(op.kind)},
-                               {"stream", planner::to_string(op.stream)},
-                               {"unit", op.unit},
-                               {"module", op.module},
-                               {"phase", planner::to_string(op.phase)},
-                               {"micro_step", op.micro_step},
-                               {"step", k},
-                               {"measured_us", (t.end_seconds - t.start_seconds) * us}};
-        if (op.flops) args["flops"] = op.flops;
-        if (op.attention_flops) args["attention_flops"] = op.attention_flops;
-        if (op.hbm_bytes) args["hbm_bytes"] = op.hbm_bytes;
-        if (op.comm_bytes) args["comm_bytes"] = op.comm_bytes;
-        if (op.group >= 0) {
-          const planner::ProcessGroup& g = s.groups[op.group];
-          args["group"] = {{"name", g.name}, {"ranks", g.ranks}, {"nodes", g.nodes}};
-        }
-        if (!op.allocs.empty()) args["allocates_bytes"] = bytes_of(s, op.allocs);
-        if (!op.frees.empty()) args["frees_bytes"] = bytes_of(s, op.frees);
+        nlohmann::json args = planner::op_trace_args(s, op);
+        args["step"] = k;
+        args["measured_us"] = (t.end_seconds - t.start_seconds) * us;
         events.push_back({{"ph", "X"},
                           {"name", op.name},
                           {"cat", planner::to_string(op.kind)},

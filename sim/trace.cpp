@@ -25,12 +25,6 @@ nlohmann::json meta(const char* what, int pid, int tid, const nlohmann::json& ar
   return e;
 }
 
-std::int64_t bytes_of(const Schedule& s, const planner::IdList& ids) {
-  std::int64_t b = 0;
-  for (int a : ids) b += s.allocations[a].bytes;
-  return b;
-}
-
 void add_process(nlohmann::json& events, int pid, const TraceProcess& p) {
   if (!p.schedule || !p.timing) throw std::invalid_argument("trace process \"" + p.name + "\" has no schedule or timing");
   const Schedule& s = *p.schedule;
@@ -52,27 +46,11 @@ void add_process(nlohmann::json& events, int pid, const TraceProcess& p) {
 
   for (const Op& op : s.ops) {
     const OpTiming& ot = t.ops[op.id];
-    nlohmann::json args = {{"op", op.id},
-                           {"kind", planner::to_string(op.kind)},
-                           {"stream", planner::to_string(op.stream)},
-                           {"unit", op.unit},
-                           {"module", op.module},
-                           {"phase", planner::to_string(op.phase)},
-                           {"micro_step", op.micro_step},
-                           {"nominal_us", ot.nominal_seconds * kUs},
-                           {"actual_us", (ot.end - ot.start) * kUs},
-                           {"started_by", to_string(ot.started_by)},
-                           {"started_by_op", ot.started_by_op}};
-    if (op.flops) args["flops"] = op.flops;
-    if (op.attention_flops) args["attention_flops"] = op.attention_flops;
-    if (op.hbm_bytes) args["hbm_bytes"] = op.hbm_bytes;
-    if (op.comm_bytes) args["comm_bytes"] = op.comm_bytes;
-    if (op.group >= 0 && op.group < static_cast<int>(s.groups.size())) {
-      const planner::ProcessGroup& g = s.groups[op.group];
-      args["group"] = {{"name", g.name}, {"ranks", g.ranks}, {"nodes", g.nodes}};
-    }
-    if (!op.allocs.empty()) args["allocates_bytes"] = bytes_of(s, op.allocs);
-    if (!op.frees.empty()) args["frees_bytes"] = bytes_of(s, op.frees);
+    nlohmann::json args = planner::op_trace_args(s, op);
+    args["nominal_us"] = ot.nominal_seconds * kUs;
+    args["actual_us"] = (ot.end - ot.start) * kUs;
+    args["started_by"] = to_string(ot.started_by);
+    args["started_by_op"] = ot.started_by_op;
     const bool host = op.stream == Stream::host;
     // The CPU issue of the op.
     if (ot.issue_seconds > 0 || host) {
