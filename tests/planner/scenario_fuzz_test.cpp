@@ -8,6 +8,7 @@
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
+#include "json_mutation.h"
 #include "synthetic.h"
 
 namespace fsdpsim::planner {
@@ -40,21 +41,9 @@ nlohmann::json random_value(std::mt19937& rng) {
 
 // Picks a random node of the document (objects and arrays) and mutates it.
 void mutate(nlohmann::json& doc, std::mt19937& rng) {
-  nlohmann::json* node = &doc;
-  for (int depth = 0; depth < 6; ++depth) {
-    if (node->is_object() && !node->empty() && rng() % 3 != 0) {
-      auto it = node->begin();
-      std::advance(it, rng() % node->size());
-      node = &it.value();
-    } else if (node->is_array() && !node->empty() && rng() % 3 != 0) {
-      node = &(*node)[rng() % node->size()];
-    } else {
-      break;
-    }
-  }
+  nlohmann::json* node = testing::random_node(doc, rng, 6, 3);
   if (node->is_object() && !node->empty() && rng() % 2 == 0) {
-    auto it = node->begin();
-    std::advance(it, rng() % node->size());
+    auto it = testing::random_member(*node, rng);
     if (rng() % 2) node->erase(it);
     else it.value() = random_value(rng);
   } else if (node->is_object()) {

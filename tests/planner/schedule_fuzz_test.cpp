@@ -11,6 +11,7 @@
 #include "planner/plan.h"
 #include "planner/scenario.h"
 #include "planner/schedule.h"
+#include "json_mutation.h"
 #include "synthetic.h"
 
 namespace fsdpsim::planner {
@@ -55,21 +56,9 @@ void mutate(nlohmann::json& doc, std::mt19937& rng) {
       return;
     }
   }
-  nlohmann::json* node = &doc;
-  for (int depth = 0; depth < 5; ++depth) {
-    if (node->is_object() && !node->empty() && rng() % 4 != 0) {
-      auto it = node->begin();
-      std::advance(it, rng() % node->size());
-      node = &it.value();
-    } else if (node->is_array() && !node->empty() && rng() % 4 != 0) {
-      node = &(*node)[rng() % node->size()];
-    } else {
-      break;
-    }
-  }
+  nlohmann::json* node = testing::random_node(doc, rng, 5, 4);
   if (node->is_object() && !node->empty() && rng() % 2 == 0) {
-    auto it = node->begin();
-    std::advance(it, rng() % node->size());
+    auto it = testing::random_member(*node, rng);
     if (rng() % 3 == 0) node->erase(it);
     else it.value() = random_value(rng, ops);
   } else if (node->is_object()) {

@@ -7,6 +7,7 @@
 #include "models/json_input.h"
 #include "planner/plan.h"
 #include "planner/sweep_space.h"
+#include "json_mutation.h"
 #include "synthetic.h"
 
 namespace fsdpsim::planner {
@@ -49,21 +50,9 @@ nlohmann::json random_value(std::mt19937& rng) {
 }
 
 void mutate(nlohmann::json& doc, std::mt19937& rng) {
-  nlohmann::json* node = &doc;
-  for (int depth = 0; depth < 6; ++depth) {
-    if (node->is_object() && !node->empty() && rng() % 3 != 0) {
-      auto it = node->begin();
-      std::advance(it, rng() % node->size());
-      node = &it.value();
-    } else if (node->is_array() && !node->empty() && rng() % 3 != 0) {
-      node = &(*node)[rng() % node->size()];
-    } else {
-      break;
-    }
-  }
+  nlohmann::json* node = testing::random_node(doc, rng, 6, 3);
   if (node->is_object() && !node->empty() && rng() % 2 == 0) {
-    auto it = node->begin();
-    std::advance(it, rng() % node->size());
+    auto it = testing::random_member(*node, rng);
     if (rng() % 2) node->erase(it);
     else it.value() = random_value(rng);
   } else if (node->is_array() && rng() % 2 == 0) {
