@@ -77,71 +77,76 @@ void add_calibrate_command(CLI::App& app) {
 
 namespace {
 
-void run_calibrate(const CalibrateCommandOptions& opts, const runtime::Launch& launch) {
-  const CalibrateCommandOptions* o = &opts;
-  {
-    planner::Scenario scenario = planner::load_scenario(o->scenario, o->overrides);
-    calibrate::Options bench = o->bench;
-    bench.launcher = launch.launcher;
-    bench.processes = launch.processes;
-    bench.process_rank = launch.process_rank;
-    const bool root = launch.process_rank == 0;
-    if (!o->quiet && root)
-      bench.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << std::endl; };
-    // Check the output can be written before spending minutes measuring.
-    if (root) {
-      std::ofstream probe(o->output, std::ios::app);
-      if (!probe) throw InputError(o->output, "", "cannot write the calibration file here");
-    }
-    const calibrate::Measurements m = calibrate::measure(scenario, bench);
-    if (!m.reports) return;
-    const calibrate::FitResult f = calibrate::fit(scenario, m);
-    const nlohmann::json j = calibrate::calibration_json(f, m);
-    {
-      std::ofstream out(o->output, std::ios::trunc);
-      if (!out) throw InputError(o->output, "", "cannot write the calibration file here");
-      out << j.dump(2) << "\n";
-    }
-    // What was written must load the way a scenario loads it.
-    planner::read_calibration(j, o->output, planner::default_calibration(scenario.cluster));
+// What --json prints: where the calibration went, what was fitted and how well.
+nlohmann::json summary_json(const std::string& output, const calibrate::Measurements& m,
+                            const calibrate::FitResult& f, const nlohmann::json& calibration) {
+  nlohmann::json s;
+  s["output"] = output;
+  s["backend"] = m.backend;
+  s["device"] = m.device;
+  s["gpu"] = m.gpu;
+  nlohmann::json fields = nlohmann::json::object();
+  for (const std::string& field : f.fitted_fields)
+    if (field != "nccl") fields[field] = calibration[field];
+  s["fitted"] = fields;
+  s["goodness"] = calibration["fit"]["goodness"];
+  s["collectives"] = calibration["fit"]["collectives"];
+  s["notes"] = f.notes;
+  return s;
+}
 
-    const auto summary = calibrate::summarize_errors(f.errors);
-    if (o->json) {
-      nlohmann::json s;
-      s["output"] = o->output;
-      s["backend"] = m.backend;
-      s["device"] = m.device;
-      s["gpu"] = m.gpu;
-      nlohmann::json fields = nlohmann::json::object();
-      for (const std::string& field : f.fitted_fields)
-        if (field != "nccl") fields[field] = j[field];
-      s["fitted"] = fields;
-      s["goodness"] = j["fit"]["goodness"];
-      s["collectives"] = j["fit"]["collectives"];
-      s["notes"] = f.notes;
-      std::cout << s.dump(2) << "\n";
-      return;
-    }
-    std::cout << "calibration of " << m.gpu << " on " << m.device << " (backend " << m.backend << ")\n\n";
-    for (const std::string& field : f.fitted_fields)
-      if (field != "nccl") std::cout << "  " << field << " = " << number_text(j[field].get<double>()) << "\n";
-    for (const calibrate::CollectiveFit& cf : f.collectives) {
-      std::cout << "  " << planner::collective_name(cf.kind) << " " << cf.span.ranks << " ranks / " << cf.span.nodes
-                << (cf.span.nodes == 1 ? " node" : " nodes") << ":";
-      for (const calibrate::LineFit& l : cf.fit.segments)
-        std::cout << "  [alpha " << number_text(l.alpha_seconds * 1e6) << " us, busbw "
-                  << number_text(l.bandwidth_bytes_per_second() / 1e9) << " GB/s]";
-      for (double x : cf.fit.crossovers_x)
-        std::cout << "  crossover at " << number_text(x / calibrate::bus_factor(cf.kind, cf.span.ranks)) << " B";
-      std::cout << "\n";
-    }
-    std::cout << "\n" << calibrate::fit_table(f, o->every_row);
-    if (!f.notes.empty()) {
-      std::cout << "\nnotes:\n";
-      for (const std::string& n : f.notes) std::cout << "  - " << n << "\n";
-    }
-    std::cout << "\nwrote " << o->output << " (use it with --set calibration=" << o->output << ")\n";
+void print_summary(const std::string& output, const calibrate::Measurements& m, const calibrate::FitResult& f,
+                   const nlohmann::json& calibration, bool every_row) {
+  std::cout << "calibration of " << m.gpu << " on " << m.device << " (backend " << m.backend << ")\n\n";
+  for (const std::string& field : f.fitted_fields)
+    if (field != "nccl") std::cout << "  " << field << " = " << number_text(calibration[field].get<double>()) << "\n";
+  for (const calibrate::CollectiveFit& cf : f.collectives) {
+    std::cout << "  " << planner::collective_name(cf.kind) << " " << cf.span.ranks << " ranks / " << cf.span.nodes
+              << (cf.span.nodes == 1 ? " node" : " nodes") << ":";
+    for (const calibrate::LineFit& l : cf.fit.segments)
+      std::cout << "  [alpha " << number_text(l.alpha_seconds * 1e6) << " us, busbw "
+                << number_text(l.bandwidth_bytes_per_second() / 1e9) << " GB/s]";
+    for (double x : cf.fit.crossovers_x)
+      std::cout << "  crossover at " << number_text(x / calibrate::bus_factor(cf.kind, cf.span.ranks)) << " B";
+    std::cout << "\n";
   }
+  std::cout << "\n" << calibrate::fit_table(f, every_row);
+  if (!f.notes.empty()) {
+    std::cout << "\nnotes:\n";
+    for (const std::string& n : f.notes) std::cout << "  - " << n << "\n";
+  }
+  std::cout << "\nwrote " << output << " (use it with --set calibration=" << output << ")\n";
+}
+
+void write_calibration(const std::string& output, const nlohmann::json& calibration) {
+  std::ofstream out(output, std::ios::trunc);
+  if (!out) throw InputError(output, "", "cannot write the calibration file here");
+  out << calibration.dump(2) << "\n";
+}
+
+void run_calibrate(const CalibrateCommandOptions& o, const runtime::Launch& launch) {
+  const planner::Scenario scenario = planner::load_scenario(o.scenario, o.overrides);
+  calibrate::Options bench = o.bench;
+  bench.launcher = launch.launcher;
+  bench.processes = launch.processes;
+  bench.process_rank = launch.process_rank;
+  const bool root = launch.process_rank == 0;
+  if (!o.quiet && root)
+    bench.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << std::endl; };
+  // Check the output can be written before spending minutes measuring.
+  if (root) {
+    std::ofstream probe(o.output, std::ios::app);
+    if (!probe) throw InputError(o.output, "", "cannot write the calibration file here");
+  }
+  const calibrate::Measurements m = calibrate::measure(scenario, bench);
+  if (!m.reports) return;  // a rank other than the one that reports
+  const calibrate::FitResult f = calibrate::fit(scenario, m);
+  const nlohmann::json calibration = calibrate::calibration_json(f, m);
+  write_calibration(o.output, calibration);
+  // What was written must load the way a scenario loads it.
+  planner::read_calibration(calibration, o.output, planner::default_calibration(scenario.cluster));
+  if (o.json) std::cout << summary_json(o.output, m, f, calibration).dump(2) << "\n";
+  else print_summary(o.output, m, f, calibration, o.every_row);
 }
 
 }  // namespace
