@@ -47,7 +47,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
-EngineInputs engine_inputs(const Schedule& schedule, const planner::CostModel& cost) {
+EngineInputs engine_inputs(const Schedule& schedule, const planner::CostModel& cost, CollectiveMemo* memo) {
   EngineInputs in;
   in.compute_slowdown_under_comm = cost.compute_slowdown_under_comm();
   in.duration_seconds.resize(schedule.ops.size());
@@ -55,11 +55,13 @@ EngineInputs engine_inputs(const Schedule& schedule, const planner::CostModel& c
   in.latency_seconds.assign(schedule.ops.size(), 0.0);
   in.kernels.assign(schedule.ops.size(), 0.0);
   in.launch_queue_kernels = cost.calibration().launch_queue_kernels;
-  std::map<std::tuple<int, int, double>, planner::CollectiveEstimate> collectives;
+  CollectiveMemo local;
+  CollectiveMemo& collectives = memo ? *memo : local;
   for (const Op& op : schedule.ops) {
     double d;
-    if (planner::is_collective(op.kind)) {
-      auto key = std::make_tuple(static_cast<int>(op.kind), op.group, op.comm_bytes);
+    if (planner::is_collective(op.kind) && op.group >= 0 && op.group < static_cast<int>(schedule.groups.size())) {
+      const planner::ProcessGroup& g = schedule.groups[op.group];
+      auto key = std::make_tuple(static_cast<int>(op.kind), op.comm_bytes, g.ranks, g.nodes);
       auto it = collectives.find(key);
       if (it == collectives.end()) it = collectives.emplace(key, cost.collective(op, schedule)).first;
       d = it->second.seconds;
@@ -438,8 +440,8 @@ StepTiming simulate(const Schedule& s, const EngineInputs& in, double bf16_peak_
   return r;
 }
 
-StepTiming time_step(const Schedule& schedule, const planner::CostModel& cost) {
-  return simulate(schedule, engine_inputs(schedule, cost), cost.bf16_peak_flops());
+StepTiming time_step(const Schedule& schedule, const planner::CostModel& cost, CollectiveMemo* memo) {
+  return simulate(schedule, engine_inputs(schedule, cost, memo), cost.bf16_peak_flops());
 }
 
 TimedMemory timed_memory(const Schedule& s, const StepTiming& timing) {

@@ -23,6 +23,8 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "planner/cost_model.h"
@@ -116,9 +118,15 @@ struct EngineInputs {
   bool share_bandwidth = true;
 };
 
-// Durations and issue costs from the cost model (NCCL estimates are memoised per
-// (kind, group, bytes): a step repeats the same collective for every block).
-EngineInputs engine_inputs(const planner::Schedule& schedule, const planner::CostModel& cost);
+// NCCL estimates by (collective kind, bytes, group ranks, group nodes): a step repeats the same
+// collective for every block, and a sweep repeats them from point to point. Valid for one cost
+// model (the estimate depends on nothing else); a sweep worker keeps one per cost model.
+using CollectiveMemo = std::map<std::tuple<int, double, int, int>, planner::CollectiveEstimate>;
+
+// Durations and issue costs from the cost model; collective estimates are memoised in `memo`
+// (which must belong to `cost`), or per call when it is null.
+EngineInputs engine_inputs(const planner::Schedule& schedule, const planner::CostModel& cost,
+                           CollectiveMemo* memo = nullptr);
 
 // Times the schedule. `bf16_peak_flops` (0: unknown) gives MFU and HFU. Throws
 // std::invalid_argument when inputs do not match the schedule or the schedule deadlocks
@@ -132,7 +140,7 @@ StepTiming simulate(const planner::Schedule& schedule, const EngineInputs& input
 void summarize_step(const planner::Schedule& schedule, StepTiming& t, double cpu_end, double bf16_peak_flops);
 
 // engine_inputs + simulate with the cost model's peak.
-StepTiming time_step(const planner::Schedule& schedule, const planner::CostModel& cost);
+StepTiming time_step(const planner::Schedule& schedule, const planner::CostModel& cost, CollectiveMemo* memo = nullptr);
 
 // Memory on the step's clock: the schedule's allocation events at their ops' issue times.
 struct MemoryPoint {

@@ -67,6 +67,7 @@ class AnalyticEvaluator : public Evaluator {
                                                 : planner::plan_step(scenario, plan_cache_, planner::Naming::none);
     std::unique_ptr<planner::CostModel> local;
     const planner::CostModel* cost = nullptr;
+    CollectiveMemo* memo = nullptr;
     if (cost_key.empty()) {
       local = std::make_unique<planner::CostModel>(scenario);
       cost = local.get();
@@ -74,21 +75,26 @@ class AnalyticEvaluator : public Evaluator {
       auto it = costs_.find(cost_key);
       if (it == costs_.end()) {
         if (costs_.size() >= 64) costs_.clear();  // bounded: sweeps over clusters make many
-        it = costs_.emplace(cost_key, std::make_unique<planner::CostModel>(scenario)).first;
+        it = costs_.emplace(cost_key, CachedCost{std::make_unique<planner::CostModel>(scenario), {}}).first;
       }
-      cost = it->second.get();
+      cost = it->second.model.get();
+      memo = &it->second.collectives;
     }
     const double gpu = scenario.cluster.gpu.memory_bytes;
     const double overhead = cost->calibration().device_overhead_bytes;
     // As estimate_step: the allocator model's capacity is the GPU minus the device overhead.
     const planner::MemoryReport memory = planner::replay_memory(plan.schedule, gpu - overhead);
-    const StepTiming timing = time_step(plan.schedule, *cost);
+    const StepTiming timing = time_step(plan.schedule, *cost, memo);
     return collect(plan, memory, timing, overhead, gpu);
   }
   std::string name() const override { return "analytic"; }
 
  private:
-  std::map<std::string, std::unique_ptr<planner::CostModel>> costs_;
+  struct CachedCost {
+    std::unique_ptr<planner::CostModel> model;
+    CollectiveMemo collectives;  // its NCCL estimates, kept from point to point
+  };
+  std::map<std::string, CachedCost> costs_;
   planner::PlanCache plan_cache_;
   std::string plan_cache_key_;
 };

@@ -166,6 +166,31 @@ TEST(SweepPoints, TemplateMatchesParseScenarioAndEstimate) {
   }
 }
 
+// Points that share a cost key share the worker's cost model and its NCCL estimates; group
+// sizes and buffer sizes differ between them, and each point must still time as estimate does.
+TEST(SweepPoints, SharedCollectiveEstimatesKeepEachPointExact) {
+  auto t = gpt2_template();  // 16 GPUs on 2 nodes
+  const std::vector<std::vector<std::string>> points = {
+      {"fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=8"},
+      {"fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=4"},
+      {},
+      {"fsdp.strategy=SHARD_GRAD_OP", "fsdp.reshard_after_forward=null"},
+      {"fsdp.wrap={\"policy\":\"every_k_blocks\",\"every\":2}"},  // another cost key (fsdp.wrap)
+      {"fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=2"},
+  };
+  planner::ScenarioInstancer inst(t);
+  auto evaluator = make_analytic_evaluator();
+  for (const auto& o : points) {
+    std::vector<std::string> all = {"cluster.nodes=2"};
+    all.insert(all.end(), o.begin(), o.end());
+    const planner::Scenario want = planner::parse_scenario(gpt2_scenario(), kRoot + "/scenarios/sweep_test.json", all);
+    const PointMetrics a = evaluator->evaluate(inst.make(o), cost_key_of(o));
+    const PointMetrics b = metrics_of(want);
+    EXPECT_EQ(a.step_seconds, b.step_seconds) << testing::PrintToString(o);
+    EXPECT_EQ(a.exposed_comm_seconds, b.exposed_comm_seconds) << testing::PrintToString(o);
+  }
+}
+
 // The cost model reads fsdp.wrap's block types (eager execution's memory-bound factor applies
 // to blocks), so points that differ only there must not share a cached cost model.
 TEST(SweepPoints, BlockTypesAreInTheCostKey) {
