@@ -267,6 +267,12 @@ std::map<std::string, std::string> parse_sources(JsonReader& r) {
 
 }  // namespace
 
+bool replaces_reference(const std::string& assignment) {
+  for (const char* key : {"model=", "cluster=", "calibration="})
+    if (assignment.rfind(key, 0) == 0) return true;
+  return false;
+}
+
 Reference load_reference(const nlohmann::json& value, const std::string& scenario_file,
                          const std::string& key) {
   if (value.is_object()) return {value, scenario_file};
@@ -405,11 +411,6 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
   if (!json.is_object()) throw InputError(file, "", "expected a scenario JSON object");
   // Overrides that replace a whole reference (--set model=models/gpt2.json) come first, then
   // the references are loaded, so that the other overrides can reach inside them.
-  auto replaces_reference = [](const std::string& o) {
-    for (const char* key : {"model=", "cluster=", "calibration="})
-      if (o.rfind(key, 0) == 0) return true;
-    return false;
-  };
   for (const std::string& o : overrides)
     if (replaces_reference(o)) apply_override(json, o, file);
   if (!json.contains("model")) throw InputError(file, "model", "is required: a catalog path, an inline object or hf:config.json");

@@ -115,6 +115,10 @@ Scenario parse_scenario(const nlohmann::json& json, const std::string& file,
 // Applies one override to a JSON document (exposed for tests and other verbs).
 void apply_override(nlohmann::json& document, const std::string& assignment, const std::string& file);
 
+// Whether an override replaces a whole reference (model=, cluster=, calibration=). These apply
+// first, then the overrides that reach inside the references (model.x=, cluster.x=, ...).
+bool replaces_reference(const std::string& assignment);
+
 // A scenario's "model", "cluster" or "calibration" field: an inline object, or a file path
 // (for the model also hf:config.json) resolved beside the scenario, in the current directory,
 // then under the catalog root. `file` is what errors inside it should name. Throws InputError

@@ -359,12 +359,6 @@ SweepFile load_sweep_file(const std::string& path) { return parse_sweep_file(loa
 
 namespace {
 
-// An override that replaces a whole reference (model=, cluster=, calibration=): parse_scenario
-// applies these first, then the overrides that reach inside the references.
-bool replaces_reference(const std::string& o) {
-  return starts_with(o, "model=") || starts_with(o, "cluster=") || starts_with(o, "calibration=");
-}
-
 const nlohmann::json& stub_model() {
   static const nlohmann::json stub = {
       {"name", "stub"}, {"root", {{"type", "SweepStub"}, {"params", {{{"name", "w"}, {"shape", {1}}}}}}}};
