@@ -32,9 +32,9 @@ enum class Naming { readable, none };
 // a sweep plans thousands of points of one model, and this was a third of each plan. It
 // keeps one layout per wrap policy and checkpointing seen (the last 16).
 // A layout refers to the model's modules and parameters and is used only while their
-// addresses are the same; it does not compare the model's contents, so clear() the cache
-// when a model may have been replaced by a different one at the same addresses
-// (sim::AnalyticEvaluator clears it when the point's model or cluster overrides change).
+// addresses are the same; it does not compare the model's contents, so keep one cache per
+// model, or clear() it when another model may have taken the same addresses
+// (sim::AnalyticEvaluator keeps one per cost key, whose equal keys mean the same model).
 class PlanCache {
  public:
   PlanCache();

@@ -38,65 +38,42 @@ PointMetrics collect(const planner::Plan& plan, const planner::MemoryReport& mem
   return m;
 }
 
-// The lines of a cost key (cost_key_of: one override per line) that set the model.
-std::string model_overrides_in(const std::string& cost_key) {
-  std::string out;
-  std::size_t pos = 0;
-  while (pos < cost_key.size()) {
-    std::size_t end = cost_key.find('\n', pos);
-    if (end == std::string::npos) end = cost_key.size();
-    const std::string line = cost_key.substr(pos, end - pos);
-    if (line.rfind("model.", 0) == 0 || line.rfind("model=", 0) == 0 || line.rfind("k:model", 0) == 0) out += line + "\n";
-    pos = end + 1;
-  }
-  return out;
-}
-
 class AnalyticEvaluator : public Evaluator {
  public:
   PointMetrics evaluate(const planner::Scenario& scenario, const std::string& cost_key) override {
-    // Points with the same model overrides have the same model, so they may share the
-    // planner's per-model layouts; other ones may put another model at the same addresses.
-    const std::string model_key = model_overrides_in(cost_key);
-    if (model_key != plan_cache_key_) {
-      plan_cache_.clear();
-      plan_cache_key_ = model_key;
+    if (cost_key.empty()) return evaluate_with(scenario, planner::plan_step(scenario), planner::CostModel(scenario), nullptr);
+    auto it = costs_.find(cost_key);
+    if (it == costs_.end()) {
+      if (costs_.size() >= 64) costs_.clear();  // bounded: sweeps over clusters make many
+      it = costs_.emplace(cost_key, std::make_unique<PerCostKey>(scenario)).first;
     }
+    PerCostKey& k = *it->second;
     // A point keeps only figures: plan without the ops' readable names.
-    const planner::Plan plan = cost_key.empty() ? planner::plan_step(scenario)
-                                                : planner::plan_step(scenario, plan_cache_, planner::Naming::none);
-    std::unique_ptr<planner::CostModel> local;
-    const planner::CostModel* cost = nullptr;
-    CollectiveMemo* memo = nullptr;
-    if (cost_key.empty()) {
-      local = std::make_unique<planner::CostModel>(scenario);
-      cost = local.get();
-    } else {
-      auto it = costs_.find(cost_key);
-      if (it == costs_.end()) {
-        if (costs_.size() >= 64) costs_.clear();  // bounded: sweeps over clusters make many
-        it = costs_.emplace(cost_key, CachedCost{std::make_unique<planner::CostModel>(scenario), {}}).first;
-      }
-      cost = it->second.model.get();
-      memo = &it->second.collectives;
-    }
-    const double gpu = scenario.cluster.gpu.memory_bytes;
-    const double overhead = cost->calibration().device_overhead_bytes;
-    // As estimate_step: the allocator model's capacity is the GPU minus the device overhead.
-    const planner::MemoryReport memory = planner::replay_memory(plan.schedule, gpu - overhead);
-    const StepTiming timing = time_step(plan.schedule, *cost, memo);
-    return collect(plan, memory, timing, overhead, gpu);
+    return evaluate_with(scenario, planner::plan_step(scenario, k.plans, planner::Naming::none), k.cost, &k.collectives);
   }
   std::string name() const override { return "analytic"; }
 
  private:
-  struct CachedCost {
-    std::unique_ptr<planner::CostModel> model;
-    CollectiveMemo collectives;  // its NCCL estimates, kept from point to point
+  // What points with one cost key share: equal keys mean the same model, cluster and
+  // calibration (sweep.h), so the same cost model, NCCL estimates and planner layouts.
+  struct PerCostKey {
+    explicit PerCostKey(const planner::Scenario& scenario) : cost(scenario) {}
+    planner::CostModel cost;
+    CollectiveMemo collectives;
+    planner::PlanCache plans;
   };
-  std::map<std::string, CachedCost> costs_;
-  planner::PlanCache plan_cache_;
-  std::string plan_cache_key_;
+
+  static PointMetrics evaluate_with(const planner::Scenario& scenario, const planner::Plan& plan,
+                                    const planner::CostModel& cost, CollectiveMemo* memo) {
+    const double gpu = scenario.cluster.gpu.memory_bytes;
+    const double overhead = cost.calibration().device_overhead_bytes;
+    // As estimate_step: the allocator model's capacity is the GPU minus the device overhead.
+    const planner::MemoryReport memory = planner::replay_memory(plan.schedule, gpu - overhead);
+    const StepTiming timing = time_step(plan.schedule, cost, memo);
+    return collect(plan, memory, timing, overhead, gpu);
+  }
+
+  std::map<std::string, std::unique_ptr<PerCostKey>> costs_;
 };
 
 std::string gib(double bytes) {
@@ -241,15 +218,14 @@ std::string no_fit_message(const SweepResult& r) {
 }
 
 std::string cost_key_of(const std::vector<std::string>& overrides) {
-  static const char* const kNoCostEffect[] = {"fsdp.", "training.micro_batch=", "training.global_batch=",
+  static const char* const kNoCostEffect[] = {"training.micro_batch=", "training.global_batch=",
                                               "training.grad_accum=", "training.activation_checkpointing="};
+  auto starts = [](const std::string& o, const char* prefix) { return o.rfind(prefix, 0) == 0; };
   std::string key = "k:";
   for (const std::string& o : overrides) {
-    bool skip = false;
-    for (const char* prefix : kNoCostEffect)
-      if (o.rfind(prefix, 0) == 0) skip = true;
-    // fsdp.wrap can name the block types, to which the cost model applies the eager factor.
-    if (o.rfind("fsdp.wrap", 0) == 0) skip = false;
+    // fsdp.* does not reach the cost model, except fsdp.wrap: the eager factor reads its block types.
+    bool skip = starts(o, "fsdp.") && !starts(o, "fsdp.wrap");
+    for (const char* prefix : kNoCostEffect) skip = skip || starts(o, prefix);
     if (!skip) key += o + "\n";
   }
   return key;

@@ -51,9 +51,8 @@ class Evaluator {
 using EvaluatorFactory = std::function<std::unique_ptr<Evaluator>()>;
 
 // plan_step + replay_memory + the analytic engine: what sim::estimate_step computes
-// (without the timed memory timeline), with the cost model cached per cost_key and the
-// planner's layouts (planner::PlanCache) kept while the key's model overrides (its lines
-// starting "model") stay the same.
+// (without the timed memory timeline), with the cost model, its NCCL estimates and the
+// planner's layouts (planner::PlanCache) cached per cost_key.
 std::unique_ptr<Evaluator> make_analytic_evaluator();
 // The metrics of a full estimate (for comparison with estimate_step).
 PointMetrics metrics_of(const planner::Scenario& scenario);
