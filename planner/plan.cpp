@@ -164,10 +164,8 @@ void index_parameters(PlanCache::Layout& l) {
 class StepBuilder {
  public:
   StepBuilder(const Scenario& scenario, const PlanCache::Layout& layout, Naming naming, Plan& plan)
-      : sc_(scenario), plan_(plan), s_(plan.schedule), t_(scenario.training), f_(scenario.fsdp), naming_(naming),
-        forward_(layout.forward), forward_units_(layout.forward_units), backward_units_(layout.backward_units),
-        region_first_module_(layout.region_first_module), blocks_(layout.blocks), param_owner_(layout.param_owner),
-        unit_params_(layout.unit_params), event_params_(layout.event_params) {
+      : sc_(scenario), l_(layout), plan_(plan), s_(plan.schedule), t_(scenario.training), f_(scenario.fsdp),
+        naming_(naming) {
     param_numel_.reserve(layout.params.size());
     for (const models::Parameter* p : layout.params) param_numel_.push_back(p->numel());
     b_c_ = models::dtype_bytes(t_.param_dtype);
@@ -194,9 +192,9 @@ class StepBuilder {
     make_groups();
     // The schedule is op by op; bound its size so a typo cannot exhaust memory.
     constexpr double kMaxEvents = 4e6;
-    if (static_cast<double>(forward_.size()) * s_.micro_steps > kMaxEvents)
+    if (static_cast<double>(l_.forward.size()) * s_.micro_steps > kMaxEvents)
       throw InputError(sc_.file, "training.global_batch",
-                       std::to_string(s_.micro_steps) + " micro-steps of " + std::to_string(forward_.size()) +
+                       std::to_string(s_.micro_steps) + " micro-steps of " + std::to_string(l_.forward.size()) +
                            " forward events is too long a schedule to simulate op by op (limit 4M events)");
     unsharded_.assign(plan_.units.size(), -1);
     comm_buffer_.assign(plan_.units.size(), -1);
@@ -204,7 +202,7 @@ class StepBuilder {
     inflight_.assign(plan_.units.size(), -1);
     ready_.assign(plan_.units.size(), -1);
     grads_.assign(plan_.units.size(), {});
-    activation_of_event_.assign(forward_.size(), -1);
+    activation_of_event_.assign(l_.forward.size(), -1);
     sharded_grad_.assign(plan_.units.size(), -1);
     replicated_grad_.assign(plan_.units.size(), -1);
     // Per micro-step about 3 ops (forward, recompute, backward) and 8 allocations (saved
@@ -212,14 +210,14 @@ class StepBuilder {
     // allocations per unit (gathers, copies, reductions): reserving spares the sweep
     // (thousands of plans) the regrowth copies.
     const std::size_t computes = static_cast<std::size_t>(
-        std::count_if(forward_.begin(), forward_.end(), [](const Event& e) { return e.kind == Event::compute; }));
+        std::count_if(l_.forward.begin(), l_.forward.end(), [](const Event& e) { return e.kind == Event::compute; }));
     const std::size_t micro = static_cast<std::size_t>(s_.micro_steps), units = plan_.units.size();
     s_.ops.reserve((3 * computes + 10 * units) * micro + 16);
     s_.allocations.reserve((8 * computes + 8 * units) * micro + 3 * units);
     make_persistent_state();
     for (int micro = 0; micro < s_.micro_steps; ++micro) {
       micro_ = micro;
-      has_grad_.assign(param_owner_.size(), 0);
+      has_grad_.assign(l_.param_owner.size(), 0);
       forward();
       backward();
     }
@@ -432,14 +430,14 @@ class StepBuilder {
     phase_ = Phase::forward;
     const double b = static_cast<double>(t_.micro_batch), seq = static_cast<double>(t_.seq_len);
     int input = -1;
-    checkpoint_inputs_.assign(blocks_, -1);  // region (block index) -> allocation
-    for (std::size_t i = 0; i < forward_.size(); ++i) {
-      const Event& e = forward_[i];
+    checkpoint_inputs_.assign(l_.blocks, -1);  // region (block index) -> allocation
+    for (std::size_t i = 0; i < l_.forward.size(); ++i) {
+      const Event& e = l_.forward[i];
       if (e.kind == Event::pre) {
         unshard(e.unit);
         wait_unshard(e.unit, true);
         if (f_.forward_prefetch) {
-          int next = next_in(forward_units_, e.unit);
+          int next = next_in(l_.forward_units, e.unit);
           if (next >= 0) unshard(next);
         }
         continue;
@@ -514,14 +512,14 @@ class StepBuilder {
   void backward() {
     phase_ = Phase::backward;
     const double b = static_cast<double>(t_.micro_batch), seq = static_cast<double>(t_.seq_len);
-    std::vector<char> recomputed(blocks_, 0);  // region -> recomputed this backward
-    for (std::size_t i = forward_.size(); i-- > 0;) {
-      const Event& e = forward_[i];
+    std::vector<char> recomputed(l_.blocks, 0);  // region -> recomputed this backward
+    for (std::size_t i = l_.forward.size(); i-- > 0;) {
+      const Event& e = l_.forward[i];
       if (e.kind == Event::post) {  // pre-backward
         unshard(e.unit);
         wait_unshard(e.unit, false);
         if (f_.backward_prefetch == BackwardPrefetch::pre || (f_.version == 2 && f_.backward_prefetch != BackwardPrefetch::none)) {
-          int next = next_in(backward_units_, e.unit);
+          int next = next_in(l_.backward_units, e.unit);
           if (next >= 0) unshard(next);
         }
         continue;
@@ -555,7 +553,7 @@ class StepBuilder {
       s_.ops[op].attention_flops = 2.0 * c.attention_flops.at(b, seq);
       s_.ops[op].hbm_bytes = 2.0 * c.forward_hbm_bytes.at(b, seq) * act_scale_;
       depend_on_unit(op, e.unit);
-      if (grads_sharded_) allocate_grads(op, event_params_[i], Name{"grads of ", e.module->full_name});
+      if (grads_sharded_) allocate_grads(op, l_.event_params[i], Name{"grads of ", e.module->full_name});
       if (!c.backward_transient_bytes.empty()) {
         // The module's backward transients, which include the gradient flowing in and the
         // gradient w.r.t. its input (models/transformer_costs.h).
@@ -582,7 +580,7 @@ class StepBuilder {
     for (int p : params) {
       if (has_grad_[p]) continue;
       has_grad_[p] = 1;
-      const int u = param_owner_[p];
+      const int u = l_.param_owner[p];
       auto it = std::find_if(numel_by_unit.begin(), numel_by_unit.end(), [&](const auto& e) { return e.first == u; });
       if (it == numel_by_unit.end()) numel_by_unit.emplace_back(u, param_numel_[p]);
       else it->second += param_numel_[p];
@@ -593,13 +591,13 @@ class StepBuilder {
   }
 
   bool first_of_region(const Event& e) const {
-    auto it = region_first_module_.find(e.region);
-    return it != region_first_module_.end() && it->second == e.module;
+    auto it = l_.region_first_module.find(e.region);
+    return it != l_.region_first_module.end() && it->second == e.module;
   }
 
   void recompute_region(int region, double b, double seq) {
-    for (std::size_t i = 0; i < forward_.size(); ++i) {
-      const Event& f = forward_[i];
+    for (std::size_t i = 0; i < l_.forward.size(); ++i) {
+      const Event& f = l_.forward[i];
       if (f.kind != Event::compute || f.region != region) continue;
       const models::ModuleCosts& c = *f.module->costs;
       int op = add_op(OpKind::recompute, Stream::compute, Name{"recompute ", f.module->full_name}, f.unit, f.module->full_name);
@@ -621,14 +619,14 @@ class StepBuilder {
     // ... and so does the root's post-backward callback.
     if (unit(u).is_root) free_now(previous_ag_output_);
     if (f_.version == 1 && f_.backward_prefetch == BackwardPrefetch::post) {
-      int next = next_in(backward_units_, u);
+      int next = next_in(l_.backward_units, u);
       if (next >= 0) unshard(next);
     }
     if (sh.numel == 0) return;
     if (grads_sharded_) {
       // Parameters no costed module covers get their grads here.
       std::vector<int> rest;
-      for (int p : unit_params_[u])
+      for (int p : l_.unit_params[u])
         if (!has_grad_[p]) rest.push_back(p);
       if (!rest.empty() && last_op_ >= 0) allocate_grads(last_op_, rest, Name{"grads of ", name});
     }
@@ -770,6 +768,7 @@ class StepBuilder {
   }
 
   const Scenario& sc_;
+  const PlanCache::Layout& l_;  // units, forward program, parameter indices
   Plan& plan_;
   Schedule& s_;
   const TrainingSpec& t_;
@@ -779,22 +778,14 @@ class StepBuilder {
   bool params_sharded_ = true, grads_sharded_ = true, optimizer_sharded_ = true;
   double act_scale_ = 1;
   int shard_group_ = -1, replicate_group_ = -1, world_group_ = -1, reshard_group_ = -1;
-  const std::vector<Event>& forward_;
-  const std::vector<int>& forward_units_;
-  const std::vector<int>& backward_units_;
-  const std::unordered_map<int, const Module*>& region_first_module_;
-  const int blocks_;
   int micro_ = 0;
   Phase phase_ = Phase::forward;
   int last_op_ = -1;
   std::vector<int> unsharded_, comm_buffer_, reshard_copy_, inflight_, ready_, sharded_grad_, replicated_grad_;
   std::vector<int> accumulated_grad_;  // per unit: unsharded grads summed over micro-steps (grad_sync last_micro_step)
   std::vector<std::vector<int>> grads_;  // per unit: unsharded grad allocations of this micro-step
-  const std::vector<int>& param_owner_;                // canonical parameter -> unit
-  const std::vector<std::vector<int>>& unit_params_;   // unit -> parameters it owns
-  const std::vector<std::vector<int>>& event_params_;  // forward event -> parameters its module uses
-  std::vector<std::int64_t> param_numel_;              // canonical parameter -> elements
-  std::vector<char> has_grad_;                   // parameter -> gradient made this micro-step
+  std::vector<std::int64_t> param_numel_;  // canonical parameter -> elements
+  std::vector<char> has_grad_;             // parameter -> gradient made this micro-step
   int unsharded_pending_ = -1;
   int previous_ag_output_ = -1;
   int previous_rs_input_ = -1;
