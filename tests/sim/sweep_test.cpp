@@ -27,8 +27,16 @@ nlohmann::json gpt2_scenario() {
           {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}, {"wrap", {{"policy", "block"}}}}}};
 }
 
+const std::string kScenarioFile = kRoot + "/scenarios/sweep_test.json";
+
 std::shared_ptr<const planner::ScenarioTemplate> gpt2_template(std::vector<std::string> overrides = {"cluster.nodes=2"}) {
-  return planner::ScenarioTemplate::from_json(gpt2_scenario(), kRoot + "/scenarios/sweep_test.json", overrides);
+  return planner::ScenarioTemplate::from_json(gpt2_scenario(), kScenarioFile, overrides);
+}
+
+// What `fsdpsim estimate --set <base>... --set <point>...` parses: the reference a point must match.
+planner::Scenario parsed_point(std::vector<std::string> base, const std::vector<std::string>& point) {
+  base.insert(base.end(), point.begin(), point.end());
+  return planner::parse_scenario(gpt2_scenario(), kScenarioFile, base);
 }
 
 planner::SweepSpace space_of(const planner::ScenarioTemplate& t, const std::vector<std::string>& axes) {
@@ -142,9 +150,7 @@ TEST(SweepPoints, TemplateMatchesParseScenarioAndEstimate) {
   planner::ScenarioInstancer inst(t);
   auto evaluator = make_analytic_evaluator();
   for (const auto& o : points) {
-    std::vector<std::string> all = {"cluster.nodes=2"};
-    all.insert(all.end(), o.begin(), o.end());
-    const planner::Scenario want = planner::parse_scenario(gpt2_scenario(), kRoot + "/scenarios/sweep_test.json", all);
+    const planner::Scenario want = parsed_point({"cluster.nodes=2"}, o);
     const planner::Scenario& got = inst.make(o);
     EXPECT_EQ(got.world_size(), want.world_size());
     EXPECT_EQ(got.cluster.gpu.name, want.cluster.gpu.name);
@@ -181,9 +187,7 @@ TEST(SweepPoints, SharedCollectiveEstimatesKeepEachPointExact) {
   planner::ScenarioInstancer inst(t);
   auto evaluator = make_analytic_evaluator();
   for (const auto& o : points) {
-    std::vector<std::string> all = {"cluster.nodes=2"};
-    all.insert(all.end(), o.begin(), o.end());
-    const planner::Scenario want = planner::parse_scenario(gpt2_scenario(), kRoot + "/scenarios/sweep_test.json", all);
+    const planner::Scenario want = parsed_point({"cluster.nodes=2"}, o);
     const PointMetrics a = evaluator->evaluate(inst.make(o), cost_key_of(o));
     const PointMetrics b = metrics_of(want);
     EXPECT_EQ(a.step_seconds, b.step_seconds) << testing::PrintToString(o);
@@ -203,9 +207,7 @@ TEST(SweepPoints, BlockTypesAreInTheCostKey) {
   auto evaluator = make_analytic_evaluator();
   std::vector<double> steps;
   for (const auto& o : points) {
-    std::vector<std::string> all = {"cluster.nodes=2", "training.torch_compile=false"};
-    all.insert(all.end(), o.begin(), o.end());
-    const planner::Scenario want = planner::parse_scenario(gpt2_scenario(), kRoot + "/scenarios/sweep_test.json", all);
+    const planner::Scenario want = parsed_point({"cluster.nodes=2", "training.torch_compile=false"}, o);
     const PointMetrics a = evaluator->evaluate(inst.make(o), cost_key_of(o));
     EXPECT_EQ(a.step_seconds, metrics_of(want).step_seconds) << o[0];
     steps.push_back(a.step_seconds);
@@ -218,13 +220,11 @@ TEST(SweepPoints, BlockTypesAreInTheCostKey) {
 TEST(SweepPoints, BaseOverridesThatReplaceReferences) {
   const std::vector<std::string> base = {"model=models/gpt2-medium.json", "cluster=scenarios/clusters/dgx-a100.json",
                                          "cluster.nodes=2", "calibration.pcie_gbps=7"};
-  auto t = planner::ScenarioTemplate::from_json(gpt2_scenario(), kRoot + "/scenarios/sweep_test.json", base);
+  auto t = planner::ScenarioTemplate::from_json(gpt2_scenario(), kScenarioFile, base);
   planner::ScenarioInstancer inst(t);
   auto evaluator = make_analytic_evaluator();
   for (const std::vector<std::string>& o : std::vector<std::vector<std::string>>{{}, {"fsdp.cpu_offload=true"}}) {
-    std::vector<std::string> all = base;
-    all.insert(all.end(), o.begin(), o.end());
-    const planner::Scenario want = planner::parse_scenario(gpt2_scenario(), kRoot + "/scenarios/sweep_test.json", all);
+    const planner::Scenario want = parsed_point(base, o);
     const planner::Scenario& got = inst.make(o);
     EXPECT_EQ(got.model.name, want.model.name);
     EXPECT_EQ(got.model.parameter_count(), want.model.parameter_count());
