@@ -16,6 +16,7 @@ namespace fsdpsim::planner {
 struct GpuSpec {
   std::string name;                  // catalog key, e.g. "H100-SXM-80GB"
   double memory_bytes = 0;           // HBM capacity
+  int sm_count = 0;                  // streaming multiprocessors (compute units): the kernels' waves
   // Dense peak FLOP/s by dtype name ("bf16", "fp16", "fp32" (tf32 tensor cores where the
   // framework uses them), "fp8").
   std::map<std::string, double> peak_flops;

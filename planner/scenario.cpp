@@ -322,6 +322,9 @@ GpuSpec parse_gpu(const nlohmann::json& json, const std::string& name, const std
   GpuSpec g;
   g.name = r.string_or("name", name);
   g.memory_bytes = r.positive_number("memory_mib") * 1024.0 * 1024.0;
+  const std::int64_t sms = r.integer("sm_count");
+  if (sms < 1 || sms > 100000) r.fail("sm_count", "expected the number of streaming multiprocessors (1..100000), got " + std::to_string(sms));
+  g.sm_count = static_cast<int>(sms);
   JsonReader peak = r.object("peak_tflops");
   for (const auto& [dtype, value] : r.raw("peak_tflops").items()) {
     if (!models::parse_dtype(dtype)) peak.fail(dtype, "expected a dtype key (bf16, fp16, fp32, fp8)");
