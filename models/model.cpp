@@ -137,6 +137,72 @@ Polynomial parse_polynomial(JsonReader& costs, const std::string& key) {
   return p;
 }
 
+// The coefficient of b^b_pow * s^s_pow (terms summed; 0 when absent).
+double coefficient(const Polynomial& p, int b_pow, int s_pow) {
+  double sum = 0;
+  for (const Polynomial::Term& t : p.terms)
+    if (t.b_pow == b_pow && t.s_pow == s_pow) sum += t.coeff;
+  return sum;
+}
+
+// Two counts of the same FLOPs agree when they differ by rounding only.
+bool same_count(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b)) + 0.5; }
+
+// "matmuls": [{"name": ..., "in": features, "out": features, "sac_recomputed": bool}], whose
+// 2 x in x out per token must add up to forward_flops' b*s term: the shapes and the FLOPs
+// describe the same work, and a file where they disagree would be priced one way and
+// counted (MFU) another.
+std::vector<Matmul> parse_matmuls(JsonReader& costs, const Polynomial& forward_flops) {
+  const nlohmann::json& list = costs.array("matmuls");
+  std::vector<Matmul> out;
+  double flops_per_token = 0;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string path = join_json_path(costs.path_of("matmuls"), i);
+    if (!list[i].is_object()) throw InputError(costs.file(), path, "expected a matmul object, got " + describe_json(list[i]));
+    JsonReader r(list[i], costs.file(), path);
+    Matmul m;
+    m.name = r.string_or("name", "matmul " + std::to_string(i));
+    m.in_features = static_cast<double>(r.positive_integer("in"));
+    m.out_features = static_cast<double>(r.positive_integer("out"));
+    m.sac_recomputed = r.boolean_or("sac_recomputed", false);
+    r.finish();
+    flops_per_token += 2 * m.in_features * m.out_features;
+    out.push_back(std::move(m));
+  }
+  const double declared = coefficient(forward_flops, 1, 1);
+  if (!same_count(flops_per_token, declared))
+    costs.fail("matmuls", "matmuls whose 2 x in x out add up to forward_flops' \"b*s\" term (" +
+                              std::to_string(static_cast<long long>(declared)) + "), got " +
+                              std::to_string(static_cast<long long>(flops_per_token)));
+  return out;
+}
+
+// "attention": {"heads", "kv_heads", "head_dim", "causal", "window"}; 4 x heads x head_dim
+// must be attention_flops' b*s^2 term (QK^T and AV, no causal discount).
+AttentionSpec parse_attention(JsonReader& costs, const Polynomial& attention_flops) {
+  JsonReader r = costs.object("attention");
+  AttentionSpec a;
+  auto small_positive = [&](const char* key) {
+    const std::int64_t v = r.positive_integer(key);
+    if (v > 1000000) r.fail(key, "expected at most 1000000, got " + std::to_string(v));
+    return static_cast<int>(v);
+  };
+  a.heads = small_positive("heads");
+  a.kv_heads = small_positive("kv_heads");
+  a.head_dim = small_positive("head_dim");
+  if (a.heads % a.kv_heads != 0)
+    r.fail("kv_heads", "expected a divisor of heads (" + std::to_string(a.heads) + "), got " + std::to_string(a.kv_heads));
+  a.causal = r.boolean_or("causal", true);
+  a.window = r.number_or("window", 0);
+  if (!(a.window >= 0 && a.window < 1e12)) r.fail("window", "expected a window in tokens (0: full attention)");
+  r.finish();
+  const double declared = coefficient(attention_flops, 1, 2);
+  if (!same_count(4.0 * a.heads * a.head_dim, declared))
+    costs.fail("attention", "heads x head_dim x 4 equal to attention_flops' \"b*s^2\" term (" +
+                                std::to_string(static_cast<long long>(declared)) + ")");
+  return a;
+}
+
 ModuleCosts parse_costs(JsonReader costs) {
   ModuleCosts c;
   c.forward_flops = parse_polynomial(costs, "forward_flops");
@@ -150,6 +216,8 @@ ModuleCosts parse_costs(JsonReader costs) {
   c.forward_transient_bytes = parse_polynomial(costs, "forward_transient_bytes");
   c.backward_transient_bytes = parse_polynomial(costs, "backward_transient_bytes");
   c.transient_tensor_bytes = parse_polynomial(costs, "transient_tensor_bytes");
+  if (costs.has("matmuls")) c.matmuls = parse_matmuls(costs, c.forward_flops);
+  if (costs.has("attention")) c.attention = parse_attention(costs, c.attention_flops);
   costs.ignore("source");  // where the formulas come from, for people
   costs.finish();
   return c;

@@ -36,6 +36,28 @@ struct Polynomial {
   static std::string monomial_name(int b_pow, int s_pow);
 };
 
+// One matrix multiplication of a module's forward, per token: y[tokens, out] = x[tokens, in] W^T.
+// The cost model prices it as a GEMM of that shape (and its backward as the two GEMMs of the
+// input and weight gradients), so small and skinny projections cost what they cost.
+struct Matmul {
+  std::string name;
+  double in_features = 0;
+  double out_features = 0;
+  // Op-level selective activation checkpointing (torchtitan's policy) runs it again in
+  // backward: its output is not kept (models/transformer_costs.h, sac_recomputed_matmuls).
+  bool sac_recomputed = false;
+};
+
+// The module's attention: which kernel runs it is a training choice (training.attention);
+// its shape is the model's.
+struct AttentionSpec {
+  int heads = 0;      // query heads
+  int kv_heads = 0;   // key/value heads (GQA when fewer)
+  int head_dim = 0;
+  bool causal = true;
+  double window = 0;  // sliding window in tokens; 0 = full attention
+};
+
 // Costs of one forward pass of a module. Backward costs about twice the forward FLOPs
 // (grads w.r.t. inputs and weights); the cost model applies that.
 struct ModuleCosts {
@@ -64,6 +86,12 @@ struct ModuleCosts {
   // a transient as tensors of at most this size, as autograd does, so the caching-allocator
   // model can reuse cached blocks the way PyTorch's allocator does. Empty: one allocation.
   Polynomial transient_tensor_bytes;
+  // The kernels behind forward_flops, for pricing by shape (planner/kernel_shapes.h). Empty
+  // matmuls: the module's matrix FLOPs have no known shapes (a hand-written model) and are
+  // priced at the GPU's GEMM ceiling. When given, 2 x sum(in x out) is forward_flops' b*s term
+  // and 4 x heads x head_dim is attention_flops' b*s^2 term (parse_model checks both).
+  std::vector<Matmul> matmuls;
+  std::optional<AttentionSpec> attention;
 };
 
 struct Parameter {

@@ -194,16 +194,29 @@ std::vector<CostItem> sac_unread_saved_tensors(const DecoderBlockShape& block, b
   return items;
 }
 
+namespace {
+
+// Which of block_matmuls() op-level SAC runs again in backward: every projection whose output
+// is not kept, except the last when no residual dropout follows it (its output feeds only the
+// residual add, which saves nothing, so recomputation stops before it).
+std::vector<bool> sac_recomputes_matmul(const DecoderBlockShape& block, const std::vector<BlockMatmul>& matmuls) {
+  const std::vector<bool> saved = sac_saves_matmul(matmuls);
+  std::vector<bool> recomputed(matmuls.size(), false);
+  for (std::size_t i = 0; i < matmuls.size(); ++i) {
+    const bool last = i + 1 == matmuls.size();
+    recomputed[i] = !saved[i] && !(last && !block.residual_dropout);
+  }
+  return recomputed;
+}
+
+}  // namespace
+
 std::vector<FlopItem> sac_recomputed_matmuls(const DecoderBlockShape& block, bool flash_attention) {
   const std::vector<BlockMatmul> matmuls = block_matmuls(block);
-  const std::vector<bool> saved = sac_saves_matmul(matmuls);
+  const std::vector<bool> recomputed = sac_recomputes_matmul(block, matmuls);
   std::vector<FlopItem> items;
   for (std::size_t i = 0; i < matmuls.size(); ++i) {
-    if (saved[i]) continue;
-    const bool last = i + 1 == matmuls.size();
-    // The last projection's output feeds only the residual add (which saves nothing) unless a
-    // dropout follows it and saves a mask: recomputation stops before it.
-    if (last && !block.residual_dropout) continue;
+    if (!recomputed[i]) continue;
     items.push_back({matmuls[i].name + (matmuls[i].aten_mm ? " (aten.mm, even-numbered)" : " (aten.addmm, not in the save list)"),
                      2 * matmuls[i].multiply_adds_per_token, 0});
   }
@@ -560,6 +573,14 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
   c.forward_transient_bytes = peak_transient_bytes(transients.forward);
   c.backward_transient_bytes = peak_transient_bytes(transients.backward);
   c.transient_tensor_bytes = largest_transient_tensor(transients);
+  const std::vector<BlockMatmul> matmuls = block_matmuls(block);
+  const std::vector<bool> recomputed = sac_recomputes_matmul(block, matmuls);
+  for (std::size_t i = 0; i < matmuls.size(); ++i) {
+    const double out = matmuls[i].output_elements_per_token;
+    c.matmuls.push_back({matmuls[i].name, matmuls[i].multiply_adds_per_token / out, out, recomputed[i]});
+  }
+  c.attention = AttentionSpec{static_cast<int>(block.num_heads), static_cast<int>(block.num_kv_heads),
+                              static_cast<int>(block.head_dim), true, 0};
   return c;
 }
 
@@ -606,6 +627,7 @@ ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, boo
   const double E = kActivationBytes, h = as_double(hidden_size), V = as_double(vocab_size);
   ModuleCosts c;
   c.forward_flops = monomial(2 * h * V, 1, 1);
+  c.matmuls.push_back({"output projection (logits)", h, V, false});
   if (fp32_loss) {
     // Cast of the logits to fp32 (read 2V, write 4V) and a log-softmax over them (read and
     // write 4V); the GEMM's own output is priced by its FLOPs.
@@ -660,6 +682,22 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
   put("forward_transient_bytes", costs.forward_transient_bytes);
   put("backward_transient_bytes", costs.backward_transient_bytes);
   put("transient_tensor_bytes", costs.transient_tensor_bytes);
+  if (!costs.matmuls.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const Matmul& m : costs.matmuls) {
+      nlohmann::json j = {{"name", m.name},
+                          {"in", static_cast<std::int64_t>(m.in_features)},
+                          {"out", static_cast<std::int64_t>(m.out_features)}};
+      if (m.sac_recomputed) j["sac_recomputed"] = true;
+      list.push_back(std::move(j));
+    }
+    out["matmuls"] = std::move(list);
+  }
+  if (costs.attention) {
+    const AttentionSpec& a = *costs.attention;
+    out["attention"] = {{"heads", a.heads}, {"kv_heads", a.kv_heads}, {"head_dim", a.head_dim}, {"causal", a.causal}};
+    if (a.window > 0) out["attention"]["window"] = a.window;
+  }
   if (!source.empty()) out["source"] = source;
   return out;
 }

@@ -278,6 +278,65 @@ class StepBuilder {
     return unit(u).is_root ? root : unit(u).name;
   }
 
+  // ---- kernels by shape ----------------------------------------------------------------
+  // The kernels a module's forward, backward or op-level SAC recompute runs (the cost model
+  // prices them by shape: planner/kernel_shapes.h); -1 for a module whose matmuls have no shapes.
+  // A backward runs, per forward GEMM (tokens T, in -> out), the input gradient
+  // dX[T, in] = dY[T, out] W[out, in] and the weight gradient dW[out, in] = dY^T[out, T] X[T, in].
+  // A full recompute is the forward again (its op asks for KernelPass::forward).
+  enum class KernelPass { forward = 0, backward = 1, selective_recompute = 2 };
+  int kernel_set_of(const models::ModuleCosts& c, KernelPass pass) {
+    if (c.matmuls.empty() && !c.attention) return -1;
+    auto& cache = kernel_set_by_pass_[static_cast<int>(pass)];
+    auto hit = cache.find(&c);
+    if (hit != cache.end()) return hit->second;
+    const double b = static_cast<double>(t_.micro_batch), seq = static_cast<double>(t_.seq_len), tokens = b * seq;
+    KernelSet k;
+    for (const models::Matmul& m : c.matmuls) {
+      switch (pass) {
+        case KernelPass::forward: k.gemms.push_back({tokens, m.out_features, m.in_features}); break;
+        case KernelPass::backward:
+          k.gemms.push_back({tokens, m.in_features, m.out_features});
+          k.gemms.push_back({m.out_features, m.in_features, tokens});
+          break;
+        case KernelPass::selective_recompute:
+          if (m.sac_recomputed) k.gemms.push_back({tokens, m.out_features, m.in_features});
+          break;
+      }
+    }
+    // SAC keeps a fused attention's output; eager attention (bmm, not in the save list) runs
+    // again, which the module's sac_recompute_flops then count in its b*s^2 term.
+    const bool attention_runs = pass != KernelPass::selective_recompute ||
+                                std::any_of(c.sac_recompute_flops.terms.begin(), c.sac_recompute_flops.terms.end(),
+                                            [](const models::Polynomial::Term& t) { return t.s_pow == 2 && t.coeff > 0; });
+    if (c.attention && attention_runs) {
+      const models::AttentionSpec& a = *c.attention;
+      k.has_attention = true;
+      k.attention = {b, seq, seq, a.heads, a.kv_heads, a.head_dim, a.causal, a.window};
+      k.attention_pass = pass == KernelPass::backward ? AttentionPass::backward : AttentionPass::forward;
+    }
+    // Identical modules (a model's repeated blocks) share one set.
+    int index = -1;
+    for (std::size_t i = 0; i < s_.kernel_sets.size() && index < 0; ++i)
+      if (same_kernels(s_.kernel_sets[i], k)) index = static_cast<int>(i);
+    if (index < 0) {
+      index = static_cast<int>(s_.kernel_sets.size());
+      s_.kernel_sets.push_back(std::move(k));
+    }
+    cache.emplace(&c, index);
+    return index;
+  }
+
+  static bool same_kernels(const KernelSet& a, const KernelSet& b) {
+    auto same_gemm = [](const GemmShape& x, const GemmShape& y) { return x.m == y.m && x.n == y.n && x.k == y.k; };
+    const AttentionShape &x = a.attention, &y = b.attention;
+    return a.gemms.size() == b.gemms.size() && std::equal(a.gemms.begin(), a.gemms.end(), b.gemms.begin(), same_gemm) &&
+           a.has_attention == b.has_attention &&
+           (!a.has_attention || (a.attention_pass == b.attention_pass && x.batch == y.batch && x.seq_q == y.seq_q &&
+                                 x.seq_kv == y.seq_kv && x.heads == y.heads && x.kv_heads == y.kv_heads &&
+                                 x.head_dim == y.head_dim && x.causal == y.causal && x.window == y.window));
+  }
+
   // ---- process groups ------------------------------------------------------------------
   int add_group(const std::string& name, int ranks, int nodes) {
     s_.groups.push_back({name, ranks, std::max(1, nodes)});
@@ -455,6 +514,7 @@ class StepBuilder {
       s_.ops[op].flops = c.forward_flops.at(b, seq);
       s_.ops[op].attention_flops = c.attention_flops.at(b, seq);
       s_.ops[op].hbm_bytes = c.forward_hbm_bytes.at(b, seq) * act_scale_;
+      s_.ops[op].kernel_set = kernel_set_of(c, KernelPass::forward);
       depend_on_unit(op, e.unit);
       if (input < 0)
         input = alloc_at(op, static_cast<std::int64_t>(8 * b * seq), MemCategory::input, "input token ids");
@@ -541,6 +601,7 @@ class StepBuilder {
         take_cpu_wait(re);
         s_.ops[re].flops = c.sac_recompute_flops.at(b, seq);
         s_.ops[re].hbm_bytes = c.forward_hbm_bytes.at(b, seq) * act_scale_;
+        s_.ops[re].kernel_set = kernel_set_of(c, KernelPass::selective_recompute);
         depend_on_unit(re, e.unit);
         const std::int64_t extra = bytes_of(c.saved_activation_bytes, b, seq) - sac_saved_bytes(c, b, seq);
         recomputed_ops = alloc_at(re, std::max<std::int64_t>(0, extra), MemCategory::activation,
@@ -552,6 +613,7 @@ class StepBuilder {
       s_.ops[op].flops = 2.0 * c.forward_flops.at(b, seq);
       s_.ops[op].attention_flops = 2.0 * c.attention_flops.at(b, seq);
       s_.ops[op].hbm_bytes = 2.0 * c.forward_hbm_bytes.at(b, seq) * act_scale_;
+      s_.ops[op].kernel_set = kernel_set_of(c, KernelPass::backward);
       depend_on_unit(op, e.unit);
       if (grads_sharded_) allocate_grads(op, l_.event_params[i], Name{"grads of ", e.module->full_name});
       if (!c.backward_transient_bytes.empty()) {
@@ -605,6 +667,7 @@ class StepBuilder {
       s_.ops[op].flops = c.forward_flops.at(b, seq);
       s_.ops[op].attention_flops = c.attention_flops.at(b, seq);
       s_.ops[op].hbm_bytes = c.forward_hbm_bytes.at(b, seq) * act_scale_;
+      s_.ops[op].kernel_set = kernel_set_of(c, KernelPass::forward);
       depend_on_unit(op, f.unit);
       activation_of_event_[i] = alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
                                          Name{"recomputed activations of ", f.module->full_name});
@@ -795,6 +858,8 @@ class StepBuilder {
   std::vector<int> checkpoint_inputs_;    // region -> its checkpointed input until its backward
   int input_ = -1;
   std::vector<int> reduce_done_;
+  // (module costs, pass) -> index into s_.kernel_sets, so the ops of one module share a set.
+  std::unordered_map<const models::ModuleCosts*, int> kernel_set_by_pass_[3];
 };
 
 }  // namespace

@@ -76,6 +76,86 @@ nlohmann::json op_trace_args(const Schedule& s, const Op& op) {
   return args;
 }
 
+double KernelSet::flops() const {
+  double sum = 0;
+  for (const GemmShape& g : gemms) sum += g.flops();
+  if (has_attention) {
+    // QK^T and AV, 4 b s_q s_kv h d, as the model files count them (no causal discount);
+    // a backward computes twice the forward's (the schedule's convention for every module).
+    const AttentionShape& a = attention;
+    const double forward = 4 * a.batch * a.seq_q * a.seq_kv * a.heads * a.head_dim;
+    sum += attention_pass == AttentionPass::backward ? 2 * forward : forward;
+  }
+  return sum;
+}
+
+namespace {
+
+nlohmann::json kernel_set_to_json(const KernelSet& k) {
+  nlohmann::json j;
+  j["gemms"] = nlohmann::json::array();
+  for (const GemmShape& g : k.gemms) j["gemms"].push_back({g.m, g.n, g.k});
+  if (k.has_attention) {
+    const AttentionShape& a = k.attention;
+    j["attention"] = {{"batch", a.batch}, {"seq_q", a.seq_q}, {"seq_kv", a.seq_kv}, {"heads", a.heads},
+                      {"kv_heads", a.kv_heads}, {"head_dim", a.head_dim}, {"causal", a.causal},
+                      {"window", a.window},
+                      {"pass", k.attention_pass == AttentionPass::backward ? "backward" : "forward"}};
+  }
+  return j;
+}
+
+// Dimensions a hostile file cannot turn into an overflow: 2^40 elements along any side.
+constexpr double kMaxKernelDim = 1099511627776.0;
+
+KernelSet kernel_set_from_json(const nlohmann::json& json, const std::string& file, const std::string& path) {
+  if (!json.is_object()) throw InputError(file, path, "expected a kernel set object, got " + describe_json(json));
+  JsonReader r(json, file, path);
+  KernelSet k;
+  const auto& gemms = r.array("gemms");
+  for (std::size_t i = 0; i < gemms.size(); ++i) {
+    const nlohmann::json& g = gemms[i];
+    const std::string at = join_json_path(r.path_of("gemms"), i);
+    bool ok = g.is_array() && g.size() == 3;
+    for (std::size_t d = 0; ok && d < 3; ++d) ok = g[d].is_number() && g[d].get<double>() >= 1 && g[d].get<double>() <= kMaxKernelDim;
+    if (!ok) throw InputError(file, at, "expected [m, n, k] with each side in 1..2^40, got " + describe_json(g));
+    k.gemms.push_back({g[0].get<double>(), g[1].get<double>(), g[2].get<double>()});
+  }
+  if (r.has("attention")) {
+    JsonReader a = r.object("attention");
+    k.has_attention = true;
+    auto side = [&](const char* key) {
+      const double v = a.number(key);
+      if (!(v >= 1 && v <= kMaxKernelDim)) a.fail(key, "expected a size in 1..2^40");
+      return v;
+    };
+    auto count = [&](const char* key) {
+      const std::int64_t v = a.positive_integer(key);
+      if (v > 1000000) a.fail(key, "expected at most 1000000");
+      return static_cast<int>(v);
+    };
+    k.attention.batch = side("batch");
+    k.attention.seq_q = side("seq_q");
+    k.attention.seq_kv = side("seq_kv");
+    k.attention.heads = count("heads");
+    k.attention.kv_heads = count("kv_heads");
+    k.attention.head_dim = count("head_dim");
+    if (k.attention.heads % k.attention.kv_heads != 0) a.fail("kv_heads", "expected a divisor of heads");
+    k.attention.causal = a.boolean_or("causal", true);
+    k.attention.window = a.number_or("window", 0);
+    if (!(k.attention.window >= 0 && k.attention.window <= kMaxKernelDim)) a.fail("window", "expected a window in tokens (0: full attention)");
+    k.attention_pass = a.choice_or("pass", {"forward", "backward"}, "forward") == "backward" ? AttentionPass::backward
+                                                                                          : AttentionPass::forward;
+    a.finish();
+  } else {
+    r.ignore("attention");
+  }
+  r.finish();
+  return k;
+}
+
+}  // namespace
+
 nlohmann::json schedule_to_json(const Schedule& s) {
   nlohmann::json j;
   j["format"] = "fsdpsim-schedule";
@@ -87,6 +167,8 @@ nlohmann::json schedule_to_json(const Schedule& s) {
   j["model_flops_per_rank"] = s.model_flops_per_rank;
   j["groups"] = nlohmann::json::array();
   for (const ProcessGroup& g : s.groups) j["groups"].push_back({{"name", g.name}, {"ranks", g.ranks}, {"nodes", g.nodes}});
+  j["kernel_sets"] = nlohmann::json::array();
+  for (const KernelSet& k : s.kernel_sets) j["kernel_sets"].push_back(kernel_set_to_json(k));
   j["allocations"] = nlohmann::json::array();
   for (const Allocation& a : s.allocations) {
     j["allocations"].push_back({{"id", a.id}, {"label", a.label}, {"bytes", a.bytes},
@@ -103,6 +185,7 @@ nlohmann::json schedule_to_json(const Schedule& s) {
     if (op.hbm_bytes) o["hbm_bytes"] = op.hbm_bytes;
     if (op.comm_bytes) o["comm_bytes"] = op.comm_bytes;
     if (op.group >= 0) o["group"] = op.group;
+    if (op.kernel_set >= 0) o["kernel_set"] = op.kernel_set;
     if (!op.allocs.empty()) o["allocs"] = op.allocs;
     if (!op.frees.empty()) o["frees"] = op.frees;
     if (!op.deps.empty()) o["deps"] = op.deps;
@@ -129,6 +212,12 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
                     static_cast<int>(g.positive_integer("nodes"))};
     g.finish();
     s.groups.push_back(pg);
+  }
+  if (r.has("kernel_sets")) {
+    const auto& sets = r.array("kernel_sets");
+    for (std::size_t i = 0; i < sets.size(); ++i) s.kernel_sets.push_back(kernel_set_from_json(sets[i], file, join_json_path("kernel_sets", i)));
+  } else {
+    r.ignore("kernel_sets");  // schedules written before ops carried their kernels
   }
   const auto& allocs = r.array("allocations");
   for (std::size_t i = 0; i < allocs.size(); ++i) {
@@ -166,6 +255,9 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
     if (op.flops < 0 || op.attention_flops < 0 || op.hbm_bytes < 0 || op.comm_bytes < 0)
       o.fail("flops", "costs must be non-negative");
     op.group = static_cast<int>(o.integer_or("group", -1));
+    op.kernel_set = static_cast<int>(o.integer_or("kernel_set", -1));
+    if (op.kernel_set < -1 || op.kernel_set >= static_cast<int>(s.kernel_sets.size()))
+      o.fail("kernel_set", "expected an index into kernel_sets (0.." + std::to_string(s.kernel_sets.size()) + ") or -1");
     op.allocs = int_list(o, "allocs");
     op.frees = int_list(o, "frees");
     op.deps = int_list(o, "deps");

@@ -14,6 +14,8 @@
 #include <boost/container/small_vector.hpp>
 #include <nlohmann/json.hpp>
 
+#include "planner/kernel_shapes.h"
+
 namespace fsdpsim::planner {
 
 enum class OpKind {
@@ -55,6 +57,17 @@ struct Allocation {
   bool model_state = false;  // counted in model_state_bytes (what ZeRO's arithmetic counts)
 };
 
+// The kernels a compute op runs, by shape: its GEMMs and its attention call. Ops of identical
+// modules share one set (a 32-layer model has a handful), so an op holds an index.
+struct KernelSet {
+  std::vector<GemmShape> gemms;  // in launch order
+  bool has_attention = false;
+  AttentionShape attention;
+  AttentionPass attention_pass = AttentionPass::forward;
+
+  double flops() const;  // GEMM FLOPs plus attention FLOPs without a causal discount (as Op::flops)
+};
+
 // Op ids or allocation ids: most ops list a few, so they live inline (a plan has four lists
 // per op; heap-allocating each was a tenth of a sweep point).
 using IdList = boost::container::small_vector<int, 4>;
@@ -74,6 +87,7 @@ struct Op {
   double hbm_bytes = 0;        // memory-bound traffic
   double comm_bytes = 0;       // collective buffer size as NCCL counts it; copy size for h2d/d2h
   int group = -1;              // index into Schedule::groups for collectives
+  int kernel_set = -1;         // index into Schedule::kernel_sets; -1: priced by flops alone
   IdList allocs;     // allocation ids made when the op is issued
   IdList frees;      // allocation ids released when the op is issued (after its allocs)
   IdList deps;       // ops that must finish before this op starts (cross-stream events)
@@ -87,6 +101,7 @@ struct Schedule {
   double tokens_per_rank = 0;      // tokens one rank processes in the step
   double model_flops_per_rank = 0;  // 3 x forward FLOPs (6N + attention), for MFU
   std::vector<ProcessGroup> groups;
+  std::vector<KernelSet> kernel_sets;
   std::vector<Allocation> allocations;
   std::vector<Op> ops;  // CPU issue order; ops[i].id == i
 };

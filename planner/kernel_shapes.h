@@ -1,0 +1,24 @@
+// The shapes of the kernels a compute op runs, as the Schedule carries them: the cost
+// model prices GEMMs by (m, n, k) (planner/gemm_model.h) and attention by its call shape
+// and kernel (planner/attention_model.h), instead of dividing FLOPs by one efficiency.
+#pragma once
+
+namespace fsdpsim::planner {
+
+// C[m, n] = A[m, k] * B[k, n], one cuBLAS call.
+struct GemmShape {
+  double m = 0, n = 0, k = 0;
+  double flops() const { return 2 * m * n * k; }
+};
+
+// One attention call: one layer's attention over one micro-batch.
+struct AttentionShape {
+  double batch = 0, seq_q = 0, seq_kv = 0;
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  bool causal = true;
+  double window = 0;  // sliding window in tokens; 0 = full attention
+};
+
+enum class AttentionPass { forward, backward };
+
+}  // namespace fsdpsim::planner
