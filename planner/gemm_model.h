@@ -1,0 +1,100 @@
+// The time of one GEMM (C[m,n] = A[m,k] * B[k,n], as cuBLAS runs it) from its shape.
+//
+// A large square GEMM runs near the GPU's measured matmul ceiling (MAMF); a skinny or small
+// one does not: its output tiles leave SMs idle or spill into a last, mostly empty wave
+// (wave quantization), its short k loop is dominated by each tile's prologue and epilogue,
+// it may be bound by HBM rather than tensor cores, and below a few microseconds of work it
+// costs what a kernel costs. estimate_gemm models those four effects and is normalised so
+// that an 8192^3 GEMM lands exactly on the device's measured large-GEMM efficiency.
+// docs/cost-model.md ("GEMMs by shape") gives the equations, the constants and the data
+// (tests/data/kernels/gemm_published.csv) they were fitted to and tested on.
+//
+// A measured table (what `fsdpsim calibrate` or a user measured on their own GPU) beats the
+// model where it has a nearby shape: measured_gemm_seconds interpolates it.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+namespace fsdpsim::planner {
+
+struct GemmShape {  // C[m,n] = A[m,k] * B[k,n]
+  double m = 0, n = 0, k = 0;
+  double flops() const { return 2 * m * n * k; }
+};
+
+// The per-kernel floor: the shortest time one GEMM kernel takes, whatever its shape
+// (prologue, one k-block, epilogue and the tail of the kernel). Fitted to the smallest
+// rows of the H100 sweep (tests/data/kernels/gemm_published.csv, role 'fit'); the B200
+// rows (held out) bottom out at the same ~5 us (256^3: 4.96 us).
+inline constexpr double kGemmKernelFloorSeconds = 5e-6;
+
+struct GemmDevice {            // what the model needs to know of a GPU, for one dtype
+  int sm_count = 0;            // GpuSpec::sm_count (scenarios/hardware/gpus.json)
+  double peak_flops = 0;       // dense peak of the dtype
+  double hbm_bytes_per_second = 0;
+  double hbm_efficiency = 0.9; // fraction of HBM bandwidth a streaming kernel reaches
+  double large_gemm_efficiency = 0; // measured ceiling: a large square GEMM's achieved/peak (MAMF)
+  int dtype_bytes = 2;
+  double kernel_floor_seconds = kGemmKernelFloorSeconds;
+};
+
+struct GemmEstimate {
+  double seconds = 0;
+  double efficiency = 0;  // achieved FLOP/s / peak
+  const char* bound = "";  // "compute", "memory", "launch" (the kernel floor exceeds both)
+};
+
+// The output tile one CTA computes (a threadblock tile of a CUTLASS/cuBLAS kernel).
+struct GemmTile {
+  int m = 0, n = 0;
+};
+
+// The tile shapes the model lets the library choose from: the CTA tiles of CUTLASS's
+// Ampere/Hopper bf16 GEMM kernels (256x128 down to 64x64). Smaller tiles cover skinny
+// outputs with more CTAs but reuse each loaded element less.
+const std::vector<GemmTile>& gemm_tiles();
+
+// One way to run the GEMM: a tile shape, a split-K factor, and what that costs.
+struct GemmPlan {
+  GemmTile tile;
+  int split_k = 1;
+  double ctas = 0;             // output tiles x split_k
+  double waves = 0;            // ceil(ctas / sm_count)
+  double compute_seconds = 0;  // waves x one CTA's time
+  double memory_seconds = 0;   // operands, output and split-K partials through HBM
+  double seconds() const { return compute_seconds > memory_seconds ? compute_seconds : memory_seconds; }
+};
+
+// The time of one plan, without the kernel floor. `sm_efficiency` is the fraction of an
+// SM's share of peak a full-reuse tile sustains in its k loop (estimate_gemm derives it
+// from large_gemm_efficiency). Exposed so tests can check the mechanisms one at a time.
+GemmPlan gemm_plan(const GemmShape& shape, const GemmDevice& device, GemmTile tile, int split_k,
+                   double sm_efficiency);
+// The fraction of an SM's peak that makes an 8192^3 GEMM take exactly its measured time.
+double gemm_sm_efficiency(const GemmDevice& device);
+// The fastest plan over gemm_tiles() and the split-K factors that keep every CTA on its
+// own SM, as a library's heuristic would pick it.
+GemmPlan best_gemm_plan(const GemmShape& shape, const GemmDevice& device, double sm_efficiency);
+
+// Throws std::invalid_argument on a device without SMs, peak or bandwidth, or a
+// large_gemm_efficiency outside (0, 1]; a shape with a zero dimension costs nothing.
+GemmEstimate estimate_gemm(const GemmShape& shape, const GemmDevice& device);
+
+// A measured table (fsdpsim calibrate or a user's): shapes with achieved FLOP/s.
+struct GemmTable {
+  struct Row {
+    GemmShape shape;
+    double flops_per_second;
+  };
+  std::vector<Row> rows;
+};
+
+// The measured time of `shape`: the exact row if there is one, else achieved FLOP/s
+// interpolated in log space (inverse-distance weights over log2 m, log2 n, log2 k) between
+// the rows within a factor `max_ratio` of the shape in every dimension; nullopt when no row
+// is that close (a GEMM's throughput changes too much over a wider range to trust).
+std::optional<double> measured_gemm_seconds(const GemmTable& table, const GemmShape& shape,
+                                            double max_ratio = 2.0);
+
+}  // namespace fsdpsim::planner
