@@ -147,6 +147,10 @@ Calibration default_calibration(const ClusterSpec& cluster) {
   Calibration base;
   base.nccl = NcclParams::defaults_for(cluster);
   if (!catalog.contains("defaults")) throw InputError(file, "defaults", "is required: the calibration for any GPU");
+  // "fitted" is not a GPU: it declares which values were fitted to published runs (read by
+  // sim/validation.cpp for `validate --leave-one-source-out`); the values themselves are in the entries.
+  if (catalog.contains("fitted") && !catalog["fitted"].is_array())
+    throw InputError(file, "fitted", "expected an array of fit declarations, got " + describe_json(catalog["fitted"]));
   Calibration c = read_calibration_at(catalog["defaults"], file, "defaults", base);
   const std::string& gpu = cluster.gpu.name;
   if (!gpu.empty() && catalog.contains(gpu)) {
