@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "planner/scenario.h"
+#include "planner/gemm_model.h"
 #include "planner/units.h"
 
 namespace fsdpsim::planner {
@@ -73,15 +74,8 @@ Calibration read_calibration_at(const nlohmann::json& json, const std::string& f
   c.causal_attention_work = read_fraction(r, "causal_attention_work", c.causal_attention_work);
   c.attention_backward_work = read_positive(r, "attention_backward_work", c.attention_backward_work);
   c.hbm_efficiency = read_fraction(r, "hbm_efficiency", c.hbm_efficiency);
+  c.memory_bound_efficiency = read_fraction(r, "memory_bound_efficiency", c.memory_bound_efficiency);
   c.eager_memory_bound_factor = read_positive(r, "eager_memory_bound_factor", c.eager_memory_bound_factor);
-  // The fraction belongs to the matmul_efficiency it was fitted with: a calibration that
-  // measures matmul_efficiency (fsdpsim calibrate) and says nothing of the fraction gets 1.
-  const bool new_matmul = r.has("matmul_efficiency") && !r.has("step_matmul_fraction");
-  c.step_matmul_fraction = read_fraction(r, "step_matmul_fraction", new_matmul ? 1.0 : c.step_matmul_fraction);
-  if (new_matmul)
-    c.sources["step_matmul_fraction"] =
-        "1: this calibration sets matmul_efficiency without a step fraction (the GEMM ceiling taken as what a training "
-        "step sustains, an upper bound)";
   c.op_issue_seconds = read_nonnegative(r, "op_issue_seconds", c.op_issue_seconds);
   c.kernel_issue_seconds = read_nonnegative(r, "kernel_issue_seconds", c.kernel_issue_seconds);
   c.kernels_per_parameter_tensor = read_nonnegative(r, "kernels_per_parameter_tensor", c.kernels_per_parameter_tensor);
@@ -123,8 +117,8 @@ nlohmann::json Calibration::to_json() const {
           {"causal_attention_work", causal_attention_work},
           {"attention_backward_work", attention_backward_work},
           {"hbm_efficiency", hbm_efficiency},
+          {"memory_bound_efficiency", memory_bound_efficiency},
           {"eager_memory_bound_factor", eager_memory_bound_factor},
-          {"step_matmul_fraction", step_matmul_fraction},
           {"op_issue_seconds", op_issue_seconds},
           {"kernel_issue_seconds", kernel_issue_seconds},
           {"kernels_per_parameter_tensor", kernels_per_parameter_tensor},
@@ -189,6 +183,7 @@ CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models
   auto it = cluster_.gpu.peak_flops.find(models::dtype_name(compute_dtype));
   if (it == cluster_.gpu.peak_flops.end()) it = cluster_.gpu.peak_flops.find("bf16");
   peak_flops_ = it == cluster_.gpu.peak_flops.end() ? 0 : it->second;
+  compute_dtype_bytes_ = models::dtype_bytes(compute_dtype);
 }
 
 CostModel::CostModel(const Scenario& scenario)
@@ -240,7 +235,7 @@ CollectiveEstimate CostModel::collective(const Op& op, const Schedule& schedule)
                              calibration_.nccl);
 }
 
-double CostModel::duration_seconds(const Op& op, const Schedule& schedule) const {
+double CostModel::duration_seconds(const Op& op, const Schedule& schedule, std::vector<double>* kernel_memo) const {
   switch (op.kind) {
     case OpKind::all_gather:
     case OpKind::reduce_scatter:
@@ -257,19 +252,56 @@ double CostModel::duration_seconds(const Op& op, const Schedule& schedule) const
     default:
       break;
   }
+  if (op.kernel_set >= 0 && op.kernel_set < static_cast<int>(schedule.kernel_sets.size())) {
+    const KernelSet& set = schedule.kernel_sets[op.kernel_set];
+    if (!kernel_memo) return kernel_set_seconds(set, op.kind) + memory_bound_seconds(op);
+    double& seconds = kernel_memo->at(op.kernel_set);
+    if (seconds < 0) seconds = kernel_set_seconds(set, op.kind);
+    return seconds + memory_bound_seconds(op);
+  }
+  // No shapes (a hand-written model, a copy or the optimizer): matrix FLOPs at the GEMM
+  // ceiling, attention at the calibrated attention efficiency.
   const double c = calibration_.causal_attention_work *
                    (op.kind == OpKind::compute_bwd ? calibration_.attention_backward_work : 1.0);
+  const double matmul = std::max(0.0, op.flops - op.attention_flops) / (peak_flops_ * calibration_.matmul_efficiency);
+  const double attention = op.attention_flops * c / (peak_flops_ * calibration_.attention_efficiency);
+  return (op.flops > 0 ? matmul + attention : 0.0) + memory_bound_seconds(op);
+}
+
+double CostModel::memory_bound_seconds(const Op& op) const {
+  if (!(op.hbm_bytes > 0)) return 0;
   const bool module_compute =
       op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute;
-  const double matmul_efficiency =
-      calibration_.matmul_efficiency * (module_compute ? calibration_.step_matmul_fraction : 1.0);
-  const double matmul = std::max(0.0, op.flops - op.attention_flops) / (peak_flops_ * matmul_efficiency);
-  const double attention = op.attention_flops * c / (peak_flops_ * calibration_.attention_efficiency);
   const double eager =
       module_compute && eager_block_.count(op.module) ? calibration_.eager_memory_bound_factor : 1.0;
-  const double memory =
-      eager * op.hbm_bytes / (cluster_.gpu.hbm_bandwidth_bytes_per_second * calibration_.hbm_efficiency);
-  return (op.flops > 0 ? matmul + attention : 0.0) + (op.hbm_bytes > 0 ? memory : 0.0);
+  const double efficiency = module_compute ? calibration_.memory_bound_efficiency : calibration_.hbm_efficiency;
+  return eager * op.hbm_bytes / (cluster_.gpu.hbm_bandwidth_bytes_per_second * efficiency);
+}
+
+GemmDevice CostModel::gemm_device() const {
+  GemmDevice d;
+  d.sm_count = cluster_.gpu.sm_count;
+  d.peak_flops = peak_flops_;
+  d.hbm_bytes_per_second = cluster_.gpu.hbm_bandwidth_bytes_per_second;
+  d.hbm_efficiency = calibration_.hbm_efficiency;
+  d.large_gemm_efficiency = calibration_.matmul_efficiency;
+  d.dtype_bytes = compute_dtype_bytes_;
+  return d;
+}
+
+double CostModel::kernel_set_seconds(const KernelSet& k, OpKind kind) const {
+  double seconds = 0;
+  const GemmDevice device = gemm_device();
+  for (const GemmShape& g : k.gemms) seconds += estimate_gemm(g, device).seconds;
+  if (k.has_attention) {
+    const AttentionShape& a = k.attention;
+    const double full = 4 * a.batch * a.seq_q * a.seq_kv * a.heads * a.head_dim;
+    const double backward_work = k.attention_pass == AttentionPass::backward ? 2 * calibration_.attention_backward_work : 1.0;
+    seconds += full * (a.causal ? calibration_.causal_attention_work : 1.0) * backward_work /
+               (peak_flops_ * calibration_.attention_efficiency);
+  }
+  (void)kind;
+  return seconds;
 }
 
 double CostModel::kernels(const Op& op) const {

@@ -12,12 +12,14 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "models/json_input.h"
 #include "models/model.h"
 #include "planner/collectives.h"
+#include "planner/gemm_model.h"
 #include "planner/hardware.h"
 #include "planner/schedule.h"
 
@@ -36,16 +38,18 @@ struct Calibration {
   // benchmarks' convention); the schedule counts backward as 2x forward, so the attention
   // part of a backward op costs this much more.
   double attention_backward_work = 1.25;
-  double hbm_efficiency = 0;        // memory-bound kernels: achieved fraction of HBM bandwidth
+  double hbm_efficiency = 0;        // streaming kernels (copies, casts, the optimizer): achieved fraction of HBM bandwidth
+  // The memory-bound kernels of a module's forward, backward and recompute (norms, activation
+  // functions, rotary, residual adds, the loss): the fraction of HBM bandwidth they sustain in
+  // a training step. FITTED to published training throughputs, one number for every GPU (the
+  // only such constant; scenarios/hardware/calibration.json "fitted" names its rows, and
+  // `validate --leave-one-source-out` refits it without each source).
+  double memory_bound_efficiency = 0;
   // Eager PyTorch moves this many times the fused memory-bound bytes the model files count
   // for a transformer block (fp32 upcasts and one kernel per elementwise op in RMSNorm,
   // rotary, SwiGLU); torch.compile fuses them back (training.torch_compile: factor 1).
   // Applies to the forward, backward and recompute of transformer blocks only.
   double eager_memory_bound_factor = 1;
-  // The fraction of matmul_efficiency (a GEMM benchmark's ceiling) a framework's training
-  // step sustains for its modules' GEMMs end to end (GEMM shapes, launch gaps, autograd and
-  // hook overhead, power capping). Applies to module forward, backward and recompute ops.
-  double step_matmul_fraction = 1;
   // CPU: time to issue an op. An op costs op_issue_seconds (FSDP hook / communication
   // call overhead, for non-compute ops) plus kernel_issue_seconds per kernel it launches;
   // a module's forward launches kernels_per_parameter_tensor kernels per parameter tensor
@@ -83,8 +87,17 @@ class CostModel {
   // issue_seconds); without a scenario a compute op is taken to own one tensor.
   explicit CostModel(const Scenario& scenario);
 
-  // Seconds the op takes on its stream when nothing else runs.
-  double duration_seconds(const Op& op, const Schedule& schedule) const;
+  // Seconds the op takes on its stream when nothing else runs. A compute op with a kernel set
+  // costs its GEMMs by shape (planner/gemm_model.h), its attention call, and its memory-bound
+  // bytes; `kernel_memo` (one entry per schedule.kernel_sets, -1 = not yet priced) lets a caller
+  // that prices every op price each set once.
+  double duration_seconds(const Op& op, const Schedule& schedule, std::vector<double>* kernel_memo = nullptr) const;
+  // The GEMMs and attention of one kernel set, without the op's memory-bound work.
+  double kernel_set_seconds(const KernelSet& kernels, OpKind kind) const;
+  // The memory-bound part of an op: its HBM bytes (times the eager factor for an eager block).
+  double memory_bound_seconds(const Op& op) const;
+  // The GPU as the GEMM model sees it, in the compute dtype.
+  GemmDevice gemm_device() const;
   // For collectives: NCCL's choice and its cost.
   CollectiveEstimate collective(const Op& op, const Schedule& schedule) const;
   // CPU seconds to issue the op (for ops on Stream::host, the CPU time before it runs).
@@ -102,6 +115,7 @@ class CostModel {
   ClusterSpec cluster_;
   Calibration calibration_;
   double peak_flops_ = 0;
+  int compute_dtype_bytes_ = 2;
   std::unordered_map<std::string, int> module_parameter_tensors_;  // costed module -> tensors
   std::unordered_map<std::string, bool> eager_block_;  // costed transformer blocks run eagerly (not compiled)
   int model_parameter_tensors_ = 0;

@@ -16,12 +16,9 @@
 #include <optional>
 #include <vector>
 
-namespace fsdpsim::planner {
+#include "planner/kernel_shapes.h"
 
-struct GemmShape {  // C[m,n] = A[m,k] * B[k,n]
-  double m = 0, n = 0, k = 0;
-  double flops() const { return 2 * m * n * k; }
-};
+namespace fsdpsim::planner {
 
 // The per-kernel floor: the shortest time one GEMM kernel takes, whatever its shape
 // (prologue, one k-block, epilogue and the tail of the kernel). Fitted to the smallest

@@ -57,6 +57,7 @@ EngineInputs engine_inputs(const Schedule& schedule, const planner::CostModel& c
   in.launch_queue_kernels = cost.calibration().launch_queue_kernels;
   CollectiveMemo local;
   CollectiveMemo& collectives = memo ? *memo : local;
+  std::vector<double> kernel_seconds(schedule.kernel_sets.size(), -1.0);  // each set priced once
   for (const Op& op : schedule.ops) {
     double d;
     if (planner::is_collective(op.kind) && op.group >= 0 && op.group < static_cast<int>(schedule.groups.size())) {
@@ -67,7 +68,7 @@ EngineInputs engine_inputs(const Schedule& schedule, const planner::CostModel& c
       d = it->second.seconds;
       in.latency_seconds[op.id] = it->second.latency_seconds;
     } else {
-      d = cost.duration_seconds(op, schedule);
+      d = cost.duration_seconds(op, schedule, &kernel_seconds);
     }
     in.duration_seconds[op.id] = d;
     in.issue_seconds[op.id] = cost.issue_seconds(op);
