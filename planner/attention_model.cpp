@@ -1,0 +1,324 @@
+#include "planner/attention_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <queue>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+namespace fsdpsim::planner {
+namespace {
+
+constexpr double kBytesPer16Bit = 2;
+// FlashAttention's FLOP convention per (query, key) pair the mask lets through, per head dim:
+// QK^T and PV are 2 * d each; the backward's five matmuls are 2.5x the forward
+// (flash-attention benchmarks/benchmark_flash_attention.py: flops(), `2.5 * f` for "bwd").
+constexpr double kForwardFlopsPerPairPerDim = 4;
+constexpr double kBackwardToForwardFlops = 2.5;
+// Exponentials per score: the forward computes P once; the backward recomputes it once.
+constexpr double kExpPerScore = 1;
+
+const std::map<std::string, std::string>& nearest_arch() {
+  // Where an arch has no published data (or no sourced figure), the closest design that has:
+  // Ada's SM is Ampere's generation of tensor core; Blackwell and CDNA3 (MI300X) are priced
+  // like Hopper, the datacenter part of their generation. Always a fraction of the device's own
+  // peak, never the peak itself.
+  static const std::map<std::string, std::string> m = {
+      {"ada", "ampere"}, {"blackwell", "hopper"}, {"cdna3", "hopper"}, {"ampere", "hopper"}, {"hopper", "ampere"}};
+  return m;
+}
+
+std::string arch_with(const std::string& arch, const std::function<bool(const std::string&)>& has) {
+  if (has(arch)) return arch;
+  auto it = nearest_arch().find(arch);
+  if (it != nearest_arch().end() && has(it->second)) return it->second;
+  return "";
+}
+
+double pass_flops_per_pair(AttentionPass pass, int head_dim) {
+  return kForwardFlopsPerPairPerDim * head_dim * (pass == AttentionPass::backward ? kBackwardToForwardFlops : 1.0);
+}
+
+// The keys query row `row` may attend: [first, last] (empty when last < first). Causal masks
+// align bottom-right when seq_q != seq_kv (FlashAttention >= 2.1); a window of w keeps the w
+// keys ending at the diagonal (causal) or within w of it on both sides.
+std::pair<double, double> key_range(double row, const AttentionShape& s) {
+  const double diagonal = row + (s.seq_kv - s.seq_q);
+  double first = 0, last = s.seq_kv - 1;
+  if (s.causal) last = std::min(last, diagonal);
+  if (s.window > 0) {
+    first = std::max(first, diagonal - s.window + 1);
+    if (!s.causal) last = std::min(last, diagonal + s.window - 1);
+  }
+  return {first, last};
+}
+
+// One (batch, head)'s query blocks: the key/value blocks each visits and the pairs it computes.
+struct QueryBlocks {
+  std::vector<double> kv_blocks;  // per query block
+  double pairs = 0;               // (query, key) pairs the mask lets through, all blocks
+};
+
+QueryBlocks query_blocks(const AttentionShape& s, const AttentionTile& tile) {
+  QueryBlocks q;
+  const long rows = static_cast<long>(std::ceil(s.seq_q));
+  for (long r0 = 0; r0 < rows; r0 += tile.rows) {
+    const long r1 = std::min<long>(rows, r0 + tile.rows) - 1;
+    for (long r = r0; r <= r1; ++r) {
+      auto [first, last] = key_range(static_cast<double>(r), s);
+      if (last >= first) q.pairs += last - first + 1;
+    }
+    // Key ranges move monotonically with the row, so the block's rows span from the first
+    // row's first key to the last row's last key.
+    const double first = key_range(static_cast<double>(r0), s).first;
+    const double last = key_range(static_cast<double>(r1), s).second;
+    q.kv_blocks.push_back(last < first ? 0.0 : std::floor(last / tile.cols) - std::floor(first / tile.cols) + 1);
+  }
+  return q;
+}
+
+// Greedy list scheduling in launch order (query block fastest, then batch and head, as
+// FlashAttention-2's grid) over `slots` SMs; returns the makespan in units of `cta_cost`.
+double schedule_makespan(const std::vector<double>& cta_cost, double repeats, int slots) {
+  const double ctas = cta_cost.size() * repeats;
+  double total = 0, longest = 0;
+  for (double c : cta_cost) total += c, longest = std::max(longest, c);
+  total *= repeats;
+  // Past a few hundred thousand CTAs the waves are so many that only the last one's
+  // raggedness matters: half the longest CTA on average.
+  constexpr double kExactScheduleLimit = 200000;
+  if (ctas > kExactScheduleLimit) return total / slots + 0.5 * longest;
+  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+  for (int i = 0; i < slots; ++i) free_at.push(0.0);
+  double makespan = 0;
+  const long n = static_cast<long>(repeats);
+  for (long r = 0; r < n; ++r) {
+    for (double c : cta_cost) {
+      const double start = free_at.top();
+      free_at.pop();
+      free_at.push(start + c);
+      makespan = std::max(makespan, start + c);
+    }
+  }
+  return makespan;
+}
+
+double fused_hbm_bytes(const AttentionShape& s, AttentionPass pass) {
+  const double q_like = s.batch * s.heads * s.seq_q * s.head_dim * kBytesPer16Bit;      // Q or O (or dO, dQ)
+  const double kv_like = s.batch * s.kv_heads * s.seq_kv * s.head_dim * kBytesPer16Bit;  // K or V (or dK, dV)
+  // Forward: read Q, K, V, write O. Backward: read Q, K, V, O, dO, write dQ, dK, dV.
+  return pass == AttentionPass::forward ? 2 * q_like + 2 * kv_like : 4 * q_like + 4 * kv_like;
+}
+
+void check_shape(const AttentionShape& s, const AttentionDevice& d) {
+  if (!(s.batch > 0 && s.seq_q > 0 && s.seq_kv > 0 && s.heads > 0 && s.head_dim > 0 && s.kv_heads > 0 &&
+        s.heads % s.kv_heads == 0 && s.window >= 0))
+    throw std::invalid_argument("attention shape: batch, seq_q, seq_kv, heads, kv_heads, head_dim must be "
+                                "positive, heads a multiple of kv_heads, window >= 0");
+  if (!(d.sm_count > 0 && d.peak_flops > 0 && d.hbm_bytes_per_second > 0 && d.matmul_efficiency > 0))
+    throw std::invalid_argument("attention device: sm_count, peak_flops, hbm_bytes_per_second and "
+                                "matmul_efficiency must be positive");
+}
+
+// Eager attention as PyTorch runs it (the FlashAttention benchmark's attention_pytorch, the
+// SDPA math backend): per (batch, head) S = QK^T (bmm), [causal: mask add], P = softmax(S),
+// O = PV (bmm); backward dP = dO V^T, dV = P^T dO, dS = softmax_backward(dP, P), dQ = dS K,
+// dK = dS^T Q. Each op costs the slower of its FLOPs at matmul_efficiency and its
+// score-matrix bytes at HBM bandwidth.
+AttentionEstimate estimate_eager(const AttentionShape& s, AttentionPass pass, const AttentionDevice& d) {
+  const double scores = s.batch * s.heads * s.seq_q * s.seq_kv;  // every pair: eager masks, never skips
+  const double bmm_flops = 2 * scores * s.head_dim;
+  const double score_bytes = scores * kBytesPer16Bit;
+  auto op = [&](double flops, double bytes) {
+    return std::max(flops / (d.peak_flops * d.matmul_efficiency), bytes / d.hbm_bytes_per_second);
+  };
+  double seconds = 0;
+  if (pass == AttentionPass::forward) {
+    seconds += op(bmm_flops, score_bytes);                   // S = QK^T writes S
+    if (s.causal || s.window > 0) seconds += op(0, 2 * score_bytes);  // mask: read S, write S
+    seconds += op(0, 2 * score_bytes);                       // softmax: read S, write P
+    seconds += op(bmm_flops, score_bytes);                   // O = PV reads P
+  } else {
+    seconds += op(bmm_flops, score_bytes);      // dP = dO V^T writes dP
+    seconds += op(bmm_flops, score_bytes);      // dV = P^T dO reads P
+    seconds += op(0, 3 * score_bytes);          // softmax backward: read dP, P, write dS
+    seconds += op(bmm_flops, score_bytes);      // dQ = dS K reads dS
+    seconds += op(bmm_flops, score_bytes);      // dK = dS^T Q reads dS
+  }
+  return {seconds, scores * pass_flops_per_pair(pass, s.head_dim)};
+}
+
+// ---- Shipped constants --------------------------------------------------------------------
+// Fitted by tests/planner/attention_model_test.cpp (ShippedConstantsAreTheFit) to the rows of
+// tests/data/kernels/attention_published.csv named in fitted_on: non-causal, head dim 128, seq
+// 512..16k. Every other row of the same (kernel, GPU, pass) is held out.
+using Key = std::tuple<AttentionKernel, std::string, AttentionPass>;
+
+AttentionKernelConstants pair(double loop_efficiency, double overhead_blocks, const std::string& fitted_on) {
+  AttentionKernelConstants c;
+  c.loop_efficiency = loop_efficiency;
+  c.overhead_blocks = overhead_blocks;
+  c.fitted_on = fitted_on;
+  return c;
+}
+
+const std::map<Key, AttentionKernelConstants>& shipped_constants() {
+  using K = AttentionKernel;
+  const auto F = AttentionPass::forward;
+  const auto B = AttentionPass::backward;
+  static const std::string a100_fa2 =
+      "A100 fwd+bwd, non-causal, head dim 128 (flash-attention assets/flash2_a100_fwd_bwd_benchmark.png (b)); "
+      "forward and backward share the pair: no text numbers for the passes alone";
+  static const std::string a100_xf =
+      "A100 fwd+bwd, non-causal, head dim 128, xformers bars (flash-attention assets/flash2_a100_fwd_bwd_benchmark.png "
+      "(b)); forward and backward share the pair";
+  static const std::string h100_fwd = "H100 forward, non-causal, head dim 128 (FA3 paper arXiv:2407.08608 Fig. 5c)";
+  static const std::string h100_bwd =
+      "H100 backward, head dim 128 (FA3 paper arXiv:2407.08608 backward figure, transcribed bar labels)";
+  static const std::map<Key, AttentionKernelConstants> m = {
+      {{K::flash2, "ampere", F}, pair(0.725, 2.25, a100_fa2)},
+      {{K::flash2, "ampere", B}, pair(0.725, 2.25, a100_fa2)},
+      {{K::mem_efficient, "ampere", F}, pair(0.330, 2.25, a100_xf)},
+      {{K::mem_efficient, "ampere", B}, pair(0.330, 2.25, a100_xf)},
+      {{K::flash2, "hopper", F}, pair(0.485, 2.00, h100_fwd)},
+      {{K::flash2, "hopper", B}, pair(0.365, 6.00, h100_bwd)},
+      {{K::flash3, "hopper", F}, pair(1.095, 2.25, h100_fwd)},
+      {{K::flash3, "hopper", B}, pair(0.705, 5.50, h100_bwd)},
+      {{K::cudnn, "hopper", F}, pair(0.945, 1.25, h100_fwd)},
+      {{K::cudnn, "hopper", B}, pair(0.635, 5.25, h100_bwd)},
+      {{K::triton, "hopper", F}, pair(0.525, 2.00, h100_fwd)},
+  };
+  return m;
+}
+
+}  // namespace
+
+std::optional<AttentionKernel> parse_attention_kernel(const std::string& name) {
+  static const std::map<std::string, AttentionKernel> names = {
+      {"flash2", AttentionKernel::flash2}, {"flash3", AttentionKernel::flash3},
+      {"cudnn", AttentionKernel::cudnn},   {"mem_efficient", AttentionKernel::mem_efficient},
+      {"triton", AttentionKernel::triton}, {"eager", AttentionKernel::eager}};
+  auto it = names.find(name);
+  if (it == names.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string to_string(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::flash2: return "flash2";
+    case AttentionKernel::flash3: return "flash3";
+    case AttentionKernel::cudnn: return "cudnn";
+    case AttentionKernel::mem_efficient: return "mem_efficient";
+    case AttentionKernel::triton: return "triton";
+    case AttentionKernel::eager: return "eager";
+  }
+  return "?";
+}
+
+double exp_per_tensor_flop(const std::string& arch) {
+  // Ampere: 16 exp2 results per clock per SM (CUDA C++ Programming Guide, "Throughput of Native
+  // Arithmetic Instructions", compute capability 8.0) against 2048 dense FP16 tensor FLOPs per
+  // clock per SM (A100 whitepaper: 312 TFLOPS = 108 SMs x 1.41 GHz x 2048).
+  // Hopper: "the H100 SXM5 GPU has 989 TFLOPS of FP16 matmul but only 3.9 TFLOPS of special
+  // functions" (FA3 paper arXiv:2407.08608 Sec. 3.2, on exponentials).
+  static const std::map<std::string, double> sourced = {{"ampere", 16.0 / 2048.0}, {"hopper", 3.9 / 989.0}};
+  const std::string a = arch_with(arch, [&](const std::string& x) { return sourced.count(x) > 0; });
+  return sourced.at(a.empty() ? "hopper" : a);
+}
+
+AttentionTile attention_tile(AttentionKernel kernel, const std::string& arch, AttentionPass pass, int head_dim,
+                             bool causal) {
+  // FlashAttention-3's forward on Hopper (hopper/tile_size.h@0251105a, tile_size_fwd_sm90,
+  // 16-bit): head dim <= 64: 192 x (causal 128, else 192); <= 128: 128 x (causal 128, else
+  // 176); <= 192: 128 x 128; larger: 128 x 80.
+  if (kernel == AttentionKernel::flash3 && arch == "hopper" && pass == AttentionPass::forward) {
+    if (head_dim <= 64) return {192, causal ? 128 : 192};
+    if (head_dim <= 128) return {128, causal ? 128 : 176};
+    if (head_dim <= 192) return {128, 128};
+    return {128, 80};
+  }
+  return {kAttentionBlockRows, kAttentionBlockCols};
+}
+
+AttentionKernelConstants attention_constants(AttentionKernel kernel, const std::string& arch, AttentionPass pass,
+                                             int head_dim, bool causal) {
+  if (kernel == AttentionKernel::eager) throw std::invalid_argument("eager attention has no fused-kernel constants");
+  const auto& m = shipped_constants();
+  auto has = [&](AttentionKernel k) {
+    return [&m, k, pass](const std::string& a) { return m.count({k, a, pass}) > 0; };
+  };
+  std::string a = arch_with(arch, has(kernel));
+  AttentionKernel k = kernel;
+  std::string borrowed;
+  if (a.empty()) {
+    // No published rows for this kernel and pass on any near arch (Triton's backward, cuDNN
+    // and FlashAttention-3 off Hopper): FlashAttention-2's constants, the kernel every other
+    // one is benchmarked against.
+    k = AttentionKernel::flash2;
+    a = arch_with(arch, has(k));
+    borrowed = to_string(kernel) + " has no published rows here; ";
+  }
+  AttentionKernelConstants c = m.at({k, a, pass});
+  c.tile = attention_tile(kernel, arch, pass, head_dim, causal);
+  if (a != arch || k != kernel)
+    c.fitted_on = borrowed + "borrowed from " + to_string(k) + " on " + a + ": " + c.fitted_on;
+  return c;
+}
+
+AttentionEstimate estimate_fused_attention(const AttentionShape& shape, AttentionPass pass,
+                                           const AttentionDevice& device, const AttentionKernelConstants& c) {
+  check_shape(shape, device);
+  const QueryBlocks blocks = query_blocks(shape, c.tile);
+  const double pair_flops = pass_flops_per_pair(pass, shape.head_dim);
+  const double peak_per_sm = device.peak_flops / device.sm_count;
+  const double tile_pairs = double(c.tile.rows) * c.tile.cols;
+  const double block_matmul_at_peak = tile_pairs * pair_flops / peak_per_sm;
+  const double block_exp = tile_pairs * kExpPerScore / (peak_per_sm * exp_per_tensor_flop(device.arch));
+  const double block_seconds = block_matmul_at_peak / c.loop_efficiency + block_exp;
+  // The fixed cost scales with the head dim as loading Q and storing O do; counted in nominal
+  // 128 x 128 tiles so that constants of kernels with different tiles compare.
+  const double overhead_seconds =
+      c.overhead_blocks * double(kAttentionBlockRows) * kAttentionBlockCols * pair_flops / peak_per_sm;
+
+  std::vector<double> cta_seconds;
+  cta_seconds.reserve(blocks.kv_blocks.size());
+  for (double n : blocks.kv_blocks) cta_seconds.push_back(n > 0 ? overhead_seconds + n * block_seconds : 0.0);
+  const double heads_total = std::ceil(shape.batch) * shape.heads;
+  const double compute = schedule_makespan(cta_seconds, heads_total, device.sm_count);
+  const double memory = fused_hbm_bytes(shape, pass) / device.hbm_bytes_per_second;
+  return {std::max(compute, memory), shape.batch * shape.heads * blocks.pairs * pair_flops};
+}
+
+AttentionEstimate estimate_attention(const AttentionShape& shape, AttentionPass pass, AttentionKernel kernel,
+                                     const AttentionDevice& device) {
+  check_shape(shape, device);
+  if (kernel == AttentionKernel::eager) return estimate_eager(shape, pass, device);
+  return estimate_fused_attention(shape, pass, device,
+                                  attention_constants(kernel, device.arch, pass, shape.head_dim, shape.causal));
+}
+
+AttentionKernel default_attention_kernel(const AttentionDevice& device, bool cudnn_sdpa_preferred) {
+  const bool cudnn_first_arch = device.arch == "hopper" || device.arch == "blackwell";
+  if (cudnn_sdpa_preferred && cudnn_first_arch) return AttentionKernel::cudnn;
+  if (attention_kernel_available(AttentionKernel::flash2, device)) return AttentionKernel::flash2;
+  return AttentionKernel::mem_efficient;
+}
+
+bool attention_kernel_available(AttentionKernel kernel, const AttentionDevice& device) {
+  const std::string& a = device.arch;
+  const bool nvidia_sm80_plus = a == "ampere" || a == "ada" || a == "hopper" || a == "blackwell";
+  switch (kernel) {
+    case AttentionKernel::flash3: return a == "hopper";  // FA3 README: "Requirements: H100 / H800 GPU"
+    case AttentionKernel::cudnn: return nvidia_sm80_plus;
+    case AttentionKernel::flash2: return nvidia_sm80_plus || a == "cdna3";  // ROCm: CK / AOTriton flash
+    case AttentionKernel::mem_efficient:
+    case AttentionKernel::triton:
+    case AttentionKernel::eager: return true;
+  }
+  return false;
+}
+
+}  // namespace fsdpsim::planner

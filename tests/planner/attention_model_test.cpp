@@ -1,0 +1,410 @@
+// The attention kernel model against published kernel benchmarks and hand-worked mechanisms.
+//
+// Data: tests/data/kernels/attention_published.csv, every row with its source and locator:
+//  - FlashAttention-2 on A100 (fwd+bwd), Dao-AILab/flash-attention assets/flash2_a100_fwd_bwd_benchmark.png
+//    (the FA2 paper's A100 benchmark, arXiv:2307.08691), also xformers (= PyTorch's mem-efficient
+//    kernel) and PyTorch eager bars; FlashAttention-2 on H100 (fwd+bwd), assets/flash2_h100_fwd_bwd_benchmark.png;
+//  - FlashAttention-3 paper (Shah et al. 2024, arXiv:2407.08608) Fig. 5, forward on H100 SXM5 for
+//    FA2, FA3, cuDNN, Triton, eager (assets/flash3_fp16_fwd.png), and its backward figure
+//    (bar labels transcribed as text, see the CSV locators);
+//  - pytorch/benchmark PR #2391 (commit ff65cb67): FA3 forward on H100, an independent run.
+// All benchmarks use batch * seq = 16k tokens and heads * head_dim = 2048, and count TFLOP/s
+// as FlashAttention's benchmark does: 4 * batch * seq^2 * heads * head_dim, halved when causal,
+// x2.5 for backward, x3.5 for fwd+bwd.
+//
+// Fit: each (kernel, GPU, pass) has two constants fitted to its non-causal head-dim-128 rows
+// (seq 512..16k) only; causal rows, head dims 64 and 256, the fwd+bwd chart on H100 and the
+// pytorch/benchmark rows are held out.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "planner/attention_model.h"
+#include "planner/hardware.h"
+#include "planner/scenario.h"
+
+namespace fsdpsim::planner {
+namespace {
+
+struct PublishedRow {
+  std::string source, locator, gpu, kernel, pass;
+  bool causal = false;
+  int head_dim = 0;
+  double seq = 0, batch = 0;
+  int heads = 0;
+  double tflops = 0;
+};
+
+std::vector<PublishedRow> load_published() {
+  std::ifstream in(std::string(FSDPSIM_SOURCE_ROOT) + "/tests/data/kernels/attention_published.csv");
+  EXPECT_TRUE(in.good());
+  std::vector<PublishedRow> rows;
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    std::string cell;
+    while (std::getline(ss, cell, ',')) f.push_back(cell);
+    EXPECT_EQ(f.size(), 11u) << line;
+    if (f.size() != 11) continue;
+    rows.push_back({f[0], f[1], f[2], f[3], f[4], f[5] == "1", std::stoi(f[6]), std::stod(f[7]), std::stod(f[8]),
+                    std::stoi(f[9]), std::stod(f[10])});
+  }
+  return rows;
+}
+
+// The GPU catalog's figures (scenarios/hardware/gpus.json, each with its source there).
+AttentionDevice device_for(const std::string& gpu) {
+  const GpuSpec spec = find_gpu(gpu);
+  AttentionDevice d;
+  d.arch = spec.nvlink_generation;  // "ampere" / "hopper" for the two benchmarked GPUs
+  d.sm_count = spec.sm_count;
+  d.peak_flops = spec.peak_flops.at("bf16");
+  d.hbm_bytes_per_second = spec.hbm_bandwidth_bytes_per_second;
+  return d;
+}
+
+AttentionShape shape_of(const PublishedRow& r) {
+  AttentionShape s;
+  s.batch = r.batch;
+  s.seq_q = s.seq_kv = r.seq;
+  s.heads = s.kv_heads = r.heads;
+  s.head_dim = r.head_dim;
+  s.causal = r.causal;
+  return s;
+}
+
+// FlashAttention's benchmark FLOP count (benchmarks/benchmark_flash_attention.py, flops()).
+double benchmark_flops(const PublishedRow& r) {
+  const double f = 4 * r.batch * r.seq * r.seq * r.heads * r.head_dim / (r.causal ? 2 : 1);
+  return r.pass == "fwd" ? f : r.pass == "bwd" ? 2.5 * f : 3.5 * f;
+}
+
+using Seconds = std::function<double(const AttentionShape&, AttentionPass)>;
+
+double predicted_tflops(const PublishedRow& r, const Seconds& seconds) {
+  const AttentionShape s = shape_of(r);
+  double t = 0;
+  if (r.pass != "bwd") t += seconds(s, AttentionPass::forward);
+  if (r.pass != "fwd") t += seconds(s, AttentionPass::backward);
+  return benchmark_flops(r) / t / 1e12;
+}
+
+double shipped_tflops(const PublishedRow& r) {
+  const AttentionDevice d = device_for(r.gpu);
+  const AttentionKernel k = *parse_attention_kernel(r.kernel);
+  return predicted_tflops(r, [&](const AttentionShape& s, AttentionPass p) {
+    return estimate_attention(s, p, k, d).seconds;
+  });
+}
+
+// The training rows of a (kernel, GPU, pass): non-causal, head dim 128.
+bool is_training_row(const PublishedRow& r) { return !r.causal && r.head_dim == 128; }
+
+AttentionKernelConstants with_tile(AttentionKernelConstants c, const PublishedRow& r, const AttentionDevice& d,
+                                   AttentionPass pass) {
+  c.tile = attention_tile(*parse_attention_kernel(r.kernel), d.arch, pass, r.head_dim, r.causal);
+  return c;
+}
+
+double fit_error(const std::vector<PublishedRow>& rows, const AttentionDevice& d, double efficiency, double overhead) {
+  AttentionKernelConstants c;
+  c.loop_efficiency = efficiency;
+  c.overhead_blocks = overhead;
+  double err = 0;
+  for (const auto& r : rows) {
+    const double p = predicted_tflops(r, [&](const AttentionShape& s, AttentionPass pass) {
+      return estimate_fused_attention(s, pass, d, with_tile(c, r, d, pass)).seconds;
+    });
+    err += std::pow(std::log(p / r.tflops), 2);
+  }
+  return err;
+}
+
+// Least squares on log(predicted / published): a coarse grid (efficiency 0.30..1.30 step 0.05,
+// overhead 0..40 blocks step 1), then a fine one around its best (steps 0.005 and 0.25).
+AttentionKernelConstants fit(const std::vector<PublishedRow>& rows) {
+  const AttentionDevice d = device_for(rows.front().gpu);
+  double best_e = 0, best_o = 0, best_err = 1e300;
+  auto scan = [&](double e0, double e1, double de, double o0, double o1, double dob) {
+    for (double e = e0; e <= e1 + 1e-9; e += de)
+      for (double o = std::max(0.0, o0); o <= o1 + 1e-9; o += dob)
+        if (double err = fit_error(rows, d, e, o); err < best_err) best_err = err, best_e = e, best_o = o;
+  };
+  scan(0.30, 1.30, 0.05, 0, 40, 1);
+  scan(best_e - 0.05, best_e + 0.05, 0.005, best_o - 1, best_o + 1, 0.25);
+  AttentionKernelConstants c;
+  c.loop_efficiency = best_e;
+  c.overhead_blocks = best_o;
+  return c;
+}
+
+struct Group {
+  std::string kernel, gpu, pass;
+};
+
+std::vector<PublishedRow> training_rows(const std::vector<PublishedRow>& all, const Group& g) {
+  std::vector<PublishedRow> out;
+  for (const auto& r : all)
+    if (r.kernel == g.kernel && r.gpu == g.gpu && r.pass == g.pass && is_training_row(r) &&
+        r.source.find("pytorch/benchmark") == std::string::npos)
+      out.push_back(r);
+  return out;
+}
+
+AttentionPass pass_of(const std::string& p) { return p == "bwd" ? AttentionPass::backward : AttentionPass::forward; }
+
+// The shipped constants are what the fit gives on the training rows (and on nothing else):
+// whoever changes the data or the model refits here and copies the printed pair.
+TEST(AttentionModel, ShippedConstantsAreTheFit) {
+  const auto all = load_published();
+  for (const Group& g : std::vector<Group>{{"flash2", "A100-SXM-80GB", "fwd+bwd"},
+                                           {"mem_efficient", "A100-SXM-80GB", "fwd+bwd"},
+                                           {"flash2", "H100-SXM-80GB", "fwd"},
+                                           {"flash2", "H100-SXM-80GB", "bwd"},
+                                           {"flash3", "H100-SXM-80GB", "fwd"},
+                                           {"flash3", "H100-SXM-80GB", "bwd"},
+                                           {"cudnn", "H100-SXM-80GB", "fwd"},
+                                           {"cudnn", "H100-SXM-80GB", "bwd"},
+                                           {"triton", "H100-SXM-80GB", "fwd"}}) {
+    const auto rows = training_rows(all, g);
+    ASSERT_GE(rows.size(), 5u) << g.kernel << " " << g.gpu << " " << g.pass;
+    const AttentionKernelConstants fitted = fit(rows);
+    const AttentionDevice d = device_for(g.gpu);
+    const auto kernel = *parse_attention_kernel(g.kernel);
+    for (AttentionPass pass : {AttentionPass::forward, AttentionPass::backward}) {
+      if (g.pass != "fwd+bwd" && pass != pass_of(g.pass)) continue;
+      const AttentionKernelConstants shipped = attention_constants(kernel, d.arch, pass, 128, false);
+      std::printf("fit %s %s %s: loop_efficiency %.3f overhead_blocks %.2f\n", g.kernel.c_str(), g.gpu.c_str(),
+                  g.pass.c_str(), fitted.loop_efficiency, fitted.overhead_blocks);
+      EXPECT_NEAR(shipped.loop_efficiency, fitted.loop_efficiency, 0.0051) << g.kernel << " " << g.pass;
+      EXPECT_NEAR(shipped.overhead_blocks, fitted.overhead_blocks, 0.251) << g.kernel << " " << g.pass;
+      EXPECT_EQ(shipped.fitted_on.find("borrowed"), std::string::npos);
+    }
+  }
+}
+
+// Every FlashAttention-2 / -3 row at head dims 64 and 128 (fwd, bwd, fwd+bwd; causal and not;
+// seq 512..16k) within 10% of the published TFLOP/s: the non-causal head-dim-128 rows were the
+// fit's, the rest (causal, head dim 64, the H100 fwd+bwd chart, the pytorch/benchmark run) are
+// held out. Known miss: at seq 512 a causal CTA has 1-4 key blocks and the model prices the
+// diagonal blocks' masking as free, so causal seq-512 rows on H100 get 25% (they are 11-20% high),
+// as does FlashAttention-3's backward at head dim 64, seq 512 (+10.6%) and the
+// pytorch/benchmark FA3 run at seq 512 (+10.6%; that run is itself 8% below the paper's).
+TEST(AttentionModel, FlashAttentionTablesWithinTenPercent) {
+  int checked = 0;
+  for (const auto& r : load_published()) {
+    if ((r.kernel != "flash2" && r.kernel != "flash3") || r.head_dim > 128) continue;
+    const double predicted = shipped_tflops(r);
+    const double tolerance = (r.gpu == "H100-SXM-80GB" && r.seq == 512) ? 0.25 : 0.10;
+    EXPECT_NEAR(predicted / r.tflops, 1.0, tolerance)
+        << r.kernel << " " << r.gpu << " " << r.pass << " causal " << r.causal << " d " << r.head_dim << " seq "
+        << r.seq << ": published " << r.tflops << " predicted " << predicted << " (" << r.source << "; " << r.locator
+        << ")";
+    ++checked;
+  }
+  EXPECT_EQ(checked, 124);  // every FA2/FA3 row at head dims 64 and 128 in the CSV
+}
+
+// cuDNN and Triton on H100 (FA3 paper Fig. 5 and its backward figure), head dim 128: within 10%
+// from seq 1k, 25% at seq 512 (causal 512 as above; Triton's causal 512 (+61%) left out). Their head-dim-64 rows are further off (cuDNN
+// +10..17% high, Triton 11..27% low; see docs/cost-model.md) and only reported.
+TEST(AttentionModel, CudnnAndTritonHeadDim128) {
+  for (const auto& r : load_published()) {
+    if ((r.kernel != "cudnn" && r.kernel != "triton") || r.head_dim != 128) continue;
+    // Triton's causal seq-512 bar (146) is below its own non-causal one (323) by more than the
+    // halved FLOP count explains: a launch the model's CTA picture does not capture.
+    if (r.kernel == "triton" && r.causal && r.seq == 512) continue;
+    const double predicted = shipped_tflops(r);
+    EXPECT_NEAR(predicted / r.tflops, 1.0, r.seq == 512 ? 0.25 : 0.10)
+        << r.kernel << " " << r.pass << " causal " << r.causal << " seq " << r.seq << ": published " << r.tflops
+        << " predicted " << predicted;
+  }
+}
+
+// Every published row, printed: the numbers docs/cost-model.md quotes.
+TEST(AttentionModel, ReportAllRows) {
+  for (const auto& r : load_published()) {
+    const double predicted = shipped_tflops(r);
+    std::printf("%-13s %-13s %-7s c%d d%3d s%5.0f published %6.1f predicted %6.1f %+6.1f%%\n", r.kernel.c_str(),
+                r.gpu.c_str(), r.pass.c_str(), r.causal, r.head_dim, r.seq, r.tflops, predicted,
+                100 * (predicted / r.tflops - 1));
+  }
+}
+
+// ---- Mechanisms, by hand ----------------------------------------------------------------------
+
+AttentionDevice h100() { return device_for("H100-SXM-80GB"); }
+
+AttentionShape self_attention(double seq, int heads, int head_dim, bool causal) {
+  AttentionShape s;
+  s.batch = 1;
+  s.seq_q = s.seq_kv = seq;
+  s.heads = s.kv_heads = heads;
+  s.head_dim = head_dim;
+  s.causal = causal;
+  return s;
+}
+
+// FLOPs by hand: 4 * d per attended pair; non-causal seq s has s^2 pairs per head, causal
+// s(s+1)/2, backward 2.5x.
+TEST(AttentionModel, FlopsCountAttendedPairs) {
+  const auto d = h100();
+  const AttentionShape full = self_attention(4096, 16, 128, false);
+  const AttentionShape causal = self_attention(4096, 16, 128, true);
+  EXPECT_DOUBLE_EQ(estimate_attention(full, AttentionPass::forward, AttentionKernel::flash2, d).flops,
+                   4.0 * 128 * 4096 * 4096 * 16);
+  EXPECT_DOUBLE_EQ(estimate_attention(causal, AttentionPass::forward, AttentionKernel::flash2, d).flops,
+                   4.0 * 128 * (4096.0 * 4097 / 2) * 16);
+  EXPECT_DOUBLE_EQ(estimate_attention(full, AttentionPass::backward, AttentionKernel::flash2, d).flops,
+                   2.5 * 4.0 * 128 * 4096 * 4096 * 16);
+}
+
+// Causal skips the blocks above the diagonal: at long seq it costs about half the non-causal
+// time (64 query blocks visit 1..64 key blocks: 2080 of 4096 block visits = 0.508, plus the
+// per-CTA overheads, which both pay in full).
+TEST(AttentionModel, CausalCostsAboutHalfAtLongSeq) {
+  const auto d = h100();
+  for (auto kernel : {AttentionKernel::flash2, AttentionKernel::flash3, AttentionKernel::cudnn}) {
+    const double full =
+        estimate_attention(self_attention(8192, 32, 128, false), AttentionPass::forward, kernel, d).seconds;
+    const double causal =
+        estimate_attention(self_attention(8192, 32, 128, true), AttentionPass::forward, kernel, d).seconds;
+    EXPECT_GT(causal / full, 0.5) << to_string(kernel);
+    EXPECT_LT(causal / full, 0.56) << to_string(kernel);
+  }
+}
+
+// A sliding window of w at seq s >> w: each query sees w keys, so the call costs like s/w
+// independent calls of seq w per head... with the same number of query blocks as seq s: the
+// time per query block equals a causal seq-w call's longest CTA. By hand: w = 4096 at s = 65536
+// does 65536 * 4096 - 4096*4095/2 pairs, ~ s*w; its time is within 10% of s/w = 16 times a
+// non-causal... we compare FLOPs exactly and time against the same kernel at seq s scaled.
+TEST(AttentionModel, SlidingWindowCostsLikeTheWindow) {
+  const auto d = h100();
+  AttentionShape windowed = self_attention(65536, 32, 128, true);
+  windowed.window = 4096;
+  const double w = 4096, s = 65536;
+  const auto est = estimate_attention(windowed, AttentionPass::forward, AttentionKernel::flash2, d);
+  // Pairs: rows 0..w-1 see row+1 keys, the rest see w.
+  EXPECT_DOUBLE_EQ(est.flops, 4.0 * 128 * 32 * (w * (w + 1) / 2 + (s - w) * w));
+  // Time: per head, s/128 query blocks of ~w/128 (+1 straddled) key blocks each, against a
+  // non-causal seq-w call's w/128 query blocks of w/128 key blocks: the windowed call is
+  // s/w = 16 such calls' worth of blocks, +1/32 for the straddled block, less the ramp.
+  const double dense_w =
+      estimate_attention(self_attention(w, 32, 128, false), AttentionPass::forward, AttentionKernel::flash2, d)
+          .seconds;
+  EXPECT_NEAR(est.seconds / (dense_w * s / w), 1.0, 0.05);
+  // And far below full causal attention at seq s (s/(2w) = 8x the work).
+  const double causal_full =
+      estimate_attention(self_attention(s, 32, 128, true), AttentionPass::forward, AttentionKernel::flash2, d).seconds;
+  EXPECT_LT(est.seconds, causal_full / 6);
+}
+
+// GQA shares K/V between query heads: same FLOPs, same compute time; only the K/V bytes drop.
+TEST(AttentionModel, GqaChangesOnlyMemory) {
+  const auto d = h100();
+  AttentionShape mha = self_attention(8192, 32, 128, true);
+  AttentionShape gqa = mha;
+  gqa.kv_heads = 8;
+  for (auto pass : {AttentionPass::forward, AttentionPass::backward}) {
+    const auto a = estimate_attention(mha, pass, AttentionKernel::flash2, d);
+    const auto b = estimate_attention(gqa, pass, AttentionKernel::flash2, d);
+    EXPECT_DOUBLE_EQ(a.flops, b.flops);
+    EXPECT_DOUBLE_EQ(a.seconds, b.seconds);  // compute-bound at this shape
+  }
+  // The K/V bytes: on a device with 1 GB/s of HBM the call is memory-bound, so its time is its
+  // bytes by hand: forward reads Q, K, V and writes O, 2 bytes each; b = 1, s = 8192, d = 128.
+  AttentionDevice slow_memory = d;
+  slow_memory.hbm_bytes_per_second = 1e9;
+  const double q_bytes = 2.0 * 32 * 8192 * 128;   // Q or O: 32 query heads
+  const double kv_bytes_mha = 2.0 * 32 * 8192 * 128;  // K or V: 32 heads
+  const double kv_bytes_gqa = 2.0 * 8 * 8192 * 128;   // K or V: 8 heads
+  EXPECT_NEAR(estimate_attention(mha, AttentionPass::forward, AttentionKernel::flash2, slow_memory).seconds,
+              (2 * q_bytes + 2 * kv_bytes_mha) / 1e9, 1e-9);
+  EXPECT_NEAR(estimate_attention(gqa, AttentionPass::forward, AttentionKernel::flash2, slow_memory).seconds,
+              (2 * q_bytes + 2 * kv_bytes_gqa) / 1e9, 1e-9);
+}
+
+// Eager attention materialises the batch*heads*s^2 score matrix: at d = 64 every op on it is
+// bandwidth-bound, so the forward is 8 bytes per score (S written, softmax reads S and writes P,
+// PV reads P) at HBM bandwidth, 12 with a causal mask (read and write S once more). By hand.
+TEST(AttentionModel, EagerMaterialisesScores) {
+  AttentionDevice d = h100();
+  const AttentionShape full = self_attention(4096, 16, 64, false);
+  const double scores = 16.0 * 4096 * 4096;
+  // bmm at d = 64: 2*64 FLOPs per 2-byte score = 64 FLOP/byte, below H100's 989.4/3.35*0.8 = 236.
+  EXPECT_NEAR(estimate_attention(full, AttentionPass::forward, AttentionKernel::eager, d).seconds,
+              8 * scores / d.hbm_bytes_per_second, 1e-12);
+  EXPECT_NEAR(estimate_attention(self_attention(4096, 16, 64, true), AttentionPass::forward, AttentionKernel::eager,
+                                 d)
+                  .seconds,
+              12 * scores / d.hbm_bytes_per_second, 1e-12);
+  // Backward: dP written, P read, softmax backward reads dP and P and writes dS, dS read twice:
+  // 14 bytes per score.
+  EXPECT_NEAR(estimate_attention(full, AttentionPass::backward, AttentionKernel::eager, d).seconds,
+              14 * scores / d.hbm_bytes_per_second, 1e-12);
+  // Quadratic in seq, unlike the fused kernels' linear memory.
+  const double t1 = estimate_attention(full, AttentionPass::forward, AttentionKernel::eager, d).seconds;
+  const double t2 =
+      estimate_attention(self_attention(8192, 16, 64, false), AttentionPass::forward, AttentionKernel::eager, d)
+          .seconds;
+  EXPECT_NEAR(t2 / t1, 4.0, 1e-9);
+}
+
+// ---- Names, availability, PyTorch's default ---------------------------------------------------
+
+TEST(AttentionModel, KernelNamesRoundTrip) {
+  for (auto k : {AttentionKernel::flash2, AttentionKernel::flash3, AttentionKernel::cudnn,
+                 AttentionKernel::mem_efficient, AttentionKernel::triton, AttentionKernel::eager})
+    EXPECT_EQ(parse_attention_kernel(to_string(k)), k);
+  EXPECT_FALSE(parse_attention_kernel("flash").has_value());
+  EXPECT_FALSE(parse_attention_kernel("FLASH2").has_value());
+}
+
+TEST(AttentionModel, AvailabilityAndDefault) {
+  AttentionDevice a100 = device_for("A100-SXM-80GB"), h = h100(), mi300;
+  mi300.arch = "cdna3";
+  EXPECT_FALSE(attention_kernel_available(AttentionKernel::flash3, a100));
+  EXPECT_TRUE(attention_kernel_available(AttentionKernel::flash3, h));
+  EXPECT_FALSE(attention_kernel_available(AttentionKernel::cudnn, mi300));
+  EXPECT_TRUE(attention_kernel_available(AttentionKernel::flash2, mi300));
+  // sdp_utils.cpp: flash first unless cuDNN is preferred (sm90/sm100 with runtime cuDNN > 9.15.0).
+  EXPECT_EQ(default_attention_kernel(a100), AttentionKernel::flash2);
+  EXPECT_EQ(default_attention_kernel(h), AttentionKernel::flash2);
+  EXPECT_EQ(default_attention_kernel(h, true), AttentionKernel::cudnn);
+  EXPECT_EQ(default_attention_kernel(a100, true), AttentionKernel::flash2);
+}
+
+// A GPU with no published rows is priced from its specs with the nearest arch's constants, and
+// says so; it is never at peak.
+TEST(AttentionModel, UnbenchmarkedArchBorrowsAndStaysBelowPeak) {
+  const auto c = attention_constants(AttentionKernel::flash2, "blackwell", AttentionPass::forward, 128, true);
+  EXPECT_NE(c.fitted_on.find("borrowed from flash2 on hopper"), std::string::npos) << c.fitted_on;
+  const auto t = attention_constants(AttentionKernel::triton, "hopper", AttentionPass::backward, 128, true);
+  EXPECT_NE(t.fitted_on.find("triton has no published rows"), std::string::npos) << t.fitted_on;
+  const AttentionDevice b200 = device_for("B200-SXM-180GB");
+  AttentionDevice blackwell = b200;
+  blackwell.arch = "blackwell";
+  const AttentionShape s = self_attention(16384, 32, 128, false);
+  const auto e = estimate_attention(s, AttentionPass::forward, AttentionKernel::flash2, blackwell);
+  EXPECT_LT(e.flops / e.seconds, 0.8 * blackwell.peak_flops);
+  EXPECT_GT(e.flops / e.seconds, 0.2 * blackwell.peak_flops);
+}
+
+TEST(AttentionModel, RejectsBadShapes) {
+  AttentionShape s = self_attention(1024, 32, 128, true);
+  s.kv_heads = 5;  // 32 heads do not split into 5 groups
+  EXPECT_THROW(estimate_attention(s, AttentionPass::forward, AttentionKernel::flash2, h100()), std::invalid_argument);
+  s.kv_heads = 0;
+  EXPECT_THROW(estimate_attention(s, AttentionPass::forward, AttentionKernel::flash2, h100()), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace fsdpsim::planner
