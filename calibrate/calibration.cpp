@@ -355,8 +355,9 @@ FitResult fit(const planner::Scenario& scenario, const Measurements& m) {
     p.net_latency_inter_us = 0;
     p.max_ring_channels = 32;
     p.bandwidth_efficiency = 1;
-    const bool nvlink = cluster.intra_kind == planner::IntraNodeKind::nvswitch;
-    p.intra_link = nvlink ? "nvlink" : "pcie";
+    // RCCL rates xGMI as NVLink-class links (its LINK_NVL), so the NVLink hop table holds them.
+    const bool nvlink = cluster.intra_kind != planner::IntraNodeKind::pcie;
+    p.intra_link = cluster.intra_kind == planner::IntraNodeKind::xgmi ? "xgmi" : nvlink ? "nvlink" : "pcie";
     planner::NcclTable& hop = nvlink ? p.nvlink_latency_us : p.pcie_latency_us;
     const int ring = static_cast<int>(NcclAlgorithm::ring);
 

@@ -33,12 +33,15 @@ const char* const kSrcSearch = "NCCL 2.28.3 src/graph/search.cc";
 // ---- architecture-keyed tables (tuning.cc ncclTunerConstantsDefaults, nvlsEfficiency;
 // ---- search.cc speed arrays; topo.h NVLink per-link bandwidth) ----
 
-enum class Arch { volta = 0, ampere = 1, hopper = 2, blackwell = 3 };
+// cdna3 (AMD MI300X / MI325X, gfx942) has no row in NCCL's architecture-keyed tables: its
+// constants are RCCL's (apply_rccl_tables), so the kXxx[arch] tables below are never read for it.
+enum class Arch { volta = 0, ampere = 1, hopper = 2, blackwell = 3, cdna3 = 4 };
 
 Arch arch_from_name(const std::string& s) {
   if (s == "volta") return Arch::volta;
   if (s == "ampere") return Arch::ampere;
   if (s == "blackwell") return Arch::blackwell;
+  if (s == "cdna3") return Arch::cdna3;
   return Arch::hopper;
 }
 
@@ -48,6 +51,7 @@ std::string arch_name(Arch a) {
     case Arch::ampere: return "ampere";
     case Arch::hopper: return "hopper";
     case Arch::blackwell: return "blackwell";
+    case Arch::cdna3: return "cdna3";
   }
   return "hopper";
 }
@@ -61,6 +65,8 @@ std::pair<Arch, std::string> derive_arch(const GpuSpec& gpu) {
   if (g == "volta" || g == "ampere" || g == "hopper" || g == "blackwell")
     return {arch_from_name(g), "gpu.nvlink_generation \"" + g + "\""};
   const std::string& n = gpu.name;
+  if (gpu.xgmi_links > 0 || contains(n, "MI300") || contains(n, "MI325"))
+    return {Arch::cdna3, "GPU \"" + n + "\" (AMD CDNA3, xGMI links: RCCL)"};
   if (contains(n, "B200") || contains(n, "B100") || contains(n, "B300"))
     return {Arch::blackwell, "GPU name \"" + n + "\""};
   if (contains(n, "H100") || contains(n, "H200") || contains(n, "H800") || contains(n, "H20"))
@@ -68,33 +74,43 @@ std::pair<Arch, std::string> derive_arch(const GpuSpec& gpu) {
   if (contains(n, "A100") || contains(n, "A800") || contains(n, "A10") || contains(n, "A30") ||
       contains(n, "A40"))
     return {Arch::ampere, "GPU name \"" + n + "\""};
+  // Ada (compute capability 8.9): NCCL's tables index it with Ampere (compCapIndex: >= 80).
+  if (contains(n, "L40") || contains(n, "L4-") || contains(n, "RTX"))
+    return {Arch::ampere, "GPU name \"" + n + "\" (Ada, sm89: NCCL's Ampere rows)"};
   if (contains(n, "V100")) return {Arch::volta, "GPU name \"" + n + "\""};
   return {Arch::hopper, "unknown GPU \"" + n + "\": Hopper tables assumed"};
 }
 
-// topo.h: SM70/SM80 20.0, SM90 20.6, SM100 40.1 GB/s per NVLink link (ncclTopoNVLinkBw).
+// topo.h: SM70/SM80 20.0, SM90 20.6, SM100 40.1 GB/s per NVLink link (ncclTopoNVLinkBw);
+// RCCL topo.h GFX94X_XGMI_WIDTH 48.0 GB/s per xGMI link of a gfx94x GPU (ncclTopoXGMISpeed).
 double nccl_nvlink_bw_per_link(Arch a) {
   switch (a) {
     case Arch::volta: return 20.0;
     case Arch::ampere: return 20.0;
     case Arch::hopper: return 20.6;
     case Arch::blackwell: return 40.1;
+    case Arch::cdna3: return 48.0;
   }
   return 20.6;
 }
 
 // Datasheet NVLink rate per link and direction, only to infer a link count when the catalog
 // lacks one: NVLink2/3/4 25 GB/s, NVLink5 50 GB/s (NVIDIA V100/A100/H100/B200 datasheets).
-double spec_nvlink_bw_per_link(Arch a) { return a == Arch::blackwell ? 50.0 : 25.0; }
+// xGMI on MI300X: 64 GB/s per link and direction (AMD MI300X data sheet: 128 GB/s
+// bidirectional per Infinity Fabric link).
+double spec_nvlink_bw_per_link(Arch a) {
+  return a == Arch::cdna3 ? 64.0 : a == Arch::blackwell ? 50.0 : 25.0;
+}
 
 // A GPU's own PCIe link as NCCL rates it (topo.cc: width x GT/s-per-lane / 80): Gen3 x16 12,
-// Gen4 x16 24 (A100), Gen5 x16 48 (H100/H200/B200) GB/s.
+// Gen4 x16 24 (A100), Gen5 x16 48 (H100/H200/B200, MI300X: PCIe Gen5 x16 per its data sheet) GB/s.
 double nccl_gpu_pcie_bw(Arch a) {
   switch (a) {
     case Arch::volta: return 12.0;
     case Arch::ampere: return 24.0;
     case Arch::hopper: return 48.0;
     case Arch::blackwell: return 48.0;
+    case Arch::cdna3: return 48.0;
   }
   return 48.0;
 }
@@ -213,10 +229,64 @@ void apply_arch_tables(NcclParams& p, Arch a, const std::string& why) {
                                  " getNetOverhead: 1 us (Intel x86, ARM), 2 us (AMD x86); x3 for Simple";
 }
 
+// RCCL's constants for an MI300-class node (gfx942). Source: ROCm/rccl @0cbce2a7 (2024-10-24),
+// src/graph/tuning.cc (baseLat, tuning_model_5) and src/graph/rome_models.cc (rome_model_79:
+// 8 GPUs, 7 xGMI links each, fully connected, options "tuning=5"; rome_model_81, the same node
+// with 8 NICs, also "tuning=5").
+const char* const kSrcRccl = "ROCm/rccl@0cbce2a7 src/graph/tuning.cc";
+
+void apply_rccl_tables(NcclParams& p, const std::string& why) {
+  p.library = "rccl";
+  p.gpu_arch = "cdna3";
+  // baseLat: Tree and Ring alike { LL 12, LL128 12, Simple 17 } us; NVLS 0.
+  p.base_latency_us = {{{12.0, 12.0, 17.0}, {12.0, 12.0, 17.0}, {0.0, 0.0, 0.0}}};
+  // tuning_model_5.hwLat: NVLINK (RCCL's xGMI links are LINK_NVL), PCI, NET.
+  p.nvlink_latency_us = {{{0.9, 0.0, 2.3}, {0.8, 0.0, 2.1}, {0.0, 0.0, 0.0}}};
+  p.pcie_latency_us = {{{2.2, 2.2, 5.7}, {2.2, 2.2, 5.7}, {0.0, 0.0, 0.0}}};
+  p.net_latency_us = {{{10.5, 0.0, 25.0}, {9.5, 0.0, 320.0}, {0.0, 0.0, 0.0}}};
+  // tuning_model_5.bwRatio [2 nodes or fewer / more than 2 nodes]: Tree, Ring x LL, LL128, Simple.
+  p.rccl_bandwidth_ratio[0] = {{{0.06, 0.0, 0.11}, {0.08, 0.0, 1.00}, {0.0, 0.0, 0.0}}};
+  p.rccl_bandwidth_ratio[1] = {{{0.06, 0.0, 0.59}, {0.08, 0.0, 1.00}, {0.0, 0.0, 0.0}}};
+  // RCCL's per-size corrections (tuning_model_5.treeCorrectionFactor / ringCorrectionFactor)
+  // are not applied: they weight RCCL's protocol choice (e.g. Simple ring x0.1 below 512 MiB
+  // across nodes) and would price a 64 MiB two-node all-gather at a tenth of its links.
+  for (auto& row : p.tree_correction) row.clear();
+  p.ring_plateau_factor = 1.0;  // ncclTopoGetAlgoTime's ring plateau is NVIDIA-only (#else branch)
+  p.enable_ll128 = false;       // RCCL enables LL128 by default only on gfx90a
+  p.enable_nvls = false;        // no NVLink SHARP
+  p.speed_array_intra_gbps = speed_array_intra(Arch::cdna3);
+  p.speed_array_inter_gbps = speed_array_inter(Arch::cdna3);
+  p.net_overhead_us = p.cpu_vendor == "amd" ? 2.0 : 1.0;
+
+  p.sources["library"] = std::string("rccl (from ") + why + ")";
+  p.sources["gpu_arch"] = "cdna3 (from " + why + ")";
+  p.sources["base_latency_us"] = std::string(kSrcRccl) + " baseLat";
+  p.sources["nvlink_latency_us"] = std::string(kSrcRccl) +
+                                   " tuning_model_5.hwLat[NVLINK] (xGMI hops; rome_models.cc rome_model_79 'tuning=5')";
+  p.sources["pcie_latency_us"] = std::string(kSrcRccl) + " tuning_model_5.hwLat[PCI]";
+  p.sources["net_latency_us"] = std::string(kSrcRccl) + " tuning_model_5.hwLat[NET]";
+  p.sources["rccl_bandwidth_ratio"] = std::string(kSrcRccl) + " tuning_model_5.bwRatio";
+  p.sources["tree_correction"] =
+      "none: RCCL's per-size correction factors are protocol-selection weights, not times (docs/collectives.md)";
+  p.sources["ring_plateau_factor"] = std::string(kSrcRccl) + " ncclTopoGetAlgoTime: no ring plateau under HIP";
+  p.sources["enable_ll128"] = std::string(kSrcRccl) + ": LL128 on by default only on gfx90a (ENABLE_LL128)";
+  p.sources["speed_array_intra_gbps"] =
+      "NCCL 2.28.3 search.cc speedArrayIntra (unused on one xGMI node: RCCL's ring model is fixed)";
+  p.sources["speed_array_inter_gbps"] =
+      "NCCL 2.28.3 search.cc speedArrayInter, assumed for RCCL's multi-node rings (rome_model_81 not modelled)";
+  p.sources["xgmi_channels_per_link"] =
+      "ROCm/rccl@0cbce2a7 src/graph/rome_models.cc rome_model_79: 28 rings over 56 directed xGMI links, "
+      "each link in 4 of them";
+  for (const char* k : {"ll_max_bandwidth_gbps", "per_channel_max_ring_ll128_gbps", "per_channel_max_tree_ll128_gbps",
+                        "per_channel_max_tree_gbps", "nvls_efficiency"})
+    p.sources[k] = "unused by RCCL (NCCL-only refinement, #else branch of tuning.cc)";
+}
+
 // ---- hardware the graph model works on ----
 
 struct Hw {
-  bool nvlink = true;    // intra-node link kind (NVLink latencies, LL128 rule)
+  bool nvlink = true;    // intra-node link kind (NVLink latencies, LL128 rule); xGMI counts as NVLink
+  int mesh_links = 0;    // xGMI mesh: links per GPU (each to one peer); 0 = switched or PCIe
   double intra = 0;      // per GPU per direction
   double nic = 0;        // per NIC per direction
   int nics = 0;          // per node
@@ -228,13 +298,18 @@ Hw resolve_hw(const NcclParams& p, const ClusterSpec& c) {
   Hw hw;
   const Arch cluster_arch = derive_arch(c.gpu).first;
   hw.arch = p.gpu_arch.empty() ? cluster_arch : arch_from_name(p.gpu_arch);
+  const bool mesh = p.intra_link.empty() ? c.intra_kind == IntraNodeKind::xgmi : p.intra_link == "xgmi";
   if (!p.intra_link.empty())
-    hw.nvlink = p.intra_link == "nvlink";
+    hw.nvlink = p.intra_link != "pcie";
   else
-    hw.nvlink = c.intra_kind == IntraNodeKind::nvswitch;
+    hw.nvlink = c.intra_kind != IntraNodeKind::pcie;
+  if (mesh) hw.mesh_links = c.gpu.xgmi_links > 0 ? c.gpu.xgmi_links : std::max(1, c.gpus_per_node - 1);
   hw.intra = p.intra_bandwidth_gbps;
   if (hw.intra <= 0) {
-    if (hw.nvlink) {
+    if (mesh) {
+      hw.intra = c.gpu.xgmi_links > 0 ? c.gpu.xgmi_links * nccl_nvlink_bw_per_link(cluster_arch)
+                                      : c.intra_bandwidth_gbps;
+    } else if (hw.nvlink) {
       int links = c.gpu.nvlink_links;
       if (links <= 0 && c.gpu.nvlink_bandwidth_gbps > 0)
         links = static_cast<int>(std::lround(c.gpu.nvlink_bandwidth_gbps /
@@ -264,6 +339,8 @@ void check_group(const CollectiveGroup& g, const ClusterSpec& c) {
                                 std::to_string(c.gpus_per_node) + " GPUs per node");
 }
 
+bool cluster_is_pcie(const ClusterSpec& c) { return c.intra_kind == IntraNodeKind::pcie; }
+
 constexpr double kEps = 1e-6;  // search.cc rounds link budgets to 1e-3 (SUB_ROUND)
 
 int floor_div(double capacity, double per_channel) {
@@ -284,6 +361,19 @@ int ring_channels_at(double s, int ppn, int nodes, const Hw& hw, int max_channel
     ch = std::min(ch, std::min(nic_ch, pcie_ch));
   }
   return std::max(ch, 0);
+}
+
+// RCCL's ring graph on one xGMI node (rome_models.cc rome_model_79 for 8 MI300X): fixed rings
+// that use every directed link equally, `channels_per_link` rings per link; parseGraph sets
+// each channel's bandwidth to the GPU's total link bandwidth / nChannels. A group of fewer
+// GPUs reaches its ppn-1 peers over ppn-1 of the links (assumed: same rings per link).
+NcclGraph xgmi_mesh_ring_graph(int ppn, const Hw& hw, const NcclParams& params) {
+  const int links = std::min(ppn - 1, hw.mesh_links);
+  // RCCL lets gfx94x use all of MAXCHANNELS (connect.cc), twice NCCL's ring cap.
+  const int channels = std::max(1, std::min(params.max_ring_channels * 2, links * params.xgmi_channels_per_link));
+  const double per_link = hw.intra / hw.mesh_links;
+  const double bw = links * per_link / channels;
+  return {channels, bw, bw};
 }
 
 // Highest NVLS channel count k with every GPU head of one channel (search.cc
@@ -423,15 +513,25 @@ NcclParams NcclParams::defaults_for(const ClusterSpec& cluster, const std::strin
   NcclParams p;
   p.nccl_version = nccl_version;
   auto [arch, why] = derive_arch(cluster.gpu);
-  apply_arch_tables(p, arch, why);
+  if (arch == Arch::cdna3)
+    apply_rccl_tables(p, why);
+  else
+    apply_arch_tables(p, arch, why);
 
+  const bool xgmi = cluster.intra_kind == IntraNodeKind::xgmi;
   const bool nvswitch = cluster.intra_kind == IntraNodeKind::nvswitch;
-  p.intra_link = nvswitch ? "nvlink" : "pcie";
-  p.sources["intra_link"] = std::string("cluster.intra_kind = ") + (nvswitch ? "nvswitch" : "pcie");
+  p.intra_link = xgmi ? "xgmi" : nvswitch ? "nvlink" : "pcie";
+  p.sources["intra_link"] = "cluster.intra_kind = " + std::string(xgmi ? "xgmi" : nvswitch ? "nvswitch" : "pcie");
 
   const Hw hw = resolve_hw(NcclParams{}, cluster);  // cluster-derived figures
   p.intra_bandwidth_gbps = hw.intra;
-  if (nvswitch) {
+  if (xgmi) {
+    p.sources["intra_bandwidth_gbps"] =
+        cluster.gpu.xgmi_links > 0
+            ? std::to_string(cluster.gpu.xgmi_links) +
+                  " xGMI links (gpu.xgmi.links) x 48.0 GB/s (RCCL topo.h GFX94X_XGMI_WIDTH, ncclTopoXGMISpeed)"
+            : "cluster.intra_bandwidth_gbps as is (the GPU lists no xGMI links)";
+  } else if (nvswitch) {
     int links = cluster.gpu.nvlink_links;
     std::string how = "gpu.nvlink_links = " + std::to_string(links);
     if (links <= 0 && cluster.gpu.nvlink_bandwidth_gbps > 0) {
@@ -459,13 +559,14 @@ NcclParams NcclParams::defaults_for(const ClusterSpec& cluster, const std::strin
   p.sources["nics_per_node"] = "cluster.nics_per_node";
   p.gpu_pcie_bandwidth_gbps = hw.pcie;
   p.sources["gpu_pcie_bandwidth_gbps"] =
-      nvswitch ? "GPU PCIe link as NCCL rates it (topo.cc width x GT/s / 80): " + arch_name(arch) +
+      !cluster_is_pcie(cluster) ? "GPU PCIe link as NCCL rates it (topo.cc width x GT/s / 80): " + arch_name(arch) +
                      (arch == Arch::ampere ? " Gen4 x16 = 24 GB/s" : arch == Arch::volta ? " Gen3 x16 = 12 GB/s"
                                                                                         : " Gen5 x16 = 48 GB/s")
                : "cluster.intra_bandwidth_gbps (PCIe node)";
 
   // LL128: tuning.cc enables it by default when the intra-node path is NVLink (typeIntra <=
   // PATH_NVB) and the NIC is reached through PCIe switches (or PXN on Hopper+).
+  if (arch == Arch::cdna3) return p;  // RCCL: LL128 and NVLS set by apply_rccl_tables
   p.enable_ll128 = nvswitch;
   p.enable_nvls = nvswitch && cluster.gpu.nvls && kNvlsEfficiency[static_cast<int>(arch)] > 0;
   p.sources["enable_nvls"] =
@@ -482,6 +583,7 @@ NcclGraph nccl_ring_graph(const CollectiveGroup& group, const ClusterSpec& clust
   const Hw hw = resolve_hw(params, cluster);
   const int nodes = group.nodes;
   const int ppn = group.ranks / group.nodes;
+  if (hw.mesh_links > 0 && nodes == 1 && ppn >= 2) return xgmi_mesh_ring_graph(ppn, hw, params);
   const std::vector<double>& speeds =
       nodes > 1 ? (params.speed_array_inter_gbps.empty() ? speed_array_inter(hw.arch)
                                                          : params.speed_array_inter_gbps)
@@ -602,6 +704,9 @@ NcclTableEntry nccl_table_entry(CollectiveKind kind, NcclAlgorithm algorithm, Nc
   if (ag_rs && a == kTree) return e;
   if (a == kNvls && pr != kSimple) return e;
   if (!algo_enabled(params, a) || !proto_enabled(params, pr)) return e;
+  const bool rccl = params.library == "rccl";
+  // RCCL tuning.cc: no Tree/Simple when every rank is on one gfx94x node.
+  if (rccl && a == kTree && pr == kSimple && group.nodes == 1) return e;
 
   const Hw hw = resolve_hw(params, cluster);
   const int nodes = group.nodes;
@@ -635,12 +740,17 @@ NcclTableEntry nccl_table_entry(CollectiveKind kind, NcclAlgorithm algorithm, Nc
     channels = g.channels;
     const double bw = nodes <= 2 ? g.bw_intra_gbps : g.bw_inter_gbps;
     bus_bw = channels * bw;
-    if (a == kRing && pr == kLL)
+    if (rccl) {
+      // RCCL replaces every refinement below with one ratio per (algorithm, protocol), and
+      // favours Ring/LL broadcast on a single gfx94x node (x1.65).
+      bus_bw *= params.rccl_bandwidth_ratio[nodes <= 2 ? 0 : 1][a][pr];
+      if (a == kRing && pr == kLL && bcast && nodes == 1) bus_bw *= 1.65;
+    } else if (a == kRing && pr == kLL)
       bus_bw = std::min(params.ll_max_bandwidth_gbps[scale], bus_bw * params.ll_bandwidth_factor);
-    if (a == kRing && pr == kLL128)
+    if (!rccl && a == kRing && pr == kLL128)
       bus_bw = std::min(bus_bw * params.ll128_bandwidth_factor,
                         channels * params.per_channel_max_ring_ll128_gbps[scale]);
-    if (a == kTree) {
+    if (!rccl && a == kTree) {
       bus_bw = std::min(bus_bw * params.tree_bandwidth_factor,
                         channels * params.per_channel_max_tree_gbps[scale]);
       if (pr == kLL) bus_bw = std::min(bus_bw * params.tree_ll_factor, params.ll_max_bandwidth_gbps[scale]);
@@ -663,8 +773,8 @@ NcclTableEntry nccl_table_entry(CollectiveKind kind, NcclAlgorithm algorithm, Nc
   const NcclTable& intra_table = hw_latency_table(params, hw.nvlink);
   double lat = params.base_latency_us[a][pr];
   double intra_lat = intra_table[a][pr];
-  // "With ppn=1 latencies are fully exposed, use the Tree network latency."
-  double inter_lat = (ppn == 1 ? params.net_latency_us[kTree][pr] : params.net_latency_us[a][pr]) +
+  // "With ppn=1 latencies are fully exposed, use the Tree network latency." (NCCL 2.19+; not in RCCL)
+  double inter_lat = (ppn == 1 && !rccl ? params.net_latency_us[kTree][pr] : params.net_latency_us[a][pr]) +
                      params.net_latency_inter_us;
   if (pr == kSimple) inter_lat += params.net_latency_inter_us;  // the flush
   if (a == kRing) {
@@ -679,7 +789,8 @@ NcclTableEntry nccl_table_entry(CollectiveKind kind, NcclAlgorithm algorithm, Nc
       double net_overhead = 0;
       if (nodes > 1) net_overhead = params.net_overhead_us * (pr == kSimple ? 3 : 1);
       intra_lat = std::max(intra_lat, net_overhead);
-      const int inter_steps = nodes == 1 ? 0 : ar ? 2 * (nodes - 1) : nodes - 1;
+      // RCCL counts 2 x nNodes network steps for a multi-node all-reduce, NCCL 2 x (nNodes - 1).
+      const int inter_steps = nodes == 1 ? 0 : ar ? 2 * (rccl ? nodes : nodes - 1) : nodes - 1;
       lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
     }
   } else if (a == kTree) {
@@ -720,7 +831,8 @@ std::vector<CollectiveEstimate> collective_candidates(CollectiveKind kind, doubl
         const auto& corr = params.tree_correction[pr];
         if (log_size >= 0 && log_size < static_cast<int>(corr.size())) bw *= corr[log_size];
       }
-      if (a == kRing && pr == kSimple && group.nodes > 1 && kind == CollectiveKind::all_reduce &&
+      if (params.library != "rccl" && a == kRing && pr == kSimple && group.nodes > 1 &&
+          kind == CollectiveKind::all_reduce &&
           bytes / (static_cast<double>(ring_channels) * n) >= 64)
         lat *= params.ring_plateau_factor;  // "plateau effect of ring"
       const double time_us = lat + bytes / (1000.0 * bw);
@@ -835,6 +947,7 @@ NcclTable read_table(JsonReader& r, const std::string& key, const NcclTable& fal
 nlohmann::json NcclParams::to_json() const {
   nlohmann::json j;
   j["nccl_version"] = nccl_version;
+  j["library"] = library;
   j["gpu_arch"] = gpu_arch;
   j["cpu_vendor"] = cpu_vendor;
   j["algorithms"] = {{"ring", enable_ring}, {"tree", enable_tree}, {"nvls", enable_nvls}};
@@ -848,6 +961,7 @@ nlohmann::json NcclParams::to_json() const {
   j["ring_plateau_factor"] = ring_plateau_factor;
   j["intra_link"] = intra_link;
   j["intra_bandwidth_gbps"] = intra_bandwidth_gbps;
+  j["xgmi_channels_per_link"] = xgmi_channels_per_link;
   j["nic_bandwidth_gbps"] = nic_bandwidth_gbps;
   j["nics_per_node"] = nics_per_node;
   j["gpu_pcie_bandwidth_gbps"] = gpu_pcie_bandwidth_gbps;
@@ -870,6 +984,7 @@ nlohmann::json NcclParams::to_json() const {
   j["tree_correction"] = {{"ll", tree_correction[kLL]},
                           {"ll128", tree_correction[kLL128]},
                           {"simple", tree_correction[kSimple]}};
+  j["rccl_bandwidth_ratio"] = {table_json(rccl_bandwidth_ratio[0]), table_json(rccl_bandwidth_ratio[1])};
   j["bandwidth_efficiency"] = bandwidth_efficiency;
   j["sources"] = sources;
   return j;
@@ -888,7 +1003,8 @@ NcclParams NcclParams::from_json(JsonReader& r, const NcclParams& base) {
   } else {
     r.ignore("nccl_version");
   }
-  p.gpu_arch = r.choice_or("gpu_arch", {"", "volta", "ampere", "hopper", "blackwell"}, p.gpu_arch);
+  p.library = r.choice_or("library", {"nccl", "rccl"}, p.library);
+  p.gpu_arch = r.choice_or("gpu_arch", {"", "volta", "ampere", "hopper", "blackwell", "cdna3"}, p.gpu_arch);
   p.cpu_vendor = r.choice_or("cpu_vendor", {"intel", "amd", "arm"}, p.cpu_vendor);
   if (r.has("algorithms")) {
     JsonReader s = r.object("algorithms");
@@ -921,8 +1037,12 @@ NcclParams NcclParams::from_json(JsonReader& r, const NcclParams& base) {
   p.net_overhead_us = read_nonneg(r, "net_overhead_us", p.net_overhead_us);
   p.net_latency_inter_us = read_nonneg(r, "net_latency_inter_us", p.net_latency_inter_us);
   p.ring_plateau_factor = read_nonneg(r, "ring_plateau_factor", p.ring_plateau_factor);
-  p.intra_link = r.choice_or("intra_link", {"", "nvlink", "pcie"}, p.intra_link);
+  p.intra_link = r.choice_or("intra_link", {"", "nvlink", "pcie", "xgmi"}, p.intra_link);
   p.intra_bandwidth_gbps = read_nonneg(r, "intra_bandwidth_gbps", p.intra_bandwidth_gbps);
+  if (r.has("xgmi_channels_per_link"))
+    p.xgmi_channels_per_link = static_cast<int>(r.positive_integer("xgmi_channels_per_link"));
+  else
+    r.ignore("xgmi_channels_per_link");
   p.nic_bandwidth_gbps = read_nonneg(r, "nic_bandwidth_gbps", p.nic_bandwidth_gbps);
   p.nics_per_node = read_nonneg_int(r, "nics_per_node", p.nics_per_node);
   p.gpu_pcie_bandwidth_gbps = read_nonneg(r, "gpu_pcie_bandwidth_gbps", p.gpu_pcie_bandwidth_gbps);
@@ -973,6 +1093,28 @@ NcclParams NcclParams::from_json(JsonReader& r, const NcclParams& base) {
     s.finish();
   } else {
     r.ignore("tree_correction");
+  }
+  if (r.has("rccl_bandwidth_ratio")) {
+    const nlohmann::json& rows = r.array("rccl_bandwidth_ratio");
+    if (rows.size() != 2)
+      throw InputError(r.file(), r.path_of("rccl_bandwidth_ratio"),
+                       "expected two tables: [<= 2 nodes, > 2 nodes], got " + std::to_string(rows.size()));
+    for (std::size_t i = 0; i < 2; ++i) {
+      JsonReader row(rows[i], r.file(), join_json_path(r.path_of("rccl_bandwidth_ratio"), i));
+      NcclTable t = p.rccl_bandwidth_ratio[i];
+      for (int a = 0; a < 3; ++a) {
+        if (!row.has(kAlgoKeys[a])) {
+          row.ignore(kAlgoKeys[a]);
+          continue;
+        }
+        const auto v = read_numbers(row, kAlgoKeys[a], 3);
+        t[a] = {v[0], v[1], v[2]};
+      }
+      row.finish();
+      p.rccl_bandwidth_ratio[i] = t;
+    }
+  } else {
+    r.ignore("rccl_bandwidth_ratio");
   }
   if (r.has("bandwidth_efficiency")) {
     const double v = r.number("bandwidth_efficiency");

@@ -13,6 +13,12 @@
 // tuning tables with every refinement NCCL applies. Constants are NCCL 2.28.3's (identical to
 // 2.23-2.27 except where docs/collectives.md says otherwise); each names its source.
 //
+// AMD GPUs: RCCL (ROCm's fork of NCCL) keeps NCCL's structure but replaces the bandwidth
+// refinements with its own tuning tables (src/graph/tuning.cc tuning_model_N: hop latencies
+// and a bus-bandwidth ratio per algorithm x protocol) and, on an MI300-class node, builds its
+// rings from a fixed model of the xGMI mesh (src/graph/rome_models.cc). NcclParams.library =
+// "rccl" selects that variant; defaults_for() picks it for a cluster of xGMI GPUs.
+//
 // Scope: Ring (all four collectives), Tree (all-reduce), NVLS (NVLink SHARP, single node:
 // all-reduce, all-gather, reduce-scatter) x LL, LL128, Simple. Not modelled: PAT (used by
 // NCCL only with one GPU per node), CollNet/SHARP, NVLS-Tree (multi-node NVLS) and the
@@ -63,7 +69,11 @@ struct NcclParams {
   // The NCCL release whose model this is: selects the NVLS bandwidth formula (2.28+ uses
   // nvls_efficiency; 2.23-2.27 min(bwIntra, bwInter) x 5/6). Tables are explicit fields below.
   std::string nccl_version = "2.28.3";
-  // GPU architecture NCCL keys its tables on ("volta", "ampere", "hopper", "blackwell");
+  // "nccl", or "rccl": RCCL's table (rccl_bandwidth_ratio instead of NCCL's LL / LL128 /
+  // tree refinements, no ring plateau, Tree/Simple off on one node, RCCL's latency steps).
+  std::string library = "nccl";
+  // GPU architecture NCCL keys its tables on ("volta", "ampere", "hopper", "blackwell";
+  // "cdna3" for AMD MI300X / MI325X, whose tables are RCCL's);
   // empty = derive from cluster.gpu.
   std::string gpu_arch = "hopper";
   // CPU vendor of the hosts ("intel", "amd", "arm"): NCCL keys the multi-node LL cap and the
@@ -89,8 +99,11 @@ struct NcclParams {
 
   // --- graph inputs (bandwidth per direction, GB/s, as NCCL's topology sees it) ---
   // 0 = derive from the cluster at estimate time.
-  std::string intra_link = "";        // "nvlink" or "pcie"; empty = from cluster.intra_kind
-  double intra_bandwidth_gbps = 0;    // per GPU: NVLink links x ncclTopoNVLinkBw, or the PCIe link
+  std::string intra_link = "";        // "nvlink", "pcie" or "xgmi"; empty = from cluster.intra_kind
+  double intra_bandwidth_gbps = 0;    // per GPU: NVLink (xGMI) links x the library's per-link rate, or the PCIe link
+  // xGMI mesh: ring channels per link on a whole node (RCCL rome_models.cc: 28 channels over
+  // the 7 links of an MI300X, each directed link carrying 4).
+  int xgmi_channels_per_link = 4;
   double nic_bandwidth_gbps = 0;      // per NIC (NCCL: port speed / 8000)
   int nics_per_node = 0;
   double gpu_pcie_bandwidth_gbps = 0; // GPU's PCIe link (bounds GPU->NIC paths)
@@ -114,6 +127,10 @@ struct NcclParams {
   double nvls_efficiency = 0.85;                   // nvlsEfficiency[arch]
   // treeCorrectionFactor[proto][log2(nBytes/64)], 64 B .. 256 MiB (23 entries per protocol).
   std::array<std::vector<double>, 3> tree_correction;
+
+  // RCCL only (library "rccl"): bus bandwidth x this ratio, [<= 2 nodes, > 2 nodes][algo][proto]
+  // (RCCL tuning.cc tuningModel.bwRatio); 0 = the (algorithm, protocol) is not used.
+  std::array<NcclTable, 2> rccl_bandwidth_ratio{};
 
   // Overall achieved fraction of the modelled bandwidth. 1.0 = NCCL's model as is (no CSV row
   // was used to set it); calibration may set another value.

@@ -25,10 +25,18 @@ struct GpuSpec {
   int nvlink_links = 0;              // NVLink links per GPU
   double nvlink_bandwidth_gbps = 0;  // unidirectional GB/s per GPU into the switch
   bool nvls = false;                 // NVLink SHARP (NVSwitch gen3+) available
+  // AMD Infinity Fabric (xGMI): links from this GPU to its peers, which form a fully
+  // connected mesh inside a node (no switch), and their per-direction bandwidth summed over
+  // the links (MI300X: 7 links x 64 GB/s = 448). 0 = no xGMI.
+  int xgmi_links = 0;
+  double xgmi_bandwidth_gbps = 0;
   std::map<std::string, std::string> sources;  // field -> where the figure comes from
 };
 
-enum class IntraNodeKind { nvswitch, pcie };
+// How the GPUs of a node reach each other: an NVSwitch (any GPU to any at its NVLink
+// bandwidth), PCIe (through the host's switches), or an xGMI mesh (AMD: one direct link to
+// every peer, no switch).
+enum class IntraNodeKind { nvswitch, pcie, xgmi };
 enum class InterNodeTopology { rail_optimized, fat_tree };
 
 struct ClusterSpec {
@@ -37,7 +45,7 @@ struct ClusterSpec {
   int nodes = 1;
   int gpus_per_node = 8;
   IntraNodeKind intra_kind = IntraNodeKind::nvswitch;
-  double intra_bandwidth_gbps = 0;  // per GPU, one direction (NVSwitch port or PCIe link)
+  double intra_bandwidth_gbps = 0;  // per GPU, one direction (NVSwitch port, PCIe link, all xGMI links)
   double nic_bandwidth_gbps = 0;    // per NIC, one direction (400 Gb/s = 50 GB/s)
   int nics_per_node = 8;
   double inter_latency_seconds = 0;  // one network hop, end to end

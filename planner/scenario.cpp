@@ -342,6 +342,16 @@ GpuSpec parse_gpu(const nlohmann::json& json, const std::string& name, const std
     g.nvls = n.boolean_or("nvls", false);
     n.finish();
   }
+  if (r.has("xgmi")) {
+    JsonReader x = r.object("xgmi");
+    const std::int64_t links = x.integer("links");
+    if (links < 1 || links > 64) x.fail("links", "expected the xGMI links per GPU (1..64), got " + std::to_string(links));
+    g.xgmi_links = static_cast<int>(links);
+    g.xgmi_bandwidth_gbps = x.positive_number("bandwidth_gbps");
+    x.finish();
+    if (g.nvlink_links > 0 || g.nvlink_bandwidth_gbps > 0)
+      r.fail("xgmi", "a GPU has NVLink or xGMI links, not both");
+  }
   g.sources = parse_sources(r);
   r.finish();
   return g;
@@ -358,6 +368,22 @@ GpuSpec find_gpu(const std::string& name) {
   }
   return parse_gpu(catalog[name], name, file, name);
 }
+
+namespace {
+
+// An xGMI node is a full mesh: every GPU has one link to each peer, so a node holds at most
+// links + 1 GPUs, and the GPU must have xGMI links at all.
+void check_xgmi_mesh(JsonReader& r, const ClusterSpec& c) {
+  const std::string where = r.has("kind") ? "kind" : "gpu";
+  if (c.gpu.xgmi_links <= 0)
+    r.fail(where, "an xGMI node needs a GPU with xGMI links (gpu.xgmi.links), and " + c.gpu.name + " has none");
+  if (c.gpus_per_node > c.gpu.xgmi_links + 1)
+    r.fail(where, "an xGMI mesh of " + std::to_string(c.gpus_per_node) + " GPUs needs " +
+                      std::to_string(c.gpus_per_node - 1) + " links per GPU, but " + c.gpu.name + " has " +
+                      std::to_string(c.gpu.xgmi_links));
+}
+
+}  // namespace
 
 ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, const std::string& path) {
   JsonReader r(json, file, path);
@@ -379,10 +405,18 @@ ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, c
     r.fail("nodes", "expected at most 2^20 GPUs in all");
   if (r.has("intra_node")) {
     JsonReader n = r.object("intra_node");
-    c.intra_kind = n.choice_or("kind", {"nvswitch", "pcie"}, "nvswitch") == "pcie" ? IntraNodeKind::pcie
-                                                                                  : IntraNodeKind::nvswitch;
+    const std::string kind =
+        n.choice_or("kind", {"nvswitch", "pcie", "xgmi"}, c.gpu.xgmi_links > 0 ? "xgmi" : "nvswitch");
+    c.intra_kind = kind == "pcie" ? IntraNodeKind::pcie : kind == "xgmi" ? IntraNodeKind::xgmi : IntraNodeKind::nvswitch;
     c.intra_bandwidth_gbps = n.positive_number("bandwidth_gbps");
+    if (c.intra_kind == IntraNodeKind::xgmi) check_xgmi_mesh(n, c);
+    if (c.intra_kind == IntraNodeKind::nvswitch && c.gpu.xgmi_links > 0)
+      n.fail("kind", "the GPU's peers are reached over xGMI links, not an NVSwitch: expected \"xgmi\" (or \"pcie\")");
     n.finish();
+  } else if (c.gpu.xgmi_links > 0) {
+    c.intra_kind = IntraNodeKind::xgmi;
+    c.intra_bandwidth_gbps = c.gpu.xgmi_bandwidth_gbps;
+    check_xgmi_mesh(r, c);
   } else {
     c.intra_bandwidth_gbps = c.gpu.nvlink_bandwidth_gbps;
   }

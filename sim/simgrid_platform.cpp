@@ -52,7 +52,10 @@ Platform Platform::build(const planner::ClusterSpec& c, const planner::NcclParam
   if (p.window_nodes_ > c.nodes || c.nodes % p.window_nodes_ != 0)
     throw std::invalid_argument("a window of " + std::to_string(p.window_nodes_) + " nodes does not divide " +
                                 std::to_string(c.nodes) + " nodes");
-  p.nvswitch_ = c.intra_kind == planner::IntraNodeKind::nvswitch;
+  // An xGMI mesh is played as per-GPU ports of the GPU's summed xGMI bandwidth, like NVSwitch
+  // ports: exact for rings over the whole node (RCCL spreads its channels evenly over every
+  // link), optimistic for one pair of GPUs (one link, 1/links of it).
+  p.nvswitch_ = c.intra_kind != planner::IntraNodeKind::pcie;
   p.rail_ = c.inter_topology == planner::InterNodeTopology::rail_optimized;
   const int nics_physical = std::max(1, c.nics_per_node);
   p.nics_ = std::min(nics_physical, p.gpn_);

@@ -1,0 +1,207 @@
+// The GPU catalog (scenarios/hardware/gpus.json) and the cluster files (scenarios/clusters):
+// every entry parses and names a source for each figure; and the collective model on the
+// node kinds the 2026 parts brought in, worked by hand: an AMD MI300X xGMI mesh (RCCL's
+// tables) and a PCIe-only L40S server (NCCL's PCIe path).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "models/json_input.h"
+#include "planner/collectives.h"
+#include "planner/scenario.h"
+
+namespace fsdpsim::planner {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double KiB = 1024.0;
+constexpr double MiB = 1024.0 * 1024.0;
+constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
+
+const std::string kRoot = FSDPSIM_SOURCE_ROOT;
+
+ClusterSpec load_cluster(const std::string& name) {
+  const std::string file = kRoot + "/scenarios/clusters/" + name;
+  return parse_cluster(load_json_file(file), file, "");
+}
+
+// ===================== the catalog =====================
+
+TEST(GpuCatalog, EveryGpuParsesAndNamesASourceForEachFigure) {
+  const std::string file = kRoot + "/scenarios/hardware/gpus.json";
+  const nlohmann::json catalog = load_json_file(file);
+  int gpus = 0;
+  for (const auto& [name, entry] : catalog.items()) {
+    if (name.rfind("_", 0) == 0) continue;
+    ++gpus;
+    SCOPED_TRACE(name);
+    const GpuSpec g = parse_gpu(entry, name, file, name);
+    EXPECT_GT(g.memory_bytes, 0);
+    EXPECT_GT(g.sm_count, 0);
+    EXPECT_GT(g.peak_flops.at("bf16"), 0);
+    EXPECT_GT(g.hbm_bandwidth_bytes_per_second, 0);
+    // Every figure of the entry has a non-empty source, and every source names a figure.
+    for (const auto& [field, value] : entry.items()) {
+      if (field == "sources" || field == "name") continue;
+      ASSERT_TRUE(g.sources.count(field)) << field << " has no source";
+      EXPECT_GT(g.sources.at(field).size(), 20u) << field << ": a source says where the figure comes from";
+    }
+    for (const auto& [field, text] : g.sources) EXPECT_TRUE(entry.contains(field)) << "source for no figure: " << field;
+    // A GPU talks to its peers over NVLink or xGMI, never both.
+    EXPECT_FALSE(g.nvlink_links > 0 && g.xgmi_links > 0);
+  }
+  EXPECT_GE(gpus, 13);  // 7 parts before 2026 + GB200, H100 PCIe, H100 NVL, MI300X, MI325X, L40S
+}
+
+TEST(GpuCatalog, EveryClusterFileParsesAndSourcesItsLinks) {
+  int clusters = 0;
+  for (const auto& f : fs::directory_iterator(kRoot + "/scenarios/clusters")) {
+    if (f.path().extension() != ".json") continue;
+    ++clusters;
+    SCOPED_TRACE(f.path().filename().string());
+    const nlohmann::json json = load_json_file(f.path().string());
+    const ClusterSpec c = parse_cluster(json, f.path().string(), "");
+    EXPECT_GT(c.intra_bandwidth_gbps, 0);
+    for (const char* block : {"intra_node", "inter_node"})
+      if (json.contains(block)) EXPECT_TRUE(c.sources.count(block)) << block << " has no source";
+  }
+  EXPECT_GE(clusters, 25);
+}
+
+TEST(GpuCatalog, AnXgmiNodeParsesAsAMeshAndRejectsWhatAMeshCannotBe) {
+  const ClusterSpec c = load_cluster("mi300x-8gpu.json");
+  EXPECT_EQ(c.intra_kind, IntraNodeKind::xgmi);
+  EXPECT_EQ(c.gpu.xgmi_links, 7);
+  EXPECT_EQ(c.gpu.sm_count, 304);  // compute units
+  nlohmann::json json = load_json_file(kRoot + "/scenarios/clusters/mi300x-8gpu.json");
+  // Without an intra_node block the GPU's xGMI links make the node a mesh.
+  nlohmann::json implicit = json;
+  implicit.erase("intra_node");
+  const ClusterSpec ci = parse_cluster(implicit, "implicit.json", "");
+  EXPECT_EQ(ci.intra_kind, IntraNodeKind::xgmi);
+  EXPECT_EQ(ci.intra_bandwidth_gbps, 448);
+  // Nine GPUs cannot be fully connected by seven links each.
+  nlohmann::json nine = json;
+  nine["gpus_per_node"] = 9;
+  EXPECT_THROW(parse_cluster(nine, "nine.json", ""), InputError);
+  // An MI300X node has no NVSwitch.
+  nlohmann::json switched = json;
+  switched["intra_node"]["kind"] = "nvswitch";
+  try {
+    parse_cluster(switched, "switched.json", "");
+    FAIL() << "an NVSwitch node of MI300X parsed";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("intra_node.kind"), std::string::npos) << e.what();
+  }
+  // An NVIDIA GPU has no xGMI links to mesh.
+  nlohmann::json nvidia = json;
+  nvidia["gpu"] = "H100-SXM-80GB";
+  EXPECT_THROW(parse_cluster(nvidia, "nvidia.json", ""), InputError);
+}
+
+// ===================== AMD MI300X node: RCCL over xGMI =====================
+//
+// Hand-worked from RCCL's sources (ROCm/rccl@0cbce2a7): rome_models.cc rome_model_79 (8 GPUs,
+// 7 xGMI links each, 28 ring channels, "tuning=5"); topo.h GFX94X_XGMI_WIDTH = 48 GB/s per
+// link, so the GPU's total is 7 x 48 = 336 GB/s and each channel 336 / 28 = 12 GB/s;
+// tuning.cc baseLat {LL 12, Simple 17} us, tuning_model_5 xGMI ring hop {LL 0.8, Simple 2.1} us,
+// bwRatio ring {LL 0.08, Simple 1.0}.
+
+TEST(CollectivesXgmi, Mi300xNodeUsesRcclTablesAndXgmiLinks) {
+  const ClusterSpec c = load_cluster("mi300x-8gpu.json");
+  const NcclParams p = NcclParams::defaults_for(c);
+  EXPECT_EQ(p.library, "rccl");
+  EXPECT_EQ(p.gpu_arch, "cdna3");
+  EXPECT_EQ(p.intra_link, "xgmi");
+  EXPECT_DOUBLE_EQ(p.intra_bandwidth_gbps, 7 * 48.0);
+  EXPECT_FALSE(p.enable_ll128);
+  EXPECT_FALSE(p.enable_nvls);
+  const NcclGraph g = nccl_ring_graph({8, 1}, c, p);
+  EXPECT_EQ(g.channels, 28);
+  EXPECT_DOUBLE_EQ(g.bw_intra_gbps, 12.0);
+  // Two GPUs of the node share one link: 4 channels x 12 GB/s.
+  const NcclGraph pair = nccl_ring_graph({2, 1}, c, p);
+  EXPECT_EQ(pair.channels, 4);
+  EXPECT_DOUBLE_EQ(pair.channels * pair.bw_intra_gbps, 48.0);
+}
+
+TEST(CollectivesXgmi, Mi300xRingAllGatherBusBandwidthByHand) {
+  const ClusterSpec c = load_cluster("mi300x-8gpu.json");
+  const NcclParams p = NcclParams::defaults_for(c);
+  // 1 GiB all-gather over the 8 GPUs, Ring/Simple: bus bandwidth 28 x 12 x 1.0 = 336 GB/s,
+  // algorithm bandwidth 336 x 8/7 = 384 GB/s; latency 17 + 7 x 2.1 = 31.7 us.
+  const double bytes = 1 * GiB;
+  const double time_us = 31.7 + bytes / (1000.0 * 384.0);
+  const CollectiveEstimate e = estimate_collective(CollectiveKind::all_gather, bytes, {8, 1}, c, p);
+  EXPECT_EQ(e.algorithm, "Ring");
+  EXPECT_EQ(e.protocol, "Simple");
+  EXPECT_EQ(e.channels, 28);
+  EXPECT_NEAR(e.seconds, time_us * 1e-6, 1e-9);
+  EXPECT_NEAR(e.latency_seconds, 31.7e-6, 1e-12);
+  // nccl-tests' busbw = algbw x 7/8: just under the 336 GB/s the links give RCCL.
+  EXPECT_NEAR(e.bus_bandwidth_gbps, bytes / (time_us * 1e-6) / 1e9 * 7.0 / 8.0, 1e-6);
+  EXPECT_NEAR(e.bus_bandwidth_gbps, 336.0, 4.0);
+  // Small messages take LL: 12 + 7 x 0.8 = 17.6 us, bus 336 x 0.08 = 26.88 GB/s (alg 30.72).
+  // LL and Simple cross where 17.6 + S/30720 = 31.7 + S/384000 (us, S in bytes): S = 470.8 kB.
+  const CollectiveEstimate small = estimate_collective(CollectiveKind::all_gather, 256 * KiB, {8, 1}, c, p);
+  EXPECT_EQ(small.protocol, "LL");
+  EXPECT_NEAR(small.seconds, (17.6 + 256 * KiB / (1000.0 * 30.72)) * 1e-6, 1e-12);
+  EXPECT_EQ(estimate_collective(CollectiveKind::all_gather, 1 * MiB, {8, 1}, c, p).protocol, "Simple");
+}
+
+TEST(CollectivesXgmi, Mi300xAllReduceHasNoTreeSimpleOnOneNode) {
+  const ClusterSpec c = load_cluster("mi300x-8gpu.json");
+  const NcclParams p = NcclParams::defaults_for(c);
+  // RCCL tuning.cc skips Tree/Simple on a single gfx94x node; the ring takes 1 GiB:
+  // 2 x 7 steps, algorithm bandwidth 336 x 8/14 = 192 GB/s, latency 17 + 14 x 2.1 = 46.4 us.
+  for (const CollectiveEstimate& cand : collective_candidates(CollectiveKind::all_reduce, 1 * GiB, {8, 1}, c, p))
+    EXPECT_FALSE(cand.algorithm == "Tree" && cand.protocol == "Simple");
+  const CollectiveEstimate e = estimate_collective(CollectiveKind::all_reduce, 1 * GiB, {8, 1}, c, p);
+  EXPECT_EQ(e.algorithm, "Ring");
+  EXPECT_EQ(e.protocol, "Simple");
+  EXPECT_NEAR(e.seconds, (46.4 + GiB / (1000.0 * 192.0)) * 1e-6, 1e-9);
+}
+
+TEST(CollectivesXgmi, NvidiaNodesKeepNcclsModel) {
+  const NcclParams h = NcclParams::defaults_for(load_cluster("dgx-h100.json"));
+  EXPECT_EQ(h.library, "nccl");
+  EXPECT_EQ(h.intra_link, "nvlink");
+  EXPECT_DOUBLE_EQ(h.base_latency_us[1][2], 8.4);  // NCCL's Ring/Simple base latency
+}
+
+// ===================== PCIe-only L40S server: NCCL's PCIe path =====================
+
+TEST(CollectivesPcie, L40sNodeRingAllGatherByHand) {
+  const ClusterSpec c = load_cluster("l40s-8gpu-pcie.json");
+  const NcclParams p = NcclParams::defaults_for(c);
+  EXPECT_EQ(p.library, "nccl");
+  EXPECT_EQ(p.intra_link, "pcie");
+  EXPECT_EQ(p.gpu_arch, "ampere");  // Ada (sm89): NCCL's compCapIndex puts 8.x in the Ampere row
+  EXPECT_FALSE(p.enable_ll128);     // LL128 only over NVLink
+  EXPECT_FALSE(p.enable_nvls);
+  // Ring search on a 24 GB/s PCIe link with NCCL's generic speed array {40, 30, 20, 18, 15,
+  // 12, ...}: 20, 18 and 15 fit one channel; 12 fits two (2 x 12 = 24 = the link: stop); no
+  // duplication below 25 GB/s; pass 2 finds no faster speed with two channels.
+  const NcclGraph g = nccl_ring_graph({8, 1}, c, p);
+  EXPECT_EQ(g.channels, 2);
+  EXPECT_DOUBLE_EQ(g.bw_intra_gbps, 12.0);
+  // 1 GiB all-gather, Ring/Simple: bus 24 GB/s, algorithm 24 x 8/7 GB/s; latency = base 8.4 +
+  // 7 PCI hops x 5.7 = 48.3 us (NCCL tuning.cc baseLatencies, hwLatencies[NCCL_HW_PCI]).
+  const double bytes = 1 * GiB;
+  const double time_us = 48.3 + bytes / (1000.0 * 24.0 * 8.0 / 7.0);
+  const CollectiveEstimate e = estimate_collective(CollectiveKind::all_gather, bytes, {8, 1}, c, p);
+  EXPECT_EQ(e.algorithm, "Ring");
+  EXPECT_EQ(e.protocol, "Simple");
+  EXPECT_NEAR(e.seconds, time_us * 1e-6, 1e-9);
+  EXPECT_NEAR(e.bus_bandwidth_gbps, 24.0, 0.1);
+  // Small: LL at min(llMaxBw 87.7, 24 x 0.5) = 12 GB/s bus, latency 6.6 + 7 x 1.0 = 13.6 us.
+  const CollectiveEstimate small = estimate_collective(CollectiveKind::all_gather, 4 * KiB, {8, 1}, c, p);
+  EXPECT_EQ(small.protocol, "LL");
+  EXPECT_NEAR(small.seconds, (13.6 + 4 * KiB / (1000.0 * 12.0 * 8.0 / 7.0)) * 1e-6, 1e-12);
+}
+
+}  // namespace
+}  // namespace fsdpsim::planner
