@@ -22,6 +22,8 @@
 #include <optional>
 #include <string>
 
+#include "planner/kernel_shapes.h"
+
 namespace fsdpsim::planner {
 
 enum class AttentionKernel { flash2, flash3, cudnn, mem_efficient, triton, eager };
@@ -29,15 +31,6 @@ enum class AttentionKernel { flash2, flash3, cudnn, mem_efficient, triton, eager
 // "flash2", "flash3", "cudnn", "mem_efficient", "triton", "eager"; nullopt for anything else.
 std::optional<AttentionKernel> parse_attention_kernel(const std::string& name);
 std::string to_string(AttentionKernel kernel);
-
-struct AttentionShape {  // one attention call (one layer, one micro-batch)
-  double batch = 0, seq_q = 0, seq_kv = 0;
-  int heads = 0, kv_heads = 0, head_dim = 0;  // kv_heads < heads: grouped-query attention
-  bool causal = true;
-  double window = 0;  // sliding window in tokens; 0 = full attention
-};
-
-enum class AttentionPass { forward, backward };
 
 struct AttentionDevice {
   std::string arch;  // "ampere", "hopper", "blackwell", "ada", "cdna3" (from the GPU catalog)

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "planner/scenario.h"
+#include "planner/attention_model.h"
 #include "planner/gemm_model.h"
 #include "planner/units.h"
 
@@ -184,6 +185,7 @@ CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models
   if (it == cluster_.gpu.peak_flops.end()) it = cluster_.gpu.peak_flops.find("bf16");
   peak_flops_ = it == cluster_.gpu.peak_flops.end() ? 0 : it->second;
   compute_dtype_bytes_ = models::dtype_bytes(compute_dtype);
+  attention_kernel_ = default_attention_kernel(attention_device());
 }
 
 CostModel::CostModel(const Scenario& scenario)
@@ -293,15 +295,32 @@ double CostModel::kernel_set_seconds(const KernelSet& k, OpKind kind) const {
   double seconds = 0;
   const GemmDevice device = gemm_device();
   for (const GemmShape& g : k.gemms) seconds += estimate_gemm(g, device).seconds;
-  if (k.has_attention) {
-    const AttentionShape& a = k.attention;
-    const double full = 4 * a.batch * a.seq_q * a.seq_kv * a.heads * a.head_dim;
-    const double backward_work = k.attention_pass == AttentionPass::backward ? 2 * calibration_.attention_backward_work : 1.0;
-    seconds += full * (a.causal ? calibration_.causal_attention_work : 1.0) * backward_work /
-               (peak_flops_ * calibration_.attention_efficiency);
-  }
+  if (k.has_attention) seconds += attention_seconds(k);
   (void)kind;
   return seconds;
+}
+
+AttentionDevice CostModel::attention_device() const {
+  AttentionDevice d;
+  d.arch = cluster_.gpu.arch;
+  d.sm_count = cluster_.gpu.sm_count;
+  d.peak_flops = peak_flops_;
+  d.hbm_bytes_per_second = cluster_.gpu.hbm_bandwidth_bytes_per_second;
+  d.matmul_efficiency = calibration_.matmul_efficiency;
+  return d;
+}
+
+double CostModel::attention_seconds(const KernelSet& k) const {
+  const AttentionShape& a = k.attention;
+  if (k.scores_materialized) {
+    // Eager attention: QK^T and AV as batched GEMMs over every (query, key) pair (the mask is
+    // applied to the scores afterwards); the softmax and mask traffic is in the op's hbm_bytes.
+    // A backward runs twice the forward's matmuls.
+    const double flops = 4 * a.batch * a.seq_q * a.seq_kv * a.heads * a.head_dim *
+                         (k.attention_pass == AttentionPass::backward ? 2.0 : 1.0);
+    return flops / (peak_flops_ * calibration_.matmul_efficiency);
+  }
+  return estimate_attention(a, k.attention_pass, attention_kernel_, attention_device()).seconds;
 }
 
 double CostModel::kernels(const Op& op) const {

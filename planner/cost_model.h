@@ -18,6 +18,7 @@
 
 #include "models/json_input.h"
 #include "models/model.h"
+#include "planner/attention_model.h"
 #include "planner/collectives.h"
 #include "planner/gemm_model.h"
 #include "planner/hardware.h"
@@ -98,6 +99,11 @@ class CostModel {
   double memory_bound_seconds(const Op& op) const;
   // The GPU as the GEMM model sees it, in the compute dtype.
   GemmDevice gemm_device() const;
+  // The GPU as the attention model sees it, and the attention of one kernel set.
+  AttentionDevice attention_device() const;
+  double attention_seconds(const KernelSet& kernels) const;
+  // The kernel fused attention runs on (training.attention, or what PyTorch's SDPA picks).
+  AttentionKernel attention_kernel() const { return attention_kernel_; }
   // For collectives: NCCL's choice and its cost.
   CollectiveEstimate collective(const Op& op, const Schedule& schedule) const;
   // CPU seconds to issue the op (for ops on Stream::host, the CPU time before it runs).
@@ -116,6 +122,7 @@ class CostModel {
   Calibration calibration_;
   double peak_flops_ = 0;
   int compute_dtype_bytes_ = 2;
+  AttentionKernel attention_kernel_ = AttentionKernel::flash2;
   std::unordered_map<std::string, int> module_parameter_tensors_;  // costed module -> tensors
   std::unordered_map<std::string, bool> eager_block_;  // costed transformer blocks run eagerly (not compiled)
   int model_parameter_tensors_ = 0;

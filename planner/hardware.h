@@ -15,6 +15,7 @@ namespace fsdpsim::planner {
 
 struct GpuSpec {
   std::string name;                  // catalog key, e.g. "H100-SXM-80GB"
+  std::string arch;                  // "ampere", "ada", "hopper", "blackwell", "cdna3": which kernels run (attention)
   double memory_bytes = 0;           // HBM capacity
   int sm_count = 0;                  // streaming multiprocessors (compute units): the kernels' waves
   // Dense peak FLOP/s by dtype name ("bf16", "fp16", "fp32" (tf32 tensor cores where the

@@ -314,6 +314,8 @@ class StepBuilder {
       k.has_attention = true;
       k.attention = {b, seq, seq, a.heads, a.kv_heads, a.head_dim, a.causal, a.window};
       k.attention_pass = pass == KernelPass::backward ? AttentionPass::backward : AttentionPass::forward;
+      k.scores_materialized = std::any_of(c.forward_hbm_bytes.terms.begin(), c.forward_hbm_bytes.terms.end(),
+                                          [](const models::Polynomial::Term& t) { return t.s_pow == 2 && t.coeff > 0; });
     }
     // Identical modules (a model's repeated blocks) share one set.
     int index = -1;
@@ -334,7 +336,8 @@ class StepBuilder {
            a.has_attention == b.has_attention &&
            (!a.has_attention || (a.attention_pass == b.attention_pass && x.batch == y.batch && x.seq_q == y.seq_q &&
                                  x.seq_kv == y.seq_kv && x.heads == y.heads && x.kv_heads == y.kv_heads &&
-                                 x.head_dim == y.head_dim && x.causal == y.causal && x.window == y.window));
+                                 x.head_dim == y.head_dim && x.causal == y.causal && x.window == y.window &&
+                                 a.scores_materialized == b.scores_materialized));
   }
 
   // ---- process groups ------------------------------------------------------------------

@@ -321,6 +321,7 @@ GpuSpec parse_gpu(const nlohmann::json& json, const std::string& name, const std
   JsonReader r(json, file, path);
   GpuSpec g;
   g.name = r.string_or("name", name);
+  g.arch = r.choice("arch", {"ampere", "ada", "hopper", "blackwell", "cdna3"});
   g.memory_bytes = r.positive_number("memory_mib") * 1024.0 * 1024.0;
   const std::int64_t sms = r.integer("sm_count");
   if (sms < 1 || sms > 100000) r.fail("sm_count", "expected the number of streaming multiprocessors (1..100000), got " + std::to_string(sms));

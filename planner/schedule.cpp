@@ -100,7 +100,8 @@ nlohmann::json kernel_set_to_json(const KernelSet& k) {
     j["attention"] = {{"batch", a.batch}, {"seq_q", a.seq_q}, {"seq_kv", a.seq_kv}, {"heads", a.heads},
                       {"kv_heads", a.kv_heads}, {"head_dim", a.head_dim}, {"causal", a.causal},
                       {"window", a.window},
-                      {"pass", k.attention_pass == AttentionPass::backward ? "backward" : "forward"}};
+                      {"pass", k.attention_pass == AttentionPass::backward ? "backward" : "forward"},
+                      {"scores_materialized", k.scores_materialized}};
   }
   return j;
 }
@@ -146,6 +147,7 @@ KernelSet kernel_set_from_json(const nlohmann::json& json, const std::string& fi
     if (!(k.attention.window >= 0 && k.attention.window <= kMaxKernelDim)) a.fail("window", "expected a window in tokens (0: full attention)");
     k.attention_pass = a.choice_or("pass", {"forward", "backward"}, "forward") == "backward" ? AttentionPass::backward
                                                                                           : AttentionPass::forward;
+    k.scores_materialized = a.boolean_or("scores_materialized", false);
     a.finish();
   } else {
     r.ignore("attention");

@@ -64,6 +64,10 @@ struct KernelSet {
   bool has_attention = false;
   AttentionShape attention;
   AttentionPass attention_pass = AttentionPass::forward;
+  // The module's costs materialise the score matrix (a model imported with eager attention):
+  // QK^T and AV run as batched matmuls, and the softmax traffic is already in the op's
+  // hbm_bytes, so the cost model prices only the matmuls.
+  bool scores_materialized = false;
 
   double flops() const;  // GEMM FLOPs plus attention FLOPs without a causal discount (as Op::flops)
 };

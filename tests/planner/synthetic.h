@@ -35,7 +35,7 @@ inline nlohmann::json block_model(int blocks, std::vector<std::int64_t> shape,
 
 inline nlohmann::json cluster(int nodes, int gpus_per_node, double memory_gib = 80) {
   return {{"name", "test cluster"},
-          {"gpu", {{"memory_mib", memory_gib * 1024}, {"sm_count", 132}, {"peak_tflops", {{"bf16", 989.4}, {"fp32", 494.7}}},
+          {"gpu", {{"memory_mib", memory_gib * 1024}, {"arch", "hopper"}, {"sm_count", 132}, {"peak_tflops", {{"bf16", 989.4}, {"fp32", 494.7}}},
                    {"hbm_bandwidth_tbps", 3.35}, {"nvlink", {{"generation", "hopper"}, {"links", 18}, {"bandwidth_gbps", 450}}}}},
           {"nodes", nodes}, {"gpus_per_node", gpus_per_node},
           {"intra_node", {{"kind", "nvswitch"}, {"bandwidth_gbps", 450}}},

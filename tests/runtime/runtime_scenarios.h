@@ -38,7 +38,7 @@ inline nlohmann::json cluster(int nodes, int gpus_per_node) {
   return {{"name", "test cluster"},
           {"gpu",
            {{"memory_mib", 80 * 1024},
-            {"sm_count", 132},
+            {"arch", "hopper"}, {"sm_count", 132},
             {"peak_tflops", {{"bf16", 989.4}, {"fp32", 494.7}}},
             {"hbm_bandwidth_tbps", 3.35},
             {"nvlink", {{"generation", "hopper"}, {"links", 18}, {"bandwidth_gbps", 450}}}}},
