@@ -511,7 +511,7 @@ TransientLedger bf16_loss_transients(const LossShape& x) {
   return ledger;
 }
 
-// flash-attn's CrossEntropyLoss (flash_attn/ops/triton/cross_entropy.py): the forward kernel
+// flash-attn's CrossEntropyLoss (Dao-AILab/flash-attention flash_attn/ops/triton/cross_entropy.py@0251105): the forward kernel
 // reads the 16-bit logits once and writes fp32 losses, z-losses and log-sum-exps per row; the
 // logits and the log-sum-exps are saved; with inplace_backward=True the backward kernel writes
 // the logits' gradient over the saved logits. Liger's LigerCrossEntropyLoss keeps the same
@@ -527,7 +527,8 @@ TransientLedger fused_loss_transients(const LossShape& x) {
   return ledger;
 }
 
-// Liger's fused linear cross-entropy (fused_linear_cross_entropy_forward, reduction "mean",
+// Liger's fused linear cross-entropy (linkedin/Liger-Kernel src/liger_kernel/ops/fused_linear_cross_entropy.py@ead96b6,
+// fused_linear_cross_entropy_forward, reduction "mean",
 // accum_dtype None, no bias): everything happens in forward, chunk by chunk; backward returns
 // the gradients (grad_output is 1.0 when the loss is not scaled: no element_mul).
 TransientLedger chunked_loss_transients(const LossShape& x) {
@@ -555,7 +556,7 @@ TransientLedger chunked_loss_transients(const LossShape& x) {
   return ledger;
 }
 
-// Apple's Cut Cross-Entropy (cut_cross_entropy/cce.py, defaults: filter_eps "auto", no fp32
+// Apple's Cut Cross-Entropy (apple/ml-cross-entropy cut_cross_entropy/cce.py@d42911f, defaults: filter_eps "auto", no fp32
 // accumulation, reduction "mean"): the logits exist only in on-chip tiles. Forward saves the
 // input e, the fp32 log-sum-exps and (filter_eps set) the fp32 mean logit per vocabulary entry;
 // backward recomputes the logits tile by tile into de = zeros_like(e) and dc = zeros_like(c).
