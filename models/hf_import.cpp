@@ -374,7 +374,7 @@ json output_projection(const std::string& name, const std::string& embedding_wei
   json weight = param("weight", {a.vocab, a.hidden}, a.dtype);
   if (a.tie) weight["tied_to"] = embedding_weight;
   m["params"] = json::array({weight});
-  return with_costs(m, lm_head_costs(a.hidden, a.vocab, options.fp32_loss), kEdgeCostSource);
+  return with_costs(m, lm_head_costs(a.hidden, a.vocab, options.fp32_loss ? LossKind::fp32_upcast : LossKind::bf16), kEdgeCostSource);
 }
 
 DecoderBlockShape block_shape(const HfArch& a) {

@@ -24,7 +24,9 @@ struct HfImportOptions {
   bool flash_attention = true;
   // The loss upcasts the logits to fp32 (Hugging Face's ForCausalLMLoss `logits.float()`,
   // torchtitan's `pred.float()`). false: cross-entropy on the 16-bit logits (KempnerForge,
-  // 2022-era GPT-2 code). Changes the output layer's saved and transient bytes.
+  // 2022-era GPT-2 code). Changes the output layer's saved and transient bytes; the output
+  // layer's costs record the kind ("loss": fp32_upcast or bf16) so that a scenario's
+  // training.loss can swap in another.
   bool fp32_loss = true;
 };
 

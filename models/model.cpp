@@ -38,6 +38,25 @@ std::optional<DType> parse_dtype(const std::string& name) {
   return std::nullopt;
 }
 
+std::string loss_kind_name(LossKind kind) {
+  switch (kind) {
+    case LossKind::fp32_upcast: return "fp32_upcast";
+    case LossKind::bf16: return "bf16";
+    case LossKind::fused: return "fused";
+    case LossKind::chunked: return "chunked";
+    case LossKind::cut: return "cut";
+  }
+  return "fp32_upcast";
+}
+
+std::vector<std::string> loss_kind_names() { return {"fp32_upcast", "bf16", "fused", "chunked", "cut"}; }
+
+std::optional<LossKind> parse_loss_kind(const std::string& name) {
+  for (LossKind kind : {LossKind::fp32_upcast, LossKind::bf16, LossKind::fused, LossKind::chunked, LossKind::cut})
+    if (name == loss_kind_name(kind)) return kind;
+  return std::nullopt;
+}
+
 namespace {
 // x^n by repeated multiplication: std::pow(double, int) goes through the general double
 // pow, and the planner evaluates these polynomials thousands of times per sweep point.
@@ -203,6 +222,16 @@ AttentionSpec parse_attention(JsonReader& costs, const Polynomial& attention_flo
   return a;
 }
 
+LossHead parse_loss_head(JsonReader r) {
+  LossHead head;
+  head.vocab_size = r.positive_integer("vocab_size");
+  head.hidden_size = r.positive_integer("hidden_size");
+  std::vector<std::string> names = loss_kind_names();
+  head.kind = *parse_loss_kind(r.choice("kind", names));
+  r.finish();
+  return head;
+}
+
 ModuleCosts parse_costs(JsonReader costs) {
   ModuleCosts c;
   c.forward_flops = parse_polynomial(costs, "forward_flops");
@@ -218,6 +247,14 @@ ModuleCosts parse_costs(JsonReader costs) {
   c.transient_tensor_bytes = parse_polynomial(costs, "transient_tensor_bytes");
   if (costs.has("matmuls")) c.matmuls = parse_matmuls(costs, c.forward_flops);
   if (costs.has("attention")) c.attention = parse_attention(costs, c.attention_flops);
+  for (const auto& [key, field] : {std::make_pair("forward_kernel_flops", &c.forward_kernel_flops),
+                                   std::make_pair("backward_flops", &c.backward_flops),
+                                   std::make_pair("backward_hbm_bytes", &c.backward_hbm_bytes)}) {
+    if (costs.has(key)) *field = parse_polynomial(costs, key);
+    else costs.ignore(key);
+  }
+  if (costs.has("loss")) c.loss = parse_loss_head(costs.object("loss"));
+  else costs.ignore("loss");
   costs.ignore("source");  // where the formulas come from, for people
   costs.finish();
   return c;

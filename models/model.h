@@ -20,6 +20,31 @@ std::string dtype_name(DType dtype);
 // "fp32"/"float32", "bf16"/"bfloat16", "fp16"/"float16", "fp8"; nullopt otherwise.
 std::optional<DType> parse_dtype(const std::string& name);
 
+// How the training loop turns the output layer's hidden states into the loss: which tensors
+// the cross-entropy materialises, and whether its kernels move work between forward and
+// backward. docs/memory-model.md ("The loss") and models/transformer_costs.h give each
+// kind's tensors and the implementation they were read from.
+enum class LossKind {
+  fp32_upcast,  // logits.float() then F.cross_entropy (Hugging Face ForCausalLMLoss, torchtitan)
+  bf16,         // F.cross_entropy on the 16-bit logits (KempnerForge, 2022-era GPT-2 code)
+  fused,        // a fused cross-entropy kernel on the 16-bit logits, gradient written over them
+                // (flash-attn's CrossEntropyLoss with inplace_backward=True, Liger's LigerCrossEntropyLoss)
+  chunked,      // Liger's LigerFusedLinearCrossEntropy: logits per chunk of tokens, gradients in forward
+  cut,          // Apple's Cut Cross-Entropy: logits only in on-chip tiles, recomputed in backward
+};
+std::string loss_kind_name(LossKind kind);
+// The names loss_kind_name writes; nullopt for anything else.
+std::optional<LossKind> parse_loss_kind(const std::string& name);
+std::vector<std::string> loss_kind_names();
+
+// What the output layer's costs were computed from, so that a planner can recompute them
+// for another loss kind (the "loss" object of the output layer's costs in the model JSON).
+struct LossHead {
+  std::int64_t vocab_size = 0;   // V: the logits per token
+  std::int64_t hidden_size = 0;  // h: the output layer's input features
+  LossKind kind = LossKind::fp32_upcast;  // the kind the module's costs were computed for
+};
+
 // sum of coeff * b^b_pow * s^s_pow (b = micro-batch, s = sequence length).
 struct Polynomial {
   struct Term {
@@ -92,6 +117,16 @@ struct ModuleCosts {
   // and 4 x heads x head_dim is attention_flops' b*s^2 term (parse_model checks both).
   std::vector<Matmul> matmuls;
   std::optional<AttentionSpec> attention;
+  // Work the module's ops run where it differs from the default, which is forward_flops in
+  // forward and twice forward_flops and forward_hbm_bytes in backward. Fused loss kernels move
+  // work: Liger's fused linear cross-entropy computes its gradients in forward (forward runs
+  // 3x the projection's FLOPs, backward none); Cut Cross-Entropy recomputes the logits in
+  // backward (3x). forward_flops stays the model's FLOPs, which MFU counts.
+  std::optional<Polynomial> forward_kernel_flops;
+  std::optional<Polynomial> backward_flops;
+  std::optional<Polynomial> backward_hbm_bytes;
+  // Set on the output layer: the loss head its costs were computed for (see LossHead).
+  std::optional<LossHead> loss;
 };
 
 struct Parameter {

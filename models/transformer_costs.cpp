@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <utility>
 
 namespace fsdpsim::models {
@@ -28,6 +29,7 @@ Polynomial ledger_polynomial(const std::vector<CostItem>& items) {
     p += monomial(item.bytes_per_token, 1, 1);
     p += monomial(item.bytes_per_token_per_position, 1, 2);
     p += monomial(item.bytes_per_position, 0, 1);
+    p += monomial(item.bytes_fixed, 0, 0);
   }
   return p;
 }
@@ -462,26 +464,23 @@ TransientLedger final_norm_transients(std::int64_t hidden_size) {
   return ledger;
 }
 
-TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_size, bool fp32_loss) {
-  const double E = kActivationBytes, h = as_double(hidden_size), V = as_double(vocab_size);
-  if (!fp32_loss) {
-    // F.cross_entropy straight on the 16-bit logits: log_softmax writes 16-bit log-probabilities
-    // (saved), nll_loss's backward a 16-bit gradient, log_softmax's backward the logits' gradient.
-    const CostItem logits16 = per_token("16-bit logits", E * V);
-    const CostItem d_log_probs = per_token("16-bit gradient of the log-probabilities", E * V);
-    const CostItem d_logits16 = per_token("16-bit gradient of the logits", E * V);
-    TransientLedger ledger;
-    ledger.forward = {{"log_softmax on the 16-bit logits (its output is saved; the logits are still referenced)",
-                       {logits16}}};
-    ledger.backward = {
-        {"nll_loss backward: zeros, then the loss gradient scattered at the targets", {d_log_probs}},
-        {"log_softmax backward (LogSoftmaxBackward0): its input gradient is held while it writes its output",
-         {d_log_probs, d_logits16}},
-        {"output projection backward (MmBackward0; its weight gradient is a parameter gradient)",
-         {d_logits16, per_token("gradient of the output layer's input", E * h)}},
-    };
-    return ledger;
-  }
+namespace {
+
+// The output layer's tensors, per token unless the name says otherwise (E = 2: 16-bit).
+struct LossShape {
+  double h = 0;       // hidden size
+  double V = 0;       // vocabulary size
+  double tokens = 0;  // b*s, for the kinds whose chunking depends on it (chunked)
+};
+
+CostItem fixed(std::string what, double bytes) { return {std::move(what), 0, 0, 0, bytes}; }
+
+CostItem input_gradient(const LossShape& x) {
+  return per_token("gradient of the output layer's input", kActivationBytes * x.h);
+}
+
+TransientLedger fp32_upcast_loss_transients(const LossShape& x) {
+  const double E = kActivationBytes, V = x.V;
   const CostItem logits16 = per_token("16-bit logits", E * V);
   const CostItem logits32 = per_token("fp32 logits (logits.float())", kLogitBytes * V);
   const CostItem d_log_probs = per_token("fp32 gradient of the log-probabilities", kLogitBytes * V);
@@ -500,44 +499,164 @@ TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_
        {d_log_probs, d_logits32}},
       {"logits.float() backward (ToCopyBackward0): the gradient cast to 16 bits", {d_logits32, d_logits16}},
       {"output projection backward (MmBackward0; its weight gradient is a parameter gradient)",
-       {d_logits16, per_token("gradient of the output layer's input", E * h)}},
+       {d_logits16, input_gradient(x)}},
   };
   return ledger;
+}
+
+// F.cross_entropy straight on the 16-bit logits: log_softmax writes 16-bit log-probabilities
+// (saved), nll_loss's backward a 16-bit gradient, log_softmax's backward the logits' gradient.
+TransientLedger bf16_loss_transients(const LossShape& x) {
+  const double E = kActivationBytes, V = x.V;
+  const CostItem logits16 = per_token("16-bit logits", E * V);
+  const CostItem d_log_probs = per_token("16-bit gradient of the log-probabilities", E * V);
+  const CostItem d_logits16 = per_token("16-bit gradient of the logits", E * V);
+  TransientLedger ledger;
+  ledger.forward = {{"log_softmax on the 16-bit logits (its output is saved; the logits are still referenced)",
+                     {logits16}}};
+  ledger.backward = {
+      {"nll_loss backward: zeros, then the loss gradient scattered at the targets", {d_log_probs}},
+      {"log_softmax backward (LogSoftmaxBackward0): its input gradient is held while it writes its output",
+       {d_log_probs, d_logits16}},
+      {"output projection backward (MmBackward0; its weight gradient is a parameter gradient)",
+       {d_logits16, input_gradient(x)}},
+  };
+  return ledger;
+}
+
+// flash-attn's CrossEntropyLoss (Dao-AILab/flash-attention flash_attn/ops/triton/cross_entropy.py@0251105): the forward kernel
+// reads the 16-bit logits once and writes fp32 losses, z-losses and log-sum-exps per row; the
+// logits and the log-sum-exps are saved; with inplace_backward=True the backward kernel writes
+// the logits' gradient over the saved logits. Liger's LigerCrossEntropyLoss keeps the same
+// V-wide buffer (it writes the gradient over the logits already in forward).
+TransientLedger fused_loss_transients(const LossShape& x) {
+  TransientLedger ledger;
+  ledger.forward = {{"cross_entropy_fwd_kernel: one pass over the 16-bit logits (saved for backward)",
+                     {per_token("fp32 losses per row", kFp32Bytes), per_token("fp32 z-losses per row", kFp32Bytes)}}};
+  ledger.backward = {
+      {"cross_entropy_bwd_kernel (inplace_backward=True): the logits' gradient written over the saved logits", {}},
+      {"output projection backward (MmBackward0; its weight gradient is a parameter gradient)", {input_gradient(x)}},
+  };
+  return ledger;
+}
+
+// Liger's fused linear cross-entropy (linkedin/Liger-Kernel src/liger_kernel/ops/fused_linear_cross_entropy.py@ead96b6,
+// fused_linear_cross_entropy_forward, reduction "mean",
+// accum_dtype None, no bias): everything happens in forward, chunk by chunk; backward returns
+// the gradients (grad_output is 1.0 when the loss is not scaled: no element_mul).
+TransientLedger chunked_loss_transients(const LossShape& x) {
+  const double E = kActivationBytes, h = x.h, V = x.V;
+  const double chunk_share = liger_chunk_tokens(x.tokens, static_cast<std::int64_t>(h), static_cast<std::int64_t>(V)) /
+                             x.tokens;  // the largest chunk's tokens per token of the micro-batch
+  const CostItem grad_weight = fixed("grad_weight accumulator (zeros_like(weight), the weight's dtype)", E * V * h);
+  const CostItem losses = per_token("fp32 per-token losses (loss_1d)", kFp32Bytes);
+  const CostItem mask = per_token("target != ignore_index (bool)", 1);
+  const CostItem logits = per_token("one chunk's 16-bit logits, then their gradient (in place)", chunk_share * E * V);
+  TransientLedger ledger;
+  ledger.forward = {
+      {"grad_input and grad_weight zeroed, loss_1d and the target mask allocated", {grad_weight, losses, mask}},
+      {"a chunk: logits_chunk = _input_chunk @ weight.t(), then liger_cross_entropy_kernel writes their gradient in place",
+       {grad_weight, losses, mask, logits}},
+      {"grad_input[chunk] = grad_logits_chunk @ weight: the product, then its copy into the slice",
+       {grad_weight, losses, mask, logits, per_token("the chunk's input gradient (a temporary)", chunk_share * E * h)}},
+      {"grad_weight += torch.mm(grad_logits_chunk.t(), _input_chunk).float(): the 16-bit product and its fp32 copy",
+       {grad_weight, losses, mask, logits, fixed("the chunk's weight gradient (16-bit mm output)", E * V * h),
+        fixed("its fp32 copy (.float())", kFp32Bytes * V * h)}},
+  };
+  // grad_input is saved (the module's saved activation); grad_weight becomes the parameter
+  // gradient, which the planner allocates at the backward op.
+  ledger.backward = {{"LigerFusedLinearCrossEntropyFunction.backward: returns the gradients computed in forward", {}}};
+  return ledger;
+}
+
+// Apple's Cut Cross-Entropy (apple/ml-cross-entropy cut_cross_entropy/cce.py@d42911f, defaults: filter_eps "auto", no fp32
+// accumulation, reduction "mean"): the logits exist only in on-chip tiles. Forward saves the
+// input e, the fp32 log-sum-exps and (filter_eps set) the fp32 mean logit per vocabulary entry;
+// backward recomputes the logits tile by tile into de = zeros_like(e) and dc = zeros_like(c).
+TransientLedger cut_loss_transients(const LossShape& x) {
+  const CostItem order = fixed("vocabulary order (sort_logit_avg: argsort of logit_avg, int32)", 4 * x.V);
+  TransientLedger ledger;
+  ledger.forward = {{"cce_lse_forward_kernel and indexed_neg_dot_forward_kernel: the fp32 log-sum-exps (saved) and "
+                     "the targets' negative logits, summed into the loss in place",
+                     {per_token("fp32 negative target logits (neg_dot, then nll)", kFp32Bytes)}}};
+  ledger.backward = {
+      {"sort_logit_avg: the vocabulary ordered by mean logit", {order}},
+      {"cce_backward_kernel: de (the output layer's input gradient) and dc (a parameter gradient) accumulated tile by tile",
+       {order, input_gradient(x)}},
+  };
+  return ledger;
+}
+
+TransientLedger loss_transients(const LossShape& x, LossKind kind) {
+  switch (kind) {
+    case LossKind::fp32_upcast: return fp32_upcast_loss_transients(x);
+    case LossKind::bf16: return bf16_loss_transients(x);
+    case LossKind::fused: return fused_loss_transients(x);
+    case LossKind::chunked: return chunked_loss_transients(x);
+    case LossKind::cut: return cut_loss_transients(x);
+  }
+  return fp32_upcast_loss_transients(x);
+}
+
+LossShape loss_shape(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind, double tokens) {
+  if (kind == LossKind::chunked && !(tokens >= 1))
+    throw std::invalid_argument("the chunked loss's costs depend on the tokens per micro-batch (b*s >= 1)");
+  return {as_double(hidden_size), as_double(vocab_size), tokens};
+}
+
+}  // namespace
+
+double liger_chunk_tokens(double tokens, std::int64_t hidden_size, std::int64_t vocab_size) {
+  // inc_factor = triton.cdiv(V, H); chunk_size = triton.next_power_of_2(triton.cdiv(BT, inc_factor)).
+  const double inc_factor = std::ceil(as_double(vocab_size) / as_double(hidden_size));
+  const double wanted = std::ceil(tokens / inc_factor);
+  double chunk = 1;
+  while (chunk < wanted) chunk *= 2;
+  return std::min(chunk, tokens);  // one chunk when it covers the micro-batch
+}
+
+TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind, double tokens) {
+  return loss_transients(loss_shape(hidden_size, vocab_size, kind, tokens), kind);
 }
 
 Polynomial moment_bytes(const TransientMoment& moment) { return ledger_polynomial(moment.tensors); }
 
 Polynomial peak_transient_bytes(const std::vector<TransientMoment>& moments) {
-  double per_token = 0, per_token_per_position = 0, per_position = 0;
+  double per_token = 0, per_token_per_position = 0, per_position = 0, fixed_bytes = 0;
   for (const TransientMoment& m : moments) {
-    double t = 0, tp = 0, p = 0;
+    double t = 0, tp = 0, p = 0, f = 0;
     for (const CostItem& item : m.tensors) {
       t += item.bytes_per_token;
       tp += item.bytes_per_token_per_position;
       p += item.bytes_per_position;
+      f += item.bytes_fixed;
     }
     per_token = std::max(per_token, t);
     per_token_per_position = std::max(per_token_per_position, tp);
     per_position = std::max(per_position, p);
+    fixed_bytes = std::max(fixed_bytes, f);
   }
   Polynomial out = monomial(per_token, 1, 1);
   out += monomial(per_token_per_position, 1, 2);
   out += monomial(per_position, 0, 1);
+  out += monomial(fixed_bytes, 0, 0);
   return out;
 }
 
 Polynomial largest_transient_tensor(const TransientLedger& ledger) {
-  double t = 0, tp = 0, p = 0;
+  double t = 0, tp = 0, p = 0, f = 0;
   for (const auto* moments : {&ledger.forward, &ledger.backward})
     for (const TransientMoment& m : *moments)
       for (const CostItem& item : m.tensors) {
         t = std::max(t, item.bytes_per_token);
         tp = std::max(tp, item.bytes_per_token_per_position);
         p = std::max(p, item.bytes_per_position);
+        f = std::max(f, item.bytes_fixed);
       }
   Polynomial out = monomial(t, 1, 1);
   out += monomial(tp, 1, 2);
   out += monomial(p, 0, 1);
+  out += monomial(f, 0, 0);
   return out;
 }
 
@@ -623,28 +742,71 @@ ModuleCosts final_norm_costs(std::int64_t hidden_size) {
   return c;
 }
 
-ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, bool fp32_loss) {
-  const double E = kActivationBytes, h = as_double(hidden_size), V = as_double(vocab_size);
+ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind, double tokens) {
+  const LossShape x = loss_shape(hidden_size, vocab_size, kind, tokens);
+  const double E = kActivationBytes, h = x.h, V = x.V;
   ModuleCosts c;
   c.forward_flops = monomial(2 * h * V, 1, 1);
   c.matmuls.push_back({"output projection (logits)", h, V, false});
-  if (fp32_loss) {
-    // Cast of the logits to fp32 (read 2V, write 4V) and a log-softmax over them (read and
-    // write 4V); the GEMM's own output is priced by its FLOPs.
-    c.forward_hbm_bytes = monomial((E + kLogitBytes) * V + 2 * kLogitBytes * V, 1, 1);
-    // The projection keeps its input; the cross-entropy keeps its fp32 log-probabilities
-    // (Korthikanti et al. 2022, section 4.3: 2sbh + 4sbv).
-    c.saved_activation_bytes = monomial(E * h + kLogitBytes * V, 1, 1);
-  } else {
-    // A log-softmax over the 16-bit logits (read and write 2V); its 16-bit output is saved.
-    c.forward_hbm_bytes = monomial(2 * E * V, 1, 1);
-    c.saved_activation_bytes = monomial(E * h + E * V, 1, 1);
-  }
   c.input_bytes = monomial(E * h, 1, 1);
-  const TransientLedger transients = lm_head_transients(hidden_size, vocab_size, fp32_loss);
+  switch (kind) {
+    case LossKind::fp32_upcast:
+      // Cast of the logits to fp32 (read 2V, write 4V) and a log-softmax over them (read and
+      // write 4V); the GEMM's own output is priced by its FLOPs.
+      c.forward_hbm_bytes = monomial((E + kLogitBytes) * V + 2 * kLogitBytes * V, 1, 1);
+      // The projection keeps its input; the cross-entropy keeps its fp32 log-probabilities
+      // (Korthikanti et al. 2022, section 4.3: 2sbh + 4sbv).
+      c.saved_activation_bytes = monomial(E * h + kLogitBytes * V, 1, 1);
+      break;
+    case LossKind::bf16:
+      // A log-softmax over the 16-bit logits (read and write 2V); its 16-bit output is saved.
+      c.forward_hbm_bytes = monomial(2 * E * V, 1, 1);
+      c.saved_activation_bytes = monomial(E * h + E * V, 1, 1);
+      break;
+    case LossKind::fused:
+      // Forward reads the logits once; backward reads them and writes their gradient (the
+      // default 2x forward). Per-row outputs (12 bytes per token) are neglected. Saved: the
+      // projection's input, the 16-bit logits and the fp32 log-sum-exp per row.
+      c.forward_hbm_bytes = monomial(E * V, 1, 1);
+      c.saved_activation_bytes = monomial(E * h + E * V + kFp32Bytes, 1, 1);
+      break;
+    case LossKind::chunked: {
+      // Forward runs the logits' GEMM and both gradient GEMMs (grad_input, grad_weight: 2hV
+      // each); backward runs nothing. Memory-bound per token: grad_input zeroed (2h), the CE
+      // kernel's two reads and one write of the chunk's logits (3 x 2V), the slice copy of the
+      // chunk's input gradient (read and write 2h); per chunk: .float() of the V x h product
+      // (read 2Vh, write 4Vh) and the accumulation into grad_weight (read 2Vh + 4Vh, write 2Vh);
+      // once: grad_weight zeroed (2Vh).
+      const double chunk = liger_chunk_tokens(x.tokens, hidden_size, vocab_size);
+      const double chunks = std::ceil(x.tokens / chunk);
+      c.forward_kernel_flops = monomial(3 * 2 * h * V, 1, 1);
+      c.backward_flops = Polynomial{};
+      c.backward_hbm_bytes = Polynomial{};
+      c.forward_hbm_bytes = monomial(3 * E * h + 3 * E * V, 1, 1);
+      c.forward_hbm_bytes += monomial(E * V * h + chunks * (E + kFp32Bytes + kFp32Bytes + 2 * E) * V * h, 0, 0);
+      // Kept for backward: grad_input (the input is not saved).
+      c.saved_activation_bytes = monomial(E * h, 1, 1);
+      break;
+    }
+    case LossKind::cut:
+      // Forward: the log-sum-exp GEMM (2hV) and the targets' dot products (2h); backward
+      // recomputes the logits (2hV) and runs both gradient GEMMs (4hV), an upper bound: the
+      // default filter_eps skips tiles whose softmax gradient rounds to zero, which depends on
+      // the data. No V-wide tensor reaches HBM; backward zeroes de (2h per token) and dc (2Vh).
+      c.forward_kernel_flops = monomial(2 * h * V + 2 * h, 1, 1);
+      c.backward_flops = monomial(3 * 2 * h * V, 1, 1);
+      c.backward_hbm_bytes = monomial(E * h, 1, 1);
+      *c.backward_hbm_bytes += monomial(E * V * h, 0, 0);
+      // Saved: the input e, the fp32 log-sum-exp per token, the fp32 mean logit per vocabulary entry.
+      c.saved_activation_bytes = monomial(E * h + kFp32Bytes, 1, 1);
+      c.saved_activation_bytes += monomial(kFp32Bytes * V, 0, 0);
+      break;
+  }
+  const TransientLedger transients = loss_transients(x, kind);
   c.forward_transient_bytes = peak_transient_bytes(transients.forward);
   c.backward_transient_bytes = peak_transient_bytes(transients.backward);
   c.transient_tensor_bytes = largest_transient_tensor(transients);
+  c.loss = LossHead{vocab_size, hidden_size, kind};
   return c;
 }
 
@@ -698,6 +860,14 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
     out["attention"] = {{"heads", a.heads}, {"kv_heads", a.kv_heads}, {"head_dim", a.head_dim}, {"causal", a.causal}};
     if (a.window > 0) out["attention"]["window"] = a.window;
   }
+  // Set but zero (a backward that runs nothing) is written as an empty object.
+  if (costs.forward_kernel_flops) out["forward_kernel_flops"] = polynomial_to_json(*costs.forward_kernel_flops);
+  if (costs.backward_flops) out["backward_flops"] = polynomial_to_json(*costs.backward_flops);
+  if (costs.backward_hbm_bytes) out["backward_hbm_bytes"] = polynomial_to_json(*costs.backward_hbm_bytes);
+  if (costs.loss)
+    out["loss"] = {{"vocab_size", costs.loss->vocab_size},
+                   {"hidden_size", costs.loss->hidden_size},
+                   {"kind", loss_kind_name(costs.loss->kind)}};
   if (!source.empty()) out["source"] = source;
   return out;
 }

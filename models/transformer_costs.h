@@ -60,6 +60,7 @@ struct CostItem {
   double bytes_per_token = 0;
   double bytes_per_token_per_position = 0;
   double bytes_per_position = 0;  // the s term: tensors shared by the batch (GPT-2's position rows)
+  double bytes_fixed = 0;         // the constant term: weight-sized buffers (a fused loss's weight gradient)
 };
 
 // The tensors one block keeps for backward, each with its size; the sum is the block's
@@ -157,10 +158,13 @@ std::vector<FlopItem> sac_recomputed_matmuls(const DecoderBlockShape& block, boo
 //   allocates dq, dk, dv, an fp32 dq accumulator (batch x seq x heads x head_dim rounded up to
 //   a multiple of 32), the fp32 softmax_d (batch x heads x seq) and, with GQA, dk and dv per
 //   query head before summing them over the groups.
-// - The loss is Hugging Face's ForCausalLMLoss (logits.float(), then F.cross_entropy =
-//   log_softmax + nll_loss) or torchtitan's cross_entropy_loss (pred.float(), F.cross_entropy),
+// - The loss is one of LossKind (models/model.h), read in the code named at each ledger in
+//   transformer_costs.cpp: Hugging Face's ForCausalLMLoss (logits.float(), then F.cross_entropy
+//   = log_softmax + nll_loss) or torchtitan's cross_entropy_loss (pred.float(), F.cross_entropy),
 //   with the caller dropping the bf16 logits before backward (torchtitan's `del pred`; the HF
-//   Trainer returns the loss alone).
+//   Trainer returns the loss alone); F.cross_entropy on the 16-bit logits; flash-attn's fused
+//   cross-entropy (in-place backward) or Liger's; Liger's fused linear cross-entropy; Apple's
+//   Cut Cross-Entropy.
 // - backward moments include the gradient flowing into the module and the gradient w.r.t. its
 //   input when they exist: the planner needs no separate input-gradient temporary.
 struct TransientMoment {
@@ -175,10 +179,16 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
 TransientLedger token_embedding_transients(std::int64_t hidden_size, bool adds_position_embedding,
                                            bool embedding_dropout);
 TransientLedger final_norm_transients(std::int64_t hidden_size);
-// fp32_loss: the loss upcasts the logits (logits.float(), as Hugging Face's ForCausalLMLoss and
-// torchtitan do); false: F.cross_entropy on the 16-bit logits (log-probabilities and their
-// gradients 16-bit), as KempnerForge's cross_entropy_loss and 2022-era GPT-2 training code do.
-TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_size, bool fp32_loss = true);
+// The output layer and its loss, for each LossKind (docs/memory-model.md, "The loss"). `tokens`
+// (b*s) is needed by the chunked kind only: Liger sizes its chunks from the micro-batch's tokens,
+// so those costs are exact at that b*s and nowhere else (the planner recomputes them per point).
+TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_size,
+                                   LossKind kind = LossKind::fp32_upcast, double tokens = 0);
+// Tokens in the largest chunk of Liger's fused linear cross-entropy
+// (linkedin/Liger-Kernel src/liger_kernel/ops/fused_linear_cross_entropy.py@ead96b6:
+// inc_factor = cdiv(V, H), chunk_size = next_power_of_2(cdiv(BT, inc_factor))): about BT*H/V,
+// so that a chunk's logits are about the size of the layer's input.
+double liger_chunk_tokens(double tokens, std::int64_t hidden_size, std::int64_t vocab_size);
 // One moment's bytes as a polynomial in b and s.
 Polynomial moment_bytes(const TransientMoment& moment);
 // The largest moment as a polynomial: the coefficient-wise maximum over the moments (the b*s,
@@ -198,8 +208,10 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
 ModuleCosts token_embedding_costs(std::int64_t hidden_size, bool adds_position_embedding,
                                   bool embedding_dropout);
 ModuleCosts final_norm_costs(std::int64_t hidden_size);
-// The output projection and the cross-entropy loss on its fp32 logits.
-ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, bool fp32_loss = true);
+// The output projection and the cross-entropy loss of the given kind; the costs carry their
+// LossHead. `tokens` as for lm_head_transients.
+ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind = LossKind::fp32_upcast,
+                          double tokens = 0);
 
 // A polynomial as the model JSON writes it: {"b*s": 123, "b*s^2": 4}; integral
 // coefficients are written as integers. Zero terms are left out.

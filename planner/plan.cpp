@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "models/json_input.h"
+#include "models/transformer_costs.h"
 
 namespace fsdpsim::planner {
 
@@ -180,6 +181,8 @@ class StepBuilder {
     grads_sharded_ = f_.strategy != Strategy::NO_SHARD && f_.strategy != Strategy::ZERO1;
     optimizer_sharded_ = f_.strategy != Strategy::NO_SHARD;
     act_scale_ = b_c_ / 2.0;  // model costs are written for 16-bit activations
+    resolve_loss();
+    check_attention_kernel();
   }
 
   void build() {
@@ -225,6 +228,63 @@ class StepBuilder {
   }
 
  private:
+  // ---- the scenario's kernel choices -----------------------------------------------------
+  // training.loss: the output layer's costs recomputed for the stated kind from the loss head
+  // its costs record (models::LossHead). Here rather than in parse_scenario because a sweep
+  // shares one parsed model among its points. The chunked kind's costs depend on b*s
+  // (models/transformer_costs.h): always recomputed at this point's.
+  void resolve_loss() {
+    bool has_head = false;
+    for (const Event& e : l_.forward) {
+      if (e.kind != Event::compute || !e.module->costs->loss) continue;
+      has_head = true;
+      const models::LossHead& head = *e.module->costs->loss;
+      const models::LossKind kind = t_.loss.value_or(head.kind);
+      if (kind == head.kind && kind != models::LossKind::chunked) continue;
+      const double tokens = static_cast<double>(t_.micro_batch) * static_cast<double>(t_.seq_len);
+      swapped_costs_.emplace_back(e.module, models::lm_head_costs(head.hidden_size, head.vocab_size, kind, tokens));
+    }
+    if (t_.loss && !has_head)
+      throw InputError(sc_.file, "training.loss",
+                       "\"" + models::loss_kind_name(*t_.loss) + "\" needs the model's output layer to record its loss "
+                       "head (a \"loss\" object in its costs: vocab_size, hidden_size, kind), which model \"" +
+                           sc_.model.name + "\" lacks; re-import it with fsdpsim import-hf, or leave training.loss out");
+  }
+
+  // training.attention "eager": only for a model whose attention costs were computed for eager
+  // attention (saved score matrices, a b*s^2 term in the blocks' saved activations); a model
+  // imported for fused attention would be priced as fused under the name "eager".
+  void check_attention_kernel() const {
+    if (t_.attention != "eager") return;
+    for (const Event& e : l_.forward) {
+      if (e.kind != Event::compute || e.module->costs->attention_flops.empty()) continue;
+      for (const models::Polynomial::Term& term : e.module->costs->saved_activation_bytes.terms)
+        if (term.s_pow >= 2 && term.coeff > 0) return;
+    }
+    throw InputError(sc_.file, "training.attention",
+                     "\"eager\" needs a model whose attention costs materialise the score matrices; model \"" +
+                         sc_.model.name + "\" was costed for fused attention: import it with fsdpsim import-hf "
+                         "--eager-attention");
+  }
+
+  // The costs the planner prices a module with: the model's, or the output layer's for the
+  // scenario's training.loss.
+  const models::ModuleCosts& costs_of(const Module& m) const {
+    for (const auto& [module, costs] : swapped_costs_)
+      if (module == &m) return costs;
+    return *m.costs;
+  }
+  // FLOPs a forward (or a recompute of it) runs, and its backward's work (models/model.h).
+  static double forward_kernel_flops(const models::ModuleCosts& c, double b, double seq) {
+    return (c.forward_kernel_flops ? *c.forward_kernel_flops : c.forward_flops).at(b, seq);
+  }
+  static double backward_flops(const models::ModuleCosts& c, double b, double seq) {
+    return c.backward_flops ? c.backward_flops->at(b, seq) : 2.0 * c.forward_flops.at(b, seq);
+  }
+  static double backward_hbm_bytes(const models::ModuleCosts& c, double b, double seq) {
+    return c.backward_hbm_bytes ? c.backward_hbm_bytes->at(b, seq) : 2.0 * c.forward_hbm_bytes.at(b, seq);
+  }
+
   // ---- building blocks -------------------------------------------------------------
   int add_op(OpKind kind, Stream stream, const Name& name, int unit, const std::string& module = "") {
     Op op;
@@ -286,7 +346,9 @@ class StepBuilder {
   // A full recompute is the forward again (its op asks for KernelPass::forward).
   enum class KernelPass { forward = 0, backward = 1, selective_recompute = 2 };
   int kernel_set_of(const models::ModuleCosts& c, KernelPass pass) {
-    if (c.matmuls.empty() && !c.attention) return -1;
+    // A loss kernel that moves the output projection's work between passes (Liger's fused
+    // linear cross-entropy, Cut Cross-Entropy) runs GEMMs of other shapes: priced by its FLOPs.
+    if ((c.matmuls.empty() && !c.attention) || c.forward_kernel_flops || c.backward_flops) return -1;
     auto& cache = kernel_set_by_pass_[static_cast<int>(pass)];
     auto hit = cache.find(&c);
     if (hit != cache.end()) return hit->second;
@@ -511,10 +573,10 @@ class StepBuilder {
         if (unit(e.unit).is_root) free_now(previous_ag_output_);
         continue;
       }
-      const models::ModuleCosts& c = *e.module->costs;
+      const models::ModuleCosts& c = costs_of(*e.module);
       int op = add_op(OpKind::compute_fwd, Stream::compute, Name{"fwd ", e.module->full_name}, e.unit, e.module->full_name);
       take_cpu_wait(op);
-      s_.ops[op].flops = c.forward_flops.at(b, seq);
+      s_.ops[op].flops = forward_kernel_flops(c, b, seq);
       s_.ops[op].attention_flops = c.attention_flops.at(b, seq);
       s_.ops[op].hbm_bytes = c.forward_hbm_bytes.at(b, seq) * act_scale_;
       s_.ops[op].kernel_set = kernel_set_of(c, KernelPass::forward);
@@ -595,7 +657,7 @@ class StepBuilder {
         recomputed[e.region] = true;
         recompute_region(e.region, b, seq);
       }
-      const models::ModuleCosts& c = *e.module->costs;
+      const models::ModuleCosts& c = costs_of(*e.module);
       int recomputed_ops = -1;
       if (e.selective) {
         // Op-level SAC: the unsaved ops run again (memory-bound ones and every other matmul),
@@ -613,15 +675,16 @@ class StepBuilder {
       }
       int op = add_op(OpKind::compute_bwd, Stream::compute, Name{"bwd ", e.module->full_name}, e.unit, e.module->full_name);
       take_cpu_wait(op);
-      s_.ops[op].flops = 2.0 * c.forward_flops.at(b, seq);
+      s_.ops[op].flops = backward_flops(c, b, seq);
       s_.ops[op].attention_flops = 2.0 * c.attention_flops.at(b, seq);
-      s_.ops[op].hbm_bytes = 2.0 * c.forward_hbm_bytes.at(b, seq) * act_scale_;
+      s_.ops[op].hbm_bytes = backward_hbm_bytes(c, b, seq) * act_scale_;
       s_.ops[op].kernel_set = kernel_set_of(c, KernelPass::backward);
       depend_on_unit(op, e.unit);
       if (grads_sharded_) allocate_grads(op, l_.event_params[i], Name{"grads of ", e.module->full_name});
-      if (!c.backward_transient_bytes.empty()) {
+      if (!c.backward_transient_bytes.empty() || !c.forward_transient_bytes.empty()) {
         // The module's backward transients, which include the gradient flowing in and the
-        // gradient w.r.t. its input (models/transformer_costs.h).
+        // gradient w.r.t. its input (models/transformer_costs.h); none when its backward
+        // allocates nothing (Liger's fused linear cross-entropy returns gradients it made in forward).
         transient_at(op, c, c.backward_transient_bytes, b, seq, Name{"backward transients of ", e.module->full_name});
       } else {
         // A model without transient costs: the gradient w.r.t. the module's input lives while
@@ -664,10 +727,10 @@ class StepBuilder {
     for (std::size_t i = 0; i < l_.forward.size(); ++i) {
       const Event& f = l_.forward[i];
       if (f.kind != Event::compute || f.region != region) continue;
-      const models::ModuleCosts& c = *f.module->costs;
+      const models::ModuleCosts& c = costs_of(*f.module);
       int op = add_op(OpKind::recompute, Stream::compute, Name{"recompute ", f.module->full_name}, f.unit, f.module->full_name);
       take_cpu_wait(op);
-      s_.ops[op].flops = c.forward_flops.at(b, seq);
+      s_.ops[op].flops = forward_kernel_flops(c, b, seq);
       s_.ops[op].attention_flops = c.attention_flops.at(b, seq);
       s_.ops[op].hbm_bytes = c.forward_hbm_bytes.at(b, seq) * act_scale_;
       s_.ops[op].kernel_set = kernel_set_of(c, KernelPass::forward);
@@ -863,6 +926,8 @@ class StepBuilder {
   std::vector<int> reduce_done_;
   // (module costs, pass) -> index into s_.kernel_sets, so the ops of one module share a set.
   std::unordered_map<const models::ModuleCosts*, int> kernel_set_by_pass_[3];
+  // The output layer's costs for training.loss, when it differs from the model's (resolve_loss).
+  std::vector<std::pair<const Module*, models::ModuleCosts>> swapped_costs_;
 };
 
 }  // namespace

@@ -22,6 +22,9 @@ std::string strategy_name(Strategy s) {
   return "FULL_SHARD";
 }
 
+const std::vector<std::string> kAttentionKernelNames = {"auto",          "flash2", "flash3", "cudnn",
+                                                       "mem_efficient", "triton", "eager"};
+
 bool is_hybrid(Strategy s) { return s == Strategy::HYBRID_SHARD || s == Strategy::HYBRID_SHARD_ZERO2; }
 
 int optimizer_states_per_param(Optimizer o) {
@@ -169,6 +172,9 @@ TrainingSpec parse_training(JsonReader r, int world) {
     t.execution = r.boolean_or("torch_compile", false) ? TrainingSpec::Execution::compiled : TrainingSpec::Execution::eager;
   else
     r.ignore("torch_compile");
+  if (r.has("loss")) t.loss = *models::parse_loss_kind(r.choice("loss", models::loss_kind_names()));
+  else r.ignore("loss");
+  t.attention = r.choice_or("attention", kAttentionKernelNames, "auto");
   std::string master = r.choice_or("master_weights", {"sharded_param", "optimizer_state"}, "sharded_param");
   t.master_weights = master == "sharded_param" ? MasterWeights::sharded_param : MasterWeights::optimizer_state;
   if (r.has("activation_checkpointing")) {

@@ -65,7 +65,18 @@ struct TrainingSpec {
   // model files' fused traffic, as before the field existed.
   enum class Execution { unstated, eager, compiled };
   Execution execution = Execution::unstated;
+  // training.loss: the cross-entropy's kernel (models::LossKind; docs/schema.md). Unstated: the
+  // kind the model's output layer was imported with (its costs' "loss" object). The planner
+  // recomputes the output layer's costs for a stated kind (planner/plan.cpp).
+  std::optional<models::LossKind> loss;
+  // training.attention: the attention kernel, one of kAttentionKernelNames, validated here and
+  // stored by name ("eager" only for a model whose attention costs materialise the scores,
+  // checked by the planner). "auto": the kernel the model's costs were imported for.
+  std::string attention = "auto";
 };
+
+// The names training.attention accepts.
+extern const std::vector<std::string> kAttentionKernelNames;
 
 struct FsdpSpec {
   int version = 2;

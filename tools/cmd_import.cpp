@@ -13,15 +13,21 @@ void add_import_command(CLI::App& app) {
   struct Options {
     std::string config, output;
     bool eager_attention = false;
+    std::string loss = "fp32_upcast";
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("import-hf", "Convert a Hugging Face config.json (llama, mistral, qwen2, gpt2, gpt_neox, mpt) to a model JSON");
   cmd->add_option("config", o->config, "config.json")->required();
   cmd->add_option("-o,--output", o->output, "Write to this file instead of stdout");
   cmd->add_flag("--eager-attention", o->eager_attention, "Save the s^2 attention scores (no flash attention)");
+  cmd->add_option("--loss", o->loss,
+                  "The loss the output layer's costs are computed for: fp32_upcast (logits.float(), the default) "
+                  "or bf16 (cross-entropy on the 16-bit logits); a scenario's training.loss can swap in any kind")
+      ->check(CLI::IsMember({"fp32_upcast", "bf16"}));
   cmd->callback([o] {
     models::HfImportOptions options;
     options.flash_attention = !o->eager_attention;
+    options.fp32_loss = o->loss == "fp32_upcast";
     nlohmann::json model = models::import_hf_config(load_json_file(o->config), o->config, options);
     models::parse_model(model, o->config);  // check it before writing it
     std::string text = models::format_json(model) + "\n";

@@ -134,8 +134,8 @@ TEST(ModelParseErrors, UnknownField) {
   expect_error([](auto& j) { j["nmae"] = "x"; }, "nmae", "unknown field");
   expect_error([](auto& j) { block(j)["children"][0]["params"][0]["shpe"] = 1; },
                "root.children[1].children[0].children[0].params[0].shpe", "unknown field");
-  expect_error([](auto& j) { block(j)["costs"]["backward_flops"] = nlohmann::json::object(); },
-               "root.children[1].children[0].costs.backward_flops", "unknown field");
+  expect_error([](auto& j) { block(j)["costs"]["backward_flop"] = nlohmann::json::object(); },
+               "root.children[1].children[0].costs.backward_flop", "unknown field");
 }
 
 TEST(ModelParseErrors, NegativeOrZeroDimension) {

@@ -260,7 +260,7 @@ TEST(SelectiveOpCheckpointing, UnreadSavedOutputByHand) {
 }
 
 TEST(TransientMemory, SixteenBitLossByHand) {
-  const ModuleCosts head = lm_head_costs(4096, 128256, /*fp32_loss=*/false);
+  const ModuleCosts head = lm_head_costs(4096, 128256, LossKind::bf16);
   EXPECT_EQ(head.saved_activation_bytes.at(1, 1), 2.0 * 4096 + 2.0 * 128256);
   EXPECT_EQ(head.forward_transient_bytes.at(1, 1), 2.0 * 128256);
   EXPECT_EQ(head.backward_transient_bytes.at(1, 1), 4.0 * 128256);
@@ -270,7 +270,7 @@ TEST(TransientMemory, SixteenBitLossByHand) {
   EXPECT_EQ(fp32.saved_activation_bytes.at(1, 1), 2.0 * 4096 + 4.0 * 128256);
   EXPECT_EQ(fp32.forward_transient_bytes.at(1, 1), 6.0 * 128256);
   EXPECT_EQ(fp32.backward_transient_bytes.at(1, 1), 8.0 * 128256);
-  const TransientLedger ledger = lm_head_transients(4096, 128256, false);
+  const TransientLedger ledger = lm_head_transients(4096, 128256, LossKind::bf16);
   ASSERT_EQ(ledger.backward.size(), 3u);
   EXPECT_EQ(largest_moment(ledger.backward, 4, 4096), 1u);  // log_softmax backward
   // The largest single transient tensor: the fp32 logits (or their gradient), 4V; 16-bit: 2V.
@@ -411,6 +411,94 @@ TEST(PolynomialJson, IntegralCoefficientsAreIntegers) {
   EXPECT_TRUE(j["b*s"].is_number_integer());
   EXPECT_EQ(j["b*s"], 5);
   EXPECT_EQ(j["b*s^2"], 0.5);
+}
+
+// Each loss kind's ledger for Llama-3.1-8B's output layer (h = 4,096, V = 128,256), per token
+// unless stated; the tensors are the ones read in the implementations named in
+// models/transformer_costs.cpp.
+// fused (flash-attn's CrossEntropyLoss, inplace_backward=True): saved 2h (the projection's
+//   input) + 2V (the logits) + 4 (fp32 log-sum-exp) = 264,708; forward: fp32 losses and
+//   z-losses per row, 8; backward: the gradient goes over the saved logits, so only the
+//   projection's input gradient 2h = 8,192 is new.
+TEST(LossKinds, FusedLossByHand) {
+  const ModuleCosts c = lm_head_costs(4096, 128256, LossKind::fused);
+  EXPECT_EQ(c.saved_activation_bytes.at(1, 1), 264'708.0);
+  EXPECT_EQ(c.forward_transient_bytes.at(1, 1), 8.0);
+  EXPECT_EQ(c.backward_transient_bytes.at(1, 1), 8'192.0);
+  EXPECT_EQ(c.forward_hbm_bytes.at(1, 1), 256'512.0);  // one read of the logits
+  EXPECT_FALSE(c.backward_flops.has_value());          // the default 2 x forward
+  EXPECT_EQ(c.forward_flops.at(1, 1), 2.0 * 4096 * 128256);
+  ASSERT_TRUE(c.loss.has_value());
+  EXPECT_EQ(c.loss->kind, LossKind::fused);
+  EXPECT_EQ(c.loss->vocab_size, 128256);
+  EXPECT_EQ(c.loss->hidden_size, 4096);
+}
+
+// chunked (Liger's fused linear cross-entropy) at BT = 8,192 tokens: 32 chunks of 256 tokens;
+// at BT = 100: inc_factor 32, cdiv(100, 32) = 4 -> 4 tokens; at BT = 5 with V <= H (inc 1):
+// next_power_of_2(5) = 8, capped at the 5 tokens there are.
+TEST(LossKinds, LigerChunkSizeByHand) {
+  EXPECT_EQ(liger_chunk_tokens(8192, 4096, 128256), 256.0);
+  EXPECT_EQ(liger_chunk_tokens(100, 4096, 128256), 4.0);
+  EXPECT_EQ(liger_chunk_tokens(5, 4096, 1000), 5.0);
+  // GPT-2: V = 50,257, h = 768: inc_factor = ceil(65.44) = 66; BT = 8,192: cdiv = 125 -> 128.
+  EXPECT_EQ(liger_chunk_tokens(8192, 768, 50257), 128.0);
+}
+
+// chunked at BT = 8,192 (b = 2, s = 4,096): forward moments
+//   zeroing: grad_weight 2Vh = 1,050,673,152 fixed; loss 4 + mask 1 per token;
+//   chunk logits: + 2V x 256/8,192 = 8,016 per token;
+//   grad_input slice: + 2h x 256/8,192 = 256 per token;
+//   grad_weight +=: 2Vh + 2Vh (mm) + 4Vh (.float()) = 4,202,692,608 fixed, 8,021 per token.
+// The largest is the last: 4,202,692,608 + 8,021 x 8,192 = 4,268,400,640; the coefficient-wise
+// bound (the ledger's rule) adds the slice's 256 per token: 4,270,497,792. Backward: nothing.
+TEST(LossKinds, ChunkedLossByHand) {
+  const ModuleCosts c = lm_head_costs(4096, 128256, LossKind::chunked, 8192);
+  const TransientLedger ledger = lm_head_transients(4096, 128256, LossKind::chunked, 8192);
+  ASSERT_EQ(ledger.forward.size(), 4u);
+  EXPECT_EQ(largest_moment(ledger.forward, 2, 4096), 3u);
+  EXPECT_EQ(moment_bytes(ledger.forward[3]).at(2, 4096), 4'268'400'640.0);
+  EXPECT_EQ(c.forward_transient_bytes.at(2, 4096), 4'270'497'792.0);
+  EXPECT_TRUE(c.backward_transient_bytes.empty());
+  EXPECT_EQ(c.saved_activation_bytes.at(1, 1), 8'192.0);  // grad_input
+  ASSERT_TRUE(c.backward_flops && c.forward_kernel_flops);
+  EXPECT_TRUE(c.backward_flops->empty());
+  EXPECT_EQ(c.forward_kernel_flops->at(1, 1), 6.0 * 4096 * 128256);
+  // Needs the tokens.
+  EXPECT_THROW(lm_head_costs(4096, 128256, LossKind::chunked), std::invalid_argument);
+}
+
+// cut (Apple's Cut Cross-Entropy): saved 2h + 4 per token (e and the fp32 log-sum-exp) + 4V
+// fixed (the fp32 mean logit per vocabulary entry, filter_eps "auto") = 513,024; forward:
+// the fp32 negative target logits, 4; backward: the int32 vocabulary order 4V fixed and de, 2h.
+TEST(LossKinds, CutLossByHand) {
+  const ModuleCosts c = lm_head_costs(4096, 128256, LossKind::cut);
+  EXPECT_EQ(c.saved_activation_bytes.at(1, 1), 8'196.0 + 513'024.0);
+  EXPECT_EQ(c.saved_activation_bytes.at(2, 1024), 2048.0 * 8'196 + 513'024);
+  EXPECT_EQ(c.forward_transient_bytes.at(1, 1), 4.0);
+  EXPECT_EQ(c.backward_transient_bytes.at(2, 1024), 2048.0 * 8'192 + 513'024);
+  EXPECT_TRUE(c.forward_hbm_bytes.empty());
+  EXPECT_EQ(c.backward_flops->at(1, 1), 6.0 * 4096 * 128256);
+}
+
+// The model JSON carries the loss head and the work overrides, and reads them back.
+TEST(LossKinds, CostsRoundTripThroughTheModelJson) {
+  const ModuleCosts c = lm_head_costs(4096, 128256, LossKind::chunked, 8192);
+  const nlohmann::json j = costs_to_json(c, "");
+  EXPECT_EQ(j["loss"], (nlohmann::json{{"vocab_size", 128256}, {"hidden_size", 4096}, {"kind", "chunked"}}));
+  EXPECT_EQ(j["backward_flops"], nlohmann::json::object());
+  nlohmann::json model = {{"name", "m"},
+                          {"root", {{"type", "M"}, {"children", {{{"name", "lm_head"}, {"type", "Linear"},
+                                                          {"params", {{{"name", "weight"}, {"shape", {128256, 4096}}}}},
+                                                          {"costs", j}}}}}}};
+  const Model m = parse_model(model, "m.json");
+  const ModuleCosts& back = *m.find_module("lm_head")->costs;
+  ASSERT_TRUE(back.loss && back.backward_flops && back.forward_kernel_flops && back.backward_hbm_bytes);
+  EXPECT_EQ(back.loss->kind, LossKind::chunked);
+  EXPECT_TRUE(back.backward_flops->empty());
+  EXPECT_EQ(back.forward_transient_bytes.at(2, 4096), c.forward_transient_bytes.at(2, 4096));
+  model["root"]["children"][0]["costs"]["loss"]["kind"] = "fp8";
+  EXPECT_THROW(parse_model(model, "m.json"), InputError);
 }
 
 }  // namespace

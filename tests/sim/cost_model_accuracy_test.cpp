@@ -1,5 +1,5 @@
 // The cost-model terms added for accuracy against published runs (docs/accuracy.md): eager
-// memory-bound traffic, the step's sustained fraction of the GEMM ceiling, NIC sharing
+// memory-bound traffic and its efficiency, matrix FLOPs without shapes, NIC sharing
 // between the per-rank instances of a process group, and validate's excluded figures.
 #include <gtest/gtest.h>
 
@@ -40,7 +40,7 @@ Op compute(OpKind kind, const std::string& module, double flops, double bytes) {
 // 3.35e12 B/s x 0.8 = 2.68e12 B/s: 2.68e9 bytes take 1 ms fused, eager_memory_bound_factor
 // (2.5 here) x that when the scenario states eager execution, on transformer blocks only.
 TEST(EagerMemoryBound, BlocksOfEagerScenariosMoveTheFactorTimesTheFusedBytes) {
-  const nlohmann::json cal = {{"hbm_efficiency", 0.8}, {"eager_memory_bound_factor", 2.5}};
+  const nlohmann::json cal = {{"hbm_efficiency", 0.8}, {"memory_bound_efficiency", 0.8}, {"eager_memory_bound_factor", 2.5}};
   nlohmann::json eager = scenario_json(cal), compiled = scenario_json(cal), unstated = scenario_json(cal);
   eager["training"]["torch_compile"] = false;
   compiled["training"]["torch_compile"] = true;
@@ -59,30 +59,26 @@ TEST(EagerMemoryBound, BlocksOfEagerScenariosMoveTheFactorTimesTheFusedBytes) {
   EXPECT_NEAR(e.duration_seconds(compute(OpKind::copy_out, "blocks.1", 0, 2.68e9), s), 1e-3, 1e-15);
 }
 
-// 989.4e12 x 0.8 x 0.5: 3.9576e12 FLOPs of a module's GEMMs take 10 ms; other work is not scaled.
-TEST(StepMatmulFraction, ScalesTheGemmsOfModuleComputeOnly) {
+// A module's memory-bound kernels run at memory_bound_efficiency of the HBM bandwidth; copies
+// and the optimizer (streaming kernels) at hbm_efficiency. 3.35e12 B/s x 0.4 = 1.34e12 B/s:
+// 1.34e9 bytes of a block's forward take 1 ms; 3.35e12 x 0.8: 2.68e9 bytes of a copy take 1 ms.
+TEST(MemoryBoundEfficiency, AppliesToModuleComputeAndHbmEfficiencyToCopiesAndTheOptimizer) {
   const CostModel cost(planner::parse_scenario(
-      scenario_json({{"matmul_efficiency", 0.8}, {"step_matmul_fraction", 0.5}, {"hbm_efficiency", 0.8}}), "test.json"));
+      scenario_json({{"memory_bound_efficiency", 0.4}, {"hbm_efficiency", 0.8}}), "test.json"));
   Schedule s;
-  EXPECT_NEAR(cost.duration_seconds(compute(OpKind::compute_fwd, "blocks.0", 3.9576e12, 0), s), 1e-2, 1e-14);
+  for (OpKind kind : {OpKind::compute_fwd, OpKind::compute_bwd, OpKind::recompute})
+    EXPECT_NEAR(cost.duration_seconds(compute(kind, "blocks.0", 0, 1.34e9), s), 1e-3, 1e-15);
   EXPECT_NEAR(cost.duration_seconds(compute(OpKind::optimizer, "", 0, 2.68e9), s), 1e-3, 1e-15);
+  EXPECT_NEAR(cost.duration_seconds(compute(OpKind::copy_in, "blocks.0", 0, 2.68e9), s), 1e-3, 1e-15);
+  EXPECT_THROW(planner::read_calibration({{"memory_bound_efficiency", 1.5}}, "c.json", planner::Calibration{}), InputError);
 }
 
-// The fraction belongs to the GEMM ceiling it was fitted with: a calibration that sets
-// matmul_efficiency alone (what fsdpsim calibrate measures) gets 1, with a source saying so.
-TEST(StepMatmulFraction, ANewMatmulEfficiencyWithoutAFractionResetsItToOne) {
-  planner::Calibration base;
-  base.matmul_efficiency = 0.8;
-  base.step_matmul_fraction = 0.6;
-  const planner::Calibration measured = planner::read_calibration({{"matmul_efficiency", 0.7}}, "c.json", base);
-  EXPECT_EQ(measured.step_matmul_fraction, 1.0);
-  EXPECT_FALSE(measured.sources.at("step_matmul_fraction").empty());
-  const planner::Calibration both =
-      planner::read_calibration({{"matmul_efficiency", 0.7}, {"step_matmul_fraction", 0.9}}, "c.json", base);
-  EXPECT_EQ(both.step_matmul_fraction, 0.9);
-  const planner::Calibration other = planner::read_calibration({{"hbm_efficiency", 0.7}}, "c.json", base);
-  EXPECT_EQ(other.step_matmul_fraction, 0.6);
-  EXPECT_THROW(planner::read_calibration({{"step_matmul_fraction", 1.5}}, "c.json", base), InputError);
+// Matrix FLOPs of an op without shapes (a hand-written model): at the GEMM ceiling, with no
+// per-GPU step fraction. 989.4e12 x 0.8 = 791.52e12 FLOP/s: 7.9152e12 FLOPs take 10 ms.
+TEST(ComputeWithoutShapes, MatrixFlopsRunAtTheGemmCeiling) {
+  const CostModel cost(planner::parse_scenario(scenario_json({{"matmul_efficiency", 0.8}}), "test.json"));
+  Schedule s;
+  EXPECT_NEAR(cost.duration_seconds(compute(OpKind::compute_fwd, "blocks.0", 7.9152e12, 0), s), 1e-2, 1e-14);
 }
 
 // 4 nodes x 8 GPUs, one 50 GB/s NIC per node. HSDP's replicate group has one rank per node,
