@@ -11,6 +11,8 @@
 
 #include "../cli/cli_helpers.h"
 #include "calibrate/calibrate.h"
+#include "planner/cost_model.h"
+#include "planner/gemm_model.h"
 #include "planner/plan.h"
 
 namespace fsdpsim::calibrate {
@@ -222,7 +224,8 @@ TEST(CalibrateCalibration, HalvedInterNodeBandwidthDoublesTheAllGatherTransferTi
   EXPECT_GT(es["time"]["exposed_comm_seconds"].get<double>(), ef["time"]["exposed_comm_seconds"].get<double>());
 }
 
-// Raising the fitted GEMM efficiency scales the matmul part of compute time by the ratio.
+// Raising the fitted GEMM efficiency (the GEMM model's ceiling) shortens compute by what the
+// GEMM model says the step's GEMMs gain.
 TEST(CalibrateCalibration, GemmEfficiencyScalesComputeTimeByTheRatio) {
   const planner::Scenario s = two_node_scenario();
   const double peak = s.cluster.gpu.peak_flops.at("bf16");
@@ -259,17 +262,25 @@ TEST(CalibrateCalibration, GemmEfficiencyScalesComputeTimeByTheRatio) {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return nlohmann::json::parse(r.out)["time"]["compute_seconds"].get<double>();
   };
-  // By hand: matmul seconds = sum over compute ops of (FLOPs - attention FLOPs) / (peak x e).
+  // By hand: compute time moves by the GEMMs' time at e1 minus their time at e2, every GEMM of
+  // every compute op priced by the GEMM model (planner/gemm_model.h) at each ceiling; nothing
+  // else in the step depends on matmul_efficiency.
   const planner::Plan plan = planner::plan_step(s);
-  double matmul_flops = 0;
-  for (const planner::Op& op : plan.schedule.ops)
-    if (op.kind == planner::OpKind::compute_fwd || op.kind == planner::OpKind::compute_bwd ||
-        op.kind == planner::OpKind::recompute)
-      matmul_flops += op.flops - op.attention_flops;
+  planner::GemmDevice device = planner::CostModel(s).gemm_device();
+  auto gemm_seconds = [&](double e) {
+    device.large_gemm_efficiency = e;
+    double seconds = 0;
+    for (const planner::Op& op : plan.schedule.ops)
+      if (op.kernel_set >= 0)
+        for (const planner::GemmShape& g : plan.schedule.kernel_sets[op.kernel_set].gemms)
+          seconds += planner::estimate_gemm(g, device).seconds;
+    return seconds;
+  };
   const double c1 = compute(f1), c2 = compute(f2);
-  const double expected_drop = matmul_flops / peak * (1 / e1 - 1 / e2);
-  std::printf("[ info ] compute %.4f s at e=%.4f -> %.4f s at e=%.4f; matmul part %.4f -> %.4f s\n", c1, e1, c2, e2,
-              matmul_flops / peak / e1, matmul_flops / peak / e2);
+  const double expected_drop = gemm_seconds(e1) - gemm_seconds(e2);
+  std::printf("[ info ] compute %.4f s at e=%.4f -> %.4f s at e=%.4f; GEMMs %.4f -> %.4f s\n", c1, e1, c2, e2,
+              gemm_seconds(e1), gemm_seconds(e2));
+  EXPECT_GT(expected_drop, 0.2 * c1);  // the GEMMs are most of the step's compute
   EXPECT_NEAR(c1 - c2, expected_drop, 1e-6 * c1);
 }
 

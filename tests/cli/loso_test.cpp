@@ -23,8 +23,8 @@ std::string published(const std::string& stem) {
   return std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/published/" + stem + ".json";
 }
 
-// Two torchtitan rows on the H100 96GB (fitted entry) and one IBM row on the H100 80GB (fitted
-// entry, and its only training row when it is loaded alone).
+// Two torchtitan rows on the H100 96GB and one IBM row on the H100 80GB: with the one declared
+// constant (memory_bound_efficiency, every GPU), leaving torchtitan out leaves one training row.
 const std::string kFiles = published("r217-torchtitan-llama3.1-8b-8xh100-96gb") + " " +
                            published("r218-torchtitan-llama3.1-8b-8xh100-96gb-compile") + " " +
                            published("r269-ibm-blog-llama2-7b-96xh100-hsdp-no-ac-mb2");
@@ -64,27 +64,23 @@ TEST(LeaveOneSourceOut, ReportsEverySourceWithItsRefits) {
   }
   EXPECT_EQ(sources, (std::set<std::string>{"ibm", "torchtitan"}));
 
-  const nlohmann::json* h100_96 = fitted_named(loso, "H100-SXM-96GB-HBM2e-500W");
-  const nlohmann::json* h100_80 = fitted_named(loso, "H100-SXM-80GB");
-  ASSERT_TRUE(h100_96 && h100_80);
-  const std::string label_96 = "step_matmul_fraction@H100-SXM-96GB-HBM2e-500W";
-  const std::string label_80 = "step_matmul_fraction@H100-SXM-80GB";
-  // Left out torchtitan: no H100 96GB training row remains (217 and 218 are torchtitan's).
-  const auto& tt = loso["by_source"]["torchtitan"]["refits"][label_96];
-  EXPECT_EQ(tt["rows"], 0);
+  // One constant is declared, for every GPU (calibration.json "fitted").
+  const nlohmann::json* shared = fitted_named(loso, "defaults");
+  ASSERT_TRUE(shared);
+  ASSERT_EQ(loso["fitted"].size(), 1u);
+  const std::string label = "memory_bound_efficiency@defaults";
+  // Left out torchtitan: only row 269 (IBM's) trains, fewer than min_rows 2: the value stays
+  // the shipped one, marked unfitted (a "defaults" entry has nothing else to fall back to).
+  const auto& tt = loso["by_source"]["torchtitan"]["refits"][label];
+  EXPECT_EQ(tt["rows"], 1);
   EXPECT_FALSE(tt["fitted"].get<bool>());
-  EXPECT_EQ(tt["value"], (*h100_96)["unfitted_value"]);
-  // Left out IBM: both torchtitan rows train the H100 96GB value (min_rows 2 is met); the
-  // H100 80GB value had only row 269, IBM's own.
-  const auto& ibm_96 = loso["by_source"]["ibm"]["refits"][label_96];
-  EXPECT_EQ(ibm_96["rows"], 2);
-  EXPECT_TRUE(ibm_96["fitted"].get<bool>());
-  const auto& ibm_80 = loso["by_source"]["ibm"]["refits"][label_80];
-  EXPECT_EQ(ibm_80["rows"], 0);
-  EXPECT_EQ(ibm_80["value"], (*h100_80)["unfitted_value"]);
+  // Left out IBM: both torchtitan rows train it.
+  const auto& ibm = loso["by_source"]["ibm"]["refits"][label];
+  EXPECT_EQ(ibm["rows"], 2);
+  EXPECT_TRUE(ibm["fitted"].get<bool>());
   // Not every declared row was loaded: the shipped fit cannot be re-checked.
-  EXPECT_GT((*h100_96)["declared_rows_missing"].get<int>(), 0);
-  EXPECT_FALSE(h100_96->contains("reproduces_shipped_value"));
+  EXPECT_GT((*shared)["declared_rows_missing"].get<int>(), 0);
+  EXPECT_FALSE(shared->contains("reproduces_shipped_value"));
 
   // In-sample figures are plain validate's; row 269 left out is `estimate` with the refitted value.
   const std::map<int, double> plain = plain_predictions(kFiles);
@@ -94,7 +90,7 @@ TEST(LeaveOneSourceOut, ReportsEverySourceWithItsRefits) {
     EXPECT_DOUBLE_EQ(row["in_sample_predicted"].get<double>(), plain.at(id)) << id;
     if (id != 269) continue;
     const CommandResult e = run_cli("estimate --json -s " + published("r269-ibm-blog-llama2-7b-96xh100-hsdp-no-ac-mb2") +
-                                    " --set calibration.step_matmul_fraction=" + ibm_80["value"].dump());
+                                    " --set calibration.memory_bound_efficiency=" + ibm["value"].dump());
     ASSERT_EQ(e.exit_code, 0) << e.err;
     const double expected = nlohmann::json::parse(e.out)["throughput"]["tokens_per_second_per_gpu"].get<double>();
     EXPECT_DOUBLE_EQ(row["predicted"].get<double>(), expected);
@@ -105,9 +101,9 @@ TEST(LeaveOneSourceOut, TextTableHasARowPerSourceAndTheDeclarations) {
   const CommandResult r = run_cli("validate --leave-one-source-out " + kFiles);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* line : {"\nibm ", "\ntorchtitan ", "\ndev rows ", "\nall ",
-                           "\nfitted: step_matmul_fraction@H100-SXM-80GB", "declared rows not among the files"})
+                           "\nfitted: memory_bound_efficiency@defaults", "declared rows not among the files"})
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
-  EXPECT_NE(r.out.find("step_matmul_fraction@H100-SXM-80GB 1.00 (unfitted)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("memory_bound_efficiency@defaults 0.40 (unfitted)"), std::string::npos) << r.out;
 }
 
 // --check exits 1 exactly when the JSON lists violations, and prints each.

@@ -105,7 +105,8 @@ TEST(CostModelCollectives, OpWithoutAGroupIsRefused) {
 
 TEST(CostModelCompute, FlopsAndBytesAtTheCalibratedEfficiencies) {
   const nlohmann::json cal = {{"matmul_efficiency", 0.5}, {"attention_efficiency", 0.25}, {"causal_attention_work", 0.5},
-                              {"attention_backward_work", 1.25}, {"hbm_efficiency", 0.8}};
+                              {"attention_backward_work", 1.25}, {"hbm_efficiency", 0.8},
+                              {"memory_bound_efficiency", 0.8}};
   const CostModel cost(scenario_on(1, cal));
   Schedule s;
   Op fwd;

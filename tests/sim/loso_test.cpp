@@ -86,15 +86,15 @@ TEST(Loso, TooFewRowsKeepTheUnfittedValue) {
 
 // A catalog with a defaults entry and two GPUs; "fitted" declares the GPU-X value, copied to Y.
 nlohmann::json catalog_with(const nlohmann::json& fitted) {
-  return {{"defaults", {{"step_matmul_fraction", 1}, {"matmul_efficiency", 0.8}}},
-          {"GPU-X", {{"step_matmul_fraction", 0.85}}},
-          {"GPU-Y", {{"step_matmul_fraction", 0.85}}},
+  return {{"defaults", {{"memory_bound_efficiency", 1}, {"matmul_efficiency", 0.8}}},
+          {"GPU-X", {{"memory_bound_efficiency", 0.85}}},
+          {"GPU-Y", {{"memory_bound_efficiency", 0.85}}},
           {"GPU-Z", {{"matmul_efficiency", 0.7}}},
           {"fitted", fitted}};
 }
 
 nlohmann::json declaration(const std::string& entry) {
-  return {{"field", "step_matmul_fraction"}, {"entry", entry}, {"grid", {{"from", 0.4}, {"to", 1.0}, {"step", 0.01}}},
+  return {{"field", "memory_bound_efficiency"}, {"entry", entry}, {"grid", {{"from", 0.4}, {"to", 1.0}, {"step", 0.01}}},
           {"objective", "mean |tokens/s error|"}, {"rows", {1, 2}}};
 }
 
@@ -112,16 +112,16 @@ TEST(Loso, ReadsDeclarations) {
   const std::vector<FittedConstant> fitted = read_fitted_constants(catalog_with(nlohmann::json::array({d})), "cal.json");
   ASSERT_EQ(fitted.size(), 1u);
   const FittedConstant& f = fitted[0];
-  EXPECT_EQ(f.label(), "step_matmul_fraction@GPU-X");
+  EXPECT_EQ(f.label(), "memory_bound_efficiency@GPU-X");
   EXPECT_EQ(f.shipped_value, 0.85);
   EXPECT_EQ(f.unfitted_value, 1.0);  // the defaults' value
   EXPECT_EQ(f.min_rows, 2);
   EXPECT_EQ(f.rows, (std::vector<int>{1, 2}));
-  EXPECT_EQ(f.override_for(0.5), "calibration.step_matmul_fraction=0.5");
+  EXPECT_EQ(f.override_for(0.5), "calibration.memory_bound_efficiency=0.5");
   EXPECT_TRUE(f.applies_to(row_on("GPU-X")));
   EXPECT_TRUE(f.applies_to(row_on("GPU-Y")));   // carries the copy
   EXPECT_FALSE(f.applies_to(row_on("GPU-Z")));
-  EXPECT_FALSE(f.applies_to(row_on("GPU-X", {"step_matmul_fraction"})));  // the scenario sets its own
+  EXPECT_FALSE(f.applies_to(row_on("GPU-X", {"memory_bound_efficiency"})));  // the scenario sets its own
   EXPECT_TRUE(f.applies_to(row_on("GPU-X", {"matmul_efficiency"})));
 }
 
