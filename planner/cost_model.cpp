@@ -190,6 +190,18 @@ CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models
 
 CostModel::CostModel(const Scenario& scenario)
     : CostModel(scenario.cluster, calibration_for(scenario), scenario.training.param_dtype) {
+  // training.attention names the fused kernel ("auto": what PyTorch's SDPA picks; "eager":
+  // the model's costs materialise the scores, which the kernel sets say themselves).
+  const std::string& attention = scenario.training.attention;
+  if (attention != "auto" && attention != "eager") {
+    const std::optional<AttentionKernel> kernel = parse_attention_kernel(attention);
+    if (!kernel) throw InputError(scenario.file, "training.attention", "an attention kernel name, got \"" + attention + "\"");
+    if (!attention_kernel_available(*kernel, attention_device()))
+      throw InputError(scenario.file, "training.attention",
+                       "a kernel that runs on " + scenario.cluster.gpu.name + " (" + scenario.cluster.gpu.arch +
+                           "): " + attention + " does not (default here: " + to_string(attention_kernel_) + ")");
+    attention_kernel_ = *kernel;
+  }
   models::for_each_module(scenario.model.root, [&](const models::Module& m) {
     if (m.costs) module_parameter_tensors_[m.full_name] = count_tensors(m);
   });
