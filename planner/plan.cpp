@@ -185,13 +185,27 @@ class StepBuilder {
     check_attention_kernel();
   }
 
+  // The forward FLOPs MFU counts: 6N-style matmul FLOPs, plus attention as the kernel does it.
+  // A causal mask leaves half the (query, key) pairs, and causal kernels skip the masked
+  // tiles, so counting the whole square (PaLM appendix B) would credit work nobody does and let
+  // MFU pass the GEMM ceiling at long sequences; attention of unknown causality counts whole.
+  double model_forward_flops(double b, double seq) const {
+    double flops = 0;
+    models::for_each_module(sc_.model.root, [&](const Module& m) {
+      if (!m.costs) return;
+      flops += m.costs->forward_flops.at(b, seq);
+      if (m.costs->attention && m.costs->attention->causal) flops -= 0.5 * m.costs->attention_flops.at(b, seq);
+    });
+    return flops;
+  }
+
   void build() {
     s_.name = sc_.name;
     s_.world_size = sc_.world_size();
     s_.micro_steps = static_cast<int>(t_.grad_accum);
     const double b = static_cast<double>(t_.micro_batch), seq = static_cast<double>(t_.seq_len);
     s_.tokens_per_rank = b * seq * t_.grad_accum;
-    s_.model_flops_per_rank = 3.0 * sc_.model.forward_flops(b, seq) * t_.grad_accum;
+    s_.model_flops_per_rank = 3.0 * model_forward_flops(b, seq) * t_.grad_accum;
     make_groups();
     // The schedule is op by op; bound its size so a typo cannot exhaust memory.
     constexpr double kMaxEvents = 4e6;

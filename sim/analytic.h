@@ -92,7 +92,7 @@ struct StepTiming {
   std::array<double, 3> exposed_comm_by_phase{};  // planner::Phase: forward, backward, optimizer
   // Throughput (0 where the schedule or peak does not say).
   double tokens_per_second_per_gpu = 0;
-  double model_flops = 0;     // schedule.model_flops_per_rank: 3 x forward (6N + attention), no causal discount
+  double model_flops = 0;     // schedule.model_flops_per_rank: 3 x forward (6N + attention, causal attention halved)
   double hardware_flops = 0;  // FLOPs the GPU executes: forward, backward, recompute
   double mfu = 0;             // model_flops / (step x dense bf16 peak)
   double hfu = 0;             // hardware_flops / (step x dense bf16 peak)

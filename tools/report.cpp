@@ -84,7 +84,7 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.0f", tm.tokens_per_second_per_gpu);
   time.add({"tokens/s per GPU", buf, ""});
-  time.add({"MFU", percent(tm.mfu), "6N + attention FLOPs (PaLM, no causal discount) / dense bf16 peak"});
+  time.add({"MFU", percent(tm.mfu), "6N + attention FLOPs (causal: half the square) / dense bf16 peak"});
   out << time.str();
 
   out << "\nTimeline (allocated, rank 0)\n";

@@ -1,0 +1,104 @@
+// The kernels a compute op carries (planner/schedule.h KernelSet) and the FLOPs MFU counts,
+// against shapes and sums worked out by hand for Llama-3.1-8B (models/llama3.1-8b.json:
+// h 4096, 32 query heads and 8 key/value heads of 128, FFN 14336, vocab 128256, 32 layers).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "models/json_input.h"
+#include "planner/plan.h"
+#include "planner/scenario.h"
+
+namespace fsdpsim::planner {
+namespace {
+
+Plan llama8b(int micro_batch, int seq_len, const std::string& checkpointing) {
+  const nlohmann::json j = {{"model", "models/llama3.1-8b.json"},
+                            {"cluster", "scenarios/clusters/dgx-h100.json"},
+                            {"training", {{"micro_batch", micro_batch}, {"seq_len", seq_len}, {"global_batch", 8 * micro_batch},
+                                          {"activation_checkpointing", checkpointing}}}};
+  return plan_step(parse_scenario(j, "test.json"));
+}
+
+const Op& op_named(const Schedule& s, const std::string& name) {
+  for (const Op& op : s.ops)
+    if (op.name == name) return op;
+  throw std::runtime_error("no op " + name);
+}
+
+bool has_gemm(const KernelSet& k, double m, double n, double kk) {
+  for (const GemmShape& g : k.gemms)
+    if (g.m == m && g.n == n && g.k == kk) return true;
+  return false;
+}
+
+TEST(KernelSets, ForwardRunsEachProjectionOnTheTokensAndBackwardItsTwoGradients) {
+  const Plan p = llama8b(2, 4096, "none");
+  const Schedule& s = p.schedule;
+  const double tokens = 2 * 4096;
+  const KernelSet& fwd = s.kernel_sets.at(op_named(s, "fwd model.layers.3").kernel_set);
+  ASSERT_EQ(fwd.gemms.size(), 7u);  // q, k, v, o, gate, up, down
+  EXPECT_TRUE(has_gemm(fwd, tokens, 1024, 4096));   // k projection: 4096 -> 1024
+  EXPECT_TRUE(has_gemm(fwd, tokens, 14336, 4096));  // gate
+  EXPECT_TRUE(has_gemm(fwd, tokens, 4096, 14336));  // down
+  ASSERT_TRUE(fwd.has_attention);
+  EXPECT_EQ(fwd.attention.heads, 32);
+  EXPECT_EQ(fwd.attention.kv_heads, 8);
+  EXPECT_EQ(fwd.attention.head_dim, 128);
+  EXPECT_EQ(fwd.attention.seq_q, 4096);
+  EXPECT_EQ(fwd.attention.batch, 2);
+  EXPECT_TRUE(fwd.attention.causal);
+  const KernelSet& bwd = s.kernel_sets.at(op_named(s, "bwd model.layers.3").kernel_set);
+  ASSERT_EQ(bwd.gemms.size(), 14u);
+  EXPECT_TRUE(has_gemm(bwd, tokens, 4096, 1024));   // k projection's input gradient: dY[T,1024] W[1024,4096]
+  EXPECT_TRUE(has_gemm(bwd, 1024, 4096, tokens));   // its weight gradient: dY^T[1024,T] X[T,4096]
+  EXPECT_EQ(bwd.attention_pass, AttentionPass::backward);
+  // The set's FLOPs are the op's: 2 x 218,103,808 per token forward, attention 4 x 4096 per pair.
+  const Op& f = op_named(s, "fwd model.layers.3");
+  EXPECT_DOUBLE_EQ(fwd.flops(), f.flops);
+  EXPECT_DOUBLE_EQ(f.flops, 2.0 * 218103808 * tokens + 4.0 * 4096 * 2 * 4096.0 * 4096);
+  EXPECT_DOUBLE_EQ(bwd.flops(), op_named(s, "bwd model.layers.3").flops);
+  // Every layer shares the forward set: 32 identical blocks, one set.
+  EXPECT_EQ(op_named(s, "fwd model.layers.0").kernel_set, op_named(s, "fwd model.layers.31").kernel_set);
+}
+
+// torchtitan's op-level SAC saves the odd-numbered mm outputs (q, v, gate, down) and recomputes
+// k, o and up; the flash attention output is saved, so attention does not run again.
+TEST(KernelSets, SelectiveRecomputeRunsTheUnsavedProjectionsOnly) {
+  const Plan p = llama8b(1, 2048, "selective");
+  const Schedule& s = p.schedule;
+  const KernelSet& re = s.kernel_sets.at(op_named(s, "recompute model.layers.5").kernel_set);
+  ASSERT_EQ(re.gemms.size(), 3u);
+  EXPECT_TRUE(has_gemm(re, 2048, 1024, 4096));   // k
+  EXPECT_TRUE(has_gemm(re, 2048, 4096, 4096));   // o
+  EXPECT_TRUE(has_gemm(re, 2048, 14336, 4096));  // up
+  EXPECT_FALSE(re.has_attention);
+}
+
+// MFU's model FLOPs per micro-step: 3 x (matmuls + causal attention at half the square).
+// Per token: 32 blocks x 436,207,616 + the output layer 2 x 4096 x 128256 = 1,050,804,224;
+// attention: 32 x 4 x 4096 x s^2 x b, halved for the causal mask.
+TEST(KernelSets, ModelFlopsCountCausalAttentionAtHalfTheSquare) {
+  const double b = 1, seq = 16384;
+  const Plan p = llama8b(1, 16384, "full");
+  const double per_token = 32.0 * 436207616 + 2.0 * 4096 * 128256;
+  const double attention = 32.0 * 4 * 4096 * seq * seq * b;
+  const double expected = 3 * (per_token * b * seq + 0.5 * attention) * p.schedule.micro_steps;
+  EXPECT_NEAR(p.schedule.model_flops_per_rank, expected, 1e-9 * expected);
+}
+
+TEST(KernelSets, ScheduleJsonRoundTripsThem) {
+  const Plan p = llama8b(1, 1024, "selective");
+  const Schedule back = schedule_from_json(schedule_to_json(p.schedule), "s.json");
+  ASSERT_EQ(back.kernel_sets.size(), p.schedule.kernel_sets.size());
+  EXPECT_EQ(schedule_to_json(back), schedule_to_json(p.schedule));
+  nlohmann::json bad = schedule_to_json(p.schedule);
+  bad["kernel_sets"][0]["gemms"][0] = {1, 0, 3};
+  EXPECT_THROW(schedule_from_json(bad, "s.json"), InputError);
+  bad = schedule_to_json(p.schedule);
+  bad["ops"][1]["kernel_set"] = 99999;
+  EXPECT_THROW(schedule_from_json(bad, "s.json"), InputError);
+}
+
+}  // namespace
+}  // namespace fsdpsim::planner
