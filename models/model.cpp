@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "models/json_input.h"
 
@@ -336,7 +337,14 @@ class ModelParser {
         m.params.push_back(std::move(p));
       }
     }
-    if (r.has("costs")) m.costs = parse_costs(r.object("costs"));
+    if (r.has("costs")) {
+      // A repeated block's costs are one JSON object parsed once: its copies are the same
+      // costs ("{i}" appears only in names), and a 126-layer model would parse them 126 times.
+      const nlohmann::json* node = &r.raw("costs");
+      auto parsed = parsed_costs_.find(node);
+      if (parsed == parsed_costs_.end()) parsed = parsed_costs_.emplace(node, parse_costs(r.object("costs"))).first;
+      m.costs = parsed->second;
+    }
 
     if (r.has("children")) {
       const auto& children = r.array("children");
@@ -400,6 +408,7 @@ class ModelParser {
   std::string file_;
   std::int64_t modules_ = 0;
   int depth_ = 0;
+  std::unordered_map<const nlohmann::json*, ModuleCosts> parsed_costs_;  // costs object -> its parse
 };
 
 void check_model(const Model& model, const std::string& file) {
