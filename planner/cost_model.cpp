@@ -289,7 +289,8 @@ double CostModel::memory_bound_seconds(const Op& op) const {
   const double eager =
       module_compute && eager_block_.count(op.module) ? calibration_.eager_memory_bound_factor : 1.0;
   const double efficiency = module_compute ? calibration_.memory_bound_efficiency : calibration_.hbm_efficiency;
-  return eager * op.hbm_bytes / (cluster_.gpu.hbm_bandwidth_bytes_per_second * efficiency);
+  const double scores = std::min(op.score_hbm_bytes, op.hbm_bytes);
+  return (eager * (op.hbm_bytes - scores) + scores) / (cluster_.gpu.hbm_bandwidth_bytes_per_second * efficiency);
 }
 
 GemmDevice CostModel::gemm_device() const {

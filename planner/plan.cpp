@@ -298,6 +298,17 @@ class StepBuilder {
   static double backward_hbm_bytes(const models::ModuleCosts& c, double b, double seq) {
     return c.backward_hbm_bytes ? c.backward_hbm_bytes->at(b, seq) : 2.0 * c.forward_hbm_bytes.at(b, seq);
   }
+  // The part of a byte polynomial that grows with s^2: the attention score matrix of eager
+  // attention, whose kernels (scale, mask, softmax, dropout) the model files list one by one.
+  static double score_bytes(const models::Polynomial& p, double b, double seq) {
+    models::Polynomial scores;
+    for (const models::Polynomial::Term& t : p.terms)
+      if (t.s_pow >= 2) scores.terms.push_back(t);
+    return scores.at(b, seq);
+  }
+  static double backward_score_bytes(const models::ModuleCosts& c, double b, double seq) {
+    return c.backward_hbm_bytes ? score_bytes(*c.backward_hbm_bytes, b, seq) : 2.0 * score_bytes(c.forward_hbm_bytes, b, seq);
+  }
 
   // ---- building blocks -------------------------------------------------------------
   int add_op(OpKind kind, Stream stream, const Name& name, int unit, const std::string& module = "") {
@@ -593,6 +604,7 @@ class StepBuilder {
       s_.ops[op].flops = forward_kernel_flops(c, b, seq);
       s_.ops[op].attention_flops = c.attention_flops.at(b, seq);
       s_.ops[op].hbm_bytes = c.forward_hbm_bytes.at(b, seq) * act_scale_;
+      s_.ops[op].score_hbm_bytes = score_bytes(c.forward_hbm_bytes, b, seq) * act_scale_;
       s_.ops[op].kernel_set = kernel_set_of(c, KernelPass::forward);
       depend_on_unit(op, e.unit);
       if (input < 0)
@@ -680,6 +692,7 @@ class StepBuilder {
         take_cpu_wait(re);
         s_.ops[re].flops = c.sac_recompute_flops.at(b, seq);
         s_.ops[re].hbm_bytes = c.forward_hbm_bytes.at(b, seq) * act_scale_;
+        s_.ops[re].score_hbm_bytes = score_bytes(c.forward_hbm_bytes, b, seq) * act_scale_;
         s_.ops[re].kernel_set = kernel_set_of(c, KernelPass::selective_recompute);
         depend_on_unit(re, e.unit);
         const std::int64_t extra = bytes_of(c.saved_activation_bytes, b, seq) - sac_saved_bytes(c, b, seq);
@@ -692,6 +705,7 @@ class StepBuilder {
       s_.ops[op].flops = backward_flops(c, b, seq);
       s_.ops[op].attention_flops = 2.0 * c.attention_flops.at(b, seq);
       s_.ops[op].hbm_bytes = backward_hbm_bytes(c, b, seq) * act_scale_;
+      s_.ops[op].score_hbm_bytes = backward_score_bytes(c, b, seq) * act_scale_;
       s_.ops[op].kernel_set = kernel_set_of(c, KernelPass::backward);
       depend_on_unit(op, e.unit);
       if (grads_sharded_) allocate_grads(op, l_.event_params[i], Name{"grads of ", e.module->full_name});
@@ -747,6 +761,7 @@ class StepBuilder {
       s_.ops[op].flops = forward_kernel_flops(c, b, seq);
       s_.ops[op].attention_flops = c.attention_flops.at(b, seq);
       s_.ops[op].hbm_bytes = c.forward_hbm_bytes.at(b, seq) * act_scale_;
+      s_.ops[op].score_hbm_bytes = score_bytes(c.forward_hbm_bytes, b, seq) * act_scale_;
       s_.ops[op].kernel_set = kernel_set_of(c, KernelPass::forward);
       depend_on_unit(op, f.unit);
       activation_of_event_[i] = alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,

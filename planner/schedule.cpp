@@ -185,6 +185,7 @@ nlohmann::json schedule_to_json(const Schedule& s) {
     if (op.flops) o["flops"] = op.flops;
     if (op.attention_flops) o["attention_flops"] = op.attention_flops;
     if (op.hbm_bytes) o["hbm_bytes"] = op.hbm_bytes;
+    if (op.score_hbm_bytes) o["score_hbm_bytes"] = op.score_hbm_bytes;
     if (op.comm_bytes) o["comm_bytes"] = op.comm_bytes;
     if (op.group >= 0) o["group"] = op.group;
     if (op.kernel_set >= 0) o["kernel_set"] = op.kernel_set;
@@ -253,8 +254,10 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
     op.flops = o.number_or("flops", 0);
     op.attention_flops = o.number_or("attention_flops", 0);
     op.hbm_bytes = o.number_or("hbm_bytes", 0);
+    op.score_hbm_bytes = o.number_or("score_hbm_bytes", 0);
+    if (!(op.score_hbm_bytes <= op.hbm_bytes)) o.fail("score_hbm_bytes", "expected at most hbm_bytes (it is a part of them)");
     op.comm_bytes = o.number_or("comm_bytes", 0);
-    if (op.flops < 0 || op.attention_flops < 0 || op.hbm_bytes < 0 || op.comm_bytes < 0)
+    if (op.flops < 0 || op.attention_flops < 0 || op.hbm_bytes < 0 || op.score_hbm_bytes < 0 || op.comm_bytes < 0)
       o.fail("flops", "costs must be non-negative");
     op.group = static_cast<int>(o.integer_or("group", -1));
     op.kernel_set = static_cast<int>(o.integer_or("kernel_set", -1));

@@ -89,6 +89,10 @@ struct Op {
   double flops = 0;            // matrix + attention FLOPs
   double attention_flops = 0;  // the attention part of `flops`
   double hbm_bytes = 0;        // memory-bound traffic
+  // The part of hbm_bytes that is eager attention's score matrix (the s^2 terms): kernels the
+  // model files list one by one, so the eager factor (which multiplies per-token elementwise
+  // chains) does not apply to it.
+  double score_hbm_bytes = 0;
   double comm_bytes = 0;       // collective buffer size as NCCL counts it; copy size for h2d/d2h
   int group = -1;              // index into Schedule::groups for collectives
   int kernel_set = -1;         // index into Schedule::kernel_sets; -1: priced by flops alone

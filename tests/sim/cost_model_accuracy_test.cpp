@@ -73,6 +73,20 @@ TEST(MemoryBoundEfficiency, AppliesToModuleComputeAndHbmEfficiencyToCopiesAndThe
   EXPECT_THROW(planner::read_calibration({{"memory_bound_efficiency", 1.5}}, "c.json", planner::Calibration{}), InputError);
 }
 
+// Eager attention's score-matrix traffic (the s^2 terms) is listed kernel by kernel in the
+// model files: the eager factor, which stands for per-token elementwise chains, leaves it alone.
+// 2.68e9 bytes of which 1.34e9 are scores, factor 2.5, 3.35e12 x 0.8 B/s:
+// (2.5 x 1.34e9 + 1.34e9) / 2.68e12 = 1.75 ms.
+TEST(EagerMemoryBound, ScoreBytesAreNotMultipliedByTheEagerFactor) {
+  nlohmann::json j = scenario_json({{"memory_bound_efficiency", 0.8}, {"eager_memory_bound_factor", 2.5}});
+  j["training"]["torch_compile"] = false;
+  const CostModel cost(planner::parse_scenario(j, "test.json"));
+  Schedule s;
+  Op op = compute(OpKind::compute_bwd, "blocks.1", 0, 2.68e9);
+  op.score_hbm_bytes = 1.34e9;
+  EXPECT_NEAR(cost.duration_seconds(op, s), 1.75e-3, 1e-15);
+}
+
 // Matrix FLOPs of an op without shapes (a hand-written model): at the GEMM ceiling, with no
 // per-GPU step fraction. 989.4e12 x 0.8 = 791.52e12 FLOP/s: 7.9152e12 FLOPs take 10 ms.
 TEST(ComputeWithoutShapes, MatrixFlopsRunAtTheGemmCeiling) {
