@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <mutex>
 #include <stdexcept>
+#include <tuple>
 
 #include "planner/scenario.h"
 #include "planner/attention_model.h"
@@ -179,8 +180,14 @@ CollectiveKind collective_kind_of(OpKind kind) {
   }
 }
 
+struct CostModel::AttentionMemo {
+  using Key = std::tuple<double, double, double, double, int, int, int, bool, bool>;
+  std::mutex mutex;
+  std::map<Key, double> seconds;
+};
+
 CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models::DType compute_dtype)
-    : cluster_(cluster), calibration_(std::move(calibration)) {
+    : cluster_(cluster), calibration_(std::move(calibration)), attention_memo_(std::make_shared<AttentionMemo>()) {
   auto it = cluster_.gpu.peak_flops.find(models::dtype_name(compute_dtype));
   if (it == cluster_.gpu.peak_flops.end()) it = cluster_.gpu.peak_flops.find("bf16");
   peak_flops_ = it == cluster_.gpu.peak_flops.end() ? 0 : it->second;
@@ -333,7 +340,17 @@ double CostModel::attention_seconds(const KernelSet& k) const {
                          (k.attention_pass == AttentionPass::backward ? 2.0 : 1.0);
     return flops / (peak_flops_ * calibration_.matmul_efficiency);
   }
-  return estimate_attention(a, k.attention_pass, attention_kernel_, attention_device()).seconds;
+  const AttentionMemo::Key key{a.batch, a.seq_q, a.seq_kv, a.window, a.heads, a.kv_heads, a.head_dim,
+                               a.causal, k.attention_pass == AttentionPass::backward};
+  {
+    std::lock_guard<std::mutex> lock(attention_memo_->mutex);
+    auto hit = attention_memo_->seconds.find(key);
+    if (hit != attention_memo_->seconds.end()) return hit->second;
+  }
+  const double seconds = estimate_attention(a, k.attention_pass, attention_kernel_, attention_device()).seconds;
+  std::lock_guard<std::mutex> lock(attention_memo_->mutex);
+  attention_memo_->seconds.emplace(key, seconds);
+  return seconds;
 }
 
 double CostModel::kernels(const Op& op) const {
