@@ -275,9 +275,9 @@ double CostModel::duration_seconds(const Op& op, const Schedule& schedule, std::
   }
   if (op.kernel_set >= 0 && op.kernel_set < static_cast<int>(schedule.kernel_sets.size())) {
     const KernelSet& set = schedule.kernel_sets[op.kernel_set];
-    if (!kernel_memo) return kernel_set_seconds(set, op.kind) + memory_bound_seconds(op);
+    if (!kernel_memo) return kernel_set_seconds(set) + memory_bound_seconds(op);
     double& seconds = kernel_memo->at(op.kernel_set);
-    if (seconds < 0) seconds = kernel_set_seconds(set, op.kind);
+    if (seconds < 0) seconds = kernel_set_seconds(set);
     return seconds + memory_bound_seconds(op);
   }
   // No shapes (a hand-written model, a copy or the optimizer): matrix FLOPs at the GEMM
@@ -311,12 +311,11 @@ GemmDevice CostModel::gemm_device() const {
   return d;
 }
 
-double CostModel::kernel_set_seconds(const KernelSet& k, OpKind kind) const {
+double CostModel::kernel_set_seconds(const KernelSet& k) const {
   double seconds = 0;
   const GemmDevice device = gemm_device();
   for (const GemmShape& g : k.gemms) seconds += estimate_gemm(g, device).seconds;
   if (k.has_attention) seconds += attention_seconds(k);
-  (void)kind;
   return seconds;
 }
 

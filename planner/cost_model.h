@@ -95,7 +95,7 @@ class CostModel {
   // that prices every op price each set once.
   double duration_seconds(const Op& op, const Schedule& schedule, std::vector<double>* kernel_memo = nullptr) const;
   // The GEMMs and attention of one kernel set, without the op's memory-bound work.
-  double kernel_set_seconds(const KernelSet& kernels, OpKind kind) const;
+  double kernel_set_seconds(const KernelSet& kernels) const;
   // The memory-bound part of an op: its HBM bytes (times the eager factor for an eager block).
   double memory_bound_seconds(const Op& op) const;
   // The GPU as the GEMM model sees it, in the compute dtype.
