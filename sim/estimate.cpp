@@ -9,6 +9,7 @@ Estimate estimate_step(const planner::Scenario& scenario) {
   e.plan = planner::plan_step(scenario);
   const planner::CostModel cost(scenario);
   e.calibration = cost.calibration();
+  e.attention_kernel = planner::to_string(cost.attention_kernel());
   e.gpu_memory_bytes = scenario.cluster.gpu.memory_bytes;
   e.device_overhead_bytes = e.calibration.device_overhead_bytes;
   e.memory = planner::replay_memory(e.plan.schedule, e.gpu_memory_bytes - e.device_overhead_bytes);

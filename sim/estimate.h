@@ -20,6 +20,7 @@ struct Estimate {
   double gpu_memory_bytes = 0;
   // Time: the calibration used, the analytic engine's timing and memory on its clock.
   planner::Calibration calibration;
+  std::string attention_kernel;  // the fused attention kernel the cost model priced ("flash2", ...)
   StepTiming timing;
   TimedMemory timed_memory;
   // Reserved memory plus the device overhead must fit in the GPU.

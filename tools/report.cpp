@@ -86,6 +86,11 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc) {
   time.add({"tokens/s per GPU", buf, ""});
   time.add({"MFU", percent(tm.mfu), "6N + attention FLOPs (causal: half the square) / dense bf16 peak"});
   out << time.str();
+  // The one constant fitted to end-to-end runs (docs/accuracy.md): say so where the time is read.
+  std::snprintf(buf, sizeof buf, "%.2f", e.calibration.memory_bound_efficiency);
+  out << "compute: GEMMs by shape, attention by kernel (" << e.attention_kernel
+      << "), memory-bound kernels at memory_bound_efficiency " << buf
+      << " of HBM bandwidth, the one constant fitted to published runs (all GPUs; docs/accuracy.md)\n";
 
   out << "\nTimeline (allocated, rank 0)\n";
   Table tl({"phase", "highest", "at op"});
@@ -138,6 +143,7 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
   j["throughput"] = {{"tokens_per_second_per_gpu", tm.tokens_per_second_per_gpu}, {"mfu", tm.mfu}, {"hfu", tm.hfu},
                      {"model_flops_per_step", tm.model_flops}};
   j["calibration"] = e.calibration.name;
+  j["attention_kernel"] = e.attention_kernel;
   j["memory"] = {{"peak_allocated_bytes", m.peak_allocated_bytes},
                  {"peak_reserved_bytes", m.peak_reserved_bytes},
                  {"breakdown_at_peak", breakdown},
