@@ -1,6 +1,7 @@
 #include "planner/plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -272,8 +273,7 @@ class StepBuilder {
     if (t_.attention != "eager") return;
     for (const Event& e : l_.forward) {
       if (e.kind != Event::compute || e.module->costs->attention_flops.empty()) continue;
-      for (const models::Polynomial::Term& term : e.module->costs->saved_activation_bytes.terms)
-        if (term.s_pow >= 2 && term.coeff > 0) return;
+      if (has_score_term(e.module->costs->saved_activation_bytes)) return;
     }
     throw InputError(sc_.file, "training.attention",
                      "\"eager\" needs a model whose attention costs materialise the score matrices; model \"" +
@@ -301,10 +301,15 @@ class StepBuilder {
   // The part of a byte polynomial that grows with s^2: the attention score matrix of eager
   // attention, whose kernels (scale, mask, softmax, dropout) the model files list one by one.
   static double score_bytes(const models::Polynomial& p, double b, double seq) {
-    models::Polynomial scores;
+    double bytes = 0;
     for (const models::Polynomial::Term& t : p.terms)
-      if (t.s_pow >= 2) scores.terms.push_back(t);
-    return scores.at(b, seq);
+      if (t.s_pow >= 2) bytes += t.coeff * std::pow(b, t.b_pow) * std::pow(seq, t.s_pow);
+    return bytes;
+  }
+  // Whether a polynomial has such a term: the module materialises the score matrix.
+  static bool has_score_term(const models::Polynomial& p) {
+    return std::any_of(p.terms.begin(), p.terms.end(),
+                       [](const models::Polynomial::Term& t) { return t.s_pow >= 2 && t.coeff > 0; });
   }
   static double backward_score_bytes(const models::ModuleCosts& c, double b, double seq) {
     return c.backward_hbm_bytes ? score_bytes(*c.backward_hbm_bytes, b, seq) : 2.0 * score_bytes(c.forward_hbm_bytes, b, seq);
@@ -394,15 +399,13 @@ class StepBuilder {
     // SAC keeps a fused attention's output; eager attention (bmm, not in the save list) runs
     // again, which the module's sac_recompute_flops then count in its b*s^2 term.
     const bool attention_runs = pass != KernelPass::selective_recompute ||
-                                std::any_of(c.sac_recompute_flops.terms.begin(), c.sac_recompute_flops.terms.end(),
-                                            [](const models::Polynomial::Term& t) { return t.s_pow == 2 && t.coeff > 0; });
+                                has_score_term(c.sac_recompute_flops);
     if (c.attention && attention_runs) {
       const models::AttentionSpec& a = *c.attention;
       k.has_attention = true;
       k.attention = {b, seq, seq, a.heads, a.kv_heads, a.head_dim, a.causal, a.window};
       k.attention_pass = pass == KernelPass::backward ? AttentionPass::backward : AttentionPass::forward;
-      k.scores_materialized = std::any_of(c.forward_hbm_bytes.terms.begin(), c.forward_hbm_bytes.terms.end(),
-                                          [](const models::Polynomial::Term& t) { return t.s_pow == 2 && t.coeff > 0; });
+      k.scores_materialized = has_score_term(c.forward_hbm_bytes);
     }
     // Identical modules (a model's repeated blocks) share one set.
     int index = -1;
