@@ -48,12 +48,14 @@ Stream stream_of(CollectiveKind k) {
 
 std::string span_text(const planner::ProcessGroup& g) { return calibrate::span_text(CollectiveGroup{g.ranks, g.nodes}); }
 
-// A benchmark schedule over `world` ranks with one process group: `group` (its name decides
-// how its instances tile the world, runtime::group_instances).
-Schedule bench_schedule(const std::string& name, const planner::ProcessGroup& group, int world) {
+// A benchmark schedule over `world` ranks with one process group: `group` (its stride decides
+// how its instances tile the world, planner::group_members); a world of one instance makes it
+// a block.
+Schedule bench_schedule(const std::string& name, planner::ProcessGroup group, int world) {
   Schedule s;
   s.name = name;
   s.world_size = world;
+  if ((world / group.ranks) % group.stride != 0) group.stride = 1;
   s.groups.push_back(group);
   return s;
 }
@@ -73,7 +75,8 @@ runtime::RunOptions run_options(const Options& o, const Schedule& s, int steps) 
   r.backend = o.backend;
   r.warmup_steps = o.warmup;
   r.steps = steps;
-  r.durations_seconds.assign(s.ops.size(), 0.0);  // host: no modeled padding, only the real work
+  // host: no modeled padding, only the real work
+  r.costs = planner::costs_from_durations(s, std::vector<double>(s.ops.size(), 0.0), "none (calibration measures the real work)");
   r.check_data = false;
   r.max_buffer_bytes = 0;
   r.timeout_seconds = o.timeout_seconds;

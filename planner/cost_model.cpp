@@ -171,6 +171,18 @@ Calibration calibration_for(const Scenario& scenario) {
   return c;
 }
 
+bool override_changes_cost_model(const std::string& assignment) {
+  static const char* const kReadByCostModel[] = {"cluster",          "calibration",         "model",
+                                                 "training.param_dtype", "training.attention", "training.torch_compile",
+                                                 "fsdp.wrap"};
+  const std::string key = assignment.substr(0, assignment.find('='));
+  for (const char* field : kReadByCostModel) {
+    const std::size_t n = std::char_traits<char>::length(field);
+    if (key.compare(0, n, field) == 0 && (key.size() == n || key[n] == '.')) return true;
+  }
+  return false;
+}
+
 CollectiveKind collective_kind_of(OpKind kind) {
   switch (kind) {
     case OpKind::all_gather: return CollectiveKind::all_gather;

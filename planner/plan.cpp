@@ -431,8 +431,8 @@ class StepBuilder {
   }
 
   // ---- process groups ------------------------------------------------------------------
-  int add_group(const std::string& name, int ranks, int nodes) {
-    s_.groups.push_back({name, ranks, std::max(1, nodes)});
+  int add_group(const std::string& name, int ranks, int nodes, int stride = 1) {
+    s_.groups.push_back({name, ranks, std::max(1, nodes), stride});
     return static_cast<int>(s_.groups.size()) - 1;
   }
 
@@ -443,7 +443,7 @@ class StepBuilder {
     shard_group_ = add_group("shard", W, ceil_div(W, gpn));
     // The replicate group takes one rank from each shard group: one per node when shard
     // groups span whole nodes, else ranks on every node.
-    replicate_group_ = add_group("replicate", world / W, W >= gpn ? world / W : sc_.cluster.nodes);
+    replicate_group_ = add_group("replicate", world / W, W >= gpn ? world / W : sc_.cluster.nodes, W < world ? W : 1);
     world_group_ = add_group("world", world, sc_.cluster.nodes);
     if (f_.reshard_after_forward > 1 && f_.reshard_after_forward < W)
       reshard_group_ = add_group("reshard", f_.reshard_after_forward, ceil_div(f_.reshard_after_forward, gpn));

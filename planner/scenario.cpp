@@ -503,6 +503,8 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
   } else {
     r.ignore("published");
   }
+  if (r.has("simulation")) s.simulation = r.raw("simulation");
+  else r.ignore("simulation");
   r.finish();
   return s;
 }

@@ -158,6 +158,34 @@ KernelSet kernel_set_from_json(const nlohmann::json& json, const std::string& fi
 
 }  // namespace
 
+int group_instance_count(const Schedule& s, int group) { return s.world_size / s.groups.at(group).ranks; }
+
+std::vector<int> group_members(const Schedule& s, int group, int instance) {
+  const ProcessGroup& g = s.groups.at(group);
+  const int span = g.ranks * g.stride;  // ranks holding `stride` whole instances
+  const int first = (instance / g.stride) * span + instance % g.stride;
+  std::vector<int> members(g.ranks);
+  for (int t = 0; t < g.ranks; ++t) members[t] = first + t * g.stride;
+  return members;
+}
+
+int group_instance_of(const Schedule& s, int group, int rank) {
+  const ProcessGroup& g = s.groups.at(group);
+  const int span = g.ranks * g.stride;
+  return (rank / span) * g.stride + rank % g.stride;
+}
+
+std::vector<int> previous_on_communicator(const Schedule& s) {
+  std::vector<int> previous(s.ops.size(), -1);
+  std::vector<int> last(s.groups.size(), -1);
+  for (const Op& op : s.ops) {
+    if (!is_collective(op.kind) || op.group < 0 || op.group >= static_cast<int>(s.groups.size())) continue;
+    previous[op.id] = last[op.group];
+    last[op.group] = op.id;
+  }
+  return previous;
+}
+
 nlohmann::json schedule_to_json(const Schedule& s) {
   nlohmann::json j;
   j["format"] = "fsdpsim-schedule";
@@ -168,7 +196,11 @@ nlohmann::json schedule_to_json(const Schedule& s) {
   j["tokens_per_rank"] = s.tokens_per_rank;
   j["model_flops_per_rank"] = s.model_flops_per_rank;
   j["groups"] = nlohmann::json::array();
-  for (const ProcessGroup& g : s.groups) j["groups"].push_back({{"name", g.name}, {"ranks", g.ranks}, {"nodes", g.nodes}});
+  for (const ProcessGroup& g : s.groups) {
+    nlohmann::json gj = {{"name", g.name}, {"ranks", g.ranks}, {"nodes", g.nodes}};
+    if (g.stride != 1) gj["stride"] = g.stride;
+    j["groups"].push_back(std::move(gj));
+  }
   j["kernel_sets"] = nlohmann::json::array();
   for (const KernelSet& k : s.kernel_sets) j["kernel_sets"].push_back(kernel_set_to_json(k));
   j["allocations"] = nlohmann::json::array();
@@ -212,7 +244,12 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
   for (std::size_t i = 0; i < groups.size(); ++i) {
     JsonReader g(groups[i], file, join_json_path("groups", i));
     ProcessGroup pg{g.string("name"), static_cast<int>(g.positive_integer("ranks")),
-                    static_cast<int>(g.positive_integer("nodes"))};
+                    static_cast<int>(g.positive_integer("nodes")),
+                    static_cast<int>(g.positive_integer_or("stride", 1))};
+    if (s.world_size % pg.ranks != 0 || (s.world_size / pg.ranks) % pg.stride != 0)
+      g.fail("ranks", "a group of " + std::to_string(pg.ranks) + " ranks " +
+                          (pg.stride > 1 ? "with stride " + std::to_string(pg.stride) + " " : "") +
+                          "does not tile a world of " + std::to_string(s.world_size) + " ranks");
     g.finish();
     s.groups.push_back(pg);
   }

@@ -40,11 +40,19 @@ inline bool is_collective(OpKind k) {
   return k == OpKind::all_gather || k == OpKind::reduce_scatter || k == OpKind::all_reduce;
 }
 
-// A process group: `ranks` GPUs over `nodes` nodes.
+// A process group: `ranks` GPUs over `nodes` nodes, laid out with `stride`.
+//
+// Layout: world ranks are node-major. An instance's members are `stride` ranks apart:
+// stride 1 is a block of consecutive ranks (FSDP's shard group), stride world/ranks takes
+// one rank from each block (HSDP's replicate group). Instances tile the world: the ranks*stride
+// ranks from (r / (ranks*stride)) * ranks*stride hold `stride` instances (group_members).
+//
+// One process group is one NCCL communicator: see [Communicator order] below.
 struct ProcessGroup {
   std::string name;  // "shard", "replicate", "world", "reshard"
   int ranks = 1;
   int nodes = 1;
+  int stride = 1;
 };
 
 struct Allocation {
@@ -113,6 +121,28 @@ struct Schedule {
   std::vector<Allocation> allocations;
   std::vector<Op> ops;  // CPU issue order; ops[i].id == i
 };
+
+// Instances of a group in the world, the members of one (ascending, the ring order) and the
+// instance a rank belongs to; see ProcessGroup's layout.
+int group_instance_count(const Schedule& schedule, int group);
+std::vector<int> group_members(const Schedule& schedule, int group, int instance);
+int group_instance_of(const Schedule& schedule, int group, int rank);
+
+// [Communicator order] Collectives of one process group run one at a time, in issue order,
+// whichever stream issues them. A process group is one NCCL communicator, and:
+// - PyTorch's ProcessGroupNCCL runs a communicator's collectives on its own NCCL stream,
+//   which first waits for the caller's current stream (torch/csrc/distributed/c10d/
+//   ProcessGroupNCCL.cpp, note [Sync Streams]);
+// - NCCL itself orders the kernels of one communicator launched from different user streams
+//   through the communicator's internal device stream (NVIDIA/nccl src/enqueue.cc,
+//   ncclLaunchPrepare: the device stream waits on the user streams, then the launch stream
+//   waits on the device stream).
+// So FSDP1's and FSDP2's all-gather and reduce-scatter streams, which use one process group,
+// do not overlap their collectives; HSDP's replicate all-reduce (another group) does overlap
+// the shard group's. The analytic engine, the SimGrid engine and the runtime all obey it
+// through this function: for each op, the collective issued last before it on the same
+// process group (-1: none, or not a collective).
+std::vector<int> previous_on_communicator(const Schedule& schedule);
 
 nlohmann::json schedule_to_json(const Schedule& schedule);
 

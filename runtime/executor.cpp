@@ -416,15 +416,12 @@ RunResult execute(RunControl& c, std::vector<std::unique_ptr<RankDevice>>& devic
 }
 
 std::vector<double> durations_for(const Schedule& s, const RunOptions& o) {
-  if (o.durations_seconds.empty()) return nominal_durations(s);
-  if (o.durations_seconds.size() != s.ops.size())
-    throw std::invalid_argument("the durations give " + std::to_string(o.durations_seconds.size()) +
-                                " values for a schedule of " + std::to_string(s.ops.size()) + " ops");
-  for (std::size_t i = 0; i < o.durations_seconds.size(); ++i)
-    if (!(o.durations_seconds[i] >= 0) || !std::isfinite(o.durations_seconds[i]))
-      throw std::invalid_argument("the duration of op " + std::to_string(i) +
-                                  " is not a non-negative number of seconds");
-  return o.durations_seconds;
+  if (o.costs.duration_seconds.empty())
+    throw std::invalid_argument(
+        "the runtime needs the ops' costs (RunOptions::costs: planner::price_ops from a cost model, or "
+        "planner::costs_from_durations from a durations file); it has no rates of its own");
+  planner::check_costs(s, o.costs);
+  return o.costs.duration_seconds;
 }
 
 }  // namespace detail

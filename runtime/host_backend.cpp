@@ -107,7 +107,7 @@ class HostRankDevice : public RankDevice {
         rank_(c.played[position]),
         durations_(durations),
         comms_(std::move(comms)),
-        previous_in_group_(previous_collective_in_group(s_)),
+        previous_in_group_(planner::previous_on_communicator(s_)),
         segments_(c.options.capacity_bytes),
         done_(s_.ops.size(), 0),
         start_(s_.ops.size(), -1),
@@ -431,7 +431,7 @@ RunResult run_host(const Schedule& s, const RunOptions& options, ProcessLink* li
   result.notes.push_back(buf);
   result.notes.push_back(
       std::string("compute waits for each op's modeled duration x the time scale; collectives are padded to it") +
-      (o.durations_seconds.empty() ? " (durations: nominal rates, runtime::NominalRates)" : ""));
+      " (durations: " + o.costs.source + ")");
   return result;
 }
 

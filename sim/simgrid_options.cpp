@@ -56,6 +56,7 @@ double optional_positive(JsonReader& r, const std::string& key) {
 SimgridOptions parse_simgrid_options(const nlohmann::json& simulation, const std::string& file,
                                      const std::string& path) {
   SimgridOptions o;
+  o.file = file;
   if (simulation.is_null()) return o;
   JsonReader r(simulation, file, path);
   const std::string mode = r.choice_or("flow_mode", {"auto", "aggregated", "per_step"}, "auto");
@@ -128,29 +129,23 @@ SimgridOptions parse_simgrid_options(const nlohmann::json& simulation, const std
   return o;
 }
 
-SimgridScenario parse_simgrid_scenario(const nlohmann::json& json_in, const std::string& file,
-                                       const std::vector<std::string>& overrides) {
-  if (!json_in.is_object()) throw InputError(file, "", "expected a scenario JSON object");
-  nlohmann::json json = json_in;
-  std::vector<std::string> rest;
-  nlohmann::json simulation = json.contains("simulation") ? json["simulation"] : nlohmann::json();
-  for (const std::string& o : overrides) {
-    if (o.rfind("simulation.", 0) == 0) {
-      if (!simulation.is_object()) simulation = nlohmann::json::object();
-      planner::apply_override(simulation, o.substr(11), file);
-    } else {
-      rest.push_back(o);
-    }
-  }
-  json.erase("simulation");
-  SimgridScenario out{planner::parse_scenario(json, file, rest), {}};
-  out.options = parse_simgrid_options(simulation, file);
-  validate_simgrid_options(out.options, out.scenario, file);
-  return out;
+SimgridOptions simgrid_options(const planner::Scenario& scenario) {
+  SimgridOptions options = parse_simgrid_options(scenario.simulation, scenario.file);
+  validate_simgrid_options(options, scenario, scenario.file);
+  return options;
 }
 
-SimgridScenario load_simgrid_scenario(const std::string& path, const std::vector<std::string>& overrides) {
-  return parse_simgrid_scenario(load_json_file(path), path, overrides);
+planner::Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+  planner::Scenario scenario = planner::load_scenario(path, overrides);
+  simgrid_options(scenario);  // a bad "simulation" object is an error in every command
+  return scenario;
+}
+
+SimgridScenario parse_simgrid_scenario(const nlohmann::json& json, const std::string& file,
+                                       const std::vector<std::string>& overrides) {
+  SimgridScenario out{planner::parse_scenario(json, file, overrides), {}};
+  out.options = simgrid_options(out.scenario);
+  return out;
 }
 
 void validate_simgrid_options(const SimgridOptions& o, const planner::Scenario& scenario, const std::string& file) {

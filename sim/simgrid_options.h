@@ -12,9 +12,9 @@
 //     "platform_xml": "my-platform.xml"
 //   }
 //
-// planner::parse_scenario rejects unknown top-level fields, so load_simgrid_scenario()
-// takes "simulation" out of the document (applying `--set simulation.x=...` overrides to
-// it first) before the planner parses the rest.
+// planner::parse_scenario keeps the object (`--set simulation.x=...` overrides reach it like
+// any other field); simgrid_options() reads it. sim::load_scenario is the one loader every
+// command uses: it checks the object too, so estimate, sweep and simulate accept the same files.
 #pragma once
 
 #include <string>
@@ -76,6 +76,8 @@ struct SimgridOptions {
   // Also return op timings for these ranks (the trace shows them); the report rank and the
   // slowest rank are always returned.
   std::vector<int> detail_ranks;
+  // The file the options came from (error messages name it).
+  std::string file;
   // Run in this process instead of a forked child. SimGrid keeps one engine per process:
   // a second run in the same process fails; only for tools that run one simulation and exit.
   bool in_process = false;
@@ -85,14 +87,18 @@ struct SimgridOptions {
 SimgridOptions parse_simgrid_options(const nlohmann::json& simulation, const std::string& file,
                                      const std::string& path = "simulation");
 
+// The options in a scenario's "simulation" object, checked against its world.
+SimgridOptions simgrid_options(const planner::Scenario& scenario);
+
+// The one scenario loader of the commands: planner::load_scenario, then the "simulation"
+// object read and checked.
+planner::Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// A scenario and its SimGrid options, from a JSON document (tests, tools that build scenarios).
 struct SimgridScenario {
   planner::Scenario scenario;
   SimgridOptions options;
 };
-
-// Loads a scenario file with its "simulation" object. Overrides starting with
-// "simulation." apply to that object; the rest go to planner::parse_scenario.
-SimgridScenario load_simgrid_scenario(const std::string& path, const std::vector<std::string>& overrides = {});
 SimgridScenario parse_simgrid_scenario(const nlohmann::json& json, const std::string& file,
                                        const std::vector<std::string>& overrides = {});
 

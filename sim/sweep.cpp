@@ -59,12 +59,12 @@ class AnalyticEvaluator : public Evaluator {
   struct PerCostKey {
     explicit PerCostKey(const planner::Scenario& scenario) : cost(scenario) {}
     planner::CostModel cost;
-    CollectiveMemo collectives;
+    planner::CollectiveMemo collectives;
     planner::PlanCache plans;
   };
 
   static PointMetrics evaluate_with(const planner::Scenario& scenario, const planner::Plan& plan,
-                                    const planner::CostModel& cost, CollectiveMemo* memo) {
+                                    const planner::CostModel& cost, planner::CollectiveMemo* memo) {
     const double gpu = scenario.cluster.gpu.memory_bytes;
     const double overhead = cost.calibration().device_overhead_bytes;
     // As estimate_step: the allocator model's capacity is the GPU minus the device overhead.
@@ -217,17 +217,11 @@ std::string no_fit_message(const SweepResult& r) {
          (p.label.empty() ? std::string() : " " + p.label) + " (device peak " + gib(p.metrics.device_peak_bytes) + ").";
 }
 
+// Points whose overrides reaching the cost model are equal share one (planner's rule).
 std::string cost_key_of(const std::vector<std::string>& overrides) {
-  static const char* const kNoCostEffect[] = {"training.micro_batch=", "training.global_batch=",
-                                              "training.grad_accum=", "training.activation_checkpointing="};
-  auto starts = [](const std::string& o, const char* prefix) { return o.rfind(prefix, 0) == 0; };
   std::string key = "k:";
-  for (const std::string& o : overrides) {
-    // fsdp.* does not reach the cost model, except fsdp.wrap: the eager factor reads its block types.
-    bool skip = starts(o, "fsdp.") && !starts(o, "fsdp.wrap");
-    for (const char* prefix : kNoCostEffect) skip = skip || starts(o, prefix);
-    if (!skip) key += o + "\n";
-  }
+  for (const std::string& o : overrides)
+    if (planner::override_changes_cost_model(o)) key += o + "\n";
   return key;
 }
 

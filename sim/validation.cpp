@@ -41,7 +41,7 @@ RowValidation validate_scenario(const std::string& file, const std::vector<std::
   row.file = file;
   row.source = source_of(file);
   try {
-    planner::Scenario scenario = planner::load_scenario(file, overrides);
+    planner::Scenario scenario = sim::load_scenario(file, overrides);
     row.name = scenario.name;
     row.gpu = scenario.cluster.gpu.name;
     if (scenario.calibration.is_object())

@@ -105,7 +105,7 @@ SeparableModel SeparableModel::build(const planner::Scenario& scenario, WrapObje
   m.gpu_bytes_ = sc.cluster.gpu.memory_bytes;
   m.overhead_bytes_ = cost.calibration().device_overhead_bytes;
   const planner::MemoryReport memory = planner::replay_memory(s, m.gpu_bytes_ - m.overhead_bytes_);
-  const EngineInputs in = engine_inputs(s, cost);
+  const planner::OpCosts in = planner::price_ops(s, cost);
   m.backward_prefetch_ = sc.fsdp.version == 2 ? sc.fsdp.backward_prefetch != planner::BackwardPrefetch::none
                                               : sc.fsdp.backward_prefetch == planner::BackwardPrefetch::pre;
   m.forward_prefetch_ = sc.fsdp.forward_prefetch;
@@ -638,24 +638,36 @@ WrapSearchResult search_wrapping(const planner::Scenario& scenario, const WrapSe
   }
   result.per_block = evaluate(Partition(L, 1));
 
-  // Start from the better of the DP's choice and one unit per block; descend with the engine.
-  WrapCandidate current = result.per_block;
-  result.best_from = "one unit per block";
-  if (result.dp_choice >= 0 && !engine_better(current, result.candidates[result.dp_choice])) {
-    current = result.candidates[result.dp_choice];
-    result.best_from = "dynamic program";
-  }
+  // Descend with the engine from every start, best start first, while the budget lasts: the
+  // DP's candidates and one unit per block. One start is not enough: the engine's landscape has
+  // local optima the separable model does not see (collectives of one communicator queue
+  // behind each other, planner/schedule.h [Communicator order]).
+  std::vector<std::pair<WrapCandidate, std::string>> starts = {{result.per_block, "one unit per block"}};
+  for (const WrapCandidate& c : result.candidates) starts.push_back({c, "dynamic program"});
+  std::stable_sort(starts.begin(), starts.end(),
+                   [&](const auto& a, const auto& b) { return engine_better(a.first, b.first); });
+  WrapCandidate current = starts.front().first;
+  result.best_from = starts.front().second;
   const int budget = result.engine_evaluations + std::max(0, o.local_search);
-  while (o.local_search > 0 && result.engine_evaluations < budget) {
-    const WrapCandidate* step = nullptr;
-    for (const Partition& q : neighbours(current.partition, model, G)) {
-      if (result.engine_evaluations >= budget && !seen.count(q)) break;
-      const WrapCandidate& c = evaluate(q);
-      if (engine_better(c, step ? *step : current)) step = &c;
+  for (const auto& [start, from] : starts) {
+    if (o.local_search <= 0 || result.engine_evaluations >= budget) break;
+    WrapCandidate here = start;
+    bool moved = false;
+    while (result.engine_evaluations < budget) {
+      const WrapCandidate* step = nullptr;
+      for (const Partition& q : neighbours(here.partition, model, G)) {
+        if (result.engine_evaluations >= budget && !seen.count(q)) break;
+        const WrapCandidate& c = evaluate(q);
+        if (engine_better(c, step ? *step : here)) step = &c;
+      }
+      if (!step) break;
+      here = *step;
+      moved = true;
     }
-    if (!step) break;
-    current = *step;
-    result.best_from = "local search";
+    if (engine_better(here, current)) {
+      current = here;
+      result.best_from = moved ? "local search" : from;
+    }
   }
   result.refine_seconds = seconds_since(t0);
   result.found = current.engine_fits;

@@ -8,6 +8,7 @@
 #include "models/json_input.h"
 #include "planner/scenario.h"
 #include "runtime/launch.h"
+#include "sim/simgrid_options.h"
 #include "tools/commands.h"
 #include "tools/runtime_options.h"
 
@@ -125,7 +126,7 @@ void write_calibration(const std::string& output, const nlohmann::json& calibrat
 }
 
 void run_calibrate(const CalibrateCommandOptions& o, const runtime::Launch& launch) {
-  const planner::Scenario scenario = planner::load_scenario(o.scenario, o.overrides);
+  const planner::Scenario scenario = sim::load_scenario(o.scenario, o.overrides);
   calibrate::Options bench = o.bench;
   bench.launcher = launch.launcher;
   bench.processes = launch.processes;

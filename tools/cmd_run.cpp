@@ -54,12 +54,12 @@ void add_run_command(CLI::App& app) {
   auto o = std::make_shared<RuntimeCommandOptions>();
   CLI::App* cmd =
       app.add_subcommand("run", "Execute a schedule with the micro-runtime (host threads or CUDA+NCCL) and measure it");
-  add_runtime_options(cmd, *o, "nominal rates");
+  add_runtime_options(cmd, *o);
   cmd->callback([o] {
     run_under_launcher(o->launcher, [&](const runtime::Launch& launch) {
-      runtime::LoadedSchedule loaded = runtime::load_schedule_or_scenario(o->schedule, o->scenario, o->overrides);
+      PlayableStep loaded = load_playable_step(*o);
       runtime::RunOptions run = run_options(*o, launch);
-      if (!o->durations.empty()) run.durations_seconds = runtime::load_durations(o->durations, loaded.schedule);
+      run.costs = std::move(loaded.costs);
       runtime::RunResult result = runtime::run_schedule(loaded.schedule, run);
       if (!result.reports()) return;
       if (!o->trace.empty()) write_trace(o->trace, loaded.schedule, result);

@@ -13,6 +13,7 @@
 #include "sim/estimate.h"
 #include "sim/simgrid_engine.h"
 #include "sim/simgrid_options.h"
+#include "sim/timing_report.h"
 #include "sim/trace.h"
 #include "tools/commands.h"
 #include "tools/format.h"
@@ -150,16 +151,6 @@ std::string simulate_text(const sim::Estimate& analytic, const sim::SimgridResul
   return out.str();
 }
 
-nlohmann::json timing_keys(const sim::StepTiming& t) {
-  return {{"step_seconds", t.step_seconds},
-          {"compute_seconds", t.compute_seconds},
-          {"exposed_comm_seconds", t.exposed_comm_seconds},
-          {"optimizer_seconds", t.optimizer_seconds},
-          {"exposed_other_seconds", t.exposed_other_seconds},
-          {"interference_seconds", t.interference_seconds},
-          {"comm_seconds", t.comm_seconds}};
-}
-
 // estimate's JSON with the SimGrid engine's timing under "time" and "throughput" (the stable
 // keys), the analytic engine's beside it, and the network under "simgrid".
 nlohmann::json simulate_json(const sim::Estimate& e, const sim::SimgridResult& r, const planner::Scenario& sc) {
@@ -171,17 +162,15 @@ nlohmann::json simulate_json(const sim::Estimate& e, const sim::SimgridResult& r
   sg.erase("detail");
   sg.erase("analytic");
   j["simgrid"] = sg;
-  j["analytic"] = {{"time", timing_keys(r.analytic)},
-                   {"throughput",
-                    {{"tokens_per_second_per_gpu", r.analytic.tokens_per_second_per_gpu}, {"mfu", r.analytic.mfu}}}};
+  j["analytic"] = sim::timing_json(r.analytic);
   j["difference"] = {{"step_fraction", r.analytic.step_seconds > 0 ? r.timing.step_seconds / r.analytic.step_seconds - 1 : 0},
                      {"exposed_comm_seconds", r.timing.exposed_comm_seconds - r.analytic.exposed_comm_seconds}};
   return j;
 }
 
 void run_simulate(const SimulateOptions& o) {
-  sim::SimgridScenario ss = sim::load_simgrid_scenario(o.scenario, o.overrides);
-  sim::SimgridOptions& options = ss.options;
+  const planner::Scenario scenario = sim::load_scenario(o.scenario, o.overrides);
+  sim::SimgridOptions options = sim::simgrid_options(scenario);
   if (!o.platform.empty()) {
     options.platform_xml = planner::resolve_path(o.platform, "");
     std::ifstream probe(options.platform_xml);
@@ -193,19 +182,20 @@ void run_simulate(const SimulateOptions& o) {
                                                     : sim::FlowMode::automatic;
   if (!o.symmetry.empty()) options.symmetry = o.symmetry == "off" ? sim::Symmetry::off : sim::Symmetry::automatic;
   if (o.rank >= 0) {
-    if (o.rank >= ss.scenario.world_size())
+    if (o.rank >= scenario.world_size())
       throw InputError(o.scenario, "", "--rank " + std::to_string(o.rank) + " is outside the world of " +
-                                           std::to_string(ss.scenario.world_size()) + " ranks");
+                                           std::to_string(scenario.world_size()) + " ranks");
     options.report_rank = o.rank;
   }
+  // Planned and priced once: the SimGrid engine plays the estimate's schedule and op costs.
+  const sim::Estimate analytic = sim::estimate_step(scenario);
   if (!o.export_platform.empty()) {
     std::ofstream out(o.export_platform);
     if (!out) throw InputError(o.export_platform, "", "cannot write the file");
-    out << sim::simgrid_platform_xml(ss.scenario, options);
+    out << sim::simgrid_platform_xml(analytic.plan.schedule, {analytic.cluster, analytic.calibration.nccl}, options);
     std::cerr << "wrote the SimGrid platform to " << o.export_platform << "\n";
   }
-  const sim::Estimate analytic = sim::estimate_step(ss.scenario);
-  const sim::SimgridResult r = sim::simulate_simgrid(ss.scenario, options);
+  const sim::SimgridResult r = sim::simulate_estimate(analytic, options);
   const sim::Estimate e = simgrid_estimate(analytic, r);
   if (!o.trace.empty()) {
     std::vector<sim::TraceProcess> processes;
@@ -222,8 +212,8 @@ void run_simulate(const SimulateOptions& o) {
     out << sim::chrome_trace(processes).dump() << "\n";
     std::cerr << "wrote the trace to " << o.trace << " (open it in ui.perfetto.dev)\n";
   }
-  if (o.json) std::cout << simulate_json(e, r, ss.scenario).dump(2) << "\n";
-  else std::cout << simulate_text(analytic, r, ss.scenario, o.links);
+  if (o.json) std::cout << simulate_json(e, r, scenario).dump(2) << "\n";
+  else std::cout << simulate_text(analytic, r, scenario, o.links);
 }
 
 }  // namespace

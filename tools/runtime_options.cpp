@@ -1,12 +1,18 @@
 #include "tools/runtime_options.h"
 
 #include <fstream>
+#include <optional>
+#include <stdexcept>
 
 #include "models/json_input.h"
+#include "planner/cost_model.h"
+#include "planner/plan.h"
+#include "planner/scenario.h"
+#include "sim/simgrid_options.h"
 
 namespace fsdpsim::tools {
 
-void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o, const std::string& durations_default) {
+void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o) {
   cmd->add_option("--schedule", o.schedule, "Schedule JSON file (what `fsdpsim schedule` writes)");
   cmd->add_option("-s,--scenario", o.scenario, "Scenario JSON file: plan it, then run the schedule");
   cmd->add_option("--set", o.overrides, "Override a scenario field: a.b.c=value (repeatable)");
@@ -18,7 +24,9 @@ void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o, const std::str
       "Play rank 0 of a world of N (the schedule's world size) on one device; collectives become local copies");
   cmd->add_option(
       "--durations", o.durations,
-      "JSON file: modeled seconds per op (an array, or {\"durations_seconds\": [...]}); default: " + durations_default);
+      "JSON file: modeled seconds per op (an array, or {\"durations_seconds\": [...]}); default: the cost model's");
+  cmd->add_option("--cluster", o.cluster,
+                  "Cluster JSON file whose cost model (its GPU's shipped calibration) prices a bare --schedule");
   cmd->add_option("--time-scale", o.run.time_scale, "host: wall seconds per modeled second (0.01 plays 100x faster)")
       ->capture_default_str();
   cmd->add_option("--byte-scale", o.run.byte_scale, "host: real bytes a collective moves per planned byte")
@@ -50,6 +58,45 @@ void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o, const std::str
   cmd->add_option("--test-stall-op", o.run.hooks.stall_op)->group("");
   cmd->add_option("--test-corrupt-rank", o.run.hooks.corrupt_rank)->group("");
   cmd->add_option("--test-corrupt-op", o.run.hooks.corrupt_op)->group("");
+}
+
+namespace {
+
+planner::ClusterSpec load_cluster(const std::string& file) {
+  const std::string path = planner::resolve_path(file, "");
+  return planner::parse_cluster(load_json_file(path), path, "");
+}
+
+}  // namespace
+
+PlayableStep load_playable_step(const RuntimeCommandOptions& o) {
+  if (o.schedule.empty() == o.scenario.empty()) throw std::invalid_argument("give either --schedule FILE or --scenario FILE");
+  PlayableStep step;
+  std::optional<planner::CostModel> cost;
+  if (!o.schedule.empty()) {
+    if (!o.overrides.empty()) throw std::invalid_argument("--set applies to --scenario, not to a schedule file");
+    step.file = o.schedule;
+    step.schedule = runtime::load_schedule(o.schedule);
+    if (o.durations.empty()) {
+      if (o.cluster.empty())
+        throw std::invalid_argument("a schedule file carries no hardware: give --cluster FILE (its GPU's cost model "
+                                    "prices the ops) or --durations FILE (seconds per op)");
+      const planner::ClusterSpec cluster = load_cluster(o.cluster);
+      cost.emplace(cluster, planner::default_calibration(cluster), models::DType::bf16);
+    }
+  } else {
+    if (!o.cluster.empty()) throw std::invalid_argument("--cluster prices a bare --schedule; a scenario names its cluster");
+    const planner::Scenario scenario = sim::load_scenario(o.scenario, o.overrides);
+    step.file = o.scenario;
+    step.schedule = planner::plan_step(scenario).schedule;
+    runtime::check_playable(step.schedule, o.scenario);
+    if (o.durations.empty()) cost.emplace(scenario);
+  }
+  if (cost) step.costs = planner::price_ops(step.schedule, *cost);
+  else
+    step.costs = planner::costs_from_durations(step.schedule, runtime::load_durations(o.durations, step.schedule),
+                                               "durations from " + o.durations);
+  return step;
 }
 
 runtime::RunOptions run_options(const RuntimeCommandOptions& o, const runtime::Launch& launch) {
