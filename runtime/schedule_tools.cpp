@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "models/json_input.h"
-#include "planner/plan.h"
 #include "runtime/runtime.h"
 
 namespace fsdpsim::runtime {

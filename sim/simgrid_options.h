@@ -13,8 +13,8 @@
 //   }
 //
 // planner::parse_scenario keeps the object (`--set simulation.x=...` overrides reach it like
-// any other field); simgrid_options() reads it. sim::load_scenario is the one loader every
-// command uses: it checks the object too, so estimate, sweep and simulate accept the same files.
+// any other field); sim/scenario_loader.h reads it (sim::load_scenario, the one loader every
+// command uses, checks it, so estimate, sweep and simulate accept the same files).
 #pragma once
 
 #include <string>
@@ -22,7 +22,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "planner/scenario.h"
 
 namespace fsdpsim::sim {
 
@@ -86,24 +85,5 @@ struct SimgridOptions {
 // Reads a "simulation" object (null: defaults). Errors name `file` and the JSON path.
 SimgridOptions parse_simgrid_options(const nlohmann::json& simulation, const std::string& file,
                                      const std::string& path = "simulation");
-
-// The options in a scenario's "simulation" object, checked against its world.
-SimgridOptions simgrid_options(const planner::Scenario& scenario);
-
-// The one scenario loader of the commands: planner::load_scenario, then the "simulation"
-// object read and checked.
-planner::Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides = {});
-
-// A scenario and its SimGrid options, from a JSON document (tests, tools that build scenarios).
-struct SimgridScenario {
-  planner::Scenario scenario;
-  SimgridOptions options;
-};
-SimgridScenario parse_simgrid_scenario(const nlohmann::json& json, const std::string& file,
-                                       const std::vector<std::string>& overrides = {});
-
-// Checks options against a scenario (straggler ranks inside the world, ...).
-void validate_simgrid_options(const SimgridOptions& options, const planner::Scenario& scenario,
-                              const std::string& file);
 
 }  // namespace fsdpsim::sim

@@ -2,7 +2,7 @@
 // schedule and op costs to the SimGrid engine.
 #include "models/json_input.h"
 #include "sim/estimate.h"
-#include "sim/simgrid_options.h"
+#include "sim/scenario_loader.h"
 #include "sim/sweep.h"
 
 namespace fsdpsim::sim {

@@ -1,3 +1,4 @@
+#include "sim/scenario_loader.h"
 #include "sim/validation.h"
 
 #include <algorithm>

@@ -8,7 +8,7 @@
 #include "models/json_input.h"
 #include "planner/scenario.h"
 #include "runtime/launch.h"
-#include "sim/simgrid_options.h"
+#include "sim/scenario_loader.h"
 #include "tools/commands.h"
 #include "tools/runtime_options.h"
 

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "sim/scenario_loader.h"
 #include "models/json_input.h"
 #include "planner/memory.h"
 #include "planner/plan.h"

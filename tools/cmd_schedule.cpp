@@ -5,7 +5,7 @@
 #include "models/json_format.h"
 #include "models/json_input.h"
 #include "planner/plan.h"
-#include "sim/simgrid_options.h"
+#include "sim/scenario_loader.h"
 #include "tools/commands.h"
 
 namespace fsdpsim::tools {

@@ -12,7 +12,7 @@
 #include "models/json_input.h"
 #include "sim/estimate.h"
 #include "sim/simgrid_engine.h"
-#include "sim/simgrid_options.h"
+#include "sim/scenario_loader.h"
 #include "sim/timing_report.h"
 #include "sim/trace.h"
 #include "tools/commands.h"

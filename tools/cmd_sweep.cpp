@@ -21,7 +21,7 @@
 
 #include "models/json_input.h"
 #include "planner/sweep_space.h"
-#include "sim/simgrid_options.h"
+#include "sim/scenario_loader.h"
 #include "sim/sweep.h"
 #include "sim/wrap_search.h"
 #include "tools/commands.h"

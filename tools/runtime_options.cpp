@@ -8,7 +8,7 @@
 #include "planner/cost_model.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
-#include "sim/simgrid_options.h"
+#include "sim/scenario_loader.h"
 
 namespace fsdpsim::tools {
 

@@ -12,7 +12,7 @@
 
 #include "sim/estimate.h"
 #include "sim/simgrid_engine.h"
-#include "sim/simgrid_options.h"
+#include "sim/scenario_loader.h"
 
 namespace {
 

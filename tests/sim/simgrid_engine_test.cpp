@@ -11,7 +11,7 @@
 #include "planner/plan.h"
 #include "sim/estimate.h"
 #include "sim/simgrid_engine.h"
-#include "sim/simgrid_options.h"
+#include "sim/scenario_loader.h"
 
 namespace fsdpsim::sim {
 namespace {
