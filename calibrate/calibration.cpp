@@ -128,18 +128,6 @@ struct SpanModel {
 
 }  // namespace
 
-std::string bytes_text(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, b == std::floor(b) ? "%.0f %s" : "%.3g %s", b, units[u]);
-  return buf;
-}
-
 std::string span_text(const CollectiveGroup& g) {
   return std::to_string(g.ranks) + " ranks / " + std::to_string(g.nodes) + (g.nodes == 1 ? " node" : " nodes");
 }
