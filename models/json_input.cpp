@@ -156,6 +156,17 @@ double JsonReader::positive_number(const std::string& key) {
   return d;
 }
 
+double JsonReader::positive_number_or(const std::string& key, double fallback) {
+  return find(key) ? positive_number(key) : fallback;
+}
+
+double JsonReader::nonnegative_number_or(const std::string& key, double fallback) {
+  if (!find(key)) return fallback;
+  const double d = number(key);
+  if (!(d >= 0)) fail(key, "expected a non-negative number, got " + describe_json(raw(key)));
+  return d;
+}
+
 bool JsonReader::boolean_or(const std::string& key, bool fallback) {
   const nlohmann::json* v = find(key);
   if (!v) return fallback;

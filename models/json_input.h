@@ -56,6 +56,9 @@ class JsonReader {
   double number(const std::string& key);
   double number_or(const std::string& key, double fallback);
   double positive_number(const std::string& key);
+  // Range-checked when present; `fallback` when the key is absent or null.
+  double positive_number_or(const std::string& key, double fallback);
+  double nonnegative_number_or(const std::string& key, double fallback);
   bool boolean_or(const std::string& key, bool fallback);
   // One of `allowed` (exact match); the error lists them.
   std::string choice(const std::string& key, const std::vector<std::string>& allowed);

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "models/bytes_text.h"
 #include "models/json_input.h"
 #include "runtime/launch.h"
 
@@ -18,17 +19,6 @@ using planner::Schedule;
 namespace detail {
 
 namespace {
-
-std::string bytes_text(double bytes) {
-  char buf[64];
-  if (bytes >= 1024.0 * 1024 * 1024)
-    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-  else if (bytes >= 1024.0 * 1024)
-    std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024));
-  else
-    std::snprintf(buf, sizeof buf, "%.0f B", bytes);
-  return buf;
-}
 
 std::string rank_list(const std::vector<int>& ranks) {
   if (ranks.empty()) return "";
@@ -296,13 +286,13 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
         } catch (const OutOfMemory& e) {
           std::string text = "out of memory: rank " + std::to_string(rank) + ", " +
                              (op >= 0 ? c.op_text(op) : std::string("before the step")) + " allocates " +
-                             bytes_text(static_cast<double>(al.bytes)) + " (allocation " + std::to_string(a) + " \"" +
+                             gib_or_mib(static_cast<double>(al.bytes)) + " (allocation " + std::to_string(a) + " \"" +
                              al.label + "\", " + planner::to_string(al.category) + " on stream " +
                              planner::to_string(al.stream) + "): a new " +
-                             bytes_text(static_cast<double>(e.segment_bytes)) + " segment did not fit; allocated " +
-                             bytes_text(static_cast<double>(e.allocated_bytes)) + ", reserved " +
-                             bytes_text(static_cast<double>(e.reserved_bytes));
-          if (o.backend == "host" && o.capacity_bytes > 0) text += " of a capacity of " + bytes_text(o.capacity_bytes);
+                             gib_or_mib(static_cast<double>(e.segment_bytes)) + " segment did not fit; allocated " +
+                             gib_or_mib(static_cast<double>(e.allocated_bytes)) + ", reserved " +
+                             gib_or_mib(static_cast<double>(e.reserved_bytes));
+          if (o.backend == "host" && o.capacity_bytes > 0) text += " of a capacity of " + gib_or_mib(o.capacity_bytes);
           throw RuntimeError(FaultKind::out_of_memory, rank, op, text);
         }
         pointer[a] = allocator.pointer(handle[a]);

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "models/bytes_text.h"
 #include "models/json_input.h"
 #include "planner/memory.h"
 #include "planner/plan.h"
@@ -75,12 +76,6 @@ class AnalyticEvaluator : public Evaluator {
 
   std::map<std::string, std::unique_ptr<PerCostKey>> costs_;
 };
-
-std::string gib(double bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-  return buf;
-}
 
 std::string fixed(double v, int digits) {
   char buf[64];

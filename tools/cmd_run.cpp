@@ -16,10 +16,6 @@ namespace fsdpsim::tools {
 
 namespace {
 
-std::string bytes_text(std::int64_t bytes) {
-  return gib(static_cast<double>(bytes)) + " (" + std::to_string(bytes) + " B)";
-}
-
 void print_run(const planner::Schedule& s, const runtime::RunResult& r) {
   const planner::MemoryReport predicted = planner::replay_memory(s);
   std::cout << "run: " << (s.name.empty() ? std::string("schedule") : s.name) << ", " << s.ops.size()
@@ -41,8 +37,8 @@ void print_run(const planner::Schedule& s, const runtime::RunResult& r) {
          rank.device_used_peak_bytes >= 0 ? gib(static_cast<double>(rank.device_used_peak_bytes)) : std::string("-")});
   }
   std::cout << t.str();
-  std::cout << "planned (replay): peak allocated " << bytes_text(predicted.peak_allocated_bytes) << ", peak reserved "
-            << bytes_text(predicted.peak_reserved_bytes) << "\n";
+  std::cout << "planned (replay): peak allocated " << gib_and_bytes(predicted.peak_allocated_bytes) << ", peak reserved "
+            << gib_and_bytes(predicted.peak_reserved_bytes) << "\n";
   if (r.backend == "host" && !r.ranks.empty())
     std::cout << "collectives checked: " << r.ranks[0].collectives_checked << " per rank\n";
   for (const std::string& n : r.notes) std::cout << "note: " << n << "\n";
