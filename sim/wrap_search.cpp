@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "models/json_input.h"
+#include "planner/fsdp_rules.h"
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/sharding.h"
@@ -106,8 +107,10 @@ SeparableModel SeparableModel::build(const planner::Scenario& scenario, WrapObje
   m.overhead_bytes_ = cost.calibration().device_overhead_bytes;
   const planner::MemoryReport memory = planner::replay_memory(s, m.gpu_bytes_ - m.overhead_bytes_);
   const EngineInputs in = engine_inputs(s, cost);
-  m.backward_prefetch_ = sc.fsdp.version == 2 ? sc.fsdp.backward_prefetch != planner::BackwardPrefetch::none
-                                              : sc.fsdp.backward_prefetch == planner::BackwardPrefetch::pre;
+  // The next unit's gather hides behind a unit's backward compute only when it is issued in
+  // the pre-backward; FSDP1's BACKWARD_POST issues it after that compute.
+  m.backward_prefetch_ =
+      planner::backward_prefetch_hook(sc.fsdp) == planner::BackwardPrefetchHook::pre_backward;
   m.forward_prefetch_ = sc.fsdp.forward_prefetch;
 
   std::map<std::string, int> unit_by_name;
@@ -210,7 +213,8 @@ SeparableModel SeparableModel::build(const planner::Scenario& scenario, WrapObje
   for (int b = 0; b < L; ++b) m.act_prefix_[b + 1] = m.act_prefix_[b] + data[b].activations;
 
   // Terms of every group [s, e) of at most kDefaultMaxUnit... or all blocks when fewer.
-  const bool params_held = sc.fsdp.reshard_after_forward == 0;
+  // Parameters kept unsharded from forward to backward are no per-unit transient (P = 0).
+  const bool params_held = !planner::reshards_after_forward(sc.fsdp, /*is_root=*/false);
   m.terms_.assign((L + 1) * (L + 1), UnitTerms{});
   std::map<std::tuple<int, int, int, double, double>, double> memo;  // (kind, stream, group, comm, hbm) -> seconds
   auto duration = [&](Op op, double ratio) {
