@@ -4,7 +4,7 @@
 // gradients autograd makes, the persistent model state and the optimizer step. At each unit's
 // pre/post-forward and pre/post-backward it hands over to the scenario's FrameworkPolicy
 // (planner/plan_policy.h: FSDP1, FSDP2, or replicated gradients for NO_SHARD and ZeRO-1),
-// which issues the unit's communication and the memory that holds.
+// which issues the unit's communication and allocates the memory it holds.
 #include "planner/plan.h"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // FSDP2 (torch.distributed.fsdp.fully_shard): each unit is an FSDPParamGroup whose parameters
 // are sharded on dim 0 one by one. The hooks follow FSDPParamGroup and FSDPState
-// (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py, _fsdp_state.py, read at
-// pytorch@002a76fb): unshard issues the copy-in and the all-gather on their own streams,
+// (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py, read at pytorch@002a76fb, and
+// _fsdp_state.py, at pytorch@01c9f4fc): unshard issues the copy-in and the all-gather on their own streams,
 // wait_for_unshard copies the gathered data out into the unsharded parameters on the compute
 // stream, reshard frees them; post_backward reshards and reduce-scatters the gradients
 // (foreach_reduce, _fsdp_collectives.py).
@@ -64,7 +64,10 @@ class Fsdp2Policy final : public FrameworkPolicy {
     reduce_scatter_grads(u);
   }
 
-  // The last reduce-scatter input and all-gather output have no later hook to free them.
+  // The last reduce-scatter input and all-gather output, which no later group's hook frees.
+  // (PyTorch's root post-backward callback already clears the reduce-scatter state at the end
+  // of every backward, FSDPState._root_post_backward_final_callback; here the last input of a
+  // micro-step lives until the next micro-step's first reduce-scatter.)
   void before_optimizer_step() override {
     step_.free_now(last_reduce_scatter_input_);
     step_.free_now(last_all_gather_output_);

@@ -2,14 +2,16 @@
 // (planner/plan_layout.h) once per micro-step, forward then backward, and issues the module
 // computes, activations and gradients every framework has; at each unit's hooks it calls a
 // FrameworkPolicy, which issues that framework's communication and the memory it holds:
-//   plan_fsdp2.cpp  FSDP2 (fully_shard):                      FSDPParamGroup's unshard, wait_for_unshard, reshard
-//   plan_fsdp1.cpp  FSDP1 (FullyShardedDataParallel):         FlatParameter all-gathers, the all-gather rate limiter
-//   plan_zero.cpp   DDP (NO_SHARD) and ZeRO-1: replicated gradients, reduced once per step;
-//                   ZeRO-1/2's gather of the updated parameters after the optimizer step
-// DeepSpeed ZeRO-3 is planned as FSDP2 and DeepSpeed ZeRO-2 as FSDP with replicated
-// parameters (planner/fsdp_rules.h, sharded_model_state). StepContext is what the skeleton
-// and the policy share: the schedule being written, the op and allocation building blocks,
-// and the per-unit state both read.
+//   plan_fsdp2.cpp       FSDP2 (fully_shard): FSDPParamGroup's unshard, wait_for_unshard, reshard
+//   plan_fsdp1.cpp       FSDP1 (FullyShardedDataParallel): FlatParameter all-gathers, the
+//                        limit_all_gathers rate limiter
+//   plan_fsdp_grads.cpp  the gradient reduction both FSDP versions share
+//   plan_zero.cpp        DDP (NO_SHARD) and ZeRO-1: replicated gradients reduced once per step;
+//                        ZeRO-1/2's gather of the updated parameters after the optimizer step
+// DeepSpeed ZeRO-3 is planned as FSDP2, DeepSpeed ZeRO-2 as FSDP with replicated parameters
+// (planner/fsdp_rules.h, sharded_model_state). StepContext (plan_context.cpp) is what the
+// skeleton and the policy share: the schedule being written, the op and allocation building
+// blocks, and the per-unit state both read.
 #pragma once
 
 #include <cstdint>

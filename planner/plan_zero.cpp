@@ -1,10 +1,10 @@
 // Data parallelism with replicated gradients: NO_SHARD (DDP, or FSDP's NO_SHARD) and ZeRO-1.
 // Every rank holds the whole model and a persistent gradient buffer the backward accumulates
-// into in place (DDP's buckets; DeepSpeed stage 1's averaged gradients), so there is nothing
-// to gather and nothing to reshard; gradients are reduced once per step, in the last
-// micro-step (DDP's no_sync() on the others, torch/nn/parallel/distributed.py): DDP
-// all-reduces them, ZeRO-1 reduce-scatters them to the rank that owns each optimizer
-// partition. After the step, ZeRO-1 and DeepSpeed's ZeRO-2 gather the updated parameters.
+// into in place (DDP's gradient buckets), so there is nothing to gather and nothing to
+// reshard. Gradients are reduced once per step, in the last micro-step (DDP's no_sync() on
+// the others, torch/nn/parallel/distributed.py): DDP all-reduces them, ZeRO-1 reduce-scatters
+// them to the rank that owns each optimizer partition. After the step, ZeRO-1 and DeepSpeed's
+// ZeRO-2 gather the updated parameters.
 #include "planner/plan_policy.h"
 
 namespace fsdpsim::planner {
