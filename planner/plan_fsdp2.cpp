@@ -1,12 +1,10 @@
 // FSDP2 (torch.distributed.fsdp.fully_shard): each unit is an FSDPParamGroup whose parameters
 // are sharded on dim 0 one by one. The hooks follow FSDPParamGroup and FSDPState
-// (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py, read at pytorch@002a76fb, and
-// _fsdp_state.py, at pytorch@01c9f4fc): unshard issues the copy-in and the all-gather on their own streams,
-// wait_for_unshard copies the gathered data out into the unsharded parameters on the compute
-// stream, reshard frees them; post_backward reshards and reduce-scatters the gradients
-// (foreach_reduce, _fsdp_collectives.py).
-#include <stdexcept>
-
+// (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py, read at pytorch@002a76fb;
+// _fsdp_state.py, at pytorch@01c9f4fc): unshard issues the copy-in and the all-gather on their
+// own streams, wait_for_unshard copies the gathered data out into the unsharded parameters on
+// the compute stream, reshard frees them; post_backward reshards and reduce-scatters the
+// gradients (foreach_reduce, _fsdp_collectives.py).
 #include "planner/plan_policy.h"
 
 namespace fsdpsim::planner {
@@ -57,10 +55,7 @@ class Fsdp2Policy final : public FrameworkPolicy {
     if (step_.unit(u).is_root) step_.free_now(last_all_gather_output_);
     if (step_.shard(u).numel == 0) return;
     allocate_uncovered_grads(step_, u);
-    const int accumulated_dtype_bytes = step_.reduce_dtype_bytes != step_.compute_dtype_bytes
-                                            ? step_.reduce_dtype_bytes
-                                            : step_.compute_dtype_bytes;
-    if (!reduces_this_micro_step(step_, u, accumulated_dtype_bytes)) return;
+    if (!reduces_this_micro_step(step_, u, step_.reduce_dtype_bytes)) return;
     reduce_scatter_grads(u);
   }
 
