@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "models/json_input.h"
+#include "planner/fsdp_rules.h"
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/sharding.h"
@@ -300,7 +301,8 @@ std::vector<SeparableModel::UnitTerms> all_group_terms(const SeparableModel& m, 
                                                        const std::vector<BlockData>& data,
                                                        const std::vector<int>& unit_of_block, int classes) {
   const int L = m.blocks();
-  const bool params_held = sc.fsdp.reshard_after_forward == 0;
+  // Parameters kept unsharded from forward to backward are no per-unit transient (P = 0).
+  const bool params_held = !planner::reshards_after_forward(sc.fsdp, /*is_root=*/false);
   std::vector<SeparableModel::UnitTerms> terms((L + 1) * (L + 1));
   ScaledDurations duration(cost, plan.schedule);
   const int W = sc.fsdp.shard_group_size;
@@ -364,8 +366,10 @@ SeparableModel SeparableModel::build(const planner::Scenario& scenario, WrapObje
   m.overhead_bytes_ = cost.calibration().device_overhead_bytes;
   const planner::MemoryReport memory = planner::replay_memory(s, m.gpu_bytes_ - m.overhead_bytes_);
   const planner::OpCosts in = planner::price_ops(s, cost);
-  m.backward_prefetch_ = sc.fsdp.version == 2 ? sc.fsdp.backward_prefetch != planner::BackwardPrefetch::none
-                                              : sc.fsdp.backward_prefetch == planner::BackwardPrefetch::pre;
+  // The next unit's gather hides behind a unit's backward compute only when it is issued in
+  // the pre-backward; FSDP1's BACKWARD_POST issues it after that compute.
+  m.backward_prefetch_ =
+      planner::backward_prefetch_hook(sc.fsdp) == planner::BackwardPrefetchHook::pre_backward;
   m.forward_prefetch_ = sc.fsdp.forward_prefetch;
 
   const BlockUnits units = map_blocks_to_units(plan, m.block_names_);
