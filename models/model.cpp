@@ -11,6 +11,20 @@
 
 namespace fsdpsim::models {
 
+double attention_pair_fraction(const AttentionSpec& attention, double seq_len) {
+  const double s = seq_len, w = attention.window;
+  if (!(s > 0)) return attention.causal ? 0.5 : 1.0;
+  if (!(w > 0) || w >= s) return attention.causal ? 0.5 : 1.0;
+  const double pairs = attention.causal ? w * s - w * w / 2 : 2 * w * s - w * w;
+  return pairs / (s * s);
+}
+
+double attention_window_share(const AttentionSpec& attention, double seq_len) {
+  AttentionSpec full = attention;
+  full.window = 0;
+  return attention_pair_fraction(attention, seq_len) / attention_pair_fraction(full, seq_len);
+}
+
 int dtype_bytes(DType dtype) {
   switch (dtype) {
     case DType::fp32: return 4;
@@ -229,6 +243,7 @@ LossHead parse_loss_head(JsonReader r) {
   head.hidden_size = r.positive_integer("hidden_size");
   std::vector<std::string> names = loss_kind_names();
   head.kind = *parse_loss_kind(r.choice("kind", names));
+  head.logit_softcap = r.boolean_or("logit_softcap", false);
   r.finish();
   return head;
 }
