@@ -1109,7 +1109,13 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
   if (costs.attention) {
     const AttentionSpec& a = *costs.attention;
     out["attention"] = {{"heads", a.heads}, {"kv_heads", a.kv_heads}, {"head_dim", a.head_dim}, {"causal", a.causal}};
-    if (a.window > 0) out["attention"]["window"] = a.window;
+    if (a.window > 0) {
+      if (std::floor(a.window) == a.window && a.window < 9.0e15) {
+        out["attention"]["window"] = static_cast<std::int64_t>(a.window);
+      } else {
+        out["attention"]["window"] = a.window;
+      }
+    }
   }
   // Set but zero (a backward that runs nothing) is written as an empty object.
   if (costs.forward_kernel_flops) out["forward_kernel_flops"] = polynomial_to_json(*costs.forward_kernel_flops);
