@@ -142,7 +142,7 @@ const std::set<std::string>& harmless_for(Family family) {
       {Family::deepseek_v3,
        {"rope_theta", "rope_scaling", "rms_norm_eps", "hidden_act", "norm_topk_prob", "routed_scaling_factor",
         "scoring_func", "n_group", "topk_group", "aux_loss_alpha", "seq_aux", "pretraining_tp", "ep_size",
-        "num_key_value_heads", "num_nextn_predict_layers", "rope_interleave", "head_dim"}},
+        "num_key_value_heads", "num_nextn_predict_layers", "rope_interleave", "head_dim", "quantization_config"}},
       // quantization_config: the checkpoint's MXFP4 storage of the experts; counts do not change.
       {Family::gpt_oss,
        {"rope_theta", "rope_scaling", "rms_norm_eps", "hidden_act", "swiglu_limit", "router_aux_loss_coef",

@@ -56,7 +56,8 @@ TEST(Catalog, ShipsTheListedModels) {
   for (const char* name : {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama2-7b", "llama2-13b", "llama2-70b",
                            "llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "mistral-7b", "qwen2-7b", "pythia-1.4b",
                            "gpt-neox-20b", "mpt-7b", "llama2-34b", "kempnerforge-7b", "kempnerforge-13b",
-                           "kempnerforge-70b", "colossalai-gpt2-xl", "colossalai-gpt2-12b"}) {
+                           "kempnerforge-70b", "colossalai-gpt2-xl", "colossalai-gpt2-12b", "qwen3-0.6b", "gemma2-9b",
+                           "gemma3-1b", "phi3.5-mini", "olmo2-7b", "falcon-7b", "llama3.2-1b"}) {
     EXPECT_TRUE(configs.count(name)) << "models/hf/" << name << ".json is missing";
     EXPECT_TRUE(std::filesystem::exists(catalog_path(name))) << "models/" << name << ".json is missing";
   }
