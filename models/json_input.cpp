@@ -200,13 +200,21 @@ const nlohmann::json& JsonReader::array(const std::string& key) {
   return v;
 }
 
-void JsonReader::finish() const {
+std::vector<std::string> JsonReader::unread_keys() const {
+  std::vector<std::string> keys;
   for (auto it = value_.begin(); it != value_.end(); ++it) {
     if (read_.count(it.key()) || it->is_null()) continue;  // null means absent
     // Keys starting with "_" or "//" are comments by convention.
     if (it.key().rfind("_", 0) == 0 || it.key().rfind("//", 0) == 0) continue;
-    throw InputError(file_, path_of(it.key()), "unknown field (check the spelling; see docs/schema.md)");
+    keys.push_back(it.key());
   }
+  return keys;
+}
+
+void JsonReader::finish() const {
+  const std::vector<std::string> unread = unread_keys();
+  if (!unread.empty())
+    throw InputError(file_, path_of(unread.front()), "unknown field (check the spelling; see docs/schema.md)");
 }
 
 }  // namespace fsdpsim

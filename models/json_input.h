@@ -43,6 +43,8 @@ class JsonReader {
   JsonReader(const nlohmann::json& value, std::string file, std::string path = "");
 
   bool has(const std::string& key) const;
+  // Whether the key is there at all, null included (has() treats null as absent).
+  bool contains(const std::string& key) const { return value_.contains(key); }
   const nlohmann::json& raw(const std::string& key);  // marks the key read; throws if absent
 
   // Typed getters: the optional form returns nullopt when the key is absent or null.
@@ -70,6 +72,9 @@ class JsonReader {
 
   // Throws naming the first key that no getter read.
   void finish() const;
+  // The keys no getter read and ignore() did not mark, in the object's order; null values and
+  // comment keys ("_...", "//...") are left out, as finish() leaves them.
+  std::vector<std::string> unread_keys() const;
   // Marks keys as known without reading them (documentation-only fields).
   void ignore(const std::string& key);
 

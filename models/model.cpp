@@ -11,6 +11,20 @@
 
 namespace fsdpsim::models {
 
+double attention_pair_fraction(const AttentionSpec& attention, double seq_len) {
+  const double s = seq_len, w = attention.window;
+  if (!(s > 0)) return attention.causal ? 0.5 : 1.0;
+  if (!(w > 0) || w >= s) return attention.causal ? 0.5 : 1.0;
+  const double pairs = attention.causal ? w * s - w * w / 2 : 2 * w * s - w * w;
+  return pairs / (s * s);
+}
+
+double attention_window_share(const AttentionSpec& attention, double seq_len) {
+  AttentionSpec full = attention;
+  full.window = 0;
+  return attention_pair_fraction(attention, seq_len) / attention_pair_fraction(full, seq_len);
+}
+
 int dtype_bytes(DType dtype) {
   switch (dtype) {
     case DType::fp32: return 4;
@@ -229,6 +243,7 @@ LossHead parse_loss_head(JsonReader r) {
   head.hidden_size = r.positive_integer("hidden_size");
   std::vector<std::string> names = loss_kind_names();
   head.kind = *parse_loss_kind(r.choice("kind", names));
+  head.logit_softcap = r.boolean_or("logit_softcap", false);
   r.finish();
   return head;
 }
@@ -325,7 +340,7 @@ class ModelParser {
     r.ignore("repeat");  // handled by the parent
 
     // Optional keys: null means absent (has() is false for null and does not mark the key read).
-    for (const char* key : {"params", "costs", "children"}) r.ignore(key);
+    for (const char* key : {"params", "costs", "children", "costs_variants", "costs_of_copy"}) r.ignore(key);
     if (r.has("params")) {
       const auto& params = r.array("params");
       std::set<std::string> local_names;
@@ -345,6 +360,7 @@ class ModelParser {
       if (parsed == parsed_costs_.end()) parsed = parsed_costs_.emplace(node, parse_costs(r.object("costs"))).first;
       m.costs = parsed->second;
     }
+    if (r.has("costs_variants") || r.has("costs_of_copy")) m.costs = variant_costs(r, index);
 
     if (r.has("children")) {
       const auto& children = r.array("children");
@@ -361,6 +377,8 @@ class ModelParser {
           std::string name = cr.string_or("name", "");
           if (repeat > 1 && name.find("{i}") == std::string::npos)
             cr.fail("name", "a repeated module's name must contain {i} (its index)");
+          if (cr.has("costs_of_copy") && static_cast<std::int64_t>(cr.array("costs_of_copy").size()) != repeat)
+            cr.fail("costs_of_copy", "expected one variant index per copy (" + std::to_string(repeat) + ")");
         }
         for (std::int64_t k = 0; k < repeat; ++k) {
           Module child = parse_module(children[i], child_path, m.full_name, repeat > 1 ? k : index);
@@ -375,6 +393,32 @@ class ModelParser {
   }
 
  private:
+  // A repeated module whose copies differ in costs (Gemma's sliding-window and full-attention
+  // layers): "costs_variants" lists the costs objects, "costs_of_copy" the variant of each copy
+  // (copy k of the repeat takes costs_variants[costs_of_copy[k]]). Each variant is parsed once.
+  ModuleCosts variant_costs(JsonReader& r, std::int64_t copy) {
+    if (r.has("costs")) r.fail("costs_variants", "expected either costs or costs_variants, not both");
+    const nlohmann::json& variants = r.array("costs_variants");
+    const nlohmann::json& of_copy = r.array("costs_of_copy");
+    if (variants.empty()) r.fail("costs_variants", "expected at least one costs object");
+    if (copy < 0 || copy >= static_cast<std::int64_t>(of_copy.size()))
+      r.fail("costs_of_copy", "expected one variant index per copy of the module's repeat");
+    const std::string path = join_json_path(r.path_of("costs_of_copy"), static_cast<std::size_t>(copy));
+    const nlohmann::json& chosen = of_copy[static_cast<std::size_t>(copy)];
+    if (!chosen.is_number_integer() || chosen.get<std::int64_t>() < 0 ||
+        chosen.get<std::int64_t>() >= static_cast<std::int64_t>(variants.size()))
+      throw InputError(file_, path, "expected an index into costs_variants (0.." + std::to_string(variants.size() - 1) +
+                                        "), got " + describe_json(chosen));
+    const std::size_t v = chosen.get<std::size_t>();
+    const nlohmann::json* node = &variants[v];
+    auto parsed = parsed_costs_.find(node);
+    if (parsed == parsed_costs_.end())
+      parsed = parsed_costs_
+                   .emplace(node, parse_costs(JsonReader(*node, file_, join_json_path(r.path_of("costs_variants"), v))))
+                   .first;
+    return parsed->second;
+  }
+
   Parameter parse_param(const nlohmann::json& json, const std::string& path,
                         const std::string& module_full_name, std::int64_t index) {
     JsonReader r(json, file_, path);

@@ -43,6 +43,9 @@ struct LossHead {
   std::int64_t vocab_size = 0;   // V: the logits per token
   std::int64_t hidden_size = 0;  // h: the output layer's input features
   LossKind kind = LossKind::fp32_upcast;  // the kind the module's costs were computed for
+  // The logits are soft-capped before the loss (tanh(logits / cap) * cap, Gemma-2's
+  // final_logit_softcapping): three more elementwise ops on the logits.
+  bool logit_softcap = false;
 };
 
 // sum of coeff * b^b_pow * s^s_pow (b = micro-batch, s = sequence length).
@@ -82,6 +85,17 @@ struct AttentionSpec {
   bool causal = true;
   double window = 0;  // sliding window in tokens; 0 = full attention
 };
+
+// The share of the seq_len x seq_len (query, key) square that the mask lets through, as the
+// area of the band (continuous, so that a causal mask is exactly 1/2 and a window reaching the
+// whole sequence changes nothing): causal 1/2; a causal window w < seq_len keeps w*s - w^2/2
+// pairs (each query its w latest keys); non-causal, 1, or 2*w*s - w^2 with a window. What
+// attention's FLOPs are once the masked-out pairs are skipped, as FlashAttention's local
+// (windowed) kernels do: attention_flops polynomials count the whole square (PaLM's convention).
+double attention_pair_fraction(const AttentionSpec& attention, double seq_len);
+// attention_pair_fraction with the window over the same without it: the share of a full
+// (causal or not) attention's FLOPs that the window leaves; 1 without a window.
+double attention_window_share(const AttentionSpec& attention, double seq_len);
 
 // Costs of one forward pass of a module. Backward costs about twice the forward FLOPs
 // (grads w.r.t. inputs and weights); the cost model applies that.

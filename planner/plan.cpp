@@ -89,15 +89,27 @@ class StepBuilder {
   // The forward FLOPs MFU counts: 6N-style matmul FLOPs, plus attention as the kernel does it.
   // A causal mask leaves half the (query, key) pairs, and causal kernels skip the masked
   // tiles, so counting the whole square (PaLM appendix B) would credit work nobody does and let
-  // MFU pass the GEMM ceiling at long sequences; attention of unknown causality counts whole.
+  // MFU pass the GEMM ceiling at long sequences; a sliding window leaves its band
+  // (models::attention_pair_fraction); attention with no descriptor counts whole.
   double model_forward_flops(double b, double seq) const {
     double flops = 0;
     models::for_each_module(scenario_.model.root, [&](const Module& m) {
       if (!m.costs) return;
       flops += m.costs->forward_flops.at(b, seq);
-      if (m.costs->attention && m.costs->attention->causal) flops -= 0.5 * m.costs->attention_flops.at(b, seq);
+      if (m.costs->attention)
+        flops -= (1.0 - models::attention_pair_fraction(*m.costs->attention, seq)) * m.costs->attention_flops.at(b, seq);
     });
     return flops;
+  }
+
+  // The attention FLOPs a module's kernels run, in the full-square convention of
+  // attention_flops: a fused kernel with a sliding window skips the key blocks outside it
+  // (FlashAttention's local attention); eager attention multiplies the whole score matrix and
+  // masks it afterwards, whatever the window.
+  static double kernel_attention_flops(const models::ModuleCosts& c, double b, double seq) {
+    const double full = c.attention_flops.at(b, seq);
+    if (!c.attention || c.attention->window <= 0 || has_score_term(c.forward_hbm_bytes)) return full;
+    return full * models::attention_window_share(*c.attention, seq);
   }
 
   // ---- the scenario's kernel choices -----------------------------------------------------
@@ -114,7 +126,12 @@ class StepBuilder {
       const models::LossKind kind = training_.loss.value_or(head.kind);
       if (kind == head.kind && kind != models::LossKind::chunked) continue;
       const double tokens = static_cast<double>(training_.micro_batch) * static_cast<double>(training_.seq_len);
-      swapped_costs_.emplace_back(e.module, models::lm_head_costs(head.hidden_size, head.vocab_size, kind, tokens));
+      try {
+        swapped_costs_.emplace_back(
+            e.module, models::lm_head_costs(head.hidden_size, head.vocab_size, kind, tokens, head.logit_softcap));
+      } catch (const std::invalid_argument& error) {
+        throw InputError(scenario_.file, "training.loss", std::string(error.what()) + " (model \"" + scenario_.model.name + "\")");
+      }
     }
     if (training_.loss && !has_head)
       throw InputError(scenario_.file, "training.loss",
@@ -146,11 +163,15 @@ class StepBuilder {
     return *m.costs;
   }
   // FLOPs a forward (or a recompute of it) runs, and its backward's work (models/model.h).
+  // A window's skipped attention work comes off the module's FLOPs too (attention is part of
+  // forward_flops); an explicit forward_kernel_flops / backward_flops is taken as written.
   static double forward_kernel_flops(const models::ModuleCosts& c, double b, double seq) {
-    return (c.forward_kernel_flops ? *c.forward_kernel_flops : c.forward_flops).at(b, seq);
+    if (c.forward_kernel_flops) return c.forward_kernel_flops->at(b, seq);
+    return c.forward_flops.at(b, seq) - (c.attention_flops.at(b, seq) - kernel_attention_flops(c, b, seq));
   }
   static double backward_flops(const models::ModuleCosts& c, double b, double seq) {
-    return c.backward_flops ? c.backward_flops->at(b, seq) : 2.0 * c.forward_flops.at(b, seq);
+    if (c.backward_flops) return c.backward_flops->at(b, seq);
+    return 2.0 * (c.forward_flops.at(b, seq) - (c.attention_flops.at(b, seq) - kernel_attention_flops(c, b, seq)));
   }
   static double backward_hbm_bytes(const models::ModuleCosts& c, double b, double seq) {
     return c.backward_hbm_bytes ? c.backward_hbm_bytes->at(b, seq) : 2.0 * c.forward_hbm_bytes.at(b, seq);
@@ -327,7 +348,7 @@ class StepBuilder {
     const int op = step_.add_op(kind, Stream::compute, Name{prefix, e.module->full_name}, e.unit, e.module->full_name);
     Op& o = step_.op(op);
     o.flops = forward_kernel_flops(c, b, seq);
-    o.attention_flops = c.attention_flops.at(b, seq);
+    o.attention_flops = kernel_attention_flops(c, b, seq);
     o.hbm_bytes = c.forward_hbm_bytes.at(b, seq) * activation_bytes_scale_;
     o.score_hbm_bytes = score_bytes(c.forward_hbm_bytes, b, seq) * activation_bytes_scale_;
     o.kernel_set = kernel_set_of(c, KernelPass::forward);
@@ -407,7 +428,7 @@ class StepBuilder {
                                   e.module->full_name);
       Op& o = step_.op(op);
       o.flops = backward_flops(c, b, seq);
-      o.attention_flops = 2.0 * c.attention_flops.at(b, seq);
+      o.attention_flops = 2.0 * kernel_attention_flops(c, b, seq);
       o.hbm_bytes = backward_hbm_bytes(c, b, seq) * activation_bytes_scale_;
       o.score_hbm_bytes = backward_score_bytes(c, b, seq) * activation_bytes_scale_;
       o.kernel_set = kernel_set_of(c, KernelPass::backward);
