@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -240,6 +241,33 @@ class StepBuilder {
       backward();
     }
     optimizer_step();
+    check_costs_are_finite();
+    if (allocation_total_overflow(s_) >= 0)
+      throw InputError(sc_.file, "training.micro_batch",
+                       "the step's allocations add up to more than 2^62 bytes: micro_batch x seq_len is far too "
+                       "large for this model");
+  }
+
+  // A cost that overflows only once evaluated (a coefficient of 1e308 times b x s) is reported
+  // where it is written, the module's costs in the model file, rather than later by an engine
+  // as an op with a non-finite duration.
+  void check_costs_are_finite() const {
+    for (const Op& op : s_.ops) {
+      for (const auto& [field, value] : {std::pair<const char*, double>{"flops", op.flops},
+                                         {"attention_flops", op.attention_flops},
+                                         {"hbm_bytes", op.hbm_bytes},
+                                         {"comm_bytes", op.comm_bytes}}) {
+        if (std::isfinite(value)) continue;
+        const models::Module* m = sc_.model.find_module(op.module);
+        const std::string path = m && m->costs && !m->costs->json_path.empty() ? m->costs->json_path : "root";
+        char at[96];
+        std::snprintf(at, sizeof at, "micro_batch %lld, seq_len %lld", static_cast<long long>(t_.micro_batch),
+                      static_cast<long long>(t_.seq_len));
+        throw InputError(sc_.model.file.empty() ? sc_.file : sc_.model.file, path,
+                         "expected costs that stay finite; module \"" + op.module + "\" gets " + field + " = " +
+                             std::to_string(value) + " at " + at + " (a coefficient is too large)");
+      }
+    }
   }
 
  private:
