@@ -87,6 +87,7 @@ RowValidation validate_scenario(const std::string& file, const std::vector<std::
     }
   } catch (const std::exception& ex) {
     row.error = ex.what();
+    row.failure = std::current_exception();
   }
   return row;
 }
@@ -146,8 +147,15 @@ nlohmann::json validation_json(const std::vector<RowValidation>& rows) {
   std::set<std::string> sources;
   for (const RowValidation& r : rows) {
     sources.insert(r.source);
-    nlohmann::json j = {{"file", r.file}, {"name", r.name}, {"source", r.source}, {"row_id", r.row_id},
-                        {"holdout", r.holdout}, {"predicted_fits", r.predicted_fits}, {"predicted_mfu", r.predicted_mfu}};
+    // A row that could not be estimated predicts nothing: null, never a default "fits".
+    const bool predicted = r.error.empty();
+    nlohmann::json j = {{"file", r.file},
+                        {"name", r.name},
+                        {"source", r.source},
+                        {"row_id", r.row_id},
+                        {"holdout", r.holdout},
+                        {"predicted_fits", predicted ? nlohmann::json(r.predicted_fits) : nlohmann::json(nullptr)},
+                        {"predicted_mfu", predicted ? nlohmann::json(r.predicted_mfu) : nlohmann::json(nullptr)}};
     for (const auto& [metric, reason] : r.excluded) j["excluded"][metric] = reason;
     if (r.published_oom) j["published_oom"] = *r.published_oom;
     if (!r.error.empty()) j["error"] = r.error;
