@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "models/checked_arithmetic.h"
 #include "models/json_input.h"
 #include "models/transformer_costs.h"
 
@@ -359,6 +360,11 @@ class StepBuilder {
     return last_op_;
   }
 
+  // A buffer of `elements` of `bytes_per_element` each (elements x dtype bytes, checked).
+  static std::int64_t buffer_bytes(std::int64_t elements, std::int64_t bytes_per_element) {
+    return checked_mul(elements, bytes_per_element, "a buffer's bytes (elements x dtype bytes)");
+  }
+
   int new_alloc(std::int64_t bytes, MemCategory category, Stream stream, const Name& label,
                 bool persistent = false, bool model_state = false) {
     Allocation a;
@@ -486,15 +492,15 @@ class StepBuilder {
       if (sh.numel == 0 || sc_.fsdp.cpu_offload) continue;  // offloaded state lives in host memory
       const std::string& name = label(u.index);
       if (params_sharded_)
-        new_alloc(sh.local_numel * b_o_, MemCategory::sharded_param, Stream::compute, Name{"sharded params of ", name}, true, true);
+        new_alloc(buffer_bytes(sh.local_numel, b_o_), MemCategory::sharded_param, Stream::compute, Name{"sharded params of ", name}, true, true);
       else
-        new_alloc(sh.numel * b_o_, MemCategory::unsharded_param, Stream::compute, Name{"replicated params of ", name}, true, true);
+        new_alloc(buffer_bytes(sh.numel, b_o_), MemCategory::unsharded_param, Stream::compute, Name{"replicated params of ", name}, true, true);
       const std::int64_t opt_elems = optimizer_sharded_ ? sh.optimizer_numel : sh.numel;
       if (states + master_copy > 0)
-        new_alloc(opt_elems * (states + master_copy) * b_m_, MemCategory::optimizer_state, Stream::compute,
+        new_alloc(buffer_bytes(opt_elems, (states + master_copy) * b_m_), MemCategory::optimizer_state, Stream::compute,
                   Name{"optimizer state of ", name}, true, true);
       if (!grads_sharded_)
-        replicated_grad_[u.index] = new_alloc(sh.numel * b_o_, MemCategory::unsharded_grad, Stream::compute,
+        replicated_grad_[u.index] = new_alloc(buffer_bytes(sh.numel, b_o_), MemCategory::unsharded_grad, Stream::compute,
                                               Name{"replicated grads of ", name}, true, true);
     }
   }
@@ -519,8 +525,8 @@ class StepBuilder {
     if (sc_.fsdp.cpu_offload) {
       int h2d = add_op(OpKind::h2d, Stream::all_gather, Name{"h2d shard ", name}, u);
       take_cpu_wait(h2d);
-      s_.ops[h2d].comm_bytes = static_cast<double>(sh.local_numel * b_o_);
-      offload_copy = alloc_at(h2d, sh.local_numel * b_o_, MemCategory::temporary, Name{"host-to-device shard of ", name});
+      s_.ops[h2d].comm_bytes = static_cast<double>(buffer_bytes(sh.local_numel, b_o_));
+      offload_copy = alloc_at(h2d, buffer_bytes(sh.local_numel, b_o_), MemCategory::temporary, Name{"host-to-device shard of ", name});
     }
     int copy_in = add_op(OpKind::copy_in, Stream::all_gather, Name{"copy-in ", name}, u);
     take_cpu_wait(copy_in);
@@ -528,19 +534,19 @@ class StepBuilder {
     if (f_.version == 2) {
       int cast = -1;
       if (b_c_ != b_o_ && !from_reshard_copy)
-        cast = alloc_at(copy_in, sh.local_numel * b_c_, MemCategory::temporary, Name{"cast shard of ", name});
-      comm_buffer_[u] = alloc_at(copy_in, sh.gathered_numel * b_c_, MemCategory::all_gather_buffer, Name{"all-gather output of ", name});
+        cast = alloc_at(copy_in, buffer_bytes(sh.local_numel, b_c_), MemCategory::temporary, Name{"cast shard of ", name});
+      comm_buffer_[u] = alloc_at(copy_in, buffer_bytes(sh.gathered_numel, b_c_), MemCategory::all_gather_buffer, Name{"all-gather output of ", name});
       free_at(copy_in, cast);
     } else {
       // FSDP1 gathers straight into the padded flat parameter; the docs count a shard-sized
       // communication buffer beside it while the unit is unsharded (notes/fsdp.rst).
-      comm_buffer_[u] = alloc_at(copy_in, sh.local_numel * b_c_, MemCategory::all_gather_buffer, Name{"all-gather input of ", name});
-      unsharded_pending_ = alloc_at(copy_in, sh.gathered_numel * b_c_, MemCategory::unsharded_param,
+      comm_buffer_[u] = alloc_at(copy_in, buffer_bytes(sh.local_numel, b_c_), MemCategory::all_gather_buffer, Name{"all-gather input of ", name});
+      unsharded_pending_ = alloc_at(copy_in, buffer_bytes(sh.gathered_numel, b_c_), MemCategory::unsharded_param,
                                     Name{"unsharded flat param of ", name}, held_params());
     }
     free_at(copy_in, offload_copy);
     int ag = add_op(OpKind::all_gather, Stream::all_gather, Name{"all-gather ", name}, u);
-    s_.ops[ag].comm_bytes = static_cast<double>(sh.gathered_numel * b_c_);
+    s_.ops[ag].comm_bytes = static_cast<double>(buffer_bytes(sh.gathered_numel, b_c_));
     s_.ops[ag].group = group;
     inflight_[u] = ag;
     if (f_.version == 1) {
@@ -562,8 +568,8 @@ class StepBuilder {
     if (forward) free_now(previous_ag_output_);
     int out = add_op(OpKind::copy_out, Stream::compute, Name{"copy-out ", label(u)}, u);
     s_.ops[out].deps.push_back(inflight_[u]);
-    s_.ops[out].hbm_bytes = 2.0 * static_cast<double>(sh.gathered_numel * b_c_);
-    unsharded_[u] = alloc_at(out, sh.gathered_numel * b_c_, MemCategory::unsharded_param,
+    s_.ops[out].hbm_bytes = 2.0 * static_cast<double>(buffer_bytes(sh.gathered_numel, b_c_));
+    unsharded_[u] = alloc_at(out, buffer_bytes(sh.gathered_numel, b_c_), MemCategory::unsharded_param,
                              Name{"unsharded params of ", label(u)}, held_params());
     if (forward) previous_ag_output_ = comm_buffer_[u];
     else free_at(out, comm_buffer_[u]);
@@ -579,7 +585,7 @@ class StepBuilder {
     if (unsharded_[u] < 0) return;
     if (after_forward && f_.reshard_after_forward > 1 && f_.reshard_after_forward < f_.shard_group_size) {
       // FSDP2 reshard_after_forward=k: keep this rank's 1/k slice of the gathered params.
-      reshard_copy_[u] = alloc_at(last_op_, shard(u).gathered_numel * b_c_ / f_.reshard_after_forward,
+      reshard_copy_[u] = alloc_at(last_op_, buffer_bytes(shard(u).gathered_numel, b_c_) / f_.reshard_after_forward,
                                   MemCategory::unsharded_param, Name{"post-forward 1/k copy of ", label(u)});
     }
     free_now(unsharded_[u]);
@@ -639,7 +645,8 @@ class StepBuilder {
       s_.ops[op].kernel_set = kernel_set_of(c, KernelPass::forward);
       depend_on_unit(op, e.unit);
       if (input < 0)
-        input = alloc_at(op, static_cast<std::int64_t>(8 * b * seq), MemCategory::input, "input token ids");
+        input = alloc_at(op, checked_to_int64(8 * b * seq, "the input token ids' bytes"), MemCategory::input,
+                         "input token ids");
       if (e.selective) {
         activation_of_event_[i] = alloc_at(op, sac_saved_bytes(c, b, seq), MemCategory::activation,
                                           Name{"activations of ", e.module->full_name, " (selective)"});
@@ -684,10 +691,10 @@ class StepBuilder {
 
   std::int64_t bytes_of(const models::Polynomial& p, double b, double seq) const {
     const double bytes = p.at(b, seq) * act_scale_;
-    if (!(bytes < 1e18))  // 1 EB: far past any GPU, and safe from int64 overflow when summed
+    if (!(bytes < 1e18))  // 1 EB: far past any GPU (the step's total is bounded in build())
       throw InputError(sc_.file, "training.micro_batch",
                        "activation sizes overflow: micro_batch x seq_len is far too large for this model");
-    return static_cast<std::int64_t>(bytes);
+    return checked_to_int64(bytes, "activation bytes");
   }
 
   // ---- backward ------------------------------------------------------------------------------
@@ -774,7 +781,7 @@ class StepBuilder {
     }
     std::sort(numel_by_unit.begin(), numel_by_unit.end());
     for (const auto& [u, numel] : numel_by_unit)
-      grads_[u].push_back(alloc_at(op, numel * b_c_, MemCategory::unsharded_grad, name));
+      grads_[u].push_back(alloc_at(op, buffer_bytes(numel, b_c_), MemCategory::unsharded_grad, name));
   }
 
   bool first_of_region(const Event& e) const {
@@ -829,7 +836,7 @@ class StepBuilder {
                       zero1 ? Stream::reduce_scatter : Stream::all_reduce,
                       Name{zero1 ? "reduce-scatter " : "all-reduce ", name}, u);
       s_.ops[op].deps.push_back(last_compute_before(op));
-      s_.ops[op].comm_bytes = static_cast<double>((zero1 ? sh.gathered_numel : sh.numel) * b_r_);
+      s_.ops[op].comm_bytes = static_cast<double>(buffer_bytes((zero1 ? sh.gathered_numel : sh.numel), b_r_));
       s_.ops[op].group = world_group_;
       reduce_done_.push_back(op);
       return;
@@ -844,7 +851,7 @@ class StepBuilder {
       s_.ops[acc].hbm_bytes = static_cast<double>(sh.gathered_numel) * (b_c_ + (first_micro ? b_acc : 2 * b_acc));
       if (accumulated_grad_.empty()) accumulated_grad_.assign(plan_.units.size(), -1);
       if (accumulated_grad_[u] < 0)
-        accumulated_grad_[u] = alloc_at(acc, sh.gathered_numel * b_acc, MemCategory::unsharded_grad,
+        accumulated_grad_[u] = alloc_at(acc, buffer_bytes(sh.gathered_numel, b_acc), MemCategory::unsharded_grad,
                                         Name{"accumulated unsharded grads of ", name});
       free_grads(acc, u);
       if (!last_micro) return;
@@ -857,26 +864,26 @@ class StepBuilder {
     int rs_input;
     if (f_.version == 1) {
       // FSDP1 concatenates the per-parameter grads into the flat grad (transiently 2x).
-      rs_input = alloc_at(copy_in, sh.gathered_numel * b_c_, MemCategory::unsharded_grad, Name{"flat grad of ", name});
+      rs_input = alloc_at(copy_in, buffer_bytes(sh.gathered_numel, b_c_), MemCategory::unsharded_grad, Name{"flat grad of ", name});
       free_grads(copy_in, u);
       if (b_r_ != b_c_) {
-        int cast = alloc_at(copy_in, sh.gathered_numel * b_r_, MemCategory::reduce_scatter_buffer, Name{"reduce-dtype grad of ", name});
+        int cast = alloc_at(copy_in, buffer_bytes(sh.gathered_numel, b_r_), MemCategory::reduce_scatter_buffer, Name{"reduce-dtype grad of ", name});
         free_at(copy_in, rs_input);
         rs_input = cast;
       }
     } else {
-      rs_input = alloc_at(copy_in, sh.gathered_numel * b_r_, MemCategory::reduce_scatter_buffer, Name{"reduce-scatter input of ", name});
+      rs_input = alloc_at(copy_in, buffer_bytes(sh.gathered_numel, b_r_), MemCategory::reduce_scatter_buffer, Name{"reduce-scatter input of ", name});
       free_grads(copy_in, u);
     }
     if (!accumulated_grad_.empty()) free_at(copy_in, accumulated_grad_[u]);
     const Stream rs_stream = f_.version == 1 ? Stream::all_gather : Stream::reduce_scatter;  // FSDP1: one NCCL stream
     int rs = add_op(OpKind::reduce_scatter, rs_stream, Name{"reduce-scatter ", name}, u);
     s_.ops[rs].deps.push_back(copy_in);
-    s_.ops[rs].comm_bytes = static_cast<double>(sh.gathered_numel * b_r_);
+    s_.ops[rs].comm_bytes = static_cast<double>(buffer_bytes(sh.gathered_numel, b_r_));
     s_.ops[rs].group = shard_group_;
     const bool first_micro = micro_ == 0;
     const bool becomes_grad = first_micro && b_r_ == b_o_ && !sc_.fsdp.cpu_offload;
-    int rs_output = alloc_at(rs, sh.local_numel * b_r_,
+    int rs_output = alloc_at(rs, buffer_bytes(sh.local_numel, b_r_),
                              becomes_grad ? MemCategory::sharded_grad : MemCategory::reduce_scatter_buffer,
                              becomes_grad ? Name{"sharded grads of ", name} : Name{"reduce-scatter output of ", name}, becomes_grad);
     if (f_.version == 1) free_at(rs, rs_input);  // record_stream: freed in CPU order right away
@@ -885,13 +892,13 @@ class StepBuilder {
     if (is_hybrid(f_.strategy) && sc_.replicas() > 1) {
       int ar = add_op(OpKind::all_reduce, Stream::all_reduce, Name{"all-reduce ", name}, u);
       s_.ops[ar].deps.push_back(rs);
-      s_.ops[ar].comm_bytes = static_cast<double>(sh.local_numel * b_r_);
+      s_.ops[ar].comm_bytes = static_cast<double>(buffer_bytes(sh.local_numel, b_r_));
       s_.ops[ar].group = replicate_group_;
       last = ar;
     }
     if (sc_.fsdp.cpu_offload) {
       int d2h = add_op(OpKind::d2h, s_.ops[last].stream, Name{"device-to-host grads ", name}, u);
-      s_.ops[d2h].comm_bytes = static_cast<double>(sh.local_numel * b_o_);
+      s_.ops[d2h].comm_bytes = static_cast<double>(buffer_bytes(sh.local_numel, b_o_));
       free_at(d2h, rs_output);
       reduce_done_.push_back(d2h);
       return;
@@ -904,7 +911,7 @@ class StepBuilder {
     int post = add_op(OpKind::copy_out, s_.ops[last].stream, Name{"accumulate grads ", name}, u);
     s_.ops[post].hbm_bytes = static_cast<double>(sh.local_numel) * (b_r_ + 2 * b_o_);
     if (sharded_grad_[u] < 0)
-      sharded_grad_[u] = alloc_at(post, sh.local_numel * b_o_, MemCategory::sharded_grad, Name{"sharded grads of ", name}, true);
+      sharded_grad_[u] = alloc_at(post, buffer_bytes(sh.local_numel, b_o_), MemCategory::sharded_grad, Name{"sharded grads of ", name}, true);
     free_at(post, rs_output);
     reduce_done_.push_back(post);
   }
@@ -940,7 +947,7 @@ class StepBuilder {
     if (!host && t_.optimizer != Optimizer::none) {
       // torch.optim's foreach implementation materialises intermediate tensor lists (e.g.
       // sqrt(exp_avg_sq)) as large as the parameters it updates.
-      int tmp = alloc_at(op, elements * b_m_, MemCategory::temporary, "optimizer foreach intermediates");
+      int tmp = alloc_at(op, buffer_bytes(elements, b_m_), MemCategory::temporary, "optimizer foreach intermediates");
       free_at(op, tmp);
     }
     for (int& g : sharded_grad_) free_at(op, g);  // zero_grad(set_to_none=True)
@@ -950,7 +957,7 @@ class StepBuilder {
         if (shard(u.index).numel == 0) continue;
         int ag = add_op(OpKind::all_gather, Stream::all_gather, Name{"param all-gather ", label(u.index)}, u.index);
         s_.ops[ag].deps.push_back(op);
-        s_.ops[ag].comm_bytes = static_cast<double>(shard(u.index).gathered_numel * b_c_);
+        s_.ops[ag].comm_bytes = static_cast<double>(buffer_bytes(shard(u.index).gathered_numel, b_c_));
         s_.ops[ag].group = world_group_;
       }
     }

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "models/checked_arithmetic.h"
 #include "models/json_input.h"
 
 namespace fsdpsim::planner {
@@ -17,7 +18,7 @@ using models::Parameter;
 
 std::int64_t Unit::numel() const {
   std::int64_t n = 0;
-  for (const Parameter* p : params) n += p->numel();
+  for (const Parameter* p : params) n = checked_add(n, p->numel(), "a unit's elements");
   return n;
 }
 
