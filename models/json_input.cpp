@@ -264,9 +264,12 @@ std::int64_t JsonReader::positive_integer_or(const std::string& key, std::int64_
 
 int JsonReader::int_in(const std::string& key, int lo, int hi) {
   const std::int64_t n = integer(key);
-  if (n < lo || n > hi)
-    fail(key, "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got " +
-                  describe_json(raw(key)));
+  if (n < lo || n > hi) {
+    const std::string range = lo == 1   ? "a positive integer (at most " + std::to_string(hi) + ")"
+                              : lo == 0 ? "a non-negative integer (at most " + std::to_string(hi) + ")"
+                                        : "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+    fail(key, "expected " + range + ", got " + describe_json(raw(key)));
+  }
   return static_cast<int>(n);
 }
 

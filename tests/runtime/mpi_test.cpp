@@ -251,12 +251,15 @@ TEST(HostOverMpi, VerifyReportsOnceWithTheGatheredMeasurement) {
 
 // Issue 16 item 11: ranks whose schedules disagree on a collective's size moved equal buffers
 // under the default --max-buffer-bytes (1 MiB), so the mismatch went unseen and the run
-// exited 0. The members compare the planned bytes too. Rank 3 reads a schedule whose first
-// all-gather plans half the bytes (both sizes above the cap).
+// exited 0. The members compare the planned bytes too. Rank 3 reads a schedule whose largest
+// all-gather (a block's, 2 MiB) plans half the bytes (both sizes at or above the cap).
 TEST(HostOverMpiFaults, RanksThatDisagreeOnACollectiveSizeAreCaughtUnderTheBufferCap) {
   const nlohmann::json scenario = testing::scenario(1, 4, {{"version", 2}}, {}, 2, {1024, 1024});
   const planner::Schedule s = testing::plan(scenario);
-  const int all_gather = first_op(s, planner::OpKind::all_gather);
+  int all_gather = -1;
+  for (const planner::Op& op : s.ops)
+    if (op.kind == planner::OpKind::all_gather && (all_gather < 0 || op.comm_bytes > s.ops[all_gather].comm_bytes))
+      all_gather = op.id;
   ASSERT_GE(all_gather, 0);
   const double planned = s.ops[all_gather].comm_bytes;
   ASSERT_GE(planned / 2, RunOptions{}.max_buffer_bytes) << "both sizes must be above the default cap";
