@@ -44,20 +44,17 @@ std::string line_and_column(const std::string& text, std::size_t byte) {
   return "line " + std::to_string(line) + ", column " + std::to_string(column);
 }
 
-// A syntax error, told apart from the other refusals so that an override's bare word (not
-// JSON at all) can be taken as a string.
-class JsonSyntaxError : public InputError {
- public:
-  using InputError::InputError;
-};
-
 // A SAX pass over the text before the value is built: it keeps the JSON path of the value
 // being read, so that what it refuses (too deep, a key twice, a number out of range) is
 // reported where it is. Syntax errors keep nlohmann's wording with a line and column.
 class CheckingSax : public nlohmann::json_sax<nlohmann::json> {
  public:
-  CheckingSax(const std::string& text, const std::string& file, const std::string& base_path)
-      : text_(text), file_(file), base_path_(base_path) {}
+  // `words_allowed`: a syntax error means the text is a bare word, not JSON (an override's
+  // value); it stops the pass without an exception, which a sweep would pay per point.
+  CheckingSax(const std::string& text, const std::string& file, const std::string& base_path, bool words_allowed)
+      : text_(text), file_(file), base_path_(base_path), words_allowed_(words_allowed) {}
+
+  bool saw_a_word() const { return saw_a_word_; }
 
   bool null() override { return scalar(); }
   bool boolean(bool) override { return scalar(); }
@@ -84,10 +81,14 @@ class CheckingSax : public nlohmann::json_sax<nlohmann::json> {
     // 406: a number nlohmann cannot hold (1e400 overflows a double).
     if (e.id == 406)
       throw InputError(file_, value_path(), "expected a number within the range of a double (about 1.8e308), got " + token);
+    if (words_allowed_) {
+      saw_a_word_ = true;
+      return false;
+    }
     std::string detail = e.what();
     auto colon = detail.rfind(": ");
     if (colon != std::string::npos) detail = detail.substr(colon + 2);
-    throw JsonSyntaxError(file_, base_path_, "malformed JSON at " + line_and_column(text_, byte) + ": " + detail);
+    throw InputError(file_, base_path_, "malformed JSON at " + line_and_column(text_, byte) + ": " + detail);
   }
 
  private:
@@ -130,13 +131,15 @@ class CheckingSax : public nlohmann::json_sax<nlohmann::json> {
   const std::string& text_;
   const std::string& file_;
   const std::string& base_path_;
+  const bool words_allowed_;
+  bool saw_a_word_ = false;
   std::vector<Frame> stack_;
 };
 
 }  // namespace
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& file, const std::string& base_path) {
-  CheckingSax checker(text, file, base_path);
+  CheckingSax checker(text, file, base_path, /*words_allowed=*/false);
   nlohmann::json::sax_parse(text, &checker, nlohmann::json::input_format_t::json, /*strict=*/true,
                             /*ignore_comments=*/true);
   // The text is known good: this parse cannot fail.
@@ -155,13 +158,12 @@ nlohmann::json load_json_file(const std::string& path) {
 }
 
 nlohmann::json parse_json_or_word(const std::string& text, const std::string& file, const std::string& path) {
-  // accept() first, without exceptions: bare words are the common case (a sweep parses thousands).
-  if (nlohmann::json::accept(text)) return parse_json_text(text, file, path);
-  try {
-    return parse_json_text(text, file, path);
-  } catch (const JsonSyntaxError&) {
-    return text;  // not JSON: a bare word. Too deep, a key twice or 1e400 are JSON, refused.
-  }
+  // Too deep, a key twice or 1e400 are JSON, refused as in a file; a syntax error is a word.
+  CheckingSax checker(text, file, path, /*words_allowed=*/true);
+  nlohmann::json::sax_parse(text, &checker, nlohmann::json::input_format_t::json, /*strict=*/true,
+                            /*ignore_comments=*/false);
+  if (checker.saw_a_word()) return text;
+  return nlohmann::json::parse(text);
 }
 
 std::string join_json_path(const std::string& parent, const std::string& key) {
