@@ -390,6 +390,13 @@ TEST(Hardening, AOneLayerModelIsPlanned) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // The root unit and the one block's unit.
   EXPECT_NE(r.out.find("wrap per block (2 units)"), std::string::npos) << r.out;
+  // The same through the Hugging Face importer: a config of one layer.
+  nlohmann::json config = load(source_path("models/hf/llama3.1-8b.json"));
+  config["num_hidden_layers"] = 1;
+  const std::string hf = write_temp("llama_one_layer_config.json", config.dump());
+  const CommandResult imported = run_cli("estimate --scenario " + scenario + " --set model=hf:" + hf);
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  EXPECT_NE(imported.out.find("wrap per block (2 units)"), std::string::npos) << imported.out;
 }
 
 }  // namespace
