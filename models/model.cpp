@@ -2,11 +2,13 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
 
+#include "models/checked_arithmetic.h"
 #include "models/json_input.h"
 
 namespace fsdpsim::models {
@@ -119,7 +121,7 @@ std::string Polynomial::monomial_name(int b_pow, int s_pow) {
 
 std::int64_t Parameter::numel() const {
   std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
+  for (std::int64_t d : shape) n = checked_mul(n, d, "a parameter's elements");
   return n;
 }
 
@@ -179,6 +181,15 @@ double coefficient(const Polynomial& p, int b_pow, int s_pow) {
   return sum;
 }
 
+// A count for a message: integers as integers (14155776), anything past 2^53 as 1.0e+308 (a
+// cast to long long of 1e308 is undefined and printed -9223372036854775808).
+std::string number_text(double x) {
+  char buf[32];
+  if (std::fabs(x) < 9007199254740992.0 && x == std::floor(x)) std::snprintf(buf, sizeof buf, "%.0f", x);
+  else std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
 // Two counts of the same FLOPs agree when they differ by rounding only.
 bool same_count(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b)) + 0.5; }
 
@@ -206,8 +217,7 @@ std::vector<Matmul> parse_matmuls(JsonReader& costs, const Polynomial& forward_f
   const double declared = coefficient(forward_flops, 1, 1);
   if (!same_count(flops_per_token, declared))
     costs.fail("matmuls", "matmuls whose 2 x in x out add up to forward_flops' \"b*s\" term (" +
-                              std::to_string(static_cast<long long>(declared)) + "), got " +
-                              std::to_string(static_cast<long long>(flops_per_token)));
+                              number_text(declared) + "), got " + number_text(flops_per_token));
   return out;
 }
 
@@ -233,7 +243,7 @@ AttentionSpec parse_attention(JsonReader& costs, const Polynomial& attention_flo
   const double declared = coefficient(attention_flops, 1, 2);
   if (!same_count(4.0 * a.heads * a.head_dim, declared))
     costs.fail("attention", "heads x head_dim x 4 equal to attention_flops' \"b*s^2\" term (" +
-                                std::to_string(static_cast<long long>(declared)) + ")");
+                                number_text(declared) + "), got " + number_text(4.0 * a.heads * a.head_dim));
   return a;
 }
 
@@ -248,10 +258,28 @@ LossHead parse_loss_head(JsonReader r) {
   return head;
 }
 
+// attention_flops is a part of forward_flops, so no term of it may exceed forward_flops' term
+// of the same monomial (a file where it does priced a step at 3e7 s).
+void check_attention_within_forward(JsonReader& costs, const Polynomial& attention_flops,
+                                    const Polynomial& forward_flops) {
+  for (const Polynomial::Term& t : attention_flops.terms) {
+    const double attention = coefficient(attention_flops, t.b_pow, t.s_pow);
+    const double forward = coefficient(forward_flops, t.b_pow, t.s_pow);
+    if (attention <= forward || same_count(attention, forward)) continue;
+    const std::string term = Polynomial::monomial_name(t.b_pow, t.s_pow);
+    throw InputError(costs.file(), costs.path_of("attention_flops") + "." + term,
+                     "expected at most forward_flops' \"" + term + "\" term (" + number_text(forward) +
+                         "): attention_flops is the part of forward_flops spent in QK^T and AV; got " +
+                         number_text(attention));
+  }
+}
+
 ModuleCosts parse_costs(JsonReader costs) {
   ModuleCosts c;
+  c.json_path = costs.path();
   c.forward_flops = parse_polynomial(costs, "forward_flops");
   c.attention_flops = parse_polynomial(costs, "attention_flops");
+  check_attention_within_forward(costs, c.attention_flops, c.forward_flops);
   c.forward_hbm_bytes = parse_polynomial(costs, "forward_hbm_bytes");
   c.saved_activation_bytes = parse_polynomial(costs, "saved_activation_bytes");
   c.input_bytes = parse_polynomial(costs, "input_bytes");
@@ -338,6 +366,7 @@ class ModelParser {
     m.full_name = parent_full_name.empty() ? m.name : parent_full_name + "." + m.name;
     m.type = r.string_or("type", "Module");
     r.ignore("repeat");  // handled by the parent
+    m.repeated = r.has("repeat");
 
     // Optional keys: null means absent (has() is false for null and does not mark the key read).
     for (const char* key : {"params", "costs", "children", "costs_variants", "costs_of_copy"}) r.ignore(key);
@@ -478,7 +507,7 @@ void check_model(const Model& model, const std::string& file) {
   std::int64_t total = 0;
   for (const auto& [name, p] : by_name) {
     if (!p->tied_to.empty()) continue;
-    total += p->numel();  // each numel <= 2^50, checked while parsing
+    total = checked_add(total, p->numel(), "the model's parameter elements");  // each <= 2^50 (parse)
     if (total > kMaxTotalElements)
       throw InputError(file, "root", "the model has implausibly many parameters (more than 2^53 elements)");
   }
@@ -550,6 +579,7 @@ const Module* Model::find_module(const std::string& full_name) const {
 Model parse_model(const nlohmann::json& json, const std::string& file) {
   JsonReader r(json, file);
   Model model;
+  model.file = file;
   model.name = r.string("name");
   model.source = r.string_or("source", "");
   r.ignore("arch");  // null means absent

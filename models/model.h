@@ -141,6 +141,10 @@ struct ModuleCosts {
   std::optional<Polynomial> backward_hbm_bytes;
   // Set on the output layer: the loss head its costs were computed for (see LossHead).
   std::optional<LossHead> loss;
+  // Where the costs object is in the model file ("root.children[1].costs"), so that a cost
+  // found wrong only once evaluated (non-finite at this batch and sequence) is reported
+  // there. Empty for costs built in code.
+  std::string json_path;
 };
 
 struct Parameter {
@@ -160,6 +164,9 @@ struct Module {
   std::vector<Parameter> params;
   std::vector<Module> children;
   std::optional<ModuleCosts> costs;  // absent: the module's work is counted by its children
+  // Written with "repeat" (a stack of blocks), even a stack of one: a 1-layer model's block is
+  // still a transformer block (planner/units.h, block_types).
+  bool repeated = false;
 };
 
 // A few architecture figures, for reports and for published-run conventions.
@@ -175,6 +182,7 @@ struct ArchSummary {
 };
 
 struct Model {
+  std::string file;  // the file it was read from, for errors
   std::string name;
   std::string source;  // where it came from (config file, paper)
   ArchSummary arch;

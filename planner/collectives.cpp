@@ -1034,7 +1034,7 @@ NcclParams NcclParams::from_json(JsonReader& r, const NcclParams& base) {
   p.intra_link = r.choice_or("intra_link", {"", "nvlink", "pcie", "xgmi"}, p.intra_link);
   p.intra_bandwidth_gbps = r.nonnegative_number_or("intra_bandwidth_gbps", p.intra_bandwidth_gbps);
   if (r.has("xgmi_channels_per_link"))
-    p.xgmi_channels_per_link = static_cast<int>(r.positive_integer("xgmi_channels_per_link"));
+    p.xgmi_channels_per_link = r.int_in("xgmi_channels_per_link", 1, 64);
   else
     r.ignore("xgmi_channels_per_link");
   p.nic_bandwidth_gbps = r.nonnegative_number_or("nic_bandwidth_gbps", p.nic_bandwidth_gbps);
@@ -1055,9 +1055,9 @@ NcclParams NcclParams::from_json(JsonReader& r, const NcclParams& base) {
     }
     (std::string(key) == "speed_array_intra_gbps" ? p.speed_array_intra_gbps : p.speed_array_inter_gbps) = v;
   }
-  if (r.has("max_ring_channels")) p.max_ring_channels = static_cast<int>(r.positive_integer("max_ring_channels"));
+  if (r.has("max_ring_channels")) p.max_ring_channels = r.int_in("max_ring_channels", 1, 1024);
   else r.ignore("max_ring_channels");
-  if (r.has("max_nvls_channels")) p.max_nvls_channels = static_cast<int>(r.positive_integer("max_nvls_channels"));
+  if (r.has("max_nvls_channels")) p.max_nvls_channels = r.int_in("max_nvls_channels", 1, 1024);
   else r.ignore("max_nvls_channels");
   p.ring_same_channels = r.boolean_or("ring_same_channels", p.ring_same_channels);
   p.ll_max_bandwidth_gbps = read_row(r, "ll_max_bandwidth_gbps", p.ll_max_bandwidth_gbps);

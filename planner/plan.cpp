@@ -9,10 +9,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <unordered_map>
 
+#include "models/checked_arithmetic.h"
 #include "models/json_input.h"
 #include "models/transformer_costs.h"
 #include "planner/plan_policy.h"
@@ -61,6 +63,7 @@ class StepBuilder {
                        std::to_string(schedule_.micro_steps) + " micro-steps of " +
                            std::to_string(layout_.forward.size()) +
                            " forward events is too long a schedule to simulate op by op (limit 4M events)");
+    check_buffer_sizes_fit();
     saved_activations_.assign(layout_.forward.size(), -1);
     reserve_schedule();
     make_persistent_state();
@@ -71,9 +74,49 @@ class StepBuilder {
       backward();
     }
     optimizer_step();
+    check_costs_are_finite();
+    if (allocation_total_overflow(schedule_) >= 0)
+      throw InputError(scenario_.file, "training.micro_batch",
+                       "the step's allocations add up to more than 2^62 bytes: micro_batch x seq_len is far too "
+                       "large for this model");
   }
 
  private:
+  // Every parameter-sized buffer is elements x at most kMaxBytesPerElement bytes (the optimizer
+  // state: two fp32 moments and an fp32 master copy is 12; padding adds at most `world`
+  // elements per parameter). Checked once here, so the policies' products of element counts
+  // and dtype bytes (planner/plan_fsdp*.cpp, plan_zero.cpp) cannot wrap.
+  void check_buffer_sizes_fit() const {
+    constexpr std::int64_t kMaxBytesPerElement = 64;
+    const std::int64_t params = static_cast<std::int64_t>(scenario_.model.parameters().size());
+    const std::int64_t padded = checked_add(scenario_.model.parameter_count(),
+                                            checked_mul(params, scenario_.world_size(), "padding elements"),
+                                            "the model's padded elements");
+    checked_mul(padded, kMaxBytesPerElement, "the model's padded elements x bytes per element");
+  }
+
+  // A cost that overflows only once evaluated (a coefficient of 1e308 times b x s) is reported
+  // where it is written, the module's costs in the model file, rather than later by an engine
+  // as an op with a non-finite duration.
+  void check_costs_are_finite() const {
+    for (const Op& op : schedule_.ops) {
+      for (const auto& [field, value] : {std::pair<const char*, double>{"flops", op.flops},
+                                         {"attention_flops", op.attention_flops},
+                                         {"hbm_bytes", op.hbm_bytes},
+                                         {"comm_bytes", op.comm_bytes}}) {
+        if (std::isfinite(value)) continue;
+        const models::Module* m = scenario_.model.find_module(op.module);
+        const std::string path = m && m->costs && !m->costs->json_path.empty() ? m->costs->json_path : "root";
+        char at[96];
+        std::snprintf(at, sizeof at, "micro_batch %lld, seq_len %lld", static_cast<long long>(training_.micro_batch),
+                      static_cast<long long>(training_.seq_len));
+        throw InputError(scenario_.model.file.empty() ? scenario_.file : scenario_.model.file, path,
+                         "expected costs that stay finite; module \"" + op.module + "\" gets " + field + " = " +
+                             std::to_string(value) + " at " + at + " (a coefficient is too large)");
+      }
+    }
+  }
+
   // Per micro-step about 3 ops (forward, recompute, backward) and 8 allocations (saved
   // activations, gradients, transient pieces) per costed module, and up to 10 ops and 8
   // allocations per unit (gathers, copies, reductions): reserving spares the sweep
@@ -323,7 +366,8 @@ class StepBuilder {
       const models::ModuleCosts& c = costs_of(*e.module);
       const int op = issue_forward_compute(OpKind::compute_fwd, "fwd ", e, c, b, seq);
       if (input < 0)
-        input = step_.alloc_at(op, static_cast<std::int64_t>(8 * b * seq), MemCategory::input, "input token ids");
+        input = step_.alloc_at(op, checked_to_int64(8 * b * seq, "the input token ids' bytes"), MemCategory::input,
+                               "input token ids");
       // What autograd saves for the backward: the module's activations; under op-level SAC
       // what its policy saves; inside a checkpointed block only the block's input.
       if (e.selective) {
@@ -395,10 +439,10 @@ class StepBuilder {
   // Activation bytes of a model polynomial at the scenario's activation dtype.
   std::int64_t bytes_of(const models::Polynomial& p, double b, double seq) const {
     const double bytes = p.at(b, seq) * activation_bytes_scale_;
-    if (!(bytes < 1e18))  // 1 EB: far past any GPU, and safe from int64 overflow when summed
+    if (!(bytes < 1e18))  // 1 EB: far past any GPU (the step's total is bounded in build())
       throw InputError(scenario_.file, "training.micro_batch",
                        "activation sizes overflow: micro_batch x seq_len is far too large for this model");
-    return static_cast<std::int64_t>(bytes);
+    return checked_to_int64(bytes, "activation bytes");
   }
 
   // ---- backward ------------------------------------------------------------------------------

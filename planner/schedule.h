@@ -155,7 +155,17 @@ nlohmann::json op_trace_args(const Schedule& schedule, const Op& op);
 Schedule schedule_from_json(const nlohmann::json& json, const std::string& file);
 
 // Structural checks shared by the JSON reader and the planner's own tests: every reference
-// in range, every allocation made once and freed at most once after it is made, no cycle.
+// in range, no op depending on itself, every allocation made once and freed at most once
+// after it is made, no cycle.
 void validate_schedule(const Schedule& schedule, const std::string& file);
+
+// The most bytes a schedule's allocations may add up to, all of them, live or not: 2^62 (4
+// EiB), far past any GPU. Bounding the total of all bounds every sum the memory replay and
+// the runtime's allocator take, and leaves 2^62 below int64's limit for the caching
+// allocator's rounding (at most 2 MiB per allocation), so none of them can overflow.
+constexpr std::int64_t kMaxScheduleAllocationBytes = std::int64_t{1} << 62;
+// The id of the allocation at which the running total of every allocation's bytes passes
+// kMaxScheduleAllocationBytes; -1 when it never does.
+int allocation_total_overflow(const Schedule& schedule);
 
 }  // namespace fsdpsim::planner

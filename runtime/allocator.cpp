@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "models/checked_arithmetic.h"
 #include "planner/memory.h"
 
 namespace fsdpsim::runtime {
@@ -12,8 +13,9 @@ constexpr std::int64_t kSmallSize = 1 << 20;  // kSmallSize
 }  // namespace
 
 void* TrackingSegments::map(std::int64_t bytes) {
-  if (capacity_bytes_ > 0 && static_cast<double>(mapped_ + bytes) > capacity_bytes_) return nullptr;
-  mapped_ += bytes;
+  const std::int64_t mapped_after = checked_add(mapped_, bytes, "mapped segment bytes");
+  if (capacity_bytes_ > 0 && static_cast<double>(mapped_after) > capacity_bytes_) return nullptr;
+  mapped_ = mapped_after;
   void* base = reinterpret_cast<void*>(next_);
   next_ += static_cast<std::uintptr_t>(bytes) + 4096;
   return base;
@@ -89,13 +91,13 @@ int CachingAllocator::allocate(std::int64_t bytes, int stream) {
     blocks_.push_back(Block{static_cast<int>(segments_.size()) - 1, 0, seg_size, 0, true});
     block = static_cast<int>(blocks_.size()) - 1;
     segments_.back().blocks.push_back(block);
-    reserved_ += seg_size;
+    reserved_ = checked_add(reserved_, seg_size, "reserved bytes");
     peak_reserved_ = std::max(peak_reserved_, reserved_);
   }
   split(block, size);
   blocks_[block].free = false;
   blocks_[block].requested = bytes;
-  allocated_ += bytes;
+  allocated_ = checked_add(allocated_, bytes, "bytes allocated at once");
   peak_allocated_ = std::max(peak_allocated_, allocated_);
   return block;
 }

@@ -426,10 +426,17 @@ RunResult run_schedule(const Schedule& schedule, const RunOptions& options) {
         "--virtual-world " + std::to_string(options.virtual_world) + ": the schedule was planned for a world of " +
         std::to_string(schedule.world_size) +
         " ranks (plan it for another world with --set cluster.nodes=... / cluster.gpus_per_node=...)");
-  if (!(options.time_scale > 0)) throw std::invalid_argument("the time scale must be positive");
-  if (!(options.byte_scale > 0)) throw std::invalid_argument("the byte scale must be positive");
+  // Finite as well as positive: an infinite time scale divides every measured time to 0.
+  if (!(options.time_scale > 0) || !std::isfinite(options.time_scale))
+    throw std::invalid_argument("the time scale must be a positive finite number");
+  if (!(options.byte_scale > 0) || !std::isfinite(options.byte_scale))
+    throw std::invalid_argument("the byte scale must be a positive finite number");
   if (options.max_buffer_bytes < 0) throw std::invalid_argument("the buffer cap must be non-negative");
-  if (!(options.timeout_seconds > 0)) throw std::invalid_argument("the timeout must be positive");
+  if (!(options.capacity_bytes >= 0) || !std::isfinite(options.capacity_bytes))
+    throw std::invalid_argument("the memory capacity must be a non-negative finite number of bytes");
+  if (!(options.timeout_seconds > 0) || !std::isfinite(options.timeout_seconds))
+    throw std::invalid_argument("the timeout must be a positive finite number of seconds");
+  if (options.warmup_steps < -1) throw std::invalid_argument("the warm-up steps must be non-negative");
   if (options.steps < 1) throw std::invalid_argument("at least one measured step is needed");
   if (options.gemm_dim < 64) throw std::invalid_argument("the GEMM dimension must be at least 64");
   if (options.copy_chunk_bytes < (1 << 20)) throw std::invalid_argument("the copy chunk must be at least 1 MiB");

@@ -63,7 +63,7 @@ SimgridOptions parse_simgrid_options(const nlohmann::json& simulation, const std
   const std::string mode = r.choice_or("flow_mode", {"auto", "aggregated", "per_step"}, "auto");
   o.flow_mode = mode == "aggregated" ? FlowMode::aggregated : mode == "per_step" ? FlowMode::per_step : FlowMode::automatic;
   o.symmetry = r.choice_or("symmetry", {"auto", "off"}, "auto") == "off" ? Symmetry::off : Symmetry::automatic;
-  if (r.has("per_step_max_ranks")) o.per_step_max_ranks = static_cast<int>(r.positive_integer("per_step_max_ranks"));
+  if (r.has("per_step_max_ranks")) o.per_step_max_ranks = r.int_in("per_step_max_ranks", 1, 1 << 20);
   else r.ignore("per_step_max_ranks");
   if (r.has("stragglers")) {
     const nlohmann::json& list = r.array("stragglers");

@@ -352,8 +352,8 @@ SeparableModel SeparableModel::build(const planner::Scenario& scenario, WrapObje
   m.block_names_ = std::move(blocks.names);
   m.parent_ = std::move(blocks.parent);
   if (m.block_names_.empty())
-    throw InputError(scenario.file, "fsdp.wrap", "the model has no transformer blocks to group into units (no repeated "
-                                                 "module type with costs); name them with fsdp.wrap.block_types");
+    throw InputError(scenario.file, "fsdp.wrap", "the model has no transformer blocks to group into units (no module "
+                                                 "type with costs that repeats or is written with \"repeat\"); name them with fsdp.wrap.block_types");
   const int L = m.blocks();
 
   // The one-block-per-unit plan: the anchor of every term.

@@ -183,8 +183,8 @@ void run_simulate(const SimulateOptions& o) {
   if (!o.symmetry.empty()) options.symmetry = o.symmetry == "off" ? sim::Symmetry::off : sim::Symmetry::automatic;
   if (o.rank >= 0) {
     if (o.rank >= scenario.world_size())
-      throw InputError(o.scenario, "", "--rank " + std::to_string(o.rank) + " is outside the world of " +
-                                           std::to_string(scenario.world_size()) + " ranks");
+      throw InputError::option("--rank", "expected a rank below the world of " + std::to_string(scenario.world_size()) +
+                                             " ranks, got " + std::to_string(o.rank));
     options.report_rank = o.rank;
   }
   // Planned and priced once: the SimGrid engine plays the estimate's schedule and op costs.
@@ -232,8 +232,8 @@ void add_simulate_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "aggregated", "per_step"}));
   cmd->add_option("--symmetry", o->symmetry, "auto: simulate one rank of identical ranks; off: every rank")
       ->check(CLI::IsMember({"auto", "off"}));
-  cmd->add_option("--links", o->links, "How many of the busiest links to list")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--rank", o->rank, "The rank whose timing the report shows (default 0)");
+  cmd->add_option("--links", o->links, "How many of the busiest links to list")->check(CLI::Range(0, 1000000));
+  cmd->add_option("--rank", o->rank, "The rank whose timing the report shows (default 0)")->check(CLI::Range(0, (1 << 20) - 1));
   cmd->callback([o] { run_simulate(*o); });
 }
 

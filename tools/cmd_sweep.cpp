@@ -7,6 +7,7 @@
 // (sim::simgrid_resimulator; SimGrid keeps one engine per process).
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +27,7 @@
 #include "sim/wrap_search.h"
 #include "tools/commands.h"
 #include "tools/format.h"
+#include "tools/option_checks.h"
 
 
 namespace fsdpsim::tools {
@@ -410,7 +412,7 @@ void run_wrap_search(const SweepOptionsCli& o, const std::string& scenario_file,
   sim::WrapSearchOptions w;
   if (o.wrap_objective == "step_time") w.objective = sim::WrapObjective::step_time;
   else if (o.wrap_objective == "exposed_comm") w.objective = sim::WrapObjective::exposed_comm;
-  else throw InputError("", "--wrap-objective", "expected exposed_comm or step_time, got \"" + o.wrap_objective + "\"");
+  else throw InputError::option("--wrap-objective", "expected exposed_comm or step_time, got \"" + o.wrap_objective + "\"");
   w.headroom_bytes = headroom_bytes;
   w.candidates = std::max(1, o.wrap_candidates);
   w.max_blocks_per_unit = o.wrap_max_unit;
@@ -419,7 +421,7 @@ void run_wrap_search(const SweepOptionsCli& o, const std::string& scenario_file,
   std::optional<sim::BruteForceResult> bf;
   if (o.brute_force) {
     if (r.blocks.size() > 14)
-      throw InputError("", "--brute-force", "the model has " + std::to_string(r.blocks.size()) +
+      throw InputError::option("--brute-force", "the model has " + std::to_string(r.blocks.size()) +
                                                 " blocks: 2^" + std::to_string(r.blocks.size() - 1) +
                                                 " wrappings are too many to time with the engine (at most 14 blocks)");
     bf = sim::brute_force_wrapping(sc, w, true);
@@ -546,12 +548,15 @@ void run_sweep_command(const SweepOptionsCli& o) {
     throw InputError(o.sweep_file, "scenario", "no scenario: give --scenario FILE (or \"scenario\" in the sweep file)");
   overrides.insert(overrides.end(), o.overrides.begin(), o.overrides.end());
   for (const std::string& a : o.axes) specs.push_back(planner::parse_axis_spec(a));
-  if (!(headroom_gib >= 0)) throw InputError("", "--headroom-gib", "expected a non-negative number of GiB");
+  // The sweep file's headroom is checked where it is read (planner/sweep_space.cpp); this
+  // guards the sum of both sources.
+  if (!(headroom_gib >= 0) || !std::isfinite(headroom_gib))
+    throw InputError::option("--headroom-gib", "expected a finite, non-negative number of GiB");
   const double headroom_bytes = headroom_gib * kGiB;
 
   if (o.wrap_search) {
     if (!specs.empty())
-      throw InputError("", "--wrap-search", "searches the wrapping of one configuration: drop the axes (use --set)");
+      throw InputError::option("--wrap-search", "searches the wrapping of one configuration: drop the axes (use --set)");
     run_wrap_search(o, scenario, scenario_inline, overrides, headroom_bytes);
     return;
   }
@@ -570,7 +575,7 @@ void run_sweep_command(const SweepOptionsCli& o) {
   try {
     so.objective = sim::parse_objective(objective);
   } catch (const std::invalid_argument& e) {
-    throw InputError("", "--objective", e.what());
+    throw InputError::option("--objective", e.what());
   }
   so.tolerance = tolerance;
   Progress progress(o.progress || ::isatty(2), ::isatty(2));
@@ -616,26 +621,36 @@ void add_sweep_command(CLI::App& app) {
                   "An axis: key=v1,v2,... e.g. fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP,HYBRID_SHARD:* or "
                   "training.micro_batch=1,2,4 (repeatable; see docs/sweep.md)");
   o->headroom_opt = cmd->add_option("--headroom-gib", o->headroom_gib,
-                                    "Memory to keep free: fits when device peak + headroom <= GPU memory (default 0)");
-  o->objective_opt = cmd->add_option("--objective", o->objective, "Rank by throughput (default), step_time or memory");
+                                    "Memory to keep free: fits when device peak + headroom <= GPU memory (default 0)")
+                        ->check(non_negative_number());
+  o->objective_opt = cmd->add_option("--objective", o->objective, "Rank by throughput (default), step_time or memory")
+                         ->check(CLI::IsMember({"throughput", "step_time", "memory"}));
   o->tolerance_opt = cmd->add_option(
       "--tolerance", o->tolerance,
-      "Recommend the least memory among points within this fraction of the best (default 0.01)");
-  o->top_opt = cmd->add_option("--top", o->top, "Rows of the ranked table (default 10)");
+      "Recommend the least memory among points within this fraction of the best (default 0.01)")
+                         ->check(fraction_below_one());
+  o->top_opt = cmd->add_option("--top", o->top, "Rows of the ranked table (default 10)")->check(CLI::Range(1, 1000000));
   cmd->add_option("--csv", o->csv, "Write every point (skipped ones with their reason) to this CSV file");
   cmd->add_flag("--json", o->json, "Print one JSON object for tools");
-  cmd->add_option("--threads", o->threads, "Worker threads (default: hardware concurrency)");
+  // More workers than 256 gives nothing on any machine this runs on, and each holds an evaluator
+  // with its plan caches.
+  cmd->add_option("--threads", o->threads, "Worker threads (default: hardware concurrency)")->check(CLI::Range(1, 256));
   cmd->add_flag("--progress", o->progress, "Show progress and ETA on stderr even when it is not a terminal");
   cmd->add_option("--resimulate-top", o->resimulate_top,
-                  "Re-simulate the K best points with SimGrid (`fsdpsim simulate`, one process each)");
+                  "Re-simulate the K best points with SimGrid (`fsdpsim simulate`, one process each)")
+      ->check(CLI::Range(0, 1000));
   cmd->add_flag("--wrap-search", o->wrap_search,
                 "Search the optimal wrapping (unit boundaries over the blocks) of the base configuration");
-  cmd->add_option("--wrap-objective", o->wrap_objective, "Wrap search: exposed_comm (default) or step_time");
+  cmd->add_option("--wrap-objective", o->wrap_objective, "Wrap search: exposed_comm (default) or step_time")
+      ->check(CLI::IsMember({"exposed_comm", "step_time"}));
   cmd->add_option("--wrap-candidates", o->wrap_candidates,
-                  "Wrap search: the DP's K best wrappings re-evaluated with the engine (default 8)");
-  cmd->add_option("--wrap-max-unit", o->wrap_max_unit, "Wrap search: at most this many blocks per unit");
+                  "Wrap search: the DP's K best wrappings re-evaluated with the engine (default 8)")
+      ->check(CLI::Range(1, 10000));
+  cmd->add_option("--wrap-max-unit", o->wrap_max_unit, "Wrap search: at most this many blocks per unit")
+      ->check(CLI::Range(1, 1000000));
   cmd->add_option("--wrap-local-search", o->wrap_local_search,
-                  "Wrap search: engine evaluations of local search from the best candidate (default 300; 0: none)");
+                  "Wrap search: engine evaluations of local search from the best candidate (default 300; 0: none)")
+      ->check(CLI::Range(0, 1000000));
   cmd->add_flag("--brute-force", o->brute_force,
                 "Wrap search: also time every wrapping (at most 14 blocks) and compare with the search");
   cmd->callback([o] { run_sweep_command(*o); });
