@@ -84,7 +84,8 @@ void CachingAllocatorModel::split(int block, std::int64_t size) {
 }
 
 void CachingAllocatorModel::release_cached_segments() {
-  for (Segment& seg : segments_) {
+  for (std::size_t i = 0; i < segments_.size(); ++i) {
+    Segment& seg = segments_[i];
     if (seg.released) continue;
     bool all_free = true;
     for (int b = seg.first; b >= 0 && all_free; b = blocks_[b].next) all_free = blocks_[b].free;
@@ -92,7 +93,33 @@ void CachingAllocatorModel::release_cached_segments() {
     for (int b = seg.first; b >= 0; b = blocks_[b].next) unlist(b);
     seg.released = true;
     reserved_ -= seg.size;
+    if (provider_) provider_->unmap(static_cast<int>(i), seg.size);
   }
+}
+
+std::vector<std::pair<int, std::int64_t>> CachingAllocatorModel::live_segments() const {
+  std::vector<std::pair<int, std::int64_t>> out;
+  for (std::size_t i = 0; i < segments_.size(); ++i)
+    if (!segments_[i].released) out.push_back({static_cast<int>(i), segments_[i].size});
+  return out;
+}
+
+// When a segment cannot be had, PyTorch frees its cached segments and tries once more
+// (num_alloc_retries). Without a provider the model makes the segment anyway: the replay
+// reports reserved memory past the capacity rather than failing.
+bool CachingAllocatorModel::obtain_segment(int segment, std::int64_t bytes) {
+  if (provider_) {
+    if (provider_->map(segment, bytes)) return true;
+    release_cached_segments();
+    ++retries_;
+    return provider_->map(segment, bytes);
+  }
+  const std::int64_t reserved_after = checked_add(reserved_, bytes, "reserved bytes");
+  if (capacity_bytes_ > 0 && static_cast<double>(reserved_after) > capacity_bytes_) {
+    release_cached_segments();
+    ++retries_;
+  }
+  return true;
 }
 
 int CachingAllocatorModel::allocate(std::int64_t bytes, int stream) {
@@ -103,15 +130,11 @@ int CachingAllocatorModel::allocate(std::int64_t bytes, int stream) {
     mark_used(block);
   } else {
     const std::int64_t seg_size = segment_size(size);
-    const std::int64_t reserved_after = checked_add(reserved_, seg_size, "reserved bytes");
-    if (capacity_bytes_ > 0 && static_cast<double>(reserved_after) > capacity_bytes_) {
-      // cudaMalloc would fail: PyTorch frees its cached segments and tries again.
-      release_cached_segments();
-      ++retries_;
-    }
+    const int segment = static_cast<int>(segments_.size());
+    if (!obtain_segment(segment, seg_size)) throw OutOfSegments(seg_size);
     block = static_cast<int>(blocks_.size());
     segments_.push_back({stream, small, seg_size, block, false});
-    blocks_.push_back({static_cast<int>(segments_.size()) - 1, 0, seg_size, false});
+    blocks_.push_back({segment, 0, seg_size, false});
     reserved_ = checked_add(reserved_, seg_size, "reserved bytes");
     peak_reserved_ = std::max(peak_reserved_, reserved_);
   }
