@@ -1,0 +1,21 @@
+// libFuzzer harness: the schedule reader (`fsdpsim run|verify --schedule FILE`, the format
+// `fsdpsim schedule` writes): ops, streams, groups, allocations, dependencies, the checks that
+// make a schedule playable, then the memory replay every executor runs.
+#include "fuzz_input.h"
+#include "planner/memory.h"
+#include "runtime/runtime.h"
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  fsdpsim::fuzz::init();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace fsdpsim;
+  if (!fuzz::stays_in_catalog(data, size)) return -1;
+  const std::string path = fuzz::write_input(data, size, "schedule.json");
+  return fuzz::run_reader("the schedule reader", [&] {
+    const planner::Schedule s = runtime::load_schedule(path);
+    (void)planner::replay_memory(s);
+  });
+}
