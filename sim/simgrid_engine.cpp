@@ -41,6 +41,19 @@ constexpr int kWholeWorldRanks = 512;
 // A window of more ranks than this is refused when every rank must run as actors.
 constexpr int kMaxActorRanks = 8192;
 
+// The resource guard's cost model of a simulation (estimate_simgrid_cost). The route table is
+// SimGrid's own layout: a Full zone keeps a table_size x table_size table of route pointers
+// (simgrid/simgrid src/kernel/routing/FullZone.cpp, FullZone::check_routing_table, v3.32),
+// 8 bytes a host pair. The other constants were fitted to this engine's own runs
+// (docs/reliability.md, "Resource guard", lists them and the runs held out).
+constexpr double kRouteTableBytesPerHostPair = 8;
+constexpr double kBaseBytes = 40e6;
+constexpr double kBytesPerHost = 32e3;
+constexpr double kBytesPerActorOp = 0;
+constexpr double kBytesPerFlow = 0;
+constexpr double kSecondsPerActivity = 2e-6;
+constexpr double kSecondsPerFlowPair = 2.3e-8;
+
 // ---------------------------------------------------------------------------------------
 // Window selection
 
@@ -579,6 +592,96 @@ std::vector<sg4::Host*> xml_hosts(const sg4::Engine& e, int world, int gpn, cons
 
 }  // namespace
 
+namespace {
+
+// How a simulation runs (simulate_simgrid_in_process and estimate_simgrid_cost share it): a
+// user's platform or one built from the cluster, every rank or one rank of identical ranks, the
+// window of nodes whose links are simulated, and how collectives send their flows.
+struct Setup {
+  bool xml = false;
+  bool symmetric = false;
+  Platform platform;  // the window's (slow links applied); a user's platform: the whole cluster's shape
+  FlowMode flow_mode = FlowMode::aggregated;
+};
+
+Setup choose_setup(const planner::Scenario& scenario, const SimgridOptions& options, const Schedule& s,
+                   const planner::NcclParams& nccl) {
+  Setup setup;
+  const planner::ClusterSpec& cluster = scenario.cluster;
+  const int world = s.world_size;
+  setup.xml = !options.platform_xml.empty();
+  const bool uniform = options.stragglers.empty() && options.slow_links.empty() && !setup.xml;
+  setup.symmetric = uniform && options.symmetry == Symmetry::automatic;
+  // The window of nodes simulated: the whole cluster, or a period of it when ranks are alike
+  // (or differ only by stragglers, which then repeat in every period, in worlds too large to
+  // run rank by rank). Slow links are named by real node: the whole cluster.
+  int window = cluster.nodes;
+  if (!setup.xml && options.symmetry == Symmetry::automatic && options.slow_links.empty() &&
+      (setup.symmetric || world > kWholeWorldRanks))
+    window = choose_window(s, cluster, nccl, options.fabric);
+  if (!setup.xml && !setup.symmetric && !options.slow_links.empty() && world > kMaxActorRanks)
+    throw std::invalid_argument("slow links make every rank differ: a world of " + std::to_string(world) +
+                                " ranks is too large to simulate rank by rank (at most " +
+                                std::to_string(kMaxActorRanks) + ")");
+  setup.platform = Platform::build(cluster, nccl, options.fabric, window);
+  for (std::size_t i = 0; i < options.slow_links.size() && !setup.xml; ++i)
+    if (setup.platform.scale_links(options.slow_links[i].link, options.slow_links[i].bandwidth_factor) == 0)
+      throw InputError(scenario.file, "simulation.slow_links[" + std::to_string(i) + "].link",
+                       "\"" + options.slow_links[i].link +
+                           "\" matches no link of the platform (names look like node0.gpu0.nvlink.up, "
+                           "node0.gpu0.pcie.up, node0.nic0.up, node0.bridge, leaf0.up, leaf0.rail0.up)");
+  const int window_ranks = setup.platform.window_ranks();
+  if (!setup.symmetric && window_ranks > kMaxActorRanks)
+    throw std::invalid_argument("simulating " + std::to_string(window_ranks) + " ranks one by one is too large (at most " +
+                                std::to_string(kMaxActorRanks) + "); drop simulation.symmetry=off, the stragglers or the slow links");
+  setup.flow_mode = options.flow_mode;
+  if (setup.flow_mode == FlowMode::automatic)
+    setup.flow_mode = window_ranks <= options.per_step_max_ranks ? FlowMode::per_step : FlowMode::aggregated;
+  return setup;
+}
+
+}  // namespace
+
+SimgridCost estimate_simgrid_cost(const planner::Scenario& scenario, const SimgridOptions& options) {
+  const planner::Plan plan = planner::plan_step(scenario);
+  const Schedule& s = plan.schedule;
+  const planner::CostModel cost(scenario);
+  const Setup setup = choose_setup(scenario, options, s, cost.calibration().nccl);
+  const Platform& platform = setup.platform;
+  SimgridCost c;
+  c.window_nodes = platform.window_nodes();
+  c.window_ranks = platform.window_ranks();
+  c.simulated_ranks = setup.symmetric ? 1 : c.window_ranks;
+  c.flow_mode = setup.flow_mode;
+  c.links = static_cast<double>(platform.links().size());
+  // Flows: each collective sends, per round, one flow per merged ring edge of every instance of
+  // its group in the window (send_flows); rounds: 1, or the ring's steps in per-step mode.
+  std::vector<double> edges(s.groups.size(), 0);
+  for (const GroupUse& g : collective_groups(s))
+    for (int inst : window_instances(g.layout, platform))
+      edges[g.group] += static_cast<double>(ring_edges(g.layout, inst, platform).size());
+  for (const Op& op : s.ops) {
+    if (planner::is_collective(op.kind) && op.group >= 0 && edges[op.group] > 0) {
+      const double rounds =
+          setup.flow_mode == FlowMode::per_step ? ring_steps(op.kind, s.groups[op.group].ranks) : 1;
+      c.flows += rounds * edges[op.group];
+      c.flow_pairs += rounds * edges[op.group] * edges[op.group];
+      c.other_activities += rounds;  // the latency sleep of each round
+    } else if (op.stream != Stream::host) {
+      c.other_activities += c.simulated_ranks;
+    }
+  }
+  const double hosts = c.window_ranks;
+  c.memory_bytes = kBaseBytes + kRouteTableBytesPerHostPair * hosts * hosts + kBytesPerHost * hosts +
+                   kBytesPerActorOp * c.simulated_ranks * static_cast<double>(s.ops.size()) + kBytesPerFlow * c.flows;
+  c.seconds = kSecondsPerActivity * (c.flows + c.other_activities) + kSecondsPerFlowPair * c.flow_pairs;
+  c.memory_basis = "SimGrid's route table of " + std::to_string(c.window_ranks) + " x " +
+                   std::to_string(c.window_ranks) + " hosts, " + std::to_string(c.window_nodes) + " nodes' links, " +
+                   std::to_string(static_cast<long long>(c.flows)) + " flows, " + std::to_string(c.simulated_ranks) +
+                   " rank" + (c.simulated_ranks == 1 ? "" : "s") + " of " + std::to_string(s.ops.size()) + " ops";
+  return c;
+}
+
 int symmetric_window_nodes(const Schedule& schedule, const planner::ClusterSpec& cluster, const FabricOptions& fabric) {
   return choose_window(schedule, cluster, planner::NcclParams::defaults_for(cluster), fabric);
 }
@@ -626,39 +729,16 @@ SimgridResult simulate_simgrid_in_process(const planner::Scenario& scenario, con
   result.analytic = simulate(s, inputs, cost.bf16_peak_flops());
 
   // ---- choose the mode ------------------------------------------------------------------
-  const bool xml = !options.platform_xml.empty();
-  const bool uniform = options.stragglers.empty() && options.slow_links.empty() && !xml;
-  result.symmetric = uniform && options.symmetry == Symmetry::automatic;
-  // The window of nodes simulated: the whole cluster, or a period of it when ranks are alike
-  // (or differ only by stragglers, which then repeat in every period, in worlds too large to
-  // run rank by rank). Slow links are named by real node: the whole cluster.
-  int window = cluster.nodes;
-  if (!xml && options.symmetry == Symmetry::automatic && options.slow_links.empty() &&
-      (result.symmetric || world > kWholeWorldRanks))
-    window = choose_window(s, cluster, nccl, options.fabric);
-  if (!xml && !result.symmetric && !options.slow_links.empty() && world > kMaxActorRanks)
-    throw std::invalid_argument("slow links make every rank differ: a world of " + std::to_string(world) +
-                                " ranks is too large to simulate rank by rank (at most " +
-                                std::to_string(kMaxActorRanks) + ")");
-  Platform platform = Platform::build(cluster, nccl, options.fabric, window);
+  const Setup setup = choose_setup(scenario, options, s, nccl);
+  const bool xml = setup.xml;
+  result.symmetric = setup.symmetric;
+  const Platform& platform = setup.platform;
   const Platform ideal = xml ? Platform::build(cluster, nccl, options.fabric, cluster.nodes) : platform;
-  for (std::size_t i = 0; i < options.slow_links.size() && !xml; ++i)
-    if (platform.scale_links(options.slow_links[i].link, options.slow_links[i].bandwidth_factor) == 0)
-      throw InputError(scenario.file, "simulation.slow_links[" + std::to_string(i) + "].link",
-                       "\"" + options.slow_links[i].link +
-                           "\" matches no link of the platform (names look like node0.gpu0.nvlink.up, "
-                           "node0.gpu0.pcie.up, node0.nic0.up, node0.bridge, leaf0.up, leaf0.rail0.up)");
   const int window_ranks = platform.window_ranks();
   result.window_nodes = platform.window_nodes();
   result.platform = xml ? "SimGrid platform " + options.platform_xml : platform.description();
   result.platform_xml = options.platform_xml;
-  if (!result.symmetric && window_ranks > kMaxActorRanks)
-    throw std::invalid_argument("simulating " + std::to_string(window_ranks) + " ranks one by one is too large (at most " +
-                                std::to_string(kMaxActorRanks) + "); drop simulation.symmetry=off, the stragglers or the slow links");
-
-  FlowMode mode = options.flow_mode;
-  if (mode == FlowMode::automatic)
-    mode = window_ranks <= options.per_step_max_ranks ? FlowMode::per_step : FlowMode::aggregated;
+  const FlowMode mode = setup.flow_mode;
   result.flow_mode = mode;
 
   // ---- SimGrid --------------------------------------------------------------------------

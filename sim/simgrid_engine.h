@@ -114,6 +114,23 @@ struct SimgridResult {
   double events_per_second = 0;  // per wall second
 };
 
+// What a simulation will cost, worked out from its setup without running it (the resource
+// guard of `fsdpsim simulate`; docs/reliability.md, "Resource guard").
+struct SimgridCost {
+  int window_nodes = 0;
+  int window_ranks = 0;          // SimGrid hosts
+  int simulated_ranks = 0;       // ranks run as actors
+  FlowMode flow_mode = FlowMode::aggregated;
+  double links = 0;              // SimGrid links
+  double flows = 0;              // messages the step's collectives send
+  double flow_pairs = 0;         // sum over collective rounds of (its concurrent flows)^2: the network solver's work
+  double other_activities = 0;   // execs and sleeps of the simulated ranks
+  double memory_bytes = 0;       // expected peak resident memory of the simulating process
+  double seconds = 0;            // expected wall time of the simulation
+  std::string memory_basis;      // what the memory figure is made of, for messages
+};
+SimgridCost estimate_simgrid_cost(const planner::Scenario& scenario, const SimgridOptions& options);
+
 // Plans the step and simulates it (a forked child unless options.in_process).
 SimgridResult simulate_simgrid(const planner::Scenario& scenario, const SimgridOptions& options);
 

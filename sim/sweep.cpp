@@ -5,12 +5,14 @@
 #include <condition_variable>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 #include <thread>
 #include <tuple>
+#include <unistd.h>
 
 #include "models/json_input.h"
 #include "planner/memory.h"
@@ -514,6 +516,72 @@ SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, con
   ranking.finish(options.tolerance);
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+double resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  double pages_total = 0, pages_resident = 0;
+  if (!(in >> pages_total >> pages_resident)) return 0;
+  return pages_resident * static_cast<double>(::sysconf(_SC_PAGESIZE));
+}
+
+SweepCost estimate_sweep_cost(std::shared_ptr<const planner::ScenarioTemplate> base, const planner::SweepSpace& space,
+                              const SweepOptions& options, double sample_seconds) {
+  SweepCost c;
+  c.points = space.size();
+  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+  c.threads = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(std::max(threads, 1), c.points)));
+  const double before = resident_bytes();
+  // Cost keys the space can make (a worker caches up to 64 cost models, AnalyticEvaluator).
+  double keys = 1;
+  for (const planner::Axis& a : space.axes) {
+    std::set<std::string> distinct;
+    for (const planner::AxisValue& v : a.values) distinct.insert(cost_key_of(v.overrides));
+    keys = std::min(64.0, keys * static_cast<double>(distinct.size()));
+  }
+  // The sample: one worker, as run_sweep's, on points spread over the space.
+  double grown = 0, sampled_keys = 0;
+  if (c.points > 0) {
+    planner::ScenarioInstancer instancer(base);
+    std::unique_ptr<Evaluator> evaluator = options.evaluator ? options.evaluator() : make_analytic_evaluator();
+    std::set<std::string> seen_keys;
+    const std::size_t most = std::min<std::size_t>(c.points, 64);
+    const auto start = std::chrono::steady_clock::now();
+    double elapsed = 0;
+    for (std::size_t k = 0; k < most && elapsed < sample_seconds; ++k) {
+      const std::size_t i = static_cast<std::size_t>(static_cast<double>(k) * static_cast<double>(c.points) / most);
+      const std::vector<std::string> overrides = space.overrides(space.choice(i));
+      try {
+        const std::string key = cost_key_of(overrides);
+        (void)evaluator->evaluate(instancer.make(overrides), key);
+        seen_keys.insert(key);
+      } catch (const std::exception&) {
+        // a skipped or failed point costs what it costs: timed as well
+      }
+      ++c.sampled;
+      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    c.seconds_per_point = c.sampled ? elapsed / static_cast<double>(c.sampled) : 0;
+    grown = std::max(0.0, resident_bytes() - before);
+    sampled_keys = static_cast<double>(std::max<std::size_t>(seen_keys.size(), 1));
+  }
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  c.seconds = c.seconds_per_point * static_cast<double>(c.points) / std::min<double>(c.threads, cores);
+  const double per_worker = grown * std::max(1.0, keys / sampled_keys);
+  // Ranks: 16 bytes a point while sweeping (SweepOptions::rank_every_point); in flight: the
+  // reorder room of 256 points a thread at ~16 KB each (a point with its labels and metrics).
+  const double ranks = options.rank_every_point ? 16.0 * static_cast<double>(c.points) : 0;
+  const double in_flight = 256.0 * c.threads * 16e3;
+  c.memory_bytes = before + c.threads * per_worker + ranks + in_flight;
+  c.memory_basis = "this process " + std::to_string(static_cast<long long>(before / (1 << 20))) + " MiB, " +
+                   std::to_string(c.threads) + " worker" + (c.threads == 1 ? "" : "s") + " of " +
+                   std::to_string(static_cast<long long>(per_worker / (1 << 20))) + " MiB, ranks of " +
+                   std::to_string(c.points) + " points";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%zu points at %.3g ms a point on one thread (%zu sampled), %d thread%s", c.points,
+                1e3 * c.seconds_per_point, c.sampled, c.threads, c.threads == 1 ? "" : "s");
+  c.time_basis = buf;
+  return c;
 }
 
 void resimulate_top(SweepResult& r, std::size_t k, const Resimulator& resimulate, double tolerance) {

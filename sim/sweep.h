@@ -151,6 +151,26 @@ struct SweepResult {
 SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, const planner::SweepSpace& space,
                       const SweepOptions& options);
 
+// What a sweep will cost, before it runs (the resource guard of `fsdpsim sweep`;
+// docs/reliability.md): points spread evenly over the space are timed on one thread for up to
+// `sample_seconds`; memory is this process's now, plus what each worker grew by in the sample
+// (its model copy and caches, scaled to the cost keys the space has), plus the ranks of every
+// point and the points in flight.
+struct SweepCost {
+  std::size_t points = 0;
+  std::size_t sampled = 0;
+  double seconds_per_point = 0;  // one thread
+  double seconds = 0;            // the sweep on its threads
+  double memory_bytes = 0;
+  int threads = 1;
+  std::string memory_basis, time_basis;
+};
+SweepCost estimate_sweep_cost(std::shared_ptr<const planner::ScenarioTemplate> base, const planner::SweepSpace& space,
+                              const SweepOptions& options, double sample_seconds = 1.0);
+
+// This process's resident memory now, in bytes (/proc/self/statm; 0 where unreadable).
+double resident_bytes();
+
 // Re-simulation of the top points by a more detailed engine (SimGrid). The hook returns the
 // engine's metrics for a point, or nullopt with `note` saying why it could not. Memory comes
 // from the schedule and is the same in every engine; the timing is replaced.

@@ -11,8 +11,10 @@
 
 #include "models/json_input.h"
 #include "sim/estimate.h"
+#include "sim/resource_guard.h"
 #include "sim/simgrid_engine.h"
 #include "sim/simgrid_options.h"
+#include "sim/simgrid_platform.h"
 #include "sim/trace.h"
 #include "tools/commands.h"
 #include "tools/format.h"
@@ -33,6 +35,9 @@ struct SimulateOptions {
   std::string symmetry;
   int links = 10;
   int rank = -1;
+  double max_memory_gib = -1;  // <0: the default budget (sim/resource_guard.h)
+  double max_seconds = -1;     // <0: the default; 0: no limit
+  bool estimate_cost = false;
 };
 
 std::string signed_percent(double a, double b) {
@@ -179,6 +184,30 @@ nlohmann::json simulate_json(const sim::Estimate& e, const sim::SimgridResult& r
   return j;
 }
 
+// ---- resource guard --------------------------------------------------------------------------
+
+// What to try when a simulation is over its budget.
+std::string how_to_go_further(const planner::Scenario& sc, const sim::SimgridOptions& options, const sim::SimgridCost& c) {
+  std::string out = "raise --max-memory (GiB) or --max-time (seconds; 0: no limit) on a machine that has it";
+  const int nodes = sc.cluster.nodes;
+  const int leaf = options.fabric.nodes_per_leaf > 0 ? options.fabric.nodes_per_leaf : sim::default_nodes_per_leaf(sc.cluster);
+  if (c.window_nodes == nodes && nodes > leaf && nodes % leaf != 0) {
+    const int below = nodes / leaf * leaf, above = below + leaf;
+    out += "; or simulate " + std::to_string(below) + " or " + std::to_string(above) +
+           " nodes (cluster.nodes): with whole leaves of " + std::to_string(leaf) +
+           " nodes one period of the cluster stands for all of it, while " + std::to_string(nodes) +
+           " nodes simulate every node's links";
+  }
+  if (c.simulated_ranks > 1) out += "; or drop the stragglers, slow links or simulation.symmetry=off (every rank runs as actors)";
+  return out + "; `fsdpsim estimate` (the analytic engine) answers at any scale";
+}
+
+sim::ResourceEstimate resource_estimate(const sim::SimgridCost& c) {
+  char time_basis[160];
+  std::snprintf(time_basis, sizeof time_basis, "%.3g flows, %.3g other activities", c.flows, c.other_activities);
+  return {c.memory_bytes, c.seconds, c.memory_basis, time_basis};
+}
+
 void run_simulate(const SimulateOptions& o) {
   sim::SimgridScenario ss = sim::load_simgrid_scenario(o.scenario, o.overrides);
   sim::SimgridOptions& options = ss.options;
@@ -204,6 +233,31 @@ void run_simulate(const SimulateOptions& o) {
     out << sim::simgrid_platform_xml(ss.scenario, options);
     std::cerr << "wrote the SimGrid platform to " << o.export_platform << "\n";
   }
+  // The guard: the simulation's memory and time from its setup, before it starts.
+  const sim::SimgridCost cost = sim::estimate_simgrid_cost(ss.scenario, options);
+  const sim::ResourceEstimate expected = resource_estimate(cost);
+  if (o.estimate_cost) {
+    if (o.json)
+      std::cout << nlohmann::json({{"window_nodes", cost.window_nodes}, {"window_ranks", cost.window_ranks},
+                                   {"simulated_ranks", cost.simulated_ranks}, {"flow_mode", sim::to_string(cost.flow_mode)},
+                                   {"links", cost.links}, {"flows", cost.flows}, {"flow_pairs", cost.flow_pairs},
+                                   {"other_activities", cost.other_activities}, {"memory_bytes", cost.memory_bytes},
+                                   {"seconds", cost.seconds}})
+                       .dump(2)
+                << "\n";
+    else
+      std::cout << "simulate would take about " << sim::duration_text(cost.seconds) << " and "
+                << sim::bytes_text(cost.memory_bytes) << " of memory: " << cost.memory_basis << "; "
+                << expected.time_basis << "\n";
+    return;
+  }
+  const sim::ResourceBudget budget = sim::budget_from_options(o.max_memory_gib, o.max_seconds);
+  if (const std::string over = sim::over_budget(expected, budget); !over.empty())
+    throw InputError(o.scenario, "", "not simulated: it would need " + over + ". To go further: " +
+                                         how_to_go_further(ss.scenario, options, cost));
+  if (cost.seconds > 10)
+    std::cerr << "simulate: expected to take about " << sim::duration_text(cost.seconds) << " and "
+              << sim::bytes_text(cost.memory_bytes) << " of memory\n";
   const sim::Estimate analytic = sim::estimate_step(ss.scenario);
   const sim::SimgridResult r = sim::simulate_simgrid(ss.scenario, options);
   const sim::Estimate e = simgrid_estimate(analytic, r);
@@ -244,6 +298,14 @@ void add_simulate_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "off"}));
   cmd->add_option("--links", o->links, "How many of the busiest links to list")->check(CLI::NonNegativeNumber);
   cmd->add_option("--rank", o->rank, "The rank whose timing the report shows (default 0)");
+  cmd->add_option("--max-memory", o->max_memory_gib,
+                  "Refuse to start a simulation expected to need more GiB than this (default: half the machine's memory)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-time", o->max_seconds,
+                  "Refuse to start a simulation expected to take longer, in seconds (default 3600; 0: no limit)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--estimate-cost", o->estimate_cost,
+                "Print the simulation's expected memory and time (the resource guard's estimate) and stop");
   cmd->callback([o] { run_simulate(*o); });
 }
 

@@ -25,6 +25,7 @@
 
 #include "models/json_input.h"
 #include "planner/sweep_space.h"
+#include "sim/resource_guard.h"
 #include "sim/sweep.h"
 #include "sim/wrap_search.h"
 #include "tools/commands.h"
@@ -39,7 +40,8 @@ void add_sweep_command(CLI::App& app);
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr std::size_t kMaxPoints = 10'000'000;
+// Ranks are 32-bit (sim/sweep.h); past that a sweep is refused whatever its budget.
+constexpr std::size_t kMaxPoints = 4'294'967'295;
 
 struct SweepOptionsCli {
   std::string scenario;
@@ -62,6 +64,10 @@ struct SweepOptionsCli {
   int wrap_max_unit = 0;
   int wrap_local_search = 300;
   bool brute_force = false;
+  // The resource guard (sim/resource_guard.h).
+  double max_memory_gib = -1;
+  double max_seconds = -1;
+  bool estimate_cost = false;
   // Which options the command line gave (the sweep file fills the others).
   CLI::Option* headroom_opt = nullptr;
   CLI::Option* objective_opt = nullptr;
@@ -765,6 +771,34 @@ void run_wrap_search(const SweepOptionsCli& o, const std::string& scenario_file,
   std::cout << out.str();
 }
 
+// ---- resource guard ---------------------------------------------------------------------------
+
+// Estimates the sweep's memory and time (a sample of its points timed) and refuses to start
+// past the budget; --estimate-cost prints the estimate instead.
+void guard_sweep(const SweepOptionsCli& o, const std::shared_ptr<const planner::ScenarioTemplate>& base,
+                 const planner::SweepSpace& space, const sim::SweepOptions& so) {
+  const std::size_t n = space.size();
+  // Small sweeps take a second or less: their memory is estimated, their time is not sampled.
+  const sim::SweepCost cost = sim::estimate_sweep_cost(base, space, so, n > 256 ? 1.0 : 0.0);
+  const sim::ResourceEstimate expected{cost.memory_bytes, cost.seconds, cost.memory_basis, cost.time_basis};
+  if (o.estimate_cost) {
+    std::cout << "sweep would take about " << sim::duration_text(cost.seconds) << " and "
+              << sim::bytes_text(cost.memory_bytes) << " of memory: " << cost.time_basis << "; " << cost.memory_basis
+              << "\n";
+    return;
+  }
+  const sim::ResourceBudget budget = sim::budget_from_options(o.max_memory_gib, o.max_seconds);
+  if (const std::string over = sim::over_budget(expected, budget); !over.empty())
+    throw InputError(o.sweep_file.empty() ? o.scenario : o.sweep_file, "",
+                     "not swept: it would need " + over +
+                         ". To go further: raise --max-time (seconds; 0: no limit) or --max-memory (GiB); run fewer "
+                         "points at a time (fix an axis with --set and run each of its values); or more --threads "
+                         "on a machine with more cores. Ctrl-C stops a sweep and reports the points done");
+  if (cost.seconds > 30)
+    std::cerr << "sweep: " << n << " points, expected to take about " << sim::duration_text(cost.seconds) << " and "
+              << sim::bytes_text(cost.memory_bytes) << " of memory (" << cost.time_basis << ")\n";
+}
+
 // ---- the sweep ------------------------------------------------------------------------------
 
 void run_sweep_command(const SweepOptionsCli& o) {
@@ -812,7 +846,8 @@ void run_sweep_command(const SweepOptionsCli& o) {
   const std::size_t n = space.size();
   if (n > kMaxPoints)
     throw InputError(o.sweep_file, "axes", "the sweep has " + (n == SIZE_MAX ? std::string("too many") : std::to_string(n)) +
-                                               " points; at most " + std::to_string(kMaxPoints));
+                                               " points; at most " + std::to_string(kMaxPoints) +
+                                               " (split it: fix one axis with --set and run each value)");
   sim::SweepOptions so;
   so.threads = o.threads;
   so.headroom_bytes = headroom_bytes;
@@ -823,13 +858,15 @@ void run_sweep_command(const SweepOptionsCli& o) {
   }
   so.tolerance = tolerance;
   so.keep_top = static_cast<std::size_t>(std::max({top, o.resimulate_top, 1}));
+  // Ranks of every point: the CSV's and JSON's `rank`, and the Pareto table's (16 bytes a point).
+  so.rank_every_point = true;
+  guard_sweep(o, base, space, so);
+  if (o.estimate_cost) return;
   // Every point goes to the CSV and the JSON as it is finished; the sweep keeps only the report's.
   std::optional<CsvPoints> csv;
   if (!o.csv.empty()) csv.emplace(o.csv, space);
   std::optional<JsonPoints> json_points;
   if (o.json) json_points.emplace(space);
-  // Ranks of every point: the CSV's and JSON's `rank`, and the Pareto table's (16 bytes a point).
-  so.rank_every_point = true;
   if (csv || json_points) {
     so.sink = [&csv, &json_points](const sim::PointResult& p) {
       if (csv) csv->add(p);
@@ -924,6 +961,14 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--wrap-max-unit", o->wrap_max_unit, "Wrap search: at most this many blocks per unit");
   cmd->add_option("--wrap-local-search", o->wrap_local_search,
                   "Wrap search: engine evaluations of local search from the best candidate (default 300; 0: none)");
+  cmd->add_option("--max-memory", o->max_memory_gib,
+                  "Refuse to start a sweep expected to need more GiB than this (default: half the machine's memory)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-time", o->max_seconds,
+                  "Refuse to start a sweep expected to take longer, in seconds (default 3600; 0: no limit)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--estimate-cost", o->estimate_cost,
+                "Print the sweep's expected memory and time (timing a sample of its points) and stop");
   cmd->add_flag("--brute-force", o->brute_force,
                 "Wrap search: also time every wrapping (at most 14 blocks) and compare with the search");
   cmd->callback([o] { run_sweep_command(*o); });
