@@ -69,8 +69,8 @@ ResourceBudget budget_from_options(double max_memory_gib, double max_seconds) {
     std::string source;
     const double machine = machine_memory_bytes(&source);
     b.memory_bytes = kDefaultMemoryShare * machine;
-    b.memory_source = "the default budget, half of this machine's " + bytes_text(machine) + " (" + source +
-                      "; --max-memory sets another)";
+    b.memory_source = "the default budget of " + bytes_text(b.memory_bytes) + ", half of this machine's " +
+                      bytes_text(machine) + " (" + source + "; --max-memory sets another)";
   }
   b.seconds = max_seconds >= 0 ? max_seconds : kDefaultSeconds;
   return b;
