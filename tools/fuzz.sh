@@ -37,6 +37,15 @@ if [ -z "$clangxx" ]; then
   echo "fuzz.sh: clang++ not found: the fuzz harnesses are not built (apt-get install clang)" >&2
   exit $((require_clang ? 1 : 0))
 fi
+# clang without its libFuzzer runtime (Debian: libclang-rt-<version>-dev) cannot link a harness.
+probe=$(mktemp -d)
+echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' >"$probe/p.cpp"
+if ! "$clangxx" -fsanitize=fuzzer,address,undefined "$probe/p.cpp" -o "$probe/p" 2>/dev/null; then
+  rm -rf "$probe"
+  echo "fuzz.sh: $clangxx cannot link a libFuzzer harness (apt-get install libclang-rt-dev)" >&2
+  exit $((require_clang ? 1 : 0))
+fi
+rm -rf "$probe"
 
 if [ "$do_build" = 1 ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$clangxx" -DFSDPSIM_FUZZ=ON \
@@ -82,7 +91,7 @@ for h in "${harnesses[@]}"; do
   limit=(-max_total_time="$seconds")
   [ -n "$runs" ] && limit=(-runs="$runs")
   log="$work/$h.log"
-  echo "fuzz.sh: $h: ${runs:+$runs runs}${runs:-$seconds s} (log $log)" >&2
+  echo "fuzz.sh: $h: $([ -n "$runs" ] && echo "$runs runs" || echo "$seconds s") (log $log)" >&2
   # -timeout: an input that takes 10 s is a hang; -rss_limit_mb: 2 GiB is a run out of memory.
   # -reload: pick up inputs another job added; -dict: JSON tokens and the readers' keys.
   set +e
