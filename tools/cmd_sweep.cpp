@@ -280,30 +280,30 @@ nlohmann::json metrics_json(const sim::PointMetrics& m) {
 // what is known only at the end (its rank, whether it is on the Pareto front, its
 // re-simulation); a last pass copies the side file to the output adding those.
 
-// A side file in `dir`, removed with the object.
+// A side file in `dir`, unlinked as soon as it is open: it goes away with the process however
+// that ends (a kill included).
 class SideFile {
  public:
   explicit SideFile(const std::string& dir) {
-    path_ = (dir.empty() ? std::string("/tmp") : dir) + "/.fsdpsim_sweep_XXXXXX";
-    const int fd = ::mkstemp(path_.data());
-    if (fd < 0) throw InputError(path_, "", "cannot create a temporary file beside the output");
+    std::string path = (dir.empty() ? std::string("/tmp") : dir) + "/.fsdpsim_sweep_XXXXXX";
+    const int fd = ::mkstemp(path.data());
+    if (fd < 0) throw InputError(path, "", "cannot create a temporary file beside the output");
     ::close(fd);
-    out_.open(path_, std::ios::binary | std::ios::trunc);
+    file_.open(path, std::ios::in | std::ios::out | std::ios::binary | std::ios::trunc);
+    ::unlink(path.c_str());
+    if (!file_) throw InputError(path, "", "cannot open a temporary file beside the output");
   }
-  ~SideFile() { ::unlink(path_.c_str()); }
-  SideFile(const SideFile&) = delete;
-  SideFile& operator=(const SideFile&) = delete;
-  std::ofstream& out() { return out_; }
-  // Closes the writing end and opens the file for the last pass.
-  std::ifstream reopen() {
-    out_.close();
-    if (!out_) throw InputError(path_, "", "cannot write the temporary file (is the disk full?)");
-    return std::ifstream(path_, std::ios::binary);
+  std::ostream& out() { return file_; }
+  // Back to the start for the last pass.
+  std::istream& reopen() {
+    file_.flush();
+    if (!file_) throw InputError("", "", "cannot write the sweep's temporary file (is the disk full?)");
+    file_.seekg(0);
+    return file_;
   }
 
  private:
-  std::string path_;
-  std::ofstream out_;
+  std::fstream file_;
 };
 
 std::string directory_of(const std::string& path) {
@@ -351,7 +351,7 @@ class CsvPoints {
   }
 
   void finish(const sim::SweepResult& r) {
-    std::ifstream in = side_.reopen();
+    std::istream& in = side_.reopen();
     std::ofstream out(path_, std::ios::trunc);
     if (!out) throw InputError(path_, "", "cannot write the CSV file");
     out << "index";
@@ -410,7 +410,7 @@ class JsonPoints {
 
   // The array, as nlohmann's dump(2) prints it at `depth` (each element on its own lines).
   void write_array(std::ostream& out, const sim::SweepResult& r, int depth) {
-    std::ifstream in = side_.reopen();
+    std::istream& in = side_.reopen();
     const std::string pad(2 * depth, ' ');
     std::string line;
     bool first = true;
