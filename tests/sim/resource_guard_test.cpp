@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 
 #include "models/json_input.h"
 #include "sim/resource_guard.h"
 #include "sim/simgrid_engine.h"
 #include "sim/simgrid_options.h"
+#include "sim/sweep.h"
+#include "planner/sweep_space.h"
 
 namespace fsdpsim::sim {
 namespace {
@@ -89,6 +92,43 @@ TEST(ResourceGuard, OneHundredThousandGpusAreEstimatedNotBuilt) {
   const SimgridCost w = estimate_simgrid_cost(whole.scenario, whole.options);
   EXPECT_EQ(w.window_nodes, 32);
   EXPECT_LT(w.memory_bytes, 1e9);
+}
+
+// A sweep's estimate times a sample of its points: with an evaluator that takes 2 ms a point,
+// a point is estimated at 2 ms or a little more, the sweep at that x points / threads, and the
+// sample stops at 64 points or the time given to it.
+TEST(ResourceGuard, SweepEstimateTimesASampleOfPoints) {
+  const nlohmann::json scenario = {{"model", "models/gpt2.json"},
+                                   {"cluster", "scenarios/clusters/dgx-h100.json"},
+                                   {"training", {{"global_batch", 64}, {"micro_batch", 1}, {"seq_len", 1024}}}};
+  auto base = planner::ScenarioTemplate::from_json(scenario, kRoot + "/scenarios/guard_test.json", {"cluster.nodes=2"});
+  std::vector<planner::AxisSpec> specs;
+  for (const char* a : {"training.activation_checkpointing=none,full,1,2,3,4,5,6,7,8,9,10",
+                        "fsdp.backward_prefetch=BACKWARD_PRE,BACKWARD_POST,NONE", "fsdp.forward_prefetch=false,true",
+                        "fsdp.limit_all_gathers=true,false", "fsdp.version=1,2"})
+    specs.push_back(planner::parse_axis_spec(a));
+  const planner::SweepSpace space = planner::make_space(specs, base->context());
+  ASSERT_EQ(space.size(), 12u * 3 * 2 * 2 * 2);
+  struct Slow : Evaluator {
+    PointMetrics evaluate(const planner::Scenario&, const std::string&) override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      return {};
+    }
+    std::string name() const override { return "slow"; }
+  };
+  SweepOptions o;
+  o.threads = 1;
+  o.evaluator = [] { return std::make_unique<Slow>(); };
+  o.rank_every_point = true;
+  const SweepCost c = estimate_sweep_cost(base, space, o, 10.0);
+  EXPECT_EQ(c.sampled, 64u);
+  EXPECT_GE(c.seconds_per_point, 0.002);
+  EXPECT_LT(c.seconds_per_point, 0.2);
+  EXPECT_DOUBLE_EQ(c.seconds, c.seconds_per_point * static_cast<double>(space.size()));
+  EXPECT_GE(c.memory_bytes, resident_bytes() * 0.5 + 16.0 * static_cast<double>(space.size()));
+  const SweepCost brief = estimate_sweep_cost(base, space, o, 0.01);
+  EXPECT_LT(brief.sampled, 64u) << "the sample stops when its time is up";
+  EXPECT_GE(brief.sampled, 1u);
 }
 
 }  // namespace
