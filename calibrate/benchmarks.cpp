@@ -48,12 +48,14 @@ Stream stream_of(CollectiveKind k) {
 
 std::string span_text(const planner::ProcessGroup& g) { return calibrate::span_text(CollectiveGroup{g.ranks, g.nodes}); }
 
-// A benchmark schedule over `world` ranks with one process group: `group` (its name decides
-// how its instances tile the world, runtime::group_instances).
-Schedule bench_schedule(const std::string& name, const planner::ProcessGroup& group, int world) {
+// A benchmark schedule over `world` ranks with one process group: `group` (its stride decides
+// how its instances tile the world, planner::group_members); a world of one instance makes it
+// a block.
+Schedule bench_schedule(const std::string& name, planner::ProcessGroup group, int world) {
   Schedule s;
   s.name = name;
   s.world_size = world;
+  if ((world / group.ranks) % group.stride != 0) group.stride = 1;
   s.groups.push_back(group);
   return s;
 }
@@ -73,7 +75,8 @@ runtime::RunOptions run_options(const Options& o, const Schedule& s, int steps) 
   r.backend = o.backend;
   r.warmup_steps = o.warmup;
   r.steps = steps;
-  r.durations_seconds.assign(s.ops.size(), 0.0);  // host: no modeled padding, only the real work
+  // host: no modeled padding, only the real work
+  r.costs = planner::costs_from_durations(s, std::vector<double>(s.ops.size(), 0.0), "none (calibration measures the real work)");
   r.check_data = false;
   r.max_buffer_bytes = 0;
   r.timeout_seconds = o.timeout_seconds;
@@ -279,296 +282,378 @@ nlohmann::json Measurements::to_json() const {
   return j;
 }
 
-// ---- the run -------------------------------------------------------------------------------------------
+// ---- the benchmarks --------------------------------------------------------------------------------
 
-Measurements measure(const planner::Scenario& scenario, const Options& o) {
-  validate(o);
-  Measurements m;
-  m.backend = o.backend;
-  m.gpu = scenario.cluster.gpu.name;
-  const bool host = o.backend == "host";
-  const bool mpi = o.launcher == "mpi";
-  m.reports = o.process_rank == 0;
-  m.side_by_side = mpi;
-  if (mpi && o.processes != scenario.world_size())
+namespace {
+
+// Where the benchmarks run, shared by every one of them.
+struct Bench {
+  Bench(const planner::Scenario& s, const Options& options)
+      : scenario(s), o(options), host(options.backend == "host"), mpi(options.launcher == "mpi"),
+        single_world(mpi ? options.processes : 1) {}
+  const planner::Scenario& scenario;
+  const Options& o;
+  const bool host;  // CPU threads as ranks; GEMMs and copies are real CPU work here
+  const bool mpi;   // one process per rank of the scenario's world
+  // Under mpi every benchmark spans the whole world (each process plays its own rank); a
+  // one-rank benchmark then runs on every rank at once, a span's group tiles the world.
+  const int single_world;
+  const planner::ProcessGroup one{"bench", 1, 1};
+  // The world of a benchmark over `span`: the span itself, or every process under mpi.
+  int world_of(const planner::ProcessGroup& span) const { return mpi ? o.processes : span.ranks; }
+};
+
+// Under mpi the benchmarks tile the scenario's world: one process per rank of it.
+void check_process_count(const planner::Scenario& scenario, const Options& o) {
+  if (o.launcher == "mpi" && o.processes != scenario.world_size())
     throw std::invalid_argument("calibrate under mpi: the scenario's world has " + std::to_string(scenario.world_size()) +
                                 " ranks but " + std::to_string(o.processes) +
                                 " processes were started: start one process per rank (mpirun -np " +
                                 std::to_string(scenario.world_size()) + ")");
-  // Under mpi every benchmark spans the whole world (each process plays its own rank); a
-  // one-rank benchmark then runs on every rank at once, a span's group tiles the world.
-  const int single_world = mpi ? o.processes : 1;
-  const planner::ProcessGroup one{"bench", 1, 1};
-  if (mpi)
+}
+
+// Stats of op `i` over the measured steps of `r`.
+Stats op_stats(const runtime::RunResult& r, std::size_t i) {
+  std::vector<double> t;
+  for (std::size_t step = 0; step < r.ranks[0].steps.size(); ++step) t.push_back(op_seconds(r, step, i));
+  return stats_of(t);
+}
+
+// Can the backend run at all? A one-op schedule: on cuda this is where "no CUDA device" or "the
+// cuda backend is not built" comes from, before any other work. Returns what ran it, in words.
+std::string probe_backend(const Bench& b) {
+  Schedule probe = bench_schedule("calibrate probe", b.one, b.single_world);
+  add_op(probe, OpKind::compute_fwd, Stream::compute, "probe").flops = 2.0 * 64 * 64 * 64;
+  runtime::RunOptions r = run_options(b.o, probe, 1);
+  r.warmup_steps = 0;
+  r.gemm_dim = 64;
+  const runtime::RunResult result = runtime::run_schedule(probe, r);
+  if (!b.host) return result.device;
+  return "host backend on this CPU (" + std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
+         " hardware threads): ranks as threads, collectives through shared memory";
+}
+
+// The model's layer GEMMs, each scaled down (every dimension by one factor) to at most
+// --host-max-gemm-flops so that one CPU thread times them quickly (a note says by how much),
+// then squares 16, 32, ... under the same cap.
+std::vector<GemmShape> host_gemm_shapes(const planner::Scenario& scenario, const Options& o, Measurements& m) {
+  std::vector<GemmShape> shapes;
+  double largest_scale = 1;
+  for (GemmShape s : model_gemm_shapes(scenario)) {
+    if (s.flops() > o.host_max_gemm_flops) {
+      const double f = std::cbrt(o.host_max_gemm_flops / s.flops());
+      largest_scale = std::min(largest_scale, f);
+      s.m = std::max<std::int64_t>(1, std::llround(s.m * f));
+      s.n = std::max<std::int64_t>(1, std::llround(s.n * f));
+      s.k = std::max<std::int64_t>(1, std::llround(s.k * f));
+      s.label += " (scaled)";
+    }
+    shapes.push_back(s);
+  }
+  if (largest_scale < 1) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "host: the model's layer GEMMs scaled down (every dimension by one factor, down to x%.3g) to at most "
+                  "%.3g FLOPs each (--host-max-gemm-flops)",
+                  largest_scale, o.host_max_gemm_flops);
+    m.notes.push_back(buf);
+  }
+  for (std::int64_t d = 16; 2.0 * d * d * d <= o.host_max_gemm_flops; d *= 2)
+    shapes.push_back({d, d, d, "square " + std::to_string(d)});
+  return shapes;
+}
+
+void measure_host_gemms(const Bench& b, Measurements& m) {
+  const std::vector<GemmShape> shapes = host_gemm_shapes(b.scenario, b.o, m);
+  for (const std::string dtype : {"bf16", "fp32"}) {
+    for (const GemmShape& s : shapes) {
+      CpuGemm g(s, dtype == "bf16");
+      GemmMeasurement gm{s, dtype, repeat(b.o.warmup, b.o.repetitions, [&] { return g.run(); }), peak_for(b.scenario, dtype)};
+      say(b.o, "gemm " + dtype + " " + s.label + " " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                   std::to_string(s.k) + ": " + std::to_string(gm.time.median_seconds * 1e3) + " ms");
+      m.gemms.push_back(gm);
+    }
+  }
+  m.notes.push_back("host: GEMMs are this CPU's (one thread, fp32 accumulate; bf16 operands stored as bf16 and widened); "
+                    "efficiencies divide by the scenario GPU's dense peak");
+}
+
+// The cuda backend does compute as cuBLAS bf16 GEMMs of gemm_dim x gemm_dim tiles (and one
+// M x gemm_dim x gemm_dim GEMM for a remainder of M rows): squares, and skinny shapes at each
+// size, one schedule per gemm_dim.
+void measure_cuda_gemms(const Bench& b, Measurements& m) {
+  for (std::int64_t d : b.o.square_gemm_dims) {
+    if (d < 64) continue;
+    Schedule s = bench_schedule("calibrate gemm " + std::to_string(d), b.one, b.single_world);
+    std::vector<GemmShape> shapes;
+    for (std::int64_t rows = 64; rows < d; rows *= 4) shapes.push_back({rows, d, d, "rows " + std::to_string(rows) + " of " + std::to_string(d)});
+    shapes.push_back({d, d, d, "square " + std::to_string(d)});
+    for (const GemmShape& g : shapes) add_op(s, OpKind::compute_fwd, Stream::compute, g.label).flops = g.flops();
+    runtime::RunOptions r = run_options(b.o, s, b.o.repetitions);
+    r.gemm_dim = static_cast<int>(d);
+    const runtime::RunResult result = runtime::run_schedule(s, r);
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      GemmMeasurement gm{shapes[i], "bf16", op_stats(result, i), peak_for(b.scenario, "bf16")};
+      say(b.o, "gemm bf16 " + shapes[i].label + ": " + std::to_string(gm.time.median_seconds * 1e3) + " ms");
+      m.gemms.push_back(gm);
+    }
+  }
+  m.notes.push_back("cuda: GEMMs are the runtime's cuBLAS bf16 tiles (square gemm_dim^3 and M x gemm_dim x gemm_dim); "
+                    "the model's layer shapes enter through the fitted efficiency curve; fp32 GEMMs are not run (the "
+                    "runtime's compute is bf16)");
+}
+
+// memcpy of 1 MiB, 4 MiB, ... up to --host-max-copy-bytes in this process's memory.
+void measure_host_copies(const Bench& b, Measurements& m) {
+  for (double bytes = 1 << 20; bytes <= b.o.host_max_copy_bytes; bytes *= 4) {
+    std::vector<char> src(static_cast<std::size_t>(bytes), 1), dst(static_cast<std::size_t>(bytes), 0);
+    CopyMeasurement c{bytes, repeat(b.o.warmup, b.o.repetitions, [&] {
+                        const auto t0 = Clock::now();
+                        std::memcpy(dst.data(), src.data(), src.size());
+                        return std::chrono::duration<double>(Clock::now() - t0).count();
+                      })};
+    say(b.o, "copy " + bytes_text(bytes) + ": " + std::to_string(c.bytes_per_second() / 1e9) + " GB/s");
+    m.copies.push_back(c);
+  }
+  m.notes.push_back("host: copies are memcpy in this process's DRAM up to " + bytes_text(b.o.host_max_copy_bytes));
+}
+
+// Device-to-device copies of 1 MiB, 4 MiB, ... 1 GiB as memory-bound ops of one schedule.
+void measure_cuda_copies(const Bench& b, Measurements& m) {
+  Schedule s = bench_schedule("calibrate copies", b.one, b.single_world);
+  std::vector<double> sizes;
+  for (double bytes = 1 << 20; bytes <= (1ull << 30); bytes *= 4) {
+    sizes.push_back(bytes);
+    add_op(s, OpKind::compute_fwd, Stream::compute, "copy " + bytes_text(bytes)).hbm_bytes = 2 * bytes;
+  }
+  runtime::RunOptions r = run_options(b.o, s, b.o.repetitions);
+  r.copy_chunk_bytes = 1ll << 30;
+  const runtime::RunResult result = runtime::run_schedule(s, r);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    m.copies.push_back({sizes[i], op_stats(result, i)});
+    say(b.o, "copy " + bytes_text(sizes[i]) + ": " + std::to_string(m.copies.back().bytes_per_second() / 1e9) + " GB/s");
+  }
+}
+
+// The largest collective buffer: --max-bytes, or on host --host-max-bytes when smaller (said in
+// a note: real bytes move through this CPU's shared memory).
+double largest_collective_bytes(const Bench& b, Measurements& m) {
+  double top = b.o.max_bytes;
+  if (b.host && b.o.host_max_bytes > 0 && b.o.host_max_bytes < top) {
+    top = b.o.host_max_bytes;
+    m.notes.push_back("host: collective sizes capped at " + bytes_text(top) + " (--host-max-bytes; asked for up to " +
+                      bytes_text(b.o.max_bytes) + ")");
+  }
+  return top;
+}
+
+// Whether this launch can measure `span`; a note says why not, or what the host makes of it.
+bool can_measure_span(const Bench& b, const planner::ProcessGroup& span, Measurements& m) {
+  if (b.host && !b.mpi && span.ranks > b.o.host_max_ranks) {
+    m.notes.push_back("span " + span_text(span) + " not measured: more ranks than --host-max-ranks (" +
+                      std::to_string(b.o.host_max_ranks) + ") threads");
+    return false;
+  }
+  if (!b.host && !b.mpi && span.nodes > 1) {
+    m.notes.push_back("span " + span_text(span) +
+                      " not measured: one process drives the GPUs of one node; start calibrate with mpirun / srun "
+                      "(--launcher mpi, one process per GPU) to measure spans across nodes");
+    return false;
+  }
+  if (b.host && !b.mpi && span.nodes > 1)
+    m.notes.push_back("host: span " + span_text(span) + " runs as threads in this one process: its 'nodes' are labels");
+  return true;
+}
+
+// One schedule per collective kind: one op per size over `span`.
+void measure_collectives_over(const Bench& b, const planner::ProcessGroup& span, const std::vector<double>& sizes,
+                              Measurements& m) {
+  for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
+    Schedule s = bench_schedule("calibrate " + planner::collective_name(kind) + " " + span_text(span), span,
+                                b.world_of(span));
+    std::vector<double> used;
+    for (double size : sizes) {
+      // At least one element per rank (the buffer splits into ranks equal parts).
+      const double bytes = std::max(size, 4.0 * span.ranks);
+      if (!used.empty() && bytes <= used.back()) continue;
+      used.push_back(bytes);
+      Op& op = add_op(s, op_kind_of(kind), stream_of(kind), planner::collective_name(kind) + " " + bytes_text(bytes));
+      op.comm_bytes = bytes;
+      op.group = 0;
+    }
+    runtime::RunResult result;
+    try {
+      result = runtime::run_schedule(s, run_options(b.o, s, b.o.repetitions));
+    } catch (const std::invalid_argument& e) {
+      // A span this backend cannot play here (more ranks than the node has GPUs): say so and
+      // go on with the others; device faults (RuntimeError) still end the run.
+      m.notes.push_back("span " + span_text(span) + " not measured (" + planner::collective_name(kind) + "): " + e.what());
+      continue;
+    }
+    for (std::size_t i = 0; i < used.size(); ++i)
+      m.collectives.push_back({kind, {span.ranks, span.nodes}, used[i], op_stats(result, i)});
+    say(b.o, planner::collective_name(kind) + " " + span_text(span) + ": " + std::to_string(used.size()) + " sizes " +
+                 bytes_text(used.front()) + ".." + bytes_text(used.back()) + ", largest " +
+                 std::to_string(m.collectives.back().time.median_seconds * 1e3) + " ms");
+  }
+}
+
+// A stream of 200 trivial ops: step time / 200 is one op's issue, launch and completion.
+void measure_launch_overhead(const Bench& b, Measurements& m) {
+  const int n = 200;
+  Schedule s = bench_schedule("calibrate launch", b.one, b.single_world);
+  for (int i = 0; i < n; ++i)
+    add_op(s, OpKind::compute_fwd, Stream::compute, "op " + std::to_string(i)).flops = b.host ? 0 : 2.0 * 64 * 64 * 64;
+  runtime::RunOptions r = run_options(b.o, s, b.o.repetitions);
+  r.gemm_dim = 64;
+  const runtime::RunResult result = runtime::run_schedule(s, r);
+  std::vector<double> t;
+  for (double step : result.ranks[0].step_seconds) t.push_back(step / n);
+  m.launch = stats_of(t);
+  m.launch_ops = n;
+  say(b.o, "launch: " + std::to_string(m.launch.median_seconds * 1e6) + " us per op");
+}
+
+// The span the interference benchmark's collective runs over: the largest inside one node this
+// backend can run (on host, else the first span if it has few enough ranks); ranks 0 if none.
+planner::ProcessGroup interference_span(const Bench& b, const std::vector<planner::ProcessGroup>& spans) {
+  planner::ProcessGroup span{"", 0, 0};
+  for (const planner::ProcessGroup& g : spans)
+    if (g.nodes == 1 && (!b.host || g.ranks <= b.o.host_max_ranks) && g.ranks > span.ranks) span = g;
+  if (span.ranks == 0 && !spans.empty() && b.host && spans.front().ranks <= b.o.host_max_ranks) span = spans.front();
+  return span;
+}
+
+// The GEMM's times while rank threads play `collectives` through the runtime, in a loop, beside
+// this thread (after 20 ms for them to get going).
+Stats time_beside(const Options& o, const Schedule& collectives, CpuGemm& gemm) {
+  std::atomic<bool> stop{false};
+  std::exception_ptr failure;
+  std::thread background([&] {
+    try {
+      runtime::RunOptions r = run_options(o, collectives, 1);
+      r.warmup_steps = 0;
+      while (!stop.load()) runtime::run_schedule(collectives, r);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const Stats beside = repeat(0, o.repetitions, [&] { return gemm.run(); });
+  stop = true;
+  background.join();
+  if (failure) std::rethrow_exception(failure);
+  return beside;
+}
+
+// Beside: rank threads doing all-reduces through the runtime while this thread runs the
+// largest square GEMM (128, 256, ...) under --host-max-gemm-flops.
+void measure_host_interference(const Bench& b, const planner::ProcessGroup& span, double top, Measurements& m) {
+  const double bytes = std::min(4.0 * (1 << 20), top);
+  Schedule s = bench_schedule("calibrate interference", span, span.ranks);
+  for (int i = 0; i < 8; ++i) {
+    Op& op = add_op(s, OpKind::all_reduce, Stream::all_reduce, "all_reduce " + std::to_string(i));
+    op.comm_bytes = bytes;
+    op.group = 0;
+  }
+  GemmShape shape{128, 128, 128, "square 128"};
+  while (2.0 * (shape.m * 2) * (shape.n * 2) * (shape.k * 2) <= b.o.host_max_gemm_flops) {
+    shape.m *= 2;
+    shape.n *= 2;
+    shape.k *= 2;
+  }
+  CpuGemm g(shape, true);
+  const Stats alone = repeat(b.o.warmup, b.o.repetitions, [&] { return g.run(); });
+  const Stats beside = time_beside(b.o, s, g);
+  const std::string what = "all-reduces of " + bytes_text(bytes) + " over " + span_text(span);
+  m.interference.push_back({alone, beside, what});
+  say(b.o, "interference: GEMM " + std::to_string(alone.median_seconds * 1e3) + " ms alone, " +
+               std::to_string(beside.median_seconds * 1e3) + " ms beside " + what);
+  m.notes.push_back("host: interference is a CPU GEMM on one thread beside " + std::to_string(span.ranks) +
+                    " rank threads doing shared-memory all-reduces: it measures contention for this CPU's cores "
+                    "and memory, not SM sharing");
+}
+
+// Four all-reduces of 256 MiB on the all-reduce stream and a GEMM on the compute stream, no
+// dependency between them; the same GEMM alone for reference.
+void measure_cuda_interference(const Bench& b, const planner::ProcessGroup& span, double top, Measurements& m) {
+  const double bytes = std::min(256.0 * (1 << 20), top);
+  const double flops = 2.0 * 4096 * 4096 * 4096 * 4;
+  Schedule with = bench_schedule("calibrate interference", span, b.world_of(span));
+  for (int i = 0; i < 4; ++i) {
+    Op& op = add_op(with, OpKind::all_reduce, Stream::all_reduce, "all_reduce " + std::to_string(i));
+    op.comm_bytes = bytes;
+    op.group = 0;
+  }
+  add_op(with, OpKind::compute_fwd, Stream::compute, "gemm beside").flops = flops;
+  Schedule alone = bench_schedule("calibrate gemm alone", span, b.world_of(span));
+  add_op(alone, OpKind::compute_fwd, Stream::compute, "gemm alone").flops = flops;
+  const runtime::RunResult rw = runtime::run_schedule(with, run_options(b.o, with, b.o.repetitions));
+  const runtime::RunResult ra = runtime::run_schedule(alone, run_options(b.o, alone, b.o.repetitions));
+  std::vector<double> tw, ta;
+  for (std::size_t step = 0; step < rw.ranks[0].steps.size(); ++step) {
+    tw.push_back(op_seconds(rw, step, 4));
+    ta.push_back(op_seconds(ra, step, 0));
+  }
+  const std::string what = "4 all-reduces of " + bytes_text(bytes) + " over " + span_text(span);
+  m.interference.push_back({stats_of(ta), stats_of(tw), what});
+  say(b.o, "interference: GEMM " + std::to_string(stats_of(ta).median_seconds * 1e3) + " ms alone, " +
+               std::to_string(stats_of(tw).median_seconds * 1e3) + " ms beside " + what);
+}
+
+// A GEMM alone and beside a collective over the span interference_span picks.
+void measure_interference(const Bench& b, const std::vector<planner::ProcessGroup>& spans, double top,
+                          Measurements& m) {
+  const planner::ProcessGroup span = interference_span(b, spans);
+  if (span.ranks == 0) {
+    m.notes.push_back("interference not measured: no span that this backend can run");
+  } else if (b.host && b.mpi) {
+    // The CPU GEMM runs in this process while collectives run beside it in a loop of its
+    // own length: the processes would not agree on how many collectives to play.
+    m.notes.push_back("interference not measured: the host backend's interference benchmark runs one process only");
+  } else if (b.host) {
+    measure_host_interference(b, span, top, m);
+  } else {
+    measure_cuda_interference(b, span, top, m);
+  }
+}
+
+}  // namespace
+
+Measurements measure(const planner::Scenario& scenario, const Options& o) {
+  validate(o);
+  check_process_count(scenario, o);
+  const Bench b(scenario, o);
+  Measurements m;
+  m.backend = o.backend;
+  m.gpu = scenario.cluster.gpu.name;
+  m.reports = o.process_rank == 0;
+  m.side_by_side = b.mpi;
+  if (b.mpi)
     m.notes.push_back("mpi: " + std::to_string(o.processes) +
                       " processes, one per rank; every benchmark runs on every rank at once (each span's groups side by "
                       "side, as in the scenario)");
+  m.device = probe_backend(b);
 
-  // Can the backend run at all? A one-op schedule: on cuda this is where "no CUDA device" or
-  // "the cuda backend is not built" comes from, before any other work.
-  {
-    Schedule probe = bench_schedule("calibrate probe", one, single_world);
-    add_op(probe, OpKind::compute_fwd, Stream::compute, "probe").flops = 2.0 * 64 * 64 * 64;
-    runtime::RunOptions r = run_options(o, probe, 1);
-    r.warmup_steps = 0;
-    r.gemm_dim = 64;
-    const runtime::RunResult result = runtime::run_schedule(probe, r);
-    m.device = host ? "host backend on this CPU (" + std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
-                          " hardware threads): ranks as threads, collectives through shared memory"
-                    : result.device;
-  }
-
-  // ---- GEMMs ----
-  const std::vector<GemmShape> layers = model_gemm_shapes(scenario);
-  if (host && !m.reports) {
+  if (!b.host) {
+    measure_cuda_gemms(b, m);
+    measure_cuda_copies(b, m);
+  } else if (m.reports) {
     // mpi: process 0 alone times the CPU GEMMs and copies (the others would only compete with it).
-  } else if (host) {
-    std::vector<GemmShape> shapes;
-    double largest_scale = 1;
-    for (GemmShape s : layers) {
-      if (s.flops() > o.host_max_gemm_flops) {
-        const double f = std::cbrt(o.host_max_gemm_flops / s.flops());
-        largest_scale = std::min(largest_scale, f);
-        s.m = std::max<std::int64_t>(1, std::llround(s.m * f));
-        s.n = std::max<std::int64_t>(1, std::llround(s.n * f));
-        s.k = std::max<std::int64_t>(1, std::llround(s.k * f));
-        s.label += " (scaled)";
-      }
-      shapes.push_back(s);
-    }
-    if (largest_scale < 1) {
-      char buf[200];
-      std::snprintf(buf, sizeof buf,
-                    "host: the model's layer GEMMs scaled down (every dimension by one factor, down to x%.3g) to at most "
-                    "%.3g FLOPs each (--host-max-gemm-flops)",
-                    largest_scale, o.host_max_gemm_flops);
-      m.notes.push_back(buf);
-    }
-    for (std::int64_t d = 16; 2.0 * d * d * d <= o.host_max_gemm_flops; d *= 2)
-      shapes.push_back({d, d, d, "square " + std::to_string(d)});
-    for (const std::string dtype : {"bf16", "fp32"}) {
-      for (const GemmShape& s : shapes) {
-        CpuGemm g(s, dtype == "bf16");
-        GemmMeasurement gm{s, dtype, repeat(o.warmup, o.repetitions, [&] { return g.run(); }), peak_for(scenario, dtype)};
-        say(o, "gemm " + dtype + " " + s.label + " " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
-                   std::to_string(s.k) + ": " + std::to_string(gm.time.median_seconds * 1e3) + " ms");
-        m.gemms.push_back(gm);
-      }
-    }
-    m.notes.push_back("host: GEMMs are this CPU's (one thread, fp32 accumulate; bf16 operands stored as bf16 and widened); "
-                      "efficiencies divide by the scenario GPU's dense peak");
-  } else {
-    // The cuda backend does compute as cuBLAS bf16 GEMMs of gemm_dim x gemm_dim tiles (and one
-    // M x gemm_dim x gemm_dim GEMM for a remainder of M rows): squares, and skinny shapes at
-    // each size, one schedule per gemm_dim.
-    for (std::int64_t d : o.square_gemm_dims) {
-      if (d < 64) continue;
-      Schedule s = bench_schedule("calibrate gemm " + std::to_string(d), one, single_world);
-      std::vector<GemmShape> shapes;
-      for (std::int64_t rows = 64; rows < d; rows *= 4) shapes.push_back({rows, d, d, "rows " + std::to_string(rows) + " of " + std::to_string(d)});
-      shapes.push_back({d, d, d, "square " + std::to_string(d)});
-      for (const GemmShape& g : shapes) add_op(s, OpKind::compute_fwd, Stream::compute, g.label).flops = g.flops();
-      runtime::RunOptions r = run_options(o, s, o.repetitions);
-      r.gemm_dim = static_cast<int>(d);
-      const runtime::RunResult result = runtime::run_schedule(s, r);
-      for (std::size_t i = 0; i < shapes.size(); ++i) {
-        std::vector<double> t;
-        for (std::size_t step = 0; step < result.ranks[0].steps.size(); ++step) t.push_back(op_seconds(result, step, i));
-        GemmMeasurement gm{shapes[i], "bf16", stats_of(t), peak_for(scenario, "bf16")};
-        say(o, "gemm bf16 " + shapes[i].label + ": " + std::to_string(gm.time.median_seconds * 1e3) + " ms");
-        m.gemms.push_back(gm);
-      }
-    }
-    m.notes.push_back("cuda: GEMMs are the runtime's cuBLAS bf16 tiles (square gemm_dim^3 and M x gemm_dim x gemm_dim); "
-                      "the model's layer shapes enter through the fitted efficiency curve; fp32 GEMMs are not run (the "
-                      "runtime's compute is bf16)");
+    measure_host_gemms(b, m);
+    measure_host_copies(b, m);
   }
 
-  // ---- copies ----
-  if (host && !m.reports) {
-  } else if (host) {
-    for (double bytes = 1 << 20; bytes <= o.host_max_copy_bytes; bytes *= 4) {
-      std::vector<char> src(static_cast<std::size_t>(bytes), 1), dst(static_cast<std::size_t>(bytes), 0);
-      CopyMeasurement c{bytes, repeat(o.warmup, o.repetitions, [&] {
-                          const auto t0 = Clock::now();
-                          std::memcpy(dst.data(), src.data(), src.size());
-                          return std::chrono::duration<double>(Clock::now() - t0).count();
-                        })};
-      say(o, "copy " + bytes_text(bytes) + ": " + std::to_string(c.bytes_per_second() / 1e9) + " GB/s");
-      m.copies.push_back(c);
-    }
-    m.notes.push_back("host: copies are memcpy in this process's DRAM up to " + bytes_text(o.host_max_copy_bytes));
-  } else {
-    Schedule s = bench_schedule("calibrate copies", one, single_world);
-    std::vector<double> sizes;
-    for (double bytes = 1 << 20; bytes <= (1ull << 30); bytes *= 4) {
-      sizes.push_back(bytes);
-      add_op(s, OpKind::compute_fwd, Stream::compute, "copy " + bytes_text(bytes)).hbm_bytes = 2 * bytes;
-    }
-    runtime::RunOptions r = run_options(o, s, o.repetitions);
-    r.copy_chunk_bytes = 1ll << 30;
-    const runtime::RunResult result = runtime::run_schedule(s, r);
-    for (std::size_t i = 0; i < sizes.size(); ++i) {
-      std::vector<double> t;
-      for (std::size_t step = 0; step < result.ranks[0].steps.size(); ++step) t.push_back(op_seconds(result, step, i));
-      m.copies.push_back({sizes[i], stats_of(t)});
-      say(o, "copy " + bytes_text(sizes[i]) + ": " + std::to_string(m.copies.back().bytes_per_second() / 1e9) + " GB/s");
-    }
-  }
-
-  // ---- collectives ----
   const std::vector<planner::ProcessGroup> spans = scenario_spans(scenario);
   if (spans.empty()) m.notes.push_back("the scenario's schedule has no process group of more than one rank: no collective to measure");
-  double top = o.max_bytes;
-  if (host && o.host_max_bytes > 0 && o.host_max_bytes < top) {
-    top = o.host_max_bytes;
-    m.notes.push_back("host: collective sizes capped at " + bytes_text(top) + " (--host-max-bytes; asked for up to " +
-                      bytes_text(o.max_bytes) + ")");
-  }
+  const double top = largest_collective_bytes(b, m);
   std::vector<double> sizes;
-  for (double b = o.min_bytes; b <= top * (1 + 1e-9); b *= o.size_step) sizes.push_back(std::round(b));
-  for (const planner::ProcessGroup& span : spans) {
-    if (host && !mpi && span.ranks > o.host_max_ranks) {
-      m.notes.push_back("span " + span_text(span) + " not measured: more ranks than --host-max-ranks (" +
-                        std::to_string(o.host_max_ranks) + ") threads");
-      continue;
-    }
-    if (!host && !mpi && span.nodes > 1) {
-      m.notes.push_back("span " + span_text(span) +
-                        " not measured: one process drives the GPUs of one node; start calibrate with mpirun / srun "
-                        "(--launcher mpi, one process per GPU) to measure spans across nodes");
-      continue;
-    }
-    if (host && !mpi && span.nodes > 1)
-      m.notes.push_back("host: span " + span_text(span) + " runs as threads in this one process: its 'nodes' are labels");
-    for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
-      Schedule s = bench_schedule("calibrate " + planner::collective_name(kind) + " " + span_text(span), span,
-                                  mpi ? o.processes : span.ranks);
-      std::vector<double> used;
-      for (double b : sizes) {
-        // At least one element per rank (the buffer splits into ranks equal parts).
-        const double bytes = std::max(b, 4.0 * span.ranks);
-        if (!used.empty() && bytes <= used.back()) continue;
-        used.push_back(bytes);
-        Op& op = add_op(s, op_kind_of(kind), stream_of(kind), planner::collective_name(kind) + " " + bytes_text(bytes));
-        op.comm_bytes = bytes;
-        op.group = 0;
-      }
-      runtime::RunResult result;
-      try {
-        result = runtime::run_schedule(s, run_options(o, s, o.repetitions));
-      } catch (const std::invalid_argument& e) {
-        // A span this backend cannot play here (more ranks than the node has GPUs): say so and
-        // go on with the others; device faults (RuntimeError) still end the run.
-        m.notes.push_back("span " + span_text(span) + " not measured (" + planner::collective_name(kind) + "): " + e.what());
-        continue;
-      }
-      for (std::size_t i = 0; i < used.size(); ++i) {
-        std::vector<double> t;
-        for (std::size_t step = 0; step < result.ranks[0].steps.size(); ++step) t.push_back(op_seconds(result, step, i));
-        m.collectives.push_back({kind, {span.ranks, span.nodes}, used[i], stats_of(t)});
-      }
-      say(o, planner::collective_name(kind) + " " + span_text(span) + ": " + std::to_string(used.size()) + " sizes " +
-                 bytes_text(used.front()) + ".." + bytes_text(used.back()) + ", largest " +
-                 std::to_string(m.collectives.back().time.median_seconds * 1e3) + " ms");
-    }
-  }
+  for (double bytes = o.min_bytes; bytes <= top * (1 + 1e-9); bytes *= o.size_step) sizes.push_back(std::round(bytes));
+  for (const planner::ProcessGroup& span : spans)
+    if (can_measure_span(b, span, m)) measure_collectives_over(b, span, sizes, m);
 
-  // ---- launch overhead: a stream of trivial ops ----
-  {
-    const int n = 200;
-    Schedule s = bench_schedule("calibrate launch", one, single_world);
-    for (int i = 0; i < n; ++i)
-      add_op(s, OpKind::compute_fwd, Stream::compute, "op " + std::to_string(i)).flops = host ? 0 : 2.0 * 64 * 64 * 64;
-    runtime::RunOptions r = run_options(o, s, o.repetitions);
-    r.gemm_dim = 64;
-    const runtime::RunResult result = runtime::run_schedule(s, r);
-    std::vector<double> t;
-    for (double step : result.ranks[0].step_seconds) t.push_back(step / n);
-    m.launch = stats_of(t);
-    m.launch_ops = n;
-    say(o, "launch: " + std::to_string(m.launch.median_seconds * 1e6) + " us per op");
-  }
-
-  // ---- interference: a GEMM alone and beside a collective ----
-  {
-    planner::ProcessGroup span{"", 0, 0};
-    for (const planner::ProcessGroup& g : spans)
-      if (g.nodes == 1 && (!host || g.ranks <= o.host_max_ranks) && g.ranks > span.ranks) span = g;
-    if (span.ranks == 0 && !spans.empty() && host && spans.front().ranks <= o.host_max_ranks) span = spans.front();
-    if (span.ranks == 0) {
-      m.notes.push_back("interference not measured: no span that this backend can run");
-    } else if (host && mpi) {
-      // The CPU GEMM runs in this process while collectives run beside it in a loop of its
-      // own length: the processes would not agree on how many collectives to play.
-      m.notes.push_back("interference not measured: the host backend's interference benchmark runs one process only");
-    } else if (host) {
-      // Beside: rank threads doing all-reduces through the runtime while this thread runs the GEMM.
-      const double bytes = std::min(4.0 * (1 << 20), top);
-      Schedule s = bench_schedule("calibrate interference", span, span.ranks);
-      for (int i = 0; i < 8; ++i) {
-        Op& op = add_op(s, OpKind::all_reduce, Stream::all_reduce, "all_reduce " + std::to_string(i));
-        op.comm_bytes = bytes;
-        op.group = 0;
-      }
-      GemmShape shape{128, 128, 128, "square 128"};
-      while (2.0 * (shape.m * 2) * (shape.n * 2) * (shape.k * 2) <= o.host_max_gemm_flops) {
-        shape.m *= 2;
-        shape.n *= 2;
-        shape.k *= 2;
-      }
-      CpuGemm g(shape, true);
-      const Stats alone = repeat(o.warmup, o.repetitions, [&] { return g.run(); });
-      std::atomic<bool> stop{false};
-      std::exception_ptr failure;
-      std::thread background([&] {
-        try {
-          runtime::RunOptions r = run_options(o, s, 1);
-          r.warmup_steps = 0;
-          while (!stop.load()) runtime::run_schedule(s, r);
-        } catch (...) {
-          failure = std::current_exception();
-        }
-      });
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      const Stats beside = repeat(0, o.repetitions, [&] { return g.run(); });
-      stop = true;
-      background.join();
-      if (failure) std::rethrow_exception(failure);
-      const std::string what = "all-reduces of " + bytes_text(bytes) + " over " + span_text(span);
-      m.interference.push_back({alone, beside, what});
-      say(o, "interference: GEMM " + std::to_string(alone.median_seconds * 1e3) + " ms alone, " +
-                 std::to_string(beside.median_seconds * 1e3) + " ms beside " + what);
-      m.notes.push_back("host: interference is a CPU GEMM on one thread beside " + std::to_string(span.ranks) +
-                        " rank threads doing shared-memory all-reduces: it measures contention for this CPU's cores "
-                        "and memory, not SM sharing");
-    } else {
-      // Four all-reduces of 256 MiB on the all-reduce stream and a GEMM on the compute stream,
-      // no dependency between them; the same GEMM alone for reference.
-      const double bytes = std::min(256.0 * (1 << 20), top);
-      const double flops = 2.0 * 4096 * 4096 * 4096 * 4;
-      Schedule with = bench_schedule("calibrate interference", span, mpi ? o.processes : span.ranks);
-      for (int i = 0; i < 4; ++i) {
-        Op& op = add_op(with, OpKind::all_reduce, Stream::all_reduce, "all_reduce " + std::to_string(i));
-        op.comm_bytes = bytes;
-        op.group = 0;
-      }
-      add_op(with, OpKind::compute_fwd, Stream::compute, "gemm beside").flops = flops;
-      Schedule alone = bench_schedule("calibrate gemm alone", span, mpi ? o.processes : span.ranks);
-      add_op(alone, OpKind::compute_fwd, Stream::compute, "gemm alone").flops = flops;
-      const runtime::RunResult rw = runtime::run_schedule(with, run_options(o, with, o.repetitions));
-      const runtime::RunResult ra = runtime::run_schedule(alone, run_options(o, alone, o.repetitions));
-      std::vector<double> tw, ta;
-      for (std::size_t step = 0; step < rw.ranks[0].steps.size(); ++step) {
-        tw.push_back(op_seconds(rw, step, 4));
-        ta.push_back(op_seconds(ra, step, 0));
-      }
-      const std::string what = "4 all-reduces of " + bytes_text(bytes) + " over " + span_text(span);
-      m.interference.push_back({stats_of(ta), stats_of(tw), what});
-      say(o, "interference: GEMM " + std::to_string(stats_of(ta).median_seconds * 1e3) + " ms alone, " +
-                 std::to_string(stats_of(tw).median_seconds * 1e3) + " ms beside " + what);
-    }
-  }
+  measure_launch_overhead(b, m);
+  measure_interference(b, spans, top, m);
   return m;
 }
 

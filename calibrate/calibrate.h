@@ -30,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/bytes_text.h"  // bytes_text: buffer sizes in progress lines, notes and tables
 #include "planner/collectives.h"
 #include "planner/cost_model.h"
 #include "planner/scenario.h"
@@ -222,8 +223,6 @@ nlohmann::json calibration_json(const FitResult& fit, const Measurements& measur
 // The goodness-of-fit table: per group, measurements, max and median |error|; then each row.
 std::string fit_table(const FitResult& fit, bool every_row);
 
-// "256 MiB", "1.5 KiB": buffer sizes in progress lines, notes and tables.
-std::string bytes_text(double bytes);
 // "16 ranks / 2 nodes": a process-group span.
 std::string span_text(const planner::CollectiveGroup& span);
 

@@ -120,153 +120,41 @@ std::array<double, 3> nonnegative_least_squares(const std::vector<std::array<dou
   return best;
 }
 
+// ---- collectives: from fitted lines to NCCL's ring model ----------------------------------------
+
+// One span's fitted lines, as NCCL's model reads them: a bus bandwidth per protocol (LL,
+// LL128, Simple).
 struct SpanModel {
   CollectiveGroup span;
   double bus_gbps[3] = {0, 0, 0};  // per protocol
   std::vector<std::pair<CollectiveKind, const PiecewiseFit*>> fits;
 };
 
-}  // namespace
+// The spans whose fits set NCCL's graph inputs; null where no span of that kind was measured.
+struct GraphSpans {
+  const SpanModel* intra = nullptr;
+  const SpanModel* inter = nullptr;
+};
 
-std::string bytes_text(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, b == std::floor(b) ? "%.0f %s" : "%.3g %s", b, units[u]);
-  return buf;
-}
+// Channels of the ring graphs the intra- and inter-node bandwidths were written as (0: not set).
+struct RingChannels {
+  int intra = 0;
+  int inter = 0;
+};
 
-std::string span_text(const CollectiveGroup& g) {
-  return std::to_string(g.ranks) + " ranks / " + std::to_string(g.nodes) + (g.nodes == 1 ? " node" : " nodes");
-}
-
-FitResult fit(const planner::Scenario& scenario, const Measurements& m) {
-  FitResult out;
-  const planner::ClusterSpec& cluster = scenario.cluster;
-  planner::Calibration c = planner::default_calibration(cluster);
-  const std::string origin = "fsdpsim calibrate --backend " + m.backend + " (" + m.device + ")";
-  c.name = "calibrated: " + origin;
-  auto set_source = [&](const std::string& field, const std::string& text) {
-    c.sources[field] = text;
-    if (std::find(out.fitted_fields.begin(), out.fitted_fields.end(), field) == out.fitted_fields.end())
-      out.fitted_fields.push_back(field);
-  };
-  const std::string host_note =
-      m.backend == "host" ? " Measured on the host backend: this CPU and its shared memory, not a GPU." : "";
-
-  // ---- GEMM efficiency curves -------------------------------------------------------------------
-  std::map<std::string, std::vector<const GemmMeasurement*>> by_dtype;
-  for (const GemmMeasurement& g : m.gemms)
-    if (g.time.median_seconds > 0 && g.peak_flops > 0) by_dtype[g.dtype].push_back(&g);
-  const std::string compute_dtype = models::dtype_name(scenario.training.param_dtype);
-  for (const auto& [dtype, gs] : by_dtype) {
-    const int elem = dtype == "fp32" ? 4 : 2;
-    std::vector<double> intensity, eff;
-    for (const GemmMeasurement* g : gs) {
-      intensity.push_back(g->shape.intensity(elem));
-      eff.push_back(g->efficiency());
-    }
-    const GemmCurve curve = fit_gemm_curve(intensity, eff);
-    out.gemm_curves.push_back(curve);
-    out.gemm_dtypes.push_back(dtype);
-    for (const GemmMeasurement* g : gs)
-      out.errors.push_back({"gemm " + dtype + " efficiency (curve)",
-                            g->shape.label + " " + std::to_string(g->shape.m) + "x" + std::to_string(g->shape.n) + "x" +
-                                std::to_string(g->shape.k),
-                            g->efficiency(), curve.at(g->shape.intensity(elem))});
-    if (dtype == compute_dtype || (by_dtype.count(compute_dtype) == 0 && dtype == "bf16")) {
-      // The cost model takes one efficiency for a module's matmul FLOPs: the curve over the
-      // model's own layer GEMMs (at their full size), weighted by time (FLOPs / efficiency).
-      double flops = 0, time = 0;
-      for (const GemmShape& s : model_gemm_shapes(scenario)) {
-        const double e = curve.at(s.intensity(elem));
-        if (e > 0) {
-          flops += s.flops();
-          time += s.flops() / e;
-        }
-      }
-      double e = time > 0 ? flops / time : curve.max_efficiency;
-      if (!(e > 0)) e = curve.max_efficiency;
-      if (e > 1) {
-        out.notes.push_back("matmul_efficiency fitted above 1 (" + fmt("%.3f", e) + "): capped at 1");
-        e = 1;
-      }
-      if (e > 0) {
-        c.matmul_efficiency = e;
-        set_source("matmul_efficiency",
-                   origin + ": " + dtype + " GEMMs over the model's layer shapes and a square grid; efficiency = " +
-                       fmt("%.4g", curve.max_efficiency) + " x I / (I + " + fmt("%.4g", curve.half_intensity) +
-                       " FLOP/B) fitted against arithmetic intensity I, averaged over the model's layer GEMMs "
-                       "weighted by time; peak = the scenario GPU's dense " + dtype + " peak." + host_note);
-      }
-    }
-  }
-
-  // ---- memory bandwidth -------------------------------------------------------------------------
-  if (!m.copies.empty() && cluster.gpu.hbm_bandwidth_bytes_per_second > 0) {
-    // The plateau: the median bandwidth of the largest half of the copies.
-    std::vector<const CopyMeasurement*> cs;
-    for (const CopyMeasurement& x : m.copies) cs.push_back(&x);
-    std::sort(cs.begin(), cs.end(), [](auto* a, auto* b) { return a->bytes < b->bytes; });
-    std::vector<double> bw;
-    for (std::size_t i = cs.size() / 2; i < cs.size(); ++i) bw.push_back(cs[i]->bytes_per_second());
-    std::sort(bw.begin(), bw.end());
-    out.hbm_bytes_per_second = bw[bw.size() / 2];
-    double e = out.hbm_bytes_per_second / cluster.gpu.hbm_bandwidth_bytes_per_second;
-    if (e > 1) {
-      out.notes.push_back("hbm_efficiency fitted above 1 (" + fmt("%.3f", e) + "): capped at 1");
-      e = 1;
-    }
-    c.hbm_efficiency = e;
-    set_source("hbm_efficiency", origin + ": copies of " + bytes_text(cs.front()->bytes) + " to " +
-                                     bytes_text(cs.back()->bytes) + ", bytes read + written over the median time; " +
-                                     fmt("%.4g", out.hbm_bytes_per_second / 1e9) + " GB/s over the larger half, of " +
-                                     fmt("%.4g", cluster.gpu.hbm_bandwidth_bytes_per_second / 1e9) +
-                                     " GB/s (the scenario GPU's HBM)." + host_note);
-    for (const CopyMeasurement* x : cs)
-      out.errors.push_back({"copy bandwidth", bytes_text(x->bytes), x->time.median_seconds,
-                            2 * x->bytes / (cluster.gpu.hbm_bandwidth_bytes_per_second * e)});
-  }
-
-  // ---- launch overhead ----------------------------------------------------------------------------
-  if (m.launch.median_seconds > 0) {
-    out.launch_seconds = m.launch.median_seconds;
-    c.kernel_issue_seconds = out.launch_seconds;
-    set_source("kernel_issue_seconds",
-               origin + ": a stream of " + std::to_string(m.launch_ops) +
-                   " trivial ops played through the runtime, step time / ops (issue, launch and completion of one "
-                   "op), median of " + std::to_string(m.launch.repetitions) + "." + host_note);
-    out.errors.push_back({"launch overhead", std::to_string(m.launch_ops) + " ops", m.launch.median_seconds,
-                          c.kernel_issue_seconds});
-  }
-
-  // ---- interference ------------------------------------------------------------------------------------
-  if (!m.interference.empty()) {
-    std::vector<double> alone, beside;
-    for (const InterferenceMeasurement& i : m.interference) {
-      alone.push_back(i.gemm_alone.median_seconds);
-      beside.push_back(i.gemm_beside_collective.median_seconds);
-    }
-    out.interference = fit_interference(alone, beside);
-    c.compute_slowdown_under_comm = out.interference;
-    set_source("compute_slowdown_under_comm",
-               origin + ": a GEMM timed alone and beside " + m.interference.front().collective +
-                   "; median over pairs of (beside / alone) - 1." + host_note);
-    for (const InterferenceMeasurement& i : m.interference)
-      out.errors.push_back({"interference", "GEMM beside " + i.collective, i.gemm_beside_collective.median_seconds,
-                            i.gemm_alone.median_seconds * (1 + out.interference)});
-  }
-
-  // ---- collectives ------------------------------------------------------------------------------------
-  // Per (collective, span): a piecewise latency + bandwidth fit on x = bytes x bus factor.
+// The spans the collectives were measured over, in first-seen order.
+std::vector<CollectiveGroup> measured_spans(const Measurements& m) {
   std::vector<CollectiveGroup> spans;
   for (const CollectiveMeasurement& x : m.collectives)
     if (std::none_of(spans.begin(), spans.end(), [&](const CollectiveGroup& g) { return same_span(g, x.span); }))
       spans.push_back(x.span);
+  return spans;
+}
+
+// Per (span, collective) with at least two timed sizes: a piecewise latency + bandwidth fit on
+// x = bytes x bus factor.
+std::vector<CollectiveFit> fit_collective_lines(const Measurements& m, const std::vector<CollectiveGroup>& spans) {
+  std::vector<CollectiveFit> fits;
   for (const CollectiveGroup& span : spans) {
     for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}) {
       std::vector<double> xs, ts;
@@ -276,232 +164,469 @@ FitResult fit(const planner::Scenario& scenario, const Measurements& m) {
           ts.push_back(x.time.median_seconds);
         }
       if (xs.size() < 2) continue;
-      out.collectives.push_back({kind, span, fit_piecewise(xs, ts)});
+      fits.push_back({kind, span, fit_piecewise(xs, ts)});
     }
   }
+  return fits;
+}
 
-  if (!out.collectives.empty()) {
-    planner::NcclParams& p = c.nccl;
-    int protocols = 1;
-    for (const CollectiveFit& f : out.collectives)
-      protocols = std::max(protocols, static_cast<int>(f.fit.segments.size()));
-    protocols = std::min(protocols, 3);
-    // Per span: bus bandwidth per protocol from the FSDP collectives (all-gather,
-    // reduce-scatter); all-reduce only where neither was measured.
-    std::vector<SpanModel> models;
-    for (const CollectiveGroup& span : spans) {
-      SpanModel sm;
-      sm.span = span;
-      for (const CollectiveFit& f : out.collectives)
-        if (same_span(f.span, span)) sm.fits.push_back({f.kind, &f.fit});
-      if (sm.fits.empty()) continue;
-      const bool have_ag_rs = std::any_of(sm.fits.begin(), sm.fits.end(),
-                                          [](auto& kf) { return kf.first != CollectiveKind::all_reduce; });
-      for (int pr = 0; pr < 3; ++pr) {
-        double sum = 0;
-        int count = 0;
-        for (auto& [kind, fit] : sm.fits) {
-          if (have_ag_rs && kind == CollectiveKind::all_reduce) continue;
-          const LineFit& line = protocol_line(*fit, pr, protocols);
-          if (line.seconds_per_byte > 0) {
-            sum += line.bandwidth_bytes_per_second() / 1e9;
-            ++count;
-          }
-        }
-        sm.bus_gbps[pr] = count ? sum / count : 0;
-      }
-      models.push_back(sm);
-    }
-    // One intra-node and one inter-node span set the graph inputs: of each kind, the span that
-    // carries the most collective bytes in the scenario's schedule (then the larger).
-    std::map<std::pair<int, int>, double> carried;
-    const planner::Schedule schedule = planner::plan_step(scenario).schedule;
-    for (const planner::Op& op : schedule.ops)
-      if (planner::is_collective(op.kind) && op.group >= 0 && op.group < static_cast<int>(schedule.groups.size()))
-        carried[{schedule.groups[op.group].ranks, schedule.groups[op.group].nodes}] += op.comm_bytes;
-    auto better = [&](const SpanModel& a, const SpanModel* b) {
-      if (!b) return true;
-      const double ca = carried[{a.span.ranks, a.span.nodes}], cb = carried[{b->span.ranks, b->span.nodes}];
-      return ca != cb ? ca > cb : a.span.ranks > b->span.ranks;
-    };
-    const SpanModel* intra = nullptr;
-    const SpanModel* inter = nullptr;
-    for (const SpanModel& sm : models) {
-      if (sm.span.nodes == 1 && better(sm, intra)) intra = &sm;
-      if (sm.span.nodes > 1 && better(sm, inter)) inter = &sm;
-    }
-    for (const SpanModel& sm : models)
-      if (&sm != intra && &sm != inter)
-        out.notes.push_back("span " + span_text(sm.span) +
-                            ": measured and fitted (fit.collectives), but NCCL's model takes one intra-node and one "
-                            "inter-node bandwidth: the calibration takes them from " +
-                            (sm.span.nodes == 1 ? span_text(intra->span) : span_text(inter->span)) +
-                            ", which carries more of the scenario's collective bytes");
+// The protocols the data shows (1 to 3): the most segments any one fit found.
+int protocols_found(const std::vector<CollectiveFit>& fits) {
+  int protocols = 1;
+  for (const CollectiveFit& f : fits) protocols = std::max(protocols, static_cast<int>(f.fit.segments.size()));
+  return std::min(protocols, 3);
+}
 
-    // The model is made to reproduce the fitted lines: the ring algorithm only (what was
-    // measured is whatever NCCL ran, described as one ring-shaped line per protocol), the
-    // protocols the fit found, unit bandwidth factors with the per-scale caps carrying LL and
-    // LL128, no plateau or network overhead terms (the fitted latencies hold them).
-    p.enable_ring = true;
-    p.enable_tree = false;
-    p.enable_nvls = false;
-    p.enable_simple = true;
-    p.enable_ll = protocols >= 2;
-    p.enable_ll128 = protocols >= 3;
-    p.ll_bandwidth_factor = 1;
-    p.ll128_bandwidth_factor = 1;
-    p.ring_plateau_factor = 1;
-    p.net_overhead_us = 0;
-    p.net_latency_inter_us = 0;
-    p.max_ring_channels = 32;
-    p.bandwidth_efficiency = 1;
-    // RCCL rates xGMI as NVLink-class links (its LINK_NVL), so the NVLink hop table holds them.
-    const bool nvlink = cluster.intra_kind != planner::IntraNodeKind::pcie;
-    p.intra_link = cluster.intra_kind == planner::IntraNodeKind::xgmi ? "xgmi" : nvlink ? "nvlink" : "pcie";
-    planner::NcclTable& hop = nvlink ? p.nvlink_latency_us : p.pcie_latency_us;
-    const int ring = static_cast<int>(NcclAlgorithm::ring);
-
-    // A ring graph of k channels at s = B / k GB/s gives busbw = k x s = B exactly when the
-    // speed array holds s alone and s < 25 (search.cc ncclTopoDupChannels leaves it alone).
-    auto channels_for = [](double gbps) { return std::clamp(static_cast<int>(std::ceil(gbps / 24.0)), 1, 32); };
-    int intra_channels = 0, inter_channels = 0;
-    double intra_simple = 0;
-    if (intra && intra->bus_gbps[2] > 0) {
-      intra_simple = intra->bus_gbps[2];
-      intra_channels = channels_for(intra_simple);
-      p.intra_bandwidth_gbps = intra_simple;
-      p.speed_array_intra_gbps = {intra_simple / intra_channels};
-    }
-    if (inter && inter->bus_gbps[2] > 0) {
-      // Across nodes NCCL's ring takes k = min(NVLink / s (2+ GPUs per node), NICs x NIC / s,
-      // GPUs per node x PCIe / s) channels. k is made a multiple of the span's ranks per node
-      // and the GPU -> NIC (PCIe) path set to busbw / ranks per node, so that path gives exactly
-      // k channels; the NICs are set so that they do not bind below k, neither alone nor
-      // where the cost model shares a node's NICs between the group's instances
-      // (CostModel::collective: gpus_per_node / ranks per node instances, e.g. HSDP's
-      // replicate groups). Measured under mpi, those instances ran side by side, so the
-      // measured busbw already is each one's share: the NICs are sized so the cost model's
-      // division gives it back. Measured alone (one process), the NICs keep the cluster's
-      // figures (at least the measured busbw), so sharing divides the cluster's NIC capacity.
-      double b = inter->bus_gbps[2];
-      const int ppn = std::max(1, inter->span.ranks / inter->span.nodes);
-      const double intra_bw = p.intra_bandwidth_gbps > 0 ? p.intra_bandwidth_gbps : 0;
-      if (ppn >= 2 && intra_bw > 0 && b > intra_bw) {
-        out.notes.push_back("inter-node bus bandwidth (" + fmt("%.4g", b) + " GB/s) above the intra-node one (" +
-                            fmt("%.4g", intra_bw) + "): NCCL's ring cannot be faster than its NVLink part; capped");
-        b = intra_bw;
-      }
-      // Per-channel speed at most 24 (no channel duplication) and at most the intra-node
-      // bandwidth, so that spans with several GPUs per node keep at least one channel.
-      const double top_speed = intra_bw > 0 ? std::min(24.0, intra_bw) : 24.0;
-      int k = std::clamp(static_cast<int>(std::ceil(b / top_speed - 1e-9)), 1, 32);
-      k = std::max(ppn, (k + ppn - 1) / ppn * ppn);
-      if (k > 32) k = std::max(ppn, 32 / ppn * ppn);
-      const double s = b / k;
-      inter_channels = k;
-      p.speed_array_inter_gbps = {s};
-      p.gpu_pcie_bandwidth_gbps = b / ppn;
-      const int nics = std::max(1, cluster.nics_per_node);
-      const int instances = std::max(1, cluster.gpus_per_node / ppn);
-      double nic = std::ceil(static_cast<double>(k) / nics - 1e-9) * s;  // alone: NICs x floor(nic / s) >= k
-      if (m.side_by_side && instances > 1) {
-        if (instances > nics)
-          nic = std::max(nic, b * instances / nics);  // shared: nic x nics / instances >= k x s
-        else
-          nic = std::max(nic, std::ceil(static_cast<double>(k) / (nics / instances) - 1e-9) * s);
-      } else {
-        nic = std::max(nic, cluster.nic_bandwidth_gbps);
-      }
-      p.nics_per_node = nics;
-      p.nic_bandwidth_gbps = nic * (1 + 1e-9);
-    }
-    // LL and LL128 per scale (1 node, 2 nodes, >= 4 nodes): caps equal to the fitted
-    // bandwidths. The intra-node span sets one node, the inter-node span the others; a scale
-    // no span measured takes the other span's values.
-    auto set_scale = [&](const SpanModel* sm, int s) {
-      const int ch = sm->span.nodes == 1 ? intra_channels : inter_channels;
-      const double simple = sm->bus_gbps[2];
-      if (ch == 0 || simple <= 0) return;
-      p.ll_max_bandwidth_gbps[s] = std::min(sm->bus_gbps[0] > 0 ? sm->bus_gbps[0] : simple, simple);
-      p.per_channel_max_ring_ll128_gbps[s] = std::min(sm->bus_gbps[1] > 0 ? sm->bus_gbps[1] : simple, simple) / ch;
-    };
-    for (int s = 0; s < 3; ++s) {
-      const SpanModel* sm = s == 0 ? (intra ? intra : inter) : (inter ? inter : intra);
-      if (sm) set_scale(sm, s);
-    }
-
-    // Latencies: NCCL's ring latency is base + intra steps x hop + inter steps x net hop
-    // (tuning.cc), with the plateau and overhead terms zeroed above. Per protocol, the three
-    // are fitted jointly to the fitted latency (alpha) of every collective and span, by
-    // non-negative least squares on relative residuals.
+// Per span: bus bandwidth per protocol from the FSDP collectives (all-gather, reduce-scatter);
+// all-reduce only where neither was measured.
+std::vector<SpanModel> span_models(const std::vector<CollectiveGroup>& spans, const std::vector<CollectiveFit>& fits,
+                                   int protocols) {
+  std::vector<SpanModel> models;
+  for (const CollectiveGroup& span : spans) {
+    SpanModel sm;
+    sm.span = span;
+    for (const CollectiveFit& f : fits)
+      if (same_span(f.span, span)) sm.fits.push_back({f.kind, &f.fit});
+    if (sm.fits.empty()) continue;
+    const bool have_ag_rs = std::any_of(sm.fits.begin(), sm.fits.end(),
+                                        [](auto& kf) { return kf.first != CollectiveKind::all_reduce; });
     for (int pr = 0; pr < 3; ++pr) {
-      std::vector<std::array<double, 3>> rows;  // (1, intra steps, inter steps)
-      std::vector<double> ys;
-      for (const SpanModel& sm : models)
-        for (auto& [kind, fit] : sm.fits) {
-          const auto [si, se] = ring_steps(kind, sm.span);
-          rows.push_back({1.0, si, se});
-          ys.push_back(protocol_line(*fit, pr, protocols).alpha_seconds * 1e6);
+      double sum = 0;
+      int count = 0;
+      for (auto& [kind, fit] : sm.fits) {
+        if (have_ag_rs && kind == CollectiveKind::all_reduce) continue;
+        const LineFit& line = protocol_line(*fit, pr, protocols);
+        if (line.seconds_per_byte > 0) {
+          sum += line.bandwidth_bytes_per_second() / 1e9;
+          ++count;
         }
-      double current[3] = {p.base_latency_us[ring][pr], hop[ring][pr], p.net_latency_us[ring][pr]};
-      bool used[3] = {true, false, false};
-      for (const auto& r : rows) {
-        used[1] = used[1] || r[1] > 0;
-        used[2] = used[2] || r[2] > 0;
       }
-      const std::array<double, 3> x = nonnegative_least_squares(rows, ys, used, current);
-      p.base_latency_us[ring][pr] = x[0];
-      if (used[1]) hop[ring][pr] = x[1];
-      if (used[2]) {
-        // NCCL takes the Tree table's network hop for a ring with one GPU per node (tuning.cc);
-        // Tree itself is disabled above, so both tables carry the fitted hop.
-        p.net_latency_us[ring][pr] = x[2];
-        p.net_latency_us[static_cast<int>(NcclAlgorithm::tree)][pr] = x[2];
-      }
+      sm.bus_gbps[pr] = count ? sum / count : 0;
     }
-    std::string proto_text = protocols == 3 ? "LL, LL128 and Simple" : protocols == 2 ? "LL and Simple" : "Simple only";
-    const std::string nccl_source =
-        origin + ": all-gather / reduce-scatter / all-reduce timed over " + std::to_string(spans.size()) +
-        " span(s); per collective and span a robust fit of t = alpha + bytes x factor / busbw split by BIC into "
-        "protocol segments (" + proto_text +
-        "); mapped onto NCCL's ring model: one speed per channel equal to busbw / channels, LL and LL128 as per-scale "
-        "caps, latencies as base + steps x hop. Tree and NVLS disabled: the fitted lines already describe what NCCL "
-        "ran." + host_note;
-    p.sources["calibrate"] = nccl_source;
-    set_source("nccl", nccl_source);
+    models.push_back(sm);
+  }
+  return models;
+}
 
-    // Goodness of fit of the calibration as written: NCCL's model with these parameters.
-    for (const CollectiveMeasurement& x : m.collectives) {
-      if (x.time.median_seconds <= 0) continue;
-      double predicted = 0;
-      try {
-        if (m.side_by_side) {
-          // Every instance of the span ran at once, as the cost model prices a scenario's op
-          // (NIC sharing included): price it the same way.
-          planner::Schedule one;
-          one.world_size = cluster.world_size();
-          one.groups.push_back({"bench", x.span.ranks, x.span.nodes});
-          planner::Op op;
-          op.kind = x.kind == CollectiveKind::all_gather       ? planner::OpKind::all_gather
-                    : x.kind == CollectiveKind::reduce_scatter ? planner::OpKind::reduce_scatter
-                                                               : planner::OpKind::all_reduce;
-          op.comm_bytes = x.bytes;
-          op.group = 0;
-          predicted = planner::CostModel(cluster, c, scenario.training.param_dtype).collective(op, one).seconds;
-        } else {
-          predicted = planner::estimate_collective(x.kind, x.bytes, x.span, cluster, p).seconds;
-        }
-      } catch (const std::exception& e) {
-        out.notes.push_back(std::string("cannot evaluate the model for span ") + span_text(x.span) + ": " + e.what());
-        break;
+// NCCL's model takes one intra-node and one inter-node bandwidth: of each kind, the span that
+// carries the most collective bytes in the scenario's schedule (then the larger). A note names
+// every other span (its fits stay in the output).
+GraphSpans choose_graph_spans(const planner::Scenario& scenario, const std::vector<SpanModel>& models,
+                              std::vector<std::string>& notes) {
+  std::map<std::pair<int, int>, double> carried;
+  const planner::Schedule schedule = planner::plan_step(scenario).schedule;
+  for (const planner::Op& op : schedule.ops)
+    if (planner::is_collective(op.kind) && op.group >= 0 && op.group < static_cast<int>(schedule.groups.size()))
+      carried[{schedule.groups[op.group].ranks, schedule.groups[op.group].nodes}] += op.comm_bytes;
+  auto better = [&](const SpanModel& a, const SpanModel* b) {
+    if (!b) return true;
+    const double ca = carried[{a.span.ranks, a.span.nodes}], cb = carried[{b->span.ranks, b->span.nodes}];
+    return ca != cb ? ca > cb : a.span.ranks > b->span.ranks;
+  };
+  GraphSpans chosen;
+  for (const SpanModel& sm : models) {
+    if (sm.span.nodes == 1 && better(sm, chosen.intra)) chosen.intra = &sm;
+    if (sm.span.nodes > 1 && better(sm, chosen.inter)) chosen.inter = &sm;
+  }
+  for (const SpanModel& sm : models)
+    if (&sm != chosen.intra && &sm != chosen.inter)
+      notes.push_back("span " + span_text(sm.span) +
+                      ": measured and fitted (fit.collectives), but NCCL's model takes one intra-node and one "
+                      "inter-node bandwidth: the calibration takes them from " +
+                      (sm.span.nodes == 1 ? span_text(chosen.intra->span) : span_text(chosen.inter->span)) +
+                      ", which carries more of the scenario's collective bytes");
+  return chosen;
+}
+
+// The model is made to reproduce the fitted lines: the ring algorithm only (what was measured is
+// whatever NCCL ran, described as one ring-shaped line per protocol), the protocols the fit
+// found, unit bandwidth factors with the per-scale caps carrying LL and LL128, no plateau or
+// network overhead terms (the fitted latencies hold them).
+void describe_as_ring_only(planner::NcclParams& p, const planner::ClusterSpec& cluster, int protocols) {
+  p.enable_ring = true;
+  p.enable_tree = false;
+  p.enable_nvls = false;
+  p.enable_simple = true;
+  p.enable_ll = protocols >= 2;
+  p.enable_ll128 = protocols >= 3;
+  p.ll_bandwidth_factor = 1;
+  p.ll128_bandwidth_factor = 1;
+  p.ring_plateau_factor = 1;
+  p.net_overhead_us = 0;
+  p.net_latency_inter_us = 0;
+  p.max_ring_channels = 32;
+  p.bandwidth_efficiency = 1;
+  // RCCL rates xGMI as NVLink-class links (its LINK_NVL), so the NVLink hop table holds them.
+  const bool nvlink = cluster.intra_kind != planner::IntraNodeKind::pcie;
+  p.intra_link = cluster.intra_kind == planner::IntraNodeKind::xgmi ? "xgmi" : nvlink ? "nvlink" : "pcie";
+}
+
+// The intra-node hop latencies NCCL's model reads for the cluster's links (xGMI as NVLink).
+planner::NcclTable& intra_hop_latencies(planner::NcclParams& p, const planner::ClusterSpec& cluster) {
+  return cluster.intra_kind != planner::IntraNodeKind::pcie ? p.nvlink_latency_us : p.pcie_latency_us;
+}
+
+// A ring graph of k channels at s = B / k GB/s gives busbw = k x s = B exactly when the speed
+// array holds s alone and s < 25 (search.cc ncclTopoDupChannels leaves it alone). Returns k.
+int set_intra_node_bandwidth(planner::NcclParams& p, const SpanModel& intra) {
+  const double simple = intra.bus_gbps[2];
+  const int channels = std::clamp(static_cast<int>(std::ceil(simple / 24.0)), 1, 32);
+  p.intra_bandwidth_gbps = simple;
+  p.speed_array_intra_gbps = {simple / channels};
+  return channels;
+}
+
+// Across nodes NCCL's ring takes k = min(NVLink / s (2+ GPUs per node), NICs x NIC / s, GPUs per
+// node x PCIe / s) channels. k is made a multiple of the span's ranks per node and the GPU ->
+// NIC (PCIe) path set to busbw / ranks per node, so that path gives exactly k channels; the NICs
+// are set so that they do not bind below k, neither alone nor where the cost model shares a
+// node's NICs between the group's instances (CostModel::collective: gpus_per_node / ranks per
+// node instances, e.g. HSDP's replicate groups). Measured under mpi (`side_by_side`), those
+// instances ran side by side, so the measured busbw already is each one's share: the NICs are
+// sized so the cost model's division gives it back. Measured alone (one process), the NICs keep
+// the cluster's figures (at least the measured busbw), so sharing divides the cluster's NIC
+// capacity. Returns k.
+int set_inter_node_bandwidth(planner::NcclParams& p, const SpanModel& inter, const planner::ClusterSpec& cluster,
+                             bool side_by_side, std::vector<std::string>& notes) {
+  double b = inter.bus_gbps[2];
+  const int ppn = std::max(1, inter.span.ranks / inter.span.nodes);
+  const double intra_bw = p.intra_bandwidth_gbps > 0 ? p.intra_bandwidth_gbps : 0;
+  if (ppn >= 2 && intra_bw > 0 && b > intra_bw) {
+    notes.push_back("inter-node bus bandwidth (" + fmt("%.4g", b) + " GB/s) above the intra-node one (" +
+                    fmt("%.4g", intra_bw) + "): NCCL's ring cannot be faster than its NVLink part; capped");
+    b = intra_bw;
+  }
+  // Per-channel speed at most 24 (no channel duplication) and at most the intra-node
+  // bandwidth, so that spans with several GPUs per node keep at least one channel.
+  const double top_speed = intra_bw > 0 ? std::min(24.0, intra_bw) : 24.0;
+  int k = std::clamp(static_cast<int>(std::ceil(b / top_speed - 1e-9)), 1, 32);
+  k = std::max(ppn, (k + ppn - 1) / ppn * ppn);
+  if (k > 32) k = std::max(ppn, 32 / ppn * ppn);
+  const double s = b / k;
+  p.speed_array_inter_gbps = {s};
+  p.gpu_pcie_bandwidth_gbps = b / ppn;
+  const int nics = std::max(1, cluster.nics_per_node);
+  const int instances = std::max(1, cluster.gpus_per_node / ppn);
+  double nic = std::ceil(static_cast<double>(k) / nics - 1e-9) * s;  // alone: NICs x floor(nic / s) >= k
+  if (side_by_side && instances > 1) {
+    if (instances > nics)
+      nic = std::max(nic, b * instances / nics);  // shared: nic x nics / instances >= k x s
+    else
+      nic = std::max(nic, std::ceil(static_cast<double>(k) / (nics / instances) - 1e-9) * s);
+  } else {
+    nic = std::max(nic, cluster.nic_bandwidth_gbps);
+  }
+  p.nics_per_node = nics;
+  p.nic_bandwidth_gbps = nic * (1 + 1e-9);
+  return k;
+}
+
+// LL and LL128 per scale (1 node, 2 nodes, >= 4 nodes): caps equal to the fitted bandwidths.
+// The intra-node span sets one node, the inter-node span the others; a scale no span measured
+// takes the other span's values.
+void set_protocol_caps(planner::NcclParams& p, const GraphSpans& spans, const RingChannels& channels) {
+  auto set_scale = [&](const SpanModel* sm, int s) {
+    const int ch = sm->span.nodes == 1 ? channels.intra : channels.inter;
+    const double simple = sm->bus_gbps[2];
+    if (ch == 0 || simple <= 0) return;
+    p.ll_max_bandwidth_gbps[s] = std::min(sm->bus_gbps[0] > 0 ? sm->bus_gbps[0] : simple, simple);
+    p.per_channel_max_ring_ll128_gbps[s] = std::min(sm->bus_gbps[1] > 0 ? sm->bus_gbps[1] : simple, simple) / ch;
+  };
+  for (int s = 0; s < 3; ++s) {
+    const SpanModel* sm = s == 0 ? (spans.intra ? spans.intra : spans.inter) : (spans.inter ? spans.inter : spans.intra);
+    if (sm) set_scale(sm, s);
+  }
+}
+
+// Latencies: NCCL's ring latency is base + intra steps x hop + inter steps x net hop
+// (tuning.cc), with the plateau and overhead terms zeroed by describe_as_ring_only. Per
+// protocol, the three are fitted jointly to the fitted latency (alpha) of every collective and
+// span, by non-negative least squares on relative residuals; a term no span exercises keeps
+// its value.
+void fit_ring_latencies(planner::NcclParams& p, planner::NcclTable& hop, const std::vector<SpanModel>& models,
+                        int protocols) {
+  const int ring = static_cast<int>(NcclAlgorithm::ring);
+  for (int pr = 0; pr < 3; ++pr) {
+    std::vector<std::array<double, 3>> rows;  // (1, intra steps, inter steps)
+    std::vector<double> ys;
+    for (const SpanModel& sm : models)
+      for (auto& [kind, fit] : sm.fits) {
+        const auto [si, se] = ring_steps(kind, sm.span);
+        rows.push_back({1.0, si, se});
+        ys.push_back(protocol_line(*fit, pr, protocols).alpha_seconds * 1e6);
       }
-      out.errors.push_back({planner::collective_name(x.kind) + " " + span_text(x.span), bytes_text(x.bytes),
-                            x.time.median_seconds, predicted});
+    double current[3] = {p.base_latency_us[ring][pr], hop[ring][pr], p.net_latency_us[ring][pr]};
+    bool used[3] = {true, false, false};
+    for (const auto& r : rows) {
+      used[1] = used[1] || r[1] > 0;
+      used[2] = used[2] || r[2] > 0;
+    }
+    const std::array<double, 3> x = nonnegative_least_squares(rows, ys, used, current);
+    p.base_latency_us[ring][pr] = x[0];
+    if (used[1]) hop[ring][pr] = x[1];
+    if (used[2]) {
+      // NCCL takes the Tree table's network hop for a ring with one GPU per node (tuning.cc);
+      // Tree itself is disabled (describe_as_ring_only), so both tables carry the fitted hop.
+      p.net_latency_us[ring][pr] = x[2];
+      p.net_latency_us[static_cast<int>(NcclAlgorithm::tree)][pr] = x[2];
     }
   }
-  out.notes.insert(out.notes.end(), m.notes.begin(), m.notes.end());
-  out.calibration = c;
-  return out;
+}
+
+// The model's time for one measured collective under the written calibration `c`. Measured
+// side by side (every instance of the span at once), it is priced as the cost model prices a
+// scenario's op, NIC sharing included; measured alone, through NCCL's model for the span.
+double modeled_collective_seconds(const CollectiveMeasurement& x, const planner::Scenario& scenario,
+                                  const planner::Calibration& c, bool side_by_side) {
+  const planner::ClusterSpec& cluster = scenario.cluster;
+  if (!side_by_side) return planner::estimate_collective(x.kind, x.bytes, x.span, cluster, c.nccl).seconds;
+  planner::Schedule one;
+  one.world_size = cluster.world_size();
+  one.groups.push_back({"bench", x.span.ranks, x.span.nodes});
+  planner::Op op;
+  op.kind = x.kind == CollectiveKind::all_gather       ? planner::OpKind::all_gather
+            : x.kind == CollectiveKind::reduce_scatter ? planner::OpKind::reduce_scatter
+                                                       : planner::OpKind::all_reduce;
+  op.comm_bytes = x.bytes;
+  op.group = 0;
+  return planner::CostModel(cluster, c, scenario.training.param_dtype).collective(op, one).seconds;
+}
+
+// The cost model takes one efficiency for a module's matmul FLOPs: the curve over the model's
+// own layer GEMMs (at their full size), weighted by time (FLOPs / efficiency). The curve's
+// ceiling where no layer GEMM has a positive efficiency.
+double layer_weighted_efficiency(const planner::Scenario& scenario, const GemmCurve& curve, int element_bytes) {
+  double flops = 0, time = 0;
+  for (const GemmShape& s : model_gemm_shapes(scenario)) {
+    const double e = curve.at(s.intensity(element_bytes));
+    if (e > 0) {
+      flops += s.flops();
+      time += s.flops() / e;
+    }
+  }
+  const double e = time > 0 ? flops / time : curve.max_efficiency;
+  return e > 0 ? e : curve.max_efficiency;
+}
+
+// ---- the fit, one group of measurements at a time ----------------------------------------------
+
+// Builds one FitResult: each step fits one group of measurements, sets the calibration fields
+// they determine and records each field's source (what was measured, how it was fitted), so
+// that the written file says where every number came from.
+class CalibrationFit {
+ public:
+  CalibrationFit(const planner::Scenario& scenario, const Measurements& m)
+      : scenario_(scenario),
+        cluster_(scenario.cluster),
+        m_(m),
+        c_(planner::default_calibration(scenario.cluster)),
+        origin_("fsdpsim calibrate --backend " + m.backend + " (" + m.device + ")"),
+        host_note_(m.backend == "host" ? " Measured on the host backend: this CPU and its shared memory, not a GPU."
+                                       : "") {
+    c_.name = "calibrated: " + origin_;
+  }
+
+  void gemm_efficiency();
+  void memory_bandwidth();
+  void launch_overhead();
+  void compute_slowdown();
+  void collectives();
+  // The result, with measure()'s notes after the fit's own.
+  FitResult finish();
+
+ private:
+  void set_source(const std::string& field, const std::string& text);
+  void set_matmul_efficiency(const std::string& dtype, const GemmCurve& curve, int element_bytes);
+  void write_nccl_model(const std::vector<CollectiveGroup>& spans);
+  void add_collective_errors();
+
+  const planner::Scenario& scenario_;
+  const planner::ClusterSpec& cluster_;
+  const Measurements& m_;
+  FitResult out_;
+  planner::Calibration c_;
+  const std::string origin_;     // which command measured, on what
+  const std::string host_note_;  // ends every source when the host backend measured
+};
+
+void CalibrationFit::set_source(const std::string& field, const std::string& text) {
+  c_.sources[field] = text;
+  if (std::find(out_.fitted_fields.begin(), out_.fitted_fields.end(), field) == out_.fitted_fields.end())
+    out_.fitted_fields.push_back(field);
+}
+
+// Per dtype, efficiency against arithmetic intensity (a saturating curve); the compute dtype's
+// curve (bf16 when the compute dtype was not measured) sets matmul_efficiency.
+void CalibrationFit::gemm_efficiency() {
+  std::map<std::string, std::vector<const GemmMeasurement*>> by_dtype;
+  for (const GemmMeasurement& g : m_.gemms)
+    if (g.time.median_seconds > 0 && g.peak_flops > 0) by_dtype[g.dtype].push_back(&g);
+  const std::string compute_dtype = models::dtype_name(scenario_.training.param_dtype);
+  for (const auto& [dtype, gs] : by_dtype) {
+    const int elem = dtype == "fp32" ? 4 : 2;
+    std::vector<double> intensity, eff;
+    for (const GemmMeasurement* g : gs) {
+      intensity.push_back(g->shape.intensity(elem));
+      eff.push_back(g->efficiency());
+    }
+    const GemmCurve curve = fit_gemm_curve(intensity, eff);
+    out_.gemm_curves.push_back(curve);
+    out_.gemm_dtypes.push_back(dtype);
+    for (const GemmMeasurement* g : gs)
+      out_.errors.push_back({"gemm " + dtype + " efficiency (curve)",
+                             g->shape.label + " " + std::to_string(g->shape.m) + "x" + std::to_string(g->shape.n) + "x" +
+                                 std::to_string(g->shape.k),
+                             g->efficiency(), curve.at(g->shape.intensity(elem))});
+    if (dtype == compute_dtype || (by_dtype.count(compute_dtype) == 0 && dtype == "bf16"))
+      set_matmul_efficiency(dtype, curve, elem);
+  }
+}
+
+void CalibrationFit::set_matmul_efficiency(const std::string& dtype, const GemmCurve& curve, int element_bytes) {
+  double e = layer_weighted_efficiency(scenario_, curve, element_bytes);
+  if (e > 1) {
+    out_.notes.push_back("matmul_efficiency fitted above 1 (" + fmt("%.3f", e) + "): capped at 1");
+    e = 1;
+  }
+  if (!(e > 0)) return;
+  c_.matmul_efficiency = e;
+  set_source("matmul_efficiency",
+             origin_ + ": " + dtype + " GEMMs over the model's layer shapes and a square grid; efficiency = " +
+                 fmt("%.4g", curve.max_efficiency) + " x I / (I + " + fmt("%.4g", curve.half_intensity) +
+                 " FLOP/B) fitted against arithmetic intensity I, averaged over the model's layer GEMMs "
+                 "weighted by time; peak = the scenario GPU's dense " + dtype + " peak." + host_note_);
+}
+
+// hbm_efficiency: the plateau, the median bandwidth of the largest half of the copies, over the
+// scenario GPU's HBM bandwidth.
+void CalibrationFit::memory_bandwidth() {
+  if (m_.copies.empty() || !(cluster_.gpu.hbm_bandwidth_bytes_per_second > 0)) return;
+  std::vector<const CopyMeasurement*> cs;
+  for (const CopyMeasurement& x : m_.copies) cs.push_back(&x);
+  std::sort(cs.begin(), cs.end(), [](auto* a, auto* b) { return a->bytes < b->bytes; });
+  std::vector<double> bw;
+  for (std::size_t i = cs.size() / 2; i < cs.size(); ++i) bw.push_back(cs[i]->bytes_per_second());
+  std::sort(bw.begin(), bw.end());
+  out_.hbm_bytes_per_second = bw[bw.size() / 2];
+  double e = out_.hbm_bytes_per_second / cluster_.gpu.hbm_bandwidth_bytes_per_second;
+  if (e > 1) {
+    out_.notes.push_back("hbm_efficiency fitted above 1 (" + fmt("%.3f", e) + "): capped at 1");
+    e = 1;
+  }
+  c_.hbm_efficiency = e;
+  set_source("hbm_efficiency", origin_ + ": copies of " + bytes_text(cs.front()->bytes) + " to " +
+                                   bytes_text(cs.back()->bytes) + ", bytes read + written over the median time; " +
+                                   fmt("%.4g", out_.hbm_bytes_per_second / 1e9) + " GB/s over the larger half, of " +
+                                   fmt("%.4g", cluster_.gpu.hbm_bandwidth_bytes_per_second / 1e9) +
+                                   " GB/s (the scenario GPU's HBM)." + host_note_);
+  for (const CopyMeasurement* x : cs)
+    out_.errors.push_back({"copy bandwidth", bytes_text(x->bytes), x->time.median_seconds,
+                           2 * x->bytes / (cluster_.gpu.hbm_bandwidth_bytes_per_second * e)});
+}
+
+// kernel_issue_seconds: the time per op of a stream of trivial ops.
+void CalibrationFit::launch_overhead() {
+  if (!(m_.launch.median_seconds > 0)) return;
+  out_.launch_seconds = m_.launch.median_seconds;
+  c_.kernel_issue_seconds = out_.launch_seconds;
+  set_source("kernel_issue_seconds",
+             origin_ + ": a stream of " + std::to_string(m_.launch_ops) +
+                 " trivial ops played through the runtime, step time / ops (issue, launch and completion of one "
+                 "op), median of " + std::to_string(m_.launch.repetitions) + "." + host_note_);
+  out_.errors.push_back({"launch overhead", std::to_string(m_.launch_ops) + " ops", m_.launch.median_seconds,
+                         c_.kernel_issue_seconds});
+}
+
+// compute_slowdown_under_comm: a GEMM beside a collective against the same GEMM alone.
+void CalibrationFit::compute_slowdown() {
+  if (m_.interference.empty()) return;
+  std::vector<double> alone, beside;
+  for (const InterferenceMeasurement& i : m_.interference) {
+    alone.push_back(i.gemm_alone.median_seconds);
+    beside.push_back(i.gemm_beside_collective.median_seconds);
+  }
+  out_.interference = fit_interference(alone, beside);
+  c_.compute_slowdown_under_comm = out_.interference;
+  set_source("compute_slowdown_under_comm",
+             origin_ + ": a GEMM timed alone and beside " + m_.interference.front().collective +
+                 "; median over pairs of (beside / alone) - 1." + host_note_);
+  for (const InterferenceMeasurement& i : m_.interference)
+    out_.errors.push_back({"interference", "GEMM beside " + i.collective, i.gemm_beside_collective.median_seconds,
+                           i.gemm_alone.median_seconds * (1 + out_.interference)});
+}
+
+// Per (collective, span) a piecewise latency + bandwidth fit, then NCCL's parameters set so that
+// its model reproduces those lines.
+void CalibrationFit::collectives() {
+  const std::vector<CollectiveGroup> spans = measured_spans(m_);
+  out_.collectives = fit_collective_lines(m_, spans);
+  if (out_.collectives.empty()) return;
+  write_nccl_model(spans);
+  add_collective_errors();
+}
+
+void CalibrationFit::write_nccl_model(const std::vector<CollectiveGroup>& spans) {
+  planner::NcclParams& p = c_.nccl;
+  const int protocols = protocols_found(out_.collectives);
+  const std::vector<SpanModel> models = span_models(spans, out_.collectives, protocols);
+  const GraphSpans graph = choose_graph_spans(scenario_, models, out_.notes);
+  describe_as_ring_only(p, cluster_, protocols);
+  RingChannels channels;
+  if (graph.intra && graph.intra->bus_gbps[2] > 0) channels.intra = set_intra_node_bandwidth(p, *graph.intra);
+  if (graph.inter && graph.inter->bus_gbps[2] > 0)
+    channels.inter = set_inter_node_bandwidth(p, *graph.inter, cluster_, m_.side_by_side, out_.notes);
+  set_protocol_caps(p, graph, channels);
+  fit_ring_latencies(p, intra_hop_latencies(p, cluster_), models, protocols);
+
+  std::string proto_text = protocols == 3 ? "LL, LL128 and Simple" : protocols == 2 ? "LL and Simple" : "Simple only";
+  const std::string nccl_source =
+      origin_ + ": all-gather / reduce-scatter / all-reduce timed over " + std::to_string(spans.size()) +
+      " span(s); per collective and span a robust fit of t = alpha + bytes x factor / busbw split by BIC into "
+      "protocol segments (" + proto_text +
+      "); mapped onto NCCL's ring model: one speed per channel equal to busbw / channels, LL and LL128 as per-scale "
+      "caps, latencies as base + steps x hop. Tree and NVLS disabled: the fitted lines already describe what NCCL "
+      "ran." + host_note_;
+  p.sources["calibrate"] = nccl_source;
+  set_source("nccl", nccl_source);
+}
+
+// Goodness of fit of the calibration as written: NCCL's model with these parameters against
+// every measured collective. A span the model cannot price ends the comparison with a note.
+void CalibrationFit::add_collective_errors() {
+  for (const CollectiveMeasurement& x : m_.collectives) {
+    if (x.time.median_seconds <= 0) continue;
+    double predicted = 0;
+    try {
+      predicted = modeled_collective_seconds(x, scenario_, c_, m_.side_by_side);
+    } catch (const std::exception& e) {
+      out_.notes.push_back(std::string("cannot evaluate the model for span ") + span_text(x.span) + ": " + e.what());
+      break;
+    }
+    out_.errors.push_back({planner::collective_name(x.kind) + " " + span_text(x.span), bytes_text(x.bytes),
+                           x.time.median_seconds, predicted});
+  }
+}
+
+FitResult CalibrationFit::finish() {
+  out_.notes.insert(out_.notes.end(), m_.notes.begin(), m_.notes.end());
+  out_.calibration = c_;
+  return std::move(out_);
+}
+
+}  // namespace
+
+std::string span_text(const CollectiveGroup& g) {
+  return std::to_string(g.ranks) + " ranks / " + std::to_string(g.nodes) + (g.nodes == 1 ? " node" : " nodes");
+}
+
+FitResult fit(const planner::Scenario& scenario, const Measurements& m) {
+  CalibrationFit f(scenario, m);
+  f.gemm_efficiency();
+  f.memory_bandwidth();
+  f.launch_overhead();
+  f.compute_slowdown();
+  f.collectives();
+  return f.finish();
 }
 
 nlohmann::json calibration_json(const FitResult& f, const Measurements& m) {

@@ -1,7 +1,11 @@
 #include "models/hf_import.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include "models/json_input.h"
 #include "models/transformer_costs.h"
@@ -11,6 +15,8 @@ namespace fsdpsim::models {
 namespace {
 
 using nlohmann::json;
+using NormPlacement = DecoderBlockShape::NormPlacement;
+using QkNorm = DecoderBlockShape::QkNorm;
 
 // Larger dimensions are typos. The cap keeps every product of two dimensions (weight
 // sizes, FLOP coefficients) exact in int64 and in double.
@@ -18,19 +24,41 @@ constexpr std::int64_t kMaxDimension = std::int64_t{1} << 24;
 // Real models have a few hundred layers; the cap keeps the expanded tree small.
 constexpr std::int64_t kMaxLayers = 10000;
 
-enum class Family { llama, mistral, qwen2, gpt2, gpt_neox, mpt };
+enum class Family {
+  llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, olmo2, falcon, gpt2, gpt_neox, mpt,
+  // Mixture-of-Experts: counted (count_hf_parameters), not planned.
+  mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, llama4, llama4_text,
+};
 
 struct FamilyName {
   Family family;
   const char* model_type;
   const char* architecture;  // the causal-LM class, the root module's type
+  bool moe;
 };
 
 // Hugging Face's port of MPT names its class MptForCausalLM; MosaicML's configs say MPTForCausalLM.
 constexpr FamilyName kFamilies[] = {
-    {Family::llama, "llama", "LlamaForCausalLM"},     {Family::mistral, "mistral", "MistralForCausalLM"},
-    {Family::qwen2, "qwen2", "Qwen2ForCausalLM"},     {Family::gpt2, "gpt2", "GPT2LMHeadModel"},
-    {Family::gpt_neox, "gpt_neox", "GPTNeoXForCausalLM"}, {Family::mpt, "mpt", "MPTForCausalLM"},
+    {Family::llama, "llama", "LlamaForCausalLM", false},
+    {Family::mistral, "mistral", "MistralForCausalLM", false},
+    {Family::qwen2, "qwen2", "Qwen2ForCausalLM", false},
+    {Family::qwen3, "qwen3", "Qwen3ForCausalLM", false},
+    {Family::gemma2, "gemma2", "Gemma2ForCausalLM", false},
+    {Family::gemma3_text, "gemma3_text", "Gemma3ForCausalLM", false},
+    {Family::phi3, "phi3", "Phi3ForCausalLM", false},
+    {Family::olmo2, "olmo2", "Olmo2ForCausalLM", false},
+    {Family::falcon, "falcon", "FalconForCausalLM", false},
+    {Family::gpt2, "gpt2", "GPT2LMHeadModel", false},
+    {Family::gpt_neox, "gpt_neox", "GPTNeoXForCausalLM", false},
+    {Family::mpt, "mpt", "MPTForCausalLM", false},
+    {Family::mixtral, "mixtral", "MixtralForCausalLM", true},
+    {Family::qwen2_moe, "qwen2_moe", "Qwen2MoeForCausalLM", true},
+    {Family::qwen3_moe, "qwen3_moe", "Qwen3MoeForCausalLM", true},
+    {Family::deepseek_v2, "deepseek_v2", "DeepseekV2ForCausalLM", true},
+    {Family::deepseek_v3, "deepseek_v3", "DeepseekV3ForCausalLM", true},
+    {Family::gpt_oss, "gpt_oss", "GptOssForCausalLM", true},
+    {Family::llama4, "llama4", "Llama4ForConditionalGeneration", true},
+    {Family::llama4_text, "llama4_text", "Llama4ForCausalLM", true},
 };
 
 const FamilyName& family_name(Family family) {
@@ -39,11 +67,107 @@ const FamilyName& family_name(Family family) {
   return kFamilies[0];
 }
 
-std::string supported_list() {
+std::string type_list(bool moe) {
   std::string list;
-  for (const FamilyName& f : kFamilies) list += (list.empty() ? "" : ", ") + std::string(f.model_type);
+  for (const FamilyName& f : kFamilies)
+    if (f.moe == moe) list += (list.empty() ? "" : ", ") + std::string(f.model_type);
   return list;
 }
+
+std::string supported_list() { return type_list(false) + " (and, counted but not planned, " + type_list(true) + ")"; }
+
+// ---- the keys of a config ------------------------------------------------------------
+//
+// Every key of a config is either read (a reader below gets it and checks it) or listed here
+// as known not to change the parameter count or the compute (token ids, initialisation,
+// numerics such as epsilons and rotary frequencies, generation settings). Anything else is an
+// error naming it: a key the importer does not know may well change the sizes or the work
+// (num_local_experts under a dense model_type, a sliding_window where none is modelled).
+
+const std::set<std::string>& harmless_everywhere() {
+  static const std::set<std::string> keys = {
+      "transformers_version", "bos_token_id",   "eos_token_id",     "pad_token_id",        "sep_token_id",
+      "decoder_start_token_id", "use_cache",    "initializer_range", "tokenizer_class",    "auto_map",
+      "return_dict",          "output_attentions", "output_hidden_states", "torchscript",  "id2label",
+      "label2id",             "problem_type",   "task_specific_params", "finetuning_task", "gradient_checkpointing",
+      "use_return_dict"};
+  return keys;
+}
+
+// Per family: numerics (epsilons, rotary frequencies and scaling: rotary is priced per token
+// whatever its frequencies), the activation's name (SiLU and GELU variants are one elementwise
+// kernel of the same size) and settings the modelling code does not read.
+const std::set<std::string>& harmless_for(Family family) {
+  static const std::map<Family, std::set<std::string>> keys = {
+      {Family::llama, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "pretraining_tp", "hidden_act"}},
+      {Family::mistral, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act"}},
+      {Family::qwen2, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act"}},
+      {Family::qwen3, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act"}},
+      // query_pre_attn_scalar sets the attention's scale; cache_implementation is for generation.
+      {Family::gemma2,
+       {"rope_theta", "rope_parameters", "rms_norm_eps", "hidden_act", "hidden_activation", "query_pre_attn_scalar",
+        "cache_implementation"}},
+      {Family::gemma3_text,
+       {"rope_theta", "rope_scaling", "rope_parameters", "rope_local_base_freq", "rms_norm_eps", "hidden_act",
+        "hidden_activation", "query_pre_attn_scalar", "cache_implementation"}},
+      // partial_rotary_factor: rotary on part of each head; priced as if on all of it.
+      {Family::phi3,
+       {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act", "original_max_position_embeddings",
+        "partial_rotary_factor"}},
+      {Family::olmo2, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act"}},
+      {Family::falcon, {"rope_theta", "rope_scaling", "layer_norm_epsilon", "activation"}},
+      {Family::gpt2,
+       {"activation_function", "layer_norm_epsilon", "n_ctx", "summary_activation", "summary_first_dropout",
+        "summary_proj_to_labels", "summary_type", "summary_use_proj", "scale_attn_weights",
+        "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "n_special", "predict_special_tokens",
+        "output_past"}},
+      {Family::gpt_neox, {"hidden_act", "layer_norm_eps", "rotary_emb_base", "rope_scaling", "classifier_dropout"}},
+      // embedding_fraction scales the embedding's gradient; init_* and verbose are set-up.
+      {Family::mpt, {"init_config", "init_device", "tokenizer_name", "verbose", "embedding_fraction"}},
+      {Family::mixtral,
+       {"rope_theta", "rms_norm_eps", "hidden_act", "router_aux_loss_coef", "output_router_logits",
+        "router_jitter_noise"}},
+      {Family::qwen2_moe,
+       {"rope_theta", "rope_scaling", "rms_norm_eps", "hidden_act", "norm_topk_prob", "output_router_logits",
+        "router_aux_loss_coef"}},
+      {Family::qwen3_moe,
+       {"rope_theta", "rope_scaling", "rms_norm_eps", "hidden_act", "norm_topk_prob", "output_router_logits",
+        "router_aux_loss_coef"}},
+      // num_key_value_heads: MLA's shapes come from the lora ranks and head dims.
+      {Family::deepseek_v2,
+       {"rope_theta", "rope_scaling", "rms_norm_eps", "hidden_act", "norm_topk_prob", "routed_scaling_factor",
+        "scoring_func", "n_group", "topk_group", "aux_loss_alpha", "seq_aux", "pretraining_tp", "ep_size",
+        "num_key_value_heads"}},
+      // num_nextn_predict_layers: the multi-token-prediction module, which transformers does not load.
+      {Family::deepseek_v3,
+       {"rope_theta", "rope_scaling", "rms_norm_eps", "hidden_act", "norm_topk_prob", "routed_scaling_factor",
+        "scoring_func", "n_group", "topk_group", "aux_loss_alpha", "seq_aux", "pretraining_tp", "ep_size",
+        "num_key_value_heads", "num_nextn_predict_layers", "rope_interleave", "head_dim", "quantization_config"}},
+      // quantization_config: the checkpoint's MXFP4 storage of the experts; counts do not change.
+      {Family::gpt_oss,
+       {"rope_theta", "rope_scaling", "rms_norm_eps", "hidden_act", "swiglu_limit", "router_aux_loss_coef",
+        "output_router_logits", "initial_context_length", "quantization_config", "experts_per_token"}},
+      {Family::llama4_text,
+       {"rope_theta", "rope_scaling", "rms_norm_eps", "hidden_act", "router_aux_loss_coef", "router_jitter_noise",
+        "output_router_logits", "for_llm_compressor", "cache_implementation", "attn_temperature_tuning",
+        "floor_scale", "attn_scale", "no_rope_layers", "attention_chunk_size", "use_qk_norm"}},
+  };
+  static const std::set<std::string> none;
+  auto it = keys.find(family);
+  return it == keys.end() ? none : it->second;
+}
+
+// Throws naming the first key neither read nor known to be harmless.
+void refuse_unread_keys(const JsonReader& r, Family family) {
+  for (const std::string& key : r.unread_keys()) {
+    if (harmless_everywhere().count(key) || harmless_for(family).count(key)) continue;
+    r.fail(key, std::string("is not read by fsdpsim's ") + family_name(family).model_type +
+                    " importer: it may change the parameter count or the compute, and fsdpsim does not guess "
+                    "(docs/model-schema.md lists the keys each family reads and those it knows to be harmless)");
+  }
+}
+
+// ---- reading the config ----------------------------------------------------------
 
 // What the module builders need, read and checked from the config.
 struct HfArch {
@@ -55,18 +179,28 @@ struct HfArch {
   bool qkv_bias = false, out_bias = false, mlp_bias = false, norm_bias = false;
   double attention_dropout = 0, residual_dropout = 0, embedding_dropout = 0;
   bool parallel_residual = false;
+  bool falcon_parallel = false, one_parallel_norm = false;
   bool position_embedding = false;  // learned absolute positions (GPT-2; MPT without ALiBi)
   bool alibi = false;
   std::string norm_type;
+  NormPlacement norm_placement = NormPlacement::pre;
+  QkNorm qk_norm = QkNorm::none;
+  bool qk_norm_over_heads = false;  // OLMo-2: one norm over all heads (weight q_dim); else per head (head_dim)
+  bool fused_qkv = false;           // Phi-3's qkv_proj (GPT-2, GPT-NeoX, MPT, Falcon: by family)
+  bool fused_gate_up = false;       // Phi-3's gate_up_proj
+  bool gelu_gate = false;           // GeGLU (Gemma)
+  bool scaled_embedding = false;    // Gemma: the embedding's output times sqrt(hidden)
+  bool logit_softcap = false;       // Gemma-2's final_logit_softcapping
+  std::vector<std::int64_t> windows;  // per layer: sliding window in tokens, 0 = full attention
 
   std::int64_t q_dim() const { return heads * head_dim; }
   std::int64_t kv_dim() const { return kv_heads * head_dim; }
   bool llama_like() const {
-    return family == Family::llama || family == Family::mistral || family == Family::qwen2;
+    return family == Family::llama || family == Family::mistral || family == Family::qwen2 ||
+           family == Family::qwen3 || family == Family::gemma2 || family == Family::gemma3_text ||
+           family == Family::phi3 || family == Family::olmo2;
   }
 };
-
-// ---- reading the config ----------------------------------------------------------
 
 std::int64_t dimension(JsonReader& r, const std::string& key) {
   std::int64_t n = r.positive_integer(key);
@@ -92,26 +226,34 @@ double probability(JsonReader& r, const std::string& key, double fallback) {
   return p;
 }
 
+// A key the family reads only to check that it is off (a feature that is not modelled).
+void require_false(JsonReader& r, const std::string& key, const std::string& what) {
+  if (r.boolean_or(key, false)) r.fail(key, what + " is not modelled; expected false");
+}
+
 // Parameter dtype: torch_dtype (or "dtype", its newer name), the dtype the checkpoint is
 // stored in; fp32 when absent, as transformers loads without a torch_dtype argument.
 DType read_dtype(JsonReader& r) {
+  DType dtype = DType::fp32;
+  bool found = false;
   for (const std::string key : {"torch_dtype", "dtype"}) {
-    if (!r.has(key)) {
+    if (!r.has(key) || found) {
       r.ignore(key);
       continue;
     }
     std::string name = r.string(key);
     if (name.rfind("torch.", 0) == 0) name = name.substr(6);
-    auto dtype = parse_dtype(name);
-    if (!dtype) r.fail(key, "expected float32, bfloat16 or float16; got \"" + name + "\"");
-    return *dtype;
+    auto parsed = parse_dtype(name);
+    if (!parsed) r.fail(key, "expected float32, bfloat16 or float16; got \"" + name + "\"");
+    dtype = *parsed;
+    found = true;
   }
-  return DType::fp32;
+  return dtype;
 }
 
 // Heads and head size; head_dim defaults to hidden/heads, which must then divide evenly.
 void read_heads(JsonReader& r, HfArch& a, const std::string& heads_key, const std::string& kv_key,
-                bool reads_head_dim) {
+                bool reads_head_dim, std::int64_t default_head_dim = 0) {
   a.heads = dimension(r, heads_key);
   a.kv_heads = kv_key.empty() ? a.heads : dimension_or(r, kv_key, a.heads);
   if (a.heads % a.kv_heads != 0)
@@ -119,7 +261,11 @@ void read_heads(JsonReader& r, HfArch& a, const std::string& heads_key, const st
                        std::to_string(a.kv_heads));
   if (reads_head_dim && r.has("head_dim")) {
     a.head_dim = dimension(r, "head_dim");
+  } else if (reads_head_dim && default_head_dim > 0) {
+    r.ignore("head_dim");
+    a.head_dim = default_head_dim;
   } else {
+    if (reads_head_dim) r.ignore("head_dim");
     if (a.hidden % a.heads != 0)
       r.fail(heads_key, "expected a divisor of the hidden size (" + std::to_string(a.hidden) + "), got " +
                             std::to_string(a.heads));
@@ -135,32 +281,251 @@ void check_ffn(JsonReader& r, const HfArch& a, const std::string& key) {
     r.fail(key, "gives an MLP width of " + std::to_string(a.ffn) + "; expected 1.." + std::to_string(kMaxDimension));
 }
 
+// ---- sliding windows ----
+
+std::int64_t window_size(JsonReader& r, const std::string& key) {
+  const std::int64_t w = r.positive_integer(key);
+  if (w > kMaxDimension) r.fail(key, "expected a window of at most " + std::to_string(kMaxDimension) + " tokens");
+  return w;
+}
+
+// transformers' layer_types: "full_attention" or "sliding_attention" per layer.
+std::vector<std::int64_t> windows_from_layer_types(JsonReader& r, std::int64_t layers, std::int64_t window) {
+  const json& types = r.array("layer_types");
+  if (static_cast<std::int64_t>(types.size()) != layers)
+    r.fail("layer_types", "expected one entry per layer (" + std::to_string(layers) + "), got " +
+                              std::to_string(types.size()));
+  std::vector<std::int64_t> windows;
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    const std::string path = join_json_path(r.path_of("layer_types"), i);
+    if (!types[i].is_string()) throw InputError(r.file(), path, "expected \"full_attention\" or \"sliding_attention\"");
+    const std::string type = types[i].get<std::string>();
+    if (type == "full_attention") {
+      windows.push_back(0);
+    } else if (type == "sliding_attention") {
+      if (window <= 0) throw InputError(r.file(), path, "\"sliding_attention\" needs a sliding_window");
+      windows.push_back(window);
+    } else {
+      throw InputError(r.file(), path, "expected \"full_attention\" or \"sliding_attention\", got \"" + type + "\"");
+    }
+  }
+  return windows;
+}
+
+// Qwen2 / Qwen3: with use_sliding_window, layers from max_window_layers on use the window
+// (transformers' Qwen2Config.layer_types); without it, sliding_window is ignored.
+std::vector<std::int64_t> qwen_windows(JsonReader& r, std::int64_t layers) {
+  const bool use = r.boolean_or("use_sliding_window", false);
+  const std::int64_t window = use && r.has("sliding_window") ? window_size(r, "sliding_window") : 0;
+  r.ignore("sliding_window");
+  const std::int64_t from = r.integer_or("max_window_layers", 28);
+  if (from < 0) r.fail("max_window_layers", "expected a layer index >= 0");
+  if (r.has("layer_types")) return windows_from_layer_types(r, layers, window);
+  if (use && window <= 0) r.fail("sliding_window", "is required when use_sliding_window is true");
+  std::vector<std::int64_t> windows(static_cast<std::size_t>(layers), 0);
+  for (std::int64_t i = from; use && i < layers; ++i) windows[static_cast<std::size_t>(i)] = window;
+  return windows;
+}
+
+// Every layer with the config's sliding_window (Mistral, Phi-3), none when it is absent or null.
+std::vector<std::int64_t> uniform_windows(JsonReader& r, std::int64_t layers) {
+  const std::int64_t window = r.has("sliding_window") ? window_size(r, "sliding_window") : 0;
+  r.ignore("sliding_window");
+  return std::vector<std::int64_t>(static_cast<std::size_t>(layers), window);
+}
+
+// Gemma: sliding layers alternate with full ones. Gemma-2: even layers slide (pattern 2);
+// Gemma-3: every sliding_window_pattern-th layer is full ((i + 1) % pattern == 0).
+std::vector<std::int64_t> gemma_windows(JsonReader& r, std::int64_t layers, std::int64_t default_window,
+                                        std::int64_t default_pattern, bool reads_pattern) {
+  const std::int64_t window = r.has("sliding_window") ? window_size(r, "sliding_window") : default_window;
+  r.ignore("sliding_window");
+  std::int64_t pattern = default_pattern;
+  if (reads_pattern) pattern = r.positive_integer_or("sliding_window_pattern", default_pattern);
+  if (r.has("layer_types")) return windows_from_layer_types(r, layers, window);
+  std::vector<std::int64_t> windows;
+  for (std::int64_t i = 0; i < layers; ++i) windows.push_back((i + 1) % pattern == 0 ? 0 : window);
+  return windows;
+}
+
+// ---- the families ----
+
+// Shared by the Llama-like families: sizes, GQA, the embedding tie.
+void read_decoder_sizes(JsonReader& r, HfArch& a, std::int64_t default_positions, bool default_tie,
+                        std::int64_t default_head_dim = 0) {
+  a.hidden = dimension(r, "hidden_size");
+  a.layers = layer_count(r, "num_hidden_layers");
+  read_heads(r, a, "num_attention_heads", "num_key_value_heads", true, default_head_dim);
+  a.ffn = dimension(r, "intermediate_size");
+  a.vocab = dimension(r, "vocab_size");
+  a.max_seq = dimension_or(r, "max_position_embeddings", default_positions);
+  a.tie = r.boolean_or("tie_word_embeddings", default_tie);
+  a.attention_dropout = probability(r, "attention_dropout", 0);
+  a.norm_type = "RMSNorm";
+}
+
 // Llama, Mistral, Qwen2: RMSNorm, rotary, SwiGLU, optional GQA. Defaults are those of the
 // transformers config classes.
 HfArch read_llama_like(JsonReader& r, Family family) {
   HfArch a;
   a.family = family;
-  a.hidden = dimension(r, "hidden_size");
-  a.layers = layer_count(r, "num_hidden_layers");
-  read_heads(r, a, "num_attention_heads", "num_key_value_heads", true);
-  a.ffn = dimension(r, "intermediate_size");
-  a.vocab = dimension(r, "vocab_size");
   const std::int64_t default_positions = family == Family::llama     ? 2048
                                          : family == Family::mistral ? 4096 * 32
                                                                      : 32768;
-  a.max_seq = dimension_or(r, "max_position_embeddings", default_positions);
-  a.tie = r.boolean_or("tie_word_embeddings", false);
-  const bool attention_bias = r.boolean_or("attention_bias", false);
+  read_decoder_sizes(r, a, default_positions, false);
   if (family == Family::qwen2) {
     // Qwen2Attention: q, k, v with biases, o_proj without, whatever the config says.
     a.qkv_bias = true;
     a.out_bias = false;
+    a.windows = qwen_windows(r, a.layers);
   } else {
-    a.qkv_bias = a.out_bias = attention_bias;
+    a.qkv_bias = a.out_bias = r.boolean_or("attention_bias", false);
+    a.windows = family == Family::mistral ? uniform_windows(r, a.layers)
+                                          : std::vector<std::int64_t>(static_cast<std::size_t>(a.layers), 0);
   }
-  a.mlp_bias = r.boolean_or("mlp_bias", false);
+  a.mlp_bias = family == Family::llama && r.boolean_or("mlp_bias", false);
+  return a;
+}
+
+// Qwen3: Qwen2 with per-head q/k RMSNorm, head_dim 128 by default, attention_bias for q,k,v,o.
+HfArch read_qwen3(JsonReader& r) {
+  HfArch a;
+  a.family = Family::qwen3;
+  read_decoder_sizes(r, a, 32768, false, 128);
+  a.qkv_bias = a.out_bias = r.boolean_or("attention_bias", false);
+  a.qk_norm = QkNorm::after_each_projection;
+  a.windows = qwen_windows(r, a.layers);
+  return a;
+}
+
+// Whether a soft-capping key sets a cap: a positive number, or null for none; absent, the default.
+bool softcap(JsonReader& r, const std::string& key, bool by_default) {
+  if (r.has(key)) {
+    r.positive_number(key);
+    return true;
+  }
+  const bool explicitly_null = r.contains(key);  // present, but null
+  r.ignore(key);
+  return explicitly_null ? false : by_default;
+}
+
+// Gemma-2 and Gemma-3 (text): head_dim 256 by default, tied embeddings, GeGLU, sandwich norms,
+// the embedding scaled by sqrt(hidden), alternating sliding-window layers. Gemma-2 soft-caps the
+// attention logits (50) and the final logits (30); Gemma-3 normalizes q and k instead.
+HfArch read_gemma(JsonReader& r, Family family, const HfImportOptions& options) {
+  HfArch a;
+  a.family = family;
+  const bool gemma3 = family == Family::gemma3_text;
+  read_decoder_sizes(r, a, gemma3 ? 131072 : 8192, true, 256);
+  a.qkv_bias = a.out_bias = r.boolean_or("attention_bias", false);
+  a.gelu_gate = true;
+  a.norm_placement = NormPlacement::sandwich;
+  a.scaled_embedding = true;
+  if (gemma3) a.qk_norm = QkNorm::after_all_projections;
+  // transformers' Gemma2Config writes the window twice (sliding_window_size, an alias).
+  if (r.has("sliding_window_size") && r.has("sliding_window") &&
+      r.integer("sliding_window_size") != r.integer("sliding_window"))
+    r.fail("sliding_window_size", "differs from sliding_window");
+  r.ignore("sliding_window_size");
+  a.windows = gemma_windows(r, a.layers, 4096, gemma3 ? 6 : 2, gemma3);
+  // Soft-capping, on when the key gives a cap (transformers' defaults: Gemma-2 50 and 30, Gemma-3 none).
+  const bool attention_softcap = softcap(r, "attn_logit_softcapping", !gemma3);
+  a.logit_softcap = softcap(r, "final_logit_softcapping", !gemma3);
+  // FlashAttention (>= 2.6) applies the cap to each score inside the kernel (tanh in registers:
+  // no HBM traffic, no memory); eager attention would run three more elementwise kernels on the
+  // s x s score matrix and keep tanh's output, which the eager ledgers do not list.
+  if (attention_softcap && !options.flash_attention)
+    r.fail("attn_logit_softcapping", "with eager attention (the soft-capping kernels on the score matrices) is not "
+                                     "modelled; import with flash attention");
+  if (gemma3) require_false(r, "use_bidirectional_attention", "bidirectional attention");
+  return a;
+}
+
+// Phi-3 (and Phi-3.5, Phi-4): fused qkv_proj and gate_up_proj, no biases, residual and
+// embedding dropout, one sliding window for every layer when the config gives one.
+HfArch read_phi3(JsonReader& r) {
+  HfArch a;
+  a.family = Family::phi3;
+  read_decoder_sizes(r, a, 4096, false);
+  // Phi3Attention's projections have no bias; transformers does not read attention_bias.
+  require_false(r, "attention_bias", "attention_bias (Phi3Attention has no biases)");
+  a.fused_qkv = true;
+  a.fused_gate_up = true;
+  a.residual_dropout = probability(r, "resid_pdrop", 0);
+  a.embedding_dropout = probability(r, "embd_pdrop", 0);
+  if (a.embedding_dropout > 0) r.fail("embd_pdrop", "embedding dropout on a Llama-like model is not modelled");
+  a.windows = uniform_windows(r, a.layers);
+  return a;
+}
+
+// OLMo-2: norms after each branch only (no norm before attention or MLP), q and k normalized
+// over all heads.
+HfArch read_olmo2(JsonReader& r) {
+  HfArch a;
+  a.family = Family::olmo2;
+  read_decoder_sizes(r, a, 2048, false);
+  a.qkv_bias = a.out_bias = r.boolean_or("attention_bias", false);
+  a.norm_placement = NormPlacement::post;
+  a.qk_norm = QkNorm::after_each_projection;
+  a.qk_norm_over_heads = true;
+  a.windows.assign(static_cast<std::size_t>(a.layers), 0);
+  return a;
+}
+
+// Falcon (transformers' FalconConfig): multi-query attention or GQA (new_decoder_architecture),
+// a fused query_key_value, parallel attention and MLP with one norm (Falcon-7B) or two
+// (ln_attn, ln_mlp: the new architecture's default), GELU MLP, LayerNorm with bias, tied head.
+HfArch read_falcon(JsonReader& r) {
+  HfArch a;
+  a.family = Family::falcon;
+  a.hidden = dimension(r, "hidden_size");
+  a.layers = layer_count(r, "num_hidden_layers");
+  a.heads = dimension(r, "num_attention_heads");
+  if (a.hidden % a.heads != 0) r.fail("num_attention_heads", "expected a divisor of hidden_size");
+  a.head_dim = a.hidden / a.heads;
+  a.vocab = dimension(r, "vocab_size");
+  a.max_seq = dimension_or(r, "max_position_embeddings", 2048);
+  a.tie = r.boolean_or("tie_word_embeddings", true);
+  const bool new_architecture = r.boolean_or("new_decoder_architecture", false);
+  const bool multi_query = r.boolean_or("multi_query", true);
+  const bool parallel = r.boolean_or("parallel_attn", true);
+  // FalconAttention: num_kv_heads if new_decoder_architecture or not multi_query, else 1.
+  const std::int64_t kv = dimension_or(r, "num_kv_heads", a.heads);
+  a.kv_heads = new_architecture || !multi_query ? kv : 1;
+  if (a.heads % a.kv_heads != 0) r.fail("num_kv_heads", "expected a divisor of num_attention_heads");
+  // Without the new architecture or multi-query, query_key_value is 3 x hidden whatever num_kv_heads says.
+  if (!new_architecture && !multi_query && a.kv_heads != a.heads)
+    r.fail("num_kv_heads", "differs from num_attention_heads, which the classic architecture ignores");
+  a.ffn = dimension_or(r, "ffn_hidden_size", 4 * a.hidden);
+  a.qkv_bias = a.out_bias = a.mlp_bias = r.boolean_or("bias", false);
+  a.norm_bias = true;
+  a.alibi = r.boolean_or("alibi", false);
   a.attention_dropout = probability(r, "attention_dropout", 0);
-  a.norm_type = "RMSNorm";
+  const double hidden_dropout = probability(r, "hidden_dropout", 0);
+  require_false(r, "apply_residual_connection_post_layernorm", "a residual taken after the norm");
+  a.norm_type = "LayerNorm";
+  a.fused_qkv = true;
+  if (new_architecture && !parallel)
+    r.fail("parallel_attn", "false with new_decoder_architecture (transformers' FalconDecoderLayer runs it parallel)");
+  if (parallel) {
+    const std::int64_t norms = r.has("num_ln_in_parallel_attn") ? r.positive_integer("num_ln_in_parallel_attn")
+                                                                  : (new_architecture ? 2 : 1);
+    if (norms != 1 && norms != 2) r.fail("num_ln_in_parallel_attn", "expected 1 or 2");
+    if (!new_architecture && norms == 2)
+      r.fail("num_ln_in_parallel_attn", "2 needs new_decoder_architecture (ln_attn and ln_mlp)");
+    a.parallel_residual = a.falcon_parallel = true;
+    a.one_parallel_norm = norms == 1;
+    // dropout_add(mlp_output, residual, hidden_dropout): a residual dropout on the summed branches.
+    if (hidden_dropout > 0) r.fail("hidden_dropout", "dropout in Falcon's parallel block is not modelled; expected 0");
+  } else {
+    r.ignore("num_ln_in_parallel_attn");
+    // Sequential: dropout_add(attention_output, residual, attention_dropout), then the MLP's
+    // dropout_add(..., hidden_dropout): one residual dropout probability for both.
+    if (hidden_dropout != a.attention_dropout)
+      r.fail("hidden_dropout", "differs from attention_dropout, which Falcon's sequential block uses after attention");
+    a.residual_dropout = hidden_dropout;
+  }
+  a.windows.assign(static_cast<std::size_t>(a.layers), 0);
   return a;
 }
 
@@ -179,8 +544,11 @@ HfArch read_gpt2(JsonReader& r) {
   a.attention_dropout = probability(r, "attn_pdrop", 0.1);
   a.residual_dropout = probability(r, "resid_pdrop", 0.1);
   a.embedding_dropout = probability(r, "embd_pdrop", 0.1);
+  require_false(r, "add_cross_attention", "cross-attention");
   a.position_embedding = true;
+  a.fused_qkv = true;
   a.norm_type = "LayerNorm";
+  a.windows.assign(static_cast<std::size_t>(a.layers), 0);
   return a;
 }
 
@@ -202,7 +570,9 @@ HfArch read_gpt_neox(JsonReader& r) {
   a.embedding_dropout = a.residual_dropout;  // GPTNeoXModel.emb_dropout uses hidden_dropout
   double rotary_pct = r.number_or("rotary_pct", 0.25);
   if (!(rotary_pct > 0 && rotary_pct <= 1)) r.fail("rotary_pct", "expected a fraction in (0, 1]");
+  a.fused_qkv = true;
   a.norm_type = "LayerNorm";
+  a.windows.assign(static_cast<std::size_t>(a.layers), 0);
   return a;
 }
 
@@ -224,6 +594,8 @@ HfArch read_mpt(JsonReader& r) {
     JsonReader ffn = r.object("ffn_config");
     ffn.choice_or("ffn_type", {"mptmlp"}, "mptmlp");
     a.ffn = dimension_or(ffn, "ffn_hidden_size", a.ffn);
+    for (const std::string& key : ffn.unread_keys())
+      ffn.fail(key, "is not read by fsdpsim's mpt importer: it may change the parameter count or the compute");
   }
   const bool no_bias = r.boolean_or("no_bias", true);
   a.qkv_bias = a.out_bias = a.mlp_bias = !no_bias;
@@ -231,6 +603,7 @@ HfArch read_mpt(JsonReader& r) {
   const bool learned_positions = r.boolean_or("learned_pos_emb", true);
   a.residual_dropout = probability(r, "resid_pdrop", 0);
   a.embedding_dropout = probability(r, "emb_pdrop", 0);
+  if (r.has("logit_scale")) r.fail("logit_scale", "scaling the logits is not modelled; expected null");
 
   read_heads(r, a, "n_heads", "", false);
   if (r.has("attn_config")) {
@@ -246,6 +619,14 @@ HfArch read_mpt(JsonReader& r) {
         attn.fail("kv_n_heads", "expected a divisor of n_heads (" + std::to_string(a.heads) + "), got " +
                                     std::to_string(a.kv_heads));
     }
+    require_false(attn, "qk_ln", "LayerNorm on q and k");
+    require_false(attn, "prefix_lm", "a prefix-LM mask");
+    if (attn.has("clip_qkv")) attn.fail("clip_qkv", "clamping q, k and v is not modelled; expected null");
+    // The kernel (attn_impl) is the scenario's choice; the others set the mask's numbers.
+    for (const std::string key : {"attn_impl", "alibi_bias_max", "softmax_scale", "attn_uses_sequence_id"})
+      attn.ignore(key);
+    for (const std::string& key : attn.unread_keys())
+      attn.fail(key, "is not read by fsdpsim's mpt importer: it may change the parameter count or the compute");
   }
   a.position_embedding = learned_positions && !a.alibi;
 
@@ -257,6 +638,8 @@ HfArch read_mpt(JsonReader& r) {
                 : norm == "low_precision_rmsnorm" ? "LPRMSNorm"
                                                   : "RMSNorm";
   a.norm_bias = !no_bias && norm.find("rmsnorm") == std::string::npos;
+  a.fused_qkv = true;
+  a.windows.assign(static_cast<std::size_t>(a.layers), 0);
   return a;
 }
 
@@ -265,6 +648,9 @@ Family detect_family(JsonReader& r) {
     const std::string type = r.string("model_type");
     for (const FamilyName& f : kFamilies)
       if (type == f.model_type) return f.family;
+    if (type == "gemma3")
+      r.fail("model_type", "\"gemma3\" is Gemma 3's image-text model: its vision tower is not modelled; import its "
+                           "text_config as a gemma3_text config (supported: " + supported_list() + ")");
     r.fail("model_type", "unsupported model_type \"" + type + "\"; supported: " + supported_list());
   }
   r.ignore("model_type");
@@ -283,19 +669,277 @@ Family detect_family(JsonReader& r) {
   r.fail("model_type", "is required (or architectures): one of " + supported_list());
 }
 
-HfArch read_arch(JsonReader& r) {
-  const Family family = detect_family(r);
+HfArch read_dense_arch(JsonReader& r, Family family, const HfImportOptions& options) {
   HfArch a;
   switch (family) {
     case Family::llama:
     case Family::mistral:
     case Family::qwen2: a = read_llama_like(r, family); break;
+    case Family::qwen3: a = read_qwen3(r); break;
+    case Family::gemma2:
+    case Family::gemma3_text: a = read_gemma(r, family, options); break;
+    case Family::phi3: a = read_phi3(r); break;
+    case Family::olmo2: a = read_olmo2(r); break;
+    case Family::falcon: a = read_falcon(r); break;
     case Family::gpt2: a = read_gpt2(r); break;
     case Family::gpt_neox: a = read_gpt_neox(r); break;
     case Family::mpt: a = read_mpt(r); break;
+    default: break;
   }
+  a.family = family;
   a.dtype = read_dtype(r);
+  r.ignore("architectures");
+  refuse_unread_keys(r, family);
   return a;
+}
+
+// ---- Mixture-of-Experts: parameter counts ----------------------------------------
+//
+// Each count lists the modules transformers builds for the family (the modelling file named at
+// each), so that the totals can be checked against the model cards.
+
+std::int64_t attention_params(std::int64_t h, std::int64_t q, std::int64_t kv, bool qkv_bias, bool out_bias) {
+  return h * q + 2 * h * kv + q * h + (qkv_bias ? q + 2 * kv : 0) + (out_bias ? h : 0);
+}
+std::int64_t gated_mlp_params(std::int64_t h, std::int64_t f) { return 3 * h * f; }
+
+struct MoeLayerCount {
+  std::int64_t shared = 0;        // attention, norms, router, shared experts, a dense MLP
+  std::int64_t per_expert = 0;    // one routed expert
+  std::int64_t experts = 0;       // routed experts in the layer (0: a dense layer)
+  std::int64_t top_k = 0;         // routed experts per token
+};
+
+HfParameterCount total_and_active(const std::vector<MoeLayerCount>& layers, std::int64_t embedding,
+                                  std::int64_t outside_layers) {
+  HfParameterCount c;
+  c.moe = true;
+  c.input_embedding = embedding;
+  c.total = c.active = outside_layers;
+  for (const MoeLayerCount& l : layers) {
+    c.total += l.shared + l.experts * l.per_expert;
+    c.active += l.shared + std::min(l.top_k, l.experts) * l.per_expert;
+    c.routed_experts += l.experts * l.per_expert;
+  }
+  return c;
+}
+
+// The input embedding, the final norm and the output layer (tied or not).
+std::int64_t edges(std::int64_t vocab, std::int64_t hidden, bool tie) { return vocab * hidden * (tie ? 1 : 2) + hidden; }
+
+// Mixtral (modeling_mixtral.py): Llama attention, block_sparse_moe = gate (h -> E, no bias) +
+// E experts of w1, w2, w3 (h x f each).
+HfParameterCount count_mixtral(JsonReader& r) {
+  HfArch a;
+  read_decoder_sizes(r, a, 4096 * 32, false);
+  uniform_windows(r, a.layers);
+  const std::int64_t experts = dimension(r, "num_local_experts"), top_k = dimension(r, "num_experts_per_tok");
+  MoeLayerCount l;
+  l.shared = attention_params(a.hidden, a.q_dim(), a.kv_dim(), false, false) + 2 * a.hidden + a.hidden * experts;
+  l.per_expert = gated_mlp_params(a.hidden, a.ffn);
+  l.experts = experts;
+  l.top_k = top_k;
+  return total_and_active(std::vector<MoeLayerCount>(static_cast<std::size_t>(a.layers), l), a.vocab * a.hidden,
+                          edges(a.vocab, a.hidden, a.tie));
+}
+
+// Qwen2-MoE / Qwen3-MoE (modeling_qwen2_moe.py, modeling_qwen3_moe.py): a layer is sparse unless
+// listed in mlp_only_layers, and when (i + 1) % decoder_sparse_step == 0; a sparse layer has the
+// gate (h -> E), E experts of moe_intermediate_size and (Qwen2-MoE) a shared expert of
+// shared_expert_intermediate_size with its sigmoid gate (h -> 1); a dense one an MLP of
+// intermediate_size. Qwen2-MoE: q, k, v biases; Qwen3-MoE: per-head q/k norms.
+HfParameterCount count_qwen_moe(JsonReader& r, bool qwen3) {
+  HfArch a;
+  read_decoder_sizes(r, a, 32768, false, qwen3 ? 128 : 0);
+  qwen_windows(r, a.layers);
+  const bool qkv_bias = qwen3 ? r.boolean_or("attention_bias", false) : r.boolean_or("qkv_bias", true);
+  const bool out_bias = qwen3 && qkv_bias;
+  const std::int64_t experts = r.integer_or("num_experts", 0), top_k = dimension(r, "num_experts_per_tok");
+  if (experts < 0) r.fail("num_experts", "expected a number of experts >= 0");
+  const std::int64_t moe_ffn = dimension(r, "moe_intermediate_size");
+  const std::int64_t shared_ffn = qwen3 ? 0 : r.integer_or("shared_expert_intermediate_size", 0);
+  const std::int64_t step = r.positive_integer_or("decoder_sparse_step", 1);
+  std::set<std::int64_t> dense_layers;
+  if (r.has("mlp_only_layers"))
+    for (const json& i : r.array("mlp_only_layers")) {
+      if (!i.is_number_integer()) r.fail("mlp_only_layers", "expected layer indices");
+      dense_layers.insert(i.get<std::int64_t>());
+    }
+  std::vector<MoeLayerCount> layers;
+  for (std::int64_t i = 0; i < a.layers; ++i) {
+    MoeLayerCount l;
+    l.shared = attention_params(a.hidden, a.q_dim(), a.kv_dim(), qkv_bias, out_bias) + 2 * a.hidden +
+               (qwen3 ? 2 * a.head_dim : 0);
+    if (!dense_layers.count(i) && experts > 0 && (i + 1) % step == 0) {
+      l.shared += a.hidden * experts;
+      if (shared_ffn > 0) l.shared += gated_mlp_params(a.hidden, shared_ffn) + a.hidden;
+      l.per_expert = gated_mlp_params(a.hidden, moe_ffn);
+      l.experts = experts;
+      l.top_k = top_k;
+    } else {
+      l.shared += gated_mlp_params(a.hidden, a.ffn);
+    }
+    layers.push_back(l);
+  }
+  return total_and_active(layers, a.vocab * a.hidden, edges(a.vocab, a.hidden, a.tie));
+}
+
+// DeepSeek-V2 / V3 (modeling_deepseek_v2.py, modeling_deepseek_v3.py): multi-head latent
+// attention (q through a low-rank q_a_proj / q_a_layernorm / q_b_proj, or one q_proj without
+// q_lora_rank; kv_a_proj_with_mqa to kv_lora_rank + the rope dims, kv_a_layernorm, kv_b_proj to
+// the heads' nope and v dims; o_proj from the heads' v dims), the first first_k_dense_replace
+// layers (and those off moe_layer_freq) dense, the others with a gate (h -> E), E experts and
+// n_shared_experts experts' worth of shared MLP. V3's router also has a per-expert score
+// correction bias (topk_method "noaux_tc"), stored in the checkpoint.
+HfParameterCount count_deepseek(JsonReader& r) {
+  HfArch a;
+  a.hidden = dimension(r, "hidden_size");
+  a.layers = layer_count(r, "num_hidden_layers");
+  a.heads = dimension(r, "num_attention_heads");
+  a.ffn = dimension(r, "intermediate_size");
+  a.vocab = dimension(r, "vocab_size");
+  a.max_seq = dimension_or(r, "max_position_embeddings", 2048);
+  a.tie = r.boolean_or("tie_word_embeddings", false);
+  probability(r, "attention_dropout", 0);
+  const bool bias = r.boolean_or("attention_bias", false);
+  const std::int64_t q_lora = r.has("q_lora_rank") ? dimension(r, "q_lora_rank") : 0;
+  const std::int64_t kv_lora = dimension(r, "kv_lora_rank");
+  const std::int64_t nope = dimension(r, "qk_nope_head_dim"), rope = dimension(r, "qk_rope_head_dim");
+  const std::int64_t v_dim = dimension(r, "v_head_dim");
+  const std::int64_t h = a.hidden, q_heads_dim = a.heads * (nope + rope);
+  std::int64_t attention = q_lora > 0 ? (h * q_lora + (bias ? q_lora : 0)) + q_lora + q_lora * q_heads_dim
+                                      : h * q_heads_dim;
+  attention += h * (kv_lora + rope) + (bias ? kv_lora + rope : 0) + kv_lora + kv_lora * a.heads * (nope + v_dim);
+  attention += a.heads * v_dim * h + (bias ? h : 0);
+  const std::int64_t experts = r.has("n_routed_experts") ? r.positive_integer("n_routed_experts") : 0;
+  const std::int64_t top_k = dimension(r, "num_experts_per_tok");
+  const std::int64_t shared_experts = r.integer_or("n_shared_experts", 0);
+  const std::int64_t moe_ffn = dimension(r, "moe_intermediate_size");
+  const std::int64_t first_dense = r.integer_or("first_k_dense_replace", 0);
+  const std::int64_t frequency = r.positive_integer_or("moe_layer_freq", 1);
+  const bool correction_bias = r.string_or("topk_method", "greedy") == "noaux_tc";
+  std::vector<MoeLayerCount> layers;
+  for (std::int64_t i = 0; i < a.layers; ++i) {
+    MoeLayerCount l;
+    l.shared = attention + 2 * h;
+    if (experts > 0 && i >= first_dense && i % frequency == 0) {
+      l.shared += h * experts + (correction_bias ? experts : 0);
+      if (shared_experts > 0) l.shared += gated_mlp_params(h, moe_ffn * shared_experts);
+      l.per_expert = gated_mlp_params(h, moe_ffn);
+      l.experts = experts;
+      l.top_k = top_k;
+    } else {
+      l.shared += gated_mlp_params(h, a.ffn);
+    }
+    layers.push_back(l);
+  }
+  return total_and_active(layers, a.vocab * h, edges(a.vocab, h, a.tie));
+}
+
+// gpt-oss (modeling_gpt_oss.py): attention with biases on q, k, v and o and a learned sink
+// logit per head; the router (h -> E, with bias); E experts, each gate_up_proj (h x 2f) and
+// down_proj (f x h) with biases. Alternating sliding-window layers (layer_types).
+HfParameterCount count_gpt_oss(JsonReader& r) {
+  HfArch a;
+  read_decoder_sizes(r, a, 131072, false);
+  const bool bias = r.boolean_or("attention_bias", true);
+  const std::int64_t window = r.has("sliding_window") ? window_size(r, "sliding_window") : 0;
+  if (r.has("layer_types")) windows_from_layer_types(r, a.layers, window);
+  const std::int64_t experts = dimension(r, "num_local_experts"), top_k = dimension(r, "num_experts_per_tok");
+  MoeLayerCount l;
+  l.shared = attention_params(a.hidden, a.q_dim(), a.kv_dim(), bias, bias) + a.heads + 2 * a.hidden +
+             a.hidden * experts + experts;
+  l.per_expert = a.hidden * 2 * a.ffn + 2 * a.ffn + a.ffn * a.hidden + a.hidden;
+  l.experts = experts;
+  l.top_k = top_k;
+  return total_and_active(std::vector<MoeLayerCount>(static_cast<std::size_t>(a.layers), l), a.vocab * a.hidden,
+                          edges(a.vocab, a.hidden, a.tie));
+}
+
+// Llama-4's text model (modeling_llama4.py): Llama attention (its q/k L2 norm has no weights),
+// MoE layers every interleave_moe_layer_step-th layer (or those in moe_layers) with a router
+// (h -> E), E experts (gate_up h x 2f, down f x h) and one shared expert of intermediate_size;
+// the other layers a dense MLP of intermediate_size_mlp.
+HfParameterCount count_llama4_text(JsonReader& r) {
+  HfArch a;
+  read_decoder_sizes(r, a, 131072, false, 128);
+  const bool bias = r.boolean_or("attention_bias", false);
+  const std::int64_t experts = dimension(r, "num_local_experts"), top_k = dimension(r, "num_experts_per_tok");
+  const std::int64_t dense_ffn = dimension(r, "intermediate_size_mlp");
+  const std::int64_t step = r.positive_integer_or("interleave_moe_layer_step", 1);
+  std::set<std::int64_t> moe_layers;
+  if (r.has("moe_layers")) {
+    for (const json& i : r.array("moe_layers")) {
+      if (!i.is_number_integer()) r.fail("moe_layers", "expected layer indices");
+      moe_layers.insert(i.get<std::int64_t>());
+    }
+  } else {
+    for (std::int64_t i = step - 1; i < a.layers; i += step) moe_layers.insert(i);
+  }
+  if (r.has("layer_types")) r.array("layer_types");
+  std::vector<MoeLayerCount> layers;
+  for (std::int64_t i = 0; i < a.layers; ++i) {
+    MoeLayerCount l;
+    l.shared = attention_params(a.hidden, a.q_dim(), a.kv_dim(), bias, bias) + 2 * a.hidden;
+    if (moe_layers.count(i)) {
+      l.shared += a.hidden * experts + gated_mlp_params(a.hidden, a.ffn);
+      l.per_expert = gated_mlp_params(a.hidden, a.ffn);
+      l.experts = experts;
+      l.top_k = top_k;
+    } else {
+      l.shared += gated_mlp_params(a.hidden, dense_ffn);
+    }
+    layers.push_back(l);
+  }
+  return total_and_active(layers, a.vocab * a.hidden, edges(a.vocab, a.hidden, a.tie));
+}
+
+// The key that makes a config MoE, named in the refusal.
+const char* experts_key(Family family) {
+  switch (family) {
+    case Family::qwen2_moe:
+    case Family::qwen3_moe: return "num_experts";
+    case Family::deepseek_v2:
+    case Family::deepseek_v3: return "n_routed_experts";
+    default: return "num_local_experts";
+  }
+}
+
+HfParameterCount count_moe(JsonReader& r, Family family) {
+  HfParameterCount c;
+  switch (family) {
+    case Family::mixtral: c = count_mixtral(r); break;
+    case Family::qwen2_moe: c = count_qwen_moe(r, false); break;
+    case Family::qwen3_moe: c = count_qwen_moe(r, true); break;
+    case Family::deepseek_v2:
+    case Family::deepseek_v3: c = count_deepseek(r); break;
+    case Family::gpt_oss: c = count_gpt_oss(r); break;
+    case Family::llama4_text: c = count_llama4_text(r); break;
+    default: break;
+  }
+  read_dtype(r);
+  r.ignore("architectures");
+  refuse_unread_keys(r, family);
+  return c;
+}
+
+// Llama-4's image-text config: the text model in text_config; the vision tower is not counted.
+HfParameterCount count_llama4(JsonReader& r) {
+  JsonReader text = r.object("text_config");
+  text.ignore("model_type");
+  HfParameterCount c = count_moe(text, Family::llama4_text);
+  c.note = "the text model (text_config) only: the vision tower and its projector are not counted";
+  for (const std::string key : {"vision_config", "boi_token_index", "eoi_token_index", "image_token_index",
+                                "tie_word_embeddings", "torch_dtype", "dtype", "architectures", "model_type"})
+    r.ignore(key);
+  refuse_unread_keys(r, Family::llama4);
+  return c;
+}
+
+std::string billions(std::int64_t n) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2fB", static_cast<double>(n) / 1e9);
+  return text;
 }
 
 // ---- building the module tree ----------------------------------------------------
@@ -336,12 +980,14 @@ json conv1d(const std::string& name, std::int64_t in, std::int64_t out, DType dt
   return m;
 }
 
-json norm(const std::string& name, const std::string& type, const HfArch& a) {
+json norm_of(const std::string& name, const std::string& type, std::int64_t size, const HfArch& a) {
   json m = module(name, type);
-  m["params"] = json::array({param("weight", {a.hidden}, a.dtype)});
-  if (a.norm_bias) m["params"].push_back(param("bias", {a.hidden}, a.dtype));
+  m["params"] = json::array({param("weight", {size}, a.dtype)});
+  if (a.norm_bias) m["params"].push_back(param("bias", {size}, a.dtype));
   return m;
 }
+
+json norm(const std::string& name, const std::string& type, const HfArch& a) { return norm_of(name, type, a.hidden, a); }
 
 json embedding(const std::string& name, const std::string& type, std::int64_t rows, const HfArch& a) {
   json m = module(name, type);
@@ -359,7 +1005,7 @@ json with_costs(json m, const ModuleCosts& costs, const std::string& source) {
 // type per model keeps block detection, which looks for repeated costed types, honest).
 json token_embedding(const std::string& name, const std::string& type, const HfArch& a) {
   return with_costs(embedding(name, type, a.vocab, a),
-                    token_embedding_costs(a.hidden, a.position_embedding, a.embedding_dropout > 0),
+                    token_embedding_costs(a.hidden, a.position_embedding, a.embedding_dropout > 0, a.scaled_embedding),
                     kEdgeCostSource);
 }
 
@@ -374,10 +1020,13 @@ json output_projection(const std::string& name, const std::string& embedding_wei
   json weight = param("weight", {a.vocab, a.hidden}, a.dtype);
   if (a.tie) weight["tied_to"] = embedding_weight;
   m["params"] = json::array({weight});
-  return with_costs(m, lm_head_costs(a.hidden, a.vocab, options.fp32_loss ? LossKind::fp32_upcast : LossKind::bf16), kEdgeCostSource);
+  return with_costs(m,
+                    lm_head_costs(a.hidden, a.vocab, options.fp32_loss ? LossKind::fp32_upcast : LossKind::bf16, 0,
+                                  a.logit_softcap),
+                    kEdgeCostSource);
 }
 
-DecoderBlockShape block_shape(const HfArch& a) {
+DecoderBlockShape block_shape(const HfArch& a, std::int64_t window) {
   DecoderBlockShape s;
   s.hidden_size = a.hidden;
   s.num_heads = a.heads;
@@ -385,46 +1034,140 @@ DecoderBlockShape block_shape(const HfArch& a) {
   s.head_dim = a.head_dim;
   s.ffn_hidden_size = a.ffn;
   s.gated_mlp = a.llama_like();
+  s.gate_activation = a.gelu_gate ? "GELU" : "SiLU";
+  s.fused_gate_up = a.fused_gate_up;
   s.parallel_residual = a.parallel_residual;
-  s.rotary = a.llama_like() || a.family == Family::gpt_neox;
+  s.falcon_parallel = a.falcon_parallel;
+  s.one_parallel_norm = a.one_parallel_norm;
+  s.norm_placement = a.norm_placement;
+  s.qk_norm = a.qk_norm;
+  s.rotary = !a.alibi && a.family != Family::gpt2 && a.family != Family::mpt;
   s.alibi = a.alibi;
   s.attention_dropout = a.attention_dropout > 0;
   s.residual_dropout = a.residual_dropout > 0;
-  // GPT-2's c_attn, GPT-NeoX's query_key_value and MPT's Wqkv compute q, k and v at once.
-  s.fused_qkv = !a.llama_like();
+  // GPT-2's c_attn, GPT-NeoX's query_key_value, MPT's Wqkv, Falcon's query_key_value and
+  // Phi-3's qkv_proj compute q, k and v at once.
+  s.fused_qkv = a.fused_qkv;
   s.qkv_bias = a.qkv_bias;
   s.out_bias = a.out_bias;
   s.mlp_bias = a.mlp_bias;
+  s.window = window;
   return s;
 }
 
-// A decoder block written once, repeated num_layers times; its children in forward order.
-json repeated_block(const std::string& type, std::vector<json> children, const HfArch& a,
-                    const HfImportOptions& options) {
-  json block = with_children(module("{i}", type), std::move(children));
+// The decoder blocks under their ModuleList, written once with "repeat". When layers differ in
+// their attention window (Gemma's alternating sliding-window and full layers), the block lists
+// one costs object per window in "costs_variants" (first-seen order) and each copy's variant in
+// "costs_of_copy".
+std::vector<json> decoder_blocks(const std::string& type, const std::vector<json>& children, const HfArch& a,
+                                 const HfImportOptions& options) {
+  std::vector<std::int64_t> distinct;
+  std::vector<std::int64_t> variant_of_layer;
+  for (std::int64_t w : a.windows) {
+    auto it = std::find(distinct.begin(), distinct.end(), w);
+    if (it == distinct.end()) it = distinct.insert(distinct.end(), w);
+    variant_of_layer.push_back(it - distinct.begin());
+  }
+  auto costs_for = [&](std::int64_t window) {
+    return costs_to_json(decoder_block_costs(block_shape(a, window), options.flash_attention), kBlockCostSource);
+  };
+  json block = with_children(module("{i}", type), children);
   block["repeat"] = a.layers;
-  return with_costs(block, decoder_block_costs(block_shape(a), options.flash_attention), kBlockCostSource);
+  if (distinct.size() == 1) {
+    block["costs"] = costs_for(distinct.front());
+  } else {
+    json variants = json::array();
+    for (std::int64_t w : distinct) variants.push_back(costs_for(w));
+    block["costs_variants"] = std::move(variants);
+    block["costs_of_copy"] = variant_of_layer;
+  }
+  return {block};
 }
 
+// Llama, Mistral, Qwen2/3, Gemma-2/3, Phi-3, OLMo-2: transformers' module names, children in
+// forward order (Gemma's four norms, OLMo-2's post-norms, Phi-3's fused projections, q/k norms).
 json llama_like_root(const HfArch& a, const HfImportOptions& options) {
-  const std::string prefix = a.family == Family::llama ? "Llama" : a.family == Family::mistral ? "Mistral" : "Qwen2";
+  static const std::map<Family, std::string> prefixes = {
+      {Family::llama, "Llama"}, {Family::mistral, "Mistral"}, {Family::qwen2, "Qwen2"},
+      {Family::qwen3, "Qwen3"}, {Family::gemma2, "Gemma2"},   {Family::gemma3_text, "Gemma3"},
+      {Family::phi3, "Phi3"},   {Family::olmo2, "Olmo2"}};
+  const std::string prefix = prefixes.at(a.family);
   const std::int64_t h = a.hidden, q = a.q_dim(), kv = a.kv_dim(), f = a.ffn;
-  json attention = with_children(module("self_attn", prefix + "Attention"),
-                                 {linear("q_proj", h, q, a.qkv_bias, a.dtype), linear("k_proj", h, kv, a.qkv_bias, a.dtype),
-                                  linear("v_proj", h, kv, a.qkv_bias, a.dtype), linear("o_proj", q, h, a.out_bias, a.dtype)});
-  json mlp = with_children(module("mlp", prefix + "MLP"),
-                           {linear("gate_proj", h, f, a.mlp_bias, a.dtype), linear("up_proj", h, f, a.mlp_bias, a.dtype),
-                            linear("down_proj", f, h, a.mlp_bias, a.dtype)});
   const std::string norm_type = prefix + a.norm_type;
-  json block = repeated_block(prefix + "DecoderLayer",
-                              {norm("input_layernorm", norm_type, a), attention,
-                               norm("post_attention_layernorm", norm_type, a), mlp},
-                              a, options);
-  json model = with_children(module("model", prefix + "Model"),
-                             {token_embedding("embed_tokens", "Embedding", a),
-                              with_children(module("layers", "ModuleList"), {block}), final_norm("norm", norm_type, a)});
+  const std::int64_t q_norm_size = a.qk_norm_over_heads ? q : a.head_dim;
+  const std::int64_t k_norm_size = a.qk_norm_over_heads ? kv : a.head_dim;
+  std::vector<json> projections;
+  if (a.fused_qkv) {
+    projections = {linear("qkv_proj", h, q + 2 * kv, a.qkv_bias, a.dtype)};
+  } else if (a.qk_norm == QkNorm::after_each_projection) {
+    projections = {linear("q_proj", h, q, a.qkv_bias, a.dtype), norm_of("q_norm", norm_type, q_norm_size, a),
+                   linear("k_proj", h, kv, a.qkv_bias, a.dtype), norm_of("k_norm", norm_type, k_norm_size, a),
+                   linear("v_proj", h, kv, a.qkv_bias, a.dtype)};
+  } else {
+    projections = {linear("q_proj", h, q, a.qkv_bias, a.dtype), linear("k_proj", h, kv, a.qkv_bias, a.dtype),
+                   linear("v_proj", h, kv, a.qkv_bias, a.dtype)};
+    if (a.qk_norm == QkNorm::after_all_projections) {
+      projections.push_back(norm_of("q_norm", norm_type, q_norm_size, a));
+      projections.push_back(norm_of("k_norm", norm_type, k_norm_size, a));
+    }
+  }
+  projections.push_back(linear("o_proj", q, h, a.out_bias, a.dtype));
+  json attention = with_children(module("self_attn", prefix + "Attention"), projections);
+  json mlp = with_children(module("mlp", prefix + "MLP"),
+                           a.fused_gate_up ? std::vector<json>{linear("gate_up_proj", h, 2 * f, a.mlp_bias, a.dtype),
+                                                               linear("down_proj", f, h, a.mlp_bias, a.dtype)}
+                                           : std::vector<json>{linear("gate_proj", h, f, a.mlp_bias, a.dtype),
+                                                               linear("up_proj", h, f, a.mlp_bias, a.dtype),
+                                                               linear("down_proj", f, h, a.mlp_bias, a.dtype)});
+  std::vector<json> block;
+  switch (a.norm_placement) {
+    case NormPlacement::pre:
+      block = {norm("input_layernorm", norm_type, a), attention, norm("post_attention_layernorm", norm_type, a), mlp};
+      break;
+    case NormPlacement::sandwich:
+      block = {norm("input_layernorm", norm_type, a), attention, norm("post_attention_layernorm", norm_type, a),
+               norm("pre_feedforward_layernorm", norm_type, a), mlp, norm("post_feedforward_layernorm", norm_type, a)};
+      break;
+    case NormPlacement::post:
+      block = {attention, norm("post_attention_layernorm", norm_type, a), mlp,
+               norm("post_feedforward_layernorm", norm_type, a)};
+      break;
+  }
+  json model = with_children(module("model", prefix + (a.family == Family::gemma3_text ? "TextModel" : "Model")),
+                             {token_embedding("embed_tokens",
+                                              a.family == Family::gemma3_text ? "Gemma3TextScaledWordEmbedding" : "Embedding",
+                                              a),
+                              with_children(module("layers", "ModuleList"),
+                                            decoder_blocks(prefix + "DecoderLayer", block, a, options)),
+                              final_norm("norm", norm_type, a)});
   return with_children(module("", prefix + "ForCausalLM"),
                        {model, output_projection("lm_head", "model.embed_tokens.weight", a, options)});
+}
+
+// transformers' FalconForCausalLM; a block's children in forward order (Falcon-40B's ln_attn and
+// ln_mlp both run first).
+json falcon_root(const HfArch& a, const HfImportOptions& options) {
+  const std::int64_t h = a.hidden, f = a.ffn;
+  json attention = with_children(module("self_attention", "FalconAttention"),
+                                 {linear("query_key_value", h, a.q_dim() + 2 * a.kv_dim(), a.qkv_bias, a.dtype),
+                                  linear("dense", a.q_dim(), h, a.out_bias, a.dtype)});
+  json mlp = with_children(module("mlp", "FalconMLP"), {linear("dense_h_to_4h", h, f, a.mlp_bias, a.dtype),
+                                                        linear("dense_4h_to_h", f, h, a.mlp_bias, a.dtype)});
+  std::vector<json> block;
+  if (!a.parallel_residual) {
+    block = {norm("input_layernorm", "LayerNorm", a), attention, norm("post_attention_layernorm", "LayerNorm", a), mlp};
+  } else if (a.one_parallel_norm) {
+    block = {norm("input_layernorm", "LayerNorm", a), attention, mlp};
+  } else {
+    block = {norm("ln_attn", "LayerNorm", a), norm("ln_mlp", "LayerNorm", a), attention, mlp};
+  }
+  json transformer = with_children(module("transformer", "FalconModel"),
+                                   {token_embedding("word_embeddings", "Embedding", a),
+                                    with_children(module("h", "ModuleList"),
+                                                  decoder_blocks("FalconDecoderLayer", block, a, options)),
+                                    final_norm("ln_f", "LayerNorm", a)});
+  return with_children(module("", "FalconForCausalLM"),
+                       {transformer, output_projection("lm_head", "transformer.word_embeddings.weight", a, options)});
 }
 
 json gpt2_root(const HfArch& a, const HfImportOptions& options) {
@@ -432,11 +1175,10 @@ json gpt2_root(const HfArch& a, const HfImportOptions& options) {
   json attention = with_children(module("attn", "GPT2Attention"),
                                  {conv1d("c_attn", h, 3 * h, a.dtype), conv1d("c_proj", h, h, a.dtype)});
   json mlp = with_children(module("mlp", "GPT2MLP"), {conv1d("c_fc", h, f, a.dtype), conv1d("c_proj", f, h, a.dtype)});
-  json block = repeated_block("GPT2Block", {norm("ln_1", "LayerNorm", a), attention, norm("ln_2", "LayerNorm", a), mlp},
-                              a, options);
+  std::vector<json> block = {norm("ln_1", "LayerNorm", a), attention, norm("ln_2", "LayerNorm", a), mlp};
   json transformer = with_children(module("transformer", "GPT2Model"),
                                    {token_embedding("wte", "Embedding", a), embedding("wpe", "Embedding", a.max_seq, a),
-                                    with_children(module("h", "ModuleList"), {block}),
+                                    with_children(module("h", "ModuleList"), decoder_blocks("GPT2Block", block, a, options)),
                                     final_norm("ln_f", "LayerNorm", a)});
   return with_children(module("", "GPT2LMHeadModel"),
                        {transformer, output_projection("lm_head", "transformer.wte.weight", a, options)});
@@ -449,13 +1191,11 @@ json gpt_neox_root(const HfArch& a, const HfImportOptions& options) {
                                   linear("dense", a.q_dim(), h, a.out_bias, a.dtype)});
   json mlp = with_children(module("mlp", "GPTNeoXMLP"), {linear("dense_h_to_4h", h, f, a.mlp_bias, a.dtype),
                                                           linear("dense_4h_to_h", f, h, a.mlp_bias, a.dtype)});
-  json block = repeated_block("GPTNeoXLayer",
-                              {norm("input_layernorm", "LayerNorm", a), attention,
-                               norm("post_attention_layernorm", "LayerNorm", a), mlp},
-                              a, options);
+  std::vector<json> block = {norm("input_layernorm", "LayerNorm", a), attention,
+                             norm("post_attention_layernorm", "LayerNorm", a), mlp};
   json model = with_children(module("gpt_neox", "GPTNeoXModel"),
                              {token_embedding("embed_in", "Embedding", a),
-                              with_children(module("layers", "ModuleList"), {block}),
+                              with_children(module("layers", "ModuleList"), decoder_blocks("GPTNeoXLayer", block, a, options)),
                               final_norm("final_layer_norm", "LayerNorm", a)});
   return with_children(module("", "GPTNeoXForCausalLM"), {model, output_projection("embed_out", "gpt_neox.embed_in.weight", a, options)});
 }
@@ -471,11 +1211,10 @@ json mpt_root(const HfArch& a, const HfImportOptions& options) {
                                                     linear("out_proj", a.q_dim(), h, a.out_bias, a.dtype)});
   json mlp = with_children(module("ffn", "MPTMLP"), {linear("up_proj", h, f, a.mlp_bias, a.dtype),
                                                      linear("down_proj", f, h, a.mlp_bias, a.dtype)});
-  json block = repeated_block("MPTBlock", {norm("norm_1", a.norm_type, a), attention, norm("norm_2", a.norm_type, a), mlp},
-                              a, options);
+  std::vector<json> block = {norm("norm_1", a.norm_type, a), attention, norm("norm_2", a.norm_type, a), mlp};
   std::vector<json> children = {token_embedding("wte", "SharedEmbedding", a)};
   if (a.position_embedding) children.push_back(embedding("wpe", "Embedding", a.max_seq, a));
-  children.push_back(with_children(module("blocks", "ModuleList"), {block}));
+  children.push_back(with_children(module("blocks", "ModuleList"), decoder_blocks("MPTBlock", block, a, options)));
   children.push_back(final_norm("norm_f", a.norm_type, a));
   json transformer = with_children(module("transformer", "MPTModel"), children);
   return with_children(module("", "MPTForCausalLM"), {transformer, output_projection("lm_head", "transformer.wte.weight", a, options)});
@@ -505,22 +1244,53 @@ std::string model_name_from(const std::string& file) {
 
 std::vector<std::string> supported_hf_model_types() {
   std::vector<std::string> types;
-  for (const FamilyName& f : kFamilies) types.push_back(f.model_type);
+  for (const FamilyName& f : kFamilies)
+    if (!f.moe) types.push_back(f.model_type);
   return types;
+}
+
+std::vector<std::string> counted_moe_model_types() {
+  std::vector<std::string> types;
+  for (const FamilyName& f : kFamilies)
+    if (f.moe) types.push_back(f.model_type);
+  return types;
+}
+
+HfParameterCount count_hf_parameters(const nlohmann::json& config, const std::string& file) {
+  JsonReader r(config, file);
+  const Family family = detect_family(r);
+  if (family == Family::llama4) return count_llama4(r);
+  if (family_name(family).moe) return count_moe(r, family);
+  const json imported = import_hf_config(config, file);  // the counts do not depend on the options
+  HfParameterCount c;
+  c.total = c.active = parse_model(imported, file).parameter_count();
+  c.input_embedding = imported["arch"]["vocab_size"].get<std::int64_t>() * imported["arch"]["hidden_size"].get<std::int64_t>();
+  return c;
 }
 
 nlohmann::json import_hf_config(const nlohmann::json& config, const std::string& file,
                                 const HfImportOptions& options) {
   JsonReader r(config, file);
-  const HfArch a = read_arch(r);
+  const Family family = detect_family(r);
+  if (family_name(family).moe) {
+    // Count first: a malformed or unknown key is reported as such, not as the refusal.
+    const HfParameterCount count = count_hf_parameters(config, file);
+    const std::string key = family == Family::llama4 ? "text_config." + std::string(experts_key(family))
+                                                     : std::string(experts_key(family));
+    throw InputError(file, key,
+                     std::string("MoE planning is not supported yet: ") + family_name(family).model_type +
+                         " is a Mixture-of-Experts model (" + billions(count.total) + " parameters in total, " +
+                         billions(count.active) + " active per token" + (count.note.empty() ? "" : "; " + count.note) +
+                         "); fsdpsim counts its parameters (count_hf_parameters) but does not plan it as a dense model");
+  }
+  const HfArch a = read_dense_arch(r, family, options);
   json root;
   switch (a.family) {
-    case Family::llama:
-    case Family::mistral:
-    case Family::qwen2: root = llama_like_root(a, options); break;
+    case Family::falcon: root = falcon_root(a, options); break;
     case Family::gpt2: root = gpt2_root(a, options); break;
     case Family::gpt_neox: root = gpt_neox_root(a, options); break;
     case Family::mpt: root = mpt_root(a, options); break;
+    default: root = llama_like_root(a, options); break;
   }
   root.erase("name");  // the root module is unnamed
   const std::string source = "Hugging Face config " + file + " (model_type " + family_name(a.family).model_type +

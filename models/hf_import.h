@@ -1,13 +1,23 @@
 // Hugging Face config.json -> fsdpsim model JSON.
 //
-// Supported families (model_type, or architectures[0] when model_type is absent):
-// llama, mistral, qwen2, gpt2, gpt_neox, mpt. The module tree mirrors the Hugging Face
-// (for MPT: MosaicML) module names and class names, so wrap policies can name modules
-// ("model.layers.3.self_attn") and block types ("LlamaDecoderLayer"). Decoder blocks are
-// written once with "repeat"; costs sit on the blocks, the embedding, the final norm and
-// the output projection (formulas in models/transformer_costs.h, docs/model-schema.md).
+// Supported families (model_type, or architectures[0] when model_type is absent): llama,
+// mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, olmo2, falcon, gpt2, gpt_neox, mpt. The
+// module tree mirrors the Hugging Face (for MPT: MosaicML) module names and class names, so
+// wrap policies can name modules ("model.layers.3.self_attn") and block types
+// ("LlamaDecoderLayer"). Decoder blocks are written once with "repeat" when every layer is
+// the same, else one per layer (Gemma's alternating sliding-window layers); costs sit on the
+// blocks, the embedding, the final norm and the output projection (formulas in
+// models/transformer_costs.h, docs/model-schema.md).
+//
+// Every key of a config is read or known not to change the parameter count or the compute;
+// any other key is an InputError naming it (docs/model-schema.md lists both per family).
+//
+// Mixture-of-Experts families (mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3,
+// gpt_oss, llama4, llama4_text) are counted by count_hf_parameters and refused by
+// import_hf_config ("MoE planning is not supported yet"): the planner has no experts.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -41,5 +51,25 @@ Model load_hf_config(const std::string& path, const HfImportOptions& options = {
 
 // The model_type values import_hf_config accepts.
 std::vector<std::string> supported_hf_model_types();
+// The Mixture-of-Experts model_type values count_hf_parameters counts (and import_hf_config refuses).
+std::vector<std::string> counted_moe_model_types();
+
+// A config's parameters, counted from the modules transformers builds for it.
+struct HfParameterCount {
+  std::int64_t total = 0;            // every parameter once (a tied one once)
+  // What one token's forward uses: everything but the routed experts, plus its top-k of them
+  // in each MoE layer (the router and shared experts included). Equal to total when dense.
+  std::int64_t active = 0;
+  // The input embedding table (vocab x hidden): a row lookup per token, which some model
+  // cards leave out of their active count (DeepSeek's, gpt-oss's).
+  std::int64_t input_embedding = 0;
+  std::int64_t routed_experts = 0;   // parameters of all routed experts (0 when dense)
+  bool moe = false;
+  std::string note;                  // what was left out, if anything (Llama-4's vision tower)
+};
+
+// Counts a supported dense config (its imported model's parameter_count) or a MoE one (the
+// families listed above). Throws InputError as import_hf_config does, for MoE configs too.
+HfParameterCount count_hf_parameters(const nlohmann::json& config, const std::string& file);
 
 }  // namespace fsdpsim::models

@@ -11,7 +11,8 @@ namespace {
 // alphabetically in between.
 int key_rank(const std::string& key) {
   static const std::vector<std::string> first = {"name", "family", "type", "repeat", "shape", "dtype", "tied_to"};
-  static const std::vector<std::string> last = {"arch", "params", "costs", "children", "root"};
+  static const std::vector<std::string> last = {"arch",           "params",   "costs", "costs_of_copy",
+                                                "costs_variants", "children", "root"};
   for (std::size_t i = 0; i < first.size(); ++i)
     if (first[i] == key) return -100 + static_cast<int>(i);
   for (std::size_t i = 0; i < last.size(); ++i)
@@ -67,6 +68,28 @@ void write(const nlohmann::json& value, int indent, std::size_t column, int dept
   }
   const std::string pad(static_cast<std::size_t>(indent * (depth + 1)), ' ');
   const std::string close_pad(static_cast<std::size_t>(indent * depth), ' ');
+  const bool scalars = value.is_array() && std::none_of(value.begin(), value.end(), [](const nlohmann::json& v) {
+                         return v.is_object() || v.is_array();
+                       });
+  if (scalars) {
+    // A long list of numbers (a per-layer index) fills its lines rather than taking one each.
+    out += "[\n" + pad;
+    std::size_t at = pad.size();
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      const std::string item = scalar(value[i]) + (i + 1 < value.size() ? "," : "");
+      if (at > pad.size() && at + 1 + item.size() > width) {
+        out += "\n" + pad;
+        at = pad.size();
+      } else if (at > pad.size()) {
+        out += " ";
+        ++at;
+      }
+      out += item;
+      at += item.size();
+    }
+    out += "\n" + close_pad + "]";
+    return;
+  }
   if (value.is_object()) {
     out += "{\n";
     std::vector<std::string> keys = ordered_keys(value);

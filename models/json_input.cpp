@@ -1,6 +1,8 @@
 #include "models/json_input.h"
 
+#include <climits>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -9,6 +11,8 @@ namespace fsdpsim {
 namespace {
 std::string make_message(const std::string& file, const std::string& path,
                          const std::string& expected) {
+  // A command-line option ("--threads", "--axis training.seq_len") is its own place: no file.
+  if (file.empty() && path.rfind("--", 0) == 0) return path + ": " + expected;
   std::string where = file.empty() ? std::string("<input>") : file;
   if (!path.empty()) where += ": " + path;
   return where + ": " + expected;
@@ -20,31 +24,146 @@ InputError::InputError(std::string file, std::string json_path, const std::strin
       file_(std::move(file)),
       json_path_(std::move(json_path)) {}
 
-nlohmann::json load_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path, "", "cannot open the file (does it exist?)");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
-  try {
-    return nlohmann::json::parse(text, nullptr, true, /*ignore_comments=*/true);
-  } catch (const nlohmann::json::parse_error& e) {
-    // Translate the byte offset into line:column, which editors understand.
-    std::size_t line = 1, column = 1;
-    for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
+InputError InputError::option(const std::string& option, const std::string& expected) {
+  return InputError("", option, expected);
+}
+
+namespace {
+
+// "line 3, column 14" for a byte offset into `text` (editors understand lines and columns).
+std::string line_and_column(const std::string& text, std::size_t byte) {
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
+// A SAX pass over the text before the value is built: it keeps the JSON path of the value
+// being read, so that what it refuses (too deep, a key twice, a number out of range) is
+// reported where it is. Syntax errors keep nlohmann's wording with a line and column.
+class CheckingSax : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  // `words_allowed`: a syntax error means the text is a bare word, not JSON (an override's
+  // value); it stops the pass without an exception, which a sweep would pay per point.
+  CheckingSax(const std::string& text, const std::string& file, const std::string& base_path, bool words_allowed)
+      : text_(text), file_(file), base_path_(base_path), words_allowed_(words_allowed) {}
+
+  bool saw_a_word() const { return saw_a_word_; }
+
+  bool null() override { return scalar(); }
+  bool boolean(bool) override { return scalar(); }
+  bool number_integer(number_integer_t) override { return scalar(); }
+  bool number_unsigned(number_unsigned_t) override { return scalar(); }
+  bool number_float(number_float_t, const string_t&) override { return scalar(); }
+  bool string(string_t&) override { return scalar(); }
+  bool binary(binary_t&) override { return scalar(); }
+
+  bool start_object(std::size_t) override { return open(true); }
+  bool key(string_t& key) override {
+    Frame& top = stack_.back();
+    if (!top.keys.insert(key).second)
+      throw InputError(file_, join_json_path(top.path, key),
+                       "duplicate key: expected each key once in an object (the last would silently win)");
+    top.last_key = key;
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(false); }
+  bool end_array() override { return close(); }
+
+  bool parse_error(std::size_t byte, const std::string& token, const nlohmann::detail::exception& e) override {
+    // 406: a number nlohmann cannot hold (1e400 overflows a double).
+    if (e.id == 406)
+      throw InputError(file_, value_path(), "expected a number within the range of a double (about 1.8e308), got " + token);
+    if (words_allowed_) {
+      saw_a_word_ = true;
+      return false;
     }
     std::string detail = e.what();
     auto colon = detail.rfind(": ");
     if (colon != std::string::npos) detail = detail.substr(colon + 2);
-    throw InputError(path, "", "malformed JSON at line " + std::to_string(line) + ", column " +
-                                   std::to_string(column) + ": " + detail);
+    throw InputError(file_, base_path_, "malformed JSON at " + line_and_column(text_, byte) + ": " + detail);
   }
+
+ private:
+  struct Frame {
+    bool object;
+    std::string path;
+    std::set<std::string> keys;  // an object's keys so far
+    std::string last_key;
+    std::size_t next_index = 0;  // an array's next element
+  };
+
+  // The path of the value about to be read.
+  std::string value_path() const {
+    if (stack_.empty()) return base_path_;
+    const Frame& top = stack_.back();
+    return top.object ? join_json_path(top.path, top.last_key) : join_json_path(top.path, top.next_index);
+  }
+  bool scalar() {
+    if (!stack_.empty() && !stack_.back().object) ++stack_.back().next_index;
+    return true;
+  }
+  bool open(bool object) {
+    const std::string path = value_path();
+    if (static_cast<int>(stack_.size()) >= kMaxJsonDepth)
+      throw InputError(file_, abbreviated(path), "expected at most " + std::to_string(kMaxJsonDepth) +
+                                        " levels of nested objects and arrays");
+    stack_.push_back({object, path, {}, {}, 0});
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return scalar();
+  }
+  // A path 256 levels deep is mostly "[0][0]...": its start and its end say where it is.
+  static std::string abbreviated(const std::string& path) {
+    if (path.size() <= 100) return path;
+    return path.substr(0, 60) + "..." + path.substr(path.size() - 30);
+  }
+
+  const std::string& text_;
+  const std::string& file_;
+  const std::string& base_path_;
+  const bool words_allowed_;
+  bool saw_a_word_ = false;
+  std::vector<Frame> stack_;
+};
+
+}  // namespace
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& file, const std::string& base_path) {
+  CheckingSax checker(text, file, base_path, /*words_allowed=*/false);
+  nlohmann::json::sax_parse(text, &checker, nlohmann::json::input_format_t::json, /*strict=*/true,
+                            /*ignore_comments=*/true);
+  // The text is known good: this parse cannot fail.
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+}
+
+nlohmann::json load_json_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(path, "", "is a directory: expected a JSON file");
+  std::ifstream in(path);
+  if (!in) throw InputError(path, "", "cannot open the file (does it exist?)");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse_json_text(buffer.str(), path);
+}
+
+nlohmann::json parse_json_or_word(const std::string& text, const std::string& file, const std::string& path) {
+  // Too deep, a key twice or 1e400 are JSON, refused as in a file; a syntax error is a word.
+  CheckingSax checker(text, file, path, /*words_allowed=*/true);
+  nlohmann::json::sax_parse(text, &checker, nlohmann::json::input_format_t::json, /*strict=*/true,
+                            /*ignore_comments=*/false);
+  if (checker.saw_a_word()) return text;
+  return nlohmann::json::parse(text);
 }
 
 std::string join_json_path(const std::string& parent, const std::string& key) {
@@ -114,12 +233,19 @@ std::string JsonReader::string_or(const std::string& key, const std::string& fal
 
 std::int64_t JsonReader::integer(const std::string& key) {
   const nlohmann::json& v = raw(key);
+  // Unsigned: nlohmann keeps 2^63..2^64-1 as unsigned, which get<int64_t> would wrap to a
+  // negative number ("got -1" for 18446744073709551615).
+  if (v.is_number_unsigned()) {
+    if (v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX)) return v.get<std::int64_t>();
+    fail(key, "expected an integer below 2^63, got " + describe_json(v));
+  }
   if (v.is_number_integer()) return v.get<std::int64_t>();
   if (v.is_number_float()) {
     double d = v.get<double>();
     // Accept 1e9-style integers written as floats, nothing fractional or out of range.
-    if (d == static_cast<double>(static_cast<std::int64_t>(d)) && d > -9.2e18 && d < 9.2e18)
-      return static_cast<std::int64_t>(d);
+    // (The range first: converting a double past int64's range is undefined.)
+    if (d > -9.2e18 && d < 9.2e18 && d == std::floor(d)) return static_cast<std::int64_t>(d);
+    if (std::isfinite(d) && d == std::floor(d)) fail(key, "expected an integer below 2^63, got " + describe_json(v));
   }
   fail(key, "expected an integer, got " + describe_json(v));
 }
@@ -138,6 +264,21 @@ std::int64_t JsonReader::positive_integer_or(const std::string& key, std::int64_
   return find(key) ? positive_integer(key) : fallback;
 }
 
+int JsonReader::int_in(const std::string& key, int lo, int hi) {
+  const std::int64_t n = integer(key);
+  if (n < lo || n > hi) {
+    const std::string range = lo == 1   ? "a positive integer (at most " + std::to_string(hi) + ")"
+                              : lo == 0 ? "a non-negative integer (at most " + std::to_string(hi) + ")"
+                                        : "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+    fail(key, "expected " + range + ", got " + describe_json(raw(key)));
+  }
+  return static_cast<int>(n);
+}
+
+int JsonReader::int_in_or(const std::string& key, int lo, int hi, int fallback) {
+  return find(key) ? int_in(key, lo, hi) : fallback;
+}
+
 double JsonReader::number(const std::string& key) {
   const nlohmann::json& v = raw(key);
   if (!v.is_number()) fail(key, "expected a number, got " + describe_json(v));
@@ -153,6 +294,17 @@ double JsonReader::number_or(const std::string& key, double fallback) {
 double JsonReader::positive_number(const std::string& key) {
   double d = number(key);
   if (!(d > 0)) fail(key, "expected a positive number, got " + describe_json(raw(key)));
+  return d;
+}
+
+double JsonReader::positive_number_or(const std::string& key, double fallback) {
+  return find(key) ? positive_number(key) : fallback;
+}
+
+double JsonReader::nonnegative_number_or(const std::string& key, double fallback) {
+  if (!find(key)) return fallback;
+  const double d = number(key);
+  if (!(d >= 0)) fail(key, "expected a non-negative number, got " + describe_json(raw(key)));
   return d;
 }
 
@@ -189,13 +341,21 @@ const nlohmann::json& JsonReader::array(const std::string& key) {
   return v;
 }
 
-void JsonReader::finish() const {
+std::vector<std::string> JsonReader::unread_keys() const {
+  std::vector<std::string> keys;
   for (auto it = value_.begin(); it != value_.end(); ++it) {
     if (read_.count(it.key()) || it->is_null()) continue;  // null means absent
     // Keys starting with "_" or "//" are comments by convention.
     if (it.key().rfind("_", 0) == 0 || it.key().rfind("//", 0) == 0) continue;
-    throw InputError(file_, path_of(it.key()), "unknown field (check the spelling; see docs/schema.md)");
+    keys.push_back(it.key());
   }
+  return keys;
+}
+
+void JsonReader::finish() const {
+  const std::vector<std::string> unread = unread_keys();
+  if (!unread.empty())
+    throw InputError(file_, path_of(unread.front()), "unknown field (check the spelling; see docs/schema.md)");
 }
 
 }  // namespace fsdpsim

@@ -2,14 +2,30 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
 
+#include "models/checked_arithmetic.h"
 #include "models/json_input.h"
 
 namespace fsdpsim::models {
+
+double attention_pair_fraction(const AttentionSpec& attention, double seq_len) {
+  const double s = seq_len, w = attention.window;
+  if (!(s > 0)) return attention.causal ? 0.5 : 1.0;
+  if (!(w > 0) || w >= s) return attention.causal ? 0.5 : 1.0;
+  const double pairs = attention.causal ? w * s - w * w / 2 : 2 * w * s - w * w;
+  return pairs / (s * s);
+}
+
+double attention_window_share(const AttentionSpec& attention, double seq_len) {
+  AttentionSpec full = attention;
+  full.window = 0;
+  return attention_pair_fraction(attention, seq_len) / attention_pair_fraction(full, seq_len);
+}
 
 int dtype_bytes(DType dtype) {
   switch (dtype) {
@@ -105,7 +121,7 @@ std::string Polynomial::monomial_name(int b_pow, int s_pow) {
 
 std::int64_t Parameter::numel() const {
   std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
+  for (std::int64_t d : shape) n = checked_mul(n, d, "a parameter's elements");
   return n;
 }
 
@@ -165,6 +181,15 @@ double coefficient(const Polynomial& p, int b_pow, int s_pow) {
   return sum;
 }
 
+// A count for a message: integers as integers (14155776), anything past 2^53 as 1.0e+308 (a
+// cast to long long of 1e308 is undefined and printed -9223372036854775808).
+std::string number_text(double x) {
+  char buf[32];
+  if (std::fabs(x) < 9007199254740992.0 && x == std::floor(x)) std::snprintf(buf, sizeof buf, "%.0f", x);
+  else std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
 // Two counts of the same FLOPs agree when they differ by rounding only.
 bool same_count(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b)) + 0.5; }
 
@@ -192,8 +217,7 @@ std::vector<Matmul> parse_matmuls(JsonReader& costs, const Polynomial& forward_f
   const double declared = coefficient(forward_flops, 1, 1);
   if (!same_count(flops_per_token, declared))
     costs.fail("matmuls", "matmuls whose 2 x in x out add up to forward_flops' \"b*s\" term (" +
-                              std::to_string(static_cast<long long>(declared)) + "), got " +
-                              std::to_string(static_cast<long long>(flops_per_token)));
+                              number_text(declared) + "), got " + number_text(flops_per_token));
   return out;
 }
 
@@ -219,7 +243,7 @@ AttentionSpec parse_attention(JsonReader& costs, const Polynomial& attention_flo
   const double declared = coefficient(attention_flops, 1, 2);
   if (!same_count(4.0 * a.heads * a.head_dim, declared))
     costs.fail("attention", "heads x head_dim x 4 equal to attention_flops' \"b*s^2\" term (" +
-                                std::to_string(static_cast<long long>(declared)) + ")");
+                                number_text(declared) + "), got " + number_text(4.0 * a.heads * a.head_dim));
   return a;
 }
 
@@ -229,14 +253,33 @@ LossHead parse_loss_head(JsonReader r) {
   head.hidden_size = r.positive_integer("hidden_size");
   std::vector<std::string> names = loss_kind_names();
   head.kind = *parse_loss_kind(r.choice("kind", names));
+  head.logit_softcap = r.boolean_or("logit_softcap", false);
   r.finish();
   return head;
 }
 
+// attention_flops is a part of forward_flops, so no term of it may exceed forward_flops' term
+// of the same monomial (a file where it does priced a step at 3e7 s).
+void check_attention_within_forward(JsonReader& costs, const Polynomial& attention_flops,
+                                    const Polynomial& forward_flops) {
+  for (const Polynomial::Term& t : attention_flops.terms) {
+    const double attention = coefficient(attention_flops, t.b_pow, t.s_pow);
+    const double forward = coefficient(forward_flops, t.b_pow, t.s_pow);
+    if (attention <= forward || same_count(attention, forward)) continue;
+    const std::string term = Polynomial::monomial_name(t.b_pow, t.s_pow);
+    throw InputError(costs.file(), costs.path_of("attention_flops") + "." + term,
+                     "expected at most forward_flops' \"" + term + "\" term (" + number_text(forward) +
+                         "): attention_flops is the part of forward_flops spent in QK^T and AV; got " +
+                         number_text(attention));
+  }
+}
+
 ModuleCosts parse_costs(JsonReader costs) {
   ModuleCosts c;
+  c.json_path = costs.path();
   c.forward_flops = parse_polynomial(costs, "forward_flops");
   c.attention_flops = parse_polynomial(costs, "attention_flops");
+  check_attention_within_forward(costs, c.attention_flops, c.forward_flops);
   c.forward_hbm_bytes = parse_polynomial(costs, "forward_hbm_bytes");
   c.saved_activation_bytes = parse_polynomial(costs, "saved_activation_bytes");
   c.input_bytes = parse_polynomial(costs, "input_bytes");
@@ -323,9 +366,10 @@ class ModelParser {
     m.full_name = parent_full_name.empty() ? m.name : parent_full_name + "." + m.name;
     m.type = r.string_or("type", "Module");
     r.ignore("repeat");  // handled by the parent
+    m.repeated = r.has("repeat");
 
     // Optional keys: null means absent (has() is false for null and does not mark the key read).
-    for (const char* key : {"params", "costs", "children"}) r.ignore(key);
+    for (const char* key : {"params", "costs", "children", "costs_variants", "costs_of_copy"}) r.ignore(key);
     if (r.has("params")) {
       const auto& params = r.array("params");
       std::set<std::string> local_names;
@@ -345,6 +389,7 @@ class ModelParser {
       if (parsed == parsed_costs_.end()) parsed = parsed_costs_.emplace(node, parse_costs(r.object("costs"))).first;
       m.costs = parsed->second;
     }
+    if (r.has("costs_variants") || r.has("costs_of_copy")) m.costs = variant_costs(r, index);
 
     if (r.has("children")) {
       const auto& children = r.array("children");
@@ -361,6 +406,8 @@ class ModelParser {
           std::string name = cr.string_or("name", "");
           if (repeat > 1 && name.find("{i}") == std::string::npos)
             cr.fail("name", "a repeated module's name must contain {i} (its index)");
+          if (cr.has("costs_of_copy") && static_cast<std::int64_t>(cr.array("costs_of_copy").size()) != repeat)
+            cr.fail("costs_of_copy", "expected one variant index per copy (" + std::to_string(repeat) + ")");
         }
         for (std::int64_t k = 0; k < repeat; ++k) {
           Module child = parse_module(children[i], child_path, m.full_name, repeat > 1 ? k : index);
@@ -375,6 +422,32 @@ class ModelParser {
   }
 
  private:
+  // A repeated module whose copies differ in costs (Gemma's sliding-window and full-attention
+  // layers): "costs_variants" lists the costs objects, "costs_of_copy" the variant of each copy
+  // (copy k of the repeat takes costs_variants[costs_of_copy[k]]). Each variant is parsed once.
+  ModuleCosts variant_costs(JsonReader& r, std::int64_t copy) {
+    if (r.has("costs")) r.fail("costs_variants", "expected either costs or costs_variants, not both");
+    const nlohmann::json& variants = r.array("costs_variants");
+    const nlohmann::json& of_copy = r.array("costs_of_copy");
+    if (variants.empty()) r.fail("costs_variants", "expected at least one costs object");
+    if (copy < 0 || copy >= static_cast<std::int64_t>(of_copy.size()))
+      r.fail("costs_of_copy", "expected one variant index per copy of the module's repeat");
+    const std::string path = join_json_path(r.path_of("costs_of_copy"), static_cast<std::size_t>(copy));
+    const nlohmann::json& chosen = of_copy[static_cast<std::size_t>(copy)];
+    if (!chosen.is_number_integer() || chosen.get<std::int64_t>() < 0 ||
+        chosen.get<std::int64_t>() >= static_cast<std::int64_t>(variants.size()))
+      throw InputError(file_, path, "expected an index into costs_variants (0.." + std::to_string(variants.size() - 1) +
+                                        "), got " + describe_json(chosen));
+    const std::size_t v = chosen.get<std::size_t>();
+    const nlohmann::json* node = &variants[v];
+    auto parsed = parsed_costs_.find(node);
+    if (parsed == parsed_costs_.end())
+      parsed = parsed_costs_
+                   .emplace(node, parse_costs(JsonReader(*node, file_, join_json_path(r.path_of("costs_variants"), v))))
+                   .first;
+    return parsed->second;
+  }
+
   Parameter parse_param(const nlohmann::json& json, const std::string& path,
                         const std::string& module_full_name, std::int64_t index) {
     JsonReader r(json, file_, path);
@@ -434,7 +507,7 @@ void check_model(const Model& model, const std::string& file) {
   std::int64_t total = 0;
   for (const auto& [name, p] : by_name) {
     if (!p->tied_to.empty()) continue;
-    total += p->numel();  // each numel <= 2^50, checked while parsing
+    total = checked_add(total, p->numel(), "the model's parameter elements");  // each <= 2^50 (parse)
     if (total > kMaxTotalElements)
       throw InputError(file, "root", "the model has implausibly many parameters (more than 2^53 elements)");
   }
@@ -506,6 +579,7 @@ const Module* Model::find_module(const std::string& full_name) const {
 Model parse_model(const nlohmann::json& json, const std::string& file) {
   JsonReader r(json, file);
   Model model;
+  model.file = file;
   model.name = r.string("name");
   model.source = r.string_or("source", "");
   r.ignore("arch");  // null means absent

@@ -43,6 +43,9 @@ struct LossHead {
   std::int64_t vocab_size = 0;   // V: the logits per token
   std::int64_t hidden_size = 0;  // h: the output layer's input features
   LossKind kind = LossKind::fp32_upcast;  // the kind the module's costs were computed for
+  // The logits are soft-capped before the loss (tanh(logits / cap) * cap, Gemma-2's
+  // final_logit_softcapping): three more elementwise ops on the logits.
+  bool logit_softcap = false;
 };
 
 // sum of coeff * b^b_pow * s^s_pow (b = micro-batch, s = sequence length).
@@ -82,6 +85,17 @@ struct AttentionSpec {
   bool causal = true;
   double window = 0;  // sliding window in tokens; 0 = full attention
 };
+
+// The share of the seq_len x seq_len (query, key) square that the mask lets through, as the
+// area of the band (continuous, so that a causal mask is exactly 1/2 and a window reaching the
+// whole sequence changes nothing): causal 1/2; a causal window w < seq_len keeps w*s - w^2/2
+// pairs (each query its w latest keys); non-causal, 1, or 2*w*s - w^2 with a window. What
+// attention's FLOPs are once the masked-out pairs are skipped, as FlashAttention's local
+// (windowed) kernels do: attention_flops polynomials count the whole square (PaLM's convention).
+double attention_pair_fraction(const AttentionSpec& attention, double seq_len);
+// attention_pair_fraction with the window over the same without it: the share of a full
+// (causal or not) attention's FLOPs that the window leaves; 1 without a window.
+double attention_window_share(const AttentionSpec& attention, double seq_len);
 
 // Costs of one forward pass of a module. Backward costs about twice the forward FLOPs
 // (grads w.r.t. inputs and weights); the cost model applies that.
@@ -127,6 +141,10 @@ struct ModuleCosts {
   std::optional<Polynomial> backward_hbm_bytes;
   // Set on the output layer: the loss head its costs were computed for (see LossHead).
   std::optional<LossHead> loss;
+  // Where the costs object is in the model file ("root.children[1].costs"), so that a cost
+  // found wrong only once evaluated (non-finite at this batch and sequence) is reported
+  // there. Empty for costs built in code.
+  std::string json_path;
 };
 
 struct Parameter {
@@ -146,6 +164,9 @@ struct Module {
   std::vector<Parameter> params;
   std::vector<Module> children;
   std::optional<ModuleCosts> costs;  // absent: the module's work is counted by its children
+  // Written with "repeat" (a stack of blocks), even a stack of one: a 1-layer model's block is
+  // still a transformer block (planner/units.h, block_types).
+  bool repeated = false;
 };
 
 // A few architecture figures, for reports and for published-run conventions.
@@ -161,6 +182,7 @@ struct ArchSummary {
 };
 
 struct Model {
+  std::string file;  // the file it was read from, for errors
   std::string name;
   std::string source;  // where it came from (config file, paper)
   ArchSummary arch;

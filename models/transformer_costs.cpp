@@ -45,6 +45,22 @@ std::int64_t DecoderBlockShape::matmul_weights() const {
   return attention + mlp;
 }
 
+namespace {
+
+using NormPlacement = DecoderBlockShape::NormPlacement;
+using QkNorm = DecoderBlockShape::QkNorm;
+
+bool sequential_norm_before_attention(const DecoderBlockShape& b) {
+  return b.norm_placement != NormPlacement::post;
+}
+bool norms_the_branch_outputs(const DecoderBlockShape& b) {
+  return b.norm_placement != NormPlacement::pre;
+}
+// The gated MLP's product, as the ledgers name it: "SiLU(gate)*up", "GELU(gate)*up".
+std::string gated_product(const DecoderBlockShape& b) { return b.gate_activation + "(gate)*up"; }
+
+}  // namespace
+
 std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_attention) {
   const double E = kActivationBytes;
   const double h = as_double(block.hidden_size), f = as_double(block.ffn_hidden_size);
@@ -52,13 +68,26 @@ std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_a
   // Flash attention handles GQA natively and saves k and v at their own size; the eager
   // path (Hugging Face's repeat_kv) materializes them per query head before the matmuls.
   const double kv = flash_attention ? as_double(block.kv_dim()) : q;
+  const bool post_norms = norms_the_branch_outputs(block);
   std::vector<CostItem> items;
   if (block.parallel_residual) {
-    items.push_back({"block input x: the input of both norms (one tensor)", E * h, 0});
-  } else {
+    items.push_back({block.one_parallel_norm ? "block input x: the norm's input"
+                                             : "block input x: the input of both norms (one tensor)",
+                     E * h, 0});
+    items.push_back({block.one_parallel_norm ? "norm output: the input of the q/k/v projection and of the MLP"
+                                             : "attention norm output: the q/k/v projections' input",
+                     E * h, 0});
+  } else if (sequential_norm_before_attention(block)) {
     items.push_back({"block input x: the attention norm's input", E * h, 0});
+    items.push_back({"attention norm output: the q/k/v projections' input", E * h, 0});
+  } else {
+    items.push_back({"block input x: the q/k/v projections' input (no norm before attention)", E * h, 0});
   }
-  items.push_back({"attention norm output: the q/k/v projections' input", E * h, 0});
+  if (block.qk_norm != QkNorm::none) {
+    // A fused RMSNorm saves its input; rotary's backward needs only cos and sin.
+    items.push_back({"q projection output: the q norm's input", E * as_double(block.q_dim()), 0});
+    items.push_back({"k projection output: the k norm's input", E * as_double(block.kv_dim()), 0});
+  }
   items.push_back({"q (after rotary): an operand of QK^T", E * q, 0});
   items.push_back({"k (after rotary): an operand of QK^T", E * kv, 0});
   items.push_back({"v: an operand of AV", E * kv, 0});
@@ -71,19 +100,40 @@ std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_a
     }
   }
   items.push_back({"attention output: the output projection's input", E * q, 0});
+  if (post_norms) items.push_back({"attention output projection's output: the post-attention norm's input", E * h, 0});
   if (block.residual_dropout) items.push_back({"attention output dropout mask", kMaskBytes * h, 0});
-  if (!block.parallel_residual)
-    items.push_back({"x + attention: the MLP norm's input", E * h, 0});
-  items.push_back({"MLP norm output: the MLP's input", E * h, 0});
+  if (!block.parallel_residual) {
+    switch (block.norm_placement) {
+      case NormPlacement::pre: items.push_back({"x + attention: the MLP norm's input", E * h, 0}); break;
+      case NormPlacement::sandwich:
+        items.push_back({"x + normed attention: the pre-feedforward norm's input", E * h, 0});
+        break;
+      case NormPlacement::post: items.push_back({"x + normed attention: the MLP's input", E * h, 0}); break;
+    }
+  }
+  if (block.parallel_residual) {
+    if (!block.one_parallel_norm) items.push_back({"MLP norm output: the MLP's input", E * h, 0});
+  } else if (sequential_norm_before_attention(block)) {
+    items.push_back({"MLP norm output: the MLP's input", E * h, 0});
+  }
   if (block.gated_mlp) {
-    items.push_back({"gate projection output: SiLU's input", E * f, 0});
-    items.push_back({"SiLU output: a factor of the product", E * f, 0});
-    items.push_back({"up projection output: a factor of the product", E * f, 0});
-    items.push_back({"SiLU(gate)*up: the down projection's input", E * f, 0});
+    const std::string act = block.gate_activation;
+    if (block.fused_gate_up) {
+      // chunk(2) gives views: the activation's saved input (gate) and the product's saved
+      // factor (up) keep the whole fused output alive.
+      items.push_back({"gate_up projection output (2f): its gate half is " + act + "'s input, its up half a factor",
+                       E * 2 * f, 0});
+    } else {
+      items.push_back({"gate projection output: " + act + "'s input", E * f, 0});
+    }
+    items.push_back({act + " output: a factor of the product", E * f, 0});
+    if (!block.fused_gate_up) items.push_back({"up projection output: a factor of the product", E * f, 0});
+    items.push_back({gated_product(block) + ": the down projection's input", E * f, 0});
   } else {
     items.push_back({"fc1 output: GELU's input", E * f, 0});
     items.push_back({"GELU output: fc2's input", E * f, 0});
   }
+  if (post_norms) items.push_back({"down projection output: the post-feedforward norm's input", E * h, 0});
   if (block.residual_dropout) items.push_back({"MLP output dropout mask", kMaskBytes * h, 0});
   return items;
 }
@@ -95,8 +145,14 @@ std::vector<CostItem> memory_bound_kernels(const DecoderBlockShape& block, bool 
   const double a = as_double(block.num_heads);
   // A dropout reads and writes the tensor and writes its mask.
   const double dropout_per_element = 2 * E + kMaskBytes;
+  const bool post_norms = norms_the_branch_outputs(block);
   std::vector<CostItem> items;
-  items.push_back({"attention norm: read x, write the normalized x", 2 * E * h, 0});
+  if (block.parallel_residual || sequential_norm_before_attention(block))
+    items.push_back({block.one_parallel_norm ? "the block's norm: read x, write the normalized x"
+                                             : "attention norm: read x, write the normalized x",
+                     2 * E * h, 0});
+  if (block.parallel_residual && !block.one_parallel_norm) items.push_back({"MLP norm: read, write", 2 * E * h, 0});
+  if (block.qk_norm != QkNorm::none) items.push_back({"q and k norms: read and write q and k", 2 * E * (q + kv), 0});
   if (block.rotary) items.push_back({"rotary embedding: read and write q and k", 2 * E * (q + kv), 0});
   if (!flash_attention) {
     // Flash attention keeps the scores on chip and is priced by its FLOPs; unfused, the
@@ -106,19 +162,27 @@ std::vector<CostItem> memory_bound_kernels(const DecoderBlockShape& block, bool 
     if (block.attention_dropout)
       items.push_back({"attention dropout on the probabilities", 0, dropout_per_element * a});
   }
+  if (post_norms) items.push_back({"post-attention norm: read, write", 2 * E * h, 0});
   if (block.residual_dropout)
     items.push_back({"attention output dropout", dropout_per_element * h, 0});
-  if (!block.parallel_residual)
+  if (!block.parallel_residual) {
     items.push_back({"residual add x + attention: read 2, write 1", 3 * E * h, 0});
-  items.push_back({"MLP norm: read, write", 2 * E * h, 0});
+    if (sequential_norm_before_attention(block))
+      items.push_back({block.norm_placement == NormPlacement::sandwich ? "pre-feedforward norm: read, write"
+                                                                       : "MLP norm: read, write",
+                       2 * E * h, 0});
+  }
   if (block.gated_mlp) {
-    items.push_back({"SiLU(gate)*up: read 2f, write f", 3 * E * f, 0});
+    items.push_back({gated_product(block) + ": read 2f, write f", 3 * E * f, 0});
   } else {
     items.push_back({"GELU: read f, write f", 2 * E * f, 0});
   }
+  if (post_norms) items.push_back({"post-feedforward norm: read, write", 2 * E * h, 0});
   if (block.residual_dropout) items.push_back({"MLP output dropout", dropout_per_element * h, 0});
   if (block.parallel_residual) {
-    items.push_back({"x + attention + MLP: two adds, read 2, write 1 each", 6 * E * h, 0});
+    items.push_back({block.falcon_parallel ? "mlp += attention, then + x: two adds, read 2, write 1 each"
+                                           : "x + attention + MLP: two adds, read 2, write 1 each",
+                     6 * E * h, 0});
   } else {
     items.push_back({"residual add + MLP: read 2, write 1", 3 * E * h, 0});
   }
@@ -140,7 +204,9 @@ std::vector<BlockMatmul> block_matmuls(const DecoderBlockShape& block) {
     add("v projection", h, kv, block.qkv_bias);
   }
   add("attention output projection", q, h, block.out_bias);
-  if (block.gated_mlp) {
+  if (block.gated_mlp && block.fused_gate_up) {
+    add("gate_up projection", h, 2 * f, block.mlp_bias);
+  } else if (block.gated_mlp) {
     add("gate projection", h, f, block.mlp_bias);
     add("up projection", h, f, block.mlp_bias);
   } else {
@@ -186,11 +252,21 @@ std::vector<CostItem> sac_saved_tensors(const DecoderBlockShape& block, bool fla
   return items;
 }
 
+namespace {
+
+// Whether backward reads the block's last projection output: a post-feedforward norm saves it
+// (its input); otherwise it feeds only the residual add (or a dropout, which saves its mask).
+bool backward_reads_last_projection_output(const DecoderBlockShape& block) {
+  return norms_the_branch_outputs(block);
+}
+
+}  // namespace
+
 std::vector<CostItem> sac_unread_saved_tensors(const DecoderBlockShape& block, bool /*flash_attention*/) {
   const std::vector<BlockMatmul> matmuls = block_matmuls(block);
   const std::vector<bool> saved = sac_saves_matmul(matmuls);
   std::vector<CostItem> items;
-  if (!matmuls.empty() && saved.back())
+  if (!matmuls.empty() && saved.back() && !backward_reads_last_projection_output(block))
     items.push_back({matmuls.back().name + " output: saved by the policy, read by no backward node",
                      kActivationBytes * matmuls.back().output_elements_per_token, 0});
   return items;
@@ -199,14 +275,16 @@ std::vector<CostItem> sac_unread_saved_tensors(const DecoderBlockShape& block, b
 namespace {
 
 // Which of block_matmuls() op-level SAC runs again in backward: every projection whose output
-// is not kept, except the last when no residual dropout follows it (its output feeds only the
-// residual add, which saves nothing, so recomputation stops before it).
+// is not kept, except the last when nothing after it saves a tensor (its output feeds only the
+// residual add, which saves nothing, so recomputation stops before it). A residual dropout
+// (its mask) or a post-feedforward norm (its input) after it makes backward need it.
 std::vector<bool> sac_recomputes_matmul(const DecoderBlockShape& block, const std::vector<BlockMatmul>& matmuls) {
   const std::vector<bool> saved = sac_saves_matmul(matmuls);
+  const bool last_needed = block.residual_dropout || backward_reads_last_projection_output(block);
   std::vector<bool> recomputed(matmuls.size(), false);
   for (std::size_t i = 0; i < matmuls.size(); ++i) {
     const bool last = i + 1 == matmuls.size();
-    recomputed[i] = !saved[i] && !(last && !block.residual_dropout);
+    recomputed[i] = !saved[i] && !(last && !last_needed);
   }
   return recomputed;
 }
@@ -274,16 +352,31 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
   // eager attention gets them repeated per query head (Hugging Face's repeat_kv), as in
   // saved_tensors().
   const double kv_attention = flash_attention ? kv : q;
+  const bool qk_norm = block.qk_norm != QkNorm::none;
+  const bool post_norms = norms_the_branch_outputs(block);
+  const bool neox_parallel = block.parallel_residual && !block.falcon_parallel;
+  const bool falcon_parallel = block.parallel_residual && block.falcon_parallel;
+  // OLMo-2's post-norm block feeds the residual stream itself to the projections: their input
+  // gradients are summed into the stream's gradient buffer in place as each arrives, instead of
+  // accumulating in a norm output's gradient first.
+  const bool branch_input_is_stream = !block.parallel_residual && block.norm_placement == NormPlacement::post;
   TransientLedger ledger;
 
   // Forward. The block saves its norms' inputs and outputs, q, k, v, the attention output and
   // the MLP's intermediates (saved_tensors()); what is left is short-lived.
   MomentList fw{ledger.forward, {}};
-  if (block.rotary)
-    fw.add("rotary embedding on q and k (the rotated q and k are saved); HF keeps the projections' outputs "
-           "until both are rotated",
-           {per_token("q projection output, before rotary", E * q),
-            per_token("k projection output, before rotary", E * kv)});
+  if (block.rotary) {
+    if (qk_norm) {
+      fw.add("rotary embedding on the normed q and k (the rotated q and k are saved; the projections' outputs are "
+             "saved by the norms); HF keeps the normed q and k until both are rotated",
+             {per_token("normed q, before rotary", E * q), per_token("normed k, before rotary", E * kv)});
+    } else {
+      fw.add("rotary embedding on q and k (the rotated q and k are saved); HF keeps the projections' outputs "
+             "until both are rotated",
+             {per_token("q projection output, before rotary", E * q),
+              per_token("k projection output, before rotary", E * kv)});
+    }
+  }
   if (!flash_attention) {
     fw.add("fused scale, causal mask and softmax (its output is saved)",
            {per_token_per_position("QK^T scores", E * a)});
@@ -294,81 +387,117 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
   if (block.residual_dropout) {
     fw.add("attention output dropout (its mask is saved)",
            {per_token("attention output projection's output", E * h), per_token("attention output after dropout", E * h)});
+  } else if (post_norms) {
+    fw.add("post-attention norm (its input, the projection's output, is saved), then the residual add (saved)",
+           {per_token("normed attention output", E * h)});
   } else {
     fw.add("attention output projection", {per_token("attention output projection's output", E * h)});
   }
-  // GPT-NeoX's parallel residual holds the attention branch's output until the final sum.
+  // A parallel block holds the attention branch's output until the final sum (GPT-NeoX's
+  // attn_output, Falcon's attention_output).
   if (block.parallel_residual) fw.held.push_back(per_token("attention branch output, held until the final sum", E * h));
   if (block.residual_dropout) {
     fw.add("MLP output dropout (its mask is saved)",
            {per_token("MLP output projection's output", E * h), per_token("MLP output after dropout", E * h)});
+  } else if (post_norms) {
+    fw.add("post-feedforward norm (its input, the down projection's output, is saved)",
+           {per_token("normed MLP output", E * h)});
   } else {
     fw.add("MLP output projection", {per_token("MLP output projection's output", E * h)});
   }
-  if (block.parallel_residual) {
+  if (neox_parallel) {
     fw.add("mlp + attention + x, the second add: the block output",
            {per_token("MLP branch output", E * h), per_token("mlp + attention", E * h),
+            per_token("block output (the next module's input)", E * h)});
+  } else if (falcon_parallel) {
+    fw.add("mlp_output += attention_output (in place), then + x: the block output",
+           {per_token("MLP branch output (the attention output added in place)", E * h),
             per_token("block output (the next module's input)", E * h)});
   } else {
     fw.add("residual add h + MLP: the block output",
            {per_token("MLP branch output", E * h), per_token("block output (the next module's input)", E * h)});
   }
 
-  // Backward, in autograd's order: the MLP (down, product, up, SiLU, gate, norm), then the
-  // attention (output projection, attention, rotary k then q, v, k, q projections, norm).
+  // Backward, in autograd's order: the MLP (down, product, up, activation, gate, norm), then the
+  // attention (output projection, attention, rotary k then q, q/k norms, v, k, q projections,
+  // norm).
   MomentList bw{ledger.backward,
-                {per_token(block.parallel_residual
+                {per_token(neox_parallel
                                ? "gradient of the block output"
                                : "residual stream gradient: the block output's, summed in place into the block input's",
                            E * h)}};
   const CostItem d_down_input =
-      per_token(block.gated_mlp ? "gradient of SiLU(gate)*up, the down projection's input"
+      per_token(block.gated_mlp ? "gradient of " + gated_product(block) + ", the down projection's input"
                                 : "gradient of the activation output, fc2's input",
                 E * f);
-  const CostItem d_mlp_before_dropout = per_token("gradient of the MLP output before dropout", E * h);
-  if (block.residual_dropout) {
-    bw.add("MLP output dropout backward", {d_mlp_before_dropout});
-    bw.add("down projection backward (MmBackward0)", {d_mlp_before_dropout, d_down_input});
+  if (block.residual_dropout || post_norms) {
+    const CostItem d_down_output = per_token("gradient of the MLP output projection's output", E * h);
+    bw.add(block.residual_dropout ? "MLP output dropout backward" : "post-feedforward norm backward", {d_down_output});
+    bw.add("down projection backward (MmBackward0)", {d_down_output, d_down_input});
   } else {
     bw.add("down projection backward (MmBackward0)", {d_down_input});
   }
-  const CostItem d_norm2_output = per_token("gradient of the MLP norm output (first contribution)", E * h);
-  const CostItem d_norm2_second = per_token("second contribution, then summed in place into the first", E * h);
+  // Where the MLP's input gradient goes: a norm output's gradient buffer (the first contribution,
+  // which later ones are summed into in place) or, for OLMo-2, straight into the stream's.
+  const CostItem d_mlp_input = per_token(branch_input_is_stream ? "MLP input gradient contribution (then summed into "
+                                                                  "the stream's gradient in place)"
+                                                                : "gradient of the MLP input (first contribution)",
+                                         E * h);
+  const CostItem d_mlp_input_second = per_token("second contribution, then summed in place into the first", E * h);
+  auto with_mlp_input = [&](std::vector<CostItem> items, bool first_alive) {
+    if (first_alive && !branch_input_is_stream) items.push_back(d_mlp_input);
+    return items;
+  };
   if (block.gated_mlp) {
-    const CostItem d_silu = per_token("gradient of the SiLU output", E * f);
+    const std::string act = block.gate_activation;
+    const CostItem d_act = per_token("gradient of the " + act + " output", E * f);
     const CostItem d_up = per_token("gradient of the up projection output", E * f);
-    const CostItem d_gate = per_token("gradient of the gate projection output (SiLU's input)", E * f);
-    bw.add("SiLU(gate)*up backward (MulBackward0): both factors' gradients while the product's is held",
-           {d_down_input, d_silu, d_up});
-    bw.add("up projection backward (created after SiLU, so differentiated before it)", {d_silu, d_up, d_norm2_output});
-    bw.add("SiLU backward", {d_silu, d_gate, d_norm2_output});
-    bw.add("gate projection backward", {d_gate, d_norm2_output, d_norm2_second});
+    const CostItem d_gate = per_token("gradient of the gate projection output (" + act + "'s input)", E * f);
+    bw.add(gated_product(block) + " backward (MulBackward0): both factors' gradients while the product's is held",
+           {d_down_input, d_act, d_up});
+    if (block.fused_gate_up) {
+      // up * act(gate) with gate, up = gate_up.chunk(2): the activation (created after the
+      // chunk) goes first; the chunk's backward concatenates the two halves' gradients.
+      bw.add(act + " backward", {d_up, d_act, d_gate});
+      const CostItem d_gate_up = per_token("gradient of the gate_up output (chunk backward: cat of both halves)", E * 2 * f);
+      bw.add("chunk backward (SplitBackward0)", {d_up, d_gate, d_gate_up});
+      bw.add("gate_up projection backward", {d_gate_up, d_mlp_input});
+    } else {
+      bw.add("up projection backward (created after " + act + ", so differentiated before it)", {d_act, d_up, d_mlp_input});
+      bw.add(act + " backward", with_mlp_input({d_act, d_gate}, true));
+      bw.add("gate projection backward",
+             branch_input_is_stream ? std::vector<CostItem>{d_gate, d_mlp_input}
+                                    : std::vector<CostItem>{d_gate, d_mlp_input, d_mlp_input_second});
+    }
   } else {
     const CostItem d_fc1 = per_token("gradient of fc1's output (the activation's input)", E * f);
     bw.add("activation (GELU) backward", {d_down_input, d_fc1});
-    bw.add("fc1 backward", {d_fc1, d_norm2_output});
+    bw.add("fc1 backward", {d_fc1, d_mlp_input});
   }
   const CostItem d_norm_input = per_token("gradient of the norm's input, before it joins the stream", E * h);
-  bw.add("MLP norm backward", {per_token("gradient of the MLP norm output", E * h), d_norm_input});
-  if (block.parallel_residual) {
+  if (neox_parallel) {
+    bw.add("MLP norm backward", {d_mlp_input, d_norm_input});
     // The output gradient is also buffered for the attention branch: the sum is out of place.
     const CostItem partial = per_token("block input gradient so far (residual + MLP branch)", E * h);
     bw.add("sum into the block input's gradient, out of place", {d_norm_input, partial});
     bw.held.push_back(partial);
+  } else if (falcon_parallel) {
+    // Falcon's norms ran before the attention branch: their backward comes after it, and the
+    // MLP's input gradient waits in the norm output's gradient buffer meanwhile.
+    bw.held.push_back(d_mlp_input);
+  } else if (!branch_input_is_stream) {
+    bw.add(block.norm_placement == NormPlacement::sandwich ? "pre-feedforward norm backward" : "MLP norm backward",
+           {d_mlp_input, d_norm_input});
   }
-  const CostItem d_attention_before_dropout = per_token("gradient of the attention output before dropout", E * h);
   const CostItem d_attention_output = per_token("gradient of the attention output (output projection's input)", E * q);
-  auto release_output_gradient = [&] {
-    // GPT-NeoX: the block output's gradient dies with the attention branch's first node.
-    if (block.parallel_residual) bw.held.erase(bw.held.begin());
-  };
-  if (block.residual_dropout) {
-    bw.add("attention output dropout backward", {d_attention_before_dropout});
-    release_output_gradient();
-    bw.add("attention output projection backward", {d_attention_before_dropout, d_attention_output});
+  if (block.residual_dropout || post_norms) {
+    const CostItem d_o_output = per_token("gradient of the attention output projection's output", E * h);
+    bw.add(block.residual_dropout ? "attention output dropout backward" : "post-attention norm backward", {d_o_output});
+    if (neox_parallel) bw.held.erase(bw.held.begin());  // the output gradient dies with the branch's first node
+    bw.add("attention output projection backward", {d_o_output, d_attention_output});
   } else {
     bw.add("attention output projection backward", {d_attention_output});
-    release_output_gradient();
+    if (neox_parallel) bw.held.erase(bw.held.begin());
   }
   const CostItem dq = per_token("dq", E * q), dk = per_token("dk", E * kv), dv = per_token("dv", E * kv);
   if (flash_attention) {
@@ -394,35 +523,109 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
     if (kv_attention != kv)
       bw.add("repeat_kv backward: dk and dv summed over the query groups", {dq, dk_attention, dv_attention, dk});
   }
-  CostItem dq_projection = dq, dk_projection = dk;
+  // The gradients of q and k as their producers (rotary, else the norms or projections) leave them.
+  CostItem dq_rotated = dq, dk_rotated = dk;
   if (block.rotary) {
-    const CostItem dq_before = per_token("gradient of q before rotary", E * q);
-    const CostItem dk_before = per_token("gradient of k before rotary", E * kv);
+    const CostItem dq_before = per_token(qk_norm ? "gradient of the normed q (before rotary)" : "gradient of q before rotary", E * q);
+    const CostItem dk_before = per_token(qk_norm ? "gradient of the normed k (before rotary)" : "gradient of k before rotary", E * kv);
     bw.add("rotary backward on k (k was rotated after q)", {dq, dk, dv, dk_before});
     bw.add("rotary backward on q", {dq, dq_before, dk_before, dv});
-    dq_projection = dq_before;
-    dk_projection = dk_before;
+    dq_rotated = dq_before;
+    dk_rotated = dk_before;
   }
-  const CostItem d_norm1_output = per_token("gradient of the attention norm output (first contribution)", E * h);
-  const CostItem d_norm1_next = per_token("next contribution, then summed in place into the first", E * h);
+  // The attention input's gradient: contributions from the q/k/v projection(s), accumulated in
+  // the norm output's gradient buffer (first contribution, then later ones summed into it), or
+  // in the stream's (OLMo-2), or, in Falcon's single-norm block, in the buffer the MLP's
+  // contribution already holds.
+  const bool into_held_buffer = falcon_parallel && block.one_parallel_norm;
+  const CostItem d_in_first = per_token(branch_input_is_stream ? "attention input gradient contribution (then summed into "
+                                                                 "the stream's gradient in place)"
+                                                               : "gradient of the attention norm output (first contribution)",
+                                        E * h);
+  const CostItem d_in_next = per_token("next contribution, then summed in place into the first", E * h);
+  // What a projection's backward writes and what of the input's gradient is alive with it:
+  // the contribution written (and, after the first, the first one it is summed into).
+  auto projection_outputs = [&](bool first_exists) -> std::vector<CostItem> {
+    if (branch_input_is_stream) return {d_in_first};
+    if (into_held_buffer) return {d_in_next};
+    return first_exists ? std::vector<CostItem>{d_in_first, d_in_next} : std::vector<CostItem>{d_in_first};
+  };
+  auto plus = [](std::vector<CostItem> items, const std::vector<CostItem>& more) {
+    items.insert(items.end(), more.begin(), more.end());
+    return items;
+  };
+  // The first contribution, once written, while later nodes run (none when summed into G).
+  auto first_if_kept = [&]() -> std::vector<CostItem> {
+    if (branch_input_is_stream || into_held_buffer) return {};
+    return {d_in_first};
+  };
   if (block.fused_qkv) {
     const CostItem d_qkv = per_token("gradient of the fused qkv output (the split's backward concatenates)", E * (q + 2 * kv));
-    bw.add("split backward: dq, dk, dv concatenated", {dq_projection, dk_projection, dv, d_qkv});
-    bw.add("fused qkv projection backward", {d_qkv, d_norm1_output});
+    bw.add("split backward: dq, dk, dv concatenated", {dq_rotated, dk_rotated, dv, d_qkv});
+    bw.add("fused qkv projection backward", plus({d_qkv}, projection_outputs(false)));
+  } else if (block.qk_norm == QkNorm::after_all_projections) {
+    // Gemma-3: q_proj, k_proj, v_proj, q_norm, k_norm: the norms (created last) go first.
+    const CostItem dq_projection = per_token("gradient of the q projection output", E * q);
+    const CostItem dk_projection = per_token("gradient of the k projection output", E * kv);
+    bw.add("k norm backward", {dq_rotated, dk_rotated, dv, dk_projection});
+    bw.add("q norm backward", {dq_rotated, dq_projection, dk_projection, dv});
+    bw.add("v projection backward", plus({dq_projection, dk_projection, dv}, projection_outputs(false)));
+    bw.add("k projection backward", plus({dq_projection, dk_projection}, projection_outputs(true)));
+    bw.add("q projection backward", plus({dq_projection}, projection_outputs(true)));
+  } else if (block.qk_norm == QkNorm::after_each_projection) {
+    // Qwen3, OLMo-2: q_proj, q_norm, k_proj, k_norm, v_proj.
+    const CostItem dq_projection = per_token("gradient of the q projection output", E * q);
+    const CostItem dk_projection = per_token("gradient of the k projection output", E * kv);
+    bw.add("v projection backward", plus({dq_rotated, dk_rotated, dv}, projection_outputs(false)));
+    bw.add("k norm backward", plus({dq_rotated, dk_rotated, dk_projection}, first_if_kept()));
+    bw.add("k projection backward", plus({dq_rotated, dk_projection}, projection_outputs(true)));
+    bw.add("q norm backward", plus({dq_rotated, dq_projection}, first_if_kept()));
+    bw.add("q projection backward", plus({dq_projection}, projection_outputs(true)));
   } else {
-    bw.add("v projection backward", {dq_projection, dk_projection, dv, d_norm1_output});
-    bw.add("k projection backward", {dq_projection, dk_projection, d_norm1_output, d_norm1_next});
-    bw.add("q projection backward", {dq_projection, d_norm1_output, d_norm1_next});
+    bw.add("v projection backward", plus({dq_rotated, dk_rotated, dv}, projection_outputs(false)));
+    bw.add("k projection backward", plus({dq_rotated, dk_rotated}, projection_outputs(true)));
+    bw.add("q projection backward", plus({dq_rotated}, projection_outputs(true)));
   }
-  bw.add("attention norm backward (its input gradient is then summed in place into the stream)",
-         {per_token("gradient of the attention norm output", E * h), d_norm_input});
+  if (falcon_parallel) {
+    if (block.one_parallel_norm) {
+      // Both branches' contributions are in the norm output's gradient (the held buffer).
+      bw.add("the block's norm backward (its input gradient is then summed in place into the stream)",
+             {d_norm_input});
+    } else {
+      // ln_mlp ran after ln_attn, so its backward goes first, with ln_attn's output gradient waiting.
+      bw.add("MLP norm (ln_mlp) backward (its input gradient is then summed in place into the stream)",
+             {d_in_first, d_norm_input});
+      bw.held.pop_back();  // the MLP input gradient dies with ln_mlp's backward
+      bw.add("attention norm (ln_attn) backward (its input gradient is then summed in place into the stream)",
+             {d_in_first, d_norm_input});
+    }
+  } else if (!branch_input_is_stream) {
+    bw.add("attention norm backward (its input gradient is then summed in place into the stream)",
+           {per_token("gradient of the attention norm output", E * h), d_norm_input});
+  }
   return ledger;
 }
 
 TransientLedger token_embedding_transients(std::int64_t hidden_size, bool adds_position_embedding,
-                                           bool embedding_dropout) {
+                                           bool embedding_dropout, bool scales_output) {
   const double E = kActivationBytes, F = kFp32Bytes, h = as_double(hidden_size);
   TransientLedger ledger;
+  if (scales_output) {
+    if (adds_position_embedding || embedding_dropout)
+      throw std::invalid_argument("a scaled embedding with position rows or dropout is not modelled");
+    // Gemma: hidden_states = inputs_embeds * normalizer; both alive while the product is written.
+    ledger.forward.push_back({"embedding gather, then the scaling by sqrt(hidden_size)",
+                              {per_token("gathered rows (inputs_embeds)", E * h),
+                               per_token("scaled rows: the first block's input (saved by it)", E * h)}});
+    ledger.backward.push_back({"scaling backward (MulBackward0)", {per_token("gradient of the embedding output", E * h),
+                                                                   per_token("gradient of the gathered rows", E * h)}});
+    ledger.backward.push_back(
+        {"token embedding backward (embedding_dense_backward; its weight gradient is a parameter gradient)",
+         {per_token("gradient of the gathered rows", E * h),
+          per_token("fp32 per-index partial sums (grad_weight_per_segment)", F * h),
+          per_token("sorted ids, positions and segment arrays (int64)", kEmbeddingBackwardIndexBytes)}});
+    return ledger;
+  }
   if (!adds_position_embedding) {
     ledger.forward.push_back({"embedding gather", {per_token("gathered rows: the first block's input (saved by it)", E * h)}});
   } else {
@@ -471,7 +674,34 @@ struct LossShape {
   double h = 0;       // hidden size
   double V = 0;       // vocabulary size
   double tokens = 0;  // b*s, for the kinds whose chunking depends on it (chunked)
+  bool softcap = false;  // Gemma-2's final_logit_softcapping before the loss
 };
+
+// Gemma2ForCausalLM.forward (transformers): logits = logits / cap; logits = torch.tanh(logits);
+// logits = logits * cap, each a new 16-bit V-wide tensor, the previous one dropped as `logits`
+// is rebound. tanh saves its output (the module's saved activations); the division and the
+// multiplication by a Python scalar save nothing. Forward: the lm_head output and its quotient
+// coexist, then the quotient while tanh writes (its output is saved), then the capped logits,
+// which the loss reads as its 16-bit logits. Backward, after the loss has produced the capped
+// logits' 16-bit gradient: each op holds its input gradient while writing its output gradient.
+void add_softcap_forward(const LossShape& x, std::vector<TransientMoment>& forward) {
+  const double E = kActivationBytes, V = x.V;
+  forward.push_back({"logits / final_logit_softcapping: the projection's output and the quotient",
+                     {per_token("16-bit logits (the projection's output)", E * V), per_token("logits / cap", E * V)}});
+  forward.push_back({"tanh (its output is saved)", {per_token("logits / cap", E * V)}});
+  forward.push_back({"* final_logit_softcapping: the capped logits the loss reads", {per_token("capped 16-bit logits", E * V)}});
+}
+
+void add_softcap_backward(const LossShape& x, std::vector<TransientMoment>& backward) {
+  const double E = kActivationBytes, V = x.V;
+  const CostItem d_capped = per_token("16-bit gradient of the capped logits", E * V);
+  const CostItem d_tanh = per_token("gradient of tanh's output", E * V);
+  const CostItem d_quotient = per_token("gradient of logits / cap", E * V);
+  const CostItem d_logits = per_token("gradient of the projection's output", E * V);
+  backward.push_back({"* cap backward (MulBackward0)", {d_capped, d_tanh}});
+  backward.push_back({"tanh backward (TanhBackward0)", {d_tanh, d_quotient}});
+  backward.push_back({"/ cap backward (DivBackward0)", {d_quotient, d_logits}});
+}
 
 CostItem fixed(std::string what, double bytes) { return {std::move(what), 0, 0, 0, bytes}; }
 
@@ -487,20 +717,21 @@ TransientLedger fp32_upcast_loss_transients(const LossShape& x) {
   const CostItem d_logits32 = per_token("fp32 gradient of the logits", kLogitBytes * V);
   const CostItem d_logits16 = per_token("16-bit gradient of the logits", E * V);
   TransientLedger ledger;
-  ledger.forward = {
-      {"logits.float(): the 16-bit logits and their fp32 copy", {logits16, logits32}},
-      {"log_softmax (its output, the log-probabilities, is saved); the 16-bit logits are still referenced "
-       "(HF's logits, torchtitan's pred)",
-       {logits16, logits32}},
-  };
+  if (x.softcap) add_softcap_forward(x, ledger.forward);
+  ledger.forward.push_back({"logits.float(): the 16-bit logits and their fp32 copy", {logits16, logits32}});
+  ledger.forward.push_back({"log_softmax (its output, the log-probabilities, is saved); the 16-bit logits are still "
+                            "referenced (HF's logits, torchtitan's pred)",
+                            {logits16, logits32}});
   ledger.backward = {
       {"nll_loss backward: zeros, then the loss gradient scattered at the targets", {d_log_probs}},
       {"log_softmax backward (LogSoftmaxBackward0): its input gradient is held while it writes its output",
        {d_log_probs, d_logits32}},
       {"logits.float() backward (ToCopyBackward0): the gradient cast to 16 bits", {d_logits32, d_logits16}},
-      {"output projection backward (MmBackward0; its weight gradient is a parameter gradient)",
-       {d_logits16, input_gradient(x)}},
   };
+  if (x.softcap) add_softcap_backward(x, ledger.backward);
+  ledger.backward.push_back({"output projection backward (MmBackward0; its weight gradient is a parameter gradient)",
+                             {x.softcap ? per_token("gradient of the projection's output", E * V) : d_logits16,
+                              input_gradient(x)}});
   return ledger;
 }
 
@@ -512,15 +743,18 @@ TransientLedger bf16_loss_transients(const LossShape& x) {
   const CostItem d_log_probs = per_token("16-bit gradient of the log-probabilities", E * V);
   const CostItem d_logits16 = per_token("16-bit gradient of the logits", E * V);
   TransientLedger ledger;
-  ledger.forward = {{"log_softmax on the 16-bit logits (its output is saved; the logits are still referenced)",
-                     {logits16}}};
+  if (x.softcap) add_softcap_forward(x, ledger.forward);
+  ledger.forward.push_back(
+      {"log_softmax on the 16-bit logits (its output is saved; the logits are still referenced)", {logits16}});
   ledger.backward = {
       {"nll_loss backward: zeros, then the loss gradient scattered at the targets", {d_log_probs}},
       {"log_softmax backward (LogSoftmaxBackward0): its input gradient is held while it writes its output",
        {d_log_probs, d_logits16}},
-      {"output projection backward (MmBackward0; its weight gradient is a parameter gradient)",
-       {d_logits16, input_gradient(x)}},
   };
+  if (x.softcap) add_softcap_backward(x, ledger.backward);
+  ledger.backward.push_back({"output projection backward (MmBackward0; its weight gradient is a parameter gradient)",
+                             {x.softcap ? per_token("gradient of the projection's output", E * V) : d_logits16,
+                              input_gradient(x)}});
   return ledger;
 }
 
@@ -598,10 +832,16 @@ TransientLedger loss_transients(const LossShape& x, LossKind kind) {
   return fp32_upcast_loss_transients(x);
 }
 
-LossShape loss_shape(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind, double tokens) {
+LossShape loss_shape(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind, double tokens, bool softcap) {
   if (kind == LossKind::chunked && !(tokens >= 1))
     throw std::invalid_argument("the chunked loss's costs depend on the tokens per micro-batch (b*s >= 1)");
-  return {as_double(hidden_size), as_double(vocab_size), tokens};
+  // The fused kernels take a softcap argument of their own (Liger, Cut Cross-Entropy), which
+  // changes what they compute; not modelled.
+  if (softcap && kind != LossKind::fp32_upcast && kind != LossKind::bf16)
+    throw std::invalid_argument("the " + loss_kind_name(kind) +
+                                " loss with soft-capped logits (final_logit_softcapping) is not modelled; "
+                                "fp32_upcast and bf16 are");
+  return {as_double(hidden_size), as_double(vocab_size), tokens, softcap};
 }
 
 }  // namespace
@@ -615,8 +855,9 @@ double liger_chunk_tokens(double tokens, std::int64_t hidden_size, std::int64_t 
   return std::min(chunk, tokens);  // one chunk when it covers the micro-batch
 }
 
-TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind, double tokens) {
-  return loss_transients(loss_shape(hidden_size, vocab_size, kind, tokens), kind);
+TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind, double tokens,
+                                   bool logit_softcap) {
+  return loss_transients(loss_shape(hidden_size, vocab_size, kind, tokens, logit_softcap), kind);
 }
 
 Polynomial moment_bytes(const TransientMoment& moment) { return ledger_polynomial(moment.tensors); }
@@ -699,12 +940,12 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
     c.matmuls.push_back({matmuls[i].name, matmuls[i].multiply_adds_per_token / out, out, recomputed[i]});
   }
   c.attention = AttentionSpec{static_cast<int>(block.num_heads), static_cast<int>(block.num_kv_heads),
-                              static_cast<int>(block.head_dim), true, 0};
+                              static_cast<int>(block.head_dim), true, static_cast<double>(block.window)};
   return c;
 }
 
 ModuleCosts token_embedding_costs(std::int64_t hidden_size, bool adds_position_embedding,
-                                  bool embedding_dropout) {
+                                  bool embedding_dropout, bool scales_output) {
   const double E = kActivationBytes, h = as_double(hidden_size);
   ModuleCosts c;
   // The gather reads a row per token and writes it; the ids are read once.
@@ -721,8 +962,12 @@ ModuleCosts token_embedding_costs(std::int64_t hidden_size, bool adds_position_e
     c.forward_hbm_bytes += monomial((2 * E + kMaskBytes) * h, 1, 1);
     c.saved_activation_bytes += monomial(kMaskBytes * h, 1, 1);
   }
+  // The scaling reads the gathered rows and writes the scaled ones (a multiply by a constant
+  // saves nothing for backward).
+  if (scales_output) c.forward_hbm_bytes += monomial(2 * E * h, 1, 1);
   c.input_bytes = monomial(kTokenIdBytes, 1, 1);
-  const TransientLedger transients = token_embedding_transients(hidden_size, adds_position_embedding, embedding_dropout);
+  const TransientLedger transients =
+      token_embedding_transients(hidden_size, adds_position_embedding, embedding_dropout, scales_output);
   c.forward_transient_bytes = peak_transient_bytes(transients.forward);
   c.backward_transient_bytes = peak_transient_bytes(transients.backward);
   c.transient_tensor_bytes = largest_transient_tensor(transients);
@@ -742,8 +987,9 @@ ModuleCosts final_norm_costs(std::int64_t hidden_size) {
   return c;
 }
 
-ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind, double tokens) {
-  const LossShape x = loss_shape(hidden_size, vocab_size, kind, tokens);
+ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind, double tokens,
+                          bool logit_softcap) {
+  const LossShape x = loss_shape(hidden_size, vocab_size, kind, tokens, logit_softcap);
   const double E = kActivationBytes, h = x.h, V = x.V;
   ModuleCosts c;
   c.forward_flops = monomial(2 * h * V, 1, 1);
@@ -802,11 +1048,16 @@ ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, Los
       c.saved_activation_bytes += monomial(kFp32Bytes * V, 0, 0);
       break;
   }
+  if (logit_softcap) {
+    // logits / cap, tanh, * cap: each reads and writes the 16-bit logits; tanh keeps its output.
+    c.forward_hbm_bytes += monomial(3 * 2 * E * V, 1, 1);
+    c.saved_activation_bytes += monomial(E * V, 1, 1);
+  }
   const TransientLedger transients = loss_transients(x, kind);
   c.forward_transient_bytes = peak_transient_bytes(transients.forward);
   c.backward_transient_bytes = peak_transient_bytes(transients.backward);
   c.transient_tensor_bytes = largest_transient_tensor(transients);
-  c.loss = LossHead{vocab_size, hidden_size, kind};
+  c.loss = LossHead{vocab_size, hidden_size, kind, logit_softcap};
   return c;
 }
 
@@ -858,16 +1109,24 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
   if (costs.attention) {
     const AttentionSpec& a = *costs.attention;
     out["attention"] = {{"heads", a.heads}, {"kv_heads", a.kv_heads}, {"head_dim", a.head_dim}, {"causal", a.causal}};
-    if (a.window > 0) out["attention"]["window"] = a.window;
+    if (a.window > 0) {
+      if (std::floor(a.window) == a.window && a.window < 9.0e15) {
+        out["attention"]["window"] = static_cast<std::int64_t>(a.window);
+      } else {
+        out["attention"]["window"] = a.window;
+      }
+    }
   }
   // Set but zero (a backward that runs nothing) is written as an empty object.
   if (costs.forward_kernel_flops) out["forward_kernel_flops"] = polynomial_to_json(*costs.forward_kernel_flops);
   if (costs.backward_flops) out["backward_flops"] = polynomial_to_json(*costs.backward_flops);
   if (costs.backward_hbm_bytes) out["backward_hbm_bytes"] = polynomial_to_json(*costs.backward_hbm_bytes);
-  if (costs.loss)
+  if (costs.loss) {
     out["loss"] = {{"vocab_size", costs.loss->vocab_size},
                    {"hidden_size", costs.loss->hidden_size},
                    {"kind", loss_kind_name(costs.loss->kind)}};
+    if (costs.loss->logit_softcap) out["loss"]["logit_softcap"] = true;
+  }
   if (!source.empty()) out["source"] = source;
   return out;
 }

@@ -34,7 +34,30 @@ struct DecoderBlockShape {
   std::int64_t head_dim = 0;         // d
   std::int64_t ffn_hidden_size = 0;  // f
   bool gated_mlp = false;            // SwiGLU: gate, up, down projections; else fc1-GELU-fc2
-  bool parallel_residual = false;    // GPT-NeoX: attention and MLP both read the block input
+  // The gated MLP's activation, for the ledgers' labels only ("SiLU": SwiGLU; "GELU": Gemma's
+  // GeGLU): both are one elementwise kernel of the same size.
+  std::string gate_activation = "SiLU";
+  bool fused_gate_up = false;        // Phi-3: one gate_up projection (h -> 2f), then chunk(2)
+  bool parallel_residual = false;    // GPT-NeoX, Falcon: attention and MLP both read the block input
+  // Where the norms sit (sequential blocks):
+  //   pre:      x + attn(norm(x)), then + mlp(norm(.))           (Llama, GPT-2, ...)
+  //   sandwich: x + norm(attn(norm(x))), then + norm(mlp(norm(.)))  (Gemma-2, Gemma-3)
+  //   post:     x + norm(attn(x)), then + norm(mlp(.))            (OLMo-2)
+  enum class NormPlacement { pre, sandwich, post };
+  NormPlacement norm_placement = NormPlacement::pre;
+  // Parallel residual as Falcon runs it (transformers' FalconDecoderLayer): every norm runs
+  // before the attention branch, so the MLP's input gradient waits through the attention
+  // branch's backward; `one_parallel_norm`: a single norm feeds both branches (Falcon-7B,
+  // Falcon2-11B; Falcon-40B has ln_attn and ln_mlp); the branches are summed in place
+  // (mlp_output += attention_output). false: GPT-NeoX's layout (a norm per branch, each right
+  // before its branch; mlp + attn + x out of place).
+  bool falcon_parallel = false;
+  bool one_parallel_norm = false;
+  // RMSNorm on q and k after their projections (Qwen3, Gemma-3: per head; OLMo-2: over all
+  // heads; the same tensors either way). Qwen3 and OLMo-2 normalize each right after its
+  // projection (q_proj, q_norm, k_proj, k_norm, v_proj); Gemma-3 after all three projections.
+  enum class QkNorm { none, after_each_projection, after_all_projections };
+  QkNorm qk_norm = QkNorm::none;
   bool rotary = false;               // rotary embedding applied to q and k
   bool alibi = false;                // ALiBi bias added to the attention scores
   bool attention_dropout = false;    // dropout on the attention probabilities (p > 0)
@@ -46,6 +69,12 @@ struct DecoderBlockShape {
   bool qkv_bias = false;             // the q/k/v projection(s) have biases
   bool out_bias = false;             // the attention output projection has a bias
   bool mlp_bias = false;             // the MLP projections have biases
+  // Sliding-window attention: each query attends the `window` keys ending at its own position
+  // (0: every earlier key). Recorded in the costs' attention descriptor, which the planner prices
+  // (planner/attention_model.h) and counts (models::attention_pair_fraction) by; the polynomials
+  // keep the full-square FLOP convention, and eager attention materializes the whole square
+  // whatever the window (transformers masks the full score matrix).
+  std::int64_t window = 0;
 
   std::int64_t q_dim() const { return num_heads * head_dim; }
   std::int64_t kv_dim() const { return num_kv_heads * head_dim; }
@@ -177,13 +206,14 @@ struct TransientLedger {
 };
 TransientLedger block_transients(const DecoderBlockShape& block, bool flash_attention);
 TransientLedger token_embedding_transients(std::int64_t hidden_size, bool adds_position_embedding,
-                                           bool embedding_dropout);
+                                           bool embedding_dropout, bool scales_output = false);
 TransientLedger final_norm_transients(std::int64_t hidden_size);
 // The output layer and its loss, for each LossKind (docs/memory-model.md, "The loss"). `tokens`
 // (b*s) is needed by the chunked kind only: Liger sizes its chunks from the micro-batch's tokens,
 // so those costs are exact at that b*s and nowhere else (the planner recomputes them per point).
 TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_size,
-                                   LossKind kind = LossKind::fp32_upcast, double tokens = 0);
+                                   LossKind kind = LossKind::fp32_upcast, double tokens = 0,
+                                   bool logit_softcap = false);
 // Tokens in the largest chunk of Liger's fused linear cross-entropy
 // (linkedin/Liger-Kernel src/liger_kernel/ops/fused_linear_cross_entropy.py@ead96b6:
 // inc_factor = cdiv(V, H), chunk_size = next_power_of_2(cdiv(BT, inc_factor))): about BT*H/V,
@@ -205,13 +235,18 @@ std::size_t largest_moment(const std::vector<TransientMoment>& moments, double m
 ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_attention);
 // The token embedding: a gather, plus (GPT-2) the position-embedding gather and add and the
 // embedding dropout when those are computed alongside it.
+// `scales_output`: the embedding's output is multiplied by sqrt(hidden_size) (Gemma's
+// `hidden_states * normalizer`), one more elementwise kernel and one more transient tensor.
 ModuleCosts token_embedding_costs(std::int64_t hidden_size, bool adds_position_embedding,
-                                  bool embedding_dropout);
+                                  bool embedding_dropout, bool scales_output = false);
 ModuleCosts final_norm_costs(std::int64_t hidden_size);
 // The output projection and the cross-entropy loss of the given kind; the costs carry their
-// LossHead. `tokens` as for lm_head_transients.
+// LossHead. `tokens` as for lm_head_transients. `logit_softcap`: the logits are soft-capped
+// before the loss (Gemma-2's final_logit_softcapping: logits / cap, tanh, * cap, three
+// elementwise ops on the 16-bit logits); modelled for the fp32_upcast and bf16 kinds, the ones
+// that run Hugging Face's code; the fused kinds throw std::invalid_argument.
 ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind = LossKind::fp32_upcast,
-                          double tokens = 0);
+                          double tokens = 0, bool logit_softcap = false);
 
 // A polynomial as the model JSON writes it: {"b*s": 123, "b*s^2": 4}; integral
 // coefficients are written as integers. Zero terms are left out.

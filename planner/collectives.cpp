@@ -879,12 +879,6 @@ nlohmann::json table_json(const NcclTable& t) {
   return j;
 }
 
-double read_nonneg(JsonReader& r, const std::string& key, double fallback) {
-  const double v = r.number_or(key, fallback);
-  if (v < 0) r.fail(key, "expected a non-negative number, got " + describe_json(r.raw(key)));
-  return v;
-}
-
 int read_nonneg_int(JsonReader& r, const std::string& key, int fallback) {
   const std::int64_t v = r.integer_or(key, fallback);
   if (v < 0) r.fail(key, "expected a non-negative integer, got " + std::to_string(v));
@@ -1034,18 +1028,18 @@ NcclParams NcclParams::from_json(JsonReader& r, const NcclParams& base) {
   } else {
     r.ignore("hw_latency_us");
   }
-  p.net_overhead_us = read_nonneg(r, "net_overhead_us", p.net_overhead_us);
-  p.net_latency_inter_us = read_nonneg(r, "net_latency_inter_us", p.net_latency_inter_us);
-  p.ring_plateau_factor = read_nonneg(r, "ring_plateau_factor", p.ring_plateau_factor);
+  p.net_overhead_us = r.nonnegative_number_or("net_overhead_us", p.net_overhead_us);
+  p.net_latency_inter_us = r.nonnegative_number_or("net_latency_inter_us", p.net_latency_inter_us);
+  p.ring_plateau_factor = r.nonnegative_number_or("ring_plateau_factor", p.ring_plateau_factor);
   p.intra_link = r.choice_or("intra_link", {"", "nvlink", "pcie", "xgmi"}, p.intra_link);
-  p.intra_bandwidth_gbps = read_nonneg(r, "intra_bandwidth_gbps", p.intra_bandwidth_gbps);
+  p.intra_bandwidth_gbps = r.nonnegative_number_or("intra_bandwidth_gbps", p.intra_bandwidth_gbps);
   if (r.has("xgmi_channels_per_link"))
-    p.xgmi_channels_per_link = static_cast<int>(r.positive_integer("xgmi_channels_per_link"));
+    p.xgmi_channels_per_link = r.int_in("xgmi_channels_per_link", 1, 64);
   else
     r.ignore("xgmi_channels_per_link");
-  p.nic_bandwidth_gbps = read_nonneg(r, "nic_bandwidth_gbps", p.nic_bandwidth_gbps);
+  p.nic_bandwidth_gbps = r.nonnegative_number_or("nic_bandwidth_gbps", p.nic_bandwidth_gbps);
   p.nics_per_node = read_nonneg_int(r, "nics_per_node", p.nics_per_node);
-  p.gpu_pcie_bandwidth_gbps = read_nonneg(r, "gpu_pcie_bandwidth_gbps", p.gpu_pcie_bandwidth_gbps);
+  p.gpu_pcie_bandwidth_gbps = r.nonnegative_number_or("gpu_pcie_bandwidth_gbps", p.gpu_pcie_bandwidth_gbps);
   for (const char* key : {"speed_array_intra_gbps", "speed_array_inter_gbps"}) {
     if (!r.has(key)) {
       r.ignore(key);
@@ -1061,9 +1055,9 @@ NcclParams NcclParams::from_json(JsonReader& r, const NcclParams& base) {
     }
     (std::string(key) == "speed_array_intra_gbps" ? p.speed_array_intra_gbps : p.speed_array_inter_gbps) = v;
   }
-  if (r.has("max_ring_channels")) p.max_ring_channels = static_cast<int>(r.positive_integer("max_ring_channels"));
+  if (r.has("max_ring_channels")) p.max_ring_channels = r.int_in("max_ring_channels", 1, 1024);
   else r.ignore("max_ring_channels");
-  if (r.has("max_nvls_channels")) p.max_nvls_channels = static_cast<int>(r.positive_integer("max_nvls_channels"));
+  if (r.has("max_nvls_channels")) p.max_nvls_channels = r.int_in("max_nvls_channels", 1, 1024);
   else r.ignore("max_nvls_channels");
   p.ring_same_channels = r.boolean_or("ring_same_channels", p.ring_same_channels);
   p.ll_max_bandwidth_gbps = read_row(r, "ll_max_bandwidth_gbps", p.ll_max_bandwidth_gbps);
@@ -1072,15 +1066,15 @@ NcclParams NcclParams::from_json(JsonReader& r, const NcclParams& base) {
   p.per_channel_max_tree_ll128_gbps =
       read_row(r, "per_channel_max_tree_ll128_gbps", p.per_channel_max_tree_ll128_gbps);
   p.per_channel_max_tree_gbps = read_row(r, "per_channel_max_tree_gbps", p.per_channel_max_tree_gbps);
-  p.ll_bandwidth_factor = read_nonneg(r, "ll_bandwidth_factor", p.ll_bandwidth_factor);
-  p.ll128_bandwidth_factor = read_nonneg(r, "ll128_bandwidth_factor", p.ll128_bandwidth_factor);
-  p.tree_bandwidth_factor = read_nonneg(r, "tree_bandwidth_factor", p.tree_bandwidth_factor);
-  p.tree_ll_factor = read_nonneg(r, "tree_ll_factor", p.tree_ll_factor);
+  p.ll_bandwidth_factor = r.nonnegative_number_or("ll_bandwidth_factor", p.ll_bandwidth_factor);
+  p.ll128_bandwidth_factor = r.nonnegative_number_or("ll128_bandwidth_factor", p.ll128_bandwidth_factor);
+  p.tree_bandwidth_factor = r.nonnegative_number_or("tree_bandwidth_factor", p.tree_bandwidth_factor);
+  p.tree_ll_factor = r.nonnegative_number_or("tree_ll_factor", p.tree_ll_factor);
   p.tree_ll128_factor_single_node =
-      read_nonneg(r, "tree_ll128_factor_single_node", p.tree_ll128_factor_single_node);
+      r.nonnegative_number_or("tree_ll128_factor_single_node", p.tree_ll128_factor_single_node);
   p.tree_ll128_factor_multi_node =
-      read_nonneg(r, "tree_ll128_factor_multi_node", p.tree_ll128_factor_multi_node);
-  p.nvls_efficiency = read_nonneg(r, "nvls_efficiency", p.nvls_efficiency);
+      r.nonnegative_number_or("tree_ll128_factor_multi_node", p.tree_ll128_factor_multi_node);
+  p.nvls_efficiency = r.nonnegative_number_or("nvls_efficiency", p.nvls_efficiency);
   if (r.has("tree_correction")) {
     JsonReader s = r.object("tree_correction");
     for (int pr = 0; pr < 3; ++pr) {
@@ -1116,13 +1110,7 @@ NcclParams NcclParams::from_json(JsonReader& r, const NcclParams& base) {
   } else {
     r.ignore("rccl_bandwidth_ratio");
   }
-  if (r.has("bandwidth_efficiency")) {
-    const double v = r.number("bandwidth_efficiency");
-    if (!(v > 0)) r.fail("bandwidth_efficiency", "expected a positive number, got " + describe_json(r.raw("bandwidth_efficiency")));
-    p.bandwidth_efficiency = v;
-  } else {
-    r.ignore("bandwidth_efficiency");
-  }
+  p.bandwidth_efficiency = r.positive_number_or("bandwidth_efficiency", p.bandwidth_efficiency);
   if (r.has("sources")) {
     JsonReader s = r.object("sources");
     const nlohmann::json& obj = r.raw("sources");

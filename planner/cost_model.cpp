@@ -39,26 +39,6 @@ double read_fraction(JsonReader& r, const std::string& key, double fallback) {
   return v;
 }
 
-double read_positive(JsonReader& r, const std::string& key, double fallback) {
-  if (!r.has(key)) {
-    r.ignore(key);
-    return fallback;
-  }
-  const double v = r.number(key);
-  if (!(v > 0)) r.fail(key, "expected a positive number, got " + describe_json(r.raw(key)));
-  return v;
-}
-
-double read_nonnegative(JsonReader& r, const std::string& key, double fallback) {
-  if (!r.has(key)) {
-    r.ignore(key);
-    return fallback;
-  }
-  const double v = r.number(key);
-  if (!(v >= 0)) r.fail(key, "expected a non-negative number, got " + describe_json(r.raw(key)));
-  return v;
-}
-
 Calibration read_calibration_at(const nlohmann::json& json, const std::string& file, const std::string& path,
                                 const Calibration& base) {
   if (!json.is_object()) throw InputError(file, path, "expected a calibration object, got " + describe_json(json));
@@ -74,19 +54,19 @@ Calibration read_calibration_at(const nlohmann::json& json, const std::string& f
   c.matmul_efficiency = read_fraction(r, "matmul_efficiency", c.matmul_efficiency);
   c.attention_efficiency = read_fraction(r, "attention_efficiency", c.attention_efficiency);
   c.causal_attention_work = read_fraction(r, "causal_attention_work", c.causal_attention_work);
-  c.attention_backward_work = read_positive(r, "attention_backward_work", c.attention_backward_work);
+  c.attention_backward_work = r.positive_number_or("attention_backward_work", c.attention_backward_work);
   c.hbm_efficiency = read_fraction(r, "hbm_efficiency", c.hbm_efficiency);
   c.memory_bound_efficiency = read_fraction(r, "memory_bound_efficiency", c.memory_bound_efficiency);
-  c.eager_memory_bound_factor = read_positive(r, "eager_memory_bound_factor", c.eager_memory_bound_factor);
-  c.op_issue_seconds = read_nonnegative(r, "op_issue_seconds", c.op_issue_seconds);
-  c.kernel_issue_seconds = read_nonnegative(r, "kernel_issue_seconds", c.kernel_issue_seconds);
-  c.kernels_per_parameter_tensor = read_nonnegative(r, "kernels_per_parameter_tensor", c.kernels_per_parameter_tensor);
-  c.launch_queue_kernels = read_nonnegative(r, "launch_queue_kernels", c.launch_queue_kernels);
-  c.compute_slowdown_under_comm = read_nonnegative(r, "compute_slowdown_under_comm", c.compute_slowdown_under_comm);
-  c.pcie_gbps = read_positive(r, "pcie_gbps", c.pcie_gbps);
+  c.eager_memory_bound_factor = r.positive_number_or("eager_memory_bound_factor", c.eager_memory_bound_factor);
+  c.op_issue_seconds = r.nonnegative_number_or("op_issue_seconds", c.op_issue_seconds);
+  c.kernel_issue_seconds = r.nonnegative_number_or("kernel_issue_seconds", c.kernel_issue_seconds);
+  c.kernels_per_parameter_tensor = r.nonnegative_number_or("kernels_per_parameter_tensor", c.kernels_per_parameter_tensor);
+  c.launch_queue_kernels = r.nonnegative_number_or("launch_queue_kernels", c.launch_queue_kernels);
+  c.compute_slowdown_under_comm = r.nonnegative_number_or("compute_slowdown_under_comm", c.compute_slowdown_under_comm);
+  c.pcie_gbps = r.positive_number_or("pcie_gbps", c.pcie_gbps);
   c.host_optimizer_bytes_per_second =
-      read_positive(r, "host_optimizer_bytes_per_second", c.host_optimizer_bytes_per_second);
-  c.device_overhead_bytes = read_nonnegative(r, "device_overhead_bytes", c.device_overhead_bytes);
+      r.positive_number_or("host_optimizer_bytes_per_second", c.host_optimizer_bytes_per_second);
+  c.device_overhead_bytes = r.nonnegative_number_or("device_overhead_bytes", c.device_overhead_bytes);
   if (r.has("nccl")) {
     JsonReader n = r.object("nccl");
     c.nccl = NcclParams::from_json(n, base.nccl);
@@ -169,6 +149,18 @@ Calibration calibration_for(const Scenario& scenario) {
       c.name = defaults_name + " + " + (own_file ? scenario.calibration_file : "the scenario's calibration");
   }
   return c;
+}
+
+bool override_changes_cost_model(const std::string& assignment) {
+  static const char* const kReadByCostModel[] = {"cluster",          "calibration",         "model",
+                                                 "training.param_dtype", "training.attention", "training.torch_compile",
+                                                 "fsdp.wrap"};
+  const std::string key = assignment.substr(0, assignment.find('='));
+  for (const char* field : kReadByCostModel) {
+    const std::size_t n = std::char_traits<char>::length(field);
+    if (key.compare(0, n, field) == 0 && (key.size() == n || key[n] == '.')) return true;
+  }
+  return false;
 }
 
 CollectiveKind collective_kind_of(OpKind kind) {

@@ -134,6 +134,13 @@ class CostModel {
   int model_parameter_tensors_ = 0;
 };
 
+// Whether a scenario override ("a.b=value") can change the CostModel made from the scenario.
+// CostModel(const Scenario&) reads the cluster, the calibration, the model (its modules'
+// parameter tensors), training.param_dtype (the compute dtype), training.attention,
+// training.torch_compile (eager blocks) and fsdp.wrap (which modules are blocks); nothing else.
+// A sweep shares one cost model among points whose overrides differ only in other fields.
+bool override_changes_cost_model(const std::string& assignment);
+
 // Which collective an op kind is (all_gather, reduce_scatter, all_reduce); throws
 // std::invalid_argument for other kinds.
 CollectiveKind collective_kind_of(OpKind kind);

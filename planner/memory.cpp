@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "models/checked_arithmetic.h"
+
 namespace fsdpsim::planner {
 
 namespace {
@@ -15,13 +17,13 @@ constexpr std::int64_t kRoundLarge = 2 << 20;            // kRoundLarge: 2 MiB
 
 std::int64_t CachingAllocatorModel::round_size(std::int64_t bytes) {
   if (bytes < kMinBlockSize) return kMinBlockSize;
-  return (bytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+  return checked_round_up(bytes, kMinBlockSize, "an allocation's size rounded to 512 bytes");
 }
 
 std::int64_t CachingAllocatorModel::segment_size(std::int64_t size) {
   if (size <= kSmallSize) return kSmallBuffer;
   if (size < kMinLargeAlloc) return kLargeBuffer;
-  return (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+  return checked_round_up(size, kRoundLarge, "a segment's size rounded to 2 MiB");
 }
 
 std::vector<CachingAllocatorModel::FreeEntry>& CachingAllocatorModel::free_list(int stream, bool small) {
@@ -82,7 +84,8 @@ void CachingAllocatorModel::split(int block, std::int64_t size) {
 }
 
 void CachingAllocatorModel::release_cached_segments() {
-  for (Segment& seg : segments_) {
+  for (std::size_t i = 0; i < segments_.size(); ++i) {
+    Segment& seg = segments_[i];
     if (seg.released) continue;
     bool all_free = true;
     for (int b = seg.first; b >= 0 && all_free; b = blocks_[b].next) all_free = blocks_[b].free;
@@ -90,7 +93,33 @@ void CachingAllocatorModel::release_cached_segments() {
     for (int b = seg.first; b >= 0; b = blocks_[b].next) unlist(b);
     seg.released = true;
     reserved_ -= seg.size;
+    if (provider_) provider_->unmap(static_cast<int>(i), seg.size);
   }
+}
+
+std::vector<std::pair<int, std::int64_t>> CachingAllocatorModel::live_segments() const {
+  std::vector<std::pair<int, std::int64_t>> out;
+  for (std::size_t i = 0; i < segments_.size(); ++i)
+    if (!segments_[i].released) out.push_back({static_cast<int>(i), segments_[i].size});
+  return out;
+}
+
+// When a segment cannot be had, PyTorch frees its cached segments and tries once more
+// (num_alloc_retries). Without a provider the model makes the segment anyway: the replay
+// reports reserved memory past the capacity rather than failing.
+bool CachingAllocatorModel::obtain_segment(int segment, std::int64_t bytes) {
+  if (provider_) {
+    if (provider_->map(segment, bytes)) return true;
+    release_cached_segments();
+    ++retries_;
+    return provider_->map(segment, bytes);
+  }
+  const std::int64_t reserved_after = checked_add(reserved_, bytes, "reserved bytes");
+  if (capacity_bytes_ > 0 && static_cast<double>(reserved_after) > capacity_bytes_) {
+    release_cached_segments();
+    ++retries_;
+  }
+  return true;
 }
 
 int CachingAllocatorModel::allocate(std::int64_t bytes, int stream) {
@@ -101,15 +130,12 @@ int CachingAllocatorModel::allocate(std::int64_t bytes, int stream) {
     mark_used(block);
   } else {
     const std::int64_t seg_size = segment_size(size);
-    if (capacity_bytes_ > 0 && static_cast<double>(reserved_ + seg_size) > capacity_bytes_) {
-      // cudaMalloc would fail: PyTorch frees its cached segments and tries again.
-      release_cached_segments();
-      ++retries_;
-    }
+    const int segment = static_cast<int>(segments_.size());
+    if (!obtain_segment(segment, seg_size)) throw OutOfSegments(seg_size);
     block = static_cast<int>(blocks_.size());
     segments_.push_back({stream, small, seg_size, block, false});
-    blocks_.push_back({static_cast<int>(segments_.size()) - 1, 0, seg_size, false});
-    reserved_ += seg_size;
+    blocks_.push_back({segment, 0, seg_size, false});
+    reserved_ = checked_add(reserved_, seg_size, "reserved bytes");
     peak_reserved_ = std::max(peak_reserved_, reserved_);
   }
   split(block, size);
@@ -146,12 +172,15 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
   // Running totals per category, so a new peak is recorded in O(categories).
   std::array<std::int64_t, kMemCategoryCount> by_category{};
   std::int64_t allocated = 0, model_state = 0;
+  // Checked sums: a schedule whose allocations overflow an int64 must not lose them from
+  // the peak (schedule_from_json and the planner bound the total; this is the backstop).
   auto account = [&](int id, std::int64_t sign) {
     const Allocation& a = s.allocations[id];
-    allocated += sign * a.bytes;
-    by_category[static_cast<int>(a.category)] += sign * a.bytes;
+    const std::int64_t bytes = sign * a.bytes;
+    allocated = checked_add(allocated, bytes, "bytes allocated at once");
+    by_category[static_cast<int>(a.category)] += bytes;  // each category's total <= allocated
     if (a.model_state) {
-      model_state += sign * a.bytes;
+      model_state += bytes;  // <= allocated
       r.model_state_bytes = std::max(r.model_state_bytes, model_state);
     }
   };

@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cstdint>
+#include <stdexcept>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -34,15 +36,45 @@ MemoryReport replay_memory(const Schedule& schedule, double capacity_bytes = 0);
 // reserved memory: 512-byte rounding, a small pool (<= 1 MiB, 2 MiB segments) and a large
 // pool (20 MiB segments below 10 MiB, else rounded to 2 MiB), best-fit reuse of cached
 // blocks of the same stream and pool, block splitting and merging of free neighbours.
+//
+// The one implementation of these rules: the planner's replay uses it alone (segments are
+// bookkeeping, a capacity bounds them), and the micro-runtime's allocator
+// (runtime/allocator.h) uses it with a SegmentProvider that backs each segment with memory.
 class CachingAllocatorModel {
  public:
-  explicit CachingAllocatorModel(double capacity_bytes = 0) : capacity_bytes_(capacity_bytes) {}
-  // Returns a handle for free().
+  // Where segments come from when they are real: map() backs a new segment (numbered in
+  // creation order) or says it cannot; unmap() takes back a released one.
+  class SegmentProvider {
+   public:
+    virtual ~SegmentProvider() = default;
+    virtual bool map(int segment, std::int64_t bytes) = 0;
+    virtual void unmap(int segment, std::int64_t bytes) = 0;
+  };
+  // allocate() with a provider that cannot back a new segment even after the cached ones
+  // are released (PyTorch's OOM after its one retry).
+  struct OutOfSegments : std::runtime_error {
+    explicit OutOfSegments(std::int64_t bytes) : std::runtime_error("no segment"), segment_bytes(bytes) {}
+    std::int64_t segment_bytes;
+  };
+
+  // Without a provider, `capacity_bytes` bounds reserved memory (0: unbounded): past it the
+  // cached segments are released first, as PyTorch does when cudaMalloc fails, and the
+  // segment is made anyway (the replay reports the overage). With one, the provider decides.
+  explicit CachingAllocatorModel(double capacity_bytes = 0, SegmentProvider* provider = nullptr)
+      : capacity_bytes_(capacity_bytes), provider_(provider) {}
+  // Returns a handle for free(); throws OutOfSegments (only with a provider).
   int allocate(std::int64_t bytes, int stream);
   void free(int handle);
   std::int64_t reserved_bytes() const { return reserved_; }
   std::int64_t peak_reserved_bytes() const { return peak_reserved_; }
   std::int64_t retries() const { return retries_; }
+  // Where a live block lies: its segment and its offset in it.
+  int segment_of(int handle) const { return blocks_[handle].segment; }
+  std::int64_t offset_of(int handle) const { return blocks_[handle].offset; }
+  // Every segment whose blocks are all free goes back (torch.cuda.empty_cache()).
+  void release_cached_segments();
+  // Segments not released, as (segment, bytes).
+  std::vector<std::pair<int, std::int64_t>> live_segments() const;
 
   static std::int64_t round_size(std::int64_t bytes);          // 512-byte granularity
   static std::int64_t segment_size(std::int64_t rounded_bytes);  // what cudaMalloc gets
@@ -66,7 +98,8 @@ class CachingAllocatorModel {
     bool released = false;
   };
   int find_free_block(std::int64_t size, int stream, bool small);
-  void release_cached_segments();
+  // A new segment's bytes from the provider, or within the capacity; false: none to be had.
+  bool obtain_segment(int segment, std::int64_t bytes);
   void split(int block, std::int64_t size);
   // Free blocks of live segments, one list per (stream, pool) ordered as the best-fit
   // search visits them: by size, then segment and address (the first of equal sizes wins,
@@ -92,6 +125,7 @@ class CachingAllocatorModel {
   std::vector<std::vector<FreeEntry>> free_lists_;  // index 2 * stream + small
 
   double capacity_bytes_;
+  SegmentProvider* provider_;
   std::vector<Block> blocks_;
   std::vector<Segment> segments_;
   std::int64_t reserved_ = 0;

@@ -44,7 +44,7 @@ class PlanCache {
   void clear();
   std::size_t layouts_built() const { return layouts_built_; }  // how often it missed
 
-  struct Layout;  // planner/plan.cpp
+  struct Layout;  // planner/plan_layout.h
 
  private:
   friend Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming);

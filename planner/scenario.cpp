@@ -3,12 +3,20 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "models/checked_arithmetic.h"
 #include "models/hf_import.h"
 #include "models/json_input.h"
 
 namespace fsdpsim::planner {
 
 namespace fs = std::filesystem;
+
+namespace {
+// The largest world the planner takes (its schedules and SimGrid platforms are built per
+// rank), and the most GPUs one node may hold (NVL72 racks hold 72; a little room above).
+constexpr int kMaxWorld = 1 << 20;
+constexpr int kMaxGpusPerNode = 1024;
+}  // namespace
 
 std::string strategy_name(Strategy s) {
   switch (s) {
@@ -74,13 +82,6 @@ std::string directory_of(const std::string& file) {
   return fs::path(file).parent_path().string();
 }
 
-nlohmann::json parse_override_value(const std::string& text) {
-  // Without exceptions: bare words are the common case (a sweep parses thousands of them).
-  nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) return text;  // a bare word: take it as a string
-  return value;
-}
-
 models::DType dtype_field(JsonReader& r, const std::string& key, models::DType fallback) {
   auto name = r.string_or(key);
   if (!name) return fallback;
@@ -95,7 +96,7 @@ WrapSpec parse_wrap(JsonReader r) {
   if (policy == "block") w.policy = WrapPolicy::block;
   if (policy == "every_k_blocks") {
     w.policy = WrapPolicy::every_k_blocks;
-    w.every = static_cast<int>(r.positive_integer("every"));
+    w.every = r.int_in("every", 1, 1000000);
   }
   if (policy == "size") {
     w.policy = WrapPolicy::size;
@@ -151,9 +152,16 @@ TrainingSpec parse_training(JsonReader r, int world) {
   t.seq_len = r.positive_integer_or("seq_len", 2048);
   if (t.seq_len > (1 << 24)) r.fail("seq_len", "expected at most 16M tokens per sequence");
   if (t.micro_batch > (1 << 20)) r.fail("micro_batch", "expected at most 2^20 sequences");
+  // More micro-steps than this is no training run, and the planner writes every micro-step's ops.
+  constexpr std::int64_t kMaxGradAccum = 100000;
   std::optional<std::int64_t> accum;
-  if (r.has("grad_accum")) accum = r.positive_integer("grad_accum");
-  const std::int64_t per_micro_step = t.micro_batch * world;
+  if (r.has("grad_accum")) {
+    accum = r.positive_integer("grad_accum");
+    if (*accum > kMaxGradAccum)
+      r.fail("grad_accum", "expected at most " + std::to_string(kMaxGradAccum) + " gradient accumulation steps, got " +
+                               std::to_string(*accum));
+  }
+  const std::int64_t per_micro_step = checked_mul(t.micro_batch, world, "micro_batch x ranks");
   if (r.has("global_batch")) {
     t.global_batch = r.positive_integer("global_batch");
     if (t.global_batch % per_micro_step != 0)
@@ -167,9 +175,13 @@ TrainingSpec parse_training(JsonReader r, int world) {
                                std::to_string(t.grad_accum));
   } else {
     t.grad_accum = accum.value_or(1);
-    t.global_batch = t.grad_accum * per_micro_step;
+    t.global_batch = checked_mul(t.grad_accum, per_micro_step, "grad_accum x micro_batch x ranks");
   }
-  if (t.grad_accum > 100000) r.fail("global_batch", "expected at most 100000 gradient accumulation steps");
+  if (t.grad_accum > kMaxGradAccum)
+    r.fail("global_batch", "expected at most " + std::to_string(kMaxGradAccum) +
+                               " gradient accumulation steps: global_batch / (micro_batch x ranks) = " +
+                               std::to_string(t.global_batch) + " / " + std::to_string(per_micro_step) + " = " +
+                               std::to_string(t.grad_accum));
   t.param_dtype = dtype_field(r, "param_dtype", models::DType::bf16);
   t.reduce_dtype = dtype_field(r, "reduce_dtype", models::DType::fp32);
   t.master_dtype = dtype_field(r, "master_dtype", models::DType::fp32);
@@ -190,7 +202,7 @@ TrainingSpec parse_training(JsonReader r, int world) {
   if (r.has("activation_checkpointing")) {
     const nlohmann::json& ac = r.raw("activation_checkpointing");
     if (ac.is_number_integer()) {
-      t.checkpoint_every = static_cast<int>(r.positive_integer("activation_checkpointing"));
+      t.checkpoint_every = r.int_in("activation_checkpointing", 1, 1000000);
       t.checkpointing = t.checkpoint_every == 1 ? Checkpointing::full : Checkpointing::every_k;
     } else {
       const std::string mode = ac.is_string() ? ac.get<std::string>() : "";
@@ -208,12 +220,13 @@ TrainingSpec parse_training(JsonReader r, int world) {
 
 FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
   FsdpSpec f;
-  f.version = static_cast<int>(r.integer_or("version", 2));
-  if (f.version != 1 && f.version != 2) r.fail("version", "expected 1 (FullyShardedDataParallel) or 2 (fully_shard)");
+  const std::int64_t version = r.integer_or("version", 2);
+  if (version != 1 && version != 2) r.fail("version", "expected 1 (FullyShardedDataParallel) or 2 (fully_shard)");
+  f.version = static_cast<int>(version);
   f.strategy = parse_strategy(r);
   const bool hybrid = is_hybrid(f.strategy);
   if (r.has("shard_group_size")) {
-    f.shard_group_size = static_cast<int>(r.positive_integer("shard_group_size"));
+    f.shard_group_size = r.int_in("shard_group_size", 1, kMaxWorld);
     if (!hybrid && f.shard_group_size != world)
       r.fail("shard_group_size", "only hybrid strategies (HYBRID_SHARD, HYBRID_SHARD_ZERO2) take a shard group "
                                  "smaller than the world (" + std::to_string(world) + ")");
@@ -235,11 +248,11 @@ FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
     if (v.is_boolean()) {
       value = v.get<bool>() ? f.shard_group_size : 0;
     } else if (v.is_number_integer()) {
-      std::int64_t k = v.get<std::int64_t>();
+      const std::int64_t k = r.integer("reshard_after_forward");
       if (f.version != 2) r.fail("reshard_after_forward", "an integer reshard size is FSDP2 only (fsdp.version 2)");
       if (k < 1 || k > f.shard_group_size || f.shard_group_size % k != 0)
         r.fail("reshard_after_forward", "expected true, false, or an integer that divides the shard group size " +
-                                            std::to_string(f.shard_group_size) + "; got " + std::to_string(k));
+                                            std::to_string(f.shard_group_size) + "; got " + describe_json(v));
       value = k == 1 ? 0 : static_cast<int>(k);
     } else {
       r.fail("reshard_after_forward", "expected true, false or an integer, got " + describe_json(v));
@@ -312,7 +325,7 @@ void apply_override(nlohmann::json& document, const std::string& assignment, con
   if (eq == std::string::npos || eq == 0)
     throw InputError(file, "", "override \"" + assignment + "\" must look like key.path=value");
   std::string path = assignment.substr(0, eq);
-  nlohmann::json value = parse_override_value(assignment.substr(eq + 1));
+  nlohmann::json value = parse_json_or_word(assignment.substr(eq + 1), file, path);
   nlohmann::json* node = &document;
   std::string walked;
   std::size_t pos = 0;
@@ -354,7 +367,7 @@ GpuSpec parse_gpu(const nlohmann::json& json, const std::string& name, const std
   if (r.has("nvlink")) {
     JsonReader n = r.object("nvlink");
     g.nvlink_generation = n.choice_or("generation", {"", "ampere", "hopper", "blackwell"}, "");
-    g.nvlink_links = static_cast<int>(n.integer_or("links", 0));
+    g.nvlink_links = n.int_in_or("links", 0, 1000, 0);
     g.nvlink_bandwidth_gbps = n.number_or("bandwidth_gbps", 0);
     if (g.nvlink_links < 0 || g.nvlink_bandwidth_gbps < 0) n.fail("bandwidth_gbps", "expected non-negative figures");
     g.nvls = n.boolean_or("nvls", false);
@@ -417,10 +430,12 @@ ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, c
   } else {
     c.gpu = parse_gpu(gpu, "custom", file, r.path_of("gpu"));
   }
-  c.nodes = static_cast<int>(r.positive_integer_or("nodes", 1));
-  c.gpus_per_node = static_cast<int>(r.positive_integer_or("gpus_per_node", 8));
-  if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node > (1 << 20))
-    r.fail("nodes", "expected at most 2^20 GPUs in all");
+  c.nodes = r.int_in_or("nodes", 1, kMaxWorld, 1);
+  c.gpus_per_node = r.int_in_or("gpus_per_node", 1, kMaxGpusPerNode, 8);
+  const std::int64_t gpus = checked_mul(c.nodes, c.gpus_per_node, "nodes x gpus_per_node");
+  if (gpus > kMaxWorld)
+    r.fail("nodes", "expected at most 2^20 GPUs in all, got nodes x gpus_per_node = " + std::to_string(c.nodes) +
+                        " x " + std::to_string(c.gpus_per_node) + " = " + std::to_string(gpus));
   if (r.has("intra_node")) {
     JsonReader n = r.object("intra_node");
     const std::string kind =
@@ -441,7 +456,7 @@ ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, c
   if (r.has("inter_node")) {
     JsonReader n = r.object("inter_node");
     c.nic_bandwidth_gbps = n.positive_number("nic_gbps");
-    c.nics_per_node = static_cast<int>(n.positive_integer_or("nics_per_node", c.gpus_per_node));
+    c.nics_per_node = n.int_in_or("nics_per_node", 1, kMaxGpusPerNode, c.gpus_per_node);
     c.inter_latency_seconds = n.number_or("latency_us", 5) * 1e-6;
     if (c.inter_latency_seconds < 0) n.fail("latency_us", "expected a non-negative latency");
     c.inter_topology = n.choice_or("topology", {"rail_optimized", "fat_tree"}, "rail_optimized") == "fat_tree"
@@ -514,6 +529,8 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
   } else {
     r.ignore("published");
   }
+  if (r.has("simulation")) s.simulation = r.raw("simulation");
+  else r.ignore("simulation");
   r.finish();
   return s;
 }

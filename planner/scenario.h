@@ -106,6 +106,9 @@ struct Scenario {
   nlohmann::json calibration;  // the calibration object (inline or loaded), may be null
   std::string calibration_file;
   nlohmann::json published;    // published figures of a real run, may be null
+  // The SimGrid engine's options (sim/simgrid_options.h reads and checks them; every command
+  // loads scenarios through sim::load_scenario, which does), may be null.
+  nlohmann::json simulation;
 
   int world_size() const { return cluster.world_size(); }
   int replicas() const { return world_size() / fsdp.shard_group_size; }

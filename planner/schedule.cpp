@@ -1,6 +1,7 @@
 #include "planner/schedule.h"
 
 #include <array>
+#include <climits>
 #include <set>
 
 #include "models/json_input.h"
@@ -158,6 +159,34 @@ KernelSet kernel_set_from_json(const nlohmann::json& json, const std::string& fi
 
 }  // namespace
 
+int group_instance_count(const Schedule& s, int group) { return s.world_size / s.groups.at(group).ranks; }
+
+std::vector<int> group_members(const Schedule& s, int group, int instance) {
+  const ProcessGroup& g = s.groups.at(group);
+  const int span = g.ranks * g.stride;  // ranks holding `stride` whole instances
+  const int first = (instance / g.stride) * span + instance % g.stride;
+  std::vector<int> members(g.ranks);
+  for (int t = 0; t < g.ranks; ++t) members[t] = first + t * g.stride;
+  return members;
+}
+
+int group_instance_of(const Schedule& s, int group, int rank) {
+  const ProcessGroup& g = s.groups.at(group);
+  const int span = g.ranks * g.stride;
+  return (rank / span) * g.stride + rank % g.stride;
+}
+
+std::vector<int> previous_on_communicator(const Schedule& s) {
+  std::vector<int> previous(s.ops.size(), -1);
+  std::vector<int> last(s.groups.size(), -1);
+  for (const Op& op : s.ops) {
+    if (!is_collective(op.kind) || op.group < 0 || op.group >= static_cast<int>(s.groups.size())) continue;
+    previous[op.id] = last[op.group];
+    last[op.group] = op.id;
+  }
+  return previous;
+}
+
 nlohmann::json schedule_to_json(const Schedule& s) {
   nlohmann::json j;
   j["format"] = "fsdpsim-schedule";
@@ -168,7 +197,11 @@ nlohmann::json schedule_to_json(const Schedule& s) {
   j["tokens_per_rank"] = s.tokens_per_rank;
   j["model_flops_per_rank"] = s.model_flops_per_rank;
   j["groups"] = nlohmann::json::array();
-  for (const ProcessGroup& g : s.groups) j["groups"].push_back({{"name", g.name}, {"ranks", g.ranks}, {"nodes", g.nodes}});
+  for (const ProcessGroup& g : s.groups) {
+    nlohmann::json gj = {{"name", g.name}, {"ranks", g.ranks}, {"nodes", g.nodes}};
+    if (g.stride != 1) gj["stride"] = g.stride;
+    j["groups"].push_back(std::move(gj));
+  }
   j["kernel_sets"] = nlohmann::json::array();
   for (const KernelSet& k : s.kernel_sets) j["kernel_sets"].push_back(kernel_set_to_json(k));
   j["allocations"] = nlohmann::json::array();
@@ -204,15 +237,19 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
   if (r.integer("version") != 1) r.fail("version", "expected schedule format version 1");
   Schedule s;
   s.name = r.string_or("name", "");
-  s.world_size = static_cast<int>(r.positive_integer("world_size"));
-  s.micro_steps = static_cast<int>(r.positive_integer_or("micro_steps", 1));
+  s.world_size = r.int_in("world_size", 1, 1 << 20);
+  s.micro_steps = r.int_in_or("micro_steps", 1, 100000, 1);
   s.tokens_per_rank = r.number_or("tokens_per_rank", 0);
   s.model_flops_per_rank = r.number_or("model_flops_per_rank", 0);
   const auto& groups = r.array("groups");
   for (std::size_t i = 0; i < groups.size(); ++i) {
     JsonReader g(groups[i], file, join_json_path("groups", i));
-    ProcessGroup pg{g.string("name"), static_cast<int>(g.positive_integer("ranks")),
-                    static_cast<int>(g.positive_integer("nodes"))};
+    ProcessGroup pg{g.string("name"), g.int_in("ranks", 1, 1 << 20), g.int_in("nodes", 1, 1 << 20),
+                    g.has("stride") ? g.int_in("stride", 1, 1 << 20) : 1};
+    if (s.world_size % pg.ranks != 0 || (s.world_size / pg.ranks) % pg.stride != 0)
+      g.fail("ranks", "a group of " + std::to_string(pg.ranks) + " ranks " +
+                          (pg.stride > 1 ? "with stride " + std::to_string(pg.stride) + " " : "") +
+                          "does not tile a world of " + std::to_string(s.world_size) + " ranks");
     g.finish();
     s.groups.push_back(pg);
   }
@@ -226,11 +263,12 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
   for (std::size_t i = 0; i < allocs.size(); ++i) {
     JsonReader a(allocs[i], file, join_json_path("allocations", i));
     Allocation al;
-    al.id = static_cast<int>(a.integer("id"));
+    al.id = a.int_in("id", 0, INT_MAX);
     if (al.id != static_cast<int>(i)) a.fail("id", "expected id " + std::to_string(i) + " (ids are positions)");
     al.label = a.string_or("label", "");
     al.bytes = a.integer("bytes");
-    if (al.bytes < 0) a.fail("bytes", "expected a non-negative size");
+    if (al.bytes < 0 || al.bytes > kMaxScheduleAllocationBytes)
+      a.fail("bytes", "expected a size from 0 to 2^62 bytes, got " + describe_json(a.raw("bytes")));
     al.category = parse_enum<MemCategory>(a, "category", kCategoryNames);
     al.stream = parse_enum<Stream>(a, "stream", kStreamNames);
     al.persistent = a.boolean_or("persistent", false);
@@ -238,29 +276,38 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
     a.finish();
     s.allocations.push_back(al);
   }
+  if (const int past = allocation_total_overflow(s); past >= 0)
+    throw InputError(file, join_json_path(join_json_path("allocations", static_cast<std::size_t>(past)), "bytes"),
+                     "the allocations' bytes add up to more than 2^62 here: expected sizes a GPU could hold");
   const auto& ops = r.array("ops");
   for (std::size_t i = 0; i < ops.size(); ++i) {
     JsonReader o(ops[i], file, join_json_path("ops", i));
     Op op;
-    op.id = static_cast<int>(o.integer("id"));
+    op.id = o.int_in("id", 0, INT_MAX);
     if (op.id != static_cast<int>(i)) o.fail("id", "expected id " + std::to_string(i) + " (ops are listed in issue order)");
     op.kind = parse_enum<OpKind>(o, "kind", kOpKindNames);
     op.stream = parse_enum<Stream>(o, "stream", kStreamNames);
     op.name = o.string_or("name", "");
-    op.unit = static_cast<int>(o.integer_or("unit", -1));
+    op.unit = o.int_in_or("unit", -1, INT_MAX, -1);
     op.module = o.string_or("module", "");
-    op.micro_step = static_cast<int>(o.integer_or("micro_step", 0));
+    op.micro_step = o.int_in_or("micro_step", 0, INT_MAX, 0);
     op.phase = o.has("phase") ? parse_enum<Phase>(o, "phase", kPhaseNames) : Phase::forward;
-    op.flops = o.number_or("flops", 0);
-    op.attention_flops = o.number_or("attention_flops", 0);
-    op.hbm_bytes = o.number_or("hbm_bytes", 0);
-    op.score_hbm_bytes = o.number_or("score_hbm_bytes", 0);
+    auto cost = [&](const char* key) {
+      const double value = o.number_or(key, 0);
+      if (value < 0) o.fail(key, "expected a non-negative cost, got " + describe_json(o.raw(key)));
+      return value;
+    };
+    op.flops = cost("flops");
+    op.attention_flops = cost("attention_flops");
+    op.hbm_bytes = cost("hbm_bytes");
+    op.score_hbm_bytes = cost("score_hbm_bytes");
+    op.comm_bytes = cost("comm_bytes");
+    if (!(op.attention_flops <= op.flops))
+      o.fail("attention_flops", "expected at most flops (attention is a part of them), got " +
+                                    describe_json(o.raw("attention_flops")));
     if (!(op.score_hbm_bytes <= op.hbm_bytes)) o.fail("score_hbm_bytes", "expected at most hbm_bytes (it is a part of them)");
-    op.comm_bytes = o.number_or("comm_bytes", 0);
-    if (op.flops < 0 || op.attention_flops < 0 || op.hbm_bytes < 0 || op.score_hbm_bytes < 0 || op.comm_bytes < 0)
-      o.fail("flops", "costs must be non-negative");
-    op.group = static_cast<int>(o.integer_or("group", -1));
-    op.kernel_set = static_cast<int>(o.integer_or("kernel_set", -1));
+    op.group = o.int_in_or("group", -1, INT_MAX, -1);
+    op.kernel_set = o.int_in_or("kernel_set", -1, INT_MAX, -1);
     if (op.kernel_set < -1 || op.kernel_set >= static_cast<int>(s.kernel_sets.size()))
       o.fail("kernel_set", "expected an index into kernel_sets (0.." + std::to_string(s.kernel_sets.size()) + ") or -1");
     op.allocs = int_list(o, "allocs");
@@ -275,6 +322,15 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
   return s;
 }
 
+int allocation_total_overflow(const Schedule& s) {
+  std::int64_t total = 0;
+  for (const Allocation& a : s.allocations) {
+    if (a.bytes > kMaxScheduleAllocationBytes - total) return a.id;
+    total += a.bytes;
+  }
+  return -1;
+}
+
 void validate_schedule(const Schedule& s, const std::string& file) {
   const int n_ops = static_cast<int>(s.ops.size());
   const int n_allocs = static_cast<int>(s.allocations.size());
@@ -285,6 +341,8 @@ void validate_schedule(const Schedule& s, const std::string& file) {
     std::string path = join_json_path("ops", static_cast<std::size_t>(op.id));
     if (is_collective(op.kind) && (op.group < 0 || op.group >= static_cast<int>(s.groups.size())))
       throw InputError(file, path + ".group", "collective op \"" + op.name + "\" needs a process group index");
+    for (int d : op.deps)
+      if (d == op.id) throw InputError(file, path + ".deps", "op \"" + op.name + "\" depends on itself");
     for (int d : op.deps)
       if (d >= n_ops) throw InputError(file, path + ".deps", "op \"" + op.name + "\" depends on op " + std::to_string(d) + ", which does not exist");
     for (int d : op.cpu_waits)

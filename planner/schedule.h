@@ -40,11 +40,19 @@ inline bool is_collective(OpKind k) {
   return k == OpKind::all_gather || k == OpKind::reduce_scatter || k == OpKind::all_reduce;
 }
 
-// A process group: `ranks` GPUs over `nodes` nodes.
+// A process group: `ranks` GPUs over `nodes` nodes, laid out with `stride`.
+//
+// Layout: world ranks are node-major. An instance's members are `stride` ranks apart:
+// stride 1 is a block of consecutive ranks (FSDP's shard group), stride world/ranks takes
+// one rank from each block (HSDP's replicate group). Instances tile the world: the ranks*stride
+// ranks from (r / (ranks*stride)) * ranks*stride hold `stride` instances (group_members).
+//
+// One process group is one NCCL communicator: see [Communicator order] below.
 struct ProcessGroup {
   std::string name;  // "shard", "replicate", "world", "reshard"
   int ranks = 1;
   int nodes = 1;
+  int stride = 1;
 };
 
 struct Allocation {
@@ -114,6 +122,28 @@ struct Schedule {
   std::vector<Op> ops;  // CPU issue order; ops[i].id == i
 };
 
+// Instances of a group in the world, the members of one (ascending, the ring order) and the
+// instance a rank belongs to; see ProcessGroup's layout.
+int group_instance_count(const Schedule& schedule, int group);
+std::vector<int> group_members(const Schedule& schedule, int group, int instance);
+int group_instance_of(const Schedule& schedule, int group, int rank);
+
+// [Communicator order] Collectives of one process group run one at a time, in issue order,
+// whichever stream issues them. A process group is one NCCL communicator, and:
+// - PyTorch's ProcessGroupNCCL runs a communicator's collectives on its own NCCL stream,
+//   which first waits for the caller's current stream (torch/csrc/distributed/c10d/
+//   ProcessGroupNCCL.cpp, note [Sync Streams]);
+// - NCCL itself orders the kernels of one communicator launched from different user streams
+//   through the communicator's internal device stream (NVIDIA/nccl src/enqueue.cc,
+//   ncclLaunchPrepare: the device stream waits on the user streams, then the launch stream
+//   waits on the device stream).
+// So FSDP1's and FSDP2's all-gather and reduce-scatter streams, which use one process group,
+// do not overlap their collectives; HSDP's replicate all-reduce (another group) does overlap
+// the shard group's. The analytic engine, the SimGrid engine and the runtime all obey it
+// through this function: for each op, the collective issued last before it on the same
+// process group (-1: none, or not a collective).
+std::vector<int> previous_on_communicator(const Schedule& schedule);
+
 nlohmann::json schedule_to_json(const Schedule& schedule);
 
 // An op as trace viewers show it (a Chrome trace event's "args"): id, kind, stream, unit,
@@ -125,7 +155,17 @@ nlohmann::json op_trace_args(const Schedule& schedule, const Op& op);
 Schedule schedule_from_json(const nlohmann::json& json, const std::string& file);
 
 // Structural checks shared by the JSON reader and the planner's own tests: every reference
-// in range, every allocation made once and freed at most once after it is made, no cycle.
+// in range, no op depending on itself, every allocation made once and freed at most once
+// after it is made, no cycle.
 void validate_schedule(const Schedule& schedule, const std::string& file);
+
+// The most bytes a schedule's allocations may add up to, all of them, live or not: 2^62 (4
+// EiB), far past any GPU. Bounding the total of all bounds every sum the memory replay and
+// the runtime's allocator take, and leaves 2^62 below int64's limit for the caching
+// allocator's rounding (at most 2 MiB per allocation), so none of them can overflow.
+constexpr std::int64_t kMaxScheduleAllocationBytes = std::int64_t{1} << 62;
+// The id of the allocation at which the running total of every allocation's bytes passes
+// kMaxScheduleAllocationBytes; -1 when it never does.
+int allocation_total_overflow(const Schedule& schedule);
 
 }  // namespace fsdpsim::planner

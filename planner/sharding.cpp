@@ -2,24 +2,26 @@
 
 #include <algorithm>
 
+#include "models/checked_arithmetic.h"
+
 namespace fsdpsim::planner {
 
 namespace {
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return checked_add(a, b - 1, "a shard's elements") / b; }
 }  // namespace
 
 std::int64_t fsdp2_local_numel(const models::Parameter& p, int world) {
   const std::int64_t d0 = p.shape.front();
-  return ceil_div(d0, world) * (p.numel() / d0);
+  return checked_mul(ceil_div(d0, world), p.numel() / d0, "a parameter's shard elements");
 }
 
 UnitShard shard_fsdp2(const Unit& unit, int world) {
   UnitShard s;
   for (const models::Parameter* p : unit.params) {
-    s.numel += p->numel();
-    s.local_numel += fsdp2_local_numel(*p, world);
+    s.numel = checked_add(s.numel, p->numel(), "a unit's elements");
+    s.local_numel = checked_add(s.local_numel, fsdp2_local_numel(*p, world), "a unit's shard elements");
   }
-  s.gathered_numel = s.local_numel * world;
+  s.gathered_numel = checked_mul(s.local_numel, world, "a unit's shard elements x world");
   // Rank 0 holds the first ceil(d0/W) rows of every parameter, none of them padding
   // (ceil(d0/W) <= d0), so its unpadded shard is the padded one.
   s.optimizer_numel = s.local_numel;
@@ -30,7 +32,7 @@ UnitShard shard_fsdp1(const Unit& unit, int world) {
   UnitShard s;
   s.numel = unit.numel();
   s.local_numel = ceil_div(s.numel, world);
-  s.gathered_numel = s.local_numel * world;
+  s.gathered_numel = checked_mul(s.local_numel, world, "a unit's shard elements x world");
   // The optimizer sees the sharded flat parameter (padding included) under use_orig_params=False.
   s.optimizer_numel = s.local_numel;
   return s;

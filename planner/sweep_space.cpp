@@ -53,13 +53,6 @@ std::vector<std::string> split_values(const std::string& text) {
   return out;
 }
 
-nlohmann::json value_from_text(const std::string& text) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error&) {
-    return text;  // a bare word
-  }
-}
 
 std::string label_of(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
@@ -150,13 +143,13 @@ AxisSpec parse_axis_spec(const std::string& text) {
   spec.path = "--axis";
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw InputError("", "--axis", "expected key=value1,value2,... (for example fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP), got \"" +
+    throw InputError::option("--axis", "expected key=value1,value2,... (for example fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP), got \"" +
                                        text + "\"");
   spec.key = trim(text.substr(0, eq));
   spec.path = "--axis " + spec.key;
   for (const std::string& piece : split_values(text.substr(eq + 1))) {
-    if (piece.empty()) throw InputError("", spec.path, "has an empty value in \"" + text + "\"");
-    spec.values.push_back(value_from_text(piece));
+    if (piece.empty()) throw InputError::option(spec.path, "has an empty value in \"" + text + "\"");
+    spec.values.push_back(parse_json_or_word(piece, "", join_json_path(spec.path, spec.values.size())));
   }
   return spec;
 }
@@ -341,7 +334,7 @@ SweepFile parse_sweep_file(const nlohmann::json& json, const std::string& file) 
   }
   if (r.has("objective")) f.objective = r.choice("objective", {"throughput", "step_time", "memory"});
   else r.ignore("objective");
-  if (r.has("top")) f.top = static_cast<int>(r.positive_integer("top"));
+  if (r.has("top")) f.top = r.int_in("top", 1, 1000000);
   else r.ignore("top");
   if (r.has("tolerance")) {
     f.tolerance = r.number("tolerance");

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <unordered_map>
 
+#include "models/checked_arithmetic.h"
 #include "models/json_input.h"
 
 namespace fsdpsim::planner {
@@ -16,19 +18,24 @@ using models::Parameter;
 
 std::int64_t Unit::numel() const {
   std::int64_t n = 0;
-  for (const Parameter* p : params) n += p->numel();
+  for (const Parameter* p : params) n = checked_add(n, p->numel(), "a unit's elements");
   return n;
 }
 
 std::vector<std::string> block_types(const Model& model, const WrapSpec& wrap) {
   if (!wrap.block_types.empty()) return wrap.block_types;
+  // A block type: a costed type that repeats, or one written with "repeat" (a model of one
+  // layer has one block, and it is still the block).
   std::map<std::string, int> counts;
+  std::set<std::string> declared_repeated;
   models::for_each_module(model.root, [&](const Module& m) {
-    if (m.costs && &m != &model.root) ++counts[m.type];
+    if (!m.costs || &m == &model.root) return;
+    ++counts[m.type];
+    if (m.repeated) declared_repeated.insert(m.type);
   });
   std::vector<std::string> types;
   for (const auto& [type, n] : counts)
-    if (n > 1) types.push_back(type);
+    if (n > 1 || declared_repeated.count(type)) types.push_back(type);
   return types;
 }
 
@@ -50,8 +57,8 @@ std::vector<std::vector<const Module*>> wrapped_groups(const Model& model, const
           blocks.push_back(&m);
       });
       if (blocks.empty())
-        throw InputError(file, "fsdp.wrap.policy", "the model has no transformer blocks to wrap (no repeated module "
-                                                   "type with costs); name them with fsdp.wrap.block_types");
+        throw InputError(file, "fsdp.wrap.policy", "the model has no transformer blocks to wrap (no module type with "
+                                                   "costs that repeats or is written with \"repeat\"); name them with fsdp.wrap.block_types");
       const std::size_t k = wrap.policy == WrapPolicy::block ? 1 : static_cast<std::size_t>(wrap.every);
       for (std::size_t i = 0; i < blocks.size(); i += k)
         groups.emplace_back(blocks.begin() + i, blocks.begin() + std::min(blocks.size(), i + k));

@@ -28,7 +28,8 @@ struct Unit {
 std::vector<Unit> build_units(const models::Model& model, const WrapSpec& wrap, const std::string& file);
 
 // The block type(s) the "block" policies wrap: `wrap.block_types` if given, else the type of
-// the costed modules that repeat (the transformer layers).
+// the costed modules that repeat or are written with "repeat", even once (the transformer
+// layers; a 1-layer model has one).
 std::vector<std::string> block_types(const models::Model& model, const WrapSpec& wrap);
 
 }  // namespace fsdpsim::planner

@@ -1,6 +1,7 @@
-// The runtime's caching allocator: PyTorch's policy (c10/cuda/CUDACachingAllocator.cpp), the
-// same one planner::CachingAllocatorModel models, over segments from a SegmentSource (real
-// cudaMalloc'd memory on the cuda backend, bookkeeping only on the host backend).
+// The runtime's caching allocator: PyTorch's policy (c10/cuda/CUDACachingAllocator.cpp) as
+// planner::CachingAllocatorModel implements it (the same object the planner's replay uses,
+// so the two cannot drift apart), over segments from a SegmentSource (real cudaMalloc'd
+// memory on the cuda backend, bookkeeping only on the host backend).
 //
 // 512-byte rounding; a small pool (requests <= 1 MiB, 2 MiB segments) and a large pool
 // (20 MiB segments below 10 MiB, else the size rounded to 2 MiB); best-fit reuse of a cached
@@ -16,6 +17,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "planner/memory.h"
 
 namespace fsdpsim::runtime {
 
@@ -45,53 +48,37 @@ struct OutOfMemory : std::runtime_error {
   std::int64_t requested_bytes, segment_bytes, allocated_bytes, reserved_bytes;
 };
 
-class CachingAllocator {
+class CachingAllocator : private planner::CachingAllocatorModel::SegmentProvider {
  public:
-  explicit CachingAllocator(SegmentSource& source) : source_(source) {}
+  explicit CachingAllocator(SegmentSource& source) : source_(source), model_(0, this) {}
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
-  ~CachingAllocator();
+  ~CachingAllocator() override;
 
   // Returns a handle; throws OutOfMemory.
   int allocate(std::int64_t bytes, int stream);
   void free(int handle);
   void* pointer(int handle) const;
-  std::int64_t size(int handle) const { return blocks_[handle].requested; }
+  std::int64_t size(int handle) const { return requested_.at(handle); }
 
   std::int64_t allocated_bytes() const { return allocated_; }
   std::int64_t peak_allocated_bytes() const { return peak_allocated_; }
-  std::int64_t reserved_bytes() const { return reserved_; }
-  std::int64_t peak_reserved_bytes() const { return peak_reserved_; }
-  std::int64_t retries() const { return retries_; }
+  std::int64_t reserved_bytes() const { return model_.reserved_bytes(); }
+  std::int64_t peak_reserved_bytes() const { return model_.peak_reserved_bytes(); }
+  std::int64_t retries() const { return model_.retries(); }
   void reset_peak_allocated() { peak_allocated_ = allocated_; }
   // Returns every cached (fully free) segment to the source (torch.cuda.empty_cache()).
-  void release_cached_segments();
+  void release_cached_segments() { model_.release_cached_segments(); }
 
  private:
-  struct Block {
-    int segment;
-    std::int64_t offset;
-    std::int64_t size;
-    std::int64_t requested;
-    bool free;
-  };
-  struct Segment {
-    int stream;
-    bool small;
-    std::int64_t size;
-    char* base;
-    std::vector<int> blocks;  // address order
-    bool released = false;
-  };
-  int find_free_block(std::int64_t size, int stream, bool small) const;
-  void split(int block, std::int64_t size);
+  bool map(int segment, std::int64_t bytes) override;
+  void unmap(int segment, std::int64_t bytes) override;
 
   SegmentSource& source_;
-  std::vector<Block> blocks_;
-  std::vector<Segment> segments_;
+  planner::CachingAllocatorModel model_;
+  std::vector<char*> segment_base_;      // per model segment; nullptr once released
+  std::vector<std::int64_t> requested_;  // per handle: the bytes asked for (0: free)
   std::int64_t allocated_ = 0, peak_allocated_ = 0;
-  std::int64_t reserved_ = 0, peak_reserved_ = 0;
-  std::int64_t retries_ = 0;
 };
 
 }  // namespace fsdpsim::runtime

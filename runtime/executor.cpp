@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "models/bytes_text.h"
 #include "models/json_input.h"
 #include "runtime/launch.h"
 
@@ -18,17 +19,6 @@ using planner::Schedule;
 namespace detail {
 
 namespace {
-
-std::string bytes_text(double bytes) {
-  char buf[64];
-  if (bytes >= 1024.0 * 1024 * 1024)
-    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-  else if (bytes >= 1024.0 * 1024)
-    std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024));
-  else
-    std::snprintf(buf, sizeof buf, "%.0f B", bytes);
-  return buf;
-}
 
 std::string rank_list(const std::vector<int>& ranks) {
   if (ranks.empty()) return "";
@@ -296,13 +286,13 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
         } catch (const OutOfMemory& e) {
           std::string text = "out of memory: rank " + std::to_string(rank) + ", " +
                              (op >= 0 ? c.op_text(op) : std::string("before the step")) + " allocates " +
-                             bytes_text(static_cast<double>(al.bytes)) + " (allocation " + std::to_string(a) + " \"" +
+                             gib_or_mib(static_cast<double>(al.bytes)) + " (allocation " + std::to_string(a) + " \"" +
                              al.label + "\", " + planner::to_string(al.category) + " on stream " +
                              planner::to_string(al.stream) + "): a new " +
-                             bytes_text(static_cast<double>(e.segment_bytes)) + " segment did not fit; allocated " +
-                             bytes_text(static_cast<double>(e.allocated_bytes)) + ", reserved " +
-                             bytes_text(static_cast<double>(e.reserved_bytes));
-          if (o.backend == "host" && o.capacity_bytes > 0) text += " of a capacity of " + bytes_text(o.capacity_bytes);
+                             gib_or_mib(static_cast<double>(e.segment_bytes)) + " segment did not fit; allocated " +
+                             gib_or_mib(static_cast<double>(e.allocated_bytes)) + ", reserved " +
+                             gib_or_mib(static_cast<double>(e.reserved_bytes));
+          if (o.backend == "host" && o.capacity_bytes > 0) text += " of a capacity of " + gib_or_mib(o.capacity_bytes);
           throw RuntimeError(FaultKind::out_of_memory, rank, op, text);
         }
         pointer[a] = allocator.pointer(handle[a]);
@@ -416,15 +406,12 @@ RunResult execute(RunControl& c, std::vector<std::unique_ptr<RankDevice>>& devic
 }
 
 std::vector<double> durations_for(const Schedule& s, const RunOptions& o) {
-  if (o.durations_seconds.empty()) return nominal_durations(s);
-  if (o.durations_seconds.size() != s.ops.size())
-    throw std::invalid_argument("the durations give " + std::to_string(o.durations_seconds.size()) +
-                                " values for a schedule of " + std::to_string(s.ops.size()) + " ops");
-  for (std::size_t i = 0; i < o.durations_seconds.size(); ++i)
-    if (!(o.durations_seconds[i] >= 0) || !std::isfinite(o.durations_seconds[i]))
-      throw std::invalid_argument("the duration of op " + std::to_string(i) +
-                                  " is not a non-negative number of seconds");
-  return o.durations_seconds;
+  if (o.costs.duration_seconds.empty())
+    throw std::invalid_argument(
+        "the runtime needs the ops' costs (RunOptions::costs: planner::price_ops from a cost model, or "
+        "planner::costs_from_durations from a durations file); it has no rates of its own");
+  planner::check_costs(s, o.costs);
+  return o.costs.duration_seconds;
 }
 
 }  // namespace detail
@@ -439,10 +426,17 @@ RunResult run_schedule(const Schedule& schedule, const RunOptions& options) {
         "--virtual-world " + std::to_string(options.virtual_world) + ": the schedule was planned for a world of " +
         std::to_string(schedule.world_size) +
         " ranks (plan it for another world with --set cluster.nodes=... / cluster.gpus_per_node=...)");
-  if (!(options.time_scale > 0)) throw std::invalid_argument("the time scale must be positive");
-  if (!(options.byte_scale > 0)) throw std::invalid_argument("the byte scale must be positive");
+  // Finite as well as positive: an infinite time scale divides every measured time to 0.
+  if (!(options.time_scale > 0) || !std::isfinite(options.time_scale))
+    throw std::invalid_argument("the time scale must be a positive finite number");
+  if (!(options.byte_scale > 0) || !std::isfinite(options.byte_scale))
+    throw std::invalid_argument("the byte scale must be a positive finite number");
   if (options.max_buffer_bytes < 0) throw std::invalid_argument("the buffer cap must be non-negative");
-  if (!(options.timeout_seconds > 0)) throw std::invalid_argument("the timeout must be positive");
+  if (!(options.capacity_bytes >= 0) || !std::isfinite(options.capacity_bytes))
+    throw std::invalid_argument("the memory capacity must be a non-negative finite number of bytes");
+  if (!(options.timeout_seconds > 0) || !std::isfinite(options.timeout_seconds))
+    throw std::invalid_argument("the timeout must be a positive finite number of seconds");
+  if (options.warmup_steps < -1) throw std::invalid_argument("the warm-up steps must be non-negative");
   if (options.steps < 1) throw std::invalid_argument("at least one measured step is needed");
   if (options.gemm_dim < 64) throw std::invalid_argument("the GEMM dimension must be at least 64");
   if (options.copy_chunk_bytes < (1 << 20)) throw std::invalid_argument("the copy chunk must be at least 1 MiB");

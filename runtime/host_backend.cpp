@@ -21,6 +21,13 @@ using planner::Schedule;
 
 // ---- HostCommunicator ---------------------------------------------------------------------------
 
+std::string collective_text(const HostGroupComm::Call& call) {
+  char planned[32];
+  std::snprintf(planned, sizeof planned, "%.0f", call.planned_bytes);
+  return "op " + std::to_string(call.op) + " (" + planner::to_string(call.kind) + ", " +
+         std::to_string(call.send_count) + " elements in, " + planned + " bytes planned)";
+}
+
 HostCommunicator::HostCommunicator(std::vector<int> ranks)
     : ranks_(std::move(ranks)),
       slots_(ranks_.size()),
@@ -47,13 +54,11 @@ detail::Barrier::Result HostCommunicator::run(int member, const Call& call, deta
   for (std::size_t j = 0; j < k; ++j) {
     const Call& other = slots_[j];
     if (other.op != call.op || other.kind != call.kind || other.send_count != call.send_count ||
-        other.recv_count != call.recv_count) {
+        other.recv_count != call.recv_count || other.planned_bytes != call.planned_bytes) {
       throw RuntimeError(FaultKind::mismatch, ranks_[member], call.op,
-                         "collective mismatch: rank " + std::to_string(ranks_[member]) + " joined op " +
-                             std::to_string(call.op) + " (" + planner::to_string(call.kind) + ", " +
-                             std::to_string(call.send_count) + " elements in) while rank " + std::to_string(ranks_[j]) +
-                             " joined op " + std::to_string(other.op) + " (" + planner::to_string(other.kind) + ", " +
-                             std::to_string(other.send_count) + " elements in)");
+                         "collective mismatch: rank " + std::to_string(ranks_[member]) + " joined " +
+                             collective_text(call) + " while rank " + std::to_string(ranks_[j]) + " joined " +
+                             collective_text(other));
     }
   }
   switch (call.kind) {
@@ -107,7 +112,7 @@ class HostRankDevice : public RankDevice {
         rank_(c.played[position]),
         durations_(durations),
         comms_(std::move(comms)),
-        previous_in_group_(previous_collective_in_group(s_)),
+        previous_in_group_(planner::previous_on_communicator(s_)),
         segments_(c.options.capacity_bytes),
         done_(s_.ops.size(), 0),
         start_(s_.ops.size(), -1),
@@ -299,6 +304,7 @@ class HostRankDevice : public RankDevice {
     if (w.recv.size() < call.recv_count) w.recv.resize(call.recv_count);
     call.send = w.send.data();
     call.recv = w.recv.data();
+    call.planned_bytes = op.comm_bytes;
     if (o_.check_data)
       for (std::size_t i = 0; i < call.send_count; ++i) w.send[i] = pattern_value(rank_, op.id, i);
     const CommRef& ref = comms_[op.group];
@@ -431,7 +437,7 @@ RunResult run_host(const Schedule& s, const RunOptions& options, ProcessLink* li
   result.notes.push_back(buf);
   result.notes.push_back(
       std::string("compute waits for each op's modeled duration x the time scale; collectives are padded to it") +
-      (o.durations_seconds.empty() ? " (durations: nominal rates, runtime::NominalRates)" : ""));
+      " (durations: " + o.costs.source + ")");
   return result;
 }
 

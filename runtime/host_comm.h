@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "planner/schedule.h"
@@ -28,14 +29,22 @@ class HostGroupComm {
     std::size_t send_count = 0;
     float* recv = nullptr;
     std::size_t recv_count = 0;
+    // The op's comm_bytes as planned. The buffers move at most --max-buffer-bytes, so ranks
+    // whose schedules disagree on a collective's size would move equal buffers; the members
+    // compare the planned size too.
+    double planned_bytes = 0;
   };
   // ok, or timeout/aborted from a meeting (the caller reports it). Throws RuntimeError
-  // (mismatch) when the members did not all join the same collective with the same sizes.
+  // (mismatch) when the members did not all join the same collective with the same sizes
+  // (moved and planned).
   virtual detail::Barrier::Result run(int member, const Call& call, detail::Clock::time_point deadline,
                                       const std::atomic<bool>& abort) = 0;
   virtual const std::vector<int>& ranks() const = 0;
   virtual void wake() {}
 };
+
+// "op 12 (all_gather, 262144 elements in, 78781440 bytes planned)", for mismatch errors.
+std::string collective_text(const HostGroupComm::Call& call);
 
 class HostCommunicator : public HostGroupComm {
  public:

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/scenario.h"
+#include "planner/op_costs.h"
 #include "planner/schedule.h"
 
 namespace fsdpsim::runtime {
@@ -69,10 +69,10 @@ struct RunOptions {
   // the schedule's world size) on one device; each collective becomes a local copy of the
   // bytes the rank would send and receive.
   int virtual_world = 0;
-  // Modeled seconds per op (schedule.ops order). The host backend waits this long for
-  // compute and pads collectives to it; the cuda backend uses it only for host-stream ops
-  // (a CPU optimizer step). Empty: nominal_durations().
-  std::vector<double> durations_seconds;
+  // The ops' costs (the executor contract, planner/op_costs.h): the host backend waits
+  // costs.duration_seconds for compute and pads collectives to it; the cuda backend uses them
+  // only for host-stream ops (a CPU optimizer step). Required: the runtime has no rates of its own.
+  planner::OpCosts costs;
   double time_scale = 1.0;  // host: wall seconds per modeled second (0.01 plays 100x faster)
   // host: real bytes a collective moves = planned bytes x byte_scale, at most
   // max_buffer_bytes per buffer (0: no cap). Memory accounting stays at planned sizes.
@@ -163,36 +163,19 @@ void check_playable(const planner::Schedule& schedule, const std::string& file);
 // Reads a schedule file (planner::schedule_from_json) and checks it is playable.
 planner::Schedule load_schedule(const std::string& path);
 
-// What `run` and `verify` play: a schedule file (`schedule_file`), or a scenario planned now
-// (`scenario_file` with `--set` overrides); exactly one of the two. Checked playable.
-struct LoadedSchedule {
-  planner::Schedule schedule;
-  std::optional<planner::Scenario> scenario;  // when planned from a scenario
-  std::string file;
-};
-LoadedSchedule load_schedule_or_scenario(const std::string& schedule_file, const std::string& scenario_file,
-                                         const std::vector<std::string>& overrides);
-
 // Per-op modeled durations read from a JSON file: an array of seconds, or an object with
 // "durations_seconds" (that array). Its length must be the schedule's op count.
 std::vector<double> load_durations(const std::string& path, const planner::Schedule& schedule);
 
 // ---- collectives: who takes part and what moves ------------------------------------------
 
-// Ranks are laid out node-major, as the planner lays them out: a group of k ranks named
-// "replicate" takes one rank from each of k consecutive blocks (stride world/k); any other
-// group is a block of k consecutive ranks. Returns the instances, each its ranks in order.
+// The instances of a process group, each its ranks in order (planner::group_members: the
+// layout the planner wrote in the schedule).
 std::vector<std::vector<int>> group_instances(const planner::Schedule& schedule, int group);
 
 // Per process group of the schedule: whether any collective uses it (backends build
 // communicators only for those).
 std::vector<bool> groups_with_collectives(const planner::Schedule& schedule);
-
-// Collectives of one process group run one at a time in issue order, whatever stream issues
-// them: PyTorch's ProcessGroupNCCL launches every collective of a group on its one NCCL
-// stream. Per op, the collective of the same group issued last before it (-1: none, or not
-// a collective). Backends and the prediction add this edge to the schedule's deps.
-std::vector<int> previous_collective_in_group(const planner::Schedule& schedule);
 
 struct CollectiveBytes {
   int ranks = 1;             // group size
@@ -214,21 +197,6 @@ struct CollectiveBinding {
   int output_alloc = -1;  // reduce-scatter output made by the op itself
 };
 std::vector<CollectiveBinding> bind_collective_buffers(const planner::Schedule& schedule);
-
-// ---- modeled durations ------------------------------------------------------------------------
-
-// Nominal rates for durations when no cost model is given: stated figures, not calibrated.
-struct NominalRates {
-  double flops_per_second = 400e12;      // 40% of H100 SXM dense bf16 (989 TFLOP/s, NVIDIA datasheet)
-  double hbm_bytes_per_second = 2.0e12;  // 60% of H100 SXM HBM3 (3.35 TB/s, NVIDIA datasheet)
-  double bus_bytes_per_second = 150e9;   // NCCL ring bus bandwidth per GPU (a third of NVLink4's 450 GB/s)
-  double collective_latency_seconds = 20e-6;
-  double pcie_bytes_per_second = 25e9;  // host <-> device (PCIe gen5 x16, ~40% of 64 GB/s)
-};
-// compute/recompute/optimizer/copies: max(flops / F, hbm_bytes / B); collectives: latency +
-// traffic_bytes / bus bandwidth; h2d/d2h: comm_bytes / PCIe; wait: 0.
-double nominal_duration(const planner::Schedule& schedule, const planner::Op& op, const NominalRates& rates = {});
-std::vector<double> nominal_durations(const planner::Schedule& schedule, const NominalRates& rates = {});
 
 // ---- output -------------------------------------------------------------------------------------
 

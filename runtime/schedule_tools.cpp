@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "models/json_input.h"
-#include "planner/plan.h"
 #include "runtime/runtime.h"
 
 namespace fsdpsim::runtime {
@@ -67,10 +66,11 @@ void check_playable(const Schedule& s, const std::string& file) {
   const int world = s.world_size;
   for (std::size_t g = 0; g < s.groups.size(); ++g) {
     const auto& group = s.groups[g];
-    if (group.ranks > world || world % group.ranks != 0)
+    if (group.ranks > world || group.stride < 1 || world % group.ranks != 0 || (world / group.ranks) % group.stride != 0)
       throw InputError(file, join_json_path("groups", g) + ".ranks",
-                       "process group \"" + group.name + "\" of " + std::to_string(group.ranks) +
-                           " ranks does not tile the world of " + std::to_string(world) + " ranks");
+                       "process group \"" + group.name + "\" of " + std::to_string(group.ranks) + " ranks" +
+                           (group.stride > 1 ? " with stride " + std::to_string(group.stride) : "") +
+                           " does not tile the world of " + std::to_string(world) + " ranks");
   }
   for (const Op& op : s.ops) {
     const std::string path = join_json_path("ops", static_cast<std::size_t>(op.id));
@@ -88,20 +88,6 @@ planner::Schedule load_schedule(const std::string& path) {
   Schedule s = planner::schedule_from_json(load_json_file(path), path);
   check_playable(s, path);
   return s;
-}
-
-LoadedSchedule load_schedule_or_scenario(const std::string& schedule_file, const std::string& scenario_file,
-                                         const std::vector<std::string>& overrides) {
-  if (schedule_file.empty() == scenario_file.empty())
-    throw std::invalid_argument("give either --schedule FILE or --scenario FILE");
-  if (!schedule_file.empty()) {
-    if (!overrides.empty()) throw std::invalid_argument("--set applies to --scenario, not to a schedule file");
-    return {load_schedule(schedule_file), std::nullopt, schedule_file};
-  }
-  planner::Scenario scenario = planner::load_scenario(scenario_file, overrides);
-  planner::Plan plan = planner::plan_step(scenario);
-  check_playable(plan.schedule, scenario_file);
-  return {std::move(plan.schedule), std::move(scenario), scenario_file};
 }
 
 std::vector<double> load_durations(const std::string& path, const Schedule& s) {
@@ -136,28 +122,8 @@ std::vector<bool> groups_with_collectives(const Schedule& s) {
 }
 
 std::vector<std::vector<int>> group_instances(const Schedule& s, int group) {
-  const int world = s.world_size;
-  const int k = s.groups.at(group).ranks;
-  const int count = world / k;
-  std::vector<std::vector<int>> out(count);
-  if (s.groups[group].name == "replicate") {
-    for (int j = 0; j < count; ++j)
-      for (int i = 0; i < k; ++i) out[j].push_back(j + i * count);
-  } else {
-    for (int j = 0; j < count; ++j)
-      for (int i = 0; i < k; ++i) out[j].push_back(j * k + i);
-  }
-  return out;
-}
-
-std::vector<int> previous_collective_in_group(const Schedule& s) {
-  std::vector<int> out(s.ops.size(), -1);
-  std::vector<int> last(s.groups.size(), -1);
-  for (const Op& op : s.ops) {
-    if (!planner::is_collective(op.kind) || op.group < 0) continue;
-    out[op.id] = last[op.group];
-    last[op.group] = op.id;
-  }
+  std::vector<std::vector<int>> out(planner::group_instance_count(s, group));
+  for (std::size_t j = 0; j < out.size(); ++j) out[j] = planner::group_members(s, group, static_cast<int>(j));
   return out;
 }
 
@@ -223,32 +189,6 @@ std::vector<CollectiveBinding> bind_collective_buffers(const Schedule& s) {
     }
     for (int a : op.frees) live[a] = 0;
   }
-  return out;
-}
-
-double nominal_duration(const Schedule& s, const Op& op, const NominalRates& r) {
-  switch (op.kind) {
-    case OpKind::all_gather:
-    case OpKind::reduce_scatter:
-    case OpKind::all_reduce: {
-      const CollectiveBytes b = collective_bytes(s, op);
-      if (b.ranks <= 1) return 0;
-      return r.collective_latency_seconds + b.traffic_bytes / r.bus_bytes_per_second;
-    }
-    case OpKind::h2d:
-    case OpKind::d2h:
-      return op.comm_bytes / r.pcie_bytes_per_second;
-    case OpKind::wait:
-      return 0;
-    default:
-      return std::max(op.flops / r.flops_per_second, op.hbm_bytes / r.hbm_bytes_per_second);
-  }
-}
-
-std::vector<double> nominal_durations(const Schedule& s, const NominalRates& r) {
-  std::vector<double> out;
-  out.reserve(s.ops.size());
-  for (const Op& op : s.ops) out.push_back(nominal_duration(s, op, r));
   return out;
 }
 

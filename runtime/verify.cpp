@@ -11,32 +11,6 @@ using planner::Op;
 using planner::OpKind;
 using planner::Schedule;
 
-std::vector<OpTiming> predict_timeline(const Schedule& s, const std::vector<double>& d) {
-  std::vector<OpTiming> t(s.ops.size());
-  const std::vector<int> previous = previous_collective_in_group(s);
-  std::array<double, planner::kStreamCount> stream_free{};
-  double cpu = 0;
-  for (const Op& op : s.ops) {
-    for (int w : op.cpu_waits) cpu = std::max(cpu, t[w].end_seconds);
-    double start = std::max(cpu, stream_free[static_cast<int>(op.stream)]);
-    for (int dep : op.deps) start = std::max(start, t[dep].end_seconds);  // deps precede (check_playable)
-    if (previous[op.id] >= 0) start = std::max(start, t[previous[op.id]].end_seconds);
-    t[op.id] = {start, start + d.at(op.id)};
-    stream_free[static_cast<int>(op.stream)] = t[op.id].end_seconds;
-  }
-  return t;
-}
-
-Prediction predict_from_durations(const Schedule& s, std::vector<double> durations, std::string source) {
-  Prediction p;
-  p.source = std::move(source);
-  p.timeline = predict_timeline(s, durations);
-  p.op_seconds = std::move(durations);
-  for (const OpTiming& t : p.timeline) p.step_seconds = std::max(p.step_seconds, t.end_seconds);
-  p.memory = planner::replay_memory(s);
-  return p;
-}
-
 std::string op_class(OpKind kind) {
   switch (kind) {
     case OpKind::all_gather:

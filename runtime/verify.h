@@ -1,9 +1,9 @@
 // Predicted against measured: what `fsdpsim verify` prints.
 //
-// A Prediction is per-op durations, the timeline they give under the schedule's
-// constraints, and the memory replay. Where the durations come from is the caller's one
-// choice (today: nominal rates or a durations file; later: the simulator's engines or
-// planner::CostModel); everything below only needs the vector.
+// A Prediction is per-op durations, the timeline they give under the schedule's constraints,
+// and the memory replay. The caller makes it from the same (Schedule, OpCosts) the runtime
+// plays: `fsdpsim verify` times them with the analytic engine (sim/analytic.h), so verify
+// compares the runtime against exactly what the simulator predicts.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -24,14 +24,6 @@ struct Prediction {
   double step_seconds = 0;
   planner::MemoryReport memory;  // planner::replay_memory
 };
-
-// The durations played through the schedule's constraints: the CPU issues ops in order
-// (blocking on cpu_waits, issuing in no time); an op starts when it is issued, its stream
-// has finished the ops before it, its deps have ended and so has the previous collective of
-// its process group (previous_collective_in_group). Ops overlap perfectly otherwise.
-std::vector<OpTiming> predict_timeline(const planner::Schedule& schedule, const std::vector<double>& durations_seconds);
-Prediction predict_from_durations(const planner::Schedule& schedule, std::vector<double> durations_seconds,
-                                  std::string source);
 
 // all-gather, reduce-scatter, all-reduce, forward (compute_fwd), backward (compute_bwd and
 // recompute), optimizer, copies (copy-in/out, h2d, d2h), wait.

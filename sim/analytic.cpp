@@ -22,6 +22,7 @@ const char* to_string(Constraint c) {
     case Constraint::previous_issue: return "previous_issue";
     case Constraint::stream_order: return "stream_order";
     case Constraint::dependency: return "dependency";
+    case Constraint::communicator: return "communicator";
     case Constraint::cpu_wait: return "cpu_wait";
     case Constraint::launch_queue: return "launch_queue";
   }
@@ -46,36 +47,6 @@ bool is_communication(OpKind k) {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
-
-EngineInputs engine_inputs(const Schedule& schedule, const planner::CostModel& cost, CollectiveMemo* memo) {
-  EngineInputs in;
-  in.compute_slowdown_under_comm = cost.compute_slowdown_under_comm();
-  in.duration_seconds.resize(schedule.ops.size());
-  in.issue_seconds.resize(schedule.ops.size());
-  in.latency_seconds.assign(schedule.ops.size(), 0.0);
-  in.kernels.assign(schedule.ops.size(), 0.0);
-  in.launch_queue_kernels = cost.calibration().launch_queue_kernels;
-  CollectiveMemo local;
-  CollectiveMemo& collectives = memo ? *memo : local;
-  std::vector<double> kernel_seconds(schedule.kernel_sets.size(), -1.0);  // each set priced once
-  for (const Op& op : schedule.ops) {
-    double d;
-    if (planner::is_collective(op.kind) && op.group >= 0 && op.group < static_cast<int>(schedule.groups.size())) {
-      const planner::ProcessGroup& g = schedule.groups[op.group];
-      auto key = std::make_tuple(static_cast<int>(op.kind), op.comm_bytes, g.ranks, g.nodes);
-      auto it = collectives.find(key);
-      if (it == collectives.end()) it = collectives.emplace(key, cost.collective(op, schedule)).first;
-      d = it->second.seconds;
-      in.latency_seconds[op.id] = it->second.latency_seconds;
-    } else {
-      d = cost.duration_seconds(op, schedule, &kernel_seconds);
-    }
-    in.duration_seconds[op.id] = d;
-    in.issue_seconds[op.id] = cost.issue_seconds(op);
-    in.kernels[op.id] = cost.kernels(op);
-  }
-  return in;
-}
 
 void summarize_step(const planner::Schedule& s, StepTiming& r, double cpu_end, double bf16_peak_flops) {
   const int n = static_cast<int>(s.ops.size());
@@ -212,19 +183,10 @@ void summarize_step(const planner::Schedule& s, StepTiming& r, double cpu_end, d
   }
 }
 
-StepTiming simulate(const Schedule& s, const EngineInputs& in, double bf16_peak_flops) {
+StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
+  planner::check_costs(s, in);
   const int n = static_cast<int>(s.ops.size());
-  if (static_cast<int>(in.duration_seconds.size()) != n || static_cast<int>(in.issue_seconds.size()) != n ||
-      (!in.latency_seconds.empty() && static_cast<int>(in.latency_seconds.size()) != n) ||
-      (!in.kernels.empty() && static_cast<int>(in.kernels.size()) != n))
-    throw std::invalid_argument("engine inputs have " + std::to_string(in.duration_seconds.size()) + " durations and " +
-                                std::to_string(in.issue_seconds.size()) + " issue costs for " + std::to_string(n) +
-                                " ops");
-  for (int i = 0; i < n; ++i) {
-    if (!(in.duration_seconds[i] >= 0) || !(in.issue_seconds[i] >= 0) || std::isinf(in.duration_seconds[i]))
-      throw std::invalid_argument("op " + std::to_string(i) + " (" + s.ops[i].name +
-                                  ") has a negative or non-finite duration or issue cost");
-  }
+  const std::vector<int> previous_on_communicator = planner::previous_on_communicator(s);
   StepTiming r;
   r.ops.resize(n);
   std::vector<OpTiming>& t = r.ops;
@@ -333,6 +295,8 @@ StepTiming simulate(const Schedule& s, const EngineInputs& in, double bf16_peak_
         if (!issued[i] || t[i].enqueue > now) continue;
         const Op& op = s.ops[i];
         if (!all_done(op.deps)) continue;
+        const int communicator_previous = previous_on_communicator[i];
+        if (communicator_previous >= 0 && !done[communicator_previous]) continue;
         OpTiming& ot = t[i];
         ot.start = now;
         double when = ot.enqueue;
@@ -352,6 +316,11 @@ StepTiming simulate(const Schedule& s, const EngineInputs& in, double bf16_peak_
             ot.started_by = Constraint::dependency;
             ot.started_by_op = d;
           }
+        if (communicator_previous >= 0 && t[communicator_previous].end > when) {
+          when = t[communicator_previous].end;
+          ot.started_by = Constraint::communicator;
+          ot.started_by_op = communicator_previous;
+        }
         running[st] = i;
         ++head[st];
         latency_left[i] = planner::is_collective(op.kind) && has_latency
@@ -437,12 +406,12 @@ StepTiming simulate(const Schedule& s, const EngineInputs& in, double bf16_peak_
     }
   }
 
-  summarize_step(s, r, cpu_free, bf16_peak_flops);
+  summarize_step(s, r, cpu_free, in.bf16_peak_flops);
   return r;
 }
 
-StepTiming time_step(const Schedule& schedule, const planner::CostModel& cost, CollectiveMemo* memo) {
-  return simulate(schedule, engine_inputs(schedule, cost, memo), cost.bf16_peak_flops());
+StepTiming time_step(const Schedule& schedule, const planner::CostModel& cost, planner::CollectiveMemo* memo) {
+  return simulate(schedule, planner::price_ops(schedule, cost, memo));
 }
 
 TimedMemory timed_memory(const Schedule& s, const StepTiming& timing) {

@@ -13,8 +13,11 @@
 // - While any NCCL collective (all-gather, reduce-scatter, all-reduce) is running, ops on
 //   the compute stream progress at 1/(1 + compute_slowdown_under_comm) of their speed; the
 //   slowdown applies to exactly the overlapped portion. Compute does not slow collectives.
+// - Collectives of one process group (one NCCL communicator) run one at a time in issue order,
+//   whichever stream issues them (planner/schedule.h, [Communicator order]).
 // - A collective first spends its latency term (NCCL's model), then transfers; k collectives
-//   transferring at once share the links, each progressing at 1/k (processor sharing).
+//   transferring at once (on different communicators) share the links, each progressing at
+//   1/k (processor sharing).
 // - The step ends when the last op ends (or the CPU finishes issuing, if later).
 // The critical path follows, from the last op back to time 0, the constraint that actually
 // set each start (CPU issue, the previous op on the stream, a dependency, a CPU wait), so
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "planner/cost_model.h"
+#include "planner/op_costs.h"
 #include "planner/schedule.h"
 
 namespace fsdpsim::sim {
@@ -39,6 +43,7 @@ enum class Constraint {
   previous_issue,  // CPU: it began issuing as soon as the previous op was issued
   stream_order,    // GPU op: the previous op on its stream ended
   dependency,      // a cross-stream event (or, for host ops, a dep) ended
+  communicator,    // GPU collective: the previous collective on its communicator ended ([Communicator order])
   cpu_wait,        // CPU: it blocked until the named op ended (limit_all_gathers)
   launch_queue     // CPU: its stream's launch queue was full until the named op ended
 };
@@ -102,36 +107,10 @@ struct StepTiming {
   CriticalPathSummary critical_path_summary;
 };
 
-// Per-op inputs of the engine, in seconds.
-struct EngineInputs {
-  std::vector<double> duration_seconds;
-  std::vector<double> issue_seconds;
-  // For collectives, the latency part of duration_seconds (NCCL's latency term); the rest is
-  // transfer, which concurrent collectives share (empty: no latency part).
-  std::vector<double> latency_seconds;
-  double compute_slowdown_under_comm = 0;
-  // Kernels each op launches and the launch queue depth per stream (0: unbounded).
-  std::vector<double> kernels;
-  double launch_queue_kernels = 0;
-  // Concurrent collectives (FSDP2's all-gather and reduce-scatter streams, HSDP's
-  // all-reduce) share the links: each one's transfer progresses at 1/k while k transfer.
-  bool share_bandwidth = true;
-};
-
-// NCCL estimates by (collective kind, bytes, group ranks, group nodes): a step repeats the same
-// collective for every block, and a sweep repeats them from point to point. Valid for one cost
-// model (the estimate depends on nothing else); a sweep worker keeps one per cost model.
-using CollectiveMemo = std::map<std::tuple<int, double, int, int>, planner::CollectiveEstimate>;
-
-// Durations and issue costs from the cost model; collective estimates are memoised in `memo`
-// (which must belong to `cost`), or per call when it is null.
-EngineInputs engine_inputs(const planner::Schedule& schedule, const planner::CostModel& cost,
-                           CollectiveMemo* memo = nullptr);
-
-// Times the schedule. `bf16_peak_flops` (0: unknown) gives MFU and HFU. Throws
-// std::invalid_argument when inputs do not match the schedule or the schedule deadlocks
-// (an op waits for one issued after it).
-StepTiming simulate(const planner::Schedule& schedule, const EngineInputs& inputs, double bf16_peak_flops = 0);
+// Times the schedule with its op costs (the executor contract: planner/op_costs.h). MFU and HFU
+// use costs.bf16_peak_flops (0: not computed). Throws std::invalid_argument when the costs do
+// not match the schedule or the schedule deadlocks (an op waits for one issued after it).
+StepTiming simulate(const planner::Schedule& schedule, const planner::OpCosts& costs);
 
 // The step summary from op timings, shared by the analytic and SimGrid engines: `t.ops` holds
 // every op's times and constraints, `cpu_end` is when the CPU finished issuing; fills every
@@ -139,8 +118,9 @@ StepTiming simulate(const planner::Schedule& schedule, const EngineInputs& input
 // the constraints that set each start, throughput, MFU/HFU with `bf16_peak_flops`).
 void summarize_step(const planner::Schedule& schedule, StepTiming& t, double cpu_end, double bf16_peak_flops);
 
-// engine_inputs + simulate with the cost model's peak.
-StepTiming time_step(const planner::Schedule& schedule, const planner::CostModel& cost, CollectiveMemo* memo = nullptr);
+// planner::price_ops + simulate.
+StepTiming time_step(const planner::Schedule& schedule, const planner::CostModel& cost,
+                     planner::CollectiveMemo* memo = nullptr);
 
 // Memory on the step's clock: the schedule's allocation events at their ops' issue times.
 struct MemoryPoint {

@@ -1,3 +1,4 @@
+#include "sim/scenario_loader.h"
 #include "sim/estimate.h"
 
 #include <map>
@@ -8,19 +9,31 @@ Estimate estimate_step(const planner::Scenario& scenario) {
   Estimate e;
   e.plan = planner::plan_step(scenario);
   const planner::CostModel cost(scenario);
+  e.cluster = scenario.cluster;
   e.calibration = cost.calibration();
   e.attention_kernel = planner::to_string(cost.attention_kernel());
   e.gpu_memory_bytes = scenario.cluster.gpu.memory_bytes;
   e.device_overhead_bytes = e.calibration.device_overhead_bytes;
   e.memory = planner::replay_memory(e.plan.schedule, e.gpu_memory_bytes - e.device_overhead_bytes);
-  e.timing = time_step(e.plan.schedule, cost);
+  e.costs = planner::price_ops(e.plan.schedule, cost);
+  e.timing = simulate(e.plan.schedule, e.costs);
   e.timed_memory = timed_memory(e.plan.schedule, e.timing);
   return e;
 }
 
+SimgridResult simulate_estimate(const Estimate& e, const SimgridOptions& options) {
+  SimgridResult r = simulate_simgrid(e.plan.schedule, e.costs, {e.cluster, e.calibration.nccl}, options);
+  compare_with_analytic(r, e.plan.schedule, e.timing);
+  return r;
+}
+
+SimgridResult simulate_scenario(const planner::Scenario& scenario, const SimgridOptions& options) {
+  return simulate_estimate(estimate_step(scenario), options);
+}
+
 MicroBatchSearch find_max_micro_batch(const std::string& scenario_file, const std::vector<std::string>& overrides) {
   MicroBatchSearch search;
-  planner::Scenario base = planner::load_scenario(scenario_file, overrides);
+  planner::Scenario base = load_scenario(scenario_file, overrides);
   const std::int64_t accum = base.training.grad_accum;
   std::map<std::int64_t, bool> fits;
   auto try_batch = [&](std::int64_t mb) {
@@ -29,7 +42,7 @@ MicroBatchSearch find_max_micro_batch(const std::string& scenario_file, const st
     o.push_back("training.micro_batch=" + std::to_string(mb));
     o.push_back("training.global_batch=null");
     o.push_back("training.grad_accum=" + std::to_string(accum));
-    Estimate e = estimate_step(planner::load_scenario(scenario_file, o));
+    Estimate e = estimate_step(load_scenario(scenario_file, o));
     search.tried.emplace_back(mb, e.device_peak_bytes());
     search.gpu_memory_bytes = e.gpu_memory_bytes;
     return fits[mb] = e.fits();

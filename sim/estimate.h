@@ -1,5 +1,6 @@
-// One step estimated end to end: plan the schedule, replay its memory, time it with the
-// analytic engine. This is what `estimate`, `sweep` and `validate` call per point.
+// One step estimated end to end: plan the schedule, price its ops, replay its memory, time it
+// with the analytic engine. This is what `estimate`, `simulate` and `validate` call per point;
+// `simulate` then plays the same schedule and costs on the SimGrid engine (simulate_estimate).
 #pragma once
 
 #include <string>
@@ -10,6 +11,8 @@
 #include "planner/plan.h"
 #include "planner/scenario.h"
 #include "sim/analytic.h"
+#include "sim/simgrid_engine.h"
+#include "sim/simgrid_options.h"
 
 namespace fsdpsim::sim {
 
@@ -18,8 +21,10 @@ struct Estimate {
   planner::MemoryReport memory;
   double device_overhead_bytes = 0;  // CUDA context + NCCL, outside the caching allocator
   double gpu_memory_bytes = 0;
-  // Time: the calibration used, the analytic engine's timing and memory on its clock.
+  // Time: the calibration used, the ops' costs, the analytic engine's timing and memory on its clock.
+  planner::ClusterSpec cluster;
   planner::Calibration calibration;
+  planner::OpCosts costs;
   std::string attention_kernel;  // the fused attention kernel the cost model priced ("flash2", ...)
   StepTiming timing;
   TimedMemory timed_memory;
@@ -31,6 +36,13 @@ struct Estimate {
 // Plans, replays memory (capacity: GPU memory minus the calibration's device overhead) and
 // times the step with the analytic engine (sim/analytic.h) and the scenario's cost model.
 Estimate estimate_step(const planner::Scenario& scenario);
+
+// The estimate's schedule and op costs on the SimGrid engine (nothing planned or priced again),
+// with the estimate's analytic timing beside it (compare_with_analytic).
+SimgridResult simulate_estimate(const Estimate& estimate, const SimgridOptions& options);
+
+// estimate_step + simulate_estimate.
+SimgridResult simulate_scenario(const planner::Scenario& scenario, const SimgridOptions& options);
 
 struct MicroBatchSearch {
   std::int64_t largest_fitting = 0;  // 0: not even micro-batch 1 fits

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <stdexcept>
 #include <unordered_map>
@@ -21,7 +22,6 @@
 
 #include "models/json_input.h"
 #include "planner/cost_model.h"
-#include "planner/plan.h"
 #include "sim/simgrid_flows.h"
 #include "sim/simgrid_platform.h"
 
@@ -154,20 +154,9 @@ int choose_window(const Schedule& s, const planner::ClusterSpec& c, const planne
 // ---------------------------------------------------------------------------------------
 // Simulation state
 
-// Actors blocked until a condition on shared state holds. Each waiting actor blocks on its
-// own semaphore (not Actor::suspend, which would also suspend the activities it started).
-sg4::SemaphorePtr own_semaphore();
-
+// Actors blocked until a condition on shared state holds (StepSimulation::wait_until).
 struct Waiters {
   std::vector<sg4::SemaphorePtr> blocked;
-  template <class P>
-  void wait_until(P pred) {
-    while (!pred()) {
-      sg4::SemaphorePtr mine = own_semaphore();
-      blocked.push_back(mine);
-      mine->acquire();
-    }
-  }
   void notify() {
     if (blocked.empty()) return;
     std::vector<sg4::SemaphorePtr> w;
@@ -217,9 +206,17 @@ struct Instance {
   Waiters waiters;
 };
 
-struct Sim {
+// One step on the simulated cluster: the state the actors share and the actors themselves.
+// SimGrid runs every actor on this process's one engine, one at a time, so the actors reach
+// the state through `this` without locks.
+class StepSimulation {
+ public:
+  StepSimulation(const Schedule& schedule, const planner::OpCosts& costs)
+      : s(&schedule), in(&costs), previous_on_communicator(planner::previous_on_communicator(schedule)) {}
+
   const Schedule* s = nullptr;
-  const EngineInputs* in = nullptr;
+  const planner::OpCosts* in = nullptr;
+  std::vector<int> previous_on_communicator;  // [Communicator order]
   bool symmetric = false;
   bool per_step = false;
   bool bounded_queue = false;
@@ -237,16 +234,32 @@ struct Sim {
   std::vector<double> link_bytes;
   std::vector<std::vector<std::pair<double, double>>> link_busy;
   double events = 0, flows = 0;
-  std::unordered_map<long, sg4::SemaphorePtr> semaphores;  // per actor, for Waiters
+
+  void start_actors();
+  void cpu_actor(int rank_index);
+  void stream_actor(int rank_index, int stream);
+
+ private:
+  std::unordered_map<long, sg4::SemaphorePtr> semaphores_;  // per actor, for wait_until
+
+  // Blocks the calling actor until pred() holds; each waiting actor blocks on its own
+  // semaphore (not Actor::suspend, which would also suspend the activities it started).
+  template <class P>
+  void wait_until(Waiters& w, P pred) {
+    while (!pred()) {
+      sg4::SemaphorePtr& mine = semaphores_[sg4::this_actor::get_pid()];
+      if (!mine) mine = sg4::Semaphore::create(0);
+      w.blocked.push_back(mine);
+      mine->acquire();
+    }
+  }
+  void sleep_seconds(double seconds);
+  void comm_begin(RankState& rs);
+  void comm_end(RankState& rs);
+  void send_flows(int op, const std::vector<int>& instances);
+  void run_collective(RankState& rs, int op);
+  void run_op(RankState& rs, int op);
 };
-
-Sim* g_sim = nullptr;  // the one simulation of this process (actors reach it through here)
-
-sg4::SemaphorePtr own_semaphore() {
-  auto& sem = g_sim->semaphores[sg4::this_actor::get_pid()];
-  if (!sem) sem = sg4::Semaphore::create(0);
-  return sem;
-}
 
 bool all_done(const RankState& rs, const planner::IdList& ids) {
   for (int d : ids)
@@ -262,30 +275,30 @@ void latest(const RankState& rs, const planner::IdList& ids, double& when, int& 
     }
 }
 
-void sleep_seconds(double seconds) {
+void StepSimulation::sleep_seconds(double seconds) {
   if (seconds <= 0) return;
-  g_sim->events += 1;
+  events += 1;
   sg4::this_actor::sleep_for(seconds);
 }
 
 // While a collective of the rank is in flight its compute runs at 1/(1 + slowdown): the host
 // switches to its second pstate, or (a user's platform, whose hosts are sealed) an exec of
 // priority `slowdown` competes with the compute exec for the host.
-void comm_begin(RankState& rs) {
-  if (rs.comm_running++ != 0 || g_sim->slowdown <= 0) return;
-  if (g_sim->pstates) {
+void StepSimulation::comm_begin(RankState& rs) {
+  if (rs.comm_running++ != 0 || slowdown <= 0) return;
+  if (pstates) {
     rs.host->set_pstate(1);
   } else {
     rs.interference = sg4::this_actor::exec_init(1e18);
-    rs.interference->set_priority(g_sim->slowdown);
+    rs.interference->set_priority(slowdown);
     rs.interference->start();
-    g_sim->events += 1;
+    events += 1;
   }
 }
 
-void comm_end(RankState& rs) {
-  if (--rs.comm_running != 0 || g_sim->slowdown <= 0) return;
-  if (g_sim->pstates) {
+void StepSimulation::comm_end(RankState& rs) {
+  if (--rs.comm_running != 0 || slowdown <= 0) return;
+  if (pstates) {
     rs.host->set_pstate(0);
   } else if (rs.interference) {
     rs.interference->cancel();
@@ -293,11 +306,10 @@ void comm_end(RankState& rs) {
   }
 }
 
-void send_flows(int op, const std::vector<int>& instances) {
-  Sim& sim = *g_sim;
-  const CollInfo& ci = sim.coll[op];
-  const GroupFlows& g = sim.groups[ci.group];
-  const int steps = sim.per_step ? ring_steps(sim.s->ops[op].kind, g.ranks) : 1;
+void StepSimulation::send_flows(int op, const std::vector<int>& which_instances) {
+  const CollInfo& ci = coll[op];
+  const GroupFlows& g = groups[ci.group];
+  const int steps = per_step ? ring_steps(s->ops[op].kind, g.ranks) : 1;
   const double pre = std::max(0.0, ci.latency / steps - g.route_latency);
   const double bytes_per_rank = ci.transfer * g.bandwidth / steps;
   std::vector<sg4::CommPtr> comms;
@@ -307,7 +319,7 @@ void send_flows(int op, const std::vector<int>& instances) {
     if (bytes_per_rank <= 0) continue;
     comms.clear();
     which.clear();
-    for (int inst : instances) {
+    for (int inst : which_instances) {
       const auto& edges = g.edges[inst];
       for (std::size_t e = 0; e < edges.size(); ++e) {
         const double bytes = bytes_per_rank * edges[e].fraction;
@@ -321,14 +333,14 @@ void send_flows(int op, const std::vector<int>& instances) {
       }
     }
     for (auto it = comms.rbegin(); it != comms.rend(); ++it) (*it)->wait();
-    sim.events += static_cast<double>(comms.size());
-    sim.flows += static_cast<double>(comms.size());
+    events += static_cast<double>(comms.size());
+    flows += static_cast<double>(comms.size());
     for (std::size_t k = 0; k < comms.size(); ++k) {
       const double start = comms[k]->get_start_time(), end = comms[k]->get_finish_time();
       const double bytes = bytes_per_rank * g.edges[which[k].first][which[k].second].fraction;
       for (int l : g.routes[which[k].first][which[k].second]) {
-        sim.link_bytes[l] += bytes;
-        auto& busy = sim.link_busy[l];
+        link_bytes[l] += bytes;
+        auto& busy = link_busy[l];
         if (!busy.empty() && start <= busy.back().second && start >= busy.back().first)
           busy.back().second = std::max(busy.back().second, end);
         else
@@ -338,21 +350,20 @@ void send_flows(int op, const std::vector<int>& instances) {
   }
 }
 
-void run_collective(RankState& rs, int op) {
-  Sim& sim = *g_sim;
-  const CollInfo& ci = sim.coll[op];
+void StepSimulation::run_collective(RankState& rs, int op) {
+  const CollInfo& ci = coll[op];
   if (!ci.active) return;
-  GroupFlows& g = sim.groups[ci.group];
+  GroupFlows& g = groups[ci.group];
   const int inst = group_instance(g.layout, rs.rank);
-  const long long key = static_cast<long long>(op) * sim.max_instances + inst;
+  const long long key = static_cast<long long>(op) * max_instances + inst;
   comm_begin(rs);
-  Instance& instance = sim.instances[key];
+  Instance& instance = instances[key];
   ++instance.arrived;
   const int expected = g.active[inst];
   if (instance.arrived < expected) {
-    instance.waiters.wait_until([&] { return instance.done; });
+    wait_until(instance.waiters, [&] { return instance.done; });
   } else {
-    if (sim.symmetric) {
+    if (symmetric) {
       std::vector<int> all(g.edges.size());
       std::iota(all.begin(), all.end(), 0);
       send_flows(op, all);
@@ -362,21 +373,20 @@ void run_collective(RankState& rs, int op) {
     instance.done = true;
     instance.waiters.notify();
   }
-  if (++instance.left == expected) sim.instances.erase(key);
+  if (++instance.left == expected) instances.erase(key);
   comm_end(rs);
 }
 
-void run_op(RankState& rs, int i) {
-  Sim& sim = *g_sim;
-  const Op& op = sim.s->ops[i];
+void StepSimulation::run_op(RankState& rs, int i) {
+  const Op& op = s->ops[i];
   if (planner::is_collective(op.kind)) {
     run_collective(rs, i);
     return;
   }
-  const double d = sim.in->duration_seconds[i];
+  const double d = in->duration_seconds[i];
   if (d <= 0) return;
   if (op.stream == Stream::compute) {
-    sim.events += 1;
+    events += 1;
     sg4::this_actor::execute(d * rs.work_per_second);
   } else if (op.kind == OpKind::h2d || op.kind == OpKind::d2h) {
     sleep_seconds(d);
@@ -385,15 +395,17 @@ void run_op(RankState& rs, int i) {
   }
 }
 
-void stream_actor(int rank_index, int st) {
-  Sim& sim = *g_sim;
-  RankState& rs = sim.ranks[rank_index];
-  const auto& ops = sim.s->ops;
-  const auto& q = sim.queue[st];
+void StepSimulation::stream_actor(int rank_index, int st) {
+  RankState& rs = ranks[rank_index];
+  const auto& ops = s->ops;
+  const auto& q = queue[st];
   for (std::size_t h = 0; h < q.size(); ++h) {
     const int i = q[h];
     const Op& op = ops[i];
-    rs.waiters.wait_until([&] { return rs.issued[i] && all_done(rs, op.deps); });
+    const int communicator_previous = previous_on_communicator[i];
+    wait_until(rs.waiters, [&] {
+      return rs.issued[i] && all_done(rs, op.deps) && (communicator_previous < 0 || rs.done[communicator_previous]);
+    });
     OpTiming& ot = rs.timing.ops[i];
     ot.start = sg4::Engine::get_clock();
     double when = ot.enqueue;
@@ -413,20 +425,23 @@ void stream_actor(int rank_index, int st) {
         ot.started_by = Constraint::dependency;
         ot.started_by_op = d;
       }
+    if (communicator_previous >= 0 && rs.timing.ops[communicator_previous].end > when) {
+      when = rs.timing.ops[communicator_previous].end;
+      ot.started_by = Constraint::communicator;
+      ot.started_by_op = communicator_previous;
+    }
     run_op(rs, i);
     ot.end = sg4::Engine::get_clock();
     rs.done[i] = 1;
     rs.last_finished[st] = i;
-    if (sim.bounded_queue) rs.queued[st] -= sim.in->kernels[i];
+    if (bounded_queue) rs.queued[st] -= in->kernels[i];
     rs.waiters.notify();
   }
 }
 
-void cpu_actor(int rank_index) {
-  Sim& sim = *g_sim;
-  RankState& rs = sim.ranks[rank_index];
-  const auto& ops = sim.s->ops;
-  const EngineInputs& in = *sim.in;
+void StepSimulation::cpu_actor(int rank_index) {
+  RankState& rs = ranks[rank_index];
+  const auto& ops = s->ops;
   double cpu_free = 0;
   const int n = static_cast<int>(ops.size());
   for (int i = 0; i < n; ++i) {
@@ -434,10 +449,10 @@ void cpu_actor(int rank_index) {
     const bool host = op.stream == Stream::host;
     const int st = static_cast<int>(op.stream);
     bool queue_blocked = false;
-    rs.waiters.wait_until([&] {
+    wait_until(rs.waiters, [&] {
       if (!all_done(rs, op.cpu_waits)) return false;
       if (host && !all_done(rs, op.deps)) return false;
-      if (sim.bounded_queue && !host && rs.queued[st] > 0 && rs.queued[st] + in.kernels[i] > in.launch_queue_kernels) {
+      if (bounded_queue && !host && rs.queued[st] > 0 && rs.queued[st] + in->kernels[i] > in->launch_queue_kernels) {
         queue_blocked = true;
         return false;
       }
@@ -471,9 +486,9 @@ void cpu_actor(int rank_index) {
       ot.issued_by = Constraint::step_start;
     }
     ot.issue_start = sg4::Engine::get_clock();
-    ot.issue_seconds = in.issue_seconds[i];
-    ot.nominal_seconds = in.duration_seconds[i];
-    if (sim.bounded_queue && !host) rs.queued[st] += in.kernels[i];
+    ot.issue_seconds = in->issue_seconds[i];
+    ot.nominal_seconds = in->duration_seconds[i];
+    if (bounded_queue && !host) rs.queued[st] += in->kernels[i];
     sleep_seconds(ot.issue_seconds);
     ot.enqueue = sg4::Engine::get_clock();
     if (host) {
@@ -490,10 +505,25 @@ void cpu_actor(int rank_index) {
   rs.cpu_end = cpu_free;
 }
 
+// A CPU actor per simulated rank and an actor per stream with ops.
+void StepSimulation::start_actors() {
+  for (const Op& op : s->ops)
+    if (op.stream != Stream::host) queue[static_cast<int>(op.stream)].push_back(op.id);
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    const int idx = static_cast<int>(k);
+    const std::string prefix = "rank" + std::to_string(ranks[k].rank);
+    sg4::Actor::create(prefix + ".cpu", ranks[k].host, [this, idx] { cpu_actor(idx); });
+    for (int st = 0; st < planner::kStreamCount; ++st)
+      if (!queue[st].empty())
+        sg4::Actor::create(prefix + "." + planner::to_string(static_cast<Stream>(st)), ranks[k].host,
+                           [this, idx, st] { stream_actor(idx, st); });
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Results
 
-std::vector<LinkStats> link_stats(const Sim& sim, double step) {
+std::vector<LinkStats> link_stats(const StepSimulation& sim, double step) {
   std::vector<LinkStats> out;
   for (std::size_t l = 0; l < sim.links.size(); ++l) {
     if (sim.link_bytes[l] <= 0) continue;
@@ -599,238 +629,152 @@ std::vector<sg4::Host*> xml_hosts(const sg4::Engine& e, int world, int gpn, cons
 
 }  // namespace
 
-namespace {
-
-// How a simulation runs (simulate_simgrid_in_process and estimate_simgrid_cost share it): a
-// user's platform or one built from the cluster, every rank or one rank of identical ranks, the
-// window of nodes whose links are simulated, and how collectives send their flows.
-struct Setup {
-  bool xml = false;
-  bool symmetric = false;
-  Platform platform;  // the window's (slow links applied); a user's platform: the whole cluster's shape
-  FlowMode flow_mode = FlowMode::aggregated;
-};
-
-Setup choose_setup(const planner::Scenario& scenario, const SimgridOptions& options, const Schedule& s,
-                   const planner::NcclParams& nccl) {
-  Setup setup;
-  const planner::ClusterSpec& cluster = scenario.cluster;
-  const int world = s.world_size;
-  setup.xml = !options.platform_xml.empty();
-  const bool uniform = options.stragglers.empty() && options.slow_links.empty() && !setup.xml;
-  setup.symmetric = uniform && options.symmetry == Symmetry::automatic;
-  // The window of nodes simulated: the whole cluster, or a period of it when ranks are alike
-  // (or differ only by stragglers, which then repeat in every period, in worlds too large to
-  // run rank by rank). Slow links are named by real node: the whole cluster.
-  int window = cluster.nodes;
-  if (!setup.xml && options.symmetry == Symmetry::automatic && options.slow_links.empty() &&
-      (setup.symmetric || world > kWholeWorldRanks))
-    window = choose_window(s, cluster, nccl, options.fabric);
-  if (!setup.xml && !setup.symmetric && !options.slow_links.empty() && world > kMaxActorRanks)
-    throw std::invalid_argument("slow links make every rank differ: a world of " + std::to_string(world) +
-                                " ranks is too large to simulate rank by rank (at most " +
-                                std::to_string(kMaxActorRanks) + ")");
-  setup.platform = Platform::build(cluster, nccl, options.fabric, window);
-  for (std::size_t i = 0; i < options.slow_links.size() && !setup.xml; ++i)
-    if (setup.platform.scale_links(options.slow_links[i].link, options.slow_links[i].bandwidth_factor) == 0)
-      throw InputError(scenario.file, "simulation.slow_links[" + std::to_string(i) + "].link",
-                       "\"" + options.slow_links[i].link +
-                           "\" matches no link of the platform (names look like node0.gpu0.nvlink.up, "
-                           "node0.gpu0.pcie.up, node0.nic0.up, node0.bridge, leaf0.up, leaf0.rail0.up)");
-  const int window_ranks = setup.platform.window_ranks();
-  if (!setup.symmetric && window_ranks > kMaxActorRanks)
-    throw std::invalid_argument("simulating " + std::to_string(window_ranks) + " ranks one by one is too large (at most " +
-                                std::to_string(kMaxActorRanks) + "); drop simulation.symmetry=off, the stragglers or the slow links");
-  setup.flow_mode = options.flow_mode;
-  if (setup.flow_mode == FlowMode::automatic)
-    setup.flow_mode = window_ranks <= options.per_step_max_ranks ? FlowMode::per_step : FlowMode::aggregated;
-  return setup;
-}
-
-}  // namespace
-
-SimgridCost estimate_simgrid_cost(const planner::Scenario& scenario, const SimgridOptions& options) {
-  const planner::Plan plan = planner::plan_step(scenario);
-  const Schedule& s = plan.schedule;
-  const planner::CostModel cost(scenario);
-  const Setup setup = choose_setup(scenario, options, s, cost.calibration().nccl);
-  const Platform& platform = setup.platform;
-  SimgridCost c;
-  c.window_nodes = platform.window_nodes();
-  c.window_ranks = platform.window_ranks();
-  c.simulated_ranks = setup.symmetric ? 1 : c.window_ranks;
-  c.flow_mode = setup.flow_mode;
-  c.links = static_cast<double>(platform.links().size());
-  // Flows: each collective sends, per round, one flow per merged ring edge of every instance of
-  // its group in the window (send_flows); rounds: 1, or the ring's steps in per-step mode.
-  std::vector<double> edges(s.groups.size(), 0);
-  for (const GroupUse& g : collective_groups(s))
-    for (int inst : window_instances(g.layout, platform))
-      edges[g.group] += static_cast<double>(ring_edges(g.layout, inst, platform).size());
-  for (const Op& op : s.ops) {
-    if (planner::is_collective(op.kind) && op.group >= 0 && edges[op.group] > 0) {
-      const double rounds =
-          setup.flow_mode == FlowMode::per_step ? ring_steps(op.kind, s.groups[op.group].ranks) : 1;
-      c.flows += rounds * edges[op.group];
-      c.flow_pairs += rounds * edges[op.group] * edges[op.group];
-      c.other_activities += rounds;  // the latency sleep of each round
-    } else if (op.stream != Stream::host) {
-      c.other_activities += c.simulated_ranks;
-    }
-  }
-  const double hosts = c.window_ranks;
-  c.memory_bytes = kBaseBytes + kBytesPerFlow * c.flows + kBytesPerHostPair * hosts * hosts;
-  c.seconds = kBaseSeconds + kSecondsPerFlow * c.flows + kSecondsPerActivity * c.other_activities +
-              c.flow_pairs * (kSecondsPerFlowPair + kSecondsPerFlowPairHost * hosts);
-  c.memory_basis = "SimGrid's route table of " + std::to_string(c.window_ranks) + " x " +
-                   std::to_string(c.window_ranks) + " hosts, " + std::to_string(c.window_nodes) + " nodes' links, " +
-                   std::to_string(static_cast<long long>(c.flows)) + " flows, " + std::to_string(c.simulated_ranks) +
-                   " rank" + (c.simulated_ranks == 1 ? "" : "s") + " of " + std::to_string(s.ops.size()) + " ops";
-  return c;
-}
-
 int symmetric_window_nodes(const Schedule& schedule, const planner::ClusterSpec& cluster, const FabricOptions& fabric) {
   return choose_window(schedule, cluster, planner::NcclParams::defaults_for(cluster), fabric);
 }
 
-std::string simgrid_platform_xml(const planner::Scenario& scenario, const SimgridOptions& options) {
-  const planner::Plan plan = planner::plan_step(scenario);
-  const planner::CostModel cost(scenario);
-  Platform platform = Platform::build(scenario.cluster, cost.calibration().nccl, options.fabric, scenario.cluster.nodes);
-  for (std::size_t i = 0; i < options.slow_links.size(); ++i)
-    if (platform.scale_links(options.slow_links[i].link, options.slow_links[i].bandwidth_factor) == 0)
-      throw InputError(scenario.file, "simulation.slow_links[" + std::to_string(i) + "].link",
-                       "\"" + options.slow_links[i].link + "\" matches no link of the platform");
-  std::vector<std::pair<int, int>> pairs;
-  std::map<std::pair<int, int>, bool> seen;
-  for (const GroupUse& g : collective_groups(plan.schedule))
-    for (int inst : window_instances(g.layout, platform))
-      for (const RingEdge& e : ring_edges(g.layout, inst, platform))
-        if (seen.emplace(std::make_pair(e.src, e.dst), true).second) pairs.push_back({e.src, e.dst});
-  return platform.to_xml(pairs);
+namespace {
+
+InputError no_such_link(const SimgridOptions& options, std::size_t i, const std::string& where) {
+  return InputError(options.file, "simulation.slow_links[" + std::to_string(i) + "].link",
+                    "\"" + options.slow_links[i].link + "\" matches no link of " + where);
 }
 
-SimgridResult simulate_simgrid_in_process(const planner::Scenario& scenario, const SimgridOptions& options) {
-  static bool engine_used = false;
-  if (engine_used)
-    throw std::logic_error("SimGrid runs one simulation per process (a second engine would continue the first one's clock)");
-  engine_used = true;
-  const auto wall0 = std::chrono::steady_clock::now();
-  double cpu0 = 0;
-  {
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    cpu0 = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-  }
+constexpr const char* kLinkNames =
+    "the platform (names look like node0.gpu0.nvlink.up, node0.gpu0.pcie.up, node0.nic0.up, node0.bridge, "
+    "leaf0.up, leaf0.rail0.up)";
 
-  SimgridResult result;
-  const planner::Plan plan = planner::plan_step(scenario);
-  const Schedule& s = plan.schedule;
-  const planner::CostModel cost(scenario);
-  const EngineInputs inputs = engine_inputs(s, cost);
-  const planner::ClusterSpec& cluster = scenario.cluster;
-  const planner::NcclParams& nccl = cost.calibration().nccl;
-  const int world = s.world_size, G = cluster.gpus_per_node;
-  const int n = static_cast<int>(s.ops.size());
-  result.world = world;
-  result.analytic = simulate(s, inputs, cost.bf16_peak_flops());
+void apply_slow_links(Platform& platform, const SimgridOptions& options) {
+  for (std::size_t i = 0; i < options.slow_links.size(); ++i)
+    if (platform.scale_links(options.slow_links[i].link, options.slow_links[i].bandwidth_factor) == 0)
+      throw no_such_link(options, i, kLinkNames);
+}
 
-  // ---- choose the mode ------------------------------------------------------------------
-  const Setup setup = choose_setup(scenario, options, s, nccl);
-  const bool xml = setup.xml;
-  result.symmetric = setup.symmetric;
-  const Platform& platform = setup.platform;
-  const Platform ideal = xml ? Platform::build(cluster, nccl, options.fabric, cluster.nodes) : platform;
-  const int window_ranks = platform.window_ranks();
-  result.window_nodes = platform.window_nodes();
-  result.platform = xml ? "SimGrid platform " + options.platform_xml : platform.description();
-  result.platform_xml = options.platform_xml;
-  const FlowMode mode = setup.flow_mode;
-  result.flow_mode = mode;
+double process_cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
 
-  // ---- SimGrid --------------------------------------------------------------------------
+// How the run is set up: which ranks run as actors, which nodes' links exist, how flows go.
+struct RunShape {
+  bool xml = false;        // a user's platform file
+  bool symmetric = false;  // one rank as actors, window flows
+  int window_nodes = 0;    // nodes whose links are built
+  FlowMode flow_mode = FlowMode::aggregated;
+};
+
+// Symmetric when ranks are alike (no stragglers, slow links or user platform). The window is
+// the whole cluster, or a period of it when ranks are alike (or differ only by stragglers,
+// which then repeat in every period, in worlds too large to run rank by rank). Slow links are
+// named by real node: the whole cluster.
+RunShape choose_shape(const Schedule& s, const ClusterPlatform& p, const SimgridOptions& options) {
+  RunShape shape;
+  shape.xml = !options.platform_xml.empty();
+  const bool uniform = options.stragglers.empty() && options.slow_links.empty() && !shape.xml;
+  shape.symmetric = uniform && options.symmetry == Symmetry::automatic;
+  shape.window_nodes = p.cluster.nodes;
+  if (!shape.xml && options.symmetry == Symmetry::automatic && options.slow_links.empty() &&
+      (shape.symmetric || s.world_size > kWholeWorldRanks))
+    shape.window_nodes = choose_window(s, p.cluster, p.nccl, options.fabric);
+  if (!shape.xml && !shape.symmetric && !options.slow_links.empty() && s.world_size > kMaxActorRanks)
+    throw std::invalid_argument("slow links make every rank differ: a world of " + std::to_string(s.world_size) +
+                                " ranks is too large to simulate rank by rank (at most " +
+                                std::to_string(kMaxActorRanks) + ")");
+  return shape;
+}
+
+// Every rank as actors is refused past kMaxActorRanks ranks.
+void check_actor_ranks(bool symmetric, int window_ranks) {
+  if (!symmetric && window_ranks > kMaxActorRanks)
+    throw std::invalid_argument("simulating " + std::to_string(window_ranks) + " ranks one by one is too large (at most " +
+                                std::to_string(kMaxActorRanks) + "); drop simulation.symmetry=off, the stragglers or the slow links");
+}
+
+FlowMode choose_flow_mode(int window_ranks, const SimgridOptions& options) {
+  return options.flow_mode != FlowMode::automatic ? options.flow_mode
+         : window_ranks <= options.per_step_max_ranks ? FlowMode::per_step
+                                                      : FlowMode::aggregated;
+}
+
+// The SimGrid engine with fsdpsim's network model settings.
+std::unique_ptr<sg4::Engine> start_engine() {
   xbt_log_control_set("root.thresh:critical");
   int argc = 1;
-  char name[] = "fsdpsim";
+  static char name[] = "fsdpsim";
   char* argv[] = {name, nullptr};
-  sg4::Engine engine(&argc, argv);
+  auto engine = std::make_unique<sg4::Engine>(&argc, argv);
   sg4::Engine::set_config("network/model:CM02");
   sg4::Engine::set_config("network/crosstraffic:0");
   sg4::Engine::set_config("network/TCP-gamma:1e30");  // no TCP window bound
   sg4::Engine::set_config("contexts/stack-size:256");
+  return engine;
+}
 
-  Sim sim;
-  g_sim = &sim;
-  sim.s = &s;
-  sim.in = &inputs;
-  sim.symmetric = result.symmetric;
-  sim.per_step = mode == FlowMode::per_step;
-  sim.bounded_queue = inputs.launch_queue_kernels > 0 && !inputs.kernels.empty();
-  sim.pstates = !xml;
-  sim.slowdown = inputs.compute_slowdown_under_comm;
+// Hosts and links of a user's platform file; slow links scale the matching links.
+std::vector<sg4::Link*> load_user_platform(sg4::Engine& engine, StepSimulation& sim, std::vector<sg4::Host*>& hosts,
+                                           int world, int gpus_per_node, const SimgridOptions& options) {
+  engine.load_platform(options.platform_xml);
+  hosts = xml_hosts(engine, world, gpus_per_node, options.platform_xml);
+  std::vector<sg4::Link*> sg_links = engine.get_all_links();
+  for (sg4::Link* l : sg_links) {
+    PlatformLink pl;
+    pl.name = l->get_name();
+    pl.bandwidth = pl.nominal_bandwidth = l->get_bandwidth();
+    pl.latency_seconds = l->get_latency();
+    sim.links.push_back(pl);
+  }
+  for (std::size_t i = 0; i < options.slow_links.size(); ++i) {
+    int matched = 0;
+    for (std::size_t k = 0; k < sg_links.size(); ++k)
+      if (fnmatch(options.slow_links[i].link.c_str(), sim.links[k].name.c_str(), 0) == 0) {
+        sim.links[k].bandwidth *= options.slow_links[i].bandwidth_factor;
+        sg_links[k]->set_bandwidth(sim.links[k].bandwidth);
+        ++matched;
+      }
+    if (matched == 0) throw no_such_link(options, i, options.platform_xml);
+  }
+  return sg_links;
+}
 
-  // Speeds per window rank.
-  std::vector<double> speed(window_ranks, 1.0);
-  for (const Straggler& st : options.stragglers) speed[platform.window_rank(st.rank)] = st.compute_speed;
-  const double slowdown = inputs.compute_slowdown_under_comm;
+// Hosts (two pstates: nominal, and slowed under communication) and links of the built
+// platform, with the routes of every flow the collectives send.
+std::vector<sg4::Link*> build_platform(const Schedule& s, const Platform& platform, StepSimulation& sim,
+                                       std::vector<sg4::Host*>& hosts, const std::vector<double>& speed) {
   auto pstates = [&](double f) {
     std::vector<double> v{kHostSpeed * f};
-    if (slowdown > 0) v.push_back(kHostSpeed * f / (1.0 + slowdown));
+    if (sim.slowdown > 0) v.push_back(kHostSpeed * f / (1.0 + sim.slowdown));
     return v;
   };
-
-  std::vector<sg4::Host*> hosts(window_ranks, nullptr);
+  auto* zone = sg4::create_full_zone("fsdpsim");
+  for (int r = 0; r < platform.window_ranks(); ++r) hosts[r] = zone->create_host(platform.host_name(r), pstates(speed[r]));
   std::vector<sg4::Link*> sg_links;
-  if (xml) {
-    engine.load_platform(options.platform_xml);
-    hosts = xml_hosts(engine, world, G, options.platform_xml);
-    sg_links = engine.get_all_links();
-    for (sg4::Link* l : sg_links) {
-      PlatformLink pl;
-      pl.name = l->get_name();
-      pl.bandwidth = pl.nominal_bandwidth = l->get_bandwidth();
-      pl.latency_seconds = l->get_latency();
-      sim.links.push_back(pl);
-    }
-    for (std::size_t i = 0; i < options.slow_links.size(); ++i) {
-      int matched = 0;
-      for (std::size_t k = 0; k < sg_links.size(); ++k)
-        if (fnmatch(options.slow_links[i].link.c_str(), sim.links[k].name.c_str(), 0) == 0) {
-          sim.links[k].bandwidth *= options.slow_links[i].bandwidth_factor;
-          sg_links[k]->set_bandwidth(sim.links[k].bandwidth);
-          ++matched;
-        }
-      if (matched == 0)
-        throw InputError(scenario.file, "simulation.slow_links[" + std::to_string(i) + "].link",
-                         "\"" + options.slow_links[i].link + "\" matches no link of " + options.platform_xml);
-    }
-  } else {
-    auto* zone = sg4::create_full_zone("fsdpsim");
-    for (int r = 0; r < window_ranks; ++r) hosts[r] = zone->create_host(platform.host_name(r), pstates(speed[r]));
-    for (const PlatformLink& l : platform.links()) {
-      sg4::Link* link = zone->create_link(l.name, l.bandwidth);
-      link->set_latency(l.latency_seconds);
-      sg_links.push_back(link->seal());
-    }
-    sim.links = platform.links();
-    // Routes of every flow the collectives send.
-    std::map<std::pair<int, int>, bool> added;
-    for (const GroupUse& g : collective_groups(s))
-      for (int inst : window_instances(g.layout, platform))
-        for (const RingEdge& e : ring_edges(g.layout, inst, platform)) {
-          const int dst = platform.window_rank(e.dst);
-          if (!added.emplace(std::make_pair(e.src, dst), true).second) continue;
-          std::vector<sg4::LinkInRoute> route;
-          for (int l : platform.route(e.src, e.dst)) route.emplace_back(sg_links[l]);
-          zone->add_route(hosts[e.src]->get_netpoint(), hosts[dst]->get_netpoint(), nullptr, nullptr, route, false);
-        }
-    zone->seal();
+  for (const PlatformLink& l : platform.links()) {
+    sg4::Link* link = zone->create_link(l.name, l.bandwidth);
+    link->set_latency(l.latency_seconds);
+    sg_links.push_back(link->seal());
   }
-  sim.link_bytes.assign(sim.links.size(), 0.0);
-  sim.link_busy.assign(sim.links.size(), {});
+  sim.links = platform.links();
+  std::map<std::pair<int, int>, bool> added;
+  for (const GroupUse& g : collective_groups(s))
+    for (int inst : window_instances(g.layout, platform))
+      for (const RingEdge& e : ring_edges(g.layout, inst, platform)) {
+        const int dst = platform.window_rank(e.dst);
+        if (!added.emplace(std::make_pair(e.src, dst), true).second) continue;
+        std::vector<sg4::LinkInRoute> route;
+        for (int l : platform.route(e.src, e.dst)) route.emplace_back(sg_links[l]);
+        zone->add_route(hosts[e.src]->get_netpoint(), hosts[dst]->get_netpoint(), nullptr, nullptr, route, false);
+      }
+  zone->seal();
+  return sg_links;
+}
 
-  // ---- collectives: costs and flows ----------------------------------------------------
-  sim.coll.resize(n);
+// Each used group's ring edges, routes and end hosts per window instance, and the bandwidth
+// and latency its ring gets alone on the ideal fabric (flow sizes are NCCL's transfer time
+// times that bandwidth: alone on an ideal fabric a collective takes exactly NCCL's time).
+void prepare_group_flows(const Schedule& s, const Platform& platform, const Platform& ideal, bool xml,
+                         const std::vector<sg4::Host*>& hosts, const std::vector<sg4::Link*>& sg_links,
+                         StepSimulation& sim) {
   sim.groups.resize(s.groups.size());
   std::map<const sg4::Link*, int> xml_link_index;
   for (std::size_t k = 0; k < sg_links.size(); ++k) xml_link_index[sg_links[k]] = static_cast<int>(k);
@@ -863,9 +807,8 @@ SimgridResult simulate_simgrid_in_process(const planner::Scenario& scenario, con
     }
     // Alone on the ideal fabric: the most loaded link (per unit of per-rank wire bytes).
     std::map<int, double> load;
-    const std::vector<RingEdge> solo = ring_edges(g.layout, 0, ideal);
     double latency = 0;
-    for (const RingEdge& e : solo) {
+    for (const RingEdge& e : ring_edges(g.layout, 0, ideal)) {
       const std::vector<int> r = ideal.route(e.src, e.dst);
       for (int l : r) load[l] += e.fraction;
       latency = std::max(latency, ideal.route_latency(r));
@@ -881,8 +824,8 @@ SimgridResult simulate_simgrid_in_process(const planner::Scenario& scenario, con
     g.bandwidth = worst > 0 ? 1.0 / worst : 0;
     if (xml) {
       latency = 0;
-      for (std::size_t inst = 0; inst < g.routes.size(); ++inst)
-        for (const auto& r : g.routes[inst]) {
+      for (const auto& instance_routes : g.routes)
+        for (const auto& r : instance_routes) {
           double l = 0;
           for (int id : r) l += sim.links[id].latency_seconds;
           latency = std::max(latency, l);
@@ -890,23 +833,32 @@ SimgridResult simulate_simgrid_in_process(const planner::Scenario& scenario, con
     }
     g.route_latency = latency;
   }
-  std::map<std::tuple<int, int, double>, planner::CollectiveEstimate> memo;
+}
+
+// Each collective's latency and transfer parts (OpCosts), and whether it sends flows at all.
+void prepare_collectives(const Schedule& s, const planner::OpCosts& in, StepSimulation& sim) {
+  sim.coll.resize(s.ops.size());
   for (const Op& op : s.ops) {
     if (!planner::is_collective(op.kind)) continue;
     CollInfo& ci = sim.coll[op.id];
     ci.group = op.group;
-    const double d = inputs.duration_seconds[op.id];
-    ci.latency = inputs.latency_seconds.empty() ? 0 : std::min(d, inputs.latency_seconds[op.id]);
+    const double d = in.duration_seconds[op.id];
+    ci.latency = in.latency_seconds.empty() ? 0 : std::min(d, in.latency_seconds[op.id]);
     ci.transfer = d - ci.latency;
     ci.active = d > 0 && op.group >= 0 && s.groups[op.group].ranks > 1 && !sim.groups[op.group].edges.empty();
   }
+}
 
-  // ---- ranks and actors ------------------------------------------------------------------
+// The ranks run as actors (rank 0 alone when symmetric), their hosts and speeds, and how many
+// simulated members each group instance waits for.
+void prepare_ranks(const Schedule& s, const Platform& platform, bool xml, const std::vector<sg4::Host*>& hosts,
+                   const std::vector<double>& speed, StepSimulation& sim) {
+  const int window_ranks = platform.window_ranks();
+  const int n = static_cast<int>(s.ops.size());
   std::vector<int> simulated;
-  if (result.symmetric) simulated.push_back(0);
+  if (sim.symmetric) simulated.push_back(0);
   else
     for (int r = 0; r < window_ranks; ++r) simulated.push_back(r);
-  result.simulated_ranks = static_cast<int>(simulated.size());
   sim.rank_index.assign(window_ranks, -1);
   sim.ranks.resize(simulated.size());
   for (std::size_t k = 0; k < simulated.size(); ++k) {
@@ -922,29 +874,18 @@ SimgridResult simulate_simgrid_in_process(const planner::Scenario& scenario, con
     rs.last_finished.fill(-1);
     sim.rank_index[rs.rank] = static_cast<int>(k);
   }
-  for (std::size_t gi = 0; gi < sim.groups.size(); ++gi) {
-    GroupFlows& g = sim.groups[gi];
+  for (GroupFlows& g : sim.groups) {
     if (g.edges.empty()) continue;
     for (std::size_t inst = 0; inst < g.active.size(); ++inst)
-      for (int m : group_members(g.layout, world, static_cast<int>(inst)))
+      for (int m : group_members(g.layout, s.world_size, static_cast<int>(inst)))
         if (m < window_ranks && sim.rank_index[m] >= 0) ++g.active[inst];
   }
-  for (const Op& op : s.ops)
-    if (op.stream != Stream::host) sim.queue[static_cast<int>(op.stream)].push_back(op.id);
-  for (std::size_t k = 0; k < sim.ranks.size(); ++k) {
-    const int idx = static_cast<int>(k);
-    const std::string prefix = "rank" + std::to_string(sim.ranks[k].rank);
-    sg4::Actor::create(prefix + ".cpu", sim.ranks[k].host, [idx] { cpu_actor(idx); });
-    for (int st = 0; st < planner::kStreamCount; ++st)
-      if (!sim.queue[st].empty())
-        sg4::Actor::create(prefix + "." + planner::to_string(static_cast<Stream>(st)), sim.ranks[k].host,
-                           [idx, st] { stream_actor(idx, st); });
-  }
-  engine.run();
-  g_sim = nullptr;
+}
 
-  // ---- results ---------------------------------------------------------------------------
-  const double peak = cost.bf16_peak_flops();
+// Per-rank timings summarised; the report rank's, the slowest's and the detail ranks' kept.
+void collect_timings(const Schedule& s, const Platform& platform, const SimgridOptions& options, StepSimulation& sim,
+                     SimgridResult& result) {
+  const int n = static_cast<int>(s.ops.size());
   int slowest = 0;
   for (std::size_t k = 0; k < sim.ranks.size(); ++k) {
     RankState& rs = sim.ranks[k];
@@ -952,14 +893,9 @@ SimgridResult simulate_simgrid_in_process(const planner::Scenario& scenario, con
       if (!rs.done[i] && s.ops[i].stream != Stream::host)
         throw std::runtime_error("the SimGrid run ended before rank " + std::to_string(rs.rank) + " finished op " +
                                  std::to_string(i) + " (" + s.ops[i].name + ")");
-    summarize_step(s, rs.timing, rs.cpu_end, peak);
-    RankSummary sum;
-    sum.rank = rs.rank;
-    sum.step_seconds = rs.timing.step_seconds;
-    sum.compute_seconds = rs.timing.compute_seconds;
-    sum.exposed_comm_seconds = rs.timing.exposed_comm_seconds;
-    sum.compute_speed = rs.speed;
-    result.ranks.push_back(sum);
+    summarize_step(s, rs.timing, rs.cpu_end, sim.in->bf16_peak_flops);
+    result.ranks.push_back({rs.rank, rs.timing.step_seconds, rs.timing.compute_seconds, rs.timing.exposed_comm_seconds,
+                            rs.speed});
     if (rs.timing.step_seconds > sim.ranks[slowest].timing.step_seconds) slowest = static_cast<int>(k);
   }
   result.step_seconds = sim.ranks[slowest].timing.step_seconds;
@@ -970,11 +906,12 @@ SimgridResult simulate_simgrid_in_process(const planner::Scenario& scenario, con
   std::vector<int> detail = {report_index};
   if (slowest != report_index) detail.push_back(slowest);
   for (int r : options.detail_ranks)
-    if (r >= 0 && r < world) {
+    if (r >= 0 && r < s.world_size) {
       const int idx = sim.rank_index[platform.window_rank(r)];
       if (idx >= 0 && std::find(detail.begin(), detail.end(), idx) == detail.end()) detail.push_back(idx);
     }
-  for (int idx : detail) result.detail.push_back({result.symmetric ? options.report_rank : sim.ranks[idx].rank, sim.ranks[idx].timing});
+  for (int idx : detail)
+    result.detail.push_back({result.symmetric ? options.report_rank : sim.ranks[idx].rank, sim.ranks[idx].timing});
 
   std::map<std::string, CollectiveStats> by_kind;
   for (const Op& op : s.ops) {
@@ -983,24 +920,24 @@ SimgridResult simulate_simgrid_in_process(const planner::Scenario& scenario, con
     c.kind = planner::to_string(op.kind);
     ++c.count;
     c.simgrid_seconds += result.timing.ops[op.id].end - result.timing.ops[op.id].start;
-    c.analytic_seconds += result.analytic.ops[op.id].end - result.analytic.ops[op.id].start;
-    c.nominal_seconds += inputs.duration_seconds[op.id];
+    c.nominal_seconds += sim.in->duration_seconds[op.id];
   }
   for (auto& [k, c] : by_kind) result.collectives.push_back(c);
+}
 
-  result.links = link_stats(sim, result.step_seconds);
-  result.link_classes = class_stats(result.links);
-
-  if (result.symmetric && result.window_nodes < cluster.nodes)
+// The caveats of this run, in words.
+void add_notes(const Schedule& s, const ClusterPlatform& p, const StepSimulation& sim, SimgridResult& result) {
+  const int nodes = p.cluster.nodes;
+  if (result.symmetric && result.window_nodes < nodes)
     result.notes.push_back("every rank is alike: rank 0 ran as actors; the flows of all ranks of " +
-                           std::to_string(result.window_nodes) + " of " + std::to_string(cluster.nodes) +
+                           std::to_string(result.window_nodes) + " of " + std::to_string(nodes) +
                            " nodes (a period of the cluster) loaded the links");
-  else if (result.symmetric && cluster.nodes > 1)
+  else if (result.symmetric && nodes > 1)
     result.notes.push_back("every rank is alike: rank 0 ran as actors; every rank's flows loaded the links");
-  if (!result.symmetric && result.window_nodes < cluster.nodes)
+  if (!result.symmetric && result.window_nodes < nodes)
     result.notes.push_back("the world repeats every " + std::to_string(result.window_nodes) +
                            " nodes: the stragglers repeat in every period");
-  if (mode == FlowMode::per_step)
+  if (result.flow_mode == FlowMode::per_step)
     result.notes.push_back("per-step flows: every ring step is its own round of messages (lock-step)");
   for (const GroupUse& gu : collective_groups(s)) {
     const GroupFlows& g = sim.groups[gu.group];
@@ -1009,22 +946,136 @@ SimgridResult simulate_simgrid_in_process(const planner::Scenario& scenario, con
                   s.groups[gu.group].name.c_str(), g.ranks, g.bottleneck.c_str(), g.bandwidth / 1e9);
     result.notes.push_back(buf);
   }
+}
 
+}  // namespace
+
+std::string simgrid_platform_xml(const Schedule& schedule, const ClusterPlatform& p, const SimgridOptions& options) {
+  Platform platform = Platform::build(p.cluster, p.nccl, options.fabric, p.cluster.nodes);
+  apply_slow_links(platform, options);
+  std::vector<std::pair<int, int>> pairs;
+  std::map<std::pair<int, int>, bool> seen;
+  for (const GroupUse& g : collective_groups(schedule))
+    for (int inst : window_instances(g.layout, platform))
+      for (const RingEdge& e : ring_edges(g.layout, inst, platform))
+        if (seen.emplace(std::make_pair(e.src, e.dst), true).second) pairs.push_back({e.src, e.dst});
+  return platform.to_xml(pairs);
+}
+
+SimgridCost estimate_simgrid_cost(const Schedule& s, const ClusterPlatform& p, const SimgridOptions& options) {
+  // The setup simulate_simgrid_in_process makes, without SimGrid.
+  const RunShape shape = choose_shape(s, p, options);
+  Platform platform = Platform::build(p.cluster, p.nccl, options.fabric, shape.window_nodes);
+  if (!shape.xml) apply_slow_links(platform, options);
+  SimgridCost c;
+  c.window_nodes = platform.window_nodes();
+  c.window_ranks = platform.window_ranks();
+  check_actor_ranks(shape.symmetric, c.window_ranks);
+  c.simulated_ranks = shape.symmetric ? 1 : c.window_ranks;
+  c.flow_mode = choose_flow_mode(c.window_ranks, options);
+  c.links = static_cast<double>(platform.links().size());
+  // Flows: each collective sends, per round, one flow per merged ring edge of every instance of
+  // its group in the window (send_flows); rounds: 1, or the ring's steps in per-step mode.
+  std::vector<double> edges(s.groups.size(), 0);
+  for (const GroupUse& g : collective_groups(s))
+    for (int inst : window_instances(g.layout, platform))
+      edges[g.group] += static_cast<double>(ring_edges(g.layout, inst, platform).size());
+  for (const Op& op : s.ops) {
+    if (planner::is_collective(op.kind) && op.group >= 0 && edges[op.group] > 0) {
+      const double rounds = c.flow_mode == FlowMode::per_step ? ring_steps(op.kind, s.groups[op.group].ranks) : 1;
+      c.flows += rounds * edges[op.group];
+      c.flow_pairs += rounds * edges[op.group] * edges[op.group];
+      c.other_activities += rounds;  // the latency sleep of each round
+    } else if (op.stream != Stream::host) {
+      c.other_activities += c.simulated_ranks;
+    }
+  }
+  const double hosts = c.window_ranks;
+  c.memory_bytes = kBaseBytes + kBytesPerFlow * c.flows + kBytesPerHostPair * hosts * hosts;
+  c.seconds = kBaseSeconds + kSecondsPerFlow * c.flows + kSecondsPerActivity * c.other_activities +
+              c.flow_pairs * (kSecondsPerFlowPair + kSecondsPerFlowPairHost * hosts);
+  c.memory_basis = "SimGrid's route table of " + std::to_string(c.window_ranks) + " x " +
+                   std::to_string(c.window_ranks) + " hosts, " + std::to_string(c.window_nodes) + " nodes' links, " +
+                   std::to_string(static_cast<long long>(c.flows)) + " flows, " + std::to_string(c.simulated_ranks) +
+                   " rank" + (c.simulated_ranks == 1 ? "" : "s") + " of " + std::to_string(s.ops.size()) + " ops";
+  return c;
+}
+
+SimgridResult simulate_simgrid_in_process(const Schedule& s, const planner::OpCosts& costs, const ClusterPlatform& p,
+                                          const SimgridOptions& options) {
+  static bool engine_used = false;
+  if (engine_used)
+    throw std::logic_error("SimGrid runs one simulation per process (a second engine would continue the first one's clock)");
+  planner::check_costs(s, costs);
+  if (s.world_size != p.cluster.world_size())
+    throw std::invalid_argument("the schedule's world of " + std::to_string(s.world_size) + " ranks is not the cluster's " +
+                                std::to_string(p.cluster.world_size()));
+  engine_used = true;
+  const auto wall0 = std::chrono::steady_clock::now();
+  const double cpu0 = process_cpu_seconds();
+
+  SimgridResult result;
+  result.world = s.world_size;
+  const RunShape shape = choose_shape(s, p, options);
+  result.symmetric = shape.symmetric;
+  Platform platform = Platform::build(p.cluster, p.nccl, options.fabric, shape.window_nodes);
+  const Platform ideal = shape.xml ? Platform::build(p.cluster, p.nccl, options.fabric, p.cluster.nodes) : platform;
+  if (!shape.xml) apply_slow_links(platform, options);
+  const int window_ranks = platform.window_ranks();
+  result.window_nodes = platform.window_nodes();
+  result.platform = shape.xml ? "SimGrid platform " + options.platform_xml : platform.description();
+  result.platform_xml = options.platform_xml;
+  check_actor_ranks(result.symmetric, window_ranks);
+  result.flow_mode = choose_flow_mode(window_ranks, options);
+
+  std::unique_ptr<sg4::Engine> engine = start_engine();
+  StepSimulation sim(s, costs);
+  sim.symmetric = result.symmetric;
+  sim.per_step = result.flow_mode == FlowMode::per_step;
+  sim.bounded_queue = costs.launch_queue_kernels > 0 && !costs.kernels.empty();
+  sim.pstates = !shape.xml;
+  sim.slowdown = costs.compute_slowdown_under_comm;
+
+  std::vector<double> speed(window_ranks, 1.0);
+  for (const Straggler& st : options.stragglers) speed[platform.window_rank(st.rank)] = st.compute_speed;
+  std::vector<sg4::Host*> hosts(window_ranks, nullptr);
+  const std::vector<sg4::Link*> sg_links =
+      shape.xml ? load_user_platform(*engine, sim, hosts, s.world_size, p.cluster.gpus_per_node, options)
+                : build_platform(s, platform, sim, hosts, speed);
+  sim.link_bytes.assign(sim.links.size(), 0.0);
+  sim.link_busy.assign(sim.links.size(), {});
+  prepare_group_flows(s, platform, ideal, shape.xml, hosts, sg_links, sim);
+  prepare_collectives(s, costs, sim);
+  prepare_ranks(s, platform, shape.xml, hosts, speed, sim);
+  result.simulated_ranks = static_cast<int>(sim.ranks.size());
+  sim.start_actors();
+  engine->run();
+
+  collect_timings(s, platform, options, sim, result);
+  result.links = link_stats(sim, result.step_seconds);
+  result.link_classes = class_stats(result.links);
+  add_notes(s, p, sim, result);
   result.events = sim.events;
   result.flows = sim.flows;
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-  {
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    const double cpu = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-    result.cpu_seconds = std::max(0.0, cpu - cpu0);
-  }
+  result.cpu_seconds = std::max(0.0, process_cpu_seconds() - cpu0);
   result.events_per_second = result.wall_seconds > 0 ? result.events / result.wall_seconds : 0;
   return result;
 }
 
-SimgridResult simulate_simgrid(const planner::Scenario& scenario, const SimgridOptions& options) {
-  if (options.in_process) return simulate_simgrid_in_process(scenario, options);
+void compare_with_analytic(SimgridResult& result, const Schedule& s, const StepTiming& analytic) {
+  result.analytic = analytic;
+  for (CollectiveStats& c : result.collectives) {
+    c.analytic_seconds = 0;
+    for (const Op& op : s.ops)
+      if (planner::is_collective(op.kind) && planner::to_string(op.kind) == c.kind)
+        c.analytic_seconds += analytic.ops[op.id].end - analytic.ops[op.id].start;
+  }
+}
+
+SimgridResult simulate_simgrid(const Schedule& schedule, const planner::OpCosts& costs, const ClusterPlatform& platform,
+                               const SimgridOptions& options) {
+  if (options.in_process) return simulate_simgrid_in_process(schedule, costs, platform, options);
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   std::cout.flush();
@@ -1039,7 +1090,7 @@ SimgridResult simulate_simgrid(const planner::Scenario& scenario, const SimgridO
     close(fds[0]);
     nlohmann::json out;
     try {
-      out = {{"result", simgrid_result_to_json(simulate_simgrid_in_process(scenario, options))}};
+      out = {{"result", simgrid_result_to_json(simulate_simgrid_in_process(schedule, costs, platform, options))}};
     } catch (const InputError& e) {
       out = {{"error", e.what()}, {"file", e.file()}, {"path", e.json_path()}, {"input", true}};
     } catch (const std::exception& e) {

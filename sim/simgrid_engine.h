@@ -1,9 +1,10 @@
 // The SimGrid engine: one training step on a simulated cluster (SimGrid S4U).
 //
-// What it runs: the planner's Schedule on every rank of the scenario's world, with the same
-// per-op costs as the analytic engine (sim::engine_inputs: the cost model's durations, issue
-// costs, NCCL latency terms, kernel counts and launch-queue depth, compute slowdown under
-// communication) and the same stream semantics (docs/cost-model.md, "The analytic engine"):
+// What it runs (the executor contract, planner/op_costs.h): a Schedule on every rank of its
+// world, with the same OpCosts as the analytic engine (durations, issue costs, NCCL latency
+// terms, kernel counts and launch-queue depth, compute slowdown under communication), on a
+// platform built from a cluster, and the same ordering rules (docs/cost-model.md, "The
+// analytic engine"; planner/schedule.h, [Communicator order]):
 // - Each simulated rank is a GPU host. Its CPU issue thread and each stream are actors: the
 //   CPU issues ops in order (blocking on cpu_waits, a full launch queue, host-op deps), a
 //   stream runs its ops in order once issued and their deps are done.
@@ -35,7 +36,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "planner/scenario.h"
+#include "planner/collectives.h"
+#include "planner/hardware.h"
+#include "planner/op_costs.h"
+#include "planner/schedule.h"
 #include "sim/analytic.h"
 #include "sim/simgrid_options.h"
 
@@ -104,7 +108,8 @@ struct SimgridResult {
   // Network.
   std::vector<LinkStats> links;           // links that carried traffic, busiest first
   std::vector<LinkClassStats> link_classes;
-  // The analytic engine on the same schedule and costs.
+  // The analytic engine on the same schedule and costs (filled by compare_with_analytic; the
+  // engine itself does not run it).
   StepTiming analytic;
   // Cost of the simulation.
   double wall_seconds = 0;       // inside the simulating process
@@ -113,6 +118,19 @@ struct SimgridResult {
   double flows = 0;
   double events_per_second = 0;  // per wall second
 };
+
+// What the engine builds its platform from: the cluster's topology and NCCL's figures for it
+// (the calibration's, the same the cost model priced the collectives with).
+struct ClusterPlatform {
+  planner::ClusterSpec cluster;
+  planner::NcclParams nccl;
+};
+
+// Simulates one step of `schedule` with `costs` on the platform (a forked child unless
+// options.in_process). Throws std::invalid_argument when the costs do not fit the schedule or
+// the world is too large to run rank by rank, InputError for options naming no link or host.
+SimgridResult simulate_simgrid(const planner::Schedule& schedule, const planner::OpCosts& costs,
+                               const ClusterPlatform& platform, const SimgridOptions& options);
 
 // What a simulation will cost, worked out from its setup without running it (the resource
 // guard of `fsdpsim simulate`; docs/reliability.md, "Resource guard").
@@ -129,13 +147,17 @@ struct SimgridCost {
   double seconds = 0;            // expected wall time of the simulation
   std::string memory_basis;      // what the memory figure is made of, for messages
 };
-SimgridCost estimate_simgrid_cost(const planner::Scenario& scenario, const SimgridOptions& options);
+SimgridCost estimate_simgrid_cost(const planner::Schedule& schedule, const ClusterPlatform& platform,
+                                  const SimgridOptions& options);
 
-// Plans the step and simulates it (a forked child unless options.in_process).
-SimgridResult simulate_simgrid(const planner::Scenario& scenario, const SimgridOptions& options);
 
 // The same, in this process (SimGrid's engine can run once per process).
-SimgridResult simulate_simgrid_in_process(const planner::Scenario& scenario, const SimgridOptions& options);
+SimgridResult simulate_simgrid_in_process(const planner::Schedule& schedule, const planner::OpCosts& costs,
+                                          const ClusterPlatform& platform, const SimgridOptions& options);
+
+// Puts the analytic engine's timing of the same schedule and costs beside the SimGrid run:
+// result.analytic and each collective kind's analytic_seconds.
+void compare_with_analytic(SimgridResult& result, const planner::Schedule& schedule, const StepTiming& analytic);
 
 nlohmann::json simgrid_result_to_json(const SimgridResult& result);
 SimgridResult simgrid_result_from_json(const nlohmann::json& json);
@@ -145,7 +167,8 @@ StepTiming step_timing_from_json(const nlohmann::json& json);
 // The platform the engine would build for the scenario (the whole cluster, oversubscription
 // and slow links applied) as SimGrid XML, with the routes of every flow the step's
 // collectives send: a starting point for a hand-written platform (simulation.platform_xml).
-std::string simgrid_platform_xml(const planner::Scenario& scenario, const SimgridOptions& options);
+std::string simgrid_platform_xml(const planner::Schedule& schedule, const ClusterPlatform& platform,
+                                 const SimgridOptions& options);
 
 // The window (nodes) the engine simulates for a symmetric run of `schedule` on the platform
 // shape (exposed for tests): the smallest period of the cluster that holds whole leaves and

@@ -14,22 +14,28 @@ GroupLayout group_layout(const planner::Schedule& schedule, int group) {
   if (g.ranks < 1 || world % g.ranks != 0)
     throw std::invalid_argument("process group \"" + g.name + "\" of " + std::to_string(g.ranks) +
                                 " ranks does not divide the world of " + std::to_string(world));
+  if (g.stride < 1 || (world / g.ranks) % g.stride != 0)
+    throw std::invalid_argument("process group \"" + g.name + "\" of " + std::to_string(g.ranks) + " ranks with stride " +
+                                std::to_string(g.stride) + " does not tile the world of " + std::to_string(world));
   GroupLayout l;
   l.size = g.ranks;
-  if (g.name == "replicate" && g.ranks > 1 && g.ranks < world) {
-    l.strided = true;
-    l.stride = world / g.ranks;
-  }
+  l.stride = g.stride;  // the layout the planner wrote (planner::ProcessGroup)
+  l.strided = g.ranks > 1 && g.stride > 1;
   return l;
 }
 
 int group_instances(const GroupLayout& l, int world) { return world / l.size; }
 
-int group_instance(const GroupLayout& l, int rank) { return l.strided ? rank % l.stride : rank / l.size; }
+// As planner::group_instance_of and planner::group_members, on the layout alone.
+int group_instance(const GroupLayout& l, int rank) {
+  const int span = l.size * l.stride;
+  return (rank / span) * l.stride + rank % l.stride;
+}
 
 std::vector<int> group_members(const GroupLayout& l, int world, int instance) {
   std::vector<int> m(l.size);
-  for (int t = 0; t < l.size; ++t) m[t] = l.strided ? instance + t * l.stride : instance * l.size + t;
+  const int first = (instance / l.stride) * l.size * l.stride + instance % l.stride;
+  for (int t = 0; t < l.size; ++t) m[t] = first + t * l.stride;
   (void)world;
   return m;
 }

@@ -1,8 +1,7 @@
 // Which ranks a collective's process group holds and the flows its algorithm sends.
 //
-// Layouts follow planner/plan.cpp: ranks are node-major; "shard", "reshard", "world" (and
-// any other group) are blocks of consecutive ranks; "replicate" takes one rank from each
-// shard group (a stride of world / replicas).
+// Layouts are the schedule's (planner::ProcessGroup: ranks are node-major, a group's members
+// `stride` ranks apart; the planner gives HSDP's replicate group a stride of the shard size).
 //
 // A collective is sent as NCCL's rings send it (every algorithm, NVLS and Tree included, as
 // ring-shaped flows at the chosen algorithm's speed; docs/simgrid.md): on one node, one ring

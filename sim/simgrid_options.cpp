@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "models/json_input.h"
+#include "planner/scenario.h"
 
 namespace fsdpsim::sim {
 
@@ -56,12 +57,13 @@ double optional_positive(JsonReader& r, const std::string& key) {
 SimgridOptions parse_simgrid_options(const nlohmann::json& simulation, const std::string& file,
                                      const std::string& path) {
   SimgridOptions o;
+  o.file = file;
   if (simulation.is_null()) return o;
   JsonReader r(simulation, file, path);
   const std::string mode = r.choice_or("flow_mode", {"auto", "aggregated", "per_step"}, "auto");
   o.flow_mode = mode == "aggregated" ? FlowMode::aggregated : mode == "per_step" ? FlowMode::per_step : FlowMode::automatic;
   o.symmetry = r.choice_or("symmetry", {"auto", "off"}, "auto") == "off" ? Symmetry::off : Symmetry::automatic;
-  if (r.has("per_step_max_ranks")) o.per_step_max_ranks = static_cast<int>(r.positive_integer("per_step_max_ranks"));
+  if (r.has("per_step_max_ranks")) o.per_step_max_ranks = r.int_in("per_step_max_ranks", 1, 1 << 20);
   else r.ignore("per_step_max_ranks");
   if (r.has("stragglers")) {
     const nlohmann::json& list = r.array("stragglers");
@@ -126,43 +128,6 @@ SimgridOptions parse_simgrid_options(const nlohmann::json& simulation, const std
   }
   r.finish();
   return o;
-}
-
-SimgridScenario parse_simgrid_scenario(const nlohmann::json& json_in, const std::string& file,
-                                       const std::vector<std::string>& overrides) {
-  if (!json_in.is_object()) throw InputError(file, "", "expected a scenario JSON object");
-  nlohmann::json json = json_in;
-  std::vector<std::string> rest;
-  nlohmann::json simulation = json.contains("simulation") ? json["simulation"] : nlohmann::json();
-  for (const std::string& o : overrides) {
-    if (o.rfind("simulation.", 0) == 0) {
-      if (!simulation.is_object()) simulation = nlohmann::json::object();
-      planner::apply_override(simulation, o.substr(11), file);
-    } else {
-      rest.push_back(o);
-    }
-  }
-  json.erase("simulation");
-  SimgridScenario out{planner::parse_scenario(json, file, rest), {}};
-  out.options = parse_simgrid_options(simulation, file);
-  validate_simgrid_options(out.options, out.scenario, file);
-  return out;
-}
-
-SimgridScenario load_simgrid_scenario(const std::string& path, const std::vector<std::string>& overrides) {
-  return parse_simgrid_scenario(load_json_file(path), path, overrides);
-}
-
-void validate_simgrid_options(const SimgridOptions& o, const planner::Scenario& scenario, const std::string& file) {
-  const int world = scenario.world_size();
-  for (std::size_t i = 0; i < o.stragglers.size(); ++i)
-    if (o.stragglers[i].rank >= world)
-      throw InputError(file, "simulation.stragglers[" + std::to_string(i) + "].rank",
-                       "rank " + std::to_string(o.stragglers[i].rank) + " is outside the world of " +
-                           std::to_string(world) + " ranks");
-  if (o.report_rank >= world)
-    throw InputError(file, "simulation.report_rank",
-                     "rank " + std::to_string(o.report_rank) + " is outside the world of " + std::to_string(world) + " ranks");
 }
 
 }  // namespace fsdpsim::sim

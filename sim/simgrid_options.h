@@ -12,9 +12,9 @@
 //     "platform_xml": "my-platform.xml"
 //   }
 //
-// planner::parse_scenario rejects unknown top-level fields, so load_simgrid_scenario()
-// takes "simulation" out of the document (applying `--set simulation.x=...` overrides to
-// it first) before the planner parses the rest.
+// planner::parse_scenario keeps the object (`--set simulation.x=...` overrides reach it like
+// any other field); sim/scenario_loader.h reads it (sim::load_scenario, the one loader every
+// command uses, checks it, so estimate, sweep and simulate accept the same files).
 #pragma once
 
 #include <string>
@@ -22,7 +22,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "planner/scenario.h"
 
 namespace fsdpsim::sim {
 
@@ -76,6 +75,8 @@ struct SimgridOptions {
   // Also return op timings for these ranks (the trace shows them); the report rank and the
   // slowest rank are always returned.
   std::vector<int> detail_ranks;
+  // The file the options came from (error messages name it).
+  std::string file;
   // Run in this process instead of a forked child. SimGrid keeps one engine per process:
   // a second run in the same process fails; only for tools that run one simulation and exit.
   bool in_process = false;
@@ -84,20 +85,5 @@ struct SimgridOptions {
 // Reads a "simulation" object (null: defaults). Errors name `file` and the JSON path.
 SimgridOptions parse_simgrid_options(const nlohmann::json& simulation, const std::string& file,
                                      const std::string& path = "simulation");
-
-struct SimgridScenario {
-  planner::Scenario scenario;
-  SimgridOptions options;
-};
-
-// Loads a scenario file with its "simulation" object. Overrides starting with
-// "simulation." apply to that object; the rest go to planner::parse_scenario.
-SimgridScenario load_simgrid_scenario(const std::string& path, const std::vector<std::string>& overrides = {});
-SimgridScenario parse_simgrid_scenario(const nlohmann::json& json, const std::string& file,
-                                       const std::vector<std::string>& overrides = {});
-
-// Checks options against a scenario (straggler ranks inside the world, ...).
-void validate_simgrid_options(const SimgridOptions& options, const planner::Scenario& scenario,
-                              const std::string& file);
 
 }  // namespace fsdpsim::sim

@@ -91,35 +91,35 @@ std::string human_seconds(double s) {
   return num(s * 1e6, 1) + " us";
 }
 
-}  // namespace
+// Allocated bytes, per category and in all, from one op's CPU issue on.
+struct MemoryPoint {
+  double seconds;
+  std::array<std::int64_t, kCats> cat;
+  std::int64_t total;
+};
 
-std::string timeline_svg(const Schedule& s, const StepTiming& t, const SvgOptions& o) {
-  const double W = std::max(600.0, o.width);
-  const double left = 116, right_legend = 230;
-  const double pw = W - left - right_legend;
-  const double mem_top = 84, mem_h = 250;
-  const double step = t.step_seconds > 0 ? t.step_seconds : 1e-9;
+// The memory timeline PyTorch's allocator sees: the persistent state at 0, then at each op's
+// CPU issue its allocations and, right after, its frees; the highest point and its op.
+struct MemoryCurve {
+  std::vector<MemoryPoint> points;
+  MemoryPoint peak;
+  int peak_op = -1;
+};
 
-  // ---- memory points on the step's clock -------------------------------------------------
-  struct Point {
-    double seconds;
-    std::array<std::int64_t, kCats> cat;
-    std::int64_t total;
-  };
-  std::vector<Point> points;
-  Point cur{0.0, {}, 0};
+MemoryCurve memory_curve(const Schedule& s, const StepTiming& t) {
+  MemoryCurve curve;
+  MemoryPoint cur{0.0, {}, 0};
   for (const planner::Allocation& a : s.allocations)
     if (a.persistent) {
       cur.cat[static_cast<int>(a.category)] += a.bytes;
       cur.total += a.bytes;
     }
-  points.push_back(cur);
+  curve.points.push_back(cur);
   std::vector<int> order(s.ops.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int b) { return t.ops[a].issue_start < t.ops[b].issue_start; });
-  Point peak = cur;
-  int peak_op = -1;
+  curve.peak = cur;
   for (int i : order) {
     const Op& op = s.ops[i];
     if (op.allocs.empty() && op.frees.empty()) continue;
@@ -128,22 +128,100 @@ std::string timeline_svg(const Schedule& s, const StepTiming& t, const SvgOption
       cur.cat[static_cast<int>(s.allocations[a].category)] += s.allocations[a].bytes;
       cur.total += s.allocations[a].bytes;
     }
-    points.push_back(cur);
-    if (cur.total > peak.total) {
-      peak = cur;
-      peak_op = i;
+    curve.points.push_back(cur);
+    if (cur.total > curve.peak.total) {
+      curve.peak = cur;
+      curve.peak_op = i;
     }
     if (op.frees.empty()) continue;
     for (int a : op.frees) {
       cur.cat[static_cast<int>(s.allocations[a].category)] -= s.allocations[a].bytes;
       cur.total -= s.allocations[a].bytes;
     }
-    points.push_back(cur);
+    curve.points.push_back(cur);
   }
+  return curve;
+}
 
-  auto X = [&](double seconds) { return left + pw * std::clamp(seconds / step, 0.0, 1.0); };
-  // Keep per quarter pixel the highest point and the last one.
-  std::vector<Point> shown;
+// The Gantt chart's rows: the CPU issue thread (-1), then every stream some op uses (host ops
+// draw on the CPU row).
+std::vector<std::pair<std::string, int>> gantt_rows(const Schedule& s) {
+  std::array<bool, planner::kStreamCount> used{};
+  for (const Op& op : s.ops)
+    if (op.stream != Stream::host) used[static_cast<int>(op.stream)] = true;
+  std::vector<std::pair<std::string, int>> rows = {{"CPU issue", -1}};
+  for (int st = 0; st < planner::kStreamCount; ++st)
+    if (used[st]) rows.push_back({planner::to_string(static_cast<Stream>(st)), st});
+  return rows;
+}
+
+// One drawing: the layout (pixels) is fixed by the constructor, then draw() writes the panels
+// top to bottom, each on the shared time axis.
+class TimelineSvg {
+ public:
+  TimelineSvg(const Schedule& s, const StepTiming& t, const SvgOptions& o);
+  std::string draw();
+
+ private:
+  double X(double seconds) const { return left_ + pw_ * std::clamp(seconds / step_, 0.0, 1.0); }
+  double Y(double bytes) const { return mem_top_ + mem_h_ - mem_h_ * (bytes / kGiB) / y_max_gib_; }
+  int row_of(int stream) const;
+  void thin_to_quarter_pixels();
+  void choose_memory_scale();
+
+  void title();
+  void time_axis(double y_axis, double top);
+  void memory_panel();
+  void memory_grid();
+  void category_bands();
+  void total_outline();
+  void capacity_line();
+  void peak_marker();
+  void gantt_panel();
+  void bar(int row, double a, double b, const char* color, const std::string& tip);
+  void legends();
+
+  const Schedule& s_;
+  const StepTiming& t_;
+  const SvgOptions& o_;
+  // Layout: a plot `pw_` wide from `left_`, the legends to its right; the memory panel, then the
+  // Gantt chart `gantt_h_` high (one `row_h_` per row) below it.
+  const double W_, left_ = 116, right_legend_ = 230, pw_, mem_top_ = 84, mem_h_ = 250;
+  const double step_;  // seconds the time axis spans
+  const MemoryCurve curve_;
+  std::vector<MemoryPoint> shown_;  // what is drawn: per quarter pixel the highest point and the last
+  std::array<bool, kCats> cat_used_{};
+  double y_max_gib_ = 0, y_step_gib_ = 0;
+  bool capacity_on_scale_ = false;
+  const std::vector<std::pair<std::string, int>> rows_;
+  const double row_h_ = 26, gantt_top_, gantt_h_, H_;
+  std::ostringstream svg_;
+};
+
+TimelineSvg::TimelineSvg(const Schedule& s, const StepTiming& t, const SvgOptions& o)
+    : s_(s),
+      t_(t),
+      o_(o),
+      W_(std::max(600.0, o.width)),
+      pw_(W_ - left_ - right_legend_),
+      step_(t.step_seconds > 0 ? t.step_seconds : 1e-9),
+      curve_(memory_curve(s, t)),
+      rows_(gantt_rows(s)),
+      gantt_top_(mem_top_ + mem_h_ + 78),
+      gantt_h_(row_h_ * static_cast<double>(rows_.size())),
+      // Room for the op-kind legend beside the Gantt chart (at most 11 entries).
+      H_(std::max(gantt_top_ + gantt_h_ + 70, gantt_top_ + 12 + 18 * 11 + 10)) {
+  thin_to_quarter_pixels();
+  choose_memory_scale();
+  for (const MemoryPoint& p : curve_.points)
+    for (int c = 0; c < kCats; ++c)
+      if (p.cat[c] != 0) cat_used_[c] = true;
+}
+
+// Thousands of points would draw on the same pixels: per quarter pixel keep the highest point
+// (the peak stays visible) and the last one (where the curve goes on from).
+void TimelineSvg::thin_to_quarter_pixels() {
+  const std::vector<MemoryPoint>& points = curve_.points;
   for (std::size_t k = 0; k < points.size();) {
     const double px = std::round(X(points[k].seconds) * 4);
     std::size_t j = k, best = k;
@@ -151,170 +229,186 @@ std::string timeline_svg(const Schedule& s, const StepTiming& t, const SvgOption
       if (points[j].total > points[best].total) best = j;
       ++j;
     }
-    shown.push_back(points[best]);
-    if (j - 1 != best) shown.push_back(points[j - 1]);
+    shown_.push_back(points[best]);
+    if (j - 1 != best) shown_.push_back(points[j - 1]);
     k = j;
   }
+}
 
-  double y_max_bytes = std::max<double>(1.0, static_cast<double>(peak.total) * 1.15);
-  bool capacity_on_scale = false;
-  if (o.capacity_bytes > 0 && o.capacity_bytes <= 2.0 * static_cast<double>(peak.total)) {
-    y_max_bytes = std::max(y_max_bytes, o.capacity_bytes * 1.05);
-    capacity_on_scale = true;
+// The GiB axis: 15% above the peak, stretched to the usable GPU memory when that is within twice
+// the peak (else the line would squash the curve), rounded up to a nice tick step.
+void TimelineSvg::choose_memory_scale() {
+  const double peak = static_cast<double>(curve_.peak.total);
+  double y_max_bytes = std::max<double>(1.0, peak * 1.15);
+  if (o_.capacity_bytes > 0 && o_.capacity_bytes <= 2.0 * peak) {
+    y_max_bytes = std::max(y_max_bytes, o_.capacity_bytes * 1.05);
+    capacity_on_scale_ = true;
   }
-  const double y_step_gib = nice_step(y_max_bytes / kGiB, 5);
-  const double y_max_gib = std::ceil(y_max_bytes / kGiB / y_step_gib) * y_step_gib;
-  auto Y = [&](double bytes) { return mem_top + mem_h - mem_h * (bytes / kGiB) / y_max_gib; };
+  y_step_gib_ = nice_step(y_max_bytes / kGiB, 5);
+  y_max_gib_ = std::ceil(y_max_bytes / kGiB / y_step_gib_) * y_step_gib_;
+}
 
-  // ---- Gantt rows ----------------------------------------------------------------------------
-  std::array<bool, planner::kStreamCount> used{};
-  for (const Op& op : s.ops)
-    if (op.stream != Stream::host) used[static_cast<int>(op.stream)] = true;
-  std::vector<std::pair<std::string, int>> rows = {{"CPU issue", -1}};
-  for (int st = 0; st < planner::kStreamCount; ++st)
-    if (used[st]) rows.push_back({planner::to_string(static_cast<Stream>(st)), st});
-  const double row_h = 26, gantt_top = mem_top + mem_h + 78;
-  const double gantt_h = row_h * static_cast<double>(rows.size());
-  // Room for the op-kind legend beside the Gantt chart (at most 11 entries).
-  const double H = std::max(gantt_top + gantt_h + 70, gantt_top + 12 + 18 * 11 + 10);
-  auto row_of = [&](int stream) {
-    for (std::size_t r = 0; r < rows.size(); ++r)
-      if (rows[r].second == stream) return static_cast<int>(r);
-    return 0;
-  };
+int TimelineSvg::row_of(int stream) const {
+  for (std::size_t r = 0; r < rows_.size(); ++r)
+    if (rows_[r].second == stream) return static_cast<int>(r);
+  return 0;
+}
 
-  std::ostringstream svg;
-  svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(W, 0) << "\" height=\"" << num(H, 0)
-      << "\" viewBox=\"0 0 " << num(W, 0) << " " << num(H, 0) << "\" font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"12\">\n";
-  svg << "<rect x=\"0\" y=\"0\" width=\"" << num(W, 0) << "\" height=\"" << num(H, 0) << "\" fill=\"white\"/>\n";
-  const std::string title = !o.title.empty() ? o.title
-                                             : s.name + ": step " + human_seconds(t.step_seconds) + ", peak allocated " +
-                                                   num(static_cast<double>(peak.total) / kGiB, 2) + " GiB";
-  svg << "<text x=\"" << num(left, 1) << "\" y=\"26\" font-size=\"16\" font-weight=\"bold\">" << esc(title) << "</text>\n";
-  svg << "<text x=\"" << num(left, 1) << "\" y=\"46\" fill=\"#444\">compute " << human_seconds(t.compute_seconds)
-      << ", exposed communication " << human_seconds(t.exposed_comm_seconds) << ", optimizer "
-      << human_seconds(t.optimizer_seconds) << ", other " << human_seconds(t.exposed_other_seconds);
-  if (t.mfu > 0) svg << ", MFU " << num(100 * t.mfu, 1) << "%";
-  svg << "</text>\n";
+std::string TimelineSvg::draw() {
+  svg_ << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  svg_ << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(W_, 0) << "\" height=\"" << num(H_, 0)
+       << "\" viewBox=\"0 0 " << num(W_, 0) << " " << num(H_, 0) << "\" font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"12\">\n";
+  svg_ << "<rect x=\"0\" y=\"0\" width=\"" << num(W_, 0) << "\" height=\"" << num(H_, 0) << "\" fill=\"white\"/>\n";
+  title();
+  memory_panel();
+  gantt_panel();
+  legends();
+  svg_ << "</svg>\n";
+  return svg_.str();
+}
 
-  // ---- time axis ticks (shared) -----------------------------------------------------------
-  const double x_step = nice_step(step, 8);
+// The options' title or the schedule's name, step time and peak; below it the step's breakdown.
+void TimelineSvg::title() {
+  const std::string title = !o_.title.empty() ? o_.title
+                                              : s_.name + ": step " + human_seconds(t_.step_seconds) +
+                                                    ", peak allocated " +
+                                                    num(static_cast<double>(curve_.peak.total) / kGiB, 2) + " GiB";
+  svg_ << "<text x=\"" << num(left_, 1) << "\" y=\"26\" font-size=\"16\" font-weight=\"bold\">" << esc(title) << "</text>\n";
+  svg_ << "<text x=\"" << num(left_, 1) << "\" y=\"46\" fill=\"#444\">compute " << human_seconds(t_.compute_seconds)
+       << ", exposed communication " << human_seconds(t_.exposed_comm_seconds) << ", optimizer "
+       << human_seconds(t_.optimizer_seconds) << ", other " << human_seconds(t_.exposed_other_seconds);
+  if (t_.mfu > 0) svg_ << ", MFU " << num(100 * t_.mfu, 1) << "%";
+  svg_ << "</text>\n";
+}
+
+// The time axis under a panel whose plot spans `top` to `y_axis`: grid lines, ticks, seconds.
+void TimelineSvg::time_axis(double y_axis, double top) {
+  const double x_step = nice_step(step_, 8);
   const int x_dec = decimals_for(x_step);
-  auto time_axis = [&](double y_axis, double top) {
-    svg << "<line x1=\"" << num(left, 1) << "\" y1=\"" << num(y_axis, 1) << "\" x2=\"" << num(left + pw, 1)
-        << "\" y2=\"" << num(y_axis, 1) << "\" stroke=\"black\"/>\n";
-    for (double v = 0; v <= step * (1 + 1e-9); v += x_step) {
-      const double x = X(v);
-      svg << "<line x1=\"" << num(x, 1) << "\" y1=\"" << num(top, 1) << "\" x2=\"" << num(x, 1) << "\" y2=\""
-          << num(y_axis, 1) << "\" stroke=\"#e6e6e6\"/>\n";
-      svg << "<line x1=\"" << num(x, 1) << "\" y1=\"" << num(y_axis, 1) << "\" x2=\"" << num(x, 1) << "\" y2=\""
-          << num(y_axis + 5, 1) << "\" stroke=\"black\"/>\n";
-      svg << "<text x=\"" << num(x, 1) << "\" y=\"" << num(y_axis + 18, 1) << "\" text-anchor=\"middle\">"
-          << num(v, x_dec) << "</text>\n";
-    }
-    svg << "<text x=\"" << num(left + pw / 2, 1) << "\" y=\"" << num(y_axis + 36, 1)
-        << "\" text-anchor=\"middle\">time (s)</text>\n";
-  };
-
-  // ---- memory panel -----------------------------------------------------------------------------
-  svg << "<text x=\"" << num(left, 1) << "\" y=\"" << num(mem_top - 8, 1)
-      << "\" font-weight=\"bold\">Memory allocated (PyTorch's view, at each op's CPU issue)</text>\n";
-  for (double g = 0; g <= y_max_gib * (1 + 1e-9); g += y_step_gib) {
-    const double y = Y(g * kGiB);
-    svg << "<line x1=\"" << num(left, 1) << "\" y1=\"" << num(y, 1) << "\" x2=\"" << num(left + pw, 1) << "\" y2=\""
-        << num(y, 1) << "\" stroke=\"#e6e6e6\"/>\n";
-    svg << "<text x=\"" << num(left - 8, 1) << "\" y=\"" << num(y + 4, 1) << "\" text-anchor=\"end\">"
-        << num(g, decimals_for(y_step_gib)) << "</text>\n";
+  svg_ << "<line x1=\"" << num(left_, 1) << "\" y1=\"" << num(y_axis, 1) << "\" x2=\"" << num(left_ + pw_, 1)
+       << "\" y2=\"" << num(y_axis, 1) << "\" stroke=\"black\"/>\n";
+  for (double v = 0; v <= step_ * (1 + 1e-9); v += x_step) {
+    const double x = X(v);
+    svg_ << "<line x1=\"" << num(x, 1) << "\" y1=\"" << num(top, 1) << "\" x2=\"" << num(x, 1) << "\" y2=\""
+         << num(y_axis, 1) << "\" stroke=\"#e6e6e6\"/>\n";
+    svg_ << "<line x1=\"" << num(x, 1) << "\" y1=\"" << num(y_axis, 1) << "\" x2=\"" << num(x, 1) << "\" y2=\""
+         << num(y_axis + 5, 1) << "\" stroke=\"black\"/>\n";
+    svg_ << "<text x=\"" << num(x, 1) << "\" y=\"" << num(y_axis + 18, 1) << "\" text-anchor=\"middle\">"
+         << num(v, x_dec) << "</text>\n";
   }
-  svg << "<text transform=\"translate(" << num(left - 62, 1) << "," << num(mem_top + mem_h / 2, 1)
-      << ") rotate(-90)\" text-anchor=\"middle\">allocated (GiB)</text>\n";
-  // Stacked category bands as step functions.
-  std::array<bool, kCats> cat_used{};
-  for (const Point& p : points)
-    for (int c = 0; c < kCats; ++c)
-      if (p.cat[c] != 0) cat_used[c] = true;
-  std::vector<std::int64_t> below(shown.size(), 0);
+  svg_ << "<text x=\"" << num(left_ + pw_ / 2, 1) << "\" y=\"" << num(y_axis + 36, 1)
+       << "\" text-anchor=\"middle\">time (s)</text>\n";
+}
+
+void TimelineSvg::memory_panel() {
+  svg_ << "<text x=\"" << num(left_, 1) << "\" y=\"" << num(mem_top_ - 8, 1)
+       << "\" font-weight=\"bold\">Memory allocated (PyTorch's view, at each op's CPU issue)</text>\n";
+  memory_grid();
+  category_bands();
+  total_outline();
+  svg_ << "<rect x=\"" << num(left_, 1) << "\" y=\"" << num(mem_top_, 1) << "\" width=\"" << num(pw_, 1)
+       << "\" height=\"" << num(mem_h_, 1) << "\" fill=\"none\" stroke=\"black\"/>\n";
+  capacity_line();
+  peak_marker();
+  time_axis(mem_top_ + mem_h_, mem_top_);
+}
+
+void TimelineSvg::memory_grid() {
+  for (double g = 0; g <= y_max_gib_ * (1 + 1e-9); g += y_step_gib_) {
+    const double y = Y(g * kGiB);
+    svg_ << "<line x1=\"" << num(left_, 1) << "\" y1=\"" << num(y, 1) << "\" x2=\"" << num(left_ + pw_, 1)
+         << "\" y2=\"" << num(y, 1) << "\" stroke=\"#e6e6e6\"/>\n";
+    svg_ << "<text x=\"" << num(left_ - 8, 1) << "\" y=\"" << num(y + 4, 1) << "\" text-anchor=\"end\">"
+         << num(g, decimals_for(y_step_gib_)) << "</text>\n";
+  }
+  svg_ << "<text transform=\"translate(" << num(left_ - 62, 1) << "," << num(mem_top_ + mem_h_ / 2, 1)
+       << ") rotate(-90)\" text-anchor=\"middle\">allocated (GiB)</text>\n";
+}
+
+// Stacked category bands as step functions: each band's top edge left to right, then the band
+// below's top edge right to left.
+void TimelineSvg::category_bands() {
+  std::vector<std::int64_t> below(shown_.size(), 0);
   for (int c = 0; c < kCats; ++c) {
-    if (!cat_used[c]) continue;
+    if (!cat_used_[c]) continue;
     std::ostringstream top, bottom;
-    std::vector<std::int64_t> above(shown.size());
-    for (std::size_t k = 0; k < shown.size(); ++k) above[k] = below[k] + shown[k].cat[c];
-    for (std::size_t k = 0; k < shown.size(); ++k) {
-      const double x0 = X(shown[k].seconds);
-      const double x1 = k + 1 < shown.size() ? X(shown[k + 1].seconds) : X(step);
+    std::vector<std::int64_t> above(shown_.size());
+    for (std::size_t k = 0; k < shown_.size(); ++k) above[k] = below[k] + shown_[k].cat[c];
+    for (std::size_t k = 0; k < shown_.size(); ++k) {
+      const double x0 = X(shown_[k].seconds);
+      const double x1 = k + 1 < shown_.size() ? X(shown_[k + 1].seconds) : X(step_);
       top << (k == 0 ? "M" : "L") << num(x0, 2) << "," << num(Y(static_cast<double>(above[k])), 2) << " L" << num(x1, 2)
           << "," << num(Y(static_cast<double>(above[k])), 2) << " ";
     }
-    for (std::size_t kk = shown.size(); kk-- > 0;) {
-      const double x0 = X(shown[kk].seconds);
-      const double x1 = kk + 1 < shown.size() ? X(shown[kk + 1].seconds) : X(step);
+    for (std::size_t kk = shown_.size(); kk-- > 0;) {
+      const double x0 = X(shown_[kk].seconds);
+      const double x1 = kk + 1 < shown_.size() ? X(shown_[kk + 1].seconds) : X(step_);
       bottom << "L" << num(x1, 2) << "," << num(Y(static_cast<double>(below[kk])), 2) << " L" << num(x0, 2) << ","
              << num(Y(static_cast<double>(below[kk])), 2) << " ";
     }
-    svg << "<path d=\"" << top.str() << bottom.str() << "Z\" fill=\"" << kCategoryColors[c]
-        << "\" stroke=\"none\" opacity=\"0.9\"><title>" << planner::to_string(static_cast<MemCategory>(c))
-        << "</title></path>\n";
+    svg_ << "<path d=\"" << top.str() << bottom.str() << "Z\" fill=\"" << kCategoryColors[c]
+         << "\" stroke=\"none\" opacity=\"0.9\"><title>" << planner::to_string(static_cast<MemCategory>(c))
+         << "</title></path>\n";
     below = above;
   }
-  // Total outline.
-  {
-    std::ostringstream d;
-    for (std::size_t k = 0; k < shown.size(); ++k) {
-      const double x0 = X(shown[k].seconds);
-      const double x1 = k + 1 < shown.size() ? X(shown[k + 1].seconds) : X(step);
-      d << (k == 0 ? "M" : "L") << num(x0, 2) << "," << num(Y(static_cast<double>(shown[k].total)), 2) << " L"
-        << num(x1, 2) << "," << num(Y(static_cast<double>(shown[k].total)), 2) << " ";
-    }
-    svg << "<path d=\"" << d.str() << "\" fill=\"none\" stroke=\"black\" stroke-width=\"1\"/>\n";
-  }
-  svg << "<rect x=\"" << num(left, 1) << "\" y=\"" << num(mem_top, 1) << "\" width=\"" << num(pw, 1) << "\" height=\""
-      << num(mem_h, 1) << "\" fill=\"none\" stroke=\"black\"/>\n";
-  if (capacity_on_scale) {
-    const double y = Y(o.capacity_bytes);
-    svg << "<line x1=\"" << num(left, 1) << "\" y1=\"" << num(y, 1) << "\" x2=\"" << num(left + pw, 1) << "\" y2=\""
-        << num(y, 1) << "\" stroke=\"#c00000\" stroke-dasharray=\"6,4\"/>\n";
-    svg << "<text x=\"" << num(left + pw - 4, 1) << "\" y=\"" << num(y - 5, 1)
-        << "\" text-anchor=\"end\" fill=\"#c00000\">usable GPU memory " << num(o.capacity_bytes / kGiB, 1)
-        << " GiB</text>\n";
-  } else if (o.capacity_bytes > 0) {
-    svg << "<text x=\"" << num(left + pw - 4, 1) << "\" y=\"" << num(mem_top + 14, 1)
-        << "\" text-anchor=\"end\" fill=\"#c00000\">usable GPU memory " << num(o.capacity_bytes / kGiB, 1)
-        << " GiB (above this scale)</text>\n";
-  }
-  // The peak.
-  {
-    const double x = X(peak.seconds), y = Y(static_cast<double>(peak.total));
-    svg << "<line x1=\"" << num(x, 1) << "\" y1=\"" << num(mem_top, 1) << "\" x2=\"" << num(x, 1) << "\" y2=\""
-        << num(mem_top + mem_h, 1) << "\" stroke=\"black\" stroke-dasharray=\"3,3\"/>\n";
-    svg << "<circle cx=\"" << num(x, 1) << "\" cy=\"" << num(y, 1) << "\" r=\"4\" fill=\"black\"/>\n";
-    const bool flip = x > left + pw * 0.6;
-    svg << "<text x=\"" << num(flip ? x - 8 : x + 8, 1) << "\" y=\"" << num(std::max(mem_top + 14, y - 8), 1)
-        << "\" text-anchor=\"" << (flip ? "end" : "start") << "\" font-weight=\"bold\">peak "
-        << num(static_cast<double>(peak.total) / kGiB, 2) << " GiB at " << human_seconds(peak.seconds)
-        << (peak_op >= 0 ? " (" + esc(s.ops[peak_op].name) + ")" : std::string()) << "</text>\n";
-  }
-  time_axis(mem_top + mem_h, mem_top);
+}
 
-  // ---- Gantt ---------------------------------------------------------------------------------
-  svg << "<text x=\"" << num(left, 1) << "\" y=\"" << num(gantt_top - 8, 1)
-      << "\" font-weight=\"bold\">CPU issue thread and streams (each op from its start to its end)</text>\n";
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    const double y = gantt_top + row_h * static_cast<double>(r);
-    svg << "<rect x=\"" << num(left, 1) << "\" y=\"" << num(y, 1) << "\" width=\"" << num(pw, 1) << "\" height=\""
-        << num(row_h, 1) << "\" fill=\"" << (r % 2 ? "#fafafa" : "#f0f0f0") << "\"/>\n";
-    svg << "<text x=\"" << num(left - 8, 1) << "\" y=\"" << num(y + row_h / 2 + 4, 1) << "\" text-anchor=\"end\">"
-        << esc(rows[r].first) << "</text>\n";
+void TimelineSvg::total_outline() {
+  std::ostringstream d;
+  for (std::size_t k = 0; k < shown_.size(); ++k) {
+    const double x0 = X(shown_[k].seconds);
+    const double x1 = k + 1 < shown_.size() ? X(shown_[k + 1].seconds) : X(step_);
+    d << (k == 0 ? "M" : "L") << num(x0, 2) << "," << num(Y(static_cast<double>(shown_[k].total)), 2) << " L"
+      << num(x1, 2) << "," << num(Y(static_cast<double>(shown_[k].total)), 2) << " ";
   }
-  auto bar = [&](int row, double a, double b, const char* color, const std::string& tip) {
-    const double x0 = X(a), x1 = X(b);
-    const double y = gantt_top + row_h * row + 3;
-    svg << "<rect x=\"" << num(x0, 2) << "\" y=\"" << num(y, 1) << "\" width=\"" << num(std::max(0.6, x1 - x0), 2)
-        << "\" height=\"" << num(row_h - 6, 1) << "\" fill=\"" << color << "\"><title>" << esc(tip)
-        << "</title></rect>\n";
-  };
-  for (const Op& op : s.ops) {
-    const OpTiming& ot = t.ops[op.id];
+  svg_ << "<path d=\"" << d.str() << "\" fill=\"none\" stroke=\"black\" stroke-width=\"1\"/>\n";
+}
+
+// The usable GPU memory: a dashed line where it is on the scale, else a label saying it is above.
+void TimelineSvg::capacity_line() {
+  if (capacity_on_scale_) {
+    const double y = Y(o_.capacity_bytes);
+    svg_ << "<line x1=\"" << num(left_, 1) << "\" y1=\"" << num(y, 1) << "\" x2=\"" << num(left_ + pw_, 1)
+         << "\" y2=\"" << num(y, 1) << "\" stroke=\"#c00000\" stroke-dasharray=\"6,4\"/>\n";
+    svg_ << "<text x=\"" << num(left_ + pw_ - 4, 1) << "\" y=\"" << num(y - 5, 1)
+         << "\" text-anchor=\"end\" fill=\"#c00000\">usable GPU memory " << num(o_.capacity_bytes / kGiB, 1)
+         << " GiB</text>\n";
+  } else if (o_.capacity_bytes > 0) {
+    svg_ << "<text x=\"" << num(left_ + pw_ - 4, 1) << "\" y=\"" << num(mem_top_ + 14, 1)
+         << "\" text-anchor=\"end\" fill=\"#c00000\">usable GPU memory " << num(o_.capacity_bytes / kGiB, 1)
+         << " GiB (above this scale)</text>\n";
+  }
+}
+
+// The peak: a dashed vertical, a dot, and its size, time and op (the label flips to the left in
+// the right part of the plot so that it stays inside).
+void TimelineSvg::peak_marker() {
+  const MemoryPoint& peak = curve_.peak;
+  const double x = X(peak.seconds), y = Y(static_cast<double>(peak.total));
+  svg_ << "<line x1=\"" << num(x, 1) << "\" y1=\"" << num(mem_top_, 1) << "\" x2=\"" << num(x, 1) << "\" y2=\""
+       << num(mem_top_ + mem_h_, 1) << "\" stroke=\"black\" stroke-dasharray=\"3,3\"/>\n";
+  svg_ << "<circle cx=\"" << num(x, 1) << "\" cy=\"" << num(y, 1) << "\" r=\"4\" fill=\"black\"/>\n";
+  const bool flip = x > left_ + pw_ * 0.6;
+  svg_ << "<text x=\"" << num(flip ? x - 8 : x + 8, 1) << "\" y=\"" << num(std::max(mem_top_ + 14, y - 8), 1)
+       << "\" text-anchor=\"" << (flip ? "end" : "start") << "\" font-weight=\"bold\">peak "
+       << num(static_cast<double>(peak.total) / kGiB, 2) << " GiB at " << human_seconds(peak.seconds)
+       << (curve_.peak_op >= 0 ? " (" + esc(s_.ops[curve_.peak_op].name) + ")" : std::string()) << "</text>\n";
+}
+
+// One row per stream under the CPU issue thread's; every op a bar from its start to its end (its
+// CPU issue, when it takes time, a bar on the CPU row).
+void TimelineSvg::gantt_panel() {
+  svg_ << "<text x=\"" << num(left_, 1) << "\" y=\"" << num(gantt_top_ - 8, 1)
+       << "\" font-weight=\"bold\">CPU issue thread and streams (each op from its start to its end)</text>\n";
+  for (std::size_t r = 0; r < rows_.size(); ++r) {
+    const double y = gantt_top_ + row_h_ * static_cast<double>(r);
+    svg_ << "<rect x=\"" << num(left_, 1) << "\" y=\"" << num(y, 1) << "\" width=\"" << num(pw_, 1) << "\" height=\""
+         << num(row_h_, 1) << "\" fill=\"" << (r % 2 ? "#fafafa" : "#f0f0f0") << "\"/>\n";
+    svg_ << "<text x=\"" << num(left_ - 8, 1) << "\" y=\"" << num(y + row_h_ / 2 + 4, 1) << "\" text-anchor=\"end\">"
+         << esc(rows_[r].first) << "</text>\n";
+  }
+  for (const Op& op : s_.ops) {
+    const OpTiming& ot = t_.ops[op.id];
     if (ot.issue_seconds > 0)
       bar(0, ot.issue_start, ot.enqueue, kIssueColor, "issue " + op.name + ": " + human_seconds(ot.issue_seconds));
     const int row = op.stream == Stream::host ? 0 : row_of(static_cast<int>(op.stream));
@@ -322,41 +416,57 @@ std::string timeline_svg(const Schedule& s, const StepTiming& t, const SvgOption
       bar(row, ot.start, ot.end, style_of(op.kind).color,
           op.name + ": " + human_seconds(ot.end - ot.start) + " (from " + human_seconds(ot.start) + ")");
   }
-  svg << "<rect x=\"" << num(left, 1) << "\" y=\"" << num(gantt_top, 1) << "\" width=\"" << num(pw, 1)
-      << "\" height=\"" << num(gantt_h, 1) << "\" fill=\"none\" stroke=\"black\"/>\n";
-  time_axis(gantt_top + gantt_h, gantt_top);
+  svg_ << "<rect x=\"" << num(left_, 1) << "\" y=\"" << num(gantt_top_, 1) << "\" width=\"" << num(pw_, 1)
+       << "\" height=\"" << num(gantt_h_, 1) << "\" fill=\"none\" stroke=\"black\"/>\n";
+  time_axis(gantt_top_ + gantt_h_, gantt_top_);
+}
 
-  // ---- legends -------------------------------------------------------------------------------
-  const double lx = left + pw + 24;
-  double ly = mem_top + 4;
-  svg << "<text x=\"" << num(lx, 1) << "\" y=\"" << num(ly, 1) << "\" font-weight=\"bold\">memory category</text>\n";
+// A bar at least 0.6 px wide (a short op stays visible) with a tooltip.
+void TimelineSvg::bar(int row, double a, double b, const char* color, const std::string& tip) {
+  const double x0 = X(a), x1 = X(b);
+  const double y = gantt_top_ + row_h_ * row + 3;
+  svg_ << "<rect x=\"" << num(x0, 2) << "\" y=\"" << num(y, 1) << "\" width=\"" << num(std::max(0.6, x1 - x0), 2)
+       << "\" height=\"" << num(row_h_ - 6, 1) << "\" fill=\"" << color << "\"><title>" << esc(tip)
+       << "</title></rect>\n";
+}
+
+// Beside the memory panel the categories drawn (top band first); beside the Gantt chart the op
+// kinds in order of first appearance.
+void TimelineSvg::legends() {
+  const double lx = left_ + pw_ + 24;
+  double ly = mem_top_ + 4;
+  svg_ << "<text x=\"" << num(lx, 1) << "\" y=\"" << num(ly, 1) << "\" font-weight=\"bold\">memory category</text>\n";
   ly += 8;
   for (int c = kCats - 1; c >= 0; --c) {
-    if (!cat_used[c]) continue;
-    svg << "<rect x=\"" << num(lx, 1) << "\" y=\"" << num(ly, 1) << "\" width=\"12\" height=\"12\" fill=\""
-        << kCategoryColors[c] << "\"/>\n";
-    svg << "<text x=\"" << num(lx + 18, 1) << "\" y=\"" << num(ly + 10, 1) << "\">"
-        << planner::to_string(static_cast<MemCategory>(c)) << "</text>\n";
+    if (!cat_used_[c]) continue;
+    svg_ << "<rect x=\"" << num(lx, 1) << "\" y=\"" << num(ly, 1) << "\" width=\"12\" height=\"12\" fill=\""
+         << kCategoryColors[c] << "\"/>\n";
+    svg_ << "<text x=\"" << num(lx + 18, 1) << "\" y=\"" << num(ly + 10, 1) << "\">"
+         << planner::to_string(static_cast<MemCategory>(c)) << "</text>\n";
     ly += 18;
   }
-  ly = gantt_top + 4;
-  svg << "<text x=\"" << num(lx, 1) << "\" y=\"" << num(ly, 1) << "\" font-weight=\"bold\">op kind</text>\n";
+  ly = gantt_top_ + 4;
+  svg_ << "<text x=\"" << num(lx, 1) << "\" y=\"" << num(ly, 1) << "\" font-weight=\"bold\">op kind</text>\n";
   ly += 8;
   std::vector<std::string> seen;
   auto legend_item = [&](const char* label, const char* color) {
     if (std::find(seen.begin(), seen.end(), label) != seen.end()) return;
     seen.push_back(label);
-    svg << "<rect x=\"" << num(lx, 1) << "\" y=\"" << num(ly, 1) << "\" width=\"12\" height=\"12\" fill=\"" << color
-        << "\"/>\n";
-    svg << "<text x=\"" << num(lx + 18, 1) << "\" y=\"" << num(ly + 10, 1) << "\">" << label << "</text>\n";
+    svg_ << "<rect x=\"" << num(lx, 1) << "\" y=\"" << num(ly, 1) << "\" width=\"12\" height=\"12\" fill=\"" << color
+         << "\"/>\n";
+    svg_ << "<text x=\"" << num(lx + 18, 1) << "\" y=\"" << num(ly + 10, 1) << "\">" << label << "</text>\n";
     ly += 18;
   };
   bool any_issue = false;
-  for (const OpTiming& ot : t.ops) any_issue = any_issue || ot.issue_seconds > 0;
+  for (const OpTiming& ot : t_.ops) any_issue = any_issue || ot.issue_seconds > 0;
   if (any_issue) legend_item("CPU issue", kIssueColor);
-  for (const Op& op : s.ops) legend_item(style_of(op.kind).label, style_of(op.kind).color);
-  svg << "</svg>\n";
-  return svg.str();
+  for (const Op& op : s_.ops) legend_item(style_of(op.kind).label, style_of(op.kind).color);
+}
+
+}  // namespace
+
+std::string timeline_svg(const Schedule& s, const StepTiming& t, const SvgOptions& o) {
+  return TimelineSvg(s, t, o).draw();
 }
 
 std::string timeline_svg(const Estimate& e, SvgOptions options) {

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <unistd.h>
 
+#include "models/bytes_text.h"
 #include "models/json_input.h"
 #include "planner/memory.h"
 #include "planner/plan.h"
@@ -65,12 +66,12 @@ class AnalyticEvaluator : public Evaluator {
   struct PerCostKey {
     explicit PerCostKey(const planner::Scenario& scenario) : cost(scenario) {}
     planner::CostModel cost;
-    CollectiveMemo collectives;
+    planner::CollectiveMemo collectives;
     planner::PlanCache plans;
   };
 
   static PointMetrics evaluate_with(const planner::Scenario& scenario, const planner::Plan& plan,
-                                    const planner::CostModel& cost, CollectiveMemo* memo) {
+                                    const planner::CostModel& cost, planner::CollectiveMemo* memo) {
     const double gpu = scenario.cluster.gpu.memory_bytes;
     const double overhead = cost.calibration().device_overhead_bytes;
     // As estimate_step: the allocator model's capacity is the GPU minus the device overhead.
@@ -81,12 +82,6 @@ class AnalyticEvaluator : public Evaluator {
 
   std::map<std::string, std::unique_ptr<PerCostKey>> costs_;
 };
-
-std::string gib(double bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-  return buf;
-}
 
 std::string fixed(double v, int digits) {
   char buf[64];
@@ -225,17 +220,11 @@ std::string no_fit_message(const SweepResult& r) {
          (p.label.empty() ? std::string() : " " + p.label) + " (device peak " + gib(p.metrics.device_peak_bytes) + ").";
 }
 
+// Points whose overrides reaching the cost model are equal share one (planner's rule).
 std::string cost_key_of(const std::vector<std::string>& overrides) {
-  static const char* const kNoCostEffect[] = {"training.micro_batch=", "training.global_batch=",
-                                              "training.grad_accum=", "training.activation_checkpointing="};
-  auto starts = [](const std::string& o, const char* prefix) { return o.rfind(prefix, 0) == 0; };
   std::string key = "k:";
-  for (const std::string& o : overrides) {
-    // fsdp.* does not reach the cost model, except fsdp.wrap: the eager factor reads its block types.
-    bool skip = starts(o, "fsdp.") && !starts(o, "fsdp.wrap");
-    for (const char* prefix : kNoCostEffect) skip = skip || starts(o, prefix);
-    if (!skip) key += o + "\n";
-  }
+  for (const std::string& o : overrides)
+    if (planner::override_changes_cost_model(o)) key += o + "\n";
   return key;
 }
 

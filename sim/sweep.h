@@ -179,6 +179,11 @@ using Resimulator = std::function<std::optional<PointMetrics>(const PointResult&
 // timing (resimulated_ranking) and recommends the best of them.
 void resimulate_top(SweepResult& result, std::size_t k, const Resimulator& resimulate, double tolerance);
 
+// The SimGrid engine as a Resimulator (sim/sweep_resimulate.cpp): each point's scenario
+// (`base` with the point's overrides) is planned and priced here and played by
+// simulate_simgrid, which runs every simulation in its own forked child.
+Resimulator simgrid_resimulator(std::shared_ptr<const planner::ScenarioTemplate> base);
+
 // When nothing fits: "No configuration fits: every evaluated point exceeds X GiB (GPU ... -
 // headroom ...). The smallest overage is Y GiB at #k (label) (device peak Z GiB)." ("" otherwise).
 std::string no_fit_message(const SweepResult& result);

@@ -35,14 +35,7 @@ constexpr const char* kFlopConvention =
 
 }  // namespace
 
-nlohmann::json timing_json(const Estimate& e) {
-  const StepTiming& t = e.timing;
-  nlohmann::json by_unit = nlohmann::json::array();
-  for (std::size_t u = 0; u < t.exposed_comm_by_unit.size(); ++u)
-    if (t.exposed_comm_by_unit[u] > 0)
-      by_unit.push_back({{"unit", u}, {"name", unit_name(e, static_cast<int>(u))}, {"seconds", t.exposed_comm_by_unit[u]}});
-  if (t.exposed_comm_outside_units > 0)
-    by_unit.push_back({{"unit", -1}, {"name", "outside units"}, {"seconds", t.exposed_comm_outside_units}});
+nlohmann::json timing_json(const StepTiming& t) {
   const CriticalPathSummary& c = t.critical_path_summary;
   return {{"time",
            {{"step_seconds", t.step_seconds},
@@ -53,11 +46,11 @@ nlohmann::json timing_json(const Estimate& e) {
             {"comm_seconds", t.comm_seconds},
             {"interference_seconds", t.interference_seconds},
             {"cpu_issue_seconds", t.cpu_issue_seconds},
+            {"exposed_comm_by_unit_seconds", t.exposed_comm_by_unit},
             {"exposed_comm_by_phase",
              {{"forward", t.exposed_comm_by_phase[0]},
               {"backward", t.exposed_comm_by_phase[1]},
               {"optimizer", t.exposed_comm_by_phase[2]}}},
-            {"exposed_comm_by_unit", by_unit},
             {"critical_path",
              {{"compute_seconds", c.compute_seconds},
               {"communication_seconds", c.communication_seconds},
@@ -69,11 +62,10 @@ nlohmann::json timing_json(const Estimate& e) {
            {{"tokens_per_second_per_gpu", t.tokens_per_second_per_gpu},
             {"mfu", t.mfu},
             {"hfu", t.hfu},
-            {"model_flops_per_rank", t.model_flops},
-            {"hardware_flops_per_rank", t.hardware_flops},
+            {"model_flops_per_step", t.model_flops},
+            {"hardware_flops_per_step", t.hardware_flops},
             {"peak_flops", t.bf16_peak_flops},
-            {"flop_convention", kFlopConvention}}},
-          {"calibration", e.calibration.to_json()}};
+            {"flop_convention", kFlopConvention}}}};
 }
 
 std::string timing_text(const Estimate& e, int top_units) {

@@ -10,17 +10,17 @@
 
 namespace fsdpsim::sim {
 
-// {"time": {step_seconds, compute_seconds, exposed_comm_seconds, optimizer_seconds,
-//           exposed_other_seconds, comm_seconds, interference_seconds, cpu_issue_seconds,
-//           exposed_comm_by_phase: {forward, backward, optimizer},
-//           exposed_comm_by_unit: [{unit, name, seconds}] (units with any),
-//           critical_path: {compute_seconds, communication_seconds, other_gpu_seconds,
-//                           cpu_issue_seconds, host_seconds, segments}},
-//  "throughput": {tokens_per_second_per_gpu, mfu, hfu, model_flops_per_rank,
-//                 hardware_flops_per_rank, peak_flops, flop_convention},
-//  "calibration": Calibration::to_json()}
-// Merge it into the estimate's JSON object.
-nlohmann::json timing_json(const Estimate& estimate);
+// The one writer of a step's timing in the CLI's JSON (estimate's, and simulate's for each
+// engine): {"time": {step_seconds, compute_seconds, exposed_comm_seconds, optimizer_seconds,
+//                    exposed_other_seconds, comm_seconds, interference_seconds,
+//                    cpu_issue_seconds, exposed_comm_by_unit_seconds (per unit id),
+//                    exposed_comm_by_phase: {forward, backward, optimizer},
+//                    critical_path: {compute_seconds, communication_seconds, other_gpu_seconds,
+//                                    cpu_issue_seconds, host_seconds, segments}},
+//           "throughput": {tokens_per_second_per_gpu, mfu, hfu, model_flops_per_step,
+//                          hardware_flops_per_step, peak_flops, flop_convention}}
+// (model and hardware FLOPs are one rank's per step).
+nlohmann::json timing_json(const StepTiming& timing);
 
 // A table: the step and its breakdown (compute, exposed communication, optimizer, other),
 // throughput and MFU, what the critical path is made of, the units with the most exposed

@@ -1,3 +1,4 @@
+#include "sim/scenario_loader.h"
 #include "sim/validation.h"
 
 #include <algorithm>
@@ -41,7 +42,7 @@ RowValidation validate_scenario(const std::string& file, const std::vector<std::
   row.file = file;
   row.source = source_of(file);
   try {
-    planner::Scenario scenario = planner::load_scenario(file, overrides);
+    planner::Scenario scenario = sim::load_scenario(file, overrides);
     row.name = scenario.name;
     row.gpu = scenario.cluster.gpu.name;
     if (scenario.calibration.is_object())
@@ -87,6 +88,7 @@ RowValidation validate_scenario(const std::string& file, const std::vector<std::
     }
   } catch (const std::exception& ex) {
     row.error = ex.what();
+    row.failure = std::current_exception();
   }
   return row;
 }
@@ -146,8 +148,15 @@ nlohmann::json validation_json(const std::vector<RowValidation>& rows) {
   std::set<std::string> sources;
   for (const RowValidation& r : rows) {
     sources.insert(r.source);
-    nlohmann::json j = {{"file", r.file}, {"name", r.name}, {"source", r.source}, {"row_id", r.row_id},
-                        {"holdout", r.holdout}, {"predicted_fits", r.predicted_fits}, {"predicted_mfu", r.predicted_mfu}};
+    // A row that could not be estimated predicts nothing: null, never a default "fits".
+    const bool predicted = r.error.empty();
+    nlohmann::json j = {{"file", r.file},
+                        {"name", r.name},
+                        {"source", r.source},
+                        {"row_id", r.row_id},
+                        {"holdout", r.holdout},
+                        {"predicted_fits", predicted ? nlohmann::json(r.predicted_fits) : nlohmann::json(nullptr)},
+                        {"predicted_mfu", predicted ? nlohmann::json(r.predicted_mfu) : nlohmann::json(nullptr)}};
     for (const auto& [metric, reason] : r.excluded) j["excluded"][metric] = reason;
     if (r.published_oom) j["published_oom"] = *r.published_oom;
     if (!r.error.empty()) j["error"] = r.error;
@@ -282,12 +291,12 @@ std::vector<FittedConstant> read_fitted_constants(const nlohmann::json& catalog,
     if (!(f.grid_to >= f.grid_from)) g.fail("to", "a value >= from");
     g.finish();
     f.objective = r.choice("objective", {kObjective});
-    f.min_rows = static_cast<int>(r.positive_integer_or("min_rows", 1));
+    f.min_rows = r.int_in_or("min_rows", 1, 1000000, 1);
     const nlohmann::json& rows = r.array("rows");
     for (std::size_t k = 0; k < rows.size(); ++k) {
-      if (!rows[k].is_number_integer() || rows[k].get<int>() <= 0)
+      if (!rows[k].is_number_integer() || rows[k].get<std::int64_t>() <= 0 || rows[k].get<std::int64_t>() > 1000000)
         throw InputError(file, join_json_path(join_json_path(r.path(), "rows"), k),
-                         "expected a published row id (a positive integer), got " + describe_json(rows[k]));
+                         "expected a published row id (an integer from 1 to 1000000), got " + describe_json(rows[k]));
       f.rows.push_back(rows[k].get<int>());
     }
     if (f.rows.empty()) r.fail("rows", "the row ids the value was fitted on (a non-empty array)");

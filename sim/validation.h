@@ -6,6 +6,7 @@
 // Rows marked "holdout" never informed any constant; they are summarised apart.
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <optional>
 #include <string>
@@ -39,9 +40,12 @@ struct RowValidation {
   std::vector<std::pair<std::string, std::string>> excluded;
   // Runs the publisher reports as out of memory: we check that we predict no fit.
   std::optional<bool> published_oom;
-  bool predicted_fits = true;
+  bool predicted_fits = true;  // meaningful only without an error (JSON: null then)
   double predicted_mfu = 0;
   std::string error;  // set when the scenario could not be estimated
+  // What ended the estimate, for the command line to rethrow once the report is out: a file
+  // that cannot be estimated is bad input (exit 2), not a row that merely missed its bound.
+  std::exception_ptr failure;
 };
 
 // `overrides` as `fsdpsim estimate --set` takes them ("calibration.step_matmul_fraction=0.8").

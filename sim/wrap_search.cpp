@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "models/json_input.h"
+#include "planner/fsdp_rules.h"
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/sharding.h"
@@ -58,6 +59,275 @@ std::vector<int> starts_of(const Partition& p) {
   return s;
 }
 
+// ---- the pieces SeparableModel::build reads off the one-block-per-unit plan ------------------
+
+constexpr int kClasses = SeparableModel::kClasses;
+
+// The transformer blocks in forward (pre-order) order, each with an id of its parent module
+// (blocks that share a parent can form one unit); a block inside a block is part of it.
+struct BlockList {
+  std::vector<std::string> names;
+  std::vector<int> parent;
+};
+
+BlockList find_blocks(const models::Model& model, const std::vector<std::string>& types) {
+  BlockList blocks;
+  std::map<const models::Module*, int> parent_ids;
+  std::function<void(const models::Module&, const models::Module*)> walk = [&](const models::Module& mod,
+                                                                               const models::Module* parent) {
+    if (&mod != &model.root && std::find(types.begin(), types.end(), mod.type) != types.end()) {
+      blocks.names.push_back(mod.full_name);
+      blocks.parent.push_back(parent_ids.emplace(parent, static_cast<int>(parent_ids.size())).first->second);
+      return;
+    }
+    for (const models::Module& c : mod.children) walk(c, &mod);
+  };
+  walk(model.root, nullptr);
+  return blocks;
+}
+
+// Which unit of the plan holds each block, and which block each unit is (-1: the root).
+struct BlockUnits {
+  std::vector<int> block_of_unit;
+  std::vector<int> unit_of_block;
+};
+
+BlockUnits map_blocks_to_units(const planner::Plan& plan, const std::vector<std::string>& block_names) {
+  std::map<std::string, int> unit_by_name;
+  for (const planner::Unit& u : plan.units) unit_by_name[u.name] = u.index;
+  BlockUnits map;
+  map.block_of_unit.assign(plan.units.size(), -1);
+  map.unit_of_block.resize(block_names.size());
+  for (std::size_t b = 0; b < block_names.size(); ++b) {
+    map.unit_of_block[b] = unit_by_name.at(block_names[b]);
+    map.block_of_unit[map.unit_of_block[b]] = static_cast<int>(b);
+  }
+  return map;
+}
+
+// Micro-steps of one step fall in up to three classes that time alike: the first, the middle
+// ones (their class taken from micro-step 1, weight M - 2) and the last.
+struct MicroStepClasses {
+  explicit MicroStepClasses(int micro_steps_in_plan) : micro_steps(std::max(1, micro_steps_in_plan)) {
+    const int M = micro_steps;
+    count = M == 1 ? 1 : M == 2 ? 2 : 3;
+    weight[0] = 1;
+    if (M == 2) weight[1] = 1;
+    if (M > 2) {
+      weight[1] = M - 2;
+      weight[2] = 1;
+    }
+  }
+  // The class of `micro`; -1 for the middle micro-steps after the first (micro-step 1 stands
+  // for them all).
+  int of(int micro) const {
+    const int M = micro_steps;
+    if (micro == 0) return 0;
+    if (M == 2) return micro == 1 ? 1 : -1;
+    if (micro == 1) return 1;
+    if (micro == M - 1) return 2;
+    return -1;
+  }
+  int micro_steps;
+  int count = 1;
+  double weight[kClasses]{};
+};
+
+// One block of the one-block-per-unit plan, per (class, role): the seconds that do not depend on
+// the wrapping, and the ops whose bytes scale with the unit's size (priced again per group);
+// the bytes the memory model reads.
+struct BlockData {
+  double fixed[kClasses][kRoles]{};
+  std::vector<Op> scaled[kClasses][kRoles];
+  double params = 0, ag_buffer = 0, grads = 0, rs_buffer = 0, activations = 0;
+};
+
+// The first and last compute op of any block, per micro-step (forward; backward and recompute):
+// the root's compute before the first is "pre", after the last "post".
+struct BlockComputeBounds {
+  std::vector<int> first_fwd, last_fwd, first_bwd, last_bwd;
+};
+
+BlockComputeBounds block_compute_bounds(const planner::Schedule& s, const std::vector<int>& block_of_unit, int M) {
+  BlockComputeBounds bounds{std::vector<int>(M, -1), std::vector<int>(M, -1), std::vector<int>(M, -1),
+                            std::vector<int>(M, -1)};
+  for (const Op& op : s.ops) {
+    if (op.unit <= 0 || block_of_unit[op.unit] < 0 || op.micro_step >= M) continue;
+    if (op.kind == OpKind::compute_fwd) {
+      if (bounds.first_fwd[op.micro_step] < 0) bounds.first_fwd[op.micro_step] = op.id;
+      bounds.last_fwd[op.micro_step] = op.id;
+    }
+    if (op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute) {
+      if (bounds.first_bwd[op.micro_step] < 0) bounds.first_bwd[op.micro_step] = op.id;
+      bounds.last_bwd[op.micro_step] = op.id;
+    }
+  }
+  return bounds;
+}
+
+// The class an op's seconds count in (optimizer-phase ops: class 0, counted once).
+int class_of_op(const Op& op, Role role, const MicroStepClasses& classes) {
+  return role == TAIL ? 0 : classes.of(op.micro_step);
+}
+
+// Per block: its ops' seconds by (class, role) and, from micro-step 0, its memory: the largest
+// unsharded-parameter and all-gather buffers and its activations in forward, its gradients and
+// largest reduce-scatter buffer in backward.
+std::vector<BlockData> block_data(const planner::Schedule& s, const std::vector<double>& duration_seconds,
+                                  const MicroStepClasses& classes, const std::vector<int>& block_of_unit, int blocks) {
+  std::vector<BlockData> data(blocks);
+  for (const Op& op : s.ops) {
+    const int b = op.unit > 0 ? block_of_unit[op.unit] : -1;
+    if (b < 0) continue;
+    BlockData& bd = data[b];
+    const Role role = role_of(op);
+    const int c = class_of_op(op, role, classes);
+    if (c >= 0) {
+      if (fixed_cost(op)) bd.fixed[c][role] += duration_seconds[op.id];
+      else bd.scaled[c][role].push_back(op);
+    }
+    if (op.micro_step != 0) continue;
+    for (int a : op.allocs) {
+      const planner::Allocation& al = s.allocations[a];
+      const double bytes = static_cast<double>(al.bytes);
+      if (op.phase == Phase::forward) {
+        if (al.category == planner::MemCategory::unsharded_param) bd.params = std::max(bd.params, bytes);
+        if (al.category == planner::MemCategory::all_gather_buffer) bd.ag_buffer = std::max(bd.ag_buffer, bytes);
+        if (al.category == planner::MemCategory::activation) bd.activations += bytes;
+      } else if (op.phase == Phase::backward) {
+        if (al.category == planner::MemCategory::unsharded_grad && op.kind == OpKind::compute_bwd) bd.grads += bytes;
+        if (al.category == planner::MemCategory::reduce_scatter_buffer) bd.rs_buffer = std::max(bd.rs_buffer, bytes);
+      }
+    }
+  }
+  return data;
+}
+
+// The root (and anything outside units), per class: constant terms of every wrapping. The
+// root is gathered at the step start and reduced at the end, never re-gathered.
+struct RootTerms {
+  double fa[kClasses]{}, r[kClasses]{};
+  double fc_pre[kClasses]{}, fc_post[kClasses]{}, bc_pre[kClasses]{}, bc_post[kClasses]{};
+  double tail = 0;  // optimizer-phase collectives
+};
+
+RootTerms root_terms(const planner::Schedule& s, const std::vector<double>& duration_seconds,
+                     const MicroStepClasses& classes, const std::vector<int>& block_of_unit) {
+  const BlockComputeBounds bounds = block_compute_bounds(s, block_of_unit, classes.micro_steps);
+  RootTerms root;
+  for (const Op& op : s.ops) {
+    if (op.unit > 0 && block_of_unit[op.unit] >= 0) continue;  // a block's op
+    const double d = duration_seconds[op.id];
+    const Role role = role_of(op);
+    const int c = class_of_op(op, role, classes);
+    if (role == TAIL) {
+      if (op.unit >= 0 && op.kind != OpKind::optimizer) root.tail += d;
+      continue;
+    }
+    if (c < 0 || op.unit < 0) continue;
+    const int micro = op.micro_step;
+    switch (role) {
+      case FA: root.fa[c] += d; break;
+      case RR: root.r[c] += d; break;
+      case FC:
+        if (bounds.first_fwd[micro] >= 0 && op.id > bounds.first_fwd[micro] && (op.id > bounds.last_fwd[micro]))
+          root.fc_post[c] += d;
+        else root.fc_pre[c] += d;
+        break;
+      case BC:
+        if (bounds.first_bwd[micro] >= 0 && op.id > bounds.last_bwd[micro]) root.bc_pre[c] += d;
+        else root.bc_post[c] += d;
+        break;
+      default: break;  // the root is never re-gathered
+    }
+  }
+  return root;
+}
+
+// The cost model's seconds for a template op with its bytes scaled by `ratio`, memoised: groups
+// of equal padded size price the same ops again and again.
+class ScaledDurations {
+ public:
+  ScaledDurations(const planner::CostModel& cost, const planner::Schedule& s) : cost_(cost), s_(s) {}
+  double operator()(Op op, double ratio) {
+    op.comm_bytes *= ratio;
+    op.hbm_bytes *= ratio;
+    auto key = std::make_tuple(static_cast<int>(op.kind), static_cast<int>(op.stream), op.group, op.comm_bytes,
+                               op.hbm_bytes);
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+    const double d = cost_.duration_seconds(op, s_);
+    memo_.emplace(key, d);
+    return d;
+  }
+
+ private:
+  const planner::CostModel& cost_;
+  const planner::Schedule& s_;
+  std::map<std::tuple<int, int, int, double, double>, double> memo_;  // (kind, stream, group, comm, hbm) -> seconds
+};
+
+// The terms of the group [s0, e): the blocks' fixed seconds summed; the scaled ops and the
+// parameter and buffer bytes of template block t at `ratio` (the group's gathered size over
+// t's); the blocks' gradients summed.
+SeparableModel::UnitTerms group_terms(const std::vector<BlockData>& data, int s0, int e, int t, double ratio,
+                                      int classes, bool params_held, ScaledDurations& duration) {
+  SeparableModel::UnitTerms ut;
+  for (int c = 0; c < classes; ++c) {
+    double role_seconds[kRoles]{};
+    for (int b = s0; b < e; ++b)
+      for (int r = 0; r < kRoles; ++r) role_seconds[r] += data[b].fixed[c][r];
+    for (int r = 0; r < kRoles; ++r)
+      for (const Op& op : data[t].scaled[c][r]) role_seconds[r] += duration(op, ratio);
+    ut.fa[c] = role_seconds[FA];
+    ut.fc[c] = role_seconds[FC];
+    ut.ba[c] = role_seconds[BA];
+    ut.bc[c] = role_seconds[BC];
+    ut.r[c] = role_seconds[RR];
+    if (c == 0) ut.tail = role_seconds[TAIL];
+  }
+  ut.params = params_held ? 0.0 : data[t].params * ratio;
+  ut.ag_buffer = data[t].ag_buffer * ratio;
+  ut.rs_buffer = data[t].rs_buffer * ratio;
+  for (int b = s0; b < e; ++b) ut.grads += data[b].grads;
+  return ut;
+}
+
+// Terms of every group [s, e) that can be one unit, of at most kDefaultMaxUnit blocks (all
+// blocks when there are at most 64), indexed s x (blocks + 1) + e. A group's bytes follow its
+// padded shard (planner::shard_unit of its parameters together).
+std::vector<SeparableModel::UnitTerms> all_group_terms(const SeparableModel& m, const planner::Scenario& sc,
+                                                       const planner::Plan& plan, const planner::CostModel& cost,
+                                                       const std::vector<BlockData>& data,
+                                                       const std::vector<int>& unit_of_block, int classes) {
+  const int L = m.blocks();
+  // Parameters kept unsharded from forward to backward are no per-unit transient (P = 0).
+  const bool params_held = !planner::reshards_after_forward(sc.fsdp, /*is_root=*/false);
+  std::vector<SeparableModel::UnitTerms> terms((L + 1) * (L + 1));
+  ScaledDurations duration(cost, plan.schedule);
+  const int W = sc.fsdp.shard_group_size;
+  for (int s0 = 0; s0 < L; ++s0) {
+    planner::Unit group;
+    for (int e = s0 + 1; e <= L && e - s0 <= std::max(kDefaultMaxUnit, L <= 64 ? L : kDefaultMaxUnit); ++e) {
+      if (!m.can_group(s0, e)) break;
+      const planner::Unit& u = plan.units[unit_of_block[e - 1]];
+      group.params.insert(group.params.end(), u.params.begin(), u.params.end());
+      const double gathered = static_cast<double>(planner::shard_unit(group, W, sc.fsdp.version).gathered_numel);
+      // The template: the group's first block that gathers anything.
+      int t = s0;
+      for (int b = s0; b < e; ++b)
+        if (plan.shards[unit_of_block[b]].gathered_numel > 0) {
+          t = b;
+          break;
+        }
+      const double t_gathered = static_cast<double>(plan.shards[unit_of_block[t]].gathered_numel);
+      const double ratio = t_gathered > 0 ? gathered / t_gathered : 1.0;
+      terms[s0 * (L + 1) + e] = group_terms(data, s0, e, t, ratio, classes, params_held, duration);
+    }
+  }
+  return terms;
+}
+
 }  // namespace
 
 std::string to_string(WrapObjective o) { return o == WrapObjective::step_time ? "step_time" : "exposed_comm"; }
@@ -78,22 +348,12 @@ SeparableModel SeparableModel::build(const planner::Scenario& scenario, WrapObje
   m.objective_ = objective;
   const models::Model& model = scenario.model;
 
-  // Blocks in forward (pre-order) order; a block inside a block is part of it.
-  const std::vector<std::string> types = planner::block_types(model, scenario.fsdp.wrap);
-  std::map<const models::Module*, int> parent_ids;
-  std::function<void(const models::Module&, const models::Module*)> walk = [&](const models::Module& mod,
-                                                                               const models::Module* parent) {
-    if (&mod != &model.root && std::find(types.begin(), types.end(), mod.type) != types.end()) {
-      m.block_names_.push_back(mod.full_name);
-      m.parent_.push_back(parent_ids.emplace(parent, static_cast<int>(parent_ids.size())).first->second);
-      return;
-    }
-    for (const models::Module& c : mod.children) walk(c, &mod);
-  };
-  walk(model.root, nullptr);
+  BlockList blocks = find_blocks(model, planner::block_types(model, scenario.fsdp.wrap));
+  m.block_names_ = std::move(blocks.names);
+  m.parent_ = std::move(blocks.parent);
   if (m.block_names_.empty())
-    throw InputError(scenario.file, "fsdp.wrap", "the model has no transformer blocks to group into units (no repeated "
-                                                 "module type with costs); name them with fsdp.wrap.block_types");
+    throw InputError(scenario.file, "fsdp.wrap", "the model has no transformer blocks to group into units (no module "
+                                                 "type with costs that repeats or is written with \"repeat\"); name them with fsdp.wrap.block_types");
   const int L = m.blocks();
 
   // The one-block-per-unit plan: the anchor of every term.
@@ -105,164 +365,36 @@ SeparableModel SeparableModel::build(const planner::Scenario& scenario, WrapObje
   m.gpu_bytes_ = sc.cluster.gpu.memory_bytes;
   m.overhead_bytes_ = cost.calibration().device_overhead_bytes;
   const planner::MemoryReport memory = planner::replay_memory(s, m.gpu_bytes_ - m.overhead_bytes_);
-  const EngineInputs in = engine_inputs(s, cost);
-  m.backward_prefetch_ = sc.fsdp.version == 2 ? sc.fsdp.backward_prefetch != planner::BackwardPrefetch::none
-                                              : sc.fsdp.backward_prefetch == planner::BackwardPrefetch::pre;
+  const planner::OpCosts in = planner::price_ops(s, cost);
+  // The next unit's gather hides behind a unit's backward compute only when it is issued in
+  // the pre-backward; FSDP1's BACKWARD_POST issues it after that compute.
+  m.backward_prefetch_ =
+      planner::backward_prefetch_hook(sc.fsdp) == planner::BackwardPrefetchHook::pre_backward;
   m.forward_prefetch_ = sc.fsdp.forward_prefetch;
 
-  std::map<std::string, int> unit_by_name;
-  for (const planner::Unit& u : plan.units) unit_by_name[u.name] = u.index;
-  std::vector<int> block_of_unit(plan.units.size(), -1);
-  std::vector<int> unit_of_block(L);
-  for (int b = 0; b < L; ++b) {
-    unit_of_block[b] = unit_by_name.at(m.block_names_[b]);
-    block_of_unit[unit_of_block[b]] = b;
-  }
+  const BlockUnits units = map_blocks_to_units(plan, m.block_names_);
+  const MicroStepClasses classes(s.micro_steps);
+  m.classes_ = classes.count;
+  std::copy_n(classes.weight, kClasses, m.weight_);
 
-  // Micro-step classes: first, middle (weight M-2), last.
-  const int M = std::max(1, s.micro_steps);
-  auto class_of = [&](int micro) {
-    if (micro == 0) return 0;
-    if (M == 2) return micro == 1 ? 1 : -1;
-    if (micro == 1) return 1;
-    if (micro == M - 1) return 2;
-    return -1;
-  };
-  m.classes_ = M == 1 ? 1 : M == 2 ? 2 : 3;
-  m.weight_[0] = 1;
-  if (M == 2) m.weight_[1] = 1;
-  if (M > 2) {
-    m.weight_[1] = M - 2;
-    m.weight_[2] = 1;
-  }
-
-  // Per block: fixed seconds per (class, role), template ops to scale, memory.
-  struct BlockData {
-    double fixed[kClasses][kRoles]{};
-    std::vector<Op> scaled[kClasses][kRoles];
-    double params = 0, ag_buffer = 0, grads = 0, rs_buffer = 0, activations = 0;
-  };
-  std::vector<BlockData> data(L);
-  // Root compute before / after the blocks, per micro-step.
-  std::vector<int> first_fwd(M, -1), last_fwd(M, -1), first_bwd(M, -1), last_bwd(M, -1);
-  for (const Op& op : s.ops) {
-    if (op.unit <= 0 || block_of_unit[op.unit] < 0 || op.micro_step >= M) continue;
-    if (op.kind == OpKind::compute_fwd) {
-      if (first_fwd[op.micro_step] < 0) first_fwd[op.micro_step] = op.id;
-      last_fwd[op.micro_step] = op.id;
-    }
-    if (op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute) {
-      if (first_bwd[op.micro_step] < 0) first_bwd[op.micro_step] = op.id;
-      last_bwd[op.micro_step] = op.id;
-    }
-  }
-  for (const Op& op : s.ops) {
-    const double d = in.duration_seconds[op.id];
-    const Role role = role_of(op);
-    const int c = role == TAIL ? 0 : class_of(op.micro_step);
-    const int b = op.unit > 0 ? block_of_unit[op.unit] : -1;
-    if (b >= 0) {
-      BlockData& bd = data[b];
-      if (c >= 0) {
-        if (fixed_cost(op)) bd.fixed[c][role] += d;
-        else bd.scaled[c][role].push_back(op);
-      }
-      if (op.micro_step != 0) continue;
-      for (int a : op.allocs) {
-        const planner::Allocation& al = s.allocations[a];
-        const double bytes = static_cast<double>(al.bytes);
-        if (op.phase == Phase::forward) {
-          if (al.category == planner::MemCategory::unsharded_param) bd.params = std::max(bd.params, bytes);
-          if (al.category == planner::MemCategory::all_gather_buffer) bd.ag_buffer = std::max(bd.ag_buffer, bytes);
-          if (al.category == planner::MemCategory::activation) bd.activations += bytes;
-        } else if (op.phase == Phase::backward) {
-          if (al.category == planner::MemCategory::unsharded_grad && op.kind == OpKind::compute_bwd) bd.grads += bytes;
-          if (al.category == planner::MemCategory::reduce_scatter_buffer) bd.rs_buffer = std::max(bd.rs_buffer, bytes);
-        }
-      }
-      continue;
-    }
-    // The root (and anything outside units): constant terms.
-    if (role == TAIL) {
-      if (op.unit >= 0 && op.kind != OpKind::optimizer) m.root_tail_ += d;
-      continue;
-    }
-    if (c < 0 || op.unit < 0) continue;
-    const int micro = op.micro_step;
-    switch (role) {
-      case FA: m.root_fa_[c] += d; break;
-      case RR: m.root_r_[c] += d; break;
-      case FC:
-        if (first_fwd[micro] >= 0 && op.id > first_fwd[micro] && (op.id > last_fwd[micro])) m.fc_post_[c] += d;
-        else m.fc_pre_[c] += d;
-        break;
-      case BC:
-        if (first_bwd[micro] >= 0 && op.id > last_bwd[micro]) m.bc_pre_[c] += d;
-        else m.bc_post_[c] += d;
-        break;
-      default: break;  // the root is never re-gathered
-    }
-  }
+  const std::vector<BlockData> data = block_data(s, in.duration_seconds, classes, units.block_of_unit, L);
+  const RootTerms root = root_terms(s, in.duration_seconds, classes, units.block_of_unit);
+  std::copy_n(root.fa, kClasses, m.root_fa_);
+  std::copy_n(root.r, kClasses, m.root_r_);
+  std::copy_n(root.fc_pre, kClasses, m.fc_pre_);
+  std::copy_n(root.fc_post, kClasses, m.fc_post_);
+  std::copy_n(root.bc_pre, kClasses, m.bc_pre_);
+  std::copy_n(root.bc_post, kClasses, m.bc_post_);
+  m.root_tail_ = root.tail;
   for (int c = 0; c < m.classes_; ++c)
     m.root_compute_ += m.weight_[c] * (m.fc_pre_[c] + m.fc_post_[c] + m.bc_pre_[c] + m.bc_post_[c]);
 
   m.act_prefix_.assign(L + 1, 0.0);
   for (int b = 0; b < L; ++b) m.act_prefix_[b + 1] = m.act_prefix_[b] + data[b].activations;
+  m.terms_ = all_group_terms(m, sc, plan, cost, data, units.unit_of_block, m.classes_);
 
-  // Terms of every group [s, e) of at most kDefaultMaxUnit... or all blocks when fewer.
-  const bool params_held = sc.fsdp.reshard_after_forward == 0;
-  m.terms_.assign((L + 1) * (L + 1), UnitTerms{});
-  std::map<std::tuple<int, int, int, double, double>, double> memo;  // (kind, stream, group, comm, hbm) -> seconds
-  auto duration = [&](Op op, double ratio) {
-    op.comm_bytes *= ratio;
-    op.hbm_bytes *= ratio;
-    auto key = std::make_tuple(static_cast<int>(op.kind), static_cast<int>(op.stream), op.group, op.comm_bytes,
-                               op.hbm_bytes);
-    auto it = memo.find(key);
-    if (it != memo.end()) return it->second;
-    const double d = cost.duration_seconds(op, s);
-    memo.emplace(key, d);
-    return d;
-  };
-  const int W = sc.fsdp.shard_group_size;
-  for (int s0 = 0; s0 < L; ++s0) {
-    planner::Unit group;
-    for (int e = s0 + 1; e <= L && e - s0 <= std::max(kDefaultMaxUnit, L <= 64 ? L : kDefaultMaxUnit); ++e) {
-      if (!m.can_group(s0, e)) break;
-      const planner::Unit& u = plan.units[unit_of_block[e - 1]];
-      group.params.insert(group.params.end(), u.params.begin(), u.params.end());
-      const double gathered = static_cast<double>(planner::shard_unit(group, W, sc.fsdp.version).gathered_numel);
-      // The template: the group's first block that gathers anything.
-      int t = s0;
-      for (int b = s0; b < e; ++b)
-        if (plan.shards[unit_of_block[b]].gathered_numel > 0) {
-          t = b;
-          break;
-        }
-      const double t_gathered = static_cast<double>(plan.shards[unit_of_block[t]].gathered_numel);
-      const double ratio = t_gathered > 0 ? gathered / t_gathered : 1.0;
-      UnitTerms& ut = m.terms_[s0 * (L + 1) + e];
-      for (int c = 0; c < m.classes_; ++c) {
-        double role_seconds[kRoles]{};
-        for (int b = s0; b < e; ++b)
-          for (int r = 0; r < kRoles; ++r) role_seconds[r] += data[b].fixed[c][r];
-        for (int r = 0; r < kRoles; ++r)
-          for (const Op& op : data[t].scaled[c][r]) role_seconds[r] += duration(op, ratio);
-        ut.fa[c] = role_seconds[FA];
-        ut.fc[c] = role_seconds[FC];
-        ut.ba[c] = role_seconds[BA];
-        ut.bc[c] = role_seconds[BC];
-        ut.r[c] = role_seconds[RR];
-        if (c == 0) ut.tail = role_seconds[TAIL];
-      }
-      ut.params = params_held ? 0.0 : data[t].params * ratio;
-      ut.ag_buffer = data[t].ag_buffer * ratio;
-      ut.rs_buffer = data[t].rs_buffer * ratio;
-      for (int b = s0; b < e; ++b) ut.grads += data[b].grads;
-    }
-  }
-
-  // Anchor the memory model at the one-block-per-unit plan.
+  // Anchor the memory model at the one-block-per-unit plan: the base is what its replayed peak
+  // holds beyond the model's largest dynamic term.
   m.anchor_allocated_ = static_cast<double>(memory.peak_allocated_bytes);
   m.reserved_ratio_ = memory.peak_allocated_bytes > 0
                           ? static_cast<double>(memory.peak_reserved_bytes) / static_cast<double>(memory.peak_allocated_bytes)
@@ -638,24 +770,36 @@ WrapSearchResult search_wrapping(const planner::Scenario& scenario, const WrapSe
   }
   result.per_block = evaluate(Partition(L, 1));
 
-  // Start from the better of the DP's choice and one unit per block; descend with the engine.
-  WrapCandidate current = result.per_block;
-  result.best_from = "one unit per block";
-  if (result.dp_choice >= 0 && !engine_better(current, result.candidates[result.dp_choice])) {
-    current = result.candidates[result.dp_choice];
-    result.best_from = "dynamic program";
-  }
+  // Descend with the engine from every start, best start first, while the budget lasts: the
+  // DP's candidates and one unit per block. One start is not enough: the engine's landscape has
+  // local optima the separable model does not see (collectives of one communicator queue
+  // behind each other, planner/schedule.h [Communicator order]).
+  std::vector<std::pair<WrapCandidate, std::string>> starts = {{result.per_block, "one unit per block"}};
+  for (const WrapCandidate& c : result.candidates) starts.push_back({c, "dynamic program"});
+  std::stable_sort(starts.begin(), starts.end(),
+                   [&](const auto& a, const auto& b) { return engine_better(a.first, b.first); });
+  WrapCandidate current = starts.front().first;
+  result.best_from = starts.front().second;
   const int budget = result.engine_evaluations + std::max(0, o.local_search);
-  while (o.local_search > 0 && result.engine_evaluations < budget) {
-    const WrapCandidate* step = nullptr;
-    for (const Partition& q : neighbours(current.partition, model, G)) {
-      if (result.engine_evaluations >= budget && !seen.count(q)) break;
-      const WrapCandidate& c = evaluate(q);
-      if (engine_better(c, step ? *step : current)) step = &c;
+  for (const auto& [start, from] : starts) {
+    if (o.local_search <= 0 || result.engine_evaluations >= budget) break;
+    WrapCandidate here = start;
+    bool moved = false;
+    while (result.engine_evaluations < budget) {
+      const WrapCandidate* step = nullptr;
+      for (const Partition& q : neighbours(here.partition, model, G)) {
+        if (result.engine_evaluations >= budget && !seen.count(q)) break;
+        const WrapCandidate& c = evaluate(q);
+        if (engine_better(c, step ? *step : here)) step = &c;
+      }
+      if (!step) break;
+      here = *step;
+      moved = true;
     }
-    if (!step) break;
-    current = *step;
-    result.best_from = "local search";
+    if (engine_better(here, current)) {
+      current = here;
+      result.best_from = moved ? "local search" : from;
+    }
   }
   result.refine_seconds = seconds_since(t0);
   result.found = current.engine_fits;

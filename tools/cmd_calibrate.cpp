@@ -8,7 +8,9 @@
 #include "models/json_input.h"
 #include "planner/scenario.h"
 #include "runtime/launch.h"
+#include "sim/scenario_loader.h"
 #include "tools/commands.h"
+#include "tools/option_checks.h"
 #include "tools/runtime_options.h"
 
 namespace fsdpsim::tools {
@@ -48,21 +50,42 @@ void add_calibrate_command(CLI::App& app) {
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   cmd->add_option("--warmup", o->bench.warmup, "Untimed repetitions first")->check(CLI::Range(0, 1000000))->capture_default_str();
-  cmd->add_option("--min-bytes", o->bench.min_bytes, "Smallest collective buffer")->capture_default_str();
-  cmd->add_option("--max-bytes", o->bench.max_bytes, "Largest collective buffer")->capture_default_str();
-  cmd->add_option("--size-step", o->bench.size_step, "Factor between collective sizes")->capture_default_str();
+  // Byte sizes up to 2^50 (1 PiB): far past any buffer, and the size loop stays finite.
+  constexpr double kMaxBenchBytes = 1125899906842624.0;
+  cmd->add_option("--min-bytes", o->bench.min_bytes, "Smallest collective buffer")
+      ->check(finite_number())
+      ->check(CLI::Range(4.0, kMaxBenchBytes))
+      ->capture_default_str();
+  cmd->add_option("--max-bytes", o->bench.max_bytes, "Largest collective buffer")
+      ->check(finite_number())
+      ->check(CLI::Range(4.0, kMaxBenchBytes))
+      ->capture_default_str();
+  cmd->add_option("--size-step", o->bench.size_step, "Factor between collective sizes (above 1)")
+      ->check(finite_number())
+      ->check(CLI::Range(1.000001, 1024.0))
+      ->capture_default_str();
   cmd->add_option("--host-max-bytes", o->bench.host_max_bytes,
                   "host: cap on collective sizes (keeps CI quick; said in the output; 0: none)")
+      ->check(finite_number())
+      ->check(CLI::Range(0.0, kMaxBenchBytes))
       ->capture_default_str();
   cmd->add_option("--host-max-ranks", o->bench.host_max_ranks, "host: skip spans with more ranks (threads)")
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_option("--host-max-gemm-flops", o->bench.host_max_gemm_flops,
                   "host: scale the model's GEMM shapes down to at most this many FLOPs")
+      ->check(positive_number())
       ->capture_default_str();
-  cmd->add_option("--host-max-copy-bytes", o->bench.host_max_copy_bytes, "host: largest memcpy")->capture_default_str();
+  cmd->add_option("--host-max-copy-bytes", o->bench.host_max_copy_bytes, "host: largest memcpy")
+      ->check(finite_number())
+      ->check(CLI::Range(1.0, kMaxBenchBytes))
+      ->capture_default_str();
   cmd->add_option("--timeout", o->bench.timeout_seconds, "Seconds any one wait inside the runtime may last")
+      ->check(positive_number())
       ->capture_default_str();
-  cmd->add_option("--device", o->bench.first_device, "cuda: rank r runs on device N + r")->capture_default_str();
+  cmd->add_option("--device", o->bench.first_device, "cuda: rank r runs on device N + r")
+      ->check(CLI::Range(0, 1023))
+      ->capture_default_str();
   cmd->add_option("--launcher", o->launcher,
                   "auto, single (this process plays every rank) or mpi (under mpirun/srun, one process per rank of "
                   "the scenario's world: spans across nodes are measured)")
@@ -125,7 +148,7 @@ void write_calibration(const std::string& output, const nlohmann::json& calibrat
 }
 
 void run_calibrate(const CalibrateCommandOptions& o, const runtime::Launch& launch) {
-  const planner::Scenario scenario = planner::load_scenario(o.scenario, o.overrides);
+  const planner::Scenario scenario = sim::load_scenario(o.scenario, o.overrides);
   calibrate::Options bench = o.bench;
   bench.launcher = launch.launcher;
   bench.processes = launch.processes;

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "sim/scenario_loader.h"
 #include "models/json_input.h"
 #include "planner/memory.h"
 #include "planner/plan.h"
@@ -34,7 +35,7 @@ void write_file(const std::string& path, const std::string& text) {
 }
 
 void run_estimate(const EstimateOptions& o) {
-  planner::Scenario scenario = planner::load_scenario(o.scenario, o.overrides);
+  planner::Scenario scenario = sim::load_scenario(o.scenario, o.overrides);
   if (o.max_micro_batch) {
     sim::MicroBatchSearch search = sim::find_max_micro_batch(o.scenario, o.overrides);
     if (o.json) {

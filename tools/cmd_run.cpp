@@ -16,10 +16,6 @@ namespace fsdpsim::tools {
 
 namespace {
 
-std::string bytes_text(std::int64_t bytes) {
-  return gib(static_cast<double>(bytes)) + " (" + std::to_string(bytes) + " B)";
-}
-
 void print_run(const planner::Schedule& s, const runtime::RunResult& r) {
   const planner::MemoryReport predicted = planner::replay_memory(s);
   std::cout << "run: " << (s.name.empty() ? std::string("schedule") : s.name) << ", " << s.ops.size()
@@ -41,8 +37,8 @@ void print_run(const planner::Schedule& s, const runtime::RunResult& r) {
          rank.device_used_peak_bytes >= 0 ? gib(static_cast<double>(rank.device_used_peak_bytes)) : std::string("-")});
   }
   std::cout << t.str();
-  std::cout << "planned (replay): peak allocated " << bytes_text(predicted.peak_allocated_bytes) << ", peak reserved "
-            << bytes_text(predicted.peak_reserved_bytes) << "\n";
+  std::cout << "planned (replay): peak allocated " << gib_and_bytes(predicted.peak_allocated_bytes) << ", peak reserved "
+            << gib_and_bytes(predicted.peak_reserved_bytes) << "\n";
   if (r.backend == "host" && !r.ranks.empty())
     std::cout << "collectives checked: " << r.ranks[0].collectives_checked << " per rank\n";
   for (const std::string& n : r.notes) std::cout << "note: " << n << "\n";
@@ -54,12 +50,12 @@ void add_run_command(CLI::App& app) {
   auto o = std::make_shared<RuntimeCommandOptions>();
   CLI::App* cmd =
       app.add_subcommand("run", "Execute a schedule with the micro-runtime (host threads or CUDA+NCCL) and measure it");
-  add_runtime_options(cmd, *o, "nominal rates");
+  add_runtime_options(cmd, *o);
   cmd->callback([o] {
     run_under_launcher(o->launcher, [&](const runtime::Launch& launch) {
-      runtime::LoadedSchedule loaded = runtime::load_schedule_or_scenario(o->schedule, o->scenario, o->overrides);
+      PlayableStep loaded = load_playable_step(*o);
       runtime::RunOptions run = run_options(*o, launch);
-      if (!o->durations.empty()) run.durations_seconds = runtime::load_durations(o->durations, loaded.schedule);
+      run.costs = std::move(loaded.costs);
       runtime::RunResult result = runtime::run_schedule(loaded.schedule, run);
       if (!result.reports()) return;
       if (!o->trace.empty()) write_trace(o->trace, loaded.schedule, result);

@@ -5,6 +5,7 @@
 #include "models/json_format.h"
 #include "models/json_input.h"
 #include "planner/plan.h"
+#include "sim/scenario_loader.h"
 #include "tools/commands.h"
 
 namespace fsdpsim::tools {
@@ -20,7 +21,7 @@ void add_schedule_command(CLI::App& app) {
   cmd->add_option("--set", o->overrides, "Override a scenario field: a.b.c=value (repeatable)");
   cmd->add_option("-o,--output", o->output, "Write to this file instead of stdout");
   cmd->callback([o] {
-    planner::Plan plan = planner::plan_step(planner::load_scenario(o->scenario, o->overrides));
+    planner::Plan plan = planner::plan_step(sim::load_scenario(o->scenario, o->overrides));
     std::string text = models::format_json(planner::schedule_to_json(plan.schedule), 1, 160) + "\n";
     if (o->output.empty()) {
       std::cout << text;

@@ -12,12 +12,14 @@
 #include "models/json_input.h"
 #include "sim/estimate.h"
 #include "sim/resource_guard.h"
+#include "sim/scenario_loader.h"
 #include "sim/simgrid_engine.h"
-#include "sim/simgrid_options.h"
 #include "sim/simgrid_platform.h"
+#include "sim/timing_report.h"
 #include "sim/trace.h"
 #include "tools/commands.h"
 #include "tools/format.h"
+#include "tools/option_checks.h"
 #include "tools/report.h"
 
 namespace fsdpsim::tools {
@@ -155,16 +157,6 @@ std::string simulate_text(const sim::Estimate& analytic, const sim::SimgridResul
   return out.str();
 }
 
-nlohmann::json timing_keys(const sim::StepTiming& t) {
-  return {{"step_seconds", t.step_seconds},
-          {"compute_seconds", t.compute_seconds},
-          {"exposed_comm_seconds", t.exposed_comm_seconds},
-          {"optimizer_seconds", t.optimizer_seconds},
-          {"exposed_other_seconds", t.exposed_other_seconds},
-          {"interference_seconds", t.interference_seconds},
-          {"comm_seconds", t.comm_seconds}};
-}
-
 // estimate's JSON with the SimGrid engine's timing under "time" and "throughput" (the stable
 // keys), the analytic engine's beside it, and the network under "simgrid".
 nlohmann::json simulate_json(const sim::Estimate& e, const sim::SimgridResult& r, const planner::Scenario& sc) {
@@ -176,9 +168,7 @@ nlohmann::json simulate_json(const sim::Estimate& e, const sim::SimgridResult& r
   sg.erase("detail");
   sg.erase("analytic");
   j["simgrid"] = sg;
-  j["analytic"] = {{"time", timing_keys(r.analytic)},
-                   {"throughput",
-                    {{"tokens_per_second_per_gpu", r.analytic.tokens_per_second_per_gpu}, {"mfu", r.analytic.mfu}}}};
+  j["analytic"] = sim::timing_json(r.analytic);
   j["difference"] = {{"step_fraction", r.analytic.step_seconds > 0 ? r.timing.step_seconds / r.analytic.step_seconds - 1 : 0},
                      {"exposed_comm_seconds", r.timing.exposed_comm_seconds - r.analytic.exposed_comm_seconds}};
   return j;
@@ -208,9 +198,24 @@ sim::ResourceEstimate resource_estimate(const sim::SimgridCost& c) {
   return {c.memory_bytes, c.seconds, c.memory_basis, time_basis};
 }
 
+// --estimate-cost: the estimate and what it is made of.
+void print_cost(const sim::SimgridCost& c, const sim::ResourceEstimate& e, bool json) {
+  if (json)
+    std::cout << nlohmann::json({{"window_nodes", c.window_nodes}, {"window_ranks", c.window_ranks},
+                                 {"simulated_ranks", c.simulated_ranks}, {"flow_mode", sim::to_string(c.flow_mode)},
+                                 {"links", c.links}, {"flows", c.flows}, {"flow_pairs", c.flow_pairs},
+                                 {"other_activities", c.other_activities}, {"memory_bytes", c.memory_bytes},
+                                 {"seconds", c.seconds}})
+                     .dump(2)
+              << "\n";
+  else
+    std::cout << "simulate would take about " << sim::duration_text(c.seconds) << " and " << sim::bytes_text(c.memory_bytes)
+              << " of memory: " << c.memory_basis << "; " << e.time_basis << "\n";
+}
+
 void run_simulate(const SimulateOptions& o) {
-  sim::SimgridScenario ss = sim::load_simgrid_scenario(o.scenario, o.overrides);
-  sim::SimgridOptions& options = ss.options;
+  const planner::Scenario scenario = sim::load_scenario(o.scenario, o.overrides);
+  sim::SimgridOptions options = sim::simgrid_options(scenario);
   if (!o.platform.empty()) {
     options.platform_xml = planner::resolve_path(o.platform, "");
     std::ifstream probe(options.platform_xml);
@@ -222,44 +227,35 @@ void run_simulate(const SimulateOptions& o) {
                                                     : sim::FlowMode::automatic;
   if (!o.symmetry.empty()) options.symmetry = o.symmetry == "off" ? sim::Symmetry::off : sim::Symmetry::automatic;
   if (o.rank >= 0) {
-    if (o.rank >= ss.scenario.world_size())
-      throw InputError(o.scenario, "", "--rank " + std::to_string(o.rank) + " is outside the world of " +
-                                           std::to_string(ss.scenario.world_size()) + " ranks");
+    if (o.rank >= scenario.world_size())
+      throw InputError::option("--rank", "expected a rank below the world of " + std::to_string(scenario.world_size()) +
+                                             " ranks, got " + std::to_string(o.rank));
     options.report_rank = o.rank;
   }
+  // Planned and priced once: the SimGrid engine plays the estimate's schedule and op costs.
+  const sim::Estimate analytic = sim::estimate_step(scenario);
   if (!o.export_platform.empty()) {
     std::ofstream out(o.export_platform);
     if (!out) throw InputError(o.export_platform, "", "cannot write the file");
-    out << sim::simgrid_platform_xml(ss.scenario, options);
+    out << sim::simgrid_platform_xml(analytic.plan.schedule, {analytic.cluster, analytic.calibration.nccl}, options);
     std::cerr << "wrote the SimGrid platform to " << o.export_platform << "\n";
   }
   // The guard: the simulation's memory and time from its setup, before it starts.
-  const sim::SimgridCost cost = sim::estimate_simgrid_cost(ss.scenario, options);
+  const sim::SimgridCost cost =
+      sim::estimate_simgrid_cost(analytic.plan.schedule, {analytic.cluster, analytic.calibration.nccl}, options);
   const sim::ResourceEstimate expected = resource_estimate(cost);
   if (o.estimate_cost) {
-    if (o.json)
-      std::cout << nlohmann::json({{"window_nodes", cost.window_nodes}, {"window_ranks", cost.window_ranks},
-                                   {"simulated_ranks", cost.simulated_ranks}, {"flow_mode", sim::to_string(cost.flow_mode)},
-                                   {"links", cost.links}, {"flows", cost.flows}, {"flow_pairs", cost.flow_pairs},
-                                   {"other_activities", cost.other_activities}, {"memory_bytes", cost.memory_bytes},
-                                   {"seconds", cost.seconds}})
-                       .dump(2)
-                << "\n";
-    else
-      std::cout << "simulate would take about " << sim::duration_text(cost.seconds) << " and "
-                << sim::bytes_text(cost.memory_bytes) << " of memory: " << cost.memory_basis << "; "
-                << expected.time_basis << "\n";
+    print_cost(cost, expected, o.json);
     return;
   }
   const sim::ResourceBudget budget = sim::budget_from_options(o.max_memory_gib, o.max_seconds);
   if (const std::string over = sim::over_budget(expected, budget); !over.empty())
     throw InputError(o.scenario, "", "not simulated: it would need " + over + ". To go further: " +
-                                         how_to_go_further(ss.scenario, options, cost));
+                                         how_to_go_further(scenario, options, cost));
   if (cost.seconds > 10)
     std::cerr << "simulate: expected to take about " << sim::duration_text(cost.seconds) << " and "
               << sim::bytes_text(cost.memory_bytes) << " of memory\n";
-  const sim::Estimate analytic = sim::estimate_step(ss.scenario);
-  const sim::SimgridResult r = sim::simulate_simgrid(ss.scenario, options);
+  const sim::SimgridResult r = sim::simulate_estimate(analytic, options);
   const sim::Estimate e = simgrid_estimate(analytic, r);
   if (!o.trace.empty()) {
     std::vector<sim::TraceProcess> processes;
@@ -276,8 +272,8 @@ void run_simulate(const SimulateOptions& o) {
     out << sim::chrome_trace(processes).dump() << "\n";
     std::cerr << "wrote the trace to " << o.trace << " (open it in ui.perfetto.dev)\n";
   }
-  if (o.json) std::cout << simulate_json(e, r, ss.scenario).dump(2) << "\n";
-  else std::cout << simulate_text(analytic, r, ss.scenario, o.links);
+  if (o.json) std::cout << simulate_json(e, r, scenario).dump(2) << "\n";
+  else std::cout << simulate_text(analytic, r, scenario, o.links);
 }
 
 }  // namespace
@@ -296,14 +292,14 @@ void add_simulate_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "aggregated", "per_step"}));
   cmd->add_option("--symmetry", o->symmetry, "auto: simulate one rank of identical ranks; off: every rank")
       ->check(CLI::IsMember({"auto", "off"}));
-  cmd->add_option("--links", o->links, "How many of the busiest links to list")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--rank", o->rank, "The rank whose timing the report shows (default 0)");
+  cmd->add_option("--links", o->links, "How many of the busiest links to list")->check(CLI::Range(0, 1000000));
+  cmd->add_option("--rank", o->rank, "The rank whose timing the report shows (default 0)")->check(CLI::Range(0, (1 << 20) - 1));
   cmd->add_option("--max-memory", o->max_memory_gib,
                   "Refuse to start a simulation expected to need more GiB than this (default: half the machine's memory)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_option("--max-time", o->max_seconds,
                   "Refuse to start a simulation expected to take longer, in seconds (default 3600; 0: no limit)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_flag("--estimate-cost", o->estimate_cost,
                 "Print the simulation's expected memory and time (the resource guard's estimate) and stop");
   cmd->callback([o] { run_simulate(*o); });

@@ -2,15 +2,16 @@
 // ranked, with the Pareto front of memory vs throughput and a recommendation; or, with
 // --wrap-search, the optimal wrapping of one configuration (sim/wrap_search.h).
 //
-// The top points can be re-simulated with SimGrid (--resimulate-top K): each in its own
-// process (`fsdpsim simulate --json`; SimGrid keeps one engine per process).
+// The top points can be re-simulated with SimGrid (--resimulate-top K): planned and priced in
+// this process, each simulation in the SimGrid engine's own forked child
+// (sim::simgrid_resimulator; SimGrid keeps one engine per process).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -19,19 +20,18 @@
 #include <mutex>
 #include <set>
 #include <sstream>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "models/json_input.h"
 #include "planner/sweep_space.h"
 #include "sim/resource_guard.h"
+#include "sim/scenario_loader.h"
 #include "sim/sweep.h"
 #include "sim/wrap_search.h"
 #include "tools/commands.h"
 #include "tools/format.h"
+#include "tools/option_checks.h"
 
-extern char** environ;
 
 namespace fsdpsim::tools {
 
@@ -117,117 +117,6 @@ class Progress {
   std::chrono::steady_clock::time_point start_, last_{};
   std::mutex mutex_;
 };
-
-// ---- SimGrid re-simulation: one `fsdpsim simulate --json` process per point -----------------
-
-struct Subprocess {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-Subprocess run_self(const std::vector<std::string>& args) {
-  Subprocess r;
-  char exe[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) {
-    r.err = "cannot find the fsdpsim executable";
-    return r;
-  }
-  exe[n] = '\0';
-  int out_pipe[2];
-  if (::pipe(out_pipe) != 0) {
-    r.err = "pipe failed";
-    return r;
-  }
-  char err_path[] = "/tmp/fsdpsim_sweep_err_XXXXXX";
-  const int err_fd = ::mkstemp(err_path);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-  posix_spawn_file_actions_addclose(&actions, out_pipe[0]);
-  if (err_fd >= 0) posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
-  std::vector<std::string> argv_s = {exe};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, exe, &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(out_pipe[1]);
-  if (rc == 0) {
-    char buf[65536];
-    ssize_t got;
-    while ((got = ::read(out_pipe[0], buf, sizeof buf)) > 0) r.out.append(buf, static_cast<std::size_t>(got));
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  } else {
-    r.err = "cannot start " + std::string(exe);
-  }
-  ::close(out_pipe[0]);
-  if (err_fd >= 0) {
-    std::ifstream in(err_path);
-    r.err.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    ::close(err_fd);
-    ::unlink(err_path);
-  }
-  return r;
-}
-
-std::string first_line(const std::string& s) {
-  const auto nl = s.find('\n');
-  return nl == std::string::npos ? s : s.substr(0, nl);
-}
-
-// The hook for sim::resimulate_top: SimGrid through `fsdpsim simulate`.
-sim::Resimulator simgrid_resimulator(const std::string& scenario, const std::vector<std::string>& base_overrides) {
-  auto unavailable = std::make_shared<std::string>();
-  return [scenario, base_overrides, unavailable](const sim::PointResult& p,
-                                                 std::string& note) -> std::optional<sim::PointMetrics> {
-    if (!unavailable->empty()) {
-      note = *unavailable;
-      return std::nullopt;
-    }
-    std::vector<std::string> args = {"simulate", "--scenario", scenario, "--json"};
-    for (const std::string& o : base_overrides) args.insert(args.end(), {"--set", o});
-    for (const std::string& o : p.overrides) args.insert(args.end(), {"--set", o});
-    const Subprocess r = run_self(args);
-    if (r.exit_code != 0) {
-      note = "SimGrid re-simulation unavailable: `fsdpsim simulate` failed: " + first_line(r.err);
-      // No such verb, or the SimGrid engine is missing: the same for every point.
-      // (CLI11's parse errors exit with 100..127; fsdpsim's own errors with 1 or 2.)
-      if (r.err.find("simulate") != std::string::npos || (r.exit_code >= 100 && r.exit_code < 128) ||
-          r.exit_code < 0)
-        *unavailable = note;
-      return std::nullopt;
-    }
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(r.out);
-    } catch (const std::exception& e) {
-      note = std::string("`fsdpsim simulate --json` printed no JSON: ") + e.what();
-      return std::nullopt;
-    }
-    auto num = [&](const char* pointer) {
-      const auto ptr = nlohmann::json::json_pointer(pointer);
-      return j.contains(ptr) && j[ptr].is_number() ? j[ptr].get<double>() : 0.0;
-    };
-    sim::PointMetrics m;
-    m.step_seconds = num("/time/step_seconds");
-    m.compute_seconds = num("/time/compute_seconds");
-    m.exposed_comm_seconds = num("/time/exposed_comm_seconds");
-    m.optimizer_seconds = num("/time/optimizer_seconds");
-    m.tokens_per_second_per_gpu = num("/throughput/tokens_per_second_per_gpu");
-    m.mfu = num("/throughput/mfu");
-    if (!(m.step_seconds > 0)) {
-      note = "`fsdpsim simulate --json` gave no time.step_seconds";
-      return std::nullopt;
-    }
-    note = "SimGrid (fsdpsim simulate)";
-    return m;  // memory: the schedule's, kept by resimulate_top
-  };
-}
 
 // ---- output ---------------------------------------------------------------------------------
 
@@ -661,12 +550,12 @@ nlohmann::json candidate_json(const sim::WrapCandidate& c) {
 void run_wrap_search(const SweepOptionsCli& o, const std::string& scenario_file, const nlohmann::json& scenario_inline,
                      const std::vector<std::string>& overrides, double headroom_bytes) {
   const planner::Scenario sc = scenario_inline.is_null()
-                                   ? planner::load_scenario(scenario_file, overrides)
+                                   ? sim::load_scenario(scenario_file, overrides)
                                    : planner::parse_scenario(scenario_inline, scenario_file, overrides);
   sim::WrapSearchOptions w;
   if (o.wrap_objective == "step_time") w.objective = sim::WrapObjective::step_time;
   else if (o.wrap_objective == "exposed_comm") w.objective = sim::WrapObjective::exposed_comm;
-  else throw InputError("", "--wrap-objective", "expected exposed_comm or step_time, got \"" + o.wrap_objective + "\"");
+  else throw InputError::option("--wrap-objective", "expected exposed_comm or step_time, got \"" + o.wrap_objective + "\"");
   w.headroom_bytes = headroom_bytes;
   w.candidates = std::max(1, o.wrap_candidates);
   w.max_blocks_per_unit = o.wrap_max_unit;
@@ -675,7 +564,7 @@ void run_wrap_search(const SweepOptionsCli& o, const std::string& scenario_file,
   std::optional<sim::BruteForceResult> bf;
   if (o.brute_force) {
     if (r.blocks.size() > 14)
-      throw InputError("", "--brute-force", "the model has " + std::to_string(r.blocks.size()) +
+      throw InputError::option("--brute-force", "the model has " + std::to_string(r.blocks.size()) +
                                                 " blocks: 2^" + std::to_string(r.blocks.size() - 1) +
                                                 " wrappings are too many to time with the engine (at most 14 blocks)");
     bf = sim::brute_force_wrapping(sc, w, true);
@@ -830,18 +719,22 @@ void run_sweep_command(const SweepOptionsCli& o) {
     throw InputError(o.sweep_file, "scenario", "no scenario: give --scenario FILE (or \"scenario\" in the sweep file)");
   overrides.insert(overrides.end(), o.overrides.begin(), o.overrides.end());
   for (const std::string& a : o.axes) specs.push_back(planner::parse_axis_spec(a));
-  if (!(headroom_gib >= 0)) throw InputError("", "--headroom-gib", "expected a non-negative number of GiB");
+  // The sweep file's headroom is checked where it is read (planner/sweep_space.cpp); this
+  // guards the sum of both sources.
+  if (!(headroom_gib >= 0) || !std::isfinite(headroom_gib))
+    throw InputError::option("--headroom-gib", "expected a finite, non-negative number of GiB");
   const double headroom_bytes = headroom_gib * kGiB;
 
   if (o.wrap_search) {
     if (!specs.empty())
-      throw InputError("", "--wrap-search", "searches the wrapping of one configuration: drop the axes (use --set)");
+      throw InputError::option("--wrap-search", "searches the wrapping of one configuration: drop the axes (use --set)");
     run_wrap_search(o, scenario, scenario_inline, overrides, headroom_bytes);
     return;
   }
 
   const auto base = scenario_inline.is_null() ? planner::ScenarioTemplate::load(scenario, overrides)
                                               : planner::ScenarioTemplate::from_json(scenario_inline, scenario, overrides);
+  sim::simgrid_options(base->base());  // the "simulation" object is checked as every command checks it
   const planner::SweepSpace space = planner::make_space(specs, base->context());
   const std::size_t n = space.size();
   if (n > kMaxPoints)
@@ -854,7 +747,7 @@ void run_sweep_command(const SweepOptionsCli& o) {
   try {
     so.objective = sim::parse_objective(objective);
   } catch (const std::invalid_argument& e) {
-    throw InputError("", "--objective", e.what());
+    throw InputError::option("--objective", e.what());
   }
   so.tolerance = tolerance;
   so.keep_top = static_cast<std::size_t>(std::max({top, o.resimulate_top, 1}));
@@ -881,32 +774,7 @@ void run_sweep_command(const SweepOptionsCli& o) {
   sim::SweepResult result = sim::run_sweep(base, space, so);
   progress.finish();
   if (!g_interrupted.load() && o.resimulate_top > 0) {
-    // `fsdpsim simulate` reads a file: an inline scenario goes to a temporary one, its
-    // references made absolute.
-    std::string file = scenario;
-    char tmp[] = "/tmp/fsdpsim_sweep_scenario_XXXXXX";
-    int fd = -1;
-    if (!scenario_inline.is_null()) {
-      nlohmann::json j = scenario_inline;
-      const std::string dir = std::filesystem::path(scenario).parent_path().string();
-      for (const char* key : {"model", "cluster", "calibration"}) {
-        if (!j.contains(key) || !j[key].is_string()) continue;
-        std::string ref = j[key].get<std::string>();
-        const bool hf = std::string(key) == "model" && ref.rfind("hf:", 0) == 0;
-        std::string path = planner::resolve_path(hf ? ref.substr(3) : ref, dir);
-        if (std::filesystem::exists(path)) path = std::filesystem::absolute(path).string();
-        j[key] = (hf ? "hf:" : "") + path;
-      }
-      fd = ::mkstemp(tmp);
-      if (fd >= 0) {
-        const std::string text = j.dump(2);
-        if (::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size())) file = tmp;
-        ::close(fd);
-      }
-    }
-    sim::resimulate_top(result, static_cast<std::size_t>(o.resimulate_top),
-                        simgrid_resimulator(file, base->base_overrides()), tolerance);
-    if (fd >= 0) ::unlink(tmp);
+    sim::resimulate_top(result, static_cast<std::size_t>(o.resimulate_top), sim::simgrid_resimulator(base), tolerance);
   }
   std::signal(SIGINT, previous == SIG_ERR ? SIG_DFL : previous);
 
@@ -941,32 +809,42 @@ void add_sweep_command(CLI::App& app) {
                   "An axis: key=v1,v2,... e.g. fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP,HYBRID_SHARD:* or "
                   "training.micro_batch=1,2,4 (repeatable; see docs/sweep.md)");
   o->headroom_opt = cmd->add_option("--headroom-gib", o->headroom_gib,
-                                    "Memory to keep free: fits when device peak + headroom <= GPU memory (default 0)");
-  o->objective_opt = cmd->add_option("--objective", o->objective, "Rank by throughput (default), step_time or memory");
+                                    "Memory to keep free: fits when device peak + headroom <= GPU memory (default 0)")
+                        ->check(non_negative_number());
+  o->objective_opt = cmd->add_option("--objective", o->objective, "Rank by throughput (default), step_time or memory")
+                         ->check(CLI::IsMember({"throughput", "step_time", "memory"}));
   o->tolerance_opt = cmd->add_option(
       "--tolerance", o->tolerance,
-      "Recommend the least memory among points within this fraction of the best (default 0.01)");
-  o->top_opt = cmd->add_option("--top", o->top, "Rows of the ranked table (default 10)");
+      "Recommend the least memory among points within this fraction of the best (default 0.01)")
+                         ->check(fraction_below_one());
+  o->top_opt = cmd->add_option("--top", o->top, "Rows of the ranked table (default 10)")->check(CLI::Range(1, 1000000));
   cmd->add_option("--csv", o->csv, "Write every point (skipped ones with their reason) to this CSV file");
   cmd->add_flag("--json", o->json, "Print one JSON object for tools");
-  cmd->add_option("--threads", o->threads, "Worker threads (default: hardware concurrency)");
+  // More workers than 256 gives nothing on any machine this runs on, and each holds an evaluator
+  // with its plan caches.
+  cmd->add_option("--threads", o->threads, "Worker threads (default: hardware concurrency)")->check(CLI::Range(1, 256));
   cmd->add_flag("--progress", o->progress, "Show progress and ETA on stderr even when it is not a terminal");
   cmd->add_option("--resimulate-top", o->resimulate_top,
-                  "Re-simulate the K best points with SimGrid (`fsdpsim simulate`, one process each)");
+                  "Re-simulate the K best points with SimGrid (`fsdpsim simulate`, one process each)")
+      ->check(CLI::Range(0, 1000));
   cmd->add_flag("--wrap-search", o->wrap_search,
                 "Search the optimal wrapping (unit boundaries over the blocks) of the base configuration");
-  cmd->add_option("--wrap-objective", o->wrap_objective, "Wrap search: exposed_comm (default) or step_time");
+  cmd->add_option("--wrap-objective", o->wrap_objective, "Wrap search: exposed_comm (default) or step_time")
+      ->check(CLI::IsMember({"exposed_comm", "step_time"}));
   cmd->add_option("--wrap-candidates", o->wrap_candidates,
-                  "Wrap search: the DP's K best wrappings re-evaluated with the engine (default 8)");
-  cmd->add_option("--wrap-max-unit", o->wrap_max_unit, "Wrap search: at most this many blocks per unit");
+                  "Wrap search: the DP's K best wrappings re-evaluated with the engine (default 8)")
+      ->check(CLI::Range(1, 10000));
+  cmd->add_option("--wrap-max-unit", o->wrap_max_unit, "Wrap search: at most this many blocks per unit")
+      ->check(CLI::Range(1, 1000000));
   cmd->add_option("--wrap-local-search", o->wrap_local_search,
-                  "Wrap search: engine evaluations of local search from the best candidate (default 300; 0: none)");
+                  "Wrap search: engine evaluations of local search from the best candidate (default 300; 0: none)")
+      ->check(CLI::Range(0, 1000000));
   cmd->add_option("--max-memory", o->max_memory_gib,
                   "Refuse to start a sweep expected to need more GiB than this (default: half the machine's memory)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_option("--max-time", o->max_seconds,
                   "Refuse to start a sweep expected to take longer, in seconds (default 3600; 0: no limit)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_flag("--estimate-cost", o->estimate_cost,
                 "Print the sweep's expected memory and time (timing a sample of its points) and stop");
   cmd->add_flag("--brute-force", o->brute_force,

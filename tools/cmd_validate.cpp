@@ -140,6 +140,13 @@ void print_loso(const sim::LosoResult& result, const sim::LosoBounds& bounds) {
   std::cout << "\n";
 }
 
+// After the report: a file that could not be estimated ends the command as the bad input it
+// is (exit 2, its error line), whether or not --check was given; the report lists every such row.
+void fail_on_unestimated_rows(const std::vector<sim::RowValidation>& rows) {
+  for (const sim::RowValidation& r : rows)
+    if (r.failure) std::rethrow_exception(r.failure);
+}
+
 void run_leave_one_source_out(const std::vector<std::string>& files, bool json, bool check) {
   const sim::LosoBounds bounds;
   const std::vector<sim::FittedConstant> fitted = sim::shipped_fitted_constants();
@@ -158,6 +165,8 @@ void run_leave_one_source_out(const std::vector<std::string>& files, bool json, 
     if (violations.empty()) std::cout << "leave-one-source-out bounds: met\n";
     for (const auto& v : violations) std::cout << "leave-one-source-out bound not met: " << v << "\n";
   }
+  std::cout << std::flush;
+  fail_on_unestimated_rows(result.in_sample);
   if (check && !violations.empty()) throw CLI::RuntimeError(1);
 }
 
@@ -235,6 +244,8 @@ void add_validate_command(CLI::App& app) {
       if (violations.empty()) std::cout << "accuracy bounds: met\n";
       for (const auto& v : violations) std::cout << "accuracy bound not met: " << v << "\n";
     }
+    std::cout << std::flush;
+    fail_on_unestimated_rows(rows);
     if (o->check && !violations.empty()) throw CLI::RuntimeError(1);
   });
 }

@@ -19,40 +19,18 @@ namespace fsdpsim::tools {
 
 namespace {
 
-// The prediction `verify` checks, and the per-op durations the host backend plays:
-// - a --durations file: those durations, played through the schedule's constraints;
-// - a scenario: the cost model's durations (the scenario's calibration) and the analytic
-//   engine's timeline, exactly what `fsdpsim estimate` predicts for it;
-// - a bare schedule file: nominal rates (runtime::NominalRates), which need no scenario.
-struct PredictionAndDurations {
-  runtime::Prediction prediction;
-  std::vector<double> durations;
-};
-
-PredictionAndDurations predict(const RuntimeCommandOptions& o, const runtime::LoadedSchedule& loaded) {
-  const planner::Schedule& s = loaded.schedule;
-  if (!o.durations.empty()) {
-    std::vector<double> d = runtime::load_durations(o.durations, s);
-    return {runtime::predict_from_durations(s, d, "durations from " + o.durations + ", played through the schedule"),
-            d};
-  }
-  if (!loaded.scenario) {
-    std::vector<double> d = runtime::nominal_durations(s);
-    return {runtime::predict_from_durations(
-                s, d, "nominal rates (runtime::NominalRates; no scenario, so no cost model), played through the schedule"),
-            d};
-  }
-  const planner::CostModel cost(*loaded.scenario);
-  const sim::EngineInputs inputs = sim::engine_inputs(s, cost);
-  const sim::StepTiming timing = sim::simulate(s, inputs, cost.bf16_peak_flops());
+// The prediction `verify` checks: the analytic engine's timeline of the same schedule and op
+// costs the runtime plays (the executor contract), and the planner's memory replay.
+runtime::Prediction predict(const planner::Schedule& s, const planner::OpCosts& costs) {
+  const sim::StepTiming timing = sim::simulate(s, costs);
   runtime::Prediction p;
-  p.source = "cost model (calibration: " + cost.calibration().name + ") timed by the analytic engine";
-  p.op_seconds = inputs.duration_seconds;
+  p.source = costs.source + ", timed by the analytic engine";
+  p.op_seconds = costs.duration_seconds;
   p.timeline.reserve(timing.ops.size());
   for (const sim::OpTiming& t : timing.ops) p.timeline.push_back({t.start, t.end});
   p.step_seconds = timing.step_seconds;
   p.memory = planner::replay_memory(s);
-  return {std::move(p), inputs.duration_seconds};
+  return p;
 }
 
 std::string error_text(const runtime::VerifyRow& row) {
@@ -92,15 +70,15 @@ void add_verify_command(CLI::App& app) {
   auto o = std::make_shared<RuntimeCommandOptions>();
   CLI::App* cmd =
       app.add_subcommand("verify", "Predict a step, run it with the micro-runtime, print predicted vs measured");
-  add_runtime_options(cmd, *o, "the cost model (with --scenario) or nominal rates (a bare --schedule)");
+  add_runtime_options(cmd, *o);
   cmd->callback([o] { run_under_launcher(o->launcher, [&](const runtime::Launch& launch) { run_verify(*o, launch); }); });
 }
 
 void run_verify(const RuntimeCommandOptions& o, const runtime::Launch& launch) {
-  runtime::LoadedSchedule loaded = runtime::load_schedule_or_scenario(o.schedule, o.scenario, o.overrides);
-  auto [prediction, durations] = predict(o, loaded);
+  PlayableStep loaded = load_playable_step(o);
+  const runtime::Prediction prediction = predict(loaded.schedule, loaded.costs);
   runtime::RunOptions run = run_options(o, launch);
-  run.durations_seconds = durations;  // the host backend waits exactly the predicted durations
+  run.costs = std::move(loaded.costs);  // the host backend waits exactly the predicted durations
   runtime::RunResult result = runtime::run_schedule(loaded.schedule, run);
   if (!result.reports()) return;
   if (!o.trace.empty()) write_trace(o.trace, loaded.schedule, result);

@@ -6,12 +6,6 @@
 
 namespace fsdpsim::tools {
 
-std::string gib(double bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-  return buf;
-}
-
 std::string seconds_text(double seconds) {
   char buf[64];
   if (seconds >= 1) std::snprintf(buf, sizeof buf, "%.3f s", seconds);

@@ -5,9 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "models/bytes_text.h"  // gib: "12.34 GiB", and the other byte formats
+
 namespace fsdpsim::tools {
 
-std::string gib(double bytes);             // "12.34 GiB"
 std::string seconds_text(double seconds);  // "1.234 s", "12.3 ms", "45.6 us"
 std::string percent(double fraction);      // "12.3%"
 

@@ -10,6 +10,10 @@ int main(int argc, char** argv) {
   CLI::App app{"fsdpsim: memory and step-time planner for PyTorch FSDP and DeepSpeed ZeRO training"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "fsdpsim 0.1.0");
+  // Option errors read like input errors: "error: --threads: Value 0 not in range [1 - 256]".
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "error: " + std::string(e.what()) + "\nRun with --help for more information.\n";
+  });
   fsdpsim::tools::add_estimate_command(app);
   fsdpsim::tools::add_schedule_command(app);
   fsdpsim::tools::add_import_command(app);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "sim/timing_report.h"
 #include "tools/format.h"
 
 namespace fsdpsim::tools {
@@ -131,17 +132,7 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
     const auto& op = e.plan.schedule.ops[m.peak_op];
     peak_op = {{"id", op.id}, {"name", op.name}, {"kind", planner::to_string(op.kind)}, {"micro_step", op.micro_step}};
   }
-  const auto& tm = e.timing;
-  j["time"] = {{"step_seconds", tm.step_seconds},
-               {"compute_seconds", tm.compute_seconds},
-               {"exposed_comm_seconds", tm.exposed_comm_seconds},
-               {"optimizer_seconds", tm.optimizer_seconds},
-               {"exposed_other_seconds", tm.exposed_other_seconds},
-               {"comm_seconds", tm.comm_seconds},
-               {"interference_seconds", tm.interference_seconds},
-               {"exposed_comm_by_unit_seconds", tm.exposed_comm_by_unit}};
-  j["throughput"] = {{"tokens_per_second_per_gpu", tm.tokens_per_second_per_gpu}, {"mfu", tm.mfu}, {"hfu", tm.hfu},
-                     {"model_flops_per_step", tm.model_flops}};
+  j.update(sim::timing_json(e.timing));
   j["calibration"] = e.calibration.name;
   j["attention_kernel"] = e.attention_kernel;
   j["memory"] = {{"peak_allocated_bytes", m.peak_allocated_bytes},

@@ -1,12 +1,20 @@
 #include "tools/runtime_options.h"
 
+#include <climits>
 #include <fstream>
+#include <optional>
+#include <stdexcept>
 
 #include "models/json_input.h"
+#include "planner/cost_model.h"
+#include "planner/plan.h"
+#include "planner/scenario.h"
+#include "sim/scenario_loader.h"
+#include "tools/option_checks.h"
 
 namespace fsdpsim::tools {
 
-void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o, const std::string& durations_default) {
+void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o) {
   cmd->add_option("--schedule", o.schedule, "Schedule JSON file (what `fsdpsim schedule` writes)");
   cmd->add_option("-s,--scenario", o.scenario, "Scenario JSON file: plan it, then run the schedule");
   cmd->add_option("--set", o.overrides, "Override a scenario field: a.b.c=value (repeatable)");
@@ -15,23 +23,32 @@ void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o, const std::str
       ->capture_default_str();
   cmd->add_option(
       "--virtual-world", o.run.virtual_world,
-      "Play rank 0 of a world of N (the schedule's world size) on one device; collectives become local copies");
+      "Play rank 0 of a world of N (the schedule's world size) on one device; collectives become local copies")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option(
       "--durations", o.durations,
-      "JSON file: modeled seconds per op (an array, or {\"durations_seconds\": [...]}); default: " + durations_default);
+      "JSON file: modeled seconds per op (an array, or {\"durations_seconds\": [...]}); default: the cost model's");
+  cmd->add_option("--cluster", o.cluster,
+                  "Cluster JSON file whose cost model (its GPU's shipped calibration) prices a bare --schedule");
   cmd->add_option("--time-scale", o.run.time_scale, "host: wall seconds per modeled second (0.01 plays 100x faster)")
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--byte-scale", o.run.byte_scale, "host: real bytes a collective moves per planned byte")
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--max-buffer-bytes", o.run.max_buffer_bytes,
                   "host: cap on real bytes per collective buffer (0: none)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
       ->capture_default_str();
   cmd->add_flag("--no-check-data", o.no_check_data, "host: do not check collective outputs");
-  cmd->add_option("--memory-capacity", o.run.capacity_bytes, "host: reserved bytes a rank may hold (0: unbounded)");
+  cmd->add_option("--memory-capacity", o.run.capacity_bytes, "host: reserved bytes a rank may hold (0: unbounded)")
+      ->check(non_negative_number());
   cmd->add_option("--timeout", o.run.timeout_seconds, "Seconds any one wait may last before the run is aborted")
+      ->check(positive_number())
       ->capture_default_str();
-  cmd->add_option("--warmup", o.run.warmup_steps, "Steps played before measuring (default: 0 on host, 1 on cuda)");
-  cmd->add_option("--steps", o.run.steps, "Measured steps")->capture_default_str();
+  cmd->add_option("--warmup", o.run.warmup_steps, "Steps played before measuring (default: 0 on host, 1 on cuda)")
+      ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--steps", o.run.steps, "Measured steps")->check(CLI::Range(1, 1000000))->capture_default_str();
   cmd->add_option("--launcher", o.launcher,
                   "single (this process plays every rank), mpi (one process per rank under mpirun/srun; rank 0 "
                   "reports), or auto (mpi when mpirun/srun started several processes)")
@@ -40,16 +57,59 @@ void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o, const std::str
   o.device = cmd->add_option("--device", o.run.first_device,
                              "cuda: rank r runs on device N + r (mpi launcher: this process runs on device N; "
                              "default: its local rank on the node)")
+                 ->check(CLI::Range(0, 1023))
                  ->capture_default_str();
   cmd->add_option("--gemm-dim", o.run.gemm_dim, "cuda: compute as bf16 GEMMs of this size cubed")
+      ->check(CLI::Range(64, 65536))
       ->capture_default_str();
   cmd->add_option("--trace", o.trace, "Write a Chrome trace (chrome://tracing, Perfetto) of the measured steps");
   cmd->add_flag("--json", o.json, "Print one JSON object for tools");
   // Fault injection for the tests (tests/runtime/mpi_test.cpp); not shown in --help.
-  cmd->add_option("--test-stall-rank", o.run.hooks.stall_rank)->group("");
-  cmd->add_option("--test-stall-op", o.run.hooks.stall_op)->group("");
-  cmd->add_option("--test-corrupt-rank", o.run.hooks.corrupt_rank)->group("");
-  cmd->add_option("--test-corrupt-op", o.run.hooks.corrupt_op)->group("");
+  cmd->add_option("--test-stall-rank", o.run.hooks.stall_rank)->check(CLI::Range(0, INT_MAX))->group("");
+  cmd->add_option("--test-stall-op", o.run.hooks.stall_op)->check(CLI::Range(0, INT_MAX))->group("");
+  cmd->add_option("--test-corrupt-rank", o.run.hooks.corrupt_rank)->check(CLI::Range(0, INT_MAX))->group("");
+  cmd->add_option("--test-corrupt-op", o.run.hooks.corrupt_op)->check(CLI::Range(0, INT_MAX))->group("");
+}
+
+namespace {
+
+planner::ClusterSpec load_cluster(const std::string& file) {
+  const std::string path = planner::resolve_path(file, "");
+  return planner::parse_cluster(load_json_file(path), path, "");
+}
+
+}  // namespace
+
+PlayableStep load_playable_step(const RuntimeCommandOptions& o) {
+  if (o.schedule.empty() == o.scenario.empty())
+    throw InputError::option("--schedule", "give either --schedule FILE or --scenario FILE");
+  PlayableStep step;
+  std::optional<planner::CostModel> cost;
+  if (!o.schedule.empty()) {
+    if (!o.overrides.empty()) throw InputError::option("--set", "applies to --scenario, not to a schedule file");
+    step.file = o.schedule;
+    step.schedule = runtime::load_schedule(o.schedule);
+    if (o.durations.empty()) {
+      if (o.cluster.empty())
+        throw InputError::option("--schedule", "a schedule file carries no hardware: give --cluster FILE (its GPU's "
+                                               "cost model prices the ops) or --durations FILE (seconds per op)");
+      const planner::ClusterSpec cluster = load_cluster(o.cluster);
+      cost.emplace(cluster, planner::default_calibration(cluster), models::DType::bf16);
+    }
+  } else {
+    if (!o.cluster.empty())
+      throw InputError::option("--cluster", "prices a bare --schedule; a scenario names its own cluster");
+    const planner::Scenario scenario = sim::load_scenario(o.scenario, o.overrides);
+    step.file = o.scenario;
+    step.schedule = planner::plan_step(scenario).schedule;
+    runtime::check_playable(step.schedule, o.scenario);
+    if (o.durations.empty()) cost.emplace(scenario);
+  }
+  if (cost) step.costs = planner::price_ops(step.schedule, *cost);
+  else
+    step.costs = planner::costs_from_durations(step.schedule, runtime::load_durations(o.durations, step.schedule),
+                                               "durations from " + o.durations);
+  return step;
 }
 
 runtime::RunOptions run_options(const RuntimeCommandOptions& o, const runtime::Launch& launch) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/op_costs.h"
 #include "planner/schedule.h"
 #include "runtime/launch.h"
 #include "runtime/runtime.h"
@@ -15,7 +16,7 @@
 namespace fsdpsim::tools {
 
 struct RuntimeCommandOptions {
-  std::string schedule, scenario, durations, trace;
+  std::string schedule, scenario, durations, cluster, trace;
   std::vector<std::string> overrides;
   bool json = false, no_check_data = false;
   runtime::RunOptions run;
@@ -23,9 +24,19 @@ struct RuntimeCommandOptions {
   CLI::Option* device = nullptr;
 };
 
-// Registers the options `run` and `verify` share; `durations_default` says where durations
-// come from without --durations.
-void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o, const std::string& durations_default);
+// Registers the options `run` and `verify` share.
+void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o);
+
+// What `run` and `verify` play (the executor contract: a schedule and its op costs):
+// - the schedule: a --schedule file, or a --scenario planned now (with --set overrides);
+// - its costs: --durations (a file of seconds per op), else the scenario's cost model, else
+//   (a bare schedule) the cost model of --cluster's GPU with its shipped calibration.
+struct PlayableStep {
+  planner::Schedule schedule;
+  planner::OpCosts costs;
+  std::string file;  // the schedule's or scenario's file
+};
+PlayableStep load_playable_step(const RuntimeCommandOptions& o);
 
 // The RunOptions the command line asks for under `launch`.
 runtime::RunOptions run_options(const RuntimeCommandOptions& o, const runtime::Launch& launch);

@@ -129,7 +129,7 @@ class CudaRankDevice : public RankDevice {
         durations_(durations),
         comms_(std::move(comms)),
         bindings_(bindings),
-        previous_in_group_(previous_collective_in_group(s_)),
+        previous_in_group_(planner::previous_on_communicator(s_)),
         segments_(c, rank_) {}
 
   ~CudaRankDevice() override {

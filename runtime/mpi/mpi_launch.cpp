@@ -234,24 +234,33 @@ class MpiGroupComm : public HostGroupComm {
                       const std::atomic<bool>& abort) override {
     // Every member must be in the same op with the same sizes (as the shared-memory version
     // checks): exchange a header first.
+    // The planned bytes travel as their bit pattern: compared exactly, as the shared-memory
+    // version compares the doubles.
+    constexpr int kHeader = 5;
     const std::size_t k = ranks_.size();
-    const std::int64_t header[4] = {call.op, static_cast<std::int64_t>(call.kind),
-                                    static_cast<std::int64_t>(call.send_count),
-                                    static_cast<std::int64_t>(call.recv_count)};
-    std::vector<std::int64_t> headers(4 * k);
+    std::int64_t planned_bits = 0;
+    static_assert(sizeof planned_bits == sizeof call.planned_bytes);
+    std::memcpy(&planned_bits, &call.planned_bytes, sizeof planned_bits);
+    const std::int64_t header[kHeader] = {call.op, static_cast<std::int64_t>(call.kind),
+                                          static_cast<std::int64_t>(call.send_count),
+                                          static_cast<std::int64_t>(call.recv_count), planned_bits};
+    std::vector<std::int64_t> headers(kHeader * k);
     MPI_Request request;
-    MPI_Iallgather(header, 4, MPI_INT64_T, headers.data(), 4, MPI_INT64_T, comm_, &request);
+    MPI_Iallgather(header, kHeader, MPI_INT64_T, headers.data(), kHeader, MPI_INT64_T, comm_, &request);
     if (auto r = wait_request(request, deadline, &abort); r != Barrier::Result::ok) return r;
     for (std::size_t j = 0; j < k; ++j) {
-      const std::int64_t* other = &headers[4 * j];
-      if (other[0] != header[0] || other[1] != header[1] || other[2] != header[2] || other[3] != header[3])
-        throw RuntimeError(
-            FaultKind::mismatch, ranks_[member], call.op,
-            "collective mismatch: rank " + std::to_string(ranks_[member]) + " joined op " + std::to_string(call.op) +
-                " (" + planner::to_string(call.kind) + ", " + std::to_string(call.send_count) +
-                " elements in) while rank " + std::to_string(ranks_[j]) + " joined op " + std::to_string(other[0]) +
-                " (" + planner::to_string(static_cast<OpKind>(other[1])) + ", " + std::to_string(other[2]) +
-                " elements in)");
+      const std::int64_t* other = &headers[kHeader * j];
+      if (std::equal(header, header + kHeader, other)) continue;
+      Call theirs;
+      theirs.op = static_cast<int>(other[0]);
+      theirs.kind = static_cast<OpKind>(other[1]);
+      theirs.send_count = static_cast<std::size_t>(other[2]);
+      theirs.recv_count = static_cast<std::size_t>(other[3]);
+      std::memcpy(&theirs.planned_bytes, &other[4], sizeof theirs.planned_bytes);
+      throw RuntimeError(FaultKind::mismatch, ranks_[member], call.op,
+                         "collective mismatch: rank " + std::to_string(ranks_[member]) + " joined " +
+                             collective_text(call) + " while rank " + std::to_string(ranks_[j]) + " joined " +
+                             collective_text(theirs));
     }
     switch (call.kind) {
       case OpKind::all_gather:

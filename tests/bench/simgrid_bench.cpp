@@ -10,8 +10,9 @@
 
 #include <cstdio>
 
+#include "sim/estimate.h"
 #include "sim/simgrid_engine.h"
-#include "sim/simgrid_options.h"
+#include "sim/scenario_loader.h"
 
 namespace {
 
@@ -28,7 +29,7 @@ void simulate_llama70b(benchmark::State& state, int nodes, const std::vector<std
   const fsdpsim::sim::SimgridScenario s = fsdpsim::sim::parse_simgrid_scenario(llama70b(), "bench.json", overrides);
   fsdpsim::sim::SimgridResult r;
   for (auto _ : state) {
-    r = fsdpsim::sim::simulate_simgrid(s.scenario, s.options);
+    r = fsdpsim::sim::simulate_scenario(s.scenario, s.options);
     benchmark::ClobberMemory();
   }
   state.counters["gpus"] = nodes * s.scenario.cluster.gpus_per_node;

@@ -46,15 +46,15 @@ void BM_Llama70B_1024Gpus_Parts(benchmark::State& state) {
   const planner::Scenario s = planner::parse_scenario(llama70b(), "bench.json", kOn1024);
   const planner::Plan plan = planner::plan_step(s);
   const planner::CostModel cost(s);
-  const sim::EngineInputs in = sim::engine_inputs(plan.schedule, cost);
-  const sim::StepTiming timing = sim::simulate(plan.schedule, in, cost.bf16_peak_flops());
+  const planner::OpCosts in = planner::price_ops(plan.schedule, cost);
+  const sim::StepTiming timing = sim::simulate(plan.schedule, in);
   for (auto _ : state) {
     switch (state.range(0)) {
       case 0: benchmark::DoNotOptimize(planner::parse_scenario(llama70b(), "bench.json", kOn1024).world_size()); break;
       case 1: benchmark::DoNotOptimize(planner::plan_step(s).schedule.ops.size()); break;
       case 2: benchmark::DoNotOptimize(planner::replay_memory(plan.schedule, 80e9).peak_allocated_bytes); break;
-      case 3: benchmark::DoNotOptimize(sim::engine_inputs(plan.schedule, planner::CostModel(s)).duration_seconds.size()); break;
-      case 4: benchmark::DoNotOptimize(sim::simulate(plan.schedule, in, cost.bf16_peak_flops()).step_seconds); break;
+      case 3: benchmark::DoNotOptimize(planner::price_ops(plan.schedule, planner::CostModel(s)).duration_seconds.size()); break;
+      case 4: benchmark::DoNotOptimize(sim::simulate(plan.schedule, in).step_seconds); break;
       case 5: benchmark::DoNotOptimize(sim::timed_memory(plan.schedule, timing).peak_allocated_bytes); break;
     }
   }

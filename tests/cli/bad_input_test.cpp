@@ -2,6 +2,11 @@
 // exit, and no crash.
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_helpers.h"
@@ -157,6 +162,241 @@ TEST(BadArguments, ASweepWithNoValidPointFailsAndSaysWhyPerPoint) {
   EXPECT_NE(r.err.find("none of the 2 points could be evaluated"), std::string::npos) << r.err;
   // One valid point is enough for a normal exit.
   EXPECT_EQ(run_cli("sweep --scenario " + scenario + " --axis fsdp.strategy=BOGUS,FULL_SHARD --threads 1").exit_code, 0);
+}
+
+// ---- issue 16: never crash, never hang, never a silent wrong answer --------------------------
+// Each test names the issue's item it reproduces. Every one failed against the binary before
+// the fix (FSDPSIM_TEST_CLI=<that binary> build/tests/test_cli --gtest_filter='Hardening*';
+// docs/reliability.md, "Input validation").
+
+std::string source_path(const std::string& relative) { return std::string(FSDPSIM_SOURCE_ROOT) + "/" + relative; }
+const std::string kLlama = source_path("scenarios/llama3.1-8b-8xh100.json");
+
+// An error the user can act on: a non-zero exit that is not a signal, and an "error:" line.
+void expect_clean_error(const CommandResult& r, const std::string& must_say) {
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_LT(r.exit_code, 128) << "crashed with a signal: " << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(must_say), std::string::npos) << "expected \"" << must_say << "\" in: " << r.err;
+  EXPECT_EQ(r.err.find("<input>"), std::string::npos) << r.err;
+}
+
+nlohmann::json load(const std::string& path) { return nlohmann::json::parse(std::ifstream(path), nullptr, true, true); }
+
+// A schedule file of the GPT-2 scenario, edited by `edit`.
+template <typename Edit>
+std::string schedule_file(const std::string& name, Edit edit) {
+  const std::string scenario = write_temp("sched_scenario.json", good_scenario().dump());
+  const std::string path = write_temp(name + ".json", "");
+  const CommandResult r = run_cli("schedule --scenario " + scenario + " -o " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = load(path);
+  edit(j);
+  std::ofstream(path) << j.dump();
+  return path;
+}
+
+// Item 1: nodes x GPUs wrapped to 0 and a division by it raised SIGFPE, with no message.
+TEST(Hardening, HugeNodeAndGpuCountsAreRefusedNamingTheField) {
+  for (const char* field : {"nodes", "gpus_per_node"}) {
+    SCOPED_TRACE(field);
+    const CommandResult r =
+        run_cli("estimate --scenario " + kLlama + " --set cluster." + std::string(field) + "=4611686018427387904");
+    EXPECT_EQ(r.exit_code, 2);
+    expect_clean_error(r, std::string("dgx-h100.json: ") + field + ": expected a positive integer (at most ");
+  }
+}
+
+// Item 2: deeply nested JSON (a million arrays, 100k objects, under a comment key) overflowed
+// the stack: segfault.
+TEST(Hardening, DeeplyNestedJsonIsRefused) {
+  nlohmann::json base = good_scenario();
+  std::string text = base.dump();
+  const std::string arrays = std::string(1000000, '[') + std::string(1000000, ']');
+  std::string objects;
+  for (int i = 0; i < 100000; ++i) objects += "{\"a\":";
+  objects += "1" + std::string(100000, '}');
+  for (const auto& [name, nested] : {std::pair<std::string, std::string>{"arrays", arrays}, {"objects", objects}}) {
+    SCOPED_TRACE(name);
+    const std::string path = write_temp("deep_" + name + ".json", "{\"_comment\": " + nested + ", " + text.substr(1));
+    const CommandResult r = run_cli("estimate --scenario " + path);
+    EXPECT_EQ(r.exit_code, 2);
+    expect_clean_error(r, path + ": _comment");
+    EXPECT_NE(r.err.find("expected at most 256 levels"), std::string::npos) << r.err;
+  }
+}
+
+// Item 6: `run --time-scale inf` reported 0.0 us per step; `sweep --headroom-gib inf` gave a
+// null headroom. Both exited 0.
+TEST(Hardening, InfiniteScalesAreRefused) {
+  const std::string scenario = write_temp("good.json", good_scenario().dump());
+  for (const char* value : {"inf", "nan"}) {
+    SCOPED_TRACE(value);
+    expect_clean_error(run_cli("run --scenario " + scenario + " --time-scale " + value), "--time-scale: expected a positive finite number");
+    expect_clean_error(run_cli("sweep --scenario " + kLlama + " --threads 1 --headroom-gib " + value),
+                       "--headroom-gib: expected a non-negative finite number");
+  }
+}
+
+// Item 7: allocation sizes overflowed: 2^63 - 1 bytes vanished from the peak, two of 2^62 gave
+// reserved < allocated and `verify` said +0.0%.
+TEST(Hardening, OverflowingAllocationsAreRefused) {
+  const std::string one = schedule_file("alloc_max", [](nlohmann::json& j) { j["allocations"][5]["bytes"] = INT64_MAX; });
+  const std::string two = schedule_file("alloc_two", [](nlohmann::json& j) {
+    j["allocations"][0]["bytes"] = std::int64_t{1} << 62;
+    j["allocations"][1]["bytes"] = std::int64_t{1} << 62;
+  });
+  for (const char* verb : {"run", "verify"}) {
+    SCOPED_TRACE(verb);
+    CommandResult r = run_cli(std::string(verb) + " --schedule " + one);
+    EXPECT_EQ(r.exit_code, 2);
+    expect_clean_error(r, one + ": allocations[5].bytes: expected a size from 0 to 2^62 bytes, got 9223372036854775807");
+    r = run_cli(std::string(verb) + " --schedule " + two);
+    EXPECT_EQ(r.exit_code, 2);
+    expect_clean_error(r, two + ": allocations[1].bytes: the allocations' bytes add up to more than 2^62");
+  }
+}
+
+// Item 8: `validate` of a malformed file exited 0 (without --check) with "predicted_fits": true.
+TEST(Hardening, ValidateOfAMalformedFileFailsAndPredictsNothing) {
+  const std::string path = write_temp("malformed_row.json", "{\"model\": ");
+  CommandResult r = run_cli("validate " + path + " --json");
+  EXPECT_EQ(r.exit_code, 2);
+  expect_clean_error(r, path + ": malformed JSON at line 1");
+  const nlohmann::json j = nlohmann::json::parse(r.out);  // the report still comes out
+  ASSERT_EQ(j["rows"].size(), 1u);
+  EXPECT_TRUE(j["rows"][0]["predicted_fits"].is_null()) << j["rows"][0].dump();
+  EXPECT_TRUE(j["rows"][0]["predicted_mfu"].is_null());
+  r = run_cli("validate " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("malformed JSON"), std::string::npos) << r.out;  // the table's error row
+}
+
+// Item 9: duplicate JSON keys were accepted silently (the last won).
+TEST(Hardening, DuplicateKeysAreRefused) {
+  std::string text = good_scenario().dump();
+  const std::string seq = "\"seq_len\":1024";
+  ASSERT_NE(text.find(seq), std::string::npos);
+  text.replace(text.find(seq), seq.size(), seq + ",\"seq_len\":4096");
+  const std::string path = write_temp("duplicate.json", text);
+  const CommandResult r = run_cli("estimate --scenario " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  expect_clean_error(r, path + ": training.seq_len: duplicate key");
+}
+
+// A copy of the GPT-2 model with its block's costs edited.
+template <typename Edit>
+std::string edited_gpt2(const std::string& name, Edit edit) {
+  nlohmann::json model = load(source_path("models/gpt2.json"));
+  nlohmann::json& block = model["root"]["children"][0]["children"][2]["children"][0];
+  EXPECT_EQ(block["type"], "GPT2Block");
+  edit(block);
+  return write_temp(name + ".json", model.dump());
+}
+
+// Item 10: attention_flops > forward_flops was accepted: step 2.96e7 s.
+TEST(Hardening, AttentionFlopsAboveForwardFlopsAreRefused) {
+  const std::string model = edited_gpt2("attention_model", [](nlohmann::json& block) {
+    block["costs"]["attention_flops"]["b*s^2"] = block["costs"]["forward_flops"]["b*s^2"].get<double>() * 100;
+    block["costs"].erase("attention");  // its heads x head_dim check would fire first
+  });
+  const std::string scenario = write_temp("good.json", good_scenario().dump());
+  const CommandResult r = run_cli("estimate --scenario " + scenario + " --set model=" + model);
+  EXPECT_EQ(r.exit_code, 2);
+  expect_clean_error(r, model + ": root.children[0].children[2].children[0].costs.attention_flops.b*s^2: "
+                            "expected at most forward_flops' \"b*s^2\" term");
+}
+
+// Item 12, the unclear messages, each now naming file, path and what was expected.
+TEST(Hardening, MessagesNameFileAndPath) {
+  const std::string good = good_scenario().dump();
+  auto scenario_with = [&](const std::string& name, const std::string& from, const std::string& to) {
+    std::string text = good;
+    EXPECT_NE(text.find(from), std::string::npos) << from;
+    text.replace(text.find(from), from.size(), to);
+    return write_temp(name + ".json", text);
+  };
+  // 1e400: nlohmann's raw "[json.exception.out_of_range.406]", no file or path.
+  std::string path = scenario_with("seq_1e400", "\"seq_len\":1024", "\"seq_len\":1e400");
+  CommandResult r = run_cli("estimate --scenario " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  expect_clean_error(r, path + ": training.seq_len: expected a number within the range of a double");
+  // 2^64 - 1 was reported as "got -1".
+  path = scenario_with("seq_max", "\"seq_len\":1024", "\"seq_len\":18446744073709551615");
+  expect_clean_error(run_cli("estimate --scenario " + path),
+                     path + ": training.seq_len: expected an integer below 2^63, got 18446744073709551615");
+  // A directory was "malformed JSON".
+  r = run_cli("estimate --scenario " + std::filesystem::temp_directory_path().string());
+  expect_clean_error(r, "is a directory: expected a JSON file");
+  // grad_accum = 1e8 blamed training.global_batch.
+  path = write_temp("good.json", good);
+  expect_clean_error(run_cli("estimate --scenario " + path + " --set training.grad_accum=100000000"),
+                     path + ": training.grad_accum: expected at most 100000 gradient accumulation steps");
+  // A cost of 1e308 reported "op 7 has a negative or non-finite duration", no file or path.
+  const std::string model = edited_gpt2("hbm_1e308", [](nlohmann::json& block) {
+    block["costs"]["forward_hbm_bytes"]["b*s"] = 1e308;
+  });
+  r = run_cli("estimate --scenario " + path + " --set model=" + model);
+  EXPECT_EQ(r.exit_code, 2);
+  expect_clean_error(r, model + ": root.children[0].children[2].children[0].costs: expected costs that stay finite");
+  // comm_bytes: -5 named ops[1].flops.
+  const std::string negative = schedule_file("comm_negative", [](nlohmann::json& j) { j["ops"][1]["comm_bytes"] = -5; });
+  expect_clean_error(run_cli("run --schedule " + negative), negative + ": ops[1].comm_bytes: expected a non-negative cost, got -5");
+  // A self-dependency was reported as a cycle through unrelated ops.
+  const std::string self = schedule_file("self_dependency", [](nlohmann::json& j) { j["ops"][20]["deps"] = {20}; });
+  expect_clean_error(run_cli("run --schedule " + self), self + ": ops[20].deps: op ");
+  EXPECT_NE(run_cli("run --schedule " + self).err.find("depends on itself"), std::string::npos);
+}
+
+// Item 13: out-of-range options were accepted; sweep option errors said "<input>:".
+struct OptionCase {
+  std::string args;    // after the verb's scenario
+  std::string option;  // what the error must name
+};
+
+TEST(Hardening, OutOfRangeOptionsAreRefusedNamingTheOption) {
+  const std::string scenario = write_temp("good.json", good_scenario().dump());
+  const std::vector<std::pair<std::string, std::vector<OptionCase>>> verbs = {
+      {"sweep --scenario " + kLlama,
+       {{"--threads 0", "--threads"}, {"--threads -1", "--threads"}, {"--threads 1000", "--threads"},
+        {"--top -1", "--top"}, {"--tolerance -1", "--tolerance"}, {"--tolerance 1", "--tolerance"},
+        {"--headroom-gib -1", "--headroom-gib"}, {"--objective fastest", "--objective"},
+        {"--axis nonsense", "--axis"}, {"--axis training.seq_len=1,,2", "--axis training.seq_len"}}},
+      {"simulate --scenario " + scenario, {{"--rank -1", "--rank"}, {"--rank 8", "--rank"}, {"--links -1", "--links"}}},
+      {"run --scenario " + scenario,
+       {{"--memory-capacity -1", "--memory-capacity"}, {"--memory-capacity nan", "--memory-capacity"},
+        {"--warmup -1", "--warmup"}, {"--virtual-world 0", "--virtual-world"}, {"--steps 0", "--steps"},
+        {"--timeout inf", "--timeout"}, {"--byte-scale 0", "--byte-scale"}, {"--max-buffer-bytes -1", "--max-buffer-bytes"}}},
+      {"verify --scenario " + scenario, {{"--time-scale -1", "--time-scale"}}},
+      {"calibrate -o /dev/null --scenario " + scenario, {{"--max-bytes inf", "--max-bytes"}, {"--size-step 1", "--size-step"}}},
+  };
+  for (const auto& [verb, cases] : verbs)
+    for (const OptionCase& c : cases) {
+      SCOPED_TRACE(verb + " " + c.args);
+      const CommandResult r = run_cli(verb + " " + c.args);
+      expect_clean_error(r, c.option + ": ");
+      EXPECT_TRUE(r.out.empty()) << r.out;
+    }
+}
+
+// Item 13: a valid 1-layer model failed with "no transformer blocks to wrap".
+TEST(Hardening, AOneLayerModelIsPlanned) {
+  const std::string model = edited_gpt2("gpt2_one_layer", [](nlohmann::json& block) {
+    block["repeat"] = 1;
+    block["name"] = "0";
+  });
+  const std::string scenario = write_temp("good.json", good_scenario().dump());
+  const CommandResult r = run_cli("estimate --scenario " + scenario + " --set model=" + model);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The root unit and the one block's unit.
+  EXPECT_NE(r.out.find("wrap per block (2 units)"), std::string::npos) << r.out;
+  // The same through the Hugging Face importer: a config of one layer.
+  nlohmann::json config = load(source_path("models/hf/llama3.1-8b.json"));
+  config["num_hidden_layers"] = 1;
+  const std::string hf = write_temp("llama_one_layer_config.json", config.dump());
+  const CommandResult imported = run_cli("estimate --scenario " + scenario + " --set model=hf:" + hf);
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  EXPECT_NE(imported.out.find("wrap per block (2 units)"), std::string::npos) << imported.out;
 }
 
 }  // namespace

@@ -17,9 +17,16 @@ struct CommandResult {
   std::string err;  // stderr
 };
 
+// The binary under test: the one built beside the tests, or $FSDPSIM_TEST_CLI (to run the
+// tests against another build, e.g. the binary from before a fix, to see them fail).
+inline std::string cli_binary() {
+  const char* other = std::getenv("FSDPSIM_TEST_CLI");
+  return other && *other ? other : FSDPSIM_CLI;
+}
+
 inline CommandResult run_cli(const std::string& args) {
   const std::string err_file = std::filesystem::temp_directory_path() / ("fsdpsim_cli_err_" + std::to_string(::getpid()));
-  const std::string command = std::string(FSDPSIM_CLI) + " " + args + " 2>" + err_file;
+  const std::string command = cli_binary() + " " + args + " 2>" + err_file;
   CommandResult r;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) return r;

@@ -171,6 +171,49 @@ TEST(ModelParseErrors, NonMonomialCostKey) {
                "root.children[1].children[0].costs.forward_flops.b*s", "non-negative");
 }
 
+// Issue 16 item 10: attention_flops is the part of forward_flops in QK^T and AV; a file where
+// it exceeded forward_flops was accepted and priced a step at 3e7 s.
+TEST(ModelParseErrors, AttentionFlopsAboveForwardFlopsAreRefused) {
+  // The block's forward_flops "b*s^2" term is 2: attention 2 is all of it (valid), 3 is more.
+  EXPECT_NO_THROW(parse_model(tiny_model(), "tiny.json"));
+  expect_error([](auto& j) { block(j)["costs"]["attention_flops"]["b*s^2"] = 3; },
+               "root.children[1].children[0].costs.attention_flops.b*s^2", "at most forward_flops' \"b*s^2\" term (2)");
+  // A term forward_flops lacks altogether.
+  expect_error([](auto& j) { block(j)["costs"]["attention_flops"]["b*s^3"] = 1; },
+               "root.children[1].children[0].costs.attention_flops.b*s^3", "at most forward_flops' \"b*s^3\" term (0)");
+}
+
+// A cost that overflows only once evaluated is reported at the costs object, so the model
+// keeps where each costs object is; a 1-layer stack is still a stack ("repeat": 1).
+TEST(ModelParse, CostsKnowTheirJsonPathAndBlocksTheirRepeat) {
+  nlohmann::json j = tiny_model();
+  block(j)["repeat"] = 1;
+  const Model m = parse_model(j, "tiny.json");
+  EXPECT_EQ(m.file, "tiny.json");
+  const Module* layer = m.find_module("layers.0");
+  ASSERT_NE(layer, nullptr);
+  EXPECT_TRUE(layer->repeated);
+  ASSERT_TRUE(layer->costs);
+  EXPECT_EQ(layer->costs->json_path, "root.children[1].children[0].costs");
+  EXPECT_FALSE(m.find_module("embed")->repeated);
+}
+
+// A huge coefficient in a check's message is printed as a number, not a wrapped integer
+// (static_cast<long long>(1e308) printed -9223372036854775808).
+TEST(ModelParseErrors, HugeCoefficientsArePrintedAsNumbers) {
+  nlohmann::json j = tiny_model();
+  block(j)["costs"]["matmuls"] = {{{"in", 8}, {"out", 8}}};
+  block(j)["costs"]["forward_flops"]["b*s"] = 1e308;
+  try {
+    parse_model(j, "tiny.json");
+    FAIL();
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("1e+308"), std::string::npos) << message;
+    EXPECT_EQ(message.find("-9223372036854775808"), std::string::npos) << message;
+  }
+}
+
 TEST(ModelParseErrors, RepeatNeedsIndexInName) {
   expect_error([](auto& j) { block(j)["name"] = "block"; }, "root.children[1].children[0].name", "{i}");
   expect_error([](auto& j) { block(j)["repeat"] = 0; }, "root.children[1].children[0].repeat", "positive");
@@ -222,6 +265,16 @@ TEST(ModelParseErrors, MissingAndMalformedFiles) {
   } catch (const InputError& e) {
     EXPECT_EQ(e.file(), path);
     EXPECT_NE(std::string(e.what()).find("line 3"), std::string::npos) << e.what();
+  }
+}
+
+// Issue 16 item 12: a directory is not "malformed JSON".
+TEST(ModelParseErrors, ADirectoryIsNamedAsOne) {
+  try {
+    load_model_file(::testing::TempDir());
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
   }
 }
 

@@ -403,6 +403,80 @@ TEST(TransientMemory, PeakBoundsEveryMomentAndCoversTheInputGradient) {
   }
 }
 
+
+// ---- issue 15: the new block shapes, by hand (flash attention, bytes per token) ----------------
+
+TEST(NewFamilies, GemmaSandwichNormsSaveTheBranchOutputs) {
+  // Gemma-2-9B: h 3584, q 4096, kv 2048, f 14336. Pre-norm's 8h (x, norm out, x + attn, norm out)
+  // plus the two post-norms' inputs (o_proj's and down_proj's outputs) 4h = 43,008; q, attention
+  // output 2 x 2q = 16,384; k, v 2 x 2kv = 8,192; GeGLU 8f = 114,688. Total 182,272.
+  Model m = load("gemma2-9b", true);
+  const ModuleCosts& block = costs_of(m, "model.layers.0");
+  EXPECT_EQ(block.saved_activation_bytes.at(1, 1), 182'272.0);
+  // Memory-bound: four norms 4 x 4h, rotary 4(q + kv), two adds 2 x 6h, GeGLU 6f:
+  // 57,344 + 24,576 + 43,008 + 86,016 = 210,944.
+  EXPECT_EQ(block.forward_hbm_bytes.at(1, 1), 210'944.0);
+  // The embedding is scaled: gather 8 + 4h, then the multiply 4h; forward transient: gathered and scaled rows 4h.
+  EXPECT_EQ(costs_of(m, "model.embed_tokens").forward_hbm_bytes.at(1, 1), 8.0 + 8 * 3584);
+  EXPECT_EQ(costs_of(m, "model.embed_tokens").forward_transient_bytes.at(1, 1), 4.0 * 3584);
+  // Soft-capped logits (V 256000): three more ops reading and writing 2V each (12V) and tanh's
+  // saved output (2V); the peaks stay the fp32 loss's (6V forward, 8V backward).
+  const ModuleCosts& head = costs_of(m, "lm_head");
+  const double V = 256000;
+  EXPECT_EQ(head.forward_hbm_bytes.at(1, 1), 14 * V + 12 * V);
+  EXPECT_EQ(head.saved_activation_bytes.at(1, 1), 2 * 3584 + 4 * V + 2 * V);
+  EXPECT_EQ(head.forward_transient_bytes.at(1, 1), 6 * V);
+  EXPECT_EQ(head.backward_transient_bytes.at(1, 1), 8 * V);
+  // With the 16-bit loss the capping's forward moment (the logits and their quotient, 4V) is the peak.
+  EXPECT_EQ(lm_head_costs(3584, 256000, LossKind::bf16, 0, true).forward_transient_bytes.at(1, 1), 4 * V);
+  EXPECT_THROW(lm_head_costs(3584, 256000, LossKind::fused, 0, true), std::invalid_argument);
+}
+
+TEST(NewFamilies, QkNormsSaveTheProjectionOutputs) {
+  // Qwen3-0.6B: h 1024, q 2048, kv 1024, f 3072, tied. Norms 8h = 8,192; q/k norm inputs
+  // 2q + 2kv = 6,144; q, k, v, attention output 2q + 2kv + 2kv + 2q = 12,288; SwiGLU 8f = 24,576.
+  Model m = load("qwen3-0.6b", true);
+  EXPECT_EQ(costs_of(m, "model.layers.0").saved_activation_bytes.at(1, 1), 8'192.0 + 6'144 + 12'288 + 24'576);
+  // OLMo-2-7B (post-norm, MHA h = q = kv = 4096, f 11008): the same 8h of norm tensors in other
+  // places (x, o_proj out, x + attn, down out), q/k norm inputs 4h, q k v out 8h, 8f.
+  Model olmo = load("olmo2-7b", true);
+  EXPECT_EQ(costs_of(olmo, "model.layers.0").saved_activation_bytes.at(1, 1), 20.0 * 4096 + 8 * 11008);
+}
+
+TEST(NewFamilies, FalconAndPhi3ByHand) {
+  // Falcon-7B (one norm, parallel, MQA: kv = 64, f = 4h): x 2h, norm output 2h, q 2h, k 128,
+  // v 128, attention output 2h, fc1 and GELU outputs 2 x 8h = 24h + 256 = 109,312.
+  Model falcon = load("falcon-7b", true);
+  const ModuleCosts& block = costs_of(falcon, "transformer.h.0");
+  EXPECT_EQ(block.saved_activation_bytes.at(1, 1), 24.0 * 4544 + 256);
+  // Forward ends with the attention output held, the MLP output (the attention added in place)
+  // and the block output: 6h (GPT-NeoX's out-of-place sum is 8h).
+  EXPECT_EQ(block.forward_transient_bytes.at(1, 1), 6.0 * 4544);
+  // Backward peak at GELU's: G 2h + d(fc2 input) 2f + d(fc1 output) 2f = 18h.
+  EXPECT_EQ(block.backward_transient_bytes.at(1, 1), 18.0 * 4544);
+  // Phi-3.5-mini (h 3072, f 8192): the fused gate_up's chunk backward concatenates the halves'
+  // gradients while both are alive: G 2h + d(up) 2f + d(gate) 2f + d(gate_up) 4f = 71,680
+  // (the product's backward, 2h + 6f = 55,296, is no longer the peak).
+  Model phi = load("phi3.5-mini", true);
+  EXPECT_EQ(costs_of(phi, "model.layers.0").backward_transient_bytes.at(1, 1), 2.0 * 3072 + 8 * 8192);
+  // op-level SAC: qkv (mm 1) and gate_up (mm 3) are kept, o_proj (mm 2) recomputed, down_proj
+  // (mm 4, the last) neither: x 2h + qkv 6h + SDPA output 2h + gate_up 4f.
+  EXPECT_EQ(costs_of(phi, "model.layers.0").sac_saved_activation_bytes.at(1, 1), 10.0 * 3072 + 4 * 8192);
+}
+
+TEST(NewFamilies, SlidingWindowKeepsItsBandOfPairs) {
+  AttentionSpec causal{16, 8, 256, true, 0};
+  EXPECT_DOUBLE_EQ(attention_pair_fraction(causal, 8192), 0.5);
+  AttentionSpec window = causal;
+  window.window = 4096;
+  // 4096 keys per query past the first 4096: (4096 x 8192 - 4096^2 / 2) / 8192^2 = 0.375.
+  EXPECT_DOUBLE_EQ(attention_pair_fraction(window, 8192), 0.375);
+  EXPECT_DOUBLE_EQ(attention_window_share(window, 8192), 0.75);
+  EXPECT_DOUBLE_EQ(attention_window_share(window, 4096), 1.0);  // the window covers the sequence
+  // A long sequence: about 2w/s of the causal work.
+  EXPECT_NEAR(attention_window_share(window, 1 << 20), 2.0 * 4096 / (1 << 20), 1e-4);
+}
+
 TEST(PolynomialJson, IntegralCoefficientsAreIntegers) {
   Polynomial p;
   p.terms = {{3, 1, 1}, {2, 1, 1}, {0.5, 1, 2}, {0, 0, 0}};

@@ -87,6 +87,33 @@ TEST(KernelSets, ModelFlopsCountCausalAttentionAtHalfTheSquare) {
   EXPECT_NEAR(p.schedule.model_flops_per_rank, expected, 1e-9 * expected);
 }
 
+// Gemma-2-9B (models/gemma2-9b.json): 42 layers, the even ones with a 4096-token window. At
+// s = 8192 a sliding layer's causal band keeps (4096 x 8192 - 4096^2 / 2) / 8192^2 = 0.375 of
+// the square against the full layers' 0.5. Per token: 42 blocks x 2 x 198,180,864 matmul
+// weights (q 3584x4096, k and v 3584x2048, o 4096x3584, three 3584x14336) + the output layer
+// 2 x 3584 x 256,000; attention per layer 4 x 4096 x s^2 x b.
+TEST(KernelSets, SlidingWindowLayersCountTheirBand) {
+  const double b = 1, seq = 8192;
+  const nlohmann::json j = {{"model", "models/gemma2-9b.json"},
+                            {"cluster", "scenarios/clusters/dgx-h100.json"},
+                            {"training", {{"micro_batch", 1}, {"seq_len", 8192}, {"global_batch", 8},
+                                          {"activation_checkpointing", "full"}}}};
+  const Plan p = plan_step(parse_scenario(j, "test.json"));
+  const double per_token = 42.0 * 2 * 198180864 + 2.0 * 3584 * 256000;
+  const double square = 4.0 * 4096 * seq * seq * b;
+  const double expected = 3 * (per_token * b * seq + 21 * square * (0.375 + 0.5)) * p.schedule.micro_steps;
+  EXPECT_NEAR(p.schedule.model_flops_per_rank, expected, 1e-9 * expected);
+  // The fused kernel of a sliding layer runs 0.375 / 0.5 = 3/4 of the full layer's attention.
+  const Op& sliding = op_named(p.schedule, "fwd model.layers.0");
+  const Op& full = op_named(p.schedule, "fwd model.layers.1");
+  EXPECT_DOUBLE_EQ(full.attention_flops, square);
+  EXPECT_DOUBLE_EQ(sliding.attention_flops, 0.75 * square);
+  EXPECT_DOUBLE_EQ(full.flops - sliding.flops, 0.25 * square);
+  EXPECT_NE(sliding.kernel_set, full.kernel_set);
+  EXPECT_EQ(p.schedule.kernel_sets.at(sliding.kernel_set).attention.window, 4096);
+  EXPECT_EQ(sliding.kernel_set, op_named(p.schedule, "fwd model.layers.40").kernel_set);
+}
+
 TEST(KernelSets, ScheduleJsonRoundTripsThem) {
   const Plan p = llama8b(1, 1024, "selective");
   const Schedule back = schedule_from_json(schedule_to_json(p.schedule), "s.json");

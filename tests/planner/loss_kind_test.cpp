@@ -154,6 +154,22 @@ TEST(LossKind, BadInputNamesTrainingLoss) {
   EXPECT_NO_THROW(plan_step(parse_scenario(bare, "test.json")));
 }
 
+// Gemma-2's soft-capped logits: the capping is modelled in Hugging Face's loss paths
+// (fp32_upcast, bf16), not inside a fused kernel's; a fused kind is refused by name, not priced
+// as if the logits were uncapped.
+TEST(LossKind, SoftCappedLogitsRefuseTheFusedKinds) {
+  nlohmann::json j = output_layer_scenario(1, 128);
+  j["model"]["root"]["children"][0]["costs"] =
+      models::costs_to_json(models::lm_head_costs(kHidden, kVocab, models::LossKind::fp32_upcast, 0, true), "");
+  for (const char* kind : {"fused", "chunked", "cut"}) {
+    const Scenario s = parse_scenario(j, "test.json", {std::string("training.loss=") + kind});
+    expect_input_error([&] { plan_step(s); }, "training.loss", "soft-capped");
+  }
+  // bf16 is modelled: the capped logits' three ops and tanh's saved output (2V per token) stay.
+  const Planned bf16 = planned(j, {"training.loss=bf16"});
+  EXPECT_DOUBLE_EQ(bf16.op("fwd lm_head").hbm_bytes, 128.0 * (2 * 2 * kVocab + 12 * kVocab));
+}
+
 TEST(AttentionKernel, ParsedAndValidatedByName) {
   const nlohmann::json j = output_layer_scenario(1, 128);
   EXPECT_EQ(parse_scenario(j, "test.json").training.attention, "auto");

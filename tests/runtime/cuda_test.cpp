@@ -9,9 +9,10 @@
 namespace fsdpsim::runtime {
 namespace {
 
-RunOptions cuda_options() {
+RunOptions cuda_options(const planner::Schedule& s) {
   RunOptions o;
   o.backend = "cuda";
+  o.costs = planner::costs_from_durations(s, std::vector<double>(s.ops.size(), 0.0), "zero durations (tests)");
   o.timeout_seconds = 60;
   o.gemm_dim = 1024;
   o.copy_chunk_bytes = 8 << 20;
@@ -23,7 +24,7 @@ RunOptions cuda_options() {
 TEST(CudaBackend, RunsOnAGpuOrSaysThereIsNone) {
   const planner::Schedule s = testing::plan(testing::scenario(1, 2, {{"version", 2}}));
   const planner::MemoryReport predicted = planner::replay_memory(s);
-  RunOptions o = cuda_options();
+  RunOptions o = cuda_options(s);
   o.virtual_world = s.world_size;  // one GPU is enough
   try {
     const RunResult r = run_schedule(s, o);
@@ -42,7 +43,7 @@ TEST(CudaBackend, RunsOnAGpuOrSaysThereIsNone) {
 
 TEST(CudaBackend, PlaysEveryRankWhenTheNodeHasTheGpus) {
   const planner::Schedule s = testing::plan(testing::scenario(1, 2, {{"version", 2}}));
-  RunOptions o = cuda_options();
+  RunOptions o = cuda_options(s);
   try {
     const RunResult r = run_schedule(s, o);
     ASSERT_EQ(r.ranks.size(), 2u);
@@ -59,7 +60,7 @@ TEST(CudaBackend, PlaysEveryRankWhenTheNodeHasTheGpus) {
 TEST(CudaBackend, NotBuiltIsAClearError) {
   const planner::Schedule s = testing::plan(testing::scenario(1, 2, {{"version", 2}}));
   try {
-    run_schedule(s, cuda_options());
+    run_schedule(s, cuda_options(s));
     FAIL() << "the cuda backend ran although it is not built";
   } catch (const RuntimeError& e) {
     EXPECT_NE(std::string(e.what()).find("not built"), std::string::npos) << e.what();

@@ -206,7 +206,7 @@ TEST(Faults, UnknownBackendAndBadOptionsAreRefused) {
   o.backend = "tpu";
   EXPECT_THROW(run_schedule(s, o), std::invalid_argument);
   o = testing::fast_host(s);
-  o.durations_seconds.pop_back();
+  o.costs.duration_seconds.pop_back();
   EXPECT_THROW(run_schedule(s, o), std::invalid_argument);
   o = testing::fast_host(s);
   o.time_scale = 0;

@@ -10,6 +10,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -30,13 +31,14 @@ struct Launched {
 // Open MPI in a container as root: allow root, more processes than cores, no ssh for a local
 // launch, no cross-memory-attach (ptrace is often not allowed). `timeout` turns a hang into a
 // failure rather than a stuck test.
-Launched mpirun(int processes, const std::string& args) {
+// `program` is what every process runs (the CLI and its arguments, or a shell command).
+Launched mpirun_program(int processes, const std::string& program) {
   const std::string err_file = ::testing::TempDir() + "fsdpsim_mpi_err_" + std::to_string(::getpid());
   const std::string command =
       "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
       "OMPI_MCA_plm_rsh_agent= OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 60 " +
       std::string(FSDPSIM_MPIEXEC) + " --allow-run-as-root --oversubscribe -np " + std::to_string(processes) + " " +
-      FSDPSIM_CLI + " " + args + " 2>" + err_file;
+      program + " 2>" + err_file;
   Launched r;
   const auto begin = std::chrono::steady_clock::now();
   FILE* pipe = ::popen(command.c_str(), "r");
@@ -52,6 +54,14 @@ Launched mpirun(int processes, const std::string& args) {
   std::filesystem::remove(err_file);
   return r;
 }
+
+// The CLI under test: the build's, or $FSDPSIM_TEST_CLI (e.g. the binary before a fix).
+std::string cli() {
+  const char* other = std::getenv("FSDPSIM_TEST_CLI");
+  return other && *other ? other : FSDPSIM_CLI;
+}
+
+Launched mpirun(int processes, const std::string& args) { return mpirun_program(processes, cli() + " " + args); }
 
 std::string write_scenario(const nlohmann::json& scenario, const std::string& name) {
   const std::string path = ::testing::TempDir() + name;
@@ -237,6 +247,39 @@ TEST(HostOverMpi, VerifyReportsOnceWithTheGatheredMeasurement) {
   EXPECT_NE(j.dump().find("4 processes"), std::string::npos) << j.dump(1);
   EXPECT_EQ(j["memory"]["peak_allocated"]["measured"], predicted.peak_allocated_bytes) << j["memory"];
   EXPECT_EQ(j["memory"]["peak_allocated"]["predicted"], predicted.peak_allocated_bytes) << j["memory"];
+}
+
+// Issue 16 item 11: ranks whose schedules disagree on a collective's size moved equal buffers
+// under the default --max-buffer-bytes (1 MiB), so the mismatch went unseen and the run
+// exited 0. The members compare the planned bytes too. Rank 3 reads a schedule whose largest
+// all-gather (a block's, 2 MiB) plans half the bytes (both sizes at or above the cap).
+TEST(HostOverMpiFaults, RanksThatDisagreeOnACollectiveSizeAreCaughtUnderTheBufferCap) {
+  const nlohmann::json scenario = testing::scenario(1, 4, {{"version", 2}}, {}, 2, {1024, 1024});
+  const planner::Schedule s = testing::plan(scenario);
+  int all_gather = -1;
+  for (const planner::Op& op : s.ops)
+    if (op.kind == planner::OpKind::all_gather && (all_gather < 0 || op.comm_bytes > s.ops[all_gather].comm_bytes))
+      all_gather = op.id;
+  ASSERT_GE(all_gather, 0);
+  const double planned = s.ops[all_gather].comm_bytes;
+  ASSERT_GE(planned / 2, RunOptions{}.max_buffer_bytes) << "both sizes must be above the default cap";
+  nlohmann::json schedule = planner::schedule_to_json(s);
+  const std::string base = ::testing::TempDir() + "mpi_disagree_";
+  for (int rank = 0; rank < 4; ++rank) {
+    if (rank == 3) schedule["ops"][all_gather]["comm_bytes"] = planned / 2;
+    std::ofstream(base + std::to_string(rank) + ".json") << schedule.dump();
+  }
+  const Launched r = mpirun_program(
+      4, "sh -c '" + cli() + " run --backend host --launcher mpi --time-scale 0.001 --timeout 10 --cluster " +
+             FSDPSIM_SOURCE_ROOT + "/scenarios/clusters/dgx-h100.json --schedule " + base + "$OMPI_COMM_WORLD_RANK.json'");
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_LT(r.seconds, 20.0);
+  EXPECT_EQ(error_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("collective mismatch"), std::string::npos) << r.err;
+  char half[32];
+  std::snprintf(half, sizeof half, "%.0f bytes planned", planned / 2);
+  EXPECT_NE(r.err.find(half), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
 }
 
 // Three processes for a world of four: refused before anything runs, once.

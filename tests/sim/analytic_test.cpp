@@ -18,9 +18,10 @@ constexpr double kTol = 1e-12;
 
 struct Builder {
   Schedule s;
-  EngineInputs in;
-  Builder() { s.groups = {{"shard", 8, 1}}; }
-  int add(OpKind kind, Stream stream, double seconds, std::vector<int> deps = {}, int unit = -1) {
+  planner::OpCosts in;
+  Builder() { s.groups = {{"shard", 8, 1}, {"replicate", 8, 1}}; }
+  // Collectives go on group 0 (one communicator) unless `group` says otherwise.
+  int add(OpKind kind, Stream stream, double seconds, std::vector<int> deps = {}, int unit = -1, int group = 0) {
     Op op;
     op.id = static_cast<int>(s.ops.size());
     op.kind = kind;
@@ -28,7 +29,7 @@ struct Builder {
     op.name = planner::to_string(kind) + " " + std::to_string(op.id);
     op.unit = unit;
     op.deps.assign(deps.begin(), deps.end());
-    if (planner::is_collective(kind)) op.group = 0;
+    if (planner::is_collective(kind)) op.group = group;
     s.ops.push_back(op);
     in.duration_seconds.push_back(seconds);
     in.issue_seconds.push_back(0);
@@ -54,14 +55,14 @@ TEST(AnalyticEngine, InterferenceSlowsOnlyTheOverlappedPart) {
 }
 
 TEST(AnalyticEngine, ConcurrentCollectivesShareBandwidthAfterTheirLatency) {
-  // All-gather (1 s, 0.2 s of it latency) from 0; a reduce-scatter (1 s, 0.2 s latency)
-  // waits for a 0.5 s compute op. AG: latency to 0.2, transfers alone to 0.5 (0.3 done) and
-  // through the RS's latency to 0.7 (0.5 done); then both transfer at half speed: the AG's
-  // last 0.3 s take 0.6 s -> 1.3. RS: 0.3 of 0.8 done by 1.3, 0.5 alone -> 1.8.
+  // All-gather (1 s, 0.2 s of it latency) from 0; a reduce-scatter on ANOTHER communicator
+  // (1 s, 0.2 s latency) waits for a 0.5 s compute op. AG: latency to 0.2, transfers alone to
+  // 0.5 (0.3 done) and through the RS's latency to 0.7 (0.5 done); then both transfer at half
+  // speed: the AG's last 0.3 s take 0.6 s -> 1.3. RS: 0.3 of 0.8 done by 1.3, 0.5 alone -> 1.8.
   Builder b;
   const int ag = b.add(OpKind::all_gather, Stream::all_gather, 1.0);
   const int c = b.add(OpKind::compute_bwd, Stream::compute, 0.5);
-  const int rs = b.add(OpKind::reduce_scatter, Stream::reduce_scatter, 1.0, {c});
+  const int rs = b.add(OpKind::reduce_scatter, Stream::reduce_scatter, 1.0, {c}, -1, 1);
   b.in.latency_seconds = {0.2, 0.0, 0.2};
   StepTiming t = b.run();
   EXPECT_NEAR(t.ops[ag].end, 1.3, kTol);
@@ -73,6 +74,25 @@ TEST(AnalyticEngine, ConcurrentCollectivesShareBandwidthAfterTheirLatency) {
   t = b.run();
   EXPECT_NEAR(t.ops[ag].end, 1.0, kTol);
   EXPECT_NEAR(t.ops[rs].end, 1.5, kTol);
+}
+
+TEST(AnalyticEngine, CollectivesOfOneCommunicatorRunOneAtATime) {
+  // [Communicator order]: the same all-gather and reduce-scatter on ONE communicator. The RS is
+  // ready at 0.5 (after the compute) on its own stream, but waits for the AG to end at 1.0,
+  // then runs alone for 1 s (no sharing, so no slowdown): [1.0, 2.0].
+  Builder b;
+  const int ag = b.add(OpKind::all_gather, Stream::all_gather, 1.0);
+  const int c = b.add(OpKind::compute_bwd, Stream::compute, 0.5);
+  const int rs = b.add(OpKind::reduce_scatter, Stream::reduce_scatter, 1.0, {c});
+  b.in.latency_seconds = {0.2, 0.0, 0.2};
+  const StepTiming t = b.run();
+  EXPECT_NEAR(t.ops[ag].end, 1.0, kTol);
+  EXPECT_NEAR(t.ops[rs].start, 1.0, kTol);
+  EXPECT_NEAR(t.ops[rs].end, 2.0, kTol);
+  EXPECT_EQ(t.ops[rs].started_by, Constraint::communicator);
+  EXPECT_EQ(t.ops[rs].started_by_op, ag);
+  EXPECT_NEAR(t.step_seconds, 2.0, kTol);
+  EXPECT_NEAR(t.exposed_comm_seconds, 1.5, kTol);  // [0.5, 2.0]: nothing computes
 }
 
 TEST(AnalyticEngine, CpuBoundStepIsTheIssueTimePlusTheLastOp) {

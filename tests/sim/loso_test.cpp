@@ -77,6 +77,22 @@ TEST(Loso, SourcesOwnRowsDoNotReachItsRefit) {
   EXPECT_NEAR(refit_on_grid(grid, rows, "D", 1, 1.0).value, 0.90, 1e-9);
 }
 
+// A tie in mean |error| goes to the lowest grid value (refit_on_grid's contract, so that a refit
+// is reproducible whatever order equal points are met in). Two rows published at 1024 whose
+// predictions are 1024 and 1280 at the two grid values, in opposite orders: errors 0 and 0.25
+// (exact in binary), mean 0.125 at both values. Kills loso.tie-takes-highest.
+TEST(Loso, TieGoesToTheLowestGridValue) {
+  GridRow rising, falling;
+  rising.source = "A";
+  falling.source = "B";
+  rising.published = falling.published = 1024;
+  rising.predicted = {1024, 1280};
+  falling.predicted = {1280, 1024};
+  const Refit r = refit_on_grid({0.5, 0.6}, {rising, falling}, "", 1, 1.0);
+  EXPECT_EQ(r.mean_abs_error, 0.125);
+  EXPECT_EQ(r.value, 0.5);
+}
+
 TEST(Loso, TooFewRowsKeepTheUnfittedValue) {
   const Refit r = refit_on_grid(shipped_grid(), four_sources(), "D", 4, 1.0);  // 3 rows left
   EXPECT_FALSE(r.fitted);

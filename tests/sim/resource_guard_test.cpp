@@ -8,6 +8,8 @@
 #include "models/json_input.h"
 #include "sim/resource_guard.h"
 #include "sim/simgrid_engine.h"
+#include "sim/estimate.h"
+#include "sim/scenario_loader.h"
 #include "sim/simgrid_options.h"
 #include "sim/sweep.h"
 #include "planner/sweep_space.h"
@@ -45,8 +47,18 @@ TEST(ResourceGuard, BudgetsAndWhatIsOver) {
   EXPECT_EQ(over_budget(big, budget_from_options(0, 0)), "") << "0 GiB and 0 s: no limits";
 }
 
-SimgridScenario load(const std::vector<std::string>& overrides) {
-  return load_simgrid_scenario(kRoot + "/scenarios/llama3.1-8b-8xh100.json", overrides);
+// A scenario planned and priced as `simulate` does, and the SimGrid options it carries.
+struct Planned {
+  Estimate estimate;
+  SimgridOptions options;
+  SimgridCost cost() const {
+    return estimate_simgrid_cost(estimate.plan.schedule, {estimate.cluster, estimate.calibration.nccl}, options);
+  }
+};
+
+Planned plan(const std::vector<std::string>& overrides) {
+  const planner::Scenario s = load_scenario(kRoot + "/scenarios/llama3.1-8b-8xh100.json", overrides);
+  return {estimate_step(s), simgrid_options(s)};
 }
 
 // The estimate counts the flows the engine will send: the engine's own count after the run is
@@ -62,9 +74,9 @@ TEST(ResourceGuard, SimgridFlowsAreTheEnginesOwn) {
   };
   for (const auto& o : cases) {
     SCOPED_TRACE(::testing::PrintToString(o));
-    const SimgridScenario s = load(o);
-    const SimgridCost c = estimate_simgrid_cost(s.scenario, s.options);
-    const SimgridResult r = simulate_simgrid(s.scenario, s.options);
+    const Planned p = plan(o);
+    const SimgridCost c = p.cost();
+    const SimgridResult r = simulate_estimate(p.estimate, p.options);
     EXPECT_EQ(c.flows, r.flows);
     EXPECT_EQ(c.window_nodes, r.window_nodes);
     EXPECT_EQ(c.simulated_ranks, r.simulated_ranks);
@@ -79,8 +91,7 @@ TEST(ResourceGuard, SimgridFlowsAreTheEnginesOwn) {
 // says so in well under a second of work, before anything is built.
 TEST(ResourceGuard, OneHundredThousandGpusAreEstimatedNotBuilt) {
   const auto start = std::chrono::steady_clock::now();
-  const SimgridScenario s = load({"cluster.nodes=12500", "training.global_batch=200000"});
-  const SimgridCost c = estimate_simgrid_cost(s.scenario, s.options);
+  const SimgridCost c = plan({"cluster.nodes=12500", "training.global_batch=200000"}).cost();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(c.window_nodes, 12500);
   EXPECT_EQ(c.window_ranks, 100000);
@@ -88,8 +99,7 @@ TEST(ResourceGuard, OneHundredThousandGpusAreEstimatedNotBuilt) {
   EXPECT_NE(c.memory_basis.find("100000 x 100000 hosts"), std::string::npos) << c.memory_basis;
   EXPECT_LT(seconds, 20) << "the estimate must not be the simulation";
   // 12,512 nodes are whole leaves: one 32-node period stands for the cluster.
-  const SimgridScenario whole = load({"cluster.nodes=12512", "training.global_batch=200192"});
-  const SimgridCost w = estimate_simgrid_cost(whole.scenario, whole.options);
+  const SimgridCost w = plan({"cluster.nodes=12512", "training.global_batch=200192"}).cost();
   EXPECT_EQ(w.window_nodes, 32);
   EXPECT_LT(w.memory_bytes, 1e9);
 }

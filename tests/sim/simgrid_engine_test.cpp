@@ -9,8 +9,9 @@
 #include "models/json_input.h"
 #include "planner/cost_model.h"
 #include "planner/plan.h"
+#include "sim/estimate.h"
 #include "sim/simgrid_engine.h"
-#include "sim/simgrid_options.h"
+#include "sim/scenario_loader.h"
 
 namespace fsdpsim::sim {
 namespace {
@@ -28,7 +29,7 @@ SimgridScenario load(const nlohmann::json& json, const std::vector<std::string>&
   return parse_simgrid_scenario(json, std::string(FSDPSIM_SOURCE_ROOT) + "/test-scenario.json", overrides);
 }
 
-SimgridResult run(const SimgridScenario& s) { return simulate_simgrid(s.scenario, s.options); }
+SimgridResult run(const SimgridScenario& s) { return simulate_scenario(s.scenario, s.options); }
 
 double rel(double a, double b) { return std::abs(a / b - 1); }
 
@@ -277,7 +278,8 @@ TEST(SimgridEngine, AnExportedPlatformXmlSimulatesTheSameStep) {
   const nlohmann::json base = scenario("scenarios/clusters/dgx-h100-fat-tree-2to1.json");
   const std::vector<std::string> o = {"cluster.nodes=2", "simulation.fabric.nodes_per_leaf=1", "simulation.flow_mode=aggregated"};
   const SimgridScenario s = load(base, o);
-  const std::string xml = simgrid_platform_xml(s.scenario, s.options);
+  const Estimate e = estimate_step(s.scenario);
+  const std::string xml = simgrid_platform_xml(e.plan.schedule, {e.cluster, e.calibration.nccl}, s.options);
   const std::string file = (std::filesystem::temp_directory_path() / "fsdpsim-simgrid-test-platform.xml").string();
   {
     std::ofstream out(file);

@@ -9,7 +9,7 @@
 #include "planner/plan.h"
 #include "sim/simgrid_engine.h"
 #include "sim/simgrid_flows.h"
-#include "sim/simgrid_options.h"
+#include "sim/scenario_loader.h"
 #include "sim/simgrid_platform.h"
 
 namespace fsdpsim::sim {

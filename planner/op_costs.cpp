@@ -1,0 +1,71 @@
+#include "planner/op_costs.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace fsdpsim::planner {
+
+OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMemo* memo) {
+  const std::size_t n = schedule.ops.size();
+  OpCosts c;
+  c.source = "cost model (calibration: " + cost.calibration().name + ")";
+  c.compute_slowdown_under_comm = cost.compute_slowdown_under_comm();
+  c.launch_queue_kernels = cost.calibration().launch_queue_kernels;
+  c.bf16_peak_flops = cost.bf16_peak_flops();
+  c.duration_seconds.resize(n);
+  c.issue_seconds.resize(n);
+  c.latency_seconds.assign(n, 0.0);
+  c.kernels.assign(n, 0.0);
+  CollectiveMemo local;
+  CollectiveMemo& collectives = memo ? *memo : local;
+  std::vector<double> kernel_seconds(schedule.kernel_sets.size(), -1.0);  // each set priced once
+  for (const Op& op : schedule.ops) {
+    if (is_collective(op.kind) && op.group >= 0 && op.group < static_cast<int>(schedule.groups.size())) {
+      const ProcessGroup& g = schedule.groups[op.group];
+      const auto key = std::make_tuple(static_cast<int>(op.kind), op.comm_bytes, g.ranks, g.nodes);
+      auto it = collectives.find(key);
+      if (it == collectives.end()) it = collectives.emplace(key, cost.collective(op, schedule)).first;
+      c.duration_seconds[op.id] = it->second.seconds;
+      c.latency_seconds[op.id] = it->second.latency_seconds;
+    } else {
+      c.duration_seconds[op.id] = cost.duration_seconds(op, schedule, &kernel_seconds);
+    }
+    c.issue_seconds[op.id] = cost.issue_seconds(op);
+    c.kernels[op.id] = cost.kernels(op);
+  }
+  return c;
+}
+
+OpCosts costs_from_durations(const Schedule& schedule, std::vector<double> duration_seconds, std::string source) {
+  OpCosts c;
+  c.source = std::move(source);
+  c.duration_seconds = std::move(duration_seconds);
+  c.issue_seconds.assign(schedule.ops.size(), 0.0);
+  check_costs(schedule, c);
+  return c;
+}
+
+void check_costs(const Schedule& s, const OpCosts& c) {
+  const std::size_t n = s.ops.size();
+  auto sized = [n](const std::vector<double>& v, bool optional) { return v.size() == n || (optional && v.empty()); };
+  if (!sized(c.duration_seconds, false) || !sized(c.issue_seconds, false) || !sized(c.latency_seconds, true) ||
+      !sized(c.kernels, true))
+    throw std::invalid_argument("the op costs give " + std::to_string(c.duration_seconds.size()) + " durations and " +
+                                std::to_string(c.issue_seconds.size()) + " issue costs for a schedule of " +
+                                std::to_string(n) + " ops");
+  auto finite_nonnegative = [](double x) { return x >= 0 && std::isfinite(x); };
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool ok = finite_nonnegative(c.duration_seconds[i]) && finite_nonnegative(c.issue_seconds[i]) &&
+                    (c.latency_seconds.empty() || finite_nonnegative(c.latency_seconds[i])) &&
+                    (c.kernels.empty() || finite_nonnegative(c.kernels[i]));
+    if (!ok)
+      throw std::invalid_argument("op " + std::to_string(i) + " (" + s.ops[i].name +
+                                  ") has a negative or non-finite duration or issue cost: " +
+                                  std::to_string(c.duration_seconds[i]) + " s");
+  }
+  if (!finite_nonnegative(c.compute_slowdown_under_comm) || !finite_nonnegative(c.launch_queue_kernels) ||
+      !finite_nonnegative(c.bf16_peak_flops))
+    throw std::invalid_argument("the op costs' slowdown, launch queue and peak must be finite and non-negative");
+}
+
+}  // namespace fsdpsim::planner

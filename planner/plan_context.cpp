@@ -1,0 +1,101 @@
+// StepContext: the schedule being written and its building blocks (planner/plan_policy.h).
+#include <algorithm>
+
+#include "planner/plan_policy.h"
+
+namespace fsdpsim::planner {
+
+StepContext::StepContext(const Scenario& scenario, const PlanCache::Layout& layout, Naming naming, Plan& plan)
+    : scenario(scenario),
+      training(scenario.training),
+      fsdp(scenario.fsdp),
+      layout(layout),
+      plan(plan),
+      schedule(plan.schedule),
+      sharded(sharded_model_state(scenario.fsdp, scenario.training)),
+      compute_dtype_bytes(models::dtype_bytes(scenario.training.param_dtype)),
+      reduce_dtype_bytes(models::dtype_bytes(scenario.training.reduce_dtype)),
+      master_dtype_bytes(models::dtype_bytes(scenario.training.master_dtype)),
+      stored_param_dtype_bytes(scenario.training.master_weights == MasterWeights::sharded_param ? master_dtype_bytes
+                                                                                                : compute_dtype_bytes),
+      naming_(naming) {
+  param_numel_.reserve(layout.params.size());
+  for (const models::Parameter* p : layout.params) param_numel_.push_back(p->numel());
+  const std::size_t units = plan.units.size();
+  params_ready_op.assign(units, -1);
+  unsharded_grads.assign(units, {});
+  sharded_grad.assign(units, -1);
+  accumulated_grad.assign(units, -1);
+}
+
+int StepContext::add_op(OpKind kind, Stream stream, const Name& name, int unit, const std::string& module) {
+  Op op;
+  op.id = static_cast<int>(schedule.ops.size());
+  op.kind = kind;
+  op.stream = stream;
+  if (naming_ == Naming::readable) op.name = name.str();
+  op.unit = unit;
+  op.module = module;
+  op.micro_step = micro_step;
+  op.phase = phase;
+  last_op = op.id;
+  schedule.ops.push_back(std::move(op));
+  return last_op;
+}
+
+int StepContext::new_alloc(std::int64_t bytes, MemCategory category, Stream stream, const Name& label, bool persistent,
+                           bool model_state) {
+  Allocation a;
+  a.id = static_cast<int>(schedule.allocations.size());
+  a.bytes = bytes;
+  a.category = category;
+  a.stream = stream;
+  if (naming_ == Naming::readable) a.label = label.str();
+  a.persistent = persistent;
+  a.model_state = model_state;
+  const int id = a.id;
+  schedule.allocations.push_back(std::move(a));
+  return id;
+}
+
+int StepContext::alloc_at(int op, std::int64_t bytes, MemCategory category, const Name& label, bool model_state) {
+  const int id = new_alloc(bytes, category, schedule.ops[op].stream, label, false, model_state);
+  schedule.ops[op].allocs.push_back(id);
+  return id;
+}
+
+int StepContext::next_unit_to_gather(const std::vector<int>& order, int u) const {
+  auto it = std::find(order.begin(), order.end(), u);
+  for (++it; it != order.end(); ++it)
+    if (needs_gather(*it)) return *it;
+  return -1;
+}
+
+int StepContext::last_compute_before(int op) const {
+  for (int i = op - 1; i >= 0; --i)
+    if (schedule.ops[i].stream == Stream::compute) return i;
+  return 0;
+}
+
+void StepContext::allocate_grads(int op, const std::vector<int>& params, const Name& name) {
+  // (unit, elements) in unit order; a module's parameters are nearly always in one unit.
+  std::vector<std::pair<int, std::int64_t>> numel_by_unit;
+  for (int p : params) {
+    if (has_grad[p]) continue;
+    has_grad[p] = 1;
+    const int u = layout.param_owner[p];
+    auto it = std::find_if(numel_by_unit.begin(), numel_by_unit.end(), [&](const auto& e) { return e.first == u; });
+    if (it == numel_by_unit.end()) numel_by_unit.emplace_back(u, param_numel_[p]);
+    else it->second += param_numel_[p];
+  }
+  std::sort(numel_by_unit.begin(), numel_by_unit.end());
+  for (const auto& [u, numel] : numel_by_unit)
+    unsharded_grads[u].push_back(alloc_at(op, numel * compute_dtype_bytes, MemCategory::unsharded_grad, name));
+}
+
+void StepContext::free_unsharded_grads(int op, int u) {
+  for (int& g : unsharded_grads[u]) free_at(op, g);
+  unsharded_grads[u].clear();
+}
+
+}  // namespace fsdpsim::planner

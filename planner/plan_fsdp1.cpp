@@ -1,0 +1,160 @@
+// FSDP1 (torch.distributed.fsdp.FullyShardedDataParallel): each unit is one FlatParameter,
+// its parameters concatenated and padded to a multiple of the shard group. The hooks follow
+// torch/distributed/fsdp/_runtime_utils.py (read at pytorch@00ae0bc9): _pre_forward_unshard
+// and _pre_backward_hook all-gather straight into the padded flat parameter, whose views the
+// modules use (no copy-out); _post_forward_reshard and the post-backward hook free it;
+// _post_backward_hook builds the flat gradient and reduce-scatters it. All-gathers and
+// reduce-scatters share one NCCL stream, and limit_all_gathers makes the CPU wait before
+// running ahead of the frees (_limiter_utils.py).
+#include <deque>
+#include <stdexcept>
+
+#include "planner/plan_policy.h"
+
+namespace fsdpsim::planner {
+
+namespace {
+
+class Fsdp1Policy final : public FrameworkPolicy {
+ public:
+  explicit Fsdp1Policy(StepContext& step)
+      : FrameworkPolicy(step),
+        unsharded_flat_param_(step.plan.units.size(), -1),
+        all_gather_input_(step.plan.units.size(), -1) {
+    // scenario.cpp refuses an integer reshard_after_forward for fsdp.version 1.
+    if (reshards_to_smaller_group(step.fsdp))
+      throw std::logic_error("FSDP1 has no reshard_after_forward=k (an FSDP2 option)");
+  }
+
+  // _pre_forward_unshard: unshard, then forward_prefetch's next unit (_prefetch_handles).
+  void pre_forward(int u) override {
+    unshard(u);
+    if (step_.fsdp.forward_prefetch) prefetch_next(step_.layout.forward_units, u);
+  }
+
+  // _post_forward_reshard (planner/fsdp_rules.h: reshards_after_forward).
+  void post_forward(int u) override {
+    if (reshards_after_forward(step_.fsdp, step_.unit(u).is_root)) reshard(u);
+  }
+
+  // _pre_backward_hook: unshard (a no-op when prefetched), then BACKWARD_PRE's prefetch.
+  void pre_backward(int u) override {
+    unshard(u);
+    if (backward_prefetch_hook(step_.fsdp) == BackwardPrefetchHook::pre_backward)
+      prefetch_next(step_.layout.backward_units, u);
+  }
+
+  // _post_backward_hook: reshard, BACKWARD_POST's prefetch, then reduce the flat gradient
+  // unless this micro-step only accumulates it (no_sync keeps the unsharded gradient in the
+  // compute dtype).
+  void post_backward(int u) override {
+    reshard(u);
+    if (backward_prefetch_hook(step_.fsdp) == BackwardPrefetchHook::post_backward)
+      prefetch_next(step_.layout.backward_units, u);
+    if (step_.shard(u).numel == 0) return;
+    allocate_uncovered_grads(step_, u);
+    if (!reduces_this_micro_step(step_, u, step_.compute_dtype_bytes)) return;
+    reduce_scatter_grads(u);
+  }
+
+ private:
+  // _unshard: the all-gather into the padded flat parameter (FlatParamHandle.unshard). Under
+  // limit_all_gathers the CPU first waits for the oldest of two pending frees
+  // (_FreeEventQueue.dequeue_if_needed, _limiter_utils.py).
+  void unshard(int u) {
+    if (!step_.needs_gather(u) || unsharded_flat_param_[u] >= 0) return;
+    const UnitShard& sh = step_.shard(u);
+    const std::string& name = step_.label(u);
+    const int compute = step_.compute_dtype_bytes, stored = step_.stored_param_dtype_bytes;
+    int cpu_wait = -1;
+    if (step_.fsdp.limit_all_gathers && pending_frees_.size() >= 2) {
+      cpu_wait = pending_frees_.front();
+      pending_frees_.pop_front();
+    }
+    int offloaded_shard = -1;
+    if (step_.fsdp.cpu_offload) {
+      // CPUOffload(offload_params=True): the shard lives in host memory and is copied in first.
+      const int h2d = step_.add_op(OpKind::h2d, Stream::all_gather, Name{"h2d shard ", name}, u);
+      wait_on_cpu(h2d, cpu_wait);
+      step_.op(h2d).comm_bytes = static_cast<double>(sh.local_numel * stored);
+      offloaded_shard = step_.alloc_at(h2d, sh.local_numel * stored, MemCategory::temporary,
+                                       Name{"host-to-device shard of ", name});
+    }
+    const int copy_in = step_.add_op(OpKind::copy_in, Stream::all_gather, Name{"copy-in ", name}, u);
+    wait_on_cpu(copy_in, cpu_wait);
+    step_.op(copy_in).hbm_bytes = static_cast<double>(sh.local_numel) * (stored + compute);
+    // The docs count a shard-sized communication buffer beside the flat parameter while the
+    // unit is unsharded (notes/fsdp.rst: 2 x 0.8 GB buffers + 2 x 6.4 GB unsharded blocks).
+    all_gather_input_[u] = step_.alloc_at(copy_in, sh.local_numel * compute, MemCategory::all_gather_buffer,
+                                          Name{"all-gather input of ", name});
+    unsharded_flat_param_[u] = step_.alloc_at(copy_in, sh.gathered_numel * compute, MemCategory::unsharded_param,
+                                              Name{"unsharded flat param of ", name}, held_from_forward_to_backward());
+    step_.free_at(copy_in, offloaded_shard);
+    const int all_gather = step_.add_op(OpKind::all_gather, Stream::all_gather, Name{"all-gather ", name}, u);
+    step_.op(all_gather).comm_bytes = static_cast<double>(sh.gathered_numel * compute);
+    step_.op(all_gather).group = step_.groups.shard;
+    // The modules use views of the flat parameter: ready when the all-gather is.
+    step_.params_ready_op[u] = all_gather;
+  }
+
+  // _reshard: frees the flat parameter and its communication buffer; the free joins the
+  // rate limiter's queue (_FreeEventQueue.enqueue).
+  void reshard(int u) {
+    if (unsharded_flat_param_[u] < 0) return;
+    step_.free_now(unsharded_flat_param_[u]);
+    step_.free_now(all_gather_input_[u]);
+    if (step_.fsdp.limit_all_gathers) pending_frees_.push_back(step_.last_op);
+    step_.params_ready_op[u] = -1;
+  }
+
+  // _prefetch_handles: unshard the next unit in `order` that gathers.
+  void prefetch_next(const std::vector<int>& order, int u) {
+    const int next = step_.next_unit_to_gather(order, u);
+    if (next >= 0) unshard(next);
+  }
+
+  void wait_on_cpu(int op, int& cpu_wait) {
+    if (cpu_wait >= 0) step_.op(op).cpu_waits.push_back(cpu_wait);
+    cpu_wait = -1;
+  }
+
+  // An unsharded flat parameter kept from forward to backward counts as model state.
+  bool held_from_forward_to_backward() const { return !reshards_after_forward(step_.fsdp, /*is_root=*/false); }
+
+  // _post_backward_hook's reduction: the per-parameter gradients are concatenated into the
+  // flat gradient (transiently both) and cast to the reduce dtype on the compute stream, then
+  // reduce-scattered on the stream all-gathers use. The input is freed at once: FSDP1
+  // record_stream()s it, so the caching allocator reuses it after the reduce-scatter.
+  void reduce_scatter_grads(int u) {
+    const UnitShard& sh = step_.shard(u);
+    const std::string& name = step_.label(u);
+    const int compute = step_.compute_dtype_bytes, reduce = step_.reduce_dtype_bytes;
+    const int copy_in = step_.add_op(OpKind::copy_in, Stream::compute, Name{"reduce-scatter copy-in ", name}, u);
+    step_.op(copy_in).hbm_bytes = static_cast<double>(sh.gathered_numel) * (compute + reduce);
+    int input = step_.alloc_at(copy_in, sh.gathered_numel * compute, MemCategory::unsharded_grad,
+                               Name{"flat grad of ", name});
+    step_.free_unsharded_grads(copy_in, u);
+    if (reduce != compute) {
+      const int cast = step_.alloc_at(copy_in, sh.gathered_numel * reduce, MemCategory::reduce_scatter_buffer,
+                                      Name{"reduce-dtype grad of ", name});
+      step_.free_at(copy_in, input);
+      input = cast;
+    }
+    step_.free_at(copy_in, step_.accumulated_grad[u]);
+    const ReduceScatter rs = issue_reduce_scatter(step_, u, copy_in, Stream::all_gather);
+    step_.free_at(rs.op, input);
+    finish_reduction(step_, u, rs);
+  }
+
+  // Per unit, allocation ids (-1: none).
+  std::vector<int> unsharded_flat_param_;
+  std::vector<int> all_gather_input_;  // the shard-sized communication buffer
+  // limit_all_gathers: ops whose frees the next unshards wait for, oldest first.
+  std::deque<int> pending_frees_;
+};
+
+}  // namespace
+
+std::unique_ptr<FrameworkPolicy> make_fsdp1_policy(StepContext& step) { return std::make_unique<Fsdp1Policy>(step); }
+
+}  // namespace fsdpsim::planner

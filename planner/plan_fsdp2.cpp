@@ -1,0 +1,186 @@
+// FSDP2 (torch.distributed.fsdp.fully_shard): each unit is an FSDPParamGroup whose parameters
+// are sharded on dim 0 one by one. The hooks follow FSDPParamGroup and FSDPState
+// (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py, read at pytorch@002a76fb;
+// _fsdp_state.py, at pytorch@01c9f4fc): unshard issues the copy-in and the all-gather on their
+// own streams, wait_for_unshard copies the gathered data out into the unsharded parameters on
+// the compute stream, reshard frees them; post_backward reshards and reduce-scatters the
+// gradients (foreach_reduce, _fsdp_collectives.py).
+#include "planner/plan_policy.h"
+
+namespace fsdpsim::planner {
+
+namespace {
+
+class Fsdp2Policy final : public FrameworkPolicy {
+ public:
+  explicit Fsdp2Policy(StepContext& step)
+      : FrameworkPolicy(step),
+        unsharded_params_(step.plan.units.size(), -1),
+        all_gather_output_(step.plan.units.size(), -1),
+        all_gather_in_flight_(step.plan.units.size(), -1),
+        post_forward_shard_(step.plan.units.size(), -1) {}
+
+  // FSDPParamGroup.pre_forward: unshard, wait_for_unshard; then the explicit forward prefetch
+  // (FSDPState._pre_forward: set_modules_to_forward_prefetch).
+  void pre_forward(int u) override {
+    unshard(u);
+    wait_for_unshard(u, Phase::forward);
+    if (step_.fsdp.forward_prefetch) prefetch_next(step_.layout.forward_units, u);
+  }
+
+  // FSDPParamGroup.post_forward reshards (planner/fsdp_rules.h: reshards_after_forward). The
+  // root's post-forward also frees the last all-gather output (FSDPState._post_forward:
+  // comm_ctx.all_gather_state = None).
+  void post_forward(int u) override {
+    const bool is_root = step_.unit(u).is_root;
+    if (reshards_after_forward(step_.fsdp, is_root)) reshard(u, Phase::forward);
+    if (is_root) step_.free_now(last_all_gather_output_);
+  }
+
+  // FSDPParamGroup.pre_backward: unshard (a no-op when prefetched), wait_for_unshard, and the
+  // default backward prefetch of the next group (planner/fsdp_rules.h: backward_prefetch_hook).
+  void pre_backward(int u) override {
+    unshard(u);
+    wait_for_unshard(u, Phase::backward);
+    if (backward_prefetch_hook(step_.fsdp) == BackwardPrefetchHook::pre_backward)
+      prefetch_next(step_.layout.backward_units, u);
+  }
+
+  // FSDPParamGroup.post_backward: reshard, then reduce the gradients unless this micro-step
+  // only accumulates them; FSDP2 accumulates in the reduce dtype
+  // (FSDPParam.to_accumulated_grad_if_needed, _fsdp_param.py).
+  void post_backward(int u) override {
+    reshard(u, Phase::backward);
+    // The root's post-backward frees the last all-gather output too.
+    if (step_.unit(u).is_root) step_.free_now(last_all_gather_output_);
+    if (step_.shard(u).numel == 0) return;
+    allocate_uncovered_grads(step_, u);
+    if (!reduces_this_micro_step(step_, u, step_.reduce_dtype_bytes)) return;
+    reduce_scatter_grads(u);
+  }
+
+  // The last reduce-scatter input and all-gather output, which no later group's hook frees.
+  // (PyTorch's root post-backward callback already clears the reduce-scatter state at the end
+  // of every backward, FSDPState._root_post_backward_final_callback; here the last input of a
+  // micro-step lives until the next micro-step's first reduce-scatter.)
+  void before_optimizer_step() override {
+    step_.free_now(last_reduce_scatter_input_);
+    step_.free_now(last_all_gather_output_);
+  }
+
+ private:
+  // FSDPParamGroup.unshard (foreach_all_gather, _fsdp_collectives.py): the copy-in casts this
+  // rank's shard into the all-gather output buffer on the all-gather streams, then the
+  // all-gather. Nothing if the unit is unsharded or its all-gather is already in flight.
+  void unshard(int u) {
+    if (!step_.needs_gather(u) || unsharded_params_[u] >= 0 || all_gather_in_flight_[u] >= 0) return;
+    const UnitShard& sh = step_.shard(u);
+    const std::string& name = step_.label(u);
+    const bool from_post_forward_shard = post_forward_shard_[u] >= 0;
+    const int compute = step_.compute_dtype_bytes, stored = step_.stored_param_dtype_bytes;
+    int offloaded_shard = -1;
+    if (step_.fsdp.cpu_offload) {
+      // CPUOffloadPolicy: the sharded parameters live in host memory and are copied in first.
+      const int h2d = step_.add_op(OpKind::h2d, Stream::all_gather, Name{"h2d shard ", name}, u);
+      step_.op(h2d).comm_bytes = static_cast<double>(sh.local_numel * stored);
+      offloaded_shard = step_.alloc_at(h2d, sh.local_numel * stored, MemCategory::temporary,
+                                       Name{"host-to-device shard of ", name});
+    }
+    const int copy_in = step_.add_op(OpKind::copy_in, Stream::all_gather, Name{"copy-in ", name}, u);
+    step_.op(copy_in).hbm_bytes = static_cast<double>(sh.local_numel) * (stored + compute);
+    // A mixed-precision cast of the shard (none from the post-forward shard, already in the
+    // compute dtype).
+    int cast = -1;
+    if (compute != stored && !from_post_forward_shard)
+      cast = step_.alloc_at(copy_in, sh.local_numel * compute, MemCategory::temporary, Name{"cast shard of ", name});
+    all_gather_output_[u] = step_.alloc_at(copy_in, sh.gathered_numel * compute, MemCategory::all_gather_buffer,
+                                           Name{"all-gather output of ", name});
+    step_.free_at(copy_in, cast);
+    step_.free_at(copy_in, offloaded_shard);
+    const int all_gather = step_.add_op(OpKind::all_gather, Stream::all_gather, Name{"all-gather ", name}, u);
+    step_.op(all_gather).comm_bytes = static_cast<double>(sh.gathered_numel * compute);
+    step_.op(all_gather).group = from_post_forward_shard ? step_.groups.reshard : step_.groups.shard;
+    all_gather_in_flight_[u] = all_gather;
+  }
+
+  // FSDPParamGroup.wait_for_unshard: the copy-out into the unsharded parameters on the compute
+  // stream, after the all-gather. In forward the all-gather output is kept until the next
+  // group's wait (so this copy-out can overlap the next all-gather; FSDP2 avoids recordStream);
+  // in backward it is freed right after the copy-out.
+  void wait_for_unshard(int u, Phase phase) {
+    if (all_gather_in_flight_[u] < 0) return;
+    const bool forward = phase == Phase::forward;
+    const UnitShard& sh = step_.shard(u);
+    if (forward) step_.free_now(last_all_gather_output_);
+    const int copy_out = step_.add_op(OpKind::copy_out, Stream::compute, Name{"copy-out ", step_.label(u)}, u);
+    step_.op(copy_out).deps.push_back(all_gather_in_flight_[u]);
+    step_.op(copy_out).hbm_bytes = 2.0 * static_cast<double>(sh.gathered_numel * step_.compute_dtype_bytes);
+    unsharded_params_[u] = step_.alloc_at(copy_out, sh.gathered_numel * step_.compute_dtype_bytes,
+                                          MemCategory::unsharded_param, Name{"unsharded params of ", step_.label(u)},
+                                          held_from_forward_to_backward());
+    if (forward) last_all_gather_output_ = all_gather_output_[u];
+    else step_.free_at(copy_out, all_gather_output_[u]);
+    all_gather_output_[u] = -1;
+    step_.free_at(copy_out, post_forward_shard_[u]);
+    all_gather_in_flight_[u] = -1;
+    step_.params_ready_op[u] = copy_out;
+  }
+
+  // FSDPParamGroup.reshard: frees the unsharded parameters; after forward with
+  // reshard_after_forward=k it keeps this rank's 1/k slice (FSDPParam.to_sharded_post_forward).
+  void reshard(int u, Phase phase) {
+    if (unsharded_params_[u] < 0) return;
+    if (phase == Phase::forward && reshards_to_smaller_group(step_.fsdp))
+      post_forward_shard_[u] =
+          step_.alloc_at(step_.last_op, step_.shard(u).gathered_numel * step_.compute_dtype_bytes /
+                                            step_.fsdp.reshard_after_forward,
+                         MemCategory::unsharded_param, Name{"post-forward 1/k copy of ", step_.label(u)});
+    step_.free_now(unsharded_params_[u]);
+    step_.params_ready_op[u] = -1;
+  }
+
+  // FSDPParamGroup._prefetch_unshard of the next group in `order` that gathers.
+  void prefetch_next(const std::vector<int>& order, int u) {
+    const int next = step_.next_unit_to_gather(order, u);
+    if (next >= 0) unshard(next);
+  }
+
+  // Unsharded parameters kept from forward to backward count as model state.
+  bool held_from_forward_to_backward() const { return !reshards_after_forward(step_.fsdp, /*is_root=*/false); }
+
+  // foreach_reduce (_fsdp_collectives.py): the reduce-scatter input (padded, cast to the reduce
+  // dtype) is written on the compute stream; the reduce-scatter runs on its own stream. The
+  // input is kept until the next group's post-backward (comm_ctx.reduce_scatter_state), so the
+  // previous one is freed first.
+  void reduce_scatter_grads(int u) {
+    const UnitShard& sh = step_.shard(u);
+    const std::string& name = step_.label(u);
+    step_.free_now(last_reduce_scatter_input_);
+    const int copy_in = step_.add_op(OpKind::copy_in, Stream::compute, Name{"reduce-scatter copy-in ", name}, u);
+    step_.op(copy_in).hbm_bytes =
+        static_cast<double>(sh.gathered_numel) * (step_.compute_dtype_bytes + step_.reduce_dtype_bytes);
+    const int input = step_.alloc_at(copy_in, sh.gathered_numel * step_.reduce_dtype_bytes,
+                                     MemCategory::reduce_scatter_buffer, Name{"reduce-scatter input of ", name});
+    step_.free_unsharded_grads(copy_in, u);
+    step_.free_at(copy_in, step_.accumulated_grad[u]);
+    const ReduceScatter rs = issue_reduce_scatter(step_, u, copy_in, Stream::reduce_scatter);
+    last_reduce_scatter_input_ = input;
+    finish_reduction(step_, u, rs);
+  }
+
+  // Per unit, allocation ids (-1: none).
+  std::vector<int> unsharded_params_;      // the unsharded parameters (copy-out to reshard)
+  std::vector<int> all_gather_output_;     // the all-gather output buffer (copy-in to copy-out)
+  std::vector<int> all_gather_in_flight_;  // op id: the all-gather issued and not yet waited for
+  std::vector<int> post_forward_shard_;    // the 1/k copy under reshard_after_forward=k
+  // The all-gather output kept for the next group's wait (comm_ctx.all_gather_state).
+  int last_all_gather_output_ = -1;
+  // The reduce-scatter input kept until the next group's post-backward (comm_ctx.reduce_scatter_state).
+  int last_reduce_scatter_input_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<FrameworkPolicy> make_fsdp2_policy(StepContext& step) { return std::make_unique<Fsdp2Policy>(step); }
+
+}  // namespace fsdpsim::planner

@@ -1,0 +1,56 @@
+// Private to planner/: what planning derives from the model, the wrap policy and activation
+// checkpointing alone (PlanCache::Layout): the units, the forward program (unit hooks and
+// module computes in forward order, with checkpoint regions) and dense parameter indices.
+// plan.cpp's PlanCache keeps layouts between plans; the step skeleton and the framework
+// policies read them.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "planner/plan.h"
+
+namespace fsdpsim::planner {
+
+struct PlanCache::Layout {
+  // What it was built for: the addresses of the model's modules and parameters in pre-order
+  // (the pointers below are valid while these are the model's), the wrap and checkpointing.
+  std::vector<const void*> addresses;
+  WrapSpec wrap;
+  Checkpointing checkpointing = Checkpointing::none;
+  int checkpoint_every = 1;
+
+  // One step of the forward program: a unit's pre/post-forward hook or a module's compute.
+  struct Event {
+    enum Kind { pre, compute, post } kind;
+    int unit = -1;                  // unit of the hook, or the innermost unit of the module
+    const models::Module* module = nullptr;  // compute only
+    int region = -1;                // activation-checkpoint region (block index), -1 if none
+    bool selective = false;         // inside a block under op-level selective checkpointing
+  };
+
+  std::vector<Unit> units;
+  std::vector<Event> forward;
+  std::vector<int> forward_units, backward_units;  // units in pre-forward and in pre-backward order
+  std::unordered_map<int, const models::Module*> region_first_module;  // checkpoint region -> its first costed module
+  int blocks = 0;  // transformer blocks (checkpoint regions are block indices)
+  // Canonical parameters by dense index (index_parameters).
+  std::vector<const models::Parameter*> params;  // parameter -> the model's
+  std::vector<int> param_owner;                  // parameter -> unit
+  std::vector<std::vector<int>> unit_params;     // unit -> parameters it owns
+  std::vector<std::vector<int>> event_params;    // forward event -> parameters its module uses (compute events)
+};
+
+// Builds the layout of the scenario's model, wrap and checkpointing; throws InputError for a
+// wrap or checkpointing the model cannot have.
+std::unique_ptr<PlanCache::Layout> make_layout(const Scenario& scenario);
+
+// The model's modules and parameters in pre-order, by address (what a layout was built for).
+void model_addresses(const models::Model& model, std::vector<const void*>& out);
+
+// Whether a layout built for (wrap a, checkpointing a) serves (b): the fields each policy reads.
+bool same_layout_inputs(const WrapSpec& a, Checkpointing ca, int every_a, const WrapSpec& b, Checkpointing cb,
+                        int every_b);
+
+}  // namespace fsdpsim::planner

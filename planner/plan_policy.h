@@ -1,0 +1,192 @@
+// Private to planner/: how the step is written. plan.cpp's skeleton walks the forward program
+// (planner/plan_layout.h) once per micro-step, forward then backward, and issues the module
+// computes, activations and gradients every framework has; at each unit's hooks it calls a
+// FrameworkPolicy, which issues that framework's communication and the memory it holds:
+//   plan_fsdp2.cpp       FSDP2 (fully_shard): FSDPParamGroup's unshard, wait_for_unshard, reshard
+//   plan_fsdp1.cpp       FSDP1 (FullyShardedDataParallel): FlatParameter all-gathers, the
+//                        limit_all_gathers rate limiter
+//   plan_fsdp_grads.cpp  the gradient reduction both FSDP versions share
+//   plan_zero.cpp        DDP (NO_SHARD) and ZeRO-1: replicated gradients reduced once per step;
+//                        ZeRO-1/2's gather of the updated parameters after the optimizer step
+// DeepSpeed ZeRO-3 is planned as FSDP2, DeepSpeed ZeRO-2 as FSDP with replicated parameters
+// (planner/fsdp_rules.h, sharded_model_state). StepContext (plan_context.cpp) is what the
+// skeleton and the policy share: the schedule being written, the op and allocation building
+// blocks, and the per-unit state both read.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "planner/fsdp_rules.h"
+#include "planner/plan_layout.h"
+
+namespace fsdpsim::planner {
+
+// An op's name or an allocation's label as prefix + subject + suffix, joined only when the
+// plan keeps names: a sweep's plans do not, and building ~1,000 strings per plan was a
+// tenth of a sweep point.
+struct Name {
+  Name(const char* p) : prefix(p) {}  // NOLINT: a plain literal is a name
+  Name(const char* p, const std::string& s, const char* x = "") : prefix(p), subject(&s), suffix(x) {}
+  std::string str() const {
+    std::string r(prefix);
+    if (subject) r += *subject;
+    return r += suffix;
+  }
+  const char* prefix;
+  const std::string* subject = nullptr;
+  const char* suffix = "";
+};
+
+// The step's process groups, as indices into Schedule::groups (-1: the step has none).
+struct StepGroups {
+  int shard = -1;      // the ranks one parameter is sharded over
+  int replicate = -1;  // one rank from each shard group (HSDP's all-reduce)
+  int world = -1;      // every rank (DDP's all-reduce, ZeRO-1's reduce-scatter and gathers)
+  int reshard = -1;    // FSDP2's reshard_after_forward=k group of k ranks
+};
+
+class StepContext {
+ public:
+  StepContext(const Scenario& scenario, const PlanCache::Layout& layout, Naming naming, Plan& plan);
+
+  // ---- what the step is planned for
+  const Scenario& scenario;
+  const TrainingSpec& training;
+  const FsdpSpec& fsdp;
+  const PlanCache::Layout& layout;  // units, forward program, parameter indices
+  Plan& plan;
+  Schedule& schedule;
+  const ShardedModelState sharded;
+  StepGroups groups;
+
+  // ---- bytes per element
+  const int compute_dtype_bytes;       // param_dtype: all-gathers, unsharded parameters and gradients
+  const int reduce_dtype_bytes;        // reduce_dtype: reduce-scatter and all-reduce
+  const int master_dtype_bytes;        // master_dtype: optimizer state (and DeepSpeed's master copy)
+  // The parameters as stored between steps (FSDP2's orig_dtype): FSDP stores them in the
+  // master dtype; DeepSpeed ZeRO stores the model in the compute dtype and keeps the master
+  // copy in the optimizer.
+  const int stored_param_dtype_bytes;
+
+  // ---- where the writing is
+  int micro_step = 0;
+  Phase phase = Phase::forward;
+  int last_op = -1;  // the op issued last: CPU-order frees hang on it
+  bool first_micro_step() const { return micro_step == 0; }
+  bool last_micro_step() const { return micro_step == schedule.micro_steps - 1; }
+
+  // ---- state the skeleton and the policies share
+  // Per unit: the op after which its unsharded parameters are ready (the all-gather for FSDP1,
+  // the copy-out for FSDP2), -1 while it is sharded; the unit's computes depend on it.
+  std::vector<int> params_ready_op;
+  // Per unit: its unsharded gradient allocations of this micro-step (autograd's, made by the
+  // skeleton), freed by the post-backward that reduces them.
+  std::vector<std::vector<int>> unsharded_grads;
+  std::vector<char> has_grad;  // per parameter: its gradient was made this micro-step
+  // Per unit: the sharded gradient the optimizer steps (-1 while none); persists over
+  // micro-steps, freed by the optimizer step (zero_grad(set_to_none=True)).
+  std::vector<int> sharded_grad;
+  // Per unit: unsharded gradients summed over micro-steps without reduction (-1 while none).
+  std::vector<int> accumulated_grad;
+  std::vector<int> gradient_ready_ops;  // ops after which a unit's gradient is ready: the optimizer waits for them
+
+  // ---- building blocks
+  int add_op(OpKind kind, Stream stream, const Name& name, int unit, const std::string& module = "");
+  Op& op(int id) { return schedule.ops[id]; }
+  int new_alloc(std::int64_t bytes, MemCategory category, Stream stream, const Name& label, bool persistent = false,
+                bool model_state = false);
+  // An allocation made when `op` is issued, on its stream.
+  int alloc_at(int op, std::int64_t bytes, MemCategory category, const Name& label, bool model_state = false);
+  // Frees happen in CPU order: `alloc` is released when `op` is issued (the op issued last:
+  // free_now), and reset to -1. Nothing for -1.
+  void free_at(int op, int& alloc) {
+    if (alloc < 0) return;
+    schedule.ops[op].frees.push_back(alloc);
+    alloc = -1;
+  }
+  void free_now(int& alloc) { free_at(last_op, alloc); }
+
+  const Unit& unit(int u) const { return plan.units[u]; }
+  const UnitShard& shard(int u) const { return plan.shards[u]; }
+  const std::string& label(int u) const {  // the unit's name, "root" for the root
+    static const std::string root = "root";
+    return unit(u).is_root ? root : unit(u).name;
+  }
+  // Whether unit u is all-gathered before use: its parameters are sharded and it has some.
+  bool needs_gather(int u) const { return sharded.params && shard(u).numel > 0; }
+  // The unit after u in `order` (forward_units or backward_units) that needs a gather; -1 if none.
+  int next_unit_to_gather(const std::vector<int>& order, int u) const;
+  // The last compute-stream op before `op` (0 if none).
+  int last_compute_before(int op) const;
+
+  // ---- gradients
+  // Autograd materialises a parameter's gradient (compute dtype, unpadded) when the backward
+  // of the first module (in backward order) that uses it runs: allocated at `op`, per unit.
+  void allocate_grads(int op, const std::vector<int>& params, const Name& name);
+  void free_unsharded_grads(int op, int u);
+
+ private:
+  const Naming naming_;
+  std::vector<std::int64_t> param_numel_;  // canonical parameter -> elements
+};
+
+// A framework's hooks around each unit's forward and backward, named after PyTorch's
+// (FSDPState._pre_forward/_post_forward/_pre_backward and the post-backward hook; FSDP1's
+// _pre_forward, _post_forward, _pre_backward_hook, _post_backward_hook). The skeleton calls
+// them in the order the hooks run: pre_forward before the unit's first module computes,
+// post_forward after its last; pre_backward before its first backward compute, post_backward
+// after its last.
+class FrameworkPolicy {
+ public:
+  explicit FrameworkPolicy(StepContext& step) : step_(step) {}
+  virtual ~FrameworkPolicy() = default;
+  virtual void pre_forward(int unit) = 0;
+  virtual void post_forward(int unit) = 0;
+  virtual void pre_backward(int unit) = 0;
+  virtual void post_backward(int unit) = 0;
+  // Before the optimizer step: release what the last post-backward left for a later hook.
+  virtual void before_optimizer_step() {}
+
+ protected:
+  StepContext& step_;
+};
+
+// FSDP2, FSDP1 and the replicated-gradient strategies (NO_SHARD, ZERO1); plan.cpp picks the
+// scenario's.
+std::unique_ptr<FrameworkPolicy> make_fsdp2_policy(StepContext& step);
+std::unique_ptr<FrameworkPolicy> make_fsdp1_policy(StepContext& step);
+std::unique_ptr<FrameworkPolicy> make_replicated_grads_policy(StepContext& step);
+
+// ZeRO-1 and DeepSpeed ZeRO-2 (parameters replicated, optimizer state sharded): after the
+// optimizer step every rank all-gathers the parameters the others updated (plan_zero.cpp).
+void all_gather_updated_params(StepContext& step, int optimizer_op);
+
+// ---- the gradient reduction FSDP1 and FSDP2 share (plan_fsdp_grads.cpp) ----------------------
+
+// Gradients of the unit's parameters no costed module covers (autograd makes them too): made
+// at its post-backward, before the reduction.
+void allocate_uncovered_grads(StepContext& step, int u);
+
+// Gradient accumulation without communication (fsdp.grad_sync last_micro_step: FSDP1's
+// no_sync(), FSDP2's set_requires_gradient_sync(False)): this micro-step's unsharded gradients
+// are added into a kept sum of `accumulated_dtype_bytes` per element. Whether this micro-step
+// reduces (the last one does, and every one when gradients sync every micro-step).
+bool reduces_this_micro_step(StepContext& step, int u, int accumulated_dtype_bytes);
+
+// A unit's reduce-scatter, issued after its copy-in, and the output it writes.
+struct ReduceScatter {
+  int op = -1;
+  int output = -1;         // allocation: this rank's reduced shard (reduce dtype)
+  bool output_is_grad = false;  // the output becomes the sharded gradient as it is
+};
+ReduceScatter issue_reduce_scatter(StepContext& step, int u, int copy_in, Stream stream);
+
+// After the reduce-scatter: HSDP's all-reduce across replicas, then the reduced shard moves to
+// host memory (CPU offload) or is cast and added into the sharded gradient (FSDP2's post-reduce
+// in foreach_reduce; FSDP1's _post_reduce_grad).
+void finish_reduction(StepContext& step, int u, const ReduceScatter& rs);
+
+}  // namespace fsdpsim::planner

@@ -1,0 +1,142 @@
+// The executor contract (docs/architecture.md): the analytic engine, the SimGrid engine and the
+// host micro-runtime play one (Schedule, OpCosts) and obey the same ordering rules. Here: two
+// collectives on one communicator serialize although they run on different streams, and
+// collectives on different communicators overlap ([Communicator order], planner/schedule.h).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "models/json_input.h"
+#include "planner/collectives.h"
+#include "planner/op_costs.h"
+#include "planner/scenario.h"
+#include "planner/schedule.h"
+#include "runtime/runtime.h"
+#include "sim/analytic.h"
+#include "sim/simgrid_engine.h"
+
+namespace fsdpsim {
+namespace {
+
+using planner::Op;
+using planner::OpKind;
+using planner::Stream;
+
+// Four collectives on a world of 2, each alone on its stream, none depending on another:
+//   0 all-gather      group "a" (all_gather stream)
+//   1 reduce-scatter  group "a" (reduce_scatter stream): same communicator as op 0
+//   2 all-reduce      group "b" (all_reduce stream): another communicator
+//   3 all-gather      group "c" (copy stream): a third communicator
+planner::Schedule four_collectives() {
+  planner::Schedule s;
+  s.name = "four collectives";
+  s.world_size = 2;
+  s.groups = {{"a", 2, 1}, {"b", 2, 1}, {"c", 2, 1}};
+  const struct {
+    OpKind kind;
+    Stream stream;
+    int group;
+  } ops[] = {{OpKind::all_gather, Stream::all_gather, 0},
+             {OpKind::reduce_scatter, Stream::reduce_scatter, 0},
+             {OpKind::all_reduce, Stream::all_reduce, 1},
+             {OpKind::all_gather, Stream::copy, 2}};
+  for (const auto& o : ops) {
+    Op op;
+    op.id = static_cast<int>(s.ops.size());
+    op.kind = o.kind;
+    op.stream = o.stream;
+    op.group = o.group;
+    op.comm_bytes = 1 << 20;
+    op.name = planner::to_string(o.kind) + " on " + s.groups[o.group].name;
+    planner::Allocation buffer;
+    buffer.id = static_cast<int>(s.allocations.size());
+    buffer.bytes = 1 << 20;
+    buffer.category = planner::MemCategory::temporary;
+    buffer.stream = o.stream;
+    s.allocations.push_back(buffer);
+    op.allocs = {buffer.id};
+    op.frees = {buffer.id};
+    s.ops.push_back(op);
+  }
+  planner::validate_schedule(s, "four collectives");
+  return s;
+}
+
+constexpr double kSeconds = 0.2;  // each collective alone (long enough for threads to show order)
+
+planner::OpCosts costs_of(const planner::Schedule& s) {
+  planner::OpCosts c = planner::costs_from_durations(s, std::vector<double>(s.ops.size(), kSeconds), "test");
+  return c;
+}
+
+struct Interval {
+  double start = 0, end = 0;
+};
+
+// What every executor must agree on, from one rank's op intervals.
+// `start_at_zero`: the simulated executors also start the free collectives at exactly 0 (a
+// loaded host starts threads late, so the runtime is held to the order alone).
+void expect_contract(const std::vector<Interval>& t, const std::string& executor, double slack,
+                     bool start_at_zero = true) {
+  SCOPED_TRACE(executor);
+  // Same communicator: the reduce-scatter waits for the all-gather though its stream is free.
+  EXPECT_GE(t[1].start, t[0].end - slack);
+  // Other communicators: they run beside the all-gather.
+  EXPECT_LT(t[2].start, t[0].end - slack);
+  EXPECT_LT(t[3].start, t[0].end - slack);
+  if (!start_at_zero) return;
+  EXPECT_LE(t[2].start, slack);
+  EXPECT_LE(t[3].start, slack);
+}
+
+TEST(ExecutorContract, AnalyticEngineSerializesOneCommunicatorOnly) {
+  const planner::Schedule s = four_collectives();
+  planner::OpCosts c = costs_of(s);
+  c.share_bandwidth = false;  // exact intervals: each collective takes its cost
+  const sim::StepTiming t = sim::simulate(s, c);
+  std::vector<Interval> v;
+  for (const sim::OpTiming& o : t.ops) v.push_back({o.start, o.end});
+  expect_contract(v, "analytic", 1e-12);
+  // Hand-worked: op 1 runs [0.2, 0.4], the others [0, 0.2]; the step is 0.4 s.
+  EXPECT_DOUBLE_EQ(t.ops[1].start, kSeconds);
+  EXPECT_DOUBLE_EQ(t.step_seconds, 2 * kSeconds);
+  EXPECT_EQ(t.ops[1].started_by, sim::Constraint::communicator);
+  EXPECT_EQ(t.ops[1].started_by_op, 0);
+}
+
+TEST(ExecutorContract, SimgridEngineSerializesOneCommunicatorOnly) {
+  const planner::Schedule s = four_collectives();
+  const std::string file = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/clusters/dgx-h100.json";
+  planner::ClusterSpec cluster = planner::parse_cluster(load_json_file(file), file, "");
+  cluster.nodes = 1;
+  cluster.gpus_per_node = 2;
+  sim::SimgridOptions options;
+  options.flow_mode = sim::FlowMode::aggregated;
+  const sim::SimgridResult r =
+      sim::simulate_simgrid(s, costs_of(s), {cluster, planner::NcclParams::defaults_for(cluster)}, options);
+  std::vector<Interval> v;
+  for (const sim::OpTiming& o : r.timing.ops) v.push_back({o.start, o.end});
+  // Concurrent collectives share NVLink here, so their ends move; the order must not.
+  expect_contract(v, "SimGrid", 1e-9);
+}
+
+TEST(ExecutorContract, HostRuntimeSerializesOneCommunicatorOnly) {
+  const planner::Schedule s = four_collectives();
+  runtime::check_playable(s, "four collectives");
+  runtime::RunOptions o;
+  o.backend = "host";
+  o.costs = costs_of(s);
+  o.max_buffer_bytes = 4096;
+  o.timeout_seconds = 10;
+  const runtime::RunResult r = runtime::run_schedule(s, o);
+  for (const runtime::RankResult& rank : r.ranks) {
+    std::vector<Interval> v;
+    for (const runtime::OpTiming& t : rank.steps.at(0)) v.push_back({t.start_seconds, t.end_seconds});
+    // Threads start milliseconds apart on a loaded host: slack well under the 200 ms ops.
+    expect_contract(v, "host runtime, rank " + std::to_string(rank.rank), 0.02, false);
+  }
+}
+
+}  // namespace
+}  // namespace fsdpsim

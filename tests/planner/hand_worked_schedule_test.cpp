@@ -1,0 +1,311 @@
+// The planned step against FSDP's and DDP's documented behaviour, worked by hand on synthetic
+// models (synthetic.h): weights of 64 x 64 (4096 elements, 8 rows per rank on 8 GPUs, no
+// padding), 1024 tokens per micro-step, activations written for 16-bit (act_scale 1 at bf16).
+// Each test names the source of the rule it pins and the mutant of tools/mutants.txt it kills.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "planner/memory.h"
+#include "planner/plan.h"
+#include "planner/scenario.h"
+#include "synthetic.h"
+
+namespace fsdpsim::planner {
+namespace {
+
+using testing::block_model;
+using testing::cluster;
+
+constexpr std::int64_t kTokens = 1024;      // micro_batch 1 x seq_len 1024
+constexpr std::int64_t kWeight = 64 * 64;   // elements of one block's weight
+
+nlohmann::json scenario(int blocks, double activation_bytes_per_token, nlohmann::json fsdp,
+                        nlohmann::json training = nlohmann::json::object(), std::vector<std::int64_t> root = {},
+                        int nodes = 1, int gpus = 8, std::vector<std::int64_t> shape = {64, 64}) {
+  nlohmann::json t = {{"micro_batch", 1}, {"seq_len", kTokens}, {"param_dtype", "bf16"}, {"reduce_dtype", "fp32"},
+                      {"master_dtype", "fp32"}, {"optimizer", "none"}};
+  if (training.is_object()) t.update(training);
+  return {{"model", block_model(blocks, shape, activation_bytes_per_token, root)},
+          {"cluster", cluster(nodes, gpus)},
+          {"training", t},
+          {"fsdp", fsdp}};
+}
+
+Plan plan(const nlohmann::json& json, std::vector<std::string> overrides = {}) {
+  return plan_step(parse_scenario(json, "test.json", overrides));
+}
+
+int count_ops(const Schedule& s, OpKind kind, int micro_step = -1) {
+  return static_cast<int>(std::count_if(s.ops.begin(), s.ops.end(), [&](const Op& op) {
+    return op.kind == kind && (micro_step < 0 || op.micro_step == micro_step);
+  }));
+}
+
+const Op& first_op(const Schedule& s, OpKind kind) {
+  for (const Op& op : s.ops)
+    if (op.kind == kind) return op;
+  throw std::logic_error("no op of kind " + to_string(kind));
+}
+
+// Allocations live while `at` is issued (after its allocations, before its frees).
+std::vector<bool> live_at(const Schedule& s, int at) {
+  std::vector<bool> live(s.allocations.size(), false);
+  for (const Allocation& a : s.allocations) live[a.id] = a.persistent;
+  for (const Op& op : s.ops) {
+    for (int a : op.allocs) live[a] = true;
+    if (op.id == at) break;
+    for (int a : op.frees) live[a] = false;
+  }
+  return live;
+}
+
+std::int64_t live_bytes(const Schedule& s, int at, MemCategory category) {
+  const std::vector<bool> live = live_at(s, at);
+  std::int64_t bytes = 0;
+  for (const Allocation& a : s.allocations)
+    if (live[a.id] && a.category == category) bytes += a.bytes;
+  return bytes;
+}
+
+// ---- gradient synchronisation -----------------------------------------------------------
+// DDP (torch/nn/parallel/distributed.py, DistributedDataParallel.no_sync: "Within this
+// context, gradients will be accumulated on module variables, which will later be
+// synchronized in the first forward-backward pass exiting the context") and FSDP's NO_SHARD
+// (torch/distributed/fsdp/api.py: "synchronizes them (via all-reduce) after the backward
+// computation"; FullyShardedDataParallel.no_sync): under gradient accumulation the micro-steps
+// but the last run under no_sync, so a step all-reduces each bucket (here: each unit's
+// replicated gradient) once, in the last micro-step, whatever the accumulation.
+// Kills sync.ddp-all-reduce-every-micro-step.
+TEST(HandWorkedGradSync, NoShardAllReducesEachUnitOncePerStepUnderAccumulation) {
+  const Plan p = plan(scenario(4, 0, {{"strategy", "NO_SHARD"}}, {{"grad_accum", 2}}));
+  const Schedule& s = p.schedule;
+  ASSERT_EQ(s.micro_steps, 2);
+  EXPECT_EQ(count_ops(s, OpKind::all_reduce), 4);  // 4 block units; the root owns no parameter
+  EXPECT_EQ(count_ops(s, OpKind::all_reduce, 1), 4);
+  for (const Op& op : s.ops) {
+    if (op.kind != OpKind::all_reduce) continue;
+    EXPECT_EQ(op.comm_bytes, kWeight * 4.0) << op.name;  // the unit's whole gradient, fp32 reduce dtype
+    EXPECT_EQ(s.groups[op.group].ranks, 8) << op.name;
+  }
+  EXPECT_EQ(count_ops(s, OpKind::reduce_scatter), 0);
+}
+
+// ZeRO-1 (DeepSpeed's stage 1: only the optimizer state is partitioned; ZeRO paper Sec. 5.1)
+// reduces the gradient once per step as well: one reduce-scatter per unit, in the last
+// micro-step, of the whole padded gradient (NCCL's nBytes: the input buffer).
+// Kills sync.zero1-reduce-every-micro-step and comm.zero1-reduce-scatter-bytes-shard.
+TEST(HandWorkedGradSync, Zero1ReduceScattersEachUnitOncePerStep) {
+  const Plan p = plan(scenario(4, 0, {{"strategy", "ZERO1"}}, {{"grad_accum", 2}}));
+  const Schedule& s = p.schedule;
+  EXPECT_EQ(count_ops(s, OpKind::reduce_scatter), 4);
+  EXPECT_EQ(count_ops(s, OpKind::reduce_scatter, 1), 4);
+  for (const Op& op : s.ops) {
+    if (op.kind == OpKind::reduce_scatter) {
+      EXPECT_EQ(op.comm_bytes, kWeight * 4.0) << op.name;
+    }
+  }
+}
+
+// FSDP's sharded strategies reduce-scatter every micro-step by default (FSDP2's
+// set_requires_gradient_sync(True), FSDP1 outside no_sync): 4 units x 2 micro-steps.
+TEST(HandWorkedGradSync, FullShardReduceScattersEveryMicroStepByDefault) {
+  const Plan p = plan(scenario(4, 0, {{"strategy", "FULL_SHARD"}}, {{"grad_accum", 2}}));
+  EXPECT_EQ(count_ops(p.schedule, OpKind::reduce_scatter, 0), 4);
+  EXPECT_EQ(count_ops(p.schedule, OpKind::reduce_scatter, 1), 4);
+}
+
+// ---- activation checkpointing -----------------------------------------------------------
+// Full activation checkpointing (torch.utils.checkpoint; Chen et al. 2016, "Training Deep Nets
+// with Sublinear Memory Cost", Sec. 3; Korthikanti et al. 2022, Sec. 5): forward keeps only each
+// block's input; backward recomputes one block at a time, so the backward peak holds every
+// block's checkpointed input, ONE block's recomputed activations and the gradients.
+// NO_SHARD keeps parameters and gradients replicated and persistent, so nothing else moves:
+//   persistent  4 blocks x 4096 x 4 B (fp32 params) + 4 x 4096 x 4 B (fp32 grads) = 131,072
+//   inputs      token ids 8 B/token x 1024                                      =   8,192
+//   checkpoints 4 blocks x input_bytes 8 B/token x 1024                          =  32,768
+//   recomputed  one block: 1024 B/token x 1024 tokens                           = 1,048,576
+//   temporary   the gradient w.r.t. the block's input, 8 B/token x 1024          =   8,192
+// at the last block's backward op (block 2's holds one checkpoint less): 1,228,800 bytes.
+// Kills ckpt.recompute-recreates-nothing and ckpt.blocks-keep-full-activations.
+TEST(HandWorkedCheckpointing, BackwardPeakIsCheckpointsPlusOneRecomputedBlockPlusGradients) {
+  const Plan p = plan(scenario(4, 1024, {{"strategy", "NO_SHARD"}}, {{"activation_checkpointing", "full"}}));
+  const MemoryReport m = replay_memory(p.schedule);
+  const std::int64_t params = 4 * kWeight * 4, grads = 4 * kWeight * 4;
+  const std::int64_t checkpoints = 4 * 8 * kTokens, recomputed = 1024 * kTokens;
+  EXPECT_EQ(m.peak_allocated_bytes, params + grads + 8 * kTokens + checkpoints + recomputed + 8 * kTokens);
+  ASSERT_GE(m.peak_op, 0);
+  EXPECT_EQ(p.schedule.ops[m.peak_op].name, "bwd blocks.3");
+  EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::activation)], checkpoints + recomputed);
+  EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::unsharded_grad)], grads);
+  // The forward keeps only the checkpointed inputs: no block's full activations.
+  int last_forward = -1;
+  for (const Op& op : p.schedule.ops)
+    if (op.kind == OpKind::compute_fwd) last_forward = op.id;
+  EXPECT_EQ(live_bytes(p.schedule, last_forward, MemCategory::activation), checkpoints);
+}
+
+// Checkpointing every 2nd block (activation_checkpointing: 2) keeps blocks 0 and 2 as inputs
+// and blocks 1 and 3 whole: at the last block's backward op, 2 checkpoints (2 x 8,192) and two
+// blocks' activations (block 1 saved, block 3 saved: 2 x 1,048,576); block 2's backward then
+// holds block 2 recomputed instead of block 3, the same total.
+// Kills ckpt.every-k-checkpoints-every-block.
+TEST(HandWorkedCheckpointing, EveryKthBlockKeepsTheOthersWhole) {
+  const Plan p = plan(scenario(4, 1024, {{"strategy", "NO_SHARD"}}, {{"activation_checkpointing", 2}}));
+  const MemoryReport m = replay_memory(p.schedule);
+  const std::int64_t persistent = 2 * 4 * kWeight * 4;
+  EXPECT_EQ(m.peak_allocated_bytes, persistent + 8 * kTokens + 2 * 8 * kTokens + 2 * 1024 * kTokens + 8 * kTokens);
+  EXPECT_EQ(count_ops(p.schedule, OpKind::recompute), 2);
+}
+
+// ---- parameters kept unsharded ------------------------------------------------------------
+// SHARD_GRAD_OP (torch/distributed/fsdp/api.py@acd8c9e7, ShardingStrategy: "this strategy
+// unshards before the forward, does not reshard them after the forward, and only reshards them
+// after the backward computation"; FSDP2's equivalent is fully_shard(reshard_after_forward=False)):
+// by default every unit's gathered parameters stay from its forward to its backward, so at the
+// first backward op all of them are live (root 128 x 64 + 4 blocks x 64 x 64, bf16), and each
+// unit is all-gathered once per step. FULL_SHARD at the same op holds the root and the last block.
+// Kills default.shard-grad-op-reshards-after-forward.
+TEST(HandWorkedDefaults, ShardGradOpKeepsEveryUnitGatheredThroughForward) {
+  const nlohmann::json zero2 = scenario(4, 16, {{"strategy", "SHARD_GRAD_OP"}}, {}, {128, 64});
+  const Scenario parsed = parse_scenario(zero2, "test.json");
+  EXPECT_EQ(parsed.fsdp.reshard_after_forward, 0);
+  const Plan p = plan(zero2);
+  const int first_backward = first_op(p.schedule, OpKind::compute_bwd).id;
+  const std::int64_t root = 128 * 64 * 2, block = kWeight * 2;
+  EXPECT_EQ(live_bytes(p.schedule, first_backward, MemCategory::unsharded_param), root + 4 * block);
+  EXPECT_EQ(count_ops(p.schedule, OpKind::all_gather), 5);  // root + 4 blocks, forward only
+
+  const Plan full = plan(zero2, {"fsdp.strategy=FULL_SHARD"});
+  EXPECT_EQ(parse_scenario(zero2, "test.json", {"fsdp.strategy=FULL_SHARD"}).fsdp.reshard_after_forward, 8);
+  EXPECT_EQ(live_bytes(full.schedule, first_op(full.schedule, OpKind::compute_bwd).id, MemCategory::unsharded_param),
+            root + block);
+  EXPECT_EQ(count_ops(full.schedule, OpKind::all_gather), 1 + 2 * 4);  // blocks gathered again in backward
+}
+
+// The root unit keeps its parameters from forward to backward (FSDP2
+// torch/distributed/fsdp/_fully_shard/_fsdp_state.py, FSDPState._lazy_init: "For the root, do
+// not reshard after forward since for training, the parameters would be freed and all-gathered
+// immediately"; FSDP1 _runtime_utils.py _post_forward_reshard: "Do not free the root's
+// parameters in the post-forward"): under FULL_SHARD the root's unsharded parameters live at
+// the first backward op are the allocation its forward made, and the root is gathered once.
+// Kills default.root-reshards-after-forward.
+TEST(HandWorkedDefaults, RootKeepsItsForwardGatheredParametersIntoBackward) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("FSDP" + std::to_string(version));
+    const Plan p = plan(scenario(4, 16, {{"version", version}, {"strategy", "FULL_SHARD"}}, {}, {128, 64}));
+    const Schedule& s = p.schedule;
+    const int first_backward = first_op(s, OpKind::compute_bwd).id;
+    const std::vector<bool> live = live_at(s, first_backward);
+    int root_params = -1;
+    for (const Op& op : s.ops)
+      for (int a : op.allocs)
+        if (s.allocations[a].category == MemCategory::unsharded_param && op.unit == 0 && root_params < 0) {
+          root_params = a;
+          EXPECT_EQ(op.phase, Phase::forward);
+        }
+    ASSERT_GE(root_params, 0);
+    EXPECT_TRUE(live[root_params]) << s.allocations[root_params].label;
+    int root_gathers = 0;
+    for (const Op& op : s.ops) root_gathers += op.kind == OpKind::all_gather && op.unit == 0;
+    EXPECT_EQ(root_gathers, 1);
+  }
+}
+
+// ---- FSDP1's rate limiter -----------------------------------------------------------------
+// limit_all_gathers (default True, torch/distributed/fsdp/fully_sharded_data_parallel.py):
+// FSDP1's _FreeEventQueue (torch/distributed/fsdp/_limiter_utils.py@e6401a21) enqueues a free
+// event at each reshard and, before an unshard, dequeue_if_needed() returns the oldest once
+// len(queue) >= _max_num_inflight_all_gathers = 2; the CPU synchronizes on it
+// (_runtime_utils.py _unshard). So in forward, block k (k >= 2) is issued after the free of
+// block k - 2's flat parameter; blocks 0 and 1 wait on nothing.
+// Kills default.limit-all-gathers-depth-3 and default.limit-all-gathers-off.
+TEST(HandWorkedDefaults, Fsdp1RateLimiterWaitsForTheFreeTwoUnitsBack) {
+  const nlohmann::json fsdp1 = scenario(6, 16, {{"version", 1}, {"strategy", "FULL_SHARD"}});
+  const Plan p = plan(fsdp1);
+  const Schedule& s = p.schedule;
+  // The forward op that frees each block's flat parameter, by block.
+  std::map<std::string, int> freed_by;
+  for (const Op& op : s.ops)
+    for (int a : op.frees) {
+      const std::string& label = s.allocations[a].label;
+      const std::string prefix = "unsharded flat param of ";
+      if (op.phase == Phase::forward && label.rfind(prefix, 0) == 0) freed_by.emplace(label.substr(prefix.size()), op.id);
+    }
+  ASSERT_EQ(freed_by.size(), 6u);
+  int copy_ins = 0;
+  for (const Op& op : s.ops) {
+    if (op.kind != OpKind::copy_in || op.phase != Phase::forward) continue;
+    const int k = copy_ins++;
+    SCOPED_TRACE(op.name);
+    if (k < 2) {
+      EXPECT_TRUE(op.cpu_waits.empty());
+    } else {
+      ASSERT_EQ(op.cpu_waits.size(), 1u);
+      EXPECT_EQ(op.cpu_waits[0], freed_by.at("blocks." + std::to_string(k - 2)));
+    }
+  }
+  EXPECT_EQ(copy_ins, 6);
+  // limit_all_gathers=false: the CPU never waits.
+  const Plan unlimited = plan(fsdp1, {"fsdp.limit_all_gathers=false"});
+  for (const Op& op : unlimited.schedule.ops) EXPECT_TRUE(op.cpu_waits.empty()) << op.name;
+}
+
+// ---- FSDP1's flat gradient ----------------------------------------------------------------
+// FSDP1 (REFERENCE.md, "FSDP1 (FlatParameter)"; torch/distributed/fsdp/_flat_param.py: the
+// parameters are views of the flat parameter): autograd makes each parameter's gradient as its
+// own tensor and concatenates them into the flat gradient, so at the reduce-scatter copy-in
+// both are live (2x the unit's gradient in param_dtype), beside the flat gradient cast to the
+// reduce dtype. One 64 x 64 block on 8 GPUs (no padding: 4096 = 8 x 512), bf16 grads, fp32
+// reduce: unsharded grads 2 x 4096 x 2 B, reduce-scatter input 4096 x 4 B.
+// Kills buf.fsdp1-flat-grad-copy-dropped.
+TEST(HandWorkedFsdp1, FlatGradientIsTransientlyASecondCopy) {
+  const Plan p = plan(scenario(4, 16, {{"version", 1}, {"strategy", "FULL_SHARD"}}));
+  const Schedule& s = p.schedule;
+  int copy_in = -1;
+  for (const Op& op : s.ops)
+    if (op.name == "reduce-scatter copy-in blocks.3") copy_in = op.id;
+  ASSERT_GE(copy_in, 0);
+  EXPECT_EQ(live_bytes(s, copy_in, MemCategory::unsharded_grad), 2 * kWeight * 2);
+  EXPECT_EQ(live_bytes(s, copy_in, MemCategory::reduce_scatter_buffer), kWeight * 4);
+}
+
+// ---- HSDP ---------------------------------------------------------------------------------
+// HYBRID_SHARD on 2 nodes x 4 GPUs: parameters sharded over the node (default shard group:
+// one node), replicated across nodes. FSDP2's foreach_reduce
+// (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py@010ae4a8) reduce-scatters into
+// reduce_output (reduce_scatter_input_numel // world_size elements, reduce_dtype) and then
+// dist.all_reduce(reduce_output, group=all_reduce_group): the all-reduce moves the local
+// shard. A 66 x 64 weight pads to ceil(66/4) = 17 rows per rank: shard 17 x 64 = 1088
+// elements, 4352 bytes at fp32; the reduce-scatter input is 4 x 1088 elements.
+// Kills comm.hsdp-all-reduce-whole-unit, comm.hsdp-replicate-group-world and
+// default.hybrid-shard-group-world.
+TEST(HandWorkedHsdp, ReplicateAllReduceMovesTheLocalShardInTheReduceDtype) {
+  const nlohmann::json hsdp = scenario(2, 16, {{"strategy", "HYBRID_SHARD"}}, {}, {}, 2, 4, {66, 64});
+  const Plan p = plan(hsdp);
+  const Schedule& s = p.schedule;
+  const std::int64_t shard = 17 * 64;
+  EXPECT_EQ(count_ops(s, OpKind::all_reduce), 2);  // one per unit per step
+  for (const Op& op : s.ops) {
+    if (op.kind == OpKind::all_reduce) {
+      EXPECT_EQ(op.comm_bytes, shard * 4.0) << op.name;
+      EXPECT_EQ(s.groups[op.group].ranks, 2) << op.name;  // one rank per node
+      EXPECT_EQ(s.groups[op.group].nodes, 2) << op.name;
+    }
+    if (op.kind == OpKind::reduce_scatter) {
+      EXPECT_EQ(op.comm_bytes, 4 * shard * 4.0) << op.name;
+      EXPECT_EQ(s.groups[op.group].ranks, 4) << op.name;
+      EXPECT_EQ(s.groups[op.group].nodes, 1) << op.name;
+    }
+  }
+  const Plan bf16 = plan(hsdp, {"training.reduce_dtype=bf16"});
+  for (const Op& op : bf16.schedule.ops) {
+    if (op.kind == OpKind::all_reduce) {
+      EXPECT_EQ(op.comm_bytes, shard * 2.0) << op.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fsdpsim::planner
