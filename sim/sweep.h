@@ -26,6 +26,7 @@
 #include "planner/cost_model.h"
 #include "planner/scenario.h"
 #include "planner/sweep_space.h"
+#include "sim/resource_guard.h"
 
 namespace fsdpsim::sim {
 
@@ -182,7 +183,10 @@ void resimulate_top(SweepResult& result, std::size_t k, const Resimulator& resim
 // The SimGrid engine as a Resimulator (sim/sweep_resimulate.cpp): each point's scenario
 // (`base` with the point's overrides) is planned and priced here and played by
 // simulate_simgrid, which runs every simulation in its own forked child.
-Resimulator simgrid_resimulator(std::shared_ptr<const planner::ScenarioTemplate> base);
+// Each point is refused, with a note, past `budget` (the resource guard of `simulate`; no
+// limit by default).
+Resimulator simgrid_resimulator(std::shared_ptr<const planner::ScenarioTemplate> base,
+                                const ResourceBudget& budget = {});
 
 // When nothing fits: "No configuration fits: every evaluated point exceeds X GiB (GPU ... -
 // headroom ...). The smallest overage is Y GiB at #k (label) (device peak Z GiB)." ("" otherwise).

@@ -774,7 +774,9 @@ void run_sweep_command(const SweepOptionsCli& o) {
   sim::SweepResult result = sim::run_sweep(base, space, so);
   progress.finish();
   if (!g_interrupted.load() && o.resimulate_top > 0) {
-    sim::resimulate_top(result, static_cast<std::size_t>(o.resimulate_top), sim::simgrid_resimulator(base), tolerance);
+    sim::resimulate_top(result, static_cast<std::size_t>(o.resimulate_top),
+                        sim::simgrid_resimulator(base, sim::budget_from_options(o.max_memory_gib, o.max_seconds)),
+                        tolerance);
   }
   std::signal(SIGINT, previous == SIG_ERR ? SIG_DFL : previous);
 

@@ -37,6 +37,19 @@ TEST(ResourceGuardCli, SimulateOnOneHundredThousandGpusIsRefusedAtOnce) {
   EXPECT_NE(r.err.find("fsdpsim estimate"), std::string::npos) << r.err;
 }
 
+// sweep --resimulate-top hands each point to the SimGrid engine: the same guard skips a point
+// that would not fit (the analytic ranking and recommendation stand, the note says why).
+TEST(ResourceGuardCli, ResimulationSkipsAPointPastTheBudget) {
+  const auto start = std::chrono::steady_clock::now();
+  const CommandResult r = run_cli("sweep --scenario " + kScenario +
+                                  " --set cluster.nodes=12500 --set training.global_batch=200000"
+                                  " --axis fsdp.strategy=FULL_SHARD --resimulate-top 1 --threads 1");
+  EXPECT_LT(seconds_since(start), 60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("SimGrid re-simulation skipped: it would need about"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Recommended: #0"), std::string::npos) << r.out;
+}
+
 TEST(ResourceGuardCli, SimulateOverAGivenBudgetIsRefusedAndEstimateCostSaysWhatItWouldTake) {
   const CommandResult over = run_cli("simulate --scenario " + kScenario + " --max-memory 0.001");
   EXPECT_EQ(over.exit_code, 2);
