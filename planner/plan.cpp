@@ -380,7 +380,8 @@ class StepBuilder {
         checkpoint_inputs_[e.region] = step_.alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::activation,
                                                       Name{"checkpointed input of ", e.module->full_name});
       }
-      transient_at(op, c, c.forward_transient_bytes, b, seq, Name{"forward transients of ", e.module->full_name});
+      transient_at(op, c, c.forward_transient_bytes, "forward_transient_bytes", b, seq,
+                   Name{"forward transients of ", e.module->full_name});
     }
     input_ids_ = input;
   }
@@ -414,11 +415,13 @@ class StepBuilder {
   // top of everything the op holds.
   // Allocated as tensors no larger than the module's largest transient tensor (autograd makes
   // them one by one), so the caching-allocator model can reuse cached blocks as PyTorch does.
-  void transient_at(int op, const models::ModuleCosts& c, const models::Polynomial& p, double b, double seq,
-                    const Name& name) {
+  // `field` names the cost `p` is (forward_transient_bytes or backward_transient_bytes) for errors.
+  void transient_at(int op, const models::ModuleCosts& c, const models::Polynomial& p, const char* field, double b,
+                    double seq, const Name& name) {
     if (p.empty()) return;
     std::int64_t rest = bytes_of(p, b, seq);
     const std::int64_t piece = c.transient_tensor_bytes.empty() ? rest : bytes_of(c.transient_tensor_bytes, b, seq);
+    check_transient_tensor_count(c, rest, piece, field, name, b, seq);
     std::vector<int> pieces;
     while (rest > 0) {
       const std::int64_t n = piece > 0 ? std::min(piece, rest) : rest;
@@ -426,6 +429,28 @@ class StepBuilder {
       rest -= n;
     }
     for (int& t : pieces) step_.free_at(op, t);
+  }
+
+  // A transient is a handful of tensors (autograd keeps few alive at once: the catalog's largest
+  // transient is 3.4 times its largest tensor). Thousands of times is a mistake in the model,
+  // and would make the step millions of allocations that take minutes to replay: refused where
+  // the cost is written (the model file and the module's costs).
+  static constexpr std::int64_t kMaxTransientTensors = 1024;
+  void check_transient_tensor_count(const models::ModuleCosts& c, std::int64_t transient_bytes,
+                                    std::int64_t tensor_bytes, const char* field, const Name& name, double b,
+                                    double seq) const {
+    if (tensor_bytes <= 0 || transient_bytes / tensor_bytes < kMaxTransientTensors) return;
+    const std::string module = name.subject ? *name.subject : std::string();
+    const std::string costs = c.json_path.empty() ? "model" : c.json_path;
+    throw InputError(scenario_.model.file.empty() ? scenario_.file : scenario_.model.file,
+                     join_json_path(costs, field),
+                     "module \"" + module + "\": " + std::to_string(transient_bytes) + " bytes at micro_batch " +
+                         std::to_string(static_cast<std::int64_t>(b)) + " x seq_len " +
+                         std::to_string(static_cast<std::int64_t>(seq)) + " are " +
+                         std::to_string(transient_bytes / tensor_bytes) + " times transient_tensor_bytes (" +
+                         std::to_string(tensor_bytes) + " bytes): more than " + std::to_string(kMaxTransientTensors) +
+                         " tensors alive at once. transient_tensor_bytes is the largest single transient tensor "
+                         "(docs/model-schema.md): raise it, or leave it out to allocate the transient whole");
   }
 
   // What op-level SAC keeps from forward to backward: under torch.compile, minus the saved
@@ -483,7 +508,8 @@ class StepBuilder {
         // The module's backward transients, which include the gradient flowing in and the
         // gradient w.r.t. its input (models/transformer_costs.h); none when its backward
         // allocates nothing (Liger's fused linear cross-entropy returns gradients it made in forward).
-        transient_at(op, c, c.backward_transient_bytes, b, seq, Name{"backward transients of ", e.module->full_name});
+        transient_at(op, c, c.backward_transient_bytes, "backward_transient_bytes", b, seq,
+                     Name{"backward transients of ", e.module->full_name});
       } else {
         // A model without transient costs: the gradient w.r.t. the module's input lives while
         // the op runs.
@@ -512,7 +538,8 @@ class StepBuilder {
     const std::int64_t unsaved = bytes_of(c.saved_activation_bytes, b, seq) - sac_saved_bytes(c, b, seq);
     const int rematerialised = step_.alloc_at(op, std::max<std::int64_t>(0, unsaved), MemCategory::activation,
                                               Name{"recomputed activations of ", e.module->full_name});
-    transient_at(op, c, c.forward_transient_bytes, b, seq, Name{"recompute transients of ", e.module->full_name});
+    transient_at(op, c, c.forward_transient_bytes, "forward_transient_bytes", b, seq,
+                 Name{"recompute transients of ", e.module->full_name});
     return rematerialised;
   }
 
@@ -531,7 +558,8 @@ class StepBuilder {
       const int op = issue_forward_compute(OpKind::recompute, "recompute ", f, c, b, seq);
       saved_activations_[i] = step_.alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
                                              Name{"recomputed activations of ", f.module->full_name});
-      transient_at(op, c, c.forward_transient_bytes, b, seq, Name{"recompute transients of ", f.module->full_name});
+      transient_at(op, c, c.forward_transient_bytes, "forward_transient_bytes", b, seq,
+                   Name{"recompute transients of ", f.module->full_name});
     }
   }
 

@@ -54,15 +54,25 @@ std::string catalog_root() {
 #endif
 }
 
+namespace {
+// A name the system cannot look up (too long, say) is a file that is not there: the caller's
+// "no file" error names it. The throwing overloads made it a bare std::filesystem_error
+// (found by the scenario fuzzer, tests/fuzz/).
+bool exists_quietly(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec);
+}
+}  // namespace
+
 std::string resolve_path(const std::string& path, const std::string& relative_to) {
   fs::path p(path);
-  if (p.is_absolute() || fs::exists(p)) return path;
+  if (p.is_absolute() || exists_quietly(p)) return path;
   if (!relative_to.empty()) {
     fs::path candidate = fs::path(relative_to) / p;
-    if (fs::exists(candidate)) return candidate.string();
+    if (exists_quietly(candidate)) return candidate.string();
   }
   fs::path candidate = fs::path(catalog_root()) / p;
-  if (fs::exists(candidate)) return candidate.string();
+  if (exists_quietly(candidate)) return candidate.string();
   return path;  // the caller's open fails with a message naming it
 }
 
@@ -301,7 +311,8 @@ Reference load_reference(const nlohmann::json& value, const std::string& scenari
   const bool hf = key == "model" && text.rfind("hf:", 0) == 0;
   const std::string wanted = hf ? text.substr(3) : text;
   std::string path = resolve_path(wanted, directory_of(scenario_file));
-  if (!fs::is_regular_file(path))
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
     throw InputError(scenario_file, key, "no file \"" + wanted + "\" (looked beside the scenario, in the current "
                                          "directory and under " + catalog_root() + ")");
   if (hf) return {models::import_hf_config(load_json_file(path), path), path};

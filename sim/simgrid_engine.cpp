@@ -41,6 +41,26 @@ constexpr int kWholeWorldRanks = 512;
 // A window of more ranks than this is refused when every rank must run as actors.
 constexpr int kMaxActorRanks = 8192;
 
+// The resource guard's cost model of a simulation (estimate_simgrid_cost), fitted (weighted
+// least squares on relative error) to 15 runs of this engine on one core: Llama-3.1-8B on
+// 1-600 rail-optimized DGX H100 nodes, 4-32 nodes with every rank as actors, Llama-3.1-70B on
+// 50 and 150 nodes; held out: per-step flows, a fat tree, GPT-2, HSDP (docs/reliability.md,
+// "Resource guard", has every run and its error). Memory is the simulating process's peak RSS:
+// a base, per flow, and per pair of hosts, of which SimGrid's own route table is 8 bytes (a
+// Full zone keeps a table_size x table_size table of route pointers: simgrid/simgrid
+// src/kernel/routing/FullZone.cpp, FullZone::check_routing_table, v3.32). Time is CPU seconds
+// of one core: per flow, per other activity (an exec or sleep of a rank run as actors), and the
+// network solver's work, which grows with the flows in flight squared and, past the caches,
+// with the hosts too.
+constexpr double kBaseBytes = 39.4e6;
+constexpr double kBytesPerFlow = 23.5;
+constexpr double kBytesPerHostPair = 14.7;
+constexpr double kBaseSeconds = 0.0255;
+constexpr double kSecondsPerFlow = 1.30e-6;
+constexpr double kSecondsPerActivity = 4.70e-6;
+constexpr double kSecondsPerFlowPair = 6.51e-9;
+constexpr double kSecondsPerFlowPairHost = 7.95e-13;
+
 // ---------------------------------------------------------------------------------------
 // Window selection
 
@@ -664,6 +684,19 @@ RunShape choose_shape(const Schedule& s, const ClusterPlatform& p, const Simgrid
   return shape;
 }
 
+// Every rank as actors is refused past kMaxActorRanks ranks.
+void check_actor_ranks(bool symmetric, int window_ranks) {
+  if (!symmetric && window_ranks > kMaxActorRanks)
+    throw std::invalid_argument("simulating " + std::to_string(window_ranks) + " ranks one by one is too large (at most " +
+                                std::to_string(kMaxActorRanks) + "); drop simulation.symmetry=off, the stragglers or the slow links");
+}
+
+FlowMode choose_flow_mode(int window_ranks, const SimgridOptions& options) {
+  return options.flow_mode != FlowMode::automatic ? options.flow_mode
+         : window_ranks <= options.per_step_max_ranks ? FlowMode::per_step
+                                                      : FlowMode::aggregated;
+}
+
 // The SimGrid engine with fsdpsim's network model settings.
 std::unique_ptr<sg4::Engine> start_engine() {
   xbt_log_control_set("root.thresh:critical");
@@ -929,6 +962,45 @@ std::string simgrid_platform_xml(const Schedule& schedule, const ClusterPlatform
   return platform.to_xml(pairs);
 }
 
+SimgridCost estimate_simgrid_cost(const Schedule& s, const ClusterPlatform& p, const SimgridOptions& options) {
+  // The setup simulate_simgrid_in_process makes, without SimGrid.
+  const RunShape shape = choose_shape(s, p, options);
+  Platform platform = Platform::build(p.cluster, p.nccl, options.fabric, shape.window_nodes);
+  if (!shape.xml) apply_slow_links(platform, options);
+  SimgridCost c;
+  c.window_nodes = platform.window_nodes();
+  c.window_ranks = platform.window_ranks();
+  check_actor_ranks(shape.symmetric, c.window_ranks);
+  c.simulated_ranks = shape.symmetric ? 1 : c.window_ranks;
+  c.flow_mode = choose_flow_mode(c.window_ranks, options);
+  c.links = static_cast<double>(platform.links().size());
+  // Flows: each collective sends, per round, one flow per merged ring edge of every instance of
+  // its group in the window (send_flows); rounds: 1, or the ring's steps in per-step mode.
+  std::vector<double> edges(s.groups.size(), 0);
+  for (const GroupUse& g : collective_groups(s))
+    for (int inst : window_instances(g.layout, platform))
+      edges[g.group] += static_cast<double>(ring_edges(g.layout, inst, platform).size());
+  for (const Op& op : s.ops) {
+    if (planner::is_collective(op.kind) && op.group >= 0 && edges[op.group] > 0) {
+      const double rounds = c.flow_mode == FlowMode::per_step ? ring_steps(op.kind, s.groups[op.group].ranks) : 1;
+      c.flows += rounds * edges[op.group];
+      c.flow_pairs += rounds * edges[op.group] * edges[op.group];
+      c.other_activities += rounds;  // the latency sleep of each round
+    } else if (op.stream != Stream::host) {
+      c.other_activities += c.simulated_ranks;
+    }
+  }
+  const double hosts = c.window_ranks;
+  c.memory_bytes = kBaseBytes + kBytesPerFlow * c.flows + kBytesPerHostPair * hosts * hosts;
+  c.seconds = kBaseSeconds + kSecondsPerFlow * c.flows + kSecondsPerActivity * c.other_activities +
+              c.flow_pairs * (kSecondsPerFlowPair + kSecondsPerFlowPairHost * hosts);
+  c.memory_basis = "SimGrid's route table of " + std::to_string(c.window_ranks) + " x " +
+                   std::to_string(c.window_ranks) + " hosts, " + std::to_string(c.window_nodes) + " nodes' links, " +
+                   std::to_string(static_cast<long long>(c.flows)) + " flows, " + std::to_string(c.simulated_ranks) +
+                   " rank" + (c.simulated_ranks == 1 ? "" : "s") + " of " + std::to_string(s.ops.size()) + " ops";
+  return c;
+}
+
 SimgridResult simulate_simgrid_in_process(const Schedule& s, const planner::OpCosts& costs, const ClusterPlatform& p,
                                           const SimgridOptions& options) {
   static bool engine_used = false;
@@ -953,12 +1025,8 @@ SimgridResult simulate_simgrid_in_process(const Schedule& s, const planner::OpCo
   result.window_nodes = platform.window_nodes();
   result.platform = shape.xml ? "SimGrid platform " + options.platform_xml : platform.description();
   result.platform_xml = options.platform_xml;
-  if (!result.symmetric && window_ranks > kMaxActorRanks)
-    throw std::invalid_argument("simulating " + std::to_string(window_ranks) + " ranks one by one is too large (at most " +
-                                std::to_string(kMaxActorRanks) + "); drop simulation.symmetry=off, the stragglers or the slow links");
-  result.flow_mode = options.flow_mode != FlowMode::automatic ? options.flow_mode
-                     : window_ranks <= options.per_step_max_ranks ? FlowMode::per_step
-                                                                  : FlowMode::aggregated;
+  check_actor_ranks(result.symmetric, window_ranks);
+  result.flow_mode = choose_flow_mode(window_ranks, options);
 
   std::unique_ptr<sg4::Engine> engine = start_engine();
   StepSimulation sim(s, costs);

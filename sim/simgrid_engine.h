@@ -132,6 +132,25 @@ struct ClusterPlatform {
 SimgridResult simulate_simgrid(const planner::Schedule& schedule, const planner::OpCosts& costs,
                                const ClusterPlatform& platform, const SimgridOptions& options);
 
+// What a simulation will cost, worked out from its setup without running it (the resource
+// guard of `fsdpsim simulate`; docs/reliability.md, "Resource guard").
+struct SimgridCost {
+  int window_nodes = 0;
+  int window_ranks = 0;          // SimGrid hosts
+  int simulated_ranks = 0;       // ranks run as actors
+  FlowMode flow_mode = FlowMode::aggregated;
+  double links = 0;              // SimGrid links
+  double flows = 0;              // messages the step's collectives send
+  double flow_pairs = 0;         // sum over collective rounds of (its concurrent flows)^2: the network solver's work
+  double other_activities = 0;   // execs and sleeps of the simulated ranks
+  double memory_bytes = 0;       // expected peak resident memory of the simulating process
+  double seconds = 0;            // expected wall time of the simulation
+  std::string memory_basis;      // what the memory figure is made of, for messages
+};
+SimgridCost estimate_simgrid_cost(const planner::Schedule& schedule, const ClusterPlatform& platform,
+                                  const SimgridOptions& options);
+
+
 // The same, in this process (SimGrid's engine can run once per process).
 SimgridResult simulate_simgrid_in_process(const planner::Schedule& schedule, const planner::OpCosts& costs,
                                           const ClusterPlatform& platform, const SimgridOptions& options);

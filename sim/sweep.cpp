@@ -2,11 +2,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
+#include <unistd.h>
 
 #include "models/bytes_text.h"
 #include "models/json_input.h"
@@ -97,8 +103,8 @@ double cost_of(const PointMetrics& m, Objective o) {
 
 std::string differences(const SweepResult& r, std::size_t a, std::size_t b) {
   std::string out;
-  const auto& ca = r.points[a].choice;
-  const auto& cb = r.points[b].choice;
+  const auto& ca = r.point(a).choice;
+  const auto& cb = r.point(b).choice;
   for (std::size_t k = 0; k < r.space.axes.size() && k < ca.size() && k < cb.size(); ++k)
     if (ca[k] != cb[k]) {
       if (!out.empty()) out += ", ";
@@ -107,8 +113,10 @@ std::string differences(const SweepResult& r, std::size_t a, std::size_t b) {
   return out.empty() ? "same settings" : out;
 }
 
-// Recommends among `candidates` (fitting points, best first by `metric`), or none.
-Recommendation recommend(const SweepResult& r, const std::vector<std::size_t>& candidates,
+// Recommends among `candidates` (fitting points, best first by `metric`), or none. The
+// candidates need not be every point that fits (`fitting` of them): the best two, and every
+// point not dominated by an earlier one in memory, give the same choice (StreamingRanking).
+Recommendation recommend(const SweepResult& r, const std::vector<std::size_t>& candidates, std::size_t fitting,
                          const std::function<const PointMetrics&(std::size_t)>& metric, double tolerance,
                          const std::string& engine_note) {
   Recommendation rec;
@@ -132,7 +140,7 @@ Recommendation recommend(const SweepResult& r, const std::vector<std::size_t>& c
   rec.found = true;
   rec.point = pick;
   std::string why;
-  const std::string n = std::to_string(candidates.size()) + " configuration" + (candidates.size() == 1 ? "" : "s");
+  const std::string n = std::to_string(fitting) + " configuration" + (fitting == 1 ? "" : "s");
   if (o == Objective::memory)
     why = "least memory of " + n + " that fit";
   else if (pick == best)
@@ -204,7 +212,7 @@ std::string to_string(PointStatus s) {
 
 std::string no_fit_message(const SweepResult& r) {
   if (!r.smallest_overage) return "";
-  const PointResult& p = r.points[*r.smallest_overage];
+  const PointResult& p = r.point(*r.smallest_overage);
   const double gpu = p.metrics.gpu_memory_bytes;
   return "No configuration fits: every one of the " + std::to_string(r.evaluated) + " evaluated points exceeds " +
          gib(gpu - r.headroom_bytes) + " (GPU " + gib(gpu) + " - headroom " + gib(r.headroom_bytes) +
@@ -220,6 +228,212 @@ std::string cost_key_of(const std::vector<std::string>& overrides) {
   return key;
 }
 
+namespace {
+
+// The report's view of a sweep, built point by point in point order: the top of the ranking,
+// the Pareto fronts, the recommendation's candidates, the first skipped points. A point is kept
+// (in SweepResult::points) while one of these holds it, so memory grows with what they hold,
+// not with the points.
+class StreamingRanking {
+ public:
+  StreamingRanking(SweepResult& r, std::size_t keep_top, bool rank_every_point)
+      : r_(r), keep_top_(std::max<std::size_t>(keep_top, 2)), rank_every_point_(rank_every_point) {}
+
+  void add(PointResult&& p) {
+    const std::size_t i = p.index;
+    if (p.status == PointStatus::skipped) ++r_.skipped;
+    if (p.status == PointStatus::failed) ++r_.failed;
+    if ((p.status == PointStatus::skipped || p.status == PointStatus::failed) && r_.not_evaluated.size() < kShownNotEvaluated) {
+      r_.not_evaluated.push_back(i);
+      hold(i);
+    }
+    if (p.status == PointStatus::ok) {
+      ++r_.evaluated;
+      const PointMetrics& m = p.metrics;
+      if (p.fits) {
+        ++r_.fitting;
+        keep_best(best_fitting_, {cost_of(m, r_.objective), i});
+        add_to_front(front_fitting_, m, i);
+        add_to_candidates(m, i);
+      } else {
+        keep_best(best_other_, {p.overage_bytes, i});
+      }
+      add_to_front(front_all_, m, i);
+      if (rank_every_point_)
+        keys_.push_back({p.fits ? cost_of(m, r_.objective) : p.overage_bytes, static_cast<std::uint32_t>(i), !p.fits});
+    }
+    if (held_.count(i)) r_.points.emplace(i, std::move(p));
+  }
+
+  void finish(double tolerance) {
+    for (const auto& [key, i] : best_fitting_) r_.ranking.push_back(i);
+    for (const auto& [key, i] : best_other_) r_.ranking.push_back(i);
+    if (r_.ranking.size() > keep_top_) r_.ranking.resize(keep_top_);
+    if (r_.fitting == 0 && !best_other_.empty()) r_.smallest_overage = best_other_.begin()->second;
+    for (const auto& [key, tokens] : r_.fitting ? front_fitting_ : front_all_) r_.pareto.push_back(std::get<2>(key));
+    // Candidates for the recommendation, best first: the undominated points and the best ones.
+    std::set<std::pair<double, std::size_t>> candidates(best_fitting_.begin(), best_fitting_.end());
+    for (const auto& [key, memory] : candidates_) candidates.insert(key);
+    std::vector<std::size_t> order;
+    for (const auto& [key, i] : candidates) order.push_back(i);
+    r_.recommendation = recommend(r_, order, r_.fitting,
+                                  [&](std::size_t i) -> const PointMetrics& { return r_.point(i).metrics; }, tolerance, "");
+    if (rank_every_point_) fill_ranks();
+  }
+
+ private:
+  static constexpr std::size_t kShownNotEvaluated = 8;
+  using Ranked = std::pair<double, std::size_t>;  // (what ranks it, lower first; index)
+  // Memory vs throughput: (device peak, -tokens/s, index) ascending, as the front is listed.
+  using FrontKey = std::tuple<double, double, std::size_t>;
+
+  void hold(std::size_t i) { ++held_[i]; }
+  void release(std::size_t i) {
+    auto it = held_.find(i);
+    if (--it->second > 0) return;
+    held_.erase(it);
+    r_.points.erase(i);
+  }
+
+  void keep_best(std::set<Ranked>& best, const Ranked& x) {
+    best.insert(x);
+    hold(x.second);
+    if (best.size() > keep_top_) {
+      const auto last = std::prev(best.end());
+      const std::size_t i = last->second;
+      best.erase(last);
+      release(i);
+    }
+  }
+
+  // A point is on the front when every point before it in FrontKey order has less throughput
+  // (the batch rule: sort by the key, keep rising throughput). Throughput rises along the front,
+  // so the point just before it decides; the points after it that it now dominates leave.
+  void add_to_front(std::map<FrontKey, double>& front, const PointMetrics& m, std::size_t i) {
+    const double tokens = m.tokens_per_second_per_gpu;
+    const FrontKey key{m.device_peak_bytes, -tokens, i};
+    auto next = front.upper_bound(key);
+    if (next != front.begin() && std::prev(next)->second >= tokens) return;
+    while (next != front.end() && next->second <= tokens) {
+      release(std::get<2>(next->first));
+      next = front.erase(next);
+    }
+    front.emplace(key, tokens);
+    hold(i);
+  }
+
+  // The recommendation takes, among fitting points within the tolerance of the best, the least
+  // memory, ties to the earlier in the ranking. A point with at least the memory of one ranked
+  // before it can never be that pick: only the points with less memory than every point ranked
+  // before them are candidates (a front in (objective, memory), kept as add_to_front keeps its).
+  void add_to_candidates(const PointMetrics& m, std::size_t i) {
+    const Ranked key{cost_of(m, r_.objective), i};
+    const double memory = m.device_peak_bytes;
+    auto next = candidates_.upper_bound(key);
+    if (next != candidates_.begin() && std::prev(next)->second <= memory) return;
+    while (next != candidates_.end() && next->second >= memory) {
+      release(next->first.second);
+      next = candidates_.erase(next);
+    }
+    candidates_.emplace(key, memory);
+    hold(i);
+  }
+
+  // Every evaluated point's rank: the points that fit by the objective, then the rest by overage.
+  void fill_ranks() {
+    std::sort(keys_.begin(), keys_.end(), [](const RankKey& a, const RankKey& b) {
+      if (a.over != b.over) return a.over < b.over;
+      return a.value < b.value || (a.value == b.value && a.index < b.index);
+    });
+    r_.ranks.assign(r_.total, 0);
+    for (std::size_t k = 0; k < keys_.size(); ++k) r_.ranks[keys_[k].index] = static_cast<std::uint32_t>(k + 1);
+    std::vector<RankKey>().swap(keys_);
+  }
+
+  struct RankKey {
+    double value;  // the objective's cost (fits) or the overage
+    std::uint32_t index;
+    bool over;  // does not fit
+  };
+
+  SweepResult& r_;
+  std::size_t keep_top_;
+  bool rank_every_point_;
+  std::map<std::size_t, int> held_;  // kept point -> how many of the structures below hold it
+  std::set<Ranked> best_fitting_, best_other_;
+  std::map<FrontKey, double> front_fitting_, front_all_;  // -> tokens/s/GPU
+  std::map<Ranked, double> candidates_;                   // -> device peak
+  std::vector<RankKey> keys_;
+};
+
+// Hands out point indices to the workers and puts finished points back in point order. At
+// most `window` finished points wait for an earlier one; past that a worker waits before
+// taking another point (the earlier one is in a worker's hands, so it comes).
+class PointQueue {
+ public:
+  PointQueue(std::size_t n, std::size_t window, const std::atomic<bool>* cancel)
+      : n_(n), window_(window), cancel_(cancel) {}
+
+  std::optional<std::size_t> claim() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    room_.wait(lock, [&] { return stopped() || next_ >= n_ || next_ < emitted_ + window_; });
+    if (stopped() || next_ >= n_) return std::nullopt;
+    return next_++;
+  }
+
+  // Emits `p` and every finished point after it that was waiting, in order (one thread at a time).
+  template <class Emit>
+  void finish(PointResult&& p, Emit&& emit) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    waiting_.emplace(p.index, std::move(p));
+    try {
+      for (auto it = waiting_.begin(); it != waiting_.end() && it->first == emitted_; it = waiting_.erase(it)) {
+        emit(std::move(it->second));
+        ++emitted_;
+      }
+    } catch (...) {
+      failed_ = true;  // the sink failed (a full disk): stop handing out points
+      room_.notify_all();
+      throw;
+    }
+    room_.notify_all();
+  }
+
+  std::size_t claimed() const { return next_; }
+
+ private:
+  bool stopped() const { return failed_ || (cancel_ && cancel_->load(std::memory_order_relaxed)); }
+
+  const std::size_t n_, window_;
+  const std::atomic<bool>* cancel_;
+  std::mutex mutex_;
+  std::condition_variable room_;
+  std::size_t next_ = 0, emitted_ = 0;
+  bool failed_ = false;
+  std::map<std::size_t, PointResult> waiting_;
+};
+
+PointResult unevaluated_point(const planner::SweepSpace& space, std::size_t i) {
+  PointResult p;
+  p.index = i;
+  p.choice = space.choice(i);
+  p.overrides = space.overrides(p.choice);
+  p.label = space.label(p.choice);
+  return p;
+}
+
+}  // namespace
+
+std::size_t SweepResult::rank_of(std::size_t index) const {
+  if (index < ranks.size()) return ranks[index];
+  const auto it = std::find(ranking.begin(), ranking.end(), index);
+  return it == ranking.end() ? 0 : static_cast<std::size_t>(it - ranking.begin()) + 1;
+}
+
+bool SweepResult::on_pareto_front(std::size_t index) const {
+  return std::find(pareto.begin(), pareto.end(), index) != pareto.end();
+}
+
 SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, const planner::SweepSpace& space,
                       const SweepOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -229,39 +443,47 @@ SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, con
   result.objective = options.objective;
   const std::size_t n = space.size();
   if (n > (std::size_t{1} << 32)) throw std::invalid_argument("the sweep has too many points");
-  result.points.resize(n);
+  result.total = n;
   int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   threads = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(std::max(threads, 1), n)));
   result.threads = threads;
 
-  std::atomic<std::size_t> next{0}, done{0};
-  auto cancelled = [&] { return options.cancel && options.cancel->load(std::memory_order_relaxed); };
+  StreamingRanking ranking(result, options.keep_top, options.rank_every_point);
+  auto emit = [&](PointResult&& p) {
+    if (options.sink) options.sink(p);
+    ranking.add(std::move(p));
+  };
+  // Reordering room: a few hundred points a thread (a point waiting is a few KB).
+  PointQueue queue(n, 256 * static_cast<std::size_t>(threads), options.cancel);
+  std::atomic<std::size_t> done{0};
+  std::mutex error_mutex;
+  std::exception_ptr error;
   auto worker = [&] {
-    planner::ScenarioInstancer instancer(base);
-    std::unique_ptr<Evaluator> evaluator = options.evaluator ? options.evaluator() : make_analytic_evaluator();
-    while (!cancelled()) {
-      const std::size_t i = next.fetch_add(1);
-      if (i >= n) break;
-      PointResult& p = result.points[i];
-      p.index = i;
-      p.choice = space.choice(i);
-      p.overrides = space.overrides(p.choice);
-      p.label = space.label(p.choice);
-      try {
-        const planner::Scenario& s = instancer.make(p.overrides);
-        p.metrics = evaluator->evaluate(s, cost_key_of(p.overrides));
-        p.status = PointStatus::ok;
-        p.overage_bytes = p.metrics.device_peak_bytes + options.headroom_bytes - p.metrics.gpu_memory_bytes;
-        p.fits = p.overage_bytes <= 0;
-      } catch (const InputError& e) {
-        p.status = PointStatus::skipped;
-        p.reason = planner::reason_without_file(e);
-      } catch (const std::exception& e) {
-        p.status = PointStatus::failed;
-        p.reason = e.what();
+    try {
+      planner::ScenarioInstancer instancer(base);
+      std::unique_ptr<Evaluator> evaluator = options.evaluator ? options.evaluator() : make_analytic_evaluator();
+      while (const std::optional<std::size_t> i = queue.claim()) {
+        PointResult p = unevaluated_point(space, *i);
+        try {
+          const planner::Scenario& s = instancer.make(p.overrides);
+          p.metrics = evaluator->evaluate(s, cost_key_of(p.overrides));
+          p.status = PointStatus::ok;
+          p.overage_bytes = p.metrics.device_peak_bytes + options.headroom_bytes - p.metrics.gpu_memory_bytes;
+          p.fits = p.overage_bytes <= 0;
+        } catch (const InputError& e) {
+          p.status = PointStatus::skipped;
+          p.reason = planner::reason_without_file(e);
+        } catch (const std::exception& e) {
+          p.status = PointStatus::failed;
+          p.reason = e.what();
+        }
+        queue.finish(std::move(p), emit);
+        const std::size_t d = done.fetch_add(1) + 1;
+        if (options.progress) options.progress(d, n);
       }
-      const std::size_t d = done.fetch_add(1) + 1;
-      if (options.progress) options.progress(d, n);
+    } catch (...) {  // the sink or the evaluator's setup: reported after the pool stops
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
     }
   };
   if (threads == 1) {
@@ -272,67 +494,83 @@ SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, con
     for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
     for (std::thread& t : pool) t.join();
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    PointResult& p = result.points[i];
-    if (p.status != PointStatus::not_run) continue;
-    p.index = i;
-    p.choice = space.choice(i);
-    p.overrides = space.overrides(p.choice);
-    p.label = space.label(p.choice);
+  if (error) std::rethrow_exception(error);
+  // Interrupted: the points never handed out, in order, for the sinks.
+  for (std::size_t i = queue.claimed(); i < n; ++i) {
+    PointResult p = unevaluated_point(space, i);
     p.reason = "not evaluated (interrupted)";
+    emit(std::move(p));
   }
   result.interrupted = done.load() < n;
-  rank_points(result, options.tolerance);
+  ranking.finish(options.tolerance);
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 
-void rank_points(SweepResult& r, double tolerance) {
-  r.evaluated = r.skipped = r.failed = r.fitting = 0;
-  r.ranking.clear();
-  r.pareto.clear();
-  r.smallest_overage.reset();
-  std::vector<std::size_t> fitting, other;
-  for (const PointResult& p : r.points) {
-    if (p.status == PointStatus::skipped) ++r.skipped;
-    if (p.status == PointStatus::failed) ++r.failed;
-    if (p.status != PointStatus::ok) continue;
-    ++r.evaluated;
-    (p.fits ? fitting : other).push_back(p.index);
-  }
-  r.fitting = fitting.size();
-  const Objective o = r.objective;
-  std::sort(fitting.begin(), fitting.end(), [&](std::size_t a, std::size_t b) {
-    const double ca = cost_of(r.points[a].metrics, o), cb = cost_of(r.points[b].metrics, o);
-    return ca < cb || (ca == cb && a < b);
-  });
-  std::sort(other.begin(), other.end(), [&](std::size_t a, std::size_t b) {
-    const double oa = r.points[a].overage_bytes, ob = r.points[b].overage_bytes;
-    return oa < ob || (oa == ob && a < b);
-  });
-  r.ranking = fitting;
-  r.ranking.insert(r.ranking.end(), other.begin(), other.end());
-  if (fitting.empty() && !other.empty()) r.smallest_overage = other.front();
+double resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  double pages_total = 0, pages_resident = 0;
+  if (!(in >> pages_total >> pages_resident)) return 0;
+  return pages_resident * static_cast<double>(::sysconf(_SC_PAGESIZE));
+}
 
-  // Pareto front: no other point has both less (or equal) memory and more throughput.
-  std::vector<std::size_t> cand = fitting.empty() ? other : fitting;
-  std::sort(cand.begin(), cand.end(), [&](std::size_t a, std::size_t b) {
-    const PointMetrics &ma = r.points[a].metrics, &mb = r.points[b].metrics;
-    if (ma.device_peak_bytes != mb.device_peak_bytes) return ma.device_peak_bytes < mb.device_peak_bytes;
-    if (ma.tokens_per_second_per_gpu != mb.tokens_per_second_per_gpu)
-      return ma.tokens_per_second_per_gpu > mb.tokens_per_second_per_gpu;
-    return a < b;
-  });
-  double best = -1;
-  for (std::size_t i : cand) {
-    const double t = r.points[i].metrics.tokens_per_second_per_gpu;
-    if (t > best) {
-      r.pareto.push_back(i);
-      best = t;
-    }
+SweepCost estimate_sweep_cost(std::shared_ptr<const planner::ScenarioTemplate> base, const planner::SweepSpace& space,
+                              const SweepOptions& options, double sample_seconds) {
+  SweepCost c;
+  c.points = space.size();
+  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+  c.threads = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(std::max(threads, 1), c.points)));
+  const double before = resident_bytes();
+  // Cost keys the space can make (a worker caches up to 64 cost models, AnalyticEvaluator).
+  double keys = 1;
+  for (const planner::Axis& a : space.axes) {
+    std::set<std::string> distinct;
+    for (const planner::AxisValue& v : a.values) distinct.insert(cost_key_of(v.overrides));
+    keys = std::min(64.0, keys * static_cast<double>(distinct.size()));
   }
-  r.recommendation = recommend(r, fitting, [&](std::size_t i) -> const PointMetrics& { return r.points[i].metrics; },
-                               tolerance, "");
+  // The sample: one worker, as run_sweep's, on points spread over the space.
+  double grown = 0, sampled_keys = 0;
+  if (c.points > 0) {
+    planner::ScenarioInstancer instancer(base);
+    std::unique_ptr<Evaluator> evaluator = options.evaluator ? options.evaluator() : make_analytic_evaluator();
+    std::set<std::string> seen_keys;
+    const std::size_t most = std::min<std::size_t>(c.points, 64);
+    const auto start = std::chrono::steady_clock::now();
+    double elapsed = 0;
+    for (std::size_t k = 0; k < most && elapsed < sample_seconds; ++k) {
+      const std::size_t i = static_cast<std::size_t>(static_cast<double>(k) * static_cast<double>(c.points) / most);
+      const std::vector<std::string> overrides = space.overrides(space.choice(i));
+      try {
+        const std::string key = cost_key_of(overrides);
+        (void)evaluator->evaluate(instancer.make(overrides), key);
+        seen_keys.insert(key);
+      } catch (const std::exception&) {
+        // a skipped or failed point costs what it costs: timed as well
+      }
+      ++c.sampled;
+      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    c.seconds_per_point = c.sampled ? elapsed / static_cast<double>(c.sampled) : 0;
+    grown = std::max(0.0, resident_bytes() - before);
+    sampled_keys = static_cast<double>(std::max<std::size_t>(seen_keys.size(), 1));
+  }
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  c.seconds = c.seconds_per_point * static_cast<double>(c.points) / std::min<double>(c.threads, cores);
+  const double per_worker = grown * std::max(1.0, keys / sampled_keys);
+  // Ranks: 16 bytes a point while sweeping (SweepOptions::rank_every_point); in flight: the
+  // reorder room of 256 points a thread at ~16 KB each (a point with its labels and metrics).
+  const double ranks = options.rank_every_point ? 16.0 * static_cast<double>(c.points) : 0;
+  const double in_flight = 256.0 * c.threads * 16e3;
+  c.memory_bytes = before + c.threads * per_worker + ranks + in_flight;
+  c.memory_basis = "this process " + std::to_string(static_cast<long long>(before / (1 << 20))) + " MiB, " +
+                   std::to_string(c.threads) + " worker" + (c.threads == 1 ? "" : "s") + " of " +
+                   std::to_string(static_cast<long long>(per_worker / (1 << 20))) + " MiB, ranks of " +
+                   std::to_string(c.points) + " points";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%zu points at %.3g ms a point on one thread (%zu sampled), %d thread%s", c.points,
+                1e3 * c.seconds_per_point, c.sampled, c.threads, c.threads == 1 ? "" : "s");
+  c.time_basis = buf;
+  return c;
 }
 
 void resimulate_top(SweepResult& r, std::size_t k, const Resimulator& resimulate, double tolerance) {
@@ -340,10 +578,10 @@ void resimulate_top(SweepResult& r, std::size_t k, const Resimulator& resimulate
   std::vector<std::size_t> top;
   for (std::size_t i : r.ranking) {
     if (top.size() >= k) break;
-    if (r.points[i].fits || r.fitting == 0) top.push_back(i);
+    if (r.point(i).fits || r.fitting == 0) top.push_back(i);
   }
   for (std::size_t i : top) {
-    PointResult& p = r.points[i];
+    PointResult& p = r.point(i);
     std::string note;
     std::optional<PointMetrics> m;
     try {
@@ -367,16 +605,17 @@ void resimulate_top(SweepResult& r, std::size_t k, const Resimulator& resimulate
   }
   const Objective o = r.objective;
   std::sort(r.resimulated_ranking.begin(), r.resimulated_ranking.end(), [&](std::size_t a, std::size_t b) {
-    const double ca = cost_of(*r.points[a].resimulated, o), cb = cost_of(*r.points[b].resimulated, o);
+    const double ca = cost_of(*r.point(a).resimulated, o), cb = cost_of(*r.point(b).resimulated, o);
     return ca < cb || (ca == cb && a < b);
   });
   std::vector<std::size_t> fitting;
   for (std::size_t i : r.resimulated_ranking)
-    if (r.points[i].resimulated->device_peak_bytes + r.headroom_bytes <= r.points[i].resimulated->gpu_memory_bytes)
+    if (r.point(i).resimulated->device_peak_bytes + r.headroom_bytes <= r.point(i).resimulated->gpu_memory_bytes)
       fitting.push_back(i);
   if (!fitting.empty())
     r.recommendation =
-        recommend(r, fitting, [&](std::size_t i) -> const PointMetrics& { return *r.points[i].resimulated; }, tolerance,
+        recommend(r, fitting, fitting.size(), [&](std::size_t i) -> const PointMetrics& { return *r.point(i).resimulated; },
+                  tolerance,
                   " (timing re-simulated for the top " + std::to_string(top.size()) + ")");
 }
 

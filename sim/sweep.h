@@ -2,14 +2,22 @@
 // thread pool over the analytic engine, rank them, find the Pareto front of memory vs
 // throughput and recommend one.
 //
-// Determinism: results are stored by point index and every ordering breaks ties by index,
-// so the output is the same for any number of threads. Each worker owns its evaluator
-// (and its caches) and a ScenarioInstancer (its copy of the model).
+// Streaming: a sweep keeps only what its report needs (the top of the ranking, the Pareto
+// front, the points that can still be recommended, the first skipped ones), never every point;
+// each finished point goes, in point order, to an optional sink (a CSV or JSON writer), so
+// memory does not grow with the number of points (docs/reliability.md: 10^6 points in
+// well under 1 GiB). Ranks of every point, for the CSV's and JSON's `rank` column, cost
+// 16 bytes a point when asked for (SweepOptions::rank_every_point).
+//
+// Determinism: points reach the ranking in point order whatever thread finished them, and every
+// ordering breaks ties by index, so the output is the same for any number of threads. Each
+// worker owns its evaluator (and its caches) and a ScenarioInstancer (its copy of the model).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +26,7 @@
 #include "planner/cost_model.h"
 #include "planner/scenario.h"
 #include "planner/sweep_space.h"
+#include "sim/resource_guard.h"
 
 namespace fsdpsim::sim {
 
@@ -61,6 +70,8 @@ enum class Objective { throughput, step_time, memory };
 std::string to_string(Objective o);
 Objective parse_objective(const std::string& name);  // throws std::invalid_argument
 
+struct PointResult;
+
 struct SweepOptions {
   int threads = 0;              // 0: std::thread::hardware_concurrency()
   double headroom_bytes = 0;    // fits: device peak + headroom <= GPU memory
@@ -72,6 +83,14 @@ struct SweepOptions {
   // Called after each point from the worker that finished it (keep it cheap and thread-safe).
   std::function<void(std::size_t done, std::size_t total)> progress;
   EvaluatorFactory evaluator;  // default: make_analytic_evaluator
+  // Every point, finished or not run (interrupted), in point order, one call at a time: for
+  // writers that stream every point out (CSV, JSON). May be empty.
+  std::function<void(const PointResult& point)> sink;
+  // How many of the best points the result keeps ranked (the report's table, re-simulation).
+  std::size_t keep_top = 10;
+  // Keep every evaluated point's rank (SweepResult::rank_of): 16 bytes a point during the
+  // sweep, 4 after.
+  bool rank_every_point = false;
 };
 
 enum class PointStatus { ok, skipped, failed, not_run };
@@ -100,27 +119,58 @@ struct Recommendation {
 
 struct SweepResult {
   planner::SweepSpace space;         // the axes (labels for reports)
-  std::vector<PointResult> points;   // in point order
-  std::vector<std::size_t> ranking;  // evaluated points, best first: those that fit by the objective, then the rest by overage
+  std::size_t total = 0;             // points in the space
+  // The points the report needs, by index (not every point: see the file comment): those
+  // of `ranking`, `pareto`, the recommendation, `smallest_overage` and `not_evaluated`.
+  std::map<std::size_t, PointResult> points;
+  // The best `keep_top` evaluated points: those that fit by the objective, then the rest by
+  // overage. The whole ranking has `evaluated` points.
+  std::vector<std::size_t> ranking;
   std::vector<std::size_t> pareto;   // memory vs throughput front (of the points that fit; of all when none fits), memory ascending
   Recommendation recommendation;
   std::optional<std::size_t> smallest_overage;  // when nothing fits: the point closest to fitting
   std::vector<std::size_t> resimulated_ranking;  // the re-simulated points, best first by their new timing
+  std::vector<std::size_t> not_evaluated;        // the first skipped or failed points (at most 8)
   std::size_t evaluated = 0, skipped = 0, failed = 0, fitting = 0;
   bool interrupted = false;
   int threads = 1;
   double wall_seconds = 0;
   double headroom_bytes = 0;
   Objective objective = Objective::throughput;
+  // With SweepOptions::rank_every_point: the 1-based rank of each point (0: not evaluated).
+  std::vector<std::uint32_t> ranks;
+
+  // A kept point (throws std::out_of_range for one the sweep did not keep).
+  const PointResult& point(std::size_t index) const { return points.at(index); }
+  PointResult& point(std::size_t index) { return points.at(index); }
+  // Its rank in the whole ranking, 1-based: from `ranks`, else its place in `ranking`; 0 when unknown.
+  std::size_t rank_of(std::size_t index) const;
+  bool on_pareto_front(std::size_t index) const;
 };
 
 // Evaluates every point of `space` over `base` (base overrides first, then the point's).
 SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, const planner::SweepSpace& space,
                       const SweepOptions& options);
 
-// Ranking, Pareto front, recommendation and smallest overage from the points' metrics
-// (run_sweep calls it; call again after re-simulation).
-void rank_points(SweepResult& result, double tolerance);
+// What a sweep will cost, before it runs (the resource guard of `fsdpsim sweep`;
+// docs/reliability.md): points spread evenly over the space are timed on one thread for up to
+// `sample_seconds`; memory is this process's now, plus what each worker grew by in the sample
+// (its model copy and caches, scaled to the cost keys the space has), plus the ranks of every
+// point and the points in flight.
+struct SweepCost {
+  std::size_t points = 0;
+  std::size_t sampled = 0;
+  double seconds_per_point = 0;  // one thread
+  double seconds = 0;            // the sweep on its threads
+  double memory_bytes = 0;
+  int threads = 1;
+  std::string memory_basis, time_basis;
+};
+SweepCost estimate_sweep_cost(std::shared_ptr<const planner::ScenarioTemplate> base, const planner::SweepSpace& space,
+                              const SweepOptions& options, double sample_seconds = 1.0);
+
+// This process's resident memory now, in bytes (/proc/self/statm; 0 where unreadable).
+double resident_bytes();
 
 // Re-simulation of the top points by a more detailed engine (SimGrid). The hook returns the
 // engine's metrics for a point, or nullopt with `note` saying why it could not. Memory comes
@@ -133,7 +183,10 @@ void resimulate_top(SweepResult& result, std::size_t k, const Resimulator& resim
 // The SimGrid engine as a Resimulator (sim/sweep_resimulate.cpp): each point's scenario
 // (`base` with the point's overrides) is planned and priced here and played by
 // simulate_simgrid, which runs every simulation in its own forked child.
-Resimulator simgrid_resimulator(std::shared_ptr<const planner::ScenarioTemplate> base);
+// Each point is refused, with a note, past `budget` (the resource guard of `simulate`; no
+// limit by default).
+Resimulator simgrid_resimulator(std::shared_ptr<const planner::ScenarioTemplate> base,
+                                const ResourceBudget& budget = {});
 
 // When nothing fits: "No configuration fits: every evaluated point exceeds X GiB (GPU ... -
 // headroom ...). The smallest overage is Y GiB at #k (label) (device peak Z GiB)." ("" otherwise).

@@ -11,12 +11,15 @@
 
 #include "models/json_input.h"
 #include "sim/estimate.h"
-#include "sim/simgrid_engine.h"
+#include "sim/resource_guard.h"
 #include "sim/scenario_loader.h"
+#include "sim/simgrid_engine.h"
+#include "sim/simgrid_platform.h"
 #include "sim/timing_report.h"
 #include "sim/trace.h"
 #include "tools/commands.h"
 #include "tools/format.h"
+#include "tools/option_checks.h"
 #include "tools/report.h"
 
 namespace fsdpsim::tools {
@@ -34,6 +37,9 @@ struct SimulateOptions {
   std::string symmetry;
   int links = 10;
   int rank = -1;
+  double max_memory_gib = -1;  // <0: the default budget (sim/resource_guard.h)
+  double max_seconds = -1;     // <0: the default; 0: no limit
+  bool estimate_cost = false;
 };
 
 std::string signed_percent(double a, double b) {
@@ -168,6 +174,45 @@ nlohmann::json simulate_json(const sim::Estimate& e, const sim::SimgridResult& r
   return j;
 }
 
+// ---- resource guard --------------------------------------------------------------------------
+
+// What to try when a simulation is over its budget.
+std::string how_to_go_further(const planner::Scenario& sc, const sim::SimgridOptions& options, const sim::SimgridCost& c) {
+  std::string out = "raise --max-memory (GiB) or --max-time (seconds; 0: no limit) on a machine that has it";
+  const int nodes = sc.cluster.nodes;
+  const int leaf = options.fabric.nodes_per_leaf > 0 ? options.fabric.nodes_per_leaf : sim::default_nodes_per_leaf(sc.cluster);
+  if (c.window_nodes == nodes && nodes > leaf && nodes % leaf != 0) {
+    const int below = nodes / leaf * leaf, above = below + leaf;
+    out += "; or simulate " + std::to_string(below) + " or " + std::to_string(above) +
+           " nodes (cluster.nodes): with whole leaves of " + std::to_string(leaf) +
+           " nodes one period of the cluster stands for all of it, while " + std::to_string(nodes) +
+           " nodes simulate every node's links";
+  }
+  if (c.simulated_ranks > 1) out += "; or drop the stragglers, slow links or simulation.symmetry=off (every rank runs as actors)";
+  return out + "; `fsdpsim estimate` (the analytic engine) answers at any scale";
+}
+
+sim::ResourceEstimate resource_estimate(const sim::SimgridCost& c) {
+  char time_basis[160];
+  std::snprintf(time_basis, sizeof time_basis, "%.3g flows, %.3g other activities", c.flows, c.other_activities);
+  return {c.memory_bytes, c.seconds, c.memory_basis, time_basis};
+}
+
+// --estimate-cost: the estimate and what it is made of.
+void print_cost(const sim::SimgridCost& c, const sim::ResourceEstimate& e, bool json) {
+  if (json)
+    std::cout << nlohmann::json({{"window_nodes", c.window_nodes}, {"window_ranks", c.window_ranks},
+                                 {"simulated_ranks", c.simulated_ranks}, {"flow_mode", sim::to_string(c.flow_mode)},
+                                 {"links", c.links}, {"flows", c.flows}, {"flow_pairs", c.flow_pairs},
+                                 {"other_activities", c.other_activities}, {"memory_bytes", c.memory_bytes},
+                                 {"seconds", c.seconds}})
+                     .dump(2)
+              << "\n";
+  else
+    std::cout << "simulate would take about " << sim::duration_text(c.seconds) << " and " << sim::bytes_text(c.memory_bytes)
+              << " of memory: " << c.memory_basis << "; " << e.time_basis << "\n";
+}
+
 void run_simulate(const SimulateOptions& o) {
   const planner::Scenario scenario = sim::load_scenario(o.scenario, o.overrides);
   sim::SimgridOptions options = sim::simgrid_options(scenario);
@@ -195,6 +240,21 @@ void run_simulate(const SimulateOptions& o) {
     out << sim::simgrid_platform_xml(analytic.plan.schedule, {analytic.cluster, analytic.calibration.nccl}, options);
     std::cerr << "wrote the SimGrid platform to " << o.export_platform << "\n";
   }
+  // The guard: the simulation's memory and time from its setup, before it starts.
+  const sim::SimgridCost cost =
+      sim::estimate_simgrid_cost(analytic.plan.schedule, {analytic.cluster, analytic.calibration.nccl}, options);
+  const sim::ResourceEstimate expected = resource_estimate(cost);
+  if (o.estimate_cost) {
+    print_cost(cost, expected, o.json);
+    return;
+  }
+  const sim::ResourceBudget budget = sim::budget_from_options(o.max_memory_gib, o.max_seconds);
+  if (const std::string over = sim::over_budget(expected, budget); !over.empty())
+    throw InputError(o.scenario, "", "not simulated: it would need " + over + ". To go further: " +
+                                         how_to_go_further(scenario, options, cost));
+  if (cost.seconds > 10)
+    std::cerr << "simulate: expected to take about " << sim::duration_text(cost.seconds) << " and "
+              << sim::bytes_text(cost.memory_bytes) << " of memory\n";
   const sim::SimgridResult r = sim::simulate_estimate(analytic, options);
   const sim::Estimate e = simgrid_estimate(analytic, r);
   if (!o.trace.empty()) {
@@ -234,6 +294,14 @@ void add_simulate_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "off"}));
   cmd->add_option("--links", o->links, "How many of the busiest links to list")->check(CLI::Range(0, 1000000));
   cmd->add_option("--rank", o->rank, "The rank whose timing the report shows (default 0)")->check(CLI::Range(0, (1 << 20) - 1));
+  cmd->add_option("--max-memory", o->max_memory_gib,
+                  "Refuse to start a simulation expected to need more GiB than this (default: half the machine's memory)")
+      ->check(non_negative_number());
+  cmd->add_option("--max-time", o->max_seconds,
+                  "Refuse to start a simulation expected to take longer, in seconds (default 3600; 0: no limit)")
+      ->check(non_negative_number());
+  cmd->add_flag("--estimate-cost", o->estimate_cost,
+                "Print the simulation's expected memory and time (the resource guard's estimate) and stop");
   cmd->callback([o] { run_simulate(*o); });
 }
 

@@ -5,6 +5,7 @@
 // The top points can be re-simulated with SimGrid (--resimulate-top K): planned and priced in
 // this process, each simulation in the SimGrid engine's own forked child
 // (sim::simgrid_resimulator; SimGrid keeps one engine per process).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -22,6 +24,7 @@
 
 #include "models/json_input.h"
 #include "planner/sweep_space.h"
+#include "sim/resource_guard.h"
 #include "sim/scenario_loader.h"
 #include "sim/sweep.h"
 #include "sim/wrap_search.h"
@@ -37,7 +40,8 @@ void add_sweep_command(CLI::App& app);
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr std::size_t kMaxPoints = 10'000'000;
+// Ranks are 32-bit (sim/sweep.h); past that a sweep is refused whatever its budget.
+constexpr std::size_t kMaxPoints = 4'294'967'295;
 
 struct SweepOptionsCli {
   std::string scenario;
@@ -60,6 +64,10 @@ struct SweepOptionsCli {
   int wrap_max_unit = 0;
   int wrap_local_search = 300;
   bool brute_force = false;
+  // The resource guard (sim/resource_guard.h).
+  double max_memory_gib = -1;
+  double max_seconds = -1;
+  bool estimate_cost = false;
   // Which options the command line gave (the sweep file fills the others).
   CLI::Option* headroom_opt = nullptr;
   CLI::Option* objective_opt = nullptr;
@@ -138,12 +146,6 @@ std::string set_args(const std::vector<std::string>& overrides) {
   return out;
 }
 
-std::map<std::size_t, std::size_t> rank_of(const sim::SweepResult& r) {
-  std::map<std::size_t, std::size_t> m;
-  for (std::size_t k = 0; k < r.ranking.size(); ++k) m[r.ranking[k]] = k + 1;
-  return m;
-}
-
 nlohmann::json metrics_json(const sim::PointMetrics& m) {
   return {{"memory",
            {{"peak_allocated_bytes", m.peak_allocated_bytes},
@@ -161,7 +163,195 @@ nlohmann::json metrics_json(const sim::PointMetrics& m) {
           {"units", m.units}};
 }
 
-nlohmann::json sweep_json(const sim::SweepResult& r, const planner::ScenarioTemplate& base) {
+// ---- every point, streamed ------------------------------------------------------------------
+// The CSV and the JSON's "points" list every point. The sweep keeps only the report's points
+// (sim/sweep.h), so each point is written to a side file as the sweep finishes it, without
+// what is known only at the end (its rank, whether it is on the Pareto front, its
+// re-simulation); a last pass copies the side file to the output adding those.
+
+// A side file in `dir`, unlinked as soon as it is open: it goes away with the process however
+// that ends (a kill included).
+class SideFile {
+ public:
+  explicit SideFile(const std::string& dir) {
+    std::string path = (dir.empty() ? std::string("/tmp") : dir) + "/.fsdpsim_sweep_XXXXXX";
+    const int fd = ::mkstemp(path.data());
+    if (fd < 0) throw InputError(path, "", "cannot create a temporary file beside the output");
+    ::close(fd);
+    file_.open(path, std::ios::in | std::ios::out | std::ios::binary | std::ios::trunc);
+    ::unlink(path.c_str());
+    if (!file_) throw InputError(path, "", "cannot open a temporary file beside the output");
+  }
+  std::ostream& out() { return file_; }
+  // Back to the start for the last pass.
+  std::istream& reopen() {
+    file_.flush();
+    if (!file_) throw InputError("", "", "cannot write the sweep's temporary file (is the disk full?)");
+    file_.seekg(0);
+    return file_;
+  }
+
+ private:
+  std::fstream file_;
+};
+
+std::string directory_of(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
+
+std::string temporary_directory() {
+  const char* tmp = std::getenv("TMPDIR");
+  return tmp && *tmp ? tmp : "/tmp";
+}
+
+std::string csv_number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// --csv FILE: `index`, the axes, status, reason, the metrics, then rank, pareto and the
+// re-simulation (docs/sweep.md).
+class CsvPoints {
+ public:
+  CsvPoints(const std::string& path, const planner::SweepSpace& space)
+      : path_(path), space_(space), side_(directory_of(path)) {
+    std::ofstream probe(path, std::ios::app);  // an unwritable path fails before the sweep runs
+    if (!probe) throw InputError(path, "", "cannot write the CSV file");
+  }
+
+  // The row up to `units`. Records are length-prefixed: a quoted reason may hold newlines.
+  void add(const sim::PointResult& p) {
+    std::string row = std::to_string(p.index);
+    for (std::size_t k = 0; k < space_.axes.size(); ++k) row += "," + csv_field(space_.axes[k].values[p.choice[k]].label);
+    row += "," + sim::to_string(p.status) + "," + csv_field(p.reason);
+    if (p.status == sim::PointStatus::ok) {
+      const sim::PointMetrics& m = p.metrics;
+      row += std::string(",") + (p.fits ? "true" : "false") + "," + csv_number(m.device_peak_bytes) + "," +
+             std::to_string(m.peak_reserved_bytes) + "," + std::to_string(m.peak_allocated_bytes) + "," +
+             csv_number(std::max(0.0, p.overage_bytes)) + "," + csv_number(m.step_seconds) + "," +
+             csv_number(m.tokens_per_second_per_gpu) + "," + csv_number(m.mfu) + "," +
+             csv_number(m.exposed_comm_seconds) + "," + csv_number(m.compute_seconds) + "," + std::to_string(m.units);
+    } else {
+      row += ",,,,,,,,,,,";
+    }
+    side_.out() << row.size() << "\n" << row;
+  }
+
+  void finish(const sim::SweepResult& r) {
+    std::istream& in = side_.reopen();
+    std::ofstream out(path_, std::ios::trunc);
+    if (!out) throw InputError(path_, "", "cannot write the CSV file");
+    out << "index";
+    for (const planner::Axis& a : r.space.axes) out << "," << csv_field(a.key);
+    out << ",status,reason,fits,device_peak_bytes,peak_reserved_bytes,peak_allocated_bytes,overage_bytes,step_seconds,"
+           "tokens_per_second_per_gpu,mfu,exposed_comm_seconds,compute_seconds,units,rank,pareto,"
+           "resimulated_step_seconds,resimulated_tokens_per_second_per_gpu,resimulated_mfu\n";
+    std::string row;
+    std::size_t length = 0;
+    for (std::size_t i = 0; in >> length && in.get() == '\n'; ++i) {
+      row.resize(length);
+      in.read(row.data(), static_cast<std::streamsize>(length));
+      out << row;
+      const std::size_t rank = r.rank_of(i);
+      if (rank > 0) out << "," << rank << "," << (r.on_pareto_front(i) ? "true" : "false");
+      else out << ",,";
+      const auto kept = r.points.find(i);
+      if (kept != r.points.end() && kept->second.resimulated) {
+        const sim::PointMetrics& m = *kept->second.resimulated;
+        out << "," << csv_number(m.step_seconds) << "," << csv_number(m.tokens_per_second_per_gpu) << ","
+            << csv_number(m.mfu);
+      } else {
+        out << ",,,";
+      }
+      out << "\n";
+    }
+    if (!out.flush()) throw InputError(path_, "", "cannot write the CSV file (is the disk full?)");
+  }
+
+ private:
+  std::string path_;
+  const planner::SweepSpace& space_;
+  SideFile side_;
+};
+
+// --json: the points of `points`, one compact object per line of the side file.
+class JsonPoints {
+ public:
+  explicit JsonPoints(const planner::SweepSpace& space) : space_(space), side_(temporary_directory()) {}
+
+  void add(const sim::PointResult& p) {
+    nlohmann::json values = nlohmann::json::object();
+    for (std::size_t k = 0; k < space_.axes.size(); ++k)
+      values[space_.axes[k].key] = space_.axes[k].values[p.choice[k]].label;
+    nlohmann::json pj = {{"index", p.index}, {"label", p.label}, {"values", values}, {"overrides", p.overrides},
+                         {"status", sim::to_string(p.status)}};
+    if (p.status != sim::PointStatus::ok) {
+      pj["reason"] = p.reason;
+    } else {
+      pj.update(metrics_json(p.metrics));
+      pj["fits"] = p.fits;
+      pj["overage_bytes"] = std::max(0.0, p.overage_bytes);
+    }
+    side_.out() << pj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  }
+
+  // The array, as nlohmann's dump(2) prints it at `depth` (each element on its own lines).
+  void write_array(std::ostream& out, const sim::SweepResult& r, int depth) {
+    std::istream& in = side_.reopen();
+    const std::string pad(2 * depth, ' ');
+    std::string line;
+    bool first = true;
+    for (std::size_t i = 0; std::getline(in, line); ++i) {
+      nlohmann::json pj = nlohmann::json::parse(line);
+      if (const std::size_t rank = r.rank_of(i); rank > 0) {
+        pj["rank"] = rank;
+        pj["pareto"] = r.on_pareto_front(i);
+      }
+      const auto kept = r.points.find(i);
+      if (kept != r.points.end()) {
+        if (kept->second.resimulated) pj["resimulated"] = metrics_json(*kept->second.resimulated);
+        if (!kept->second.resimulation_note.empty()) pj["resimulation_note"] = kept->second.resimulation_note;
+      }
+      out << (first ? "[\n" : ",\n") << pad << "  " << indent(pj.dump(2), pad + "  ");
+      first = false;
+    }
+    out << (first ? "[]" : "\n" + pad + "]");
+  }
+
+ private:
+  static std::string indent(const std::string& text, const std::string& pad) {
+    std::string out;
+    for (char c : text) {
+      out += c;
+      if (c == '\n') out += pad;
+    }
+    return out;
+  }
+
+  const planner::SweepSpace& space_;
+  SideFile side_;
+};
+
+// The whole ranking (every evaluated point, best first) from the points' ranks.
+void write_ranking(std::ostream& out, const sim::SweepResult& r, int depth) {
+  std::vector<std::uint32_t> order(r.evaluated);
+  for (std::size_t i = 0; i < r.ranks.size(); ++i)
+    if (r.ranks[i] > 0 && r.ranks[i] <= order.size()) order[r.ranks[i] - 1] = static_cast<std::uint32_t>(i);
+  const std::string pad(2 * depth, ' ');
+  if (order.empty()) {
+    out << "[]";
+    return;
+  }
+  out << "[";
+  for (std::size_t k = 0; k < order.size(); ++k) out << (k ? ",\n" : "\n") << pad << "  " << order[k];
+  out << "\n" << pad << "]";
+}
+
+// The JSON report; `points` lists every point (streamed) and `ranking` every evaluated one.
+void write_sweep_json(std::ostream& out, const sim::SweepResult& r, const planner::ScenarioTemplate& base,
+                      JsonPoints& points) {
   nlohmann::json j;
   j["scenario"] = base.file();
   j["base_overrides"] = base.base_overrides();
@@ -177,85 +367,39 @@ nlohmann::json sweep_json(const sim::SweepResult& r, const planner::ScenarioTemp
   j["threads"] = r.threads;
   j["wall_seconds"] = r.wall_seconds;
   j["interrupted"] = r.interrupted;
-  j["counts"] = {{"points", r.points.size()}, {"evaluated", r.evaluated}, {"skipped", r.skipped},
-                 {"failed", r.failed},        {"fitting", r.fitting}};
-  const auto ranks = rank_of(r);
-  const std::set<std::size_t> pareto(r.pareto.begin(), r.pareto.end());
-  nlohmann::json points = nlohmann::json::array();
-  for (const sim::PointResult& p : r.points) {
-    nlohmann::json values = nlohmann::json::object();
-    for (std::size_t k = 0; k < r.space.axes.size(); ++k)
-      values[r.space.axes[k].key] = r.space.axes[k].values[p.choice[k]].label;
-    nlohmann::json pj = {{"index", p.index}, {"label", p.label}, {"values", values}, {"overrides", p.overrides},
-                         {"status", sim::to_string(p.status)}};
-    if (p.status != sim::PointStatus::ok) {
-      pj["reason"] = p.reason;
-    } else {
-      pj.update(metrics_json(p.metrics));
-      pj["fits"] = p.fits;
-      pj["overage_bytes"] = std::max(0.0, p.overage_bytes);
-      pj["rank"] = ranks.at(p.index);
-      pj["pareto"] = pareto.count(p.index) > 0;
-    }
-    if (p.resimulated) pj["resimulated"] = metrics_json(*p.resimulated);
-    if (!p.resimulation_note.empty()) pj["resimulation_note"] = p.resimulation_note;
-    points.push_back(pj);
-  }
-  j["points"] = points;
-  j["ranking"] = r.ranking;
+  j["counts"] = {{"points", r.total}, {"evaluated", r.evaluated}, {"skipped", r.skipped},
+                 {"failed", r.failed}, {"fitting", r.fitting}};
+  const std::string kPoints = "\x01points\x01", kRanking = "\x01ranking\x01";
+  j["points"] = kPoints;
+  j["ranking"] = kRanking;
   j["pareto"] = r.pareto;
   j["resimulated_ranking"] = r.resimulated_ranking;
   if (r.recommendation.found) {
-    const sim::PointResult& p = r.points[r.recommendation.point];
+    const sim::PointResult& p = r.point(r.recommendation.point);
     j["recommendation"] = {{"point", p.index}, {"label", p.label}, {"overrides", p.overrides}, {"why", r.recommendation.why}};
   } else {
     j["recommendation"] = nullptr;
   }
   if (r.smallest_overage) {
-    const sim::PointResult& p = r.points[*r.smallest_overage];
+    const sim::PointResult& p = r.point(*r.smallest_overage);
     j["smallest_overage"] = {{"point", p.index}, {"label", p.label}, {"overage_bytes", p.overage_bytes}};
   } else {
     j["smallest_overage"] = nullptr;
   }
-  return j;
-}
-
-void write_csv(const sim::SweepResult& r, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw InputError(path, "", "cannot write the CSV file");
-  out << "index";
-  for (const planner::Axis& a : r.space.axes) out << "," << csv_field(a.key);
-  out << ",status,reason,fits,device_peak_bytes,peak_reserved_bytes,peak_allocated_bytes,overage_bytes,step_seconds,"
-         "tokens_per_second_per_gpu,mfu,exposed_comm_seconds,compute_seconds,units,rank,pareto,"
-         "resimulated_step_seconds,resimulated_tokens_per_second_per_gpu,resimulated_mfu\n";
-  const auto ranks = rank_of(r);
-  const std::set<std::size_t> pareto(r.pareto.begin(), r.pareto.end());
-  auto num = [](double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.9g", v);
-    return std::string(buf);
-  };
-  for (const sim::PointResult& p : r.points) {
-    out << p.index;
-    for (std::size_t k = 0; k < r.space.axes.size(); ++k) out << "," << csv_field(r.space.axes[k].values[p.choice[k]].label);
-    out << "," << sim::to_string(p.status) << "," << csv_field(p.reason);
-    if (p.status == sim::PointStatus::ok) {
-      const sim::PointMetrics& m = p.metrics;
-      out << "," << (p.fits ? "true" : "false") << "," << num(m.device_peak_bytes) << "," << m.peak_reserved_bytes << ","
-          << m.peak_allocated_bytes << "," << num(std::max(0.0, p.overage_bytes)) << "," << num(m.step_seconds) << ","
-          << num(m.tokens_per_second_per_gpu) << "," << num(m.mfu) << "," << num(m.exposed_comm_seconds) << ","
-          << num(m.compute_seconds) << "," << m.units << "," << ranks.at(p.index) << ","
-          << (pareto.count(p.index) ? "true" : "false");
-    } else {
-      out << ",,,,,,,,,,,,,";
-    }
-    if (p.resimulated)
-      out << "," << num(p.resimulated->step_seconds) << "," << num(p.resimulated->tokens_per_second_per_gpu) << ","
-          << num(p.resimulated->mfu);
-    else
-      out << ",,,";
-    out << "\n";
+  // The report with the two long lists spliced in where their placeholders print.
+  const std::string text = j.dump(2);
+  const std::string points_mark = nlohmann::json(kPoints).dump(), ranking_mark = nlohmann::json(kRanking).dump();
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t p = text.find(points_mark, at), q = text.find(ranking_mark, at);
+    const std::size_t next = std::min(p, q);
+    out << text.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    if (next == std::string::npos) break;
+    if (next == p) points.write_array(out, r, 1);
+    else write_ranking(out, r, 1);
+    at = next + (next == p ? points_mark.size() : ranking_mark.size());
   }
+  out << "\n";
 }
 
 std::vector<std::string> axis_cells(const sim::SweepResult& r, const sim::PointResult& p) {
@@ -277,7 +421,7 @@ std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplat
   const double gpu = sc.cluster.gpu.memory_bytes;
   out << "Sweep of " << sc.model.name << " (" << fixed(sc.model.parameter_count() / 1e9, 2) << "B params) on "
       << sc.world_size() << " x " << sc.cluster.gpu.name << " (" << sc.cluster.nodes << " x " << sc.cluster.gpus_per_node
-      << "): " << r.points.size() << " point" << (r.points.size() == 1 ? "" : "s") << " over " << r.space.axes.size()
+      << "): " << r.total << " point" << (r.total == 1 ? "" : "s") << " over " << r.space.axes.size()
       << " ax" << (r.space.axes.size() == 1 ? "is" : "es") << "\n";
   out << "evaluated " << r.evaluated << ", skipped " << r.skipped << " (invalid combinations), failed " << r.failed
       << "; " << r.threads << " thread" << (r.threads == 1 ? "" : "s") << ", " << seconds_text(r.wall_seconds) << " ("
@@ -286,10 +430,9 @@ std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplat
   out << "fits: device peak (reserved + CUDA/NCCL overhead) + headroom " << gib(r.headroom_bytes) << " <= GPU "
       << gib(gpu) << "; " << r.fitting << " of " << r.evaluated << " fit\n";
   if (r.interrupted)
-    out << "INTERRUPTED: " << (r.evaluated + r.skipped + r.failed) << " of " << r.points.size()
+    out << "INTERRUPTED: " << (r.evaluated + r.skipped + r.failed) << " of " << r.total
         << " points done; the results below cover those\n";
 
-  const auto ranks = rank_of(r);
   auto metric_cells = [&](const sim::PointResult& p) {
     const sim::PointMetrics& m = p.metrics;
     return std::vector<std::string>{p.fits ? "yes" : "no (+" + gib(p.overage_bytes) + ")",
@@ -305,10 +448,10 @@ std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplat
                          : r.objective == sim::Objective::step_time  ? "step time"
                                                                      : "device peak memory";
     out << "\nRanked by " << by << ", those that fit first (top " << std::min<std::size_t>(top, r.ranking.size())
-        << " of " << r.ranking.size() << ")\n";
+        << " of " << r.evaluated << ")\n";
     Table t(header_with_axes(r, {"rank", "#"}, metric_header));
     for (std::size_t k = 0; k < r.ranking.size() && k < static_cast<std::size_t>(top); ++k) {
-      const sim::PointResult& p = r.points[r.ranking[k]];
+      const sim::PointResult& p = r.point(r.ranking[k]);
       std::vector<std::string> row = {std::to_string(k + 1), std::to_string(p.index)};
       for (auto& c : axis_cells(r, p)) row.push_back(c);
       for (auto& c : metric_cells(p)) row.push_back(c);
@@ -321,8 +464,8 @@ std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplat
         << ", memory ascending)\n";
     Table t(header_with_axes(r, {"#", "rank"}, {"device peak", "tokens/s/GPU", "MFU"}));
     for (std::size_t i : r.pareto) {
-      const sim::PointResult& p = r.points[i];
-      std::vector<std::string> row = {std::to_string(p.index), std::to_string(ranks.at(p.index))};
+      const sim::PointResult& p = r.point(i);
+      std::vector<std::string> row = {std::to_string(p.index), std::to_string(r.rank_of(p.index))};
       for (auto& c : axis_cells(r, p)) row.push_back(c);
       row.push_back(gib(p.metrics.device_peak_bytes));
       row.push_back(fixed(p.metrics.tokens_per_second_per_gpu, 0));
@@ -335,7 +478,7 @@ std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplat
     out << "\nTop " << r.resimulated_ranking.size() << " re-simulated with SimGrid\n";
     Table t(header_with_axes(r, {"#"}, {"analytic step", "SimGrid step", "SimGrid tokens/s/GPU", "SimGrid MFU"}));
     for (std::size_t i : r.resimulated_ranking) {
-      const sim::PointResult& p = r.points[i];
+      const sim::PointResult& p = r.point(i);
       std::vector<std::string> row = {std::to_string(p.index)};
       for (auto& c : axis_cells(r, p)) row.push_back(c);
       row.push_back(seconds_text(p.metrics.step_seconds));
@@ -346,7 +489,7 @@ std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplat
     }
     out << t.str();
   } else {
-    for (const sim::PointResult& p : r.points)
+    for (const auto& [index, p] : r.points)
       if (!p.resimulation_note.empty()) {
         out << "\n" << p.resimulation_note << "\n";
         break;
@@ -355,7 +498,7 @@ std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplat
 
   out << "\n";
   if (r.recommendation.found) {
-    const sim::PointResult& p = r.points[r.recommendation.point];
+    const sim::PointResult& p = r.point(r.recommendation.point);
     out << "Recommended: #" << p.index << (p.label.empty() ? " (the base scenario)" : " " + p.label) << "\n";
     out << "  why: " << r.recommendation.why << "\n";
     if (inline_scenario)
@@ -371,16 +514,16 @@ std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplat
     out << "No configuration was evaluated.\n";
   }
 
-  std::vector<const sim::PointResult*> bad;
-  for (const sim::PointResult& p : r.points)
-    if (p.status == sim::PointStatus::skipped || p.status == sim::PointStatus::failed) bad.push_back(&p);
-  if (!bad.empty()) {
-    out << "\nSkipped or failed (" << bad.size() << ")\n";
-    constexpr std::size_t kShown = 8;
-    for (std::size_t k = 0; k < bad.size() && k < kShown; ++k)
-      out << "  #" << bad[k]->index << (bad[k]->label.empty() ? "" : " " + bad[k]->label) << ": "
-          << (bad[k]->status == sim::PointStatus::failed ? "failed: " : "") << bad[k]->reason << "\n";
-    if (bad.size() > kShown) out << "  ... and " << bad.size() - kShown << " more (--csv or --json lists them all)\n";
+  const std::size_t bad = r.skipped + r.failed;
+  if (bad > 0) {
+    out << "\nSkipped or failed (" << bad << ")\n";
+    for (std::size_t i : r.not_evaluated) {
+      const sim::PointResult& p = r.point(i);
+      out << "  #" << p.index << (p.label.empty() ? "" : " " + p.label) << ": "
+          << (p.status == sim::PointStatus::failed ? "failed: " : "") << p.reason << "\n";
+    }
+    if (bad > r.not_evaluated.size())
+      out << "  ... and " << bad - r.not_evaluated.size() << " more (--csv or --json lists them all)\n";
   }
   return out.str();
 }
@@ -517,6 +660,34 @@ void run_wrap_search(const SweepOptionsCli& o, const std::string& scenario_file,
   std::cout << out.str();
 }
 
+// ---- resource guard ---------------------------------------------------------------------------
+
+// Estimates the sweep's memory and time (a sample of its points timed) and refuses to start
+// past the budget; --estimate-cost prints the estimate instead.
+void guard_sweep(const SweepOptionsCli& o, const std::shared_ptr<const planner::ScenarioTemplate>& base,
+                 const planner::SweepSpace& space, const sim::SweepOptions& so) {
+  const std::size_t n = space.size();
+  // Small sweeps take a second or less: their memory is estimated, their time is not sampled.
+  const sim::SweepCost cost = sim::estimate_sweep_cost(base, space, so, n > 256 ? 1.0 : 0.0);
+  const sim::ResourceEstimate expected{cost.memory_bytes, cost.seconds, cost.memory_basis, cost.time_basis};
+  if (o.estimate_cost) {
+    std::cout << "sweep would take about " << sim::duration_text(cost.seconds) << " and "
+              << sim::bytes_text(cost.memory_bytes) << " of memory: " << cost.time_basis << "; " << cost.memory_basis
+              << "\n";
+    return;
+  }
+  const sim::ResourceBudget budget = sim::budget_from_options(o.max_memory_gib, o.max_seconds);
+  if (const std::string over = sim::over_budget(expected, budget); !over.empty())
+    throw InputError(o.sweep_file.empty() ? o.scenario : o.sweep_file, "",
+                     "not swept: it would need " + over +
+                         ". To go further: raise --max-time (seconds; 0: no limit) or --max-memory (GiB); run fewer "
+                         "points at a time (fix an axis with --set and run each of its values); or more --threads "
+                         "on a machine with more cores. Ctrl-C stops a sweep and reports the points done");
+  if (cost.seconds > 30)
+    std::cerr << "sweep: " << n << " points, expected to take about " << sim::duration_text(cost.seconds) << " and "
+              << sim::bytes_text(cost.memory_bytes) << " of memory (" << cost.time_basis << ")\n";
+}
+
 // ---- the sweep ------------------------------------------------------------------------------
 
 void run_sweep_command(const SweepOptionsCli& o) {
@@ -568,7 +739,8 @@ void run_sweep_command(const SweepOptionsCli& o) {
   const std::size_t n = space.size();
   if (n > kMaxPoints)
     throw InputError(o.sweep_file, "axes", "the sweep has " + (n == SIZE_MAX ? std::string("too many") : std::to_string(n)) +
-                                               " points; at most " + std::to_string(kMaxPoints));
+                                               " points; at most " + std::to_string(kMaxPoints) +
+                                               " (split it: fix one axis with --set and run each value)");
   sim::SweepOptions so;
   so.threads = o.threads;
   so.headroom_bytes = headroom_bytes;
@@ -578,6 +750,22 @@ void run_sweep_command(const SweepOptionsCli& o) {
     throw InputError::option("--objective", e.what());
   }
   so.tolerance = tolerance;
+  so.keep_top = static_cast<std::size_t>(std::max({top, o.resimulate_top, 1}));
+  // Ranks of every point: the CSV's and JSON's `rank`, and the Pareto table's (16 bytes a point).
+  so.rank_every_point = true;
+  guard_sweep(o, base, space, so);
+  if (o.estimate_cost) return;
+  // Every point goes to the CSV and the JSON as it is finished; the sweep keeps only the report's.
+  std::optional<CsvPoints> csv;
+  if (!o.csv.empty()) csv.emplace(o.csv, space);
+  std::optional<JsonPoints> json_points;
+  if (o.json) json_points.emplace(space);
+  if (csv || json_points) {
+    so.sink = [&csv, &json_points](const sim::PointResult& p) {
+      if (csv) csv->add(p);
+      if (json_points) json_points->add(p);
+    };
+  }
   Progress progress(o.progress || ::isatty(2), ::isatty(2));
   so.progress = [&progress](std::size_t done, std::size_t total) { progress.update(done, total); };
   g_interrupted.store(false);
@@ -586,26 +774,28 @@ void run_sweep_command(const SweepOptionsCli& o) {
   sim::SweepResult result = sim::run_sweep(base, space, so);
   progress.finish();
   if (!g_interrupted.load() && o.resimulate_top > 0) {
-    sim::resimulate_top(result, static_cast<std::size_t>(o.resimulate_top), sim::simgrid_resimulator(base), tolerance);
+    sim::resimulate_top(result, static_cast<std::size_t>(o.resimulate_top),
+                        sim::simgrid_resimulator(base, sim::budget_from_options(o.max_memory_gib, o.max_seconds)),
+                        tolerance);
   }
   std::signal(SIGINT, previous == SIG_ERR ? SIG_DFL : previous);
 
-  if (!o.csv.empty()) write_csv(result, o.csv);
-  if (o.json) std::cout << sweep_json(result, *base).dump(2) << "\n";
+  if (csv) csv->finish(result);
+  if (json_points) write_sweep_json(std::cout, result, *base, *json_points);
   else std::cout << sweep_text(result, *base, top, !scenario_inline.is_null());
-  if (!o.csv.empty() && !o.json) std::cout << "wrote " << result.points.size() << " rows to " << o.csv << "\n";
+  if (csv && !o.json) std::cout << "wrote " << result.total << " rows to " << o.csv << "\n";
   if (result.interrupted || g_interrupted.load()) {
     std::cout << std::flush;
-    std::cerr << "interrupted: " << (result.evaluated + result.skipped + result.failed) << " of " << result.points.size()
+    std::cerr << "interrupted: " << (result.evaluated + result.skipped + result.failed) << " of " << result.total
               << " points done\n"
               << std::flush;
     std::exit(130);
   }
   // Nothing could be evaluated (every point invalid or failed): the report says why per
   // point; scripts get a failing exit status.
-  if (result.evaluated == 0 && !result.points.empty())
+  if (result.evaluated == 0 && result.total > 0)
     throw InputError(o.sweep_file.empty() ? o.scenario : o.sweep_file, "",
-                     "none of the " + std::to_string(result.points.size()) + " points could be evaluated (reasons above)");
+                     "none of the " + std::to_string(result.total) + " points could be evaluated (reasons above)");
 }
 
 }  // namespace
@@ -651,6 +841,14 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--wrap-local-search", o->wrap_local_search,
                   "Wrap search: engine evaluations of local search from the best candidate (default 300; 0: none)")
       ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--max-memory", o->max_memory_gib,
+                  "Refuse to start a sweep expected to need more GiB than this (default: half the machine's memory)")
+      ->check(non_negative_number());
+  cmd->add_option("--max-time", o->max_seconds,
+                  "Refuse to start a sweep expected to take longer, in seconds (default 3600; 0: no limit)")
+      ->check(non_negative_number());
+  cmd->add_flag("--estimate-cost", o->estimate_cost,
+                "Print the sweep's expected memory and time (timing a sample of its points) and stop");
   cmd->add_flag("--brute-force", o->brute_force,
                 "Wrap search: also time every wrapping (at most 14 blocks) and compare with the search");
   cmd->callback([o] { run_sweep_command(*o); });

@@ -93,6 +93,34 @@ TEST(TransientMemory, SplitIntoTensorsOfTheLargestTransientTensor) {
   }
 }
 
+// A transient N times its largest tensor is N allocations per op: a coefficient 1e12 times
+// the tensor's made a planner that never returned. Up to 1024 tensors are planned; past that
+// (here 2048) the model is refused, naming the module and the cost.
+TEST(TransientMemory, RefusesMoreThan1024TensorsAliveAtOnce) {
+  nlohmann::json ok = scenario(1000, 5000);
+  ok["model"]["root"]["children"][0]["children"][0]["costs"]["transient_tensor_bytes"] = {{"b*s", 5}};
+  Plan a = plan_of(ok);  // 5000 / 5 = 1000 tensors per backward op: planned
+  for (const Op& op : a.schedule.ops) {
+    if (op.kind != OpKind::compute_bwd) continue;
+    const auto temporaries = std::count_if(op.allocs.begin(), op.allocs.end(), [&](int id) {
+      return a.schedule.allocations[id].category == MemCategory::temporary;
+    });
+    EXPECT_EQ(temporaries, 1000) << op.name;
+  }
+  nlohmann::json huge = scenario(1000, 2048);
+  huge["model"]["root"]["children"][0]["children"][0]["costs"]["transient_tensor_bytes"] = {{"b*s", 1}};
+  try {
+    plan_of(huge);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.file(), "test.json");
+    EXPECT_NE(what.find("costs.backward_transient_bytes"), std::string::npos) << what;
+    EXPECT_NE(what.find("transient_tensor_bytes"), std::string::npos) << what;
+    EXPECT_NE(what.find("more than 1024 tensors"), std::string::npos) << what;
+  }
+}
+
 // Under full checkpointing the recompute runs the forward again, transients included.
 TEST(TransientMemory, RecomputeHoldsTheForwardTransient) {
   const double F = 1000, tokens = 32;

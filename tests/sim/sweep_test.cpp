@@ -45,6 +45,21 @@ planner::SweepSpace space_of(const planner::ScenarioTemplate& t, const std::vect
   return planner::make_space(specs, t.context());
 }
 
+// A sweep with every point collected through the sink: the result keeps only the report's
+// points (sim/sweep.h), the tests check them against all of them.
+struct FullSweep {
+  SweepResult result;
+  std::vector<PointResult> points;  // every point, in point order
+};
+
+FullSweep run_collecting(std::shared_ptr<const planner::ScenarioTemplate> t, const planner::SweepSpace& space,
+                         SweepOptions o) {
+  FullSweep f;
+  o.sink = [&](const PointResult& p) { f.points.push_back(p); };
+  f.result = run_sweep(std::move(t), space, o);
+  return f;
+}
+
 // ---- axes ------------------------------------------------------------------------------------
 
 TEST(SweepAxes, CommasInsideJsonDoNotSplit) {
@@ -252,17 +267,21 @@ TEST(SweepPoints, InvalidCombinationsAreSkippedWithTheReason) {
   planner::SweepSpace space = space_of(*t, {"fsdp.strategy=FULL_SHARD,HYBRID_SHARD:3", "training.micro_batch=1,3"});
   SweepOptions o;
   o.threads = 2;
-  SweepResult r = run_sweep(t, space, o);
-  ASSERT_EQ(r.points.size(), 4u);
-  EXPECT_EQ(r.points[0].status, PointStatus::ok);
-  EXPECT_EQ(r.points[1].status, PointStatus::skipped);  // micro-batch 3 does not divide 64 over 16 ranks
-  EXPECT_NE(r.points[1].reason.find("training.global_batch"), std::string::npos) << r.points[1].reason;
-  EXPECT_NE(r.points[1].reason.find("not a multiple"), std::string::npos) << r.points[1].reason;
-  EXPECT_EQ(r.points[1].reason.find(kRoot), std::string::npos) << "the base file is named once, not per point";
-  EXPECT_EQ(r.points[2].status, PointStatus::skipped);  // a shard group of 3 does not divide 16
-  EXPECT_NE(r.points[2].reason.find("shard_group_size"), std::string::npos) << r.points[2].reason;
+  const FullSweep f = run_collecting(t, space, o);
+  const SweepResult& r = f.result;
+  ASSERT_EQ(f.points.size(), 4u);
+  EXPECT_EQ(r.total, 4u);
+  EXPECT_EQ(f.points[0].status, PointStatus::ok);
+  EXPECT_EQ(f.points[1].status, PointStatus::skipped);  // micro-batch 3 does not divide 64 over 16 ranks
+  EXPECT_NE(f.points[1].reason.find("training.global_batch"), std::string::npos) << f.points[1].reason;
+  EXPECT_NE(f.points[1].reason.find("not a multiple"), std::string::npos) << f.points[1].reason;
+  EXPECT_EQ(f.points[1].reason.find(kRoot), std::string::npos) << "the base file is named once, not per point";
+  EXPECT_EQ(f.points[2].status, PointStatus::skipped);  // a shard group of 3 does not divide 16
+  EXPECT_NE(f.points[2].reason.find("shard_group_size"), std::string::npos) << f.points[2].reason;
   EXPECT_EQ(r.evaluated, 1u);
   EXPECT_EQ(r.skipped, 3u);
+  EXPECT_EQ(r.not_evaluated, (std::vector<std::size_t>{1, 2, 3}));  // kept for the report, with their reasons
+  EXPECT_EQ(r.point(1).reason, f.points[1].reason);
   EXPECT_FALSE(r.interrupted);
   ASSERT_TRUE(r.recommendation.found);
   EXPECT_EQ(r.recommendation.point, 0u);
@@ -270,27 +289,33 @@ TEST(SweepPoints, InvalidCombinationsAreSkippedWithTheReason) {
 
 // ---- ranking ----------------------------------------------------------------------------------
 
-SweepResult wide_sweep(int threads) {
+planner::SweepSpace wide_space(const planner::ScenarioTemplate& t) {
+  return space_of(t, {"fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP,NO_SHARD,HYBRID_SHARD:*", "training.micro_batch=1,2,4",
+                      "training.activation_checkpointing=none,full", "fsdp.backward_prefetch=BACKWARD_PRE,NONE",
+                      "fsdp.version=1,2"});
+}
+
+FullSweep wide_sweep(int threads, std::size_t keep_top = 10) {
   auto t = gpt2_template();
-  planner::SweepSpace space = space_of(
-      *t, {"fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP,NO_SHARD,HYBRID_SHARD:*", "training.micro_batch=1,2,4",
-           "training.activation_checkpointing=none,full", "fsdp.backward_prefetch=BACKWARD_PRE,NONE",
-           "fsdp.version=1,2"});
   SweepOptions o;
   o.threads = threads;
   o.headroom_bytes = 2.0 * 1024 * 1024 * 1024;
-  return run_sweep(t, space, o);
+  o.keep_top = keep_top;
+  o.rank_every_point = true;
+  return run_collecting(t, wide_space(*t), o);
 }
 
 TEST(SweepRanking, IdenticalForOneAndManyThreads) {
-  const SweepResult a = wide_sweep(1);
-  const SweepResult b = wide_sweep(4);
-  EXPECT_EQ(a.threads, 1);
-  EXPECT_EQ(b.threads, 4);
+  const FullSweep a = wide_sweep(1);
+  const FullSweep b = wide_sweep(4);
+  EXPECT_EQ(a.result.threads, 1);
+  EXPECT_EQ(b.result.threads, 4);
   ASSERT_EQ(a.points.size(), b.points.size());
-  EXPECT_GT(a.evaluated, 50u);
+  EXPECT_GT(a.result.evaluated, 50u);
   for (std::size_t i = 0; i < a.points.size(); ++i) {
     const PointResult &x = a.points[i], &y = b.points[i];
+    EXPECT_EQ(x.index, i);  // the sink sees the points in order whatever thread finished them
+    EXPECT_EQ(y.index, i);
     EXPECT_EQ(x.label, y.label);
     EXPECT_EQ(x.status, y.status) << x.label;
     EXPECT_EQ(x.reason, y.reason);
@@ -300,18 +325,21 @@ TEST(SweepRanking, IdenticalForOneAndManyThreads) {
     EXPECT_EQ(x.metrics.mfu, y.metrics.mfu);
     EXPECT_EQ(x.fits, y.fits);
   }
-  EXPECT_EQ(a.ranking, b.ranking);
-  EXPECT_EQ(a.pareto, b.pareto);
-  EXPECT_EQ(a.recommendation.point, b.recommendation.point);
-  EXPECT_EQ(a.recommendation.why, b.recommendation.why);
+  EXPECT_EQ(a.result.ranking, b.result.ranking);
+  EXPECT_EQ(a.result.ranks, b.result.ranks);
+  EXPECT_EQ(a.result.pareto, b.result.pareto);
+  EXPECT_EQ(a.result.recommendation.point, b.result.recommendation.point);
+  EXPECT_EQ(a.result.recommendation.why, b.result.recommendation.why);
 }
 
 TEST(SweepRanking, ParetoFrontAndRecommendation) {
-  const SweepResult r = wide_sweep(2);
+  const FullSweep f = wide_sweep(2);
+  const SweepResult& r = f.result;
+  const std::vector<PointResult>& all = f.points;
   ASSERT_GT(r.fitting, 2u);
   // The ranking: points that fit first, by tokens/s/GPU (ties by index), then the rest by overage.
   for (std::size_t k = 0; k + 1 < r.ranking.size(); ++k) {
-    const PointResult &a = r.points[r.ranking[k]], &b = r.points[r.ranking[k + 1]];
+    const PointResult &a = all[r.ranking[k]], &b = all[r.ranking[k + 1]];
     if (a.fits && b.fits)
       EXPECT_TRUE(a.metrics.tokens_per_second_per_gpu > b.metrics.tokens_per_second_per_gpu ||
                   (a.metrics.tokens_per_second_per_gpu == b.metrics.tokens_per_second_per_gpu && a.index < b.index));
@@ -322,28 +350,28 @@ TEST(SweepRanking, ParetoFrontAndRecommendation) {
   // every other fitting point is dominated by one on the front.
   const std::set<std::size_t> front(r.pareto.begin(), r.pareto.end());
   for (std::size_t i : r.pareto) {
-    EXPECT_TRUE(r.points[i].fits);
-    for (const PointResult& p : r.points) {
+    EXPECT_TRUE(all[i].fits);
+    for (const PointResult& p : all) {
       if (p.status != PointStatus::ok || !p.fits || p.index == i) continue;
-      EXPECT_FALSE(p.metrics.device_peak_bytes <= r.points[i].metrics.device_peak_bytes &&
-                   p.metrics.tokens_per_second_per_gpu > r.points[i].metrics.tokens_per_second_per_gpu);
+      EXPECT_FALSE(p.metrics.device_peak_bytes <= all[i].metrics.device_peak_bytes &&
+                   p.metrics.tokens_per_second_per_gpu > all[i].metrics.tokens_per_second_per_gpu);
     }
   }
-  for (const PointResult& p : r.points) {
+  for (const PointResult& p : all) {
     if (p.status != PointStatus::ok || !p.fits || front.count(p.index)) continue;
     bool dominated = false;
     for (std::size_t i : r.pareto)
-      dominated |= r.points[i].metrics.device_peak_bytes <= p.metrics.device_peak_bytes &&
-                   r.points[i].metrics.tokens_per_second_per_gpu >= p.metrics.tokens_per_second_per_gpu;
+      dominated |= all[i].metrics.device_peak_bytes <= p.metrics.device_peak_bytes &&
+                   all[i].metrics.tokens_per_second_per_gpu >= p.metrics.tokens_per_second_per_gpu;
     EXPECT_TRUE(dominated) << p.label;
   }
   // The recommendation: within 1% of the fastest, the least memory.
   ASSERT_TRUE(r.recommendation.found);
-  const PointResult& best = r.points[r.ranking.front()];
-  const PointResult& rec = r.points[r.recommendation.point];
+  const PointResult& best = all[r.ranking.front()];
+  const PointResult& rec = all[r.recommendation.point];
   EXPECT_TRUE(rec.fits);
   EXPECT_GE(rec.metrics.tokens_per_second_per_gpu, 0.99 * best.metrics.tokens_per_second_per_gpu);
-  for (const PointResult& p : r.points) {
+  for (const PointResult& p : all) {
     if (p.status != PointStatus::ok || !p.fits) continue;
     if (p.metrics.tokens_per_second_per_gpu >= 0.99 * best.metrics.tokens_per_second_per_gpu) {
       EXPECT_GE(p.metrics.device_peak_bytes, rec.metrics.device_peak_bytes);
@@ -352,6 +380,89 @@ TEST(SweepRanking, ParetoFrontAndRecommendation) {
   EXPECT_NE(r.recommendation.why.find("tokens/s/GPU"), std::string::npos);
   EXPECT_NE(r.recommendation.why.find("Next: #"), std::string::npos) << r.recommendation.why;
   EXPECT_TRUE(no_fit_message(r).empty());
+}
+
+// The streamed ranking against the whole one computed from every point afterwards (sort all,
+// sweep the front, scan for the recommendation): the same top, ranks, front and pick, whether
+// the sweep keeps 3 ranked points or all of them; and it keeps few points.
+TEST(SweepRanking, StreamedEqualsTheWholeRanking) {
+  for (const Objective objective : {Objective::throughput, Objective::step_time, Objective::memory}) {
+    SCOPED_TRACE(to_string(objective));
+    auto t = gpt2_template();
+    SweepOptions o;
+    o.threads = 2;
+    o.headroom_bytes = 76.5 * 1024 * 1024 * 1024;  // 3.15 GiB left: some points fit, some do not
+    o.objective = objective;
+    o.tolerance = 0.05;
+    o.rank_every_point = true;
+    o.keep_top = 3;
+    const FullSweep few = run_collecting(t, wide_space(*t), o);
+    o.keep_top = 100000;
+    const FullSweep every = run_collecting(t, wide_space(*t), o);
+    const std::vector<PointResult>& all = few.points;
+
+    // The whole ranking, by hand.
+    auto cost = [&](const PointMetrics& m) {
+      return objective == Objective::throughput ? -m.tokens_per_second_per_gpu
+             : objective == Objective::step_time ? m.step_seconds
+                                                 : m.device_peak_bytes;
+    };
+    std::vector<std::size_t> fitting, other;
+    for (const PointResult& p : all)
+      if (p.status == PointStatus::ok) (p.fits ? fitting : other).push_back(p.index);
+    ASSERT_GT(fitting.size(), 3u);
+    ASSERT_GT(other.size(), 3u);
+    std::stable_sort(fitting.begin(), fitting.end(),
+                     [&](std::size_t a, std::size_t b) { return cost(all[a].metrics) < cost(all[b].metrics); });
+    std::stable_sort(other.begin(), other.end(),
+                     [&](std::size_t a, std::size_t b) { return all[a].overage_bytes < all[b].overage_bytes; });
+    std::vector<std::size_t> whole = fitting;
+    whole.insert(whole.end(), other.begin(), other.end());
+    EXPECT_EQ(every.result.ranking, whole);
+    EXPECT_EQ(few.result.ranking, std::vector<std::size_t>(whole.begin(), whole.begin() + 3));
+    for (std::size_t k = 0; k < whole.size(); ++k) EXPECT_EQ(few.result.rank_of(whole[k]), k + 1);
+
+    // The front: by memory, then throughput, keeping rising throughput.
+    std::vector<std::size_t> by_memory = fitting;
+    std::sort(by_memory.begin(), by_memory.end(), [&](std::size_t a, std::size_t b) {
+      const PointMetrics &x = all[a].metrics, &y = all[b].metrics;
+      if (x.device_peak_bytes != y.device_peak_bytes) return x.device_peak_bytes < y.device_peak_bytes;
+      if (x.tokens_per_second_per_gpu != y.tokens_per_second_per_gpu)
+        return x.tokens_per_second_per_gpu > y.tokens_per_second_per_gpu;
+      return a < b;
+    });
+    std::vector<std::size_t> front;
+    double best_tokens = -1;
+    for (std::size_t i : by_memory)
+      if (all[i].metrics.tokens_per_second_per_gpu > best_tokens) {
+        front.push_back(i);
+        best_tokens = all[i].metrics.tokens_per_second_per_gpu;
+      }
+    EXPECT_EQ(few.result.pareto, front);
+
+    // The pick: the least memory within the tolerance of the best, the earlier in the ranking on a tie.
+    const PointMetrics& b = all[fitting.front()].metrics;
+    std::size_t pick = fitting.front();
+    if (objective != Objective::memory)
+      for (std::size_t i : fitting) {
+        const PointMetrics& m = all[i].metrics;
+        const bool close = objective == Objective::throughput
+                               ? m.tokens_per_second_per_gpu >= 0.95 * b.tokens_per_second_per_gpu
+                               : m.step_seconds <= 1.05 * b.step_seconds;
+        if (close && m.device_peak_bytes < all[pick].metrics.device_peak_bytes) pick = i;
+      }
+    ASSERT_TRUE(few.result.recommendation.found);
+    EXPECT_EQ(few.result.recommendation.point, pick);
+    EXPECT_EQ(few.result.recommendation.why, every.result.recommendation.why);
+    EXPECT_NE(few.result.recommendation.why.find(std::to_string(fitting.size()) + " configurations that fit"),
+              std::string::npos)
+        << few.result.recommendation.why;
+
+    // Kept: the ranked top, the fronts and the candidates, not every point.
+    EXPECT_LT(few.result.points.size(), all.size() / 2) << all.size() << " points";
+    for (std::size_t i : few.result.ranking) EXPECT_EQ(few.result.points.count(i), 1u);
+    for (std::size_t i : few.result.pareto) EXPECT_EQ(few.result.points.count(i), 1u);
+  }
 }
 
 // Every point exceeds memory: the sweep says so and names the smallest overage.
@@ -368,14 +479,15 @@ TEST(SweepRanking, NothingFitsNamesTheSmallestOverage) {
   SweepOptions o;
   o.threads = 2;
   o.headroom_bytes = 72.0 * 1024 * 1024 * 1024;
-  const SweepResult r = run_sweep(t, space, o);
+  const FullSweep f = run_collecting(t, space, o);
+  const SweepResult& r = f.result;
   ASSERT_GT(r.evaluated, 5u);
   EXPECT_EQ(r.fitting, 0u);
   EXPECT_FALSE(r.recommendation.found);
   ASSERT_TRUE(r.smallest_overage.has_value());
   double smallest = 1e300;
   std::size_t at = 0;
-  for (const PointResult& p : r.points)
+  for (const PointResult& p : f.points)
     if (p.status == PointStatus::ok) {
       EXPECT_FALSE(p.fits);
       EXPECT_GT(p.overage_bytes, 0);
@@ -388,7 +500,7 @@ TEST(SweepRanking, NothingFitsNamesTheSmallestOverage) {
   EXPECT_EQ(r.ranking.front(), at);
   const std::string msg = no_fit_message(r);
   EXPECT_NE(msg.find("No configuration fits"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("#" + std::to_string(at) + " " + r.points[at].label), std::string::npos) << msg;
+  EXPECT_NE(msg.find("#" + std::to_string(at) + " " + r.point(at).label), std::string::npos) << msg;
   char overage[64];
   std::snprintf(overage, sizeof overage, "%.2f GiB", smallest / (1024.0 * 1024.0 * 1024.0));
   EXPECT_NE(msg.find(std::string("smallest overage is ") + overage), std::string::npos) << msg;
@@ -405,18 +517,21 @@ TEST(SweepRanking, CancelStopsAndKeepsWhatIsDone) {
   o.progress = [&](std::size_t done, std::size_t) {
     if (done == 4) cancel.store(true);
   };
-  const SweepResult r = run_sweep(t, space, o);
+  const FullSweep f = run_collecting(t, space, o);
+  const SweepResult& r = f.result;
   EXPECT_TRUE(r.interrupted);
   EXPECT_EQ(r.evaluated + r.skipped + r.failed, 4u);
+  ASSERT_EQ(f.points.size(), 9u) << "the sink sees the points not run too";
   std::size_t not_run = 0;
-  for (const PointResult& p : r.points) not_run += p.status == PointStatus::not_run;
+  for (const PointResult& p : f.points) not_run += p.status == PointStatus::not_run;
   EXPECT_EQ(not_run, 5u);
-  EXPECT_EQ(r.points.back().label, space.label(space.choice(8)));
+  EXPECT_EQ(f.points.back().label, space.label(space.choice(8)));
+  EXPECT_EQ(f.points.back().reason, "not evaluated (interrupted)");
   EXPECT_TRUE(r.recommendation.found) << "ranks what is done";
 }
 
 TEST(SweepRanking, ResimulationHookReordersTheTop) {
-  SweepResult r = wide_sweep(2);
+  SweepResult r = wide_sweep(2).result;
   ASSERT_GE(r.fitting, 3u);
   const std::size_t first = r.ranking[0], third = r.ranking[2];
   // A fake engine that finds the third point twice as fast as the analytic engine did.
@@ -436,8 +551,8 @@ TEST(SweepRanking, ResimulationHookReordersTheTop) {
   ASSERT_EQ(r.resimulated_ranking.size(), 3u);
   EXPECT_EQ(r.resimulated_ranking.front(), third);
   EXPECT_EQ(r.recommendation.point, third);
-  EXPECT_EQ(r.points[third].resimulated->device_peak_bytes, r.points[third].metrics.device_peak_bytes);
-  EXPECT_EQ(r.points[first].resimulation_note, "fake engine");
+  EXPECT_EQ(r.point(third).resimulated->device_peak_bytes, r.point(third).metrics.device_peak_bytes);
+  EXPECT_EQ(r.point(first).resimulation_note, "fake engine");
   EXPECT_NE(r.recommendation.why.find("re-simulated"), std::string::npos);
 }
 
