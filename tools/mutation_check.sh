@@ -220,7 +220,7 @@ for i in "${selected[@]}"; do
     else
       results[i]="killed"
       n=$(wc -l < "$work/failed")
-      killers[i]="$n: $(head -3 "$work/failed" | sed 's/ (Failed)$//; s/<[^>]*>//g' | paste -sd ',' | sed 's/,/, /g')"
+      killers[i]="$n: $(head -3 "$work/failed" | sed 's/ (Failed)$//; s/<[^>]*>//g; s/  *# GetParam() = .*\( (Timeout)\)$/\1/; s/  *# GetParam() = .*$//' | paste -sd ',' | sed 's/,/, /g')"
       [ "$n" -gt 3 ] && killers[i]+=", ..."
       killed=$((killed + 1))
     fi
