@@ -113,6 +113,7 @@ void RunControl::fail(const RuntimeError& e) {
 }
 
 void RunControl::abort() {
+  std::lock_guard<std::mutex> running(abort_running_m_);
   if (aborted_.exchange(true)) return;
   std::vector<std::function<void()>> wakers;
   {
@@ -394,7 +395,13 @@ RunResult execute(RunControl& c, std::vector<std::unique_ptr<RankDevice>>& devic
   for (std::size_t i = 0; i < devices.size(); ++i)
     threads.emplace_back([&, i] { rank_main(c, *devices[i], static_cast<int>(i), results[i]); });
   for (auto& t : threads) t.join();
-  if (auto e = c.error()) throw *e;
+  if (auto e = c.error()) {
+    // The stream thread that recorded the fault may still be in abort(), waking the devices the
+    // caller destroys once this throws (a use after free that hung the host backend under CPU
+    // contention): abort() here waits for it, or aborts first so that it returns at once.
+    c.abort();
+    throw *e;
+  }
   RunResult r;
   r.backend = backend;
   r.device = device_text;

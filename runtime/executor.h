@@ -125,6 +125,9 @@ class RunControl {
  private:
   std::atomic<bool> aborted_{false};
   mutable std::mutex m_;
+  // Held while abort() runs the wakers, which reach into the devices: execute() takes it before
+  // the devices are torn down, so an abort a stream thread is in the middle of finishes first.
+  std::mutex abort_running_m_;
   std::mutex abort_m_;
   std::condition_variable abort_cv_;
   std::optional<RuntimeError> error_;

@@ -6,7 +6,7 @@
 // (runtime/allocator.cpp calls planner::CachingAllocatorModel::round_size and segment_size);
 // these values come from PyTorch's source, not from either implementation.
 //
-// Source: pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp@001074d2:
+// Source: pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp (the constants as at commit 001074d2):
 //   kMinBlockSize = 512 ("all sizes are rounded to at least 512 bytes"), kSmallSize = 1 MiB
 //   ("largest small allocation"), kSmallBuffer = 2 MiB ("small allocations are packed in 2 MiB
 //   blocks"), kLargeBuffer = 20 MiB, kMinLargeAlloc = 10 MiB ("allocations between 1 and 10 MiB
@@ -19,7 +19,7 @@
 //   should_split: small pool remaining >= kMinBlockSize, large pool remaining > kSmallSize;
 //   get_free_block: the smallest cached block of the pool that fits, only if it belongs to the
 //     requesting stream; free_block merges the freed block with free neighbours (try_merge_blocks).
-// PyTorch's own test of the segment sizes: test/test_cuda.py@0a4bbf60,
+// PyTorch's own test of the segment sizes: test/test_cuda.py,
 // test_graph_memory_stats_and_use_result_after_destroy_graph: 512 B -> kSmallBuffer; kSmallSize
 // -> small pool; kSmallSize + 512 and kMinLargeAlloc - 512 -> kLargeBuffer; kMinLargeAlloc + 512
 // -> kRoundLarge * ceil((kMinLargeAlloc + 512) / kRoundLarge) = 12 MiB.

@@ -128,6 +128,38 @@ TEST(NicSharing, ReplicateGroupInstancesShareTheNodesNics) {
                                                 cost.calibration().nccl).seconds);
 }
 
+// 4 nodes x 8 GPUs with 4 NICs per node. A group with 2 ranks per node has 4 instances per
+// node: as many as the NICs, so each gets one NIC of its own at the full NIC bandwidth (not all
+// 4); with 4 ranks per node, 2 instances of 2 NICs each. Priced as the group on a cluster of that
+// many NICs per node. Here the NICs, not the GPUs' PCIe links, bound the rings, so the share
+// shows. Kills cost.nics-not-shared (tools/mutants.txt).
+TEST(NicSharing, InstancesSplitTheNicsWhenThereAreEnough) {
+  nlohmann::json j = scenario_json(nlohmann::json::object());
+  j["cluster"] = testing::cluster(4, 8);
+  j["cluster"]["inter_node"]["nics_per_node"] = 4;
+  const planner::Scenario sc = planner::parse_scenario(j, "test.json");
+  const CostModel cost(sc);
+  Schedule s;
+  s.groups = {{"two per node", 8, 4}, {"four per node", 16, 4}};
+  Op ar;
+  ar.kind = OpKind::all_reduce;
+  ar.stream = planner::Stream::all_reduce;
+  ar.comm_bytes = 1e9;
+  for (int nics : {1, 2}) {
+    ar.group = nics - 1;
+    const planner::ProcessGroup& g = s.groups[ar.group];
+    planner::ClusterSpec shared = sc.cluster;
+    planner::NcclParams nccl = cost.calibration().nccl;
+    shared.nics_per_node = nccl.nics_per_node = nics;
+    const double expected = planner::estimate_collective(planner::CollectiveKind::all_reduce, 1e9, {g.ranks, g.nodes},
+                                                         shared, nccl).seconds;
+    EXPECT_DOUBLE_EQ(cost.collective(ar, s).seconds, expected) << g.name;
+    const double all_nics = planner::estimate_collective(planner::CollectiveKind::all_reduce, 1e9, {g.ranks, g.nodes},
+                                                         sc.cluster, cost.calibration().nccl).seconds;
+    EXPECT_GT(expected, all_nics) << g.name;  // fewer NICs: slower, so the sharing is visible
+  }
+}
+
 std::string write_scenario(const std::string& name, const nlohmann::json& j) {
   const std::string path = (std::filesystem::temp_directory_path() / name).string();
   std::ofstream(path) << j.dump(2);
