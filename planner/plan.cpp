@@ -17,7 +17,7 @@
 #include "models/checked_arithmetic.h"
 #include "models/json_input.h"
 #include "models/transformer_costs.h"
-#include "planner/plan_policy.h"
+#include "planner/internal/plan_policy.h"
 
 namespace fsdpsim::planner {
 

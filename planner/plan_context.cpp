@@ -1,7 +1,7 @@
 // StepContext: the schedule being written and its building blocks (planner/plan_policy.h).
 #include <algorithm>
 
-#include "planner/plan_policy.h"
+#include "planner/internal/plan_policy.h"
 
 namespace fsdpsim::planner {
 

@@ -9,7 +9,7 @@
 #include <deque>
 #include <stdexcept>
 
-#include "planner/plan_policy.h"
+#include "planner/internal/plan_policy.h"
 
 namespace fsdpsim::planner {
 

@@ -5,7 +5,7 @@
 // own streams, wait_for_unshard copies the gathered data out into the unsharded parameters on
 // the compute stream, reshard frees them; post_backward reshards and reduce-scatters the
 // gradients (foreach_reduce, _fsdp_collectives.py).
-#include "planner/plan_policy.h"
+#include "planner/internal/plan_policy.h"
 
 namespace fsdpsim::planner {
 

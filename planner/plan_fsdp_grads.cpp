@@ -2,7 +2,7 @@
 // without communication, the reduce-scatter, HSDP's all-reduce and the post-reduce step.
 // What differs between them (the copy-in that builds the reduce-scatter input, which stream
 // reduces, when the input is freed) is in plan_fsdp1.cpp and plan_fsdp2.cpp.
-#include "planner/plan_policy.h"
+#include "planner/internal/plan_policy.h"
 
 namespace fsdpsim::planner {
 

@@ -1,4 +1,4 @@
-#include "planner/plan_layout.h"
+#include "planner/internal/plan_layout.h"
 
 #include <algorithm>
 #include <functional>

@@ -5,7 +5,7 @@
 // the others, torch/nn/parallel/distributed.py): DDP all-reduces them, ZeRO-1 reduce-scatters
 // them to the rank that owns each optimizer partition. After the step, ZeRO-1 and DeepSpeed's
 // ZeRO-2 gather the updated parameters.
-#include "planner/plan_policy.h"
+#include "planner/internal/plan_policy.h"
 
 namespace fsdpsim::planner {
 

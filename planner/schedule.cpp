@@ -5,7 +5,7 @@
 #include <set>
 
 #include "models/json_input.h"
-#include "planner/schedule_graph.h"
+#include "planner/internal/schedule_graph.h"
 
 namespace fsdpsim::planner {
 

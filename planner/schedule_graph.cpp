@@ -1,4 +1,4 @@
-#include "planner/schedule_graph.h"
+#include "planner/internal/schedule_graph.h"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "runtime/allocator.h"
+#include "runtime/internal/allocator.h"
 
 #include <algorithm>
 

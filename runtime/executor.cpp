@@ -1,4 +1,4 @@
-#include "runtime/executor.h"
+#include "runtime/internal/executor.h"
 
 #include <algorithm>
 #include <cmath>

@@ -10,8 +10,8 @@
 #include <map>
 #include <thread>
 
-#include "runtime/executor.h"
-#include "runtime/host_comm.h"
+#include "runtime/internal/executor.h"
+#include "runtime/internal/host_comm.h"
 
 namespace fsdpsim::runtime {
 

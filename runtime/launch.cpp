@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "runtime/executor.h"
+#include "runtime/internal/executor.h"
 
 namespace fsdpsim::runtime {
 

@@ -22,7 +22,7 @@
 
 #include "models/json_input.h"
 #include "planner/cost_model.h"
-#include "sim/simgrid_flows.h"
+#include "sim/internal/simgrid_flows.h"
 #include "sim/simgrid_platform.h"
 
 namespace fsdpsim::sim {

@@ -1,4 +1,4 @@
-#include "sim/simgrid_flows.h"
+#include "sim/internal/simgrid_flows.h"
 
 #include <algorithm>
 #include <map>

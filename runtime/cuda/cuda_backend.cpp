@@ -37,7 +37,7 @@
 #include <thread>
 
 #include "runtime/cuda/cublas_loader.h"
-#include "runtime/executor.h"
+#include "runtime/internal/executor.h"
 
 namespace fsdpsim::runtime::detail {
 

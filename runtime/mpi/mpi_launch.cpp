@@ -27,8 +27,8 @@
 #include <mutex>
 #include <thread>
 
-#include "runtime/executor.h"
-#include "runtime/host_comm.h"
+#include "runtime/internal/executor.h"
+#include "runtime/internal/host_comm.h"
 
 namespace fsdpsim::runtime::detail {
 

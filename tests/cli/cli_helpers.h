@@ -24,9 +24,10 @@ inline std::string cli_binary() {
   return other && *other ? other : FSDPSIM_CLI;
 }
 
-inline CommandResult run_cli(const std::string& args) {
+// Runs a shell command line, capturing its stdout, stderr and exit status.
+inline CommandResult run_command(const std::string& command_line) {
   const std::string err_file = std::filesystem::temp_directory_path() / ("fsdpsim_cli_err_" + std::to_string(::getpid()));
-  const std::string command = cli_binary() + " " + args + " 2>" + err_file;
+  const std::string command = command_line + " 2>" + err_file;
   CommandResult r;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) return r;
@@ -40,6 +41,8 @@ inline CommandResult run_cli(const std::string& args) {
   std::filesystem::remove(err_file);
   return r;
 }
+
+inline CommandResult run_cli(const std::string& args) { return run_command(cli_binary() + " " + args); }
 
 // Writes `text` to a fresh file under the temp directory and returns its path.
 inline std::string write_temp(const std::string& name, const std::string& text) {

@@ -5,7 +5,7 @@
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
-#include "planner/schedule_graph.h"
+#include "planner/internal/schedule_graph.h"
 #include "synthetic.h"
 
 namespace fsdpsim::planner {

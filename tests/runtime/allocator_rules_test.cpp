@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "../planner/caching_allocator_rules.h"
-#include "runtime/allocator.h"
+#include "runtime/internal/allocator.h"
 
 namespace fsdpsim::testing {
 namespace {

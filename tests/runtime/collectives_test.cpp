@@ -7,7 +7,7 @@
 #include <numeric>
 #include <thread>
 
-#include "runtime/host_comm.h"
+#include "runtime/internal/host_comm.h"
 #include "runtime/runtime.h"
 #include "runtime_scenarios.h"
 

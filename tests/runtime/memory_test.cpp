@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/allocator.h"
+#include "runtime/internal/allocator.h"
 #include "runtime/runtime.h"
 #include "runtime_scenarios.h"
 

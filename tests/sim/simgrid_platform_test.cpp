@@ -8,7 +8,7 @@
 #include "models/json_input.h"
 #include "planner/plan.h"
 #include "sim/simgrid_engine.h"
-#include "sim/simgrid_flows.h"
+#include "sim/internal/simgrid_flows.h"
 #include "sim/scenario_loader.h"
 #include "sim/simgrid_platform.h"
 

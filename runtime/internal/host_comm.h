@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "planner/schedule.h"
-#include "runtime/executor.h"
+#include "runtime/internal/executor.h"
 
 namespace fsdpsim::runtime {
 

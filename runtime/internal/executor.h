@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "planner/schedule.h"
-#include "runtime/allocator.h"
+#include "runtime/internal/allocator.h"
 #include "runtime/runtime.h"
 
 namespace fsdpsim::runtime {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "planner/fsdp_rules.h"
-#include "planner/plan_layout.h"
+#include "planner/internal/plan_layout.h"
 
 namespace fsdpsim::planner {
 
