@@ -86,6 +86,13 @@ detail::Barrier::Result HostCommunicator::run(int member, const Call& call, deta
       }
       break;
     }
+    case OpKind::all_to_all: {
+      // This member's chunk of every member's send buffer, in member order.
+      const std::size_t c = call.recv_count / k;
+      const std::size_t offset = static_cast<std::size_t>(member) * c;
+      for (std::size_t j = 0; j < k; ++j) std::memcpy(call.recv + j * c, slots_[j].send + offset, c * sizeof(float));
+      break;
+    }
     default:
       break;
   }
@@ -324,8 +331,11 @@ class HostRankDevice : public RankDevice {
   void check(const Op& op, const HostCommunicator::Call& call, const CommRef& ref) {
     const std::vector<int>& members = ref.comm->ranks();
     const std::size_t k = members.size();
+    const std::size_t chunk = call.recv_count / k;  // all-to-all: elements from each member
     auto expected_at = [&](std::size_t i) {
       if (op.kind == OpKind::all_gather) return pattern_value(members[i / call.send_count], op.id, i % call.send_count);
+      if (op.kind == OpKind::all_to_all)
+        return pattern_value(members[i / chunk], op.id, static_cast<std::size_t>(ref.member) * chunk + i % chunk);
       const std::size_t index = op.kind == OpKind::reduce_scatter ? ref.member * call.recv_count + i : i;
       float sum = 0;
       for (std::size_t j = 0; j < k; ++j) sum += pattern_value(members[j], op.id, index);
@@ -338,6 +348,9 @@ class HostRankDevice : public RankDevice {
       if (op.kind == OpKind::all_gather) {
         from = "element " + std::to_string(i % call.send_count) + " of rank " +
                std::to_string(members[i / call.send_count]) + "'s input";
+      } else if (op.kind == OpKind::all_to_all) {
+        from = "element " + std::to_string(static_cast<std::size_t>(ref.member) * chunk + i % chunk) + " of rank " +
+               std::to_string(members[i / chunk]) + "'s input";
       } else {
         const std::size_t index = op.kind == OpKind::reduce_scatter ? ref.member * call.recv_count + i : i;
         from = "the sum over " + std::to_string(k) + " ranks of input element " + std::to_string(index);

@@ -194,7 +194,7 @@ CollectiveBytes collective_bytes(const planner::Schedule& schedule, const planne
 // first. -1 where none fits (the cuda backend then uses a scratch buffer).
 struct CollectiveBinding {
   int main_alloc = -1;
-  int output_alloc = -1;  // reduce-scatter output made by the op itself
+  int output_alloc = -1;  // reduce-scatter or all-to-all output made by the op itself
 };
 std::vector<CollectiveBinding> bind_collective_buffers(const planner::Schedule& schedule);
 

@@ -146,6 +146,10 @@ CollectiveBytes collective_bytes(const Schedule& s, const Op& op) {
       b.send_bytes = b.recv_bytes = size;
       b.traffic_bytes = 2 * size * (k - 1) / k;
       break;
+    case OpKind::all_to_all:  // comm_bytes = one rank's send buffer; size/k of it stays
+      b.send_bytes = b.recv_bytes = size;
+      b.traffic_bytes = size * (k - 1) / k;
+      break;
     default:
       break;
   }
@@ -168,6 +172,8 @@ std::vector<CollectiveBinding> bind_collective_buffers(const Schedule& s) {
       auto allowed = [&](MemCategory c) {
         if (op.kind == OpKind::all_gather)
           return c == MemCategory::all_gather_buffer || c == MemCategory::unsharded_param;
+        if (op.kind == OpKind::all_to_all)  // the send buffer: tokens the op before produced
+          return c == MemCategory::activation || c == MemCategory::temporary;
         return c == MemCategory::reduce_scatter_buffer || c == MemCategory::unsharded_grad ||
                c == MemCategory::temporary || (op.kind == OpKind::all_reduce && c == MemCategory::sharded_grad);
       };
@@ -177,11 +183,13 @@ std::vector<CollectiveBinding> bind_collective_buffers(const Schedule& s) {
         if (!live[a] || made_by[a] < 0 || static_cast<double>(al.bytes) < op.comm_bytes || !allowed(al.category))
           continue;
         if (s.ops[made_by[a]].unit != op.unit) continue;
+        // An all-to-all's send buffer comes from before it; what it allocates is its output.
+        if (op.kind == OpKind::all_to_all && made_by[a] == op.id) continue;
         if (best < 0 || made_by[a] > made_by[best] || (made_by[a] == made_by[best] && static_cast<int>(a) > best))
           best = static_cast<int>(a);
       }
       out[op.id].main_alloc = best;
-      if (op.kind == OpKind::reduce_scatter) {
+      if (op.kind == OpKind::reduce_scatter || op.kind == OpKind::all_to_all) {
         const double recv = collective_bytes(s, op).recv_bytes;
         for (int a : op.allocs)
           if (a != best && static_cast<double>(s.allocations[a].bytes) >= recv) out[op.id].output_alloc = a;

@@ -64,20 +64,32 @@ constexpr double kSecondsPerFlowPairHost = 7.95e-13;
 // ---------------------------------------------------------------------------------------
 // Window selection
 
+// A process group with the flow pattern of some of its collectives: one "flow group" per
+// (group, pattern), so a group that runs rings and all-to-alls keeps both sets of flows.
 struct GroupUse {
   int group = -1;
+  FlowPattern pattern = FlowPattern::ring;
+  int flow = -1;  // index into StepSimulation::groups: group + pattern x schedule.groups.size()
   GroupLayout layout;
 };
 
+int flow_group_of(const Schedule& s, const Op& op) {
+  return op.group + static_cast<int>(flow_pattern(op.kind)) * static_cast<int>(s.groups.size());
+}
+
 std::vector<GroupUse> collective_groups(const Schedule& s) {
-  std::vector<char> used(s.groups.size(), 0);
+  const int n_groups = static_cast<int>(s.groups.size());
+  std::vector<char> used(static_cast<std::size_t>(n_groups) * kFlowPatternCount, 0);
   for (const Op& op : s.ops)
-    if (planner::is_collective(op.kind) && op.group >= 0 && op.group < static_cast<int>(s.groups.size()) &&
-        op.comm_bytes > 0 && s.groups[op.group].ranks > 1)
-      used[op.group] = 1;
+    if (planner::is_collective(op.kind) && op.group >= 0 && op.group < n_groups && op.comm_bytes > 0 &&
+        s.groups[op.group].ranks > 1)
+      used[flow_group_of(s, op)] = 1;
   std::vector<GroupUse> out;
-  for (std::size_t g = 0; g < used.size(); ++g)
-    if (used[g]) out.push_back({static_cast<int>(g), group_layout(s, static_cast<int>(g))});
+  for (int f = 0; f < static_cast<int>(used.size()); ++f) {
+    if (!used[f]) continue;
+    const int g = f % n_groups;
+    out.push_back({g, static_cast<FlowPattern>(f / n_groups), f, group_layout(s, g)});
+  }
   return out;
 }
 
@@ -131,7 +143,7 @@ bool window_is_consistent(const Platform& p, const std::vector<GroupUse>& groups
   std::map<std::pair<int, int>, std::vector<int>> table;
   for (const GroupUse& g : groups)
     for (int inst : window_instances(g.layout, p))
-      for (const RingEdge& e : ring_edges(g.layout, inst, p)) {
+      for (const RingEdge& e : collective_edges(g.pattern, g.layout, inst, p)) {
         const int dst = p.window_rank(e.dst);
         if (dst == e.src) return false;
         std::vector<int> r = p.route(e.src, e.dst);
@@ -758,7 +770,7 @@ std::vector<sg4::Link*> build_platform(const Schedule& s, const Platform& platfo
   std::map<std::pair<int, int>, bool> added;
   for (const GroupUse& g : collective_groups(s))
     for (int inst : window_instances(g.layout, platform))
-      for (const RingEdge& e : ring_edges(g.layout, inst, platform)) {
+      for (const RingEdge& e : collective_edges(g.pattern, g.layout, inst, platform)) {
         const int dst = platform.window_rank(e.dst);
         if (!added.emplace(std::make_pair(e.src, dst), true).second) continue;
         std::vector<sg4::LinkInRoute> route;
@@ -775,11 +787,11 @@ std::vector<sg4::Link*> build_platform(const Schedule& s, const Platform& platfo
 void prepare_group_flows(const Schedule& s, const Platform& platform, const Platform& ideal, bool xml,
                          const std::vector<sg4::Host*>& hosts, const std::vector<sg4::Link*>& sg_links,
                          StepSimulation& sim) {
-  sim.groups.resize(s.groups.size());
+  sim.groups.resize(s.groups.size() * kFlowPatternCount);
   std::map<const sg4::Link*, int> xml_link_index;
   for (std::size_t k = 0; k < sg_links.size(); ++k) xml_link_index[sg_links[k]] = static_cast<int>(k);
   for (const GroupUse& gu : collective_groups(s)) {
-    GroupFlows& g = sim.groups[gu.group];
+    GroupFlows& g = sim.groups[gu.flow];
     g.layout = gu.layout;
     g.ranks = gu.layout.size;
     const std::vector<int> insts = window_instances(g.layout, platform);
@@ -789,7 +801,7 @@ void prepare_group_flows(const Schedule& s, const Platform& platform, const Plat
     g.ends.resize(insts.size());
     g.active.assign(insts.size(), 0);
     for (int inst : insts) {
-      g.edges[inst] = ring_edges(g.layout, inst, platform);
+      g.edges[inst] = collective_edges(gu.pattern, g.layout, inst, platform);
       for (const RingEdge& e : g.edges[inst]) {
         const int dst = platform.window_rank(e.dst);
         g.ends[inst].push_back({hosts[e.src], hosts[dst]});
@@ -808,7 +820,7 @@ void prepare_group_flows(const Schedule& s, const Platform& platform, const Plat
     // Alone on the ideal fabric: the most loaded link (per unit of per-rank wire bytes).
     std::map<int, double> load;
     double latency = 0;
-    for (const RingEdge& e : ring_edges(g.layout, 0, ideal)) {
+    for (const RingEdge& e : collective_edges(gu.pattern, g.layout, 0, ideal)) {
       const std::vector<int> r = ideal.route(e.src, e.dst);
       for (int l : r) load[l] += e.fraction;
       latency = std::max(latency, ideal.route_latency(r));
@@ -841,11 +853,11 @@ void prepare_collectives(const Schedule& s, const planner::OpCosts& in, StepSimu
   for (const Op& op : s.ops) {
     if (!planner::is_collective(op.kind)) continue;
     CollInfo& ci = sim.coll[op.id];
-    ci.group = op.group;
+    ci.group = flow_group_of(s, op);
     const double d = in.duration_seconds[op.id];
     ci.latency = in.latency_seconds.empty() ? 0 : std::min(d, in.latency_seconds[op.id]);
     ci.transfer = d - ci.latency;
-    ci.active = d > 0 && op.group >= 0 && s.groups[op.group].ranks > 1 && !sim.groups[op.group].edges.empty();
+    ci.active = d > 0 && op.group >= 0 && s.groups[op.group].ranks > 1 && !sim.groups[ci.group].edges.empty();
   }
 }
 
@@ -940,10 +952,11 @@ void add_notes(const Schedule& s, const ClusterPlatform& p, const StepSimulation
   if (result.flow_mode == FlowMode::per_step)
     result.notes.push_back("per-step flows: every ring step is its own round of messages (lock-step)");
   for (const GroupUse& gu : collective_groups(s)) {
-    const GroupFlows& g = sim.groups[gu.group];
+    const GroupFlows& g = sim.groups[gu.flow];
     char buf[256];
-    std::snprintf(buf, sizeof buf, "group \"%s\" (%d ranks): alone it is bound by %s at %.1f GB/s per rank",
-                  s.groups[gu.group].name.c_str(), g.ranks, g.bottleneck.c_str(), g.bandwidth / 1e9);
+    std::snprintf(buf, sizeof buf, "group \"%s\" (%d ranks)%s: alone it is bound by %s at %.1f GB/s per rank",
+                  s.groups[gu.group].name.c_str(), g.ranks, gu.pattern == FlowPattern::all_to_all ? ", all-to-all" : "",
+                  g.bottleneck.c_str(), g.bandwidth / 1e9);
     result.notes.push_back(buf);
   }
 }
@@ -957,7 +970,7 @@ std::string simgrid_platform_xml(const Schedule& schedule, const ClusterPlatform
   std::map<std::pair<int, int>, bool> seen;
   for (const GroupUse& g : collective_groups(schedule))
     for (int inst : window_instances(g.layout, platform))
-      for (const RingEdge& e : ring_edges(g.layout, inst, platform))
+      for (const RingEdge& e : collective_edges(g.pattern, g.layout, inst, platform))
         if (seen.emplace(std::make_pair(e.src, e.dst), true).second) pairs.push_back({e.src, e.dst});
   return platform.to_xml(pairs);
 }
@@ -976,15 +989,16 @@ SimgridCost estimate_simgrid_cost(const Schedule& s, const ClusterPlatform& p, c
   c.links = static_cast<double>(platform.links().size());
   // Flows: each collective sends, per round, one flow per merged ring edge of every instance of
   // its group in the window (send_flows); rounds: 1, or the ring's steps in per-step mode.
-  std::vector<double> edges(s.groups.size(), 0);
+  std::vector<double> edges(s.groups.size() * kFlowPatternCount, 0);
   for (const GroupUse& g : collective_groups(s))
     for (int inst : window_instances(g.layout, platform))
-      edges[g.group] += static_cast<double>(ring_edges(g.layout, inst, platform).size());
+      edges[g.flow] += static_cast<double>(collective_edges(g.pattern, g.layout, inst, platform).size());
   for (const Op& op : s.ops) {
-    if (planner::is_collective(op.kind) && op.group >= 0 && edges[op.group] > 0) {
+    const int flow = planner::is_collective(op.kind) && op.group >= 0 ? flow_group_of(s, op) : -1;
+    if (flow >= 0 && edges[flow] > 0) {
       const double rounds = c.flow_mode == FlowMode::per_step ? ring_steps(op.kind, s.groups[op.group].ranks) : 1;
-      c.flows += rounds * edges[op.group];
-      c.flow_pairs += rounds * edges[op.group] * edges[op.group];
+      c.flows += rounds * edges[flow];
+      c.flow_pairs += rounds * edges[flow] * edges[flow];
       c.other_activities += rounds;  // the latency sleep of each round
     } else if (op.stream != Stream::host) {
       c.other_activities += c.simulated_ranks;

@@ -52,8 +52,12 @@ std::vector<int> window_instances(const GroupLayout& l, const Platform& p) {
   return out;
 }
 
+FlowPattern flow_pattern(planner::OpKind kind) {
+  return kind == planner::OpKind::all_to_all ? FlowPattern::all_to_all : FlowPattern::ring;
+}
+
 int ring_steps(planner::OpKind kind, int ranks) {
-  if (ranks <= 1) return 1;
+  if (ranks <= 1 || kind == planner::OpKind::all_to_all) return 1;
   return kind == planner::OpKind::all_reduce ? 2 * (ranks - 1) : ranks - 1;
 }
 
@@ -117,6 +121,24 @@ std::vector<RingEdge> ring_edges(const GroupLayout& layout, int instance, const 
   out.reserve(merged.size());
   for (const auto& [key, fraction] : merged) out.push_back({key.first, key.second, fraction});
   return out;
+}
+
+std::vector<RingEdge> all_to_all_edges(const GroupLayout& layout, int instance, const Platform& p) {
+  const std::vector<int> members = group_members(layout, p.world(), instance);
+  const int n = static_cast<int>(members.size());
+  if (n < 2) return {};
+  const double fraction = 1.0 / (n - 1);
+  std::vector<RingEdge> out;
+  for (int src : members) {
+    if (src >= p.window_ranks()) continue;
+    for (int dst : members)
+      if (dst != src) out.push_back({src, dst, fraction});
+  }
+  return out;
+}
+
+std::vector<RingEdge> collective_edges(FlowPattern pattern, const GroupLayout& layout, int instance, const Platform& p) {
+  return pattern == FlowPattern::all_to_all ? all_to_all_edges(layout, instance, p) : ring_edges(layout, instance, p);
 }
 
 }  // namespace fsdpsim::sim

@@ -175,7 +175,7 @@ class CudaRankDevice : public RankDevice {
     for (const Op& op : s_.ops) {
       if (op.stream == planner::Stream::host) continue;
       if (planner::is_collective(op.kind)) {
-        if (bindings_[op.id].main_alloc < 0) comm_scratch = std::max(comm_scratch, op.comm_bytes);
+        comm_scratch = std::max(comm_scratch, collective_scratch_bytes(op));
         if (o_.virtual_world > 0) copies = true;
       } else if (op.kind == OpKind::h2d || op.kind == OpKind::d2h) {
         host_copies = copies = true;
@@ -346,6 +346,15 @@ class CudaRankDevice : public RankDevice {
     if (rest > 0 && rest_rows > 0) gemm(rest_rows);
   }
 
+  // Scratch a collective needs where the plan gives it no buffer: its buffer; an all-to-all
+  // also its receive buffer (send and receive must not overlap), after the send buffer.
+  double collective_scratch_bytes(const Op& op) const {
+    const CollectiveBinding& bind = bindings_[op.id];
+    double bytes = bind.main_alloc < 0 ? op.comm_bytes : 0;
+    if (op.kind == OpKind::all_to_all && bind.output_alloc < 0) bytes += op.comm_bytes;
+    return bytes;
+  }
+
   void collective(const Op& op, cudaStream_t st, const std::vector<void*>& pointers) {
     const CollectiveBinding& bind = bindings_[op.id];
     char* main = static_cast<char*>(bind.main_alloc >= 0 && pointers[bind.main_alloc] ? pointers[bind.main_alloc]
@@ -389,6 +398,26 @@ class CudaRankDevice : public RankDevice {
         if (n == 0) return;
         call = "ncclAllReduce";
         r = ncclAllReduce(main, main, n, ncclFloat, ncclSum, comm, st);
+        break;
+      }
+      case OpKind::all_to_all: {
+        // NCCL 2.28 has no all-to-all: one ncclSend and one ncclRecv per member inside a group,
+        // as nccl-tests (src/alltoall.cu) and PyTorch's ProcessGroupNCCL::alltoall_base do.
+        // Chunk j of the send buffer goes to member j; member j's chunk lands at j x chunk.
+        const std::size_t chunk = static_cast<std::size_t>(op.comm_bytes) / k;  // bytes per member
+        if (chunk == 0) return;
+        char* recv = bind.output_alloc >= 0 && pointers[bind.output_alloc]
+                         ? static_cast<char*>(pointers[bind.output_alloc])
+                         : static_cast<char*>(comm_scratch_) +
+                               (main == comm_scratch_ ? static_cast<std::size_t>(op.comm_bytes) : 0);
+        call = "ncclSend/ncclRecv (grouped)";
+        r = ncclGroupStart();
+        for (std::size_t peer = 0; peer < k && r == ncclSuccess; ++peer) {
+          r = ncclSend(main + peer * chunk, chunk, ncclInt8, static_cast<int>(peer), comm, st);
+          if (r == ncclSuccess) r = ncclRecv(recv + peer * chunk, chunk, ncclInt8, static_cast<int>(peer), comm, st);
+        }
+        const ncclResult_t ended = ncclGroupEnd();
+        if (r == ncclSuccess) r = ended;
         break;
       }
       default:

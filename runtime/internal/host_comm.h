@@ -22,6 +22,8 @@ class HostGroupComm {
   // j's input lands at recv + j x send_count. reduce_scatter: send_count = recv_count x
   // members, recv = sum over members of their send[member x recv_count ...]. all_reduce:
   // recv = elementwise sum of every member's send. Sums are taken in member order.
+  // all_to_all: send_count = recv_count = c x members; member m's chunk j (send[j x c ...])
+  // lands in member j's recv at m x c (MPI_Alltoall's and NCCL's grouped send/recv layout).
   struct Call {
     int op = -1;
     planner::OpKind kind = planner::OpKind::all_gather;

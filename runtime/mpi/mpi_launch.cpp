@@ -13,7 +13,7 @@
 //   MpiLink      the executor's view of the other processes (executor.h, ProcessLink).
 //   MpiGroupComm a process-group instance for the host backend: MPI_Comm_split per
 //                instance, collectives MPI_Iallgather / MPI_Ireduce_scatter_block /
-//                MPI_Iallreduce on real fp32 data, polled against the timeout and the abort,
+//                MPI_Iallreduce / MPI_Ialltoall on real fp32 data, polled against the timeout and the abort,
 //                after a header exchange that checks every member joined the same op.
 //   run_mpi      plays this process's rank with the chosen backend and gathers every rank's
 //                RankResult (as JSON) on rank 0.
@@ -273,6 +273,10 @@ class MpiGroupComm : public HostGroupComm {
         break;
       case OpKind::all_reduce:
         MPI_Iallreduce(call.send, call.recv, static_cast<int>(call.recv_count), MPI_FLOAT, MPI_SUM, comm_, &request);
+        break;
+      case OpKind::all_to_all:
+        MPI_Ialltoall(call.send, static_cast<int>(call.send_count / k), MPI_FLOAT, call.recv,
+                      static_cast<int>(call.recv_count / k), MPI_FLOAT, comm_, &request);
         break;
       default:
         return Barrier::Result::ok;

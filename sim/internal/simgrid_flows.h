@@ -11,6 +11,15 @@
 // NIC k (PXN). Each ring carries 1/R of the per-rank wire bytes; ring edges with the same
 // source and destination are merged into one flow (so each collective holds one flow per link
 // it shares with another: they progress at 1/k each, as the analytic engine's sharing does).
+//
+// An all-to-all is sent as NCCL's grouped send/recv sends it: every member sends one flow to
+// every other member of its instance (n(n-1) flows), each 1/(n-1) of the per-rank wire bytes
+// ((n-1)/n of the send buffer). Flows are not merged per node pair: two GPU pairs between the
+// same nodes cross different links (each flow enters the fabric through the NIC of its
+// destination's rail, over NVLink first when that NIC is another GPU's: PXN), so a merged
+// flow would load the wrong NICs and PCIe links; only flows with identical ends, hence
+// identical routes, are merged, as for rings. This traffic is what makes the fabric matter:
+// on a fat tree, every rank's flows to the other leaves cross the leaf's uplinks at once.
 #pragma once
 
 #include <vector>
@@ -34,6 +43,12 @@ int group_instance(const GroupLayout& layout, int rank);
 // Real ranks of one instance, in ring order.
 std::vector<int> group_members(const GroupLayout& layout, int world, int instance);
 
+// The traffic pattern a collective's flows follow: rings (all-gather, reduce-scatter,
+// all-reduce; every algorithm is played as ring-shaped flows) or all-to-all (every pair).
+enum class FlowPattern { ring = 0, all_to_all = 1 };
+constexpr int kFlowPatternCount = 2;
+FlowPattern flow_pattern(planner::OpKind kind);
+
 // One flow of a collective: from a rank in the platform's window to a real rank (which may
 // lie outside the window: its image receives), carrying `fraction` of the per-rank wire bytes.
 struct RingEdge {
@@ -44,11 +59,19 @@ struct RingEdge {
 
 // The merged ring edges of one instance whose source lies in the platform's window.
 std::vector<RingEdge> ring_edges(const GroupLayout& layout, int instance, const Platform& platform);
+// The all-to-all flows of one instance whose source lies in the platform's window: every
+// member to every other, 1/(n-1) of the per-rank wire bytes each.
+std::vector<RingEdge> all_to_all_edges(const GroupLayout& layout, int instance, const Platform& platform);
+// The flows of one instance for the pattern.
+std::vector<RingEdge> collective_edges(FlowPattern pattern, const GroupLayout& layout, int instance,
+                                       const Platform& platform);
 
 // Instances with at least one member in the platform's window.
 std::vector<int> window_instances(const GroupLayout& layout, const Platform& platform);
 
-// Sequential steps of the ring algorithm: n-1 (all-gather, reduce-scatter), 2(n-1) (all-reduce).
+// Sequential steps of the ring algorithm: n-1 (all-gather, reduce-scatter), 2(n-1) (all-reduce);
+// 1 for all-to-all (NCCL sends to every peer at once: planner::NcclAllToAllModel, one batch
+// of concurrent peers for the group sizes of expert parallelism).
 int ring_steps(planner::OpKind kind, int ranks);
 
 }  // namespace fsdpsim::sim

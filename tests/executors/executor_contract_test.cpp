@@ -1,7 +1,8 @@
 // The executor contract (docs/architecture.md): the analytic engine, the SimGrid engine and the
 // host micro-runtime play one (Schedule, OpCosts) and obey the same ordering rules. Here: two
 // collectives on one communicator serialize although they run on different streams, and
-// collectives on different communicators overlap ([Communicator order], planner/schedule.h).
+// collectives on different communicators overlap ([Communicator order], planner/schedule.h),
+// all-to-alls (Mixture-of-Experts dispatch) included.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -23,14 +24,15 @@ using planner::Op;
 using planner::OpKind;
 using planner::Stream;
 
-// Four collectives on a world of 2, each alone on its stream, none depending on another:
+// Five collectives on a world of 2, each alone on its stream, none depending on another:
 //   0 all-gather      group "a" (all_gather stream)
 //   1 reduce-scatter  group "a" (reduce_scatter stream): same communicator as op 0
 //   2 all-reduce      group "b" (all_reduce stream): another communicator
-//   3 all-gather      group "c" (copy stream): a third communicator
-planner::Schedule four_collectives() {
+//   3 all-to-all      group "c" (all_to_all stream): a third communicator
+//   4 all-to-all      group "b" (copy stream): the all-reduce's communicator
+planner::Schedule five_collectives() {
   planner::Schedule s;
-  s.name = "four collectives";
+  s.name = "five collectives";
   s.world_size = 2;
   s.groups = {{"a", 2, 1}, {"b", 2, 1}, {"c", 2, 1}};
   const struct {
@@ -40,7 +42,8 @@ planner::Schedule four_collectives() {
   } ops[] = {{OpKind::all_gather, Stream::all_gather, 0},
              {OpKind::reduce_scatter, Stream::reduce_scatter, 0},
              {OpKind::all_reduce, Stream::all_reduce, 1},
-             {OpKind::all_gather, Stream::copy, 2}};
+             {OpKind::all_to_all, Stream::all_to_all, 2},
+             {OpKind::all_to_all, Stream::copy, 1}};
   for (const auto& o : ops) {
     Op op;
     op.id = static_cast<int>(s.ops.size());
@@ -59,7 +62,7 @@ planner::Schedule four_collectives() {
     op.frees = {buffer.id};
     s.ops.push_back(op);
   }
-  planner::validate_schedule(s, "four collectives");
+  planner::validate_schedule(s, "five collectives");
   return s;
 }
 
@@ -85,28 +88,34 @@ void expect_contract(const std::vector<Interval>& t, const std::string& executor
   // Other communicators: they run beside the all-gather.
   EXPECT_LT(t[2].start, t[0].end - slack);
   EXPECT_LT(t[3].start, t[0].end - slack);
+  // The all-to-all on the all-reduce's communicator waits for it; the other does not.
+  EXPECT_GE(t[4].start, t[2].end - slack);
+  EXPECT_LT(t[4].start, t[1].end - slack);
   if (!start_at_zero) return;
   EXPECT_LE(t[2].start, slack);
   EXPECT_LE(t[3].start, slack);
 }
 
 TEST(ExecutorContract, AnalyticEngineSerializesOneCommunicatorOnly) {
-  const planner::Schedule s = four_collectives();
+  const planner::Schedule s = five_collectives();
   planner::OpCosts c = costs_of(s);
   c.share_bandwidth = false;  // exact intervals: each collective takes its cost
   const sim::StepTiming t = sim::simulate(s, c);
   std::vector<Interval> v;
   for (const sim::OpTiming& o : t.ops) v.push_back({o.start, o.end});
   expect_contract(v, "analytic", 1e-12);
-  // Hand-worked: op 1 runs [0.2, 0.4], the others [0, 0.2]; the step is 0.4 s.
+  // Hand-worked: ops 1 and 4 run [0.2, 0.4], the others [0, 0.2]; the step is 0.4 s.
   EXPECT_DOUBLE_EQ(t.ops[1].start, kSeconds);
+  EXPECT_DOUBLE_EQ(t.ops[4].start, kSeconds);
   EXPECT_DOUBLE_EQ(t.step_seconds, 2 * kSeconds);
   EXPECT_EQ(t.ops[1].started_by, sim::Constraint::communicator);
   EXPECT_EQ(t.ops[1].started_by_op, 0);
+  EXPECT_EQ(t.ops[4].started_by, sim::Constraint::communicator);
+  EXPECT_EQ(t.ops[4].started_by_op, 2);
 }
 
 TEST(ExecutorContract, SimgridEngineSerializesOneCommunicatorOnly) {
-  const planner::Schedule s = four_collectives();
+  const planner::Schedule s = five_collectives();
   const std::string file = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/clusters/dgx-h100.json";
   planner::ClusterSpec cluster = planner::parse_cluster(load_json_file(file), file, "");
   cluster.nodes = 1;
@@ -122,8 +131,8 @@ TEST(ExecutorContract, SimgridEngineSerializesOneCommunicatorOnly) {
 }
 
 TEST(ExecutorContract, HostRuntimeSerializesOneCommunicatorOnly) {
-  const planner::Schedule s = four_collectives();
-  runtime::check_playable(s, "four collectives");
+  const planner::Schedule s = five_collectives();
+  runtime::check_playable(s, "five collectives");
   runtime::RunOptions o;
   o.backend = "host";
   o.costs = costs_of(s);
@@ -131,6 +140,7 @@ TEST(ExecutorContract, HostRuntimeSerializesOneCommunicatorOnly) {
   o.timeout_seconds = 10;
   const runtime::RunResult r = runtime::run_schedule(s, o);
   for (const runtime::RankResult& rank : r.ranks) {
+    EXPECT_EQ(rank.collectives_checked, 5) << "rank " << rank.rank;  // the all-to-alls' data too
     std::vector<Interval> v;
     for (const runtime::OpTiming& t : rank.steps.at(0)) v.push_back({t.start_seconds, t.end_seconds});
     // Threads start milliseconds apart on a loaded host: slack well under the 200 ms ops.

@@ -1,0 +1,153 @@
+// The host backend plays all-to-alls (Mixture-of-Experts dispatch and combine) like every other
+// collective: member m's chunk j lands in member j's output at m, every output is checked, a
+// corrupted one is caught, and the memory it measures is the planner's to the byte.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <thread>
+
+#include "planner/memory.h"
+#include "runtime/host_comm.h"
+#include "runtime/runtime.h"
+#include "runtime_scenarios.h"
+
+namespace fsdpsim::runtime {
+namespace {
+
+using detail::Barrier;
+using planner::MemCategory;
+using planner::Op;
+using planner::OpKind;
+using planner::Stream;
+
+TEST(HostAllToAll, ChunkJOfMemberMLandsInMemberJAtM) {
+  const int k = 4;
+  const std::size_t c = 250;  // elements per member pair
+  std::vector<std::vector<float>> in(k, std::vector<float>(c * k));
+  for (int m = 0; m < k; ++m)
+    for (std::size_t i = 0; i < c * k; ++i) in[m][i] = static_cast<float>(m * 100000 + static_cast<int>(i));
+  std::vector<int> ranks(k);
+  std::iota(ranks.begin(), ranks.end(), 20);
+  HostCommunicator comm(ranks);
+  std::atomic<bool> abort{false};
+  std::vector<std::vector<float>> out(k, std::vector<float>(c * k, -1.0f));
+  std::vector<Barrier::Result> results(k);
+  std::vector<std::thread> threads;
+  for (int j = 0; j < k; ++j)
+    threads.emplace_back([&, j] {
+      HostCommunicator::Call call{3, OpKind::all_to_all, in[j].data(), c * k, out[j].data(), c * k};
+      results[j] = comm.run(j, call, detail::Clock::now() + std::chrono::seconds(5), abort);
+    });
+  for (auto& t : threads) t.join();
+  for (auto r : results) EXPECT_EQ(r, Barrier::Result::ok);
+  for (int j = 0; j < k; ++j)
+    for (int m = 0; m < k; ++m)
+      for (std::size_t i = 0; i < c; ++i)
+        ASSERT_EQ(out[j][m * c + i], in[m][j * c + i]) << "member " << j << " from member " << m << " element " << i;
+}
+
+constexpr std::int64_t MiB = 1 << 20;
+
+// One MoE layer's forward on a world of 8 in two expert-parallel groups of 4 ranks ("ep",
+// stride 1: ranks 0-3 and 4-7), as a planner would emit it:
+//   op 0 compute  route and permute the tokens: allocates the dispatch send buffer A (3 MiB)
+//   op 1 a2a      dispatch (comm_bytes 3 MiB): allocates its receive buffer B (3 MiB)
+//   op 2 compute  the local experts: allocates their output C (3 MiB), frees A
+//   op 3 a2a      combine (3 MiB): allocates its receive buffer D (3 MiB), frees B
+//   op 4 compute  unpermute: frees C and D
+// Persistent: the rank's experts, 10 MiB. Allocated by hand: 10 + 3 (op 0) + 3 (op 1) + 3
+// (op 2, before it frees A) = 19 MiB, the peak, first reached at op 2 (op 3 reaches it again).
+planner::Schedule moe_layer() {
+  planner::Schedule s;
+  s.name = "moe layer";
+  s.world_size = 8;
+  s.groups = {{"ep", 4, 1, 1}};
+  auto alloc = [&](const char* label, std::int64_t bytes, MemCategory c, Stream st, bool persistent) {
+    planner::Allocation a;
+    a.id = static_cast<int>(s.allocations.size());
+    a.label = label;
+    a.bytes = bytes;
+    a.category = c;
+    a.stream = st;
+    a.persistent = persistent;
+    a.model_state = persistent;
+    s.allocations.push_back(a);
+    return a.id;
+  };
+  const int experts = alloc("experts", 10 * MiB, MemCategory::sharded_param, Stream::compute, true);
+  (void)experts;
+  const int a = alloc("dispatch send", 3 * MiB, MemCategory::activation, Stream::compute, false);
+  const int b = alloc("dispatch receive", 3 * MiB, MemCategory::activation, Stream::all_to_all, false);
+  const int c = alloc("expert output", 3 * MiB, MemCategory::activation, Stream::compute, false);
+  const int d = alloc("combine receive", 3 * MiB, MemCategory::activation, Stream::all_to_all, false);
+  auto op = [&](OpKind kind, Stream st, const char* name, planner::IdList allocs, planner::IdList frees) {
+    Op o;
+    o.id = static_cast<int>(s.ops.size());
+    o.kind = kind;
+    o.stream = st;
+    o.name = name;
+    o.unit = 0;
+    o.allocs = allocs;
+    o.frees = frees;
+    if (o.id > 0) o.deps = {o.id - 1};
+    if (kind == OpKind::all_to_all) {
+      o.group = 0;
+      o.comm_bytes = 3 * MiB;
+    } else {
+      o.flops = 1e9;
+    }
+    s.ops.push_back(o);
+  };
+  op(OpKind::compute_fwd, Stream::compute, "route and permute", {a}, {});
+  op(OpKind::all_to_all, Stream::all_to_all, "dispatch", {b}, {});
+  op(OpKind::compute_fwd, Stream::compute, "experts", {c}, {a});
+  op(OpKind::all_to_all, Stream::all_to_all, "combine", {d}, {b});
+  op(OpKind::compute_fwd, Stream::compute, "unpermute", {}, {c, d});
+  planner::validate_schedule(s, "moe layer");
+  return s;
+}
+
+TEST(HostAllToAll, PlannedMoeLayerChecksEveryAllToAllAndMeasuresThePlannedPeak) {
+  const planner::Schedule s = moe_layer();
+  check_playable(s, "moe layer");
+  RunOptions o = testing::fast_host(s);
+  o.max_buffer_bytes = 4096;  // 1024 floats: 256 to each of the 4 members
+  const RunResult r = run_schedule(s, o);
+  const planner::MemoryReport predicted = planner::replay_memory(s);
+  EXPECT_EQ(predicted.peak_allocated_bytes, 19 * MiB);
+  EXPECT_EQ(predicted.peak_op, 2);
+  ASSERT_EQ(r.ranks.size(), 8u);
+  for (const RankResult& rank : r.ranks) {
+    EXPECT_EQ(rank.collectives_checked, 2) << "rank " << rank.rank;
+    EXPECT_EQ(rank.peak_allocated_bytes, 19 * MiB) << "rank " << rank.rank;
+    EXPECT_EQ(rank.peak_op, 2) << "rank " << rank.rank;
+    EXPECT_EQ(rank.peak_reserved_bytes, predicted.peak_reserved_bytes) << "rank " << rank.rank;
+  }
+  // The CUDA backend's buffers: the dispatch sends from A and receives into B, the combine
+  // sends from C and receives into D (bind_collective_buffers).
+  const std::vector<CollectiveBinding> bind = bind_collective_buffers(s);
+  EXPECT_EQ(bind[1].main_alloc, 1);
+  EXPECT_EQ(bind[1].output_alloc, 2);
+  EXPECT_EQ(bind[3].main_alloc, 3);
+  EXPECT_EQ(bind[3].output_alloc, 4);
+}
+
+TEST(HostAllToAll, ACorruptedAllToAllOutputIsCaught) {
+  const planner::Schedule s = moe_layer();
+  RunOptions o = testing::fast_host(s);
+  o.max_buffer_bytes = 4096;
+  o.hooks.corrupt_rank = 5;
+  o.hooks.corrupt_op = 3;
+  try {
+    run_schedule(s, o);
+    FAIL() << "a corrupted all-to-all output went unnoticed";
+  } catch (const RuntimeError& e) {
+    EXPECT_EQ(e.kind(), FaultKind::data);
+    EXPECT_EQ(e.rank(), 5);
+    EXPECT_EQ(e.op(), 3);
+    EXPECT_NE(std::string(e.what()).find("all_to_all"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fsdpsim::runtime
