@@ -5,8 +5,13 @@
 // and the measured GEMM table of a calibration (planner/cost_model.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "models/json_input.h"
 #include "planner/cost_model.h"
@@ -180,6 +185,94 @@ TEST(Float8, DimsNotMultiplesOfSixteenStayBf16) {
   EXPECT_TRUE(float8_eligible_dims(4096, 1024));
   EXPECT_FALSE(float8_eligible_dims(4096, 1000));
   EXPECT_FALSE(float8_eligible_dims(4100, 4096));
+}
+
+// ---- published fp8 GEMM throughput (tests/data/kernels/gemm_fp8_published.csv) ----
+
+struct Fp8Row {
+  std::string gpu, role;
+  GemmShape shape;
+  double fp8_flops_per_second = 0, bf16_flops_per_second = 0;
+};
+
+std::vector<Fp8Row> fp8_rows() {
+  std::ifstream in(std::string(FSDPSIM_SOURCE_ROOT) + "/tests/data/kernels/gemm_fp8_published.csv");
+  EXPECT_TRUE(in);
+  std::vector<Fp8Row> rows;
+  std::string line;
+  bool header = true;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (header) {
+      EXPECT_EQ(line, "gpu,m,n,k,flops_per_second,bf16_flops_per_second,role,locator");
+      header = false;
+      continue;
+    }
+    std::stringstream f(line);
+    std::string gpu, m, n, k, fp8, bf16, role;
+    std::getline(f, gpu, ',');
+    std::getline(f, m, ',');
+    std::getline(f, n, ',');
+    std::getline(f, k, ',');
+    std::getline(f, fp8, ',');
+    std::getline(f, bf16, ',');
+    std::getline(f, role, ',');
+    rows.push_back({gpu, role, {std::stod(m), std::stod(n), std::stod(k), true}, std::stod(fp8), std::stod(bf16)});
+  }
+  return rows;
+}
+
+// XLA's sm_90 fp8 rows cannot be fp8 tensor-core work as counted: the largest exceeds the
+// H100's dense fp8 peak, which is why they are marked unusable and nothing is checked on them.
+TEST(Float8Published, H100RowsExceedTheDenseFp8PeakAndAreNotUsed) {
+  double h100_max = 0;
+  int h100 = 0, b200 = 0;
+  for (const Fp8Row& r : fp8_rows()) {
+    if (r.gpu == "H100-SXM-80GB") {
+      EXPECT_EQ(r.role, "unusable");
+      h100_max = std::max(h100_max, r.fp8_flops_per_second);
+      ++h100;
+    } else {
+      EXPECT_EQ(r.role, "held_out");
+      EXPECT_LT(r.fp8_flops_per_second, 4500e12);  // B200 dense fp8 peak (gpus.json)
+      ++b200;
+    }
+  }
+  EXPECT_EQ(h100, 125);
+  EXPECT_EQ(b200, 125);
+  EXPECT_GT(h100_max, find_gpu("H100-SXM-80GB").peak_flops.at("fp8"));
+}
+
+// B200, held out (nothing was fitted to fp8 data; the fp8 ceiling is the bf16 one, 0.716): the
+// fp8 GEMM model against XLA's fp8 rows, and the fp8/bf16 speedup it predicts against the
+// measured one for the same shapes. GEMMs of 20 us or more (launch-bound rows say little).
+TEST(Float8Published, B200Fp8RowsHeldOut) {
+  nlohmann::json j = llama8b_json("fp8", "", "scenarios/clusters/dgx-b200.json");
+  const CostModel cost(parse_scenario(j, "test.json"));
+  std::vector<double> errors, speedup_errors;
+  for (const Fp8Row& r : fp8_rows()) {
+    if (r.gpu != "B200-SXM-180GB" || r.shape.flops() / r.fp8_flops_per_second < 20e-6) continue;
+    const double fp8_seconds = cost.gemm_seconds(r.shape);
+    GemmShape bf16 = r.shape;
+    bf16.fp8 = false;
+    const double predicted = r.shape.flops() / fp8_seconds;
+    errors.push_back(predicted / r.fp8_flops_per_second - 1);
+    const double measured_speedup = r.fp8_flops_per_second / r.bf16_flops_per_second;
+    speedup_errors.push_back((cost.gemm_seconds(bf16) / fp8_seconds) / measured_speedup - 1);
+    std::cout << r.shape.m << "x" << r.shape.n << "x" << r.shape.k << ": fp8 predicted " << predicted / 1e12
+              << " measured " << r.fp8_flops_per_second / 1e12 << " TFLOP/s; speedup predicted "
+              << cost.gemm_seconds(bf16) / fp8_seconds << " measured " << measured_speedup << "\n";
+  }
+  auto median_abs = [](std::vector<double> v) {
+    for (double& x : v) x = std::abs(x);
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::cout << errors.size() << " B200 fp8 rows >= 20 us: median |error| " << median_abs(errors)
+            << ", speedup median |error| " << median_abs(speedup_errors) << "\n";
+  ASSERT_GE(errors.size(), 5u);
+  EXPECT_LE(median_abs(errors), 0.15);
+  EXPECT_LE(median_abs(speedup_errors), 0.15);
 }
 
 // ---- the measured GEMM table ----
