@@ -40,7 +40,11 @@ TEST(CalibrateGemmTable, SweepsTheStepsDistinctGemms) {
 
 TEST(CalibrateGemmTable, TheWrittenTableIsReadBackAndPricesItsShapes) {
   Measurements m;
-  GemmMeasurement g{{8192, 14336, 4096, "step"}, "bf16", stats_of({1.5e-3, 1.4e-3, 1.6e-3}), 989.4e12};
+  GemmMeasurement g;
+  g.shape = GemmShape{8192, 14336, 4096, "step"};
+  g.dtype = "bf16";
+  g.time = stats_of({1.5e-3, 1.4e-3, 1.6e-3});
+  g.peak_flops = 989.4e12;
   m.step_gemms.push_back(g);
   const nlohmann::json table = gemm_table_json(m);
   ASSERT_EQ(table.size(), 1u);
