@@ -12,9 +12,11 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
 #include "calibrate/calibrate.h"
 #include "planner/plan.h"
+#include "runtime/gemm_timing.h"
 #include "runtime/runtime.h"
 
 namespace fsdpsim::calibrate {
@@ -194,6 +196,28 @@ void validate(const Options& o) {
 }  // namespace
 
 // ---- what the scenario uses --------------------------------------------------------------------------
+
+std::vector<planner::GemmShape> step_gemm_shapes(const planner::Scenario& scenario) {
+  const planner::Plan plan = planner::plan_step(scenario);
+  std::vector<planner::GemmShape> shapes;
+  std::set<std::tuple<double, double, double, bool>> seen;
+  for (const planner::KernelSet& k : plan.schedule.kernel_sets)
+    for (const planner::GemmShape& g : k.gemms)
+      if (seen.emplace(g.m, g.n, g.k, g.fp8).second) shapes.push_back(g);
+  return shapes;
+}
+
+nlohmann::json gemm_table_json(const Measurements& m) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const GemmMeasurement& g : m.step_gemms)
+    rows.push_back({{"m", g.shape.m},
+                    {"n", g.shape.n},
+                    {"k", g.shape.k},
+                    {"dtype", g.dtype},
+                    {"seconds", g.time.median_seconds},
+                    {"tflops", g.shape.flops() / g.time.median_seconds / 1e12}});
+  return rows;
+}
 
 std::vector<GemmShape> model_gemm_shapes(const planner::Scenario& scenario) {
   const std::int64_t tokens = scenario.training.micro_batch * scenario.training.seq_len;
@@ -403,6 +427,30 @@ void measure_cuda_gemms(const Bench& b, Measurements& m) {
   m.notes.push_back("cuda: GEMMs are the runtime's cuBLAS bf16 tiles (square gemm_dim^3 and M x gemm_dim x gemm_dim); "
                     "the model's layer shapes enter through the fitted efficiency curve; fp32 GEMMs are not run (the "
                     "runtime's compute is bf16)");
+}
+
+// The step's own GEMM shapes, each timed alone through cuBLAS (runtime/gemm_timing.h), for the
+// calibration's gemm_table. fp8 shapes are not run: torch._scaled_mm's fp8 GEMMs go through
+// cuBLASLt, which the runtime does not load; they keep the shape model (said in the notes).
+void measure_cuda_step_gemms(const Bench& b, Measurements& m) {
+  int fp8_skipped = 0;
+  for (const planner::GemmShape& g : step_gemm_shapes(b.scenario)) {
+    if (g.fp8) {
+      ++fp8_skipped;
+      continue;
+    }
+    GemmShape s{static_cast<std::int64_t>(g.m), static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k), "step"};
+    const Stats t = stats_of(runtime::time_bf16_gemm(b.o.first_device, s.m, s.n, s.k, b.o.warmup, b.o.repetitions));
+    GemmMeasurement gm{s, "bf16", t, peak_for(b.scenario, "bf16")};
+    say(b.o, "gemm bf16 step shape " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
+                 ": " + std::to_string(t.median_seconds * 1e6) + " us");
+    m.step_gemms.push_back(gm);
+  }
+  m.notes.push_back("cuda: the step's " + std::to_string(m.step_gemms.size()) +
+                    " distinct bf16 GEMM shapes timed one by one (cublasGemmEx) for gemm_table" +
+                    (fp8_skipped ? "; " + std::to_string(fp8_skipped) +
+                                       " fp8 shapes not timed (cuBLASLt is not loaded): the shape model prices them"
+                                 : std::string()));
 }
 
 // memcpy of 1 MiB, 4 MiB, ... up to --host-max-copy-bytes in this process's memory.
@@ -639,6 +687,7 @@ Measurements measure(const planner::Scenario& scenario, const Options& o) {
 
   if (!b.host) {
     measure_cuda_gemms(b, m);
+    measure_cuda_step_gemms(b, m);
     measure_cuda_copies(b, m);
   } else if (m.reports) {
     // mpi: process 0 alone times the CPU GEMMs and copies (the others would only compete with it).

@@ -90,6 +90,9 @@ struct Measurements {
   std::string device;   // what ran it, in words
   std::string gpu;      // the scenario's GPU (whose peaks the efficiencies divide by)
   std::vector<GemmMeasurement> gemms;
+  // cuda: the GEMMs of the scenario's step at their own shapes (step_gemm_shapes), timed one by
+  // one: calibration_json writes them as the calibration's measured "gemm_table".
+  std::vector<GemmMeasurement> step_gemms;
   std::vector<CopyMeasurement> copies;
   std::vector<CollectiveMeasurement> collectives;
   Stats launch;  // seconds per op for a stream of trivial ops (issue + launch + completion)
@@ -134,6 +137,14 @@ struct Options {
 // The GEMMs of one micro-batch of the scenario's model: one per distinct 2-D weight shape of a
 // linear layer (M = micro_batch x seq_len tokens, K = in features, N = out features).
 std::vector<GemmShape> model_gemm_shapes(const planner::Scenario& scenario);
+
+// The distinct GEMMs the scenario's step runs (the kernel sets of its plan: every projection's
+// forward, input-gradient and weight-gradient GEMM, by (m, n, k) and whether it is fp8).
+std::vector<planner::GemmShape> step_gemm_shapes(const planner::Scenario& scenario);
+
+// The measured gemm_table of a calibration (planner::Calibration::gemm_table's schema) from
+// Measurements::step_gemms: one row per shape, median seconds. Empty array when none.
+nlohmann::json gemm_table_json(const Measurements& measurements);
 
 // The process-group spans the scenario's schedule uses (distinct ranks/nodes with > 1 rank),
 // each with the name of the first group that has it (which fixes how its instances tile the

@@ -641,6 +641,12 @@ nlohmann::json calibration_json(const FitResult& f, const Measurements& m) {
   for (const std::string& field : f.fitted_fields) j[field] = all[field];
   nlohmann::json sources = nlohmann::json::object();
   for (const std::string& field : f.fitted_fields) sources[field] = c.sources.at(field);
+  if (!m.step_gemms.empty()) {
+    // The step's GEMMs as measured: the cost model prices each GEMM near one of these rows from it.
+    j["gemm_table"] = gemm_table_json(m);
+    sources["gemm_table"] = "fsdpsim calibrate --backend " + m.backend + " on " + m.device +
+                            ": the step's GEMM shapes, cublasGemmEx bf16, median of the timed repetitions";
+  }
   j["sources"] = sources;
 
   nlohmann::json fit;

@@ -39,6 +39,35 @@ double read_fraction(JsonReader& r, const std::string& key, double fallback) {
   return v;
 }
 
+// calibration.gemm_table: [{"m", "n", "k", "dtype", "seconds"}, ...] (calibrate also writes
+// "tflops" and "label", informative).
+std::vector<MeasuredGemm> read_gemm_table(JsonReader& r) {
+  std::vector<MeasuredGemm> table;
+  const nlohmann::json& rows = r.array("gemm_table");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::string at = join_json_path(r.path_of("gemm_table"), i);
+    if (!rows[i].is_object()) throw InputError(r.file(), at, "expected a measured GEMM {m, n, k, dtype, seconds}, got " + describe_json(rows[i]));
+    JsonReader row(rows[i], r.file(), at);
+    MeasuredGemm g;
+    auto side = [&](const char* key) {
+      const double v = static_cast<double>(row.positive_integer(key));
+      if (v > 1099511627776.0) row.fail(key, "expected a size in 1..2^40");
+      return v;
+    };
+    g.shape.m = side("m");
+    g.shape.n = side("n");
+    g.shape.k = side("k");
+    g.dtype = row.choice_or("dtype", {"bf16", "fp16", "fp32", "fp8"}, "bf16");
+    g.shape.fp8 = g.dtype == "fp8";
+    g.seconds = row.positive_number("seconds");
+    row.ignore("tflops");
+    row.ignore("label");
+    row.finish();
+    table.push_back(g);
+  }
+  return table;
+}
+
 Calibration read_calibration_at(const nlohmann::json& json, const std::string& file, const std::string& path,
                                 const Calibration& base) {
   if (!json.is_object()) throw InputError(file, path, "expected a calibration object, got " + describe_json(json));
@@ -52,6 +81,11 @@ Calibration read_calibration_at(const nlohmann::json& json, const std::string& f
     r.fail("fit", "expected an object (the fits `fsdpsim calibrate` writes), got " + describe_json(r.raw("fit")));
   r.ignore("fit");
   c.matmul_efficiency = read_fraction(r, "matmul_efficiency", c.matmul_efficiency);
+  c.fp8_matmul_efficiency = read_fraction(r, "fp8_matmul_efficiency", c.fp8_matmul_efficiency);
+  if (r.has("gemm_table")) c.gemm_table = read_gemm_table(r);
+  else r.ignore("gemm_table");
+  c.memory_bound_kernel_floor_seconds =
+      r.nonnegative_number_or("memory_bound_kernel_floor_seconds", c.memory_bound_kernel_floor_seconds);
   c.attention_efficiency = read_fraction(r, "attention_efficiency", c.attention_efficiency);
   c.causal_attention_work = read_fraction(r, "causal_attention_work", c.causal_attention_work);
   c.attention_backward_work = r.positive_number_or("attention_backward_work", c.attention_backward_work);
@@ -93,7 +127,10 @@ int count_tensors(const models::Module& m) {
 }  // namespace
 
 nlohmann::json Calibration::to_json() const {
-  return {{"name", name},
+  nlohmann::json table = nlohmann::json::array();
+  for (const MeasuredGemm& g : gemm_table)
+    table.push_back({{"m", g.shape.m}, {"n", g.shape.n}, {"k", g.shape.k}, {"dtype", g.dtype}, {"seconds", g.seconds}});
+  nlohmann::json j = {{"name", name},
           {"matmul_efficiency", matmul_efficiency},
           {"attention_efficiency", attention_efficiency},
           {"causal_attention_work", causal_attention_work},
@@ -109,8 +146,12 @@ nlohmann::json Calibration::to_json() const {
           {"pcie_gbps", pcie_gbps},
           {"host_optimizer_bytes_per_second", host_optimizer_bytes_per_second},
           {"device_overhead_bytes", device_overhead_bytes},
+          {"memory_bound_kernel_floor_seconds", memory_bound_kernel_floor_seconds},
           {"nccl", nccl.to_json()},
           {"sources", sources}};
+  if (fp8_matmul_efficiency > 0) j["fp8_matmul_efficiency"] = fp8_matmul_efficiency;
+  if (!gemm_table.empty()) j["gemm_table"] = table;
+  return j;
 }
 
 Calibration read_calibration(const nlohmann::json& json, const std::string& file, const Calibration& base) {
@@ -185,6 +226,11 @@ CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models
   if (it == cluster_.gpu.peak_flops.end()) it = cluster_.gpu.peak_flops.find("bf16");
   peak_flops_ = it == cluster_.gpu.peak_flops.end() ? 0 : it->second;
   compute_dtype_bytes_ = models::dtype_bytes(compute_dtype);
+  compute_dtype_name_ = models::dtype_name(compute_dtype);
+  for (const MeasuredGemm& g : calibration_.gemm_table) {
+    if (g.shape.fp8) fp8_gemm_table_.rows.push_back({g.shape, g.shape.flops() / g.seconds});
+    else if (g.dtype == compute_dtype_name_) compute_gemm_table_.rows.push_back({g.shape, g.shape.flops() / g.seconds});
+  }
   attention_kernel_ = default_attention_kernel(attention_device());
 }
 
@@ -305,11 +351,44 @@ GemmDevice CostModel::gemm_device() const {
   return d;
 }
 
+GemmDevice CostModel::fp8_gemm_device() const {
+  auto peak = cluster_.gpu.peak_flops.find("fp8");
+  if (peak == cluster_.gpu.peak_flops.end())
+    throw std::invalid_argument("an fp8 GEMM on " + cluster_.gpu.name + ", whose catalog entry lists no fp8 peak");
+  GemmDevice d = gemm_device();
+  d.peak_flops = peak->second;
+  d.dtype_bytes = 1;
+  d.output_bytes = 2;  // torchao's Float8Linear asks torch._scaled_mm for a bf16 output
+  d.large_gemm_efficiency =
+      calibration_.fp8_matmul_efficiency > 0 ? calibration_.fp8_matmul_efficiency : calibration_.matmul_efficiency;
+  return d;
+}
+
+bool CostModel::gemm_from_table(const GemmShape& g) const {
+  const GemmTable& table = g.fp8 ? fp8_gemm_table_ : compute_gemm_table_;
+  return !table.rows.empty() && measured_gemm_seconds(table, g).has_value();
+}
+
+double CostModel::gemm_seconds(const GemmShape& g) const {
+  const GemmTable& table = g.fp8 ? fp8_gemm_table_ : compute_gemm_table_;
+  if (!table.rows.empty())
+    if (const std::optional<double> measured = measured_gemm_seconds(table, g)) return *measured;
+  return estimate_gemm(g, g.fp8 ? fp8_gemm_device() : gemm_device()).seconds;
+}
+
+double CostModel::cast_kernels_seconds(const KernelSet& k) const {
+  const double bytes_per_second = cluster_.gpu.hbm_bandwidth_bytes_per_second * calibration_.hbm_efficiency;
+  double seconds = 0;
+  for (double bytes : k.cast_kernel_bytes)
+    seconds += std::max(bytes / bytes_per_second, calibration_.memory_bound_kernel_floor_seconds);
+  return seconds;
+}
+
 double CostModel::kernel_set_seconds(const KernelSet& k) const {
   double seconds = 0;
-  const GemmDevice device = gemm_device();
-  for (const GemmShape& g : k.gemms) seconds += estimate_gemm(g, device).seconds;
+  for (const GemmShape& g : k.gemms) seconds += gemm_seconds(g);
   if (k.has_attention) seconds += attention_seconds(k);
+  if (!k.cast_kernel_bytes.empty()) seconds += cast_kernels_seconds(k);
   return seconds;
 }
 

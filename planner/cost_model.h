@@ -29,10 +29,28 @@ namespace fsdpsim::planner {
 
 struct Scenario;
 
+// One GEMM timed on the GPU (a calibration's "gemm_table": `fsdpsim calibrate --backend cuda`
+// or a user's own measurements). dtype: "fp8" rows price fp8 GEMMs, other rows the GEMMs of
+// the compute dtype they name.
+struct MeasuredGemm {
+  GemmShape shape;
+  std::string dtype = "bf16";
+  double seconds = 0;
+};
+
 struct Calibration {
   std::string name;  // where it came from: "defaults for H100-SXM-80GB" or the calibrate run
   // Compute: achieved fraction of the dtype's dense peak.
   double matmul_efficiency = 0;     // the model's GEMMs
+  // fp8 GEMMs (training.matmul_dtype fp8): the large-GEMM ceiling as a fraction of the fp8 dense
+  // peak. 0: the same fraction as matmul_efficiency (docs/cost-model.md, "fp8 training", says why).
+  double fp8_matmul_efficiency = 0;
+  // Measured GEMMs by shape: where one is near a GEMM's shape (measured_gemm_seconds), it prices
+  // that GEMM instead of the shape model.
+  std::vector<MeasuredGemm> gemm_table;
+  // The shortest a memory-bound kernel takes on the GPU (launch and drain of a kernel moving
+  // next to nothing): the floor of float8's scaling kernels.
+  double memory_bound_kernel_floor_seconds = 0;
   double attention_efficiency = 0;  // fused (flash) attention, FLOPs counted as FlashAttention's
                                     // benchmarks count them (causal work halved)
   double causal_attention_work = 0.5;  // fraction of the no-discount FLOPs a causal kernel does
@@ -98,8 +116,17 @@ class CostModel {
   double kernel_set_seconds(const KernelSet& kernels) const;
   // The memory-bound part of an op: its HBM bytes (times the eager factor for an eager block).
   double memory_bound_seconds(const Op& op) const;
-  // The GPU as the GEMM model sees it, in the compute dtype.
+  // The GPU as the GEMM model sees it, in the compute dtype; and for fp8 operands (bf16 output,
+  // the fp8 dense peak; std::invalid_argument on a GPU whose catalog entry lists none).
   GemmDevice gemm_device() const;
+  GemmDevice fp8_gemm_device() const;
+  // One GEMM: the calibration's measured table where it has a row near the shape, else the
+  // shape model. gemm_from_table says which.
+  double gemm_seconds(const GemmShape& gemm) const;
+  bool gemm_from_table(const GemmShape& gemm) const;
+  // Float8's scaling kernels of a set: each its bytes at the streaming bandwidth, at least the
+  // memory-bound kernel floor.
+  double cast_kernels_seconds(const KernelSet& kernels) const;
   // The GPU as the attention model sees it, and the attention of one kernel set.
   AttentionDevice attention_device() const;
   double attention_seconds(const KernelSet& kernels) const;
@@ -123,6 +150,8 @@ class CostModel {
   Calibration calibration_;
   double peak_flops_ = 0;
   int compute_dtype_bytes_ = 2;
+  std::string compute_dtype_name_ = "bf16";
+  GemmTable compute_gemm_table_, fp8_gemm_table_;  // calibration.gemm_table split by dtype
   AttentionKernel attention_kernel_ = AttentionKernel::flash2;
   // Attention calls priced so far: estimate_attention schedules every CTA of the call over the
   // SMs (thousands per call), and a sweep meets the same few calls at every point. Shared by

@@ -9,16 +9,23 @@
 namespace fsdpsim::planner {
 namespace {
 
-// The k extent of one mainloop stage: 64 bf16 elements (128 bytes, the swizzle width of a
-// CUTLASS sm80/sm90 bf16 mainloop stage). A k loop runs in whole stages, and split-K never
-// hands a CTA less than one.
-constexpr double kKBlockElements = 64;
+// The k extent of one mainloop stage: 128 bytes of each operand row (the swizzle width of a
+// CUTLASS sm80/sm90 mainloop stage): 64 bf16 elements, 128 fp8 (CUTLASS's sm90 fp8 kernels
+// take K tiles of 128), 32 tf32. A k loop runs in whole stages, and split-K never hands a CTA
+// less than one.
+constexpr double kKBlockBytes = 128;
 
 // A tile's prologue (filling the pipeline) and epilogue (converting and storing C), in
-// the k elements of mainloop work they cost. Fitted (with kGemmKernelFloorSeconds and
+// the k elements of bf16 mainloop work they cost. Fitted (with kGemmKernelFloorSeconds and
 // kFullReuseTileIntensity, least squares on log throughput) to the H100 rows of
-// tests/data/kernels/gemm_published.csv with k in {256, 1024, 4096} (role 'fit').
-constexpr double kTileRampKElements = 160;
+// tests/data/kernels/gemm_published.csv with k in {256, 1024, 4096} (role 'fit'). Other dtypes
+// keep the same time: the pipeline fills with the same bytes and the epilogue stores the same
+// tile, so in k elements it scales as 2 / dtype_bytes (fp8: 320 at twice the rate). That
+// scaling is a modelling assumption, checked on B200's fp8 rows (gemm_fp8_published.csv).
+constexpr double kTileRampBf16KElements = 160;
+
+double k_block_elements(const GemmDevice& device) { return kKBlockBytes / device.dtype_bytes; }
+double tile_ramp_k_elements(const GemmDevice& device) { return kTileRampBf16KElements * 2.0 / device.dtype_bytes; }
 
 // A tile's reuse, tm*tn/(tm+tn) (FLOPs per operand element it loads, over 2), at which
 // the SM's tensor cores, not the operand feed, set its pace: a 128x128 tile (64) runs at
@@ -44,6 +51,7 @@ void check_device(const GemmDevice& device) {
   if (!(device.large_gemm_efficiency > 0 && device.large_gemm_efficiency <= 1))
     fail("large_gemm_efficiency must be in (0, 1]");
   if (device.dtype_bytes <= 0) fail("dtype_bytes must be positive");
+  if (device.output_bytes < 0) fail("output_bytes must not be negative");
   if (!(device.kernel_floor_seconds >= 0)) fail("kernel_floor_seconds must not be negative");
 }
 
@@ -71,12 +79,14 @@ GemmPlan gemm_plan(const GemmShape& shape, const GemmDevice& device, GemmTile ti
   plan.ctas = output_tiles * split_k;
   plan.waves = std::ceil(plan.ctas / device.sm_count);
   // Every CTA of a wave runs at once on its own SM; a wave takes as long as one CTA.
-  const double k_blocks_per_cta = std::ceil(std::ceil(shape.k / kKBlockElements) / split_k);
-  const double cta_flops = 2.0 * tile.m * tile.n * (k_blocks_per_cta * kKBlockElements + kTileRampKElements);
+  const double k_block = k_block_elements(device);
+  const double k_blocks_per_cta = std::ceil(std::ceil(shape.k / k_block) / split_k);
+  const double cta_flops = 2.0 * tile.m * tile.n * (k_blocks_per_cta * k_block + tile_ramp_k_elements(device));
   const double sm_flops_per_second =
       device.peak_flops / device.sm_count * sm_efficiency * tile_rate_factor(tile);
   plan.compute_seconds = plan.waves * cta_flops / sm_flops_per_second;
-  const double operand_bytes = (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n) * device.dtype_bytes;
+  const double output_bytes = device.output_bytes > 0 ? device.output_bytes : device.dtype_bytes;
+  const double operand_bytes = (shape.m * shape.k + shape.k * shape.n) * device.dtype_bytes + shape.m * shape.n * output_bytes;
   const double partial_bytes = split_k > 1 ? 2.0 * split_k * shape.m * shape.n * kPartialSumBytes : 0.0;
   plan.memory_seconds = (operand_bytes + partial_bytes) / (device.hbm_bytes_per_second * device.hbm_efficiency);
   return plan;
@@ -85,7 +95,7 @@ GemmPlan gemm_plan(const GemmShape& shape, const GemmDevice& device, GemmTile ti
 GemmPlan best_gemm_plan(const GemmShape& shape, const GemmDevice& device, double sm_efficiency) {
   GemmPlan best;
   double best_seconds = std::numeric_limits<double>::infinity();
-  const double k_blocks = std::ceil(shape.k / kKBlockElements);
+  const double k_blocks = std::ceil(shape.k / k_block_elements(device));
   for (const GemmTile& tile : gemm_tiles()) {
     const double output_tiles = std::ceil(shape.m / tile.m) * std::ceil(shape.n / tile.n);
     // Split-K only fills SMs the output tiles leave idle, and never below one k-block.

@@ -32,7 +32,8 @@ struct GemmDevice {            // what the model needs to know of a GPU, for one
   double hbm_bytes_per_second = 0;
   double hbm_efficiency = 0.9; // fraction of HBM bandwidth a streaming kernel reaches
   double large_gemm_efficiency = 0; // measured ceiling: a large square GEMM's achieved/peak (MAMF)
-  int dtype_bytes = 2;
+  int dtype_bytes = 2;           // operand element size: 2 bf16/fp16, 1 fp8, 4 fp32 (tf32)
+  int output_bytes = 0;          // C's element size; 0: dtype_bytes (fp8 GEMMs write bf16: 2)
   double kernel_floor_seconds = kGemmKernelFloorSeconds;
 };
 

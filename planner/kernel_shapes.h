@@ -5,9 +5,11 @@
 
 namespace fsdpsim::planner {
 
-// C[m, n] = A[m, k] * B[k, n], one cuBLAS call.
+// C[m, n] = A[m, k] * B[k, n], one cuBLAS call. fp8: float8 operands (a torchao Float8Linear's
+// torch._scaled_mm, bf16 output), priced at the GPU's fp8 peak; else the compute dtype.
 struct GemmShape {
   double m = 0, n = 0, k = 0;
+  bool fp8 = false;
   double flops() const { return 2 * m * n * k; }
 };
 

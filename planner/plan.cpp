@@ -17,6 +17,7 @@
 #include "models/checked_arithmetic.h"
 #include "models/json_input.h"
 #include "models/transformer_costs.h"
+#include "planner/float8.h"
 #include "planner/internal/plan_policy.h"
 
 namespace fsdpsim::planner {
@@ -42,7 +43,8 @@ class StepBuilder {
         training_(scenario.training),
         layout_(layout),
         schedule_(plan.schedule),
-        activation_bytes_scale_(step_.compute_dtype_bytes / 2.0) {
+        activation_bytes_scale_(step_.compute_dtype_bytes / 2.0),
+        float8_(scenario) {
     resolve_loss();
     check_attention_kernel();
     policy_ = make_policy(step_);
@@ -253,6 +255,7 @@ class StepBuilder {
     const double b = static_cast<double>(training_.micro_batch), seq = static_cast<double>(training_.seq_len), tokens = b * seq;
     KernelSet k;
     for (const models::Matmul& m : c.matmuls) {
+      const std::size_t first_gemm = k.gemms.size();
       switch (pass) {
         case KernelPass::forward: k.gemms.push_back({tokens, m.out_features, m.in_features}); break;
         case KernelPass::backward:
@@ -263,6 +266,7 @@ class StepBuilder {
           if (m.sac_recomputed) k.gemms.push_back({tokens, m.out_features, m.in_features});
           break;
       }
+      if (first_gemm < k.gemms.size() && float8_.runs_in_fp8(c, m)) add_float8_kernels(k, first_gemm, m, pass, tokens);
     }
     // SAC keeps a fused attention's output; eager attention (bmm, not in the save list) runs
     // again, which the module's sac_recompute_flops then count in its b*s^2 term.
@@ -287,10 +291,24 @@ class StepBuilder {
     return index;
   }
 
+  // A Float8Linear (planner/float8.h): its GEMMs from `first_gemm` on run in fp8, beside the
+  // scaling kernels of its pass (a selective recompute reruns the forward's).
+  void add_float8_kernels(KernelSet& k, std::size_t first_gemm, const models::Matmul& m, KernelPass pass,
+                          double tokens) const {
+    for (std::size_t i = first_gemm; i < k.gemms.size(); ++i) k.gemms[i].fp8 = true;
+    const Float8Pass f8_pass = pass == KernelPass::backward ? Float8Pass::backward : Float8Pass::forward;
+    for (double bytes : float8_cast_kernel_bytes(tokens, m.in_features, m.out_features, f8_pass,
+                                                 float8_.weights_gathered_in_fp8()))
+      k.cast_kernel_bytes.push_back(bytes);
+  }
+
   static bool same_kernels(const KernelSet& a, const KernelSet& b) {
-    auto same_gemm = [](const GemmShape& x, const GemmShape& y) { return x.m == y.m && x.n == y.n && x.k == y.k; };
+    auto same_gemm = [](const GemmShape& x, const GemmShape& y) {
+      return x.m == y.m && x.n == y.n && x.k == y.k && x.fp8 == y.fp8;
+    };
     const AttentionShape &x = a.attention, &y = b.attention;
     return a.gemms.size() == b.gemms.size() && std::equal(a.gemms.begin(), a.gemms.end(), b.gemms.begin(), same_gemm) &&
+           a.cast_kernel_bytes == b.cast_kernel_bytes &&
            a.has_attention == b.has_attention &&
            (!a.has_attention || (a.attention_pass == b.attention_pass && x.batch == y.batch && x.seq_q == y.seq_q &&
                                  x.seq_kv == y.seq_kv && x.heads == y.heads && x.kv_heads == y.kv_heads &&
@@ -604,6 +622,7 @@ class StepBuilder {
   std::vector<int> saved_activations_;  // compute event -> its saved activations until its backward
   std::vector<int> checkpoint_inputs_;  // region -> its checkpointed input until its backward
   int input_ids_ = -1;                  // the micro-step's input token ids
+  const Float8Linears float8_;  // training.matmul_dtype fp8: which linears run in fp8
   // (module costs, pass) -> index into schedule_.kernel_sets, so the ops of one module share a set.
   std::unordered_map<const models::ModuleCosts*, int> kernel_set_by_pass_[3];
   // The output layer's costs for training.loss, when it differs from the model's (resolve_loss).

@@ -1,7 +1,9 @@
 // StepContext: the schedule being written and its building blocks (planner/plan_policy.h).
 #include <algorithm>
 
+#include "planner/float8.h"
 #include "planner/internal/plan_policy.h"
+#include "planner/sharding.h"
 
 namespace fsdpsim::planner {
 
@@ -26,6 +28,22 @@ StepContext::StepContext(const Scenario& scenario, const PlanCache::Layout& layo
   unsharded_grads.assign(units, {});
   sharded_grad.assign(units, -1);
   accumulated_grad.assign(units, -1);
+  if (fsdp.float8_all_gather) count_float8_gathered_numel();
+}
+
+// FSDP2 pads each parameter on dim 0 (sharding.h), so a weight's gathered size is W times its shard.
+void StepContext::count_float8_gathered_numel() {
+  const Float8Linears float8(scenario);
+  float8_gathered_numel.assign(plan.units.size(), 0);
+  for (const Unit& u : plan.units)
+    for (const models::Parameter* p : u.params)
+      if (float8.is_float8_weight(p))
+        float8_gathered_numel[u.index] += fsdp2_local_numel(*p, fsdp.shard_group_size) * fsdp.shard_group_size;
+}
+
+std::int64_t StepContext::gathered_param_bytes(int u) const {
+  const std::int64_t fp8 = float8_gathered_numel.empty() ? 0 : float8_gathered_numel[u];
+  return (shard(u).gathered_numel - fp8) * compute_dtype_bytes + fp8 * models::dtype_bytes(models::DType::fp8);
 }
 
 int StepContext::add_op(OpKind kind, Stream stream, const Name& name, int unit, const std::string& module) {

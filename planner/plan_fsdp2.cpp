@@ -87,18 +87,21 @@ class Fsdp2Policy final : public FrameworkPolicy {
                                        Name{"host-to-device shard of ", name});
     }
     const int copy_in = step_.add_op(OpKind::copy_in, Stream::all_gather, Name{"copy-in ", name}, u);
-    step_.op(copy_in).hbm_bytes = static_cast<double>(sh.local_numel) * (stored + compute);
+    // Bytes of the unit in its all-gather dtype: param_dtype, or fp8 for float8 weights
+    // (torchao's fsdp_pre_all_gather casts the shard to fp8 before the all-gather).
+    const std::int64_t gathered_bytes = step_.gathered_param_bytes(u);
+    step_.op(copy_in).hbm_bytes = static_cast<double>(sh.local_numel) * stored + static_cast<double>(gathered_bytes) / step_.fsdp.shard_group_size;
     // A mixed-precision cast of the shard (none from the post-forward shard, already in the
     // compute dtype).
     int cast = -1;
     if (compute != stored && !from_post_forward_shard)
       cast = step_.alloc_at(copy_in, sh.local_numel * compute, MemCategory::temporary, Name{"cast shard of ", name});
-    all_gather_output_[u] = step_.alloc_at(copy_in, sh.gathered_numel * compute, MemCategory::all_gather_buffer,
+    all_gather_output_[u] = step_.alloc_at(copy_in, gathered_bytes, MemCategory::all_gather_buffer,
                                            Name{"all-gather output of ", name});
     step_.free_at(copy_in, cast);
     step_.free_at(copy_in, offloaded_shard);
     const int all_gather = step_.add_op(OpKind::all_gather, Stream::all_gather, Name{"all-gather ", name}, u);
-    step_.op(all_gather).comm_bytes = static_cast<double>(sh.gathered_numel * compute);
+    step_.op(all_gather).comm_bytes = static_cast<double>(gathered_bytes);
     step_.op(all_gather).group = from_post_forward_shard ? step_.groups.reshard : step_.groups.shard;
     all_gather_in_flight_[u] = all_gather;
   }
@@ -110,12 +113,12 @@ class Fsdp2Policy final : public FrameworkPolicy {
   void wait_for_unshard(int u, Phase phase) {
     if (all_gather_in_flight_[u] < 0) return;
     const bool forward = phase == Phase::forward;
-    const UnitShard& sh = step_.shard(u);
     if (forward) step_.free_now(last_all_gather_output_);
     const int copy_out = step_.add_op(OpKind::copy_out, Stream::compute, Name{"copy-out ", step_.label(u)}, u);
     step_.op(copy_out).deps.push_back(all_gather_in_flight_[u]);
-    step_.op(copy_out).hbm_bytes = 2.0 * static_cast<double>(sh.gathered_numel * step_.compute_dtype_bytes);
-    unsharded_params_[u] = step_.alloc_at(copy_out, sh.gathered_numel * step_.compute_dtype_bytes,
+    const std::int64_t gathered_bytes = step_.gathered_param_bytes(u);
+    step_.op(copy_out).hbm_bytes = 2.0 * static_cast<double>(gathered_bytes);
+    unsharded_params_[u] = step_.alloc_at(copy_out, gathered_bytes,
                                           MemCategory::unsharded_param, Name{"unsharded params of ", step_.label(u)},
                                           held_from_forward_to_backward());
     if (forward) last_all_gather_output_ = all_gather_output_[u];
@@ -132,8 +135,7 @@ class Fsdp2Policy final : public FrameworkPolicy {
     if (unsharded_params_[u] < 0) return;
     if (phase == Phase::forward && reshards_to_smaller_group(step_.fsdp))
       post_forward_shard_[u] =
-          step_.alloc_at(step_.last_op, step_.shard(u).gathered_numel * step_.compute_dtype_bytes /
-                                            step_.fsdp.reshard_after_forward,
+          step_.alloc_at(step_.last_op, step_.gathered_param_bytes(u) / step_.fsdp.reshard_after_forward,
                          MemCategory::unsharded_param, Name{"post-forward 1/k copy of ", step_.label(u)});
     step_.free_now(unsharded_params_[u]);
     step_.params_ready_op[u] = -1;

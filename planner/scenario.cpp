@@ -197,6 +197,10 @@ TrainingSpec parse_training(JsonReader r, int world) {
   if (r.has("loss")) t.loss = *models::parse_loss_kind(r.choice("loss", models::loss_kind_names()));
   else r.ignore("loss");
   t.attention = r.choice_or("attention", kAttentionKernelNames, "auto");
+  t.matmul_dtype = dtype_field(r, "matmul_dtype", t.param_dtype);
+  if (t.matmul_dtype != t.param_dtype && t.matmul_dtype != models::DType::fp8)
+    r.fail("matmul_dtype", "expected fp8 or the param_dtype (" + models::dtype_name(t.param_dtype) + "); got " +
+                               models::dtype_name(t.matmul_dtype));
   std::string master = r.choice_or("master_weights", {"sharded_param", "optimizer_state"}, "sharded_param");
   t.master_weights = master == "sharded_param" ? MasterWeights::sharded_param : MasterWeights::optimizer_state;
   if (r.has("activation_checkpointing")) {
@@ -279,8 +283,35 @@ FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
   f.cpu_offload = r.boolean_or("cpu_offload", false);
   std::string sync = r.choice_or("grad_sync", {"every_micro_step", "last_micro_step"}, "every_micro_step");
   f.sync_grads_every_micro_step = sync == "every_micro_step";
+  if (r.has("all_gather_dtype")) {
+    // Checked against training.matmul_dtype and fsdp.version by check_float8 below.
+    const std::string dtype = r.string("all_gather_dtype");
+    if (dtype == "fp8") f.float8_all_gather = true;
+    else if (!models::parse_dtype(dtype) || *models::parse_dtype(dtype) == models::DType::fp8)
+      r.fail("all_gather_dtype", "expected fp8 or the param_dtype; got \"" + dtype + "\"");
+  } else {
+    r.ignore("all_gather_dtype");
+  }
   r.finish();
   return f;
+}
+
+// Float8 training needs fp8 tensor cores (the GPU catalog lists an fp8 peak: Hopper, Ada,
+// Blackwell, CDNA3; not Ampere or Volta), and the float8 all-gather needs float8 linears and
+// FSDP2 (torchao's WeightWithDynamicFloat8CastTensor hooks fully_shard's pre/post all-gather).
+void check_float8(const Scenario& s) {
+  if (s.training.float8_linears() && !s.cluster.gpu.peak_flops.count("fp8"))
+    throw InputError(s.file, "training.matmul_dtype",
+                     "fp8 needs a GPU with fp8 tensor cores; " + s.cluster.gpu.name + " (" + s.cluster.gpu.arch +
+                         ") has none (its cluster.gpu catalog entry lists no fp8 peak_tflops)");
+  if (s.fsdp.float8_all_gather && !s.training.float8_linears())
+    throw InputError(s.file, "fsdp.all_gather_dtype",
+                     "fp8 all-gathers the weights of float8 linears: it needs training.matmul_dtype fp8 (with a "
+                     "16-bit param_dtype)");
+  if (s.fsdp.float8_all_gather && s.fsdp.version != 2)
+    throw InputError(s.file, "fsdp.all_gather_dtype",
+                     "fp8 all-gather is FSDP2's (torchao enable_fsdp_float8_all_gather hooks fully_shard): it needs "
+                     "fsdp.version 2");
 }
 
 std::map<std::string, std::string> parse_sources(JsonReader& r) {
@@ -532,6 +563,7 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
   if (r.has("simulation")) s.simulation = r.raw("simulation");
   else r.ignore("simulation");
   r.finish();
+  check_float8(s);
   return s;
 }
 

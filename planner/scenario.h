@@ -73,6 +73,14 @@ struct TrainingSpec {
   // stored by name ("eager" only for a model whose attention costs materialise the scores,
   // checked by the planner). "auto": the kernel the model's costs were imported for.
   std::string attention = "auto";
+  // training.matmul_dtype: what the linear layers' GEMMs run in. param_dtype (the default), or
+  // fp8: float8 training as torchao's convert_to_float8_training does it (Float8Linear,
+  // tensorwise dynamic scaling), with torchtitan's filter: every nn.Linear whose weight dims are
+  // multiples of 16, except the output layer; attention stays 16-bit. docs/cost-model.md, "fp8".
+  models::DType matmul_dtype = models::DType::bf16;
+  // float8 linears on top of a 16-bit param_dtype (param_dtype fp8 is the older, whole-model
+  // fp8 of the memory model: every GEMM priced at the fp8 peak).
+  bool float8_linears() const { return matmul_dtype == models::DType::fp8 && param_dtype != models::DType::fp8; }
 };
 
 // The names training.attention accepts.
@@ -94,6 +102,11 @@ struct FsdpSpec {
   // set_requires_gradient_sync(False) on every micro-step but the last): unsharded gradients
   // accumulate (FSDP2: in the reduce dtype) and are reduced once, in the last micro-step.
   bool sync_grads_every_micro_step = true;
+  // fsdp.all_gather_dtype fp8: torchao's enable_fsdp_float8_all_gather (FSDP2 only): the
+  // float8 linears' weights are cast to fp8 on the shard and all-gathered in fp8 (1 byte), the
+  // unsharded weight is that fp8 tensor, and the scales come from one all-reduce of amaxes per
+  // step (precompute_float8_dynamic_scale_for_fsdp). Other parameters gather in param_dtype.
+  bool float8_all_gather = false;
 };
 
 struct Scenario {

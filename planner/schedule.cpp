@@ -95,7 +95,12 @@ namespace {
 nlohmann::json kernel_set_to_json(const KernelSet& k) {
   nlohmann::json j;
   j["gemms"] = nlohmann::json::array();
-  for (const GemmShape& g : k.gemms) j["gemms"].push_back({g.m, g.n, g.k});
+  for (const GemmShape& g : k.gemms) {
+    nlohmann::json shape = {g.m, g.n, g.k};
+    if (g.fp8) shape.push_back("fp8");
+    j["gemms"].push_back(std::move(shape));
+  }
+  if (!k.cast_kernel_bytes.empty()) j["cast_kernel_bytes"] = k.cast_kernel_bytes;
   if (k.has_attention) {
     const AttentionShape& a = k.attention;
     j["attention"] = {{"batch", a.batch}, {"seq_q", a.seq_q}, {"seq_kv", a.seq_kv}, {"heads", a.heads},
@@ -118,10 +123,23 @@ KernelSet kernel_set_from_json(const nlohmann::json& json, const std::string& fi
   for (std::size_t i = 0; i < gemms.size(); ++i) {
     const nlohmann::json& g = gemms[i];
     const std::string at = join_json_path(r.path_of("gemms"), i);
-    bool ok = g.is_array() && g.size() == 3;
+    bool ok = g.is_array() && (g.size() == 3 || (g.size() == 4 && g[3] == "fp8"));
     for (std::size_t d = 0; ok && d < 3; ++d) ok = g[d].is_number() && g[d].get<double>() >= 1 && g[d].get<double>() <= kMaxKernelDim;
-    if (!ok) throw InputError(file, at, "expected [m, n, k] with each side in 1..2^40, got " + describe_json(g));
-    k.gemms.push_back({g[0].get<double>(), g[1].get<double>(), g[2].get<double>()});
+    if (!ok)
+      throw InputError(file, at, "expected [m, n, k] (or [m, n, k, \"fp8\"]) with each side in 1..2^40, got " + describe_json(g));
+    k.gemms.push_back({g[0].get<double>(), g[1].get<double>(), g[2].get<double>(), g.size() == 4});
+  }
+  if (r.has("cast_kernel_bytes")) {
+    const auto& casts = r.array("cast_kernel_bytes");
+    for (std::size_t i = 0; i < casts.size(); ++i) {
+      const nlohmann::json& b = casts[i];
+      if (!b.is_number() || !(b.get<double>() >= 0 && b.get<double>() <= 1e18))
+        throw InputError(file, join_json_path(r.path_of("cast_kernel_bytes"), i),
+                         "expected a byte count in 0..1e18, got " + describe_json(b));
+      k.cast_kernel_bytes.push_back(b.get<double>());
+    }
+  } else {
+    r.ignore("cast_kernel_bytes");
   }
   if (r.has("attention")) {
     JsonReader a = r.object("attention");

@@ -84,6 +84,10 @@ struct KernelSet {
   // QK^T and AV run as batched matmuls, and the softmax traffic is already in the op's
   // hbm_bytes, so the cost model prices only the matmuls.
   bool scores_materialized = false;
+  // Float8 training's scaling kernels (amax reductions and casts to fp8 of the float8 linears'
+  // inputs, weights and output gradients: planner/float8.h), HBM bytes per kernel in launch
+  // order; the cost model prices each as a memory-bound kernel with a launch floor.
+  std::vector<double> cast_kernel_bytes;
 
   double flops() const;  // GEMM FLOPs plus attention FLOPs without a causal discount (as Op::flops)
 };

@@ -2,8 +2,22 @@
 #include "sim/estimate.h"
 
 #include <map>
+#include <set>
+#include <tuple>
 
 namespace fsdpsim::sim {
+
+namespace {
+
+void count_gemm_sources(Estimate& e, const planner::CostModel& cost) {
+  std::set<std::tuple<double, double, double, bool>> seen;
+  for (const planner::KernelSet& k : e.plan.schedule.kernel_sets)
+    for (const planner::GemmShape& g : k.gemms)
+      if (seen.emplace(g.m, g.n, g.k, g.fp8).second && cost.gemm_from_table(g)) ++e.gemm_shapes_from_table;
+  e.gemm_shapes = static_cast<int>(seen.size());
+}
+
+}  // namespace
 
 Estimate estimate_step(const planner::Scenario& scenario) {
   Estimate e;
@@ -12,6 +26,7 @@ Estimate estimate_step(const planner::Scenario& scenario) {
   e.cluster = scenario.cluster;
   e.calibration = cost.calibration();
   e.attention_kernel = planner::to_string(cost.attention_kernel());
+  count_gemm_sources(e, cost);
   e.gpu_memory_bytes = scenario.cluster.gpu.memory_bytes;
   e.device_overhead_bytes = e.calibration.device_overhead_bytes;
   e.memory = planner::replay_memory(e.plan.schedule, e.gpu_memory_bytes - e.device_overhead_bytes);

@@ -26,6 +26,10 @@ struct Estimate {
   planner::Calibration calibration;
   planner::OpCosts costs;
   std::string attention_kernel;  // the fused attention kernel the cost model priced ("flash2", ...)
+  // Distinct GEMM shapes (with dtype) the step runs, and how many of them the calibration's
+  // measured gemm_table priced (the rest: the shape model).
+  int gemm_shapes = 0;
+  int gemm_shapes_from_table = 0;
   StepTiming timing;
   TimedMemory timed_memory;
   // Reserved memory plus the device overhead must fit in the GPU.

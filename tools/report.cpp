@@ -92,6 +92,9 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc) {
   out << "compute: GEMMs by shape, attention by kernel (" << e.attention_kernel
       << "), memory-bound kernels at memory_bound_efficiency " << buf
       << " of HBM bandwidth, the one constant fitted to published runs (all GPUs; docs/accuracy.md)\n";
+  if (!e.calibration.gemm_table.empty())
+    out << "GEMMs: " << e.gemm_shapes_from_table << " of " << e.gemm_shapes
+        << " distinct shapes from the calibration's measured gemm_table, the rest from the shape model\n";
 
   out << "\nTimeline (allocated, rank 0)\n";
   Table tl({"phase", "highest", "at op"});
@@ -135,6 +138,7 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
   j.update(sim::timing_json(e.timing));
   j["calibration"] = e.calibration.name;
   j["attention_kernel"] = e.attention_kernel;
+  j["gemm_shapes"] = {{"distinct", e.gemm_shapes}, {"from_table", e.gemm_shapes_from_table}};
   j["memory"] = {{"peak_allocated_bytes", m.peak_allocated_bytes},
                  {"peak_reserved_bytes", m.peak_reserved_bytes},
                  {"breakdown_at_peak", breakdown},

@@ -70,6 +70,11 @@ class StepContext {
   // master dtype; DeepSpeed ZeRO stores the model in the compute dtype and keeps the master
   // copy in the optimizer.
   const int stored_param_dtype_bytes;
+  // Per unit, FSDP2's float8 all-gather (fsdp.all_gather_dtype fp8): the gathered elements that
+  // are float8 linears' weights, which travel and stay unsharded in fp8 (1 byte); empty without it.
+  std::vector<std::int64_t> float8_gathered_numel;
+  // Bytes of unit u's all-gather output and unsharded parameters: param_dtype, except the float8 weights.
+  std::int64_t gathered_param_bytes(int u) const;
 
   // ---- where the writing is
   int micro_step = 0;
@@ -129,6 +134,7 @@ class StepContext {
   void free_unsharded_grads(int op, int u);
 
  private:
+  void count_float8_gathered_numel();  // fills float8_gathered_numel
   const Naming naming_;
   std::vector<std::int64_t> param_numel_;  // canonical parameter -> elements
 };
