@@ -307,6 +307,7 @@ double CostModel::kernel_set_seconds(const KernelSet& k) const {
   double seconds = 0;
   const GemmDevice device = gemm_device();
   for (const GemmShape& g : k.gemms) seconds += estimate_gemm(g, device).seconds;
+  for (const GroupedGemmShape& g : k.grouped_gemms) seconds += estimate_grouped_gemm(g, device).seconds;
   if (k.has_attention) seconds += attention_seconds(k);
   return seconds;
 }

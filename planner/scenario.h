@@ -73,6 +73,10 @@ struct TrainingSpec {
   // stored by name ("eager" only for a model whose attention costs materialise the scores,
   // checked by the planner). "auto": the kernel the model's costs were imported for.
   std::string attention = "auto";
+  // training.moe_imbalance: the busiest expert's routed tokens over the mean expert's (1: every
+  // expert gets tokens x top_k / experts). It skews the grouped GEMMs and, under expert
+  // parallelism, loads the busiest rank's experts and all-to-alls (planner/moe.h).
+  double moe_imbalance = 1.0;
 };
 
 // The names training.attention accepts.
@@ -94,6 +98,10 @@ struct FsdpSpec {
   // set_requires_gradient_sync(False) on every micro-step but the last): unsharded gradients
   // accumulate (FSDP2: in the reduce dtype) and are reduced once, in the last micro-step.
   bool sync_grads_every_micro_step = true;
+  // fsdp.expert_parallel: ranks the routed experts of a MoE layer are split over (torchtitan's EP
+  // degree, 1 = none). The EP groups are consecutive ranks within a shard group; the experts'
+  // FSDP shards them over the shard group's other ranks (planner/moe.h).
+  int expert_parallel = 1;
 };
 
 struct Scenario {
