@@ -34,6 +34,7 @@ OpKind op_kind_of(CollectiveKind k) {
   switch (k) {
     case CollectiveKind::all_gather: return OpKind::all_gather;
     case CollectiveKind::reduce_scatter: return OpKind::reduce_scatter;
+    case CollectiveKind::all_to_all: return OpKind::all_to_all;
     default: return OpKind::all_reduce;
   }
 }
@@ -42,6 +43,7 @@ Stream stream_of(CollectiveKind k) {
   switch (k) {
     case CollectiveKind::all_gather: return Stream::all_gather;
     case CollectiveKind::reduce_scatter: return Stream::reduce_scatter;
+    case CollectiveKind::all_to_all: return Stream::all_to_all;
     default: return Stream::all_reduce;
   }
 }

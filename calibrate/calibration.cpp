@@ -386,6 +386,7 @@ double modeled_collective_seconds(const CollectiveMeasurement& x, const planner:
   planner::Op op;
   op.kind = x.kind == CollectiveKind::all_gather       ? planner::OpKind::all_gather
             : x.kind == CollectiveKind::reduce_scatter ? planner::OpKind::reduce_scatter
+            : x.kind == CollectiveKind::all_to_all     ? planner::OpKind::all_to_all
                                                        : planner::OpKind::all_reduce;
   op.comm_bytes = x.bytes;
   op.group = 0;

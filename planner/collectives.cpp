@@ -29,6 +29,7 @@ constexpr int kSimple = static_cast<int>(NcclProtocol::simple);
 
 const char* const kSrcTuning = "NCCL 2.28.3 src/graph/tuning.cc";
 const char* const kSrcSearch = "NCCL 2.28.3 src/graph/search.cc";
+const char* const kSrcEnqueue = "NCCL 2.28.3 src/enqueue.cc";
 
 // ---- architecture-keyed tables (tuning.cc ncclTunerConstantsDefaults, nvlsEfficiency;
 // ---- search.cc speed arrays; topo.h NVLink per-link bandwidth) ----
@@ -402,7 +403,8 @@ bool proto_enabled(const NcclParams& p, int pr) {
 double bus_factor(CollectiveKind kind, int n) {
   switch (kind) {
     case CollectiveKind::all_gather:
-    case CollectiveKind::reduce_scatter: return static_cast<double>(n - 1) / n;
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::all_to_all: return static_cast<double>(n - 1) / n;  // nccl-tests AlltoAllGetBw
     case CollectiveKind::all_reduce: return 2.0 * (n - 1) / n;
     case CollectiveKind::broadcast: return 1.0;
   }
@@ -426,13 +428,14 @@ std::string collective_name(CollectiveKind kind) {
     case CollectiveKind::reduce_scatter: return "reduce_scatter";
     case CollectiveKind::all_reduce: return "all_reduce";
     case CollectiveKind::broadcast: return "broadcast";
+    case CollectiveKind::all_to_all: return "all_to_all";
   }
   return "unknown";
 }
 
 std::optional<CollectiveKind> collective_kind_from_name(std::string_view name) {
   for (auto k : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
-                 CollectiveKind::all_reduce, CollectiveKind::broadcast})
+                 CollectiveKind::all_reduce, CollectiveKind::broadcast, CollectiveKind::all_to_all})
     if (collective_name(k) == name) return k;
   return std::nullopt;
 }
@@ -501,6 +504,9 @@ NcclParams::NcclParams() {
   sources["enable_ll128"] =
       std::string(kSrcTuning) + ": LL128 on by default only when intra-node paths are NVLink (PATH_NVB or better)";
   sources["enable_nvls"] = "NVLS needs NVSwitch gen3+ with NVLink SHARP (gpu.nvls) and, without CollNet, one node";
+  sources["nchannels_per_net_peer"] =
+      "0 = NCCL's default (NCCL_NCHANNELS_PER_NET_PEER unset): src/graph/paths.cc ncclTopoGetNchannels";
+  sources["p2p_ll_threshold_bytes"] = std::string(kSrcEnqueue) + " NCCL_PARAM(P2pLLThreshold, \"P2P_LL_THRESHOLD\", 16384)";
 }
 
 NcclParams NcclParams::defaults_for(const ClusterSpec& cluster) { return defaults_for(cluster, "2.28.3"); }
@@ -698,6 +704,9 @@ NcclTableEntry nccl_table_entry(CollectiveKind kind, NcclAlgorithm algorithm, Nc
   const bool ar = kind == CollectiveKind::all_reduce;
   const bool ag_rs = kind == CollectiveKind::all_gather || kind == CollectiveKind::reduce_scatter;
   const bool bcast = kind == CollectiveKind::broadcast;
+  // All-to-all is no NCCL collective: grouped send/recv, no tuning-table entry
+  // (nccl_all_to_all_model prices it).
+  if (kind == CollectiveKind::all_to_all) return e;
   // Which algorithms serve which collective (tuning.cc): broadcast Ring only; all-gather and
   // reduce-scatter Ring, NVLS (and PAT, CollNetDirect: not modelled); all-reduce all.
   if (bcast && a != kRing) return e;
@@ -805,6 +814,131 @@ NcclTableEntry nccl_table_entry(CollectiveKind kind, NcclAlgorithm algorithm, Nc
   return e;
 }
 
+// ---- all-to-all: grouped point-to-point (NCCL 2.28.3, read at NVIDIA/nccl tag v2.28.3-1,
+// ---- commit f1308997d0420148b1be1c24d63f19d902ae589b) ----
+
+namespace {
+
+// src/include/device.h: MAXCHANNELS 64 (NCCL_MAX_P2P_NCHANNELS defaults to it, paths.cc);
+// NCCL_MAX_DEV_WORK_P2P_PER_BATCH 8 (p2p works one channel runs at once); NCCL_STEPS 8.
+constexpr int kMaxChannels = 64;
+constexpr int kP2pWorkPerBatch = 8;
+constexpr int kNcclSteps = 8;
+// src/init.cc: NCCL_P2P_NET_CHUNKSIZE 128 KiB, NCCL_P2P_NVL_CHUNKSIZE 512 KiB,
+// NCCL_P2P_PCI_CHUNKSIZE 128 KiB (comm->p2pChunkSize: the net one when nNodes > 1, NVLink
+// when every local path is NVLink); DEFAULT_LL_BUFFSIZE = NCCL_LL_LINES_PER_THREAD (8) x
+// NCCL_LL_MAX_NTHREADS (512) x NCCL_STEPS (8) x 16-byte lines = 512 KiB.
+constexpr double kP2pNetChunkBytes = 1 << 17;
+constexpr double kP2pNvlChunkBytes = 1 << 19;
+constexpr double kP2pPciChunkBytes = 1 << 17;
+constexpr double kLLBufferBytes = 8.0 * 512 * kNcclSteps * 16;
+
+int pow2_up(int x) {
+  int p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
+// ncclTopoGetNchannels (src/graph/paths.cc) for a peer on the same node: NVLink paths get 2
+// channels per NVLink of the path (path bw / ncclTopoNVLinkBw), other paths 2.
+int channels_for_local_peer(const Hw& hw) {
+  if (!hw.nvlink) return 2;
+  if (hw.mesh_links > 0) return 2;  // xGMI mesh: one link to each peer
+  const double per_link = nccl_nvlink_bw_per_link(hw.arch);
+  return 2 * std::max(1, static_cast<int>(std::floor(hw.intra / per_link + kEps)));
+}
+
+// ... and for a peer on another node: NCCL_NCHANNELS_PER_NET_PEER, else 2 halved while
+// 2 x nRanks > 4 x p2p channels ("avoid overloading channels with 8+ operations"), at least
+// the GPU's local NICs it takes to cover its PCIe link (topo.cc getLocalNetCountByBw).
+int channels_for_net_peer(int ranks, int p2p_channels, const Hw& hw, int gpus_per_node, const NcclParams& p) {
+  if (p.nchannels_per_net_peer > 0) return p.nchannels_per_net_peer;
+  int max_channels = 2;
+  while (max_channels * ranks > p2p_channels * 4 && max_channels > 1) max_channels /= 2;
+  const int local_nics = std::max(1, hw.nics / std::max(1, gpus_per_node));
+  int by_bw = 0;
+  double covered = 0;
+  while (by_bw < local_nics && covered < hw.pcie - kEps) {
+    covered += hw.nic;
+    ++by_bw;
+  }
+  return std::max(std::max(by_bw, 1), max_channels);
+}
+
+}  // namespace
+
+NcclAllToAllModel nccl_all_to_all_model(double bytes, const CollectiveGroup& group, const ClusterSpec& cluster,
+                                        const NcclParams& params) {
+  check_group(group, cluster);
+  if (!(bytes >= 0)) throw std::invalid_argument("collective size must be >= 0 bytes");
+  NcclAllToAllModel m;
+  const int n = group.ranks;
+  if (n <= 1 || bytes == 0) return m;
+  const int nodes = group.nodes;
+  const int ppn = n / nodes;
+  const Hw hw = resolve_hw(params, cluster);
+
+  // Channels (paths.cc ncclTopoComputeP2pChannels): p2p channels from the communicator's
+  // collective channels; per peer, the fewest any peer gets, both rounded up to powers of 2.
+  m.p2p_channels = pow2_up(std::min(std::max(1, nccl_ring_graph(group, cluster, params).channels), kMaxChannels));
+  int min_channels = m.p2p_channels;
+  if (ppn > 1) min_channels = std::min(min_channels, channels_for_local_peer(hw));
+  if (nodes > 1)
+    min_channels = std::min(min_channels, channels_for_net_peer(n, m.p2p_channels, hw, cluster.gpus_per_node, params));
+  m.channels_per_peer = std::min(pow2_up(min_channels), m.p2p_channels);
+
+  // One send (enqueue.cc addP2pToPlan): LL when at most P2P_LL_THRESHOLD x channels, else
+  // Simple; its step is the p2p chunk (Simple) or the LL buffer / NCCL_STEPS; it starts on
+  // nChannelsMin channels (per peer, halved while nChannelsMin x nRanks > p2p channels) and
+  // doubles them while a part is larger than the largest part.
+  m.peer_bytes = bytes / n;
+  const bool ll = m.peer_bytes <= m.channels_per_peer * params.p2p_ll_threshold_bytes && params.enable_ll;
+  m.protocol = ll ? NcclProtocol::ll : NcclProtocol::simple;
+  const double chunk = nodes > 1 ? kP2pNetChunkBytes : hw.nvlink ? kP2pNvlChunkBytes : kP2pPciChunkBytes;
+  const double step = ll ? kLLBufferBytes / kNcclSteps : chunk;
+  const double min_part = nodes > 1 ? step / 2 : step / 8;
+  const double max_part = nodes > 1 ? step : step * 32;
+  int channels_min = m.channels_per_peer;
+  while (channels_min * n > m.p2p_channels && channels_min > 1) channels_min /= 2;
+  int channels = std::max(1, std::min(channels_min, static_cast<int>(std::ceil(m.peer_bytes / min_part))));
+  double part = std::max(min_part, std::ceil(m.peer_bytes / channels));
+  while (part > max_part && channels <= m.channels_per_peer / 2) {
+    channels *= 2;
+    part = std::ceil(m.peer_bytes / channels);
+  }
+  m.channels_per_send = channels;
+  // "Each task is striped across nChannelsMax of p2pnChannels channels. Each channel runs
+  // up to NCCL_MAX_DEV_WORK_P2P_PER_BATCH tasks concurrently." (enqueue.cc)
+  m.concurrent_peers = std::max(1, m.p2p_channels / channels) * kP2pWorkPerBatch;
+  m.batches = (n - 1 + m.concurrent_peers - 1) / m.concurrent_peers;
+
+  // Transfer: the peers on the node over the GPU's intra-node links, the others through the
+  // node's NICs (every local rank's remote share together; PXN lets a GPU use any local NIC,
+  // and each GPU reaches the NICs over its PCIe link). LL carries 8 data bytes per 16-byte
+  // line (the factor NCCL's ring LL uses, ll_bandwidth_factor).
+  const double protocol_factor = ll ? params.ll_bandwidth_factor : 1.0;
+  m.intra_bytes = (ppn - 1) * m.peer_bytes;
+  m.inter_bytes_per_node = static_cast<double>(ppn) * (n - ppn) * m.peer_bytes;
+  m.intra_gbps = hw.intra * protocol_factor;
+  m.inter_gbps = std::min(std::max(hw.nics, 1) * hw.nic, ppn * hw.pcie) * protocol_factor;
+  const double intra_s = m.intra_bytes > 0 ? m.intra_bytes / (m.intra_gbps * 1e9) : 0.0;
+  const double inter_s = m.inter_bytes_per_node > 0 ? m.inter_bytes_per_node / (m.inter_gbps * 1e9) : 0.0;
+
+  // Latency. NCCL has no latency figure for point-to-point (tuning.cc tables are per
+  // collective algorithm); this borrows the Ring row of its tables for the protocol: the
+  // kernel's base latency once, and one hop per batch of peers (the network hop when any
+  // peer is remote, NVLink/PCIe otherwise; a net hop is at least NCCL's net overhead).
+  const int a = kRing;
+  const int pr = static_cast<int>(m.protocol);
+  double hop = hw_latency_table(params, hw.nvlink)[a][pr];
+  if (nodes > 1)
+    hop = std::max(params.net_latency_us[a][pr] + params.net_latency_inter_us,
+                   params.net_overhead_us * (pr == kSimple ? 3 : 1));
+  m.latency_us = params.base_latency_us[a][pr] + m.batches * hop;
+  m.seconds = m.latency_us * 1e-6 + std::max(intra_s, inter_s) / params.bandwidth_efficiency;
+  return m;
+}
+
 // ---- per-call time (ncclTopoGetAlgoTime) and selection ----
 
 std::vector<CollectiveEstimate> collective_candidates(CollectiveKind kind, double bytes,
@@ -818,6 +952,21 @@ std::vector<CollectiveEstimate> collective_candidates(CollectiveKind kind, doubl
   if (n <= 1) return out;
   if (!(params.bandwidth_efficiency > 0))
     throw std::invalid_argument("nccl.bandwidth_efficiency must be > 0");
+  if (kind == CollectiveKind::all_to_all) {
+    const NcclAllToAllModel m = nccl_all_to_all_model(bytes, group, cluster, params);
+    CollectiveEstimate e;
+    e.seconds = m.seconds;
+    e.algorithm = "P2P";
+    e.protocol = nccl_protocol_name(m.protocol);
+    e.channels = m.channels_per_send;
+    e.latency_seconds = m.latency_us * 1e-6;
+    if (e.seconds > 0) {
+      e.alg_bandwidth_gbps = bytes / e.seconds / 1e9;
+      e.bus_bandwidth_gbps = e.alg_bandwidth_gbps * bus_factor(kind, n);
+    }
+    out.push_back(e);
+    return out;
+  }
   const int ring_channels = nccl_ring_graph(group, cluster, params).channels;
   for (int a = 0; a < 3; ++a) {
     for (int pr = 0; pr < 3; ++pr) {
@@ -979,6 +1128,8 @@ nlohmann::json NcclParams::to_json() const {
                           {"ll128", tree_correction[kLL128]},
                           {"simple", tree_correction[kSimple]}};
   j["rccl_bandwidth_ratio"] = {table_json(rccl_bandwidth_ratio[0]), table_json(rccl_bandwidth_ratio[1])};
+  j["nchannels_per_net_peer"] = nchannels_per_net_peer;
+  j["p2p_ll_threshold_bytes"] = p2p_ll_threshold_bytes;
   j["bandwidth_efficiency"] = bandwidth_efficiency;
   j["sources"] = sources;
   return j;
@@ -1110,6 +1261,11 @@ NcclParams NcclParams::from_json(JsonReader& r, const NcclParams& base) {
   } else {
     r.ignore("rccl_bandwidth_ratio");
   }
+  if (r.has("nchannels_per_net_peer"))  // NCCL accepts 1 .. MAXCHANNELS (init.cc); 0 = NCCL's default rule
+    p.nchannels_per_net_peer = r.int_in("nchannels_per_net_peer", 0, 64);
+  else
+    r.ignore("nchannels_per_net_peer");
+  p.p2p_ll_threshold_bytes = r.nonnegative_number_or("p2p_ll_threshold_bytes", p.p2p_ll_threshold_bytes);
   p.bandwidth_efficiency = r.positive_number_or("bandwidth_efficiency", p.bandwidth_efficiency);
   if (r.has("sources")) {
     JsonReader s = r.object("sources");

@@ -19,6 +19,14 @@
 // rings from a fixed model of the xGMI mesh (src/graph/rome_models.cc). NcclParams.library =
 // "rccl" selects that variant; defaults_for() picks it for a cluster of xGMI GPUs.
 //
+// All-to-all: NCCL 2.28 has no all-to-all collective and no cost for it; callers (nccl-tests
+// src/alltoall.cu, PyTorch's ProcessGroupNCCL alltoall_base) issue one ncclSend and one
+// ncclRecv per peer inside ncclGroupStart/End, and NCCL schedules them as point-to-point work
+// (src/enqueue.cc scheduleP2pTasksToPlan, addP2pToPlan; channels from src/graph/paths.cc
+// ncclTopoComputeP2pChannels). nccl_all_to_all_model prices that mechanism: per-peer
+// messages of bytes/n, NVLink for the peers on the node and the node's NICs for the others,
+// one hop latency per batch of peers NCCL runs concurrently (docs/collectives.md).
+//
 // Scope: Ring (all four collectives), Tree (all-reduce), NVLS (NVLink SHARP, single node:
 // all-reduce, all-gather, reduce-scatter) x LL, LL128, Simple. Not modelled: PAT (used by
 // NCCL only with one GPU per node), CollNet/SHARP, NVLS-Tree (multi-node NVLS) and the
@@ -39,8 +47,13 @@
 
 namespace fsdpsim::planner {
 
-enum class CollectiveKind { all_gather, reduce_scatter, all_reduce, broadcast };
-std::string collective_name(CollectiveKind kind);  // "all_gather", ...
+// all_to_all: `bytes` is one rank's whole SEND buffer (nccl-tests' count x nranks x
+// typesize; PyTorch's all_to_all_single input). Each rank sends bytes/n to every rank of the
+// group (itself included: a local copy), so (n-1)/n of it leaves the rank, and receives
+// bytes/n from each, into a receive buffer as large as the send buffer (even splits).
+// nccl-tests: algbw = bytes / time, busbw = algbw x (n-1)/n.
+enum class CollectiveKind { all_gather, reduce_scatter, all_reduce, broadcast, all_to_all };
+std::string collective_name(CollectiveKind kind);  // "all_gather", ..., "all_to_all"
 std::optional<CollectiveKind> collective_kind_from_name(std::string_view name);
 
 // A process group: `ranks` GPUs spread evenly over `nodes` nodes (ranks/nodes per node).
@@ -132,6 +145,15 @@ struct NcclParams {
   // (RCCL tuning.cc tuningModel.bwRatio); 0 = the (algorithm, protocol) is not used.
   std::array<NcclTable, 2> rccl_bandwidth_ratio{};
 
+  // --- point-to-point (all-to-all) ---
+  // NCCL_NCHANNELS_PER_NET_PEER: channels per remote peer; 0 = NCCL's default rule (2,
+  // halved while 2 x nRanks > 4 x p2p channels, at least the NICs that cover the GPU's PCIe
+  // link; src/graph/paths.cc ncclTopoGetNchannels).
+  int nchannels_per_net_peer = 0;
+  // NCCL_P2P_LL_THRESHOLD (src/enqueue.cc, default 16384): a send of at most this x its
+  // channels uses the LL protocol, larger ones Simple.
+  double p2p_ll_threshold_bytes = 16384;
+
   // Overall achieved fraction of the modelled bandwidth. 1.0 = NCCL's model as is (no CSV row
   // was used to set it); calibration may set another value.
   double bandwidth_efficiency = 1.0;
@@ -153,25 +175,27 @@ struct NcclParams {
 
 struct CollectiveEstimate {
   double seconds = 0;
-  std::string algorithm;  // "Ring", "Tree", "NVLS"; "none" for 1-rank groups / 0 bytes
+  std::string algorithm;  // "Ring", "Tree", "NVLS", "P2P" (all-to-all); "none" for 1-rank groups / 0 bytes
   std::string protocol;   // "LL", "LL128", "Simple"; "none" likewise
-  int channels = 0;       // channels of the graph NCCL's table used
+  int channels = 0;       // channels of the graph NCCL's table used (all-to-all: per send)
   double latency_seconds = 0;       // the latency term of the chosen (algorithm, protocol)
   // What nccl-tests would print for this size: algbw = bytes / seconds; busbw = algbw x
-  // (n-1)/n (all-gather, reduce-scatter), 2(n-1)/n (all-reduce), 1 (broadcast).
+  // (n-1)/n (all-gather, reduce-scatter, all-to-all), 2(n-1)/n (all-reduce), 1 (broadcast).
   double bus_bandwidth_gbps = 0;
   double alg_bandwidth_gbps = 0;
 };
 
 // bytes = the whole buffer as NCCL and nccl-tests count it (gathered size for all-gather and
-// reduce-scatter, buffer size for all-reduce and broadcast). 1-rank groups and 0 bytes cost 0.
+// reduce-scatter, buffer size for all-reduce and broadcast, one rank's send buffer for
+// all-to-all). 1-rank groups and 0 bytes cost 0.
 // Throws std::invalid_argument for impossible groups (ranks not a multiple of nodes, more
 // ranks per node than the cluster's GPUs per node) and negative sizes.
 CollectiveEstimate estimate_collective(CollectiveKind kind, double bytes, const CollectiveGroup& group,
                                        const ClusterSpec& cluster, const NcclParams& params);
 
 // Every enabled (algorithm, protocol) NCCL would consider for this call, in NCCL's order,
-// each costed; estimate_collective returns the fastest. Empty for 1-rank groups.
+// each costed; estimate_collective returns the fastest. Empty for 1-rank groups. All-to-all
+// has one candidate: P2P with the protocol NCCL's p2p path picks for the size.
 std::vector<CollectiveEstimate> collective_candidates(CollectiveKind kind, double bytes,
                                                       const CollectiveGroup& group,
                                                       const ClusterSpec& cluster,
@@ -201,5 +225,30 @@ struct NcclTableEntry {
 NcclTableEntry nccl_table_entry(CollectiveKind kind, NcclAlgorithm algorithm, NcclProtocol protocol,
                                 const CollectiveGroup& group, const ClusterSpec& cluster,
                                 const NcclParams& params);
+
+// An all-to-all as NCCL 2.28's point-to-point path runs it (grouped ncclSend/ncclRecv, one
+// pair per peer), and its price. Every figure is per call of one rank.
+struct NcclAllToAllModel {
+  // src/graph/paths.cc ncclTopoComputeP2pChannels: the communicator's p2p channels,
+  // pow2Up(min(collective channels, NCCL_MAX_P2P_NCHANNELS = MAXCHANNELS = 64)) ...
+  int p2p_channels = 0;
+  // ... and channels per peer: pow2Up(min over peers of ncclTopoGetNchannels), at most p2p_channels.
+  int channels_per_peer = 0;
+  // src/enqueue.cc addP2pToPlan: channels one send is split over.
+  int channels_per_send = 0;
+  // Peers served at once: p2p_channels / channels_per_send x NCCL_MAX_DEV_WORK_P2P_PER_BATCH (8).
+  int concurrent_peers = 0;
+  int batches = 0;  // ceil((n-1) / concurrent_peers): peer batches run one after another
+  NcclProtocol protocol = NcclProtocol::simple;  // LL or Simple (P2P_LL_THRESHOLD)
+  double peer_bytes = 0;            // bytes / n, one message
+  double intra_bytes = 0;           // bytes one rank sends over NVLink (PCIe, xGMI): (ppn-1) x peer_bytes
+  double inter_bytes_per_node = 0;  // bytes one node sends through its NICs: ppn x (n-ppn) x peer_bytes
+  double intra_gbps = 0;  // the GPU's intra-node bandwidth as NCCL rates it (per direction), x protocol
+  double inter_gbps = 0;  // the node's NIC bandwidth, min(NICs x NIC, ppn x GPU PCIe), x protocol
+  double latency_us = 0;  // kernel base latency + batches x hop latency
+  double seconds = 0;     // latency + max(intra, inter transfer) / bandwidth_efficiency
+};
+NcclAllToAllModel nccl_all_to_all_model(double bytes, const CollectiveGroup& group, const ClusterSpec& cluster,
+                                        const NcclParams& params);
 
 }  // namespace fsdpsim::planner

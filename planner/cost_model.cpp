@@ -168,6 +168,7 @@ CollectiveKind collective_kind_of(OpKind kind) {
     case OpKind::all_gather: return CollectiveKind::all_gather;
     case OpKind::reduce_scatter: return CollectiveKind::reduce_scatter;
     case OpKind::all_reduce: return CollectiveKind::all_reduce;
+    case OpKind::all_to_all: return CollectiveKind::all_to_all;
     default: throw std::invalid_argument("op kind " + to_string(kind) + " is not a collective");
   }
 }
@@ -253,6 +254,7 @@ double CostModel::duration_seconds(const Op& op, const Schedule& schedule, std::
     case OpKind::all_gather:
     case OpKind::reduce_scatter:
     case OpKind::all_reduce:
+    case OpKind::all_to_all:
       return collective(op, schedule).seconds;
     case OpKind::h2d:
     case OpKind::d2h:

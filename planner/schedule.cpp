@@ -10,11 +10,11 @@
 namespace fsdpsim::planner {
 
 namespace {
-constexpr std::array<const char*, 12> kOpKindNames = {
+constexpr std::array<const char*, 13> kOpKindNames = {
     "all_gather", "reduce_scatter", "all_reduce", "copy_in", "copy_out", "compute_fwd",
-    "compute_bwd", "recompute", "optimizer", "h2d", "d2h", "wait"};
+    "compute_bwd", "recompute", "optimizer", "h2d", "d2h", "wait", "all_to_all"};
 constexpr std::array<const char*, kStreamCount> kStreamNames = {
-    "compute", "all_gather", "reduce_scatter", "all_reduce", "copy", "host"};
+    "compute", "all_gather", "reduce_scatter", "all_reduce", "copy", "host", "all_to_all"};
 constexpr std::array<const char*, 3> kPhaseNames = {"forward", "backward", "optimizer"};
 constexpr std::array<const char*, kMemCategoryCount> kCategoryNames = {
     "sharded_param", "unsharded_param", "sharded_grad", "unsharded_grad", "optimizer_state",

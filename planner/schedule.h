@@ -18,17 +18,24 @@
 
 namespace fsdpsim::planner {
 
+// all_to_all (appended last so the older kinds keep their indices): Mixture-of-Experts
+// expert-parallel dispatch and combine. Its comm_bytes is the per-rank SEND buffer, the whole
+// of it: each member sends comm_bytes / ranks to every member (itself included, a local
+// copy), so (ranks-1)/ranks of it leaves the rank; the receive buffer is as large (even
+// splits). See planner/collectives.h (CollectiveKind::all_to_all) and docs/schema.md.
 enum class OpKind {
   all_gather, reduce_scatter, all_reduce, copy_in, copy_out, compute_fwd, compute_bwd,
-  recompute, optimizer, h2d, d2h, wait
+  recompute, optimizer, h2d, d2h, wait, all_to_all
 };
 enum class Phase { forward, backward, optimizer };
-enum class Stream { compute, all_gather, reduce_scatter, all_reduce, copy, host };
+// all_to_all: the stream of expert-parallel all-to-alls (PyTorch runs them, like every c10d
+// collective, on the process group's NCCL stream; the compute stream waits for them).
+enum class Stream { compute, all_gather, reduce_scatter, all_reduce, copy, host, all_to_all };
 enum class MemCategory {
   sharded_param, unsharded_param, sharded_grad, unsharded_grad, optimizer_state, activation,
   all_gather_buffer, reduce_scatter_buffer, temporary, input
 };
-constexpr int kStreamCount = 6;
+constexpr int kStreamCount = 7;
 constexpr int kMemCategoryCount = 10;
 
 std::string to_string(OpKind k);
@@ -37,7 +44,8 @@ std::string to_string(MemCategory c);
 std::string to_string(Phase p);
 // Inline: the engines ask it per stream per event.
 inline bool is_collective(OpKind k) {
-  return k == OpKind::all_gather || k == OpKind::reduce_scatter || k == OpKind::all_reduce;
+  return k == OpKind::all_gather || k == OpKind::reduce_scatter || k == OpKind::all_reduce ||
+         k == OpKind::all_to_all;
 }
 
 // A process group: `ranks` GPUs over `nodes` nodes, laid out with `stride`.

@@ -19,6 +19,8 @@ std::string op_class(OpKind kind) {
       return "reduce-scatter";
     case OpKind::all_reduce:
       return "all-reduce";
+    case OpKind::all_to_all:
+      return "all-to-all";
     case OpKind::compute_fwd:
       return "forward";
     case OpKind::compute_bwd:

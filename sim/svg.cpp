@@ -39,6 +39,7 @@ KindStyle style_of(OpKind k) {
     case OpKind::all_gather: return {"all-gather", "#54a24b"};
     case OpKind::reduce_scatter: return {"reduce-scatter", "#e45756"};
     case OpKind::all_reduce: return {"all-reduce", "#9d755d"};
+    case OpKind::all_to_all: return {"all-to-all", "#17becf"};
     case OpKind::optimizer: return {"optimizer", "#eeca3b"};
     case OpKind::h2d:
     case OpKind::d2h: return {"host <-> device", "#ff9da6"};
