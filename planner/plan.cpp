@@ -444,6 +444,7 @@ class StepBuilder {
       }
       const models::ModuleCosts& c = costs_of(*e.module);
       const int op = issue_forward_compute(OpKind::compute_fwd, "fwd ", e, c, b, seq);
+      expert_all_to_alls(op, e, c, b * seq, false);
       if (input < 0)
         input = step_.alloc_at(op, checked_to_int64(8 * b * seq, "the input token ids' bytes"), MemCategory::input,
                                "input token ids");
@@ -463,6 +464,35 @@ class StepBuilder {
                    Name{"forward transients of ", e.module->full_name});
     }
     input_ids_ = input;
+  }
+
+  // Expert parallelism: a MoE block's all-to-alls on the EP group. Forward (and a recompute)
+  // dispatches each token's top_k copies to the ranks holding their experts and combines the
+  // expert outputs back; backward runs the two in reverse (the combine's gradient is
+  // dispatched, the dispatch's combined). torchtitan issues them as functional all_to_all_single
+  // calls that the block's next op waits for, so they are issued after the block's compute op,
+  // and a wait makes the compute stream wait for the second: the step pays them in series
+  // (their place inside the block is not modelled). comm_bytes is one rank's send buffer, the
+  // busiest rank's: its tokens x top_k copies of the hidden state times the imbalance's rank
+  // load (planner/moe.h). The buffers are the block's own tensors (the dispatched copies and
+  // expert outputs the ledger saves, models/transformer_costs.h): the ops allocate nothing.
+  void expert_all_to_alls(int compute_op, const Event& e, const models::ModuleCosts& c, double tokens, bool backward) {
+    if (step_.groups.expert < 0 || !c.moe) return;
+    const ExpertRouting r = expert_routing(*c.moe, tokens, scenario_.fsdp.expert_parallel, training_.moe_imbalance);
+    const double bytes = r.rank_load_factor * tokens * c.moe->top_k * static_cast<double>(c.moe->hidden_size) *
+                         step_.compute_dtype_bytes;
+    const std::string& module = e.module->full_name;
+    int previous = compute_op;
+    for (const char* what : {backward ? "all-to-all combine backward " : "all-to-all dispatch ",
+                             backward ? "all-to-all dispatch backward " : "all-to-all combine "}) {
+      const int a2a = step_.add_op(OpKind::all_to_all, Stream::all_to_all, Name{what, module}, e.unit, module);
+      step_.op(a2a).deps.push_back(previous);
+      step_.op(a2a).comm_bytes = bytes;
+      step_.op(a2a).group = step_.groups.expert;
+      previous = a2a;
+    }
+    const int wait = step_.add_op(OpKind::wait, Stream::compute, Name{"wait for the all-to-all of ", module}, e.unit, module);
+    step_.op(wait).deps.push_back(previous);
   }
 
   // A module's forward, or its whole recompute under activation checkpointing (the forward
@@ -607,6 +637,7 @@ class StepBuilder {
                                         Name{"input grad of ", e.module->full_name});
         step_.free_at(op, grad_input);
       }
+      expert_all_to_alls(op, e, c, b * seq, true);
       step_.free_at(op, saved_activations_[i]);
       step_.free_at(op, recomputed_activations);
       if (e.region >= 0 && first_of_region(e)) step_.free_at(op, checkpoint_inputs_[e.region]);
@@ -646,6 +677,7 @@ class StepBuilder {
       if (f.kind != Event::compute || f.region != region) continue;
       const models::ModuleCosts& c = costs_of(*f.module);
       const int op = issue_forward_compute(OpKind::recompute, "recompute ", f, c, b, seq);
+      expert_all_to_alls(op, f, c, b * seq, false);
       saved_activations_[i] = step_.alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
                                              Name{"recomputed activations of ", f.module->full_name});
       transient_at(op, c, c.forward_transient_bytes, "forward_transient_bytes", b, seq,
