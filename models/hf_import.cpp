@@ -192,13 +192,19 @@ struct HfArch {
   bool scaled_embedding = false;    // Gemma: the embedding's output times sqrt(hidden)
   bool logit_softcap = false;       // Gemma-2's final_logit_softcapping
   std::vector<std::int64_t> windows;  // per layer: sliding window in tokens, 0 = full attention
+  // Mixture-of-Experts (every decoder layer sparse): `experts` routed experts of expert_ffn,
+  // top_k per token; `ffn` is then the shared experts' width (0: none).
+  int experts = 0, top_k = 0;
+  std::int64_t expert_ffn = 0;
+  bool shared_expert_gate = false;  // Qwen2-MoE's sigmoid gate on the shared expert
 
   std::int64_t q_dim() const { return heads * head_dim; }
   std::int64_t kv_dim() const { return kv_heads * head_dim; }
   bool llama_like() const {
     return family == Family::llama || family == Family::mistral || family == Family::qwen2 ||
            family == Family::qwen3 || family == Family::gemma2 || family == Family::gemma3_text ||
-           family == Family::phi3 || family == Family::olmo2;
+           family == Family::phi3 || family == Family::olmo2 || family == Family::mixtral ||
+           family == Family::qwen2_moe || family == Family::qwen3_moe;
   }
 };
 
@@ -669,6 +675,69 @@ Family detect_family(JsonReader& r) {
   r.fail("model_type", "is required (or architectures): one of " + supported_list());
 }
 
+// ---- Mixture-of-Experts families the planner imports ----
+// Every decoder layer must be sparse (Mixtral always; Qwen-MoE with decoder_sparse_step 1 and no
+// mlp_only_layers): a model mixing dense and sparse layers is counted but not imported yet.
+
+int expert_count(JsonReader& r, const std::string& key) {
+  const std::int64_t n = r.positive_integer(key);
+  if (n > 100000) r.fail(key, "expected at most 100000 experts, got " + std::to_string(n));
+  return static_cast<int>(n);
+}
+
+int top_k_of(JsonReader& r, const std::string& key, int experts, const std::string& experts_key) {
+  const std::int64_t k = r.positive_integer(key);
+  if (k > experts)
+    r.fail(key, "expected at most " + experts_key + " (" + std::to_string(experts) + "), got " + std::to_string(k));
+  return static_cast<int>(k);
+}
+
+// Mixtral (modeling_mixtral.py): Mistral's attention; MixtralSparseMoeBlock = router (h -> E,
+// no bias) + E SwiGLU experts of intermediate_size, no shared expert.
+HfArch read_mixtral(JsonReader& r) {
+  HfArch a;
+  a.family = Family::mixtral;
+  read_decoder_sizes(r, a, 4096 * 32, false);
+  a.windows = uniform_windows(r, a.layers);
+  a.experts = expert_count(r, "num_local_experts");
+  a.top_k = top_k_of(r, "num_experts_per_tok", a.experts, "num_local_experts");
+  a.expert_ffn = a.ffn;
+  a.ffn = 0;
+  return a;
+}
+
+// Qwen2-MoE / Qwen3-MoE (modeling_qwen2_moe.py, modeling_qwen3_moe.py): Qwen2's attention
+// (q, k, v biases) or Qwen3's (q/k norms); the sparse block's router, E experts of
+// moe_intermediate_size and (Qwen2-MoE) a shared expert with its sigmoid gate.
+HfArch read_qwen_moe(JsonReader& r, Family family) {
+  const bool qwen3 = family == Family::qwen3_moe;
+  HfArch a;
+  a.family = family;
+  read_decoder_sizes(r, a, 32768, false, qwen3 ? 128 : 0);
+  a.windows = qwen_windows(r, a.layers);
+  if (qwen3) {
+    a.qkv_bias = a.out_bias = r.boolean_or("attention_bias", false);
+    a.qk_norm = QkNorm::after_each_projection;
+  } else {
+    a.qkv_bias = r.boolean_or("qkv_bias", true);
+    a.out_bias = false;
+  }
+  a.experts = expert_count(r, "num_experts");
+  a.top_k = top_k_of(r, "num_experts_per_tok", a.experts, "num_experts");
+  a.expert_ffn = dimension(r, "moe_intermediate_size");
+  if (r.positive_integer_or("decoder_sparse_step", 1) != 1)
+    r.fail("decoder_sparse_step", "dense layers between sparse ones are counted (count_hf_parameters) but not "
+                                  "imported yet; expected 1 (every layer sparse)");
+  if (r.has("mlp_only_layers") && !r.array("mlp_only_layers").empty())
+    r.fail("mlp_only_layers", "dense layers between sparse ones are counted (count_hf_parameters) but not imported "
+                              "yet; expected []");
+  // intermediate_size is the width of the dense layers, which this model has none of.
+  a.ffn = qwen3 ? 0 : r.integer_or("shared_expert_intermediate_size", 0);
+  if (a.ffn < 0 || a.ffn > kMaxDimension) r.fail("shared_expert_intermediate_size", "expected 0.." + std::to_string(kMaxDimension));
+  a.shared_expert_gate = a.ffn > 0;
+  return a;
+}
+
 HfArch read_dense_arch(JsonReader& r, Family family, const HfImportOptions& options) {
   HfArch a;
   switch (family) {
@@ -684,6 +753,9 @@ HfArch read_dense_arch(JsonReader& r, Family family, const HfImportOptions& opti
     case Family::gpt2: a = read_gpt2(r); break;
     case Family::gpt_neox: a = read_gpt_neox(r); break;
     case Family::mpt: a = read_mpt(r); break;
+    case Family::mixtral: a = read_mixtral(r); break;
+    case Family::qwen2_moe:
+    case Family::qwen3_moe: a = read_qwen_moe(r, family); break;
     default: break;
   }
   a.family = family;
@@ -894,6 +966,11 @@ HfParameterCount count_llama4_text(JsonReader& r) {
   return total_and_active(layers, a.vocab * a.hidden, edges(a.vocab, a.hidden, a.tie));
 }
 
+// The MoE families import_hf_config builds a model for (the others are counted only).
+bool imports_moe(Family family) {
+  return family == Family::mixtral || family == Family::qwen2_moe || family == Family::qwen3_moe;
+}
+
 // The key that makes a config MoE, named in the refusal.
 const char* experts_key(Family family) {
   switch (family) {
@@ -1052,6 +1129,12 @@ DecoderBlockShape block_shape(const HfArch& a, std::int64_t window) {
   s.out_bias = a.out_bias;
   s.mlp_bias = a.mlp_bias;
   s.window = window;
+  if (a.experts > 0) {
+    s.moe.experts = a.experts;
+    s.moe.top_k = a.top_k;
+    s.moe.expert_ffn_size = a.expert_ffn;
+    s.moe.shared_expert_gate = a.shared_expert_gate;
+  }
   return s;
 }
 
@@ -1084,13 +1167,35 @@ std::vector<json> decoder_blocks(const std::string& type, const std::vector<json
   return {block};
 }
 
+// A sparse MoE block as transformers builds it (MixtralSparseMoeBlock's `block_sparse_moe`,
+// Qwen2MoeSparseMoeBlock's `mlp`), in forward order: the router `gate` (h -> E), the routed
+// experts stacked as grouped parameters (transformers' MixtralExperts: gate_up_proj [E, 2fe, h],
+// down_proj [E, h, fe]; torchtitan's GroupedExperts holds the same elements as w1, w3, w2), then
+// Qwen2-MoE's shared expert and its gate (h -> 1).
+json moe_block(const std::string& prefix, const HfArch& a) {
+  const std::int64_t h = a.hidden, fe = a.expert_ffn, f = a.ffn, n = a.experts;
+  json experts = module("experts", prefix + "Experts");
+  experts["experts"] = n;
+  experts["params"] = json::array({param("gate_up_proj", {n, 2 * fe, h}, a.dtype), param("down_proj", {n, h, fe}, a.dtype)});
+  std::vector<json> children = {linear("gate", h, n, false, a.dtype), experts};
+  if (f > 0) {
+    children.push_back(with_children(module("shared_expert", prefix + "MLP"),
+                                     {linear("gate_proj", h, f, false, a.dtype), linear("up_proj", h, f, false, a.dtype),
+                                      linear("down_proj", f, h, false, a.dtype)}));
+    if (a.shared_expert_gate) children.push_back(linear("shared_expert_gate", h, 1, false, a.dtype));
+  }
+  return with_children(module(a.family == Family::mixtral ? "block_sparse_moe" : "mlp", prefix + "SparseMoeBlock"),
+                       children);
+}
+
 // Llama, Mistral, Qwen2/3, Gemma-2/3, Phi-3, OLMo-2: transformers' module names, children in
 // forward order (Gemma's four norms, OLMo-2's post-norms, Phi-3's fused projections, q/k norms).
 json llama_like_root(const HfArch& a, const HfImportOptions& options) {
   static const std::map<Family, std::string> prefixes = {
       {Family::llama, "Llama"}, {Family::mistral, "Mistral"}, {Family::qwen2, "Qwen2"},
       {Family::qwen3, "Qwen3"}, {Family::gemma2, "Gemma2"},   {Family::gemma3_text, "Gemma3"},
-      {Family::phi3, "Phi3"},   {Family::olmo2, "Olmo2"}};
+      {Family::phi3, "Phi3"},   {Family::olmo2, "Olmo2"},     {Family::mixtral, "Mixtral"},
+      {Family::qwen2_moe, "Qwen2Moe"}, {Family::qwen3_moe, "Qwen3Moe"}};
   const std::string prefix = prefixes.at(a.family);
   const std::int64_t h = a.hidden, q = a.q_dim(), kv = a.kv_dim(), f = a.ffn;
   const std::string norm_type = prefix + a.norm_type;
@@ -1113,7 +1218,8 @@ json llama_like_root(const HfArch& a, const HfImportOptions& options) {
   }
   projections.push_back(linear("o_proj", q, h, a.out_bias, a.dtype));
   json attention = with_children(module("self_attn", prefix + "Attention"), projections);
-  json mlp = with_children(module("mlp", prefix + "MLP"),
+  json mlp = a.experts > 0 ? moe_block(prefix, a)
+            : with_children(module("mlp", prefix + "MLP"),
                            a.fused_gate_up ? std::vector<json>{linear("gate_up_proj", h, 2 * f, a.mlp_bias, a.dtype),
                                                                linear("down_proj", f, h, a.mlp_bias, a.dtype)}
                                            : std::vector<json>{linear("gate_proj", h, f, a.mlp_bias, a.dtype),
@@ -1221,7 +1327,7 @@ json mpt_root(const HfArch& a, const HfImportOptions& options) {
 }
 
 json arch_summary(const HfArch& a) {
-  return {{"family", family_name(a.family).model_type},
+  json summary = {{"family", family_name(a.family).model_type},
           {"num_layers", a.layers},
           {"hidden_size", a.hidden},
           {"num_heads", a.heads},
@@ -1229,6 +1335,12 @@ json arch_summary(const HfArch& a) {
           {"ffn_hidden_size", a.ffn},
           {"vocab_size", a.vocab},
           {"max_seq_len", a.max_seq}};
+  if (a.experts > 0) {
+    summary["num_experts"] = a.experts;
+    summary["experts_per_token"] = a.top_k;
+    summary["expert_ffn_hidden_size"] = a.expert_ffn;
+  }
+  return summary;
 }
 
 // "models/hf/llama3.1-8b.json" -> "llama3.1-8b"; ".../Llama-3.1-8B/config.json" -> "Llama-3.1-8B".
@@ -1272,16 +1384,20 @@ nlohmann::json import_hf_config(const nlohmann::json& config, const std::string&
                                 const HfImportOptions& options) {
   JsonReader r(config, file);
   const Family family = detect_family(r);
-  if (family_name(family).moe) {
+  if (family_name(family).moe && !imports_moe(family)) {
     // Count first: a malformed or unknown key is reported as such, not as the refusal.
     const HfParameterCount count = count_hf_parameters(config, file);
     const std::string key = family == Family::llama4 ? "text_config." + std::string(experts_key(family))
                                                      : std::string(experts_key(family));
     throw InputError(file, key,
-                     std::string("MoE planning is not supported yet: ") + family_name(family).model_type +
+                     std::string("importing this MoE family is not supported yet (fsdpsim imports mixtral, "
+                                 "qwen2_moe and qwen3_moe): ") + family_name(family).model_type +
                          " is a Mixture-of-Experts model (" + billions(count.total) + " parameters in total, " +
                          billions(count.active) + " active per token" + (count.note.empty() ? "" : "; " + count.note) +
-                         "); fsdpsim counts its parameters (count_hf_parameters) but does not plan it as a dense model");
+                         "); fsdpsim counts its parameters (count_hf_parameters) but does not plan it as a dense model" +
+                         std::string(family == Family::deepseek_v2 || family == Family::deepseek_v3
+                                         ? " (multi-head latent attention is not in the cost formulas yet)"
+                                         : ""));
   }
   const HfArch a = read_dense_arch(r, family, options);
   json root;

@@ -197,7 +197,8 @@ bool same_count(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max
 // 2 x in x out per token must add up to forward_flops' b*s term: the shapes and the FLOPs
 // describe the same work, and a file where they disagree would be priced one way and
 // counted (MFU) another.
-std::vector<Matmul> parse_matmuls(JsonReader& costs, const Polynomial& forward_flops) {
+std::vector<Matmul> parse_matmuls(JsonReader& costs, const Polynomial& forward_flops,
+                                  const std::optional<MoeSpec>& moe) {
   const nlohmann::json& list = costs.array("matmuls");
   std::vector<Matmul> out;
   double flops_per_token = 0;
@@ -210,13 +211,16 @@ std::vector<Matmul> parse_matmuls(JsonReader& costs, const Polynomial& forward_f
     m.in_features = static_cast<double>(r.positive_integer("in"));
     m.out_features = static_cast<double>(r.positive_integer("out"));
     m.sac_recomputed = r.boolean_or("sac_recomputed", false);
+    m.routed = r.boolean_or("routed", false);
+    if (m.routed && !moe) r.fail("routed", "a routed expert's projection needs the costs' \"moe\" object (experts, top_k)");
     r.finish();
-    flops_per_token += 2 * m.in_features * m.out_features;
+    // A routed projection runs top_k times per token (in top_k of the experts).
+    flops_per_token += 2 * m.in_features * m.out_features * (m.routed ? moe->top_k : 1);
     out.push_back(std::move(m));
   }
   const double declared = coefficient(forward_flops, 1, 1);
   if (!same_count(flops_per_token, declared))
-    costs.fail("matmuls", "matmuls whose 2 x in x out add up to forward_flops' \"b*s\" term (" +
+    costs.fail("matmuls", "matmuls whose 2 x in x out (x top_k when routed) add up to forward_flops' \"b*s\" term (" +
                               number_text(declared) + "), got " + number_text(flops_per_token));
   return out;
 }
@@ -245,6 +249,22 @@ AttentionSpec parse_attention(JsonReader& costs, const Polynomial& attention_flo
     costs.fail("attention", "heads x head_dim x 4 equal to attention_flops' \"b*s^2\" term (" +
                                 number_text(declared) + "), got " + number_text(4.0 * a.heads * a.head_dim));
   return a;
+}
+
+// "moe": {"experts", "top_k", "hidden_size"}: top_k at most experts.
+MoeSpec parse_moe(JsonReader r) {
+  MoeSpec moe;
+  const std::int64_t experts = r.positive_integer("experts");
+  if (experts > 1000000) r.fail("experts", "expected at most 1000000 experts, got " + std::to_string(experts));
+  moe.experts = static_cast<int>(experts);
+  const std::int64_t top_k = r.positive_integer("top_k");
+  if (top_k > experts)
+    r.fail("top_k", "expected at most the number of experts (" + std::to_string(experts) + "), got " + std::to_string(top_k));
+  moe.top_k = static_cast<int>(top_k);
+  moe.hidden_size = r.positive_integer("hidden_size");
+  if (moe.hidden_size > (std::int64_t{1} << 24)) r.fail("hidden_size", "expected at most 2^24");
+  r.finish();
+  return moe;
 }
 
 LossHead parse_loss_head(JsonReader r) {
@@ -289,7 +309,8 @@ ModuleCosts parse_costs(JsonReader costs) {
   c.forward_transient_bytes = parse_polynomial(costs, "forward_transient_bytes");
   c.backward_transient_bytes = parse_polynomial(costs, "backward_transient_bytes");
   c.transient_tensor_bytes = parse_polynomial(costs, "transient_tensor_bytes");
-  if (costs.has("matmuls")) c.matmuls = parse_matmuls(costs, c.forward_flops);
+  if (costs.has("moe")) c.moe = parse_moe(costs.object("moe"));
+  if (costs.has("matmuls")) c.matmuls = parse_matmuls(costs, c.forward_flops, c.moe);
   if (costs.has("attention")) c.attention = parse_attention(costs, c.attention_flops);
   for (const auto& [key, field] : {std::make_pair("forward_kernel_flops", &c.forward_kernel_flops),
                                    std::make_pair("backward_flops", &c.backward_flops),
@@ -367,6 +388,12 @@ class ModelParser {
     m.type = r.string_or("type", "Module");
     r.ignore("repeat");  // handled by the parent
     m.repeated = r.has("repeat");
+    if (r.has("experts")) {
+      m.experts = r.positive_integer("experts");
+      if (m.experts > 1000000) r.fail("experts", "expected at most 1000000 experts, got " + std::to_string(m.experts));
+    } else {
+      r.ignore("experts");
+    }
 
     // Optional keys: null means absent (has() is false for null and does not mark the key read).
     for (const char* key : {"params", "costs", "children", "costs_variants", "costs_of_copy"}) r.ignore(key);
@@ -378,6 +405,15 @@ class ModelParser {
         if (!local_names.insert(p.name).second)
           throw InputError(file_, join_json_path(r.path_of("params"), i),
                            "duplicate parameter name \"" + p.name + "\"");
+        // Stacked experts: dim 0 indexes them (expert parallelism splits it).
+        if (m.experts > 0 && p.shape.front() != m.experts)
+          throw InputError(file_, join_json_path(join_json_path(r.path_of("params"), i) + ".shape", 0),
+                           "expected " + std::to_string(m.experts) + " (the module's experts: an expert weight is "
+                           "stacked on dim 0), got " + std::to_string(p.shape.front()));
+        if (m.experts > 0 && !p.tied_to.empty())
+          throw InputError(file_, join_json_path(r.path_of("params"), i) + ".tied_to",
+                           "an expert weight cannot be tied to another parameter");
+        p.experts = m.experts;
         m.params.push_back(std::move(p));
       }
     }
@@ -531,6 +567,9 @@ ArchSummary parse_arch(JsonReader r) {
   a.ffn_hidden_size = r.integer_or("ffn_hidden_size", 0);
   a.vocab_size = r.integer_or("vocab_size", 0);
   a.max_seq_len = r.integer_or("max_seq_len", 0);
+  a.num_experts = r.integer_or("num_experts", 0);
+  a.experts_per_token = r.integer_or("experts_per_token", 0);
+  a.expert_ffn_hidden_size = r.integer_or("expert_ffn_hidden_size", 0);
   r.finish();
   return a;
 }

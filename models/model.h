@@ -74,6 +74,20 @@ struct Matmul {
   // Op-level selective activation checkpointing (torchtitan's policy) runs it again in
   // backward: its output is not kept (models/transformer_costs.h, sac_recomputed_matmuls).
   bool sac_recomputed = false;
+  // One routed expert's projection (a Mixture-of-Experts block, the costs' `moe`): each token
+  // runs it top_k times, in one of `moe.experts` experts; the cost model prices the experts'
+  // GEMMs as one grouped GEMM with tokens x top_k / experts rows per expert (planner/gemm_model.h).
+  bool routed = false;
+};
+
+// A Mixture-of-Experts layer inside a module's costs: `experts` routed experts, each token sent
+// to `top_k` of them as a copy of its `hidden_size`-wide hidden state (what expert parallelism's
+// all-to-all dispatches and combines). The routed experts' weights live in a module marked
+// with `experts` (Module::experts); the router and shared experts are ordinary projections.
+struct MoeSpec {
+  int experts = 0;
+  int top_k = 0;
+  std::int64_t hidden_size = 0;
 };
 
 // The module's attention: which kernel runs it is a training choice (training.attention);
@@ -131,6 +145,8 @@ struct ModuleCosts {
   // and 4 x heads x head_dim is attention_flops' b*s^2 term (parse_model checks both).
   std::vector<Matmul> matmuls;
   std::optional<AttentionSpec> attention;
+  // Set on a block with a Mixture-of-Experts layer (see MoeSpec).
+  std::optional<MoeSpec> moe;
   // Work the module's ops run where it differs from the default, which is forward_flops in
   // forward and twice forward_flops and forward_hbm_bytes in backward. Fused loss kernels move
   // work: Liger's fused linear cross-entropy computes its gradients in forward (forward runs
@@ -153,6 +169,9 @@ struct Parameter {
   std::vector<std::int64_t> shape;
   DType dtype = DType::fp32;
   std::string tied_to;  // full_name of the parameter whose storage this one shares; "" if none
+  // Routed experts stacked on dim 0 (its module's `experts`; 0: not an expert weight). Expert
+  // parallelism splits dim 0 over the EP group (planner/sharding.h).
+  std::int64_t experts = 0;
 
   std::int64_t numel() const;
 };
@@ -164,6 +183,9 @@ struct Module {
   std::vector<Parameter> params;
   std::vector<Module> children;
   std::optional<ModuleCosts> costs;  // absent: the module's work is counted by its children
+  // The module holds `experts` routed experts' weights, each parameter stacked on dim 0
+  // (torchtitan's GroupedExperts, transformers' MixtralExperts); 0: it does not.
+  std::int64_t experts = 0;
   // Written with "repeat" (a stack of blocks), even a stack of one: a 1-layer model's block is
   // still a transformer block (planner/units.h, block_types).
   bool repeated = false;
@@ -179,6 +201,11 @@ struct ArchSummary {
   std::int64_t ffn_hidden_size = 0;
   std::int64_t vocab_size = 0;
   std::int64_t max_seq_len = 0;
+  // Mixture-of-Experts (0 when dense): routed experts per MoE layer, experts each token runs,
+  // one expert's MLP width; ffn_hidden_size is then the shared experts' width (0: none).
+  std::int64_t num_experts = 0;
+  std::int64_t experts_per_token = 0;
+  std::int64_t expert_ffn_hidden_size = 0;
 };
 
 struct Model {

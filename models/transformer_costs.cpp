@@ -42,7 +42,10 @@ std::int64_t DecoderBlockShape::matmul_weights() const {
   const std::int64_t h = hidden_size, f = ffn_hidden_size;
   const std::int64_t attention = h * q_dim() + 2 * h * kv_dim() + q_dim() * h;  // q, k, v, out
   const std::int64_t mlp = (gated_mlp ? 3 : 2) * h * f;                           // (gate,) up, down
-  return attention + mlp;
+  if (!is_moe()) return attention + mlp;
+  // Router, the shared expert's gate, and top_k routed gated MLPs per token.
+  const std::int64_t routed = std::int64_t{moe.top_k} * 3 * h * moe.expert_ffn_size;
+  return attention + mlp + h * moe.experts + (moe.shared_expert_gate ? h : 0) + routed;
 }
 
 namespace {
@@ -116,7 +119,9 @@ std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_a
   } else if (sequential_norm_before_attention(block)) {
     items.push_back({"MLP norm output: the MLP's input", E * h, 0});
   }
-  if (block.gated_mlp) {
+  if (block.ffn_hidden_size == 0) {
+    // A MoE block without shared experts: the routed part is moe_routed_saved_tensors().
+  } else if (block.gated_mlp) {
     const std::string act = block.gate_activation;
     if (block.fused_gate_up) {
       // chunk(2) gives views: the activation's saved input (gate) and the product's saved
@@ -172,7 +177,9 @@ std::vector<CostItem> memory_bound_kernels(const DecoderBlockShape& block, bool 
                                                                        : "MLP norm: read, write",
                        2 * E * h, 0});
   }
-  if (block.gated_mlp) {
+  if (block.ffn_hidden_size == 0) {
+    // A MoE block without shared experts: moe_routed_memory_bound_kernels().
+  } else if (block.gated_mlp) {
     items.push_back({gated_product(block) + ": read 2f, write f", 3 * E * f, 0});
   } else {
     items.push_back({"GELU: read f, write f", 2 * E * f, 0});
@@ -204,6 +211,7 @@ std::vector<BlockMatmul> block_matmuls(const DecoderBlockShape& block) {
     add("v projection", h, kv, block.qkv_bias);
   }
   add("attention output projection", q, h, block.out_bias);
+  if (block.ffn_hidden_size == 0) return out;  // a MoE block without shared experts
   if (block.gated_mlp && block.fused_gate_up) {
     add("gate_up projection", h, 2 * f, block.mlp_bias);
   } else if (block.gated_mlp) {
@@ -914,7 +922,92 @@ std::size_t largest_moment(const std::vector<TransientMoment>& moments, double m
   return best;
 }
 
+namespace {
+ModuleCosts moe_block_costs(const DecoderBlockShape& block, bool flash_attention);
+}  // namespace
+
+// ---- Mixture-of-Experts ---------------------------------------------------------------------
+//
+// The routed part of a MoE layer as transformers' MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock
+// and torchtitan's MoE run it, per token (n experts, k = top_k, fe the expert width):
+//   router_logits = gate(x)                      (mm, h -> n; x is the MLP norm's output)
+//   probs = softmax(router_logits.float())       (fp32, n; saved: softmax's backward reads its output)
+//   weights, idx = topk(probs, k)                (fp32 k, int64 k; topk's backward scatters by idx)
+//   xs = x[token of each (token, expert) pair]   (k copies of x, grouped by expert: the experts' input)
+//   gate_up = grouped_mm(xs, gate_up_proj)       (2fe per copy; chunk(2) views keep it whole)
+//   act = silu(gate) * up                        (SiLU output fe, product fe per copy)
+//   ys = grouped_mm(act, down_proj)              (h per copy; saved: the weighting's backward reads it)
+//   out = sum over the k copies of ys * weight   (index_add / scatter-add into h)
+// Each expert's gated MLP keeps what a dense one keeps (saved_tensors: 8f), per routed copy.
+std::vector<CostItem> moe_routed_saved_tensors(const DecoderBlockShape& block) {
+  const double E = kActivationBytes, F = 4, ids = kTokenIdBytes;
+  const double h = as_double(block.hidden_size), fe = as_double(block.moe.expert_ffn_size);
+  const double n = block.moe.experts, k = block.moe.top_k;
+  std::vector<CostItem> items = {
+      {"router probabilities (fp32 softmax output): softmax's backward input", F * n, 0},
+      {"top-k routing weights (fp32): the combine's scale", F * k, 0},
+      {"top-k expert indices (int64): the dispatch and combine scatter by them", ids * k, 0},
+      {"dispatched tokens, k copies of the hidden state: the experts' gate_up input", E * h * k, 0},
+      {"experts' gate_up output (2fe per copy; chunk(2) views keep it whole)", E * 2 * fe * k, 0},
+      {"experts' SiLU output: a factor of the product", E * fe * k, 0},
+      {"experts' SiLU(gate)*up: the down projection's input", E * fe * k, 0},
+      {"experts' outputs: the routing weights' gradient reads them", E * h * k, 0},
+  };
+  if (block.moe.shared_expert_gate)
+    items.push_back({"shared expert gate's sigmoid output and the shared expert's output (the scale's two factors)",
+                     E * (1 + h), 0});
+  return items;
+}
+
+std::vector<CostItem> moe_routed_memory_bound_kernels(const DecoderBlockShape& block) {
+  const double E = kActivationBytes, F = 4;
+  const double h = as_double(block.hidden_size), fe = as_double(block.moe.expert_ffn_size);
+  const double n = block.moe.experts, k = block.moe.top_k;
+  std::vector<CostItem> items = {
+      {"router softmax in fp32: read the logits 2n, write 4n", (E + F) * n, 0},
+      {"top-k over the probabilities: read 4n, write k weights and indices", F * n + 12 * k, 0},
+      {"dispatch: gather k copies of the hidden state (read and write h per copy)", 2 * E * h * k, 0},
+      {"experts' SiLU(gate)*up: read 2fe, write fe per copy", 3 * E * fe * k, 0},
+      {"combine: scale each copy by its weight (read, write h per copy)", 2 * E * h * k, 0},
+      {"combine: sum the k copies into the output (read h per copy, write h)", E * h * (k + 1), 0},
+  };
+  if (block.moe.shared_expert_gate)
+    items.push_back({"shared expert gate: sigmoid, scale the shared output, add (read 2h, write h)", 3 * E * h, 0});
+  return items;
+}
+
+TransientLedger moe_routed_transients(const DecoderBlockShape& block) {
+  const double E = kActivationBytes, F = 4;
+  const double h = as_double(block.hidden_size), fe = as_double(block.moe.expert_ffn_size);
+  const double n = block.moe.experts, k = block.moe.top_k;
+  TransientLedger ledger;
+  MomentList fw{ledger.forward, {}};
+  fw.add("router: the bf16 logits while softmax writes the (saved) fp32 probabilities",
+         {per_token("router logits", E * n)});
+  fw.add("combine: the scaled copies while they are summed into the output",
+         {per_token("expert outputs x routing weights", E * h * k), per_token("MoE output", E * h)});
+  // Backward, in autograd order (the forward reversed); G, the residual stream's gradient, is
+  // held throughout.
+  MomentList bw{ledger.backward, {per_token("G: the residual stream's gradient", E * h)}};
+  bw.add("combine backward: the gradient of the scaled copies, and of the unscaled outputs",
+         {per_token("d(scaled copies)", E * h * k), per_token("d(expert outputs)", E * h * k)});
+  bw.add("experts' down projection backward (grouped)",
+         {per_token("d(expert outputs)", E * h * k), per_token("d(SiLU(gate)*up)", E * fe * k)});
+  bw.add("experts' SiLU(gate)*up backward",
+         {per_token("d(SiLU(gate)*up)", E * fe * k), per_token("d(SiLU output)", E * fe * k),
+          per_token("d(up)", E * fe * k)});
+  bw.add("experts' gate_up projection backward (grouped): d(gate_up) concatenated, d(dispatched tokens)",
+         {per_token("d(gate_up output)", E * 2 * fe * k), per_token("d(dispatched tokens)", E * h * k)});
+  bw.add("dispatch backward: the copies' gradients summed into the MLP norm output's gradient",
+         {per_token("d(dispatched tokens)", E * h * k), per_token("d(MLP norm output)", E * h)});
+  bw.add("router backward: softmax's fp32 gradient, the logits' gradient",
+         {per_token("d(probabilities), fp32", F * n), per_token("d(router logits)", E * n),
+          per_token("d(MLP norm output)", E * h)});
+  return ledger;
+}
+
 ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_attention) {
+  if (block.is_moe()) return moe_block_costs(block, flash_attention);
   ModuleCosts c;
   const double attention_per_token_per_position = 4 * as_double(block.q_dim());
   c.attention_flops = monomial(attention_per_token_per_position, 1, 2);
@@ -943,6 +1036,49 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
                               static_cast<int>(block.head_dim), true, static_cast<double>(block.window)};
   return c;
 }
+
+namespace {
+
+// A MoE block: the dense ledgers of its attention half and shared experts, plus the routed part.
+// Every moment is per token (flash or eager attention alike for the routed part), so the
+// coefficient-wise maximum over the two ledgers' moments is the exact peak of the dense half's
+// b*s^2 moments and the routed moments together.
+ModuleCosts moe_block_costs(const DecoderBlockShape& block, bool flash_attention) {
+  ModuleCosts c;
+  const double h = as_double(block.hidden_size), fe = as_double(block.moe.expert_ffn_size);
+  c.attention_flops = monomial(4 * as_double(block.q_dim()), 1, 2);
+  c.forward_flops = monomial(2 * as_double(block.matmul_weights()), 1, 1);
+  c.forward_flops += c.attention_flops;
+  std::vector<CostItem> saved = saved_tensors(block, flash_attention);
+  for (const CostItem& item : moe_routed_saved_tensors(block)) saved.push_back(item);
+  std::vector<CostItem> kernels = memory_bound_kernels(block, flash_attention);
+  for (const CostItem& item : moe_routed_memory_bound_kernels(block)) kernels.push_back(item);
+  c.forward_hbm_bytes = ledger_polynomial(kernels);
+  c.saved_activation_bytes = ledger_polynomial(saved);
+  c.input_bytes = monomial(kActivationBytes * h, 1, 1);
+  TransientLedger transients = block_transients(block, flash_attention);
+  const TransientLedger routed = moe_routed_transients(block);
+  transients.forward.insert(transients.forward.end(), routed.forward.begin(), routed.forward.end());
+  transients.backward.insert(transients.backward.end(), routed.backward.begin(), routed.backward.end());
+  c.forward_transient_bytes = peak_transient_bytes(transients.forward);
+  c.backward_transient_bytes = peak_transient_bytes(transients.backward);
+  c.transient_tensor_bytes = largest_transient_tensor(transients);
+  // Attention (and shared experts), the router, then the routed experts; SAC flags unused.
+  for (const BlockMatmul& m : block_matmuls(block)) {
+    const double out = m.output_elements_per_token;
+    c.matmuls.push_back({m.name, m.multiply_adds_per_token / out, out, false, false});
+  }
+  c.matmuls.push_back({"router (gate)", h, static_cast<double>(block.moe.experts), false, false});
+  if (block.moe.shared_expert_gate) c.matmuls.push_back({"shared expert gate", h, 1, false, false});
+  c.matmuls.push_back({"experts' gate_up projection", h, 2 * fe, false, true});
+  c.matmuls.push_back({"experts' down projection", fe, h, false, true});
+  c.moe = MoeSpec{block.moe.experts, block.moe.top_k, block.hidden_size};
+  c.attention = AttentionSpec{static_cast<int>(block.num_heads), static_cast<int>(block.num_kv_heads),
+                              static_cast<int>(block.head_dim), true, static_cast<double>(block.window)};
+  return c;
+}
+
+}  // namespace
 
 ModuleCosts token_embedding_costs(std::int64_t hidden_size, bool adds_position_embedding,
                                   bool embedding_dropout, bool scales_output) {
@@ -1102,6 +1238,7 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
                           {"in", static_cast<std::int64_t>(m.in_features)},
                           {"out", static_cast<std::int64_t>(m.out_features)}};
       if (m.sac_recomputed) j["sac_recomputed"] = true;
+      if (m.routed) j["routed"] = true;
       list.push_back(std::move(j));
     }
     out["matmuls"] = std::move(list);
@@ -1117,6 +1254,8 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
       }
     }
   }
+  if (costs.moe)
+    out["moe"] = {{"experts", costs.moe->experts}, {"top_k", costs.moe->top_k}, {"hidden_size", costs.moe->hidden_size}};
   // Set but zero (a backward that runs nothing) is written as an empty object.
   if (costs.forward_kernel_flops) out["forward_kernel_flops"] = polynomial_to_json(*costs.forward_kernel_flops);
   if (costs.backward_flops) out["backward_flops"] = polynomial_to_json(*costs.backward_flops);

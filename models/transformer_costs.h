@@ -75,10 +75,24 @@ struct DecoderBlockShape {
   // keep the full-square FLOP convention, and eager attention materializes the whole square
   // whatever the window (transformers masks the full score matrix).
   std::int64_t window = 0;
+  // A Mixture-of-Experts layer in place of the MLP (Mixtral, Qwen-MoE): a router (a Linear
+  // h -> experts, softmax in fp32, top-k), each token's hidden state copied to its top_k
+  // experts (a gated MLP of expert_ffn_size each, weights stacked as one grouped parameter),
+  // their outputs scaled by the routing weights and summed back. ffn_hidden_size is then the
+  // shared experts' width (0: none), a gated MLP every token runs (Qwen2-MoE, DeepSeek).
+  struct Moe {
+    int experts = 0;               // 0: a dense block
+    int top_k = 0;
+    std::int64_t expert_ffn_size = 0;
+    bool shared_expert_gate = false;  // Qwen2-MoE: sigmoid(Linear h -> 1) scales the shared expert's output
+  };
+  Moe moe;
 
+  bool is_moe() const { return moe.experts > 0; }
   std::int64_t q_dim() const { return num_heads * head_dim; }
   std::int64_t kv_dim() const { return num_kv_heads * head_dim; }
-  // Weight elements of the block's matrix multiplications (biases and norms excluded).
+  // Weight elements of the block's matrix multiplications (biases and norms excluded), one
+  // token's worth: a MoE layer counts its router, shared experts and top_k routed experts.
   std::int64_t matmul_weights() const;
 };
 
@@ -232,6 +246,16 @@ Polynomial largest_transient_tensor(const TransientLedger& ledger);
 // Index of the largest moment at (micro_batch, seq_len); moments must not be empty.
 std::size_t largest_moment(const std::vector<TransientMoment>& moments, double micro_batch, double seq_len);
 
+// The routed part of a MoE block (DecoderBlockShape::Moe), per token, on top of the block's
+// attention half and shared experts (derivations in docs/model-schema.md, "Mixture-of-Experts"):
+// what it saves for backward, the memory-bound kernels it runs and its transient moments.
+std::vector<CostItem> moe_routed_saved_tensors(const DecoderBlockShape& block);
+std::vector<CostItem> moe_routed_memory_bound_kernels(const DecoderBlockShape& block);
+TransientLedger moe_routed_transients(const DecoderBlockShape& block);
+
+// A decoder block's costs. A MoE block (block.is_moe()) carries a "moe" object and its routed
+// projections marked `routed`; op-level SAC is not modelled for it (no sac_* costs: the planner
+// refuses selective checkpointing of a MoE model).
 ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_attention);
 // The token embedding: a gather, plus (GPT-2) the position-embedding gather and add and the
 // embedding dropout when those are computed alongside it.

@@ -387,6 +387,10 @@ double CostModel::cast_kernels_seconds(const KernelSet& k) const {
 double CostModel::kernel_set_seconds(const KernelSet& k) const {
   double seconds = 0;
   for (const GemmShape& g : k.gemms) seconds += gemm_seconds(g);
+  if (!k.grouped_gemms.empty()) {
+    const GemmDevice device = gemm_device();
+    for (const GroupedGemmShape& g : k.grouped_gemms) seconds += estimate_grouped_gemm(g, device).seconds;
+  }
   if (k.has_attention) seconds += attention_seconds(k);
   if (!k.cast_kernel_bytes.empty()) seconds += cast_kernels_seconds(k);
   return seconds;

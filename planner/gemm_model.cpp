@@ -140,6 +140,51 @@ GemmEstimate estimate_gemm(const GemmShape& shape, const GemmDevice& device) {
   return estimate;
 }
 
+GemmEstimate estimate_grouped_gemm(const GroupedGemmShape& grouped, const GemmDevice& device) {
+  if (grouped.shapes.size() != grouped.counts.size())
+    throw std::invalid_argument("GroupedGemmShape: one count per shape");
+  for (std::size_t i = 0; i < grouped.shapes.size(); ++i) {
+    check_shape(grouped.shapes[i]);
+    if (!(grouped.counts[i] >= 0)) throw std::invalid_argument("GroupedGemmShape: counts must not be negative");
+  }
+  const double sm_efficiency = gemm_sm_efficiency(device);
+  const double flops = grouped.flops();
+  if (!(flops > 0)) return {};
+  GemmPlan best;
+  double best_seconds = std::numeric_limits<double>::infinity();
+  for (const GemmTile& tile : gemm_tiles()) {
+    // Every group's CTAs over the SMs together; a wave lasts as long as its CTAs (the mean
+    // CTA time when groups differ in k: the busiest expert's weight gradient).
+    double ctas = 0, cta_seconds_sum = 0, memory_seconds = 0;
+    for (std::size_t i = 0; i < grouped.shapes.size(); ++i) {
+      const GemmShape& g = grouped.shapes[i];
+      if (is_empty(g) || grouped.counts[i] == 0) continue;
+      const GemmPlan one = gemm_plan(g, device, tile, 1, sm_efficiency);
+      ctas += grouped.counts[i] * one.ctas;
+      cta_seconds_sum += grouped.counts[i] * one.ctas * (one.compute_seconds / one.waves);
+      memory_seconds += grouped.counts[i] * one.memory_seconds;
+    }
+    GemmPlan plan;
+    plan.tile = tile;
+    plan.ctas = ctas;
+    plan.waves = std::ceil(ctas / device.sm_count);
+    plan.compute_seconds = plan.waves * cta_seconds_sum / ctas;
+    plan.memory_seconds = memory_seconds;
+    if (plan.seconds() < best_seconds) {
+      best_seconds = plan.seconds();
+      best = plan;
+    }
+  }
+  GemmEstimate estimate;
+  estimate.seconds = device.kernel_floor_seconds + best.seconds();
+  estimate.efficiency = flops / estimate.seconds / device.peak_flops;
+  if (device.kernel_floor_seconds > best.seconds())
+    estimate.bound = "launch";
+  else
+    estimate.bound = best.compute_seconds >= best.memory_seconds ? "compute" : "memory";
+  return estimate;
+}
+
 std::optional<double> measured_gemm_seconds(const GemmTable& table, const GemmShape& shape, double max_ratio) {
   check_shape(shape);
   if (!(max_ratio >= 1)) throw std::invalid_argument("measured_gemm_seconds: max_ratio must be at least 1");

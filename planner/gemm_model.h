@@ -79,6 +79,14 @@ GemmPlan best_gemm_plan(const GemmShape& shape, const GemmDevice& device, double
 // large_gemm_efficiency outside (0, 1]; a shape with a zero dimension costs nothing.
 GemmEstimate estimate_gemm(const GemmShape& shape, const GemmDevice& device);
 
+// A grouped GEMM (GroupedGemmShape) as one kernel: the output tiles of every group share the
+// SMs, so the wave count is that of all their CTAs together; each CTA costs what it costs in
+// estimate_gemm's model (its tile, its group's k); the operands of every group go through HBM;
+// one kernel floor. No split-K (one CTA per output tile). With one group of one GEMM it is
+// estimate_gemm restricted to split_k = 1. No new constant: the tiles, the ramp, the reuse
+// factor and the floor are estimate_gemm's. docs/cost-model.md ("Grouped GEMMs").
+GemmEstimate estimate_grouped_gemm(const GroupedGemmShape& grouped, const GemmDevice& device);
+
 // A measured table (fsdpsim calibrate or a user's): shapes with achieved FLOP/s.
 struct GemmTable {
   struct Row {

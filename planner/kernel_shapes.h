@@ -3,6 +3,9 @@
 // and kernel (planner/attention_model.h), instead of dividing FLOPs by one efficiency.
 #pragma once
 
+#include <cstddef>
+#include <vector>
+
 namespace fsdpsim::planner {
 
 // C[m, n] = A[m, k] * B[k, n], one cuBLAS call. fp8: float8 operands (a torchao Float8Linear's
@@ -11,6 +14,20 @@ struct GemmShape {
   double m = 0, n = 0, k = 0;
   bool fp8 = false;
   double flops() const { return 2 * m * n * k; }
+};
+
+// A grouped GEMM: one kernel running many GEMMs that share n and k or m and n (the routed
+// experts of a MoE layer, torch._grouped_mm): `counts[i]` GEMMs of shape `shapes[i]`. The
+// experts differ only in their tokens, so a MoE layer has at most two distinct shapes (the
+// busiest expert and the others).
+struct GroupedGemmShape {
+  std::vector<GemmShape> shapes;
+  std::vector<double> counts;
+  double flops() const {
+    double sum = 0;
+    for (std::size_t i = 0; i < shapes.size() && i < counts.size(); ++i) sum += counts[i] * shapes[i].flops();
+    return sum;
+  }
 };
 
 // One attention call: one layer's attention over one micro-batch.

@@ -19,6 +19,7 @@
 #include "models/transformer_costs.h"
 #include "planner/float8.h"
 #include "planner/internal/plan_policy.h"
+#include "planner/moe.h"
 
 namespace fsdpsim::planner {
 
@@ -47,6 +48,7 @@ class StepBuilder {
         float8_(scenario) {
     resolve_loss();
     check_attention_kernel();
+    check_moe();
     policy_ = make_policy(step_);
   }
 
@@ -200,6 +202,33 @@ class StepBuilder {
                          "--eager-attention");
   }
 
+  // MoE blocks: fsdp.expert_parallel must divide every MoE layer's experts and
+  // training.moe_imbalance cannot exceed them (the busiest expert would get more than every
+  // token); op-level SAC has no ledger for the routed part (models/transformer_costs.h).
+  void check_moe() const {
+    bool any = false;
+    for (const Event& e : layout_.forward) {
+      if (e.kind != Event::compute || !e.module->costs->moe) continue;
+      any = true;
+      const models::MoeSpec& moe = *e.module->costs->moe;
+      if (moe.experts % scenario_.fsdp.expert_parallel != 0)
+        throw InputError(scenario_.file, "fsdp.expert_parallel",
+                         "expected a divisor of the experts of every MoE layer; " + e.module->full_name + " has " +
+                             std::to_string(moe.experts) + ", got " + std::to_string(scenario_.fsdp.expert_parallel));
+      if (training_.moe_imbalance > moe.experts)
+        throw InputError(scenario_.file, "training.moe_imbalance",
+                         "expected at most the number of experts (" + std::to_string(moe.experts) + " in " +
+                             e.module->full_name + "): the busiest expert cannot get more than every token's copy");
+    }
+    if (any && training_.checkpointing == Checkpointing::selective)
+      throw InputError(scenario_.file, "training.activation_checkpointing",
+                       "\"selective\" (op-level SAC) is not modelled for MoE blocks (model \"" + scenario_.model.name +
+                           "\"); use \"full\", an integer k, or \"none\"");
+    if (!any && scenario_.fsdp.expert_parallel > 1)
+      throw InputError(scenario_.file, "fsdp.expert_parallel",
+                       "expert parallelism needs a model with MoE layers; model \"" + scenario_.model.name + "\" has none");
+  }
+
   // The costs the planner prices a module with: the model's, or the output layer's for the
   // scenario's training.loss.
   const models::ModuleCosts& costs_of(const Module& m) const {
@@ -255,6 +284,11 @@ class StepBuilder {
     const double b = static_cast<double>(training_.micro_batch), seq = static_cast<double>(training_.seq_len), tokens = b * seq;
     KernelSet k;
     for (const models::Matmul& m : c.matmuls) {
+      if (m.routed) {
+        if (pass == KernelPass::selective_recompute) continue;  // refused for MoE blocks (check_moe)
+        for (GroupedGemmShape& g : routed_gemms(*c.moe, m, pass, tokens)) k.grouped_gemms.push_back(std::move(g));
+        continue;
+      }
       const std::size_t first_gemm = k.gemms.size();
       switch (pass) {
         case KernelPass::forward: k.gemms.push_back({tokens, m.out_features, m.in_features}); break;
@@ -302,13 +336,49 @@ class StepBuilder {
       k.cast_kernel_bytes.push_back(bytes);
   }
 
+  // A routed expert projection (in -> out features) as grouped kernels over this rank's experts
+  // (planner/moe.h: the busiest expert and the others): forward Y_e[m_e, out] = X_e W_e^T;
+  // backward dX_e[m_e, in] = dY_e W_e, then dW_e[out, in] = dY_e^T X_e, whose reduction runs over
+  // the expert's m_e tokens.
+  std::vector<GroupedGemmShape> routed_gemms(const models::MoeSpec& moe, const models::Matmul& m, KernelPass pass,
+                                             double tokens) const {
+    const ExpertRouting r = expert_routing(moe, tokens, scenario_.fsdp.expert_parallel, training_.moe_imbalance);
+    const double in = m.in_features, out = m.out_features;
+    auto over_experts = [&](auto shape_for) {
+      GroupedGemmShape g;
+      g.shapes.push_back(shape_for(r.busiest_expert_tokens));
+      g.counts.push_back(1);
+      if (r.local_experts > 1) {
+        g.shapes.push_back(shape_for(r.other_expert_tokens));
+        g.counts.push_back(r.local_experts - 1);
+      }
+      return g;
+    };
+    if (pass == KernelPass::backward)
+      return {over_experts([&](double rows) { return GemmShape{rows, in, out}; }),
+              over_experts([&](double rows) { return GemmShape{out, in, rows}; })};
+    return {over_experts([&](double rows) { return GemmShape{rows, out, in}; })};
+  }
+
+  static bool same_grouped(const std::vector<GroupedGemmShape>& a, const std::vector<GroupedGemmShape>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (a[i].counts != b[i].counts || a[i].shapes.size() != b[i].shapes.size()) return false;
+      for (std::size_t j = 0; j < a[i].shapes.size(); ++j) {
+        const GemmShape &x = a[i].shapes[j], &y = b[i].shapes[j];
+        if (x.m != y.m || x.n != y.n || x.k != y.k) return false;
+      }
+    }
+    return true;
+  }
+
   static bool same_kernels(const KernelSet& a, const KernelSet& b) {
     auto same_gemm = [](const GemmShape& x, const GemmShape& y) {
       return x.m == y.m && x.n == y.n && x.k == y.k && x.fp8 == y.fp8;
     };
     const AttentionShape &x = a.attention, &y = b.attention;
     return a.gemms.size() == b.gemms.size() && std::equal(a.gemms.begin(), a.gemms.end(), b.gemms.begin(), same_gemm) &&
-           a.cast_kernel_bytes == b.cast_kernel_bytes &&
+           a.cast_kernel_bytes == b.cast_kernel_bytes && same_grouped(a.grouped_gemms, b.grouped_gemms) &&
            a.has_attention == b.has_attention &&
            (!a.has_attention || (a.attention_pass == b.attention_pass && x.batch == y.batch && x.seq_q == y.seq_q &&
                                  x.seq_kv == y.seq_kv && x.heads == y.heads && x.kv_heads == y.kv_heads &&
@@ -333,6 +403,15 @@ class StepBuilder {
     if (reshards_to_smaller_group(scenario_.fsdp)) {
       const int k = scenario_.fsdp.reshard_after_forward;
       step_.groups.reshard = add_group("reshard", k, ceil_div(k, gpn));
+    }
+    const int ep = scenario_.fsdp.expert_parallel;
+    if (ep > 1) {
+      // torchtitan's mesh is row-major with the EP ranks innermost: an EP group is ep consecutive
+      // ranks, the experts' FSDP group (efsdp) the shard group's ranks ep apart.
+      step_.groups.expert = add_group("expert", ep, ceil_div(ep, gpn));
+      const int efsdp = W / ep;
+      // Its members are ep apart: gpn/ep of them per node while ep < gpn, else one per node.
+      step_.groups.expert_shard = add_group("expert_shard", efsdp, std::min(efsdp, ceil_div(W, gpn)), ep);
     }
   }
 
@@ -383,6 +462,7 @@ class StepBuilder {
       }
       const models::ModuleCosts& c = costs_of(*e.module);
       const int op = issue_forward_compute(OpKind::compute_fwd, "fwd ", e, c, b, seq);
+      expert_all_to_alls(op, e, c, b * seq, false);
       if (input < 0)
         input = step_.alloc_at(op, checked_to_int64(8 * b * seq, "the input token ids' bytes"), MemCategory::input,
                                "input token ids");
@@ -404,6 +484,35 @@ class StepBuilder {
     input_ids_ = input;
   }
 
+  // Expert parallelism: a MoE block's all-to-alls on the EP group. Forward (and a recompute)
+  // dispatches each token's top_k copies to the ranks holding their experts and combines the
+  // expert outputs back; backward runs the two in reverse (the combine's gradient is
+  // dispatched, the dispatch's combined). torchtitan issues them as functional all_to_all_single
+  // calls that the block's next op waits for, so they are issued after the block's compute op,
+  // and a wait makes the compute stream wait for the second: the step pays them in series
+  // (their place inside the block is not modelled). comm_bytes is one rank's send buffer, the
+  // busiest rank's: its tokens x top_k copies of the hidden state times the imbalance's rank
+  // load (planner/moe.h). The buffers are the block's own tensors (the dispatched copies and
+  // expert outputs the ledger saves, models/transformer_costs.h): the ops allocate nothing.
+  void expert_all_to_alls(int compute_op, const Event& e, const models::ModuleCosts& c, double tokens, bool backward) {
+    if (step_.groups.expert < 0 || !c.moe) return;
+    const ExpertRouting r = expert_routing(*c.moe, tokens, scenario_.fsdp.expert_parallel, training_.moe_imbalance);
+    const double bytes = r.rank_load_factor * tokens * c.moe->top_k * static_cast<double>(c.moe->hidden_size) *
+                         step_.compute_dtype_bytes;
+    const std::string& module = e.module->full_name;
+    int previous = compute_op;
+    for (const char* what : {backward ? "all-to-all combine backward " : "all-to-all dispatch ",
+                             backward ? "all-to-all dispatch backward " : "all-to-all combine "}) {
+      const int a2a = step_.add_op(OpKind::all_to_all, Stream::all_to_all, Name{what, module}, e.unit, module);
+      step_.op(a2a).deps.push_back(previous);
+      step_.op(a2a).comm_bytes = bytes;
+      step_.op(a2a).group = step_.groups.expert;
+      previous = a2a;
+    }
+    const int wait = step_.add_op(OpKind::wait, Stream::compute, Name{"wait for the all-to-all of ", module}, e.unit, module);
+    step_.op(wait).deps.push_back(previous);
+  }
+
   // A module's forward, or its whole recompute under activation checkpointing (the forward
   // again): its FLOPs, memory traffic and kernels, after its unit's parameters are ready.
   int issue_forward_compute(OpKind kind, const char* prefix, const Event& e, const models::ModuleCosts& c, double b,
@@ -416,6 +525,7 @@ class StepBuilder {
     o.score_hbm_bytes = score_bytes(c.forward_hbm_bytes, b, seq) * activation_bytes_scale_;
     o.kernel_set = kernel_set_of(c, KernelPass::forward);
     depend_on_unit(op, e.unit);
+    depend_on_inner_units(op, static_cast<std::size_t>(&e - layout_.forward.data()));
     return op;
   }
 
@@ -423,6 +533,15 @@ class StepBuilder {
   // when another stream made them ready.
   void depend_on_unit(int op, int u) {
     for (int v = u; v >= 0; v = step_.unit(v).parent) {
+      const int ready = step_.params_ready_op[v];
+      if (ready >= 0 && schedule_.ops[ready].stream != schedule_.ops[op].stream) schedule_.ops[op].deps.push_back(ready);
+    }
+  }
+  // ... and on the units wrapped inside the module of forward event `event` (a MoE block's experts).
+  void depend_on_inner_units(int op, std::size_t event) {
+    auto it = layout_.inner_units.find(static_cast<int>(event));
+    if (it == layout_.inner_units.end()) return;
+    for (int v : it->second) {
       const int ready = step_.params_ready_op[v];
       if (ready >= 0 && schedule_.ops[ready].stream != schedule_.ops[op].stream) schedule_.ops[op].deps.push_back(ready);
     }
@@ -520,6 +639,7 @@ class StepBuilder {
       o.score_hbm_bytes = backward_score_bytes(c, b, seq) * activation_bytes_scale_;
       o.kernel_set = kernel_set_of(c, KernelPass::backward);
       depend_on_unit(op, e.unit);
+      depend_on_inner_units(op, i);
       // Replicated gradients (NO_SHARD, ZERO1) accumulate in place in their persistent buffers.
       if (step_.sharded.grads) step_.allocate_grads(op, layout_.event_params[i], Name{"grads of ", e.module->full_name});
       if (!c.backward_transient_bytes.empty() || !c.forward_transient_bytes.empty()) {
@@ -535,6 +655,7 @@ class StepBuilder {
                                         Name{"input grad of ", e.module->full_name});
         step_.free_at(op, grad_input);
       }
+      expert_all_to_alls(op, e, c, b * seq, true);
       step_.free_at(op, saved_activations_[i]);
       step_.free_at(op, recomputed_activations);
       if (e.region >= 0 && first_of_region(e)) step_.free_at(op, checkpoint_inputs_[e.region]);
@@ -574,6 +695,7 @@ class StepBuilder {
       if (f.kind != Event::compute || f.region != region) continue;
       const models::ModuleCosts& c = costs_of(*f.module);
       const int op = issue_forward_compute(OpKind::recompute, "recompute ", f, c, b, seq);
+      expert_all_to_alls(op, f, c, b * seq, false);
       saved_activations_[i] = step_.alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
                                              Name{"recomputed activations of ", f.module->full_name});
       transient_at(op, c, c.forward_transient_bytes, "forward_transient_bytes", b, seq,
@@ -633,7 +755,10 @@ Plan plan_with(const Scenario& scenario, const PlanCache::Layout& layout, Naming
   Plan plan;
   plan.units = layout.units;
   plan.shards.reserve(plan.units.size());
-  for (const Unit& u : plan.units) plan.shards.push_back(shard_unit(u, scenario.fsdp.shard_group_size, scenario.fsdp.version));
+  const int ep = scenario.fsdp.expert_parallel;
+  for (const Unit& u : plan.units)
+    plan.shards.push_back(ep > 1 && is_expert_unit(u) ? shard_expert_unit(u, scenario.fsdp.shard_group_size, ep)
+                                                      : shard_unit(u, scenario.fsdp.shard_group_size, scenario.fsdp.version));
   StepBuilder(scenario, layout, naming, plan).build();
   return plan;
 }
@@ -654,7 +779,8 @@ Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming) {
   auto& layouts = cache.layouts_;
   if (!layouts.empty() && layouts.front()->addresses != cache.addresses_) layouts.clear();  // another model
   auto it = std::find_if(layouts.begin(), layouts.end(), [&](const auto& l) {
-    return same_layout_inputs(l->wrap, l->checkpointing, l->checkpoint_every, scenario.fsdp.wrap,
+    return l->experts_wrapped == wraps_experts(scenario) &&
+           same_layout_inputs(l->wrap, l->checkpointing, l->checkpoint_every, scenario.fsdp.wrap,
                               scenario.training.checkpointing, scenario.training.checkpoint_every);
   });
   if (it == layouts.end()) {

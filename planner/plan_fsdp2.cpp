@@ -102,7 +102,7 @@ class Fsdp2Policy final : public FrameworkPolicy {
     step_.free_at(copy_in, offloaded_shard);
     const int all_gather = step_.add_op(OpKind::all_gather, Stream::all_gather, Name{"all-gather ", name}, u);
     step_.op(all_gather).comm_bytes = static_cast<double>(gathered_bytes);
-    step_.op(all_gather).group = from_post_forward_shard ? step_.groups.reshard : step_.groups.shard;
+    step_.op(all_gather).group = from_post_forward_shard ? step_.groups.reshard : step_.shard_group_of(u);
     all_gather_in_flight_[u] = all_gather;
   }
 

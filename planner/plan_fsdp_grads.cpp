@@ -33,7 +33,7 @@ ReduceScatter issue_reduce_scatter(StepContext& step, int u, int copy_in, Stream
   rs.op = step.add_op(OpKind::reduce_scatter, stream, Name{"reduce-scatter ", step.label(u)}, u);
   step.op(rs.op).deps.push_back(copy_in);
   step.op(rs.op).comm_bytes = static_cast<double>(sh.gathered_numel * step.reduce_dtype_bytes);
-  step.op(rs.op).group = step.groups.shard;
+  step.op(rs.op).group = step.shard_group_of(u);
   // On the first micro-step a reduced shard already in the stored dtype is the sharded
   // gradient itself; otherwise it is cast and added in (finish_reduction).
   rs.output_is_grad = step.first_micro_step() && step.reduce_dtype_bytes == step.stored_param_dtype_bytes &&

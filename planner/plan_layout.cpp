@@ -50,7 +50,20 @@ void make_forward_program(const Scenario& sc, PlanCache::Layout& l) {
         throw InputError(sc.file, "training.activation_checkpointing",
                          "selective checkpointing needs the model's sac_* costs, which module \"" + m.full_name +
                              "\" lacks (the Hugging Face importer writes them)");
+      // Units wrapped below a costed module (its subtree computes nothing of its own): their
+      // pre-forward hooks run before the module's compute and their post-forward hooks after.
+      std::vector<int> inner;
+      for (const Module& c : m.children)
+        models::for_each_module(c, [&](const Module& d) {
+          for (int u : units_at(starts, &d)) inner.push_back(u);
+        });
+      for (int u : inner) l.forward.push_back({Event::pre, u, nullptr, -1});
+      if (!inner.empty()) l.inner_units[static_cast<int>(l.forward.size())] = inner;
       l.forward.push_back({Event::compute, current_unit, &m, region, selective});
+      for (auto it = inner.rbegin(); it != inner.rend(); ++it) l.forward.push_back({Event::post, *it, nullptr, -1});
+      const std::vector<int>& ending = units_at(ends, &m);
+      for (auto it = ending.rbegin(); it != ending.rend(); ++it) l.forward.push_back({Event::post, *it, nullptr, -1});
+      return;  // nothing below a costed module computes (the model loader checks it)
     }
     for (const Module& c : m.children) walk(c, current_unit, region, selective);
     const std::vector<int>& ending = units_at(ends, &m);
@@ -137,7 +150,8 @@ std::unique_ptr<PlanCache::Layout> make_layout(const Scenario& scenario) {
   l->wrap = scenario.fsdp.wrap;
   l->checkpointing = scenario.training.checkpointing;
   l->checkpoint_every = scenario.training.checkpoint_every;
-  l->units = build_units(scenario.model, scenario.fsdp.wrap, scenario.file);
+  l->experts_wrapped = wraps_experts(scenario);
+  l->units = build_units(scenario.model, scenario.fsdp.wrap, scenario.file, l->experts_wrapped);
   make_forward_program(scenario, *l);
   index_parameters(*l);
   return l;

@@ -201,6 +201,10 @@ TrainingSpec parse_training(JsonReader r, int world) {
   if (t.matmul_dtype != t.param_dtype && t.matmul_dtype != models::DType::fp8)
     r.fail("matmul_dtype", "expected fp8 or the param_dtype (" + models::dtype_name(t.param_dtype) + "); got " +
                                models::dtype_name(t.matmul_dtype));
+  t.moe_imbalance = r.number_or("moe_imbalance", 1.0);
+  if (!(t.moe_imbalance >= 1 && t.moe_imbalance <= 1e6))
+    r.fail("moe_imbalance", "expected the busiest expert's tokens over the mean expert's: a number >= 1, got " +
+                                describe_json(r.raw("moe_imbalance")));
   std::string master = r.choice_or("master_weights", {"sharded_param", "optimizer_state"}, "sharded_param");
   t.master_weights = master == "sharded_param" ? MasterWeights::sharded_param : MasterWeights::optimizer_state;
   if (r.has("activation_checkpointing")) {
@@ -292,6 +296,23 @@ FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
   } else {
     r.ignore("all_gather_dtype");
   }
+  // Whether the degree divides the model's experts is checked by the planner, which has the model.
+  f.expert_parallel = r.int_in_or("expert_parallel", 1, kMaxWorld, 1);
+  if (f.expert_parallel > 1 &&
+      (f.version != 2 || !(f.strategy == Strategy::FULL_SHARD || f.strategy == Strategy::SHARD_GRAD_OP ||
+                           f.strategy == Strategy::HYBRID_SHARD)))
+    r.fail("expert_parallel", "expert parallelism is planned as torchtitan runs it: FSDP2 (version 2) with "
+                              "FULL_SHARD, SHARD_GRAD_OP or HYBRID_SHARD");
+  if (f.expert_parallel > 1 && gpus_per_node % f.expert_parallel != 0 && f.expert_parallel % gpus_per_node != 0)
+    r.fail("expert_parallel", "expected a divisor or a multiple of gpus_per_node (" + std::to_string(gpus_per_node) +
+                                  "): an EP group of consecutive ranks spans whole nodes or stays in one, got " +
+                                  std::to_string(f.expert_parallel));
+  if (f.expert_parallel > 1 && f.reshard_after_forward != 0 && f.reshard_after_forward != f.shard_group_size)
+    r.fail("expert_parallel", "with reshard_after_forward=" + std::to_string(f.reshard_after_forward) +
+                                  " (a smaller reshard group) is not modelled; use true or false");
+  if (f.shard_group_size % f.expert_parallel != 0)
+    r.fail("expert_parallel", "expected a divisor of the shard group size (" + std::to_string(f.shard_group_size) +
+                                  "): an EP group is ranks of one shard group, got " + std::to_string(f.expert_parallel));
   r.finish();
   return f;
 }

@@ -81,6 +81,10 @@ struct TrainingSpec {
   // float8 linears on top of a 16-bit param_dtype (param_dtype fp8 is the older, whole-model
   // fp8 of the memory model: every GEMM priced at the fp8 peak).
   bool float8_linears() const { return matmul_dtype == models::DType::fp8 && param_dtype != models::DType::fp8; }
+  // training.moe_imbalance: the busiest expert's routed tokens over the mean expert's (1: every
+  // expert gets tokens x top_k / experts). It skews the grouped GEMMs and, under expert
+  // parallelism, loads the busiest rank's experts and all-to-alls (planner/moe.h).
+  double moe_imbalance = 1.0;
 };
 
 // The names training.attention accepts.
@@ -107,6 +111,10 @@ struct FsdpSpec {
   // unsharded weight is that fp8 tensor, and the scales come from one all-reduce of amaxes per
   // step (precompute_float8_dynamic_scale_for_fsdp). Other parameters gather in param_dtype.
   bool float8_all_gather = false;
+  // fsdp.expert_parallel: ranks the routed experts of a MoE layer are split over (torchtitan's EP
+  // degree, 1 = none). The EP groups are consecutive ranks within a shard group; the experts'
+  // FSDP shards them over the shard group's other ranks (planner/moe.h).
+  int expert_parallel = 1;
 };
 
 struct Scenario {

@@ -80,6 +80,7 @@ nlohmann::json op_trace_args(const Schedule& s, const Op& op) {
 double KernelSet::flops() const {
   double sum = 0;
   for (const GemmShape& g : gemms) sum += g.flops();
+  for (const GroupedGemmShape& g : grouped_gemms) sum += g.flops();
   if (has_attention) {
     // QK^T and AV, 4 b s_q s_kv h d, as the model files count them (no causal discount);
     // a backward computes twice the forward's (the schedule's convention for every module).
@@ -101,6 +102,15 @@ nlohmann::json kernel_set_to_json(const KernelSet& k) {
     j["gemms"].push_back(std::move(shape));
   }
   if (!k.cast_kernel_bytes.empty()) j["cast_kernel_bytes"] = k.cast_kernel_bytes;
+  if (!k.grouped_gemms.empty()) {
+    j["grouped_gemms"] = nlohmann::json::array();
+    for (const GroupedGemmShape& g : k.grouped_gemms) {
+      nlohmann::json groups = nlohmann::json::array();
+      for (std::size_t i = 0; i < g.shapes.size(); ++i)
+        groups.push_back({g.shapes[i].m, g.shapes[i].n, g.shapes[i].k, g.counts[i]});
+      j["grouped_gemms"].push_back(std::move(groups));
+    }
+  }
   if (k.has_attention) {
     const AttentionShape& a = k.attention;
     j["attention"] = {{"batch", a.batch}, {"seq_q", a.seq_q}, {"seq_kv", a.seq_kv}, {"heads", a.heads},
@@ -140,6 +150,28 @@ KernelSet kernel_set_from_json(const nlohmann::json& json, const std::string& fi
     }
   } else {
     r.ignore("cast_kernel_bytes");
+  }
+  if (r.has("grouped_gemms")) {
+    // [[m, n, k, count], ...] per grouped kernel; a side may be fractional (tokens per expert).
+    const auto& grouped = r.array("grouped_gemms");
+    for (std::size_t i = 0; i < grouped.size(); ++i) {
+      const std::string at = join_json_path(r.path_of("grouped_gemms"), i);
+      if (!grouped[i].is_array() || grouped[i].empty())
+        throw InputError(file, at, "expected a list of [m, n, k, count] groups, got " + describe_json(grouped[i]));
+      GroupedGemmShape g;
+      for (std::size_t j = 0; j < grouped[i].size(); ++j) {
+        const nlohmann::json& e = grouped[i][j];
+        bool ok = e.is_array() && e.size() == 4;
+        for (std::size_t d = 0; ok && d < 4; ++d)
+          ok = e[d].is_number() && e[d].get<double>() >= 0 && e[d].get<double>() <= kMaxKernelDim;
+        if (!ok) throw InputError(file, join_json_path(at, j), "expected [m, n, k, count] each in 0..2^40, got " + describe_json(e));
+        g.shapes.push_back({e[0].get<double>(), e[1].get<double>(), e[2].get<double>()});
+        g.counts.push_back(e[3].get<double>());
+      }
+      k.grouped_gemms.push_back(std::move(g));
+    }
+  } else {
+    r.ignore("grouped_gemms");
   }
   if (r.has("attention")) {
     JsonReader a = r.object("attention");

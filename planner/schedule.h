@@ -77,6 +77,8 @@ struct Allocation {
 // modules share one set (a 32-layer model has a handful), so an op holds an index.
 struct KernelSet {
   std::vector<GemmShape> gemms;  // in launch order
+  // The routed experts' projections of a MoE layer, one grouped kernel each (after `gemms`).
+  std::vector<GroupedGemmShape> grouped_gemms;
   bool has_attention = false;
   AttentionShape attention;
   AttentionPass attention_pass = AttentionPass::forward;

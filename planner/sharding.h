@@ -25,4 +25,15 @@ UnitShard shard_fsdp2(const Unit& unit, int world);
 UnitShard shard_fsdp1(const Unit& unit, int world);
 UnitShard shard_unit(const Unit& unit, int world, int fsdp_version);
 
+// Expert parallelism (FSDP2, torchtitan's layout: torchtitan/models/llama4/infra/parallelize.py,
+// apply_fsdp, read at 05a6cb38): a unit of routed expert weights [E, d1, ...] holds E/ep experts
+// per rank, and FSDP shards those over the shard group's other shard_group/ep ranks (the expert
+// data-parallel mesh `efsdp`): on dim 0, or on dim 1 when efsdp x ep > E (torchtitan's
+// _experts_shard_placement_fn, which avoids dim-0 padding when there are fewer local experts
+// than shards). `numel` counts the rank's local experts only.
+std::int64_t expert_local_numel(const models::Parameter& p, int shard_group, int expert_parallel);
+UnitShard shard_expert_unit(const Unit& unit, int shard_group, int expert_parallel);
+// Whether the unit holds routed expert weights (models::Parameter::experts).
+bool is_expert_unit(const Unit& unit);
+
 }  // namespace fsdpsim::planner

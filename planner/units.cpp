@@ -137,9 +137,18 @@ struct ModuleIndex {
 
 }  // namespace
 
-std::vector<Unit> build_units(const Model& model, const WrapSpec& wrap, const std::string& file) {
+std::vector<Unit> build_units(const Model& model, const WrapSpec& wrap, const std::string& file, bool wrap_experts) {
   std::vector<std::vector<const Module*>> groups = wrapped_groups(model, wrap, file);
   const ModuleIndex tree(model.root);
+  if (wrap_experts) {
+    models::for_each_module(model.root, [&](const Module& m) {
+      if (m.experts <= 0) return;
+      for (const auto& group : groups)
+        if (std::find(group.begin(), group.end(), &m) != group.end())
+          return;  // the wrap policy already made it a unit
+      groups.push_back({&m});
+    });
+  }
 
   for (auto& group : groups) {
     std::sort(group.begin(), group.end(), [&](const Module* a, const Module* b) { return tree.of(a) < tree.of(b); });

@@ -24,8 +24,11 @@ struct Unit {
 };
 
 // Builds the units for a model; throws InputError (file, "fsdp.wrap...") when the policy
-// names modules the model does not have.
-std::vector<Unit> build_units(const models::Model& model, const WrapSpec& wrap, const std::string& file);
+// names modules the model does not have. `wrap_experts`: every module holding routed experts
+// (models::Module::experts) is a unit of its own, as torchtitan wraps `moe.experts` under expert
+// parallelism (its own fully_shard on the expert data-parallel mesh).
+std::vector<Unit> build_units(const models::Model& model, const WrapSpec& wrap, const std::string& file,
+                              bool wrap_experts = false);
 
 // The block type(s) the "block" policies wrap: `wrap.block_types` if given, else the type of
 // the costed modules that repeat or are written with "repeat", even once (the transformer

@@ -20,6 +20,7 @@ struct PlanCache::Layout {
   WrapSpec wrap;
   Checkpointing checkpointing = Checkpointing::none;
   int checkpoint_every = 1;
+  bool experts_wrapped = false;  // expert parallelism: each experts module is its own unit
 
   // One step of the forward program: a unit's pre/post-forward hook or a module's compute.
   struct Event {
@@ -40,6 +41,9 @@ struct PlanCache::Layout {
   std::vector<int> param_owner;                  // parameter -> unit
   std::vector<std::vector<int>> unit_params;     // unit -> parameters it owns
   std::vector<std::vector<int>> event_params;    // forward event -> parameters its module uses (compute events)
+  // Compute event -> the units wrapped inside its module (a MoE block's experts under expert
+  // parallelism): their hooks run around the compute, which waits for their parameters too.
+  std::unordered_map<int, std::vector<int>> inner_units;
 };
 
 // Builds the layout of the scenario's model, wrap and checkpointing; throws InputError for a
@@ -52,5 +56,7 @@ void model_addresses(const models::Model& model, std::vector<const void*>& out);
 // Whether a layout built for (wrap a, checkpointing a) serves (b): the fields each policy reads.
 bool same_layout_inputs(const WrapSpec& a, Checkpointing ca, int every_a, const WrapSpec& b, Checkpointing cb,
                         int every_b);
+// Whether the scenario wraps the experts as units of their own (expert parallelism).
+inline bool wraps_experts(const Scenario& scenario) { return scenario.fsdp.expert_parallel > 1; }
 
 }  // namespace fsdpsim::planner

@@ -46,6 +46,8 @@ struct StepGroups {
   int replicate = -1;  // one rank from each shard group (HSDP's all-reduce)
   int world = -1;      // every rank (DDP's all-reduce, ZeRO-1's reduce-scatter and gathers)
   int reshard = -1;    // FSDP2's reshard_after_forward=k group of k ranks
+  int expert = -1;       // expert parallelism: the EP group (consecutive ranks), the all-to-alls
+  int expert_shard = -1;  // the routed experts' FSDP group: the shard group's ranks ep apart
 };
 
 class StepContext {
@@ -122,6 +124,9 @@ class StepContext {
   }
   // Whether unit u is all-gathered before use: its parameters are sharded and it has some.
   bool needs_gather(int u) const { return sharded.params && shard(u).numel > 0; }
+  // The group unit u's parameters are gathered and its gradients reduce-scattered over: the
+  // expert data-parallel group for routed experts under expert parallelism, else the shard group.
+  int shard_group_of(int u) const { return groups.expert_shard >= 0 && is_expert_unit(unit(u)) ? groups.expert_shard : groups.shard; }
   // The unit after u in `order` (forward_units or backward_units) that needs a gather; -1 if none.
   int next_unit_to_gather(const std::vector<int>& order, int u) const;
   // The last compute-stream op before `op` (0 if none).

@@ -466,12 +466,12 @@ INSTANTIATE_TEST_SUITE_P(
         CardCase{"olmo2-7b", Counted::total, 7e9, 1e9, "OLMo-2-1124-7B model card"},
         // mistral.ai/news/mixtral-of-experts: "Mixtral has 46.7B total parameters but only uses
         // 12.9B parameters per token".
-        CardCase{"moe/mixtral-8x7b", Counted::total, 46.7e9, 0.1e9, "Mistral AI, Mixtral of experts"},
-        CardCase{"moe/mixtral-8x7b", Counted::active, 12.9e9, 0.1e9, "Mistral AI, Mixtral of experts"},
+        CardCase{"mixtral-8x7b", Counted::total, 46.7e9, 0.1e9, "Mistral AI, Mixtral of experts"},
+        CardCase{"mixtral-8x7b", Counted::active, 12.9e9, 0.1e9, "Mistral AI, Mixtral of experts"},
         // qwenlm.github.io/blog/qwen-moe: Qwen1.5-MoE-A2.7B "14.3B parameters in total and 2.7B
         // activated parameters during runtime".
-        CardCase{"moe/qwen1.5-moe-a2.7b", Counted::total, 14.3e9, 0.1e9, "Qwen1.5-MoE blog"},
-        CardCase{"moe/qwen1.5-moe-a2.7b", Counted::active, 2.7e9, 0.1e9, "Qwen1.5-MoE blog"},
+        CardCase{"qwen1.5-moe-a2.7b", Counted::total, 14.3e9, 0.1e9, "Qwen1.5-MoE blog"},
+        CardCase{"qwen1.5-moe-a2.7b", Counted::active, 2.7e9, 0.1e9, "Qwen1.5-MoE blog"},
         // DeepSeek-V2 paper (arXiv:2405.04434): "236B total parameters, of which 21B are activated
         // for each token"; DeepSeek-V2-Lite "15.7B total". DeepSeek counts the activated
         // parameters without the input embedding (a row lookup): V3's 37B is 36.63B that way
@@ -554,18 +554,55 @@ TEST(MoeCount, SmallConfigsByHand) {
   EXPECT_EQ(c.input_embedding, 256'000LL * 3584);
 }
 
-TEST(MoeImport, PlanningIsRefusedWithTheCounts) {
-  const std::string path = testing_paths::repo_path("models/hf/moe/mixtral-8x7b.json");
+// The imported MoE models hold every parameter count_hf_parameters counts, experts included,
+// and their blocks' FLOPs are the active parameters' (router and top-k experts per token).
+TEST(MoeImport, ImportedModelsHoldTheCountedParameters) {
+  for (const char* config : {"mixtral-8x7b", "qwen1.5-moe-a2.7b"}) {
+    const std::string path = testing_paths::repo_path(std::string("models/hf/") + config + ".json");
+    const nlohmann::json json = load_json_file(path);
+    const Model model = load_hf_config(path);
+    EXPECT_EQ(model.parameter_count(), count_hf_parameters(json, path).total) << config;
+  }
+  // Mixtral-8x7B's block per token: q, o 4096 x 4096 each, k, v 4096 x 1024 each (41,943,040),
+  // router 4096 x 8 (32,768), 2 experts x (gate, up, down) 3 x 4096 x 14336 (352,321,536):
+  // 394,297,344 multiply-adds, 788,594,688 FLOPs.
+  const Model mixtral = load_hf_config(testing_paths::repo_path("models/hf/mixtral-8x7b.json"));
+  const Module* block = mixtral.find_module("model.layers.0");
+  ASSERT_NE(block, nullptr);
+  ASSERT_TRUE(block->costs && block->costs->moe);
+  EXPECT_EQ(block->costs->forward_flops.at(1, 1) - block->costs->attention_flops.at(1, 1), 788'594'688.0);
+  EXPECT_EQ(block->costs->moe->experts, 8);
+  EXPECT_EQ(block->costs->moe->top_k, 2);
+  const Module* experts = mixtral.find_module("model.layers.0.block_sparse_moe.experts");
+  ASSERT_NE(experts, nullptr);
+  EXPECT_EQ(experts->experts, 8);
+  EXPECT_EQ(experts->params.at(0).shape, (std::vector<std::int64_t>{8, 2 * 14336, 4096}));
+  EXPECT_EQ(experts->params.at(0).experts, 8);
+}
+
+// DeepSeek (multi-head latent attention), gpt-oss and Llama-4 are counted, not imported.
+TEST(MoeImport, FamiliesNotImportedAreRefusedWithTheCounts) {
+  const std::string path = testing_paths::repo_path("models/hf/moe/deepseek-v2-lite.json");
   try {
     import_hf_config(load_json_file(path), path);
-    FAIL() << "an MoE config must not import as a dense model";
+    FAIL() << "DeepSeek-V2 must not import (MLA is not in the cost formulas)";
   } catch (const InputError& e) {
-    EXPECT_EQ(e.json_path(), "num_local_experts");
+    EXPECT_EQ(e.json_path(), "n_routed_experts");
     const std::string message = e.what();
-    EXPECT_NE(message.find("MoE planning is not supported yet"), std::string::npos) << message;
-    EXPECT_NE(message.find("46.70B"), std::string::npos) << message;
-    EXPECT_NE(message.find("12.88B"), std::string::npos) << message;
+    EXPECT_NE(message.find("not supported yet"), std::string::npos) << message;
+    EXPECT_NE(message.find("15.71B"), std::string::npos) << message;
+    EXPECT_NE(message.find("latent attention"), std::string::npos) << message;
   }
+}
+
+// Qwen-MoE with dense layers between sparse ones is counted but not imported.
+TEST(MoeImport, DenseLayersBetweenSparseOnesAreRefusedByKey) {
+  nlohmann::json c = load_json_file(testing_paths::repo_path("models/hf/qwen1.5-moe-a2.7b.json"));
+  c["mlp_only_layers"] = {0};
+  expect_error(c, "mlp_only_layers", "not imported yet");
+  c = load_json_file(testing_paths::repo_path("models/hf/qwen1.5-moe-a2.7b.json"));
+  c["decoder_sparse_step"] = 2;
+  expect_error(c, "decoder_sparse_step", "not imported yet");
 }
 
 // A key the importer does not read and does not know to be harmless is refused by name.

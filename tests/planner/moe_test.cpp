@@ -1,0 +1,164 @@
+// Mixture-of-Experts in the planner: expert routing with imbalance, grouped GEMMs, expert
+// parallelism's sharding, groups and all-to-alls, each against hand arithmetic.
+#include <gtest/gtest.h>
+
+#include "models/json_input.h"
+#include "planner/gemm_model.h"
+#include "planner/moe.h"
+#include "planner/plan.h"
+#include "planner/scenario.h"
+#include "planner/sharding.h"
+#include "synthetic.h"
+
+namespace fsdpsim::planner {
+namespace {
+
+using testing::cluster;
+
+// E = 8 experts, top 2, 1000 tokens per rank, EP 4, the busiest expert twice the mean:
+// each expert's mean = 1000 x 2 x 4 / 8 = 1000 copies (from the 4 ranks of its group); the
+// busiest 2000; the other 7 share the rest, (8 - 2)/7 x 1000 = 857.142857 each
+// (8 x 1000 = 2000 + 7 x 857.14). The busiest rank holds the busiest expert and
+// one other: (2000 + 857.142857) / (2 x 1000) = 1.4285714.
+TEST(ExpertRouting, ImbalanceLoadsTheBusiestRank) {
+  const models::MoeSpec moe{8, 2, 4096};
+  const ExpertRouting r = expert_routing(moe, 1000, 4, 2.0);
+  EXPECT_EQ(r.local_experts, 2);
+  EXPECT_DOUBLE_EQ(r.mean_tokens_per_expert, 1000);
+  EXPECT_DOUBLE_EQ(r.busiest_expert_tokens, 2000);
+  EXPECT_NEAR(r.other_expert_tokens, 6000.0 / 7, 1e-9);
+  EXPECT_NEAR(r.rank_load_factor, (2000 + 6000.0 / 7) / 2000, 1e-12);
+  // Without expert parallelism one rank holds every expert: the imbalance moves tokens between
+  // its experts but not the rank's total (8 x 250 = 2000 = 1000 tokens x top 2).
+  const ExpertRouting all = expert_routing(moe, 1000, 1, 2.0);
+  EXPECT_EQ(all.local_experts, 8);
+  EXPECT_DOUBLE_EQ(all.mean_tokens_per_expert, 250);
+  EXPECT_NEAR(all.rank_load_factor, 1.0, 1e-12);
+}
+
+GemmDevice h100() {
+  GemmDevice d;
+  d.sm_count = 132;
+  d.peak_flops = 989.4e12;
+  d.hbm_bytes_per_second = 3.35e12;
+  d.hbm_efficiency = 0.9;
+  d.large_gemm_efficiency = 0.7;
+  return d;
+}
+
+// A grouped GEMM of one group is the shape model's GEMM when the latter does not split K (4096^3:
+// 512 output tiles of 128 x 128 fill the 132 SMs, no split). Eight experts of 512 rows tile
+// exactly as one GEMM of 4096 rows (every tile height divides 512): same CTAs, same waves, same
+// operand bytes but the weights (8 x n x k instead of n x k), so at most the weights' extra
+// traffic slower. With 8 rows per expert the tiles are mostly empty: far below.
+TEST(GroupedGemm, ComesFromTheShapeModel) {
+  const GemmDevice d = h100();
+  const GemmShape square{4096, 4096, 4096};
+  EXPECT_DOUBLE_EQ(estimate_grouped_gemm({{square}, {1}}, d).seconds, estimate_gemm(square, d).seconds);
+  const GemmShape one_expert{512, 4096, 4096};
+  const double grouped = estimate_grouped_gemm({{one_expert}, {8}}, d).seconds;
+  EXPECT_GE(grouped, estimate_gemm(square, d).seconds * (1 - 1e-12));
+  EXPECT_LT(grouped, estimate_gemm(square, d).seconds * 1.2);
+  const GroupedGemmShape few{{{8, 4096, 4096}}, {8}};
+  const double few_efficiency = few.flops() / estimate_grouped_gemm(few, d).seconds / d.peak_flops;
+  EXPECT_LT(few_efficiency, 0.1) << "8 tokens per expert use 8 rows of each 64-row tile at most";
+}
+
+// A 2-block MoE model written by hand: each block owns w [8, 16] and an experts module of 4
+// experts [4, 16, 16]; fp32 everything, no optimizer state.
+nlohmann::json moe_model() {
+  nlohmann::json experts = {{"name", "experts"}, {"type", "Experts"}, {"experts", 4},
+                            {"params", {{{"name", "w"}, {"shape", {4, 16, 16}}, {"dtype", "fp32"}}}}};
+  nlohmann::json block = {{"name", "{i}"}, {"type", "Block"}, {"repeat", 2},
+                          {"params", {{{"name", "w"}, {"shape", {8, 16}}, {"dtype", "fp32"}}}},
+                          {"costs", {{"forward_flops", {{"b*s", 1000}}},
+                                     {"saved_activation_bytes", {{"b*s", 64}}},
+                                     {"input_bytes", {{"b*s", 32}}},
+                                     {"moe", {{"experts", 4}, {"top_k", 2}, {"hidden_size", 16}}}}},
+                          {"children", {experts}}};
+  return {{"name", "tiny-moe"}, {"root", {{"name", ""}, {"type", "Model"},
+                                          {"children", {{{"name", "layers"}, {"type", "ModuleList"}, {"children", {block}}}}}}}};
+}
+
+nlohmann::json moe_scenario() {
+  return {{"model", moe_model()},
+          {"cluster", cluster(1, 4)},
+          {"training", {{"micro_batch", 1}, {"seq_len", 10}, {"param_dtype", "fp32"}, {"reduce_dtype", "fp32"},
+                        {"master_dtype", "fp32"}, {"optimizer", "none"}}},
+          {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}};
+}
+
+std::int64_t persistent_param_bytes(const Schedule& s) {
+  std::int64_t bytes = 0;
+  for (const Allocation& a : s.allocations)
+    if (a.persistent && a.category == MemCategory::sharded_param) bytes += a.bytes;
+  return bytes;
+}
+
+// Sharded parameters by hand, 4 ranks. Without EP each block's unit holds w (8 rows / 4 = 2
+// rows x 16 = 32 elements) and the experts (4 experts / 4 = 1 x 256 = 256): 288 x 4 bytes x 2
+// blocks = 2304 bytes. With EP 2 the experts are a unit of their own: 2 local experts per
+// rank, sharded over the 2 ranks holding the same experts (efsdp = 4 / 2); efsdp x ep = 4 is
+// not above 4 experts, so on dim 0: 1 expert x 256 = 256 elements, and w still 32: the same
+// 2304 bytes, but the experts' all-gather runs over 2 ranks (512 elements gathered, not 1024).
+TEST(ExpertParallel, ShardsTheExpertsOverTheExpertDataParallelGroup) {
+  const Plan dense = plan_step(parse_scenario(moe_scenario(), "test.json"));
+  const Plan ep = plan_step(parse_scenario(moe_scenario(), "test.json", {"fsdp.expert_parallel=2"}));
+  EXPECT_EQ(persistent_param_bytes(dense.schedule), 2 * (32 + 256) * 4);
+  EXPECT_EQ(persistent_param_bytes(ep.schedule), 2 * (32 + 256) * 4);
+  EXPECT_EQ(dense.units.size(), 3u);  // root, 2 blocks
+  EXPECT_EQ(ep.units.size(), 5u);     // root, 2 blocks, 2 experts modules
+  int expert_gathers = 0;
+  for (const Op& op : ep.schedule.ops) {
+    if (op.kind != OpKind::all_gather) continue;
+    const ProcessGroup& g = ep.schedule.groups.at(op.group);
+    if (g.name != "expert_shard") continue;
+    ++expert_gathers;
+    EXPECT_EQ(g.ranks, 2);
+    EXPECT_EQ(g.stride, 2);  // the ranks holding the same experts are ep = 2 apart
+    EXPECT_EQ(op.comm_bytes, 512 * 4);
+  }
+  EXPECT_EQ(expert_gathers, 4);  // each experts unit in forward and in backward
+}
+
+// Dispatch and combine per MoE block in forward, their reverse in backward, on the EP group:
+// one rank's send buffer is its 10 tokens x top 2 copies x 16 features x 4 bytes = 1280 bytes;
+// the busiest expert at 2x the mean loads the busiest rank (2 local experts of 4) by
+// (2 + (4 - 2)/3) / 2 = 4/3.
+TEST(ExpertParallel, AllToAllsCarryTheDispatchedCopies) {
+  const Plan ep = plan_step(parse_scenario(moe_scenario(), "test.json", {"fsdp.expert_parallel=2"}));
+  int all_to_alls = 0;
+  for (const Op& op : ep.schedule.ops) {
+    if (op.kind != OpKind::all_to_all) continue;
+    ++all_to_alls;
+    EXPECT_EQ(ep.schedule.groups.at(op.group).name, "expert");
+    EXPECT_EQ(ep.schedule.groups.at(op.group).ranks, 2);
+    EXPECT_DOUBLE_EQ(op.comm_bytes, 1280);
+  }
+  EXPECT_EQ(all_to_alls, 2 * 2 * 2);  // 2 blocks x (forward, backward) x (dispatch, combine)
+  const Plan skewed =
+      plan_step(parse_scenario(moe_scenario(), "test.json", {"fsdp.expert_parallel=2", "training.moe_imbalance=2"}));
+  for (const Op& op : skewed.schedule.ops)
+    if (op.kind == OpKind::all_to_all) EXPECT_NEAR(op.comm_bytes, 1280 * 4.0 / 3, 1e-9);
+  const Plan dense = plan_step(parse_scenario(moe_scenario(), "test.json"));
+  for (const Op& op : dense.schedule.ops) EXPECT_NE(op.kind, OpKind::all_to_all);
+}
+
+void expect_input_error(const std::vector<std::string>& overrides, const std::string& path) {
+  try {
+    plan_step(parse_scenario(moe_scenario(), "test.json", overrides));
+    FAIL() << "expected an InputError at " << path;
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.json_path(), path) << e.what();
+  }
+}
+
+TEST(ExpertParallel, ImpossibleConfigurationsNameTheField) {
+  expect_input_error({"fsdp.expert_parallel=3"}, "fsdp.expert_parallel");  // divides neither 4 ranks nor 4 experts
+  expect_input_error({"training.moe_imbalance=5"}, "training.moe_imbalance");  // above 4 experts
+  expect_input_error({"training.moe_imbalance=0.5"}, "training.moe_imbalance");
+  expect_input_error({"fsdp.expert_parallel=2", "fsdp.version=1"}, "fsdp.expert_parallel");
+}
+
+}  // namespace
+}  // namespace fsdpsim::planner
