@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "planner/memory.h"
-#include "runtime/host_comm.h"
+#include "runtime/internal/host_comm.h"
 #include "runtime/runtime.h"
 #include "runtime_scenarios.h"
 
