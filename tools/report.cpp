@@ -5,6 +5,7 @@
 
 #include "sim/timing_report.h"
 #include "tools/format.h"
+#include "tools/report_job.h"
 
 namespace fsdpsim::tools {
 
@@ -65,14 +66,17 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc) {
   std::string where = m.peak_op < 0 ? "before the step" : "at op " + std::to_string(m.peak_op) + " \"" + ops[m.peak_op].name + "\" (" + phase_of(ops[m.peak_op]) + ", micro-step " + std::to_string(ops[m.peak_op].micro_step) + ")";
   Table t({"", "size", "note"});
   t.add({"peak allocated", gib(static_cast<double>(m.peak_allocated_bytes)), where});
-  t.add({"model state at peak", gib(static_cast<double>(m.model_state_bytes)), "params, grads and optimizer state"});
+  t.add({"model state at peak", gib(static_cast<double>(m.model_state_bytes)),
+         m.peak_host_bytes > 0 ? "on the GPU; the host holds " + gib(static_cast<double>(m.peak_host_bytes)) + " per rank"
+                               : "params, grads and optimizer state"});
   t.add({"peak reserved (est.)", gib(static_cast<double>(m.peak_reserved_bytes)), "caching-allocator model"});
   t.add({"device overhead", gib(e.device_overhead_bytes), "CUDA context + NCCL (assumed)"});
   t.add({"GPU memory", gib(e.gpu_memory_bytes), sc.cluster.gpu.name});
   out << t.str();
   const double margin = e.gpu_memory_bytes - e.device_peak_bytes();
-  if (margin >= 0) out << "fits: " << gib(margin) << " to spare\n";
-  else out << "WARNING: does not fit: the peak exceeds GPU memory by " << gib(-margin) << "\n";
+  if (margin >= 0) out << "step fits: " << gib(margin) << " to spare\n";
+  else out << "WARNING: the step does not fit: the peak exceeds GPU memory by " << gib(-margin) << "\n";
+  out << job_memory_text(e, sc);
 
   const auto& tm = e.timing;
   out << "\nStep time (analytic engine, calibration: " << e.calibration.name << ")\n";
@@ -146,6 +150,7 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
                  {"overage_bytes", std::max(0.0, e.device_peak_bytes() - e.gpu_memory_bytes)},
                  {"allocated_at_start_bytes", m.allocated_at_start},
                  {"timeline_allocated_bytes", m.allocated_at_op}};
+  j["job"] = job_memory_json(e, sc);
   return j;
 }
 
