@@ -47,7 +47,7 @@ std::string scenario_summary(const planner::Scenario& sc, const planner::Plan& p
   out << sc.model.parameter_count() / 1e9 << "B params) on " << sc.world_size() << " x " << sc.cluster.gpu.name << " ("
       << sc.cluster.nodes << " node" << (sc.cluster.nodes > 1 ? "s" : "") << " x " << sc.cluster.gpus_per_node << ")\n";
   out << "FSDP" << f.version << " " << planner::strategy_name(f.strategy) << ", shard group " << f.shard_group_size
-      << ", wrap " << wrap_text(f.wrap) << " (" << plan.units.size() << " units)"
+      << ", wrap " << wrap_text(f.wrap) << " (" << planner::units_with_parameters(plan.units) << " units)"
       << ", reshard_after_forward " << (f.reshard_after_forward == 0 ? "false" : f.reshard_after_forward == f.shard_group_size ? "true" : std::to_string(f.reshard_after_forward))
       << (f.cpu_offload ? ", CPU offload" : "") << "\n";
   out << "micro-batch " << t.micro_batch << " x seq " << t.seq_len << ", grad accum " << t.grad_accum << ", global batch "
@@ -127,7 +127,8 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
   j["scenario"] = sc.file;
   j["model"] = {{"name", sc.model.name}, {"parameters", sc.model.parameter_count()}};
   j["world_size"] = sc.world_size();
-  j["units"] = e.plan.units.size();
+  j["units"] = planner::units_with_parameters(e.plan.units);
+  j["warnings"] = planner::tied_weight_warnings(e.plan.units);
   nlohmann::json breakdown = nlohmann::json::object();
   for (int c = 0; c < planner::kMemCategoryCount; ++c)
     breakdown[planner::to_string(static_cast<MemCategory>(c))] = m.breakdown_at_peak[c];
