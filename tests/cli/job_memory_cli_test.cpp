@@ -67,3 +67,22 @@ TEST(EstimateJob, TextAndJsonAgree) {
 
 }  // namespace
 }  // namespace fsdpsim::testing
+
+namespace fsdpsim::testing {
+namespace {
+
+// import-hf says what it imported on stderr (stdout stays the model JSON): GPT-2's config gives
+// 124,439,808 parameters (the wte/lm_head tie counted once: 50257 x 768 + 1024 x 768 + 12 x
+// 7,087,872 per block + 2 x 768 for the final norm), 12 GPT2Block, one tied parameter.
+TEST(ImportHf, PrintsASummary) {
+  const CommandResult r = run_cli("import-hf " + std::string(FSDPSIM_SOURCE_ROOT) + "/models/hf/gpt2.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("{", 0), 0u);  // the JSON alone on stdout
+  EXPECT_NE(r.err.find("124439808 parameters (0.12B)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("12 x GPT2Block"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 tied parameter(s)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("wrote stdout"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace fsdpsim::testing
