@@ -156,6 +156,9 @@ std::vector<OffloadOption> offload_options(const Scenario& sc, const Plan& plan)
 // Building the model, then sharding it (b: the construction dtype, the master dtype torch
 // builds parameters in; S: this rank's sharded parameters as the step keeps them):
 // - meta, FSDP2: fully_shard on meta, then to_empty allocates only the shards: S.
+// - cpu, FSDP2: fully_shard moves each unit's parameters to the GPU whole, then shards them
+//   (torch/distributed/fsdp/_fully_shard/_fully_shard.py: _move_states_to_device before
+//   FSDPParamGroup): S + max N_u b + its shard.
 // - meta, FSDP1 (param_init_fn / to_empty) and DeepSpeed (zero.Init): unit by unit the
 //   parameters are materialised whole (N_u b) and flattened into a FlatParameter (another
 //   N_u b) before the shard is kept: S + 2 max N_u b. (FlatParamHandle.flatten_tensors cats the
@@ -184,9 +187,14 @@ PhasePeak init_peak(const Scenario& sc, const Plan& plan, const MemoryReport& st
       if (per_unit_materialisation) {
         p.device_bytes = shards + 2 * unit;
         p.device_at = "the sharded parameters + the largest unit materialised and flattened (" + gb_text(2 * unit) + ")";
-      } else {
+      } else if (sc.init.device == InitSpec::Device::meta) {
         p.device_bytes = shards;
         p.device_at = "the sharded parameters (fully_shard before materialising)";
+      } else {
+        // fully_shard moves the unit's parameters to the GPU whole (_move_states_to_device),
+        // then makes their shards (FSDPParam._init_sharded_param) before the whole ones go.
+        p.device_bytes = shards + unit + r.largest_unit_shard_elements * b;
+        p.device_at = "the sharded parameters + the largest unit moved to the GPU whole and its new shard";
       }
       break;
     case InitSpec::Device::cuda:

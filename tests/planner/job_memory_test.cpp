@@ -115,6 +115,11 @@ TEST(Init, MetaAgainstCpu) {
 
   Planned fsdp2 = plan_of(seventy_b({{"version", 2}}), {"init=meta"});
   EXPECT_DOUBLE_EQ(init_peak(fsdp2.scenario, fsdp2.plan, fsdp2.memory).device_bytes, shards);
+  // FSDP2 from the CPU: fully_shard moves a block to the GPU whole (3.5 GB), then makes its
+  // shard (875e6 / 64 x 4 bytes) before the whole one is freed.
+  Planned fsdp2_cpu = plan_of(seventy_b({{"version", 2}}), {"init=cpu"});
+  EXPECT_DOUBLE_EQ(init_peak(fsdp2_cpu.scenario, fsdp2_cpu.plan, fsdp2_cpu.memory).device_bytes,
+                   shards + kBlock * 4 + kBlock / kW * 4);
 
   Planned cpu = plan_of(seventy_b({{"version", 1}}), {"init=cpu"});
   PhasePeak cpu1 = init_peak(cpu.scenario, cpu.plan, cpu.memory);

@@ -162,6 +162,62 @@ TEST(FsdpDocsExample, RecordStreamKeepsTwoBuffersWithoutForwardPrefetch) {
   EXPECT_GE(unlimited_forward - start_reserved, 3 * one_unit);  // 4 units, the root's kept
 }
 
+// What the CPU knows has finished once it waits for an op, by hand on five ops:
+//   0 all-gather (all-gather stream, group 0)   1 compute, deps {0}   2 compute
+//   3 reduce-scatter (reduce-scatter stream, group 0)   4 all-gather (group 0)
+// Op 1's completion implies op 0's (its dep); op 2's implies op 1's (stream order) and so op
+// 0's; op 3 runs after op 0 on their communicator, op 4 after op 3.
+TEST(RecordStream, CompletionClocksFollowStreamsDepsAndCommunicators) {
+  Schedule s;
+  s.world_size = 1;
+  s.groups = {{"shard", 1, 1, 1}};
+  auto add = [&](OpKind kind, Stream stream, int group, IdList deps) {
+    Op op;
+    op.id = static_cast<int>(s.ops.size());
+    op.kind = kind;
+    op.stream = stream;
+    op.group = group;
+    op.deps = deps;
+    s.ops.push_back(op);
+  };
+  add(OpKind::all_gather, Stream::all_gather, 0, {});
+  add(OpKind::compute_fwd, Stream::compute, -1, {0});
+  add(OpKind::compute_fwd, Stream::compute, -1, {});
+  add(OpKind::reduce_scatter, Stream::reduce_scatter, 0, {});
+  add(OpKind::all_gather, Stream::all_gather, 0, {});
+  const auto clocks = completion_clocks(s);
+  const int ag = static_cast<int>(Stream::all_gather), cp = static_cast<int>(Stream::compute),
+            rs = static_cast<int>(Stream::reduce_scatter);
+  EXPECT_EQ(clocks[0][cp], -1);
+  EXPECT_EQ(clocks[1][ag], 0);
+  EXPECT_EQ(clocks[2][ag], 0);
+  EXPECT_EQ(clocks[2][cp], 2);
+  EXPECT_EQ(clocks[3][ag], 0);  // the communicator's previous collective
+  EXPECT_EQ(clocks[3][cp], -1);
+  EXPECT_EQ(clocks[4][rs], 3);
+  EXPECT_EQ(clocks[4][ag], 4);
+
+  // The allocator: a block freed under recordStream waits for its event (op 5 of the compute
+  // stream); a clock short of it leaves the block out of the pool (a new segment), one that
+  // covers it returns it (the next request reuses it: reserved does not grow).
+  CachingAllocatorModel m;
+  const std::int64_t mib100 = 100 << 20;
+  const int h = m.allocate(mib100, ag);
+  m.free_after(h, cp, 5);
+  EXPECT_EQ(m.pending_bytes(), mib100);
+  StreamClock c;
+  c.fill(-1);
+  c[cp] = 4;
+  m.completed_through(c);
+  m.allocate(mib100, ag);
+  EXPECT_EQ(m.reserved_bytes(), 2 * mib100);
+  c[cp] = 5;
+  m.completed_through(c);
+  EXPECT_EQ(m.pending_bytes(), 0);
+  m.allocate(mib100, ag);
+  EXPECT_EQ(m.reserved_bytes(), 2 * mib100);
+}
+
 // FSDP2 pads each parameter on dim 0 to a multiple of the shard group size W.
 TEST(Fsdp2Padding, DimZeroSmallerThanWorld) {
   models::Parameter p;
