@@ -234,7 +234,8 @@ PhasePeak init_peak(const Scenario& sc, const Plan& plan, const MemoryReport& st
 // (FSDP.optim_state_dict, full) is gathered parameter by parameter in the same way.
 // SHARDED_STATE_DICT / DCP: each rank writes its own shards; the writer stages one tensor at a
 // time in host memory (torch.distributed.checkpoint FileSystemWriter).
-CheckpointSave checkpoint_save(const Scenario& sc, const Plan& plan, const MemoryReport& step, double pcie_gbps) {
+CheckpointSave checkpoint_save(const Scenario& sc, const Plan& plan, const MemoryReport& step, double pcie_gbps,
+                               const NcclParams* nccl) {
   const RankShape r = rank_shape(sc, plan);
   const CheckpointSpec& c = sc.checkpoint;
   CheckpointSave save;
@@ -266,6 +267,22 @@ CheckpointSave checkpoint_save(const Scenario& sc, const Plan& plan, const Memor
     save.bytes_written_per_node = model + optimizer;  // rank 0 writes it
     save.bytes_written_total = save.bytes_written_per_node;
     copied = model + optimizer;
+    if (nccl) {
+      // Each unit is all-gathered once in the stored dtype, and once per saved optimizer-state
+      // tensor in the master dtype, over the shard group.
+      const int ranks = sc.fsdp.shard_group_size;
+      const CollectiveGroup group{ranks, (ranks + sc.cluster.gpus_per_node - 1) / sc.cluster.gpus_per_node};
+      for (const UnitShard& sh : plan.shards) {
+        if (sh.numel == 0) continue;
+        const double gathered = static_cast<double>(sh.gathered_numel);
+        save.gather_seconds +=
+            estimate_collective(CollectiveKind::all_gather, gathered * r.stored_bytes, group, sc.cluster, *nccl).seconds;
+        if (state_tensors > 0)
+          save.gather_seconds += state_tensors * estimate_collective(CollectiveKind::all_gather, gathered * r.master_bytes,
+                                                                     group, sc.cluster, *nccl)
+                                                     .seconds;
+      }
+    }
   } else {
     const double rank_bytes = r.param_elements * r.stored_bytes + r.optimizer_elements * state_tensors * r.master_bytes;
     save.peak.device_bytes = base;

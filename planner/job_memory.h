@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/collectives.h"
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
@@ -51,11 +52,15 @@ struct CheckpointSave {
   double rank0_host_bytes = 0;      // what rank 0's CPU holds at once
   double bytes_written_per_node = 0;  // the node that writes most (rank 0's for a full save)
   double bytes_written_total = 0;
+  double gather_seconds = 0;   // full: the units' all-gathers, one after another (NCCL's model)
   double copy_seconds = 0;     // device-to-host copies on the writing node's busiest path
   double write_seconds = -1;   // bytes_written_per_node / storage bandwidth; -1: bandwidth not stated
-  double seconds() const { return write_seconds < 0 ? -1 : copy_seconds + write_seconds; }
+  // Gather, copy and write in turn (the state dict is built unit by unit, then written).
+  double seconds() const { return write_seconds < 0 ? -1 : gather_seconds + copy_seconds + write_seconds; }
 };
-CheckpointSave checkpoint_save(const Scenario& scenario, const Plan& plan, const MemoryReport& step, double pcie_gbps);
+// `nccl`: the calibration's NCCL figures, to time the full save's all-gathers (nullptr: not timed).
+CheckpointSave checkpoint_save(const Scenario& scenario, const Plan& plan, const MemoryReport& step, double pcie_gbps,
+                               const NcclParams* nccl = nullptr);
 
 // The whole job against the hardware: each phase's device peak plus the device overhead against
 // the GPU's memory, and its host bytes per node against the node's (when the cluster states

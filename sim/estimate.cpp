@@ -19,7 +19,7 @@ void add_job_phases(Estimate& e, const planner::Scenario& scenario) {
   step.host_at = "offloaded state and staging of the node's ranks";
   std::vector<planner::PhasePeak> phases = {step, e.init};
   if (scenario.checkpoint.enabled) {
-    e.checkpoint = planner::checkpoint_save(scenario, e.plan, e.memory, e.calibration.pcie_gbps);
+    e.checkpoint = planner::checkpoint_save(scenario, e.plan, e.memory, e.calibration.pcie_gbps, &e.calibration.nccl);
     phases.push_back(e.checkpoint->peak);
   }
   e.job = planner::job_fit(phases, e.device_overhead_bytes, e.gpu_memory_bytes, scenario.cluster.host_memory_bytes);

@@ -65,7 +65,8 @@ std::string job_memory_text(const sim::Estimate& e, const planner::Scenario& sc)
   if (e.checkpoint) {
     const planner::CheckpointSave& c = *e.checkpoint;
     out << "checkpoint save: " << gib(c.bytes_written_per_node) << " written by the busiest node ("
-        << gib(c.bytes_written_total) << " in all), device-to-host copies " << seconds_text(c.copy_seconds);
+        << gib(c.bytes_written_total) << " in all), all-gathers " << seconds_text(c.gather_seconds)
+        << ", device-to-host copies " << seconds_text(c.copy_seconds);
     if (c.write_seconds >= 0)
       out << ", writing " << seconds_text(c.write_seconds) << " at " << sc.cluster.storage_write_gbps
           << " GB/s per node: " << seconds_text(c.seconds()) << "\n";
@@ -103,6 +104,7 @@ nlohmann::json job_memory_json(const sim::Estimate& e, const planner::Scenario& 
                   {"rank0_host_bytes", c.rank0_host_bytes},
                   {"bytes_written_per_node", c.bytes_written_per_node},
                   {"bytes_written_total", c.bytes_written_total},
+                  {"gather_seconds", c.gather_seconds},
                   {"copy_seconds", c.copy_seconds},
                   {"write_seconds", c.write_seconds < 0 ? nlohmann::json(nullptr) : nlohmann::json(c.write_seconds)},
                   {"seconds", c.seconds() < 0 ? nlohmann::json(nullptr) : nlohmann::json(c.seconds())}};

@@ -67,6 +67,21 @@ TEST(FullStateDict, SeventyBRankZeroOnly) {
   EXPECT_DOUBLE_EQ(model_only.bytes_written_per_node, 4 * kN);
   EXPECT_DOUBLE_EQ(model_only.copy_seconds, 4 * kN / 50e9);   // 5.6 s over PCIe
   EXPECT_DOUBLE_EQ(model_only.write_seconds, 4 * kN / 5e9);   // 56.4 s at 5 GB/s
+  EXPECT_EQ(model_only.gather_seconds, 0);  // not timed without NCCL's figures
+
+  // With them: the root and each of the 80 blocks all-gathered once, in fp32, over the 64
+  // ranks of 8 nodes, one after another, before the copies and the write.
+  const NcclParams nccl = NcclParams::defaults_for(p.scenario.cluster);
+  const CheckpointSave timed = checkpoint_save(p.scenario, p.plan, p.memory, 50, &nccl);
+  const CollectiveGroup group{64, 8};
+  const double expected_gathers =
+      80 * estimate_collective(CollectiveKind::all_gather, kBlock * 4, group, p.scenario.cluster, nccl).seconds +
+      estimate_collective(CollectiveKind::all_gather, kRoot * 4, group, p.scenario.cluster, nccl).seconds;
+  EXPECT_NEAR(timed.gather_seconds, expected_gathers, 1e-12 * expected_gathers);  // summed in another order
+  // A bound by hand: every node must take in 7/8 of each gathered buffer (the other nodes'
+  // shards) through its 8 NICs of 50 GB/s: 4 N x 7/8 / 400 GB/s = 0.62 s at least.
+  EXPECT_GT(timed.gather_seconds, 4 * kN * 7 / 8 / (8 * 50e9));
+  EXPECT_DOUBLE_EQ(timed.seconds(), timed.gather_seconds + timed.copy_seconds + timed.write_seconds);
 
   // With the optimizer state: 12 N on rank 0's CPU, and the GPU's highest point becomes one
   // block's two gathered fp32 states (875e6 x 8 bytes) on top of the state.
