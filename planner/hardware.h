@@ -52,6 +52,11 @@ struct ClusterSpec {
   double inter_latency_seconds = 0;  // one network hop, end to end
   InterNodeTopology inter_topology = InterNodeTopology::rail_optimized;
   double oversubscription = 1.0;  // leaf-to-spine, 1 = non-blocking
+  // Per node, 0 when the cluster file does not state it: the host's memory (what CPU offload,
+  // CPU init and a rank-0 full state dict must fit in) and the write bandwidth a checkpoint
+  // reaches to its storage (cluster.host_memory_gb, cluster.storage.write_gbps).
+  double host_memory_bytes = 0;
+  double storage_write_gbps = 0;
   std::map<std::string, std::string> sources;
 
   int world_size() const { return nodes * gpus_per_node; }

@@ -83,6 +83,31 @@ void CachingAllocatorModel::split(int block, std::int64_t size) {
   mark_free(rest);
 }
 
+void CachingAllocatorModel::free_after(int handle, int stream, int event_op) {
+  if (event_op < 0) return free(handle);  // nothing queued on the stream: reusable at once
+  pending_.push_back({handle, stream, event_op});
+  pending_bytes_ += blocks_[handle].size;
+}
+
+void CachingAllocatorModel::completed_through(const StreamClock& clock) {
+  std::size_t kept = 0;
+  for (const Pending& p : pending_) {
+    if (p.stream < kStreamCount && clock[p.stream] >= p.event_op) {
+      pending_bytes_ -= blocks_[p.block].size;
+      free(p.block);
+    } else {
+      pending_[kept++] = p;
+    }
+  }
+  pending_.resize(kept);
+}
+
+void CachingAllocatorModel::release_pending() {
+  for (const Pending& p : pending_) free(p.block);
+  pending_.clear();
+  pending_bytes_ = 0;
+}
+
 void CachingAllocatorModel::release_cached_segments() {
   for (std::size_t i = 0; i < segments_.size(); ++i) {
     Segment& seg = segments_[i];
@@ -110,12 +135,14 @@ std::vector<std::pair<int, std::int64_t>> CachingAllocatorModel::live_segments()
 bool CachingAllocatorModel::obtain_segment(int segment, std::int64_t bytes) {
   if (provider_) {
     if (provider_->map(segment, bytes)) return true;
+    release_pending();
     release_cached_segments();
     ++retries_;
     return provider_->map(segment, bytes);
   }
   const std::int64_t reserved_after = checked_add(reserved_, bytes, "reserved bytes");
   if (capacity_bytes_ > 0 && static_cast<double>(reserved_after) > capacity_bytes_) {
+    release_pending();
     release_cached_segments();
     ++retries_;
   }
@@ -165,6 +192,27 @@ void CachingAllocatorModel::free(int handle) {
   mark_free(handle);
 }
 
+std::vector<StreamClock> completion_clocks(const Schedule& s) {
+  StreamClock none;
+  none.fill(-1);
+  std::vector<StreamClock> clock(s.ops.size(), none);
+  std::vector<int> last_on_stream(kStreamCount, -1);
+  const std::vector<int> previous_collective = previous_on_communicator(s);
+  auto merge = [](StreamClock& into, const StreamClock& from) {
+    for (int k = 0; k < kStreamCount; ++k) into[k] = std::max(into[k], from[k]);
+  };
+  for (const Op& op : s.ops) {  // deps point to earlier ops (validate_schedule)
+    StreamClock& c = clock[op.id];
+    const int stream = static_cast<int>(op.stream);
+    if (last_on_stream[stream] >= 0) merge(c, clock[last_on_stream[stream]]);
+    for (int d : op.deps) merge(c, clock[d]);
+    if (previous_collective[op.id] >= 0) merge(c, clock[previous_collective[op.id]]);
+    c[stream] = op.id;
+    last_on_stream[stream] = op.id;
+  }
+  return clock;
+}
+
 MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
   MemoryReport r;
   CachingAllocatorModel allocator(capacity_bytes);
@@ -172,11 +220,22 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
   // Running totals per category, so a new peak is recorded in O(categories).
   std::array<std::int64_t, kMemCategoryCount> by_category{};
   std::int64_t allocated = 0, model_state = 0;
+  std::array<std::int64_t, kPlacementCount> host{};  // index: Placement (device unused)
   // Checked sums: a schedule whose allocations overflow an int64 must not lose them from
   // the peak (schedule_from_json and the planner bound the total; this is the backstop).
   auto account = [&](int id, std::int64_t sign) {
     const Allocation& a = s.allocations[id];
     const std::int64_t bytes = sign * a.bytes;
+    if (on_host(a.placement)) {
+      std::int64_t& total = host[static_cast<int>(a.placement)];
+      total = checked_add(total, bytes, "host bytes allocated at once");
+      const auto pinned = host[static_cast<int>(Placement::pinned_host)];
+      const auto pageable = host[static_cast<int>(Placement::pageable_host)];
+      r.peak_host_pinned_bytes = std::max(r.peak_host_pinned_bytes, pinned);
+      r.peak_host_pageable_bytes = std::max(r.peak_host_pageable_bytes, pageable);
+      r.peak_host_bytes = std::max(r.peak_host_bytes, pinned + pageable);
+      return;
+    }
     allocated = checked_add(allocated, bytes, "bytes allocated at once");
     by_category[static_cast<int>(a.category)] += bytes;  // each category's total <= allocated
     if (a.model_state) {
@@ -186,27 +245,47 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
   };
   auto make = [&](int id) {
     account(id, +1);
-    handle[id] = allocator.allocate(s.allocations[id].bytes, static_cast<int>(s.allocations[id].stream));
+    const Allocation& a = s.allocations[id];
+    if (!on_host(a.placement)) handle[id] = allocator.allocate(a.bytes, static_cast<int>(a.stream));
   };
+  // [recordStream] The event a recorded free waits for: the last op queued on the recorded
+  // stream when the op that frees it is issued.
+  std::vector<int> last_on_stream(kStreamCount, -1);
   auto release = [&](int id) {
     account(id, -1);
-    allocator.free(handle[id]);
+    const Allocation& a = s.allocations[id];
+    if (on_host(a.placement)) return;
+    if (a.recorded_stream >= 0 && a.recorded_stream < kStreamCount)
+      allocator.free_after(handle[id], a.recorded_stream, last_on_stream[a.recorded_stream]);
+    else
+      allocator.free(handle[id]);
   };
   auto snapshot = [&](int op) {
     r.peak_allocated_bytes = allocated;
     r.peak_op = op;
     r.breakdown_at_peak = by_category;
   };
+  // Only a schedule with recorded frees needs the clocks (a sweep replays thousands of plans).
+  const bool any_recorded = std::any_of(s.allocations.begin(), s.allocations.end(),
+                                        [](const Allocation& a) { return a.recorded_stream >= 0; });
+  const std::vector<StreamClock> clocks = any_recorded ? completion_clocks(s) : std::vector<StreamClock>{};
   for (const Allocation& a : s.allocations)
     if (a.persistent) make(a.id);
   r.allocated_at_start = allocated;
+  r.allocated_at_start_host = host[static_cast<int>(Placement::pinned_host)] + host[static_cast<int>(Placement::pageable_host)];
   snapshot(-1);
   r.allocated_at_op.reserve(s.ops.size());
+  r.reserved_at_op.reserve(s.ops.size());
   for (const Op& op : s.ops) {
+    if (any_recorded)
+      for (int w : op.cpu_waits) allocator.completed_through(clocks[w]);
+    last_on_stream[static_cast<int>(op.stream)] = op.id;
     for (int id : op.allocs) make(id);
     r.allocated_at_op.push_back(allocated);
+    r.reserved_at_op.push_back(allocator.reserved_bytes());
     if (allocated > r.peak_allocated_bytes) snapshot(op.id);
     for (int id : op.frees) release(id);
+    r.peak_pending_bytes = std::max(r.peak_pending_bytes, allocator.pending_bytes());
   }
   r.peak_reserved_bytes = allocator.peak_reserved_bytes();
   r.allocator_retries = allocator.retries();

@@ -25,8 +25,28 @@ struct MemoryReport {
   std::int64_t allocator_retries = 0;    // times the allocator had to free its cache to fit
   // Per op, the allocated bytes right after its allocations (its high-water mark).
   std::vector<std::int64_t> allocated_at_op;
+  // Per op, the caching-allocator model's reserved bytes right after its allocations.
+  std::vector<std::int64_t> reserved_at_op;
   std::int64_t allocated_at_start = 0;  // persistent state
+  // Host memory of this rank (Placement pinned_host / pageable_host: CPU offload's state and
+  // staging), counted apart from the device: the highest each reaches in the step, and the
+  // highest of their sum. Host allocations are exact sizes (no caching allocator on the host).
+  std::int64_t peak_host_pinned_bytes = 0;
+  std::int64_t peak_host_pageable_bytes = 0;
+  std::int64_t peak_host_bytes = 0;
+  std::int64_t allocated_at_start_host = 0;  // persistent host state (offloaded params, optimizer)
+  // Blocks freed under recordStream that were still waiting for their stream's work, at most
+  // (reserved but neither allocated nor reusable).
+  std::int64_t peak_pending_bytes = 0;
 };
+
+// [recordStream] What the CPU knows has finished on the GPU. After it waits for op w
+// (cpu_waits: FSDP1's rate limiter, event.synchronize()), every op w depends on has finished:
+// w's stream's earlier ops, its deps and, through them, theirs, and the earlier collectives of
+// its communicator (planner/schedule.h, [Communicator order]). Per op, per stream, the last op
+// of that stream so covered (-1: none).
+using StreamClock = std::array<int, kStreamCount>;
+std::vector<StreamClock> completion_clocks(const Schedule& schedule);
 
 // `capacity_bytes` bounds the reserved model (0: unbounded); when a new segment would
 // exceed it the allocator releases its unused cached segments first, as PyTorch does.
@@ -65,6 +85,18 @@ class CachingAllocatorModel {
   // Returns a handle for free(); throws OutOfSegments (only with a provider).
   int allocate(std::int64_t bytes, int stream);
   void free(int handle);
+  // [recordStream] A free of a block whose tensor was record_stream()ed on `stream`: the block
+  // leaves allocated memory now but joins the pool only once `event_op`, the last op queued on
+  // `stream` when it was freed, is known to have finished (completed_through). PyTorch's free()
+  // inserts a CUDA event per recorded stream (insert_events) and process_events() returns the
+  // block at a later malloc once they have completed; when a segment cannot be had it waits for
+  // all of them first (synchronize_and_free_events in release_cached_blocks), and so does this
+  // model before its retry (c10/cuda/CUDACachingAllocator.cpp, DeviceCachingAllocator::free,
+  // process_events, release_cached_blocks).
+  void free_after(int handle, int stream, int event_op);
+  // Every op of each stream up to clock[stream] has finished: blocks waiting on them return.
+  void completed_through(const StreamClock& clock);
+  std::int64_t pending_bytes() const { return pending_bytes_; }
   std::int64_t reserved_bytes() const { return reserved_; }
   std::int64_t peak_reserved_bytes() const { return peak_reserved_; }
   std::int64_t retries() const { return retries_; }
@@ -118,6 +150,14 @@ class CachingAllocatorModel {
     }
   };
   std::vector<FreeEntry>& free_list(int stream, bool small);
+  void release_pending();  // synchronize_and_free_events: every pending block joins the pool
+  struct Pending {
+    int block;
+    int stream;
+    int event_op;
+  };
+  std::vector<Pending> pending_;
+  std::int64_t pending_bytes_ = 0;
   FreeEntry free_entry(int block) const;
   void mark_free(int block);
   void mark_used(int block);

@@ -31,6 +31,12 @@ using Event = PlanCache::Layout::Event;
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// DeepSpeed's NVMe swap defaults (make_nvme_swap_buffers cites them).
+constexpr std::int64_t kDeepSpeedSubGroupSize = 1000000000;
+constexpr std::int64_t kDeepSpeedOptimizerSwapBuffers = 4;
+constexpr std::int64_t kDeepSpeedParamSwapBuffers = 5;
+constexpr std::int64_t kDeepSpeedParamSwapBufferElements = 100000000;
+
 std::unique_ptr<FrameworkPolicy> make_policy(StepContext& step) {
   if (!step.sharded.grads) return make_replicated_grads_policy(step);  // NO_SHARD, ZERO1
   return step.fsdp.version == 1 ? make_fsdp1_policy(step) : make_fsdp2_policy(step);
@@ -418,30 +424,81 @@ class StepBuilder {
   // ---- persistent state ------------------------------------------------------------------
   // What lives from step to step: the parameters (sharded, or replicated), the optimizer state
   // (with DeepSpeed's master copy) and DDP/ZeRO-1's replicated gradient buffers. Offloaded
-  // state lives in host memory.
+  // state lives in host memory (planner/job_memory.h lists the same figures per offload option).
   void make_persistent_state() {
     const int states = optimizer_states_per_param(training_.optimizer);
     const int master_copy =
         training_.master_weights == MasterWeights::optimizer_state && training_.optimizer != Optimizer::none ? 1 : 0;
-    const int stored = step_.stored_param_dtype_bytes;
+    const int stored = step_.stored_param_dtype_bytes, master = step_.master_dtype_bytes;
+    using Device = FsdpSpec::OffloadDevice;
+    const FsdpSpec& f = scenario_.fsdp;
+    std::int64_t rank_optimizer_numel = 0;
     for (const Unit& u : step_.plan.units) {
       const UnitShard& sh = step_.shard(u.index);
-      if (sh.numel == 0 || scenario_.fsdp.cpu_offload) continue;
+      if (sh.numel == 0) continue;
       const std::string& name = step_.label(u.index);
-      if (step_.sharded.params)
+      const std::int64_t optimizer_numel = step_.sharded.optimizer_state ? sh.optimizer_numel : sh.numel;
+      rank_optimizer_numel += optimizer_numel;
+      // Parameters.
+      if (f.cpu_offload)  // FSDP pins the offloaded shard (FSDP1 _local_shard, FSDP2 pin_memory=True)
+        step_.host_alloc(-1, sh.local_numel * stored, MemCategory::sharded_param, Placement::pinned_host,
+                         Name{"host sharded params of ", name});
+      else if (f.offload_param == Device::cpu)
+        step_.host_alloc(-1, sh.local_numel * stored, MemCategory::sharded_param, step_.deepspeed_host_placement(),
+                         Name{"host param partition of ", name});
+      else if (f.offload_param == Device::nvme)
+        ;  // on NVMe; the host holds the swap buffers (below)
+      else if (step_.sharded.params)
         step_.new_alloc(sh.local_numel * stored, MemCategory::sharded_param, Stream::compute,
                         Name{"sharded params of ", name}, true, true);
       else
         step_.new_alloc(sh.numel * stored, MemCategory::unsharded_param, Stream::compute,
                         Name{"replicated params of ", name}, true, true);
-      const std::int64_t optimizer_numel = step_.sharded.optimizer_state ? sh.optimizer_numel : sh.numel;
-      if (states + master_copy > 0)
-        step_.new_alloc(optimizer_numel * (states + master_copy) * step_.master_dtype_bytes,
-                        MemCategory::optimizer_state, Stream::compute, Name{"optimizer state of ", name}, true, true);
+      // Optimizer state (and DeepSpeed's fp32 master and fp32 gradient partition).
+      const std::int64_t state_bytes = optimizer_numel * (states + master_copy) * master;
+      if (f.cpu_offload) {
+        // torch.optim makes its state with zeros_like on the CPU parameters: ordinary memory.
+        if (state_bytes > 0)
+          step_.host_alloc(-1, state_bytes, MemCategory::optimizer_state, Placement::pageable_host,
+                           Name{"host optimizer state of ", name});
+      } else if (f.offload_optimizer == Device::cpu) {
+        // DeepSpeed's CPU partitions: fp32 master and Adam's two states, and the fp32 gradient
+        // (stage3.py _create_fp32_partitions / stage_1_and_2.py single_partition_of_fp32_groups).
+        if (state_bytes > 0)
+          step_.host_alloc(-1, state_bytes, MemCategory::optimizer_state, step_.deepspeed_host_placement(),
+                           Name{"host optimizer state of ", name});
+        step_.host_alloc(-1, optimizer_numel * master, MemCategory::sharded_grad, step_.deepspeed_host_placement(),
+                         Name{"host fp32 grads of ", name});
+      } else if (f.offload_optimizer == Device::nvme) {
+        ;  // on NVMe, swapped through pinned buffers (below)
+      } else if (states + master_copy > 0) {
+        step_.new_alloc(state_bytes, MemCategory::optimizer_state, Stream::compute, Name{"optimizer state of ", name},
+                        true, true);
+      }
       if (!step_.sharded.grads)
         step_.new_alloc(sh.numel * stored, MemCategory::unsharded_grad, Stream::compute,
                         Name{"replicated grads of ", name}, true, true);
     }
+    make_nvme_swap_buffers(rank_optimizer_numel);
+  }
+
+  // ZeRO-Infinity's pinned swap buffers (always page-locked: aio's new_cpu_locked_tensor /
+  // pin_memory). Defaults from deepspeed/runtime/zero/offload_config.py and config.py
+  // (deepspeedai/DeepSpeed@edaa722): the optimizer swapper holds offload_optimizer.buffer_count = 4
+  // fp32 buffers of the largest sub-group (sub_group_size = 1e9 elements, at most the rank's
+  // partition; swap_tensor/optimizer_utils.py SwapBufferManager); the parameter swapper
+  // offload_param.buffer_count = 5 buffers of buffer_size = 1e8 elements in the parameter dtype
+  // (swap_tensor/partitioned_param_swapper.py).
+  void make_nvme_swap_buffers(std::int64_t rank_optimizer_numel) {
+    using Device = FsdpSpec::OffloadDevice;
+    if (scenario_.fsdp.offload_optimizer == Device::nvme) {
+      const std::int64_t largest_sub_group = std::min<std::int64_t>(rank_optimizer_numel, kDeepSpeedSubGroupSize);
+      step_.host_alloc(-1, kDeepSpeedOptimizerSwapBuffers * largest_sub_group * 4, MemCategory::temporary,
+                       Placement::pinned_host, "NVMe optimizer swap buffers", false);
+    }
+    if (scenario_.fsdp.offload_param == Device::nvme)
+      step_.host_alloc(-1, kDeepSpeedParamSwapBuffers * kDeepSpeedParamSwapBufferElements * step_.compute_dtype_bytes,
+                       MemCategory::temporary, Placement::pinned_host, "NVMe parameter swap buffers", false);
   }
 
   // ---- forward -------------------------------------------------------------------------------
@@ -710,7 +767,7 @@ class StepBuilder {
     std::int64_t elements = 0;
     for (const Unit& u : step_.plan.units)
       elements += step_.sharded.optimizer_state ? step_.shard(u.index).optimizer_numel : step_.shard(u.index).numel;
-    const bool host = scenario_.fsdp.cpu_offload;
+    const bool host = step_.optimizer_on_host();
     const int op = step_.add_op(OpKind::optimizer, host ? Stream::host : Stream::compute, "optimizer step", -1);
     for (int d : step_.gradient_ready_ops) step_.op(op).deps.push_back(d);
     // Bytes one element moves: read master param, grad and each state; write param and states
@@ -729,7 +786,16 @@ class StepBuilder {
       step_.free_at(op, intermediates);
     }
     for (int& g : step_.sharded_grad) step_.free_at(op, g);  // zero_grad(set_to_none=True)
-    if (!step_.sharded.params && step_.sharded.optimizer_state) all_gather_updated_params(step_, op);
+    int updated = op;
+    if (step_.deepspeed_offload() && !step_.params_on_host()) {
+      // DeepSpeed's CPU step writes the updated partition in the compute dtype, then copies it
+      // into the GPU's parameters (stage3.py _reassign_or_swap_out_partitioned_parameters;
+      // stage_1_and_2.py step: bit16 partitions copied from the fp32 CPU partitions).
+      updated = step_.add_op(OpKind::h2d, Stream::copy, "host-to-device updated params", -1);
+      step_.op(updated).deps.push_back(op);
+      step_.op(updated).comm_bytes = static_cast<double>(elements * step_.compute_dtype_bytes);
+    }
+    if (!step_.sharded.params && step_.sharded.optimizer_state) all_gather_updated_params(step_, updated);
   }
 
   StepContext step_;  // the schedule being written; shared with the policy

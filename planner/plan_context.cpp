@@ -82,6 +82,14 @@ int StepContext::alloc_at(int op, std::int64_t bytes, MemCategory category, cons
   return id;
 }
 
+int StepContext::host_alloc(int op, std::int64_t bytes, MemCategory category, Placement placement, const Name& label,
+                            bool model_state) {
+  const int id = new_alloc(bytes, category, Stream::host, label, op < 0, model_state);
+  schedule.allocations[id].placement = placement;
+  if (op >= 0) schedule.ops[op].allocs.push_back(id);
+  return id;
+}
+
 int StepContext::next_unit_to_gather(const std::vector<int>& order, int u) const {
   auto it = std::find(order.begin(), order.end(), u);
   for (++it; it != order.end(); ++it)

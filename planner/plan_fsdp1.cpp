@@ -72,7 +72,7 @@ class Fsdp1Policy final : public FrameworkPolicy {
       pending_frees_.pop_front();
     }
     int offloaded_shard = -1;
-    if (step_.fsdp.cpu_offload) {
+    if (step_.params_on_host()) {
       // CPUOffload(offload_params=True): the shard lives in host memory and is copied in first.
       const int h2d = step_.add_op(OpKind::h2d, Stream::all_gather, Name{"h2d shard ", name}, u);
       wait_on_cpu(h2d, cpu_wait);
@@ -89,6 +89,16 @@ class Fsdp1Policy final : public FrameworkPolicy {
                                           Name{"all-gather input of ", name});
     unsharded_flat_param_[u] = step_.alloc_at(copy_in, sh.gathered_numel * compute, MemCategory::unsharded_param,
                                               Name{"unsharded flat param of ", name}, held_from_forward_to_backward());
+    // Both are made on the all-gather stream and read by the compute stream, and FSDP1 frees them
+    // under recordStream: FlatParamHandle._free_unsharded_flat_param calls
+    // unsharded_flat_param.record_stream(current_stream()) before _free_storage, and
+    // _free_low_precision_sharded_param does the same for the low-precision shard
+    // (torch/distributed/fsdp/_flat_param.py@fe03cf69). So a freed block is not reused until the
+    // compute stream's work queued at the free has finished: with forward_prefetch=False the next
+    // unit's all-gather still gets a second buffer (the FSDP notes, "FSDP buffers sizes": "in
+    // reality it's still 2x"; planner/memory.h [recordStream]).
+    step_.schedule.allocations[all_gather_input_[u]].recorded_stream = static_cast<int>(Stream::compute);
+    step_.schedule.allocations[unsharded_flat_param_[u]].recorded_stream = static_cast<int>(Stream::compute);
     step_.free_at(copy_in, offloaded_shard);
     const int all_gather = step_.add_op(OpKind::all_gather, Stream::all_gather, Name{"all-gather ", name}, u);
     step_.op(all_gather).comm_bytes = static_cast<double>(sh.gathered_numel * compute);

@@ -79,7 +79,7 @@ class Fsdp2Policy final : public FrameworkPolicy {
     const bool from_post_forward_shard = post_forward_shard_[u] >= 0;
     const int compute = step_.compute_dtype_bytes, stored = step_.stored_param_dtype_bytes;
     int offloaded_shard = -1;
-    if (step_.fsdp.cpu_offload) {
+    if (step_.params_on_host()) {
       // CPUOffloadPolicy: the sharded parameters live in host memory and are copied in first.
       const int h2d = step_.add_op(OpKind::h2d, Stream::all_gather, Name{"h2d shard ", name}, u);
       step_.op(h2d).comm_bytes = static_cast<double>(sh.local_numel * stored);

@@ -37,7 +37,7 @@ ReduceScatter issue_reduce_scatter(StepContext& step, int u, int copy_in, Stream
   // On the first micro-step a reduced shard already in the stored dtype is the sharded
   // gradient itself; otherwise it is cast and added in (finish_reduction).
   rs.output_is_grad = step.first_micro_step() && step.reduce_dtype_bytes == step.stored_param_dtype_bytes &&
-                      !step.fsdp.cpu_offload;
+                      !step.optimizer_on_host();
   rs.output = step.alloc_at(rs.op, sh.local_numel * step.reduce_dtype_bytes,
                             rs.output_is_grad ? MemCategory::sharded_grad : MemCategory::reduce_scatter_buffer,
                             rs.output_is_grad ? Name{"sharded grads of ", step.label(u)}
@@ -58,9 +58,22 @@ void finish_reduction(StepContext& step, int u, const ReduceScatter& rs) {
     last = all_reduce;
   }
   int output = rs.output;
-  if (step.fsdp.cpu_offload) {
+  if (step.optimizer_on_host()) {
     const int d2h = step.add_op(OpKind::d2h, step.op(last).stream, Name{"device-to-host grads ", name}, u);
-    step.op(d2h).comm_bytes = static_cast<double>(sh.local_numel * step.stored_param_dtype_bytes);
+    if (step.deepspeed_offload()) {
+      // DeepSpeed copies the reduced partition as it is into its fp32 host gradient buffer
+      // (persistent, plan.cpp make_persistent_state; stage3.py partition_grads: copy_ into
+      // fp32_partitioned_groups_flat's grad).
+      step.op(d2h).comm_bytes = static_cast<double>(sh.local_numel * step.reduce_dtype_bytes);
+    } else {
+      // FSDP casts to the parameter dtype and copies into pinned host memory: FSDP2's foreach_reduce
+      // .to("cpu", non_blocking=True) (a pinned destination), FSDP1's _cpu_grad (pinned). The
+      // sharded gradient lives on the host until the optimizer's zero_grad.
+      step.op(d2h).comm_bytes = static_cast<double>(sh.local_numel * step.stored_param_dtype_bytes);
+      if (step.sharded_grad[u] < 0)
+        step.sharded_grad[u] = step.host_alloc(d2h, sh.local_numel * step.stored_param_dtype_bytes, MemCategory::sharded_grad,
+                                               Placement::pinned_host, Name{"host sharded grads of ", name});
+    }
     step.free_at(d2h, output);
     step.gradient_ready_ops.push_back(d2h);
     return;

@@ -285,6 +285,25 @@ FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
   }
   f.limit_all_gathers = r.boolean_or("limit_all_gathers", true);
   f.cpu_offload = r.boolean_or("cpu_offload", false);
+  auto offload_device = [&](const char* key) {
+    const std::string d = r.choice_or(key, {"none", "cpu", "nvme"}, "none");
+    return d == "cpu" ? FsdpSpec::OffloadDevice::cpu : d == "nvme" ? FsdpSpec::OffloadDevice::nvme
+                                                                   : FsdpSpec::OffloadDevice::none;
+  };
+  f.offload_optimizer = offload_device("offload_optimizer");
+  f.offload_param = offload_device("offload_param");
+  f.offload_pin_memory = r.boolean_or("offload_pin_memory", true);
+  if (f.cpu_offload && (f.offload_optimizer != FsdpSpec::OffloadDevice::none ||
+                        f.offload_param != FsdpSpec::OffloadDevice::none))
+    r.fail("cpu_offload", "is FSDP's offload; offload_optimizer / offload_param are DeepSpeed's: choose one");
+  if (f.offload_optimizer != FsdpSpec::OffloadDevice::none && !params_sharded && !keeps_params)
+    r.fail("offload_optimizer", "is modelled for ZeRO-2 (SHARD_GRAD_OP) and ZeRO-3 (FULL_SHARD, HYBRID_SHARD), not " +
+                                    strategy_name(f.strategy));
+  if (f.offload_param != FsdpSpec::OffloadDevice::none && !params_sharded)
+    r.fail("offload_param", "DeepSpeed offloads parameters only under ZeRO-3 (FULL_SHARD or HYBRID_SHARD), not " +
+                                strategy_name(f.strategy));
+  if (f.offload_param != FsdpSpec::OffloadDevice::none && (keeps_params || f.reshard_after_forward == 0))
+    r.fail("offload_param", "needs the parameters resharded after forward (ZeRO-3)");
   std::string sync = r.choice_or("grad_sync", {"every_micro_step", "last_micro_step"}, "every_micro_step");
   f.sync_grads_every_micro_step = sync == "every_micro_step";
   if (r.has("all_gather_dtype")) {
@@ -333,6 +352,50 @@ void check_float8(const Scenario& s) {
     throw InputError(s.file, "fsdp.all_gather_dtype",
                      "fp8 all-gather is FSDP2's (torchao enable_fsdp_float8_all_gather hooks fully_shard): it needs "
                      "fsdp.version 2");
+}
+
+// `init`: "meta" | "cpu" | "cuda", or {"device": ..., "sync_module_states": bool}.
+InitSpec parse_init(JsonReader& r) {
+  InitSpec init;
+  if (!r.has("init")) {
+    r.ignore("init");
+    return init;
+  }
+  init.stated = true;
+  auto device_of = [](const std::string& d) {
+    return d == "cpu" ? InitSpec::Device::cpu : d == "cuda" ? InitSpec::Device::cuda : InitSpec::Device::meta;
+  };
+  if (r.raw("init").is_string()) {
+    init.device = device_of(r.choice("init", {"meta", "cpu", "cuda"}));
+    return init;
+  }
+  JsonReader i = r.object("init");
+  init.device = device_of(i.choice_or("device", {"meta", "cpu", "cuda"}, "meta"));
+  init.sync_module_states = i.boolean_or("sync_module_states", false);
+  i.finish();
+  return init;
+}
+
+// `checkpoint`: {"state_dict": "full" | "sharded", "rank0_only", "offload_to_cpu", "optimizer"}.
+CheckpointSpec parse_checkpoint(JsonReader& r) {
+  CheckpointSpec c;
+  if (!r.has("checkpoint")) {
+    r.ignore("checkpoint");
+    return c;
+  }
+  JsonReader k = r.object("checkpoint");
+  c.enabled = true;
+  c.kind = k.choice_or("state_dict", {"full", "sharded"}, "sharded") == "full" ? CheckpointSpec::Kind::full
+                                                                               : CheckpointSpec::Kind::sharded;
+  c.rank0_only = k.boolean_or("rank0_only", true);
+  c.offload_to_cpu = k.boolean_or("offload_to_cpu", true);
+  c.optimizer = k.boolean_or("optimizer", true);
+  if (c.kind == CheckpointSpec::Kind::sharded) {
+    if (k.has("rank0_only")) k.fail("rank0_only", "applies to a full state dict (state_dict \"full\")");
+    if (k.has("offload_to_cpu")) k.fail("offload_to_cpu", "applies to a full state dict (state_dict \"full\")");
+  }
+  k.finish();
+  return c;
 }
 
 std::map<std::string, std::string> parse_sources(JsonReader& r) {
@@ -520,6 +583,15 @@ ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, c
   } else if (c.nodes > 1) {
     r.fail("inter_node", "a cluster of more than one node needs inter_node links (nic_gbps, ...)");
   }
+  c.host_memory_bytes = r.number_or("host_memory_gb", 0) * 1e9;
+  if (c.host_memory_bytes < 0) r.fail("host_memory_gb", "expected a non-negative size in GB");
+  if (r.has("storage")) {
+    JsonReader st = r.object("storage");
+    c.storage_write_gbps = st.positive_number("write_gbps");
+    st.finish();
+  } else {
+    r.ignore("storage");
+  }
   if (c.intra_bandwidth_gbps <= 0 && c.gpus_per_node > 1)
     r.fail("intra_node", "GPUs in a node need a link: give intra_node.bandwidth_gbps");
   c.sources = parse_sources(r);
@@ -583,6 +655,19 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
   }
   if (r.has("simulation")) s.simulation = r.raw("simulation");
   else r.ignore("simulation");
+  const bool deepspeed_offload = s.fsdp.offload_optimizer != FsdpSpec::OffloadDevice::none ||
+                                 s.fsdp.offload_param != FsdpSpec::OffloadDevice::none;
+  if (deepspeed_offload && s.training.master_weights != MasterWeights::optimizer_state)
+    throw InputError(file, s.fsdp.offload_optimizer != FsdpSpec::OffloadDevice::none ? "fsdp.offload_optimizer"
+                                                                                    : "fsdp.offload_param",
+                     "is DeepSpeed's offload, for its layout: set training.master_weights to \"optimizer_state\" "
+                     "(FSDP's offload is fsdp.cpu_offload)");
+  if (s.fsdp.offload_param != FsdpSpec::OffloadDevice::none && s.fsdp.offload_optimizer == FsdpSpec::OffloadDevice::none)
+    throw InputError(file, "fsdp.offload_param",
+                     "DeepSpeed's parameter offload needs offload_optimizer too (\"cpu\" or \"nvme\"): the "
+                     "updated partitions are written on the host");
+  s.init = parse_init(r);
+  s.checkpoint = parse_checkpoint(r);
   r.finish();
   check_float8(s);
   return s;

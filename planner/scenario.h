@@ -101,7 +101,17 @@ struct FsdpSpec {
   bool forward_prefetch = false;
   BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
   bool limit_all_gathers = true;
-  bool cpu_offload = false;
+  bool cpu_offload = false;  // FSDP's: CPUOffload(offload_params=True) / CPUOffloadPolicy
+  // DeepSpeed ZeRO's offload (zero_optimization.offload_optimizer / offload_param, device none |
+  // cpu | nvme; deepspeed/runtime/zero/offload_config.py): the optimizer state, fp32 master
+  // and fp32 gradients on the host (or NVMe) with the optimizer step on the CPU; offload_param
+  // (ZeRO-3 only) also the compute-dtype parameter partitions. For DeepSpeed's layout
+  // (training.master_weights optimizer_state); FSDP's is cpu_offload.
+  enum class OffloadDevice { none, cpu, nvme };
+  OffloadDevice offload_optimizer = OffloadDevice::none;
+  OffloadDevice offload_param = OffloadDevice::none;
+  // DeepSpeed's offload pin_memory (default True in offload_config.py): host state page-locked.
+  bool offload_pin_memory = true;
   // Gradient accumulation without communication (FSDP1 no_sync(), FSDP2
   // set_requires_gradient_sync(False) on every micro-step but the last): unsharded gradients
   // accumulate (FSDP2: in the reduce dtype) and are reduced once, in the last micro-step.
@@ -117,6 +127,30 @@ struct FsdpSpec {
   int expert_parallel = 1;
 };
 
+// How the model is built before sharding (the scenario's `init`; planner/job_memory.h):
+// meta: on the meta device, materialised unit by unit (FSDP1 param_init_fn / to_empty, FSDP2
+// fully_shard then to_empty, DeepSpeed zero.Init); cpu: on each rank's CPU (with
+// sync_module_states, only rank 0's copy is real, the others on meta); cuda: on each GPU whole.
+struct InitSpec {
+  enum class Device { meta, cpu, cuda };
+  Device device = Device::meta;
+  bool stated = false;  // the scenario named an init (else meta, reported as the default)
+  bool sync_module_states = false;  // rank 0's values broadcast unit by unit
+};
+
+// The checkpoint a job saves (the scenario's `checkpoint`; planner/job_memory.h). full: FSDP1
+// FULL_STATE_DICT (FSDP2/DCP: get_model_state_dict with full_state_dict=True), unit by unit
+// all-gathered; sharded: SHARDED_STATE_DICT / torch.distributed.checkpoint, each rank writes
+// its own shards.
+struct CheckpointSpec {
+  bool enabled = false;  // the scenario has a `checkpoint` object
+  enum class Kind { full, sharded };
+  Kind kind = Kind::sharded;
+  bool rank0_only = true;      // full: only rank 0 keeps the gathered state
+  bool offload_to_cpu = true;  // full: each gathered tensor is copied to the CPU at once
+  bool optimizer = true;       // the optimizer state is saved too
+};
+
 struct Scenario {
   std::string file;  // for error messages and reports
   std::string name;
@@ -130,6 +164,8 @@ struct Scenario {
   // The SimGrid engine's options (sim/simgrid_options.h reads and checks them; every command
   // loads scenarios through sim::load_scenario, which does), may be null.
   nlohmann::json simulation;
+  InitSpec init;
+  CheckpointSpec checkpoint;
 
   int world_size() const { return cluster.world_size(); }
   int replicas() const { return world_size() / fsdp.shard_group_size; }

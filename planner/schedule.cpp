@@ -16,6 +16,7 @@ constexpr std::array<const char*, 13> kOpKindNames = {
 constexpr std::array<const char*, kStreamCount> kStreamNames = {
     "compute", "all_gather", "reduce_scatter", "all_reduce", "copy", "host", "all_to_all"};
 constexpr std::array<const char*, 3> kPhaseNames = {"forward", "backward", "optimizer"};
+constexpr std::array<const char*, kPlacementCount> kPlacementNames = {"device", "pinned_host", "pageable_host"};
 constexpr std::array<const char*, kMemCategoryCount> kCategoryNames = {
     "sharded_param", "unsharded_param", "sharded_grad", "unsharded_grad", "optimizer_state",
     "activation", "all_gather_buffer", "reduce_scatter_buffer", "temporary", "input"};
@@ -49,6 +50,7 @@ IdList int_list(JsonReader& r, const std::string& key) {
 std::string to_string(OpKind k) { return kOpKindNames[static_cast<int>(k)]; }
 std::string to_string(Stream s) { return kStreamNames[static_cast<int>(s)]; }
 std::string to_string(MemCategory c) { return kCategoryNames[static_cast<int>(c)]; }
+std::string to_string(Placement p) { return kPlacementNames[static_cast<int>(p)]; }
 std::string to_string(Phase p) { return kPhaseNames[static_cast<int>(p)]; }
 
 nlohmann::json op_trace_args(const Schedule& s, const Op& op) {
@@ -256,9 +258,13 @@ nlohmann::json schedule_to_json(const Schedule& s) {
   for (const KernelSet& k : s.kernel_sets) j["kernel_sets"].push_back(kernel_set_to_json(k));
   j["allocations"] = nlohmann::json::array();
   for (const Allocation& a : s.allocations) {
-    j["allocations"].push_back({{"id", a.id}, {"label", a.label}, {"bytes", a.bytes},
-                                {"category", to_string(a.category)}, {"stream", to_string(a.stream)},
-                                {"persistent", a.persistent}, {"model_state", a.model_state}});
+    nlohmann::json aj = {{"id", a.id}, {"label", a.label}, {"bytes", a.bytes},
+                         {"category", to_string(a.category)}, {"stream", to_string(a.stream)},
+                         {"persistent", a.persistent}, {"model_state", a.model_state}};
+    // Written only when not the default, so schedules of device-only steps read as before.
+    if (a.placement != Placement::device) aj["placement"] = to_string(a.placement);
+    if (a.recorded_stream >= 0) aj["recorded_stream"] = to_string(static_cast<Stream>(a.recorded_stream));
+    j["allocations"].push_back(std::move(aj));
   }
   j["ops"] = nlohmann::json::array();
   for (const Op& op : s.ops) {
@@ -323,6 +329,11 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
     al.stream = parse_enum<Stream>(a, "stream", kStreamNames);
     al.persistent = a.boolean_or("persistent", false);
     al.model_state = a.boolean_or("model_state", false);
+    al.placement = a.has("placement") ? parse_enum<Placement>(a, "placement", kPlacementNames) : Placement::device;
+    if (a.has("recorded_stream")) {
+      al.recorded_stream = static_cast<int>(parse_enum<Stream>(a, "recorded_stream", kStreamNames));
+      if (on_host(al.placement)) a.fail("recorded_stream", "a host allocation has no caching-allocator stream to record");
+    }
     a.finish();
     s.allocations.push_back(al);
   }

@@ -38,6 +38,15 @@ enum class MemCategory {
 constexpr int kStreamCount = 7;
 constexpr int kMemCategoryCount = 10;
 
+// Where an allocation lives. Device memory goes through the caching allocator; host memory
+// (CPU offload's state and staging) is counted apart, pinned (page-locked: what cudaMemcpyAsync
+// needs to overlap, cudaHostAlloc / tensor.pin_memory()) or pageable (ordinary malloc: torch.optim's
+// state on CPU tensors).
+enum class Placement { device, pinned_host, pageable_host };
+constexpr int kPlacementCount = 3;
+std::string to_string(Placement p);
+inline bool on_host(Placement p) { return p != Placement::device; }
+
 std::string to_string(OpKind k);
 std::string to_string(Stream s);
 std::string to_string(MemCategory c);
@@ -71,6 +80,13 @@ struct Allocation {
   Stream stream = Stream::compute;  // the stream whose allocator pool serves it
   bool persistent = false;  // alive before the step starts (sharded params, optimizer state)
   bool model_state = false;  // counted in model_state_bytes (what ZeRO's arithmetic counts)
+  Placement placement = Placement::device;
+  // recordStream: the block is used by ops of another stream than the one that allocated it, and
+  // the framework called tensor.record_stream(that stream) before freeing it (FSDP1's unsharded
+  // flat parameter, recorded on the compute stream). The caching allocator then cannot reuse it
+  // until the work queued on that stream when it was freed has finished (planner/memory.h,
+  // CachingAllocatorModel::free_after). -1: not recorded (freed blocks are reusable at once).
+  int recorded_stream = -1;
 };
 
 // The kernels a compute op runs, by shape: its GEMMs and its attention call. Ops of identical

@@ -67,12 +67,17 @@ std::vector<std::vector<const Module*>> wrapped_groups(const Model& model, const
     case WrapPolicy::size: {
       // FSDP1's size_based_auto_wrap_policy: bottom-up, a module is wrapped when the
       // parameters not yet wrapped below it reach min_num_params. The root is always a unit.
+      // Containers are never wrapped: the policy's EXCLUDE_WRAP_MODULES = {nn.ModuleList,
+      // nn.ModuleDict} (torch/distributed/fsdp/wrap.py, size_based_auto_wrap_policy: when not
+      // recursing it returns is_large and not isinstance(module, exclude_wrap_modules)); their
+      // parameters pass up to the parent.
+      auto excluded = [](const Module& m) { return m.type == "ModuleList" || m.type == "ModuleDict"; };
       std::function<std::int64_t(const Module&)> visit = [&](const Module& m) -> std::int64_t {
         std::int64_t unwrapped = 0;
         for (const Module& c : m.children) unwrapped += visit(c);
         for (const Parameter& p : m.params)
           if (p.tied_to.empty()) unwrapped += p.numel();
-        if (&m != &model.root && unwrapped >= wrap.min_num_params) {
+        if (&m != &model.root && unwrapped >= wrap.min_num_params && !excluded(m)) {
           groups.push_back({&m});
           return 0;
         }
@@ -215,8 +220,32 @@ std::vector<Unit> build_units(const Model& model, const WrapSpec& wrap, const st
       const auto tied = tied_users.empty() ? tied_users.end() : tied_users.find(p.full_name);
       const int owner = tied == tied_users.end() ? unit_of[i] : common_unit(unit_of[i], tied->second);
       units[owner].params.push_back(&p);
+      if (owner != unit_of[i]) {
+        units[unit_of[i]].tied_moved_out.push_back(&p);
+        units[unit_of[i]].tied_moved_to = owner;
+      }
     }
   return units;
+}
+
+int units_with_parameters(const std::vector<Unit>& units) {
+  return static_cast<int>(std::count_if(units.begin(), units.end(), [](const Unit& u) { return !u.params.empty(); }));
+}
+
+std::vector<std::string> tied_weight_warnings(const std::vector<Unit>& units) {
+  std::vector<std::string> out;
+  for (const Unit& u : units) {
+    if (u.tied_moved_out.empty()) continue;
+    std::string names;
+    for (const models::Parameter* p : u.tied_moved_out) names += (names.empty() ? "\"" : ", \"") + p->full_name + "\"";
+    const Unit& to = units[u.tied_moved_to];
+    std::string w = "fsdp.wrap: unit \"" + u.name + "\" cannot keep " + names +
+                    ": tied to a module of another unit, FSDP keeps a tied weight in one flat parameter, so it "
+                    "goes to the enclosing unit \"" + (to.is_root ? std::string("root") : to.name) + "\"";
+    if (u.params.empty()) w += "; the unit is left without parameters (not counted as a unit)";
+    out.push_back(w);
+  }
+  return out;
 }
 
 }  // namespace fsdpsim::planner

@@ -20,8 +20,22 @@ struct Unit {
   std::vector<const models::Parameter*> params;  // owned parameters
   int parent = -1;               // enclosing unit, -1 for the root
   bool is_root = false;
+  // Tied parameters whose own module is in this unit but whose other users are in other units:
+  // FSDP keeps a tied weight in one flat parameter (the FSDP notes: "For weight-tied parameters,
+  // we require them to be part of the same flat parameter"), so build_units moves it to the
+  // innermost unit enclosing all its users, and this unit's wrap request is not honoured for it.
+  std::vector<const models::Parameter*> tied_moved_out;
+  int tied_moved_to = -1;  // the unit they went to
   std::int64_t numel() const;
 };
+
+// Units that hold parameters: those all-gather and reduce (a unit whose only parameter was
+// tied and moved out holds none). What reports count.
+int units_with_parameters(const std::vector<Unit>& units);
+
+// One warning per unit whose wrap request tied weights kept from being honoured: which weight
+// moved, to which unit, and whether the unit is left without parameters.
+std::vector<std::string> tied_weight_warnings(const std::vector<Unit>& units);
 
 // Builds the units for a model; throws InputError (file, "fsdp.wrap...") when the policy
 // names modules the model does not have. `wrap_experts`: every module holding routed experts

@@ -62,6 +62,12 @@ void CachingAllocator::free(int handle) {
   model_.free(handle);
 }
 
+void CachingAllocator::free_after(int handle, int stream, int event_op) {
+  allocated_ -= requested_.at(handle);
+  requested_[handle] = 0;
+  model_.free_after(handle, stream, event_op);
+}
+
 void* CachingAllocator::pointer(int handle) const {
   return segment_base_[model_.segment_of(handle)] + model_.offset_of(handle);
 }

@@ -1,6 +1,7 @@
 #include "runtime/internal/executor.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -261,6 +262,27 @@ void RunControl::timeout(int position, int waited_op, const std::string& what) {
 
 namespace {
 
+// The handle of a host allocation (no device block).
+constexpr int kHostHandle = -2;
+
+// A rank's host memory by placement, and the highest each reached (and their sum) since the
+// last reset.
+struct HostMemoryCount {
+  std::int64_t pinned = 0, pageable = 0;
+  std::int64_t peak_pinned = 0, peak_pageable = 0, peak_total = 0;
+  void add(planner::Placement p, std::int64_t bytes) {
+    (p == planner::Placement::pinned_host ? pinned : pageable) += bytes;
+    peak_pinned = std::max(peak_pinned, pinned);
+    peak_pageable = std::max(peak_pageable, pageable);
+    peak_total = std::max(peak_total, pinned + pageable);
+  }
+  void reset_peaks() {
+    peak_pinned = pinned;
+    peak_pageable = pageable;
+    peak_total = pinned + pageable;
+  }
+};
+
 void rank_main(RunControl& c, RankDevice& device, int position, RankResult& result) {
   const Schedule& s = c.schedule;
   const RunOptions& o = c.options;
@@ -280,8 +302,14 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
     try {
       std::vector<int> handle(n_allocs, -1);
       std::vector<void*> pointer(n_allocs, nullptr);
+      HostMemoryCount host;
       auto make = [&](int a, int op) {
         const auto& al = s.allocations[a];
+        if (planner::on_host(al.placement)) {
+          host.add(al.placement, al.bytes);
+          handle[a] = kHostHandle;
+          return;
+        }
         try {
           handle[a] = allocator.allocate(al.bytes, static_cast<int>(al.stream));
         } catch (const OutOfMemory& e) {
@@ -298,8 +326,23 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
         }
         pointer[a] = allocator.pointer(handle[a]);
       };
+      // recordStream: a recorded free waits for the last op queued on its stream when it is
+      // freed, and comes back when the CPU has waited for an op that covers it (the planner's
+      // replay follows the same rule: planner/memory.h, [recordStream]).
+      std::vector<int> last_on_stream(planner::kStreamCount, -1);
+      const bool any_recorded = std::any_of(s.allocations.begin(), s.allocations.end(),
+                                            [](const planner::Allocation& al) { return al.recorded_stream >= 0; });
+      const std::vector<planner::StreamClock> clocks =
+          any_recorded ? planner::completion_clocks(s) : std::vector<planner::StreamClock>{};
       auto release = [&](int a) {
-        allocator.free(handle[a]);
+        const auto& al = s.allocations[a];
+        if (planner::on_host(al.placement)) {
+          host.add(al.placement, -al.bytes);
+        } else if (al.recorded_stream >= 0 && al.recorded_stream < planner::kStreamCount) {
+          allocator.free_after(handle[a], al.recorded_stream, last_on_stream[al.recorded_stream]);
+        } else {
+          allocator.free(handle[a]);
+        }
         handle[a] = -1;
         pointer[a] = nullptr;
       };
@@ -321,6 +364,7 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
         device.begin_step(step);
         if (measured) {
           allocator.reset_peak_allocated();
+          host.reset_peaks();
           if (step == warmup) {
             result.peak_allocated_bytes = allocator.allocated_bytes();
             result.peak_op = -1;
@@ -338,7 +382,11 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
                 FaultKind::timeout, rank, op.id,
                 "timeout: rank " + std::to_string(rank) + " was stalled by a test hook before " + c.op_text(op.id));
           }
-          for (int w : op.cpu_waits) device.wait_done(w);
+          for (int w : op.cpu_waits) {
+            device.wait_done(w);
+            if (any_recorded) allocator.completed_through(clocks[w]);
+          }
+          last_on_stream[static_cast<int>(op.stream)] = op.id;
           for (int a : op.allocs) make(a, op.id);
           if (measured) {
             result.allocated_at_op[op.id] = allocator.allocated_bytes();
@@ -354,6 +402,11 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
           for (int a : op.frees) release(a);
         }
         std::vector<OpTiming> timings = device.end_step();
+        if (any_recorded) {  // every op has finished: recorded frees come back
+          planner::StreamClock all;
+          all.fill(std::numeric_limits<int>::max());
+          allocator.completed_through(all);
+        }
         if (measured) {
           double end = 0;
           for (const OpTiming& t : timings) end = std::max(end, t.end_seconds);
@@ -365,12 +418,15 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
         // Back to the state before the step: what the step left allocated goes, persistent
         // state it freed comes back.
         for (int a = 0; a < n_allocs; ++a)
-          if (handle[a] >= 0 && !s.allocations[a].persistent) release(a);
+          if (handle[a] != -1 && !s.allocations[a].persistent) release(a);
         for (const auto& al : s.allocations)
-          if (al.persistent && handle[al.id] < 0) make(al.id, -1);
+          if (al.persistent && handle[al.id] == -1) make(al.id, -1);
       }
       result.peak_reserved_bytes = allocator.peak_reserved_bytes();
       result.allocator_retries = allocator.retries();
+      result.peak_host_pinned_bytes = host.peak_pinned;
+      result.peak_host_pageable_bytes = host.peak_pageable;
+      result.peak_host_bytes = host.peak_total;
       device.finish(result);
     } catch (const RuntimeError& e) {
       fail_and_unwind(e);

@@ -118,6 +118,11 @@ struct RankResult {
   int peak_op = -1;                           // op whose allocations reached the peak (-1: before the step)
   std::int64_t peak_reserved_bytes = 0;       // over the whole run
   std::int64_t allocator_retries = 0;         // times cached segments were released to fit
+  // Host memory (the schedule's pinned_host / pageable_host allocations), counted as the
+  // executor makes and frees them: the highest of each over the measured steps, and of the sum.
+  std::int64_t peak_host_pinned_bytes = 0;
+  std::int64_t peak_host_pageable_bytes = 0;
+  std::int64_t peak_host_bytes = 0;
   std::vector<std::int64_t> allocated_at_op;  // last measured step: allocated right after each op's allocations
   std::vector<MemorySample> memory;           // last measured step
   // cuda: device memory in use (cudaMemGetInfo, the whole process on this GPU) before the

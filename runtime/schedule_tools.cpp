@@ -180,7 +180,8 @@ std::vector<CollectiveBinding> bind_collective_buffers(const Schedule& s) {
       int best = -1;
       for (std::size_t a = 0; a < s.allocations.size(); ++a) {
         const auto& al = s.allocations[a];
-        if (!live[a] || made_by[a] < 0 || static_cast<double>(al.bytes) < op.comm_bytes || !allowed(al.category))
+        if (!live[a] || made_by[a] < 0 || static_cast<double>(al.bytes) < op.comm_bytes || !allowed(al.category) ||
+            planner::on_host(al.placement))  // host memory is never a collective's buffer
           continue;
         if (s.ops[made_by[a]].unit != op.unit) continue;
         // An all-to-all's send buffer comes from before it; what it allocates is its output.
@@ -192,7 +193,9 @@ std::vector<CollectiveBinding> bind_collective_buffers(const Schedule& s) {
       if (op.kind == OpKind::reduce_scatter || op.kind == OpKind::all_to_all) {
         const double recv = collective_bytes(s, op).recv_bytes;
         for (int a : op.allocs)
-          if (a != best && static_cast<double>(s.allocations[a].bytes) >= recv) out[op.id].output_alloc = a;
+          if (a != best && !planner::on_host(s.allocations[a].placement) &&
+              static_cast<double>(s.allocations[a].bytes) >= recv)
+            out[op.id].output_alloc = a;
       }
     }
     for (int a : op.frees) live[a] = 0;

@@ -40,6 +40,10 @@ const char* to_string(PathSegment::Kind k) {
 
 namespace {
 
+// Host allocations (offloaded state) are not GPU memory: the device timelines leave them out.
+std::int64_t device_bytes(const planner::Allocation& a) { return planner::on_host(a.placement) ? 0 : a.bytes; }
+
+
 bool is_communication(OpKind k) {
   return planner::is_collective(k) || k == OpKind::h2d || k == OpKind::d2h;
 }
@@ -418,7 +422,7 @@ TimedMemory timed_memory(const Schedule& s, const StepTiming& timing) {
   TimedMemory m;
   std::int64_t allocated = 0;
   for (const planner::Allocation& a : s.allocations)
-    if (a.persistent) allocated += a.bytes;
+    if (a.persistent && !planner::on_host(a.placement)) allocated += a.bytes;  // device memory only
   m.peak_allocated_bytes = allocated;
   m.points.push_back({0.0, -1, allocated});
   // Ops ordered by (issue time, issue order): the allocator's view.
@@ -431,7 +435,7 @@ TimedMemory timed_memory(const Schedule& s, const StepTiming& timing) {
     const Op& op = s.ops[i];
     if (op.allocs.empty() && op.frees.empty()) continue;
     const double when = timing.ops[i].issue_start;
-    for (int a : op.allocs) allocated += s.allocations[a].bytes;
+    for (int a : op.allocs) allocated += device_bytes(s.allocations[a]);
     m.points.push_back({when, i, allocated});
     if (allocated > m.peak_allocated_bytes) {
       m.peak_allocated_bytes = allocated;
@@ -439,7 +443,7 @@ TimedMemory timed_memory(const Schedule& s, const StepTiming& timing) {
       m.peak_op = i;
     }
     if (op.frees.empty()) continue;
-    for (int a : op.frees) allocated -= s.allocations[a].bytes;
+    for (int a : op.frees) allocated -= device_bytes(s.allocations[a]);
     m.points.push_back({when, i, allocated});
   }
   return m;

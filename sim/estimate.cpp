@@ -17,6 +17,24 @@ void count_gemm_sources(Estimate& e, const planner::CostModel& cost) {
   e.gemm_shapes = static_cast<int>(seen.size());
 }
 
+// The job outside the step: offload options, init, checkpoint save, and the verdict over all.
+void add_job_phases(Estimate& e, const planner::Scenario& scenario) {
+  e.offload_options = planner::offload_options(scenario, e.plan);
+  e.init = planner::init_peak(scenario, e.plan, e.memory);
+  planner::PhasePeak step;
+  step.phase = "step";
+  step.device_bytes = static_cast<double>(e.memory.peak_reserved_bytes);
+  step.device_at = "peak reserved (caching-allocator model)";
+  step.host_bytes_per_node = static_cast<double>(e.memory.peak_host_bytes) * scenario.cluster.gpus_per_node;
+  step.host_at = "offloaded state and staging of the node's ranks";
+  std::vector<planner::PhasePeak> phases = {step, e.init};
+  if (scenario.checkpoint.enabled) {
+    e.checkpoint = planner::checkpoint_save(scenario, e.plan, e.memory, e.calibration.pcie_gbps, &e.calibration.nccl);
+    phases.push_back(e.checkpoint->peak);
+  }
+  e.job = planner::job_fit(phases, e.device_overhead_bytes, e.gpu_memory_bytes, scenario.cluster.host_memory_bytes);
+}
+
 }  // namespace
 
 Estimate estimate_step(const planner::Scenario& scenario) {
@@ -33,6 +51,7 @@ Estimate estimate_step(const planner::Scenario& scenario) {
   e.costs = planner::price_ops(e.plan.schedule, cost);
   e.timing = simulate(e.plan.schedule, e.costs);
   e.timed_memory = timed_memory(e.plan.schedule, e.timing);
+  add_job_phases(e, scenario);
   return e;
 }
 

@@ -3,10 +3,13 @@
 // `simulate` then plays the same schedule and costs on the SimGrid engine (simulate_estimate).
 #pragma once
 
+#include <optional>
+
 #include <string>
 #include <vector>
 
 #include "planner/cost_model.h"
+#include "planner/job_memory.h"
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
@@ -32,7 +35,14 @@ struct Estimate {
   int gemm_shapes_from_table = 0;
   StepTiming timing;
   TimedMemory timed_memory;
-  // Reserved memory plus the device overhead must fit in the GPU.
+  // The job outside the step (planner/job_memory.h): host memory per node under each offload
+  // option, the init and checkpoint-save peaks, and the verdict over every phase.
+  std::vector<planner::OffloadOption> offload_options;
+  planner::PhasePeak init;
+  std::optional<planner::CheckpointSave> checkpoint;  // when the scenario has a `checkpoint`
+  planner::JobFit job;
+  // The step's reserved memory plus the device overhead must fit in the GPU (`job` judges the
+  // other phases and the host too).
   double device_peak_bytes() const { return static_cast<double>(memory.peak_reserved_bytes) + device_overhead_bytes; }
   bool fits() const { return device_peak_bytes() <= gpu_memory_bytes; }
 };

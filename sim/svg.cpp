@@ -111,7 +111,7 @@ MemoryCurve memory_curve(const Schedule& s, const StepTiming& t) {
   MemoryCurve curve;
   MemoryPoint cur{0.0, {}, 0};
   for (const planner::Allocation& a : s.allocations)
-    if (a.persistent) {
+    if (a.persistent && !planner::on_host(a.placement)) {  // device memory only
       cur.cat[static_cast<int>(a.category)] += a.bytes;
       cur.total += a.bytes;
     }
@@ -126,6 +126,7 @@ MemoryCurve memory_curve(const Schedule& s, const StepTiming& t) {
     if (op.allocs.empty() && op.frees.empty()) continue;
     cur.seconds = t.ops[i].issue_start;
     for (int a : op.allocs) {
+      if (planner::on_host(s.allocations[a].placement)) continue;
       cur.cat[static_cast<int>(s.allocations[a].category)] += s.allocations[a].bytes;
       cur.total += s.allocations[a].bytes;
     }
@@ -136,6 +137,7 @@ MemoryCurve memory_curve(const Schedule& s, const StepTiming& t) {
     }
     if (op.frees.empty()) continue;
     for (int a : op.frees) {
+      if (planner::on_host(s.allocations[a].placement)) continue;
       cur.cat[static_cast<int>(s.allocations[a].category)] -= s.allocations[a].bytes;
       cur.total -= s.allocations[a].bytes;
     }

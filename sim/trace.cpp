@@ -74,7 +74,7 @@ void add_process(nlohmann::json& events, int pid, const TraceProcess& p) {
   std::array<std::int64_t, planner::kMemCategoryCount> by_cat{};
   std::int64_t total = 0;
   for (const planner::Allocation& a : s.allocations)
-    if (a.persistent) {
+    if (a.persistent && !planner::on_host(a.placement)) {  // device memory only
       by_cat[static_cast<int>(a.category)] += a.bytes;
       total += a.bytes;
     }
@@ -100,6 +100,7 @@ void add_process(nlohmann::json& events, int pid, const TraceProcess& p) {
     if (op.allocs.empty() && op.frees.empty()) continue;
     const double when = t.ops[i].issue_start;
     for (int a : op.allocs) {
+      if (planner::on_host(s.allocations[a].placement)) continue;
       by_cat[static_cast<int>(s.allocations[a].category)] += s.allocations[a].bytes;
       total += s.allocations[a].bytes;
     }
@@ -111,6 +112,7 @@ void add_process(nlohmann::json& events, int pid, const TraceProcess& p) {
     }
     if (op.frees.empty()) continue;
     for (int a : op.frees) {
+      if (planner::on_host(s.allocations[a].placement)) continue;
       by_cat[static_cast<int>(s.allocations[a].category)] -= s.allocations[a].bytes;
       total -= s.allocations[a].bytes;
     }

@@ -46,6 +46,7 @@ void run_estimate(const EstimateOptions& o) {
     return;
   }
   sim::Estimate estimate = sim::estimate_step(scenario);
+  for (const std::string& w : planner::tied_weight_warnings(estimate.plan.units)) std::cerr << "warning: " << w << "\n";
   if (!o.trace.empty()) write_file(o.trace, sim::chrome_trace(estimate, scenario.name).dump() + "\n");
   if (!o.plot.empty()) write_file(o.plot, sim::timeline_svg(estimate));
   if (o.json) std::cout << estimate_json(estimate, scenario).dump(2) << "\n";

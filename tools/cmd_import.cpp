@@ -1,6 +1,8 @@
 // `fsdpsim import-hf`: turn a Hugging Face config.json into a model JSON.
+#include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "models/hf_import.h"
 #include "models/json_format.h"
@@ -8,6 +10,32 @@
 #include "tools/commands.h"
 
 namespace fsdpsim::tools {
+
+namespace {
+
+// What was imported, in a few lines: the parameter count (unique: a tied weight once), the
+// repeated blocks, the tied parameters, and where the JSON went.
+std::string import_summary(const models::Model& m, const std::string& destination) {
+  int blocks = 0, tied = 0;
+  std::string block_type;
+  models::for_each_module(m.root, [&](const models::Module& mod) {
+    if (mod.repeated) {
+      ++blocks;
+      block_type = mod.type;
+    }
+    for (const models::Parameter& p : mod.params) tied += !p.tied_to.empty();
+  });
+  char count[64];
+  std::snprintf(count, sizeof count, "%.2fB", static_cast<double>(m.parameter_count()) / 1e9);
+  std::ostringstream out;
+  out << "imported " << m.name << ": " << m.parameter_count() << " parameters (" << count << ")";
+  if (blocks > 0) out << ", " << blocks << " x " << block_type;
+  out << ", " << (tied > 0 ? std::to_string(tied) + " tied parameter(s)" : std::string("no tied parameters"));
+  out << "; wrote " << destination << "\n";
+  return out.str();
+}
+
+}  // namespace
 
 void add_import_command(CLI::App& app) {
   struct Options {
@@ -29,15 +57,17 @@ void add_import_command(CLI::App& app) {
     options.flash_attention = !o->eager_attention;
     options.fp32_loss = o->loss == "fp32_upcast";
     nlohmann::json model = models::import_hf_config(load_json_file(o->config), o->config, options);
-    models::parse_model(model, o->config);  // check it before writing it
+    const models::Model parsed = models::parse_model(model, o->config);  // check it before writing it
     std::string text = models::format_json(model) + "\n";
     if (o->output.empty()) {
       std::cout << text;
-      return;
+    } else {
+      std::ofstream out(o->output);
+      if (!out) throw InputError(o->output, "", "cannot write the file");
+      out << text;
     }
-    std::ofstream out(o->output);
-    if (!out) throw InputError(o->output, "", "cannot write the file");
-    out << text;
+    // The summary goes to stderr, so stdout stays the model JSON when no -o is given.
+    std::cerr << import_summary(parsed, o->output.empty() ? std::string("stdout") : o->output);
   });
 }
 

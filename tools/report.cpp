@@ -5,6 +5,7 @@
 
 #include "sim/timing_report.h"
 #include "tools/format.h"
+#include "tools/report_job.h"
 
 namespace fsdpsim::tools {
 
@@ -46,7 +47,7 @@ std::string scenario_summary(const planner::Scenario& sc, const planner::Plan& p
   out << sc.model.parameter_count() / 1e9 << "B params) on " << sc.world_size() << " x " << sc.cluster.gpu.name << " ("
       << sc.cluster.nodes << " node" << (sc.cluster.nodes > 1 ? "s" : "") << " x " << sc.cluster.gpus_per_node << ")\n";
   out << "FSDP" << f.version << " " << planner::strategy_name(f.strategy) << ", shard group " << f.shard_group_size
-      << ", wrap " << wrap_text(f.wrap) << " (" << plan.units.size() << " units)"
+      << ", wrap " << wrap_text(f.wrap) << " (" << planner::units_with_parameters(plan.units) << " units)"
       << ", reshard_after_forward " << (f.reshard_after_forward == 0 ? "false" : f.reshard_after_forward == f.shard_group_size ? "true" : std::to_string(f.reshard_after_forward))
       << (f.cpu_offload ? ", CPU offload" : "") << "\n";
   out << "micro-batch " << t.micro_batch << " x seq " << t.seq_len << ", grad accum " << t.grad_accum << ", global batch "
@@ -65,14 +66,17 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc) {
   std::string where = m.peak_op < 0 ? "before the step" : "at op " + std::to_string(m.peak_op) + " \"" + ops[m.peak_op].name + "\" (" + phase_of(ops[m.peak_op]) + ", micro-step " + std::to_string(ops[m.peak_op].micro_step) + ")";
   Table t({"", "size", "note"});
   t.add({"peak allocated", gib(static_cast<double>(m.peak_allocated_bytes)), where});
-  t.add({"model state at peak", gib(static_cast<double>(m.model_state_bytes)), "params, grads and optimizer state"});
+  t.add({"model state at peak", gib(static_cast<double>(m.model_state_bytes)),
+         m.peak_host_bytes > 0 ? "on the GPU; the host holds " + gib(static_cast<double>(m.peak_host_bytes)) + " per rank"
+                               : "params, grads and optimizer state"});
   t.add({"peak reserved (est.)", gib(static_cast<double>(m.peak_reserved_bytes)), "caching-allocator model"});
   t.add({"device overhead", gib(e.device_overhead_bytes), "CUDA context + NCCL (assumed)"});
   t.add({"GPU memory", gib(e.gpu_memory_bytes), sc.cluster.gpu.name});
   out << t.str();
   const double margin = e.gpu_memory_bytes - e.device_peak_bytes();
-  if (margin >= 0) out << "fits: " << gib(margin) << " to spare\n";
-  else out << "WARNING: does not fit: the peak exceeds GPU memory by " << gib(-margin) << "\n";
+  if (margin >= 0) out << "step fits: " << gib(margin) << " to spare\n";
+  else out << "WARNING: the step does not fit: the peak exceeds GPU memory by " << gib(-margin) << "\n";
+  out << job_memory_text(e, sc);
 
   const auto& tm = e.timing;
   out << "\nStep time (analytic engine, calibration: " << e.calibration.name << ")\n";
@@ -126,7 +130,8 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
   j["scenario"] = sc.file;
   j["model"] = {{"name", sc.model.name}, {"parameters", sc.model.parameter_count()}};
   j["world_size"] = sc.world_size();
-  j["units"] = e.plan.units.size();
+  j["units"] = planner::units_with_parameters(e.plan.units);
+  j["warnings"] = planner::tied_weight_warnings(e.plan.units);
   nlohmann::json breakdown = nlohmann::json::object();
   for (int c = 0; c < planner::kMemCategoryCount; ++c)
     breakdown[planner::to_string(static_cast<MemCategory>(c))] = m.breakdown_at_peak[c];
@@ -150,6 +155,7 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
                  {"overage_bytes", std::max(0.0, e.device_peak_bytes() - e.gpu_memory_bytes)},
                  {"allocated_at_start_bytes", m.allocated_at_start},
                  {"timeline_allocated_bytes", m.allocated_at_op}};
+  j["job"] = job_memory_json(e, sc);
   return j;
 }
 

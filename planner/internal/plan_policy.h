@@ -100,6 +100,26 @@ class StepContext {
   std::vector<int> accumulated_grad;
   std::vector<int> gradient_ready_ops;  // ops after which a unit's gradient is ready: the optimizer waits for them
 
+  // ---- offload: where the state lives (FSDP's cpu_offload; DeepSpeed's offload_optimizer and
+  // offload_param, planner/scenario.h)
+  // The parameter shards live on the host and are copied in before each all-gather.
+  bool params_on_host() const {
+    return fsdp.cpu_offload || fsdp.offload_param != FsdpSpec::OffloadDevice::none;
+  }
+  // The reduced gradients go to the host and the optimizer steps there.
+  bool optimizer_on_host() const {
+    return fsdp.cpu_offload || fsdp.offload_optimizer != FsdpSpec::OffloadDevice::none;
+  }
+  // DeepSpeed's offload (not FSDP's): its fp32 gradients, master and states live in host
+  // buffers made once (persistent), and the updated partitions are copied back to the GPU.
+  bool deepspeed_offload() const { return fsdp.offload_optimizer != FsdpSpec::OffloadDevice::none; }
+  // Page-locked or not: FSDP pins its offloaded parameters and gradients (FSDP1 _flat_param.py
+  // pins _local_shard and _cpu_grad; FSDP2 CPUOffloadPolicy(pin_memory=True) by default), DeepSpeed
+  // pins its offloaded state unless offload_pin_memory is false.
+  Placement deepspeed_host_placement() const {
+    return fsdp.offload_pin_memory ? Placement::pinned_host : Placement::pageable_host;
+  }
+
   // ---- building blocks
   int add_op(OpKind kind, Stream stream, const Name& name, int unit, const std::string& module = "");
   Op& op(int id) { return schedule.ops[id]; }
@@ -107,6 +127,10 @@ class StepContext {
                 bool model_state = false);
   // An allocation made when `op` is issued, on its stream.
   int alloc_at(int op, std::int64_t bytes, MemCategory category, const Name& label, bool model_state = false);
+  // Host memory (Placement pinned_host / pageable_host): made when `op` is issued, or (op < 0)
+  // persistent, alive when the step starts.
+  int host_alloc(int op, std::int64_t bytes, MemCategory category, Placement placement, const Name& label,
+                 bool model_state = true);
   // Frees happen in CPU order: `alloc` is released when `op` is issued (the op issued last:
   // free_now), and reset to -1. Nothing for -1.
   void free_at(int op, int& alloc) {

@@ -58,6 +58,10 @@ class CachingAllocator : private planner::CachingAllocatorModel::SegmentProvider
   // Returns a handle; throws OutOfMemory.
   int allocate(std::int64_t bytes, int stream);
   void free(int handle);
+  // recordStream (planner::CachingAllocatorModel::free_after): freed now, reusable once the CPU
+  // knows `event_op` of `stream` has finished (completed_through).
+  void free_after(int handle, int stream, int event_op);
+  void completed_through(const planner::StreamClock& clock) { model_.completed_through(clock); }
   void* pointer(int handle) const;
   std::int64_t size(int handle) const { return requested_.at(handle); }
 

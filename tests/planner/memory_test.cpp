@@ -110,6 +110,114 @@ TEST(FsdpDocsExample, TwoBlocksInFlightAtForwardPeak) {
   EXPECT_EQ(max_unsharded, 6400000000LL);
 }
 
+// The same example with FSDP1's default forward_prefetch=False. The notes ("FSDP buffers sizes"):
+// "in theory should need only 1 buffer, in reality it's still 2x all-gather-sized buffers",
+// because FSDP1 frees the flat parameter under recordStream (torch/distributed/fsdp/_flat_param.py,
+// _free_unsharded_flat_param): while layer 1's all-gather is issued, layer 0's block still
+// waits for layer 0's forward compute, so the caching allocator cannot hand it over. With the
+// rate limiter (two frees in flight) layer 2's all-gather reuses layer 0's block. So the
+// all-gather stream's segments at the forward peak: 2 x (6.4 GB + 0.8 GB) = 14.4 GB, each
+// rounded up to 2 MiB (c10/cuda/CUDACachingAllocator.cpp, kRoundLarge). Allocated memory holds
+// one block (the frees count at once), as in TwoBlocksInFlightAtForwardPeak's second half.
+TEST(FsdpDocsExample, RecordStreamKeepsTwoBuffersWithoutForwardPrefetch) {
+  nlohmann::json scenario = {
+      {"model", block_model(4, {1600, 1000000})},
+      {"cluster", cluster(1, 8, 1024)},
+      {"training", {{"micro_batch", 1}, {"seq_len", 16}, {"param_dtype", "fp32"}, {"reduce_dtype", "fp32"},
+                    {"master_dtype", "fp32"}, {"optimizer", "none"}}},
+      {"fsdp", {{"version", 1}, {"strategy", "FULL_SHARD"}, {"forward_prefetch", false}, {"limit_all_gathers", true}}}};
+  Plan plan = plan_step(parse_scenario(scenario, "test.json"));
+  MemoryReport m = replay_memory(plan.schedule);
+  auto round_2mib = [](std::int64_t b) { return (b + (2 << 20) - 1) / (2 << 20) * (2 << 20); };
+  const std::int64_t one_unit = round_2mib(6400000000LL) + round_2mib(800000000LL);
+  // Reserved during forward above the persistent shards (the compute stream's few small
+  // segments for token ids and the synthetic blocks' activations come on top: < 64 MiB).
+  std::int64_t forward_reserved = 0;
+  for (const Op& op : plan.schedule.ops)
+    if (op.phase == Phase::forward) forward_reserved = std::max(forward_reserved, m.reserved_at_op[op.id]);
+  const std::int64_t start_reserved = 4 * round_2mib(800000000LL);  // 4 sharded units of 0.2e9 fp32
+  const std::int64_t step_forward = forward_reserved - start_reserved;
+  EXPECT_GE(step_forward, 2 * one_unit);               // 14.4 GB, not 7.2
+  EXPECT_LT(step_forward, 2 * one_unit + (64 << 20));  // and not a third block (the limiter)
+  EXPECT_GT(m.peak_pending_bytes, 0);
+
+  // Without recordStream (the allocator reusing a freed block at once) the same schedule would
+  // reserve one unit's blocks: 7.2 GB, what fsdpsim reported before.
+  Schedule immediate = plan.schedule;
+  for (Allocation& a : immediate.allocations) a.recorded_stream = -1;
+  MemoryReport n = replay_memory(immediate);
+  std::int64_t immediate_forward = 0;
+  for (const Op& op : immediate.ops)
+    if (op.phase == Phase::forward) immediate_forward = std::max(immediate_forward, n.reserved_at_op[op.id]);
+  EXPECT_LT(immediate_forward - start_reserved, one_unit + (64 << 20));
+  EXPECT_EQ(n.peak_allocated_bytes, m.peak_allocated_bytes);  // allocated does not change
+
+  // Without the rate limiter nothing makes the CPU wait: every forward block stays pending
+  // (the CPU-ahead bound; the FSDP notes: limit_all_gathers "is a mitigation to that").
+  Plan unlimited = plan_step(parse_scenario(scenario, "test.json", {"fsdp.limit_all_gathers=false"}));
+  MemoryReport u = replay_memory(unlimited.schedule);
+  std::int64_t unlimited_forward = 0;
+  for (const Op& op : unlimited.schedule.ops)
+    if (op.phase == Phase::forward) unlimited_forward = std::max(unlimited_forward, u.reserved_at_op[op.id]);
+  EXPECT_GE(unlimited_forward - start_reserved, 3 * one_unit);  // 4 units, the root's kept
+}
+
+// What the CPU knows has finished once it waits for an op, by hand on five ops:
+//   0 all-gather (all-gather stream, group 0)   1 compute, deps {0}   2 compute
+//   3 reduce-scatter (reduce-scatter stream, group 0)   4 all-gather (group 0)
+// Op 1's completion implies op 0's (its dep); op 2's implies op 1's (stream order) and so op
+// 0's; op 3 runs after op 0 on their communicator, op 4 after op 3.
+TEST(RecordStream, CompletionClocksFollowStreamsDepsAndCommunicators) {
+  Schedule s;
+  s.world_size = 1;
+  s.groups = {{"shard", 1, 1, 1}};
+  auto add = [&](OpKind kind, Stream stream, int group, IdList deps) {
+    Op op;
+    op.id = static_cast<int>(s.ops.size());
+    op.kind = kind;
+    op.stream = stream;
+    op.group = group;
+    op.deps = deps;
+    s.ops.push_back(op);
+  };
+  add(OpKind::all_gather, Stream::all_gather, 0, {});
+  add(OpKind::compute_fwd, Stream::compute, -1, {0});
+  add(OpKind::compute_fwd, Stream::compute, -1, {});
+  add(OpKind::reduce_scatter, Stream::reduce_scatter, 0, {});
+  add(OpKind::all_gather, Stream::all_gather, 0, {});
+  const auto clocks = completion_clocks(s);
+  const int ag = static_cast<int>(Stream::all_gather), cp = static_cast<int>(Stream::compute),
+            rs = static_cast<int>(Stream::reduce_scatter);
+  EXPECT_EQ(clocks[0][cp], -1);
+  EXPECT_EQ(clocks[1][ag], 0);
+  EXPECT_EQ(clocks[2][ag], 0);
+  EXPECT_EQ(clocks[2][cp], 2);
+  EXPECT_EQ(clocks[3][ag], 0);  // the communicator's previous collective
+  EXPECT_EQ(clocks[3][cp], -1);
+  EXPECT_EQ(clocks[4][rs], 3);
+  EXPECT_EQ(clocks[4][ag], 4);
+
+  // The allocator: a block freed under recordStream waits for its event (op 5 of the compute
+  // stream); a clock short of it leaves the block out of the pool (a new segment), one that
+  // covers it returns it (the next request reuses it: reserved does not grow).
+  CachingAllocatorModel m;
+  const std::int64_t mib100 = 100 << 20;
+  const int h = m.allocate(mib100, ag);
+  m.free_after(h, cp, 5);
+  EXPECT_EQ(m.pending_bytes(), mib100);
+  StreamClock c;
+  c.fill(-1);
+  c[cp] = 4;
+  m.completed_through(c);
+  m.allocate(mib100, ag);
+  EXPECT_EQ(m.reserved_bytes(), 2 * mib100);
+  c[cp] = 5;
+  m.completed_through(c);
+  EXPECT_EQ(m.pending_bytes(), 0);
+  m.allocate(mib100, ag);
+  EXPECT_EQ(m.reserved_bytes(), 2 * mib100);
+}
+
 // FSDP2 pads each parameter on dim 0 to a multiple of the shard group size W.
 TEST(Fsdp2Padding, DimZeroSmallerThanWorld) {
   models::Parameter p;

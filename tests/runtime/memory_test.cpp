@@ -33,6 +33,21 @@ std::vector<Case> cases() {
       {"grad_accumulation", scenario(1, 2, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {{"grad_accum", 2}})},
       {"fsdp2_no_reshard", scenario(1, 4, {{"version", 2}, {"reshard_after_forward", false}})},
       {"cpu_offload", scenario(1, 2, {{"version", 2}, {"cpu_offload", true}})},
+      {"fsdp1_cpu_offload", scenario(1, 2, {{"version", 1}, {"cpu_offload", true}})},
+      // DeepSpeed's offload: the reduced gradients copied to the host, the optimizer step on the
+      // CPU (a host-stream op), the updated partitions copied back (ZeRO-2: then all-gathered).
+      {"deepspeed_zero3_offload_optimizer",
+       scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}, {"offload_optimizer", "cpu"}},
+                {{"master_weights", "optimizer_state"}})},
+      {"deepspeed_zero2_offload_optimizer",
+       scenario(1, 4, {{"version", 2}, {"strategy", "SHARD_GRAD_OP"}, {"offload_optimizer", "cpu"}},
+                {{"master_weights", "optimizer_state"}})},
+      {"deepspeed_zero3_offload_param_pageable",
+       scenario(1, 2,
+                {{"version", 2}, {"offload_optimizer", "cpu"}, {"offload_param", "cpu"}, {"offload_pin_memory", false}},
+                {{"master_weights", "optimizer_state"}})},
+      {"deepspeed_zero3_nvme", scenario(1, 2, {{"version", 2}, {"offload_optimizer", "nvme"}, {"offload_param", "nvme"}},
+                                        {{"master_weights", "optimizer_state"}})},
   };
 }
 
@@ -54,8 +69,13 @@ TEST_P(HostMemory, MeasuredPeakEqualsReplayToTheByte) {
     EXPECT_EQ(rank.peak_allocated_bytes, predicted.peak_allocated_bytes);
     EXPECT_EQ(rank.peak_op, predicted.peak_op);
     EXPECT_EQ(rank.allocated_at_op, predicted.allocated_at_op);
-    // Same caching-allocator policy as the planner's model: reserved agrees too.
+    // Same caching-allocator policy as the planner's model (recordStream included): reserved
+    // agrees too.
     EXPECT_EQ(rank.peak_reserved_bytes, predicted.peak_reserved_bytes);
+    // Host memory (offloaded state, staging) as the executor made and freed it.
+    EXPECT_EQ(rank.peak_host_pinned_bytes, predicted.peak_host_pinned_bytes);
+    EXPECT_EQ(rank.peak_host_pageable_bytes, predicted.peak_host_pageable_bytes);
+    EXPECT_EQ(rank.peak_host_bytes, predicted.peak_host_bytes);
     // Every collective moved data and its output was checked.
     EXPECT_EQ(rank.collectives_checked, collectives);
     ASSERT_EQ(rank.steps.size(), 1u);
@@ -65,6 +85,31 @@ TEST_P(HostMemory, MeasuredPeakEqualsReplayToTheByte) {
 
 INSTANTIATE_TEST_SUITE_P(Scenarios, HostMemory, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// The DeepSpeed offload schedules carry the copies and the CPU optimizer step as ops the host
+// runtime plays, and host memory the plan holds: the measured host peak is not zero by accident.
+TEST(HostMemory, OffloadScheduleHasCopiesAndAHostOptimizerStep) {
+  const planner::Schedule s =
+      testing::plan(testing::scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}, {"offload_optimizer", "cpu"}},
+                                      {{"master_weights", "optimizer_state"}}));
+  int d2h = 0, h2d = 0, host_optimizer = 0;
+  for (const auto& op : s.ops) {
+    d2h += op.kind == planner::OpKind::d2h;
+    h2d += op.kind == planner::OpKind::h2d;
+    host_optimizer += op.kind == planner::OpKind::optimizer && op.stream == planner::Stream::host;
+  }
+  EXPECT_EQ(d2h, 5);  // one per unit: 4 blocks and the root's embedding
+  EXPECT_EQ(h2d, 1);  // the updated partitions back to the GPU
+  EXPECT_EQ(host_optimizer, 1);
+  const planner::MemoryReport predicted = planner::replay_memory(s);
+  // Per rank: 4 blocks of 256 x 1000 and a 1000 x 64 embedding over 4 ranks = 272,000 elements,
+  // each with an fp32 master, two Adam states and an fp32 gradient on the host (16 bytes),
+  // pinned (DeepSpeed's pin_memory default).
+  EXPECT_EQ(predicted.peak_host_pinned_bytes, 272000 * 16);
+  EXPECT_EQ(predicted.peak_host_pageable_bytes, 0);
+  const RunResult r = run_schedule(s, testing::fast_host(s));
+  for (const RankResult& rank : r.ranks) EXPECT_EQ(rank.peak_host_pinned_bytes, 272000 * 16);
+}
 
 TEST(HostMemory, RepeatedStepsMeasureTheSamePeak) {
   const planner::Schedule s = testing::plan(testing::scenario(1, 2, {{"version", 2}}));

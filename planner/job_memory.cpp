@@ -1,0 +1,329 @@
+#include "planner/job_memory.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "planner/fsdp_rules.h"
+
+namespace fsdpsim::planner {
+
+namespace {
+
+using Device = FsdpSpec::OffloadDevice;
+
+// DeepSpeed's defaults (deepspeedai/DeepSpeed@edaa722, deepspeed/runtime/zero/offload_config.py and
+// config.py), the same the planner's NVMe swap buffers use (plan.cpp make_nvme_swap_buffers).
+constexpr double kSubGroupSize = 1e9;          // zero_optimization.sub_group_size
+constexpr double kOptimizerSwapBuffers = 4;    // offload_optimizer.buffer_count
+constexpr double kParamSwapBuffers = 5;        // offload_param.buffer_count
+constexpr double kParamSwapBufferElements = 1e8;  // offload_param.buffer_size
+
+// FSDP1's sync_module_states broadcasts in buckets of 250 MiB (torch/distributed/fsdp/_init_utils.py,
+// PARAM_BROADCAST_BUCKET_SIZE, through torch.distributed.utils._sync_params_and_buffers, which
+// flattens each bucket into one tensor).
+constexpr double kBroadcastBucketBytes = 250.0 * 1024 * 1024;
+
+// What one rank keeps, in elements and bytes per element, from the plan's shards.
+struct RankShape {
+  double param_elements = 0;      // the parameters this rank stores (its shard, or all when replicated)
+  double optimizer_elements = 0;  // what its optimizer state covers
+  double model_elements = 0;      // the whole model, unpadded
+  double largest_unit_elements = 0;          // the largest unit's parameters, unpadded
+  double largest_unit_shard_elements = 0;    // the largest local shard
+  double largest_unit_gathered_elements = 0; // the largest all-gather output of a non-root unit
+  double root_gathered_elements = 0;
+  int stored_bytes = 4, master_bytes = 4, compute_bytes = 2, states = 2, master_copy = 0;
+  bool params_sharded = true, grads_sharded = true;
+};
+
+RankShape rank_shape(const Scenario& sc, const Plan& plan) {
+  RankShape r;
+  const ShardedModelState sharded = sharded_model_state(sc.fsdp, sc.training);
+  r.params_sharded = sharded.params;
+  r.grads_sharded = sharded.grads;
+  const bool deepspeed_layout = sc.training.master_weights == MasterWeights::optimizer_state;
+  r.master_bytes = models::dtype_bytes(sc.training.master_dtype);
+  r.compute_bytes = models::dtype_bytes(sc.training.param_dtype);
+  r.stored_bytes = deepspeed_layout ? r.compute_bytes : r.master_bytes;
+  r.states = optimizer_states_per_param(sc.training.optimizer);
+  r.master_copy = deepspeed_layout && sc.training.optimizer != Optimizer::none ? 1 : 0;
+  for (std::size_t i = 0; i < plan.units.size(); ++i) {
+    const UnitShard& sh = plan.shards[i];
+    r.param_elements += static_cast<double>(sharded.params ? sh.local_numel : sh.numel);
+    r.optimizer_elements += static_cast<double>(sharded.optimizer_state ? sh.optimizer_numel : sh.numel);
+    r.model_elements += static_cast<double>(sh.numel);
+    r.largest_unit_elements = std::max(r.largest_unit_elements, static_cast<double>(sh.numel));
+    r.largest_unit_shard_elements = std::max(r.largest_unit_shard_elements, static_cast<double>(sh.local_numel));
+    if (plan.units[i].is_root)
+      r.root_gathered_elements = static_cast<double>(sh.gathered_numel);
+    else
+      r.largest_unit_gathered_elements = std::max(r.largest_unit_gathered_elements, static_cast<double>(sh.gathered_numel));
+  }
+  return r;
+}
+
+struct OffloadSetting {
+  bool fsdp_cpu_offload = false;
+  Device optimizer = Device::none;
+  Device param = Device::none;
+  bool operator==(const OffloadSetting& o) const {
+    return fsdp_cpu_offload == o.fsdp_cpu_offload && optimizer == o.optimizer && param == o.param;
+  }
+};
+
+std::string device_name(Device d) { return d == Device::cpu ? "cpu" : d == Device::nvme ? "nvme" : "none"; }
+
+std::string setting_name(const OffloadSetting& s) {
+  if (s.fsdp_cpu_offload) return "fsdp cpu_offload";
+  if (s.optimizer == Device::none && s.param == Device::none) return "none";
+  std::string n = "offload_optimizer=" + device_name(s.optimizer);
+  if (s.param != Device::none) n += ", offload_param=" + device_name(s.param);
+  return n;
+}
+
+// One setting's host and device state, per rank then times the ranks of a node. The same
+// allocations the planner makes (plan.cpp make_persistent_state, plan_fsdp_grads.cpp
+// finish_reduction), summed without the step.
+OffloadOption option_of(const OffloadSetting& s, const RankShape& r, const Scenario& sc) {
+  OffloadOption o;
+  o.name = setting_name(s);
+  const double gpn = sc.cluster.gpus_per_node;
+  const double params = r.param_elements * r.stored_bytes;
+  const double state = r.optimizer_elements * (r.states + r.master_copy) * r.master_bytes;
+  const double replicated_grads = r.grads_sharded ? 0 : r.model_elements * r.stored_bytes;
+  if (s.fsdp_cpu_offload) {
+    // Pinned parameter shard and gradient shard; torch.optim's state in ordinary memory.
+    o.pinned_bytes_per_node = gpn * 2 * params;
+    o.pageable_bytes_per_node = gpn * state;
+    o.device_state_bytes = replicated_grads;
+    return o;
+  }
+  double pinned = 0, pageable = 0, nvme = 0, device = params + replicated_grads;
+  double& deepspeed_host = sc.fsdp.offload_pin_memory ? pinned : pageable;
+  const double fp32_grads = r.optimizer_elements * r.master_bytes;
+  if (s.optimizer == Device::cpu) {
+    deepspeed_host += state + fp32_grads;
+  } else if (s.optimizer == Device::nvme) {
+    nvme += state + fp32_grads;
+    pinned += kOptimizerSwapBuffers * std::min(r.optimizer_elements, kSubGroupSize) * 4;
+  } else {
+    device += state;
+  }
+  if (s.param == Device::cpu) {
+    deepspeed_host += params;
+    device -= params;
+  } else if (s.param == Device::nvme) {
+    nvme += params;
+    pinned += kParamSwapBuffers * kParamSwapBufferElements * r.compute_bytes;
+    device -= params;
+  }
+  o.pinned_bytes_per_node = gpn * pinned;
+  o.pageable_bytes_per_node = gpn * pageable;
+  o.nvme_bytes_per_node = gpn * nvme;
+  o.device_state_bytes = device;
+  return o;
+}
+
+std::string gb_text(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
+std::vector<OffloadOption> offload_options(const Scenario& sc, const Plan& plan) {
+  const RankShape r = rank_shape(sc, plan);
+  std::vector<OffloadSetting> settings;
+  if (sc.training.master_weights == MasterWeights::sharded_param) {
+    settings = {{false, Device::none, Device::none}, {true, Device::none, Device::none}};
+  } else {
+    settings = {{false, Device::none, Device::none}, {false, Device::cpu, Device::none}};
+    if (r.params_sharded && reshards_after_forward(sc.fsdp, false)) settings.push_back({false, Device::cpu, Device::cpu});
+    settings.push_back({false, Device::nvme, Device::none});
+    if (r.params_sharded && reshards_after_forward(sc.fsdp, false)) settings.push_back({false, Device::nvme, Device::nvme});
+  }
+  const OffloadSetting own{sc.fsdp.cpu_offload, sc.fsdp.offload_optimizer, sc.fsdp.offload_param};
+  if (std::find(settings.begin(), settings.end(), own) == settings.end()) settings.push_back(own);
+  std::vector<OffloadOption> out;
+  for (const OffloadSetting& s : settings) {
+    out.push_back(option_of(s, r, sc));
+    out.back().is_scenario = s == own;
+  }
+  return out;
+}
+
+// Building the model, then sharding it (b: the construction dtype, the master dtype torch
+// builds parameters in; S: this rank's sharded parameters as the step keeps them):
+// - meta, FSDP2: fully_shard on meta, then to_empty allocates only the shards: S.
+// - cpu, FSDP2: fully_shard moves each unit's parameters to the GPU whole, then shards them
+//   (torch/distributed/fsdp/_fully_shard/_fully_shard.py: _move_states_to_device before
+//   FSDPParamGroup): S + max N_u b + its shard.
+// - meta, FSDP1 (param_init_fn / to_empty) and DeepSpeed (zero.Init): unit by unit the
+//   parameters are materialised whole (N_u b) and flattened into a FlatParameter (another
+//   N_u b) before the shard is kept: S + 2 max N_u b. (FlatParamHandle.flatten_tensors cats the
+//   unit's parameters into a new tensor, torch/distributed/fsdp/_flat_param.py.)
+// - cpu: each rank builds the whole model in its host memory (N b), or with sync_module_states
+//   only rank 0 does (the others on meta, broadcast to); the GPU then sees it unit by unit as
+//   above.
+// - cuda: the whole model on each GPU (N b), plus the largest unit's flat copy (FSDP1) or new
+//   shard (FSDP2) while it is sharded.
+// sync_module_states (FSDP1) adds the broadcast's bucket: at most 250 MiB or the largest unit.
+PhasePeak init_peak(const Scenario& sc, const Plan& plan, const MemoryReport& step) {
+  const RankShape r = rank_shape(sc, plan);
+  const double b = r.master_bytes;
+  const double model = r.model_elements * b;
+  const double unit = r.largest_unit_elements * b;
+  // The parameters the step keeps on this GPU (none when offloaded to the host or NVMe).
+  const bool params_off_device = sc.fsdp.cpu_offload || sc.fsdp.offload_param != Device::none;
+  const double shards = params_off_device ? 0 : r.param_elements * r.stored_bytes;
+  const bool per_unit_materialisation = sc.fsdp.version == 1 || sc.training.master_weights == MasterWeights::optimizer_state;
+  PhasePeak p;
+  p.phase = "init";
+  std::string how;
+  switch (sc.init.device) {
+    case InitSpec::Device::meta:
+    case InitSpec::Device::cpu:
+      if (per_unit_materialisation) {
+        p.device_bytes = shards + 2 * unit;
+        p.device_at = "the sharded parameters + the largest unit materialised and flattened (" + gb_text(2 * unit) + ")";
+      } else if (sc.init.device == InitSpec::Device::meta) {
+        p.device_bytes = shards;
+        p.device_at = "the sharded parameters (fully_shard before materialising)";
+      } else {
+        // fully_shard moves the unit's parameters to the GPU whole (_move_states_to_device),
+        // then makes their shards (FSDPParam._init_sharded_param) before the whole ones go.
+        p.device_bytes = shards + unit + r.largest_unit_shard_elements * b;
+        p.device_at = "the sharded parameters + the largest unit moved to the GPU whole and its new shard";
+      }
+      break;
+    case InitSpec::Device::cuda:
+      if (per_unit_materialisation) {
+        p.device_bytes = model + unit;
+        p.device_at = "the whole model + the largest unit's flat copy";
+      } else {
+        p.device_bytes = model + r.largest_unit_shard_elements * b;
+        p.device_at = "the whole model + the largest unit's new shard";
+      }
+      break;
+  }
+  if (sc.init.sync_module_states && sc.fsdp.version == 1) {
+    p.device_bytes += std::min(kBroadcastBucketBytes, unit);
+    p.device_at += " + a sync_module_states broadcast bucket";
+  }
+  if (sc.init.device == InitSpec::Device::cpu) {
+    const int copies = sc.init.sync_module_states ? 1 : sc.cluster.gpus_per_node;
+    p.host_bytes_per_node = copies * model;
+    p.host_at = sc.init.sync_module_states ? "rank 0's whole model (the other ranks build on meta)"
+                                           : std::to_string(copies) + " ranks' whole models";
+  } else {
+    p.host_at = "nothing (the model is not built on the CPU)";
+  }
+  // Offloaded state made during init lives on the host from then on: the step's host state.
+  p.host_bytes_per_node += static_cast<double>(step.allocated_at_start_host) * sc.cluster.gpus_per_node;
+  return p;
+}
+
+// FULL_STATE_DICT (FSDP1 FullStateDictConfig; FSDP2's get_model_state_dict with
+// full_state_dict=True behaves alike): the state-dict hooks unshard each unit in full precision
+// (_unshard_fsdp_state_params, writeback=False: the stored dtype), clone its parameters and
+// reshard it. The root's pre-hook unshards the root and its post-hook reshards it, so the
+// root stays gathered while every other unit is (torch/distributed/fsdp/_state_dict_utils.py,
+// _full_pre_state_dict_hook / _full_post_state_dict_hook). offload_to_cpu copies each clone to
+// the CPU at once; rank0_only keeps them on rank 0 only. The optimizer state
+// (FSDP.optim_state_dict, full) is gathered parameter by parameter in the same way.
+// SHARDED_STATE_DICT / DCP: each rank writes its own shards; the writer stages one tensor at a
+// time in host memory (torch.distributed.checkpoint FileSystemWriter).
+CheckpointSave checkpoint_save(const Scenario& sc, const Plan& plan, const MemoryReport& step, double pcie_gbps,
+                               const NcclParams* nccl) {
+  const RankShape r = rank_shape(sc, plan);
+  const CheckpointSpec& c = sc.checkpoint;
+  CheckpointSave save;
+  save.peak.phase = "checkpoint save";
+  const double gpn = sc.cluster.gpus_per_node;
+  const double base = static_cast<double>(step.allocated_at_start);  // the GPU's state between steps
+  const int state_tensors = c.optimizer ? r.states + r.master_copy : 0;
+  double copied = 0;  // bytes the busiest GPU copies to its host
+  if (c.kind == CheckpointSpec::Kind::full) {
+    const double model = r.model_elements * r.stored_bytes;
+    const double optimizer = r.model_elements * state_tensors * r.master_bytes;
+    const double gathered_model = (r.root_gathered_elements + r.largest_unit_gathered_elements) * r.stored_bytes;
+    const double model_pass = base + gathered_model + (c.offload_to_cpu ? 0 : model);
+    const double largest_gathered = std::max(r.root_gathered_elements, r.largest_unit_gathered_elements);
+    const double optimizer_pass = base + largest_gathered * state_tensors * r.master_bytes +
+                                  (c.offload_to_cpu ? 0 : model + optimizer);
+    if (model_pass >= optimizer_pass) {
+      save.peak.device_bytes = model_pass;
+      save.peak.device_at = c.offload_to_cpu ? "state + the root and the largest unit all-gathered in full precision"
+                                             : "state + the root and largest unit gathered + the whole model's clones on the GPU";
+    } else {
+      save.peak.device_bytes = optimizer_pass;
+      save.peak.device_at = "state + the largest unit's optimizer state gathered";
+    }
+    save.rank0_host_bytes = model + optimizer;
+    save.peak.host_bytes_per_node = (c.rank0_only ? 1 : gpn) * save.rank0_host_bytes;
+    save.peak.host_at = c.rank0_only ? "rank 0: the whole model" : "every rank: the whole model";
+    if (c.optimizer) save.peak.host_at += " and optimizer state";
+    save.bytes_written_per_node = model + optimizer;  // rank 0 writes it
+    save.bytes_written_total = save.bytes_written_per_node;
+    copied = model + optimizer;
+    if (nccl) {
+      // Each unit is all-gathered once in the stored dtype, and once per saved optimizer-state
+      // tensor in the master dtype, over the shard group.
+      const int ranks = sc.fsdp.shard_group_size;
+      const CollectiveGroup group{ranks, (ranks + sc.cluster.gpus_per_node - 1) / sc.cluster.gpus_per_node};
+      for (const UnitShard& sh : plan.shards) {
+        if (sh.numel == 0) continue;
+        const double gathered = static_cast<double>(sh.gathered_numel);
+        save.gather_seconds +=
+            estimate_collective(CollectiveKind::all_gather, gathered * r.stored_bytes, group, sc.cluster, *nccl).seconds;
+        if (state_tensors > 0)
+          save.gather_seconds += state_tensors * estimate_collective(CollectiveKind::all_gather, gathered * r.master_bytes,
+                                                                     group, sc.cluster, *nccl)
+                                                     .seconds;
+      }
+    }
+  } else {
+    const double rank_bytes = r.param_elements * r.stored_bytes + r.optimizer_elements * state_tensors * r.master_bytes;
+    save.peak.device_bytes = base;
+    save.peak.device_at = "state only (each rank writes its shards as they are)";
+    const double largest_tensor =
+        std::max(r.largest_unit_shard_elements * r.stored_bytes,
+                 c.optimizer && state_tensors > 0 ? r.largest_unit_shard_elements * r.master_bytes : 0.0);
+    save.rank0_host_bytes = largest_tensor;
+    save.peak.host_bytes_per_node = gpn * largest_tensor;
+    save.peak.host_at = "each rank stages its largest shard";
+    save.bytes_written_per_node = gpn * rank_bytes;
+    save.bytes_written_total = sc.world_size() * rank_bytes;
+    copied = rank_bytes;
+  }
+  // Offloaded state is already on the host: it stays there during the save.
+  save.peak.host_bytes_per_node += static_cast<double>(step.allocated_at_start_host) * gpn;
+  save.copy_seconds = pcie_gbps > 0 ? copied / (pcie_gbps * 1e9) : 0;
+  if (sc.cluster.storage_write_gbps > 0)
+    save.write_seconds = save.bytes_written_per_node / (sc.cluster.storage_write_gbps * 1e9);
+  return save;
+}
+
+JobFit job_fit(const std::vector<PhasePeak>& phases, double device_overhead_bytes, double gpu_memory_bytes,
+               double host_memory_bytes) {
+  JobFit fit;
+  fit.phases = phases;
+  double least = std::numeric_limits<double>::infinity();
+  auto consider = [&](const PhasePeak& p, const char* resource, double margin) {
+    if (margin < least) {
+      least = margin;
+      fit.binding_phase = p.phase;
+      fit.binding_resource = resource;
+      fit.binding_margin_bytes = margin;
+    }
+  };
+  for (const PhasePeak& p : phases) {
+    consider(p, "GPU", gpu_memory_bytes - (p.device_bytes + device_overhead_bytes));
+    if (host_memory_bytes > 0) consider(p, "host", host_memory_bytes - p.host_bytes_per_node);
+  }
+  fit.fits = fit.binding_margin_bytes >= 0;
+  return fit;
+}
+
+}  // namespace fsdpsim::planner

@@ -1,0 +1,279 @@
+// The job outside the step (planner/job_memory.h) against hand arithmetic: a 70B-parameter
+// model's full and sharded checkpoint saves, meta versus CPU init, and the host memory of FSDP's
+// and DeepSpeed's offload options, compared with DeepSpeed's own estimator.
+#include <gtest/gtest.h>
+
+#include "planner/job_memory.h"
+#include "planner/memory.h"
+#include "planner/plan.h"
+#include "planner/scenario.h"
+#include "synthetic.h"
+
+namespace fsdpsim::planner {
+namespace {
+
+using testing::block_model;
+using testing::cluster;
+
+// A 70B-class model: 80 blocks of [8000, 109375] (875,000,000 parameters each: 70e9) and a root
+// embedding of [64000, 8192] (524,288,000), on 8 nodes x 8 GPUs (W = 64). Every dim 0 and every
+// unit divides by 64, so FSDP1 and FSDP2 add no padding and the arithmetic is exact.
+constexpr double kBlock = 875000000.0;
+constexpr double kRoot = 524288000.0;
+constexpr double kN = 80 * kBlock + kRoot;  // 70,524,288,000
+constexpr double kW = 64, kGpn = 8, kNodes = 8;
+
+nlohmann::json seventy_b(nlohmann::json fsdp, nlohmann::json training = nlohmann::json::object()) {
+  nlohmann::json t = {{"micro_batch", 1}, {"seq_len", 16}, {"param_dtype", "bf16"}, {"reduce_dtype", "fp32"},
+                      {"master_dtype", "fp32"}, {"optimizer", "adamw"}};
+  t.update(training);
+  return {{"model", block_model(80, {8000, 109375}, 0, {64000, 8192})},
+          {"cluster", cluster(8, 8, 80)},
+          {"training", t},
+          {"fsdp", fsdp}};
+}
+
+struct Planned {
+  Scenario scenario;
+  Plan plan;
+  MemoryReport memory;
+};
+
+Planned plan_of(const nlohmann::json& json, std::vector<std::string> overrides = {}) {
+  Planned p{parse_scenario(json, "test.json", overrides), {}, {}};
+  p.plan = plan_step(p.scenario);
+  p.memory = replay_memory(p.plan.schedule);
+  return p;
+}
+
+// FSDP1 FULL_SHARD, FULL_STATE_DICT with rank0_only and offload_to_cpu.
+// Between steps each GPU holds its fp32 shard and AdamW's two fp32 states: 12 N / 64 bytes.
+// Rank 0's CPU ends with the whole fp32 model (4 N) and, saving the optimizer, its two states
+// (8 N): 12 N = 846.3 GB. The GPU: the root stays unsharded (its pre-state-dict hook runs first,
+// its post hook last) while each block is gathered in fp32: state + (root + block) x 4 bytes.
+TEST(FullStateDict, SeventyBRankZeroOnly) {
+  const nlohmann::json fsdp = {{"version", 1}, {"strategy", "FULL_SHARD"}};
+  nlohmann::json scenario = seventy_b(fsdp);
+  scenario["checkpoint"] = {{"state_dict", "full"}, {"rank0_only", true}, {"offload_to_cpu", true}, {"optimizer", false}};
+  scenario["cluster"]["storage"] = {{"write_gbps", 5}};
+  Planned p = plan_of(scenario);
+  const double state = 12 * kN / kW;  // 13,223,304,000
+  EXPECT_DOUBLE_EQ(static_cast<double>(p.memory.allocated_at_start), state);
+
+  CheckpointSave model_only = checkpoint_save(p.scenario, p.plan, p.memory, 50);
+  EXPECT_DOUBLE_EQ(model_only.rank0_host_bytes, 4 * kN);  // 282.1 GB
+  EXPECT_DOUBLE_EQ(model_only.peak.host_bytes_per_node, 4 * kN);  // rank 0's node only
+  EXPECT_DOUBLE_EQ(model_only.peak.device_bytes, state + (kRoot + kBlock) * 4);  // + 5.6 GB
+  EXPECT_DOUBLE_EQ(model_only.bytes_written_per_node, 4 * kN);
+  EXPECT_DOUBLE_EQ(model_only.copy_seconds, 4 * kN / 50e9);   // 5.6 s over PCIe
+  EXPECT_DOUBLE_EQ(model_only.write_seconds, 4 * kN / 5e9);   // 56.4 s at 5 GB/s
+  EXPECT_EQ(model_only.gather_seconds, 0);  // not timed without NCCL's figures
+
+  // With them: the root and each of the 80 blocks all-gathered once, in fp32, over the 64
+  // ranks of 8 nodes, one after another, before the copies and the write.
+  const NcclParams nccl = NcclParams::defaults_for(p.scenario.cluster);
+  const CheckpointSave timed = checkpoint_save(p.scenario, p.plan, p.memory, 50, &nccl);
+  const CollectiveGroup group{64, 8};
+  const double expected_gathers =
+      80 * estimate_collective(CollectiveKind::all_gather, kBlock * 4, group, p.scenario.cluster, nccl).seconds +
+      estimate_collective(CollectiveKind::all_gather, kRoot * 4, group, p.scenario.cluster, nccl).seconds;
+  EXPECT_NEAR(timed.gather_seconds, expected_gathers, 1e-12 * expected_gathers);  // summed in another order
+  // A bound by hand: every node must take in 7/8 of each gathered buffer (the other nodes'
+  // shards) through its 8 NICs of 50 GB/s: 4 N x 7/8 / 400 GB/s = 0.62 s at least.
+  EXPECT_GT(timed.gather_seconds, 4 * kN * 7 / 8 / (8 * 50e9));
+  EXPECT_DOUBLE_EQ(timed.seconds(), timed.gather_seconds + timed.copy_seconds + timed.write_seconds);
+
+  // With the optimizer state: 12 N on rank 0's CPU, and the GPU's highest point becomes one
+  // block's two gathered fp32 states (875e6 x 8 bytes) on top of the state.
+  Planned q = plan_of(scenario, {"checkpoint.optimizer=true"});
+  CheckpointSave full = checkpoint_save(q.scenario, q.plan, q.memory, 50);
+  EXPECT_DOUBLE_EQ(full.rank0_host_bytes, 12 * kN);  // 846.3 GB: more than many nodes have
+  EXPECT_DOUBLE_EQ(full.peak.device_bytes, state + kBlock * 2 * 4);
+
+  // Without rank0_only every rank keeps the gathered copy: 8 ranks' on each node.
+  Planned all = plan_of(scenario, {"checkpoint.rank0_only=false"});
+  EXPECT_DOUBLE_EQ(checkpoint_save(all.scenario, all.plan, all.memory, 50).peak.host_bytes_per_node, kGpn * 4 * kN);
+  // Without offload_to_cpu the clones stay on the GPU: the whole fp32 model on top (the classic OOM).
+  Planned gpu = plan_of(scenario, {"checkpoint.offload_to_cpu=false"});
+  EXPECT_DOUBLE_EQ(checkpoint_save(gpu.scenario, gpu.plan, gpu.memory, 50).peak.device_bytes,
+                   state + (kRoot + kBlock) * 4 + 4 * kN);
+}
+
+// SHARDED_STATE_DICT / DCP: each rank writes its fp32 shard and its states, 12 N / 64 bytes;
+// a node's 8 ranks write 12 N / 8; the cluster 12 N. Nothing is gathered: the GPU holds its
+// state only. Host: each rank stages its largest tensor (a block's shard, 875e6 / 64 x 4 bytes).
+TEST(ShardedStateDict, EachRankWritesItsShards) {
+  nlohmann::json scenario = seventy_b({{"version", 1}, {"strategy", "FULL_SHARD"}});
+  scenario["checkpoint"] = {{"state_dict", "sharded"}};
+  scenario["cluster"]["storage"] = {{"write_gbps", 5}};
+  Planned p = plan_of(scenario);
+  CheckpointSave s = checkpoint_save(p.scenario, p.plan, p.memory, 50);
+  EXPECT_DOUBLE_EQ(s.bytes_written_per_node, kGpn * 12 * kN / kW);
+  EXPECT_DOUBLE_EQ(s.bytes_written_total, 12 * kN);
+  EXPECT_DOUBLE_EQ(s.peak.device_bytes, 12 * kN / kW);
+  EXPECT_DOUBLE_EQ(s.peak.host_bytes_per_node, kGpn * kBlock / kW * 4);
+  EXPECT_DOUBLE_EQ(s.write_seconds, kGpn * 12 * kN / kW / 5e9);  // 16.5 s against 169 s for the full save
+  EXPECT_DOUBLE_EQ(s.copy_seconds, 12 * kN / kW / 50e9);
+}
+
+// Init. meta under FSDP1 (param_init_fn): unit by unit, a block is materialised (875e6 x 4)
+// and flattened into a FlatParameter (as much again), beside the shards: S + 2 x 3.5 GB.
+// meta under FSDP2: fully_shard first, to_empty allocates the shards only: S.
+// cpu: each of a node's 8 ranks builds the fp32 model, 8 x 4 N = 2.26 TB per node; with
+// sync_module_states only rank 0 does, and a 250 MiB broadcast bucket is added on the GPU.
+TEST(Init, MetaAgainstCpu) {
+  const double shards = 4 * kN / kW;  // the fp32 sharded parameters: 4.41 GB
+  Planned fsdp1 = plan_of(seventy_b({{"version", 1}}), {"init=meta"});
+  PhasePeak meta1 = init_peak(fsdp1.scenario, fsdp1.plan, fsdp1.memory);
+  EXPECT_DOUBLE_EQ(meta1.device_bytes, shards + 2 * kBlock * 4);
+  EXPECT_DOUBLE_EQ(meta1.host_bytes_per_node, 0);
+
+  Planned fsdp2 = plan_of(seventy_b({{"version", 2}}), {"init=meta"});
+  EXPECT_DOUBLE_EQ(init_peak(fsdp2.scenario, fsdp2.plan, fsdp2.memory).device_bytes, shards);
+  // FSDP2 from the CPU: fully_shard moves a block to the GPU whole (3.5 GB), then makes its
+  // shard (875e6 / 64 x 4 bytes) before the whole one is freed.
+  Planned fsdp2_cpu = plan_of(seventy_b({{"version", 2}}), {"init=cpu"});
+  EXPECT_DOUBLE_EQ(init_peak(fsdp2_cpu.scenario, fsdp2_cpu.plan, fsdp2_cpu.memory).device_bytes,
+                   shards + kBlock * 4 + kBlock / kW * 4);
+
+  Planned cpu = plan_of(seventy_b({{"version", 1}}), {"init=cpu"});
+  PhasePeak cpu1 = init_peak(cpu.scenario, cpu.plan, cpu.memory);
+  EXPECT_DOUBLE_EQ(cpu1.host_bytes_per_node, kGpn * 4 * kN);  // 2,256,777,216,000
+  EXPECT_DOUBLE_EQ(cpu1.device_bytes, meta1.device_bytes);
+
+  Planned synced = plan_of(seventy_b({{"version", 1}}), {"init={\"device\": \"cpu\", \"sync_module_states\": true}"});
+  PhasePeak sync1 = init_peak(synced.scenario, synced.plan, synced.memory);
+  EXPECT_DOUBLE_EQ(sync1.host_bytes_per_node, 4 * kN);
+  EXPECT_DOUBLE_EQ(sync1.device_bytes, meta1.device_bytes + 250.0 * 1024 * 1024);
+
+  // cuda: the whole fp32 model on each GPU (282 GB) plus the largest unit's flat copy.
+  Planned cuda = plan_of(seventy_b({{"version", 1}}), {"init=cuda"});
+  EXPECT_DOUBLE_EQ(init_peak(cuda.scenario, cuda.plan, cuda.memory).device_bytes, 4 * kN + 4 * kBlock);
+}
+
+// The offload options' host memory per node, and the step's replay agreeing with them (two
+// methods: the option's closed form and the schedule's host allocations).
+const OffloadOption& option(const std::vector<OffloadOption>& options, const std::string& name) {
+  for (const OffloadOption& o : options)
+    if (o.name == name) return o;
+  throw std::runtime_error("no option " + name);
+}
+
+// FSDP CPU offload: the fp32 parameter shard and gradient shard pinned, AdamW's state in
+// ordinary memory: per node 8 x (4 + 4) N / 64 pinned and 8 x 8 N / 64 pageable (8.8 GB each
+// for 70B on 8 nodes; on one node of 8 GPUs it would be 564 GB pinned + 564 GB pageable).
+TEST(OffloadHostMemory, FsdpCpuOffload) {
+  Planned p = plan_of(seventy_b({{"version", 2}, {"cpu_offload", true}}));
+  const auto options = offload_options(p.scenario, p.plan);
+  const OffloadOption& o = option(options, "fsdp cpu_offload");
+  EXPECT_TRUE(o.is_scenario);
+  EXPECT_DOUBLE_EQ(o.pinned_bytes_per_node, kGpn * 8 * kN / kW);
+  EXPECT_DOUBLE_EQ(o.pageable_bytes_per_node, kGpn * 8 * kN / kW);
+  EXPECT_DOUBLE_EQ(o.device_state_bytes, 0);
+  // The step's replay holds the same on the host at its highest (the optimizer step: params,
+  // grads and state all alive).
+  EXPECT_DOUBLE_EQ(static_cast<double>(p.memory.peak_host_pinned_bytes) * kGpn, o.pinned_bytes_per_node);
+  EXPECT_DOUBLE_EQ(static_cast<double>(p.memory.peak_host_pageable_bytes) * kGpn, o.pageable_bytes_per_node);
+  EXPECT_EQ(p.memory.model_state_bytes, 0);  // nothing of it on the GPU
+}
+
+// DeepSpeed's estimator (deepspeedai/DeepSpeed@edaa722):
+//   deepspeed/runtime/zero/stage3.py estimate_zero3_model_states_mem_needs:
+//     cpu_offload and cpu_offload_params, zero_init: cpu_mem = N x 18 x (1/nodes) x 1.5
+//     cpu_offload only, zero_init:                    cpu_mem = N x 16 x (1/nodes) x 1.5
+//     not zero_init: cpu_mem = N x max(4 x gpus_per_node, 18 or 16 x 1/nodes) x 1.5
+//   deepspeed/runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs:
+//     cpu_offload: cpu_mem = N x max(4 x total_gpus, 16) x 1.5
+// fsdpsim counts what the offloaded partitions are: per element an fp32 master, two fp32 Adam
+// states and an fp32 gradient (16 bytes), plus the bf16 parameter (2) under offload_param, times
+// the node's share N / nodes. Where it differs:
+// - no additional_buffer_factor 1.5: DeepSpeed's is a flat margin, not memory anything holds;
+// - not zero_init's 4 x gpus_per_node x N: that is every process loading the fp32 model before
+//   partitioning, an init peak, reported under init (cpu) rather than added to the step;
+// - ZeRO-2: DeepSpeed's formula neither divides by the nodes (each node holds only its ranks'
+//   partitions) nor by the ranks in its 4 x total_gpus term, so past 4 GPUs it grows with the
+//   cluster: for 64 GPUs 384 N bytes "per CPU", against 16 N / 8 per node here.
+TEST(OffloadHostMemory, DeepSpeedVariantsAgainstItsEstimator) {
+  const nlohmann::json ds = {{"master_weights", "optimizer_state"}};
+  Planned z3 = plan_of(seventy_b({{"version", 2}, {"strategy", "FULL_SHARD"}}, ds));
+  const auto options = offload_options(z3.scenario, z3.plan);
+  const double additional_buffer_factor = 1.5, gpus_factor = 1 / kNodes;
+  const double ds_optimizer_and_params = kN * 18 * gpus_factor * additional_buffer_factor;
+  const double ds_optimizer_only = kN * 16 * gpus_factor * additional_buffer_factor;
+  const OffloadOption& both = option(options, "offload_optimizer=cpu, offload_param=cpu");
+  const OffloadOption& opt = option(options, "offload_optimizer=cpu");
+  EXPECT_DOUBLE_EQ(both.host_bytes_per_node() * additional_buffer_factor, ds_optimizer_and_params);
+  EXPECT_DOUBLE_EQ(opt.host_bytes_per_node() * additional_buffer_factor, ds_optimizer_only);
+  EXPECT_DOUBLE_EQ(both.pinned_bytes_per_node, kGpn * 18 * kN / kW);  // pin_memory default true
+  EXPECT_DOUBLE_EQ(both.device_state_bytes, 0);
+  EXPECT_DOUBLE_EQ(opt.device_state_bytes, 2 * kN / kW);  // the bf16 partition stays on the GPU
+  // DeepSpeed's GPU side for offload without params: 2 x total_params / total_gpus (+ the largest layer).
+  EXPECT_DOUBLE_EQ(opt.device_state_bytes, 2 * kN / (kGpn * kNodes));
+
+  // NVMe: the state goes to NVMe (18 N / nodes); the host keeps DeepSpeed's pinned swap buffers:
+  // 4 x min(1e9, the rank's 1.10e9-element partition) fp32 and 5 x 1e8 bf16 per rank.
+  const OffloadOption& nvme = option(options, "offload_optimizer=nvme, offload_param=nvme");
+  EXPECT_DOUBLE_EQ(nvme.nvme_bytes_per_node, kGpn * 18 * kN / kW);
+  EXPECT_DOUBLE_EQ(nvme.pinned_bytes_per_node, kGpn * (4 * 1e9 * 4 + 5 * 1e8 * 2));
+
+  // ZeRO-2 with optimizer offload: fsdpsim 16 N / nodes; DeepSpeed's formula 384 N.
+  Planned z2 = plan_of(seventy_b({{"version", 2}, {"strategy", "SHARD_GRAD_OP"}}, ds));
+  const OffloadOption& z2_opt = option(offload_options(z2.scenario, z2.plan), "offload_optimizer=cpu");
+  EXPECT_DOUBLE_EQ(z2_opt.host_bytes_per_node(), 16 * kN / kNodes);
+  const double ds_zero2 = kN * std::max(4 * kGpn * kNodes, 16.0) * additional_buffer_factor;
+  EXPECT_DOUBLE_EQ(ds_zero2 / z2_opt.host_bytes_per_node(), 384.0 / 2.0);
+  EXPECT_DOUBLE_EQ(z2_opt.device_state_bytes, 2 * kN);  // ZeRO-2 keeps the whole bf16 model
+
+  // Not zero_init: DeepSpeed's 4 x gpus_per_node x N is fsdpsim's cpu init of an fp32 model.
+  Planned cpu_init = plan_of(seventy_b({{"version", 2}, {"strategy", "FULL_SHARD"}}, ds), {"init=cpu"});
+  EXPECT_DOUBLE_EQ(init_peak(cpu_init.scenario, cpu_init.plan, cpu_init.memory).host_bytes_per_node,
+                   4 * kGpn * kN);
+
+  // And the planned step holds, per rank, what its option says.
+  Planned planned = plan_of(seventy_b({{"version", 2}, {"offload_optimizer", "cpu"}, {"offload_param", "cpu"}}, ds));
+  EXPECT_DOUBLE_EQ(static_cast<double>(planned.memory.peak_host_bytes) * kGpn, both.host_bytes_per_node());
+}
+
+// The verdict covers every phase and names the binding one: a 2 TB node fits the step and
+// a sharded save, but not 8 ranks each building the fp32 70B model on the CPU.
+TEST(JobFit, NamesTheBindingPhase) {
+  nlohmann::json scenario = seventy_b({{"version", 1}});
+  scenario["cluster"]["host_memory_gb"] = 2000;
+  Planned p = plan_of(scenario, {"init=cpu"});
+  PhasePeak step{"step", static_cast<double>(p.memory.peak_reserved_bytes), "", 0, ""};
+  const JobFit fit = job_fit({step, init_peak(p.scenario, p.plan, p.memory)}, 1 << 30,
+                             p.scenario.cluster.gpu.memory_bytes, p.scenario.cluster.host_memory_bytes);
+  EXPECT_FALSE(fit.fits);
+  EXPECT_EQ(fit.binding_phase, "init");
+  EXPECT_EQ(fit.binding_resource, "host");
+  EXPECT_DOUBLE_EQ(fit.binding_margin_bytes, 2000e9 - kGpn * 4 * kN);
+  Planned meta = plan_of(scenario, {"init=meta"});
+  const JobFit ok = job_fit({step, init_peak(meta.scenario, meta.plan, meta.memory)}, 1 << 30,
+                            meta.scenario.cluster.gpu.memory_bytes, meta.scenario.cluster.host_memory_bytes);
+  EXPECT_TRUE(ok.fits);
+  EXPECT_EQ(ok.binding_resource, "GPU");
+}
+
+TEST(JobScenario, BadOffloadSettingsNameTheField) {
+  const nlohmann::json ds = {{"master_weights", "optimizer_state"}};
+  auto error_of = [](const nlohmann::json& j) -> std::string {
+    try {
+      parse_scenario(j, "test.json");
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error_of(seventy_b({{"offload_optimizer", "cpu"}})).find("master_weights"), std::string::npos);
+  EXPECT_NE(error_of(seventy_b({{"strategy", "SHARD_GRAD_OP"}, {"offload_optimizer", "cpu"}, {"offload_param", "cpu"}}, ds))
+                .find("fsdp.offload_param"),
+            std::string::npos);
+  EXPECT_NE(error_of(seventy_b({{"cpu_offload", true}, {"offload_optimizer", "cpu"}}, ds)).find("fsdp.cpu_offload"),
+            std::string::npos);
+  nlohmann::json bad_checkpoint = seventy_b({{"version", 1}});
+  bad_checkpoint["checkpoint"] = {{"state_dict", "sharded"}, {"rank0_only", true}};
+  EXPECT_NE(error_of(bad_checkpoint).find("checkpoint.rank0_only"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fsdpsim::planner

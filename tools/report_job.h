@@ -1,0 +1,18 @@
+// The estimate's sections on the job outside the step (planner/job_memory.h): host memory per
+// node under each offload option, the init and checkpoint-save peaks, and the verdict over every
+// phase. Text for people, one JSON object ("job") for tools; docs/schema.md lists the keys.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/scenario.h"
+#include "sim/estimate.h"
+
+namespace fsdpsim::tools {
+
+std::string job_memory_text(const sim::Estimate& estimate, const planner::Scenario& scenario);
+nlohmann::json job_memory_json(const sim::Estimate& estimate, const planner::Scenario& scenario);
+
+}  // namespace fsdpsim::tools
