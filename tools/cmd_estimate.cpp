@@ -13,14 +13,16 @@
 #include "sim/trace.h"
 #include "tools/report.h"
 #include "tools/format.h"
+#include "tools/option_checks.h"
+#include "tools/scenario_input.h"
 
 namespace fsdpsim::tools {
 
 namespace {
 
 struct EstimateOptions {
-  std::string scenario;
-  std::vector<std::string> overrides;
+  ScenarioInputOptions input;  // --scenario, or --model with --gpus (tools/scenario_input.h)
+  double headroom_gib = 0;
   bool json = false;
   bool max_micro_batch = false;
   std::string trace;  // Chrome/Perfetto trace file
@@ -34,10 +36,14 @@ void write_file(const std::string& path, const std::string& text) {
   std::cerr << "wrote " << path << "\n";
 }
 
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
 void run_estimate(const EstimateOptions& o) {
-  planner::Scenario scenario = sim::load_scenario(o.scenario, o.overrides);
+  const ScenarioInput input = resolve_scenario_input(o.input);
+  planner::Scenario scenario = load_scenario_input(input);
+  const double headroom_bytes = o.headroom_gib * kGiB;
   if (o.max_micro_batch) {
-    sim::MicroBatchSearch search = sim::find_max_micro_batch(o.scenario, o.overrides);
+    sim::MicroBatchSearch search = sim::find_max_micro_batch(*scenario_template(input), headroom_bytes);
     if (o.json) {
       std::cout << micro_batch_search_json(search).dump(2) << "\n";
     } else {
@@ -48,8 +54,8 @@ void run_estimate(const EstimateOptions& o) {
   sim::Estimate estimate = sim::estimate_step(scenario);
   if (!o.trace.empty()) write_file(o.trace, sim::chrome_trace(estimate, scenario.name).dump() + "\n");
   if (!o.plot.empty()) write_file(o.plot, sim::timeline_svg(estimate));
-  if (o.json) std::cout << estimate_json(estimate, scenario).dump(2) << "\n";
-  else std::cout << estimate_text(estimate, scenario);
+  if (o.json) std::cout << estimate_json(estimate, scenario, headroom_bytes).dump(2) << "\n";
+  else std::cout << estimate_text(estimate, scenario, headroom_bytes);
 }
 
 }  // namespace
@@ -57,8 +63,10 @@ void run_estimate(const EstimateOptions& o) {
 void add_estimate_command(CLI::App& app) {
   auto options = std::make_shared<EstimateOptions>();
   CLI::App* cmd = app.add_subcommand("estimate", "Peak memory per GPU and step time of one training step");
-  cmd->add_option("-s,--scenario", options->scenario, "Scenario JSON file")->required();
-  cmd->add_option("--set", options->overrides, "Override a scenario field: a.b.c=value (repeatable)");
+  add_scenario_input_options(cmd, options->input);
+  cmd->add_option("--headroom-gib", options->headroom_gib,
+                  "Memory to keep free: fits when device peak + headroom <= GPU memory (default 0)")
+      ->check(non_negative_number());
   cmd->add_flag("--json", options->json, "Print one JSON object for tools");
   cmd->add_flag("--max-micro-batch", options->max_micro_batch,
                 "Find the largest micro-batch that fits in GPU memory (gradient accumulation kept)");
