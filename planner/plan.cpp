@@ -331,6 +331,7 @@ class StepBuilder {
       const UnitShard& sh = step_.shard(u.index);
       if (sh.numel == 0 || scenario_.fsdp.cpu_offload) continue;
       const std::string& name = step_.label(u.index);
+      const std::size_t first = step_.schedule.allocations.size();
       if (step_.sharded.params)
         step_.new_alloc(sh.local_numel * stored, MemCategory::sharded_param, Stream::compute,
                         Name{"sharded params of ", name}, true, true);
@@ -344,6 +345,7 @@ class StepBuilder {
       if (!step_.sharded.grads)
         step_.new_alloc(sh.numel * stored, MemCategory::unsharded_grad, Stream::compute,
                         Name{"replicated grads of ", name}, true, true);
+      for (std::size_t a = first; a < step_.schedule.allocations.size(); ++a) step_.schedule.allocations[a].unit = u.index;
     }
   }
 

@@ -208,7 +208,7 @@ nlohmann::json schedule_to_json(const Schedule& s) {
   for (const Allocation& a : s.allocations) {
     j["allocations"].push_back({{"id", a.id}, {"label", a.label}, {"bytes", a.bytes},
                                 {"category", to_string(a.category)}, {"stream", to_string(a.stream)},
-                                {"persistent", a.persistent}, {"model_state", a.model_state}});
+                                {"persistent", a.persistent}, {"model_state", a.model_state}, {"unit", a.unit}});
   }
   j["ops"] = nlohmann::json::array();
   for (const Op& op : s.ops) {
@@ -273,6 +273,7 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
     al.stream = parse_enum<Stream>(a, "stream", kStreamNames);
     al.persistent = a.boolean_or("persistent", false);
     al.model_state = a.boolean_or("model_state", false);
+    al.unit = a.int_in_or("unit", -1, INT_MAX, -1);
     a.finish();
     s.allocations.push_back(al);
   }

@@ -63,6 +63,9 @@ struct Allocation {
   Stream stream = Stream::compute;  // the stream whose allocator pool serves it
   bool persistent = false;  // alive before the step starts (sharded params, optimizer state)
   bool model_state = false;  // counted in model_state_bytes (what ZeRO's arithmetic counts)
+  // The FSDP unit it belongs to (its parameters, their gradients, the activations of its
+  // modules), -1 for none: what per-unit reports (estimate --by-unit) sum.
+  int unit = -1;
 };
 
 // The kernels a compute op runs, by shape: its GEMMs and its attention call. Ops of identical

@@ -10,6 +10,7 @@
 #include "tools/commands.h"
 #include "sim/estimate.h"
 #include "sim/svg.h"
+#include "sim/unit_report.h"
 #include "sim/trace.h"
 #include "tools/report.h"
 #include "tools/format.h"
@@ -25,6 +26,7 @@ struct EstimateOptions {
   double headroom_gib = 0;
   bool json = false;
   bool max_micro_batch = false;
+  bool by_unit = false;
   std::string trace;  // Chrome/Perfetto trace file
   std::string plot;   // SVG: memory timeline + stream Gantt chart
 };
@@ -56,6 +58,7 @@ void run_estimate(const EstimateOptions& o) {
   if (!o.plot.empty()) write_file(o.plot, sim::timeline_svg(estimate));
   if (o.json) std::cout << estimate_json(estimate, scenario, headroom_bytes).dump(2) << "\n";
   else std::cout << estimate_text(estimate, scenario, headroom_bytes);
+  if (o.by_unit && !o.json) std::cout << "\n" << sim::unit_report_text(sim::unit_report(estimate));
 }
 
 }  // namespace
@@ -70,6 +73,9 @@ void add_estimate_command(CLI::App& app) {
   cmd->add_flag("--json", options->json, "Print one JSON object for tools");
   cmd->add_flag("--max-micro-batch", options->max_micro_batch,
                 "Find the largest micro-batch that fits in GPU memory (gradient accumulation kept)");
+  cmd->add_flag("--by-unit", options->by_unit,
+                "Per FSDP unit: parameters, sharded/unsharded bytes, gradients, saved activations, collectives, time "
+                "(--json always has units[])");
   cmd->add_option("--trace", options->trace, "Write a Chrome/Perfetto trace (open in ui.perfetto.dev or chrome://tracing)");
   cmd->add_option("--plot", options->plot, "Write an SVG of the memory timeline and the stream Gantt chart");
   cmd->callback([options] { run_estimate(*options); });

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "sim/timing_report.h"
+#include "sim/unit_report.h"
 #include "tools/format.h"
 
 namespace fsdpsim::tools {
@@ -125,7 +126,8 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
   j["scenario"] = sc.file;
   j["model"] = {{"name", sc.model.name}, {"parameters", sc.model.parameter_count()}};
   j["world_size"] = sc.world_size();
-  j["units"] = e.plan.units.size();
+  j["unit_count"] = e.plan.units.size();
+  j["units"] = sim::unit_report_json(sim::unit_report(e));  // per unit (sim/unit_report.h)
   nlohmann::json breakdown = nlohmann::json::object();
   for (int c = 0; c < planner::kMemCategoryCount; ++c)
     breakdown[planner::to_string(static_cast<MemCategory>(c))] = m.breakdown_at_peak[c];
