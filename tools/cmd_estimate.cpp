@@ -2,6 +2,7 @@
 // the analytic engine, the step time.
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "sim/scenario_loader.h"
 #include "models/json_input.h"
@@ -9,6 +10,7 @@
 #include "planner/plan.h"
 #include "tools/commands.h"
 #include "sim/estimate.h"
+#include "sim/advice.h"
 #include "sim/svg.h"
 #include "sim/unit_report.h"
 #include "sim/trace.h"
@@ -27,6 +29,7 @@ struct EstimateOptions {
   bool json = false;
   bool max_micro_batch = false;
   bool by_unit = false;
+  bool advise = false;  // also when it fits
   std::string trace;  // Chrome/Perfetto trace file
   std::string plot;   // SVG: memory timeline + stream Gantt chart
 };
@@ -56,8 +59,18 @@ void run_estimate(const EstimateOptions& o) {
   sim::Estimate estimate = sim::estimate_step(scenario);
   if (!o.trace.empty()) write_file(o.trace, sim::chrome_trace(estimate, scenario.name).dump() + "\n");
   if (!o.plot.empty()) write_file(o.plot, sim::timeline_svg(estimate));
-  if (o.json) std::cout << estimate_json(estimate, scenario, headroom_bytes).dump(2) << "\n";
-  else std::cout << estimate_text(estimate, scenario, headroom_bytes);
+  // Advice (sim/advice.h): when it does not fit, or asked for.
+  std::optional<sim::Advice> advice;
+  if (o.advise || estimate.device_peak_bytes() + headroom_bytes > estimate.gpu_memory_bytes)
+    advice = sim::advise(scenario_template(input), headroom_bytes);
+  if (o.json) {
+    nlohmann::json j = estimate_json(estimate, scenario, headroom_bytes);
+    if (advice) j["advice"] = sim::advice_json(*advice);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << estimate_text(estimate, scenario, headroom_bytes);
+    if (advice) std::cout << sim::advice_text(*advice);
+  }
   if (o.by_unit && !o.json) std::cout << "\n" << sim::unit_report_text(sim::unit_report(estimate));
 }
 
@@ -73,6 +86,8 @@ void add_estimate_command(CLI::App& app) {
   cmd->add_flag("--json", options->json, "Print one JSON object for tools");
   cmd->add_flag("--max-micro-batch", options->max_micro_batch,
                 "Find the largest micro-batch that fits in GPU memory (gradient accumulation kept)");
+  cmd->add_flag("--advise", options->advise,
+                "Also when it fits: the cheapest changes that fit (printed anyway when it does not fit)");
   cmd->add_flag("--by-unit", options->by_unit,
                 "Per FSDP unit: parameters, sharded/unsharded bytes, gradients, saved activations, collectives, time "
                 "(--json always has units[])");
