@@ -11,6 +11,7 @@
 #include "tools/commands.h"
 #include "sim/estimate.h"
 #include "sim/advice.h"
+#include "sim/collectives_table.h"
 #include "sim/svg.h"
 #include "sim/unit_report.h"
 #include "sim/trace.h"
@@ -63,15 +64,18 @@ void run_estimate(const EstimateOptions& o) {
   std::optional<sim::Advice> advice;
   if (o.advise || estimate.device_peak_bytes() + headroom_bytes > estimate.gpu_memory_bytes)
     advice = sim::advise(scenario_template(input), headroom_bytes);
+  const std::vector<sim::CollectiveChoice> collectives =
+      sim::collective_choices(estimate.plan.schedule, planner::CostModel(scenario));
   if (o.json) {
     nlohmann::json j = estimate_json(estimate, scenario, headroom_bytes);
+    j["collectives"] = sim::collective_choices_json(collectives);
     if (advice) j["advice"] = sim::advice_json(*advice);
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << estimate_text(estimate, scenario, headroom_bytes);
+    std::cout << estimate_text(estimate, scenario, headroom_bytes) << sim::collective_choices_text(collectives);
+    if (o.by_unit) std::cout << "\n" << sim::unit_report_text(sim::unit_report(estimate));
     if (advice) std::cout << sim::advice_text(*advice);
   }
-  if (o.by_unit && !o.json) std::cout << "\n" << sim::unit_report_text(sim::unit_report(estimate));
 }
 
 }  // namespace
