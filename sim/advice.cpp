@@ -60,7 +60,7 @@ std::vector<Change> single_changes(const planner::Scenario& s, const planner::Ax
     out.push_back({"reshard", "reshard_after_forward true", {"fsdp.reshard_after_forward=true"}});
   if (!f.cpu_offload) out.push_back({"offload", "CPU offload", {"fsdp.cpu_offload=true"}});
   // More nodes: the global batch kept where the new world divides it, else one micro-step.
-  for (int k : {2, 4, 8}) {
+  for (int k : {2, 4, 8, 16, 32}) {
     const std::int64_t nodes = static_cast<std::int64_t>(s.cluster.nodes) * k;
     const std::int64_t world = nodes * s.cluster.gpus_per_node;
     if (world > (1 << 20)) break;

@@ -4,7 +4,7 @@
 // Built from the sweep machinery, not a second search: the candidate changes are sweep axis
 // values (planner::expand_axis: activation checkpointing, a smaller micro-batch keeping the
 // global batch, each sharding strategy), plus resharding after forward, CPU offload and more
-// nodes (keeping the global batch where it divides, else saying it grows). They go as one axis
+// nodes (2x to 32x, keeping the global batch where it divides, else saying it grows). They go as one axis
 // (each value a change) to sim::run_sweep; when fewer than three single changes fit, pairs of
 // changes of different kinds are swept too. "Cheapest" is the most tokens/s per GPU (GPU-hours
 // per token), single changes before pairs.

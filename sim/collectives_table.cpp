@@ -67,12 +67,13 @@ double number_or_zero(const std::string& s) {
   }
 }
 
+// "16 GiB" for a whole number of the unit (nccl-tests' sizes), else two decimals ("3.91 GiB").
 std::string size_text(double bytes) {
+  const double unit = bytes >= kGiB ? kGiB : bytes >= kMiB ? kMiB : bytes >= kKiB ? kKiB : 1;
+  const char* name = unit == kGiB ? "GiB" : unit == kMiB ? "MiB" : unit == kKiB ? "KiB" : "B";
+  const double v = bytes / unit;
   char buf[32];
-  if (bytes >= kGiB) std::snprintf(buf, sizeof buf, "%g GiB", bytes / kGiB);
-  else if (bytes >= kMiB) std::snprintf(buf, sizeof buf, "%g MiB", bytes / kMiB);
-  else if (bytes >= kKiB) std::snprintf(buf, sizeof buf, "%g KiB", bytes / kKiB);
-  else std::snprintf(buf, sizeof buf, "%g B", bytes);
+  std::snprintf(buf, sizeof buf, v == std::floor(v) ? "%.0f %s" : "%.2f %s", v, name);
   return buf;
 }
 
