@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "models/json_input.h"
@@ -297,14 +298,15 @@ std::vector<CollectiveChoice> collective_choices(const planner::Schedule& schedu
   std::map<std::pair<int, int>, const planner::Op*> largest;
   for (const planner::Op& op : schedule.ops) {
     if (!planner::is_collective(op.kind) || op.group < 0 || op.group >= static_cast<int>(schedule.groups.size())) continue;
+    // The op kind's name is the collective's ("all_gather", ...): any collective the cost model knows.
+    const std::optional<CollectiveKind> kind = planner::collective_kind_from_name(planner::to_string(op.kind));
+    if (!kind) continue;
     const auto key = std::make_pair(static_cast<int>(op.kind), op.group);
     auto it = index.find(key);
     if (it == index.end()) {
       const planner::ProcessGroup& g = schedule.groups[op.group];
       CollectiveChoice c;
-      c.kind = op.kind == planner::OpKind::all_gather     ? CollectiveKind::all_gather
-               : op.kind == planner::OpKind::reduce_scatter ? CollectiveKind::reduce_scatter
-                                                            : CollectiveKind::all_reduce;
+      c.kind = *kind;
       c.group = g.name;
       c.ranks = g.ranks;
       c.nodes = g.nodes;
