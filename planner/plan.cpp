@@ -437,6 +437,7 @@ class StepBuilder {
       const UnitShard& sh = step_.shard(u.index);
       if (sh.numel == 0) continue;
       const std::string& name = step_.label(u.index);
+      const std::size_t first = step_.schedule.allocations.size();
       const std::int64_t optimizer_numel = step_.sharded.optimizer_state ? sh.optimizer_numel : sh.numel;
       rank_optimizer_numel += optimizer_numel;
       // Parameters.
@@ -478,6 +479,7 @@ class StepBuilder {
       if (!step_.sharded.grads)
         step_.new_alloc(sh.numel * stored, MemCategory::unsharded_grad, Stream::compute,
                         Name{"replicated grads of ", name}, true, true);
+      for (std::size_t a = first; a < step_.schedule.allocations.size(); ++a) step_.schedule.allocations[a].unit = u.index;
     }
     make_nvme_swap_buffers(rank_optimizer_numel);
   }

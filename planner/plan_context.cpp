@@ -78,6 +78,7 @@ int StepContext::new_alloc(std::int64_t bytes, MemCategory category, Stream stre
 
 int StepContext::alloc_at(int op, std::int64_t bytes, MemCategory category, const Name& label, bool model_state) {
   const int id = new_alloc(bytes, category, schedule.ops[op].stream, label, false, model_state);
+  schedule.allocations[id].unit = schedule.ops[op].unit;
   schedule.ops[op].allocs.push_back(id);
   return id;
 }
@@ -115,8 +116,10 @@ void StepContext::allocate_grads(int op, const std::vector<int>& params, const N
     else it->second += param_numel_[p];
   }
   std::sort(numel_by_unit.begin(), numel_by_unit.end());
-  for (const auto& [u, numel] : numel_by_unit)
+  for (const auto& [u, numel] : numel_by_unit) {
     unsharded_grads[u].push_back(alloc_at(op, numel * compute_dtype_bytes, MemCategory::unsharded_grad, name));
+    schedule.allocations[unsharded_grads[u].back()].unit = u;  // the parameters' unit, not the op's
+  }
 }
 
 void StepContext::free_unsharded_grads(int op, int u) {

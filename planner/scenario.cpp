@@ -45,8 +45,22 @@ int optimizer_states_per_param(Optimizer o) {
   return 0;
 }
 
+namespace {
+// An installed binary's data: <prefix>/share/fsdpsim beside <prefix>/bin/fsdpsim (`cmake
+// --install`), when it holds the GPU catalog; "" otherwise (a binary in the build tree).
+std::string installed_data_root() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const fs::path share = exe.parent_path().parent_path() / "share" / "fsdpsim";
+  return fs::is_regular_file(share / "scenarios/hardware/gpus.json", ec) ? share.string() : "";
+}
+}  // namespace
+
 std::string catalog_root() {
   if (const char* env = std::getenv("FSDPSIM_ROOT"); env && *env) return env;
+  static const std::string installed = installed_data_root();
+  if (!installed.empty()) return installed;
 #ifdef FSDPSIM_SOURCE_ROOT
   return FSDPSIM_SOURCE_ROOT;
 #else

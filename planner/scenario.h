@@ -171,7 +171,8 @@ struct Scenario {
   int replicas() const { return world_size() / fsdp.shard_group_size; }
 };
 
-// Where the shipped catalogs live: $FSDPSIM_ROOT, else the source tree the binary was built from.
+// Where the shipped catalogs live: $FSDPSIM_ROOT; else, for an installed binary, <prefix>/share/fsdpsim
+// beside <prefix>/bin (`cmake --install`); else the source tree the binary was built from.
 std::string catalog_root();
 // Resolves a path the way scenario references are: as given (absolute or relative to the
 // current directory), then relative to `relative_to` (a file's directory), then to the catalog root.

@@ -260,7 +260,7 @@ nlohmann::json schedule_to_json(const Schedule& s) {
   for (const Allocation& a : s.allocations) {
     nlohmann::json aj = {{"id", a.id}, {"label", a.label}, {"bytes", a.bytes},
                          {"category", to_string(a.category)}, {"stream", to_string(a.stream)},
-                         {"persistent", a.persistent}, {"model_state", a.model_state}};
+                         {"persistent", a.persistent}, {"model_state", a.model_state}, {"unit", a.unit}};
     // Written only when not the default, so schedules of device-only steps read as before.
     if (a.placement != Placement::device) aj["placement"] = to_string(a.placement);
     if (a.recorded_stream >= 0) aj["recorded_stream"] = to_string(static_cast<Stream>(a.recorded_stream));
@@ -334,6 +334,7 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
       al.recorded_stream = static_cast<int>(parse_enum<Stream>(a, "recorded_stream", kStreamNames));
       if (on_host(al.placement)) a.fail("recorded_stream", "a host allocation has no caching-allocator stream to record");
     }
+    al.unit = a.int_in_or("unit", -1, INT_MAX, -1);
     a.finish();
     s.allocations.push_back(al);
   }

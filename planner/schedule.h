@@ -87,6 +87,9 @@ struct Allocation {
   // until the work queued on that stream when it was freed has finished (planner/memory.h,
   // CachingAllocatorModel::free_after). -1: not recorded (freed blocks are reusable at once).
   int recorded_stream = -1;
+  // The FSDP unit it belongs to (its parameters, their gradients, the activations of its
+  // modules), -1 for none: what per-unit reports (estimate --by-unit) sum.
+  int unit = -1;
 };
 
 // The kernels a compute op runs, by shape: its GEMMs and its attention call. Ops of identical

@@ -1,5 +1,7 @@
 #include "runtime/verify.h"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -126,6 +128,32 @@ nlohmann::json verify_json(const VerifyReport& v) {
   }
   j["notes"] = v.notes;
   return j;
+}
+
+std::optional<std::string> host_overhead_warning(const VerifyReport& v, double time_scale) {
+  if (v.backend != "host" || !(time_scale > 0)) return std::nullopt;
+  double predicted = 0, measured = 0;
+  int ops = 0;
+  for (const VerifyRow& row : v.op_classes) {
+    predicted += row.predicted;
+    measured += row.measured;
+    ops += row.ops;
+  }
+  const double overhead = measured - predicted;  // modelled seconds
+  if (ops == 0 || !(predicted > 0) || overhead < kHostOverheadWarningFraction * predicted) return std::nullopt;
+  auto us = [](double seconds) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f us", seconds * 1e6);
+    return std::string(buf);
+  };
+  char scale[32];
+  std::snprintf(scale, sizeof scale, "%g", time_scale);
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.1f", overhead / predicted);
+  return "host overhead dominates: the ops ran " + us(overhead * time_scale / ops) + " of wall time each past their "
+         "modelled durations (" + ratio + "x the " + us(predicted * time_scale / ops) + " an op is modelled to take at "
+         "--time-scale " + scale + "); the errors above measure this host's threads and copies, not the model. A larger "
+         "--time-scale (1 plays modelled seconds in real time) makes the overhead small against the durations";
 }
 
 }  // namespace fsdpsim::runtime

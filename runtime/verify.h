@@ -51,6 +51,14 @@ struct VerifyReport {
 };
 
 VerifyReport compare(const planner::Schedule& schedule, const Prediction& prediction, const RunResult& result);
+
+// The host backend waits exactly each op's modelled duration (x the time scale), so what its ops
+// measure beyond that is this host's overhead (threads waking, collectives' hand-offs, copies),
+// not the model's error. When that overhead, summed over the op classes, reaches half the
+// modelled durations (`kHostOverheadWarningFraction`), a warning saying so, in wall time and per
+// op, and what to change (a larger --time-scale); nullopt otherwise and for other backends.
+constexpr double kHostOverheadWarningFraction = 0.5;
+std::optional<std::string> host_overhead_warning(const VerifyReport& report, double time_scale);
 nlohmann::json verify_json(const VerifyReport& report);
 
 }  // namespace fsdpsim::runtime

@@ -1,6 +1,7 @@
 #include "sim/scenario_loader.h"
 #include "sim/estimate.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -65,25 +66,26 @@ SimgridResult simulate_scenario(const planner::Scenario& scenario, const Simgrid
   return simulate_estimate(estimate_step(scenario), options);
 }
 
-MicroBatchSearch find_max_micro_batch(const std::string& scenario_file, const std::vector<std::string>& overrides) {
+MicroBatchSearch find_max_micro_batch(const planner::ScenarioTemplate& base, double headroom_bytes) {
   MicroBatchSearch search;
-  planner::Scenario base = load_scenario(scenario_file, overrides);
-  const std::int64_t accum = base.training.grad_accum;
+  search.headroom_bytes = headroom_bytes;
+  const std::int64_t accum = base.base().training.grad_accum;
   std::map<std::int64_t, bool> fits;
   auto try_batch = [&](std::int64_t mb) {
     if (fits.count(mb)) return fits[mb];
-    std::vector<std::string> o = overrides;
-    o.push_back("training.micro_batch=" + std::to_string(mb));
-    o.push_back("training.global_batch=null");
-    o.push_back("training.grad_accum=" + std::to_string(accum));
-    Estimate e = estimate_step(load_scenario(scenario_file, o));
-    search.tried.emplace_back(mb, e.device_peak_bytes());
+    const Estimate e = estimate_step(base.instantiate({"training.micro_batch=" + std::to_string(mb), "training.global_batch=null",
+                                                       "training.grad_accum=" + std::to_string(accum)}));
+    MicroBatchSearch::Trial t;
+    t.micro_batch = mb;
+    t.device_peak_bytes = e.device_peak_bytes();
+    t.fits = t.device_peak_bytes + headroom_bytes <= e.gpu_memory_bytes;
+    t.order = static_cast<int>(search.tried.size());
+    search.tried.push_back(t);
     search.gpu_memory_bytes = e.gpu_memory_bytes;
-    return fits[mb] = e.fits();
+    return fits[mb] = t.fits;
   };
-  constexpr std::int64_t kLimit = 4096;
   std::int64_t good = 0, bad = 0;
-  for (std::int64_t mb = 1; mb <= kLimit; mb *= 2) {
+  for (std::int64_t mb = 1; mb <= kMaxMicroBatchSearched; mb *= 2) {
     if (try_batch(mb)) good = mb;
     else {
       bad = mb;
@@ -91,15 +93,17 @@ MicroBatchSearch find_max_micro_batch(const std::string& scenario_file, const st
     }
   }
   if (bad == 0) {
-    search.largest_fitting = good;  // capped at kLimit
-    return search;
-  }
-  while (bad - good > 1) {
-    std::int64_t mid = (good + bad) / 2;
-    if (try_batch(mid)) good = mid;
-    else bad = mid;
+    search.capped = true;
+  } else {
+    while (bad - good > 1) {
+      const std::int64_t mid = (good + bad) / 2;
+      if (try_batch(mid)) good = mid;
+      else bad = mid;
+    }
   }
   search.largest_fitting = good;
+  std::sort(search.tried.begin(), search.tried.end(),
+            [](const MicroBatchSearch::Trial& a, const MicroBatchSearch::Trial& b) { return a.micro_batch < b.micro_batch; });
   return search;
 }
 

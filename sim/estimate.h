@@ -13,6 +13,7 @@
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
+#include "planner/sweep_space.h"
 #include "sim/analytic.h"
 #include "sim/simgrid_engine.h"
 #include "sim/simgrid_options.h"
@@ -59,13 +60,25 @@ SimgridResult simulate_estimate(const Estimate& estimate, const SimgridOptions& 
 SimgridResult simulate_scenario(const planner::Scenario& scenario, const SimgridOptions& options);
 
 struct MicroBatchSearch {
+  struct Trial {
+    std::int64_t micro_batch = 0;
+    double device_peak_bytes = 0;
+    bool fits = false;  // device peak + headroom <= GPU memory
+    int order = 0;      // when it was tried (0 first)
+  };
   std::int64_t largest_fitting = 0;  // 0: not even micro-batch 1 fits
-  std::vector<std::pair<std::int64_t, double>> tried;  // micro-batch -> device peak bytes
+  std::vector<Trial> tried;          // by micro-batch, ascending
   double gpu_memory_bytes = 0;
+  double headroom_bytes = 0;
+  bool capped = false;               // the largest tried (kMaxMicroBatchSearched) fits: the search stopped there
 };
 
-// The largest micro-batch that fits, keeping the scenario's gradient accumulation (the
-// global batch follows). Doubling, then bisection.
-MicroBatchSearch find_max_micro_batch(const std::string& scenario_file, const std::vector<std::string>& overrides);
+// The largest micro-batch searched.
+constexpr std::int64_t kMaxMicroBatchSearched = 4096;
+
+// The largest micro-batch that fits with `headroom_bytes` to spare (device peak + headroom <= GPU
+// memory), keeping the scenario's gradient accumulation (the global batch follows). Doubling,
+// then bisection.
+MicroBatchSearch find_max_micro_batch(const planner::ScenarioTemplate& base, double headroom_bytes = 0);
 
 }  // namespace fsdpsim::sim

@@ -92,15 +92,20 @@ std::string human_seconds(double s) {
   return num(s * 1e6, 1) + " us";
 }
 
-// Allocated bytes, per category and in all, from one op's CPU issue on.
+// Allocated bytes, per category and in all, from `seconds` on.
 struct MemoryPoint {
   double seconds;
   std::array<std::int64_t, kCats> cat;
   std::int64_t total;
 };
 
-// The memory timeline PyTorch's allocator sees: the persistent state at 0, then at each op's
-// CPU issue its allocations and, right after, its frees; the highest point and its op.
+// The memory timeline on the Gantt chart's clock (GPU time), with the memory report's values:
+// the allocator's sequence (ops in CPU issue order: each op's allocations, then its frees, as
+// planner::replay_memory counts them, so the peak is the report's) drawn with each op's
+// allocations from when it starts on its stream and its frees from when it ends. Times are
+// kept non-decreasing (an op issued later but starting earlier on another stream is drawn where
+// the one before it left off). A temporary an op allocates and frees itself so spans the op's
+// run, and shows.
 struct MemoryCurve {
   std::vector<MemoryPoint> points;
   MemoryPoint peak;
@@ -116,15 +121,13 @@ MemoryCurve memory_curve(const Schedule& s, const StepTiming& t) {
       cur.total += a.bytes;
     }
   curve.points.push_back(cur);
-  std::vector<int> order(s.ops.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return t.ops[a].issue_start < t.ops[b].issue_start; });
   curve.peak = cur;
-  for (int i : order) {
-    const Op& op = s.ops[i];
+  double clock = 0;
+  for (const Op& op : s.ops) {  // issue order: ops[i].id == i
     if (op.allocs.empty() && op.frees.empty()) continue;
-    cur.seconds = t.ops[i].issue_start;
+    const OpTiming& ot = t.ops[op.id];
+    clock = std::max(clock, ot.start);
+    cur.seconds = clock;
     for (int a : op.allocs) {
       if (planner::on_host(s.allocations[a].placement)) continue;
       cur.cat[static_cast<int>(s.allocations[a].category)] += s.allocations[a].bytes;
@@ -133,9 +136,11 @@ MemoryCurve memory_curve(const Schedule& s, const StepTiming& t) {
     curve.points.push_back(cur);
     if (cur.total > curve.peak.total) {
       curve.peak = cur;
-      curve.peak_op = i;
+      curve.peak_op = op.id;
     }
     if (op.frees.empty()) continue;
+    clock = std::max(clock, ot.end);
+    cur.seconds = clock;
     for (int a : op.frees) {
       if (planner::on_host(s.allocations[a].placement)) continue;
       cur.cat[static_cast<int>(s.allocations[a].category)] -= s.allocations[a].bytes;
@@ -144,6 +149,19 @@ MemoryCurve memory_curve(const Schedule& s, const StepTiming& t) {
     curve.points.push_back(cur);
   }
   return curve;
+}
+
+// Entries of the op-kind legend: the CPU issue (when issuing takes time) and each op kind's label.
+int op_legend_entries(const Schedule& s, const StepTiming& t) {
+  std::vector<std::string> labels;
+  for (const OpTiming& ot : t.ops)
+    if (ot.issue_seconds > 0) {
+      labels.push_back("CPU issue");
+      break;
+    }
+  for (const Op& op : s.ops)
+    if (std::find(labels.begin(), labels.end(), style_of(op.kind).label) == labels.end()) labels.push_back(style_of(op.kind).label);
+  return static_cast<int>(labels.size());
 }
 
 // The Gantt chart's rows: the CPU issue thread (-1), then every stream some op uses (host ops
@@ -212,8 +230,8 @@ TimelineSvg::TimelineSvg(const Schedule& s, const StepTiming& t, const SvgOption
       rows_(gantt_rows(s)),
       gantt_top_(mem_top_ + mem_h_ + 78),
       gantt_h_(row_h_ * static_cast<double>(rows_.size())),
-      // Room for the op-kind legend beside the Gantt chart (at most 11 entries).
-      H_(std::max(gantt_top_ + gantt_h_ + 70, gantt_top_ + 12 + 18 * 11 + 10)) {
+      // Room for the op-kind legend beside the Gantt chart, as long as it is (no blank band below).
+      H_(std::max(gantt_top_ + gantt_h_ + 52, gantt_top_ + 12 + 18 * op_legend_entries(s, t) + 6)) {
   thin_to_quarter_pixels();
   choose_memory_scale();
   for (const MemoryPoint& p : curve_.points)
@@ -305,7 +323,8 @@ void TimelineSvg::time_axis(double y_axis, double top) {
 
 void TimelineSvg::memory_panel() {
   svg_ << "<text x=\"" << num(left_, 1) << "\" y=\"" << num(mem_top_ - 8, 1)
-       << "\" font-weight=\"bold\">Memory allocated (PyTorch's view, at each op's CPU issue)</text>\n";
+       << "\" font-weight=\"bold\">Memory allocated (the replay's, on the streams' clock: an op's allocations from its "
+         "start, its frees from its end)</text>\n";
   memory_grid();
   category_bands();
   total_outline();

@@ -2,6 +2,7 @@
 // the analytic engine, the step time.
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "sim/scenario_loader.h"
 #include "models/json_input.h"
@@ -9,20 +10,27 @@
 #include "planner/plan.h"
 #include "tools/commands.h"
 #include "sim/estimate.h"
+#include "sim/advice.h"
+#include "sim/collectives_table.h"
 #include "sim/svg.h"
+#include "sim/unit_report.h"
 #include "sim/trace.h"
 #include "tools/report.h"
 #include "tools/format.h"
+#include "tools/option_checks.h"
+#include "tools/scenario_input.h"
 
 namespace fsdpsim::tools {
 
 namespace {
 
 struct EstimateOptions {
-  std::string scenario;
-  std::vector<std::string> overrides;
+  ScenarioInputOptions input;  // --scenario, or --model with --gpus (tools/scenario_input.h)
+  double headroom_gib = 0;
   bool json = false;
   bool max_micro_batch = false;
+  bool by_unit = false;
+  bool advise = false;  // also when it fits
   std::string trace;  // Chrome/Perfetto trace file
   std::string plot;   // SVG: memory timeline + stream Gantt chart
 };
@@ -34,10 +42,14 @@ void write_file(const std::string& path, const std::string& text) {
   std::cerr << "wrote " << path << "\n";
 }
 
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
 void run_estimate(const EstimateOptions& o) {
-  planner::Scenario scenario = sim::load_scenario(o.scenario, o.overrides);
+  const ScenarioInput input = resolve_scenario_input(o.input);
+  planner::Scenario scenario = load_scenario_input(input);
+  const double headroom_bytes = o.headroom_gib * kGiB;
   if (o.max_micro_batch) {
-    sim::MicroBatchSearch search = sim::find_max_micro_batch(o.scenario, o.overrides);
+    sim::MicroBatchSearch search = sim::find_max_micro_batch(*scenario_template(input), headroom_bytes);
     if (o.json) {
       std::cout << micro_batch_search_json(search).dump(2) << "\n";
     } else {
@@ -49,8 +61,22 @@ void run_estimate(const EstimateOptions& o) {
   for (const std::string& w : planner::tied_weight_warnings(estimate.plan.units)) std::cerr << "warning: " << w << "\n";
   if (!o.trace.empty()) write_file(o.trace, sim::chrome_trace(estimate, scenario.name).dump() + "\n");
   if (!o.plot.empty()) write_file(o.plot, sim::timeline_svg(estimate));
-  if (o.json) std::cout << estimate_json(estimate, scenario).dump(2) << "\n";
-  else std::cout << estimate_text(estimate, scenario);
+  // Advice (sim/advice.h): when it does not fit, or asked for.
+  std::optional<sim::Advice> advice;
+  if (o.advise || estimate.device_peak_bytes() + headroom_bytes > estimate.gpu_memory_bytes)
+    advice = sim::advise(scenario_template(input), headroom_bytes);
+  const std::vector<sim::CollectiveChoice> collectives =
+      sim::collective_choices(estimate.plan.schedule, planner::CostModel(scenario));
+  if (o.json) {
+    nlohmann::json j = estimate_json(estimate, scenario, headroom_bytes);
+    j["collectives"] = sim::collective_choices_json(collectives);
+    if (advice) j["advice"] = sim::advice_json(*advice);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << estimate_text(estimate, scenario, headroom_bytes) << sim::collective_choices_text(collectives);
+    if (o.by_unit) std::cout << "\n" << sim::unit_report_text(sim::unit_report(estimate));
+    if (advice) std::cout << sim::advice_text(*advice);
+  }
 }
 
 }  // namespace
@@ -58,11 +84,18 @@ void run_estimate(const EstimateOptions& o) {
 void add_estimate_command(CLI::App& app) {
   auto options = std::make_shared<EstimateOptions>();
   CLI::App* cmd = app.add_subcommand("estimate", "Peak memory per GPU and step time of one training step");
-  cmd->add_option("-s,--scenario", options->scenario, "Scenario JSON file")->required();
-  cmd->add_option("--set", options->overrides, "Override a scenario field: a.b.c=value (repeatable)");
+  add_scenario_input_options(cmd, options->input);
+  cmd->add_option("--headroom-gib", options->headroom_gib,
+                  "Memory to keep free: fits when device peak + headroom <= GPU memory (default 0)")
+      ->check(non_negative_number());
   cmd->add_flag("--json", options->json, "Print one JSON object for tools");
   cmd->add_flag("--max-micro-batch", options->max_micro_batch,
                 "Find the largest micro-batch that fits in GPU memory (gradient accumulation kept)");
+  cmd->add_flag("--advise", options->advise,
+                "Also when it fits: the cheapest changes that fit (printed anyway when it does not fit)");
+  cmd->add_flag("--by-unit", options->by_unit,
+                "Per FSDP unit: parameters, sharded/unsharded bytes, gradients, saved activations, collectives, time "
+                "(--json always has units[])");
   cmd->add_option("--trace", options->trace, "Write a Chrome/Perfetto trace (open in ui.perfetto.dev or chrome://tracing)");
   cmd->add_option("--plot", options->plot, "Write an SVG of the memory timeline and the stream Gantt chart");
   cmd->callback([options] { run_estimate(*options); });

@@ -7,6 +7,8 @@
 #include <memory>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 
 #include "models/json_input.h"
@@ -18,6 +20,7 @@
 #include "sim/timing_report.h"
 #include "sim/trace.h"
 #include "tools/commands.h"
+#include "tools/elapsed_progress.h"
 #include "tools/format.h"
 #include "tools/option_checks.h"
 #include "tools/report.h"
@@ -40,6 +43,7 @@ struct SimulateOptions {
   double max_memory_gib = -1;  // <0: the default budget (sim/resource_guard.h)
   double max_seconds = -1;     // <0: the default; 0: no limit
   bool estimate_cost = false;
+  bool progress = false;
 };
 
 std::string signed_percent(double a, double b) {
@@ -255,7 +259,10 @@ void run_simulate(const SimulateOptions& o) {
   if (cost.seconds > 10)
     std::cerr << "simulate: expected to take about " << sim::duration_text(cost.seconds) << " and "
               << sim::bytes_text(cost.memory_bytes) << " of memory\n";
+  // Progress on stderr past 2 s: on a terminal, or with --progress (tools/elapsed_progress.h).
+  ElapsedProgress progress(o.progress || ::isatty(2), ::isatty(2), cost.seconds);
   const sim::SimgridResult r = sim::simulate_estimate(analytic, options);
+  progress.finish();
   const sim::Estimate e = simgrid_estimate(analytic, r);
   if (!o.trace.empty()) {
     std::vector<sim::TraceProcess> processes;
@@ -302,6 +309,8 @@ void add_simulate_command(CLI::App& app) {
       ->check(non_negative_number());
   cmd->add_flag("--estimate-cost", o->estimate_cost,
                 "Print the simulation's expected memory and time (the resource guard's estimate) and stop");
+  cmd->add_flag("--progress", o->progress,
+                "Show progress on stderr after 2 s even when it is not a terminal (on a terminal it is shown anyway)");
   cmd->callback([o] { run_simulate(*o); });
 }
 

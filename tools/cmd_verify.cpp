@@ -83,13 +83,16 @@ void run_verify(const RuntimeCommandOptions& o, const runtime::Launch& launch) {
   if (!result.reports()) return;
   if (!o.trace.empty()) write_trace(o.trace, loaded.schedule, result);
   runtime::VerifyReport report = runtime::compare(loaded.schedule, prediction, result);
+  const std::optional<std::string> overhead = runtime::host_overhead_warning(report, result.time_scale);
   if (o.json) {
     nlohmann::json j = runtime::verify_json(report);
+    j["warnings"] = overhead ? nlohmann::json::array({*overhead}) : nlohmann::json::array();
     j["schedule"] = loaded.schedule.name;
     j["world_size"] = loaded.schedule.world_size;
     std::cout << j.dump(2) << "\n";
   } else {
     print_report(loaded.schedule, report);
+    if (overhead) std::cout << "WARNING: " << *overhead << "\n";
   }
 }
 

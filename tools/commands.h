@@ -16,5 +16,7 @@ void add_sweep_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
+void add_catalog_commands(CLI::App& app);  // models, clusters
+void add_collectives_command(CLI::App& app);
 
 }  // namespace fsdpsim::tools

@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   fsdpsim::tools::add_verify_command(app);
   fsdpsim::tools::add_validate_command(app);
   fsdpsim::tools::add_calibrate_command(app);
+  fsdpsim::tools::add_catalog_commands(app);
+  fsdpsim::tools::add_collectives_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

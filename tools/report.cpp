@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "sim/timing_report.h"
+#include "sim/unit_report.h"
 #include "tools/format.h"
 #include "tools/report_job.h"
 
@@ -57,7 +58,7 @@ std::string scenario_summary(const planner::Scenario& sc, const planner::Plan& p
   return out.str();
 }
 
-std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc) {
+std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc, double headroom_bytes) {
   std::ostringstream out;
   out << scenario_summary(sc, e.plan) << "\n";
   const auto& m = e.memory;
@@ -74,7 +75,9 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc) {
   t.add({"GPU memory", gib(e.gpu_memory_bytes), sc.cluster.gpu.name});
   out << t.str();
   const double margin = e.gpu_memory_bytes - e.device_peak_bytes();
-  if (margin >= 0) out << "step fits: " << gib(margin) << " to spare\n";
+  const std::string headroom = headroom_bytes > 0 ? " (" + gib(headroom_bytes) + " headroom asked)" : "";
+  if (margin >= headroom_bytes) out << "step fits: " << gib(margin) << " to spare" << headroom << "\n";
+  else if (margin >= 0) out << "WARNING: the step does not fit the headroom: " << gib(margin) << " to spare" << headroom << "\n";
   else out << "WARNING: the step does not fit: the peak exceeds GPU memory by " << gib(-margin) << "\n";
   out << job_memory_text(e, sc);
 
@@ -124,14 +127,15 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc) {
   return out.str();
 }
 
-nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc) {
+nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc, double headroom_bytes) {
   const auto& m = e.memory;
   nlohmann::json j;
   j["scenario"] = sc.file;
   j["model"] = {{"name", sc.model.name}, {"parameters", sc.model.parameter_count()}};
   j["world_size"] = sc.world_size();
-  j["units"] = planner::units_with_parameters(e.plan.units);
+  j["unit_count"] = planner::units_with_parameters(e.plan.units);
   j["warnings"] = planner::tied_weight_warnings(e.plan.units);
+  j["units"] = sim::unit_report_json(sim::unit_report(e));  // per unit (sim/unit_report.h)
   nlohmann::json breakdown = nlohmann::json::object();
   for (int c = 0; c < planner::kMemCategoryCount; ++c)
     breakdown[planner::to_string(static_cast<MemCategory>(c))] = m.breakdown_at_peak[c];
@@ -151,8 +155,9 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
                  {"peak_op", peak_op},
                  {"device_overhead_bytes", e.device_overhead_bytes},
                  {"gpu_memory_bytes", e.gpu_memory_bytes},
-                 {"fits", e.fits()},
-                 {"overage_bytes", std::max(0.0, e.device_peak_bytes() - e.gpu_memory_bytes)},
+                 {"headroom_bytes", headroom_bytes},
+                 {"fits", e.device_peak_bytes() + headroom_bytes <= e.gpu_memory_bytes},
+                 {"overage_bytes", std::max(0.0, e.device_peak_bytes() + headroom_bytes - e.gpu_memory_bytes)},
                  {"allocated_at_start_bytes", m.allocated_at_start},
                  {"timeline_allocated_bytes", m.allocated_at_op}};
   j["job"] = job_memory_json(e, sc);
@@ -161,18 +166,26 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
 
 std::string micro_batch_search_text(const sim::MicroBatchSearch& s, const planner::Scenario& sc) {
   std::ostringstream out;
-  Table t({"micro-batch", "device peak", "fits"});
-  for (const auto& [mb, bytes] : s.tried) t.add({std::to_string(mb), gib(bytes), bytes <= s.gpu_memory_bytes ? "yes" : "no"});
+  out << "Largest micro-batch that fits (grad accum " << sc.training.grad_accum << " kept; doubling, then bisection";
+  if (s.headroom_bytes > 0) out << "; fits: device peak + " << gib(s.headroom_bytes) << " headroom <= GPU memory";
+  out << ")\n";
+  Table t({"micro-batch", "device peak", "spare", "fits", "tried"});
+  for (const auto& trial : s.tried)
+    t.add({std::to_string(trial.micro_batch), gib(trial.device_peak_bytes), gib(s.gpu_memory_bytes - trial.device_peak_bytes),
+           trial.fits ? "yes" : "no", "#" + std::to_string(trial.order + 1)});
   out << t.str();
-  if (s.largest_fitting == 0) out << "not even micro-batch 1 fits in " << gib(s.gpu_memory_bytes) << "\n";
-  else out << "largest micro-batch that fits: " << s.largest_fitting << " (grad accum " << sc.training.grad_accum << ")\n";
+  if (s.largest_fitting == 0) out << "not even micro-batch 1 fits in " << gib(s.gpu_memory_bytes - s.headroom_bytes) << "\n";
+  else out << "largest micro-batch that fits: " << s.largest_fitting << (s.capped ? " (the largest searched)" : "") << "\n";
   return out.str();
 }
 
 nlohmann::json micro_batch_search_json(const sim::MicroBatchSearch& s) {
   nlohmann::json tried = nlohmann::json::array();
-  for (const auto& [mb, bytes] : s.tried) tried.push_back({{"micro_batch", mb}, {"device_peak_bytes", bytes}, {"fits", bytes <= s.gpu_memory_bytes}});
-  return {{"largest_fitting_micro_batch", s.largest_fitting}, {"gpu_memory_bytes", s.gpu_memory_bytes}, {"tried", tried}};
+  for (const auto& trial : s.tried)
+    tried.push_back({{"micro_batch", trial.micro_batch}, {"device_peak_bytes", trial.device_peak_bytes},
+                     {"fits", trial.fits}, {"order", trial.order}});
+  return {{"largest_fitting_micro_batch", s.largest_fitting}, {"gpu_memory_bytes", s.gpu_memory_bytes},
+          {"headroom_bytes", s.headroom_bytes}, {"capped", s.capped}, {"tried", tried}};
 }
 
 }  // namespace fsdpsim::tools

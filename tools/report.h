@@ -12,8 +12,9 @@
 namespace fsdpsim::tools {
 
 std::string scenario_summary(const planner::Scenario& scenario, const planner::Plan& plan);
-std::string estimate_text(const sim::Estimate& estimate, const planner::Scenario& scenario);
-nlohmann::json estimate_json(const sim::Estimate& estimate, const planner::Scenario& scenario);
+// headroom_bytes: memory to keep free; the step fits when device peak + headroom <= GPU memory.
+std::string estimate_text(const sim::Estimate& estimate, const planner::Scenario& scenario, double headroom_bytes = 0);
+nlohmann::json estimate_json(const sim::Estimate& estimate, const planner::Scenario& scenario, double headroom_bytes = 0);
 std::string micro_batch_search_text(const sim::MicroBatchSearch& search, const planner::Scenario& scenario);
 nlohmann::json micro_batch_search_json(const sim::MicroBatchSearch& search);
 

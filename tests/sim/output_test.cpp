@@ -94,6 +94,22 @@ TEST(TimelineSvg, AxesLegendPeakAndOneBarPerOp) {
   EXPECT_EQ(svg.find("<title>fwd <"), std::string::npos);
 }
 
+// The memory panel is on the Gantt chart's clock (GPU time): the peak is drawn while its op runs
+// on its stream (at CPU issue time, before issue 18, it sat at 0.10 s, before the op's 0.53 s
+// start), and the last forward op's memory ends where the forward ends on the compute row.
+TEST(TimelineSvg, MemoryAndStreamsShareTheGpuClock) {
+  const Estimate& e = llama8b();
+  const std::string svg = timeline_svg(e);
+  const OpTiming& peak = e.timing.ops[e.memory.peak_op];
+  const std::size_t at = svg.find(" GiB at ");
+  ASSERT_NE(at, std::string::npos);
+  const double ms = std::stod(svg.substr(at + 8));
+  ASSERT_NE(svg.find(" ms (", at), std::string::npos);
+  EXPECT_GE(ms * 1e-3, peak.start - 1e-6);
+  EXPECT_LE(ms * 1e-3, peak.end + 1e-6);
+  EXPECT_GT(peak.start, peak.issue_start + 0.1);  // the two clocks are far apart here: the test can tell them apart
+}
+
 TEST(TimingReport, JsonCarriesTheStableKeysAndTextTheBreakdown) {
   const Estimate& e = llama8b();
   const nlohmann::json j = timing_json(e.timing);

@@ -1,0 +1,225 @@
+#include "sim/advice.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "models/bytes_text.h"
+
+namespace fsdpsim::sim {
+
+namespace {
+
+using planner::Strategy;
+
+// One candidate change: its kind (two changes of one kind never combine), a label and the
+// assignments.
+struct Change {
+  std::string kind;
+  std::string label;
+  std::vector<std::string> overrides;
+};
+
+// Axis values from the sweep's own expansion (planner/sweep_space.h), each as a change.
+void add_axis(std::vector<Change>& out, const std::string& kind, const std::string& key, const std::vector<nlohmann::json>& values,
+              const planner::AxisContext& ctx, const std::string& prefix) {
+  if (values.empty()) return;
+  planner::AxisSpec spec{key, values, "", "--advise"};
+  for (const planner::AxisValue& v : planner::expand_axis(spec, ctx).values) out.push_back({kind, prefix + v.label, v.overrides});
+}
+
+std::vector<Change> single_changes(const planner::Scenario& s, const planner::AxisContext& ctx) {
+  std::vector<Change> out;
+  const auto& t = s.training;
+  const auto& f = s.fsdp;
+  // Activation checkpointing: the ones that save more than the current.
+  std::vector<nlohmann::json> ac;
+  if (t.checkpointing == planner::Checkpointing::none) ac = {"selective", "full"};
+  else if (t.checkpointing != planner::Checkpointing::full) ac = {"full"};
+  add_axis(out, "checkpointing", "training.activation_checkpointing", ac, ctx, "activation checkpointing ");
+  // A smaller micro-batch, the global batch kept (gradient accumulation grows).
+  std::vector<nlohmann::json> mb;
+  for (std::int64_t m = t.micro_batch / 2; m >= 1; m /= 2) mb.push_back(m);
+  if (t.micro_batch > 1 && t.micro_batch % 2 == 1) mb.push_back(1);
+  add_axis(out, "micro_batch", "training.micro_batch", mb, ctx, "micro-batch ");
+  for (Change& c : out)
+    if (c.kind == "micro_batch") {
+      const std::int64_t m = std::stoll(c.label.substr(c.label.rfind(' ') + 1)), per_step = m * s.world_size();
+      if (per_step > 0 && t.global_batch % per_step == 0) c.label += " (grad accum " + std::to_string(t.global_batch / per_step) + ")";
+    }
+  // Every other strategy (with its default shard group and resharding).
+  std::vector<nlohmann::json> strategies;
+  for (Strategy st : {Strategy::FULL_SHARD, Strategy::HYBRID_SHARD, Strategy::SHARD_GRAD_OP, Strategy::HYBRID_SHARD_ZERO2,
+                      Strategy::ZERO1, Strategy::NO_SHARD})
+    if (st != f.strategy) strategies.push_back(planner::strategy_name(st));
+  add_axis(out, "strategy", "fsdp.strategy", strategies, ctx, "strategy ");
+  // Reshard after forward, where the strategy can.
+  const bool reshards = f.strategy == Strategy::FULL_SHARD || f.strategy == Strategy::HYBRID_SHARD;
+  if (reshards && f.reshard_after_forward != f.shard_group_size)
+    out.push_back({"reshard", "reshard_after_forward true", {"fsdp.reshard_after_forward=true"}});
+  if (!f.cpu_offload) out.push_back({"offload", "CPU offload", {"fsdp.cpu_offload=true"}});
+  // More nodes: the global batch kept where the new world divides it, else one micro-step.
+  for (int k : {2, 4, 8, 16, 32}) {
+    const std::int64_t nodes = static_cast<std::int64_t>(s.cluster.nodes) * k;
+    const std::int64_t world = nodes * s.cluster.gpus_per_node;
+    if (world > (1 << 20)) break;
+    Change c{"gpus", std::to_string(world) + " GPUs (" + std::to_string(nodes) + " nodes)",
+             {"cluster.nodes=" + std::to_string(nodes)}};
+    if (t.global_batch % (t.micro_batch * world) == 0) {
+      c.overrides.push_back("training.global_batch=" + std::to_string(t.global_batch));
+      c.overrides.push_back("training.grad_accum=null");
+    } else {
+      c.overrides.push_back("training.global_batch=null");
+      c.overrides.push_back("training.grad_accum=1");
+      c.label += ", global batch " + std::to_string(t.micro_batch * world);
+    }
+    // A hybrid strategy's shard group stays what it was (a node), not the new world.
+    out.push_back(c);
+  }
+  return out;
+}
+
+struct Swept {
+  std::vector<AdviceItem> fitting;
+  std::optional<AdviceItem> closest;
+  std::size_t evaluated = 0;
+};
+
+Swept sweep_changes(const std::shared_ptr<const planner::ScenarioTemplate>& base, const std::vector<std::vector<Change>>& combos,
+                    double headroom_bytes, int threads) {
+  planner::Axis axis;
+  axis.key = "change";
+  for (const auto& combo : combos) {
+    planner::AxisValue v;
+    for (const Change& c : combo) {
+      v.label += (v.label.empty() ? "" : " + ") + c.label;
+      v.overrides.insert(v.overrides.end(), c.overrides.begin(), c.overrides.end());
+    }
+    axis.values.push_back(v);
+  }
+  Swept out;
+  if (axis.values.empty()) return out;
+  planner::SweepSpace space;
+  space.axes.push_back(axis);
+  SweepOptions options;
+  options.threads = threads;
+  options.headroom_bytes = headroom_bytes;
+  options.objective = Objective::throughput;
+  options.keep_top = axis.values.size();
+  SweepResult r = run_sweep(base, space, options);
+  out.evaluated = r.evaluated;
+  for (std::size_t index : r.ranking) {
+    const PointResult& p = r.point(index);
+    if (p.status != PointStatus::ok) continue;
+    AdviceItem item;
+    const auto& combo = combos[index];
+    for (const Change& c : combo) item.change += (item.change.empty() ? "" : " + ") + c.label;
+    item.overrides = p.overrides;
+    item.changes = static_cast<int>(combo.size());
+    item.metrics = p.metrics;
+    item.spare_bytes = -p.overage_bytes;
+    if (p.fits) out.fitting.push_back(item);
+    else if (!out.closest || p.overage_bytes < -out.closest->spare_bytes) out.closest = item;
+  }
+  return out;
+}
+
+}  // namespace
+
+Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double headroom_bytes, std::size_t limit, int threads) {
+  Advice advice;
+  advice.headroom_bytes = headroom_bytes;
+  const std::vector<Change> singles = single_changes(base->base(), base->context());
+  std::vector<std::vector<Change>> combos;
+  for (const Change& c : singles) combos.push_back({c});
+  Swept one = sweep_changes(base, combos, headroom_bytes, threads);
+  advice.candidates = one.evaluated;
+  advice.fitting = one.fitting;
+  advice.closest = one.closest;
+  if (advice.fitting.size() < std::min<std::size_t>(3, limit)) {
+    // Pairs of changes of different kinds, leaving out those holding a change that fits alone
+    // (that change is advice already; the pair only adds a cost).
+    std::set<std::string> fits_alone;
+    for (const AdviceItem& item : advice.fitting) fits_alone.insert(item.change);
+    std::vector<std::vector<Change>> pairs;
+    for (std::size_t i = 0; i < singles.size(); ++i)
+      for (std::size_t j = i + 1; j < singles.size(); ++j)
+        if (singles[i].kind != singles[j].kind && !fits_alone.count(singles[i].label) && !fits_alone.count(singles[j].label))
+          pairs.push_back({singles[i], singles[j]});
+    Swept two = sweep_changes(base, pairs, headroom_bytes, threads);
+    advice.pairs_swept = true;
+    advice.candidates += two.evaluated;
+    advice.fitting.insert(advice.fitting.end(), two.fitting.begin(), two.fitting.end());
+    if (two.closest && (!advice.closest || two.closest->spare_bytes > advice.closest->spare_bytes)) advice.closest = two.closest;
+  }
+  // Cheapest first: the most tokens/s per GPU (the fewest GPU-hours per token); then fewer changes.
+  std::stable_sort(advice.fitting.begin(), advice.fitting.end(), [](const AdviceItem& a, const AdviceItem& b) {
+    if (a.metrics.tokens_per_second_per_gpu != b.metrics.tokens_per_second_per_gpu)
+      return a.metrics.tokens_per_second_per_gpu > b.metrics.tokens_per_second_per_gpu;
+    return a.changes < b.changes;
+  });
+  if (advice.fitting.size() > limit) advice.fitting.resize(limit);
+  if (!advice.fitting.empty()) advice.closest.reset();
+  return advice;
+}
+
+namespace {
+
+std::string shell_words(const std::vector<std::string>& overrides) {
+  std::string out;
+  for (const std::string& o : overrides) {
+    const bool quote = o.find_first_of(" \"'{}[]*$;&|<>()\\") != std::string::npos;
+    out += " --set " + (quote ? "'" + o + "'" : o);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string advice_text(const Advice& a) {
+  std::ostringstream out;
+  out << "\nChanges that make it fit";
+  if (a.headroom_bytes > 0) out << " with " << gib(a.headroom_bytes) << " to spare";
+  out << " (" << a.candidates << " configurations swept" << (a.pairs_swept ? ", single changes and pairs" : "")
+      << "; most tokens/s per GPU first)\n";
+  if (a.fitting.empty()) {
+    out << "none of them fits";
+    if (a.closest)
+      out << "; the closest is " << a.closest->change << ", still " << gib(-a.closest->spare_bytes) << " over (device peak "
+          << gib(a.closest->metrics.device_peak_bytes) << ")";
+    out << ". Try `fsdpsim sweep` over more axes, or a bigger GPU.\n";
+    return out.str();
+  }
+  for (std::size_t i = 0; i < a.fitting.size(); ++i) {
+    const AdviceItem& item = a.fitting[i];
+    char line[256];
+    std::snprintf(line, sizeof line, "  %zu. %s\n     device peak %s (%s spare), %.0f tokens/s per GPU, step %.3f s, MFU %.1f%%\n",
+                  i + 1, item.change.c_str(), gib(item.metrics.device_peak_bytes).c_str(), gib(item.spare_bytes).c_str(),
+                  item.metrics.tokens_per_second_per_gpu, item.metrics.step_seconds, 100 * item.metrics.mfu);
+    out << line << "     " << shell_words(item.overrides).substr(1) << "\n";
+  }
+  return out.str();
+}
+
+nlohmann::json advice_json(const Advice& a) {
+  auto item_json = [](const AdviceItem& item) {
+    return nlohmann::json{{"change", item.change},
+                          {"overrides", item.overrides},
+                          {"changes", item.changes},
+                          {"device_peak_bytes", item.metrics.device_peak_bytes},
+                          {"spare_bytes", item.spare_bytes},
+                          {"step_seconds", item.metrics.step_seconds},
+                          {"tokens_per_second_per_gpu", item.metrics.tokens_per_second_per_gpu},
+                          {"mfu", item.metrics.mfu}};
+  };
+  nlohmann::json fitting = nlohmann::json::array();
+  for (const AdviceItem& item : a.fitting) fitting.push_back(item_json(item));
+  return {{"fitting", fitting},
+          {"candidates", a.candidates},
+          {"pairs_swept", a.pairs_swept},
+          {"headroom_bytes", a.headroom_bytes},
+          {"closest", a.closest ? item_json(*a.closest) : nlohmann::json(nullptr)}};
+}
+
+}  // namespace fsdpsim::sim

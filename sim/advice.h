@@ -1,0 +1,47 @@
+// Advice when a configuration does not fit (`estimate`, printed when it does not fit or with
+// --advise): the few cheapest changes that make it fit, each with its peak and throughput.
+//
+// Built from the sweep machinery, not a second search: the candidate changes are sweep axis
+// values (planner::expand_axis: activation checkpointing, a smaller micro-batch keeping the
+// global batch, each sharding strategy), plus resharding after forward, CPU offload and more
+// nodes (2x to 32x, keeping the global batch where it divides, else saying it grows). They go as one axis
+// (each value a change) to sim::run_sweep; when fewer than three single changes fit, pairs of
+// changes of different kinds are swept too. "Cheapest" is the most tokens/s per GPU (GPU-hours
+// per token), single changes before pairs.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/sweep_space.h"
+#include "sim/sweep.h"
+
+namespace fsdpsim::sim {
+
+struct AdviceItem {
+  std::string change;                  // "activation checkpointing full + micro-batch 1 (grad accum 8)"
+  std::vector<std::string> overrides;  // the --set assignments that make it
+  int changes = 1;                     // how many changes it combines
+  PointMetrics metrics;
+  double spare_bytes = 0;              // GPU memory - device peak - headroom (>= 0: it fits)
+};
+
+struct Advice {
+  std::vector<AdviceItem> fitting;      // best first, at most `limit`
+  std::size_t candidates = 0;           // configurations evaluated (singles, and pairs when swept)
+  bool pairs_swept = false;
+  std::optional<AdviceItem> closest;    // when nothing fits: the smallest overage
+  double headroom_bytes = 0;
+};
+
+// The changes to `base` that fit with `headroom_bytes` to spare. `threads` 0: the machine's.
+Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double headroom_bytes, std::size_t limit = 5,
+              int threads = 0);
+
+std::string advice_text(const Advice& advice);
+nlohmann::json advice_json(const Advice& advice);
+
+}  // namespace fsdpsim::sim

@@ -1,0 +1,356 @@
+#include "sim/collectives_table.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "models/json_input.h"
+#include "planner/scenario.h"
+
+namespace fsdpsim::sim {
+
+using planner::CollectiveKind;
+
+namespace {
+
+constexpr double kKiB = 1024.0, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
+      else if (c == '"') quoted = false;
+      else cur += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else if (c != '\r') {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+// "32KiB", "16GiB", "up to 16GB" (nccl-tests -e 16384M), "large (>256M)" (a maintainer's peak
+// figure, taken at 16 GiB like the other peak rows); 0 when unreadable.
+double parse_size(const std::string& s) {
+  if (s.find("large") != std::string::npos) return 16 * kGiB;
+  std::size_t i = 0;
+  while (i < s.size() && !std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  std::size_t j = i;
+  while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '.')) ++j;
+  if (i == j) return 0;
+  const double v = std::stod(s.substr(i, j - i));
+  const std::string unit = s.substr(j);
+  if (unit.rfind("KiB", 0) == 0) return v * kKiB;
+  if (unit.rfind("MiB", 0) == 0) return v * kMiB;
+  if (unit.rfind("GiB", 0) == 0 || unit.rfind("GB", 0) == 0) return v * kGiB;
+  return v;
+}
+
+double number_or_zero(const std::string& s) {
+  try {
+    return std::stod(s);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+// "16 GiB" for a whole number of the unit (nccl-tests' sizes), else two decimals ("3.91 GiB").
+std::string size_text(double bytes) {
+  const double unit = bytes >= kGiB ? kGiB : bytes >= kMiB ? kMiB : bytes >= kKiB ? kKiB : 1;
+  const char* name = unit == kGiB ? "GiB" : unit == kMiB ? "MiB" : unit == kKiB ? "KiB" : "B";
+  const double v = bytes / unit;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, v == std::floor(v) ? "%.0f %s" : "%.2f %s", v, name);
+  return buf;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+// Padded columns, the first and the algorithm columns left-aligned.
+std::string table(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& left) {
+  std::vector<std::size_t> width(rows.front().size(), 0);
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  std::ostringstream out;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    std::string line;
+    for (std::size_t c = 0; c < rows[i].size(); ++c) {
+      const std::string pad(width[c] - rows[i][c].size(), ' ');
+      line += (c ? "  " : "") + (left[c] ? rows[i][c] + pad : pad + rows[i][c]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+    if (i == 0) {
+      std::size_t total = 0;
+      for (std::size_t w : width) total += w + 2;
+      out << std::string(total - 2, '-') << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace
+
+std::string default_published_collectives_path() {
+  return (std::filesystem::path(planner::catalog_root()) / "tests/data/validation/public_collectives.csv").string();
+}
+
+bool same_gpu_family(const std::string& catalog_gpu, const std::string& published_gpu) {
+  const std::string family = catalog_gpu.substr(0, catalog_gpu.find('-'));
+  return !family.empty() && published_gpu.find(family) != std::string::npos;
+}
+
+std::vector<PublishedCollective> load_published_collectives(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, "", "cannot read the published collectives CSV");
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> header = split_csv_line(line);
+  auto col = [&](const std::string& name) {
+    for (std::size_t i = 0; i < header.size(); ++i)
+      if (header[i] == name) return i;
+    throw InputError(path, name, "expected a column of this name in the header");
+  };
+  const std::size_t c_row = col("row_id"), c_source = col("source"), c_coll = col("collective"), c_n = col("n_gpus"),
+                    c_nodes = col("n_nodes"), c_gpu = col("gpu"), c_algo = col("algorithm"), c_size = col("message_size"),
+                    c_bus = col("busbw_GBps"), c_trust = col("trust");
+  std::vector<PublishedCollective> out;
+  for (int line_no = 2; std::getline(in, line); ++line_no) {
+    if (line.empty()) continue;
+    const std::vector<std::string> f = split_csv_line(line);
+    if (f.size() < header.size()) throw InputError(path, "line " + std::to_string(line_no), "expected " + std::to_string(header.size()) + " fields");
+    PublishedCollective p;
+    p.row_id = f[c_row];
+    p.source = f[c_source];
+    p.ranks = static_cast<int>(number_or_zero(f[c_n]));
+    p.nodes = static_cast<int>(number_or_zero(f[c_nodes]));
+    p.gpu = f[c_gpu];
+    p.bytes = parse_size(f[c_size]);
+    p.nvls_off = f[c_algo].find("NVLS disabled") != std::string::npos;
+    p.trust = f[c_trust];
+    const std::string coll = f[c_coll], bus = f[c_bus];
+    if (p.ranks < 1 || p.nodes < 1 || p.bytes <= 0) continue;
+    if (auto kind = planner::collective_kind_from_name(coll)) {
+      p.kind = *kind;
+      p.busbw_gbps = number_or_zero(bus);
+      if (p.busbw_gbps > 0) out.push_back(p);
+    } else if (coll.find("all_gather / all_reduce(ring)") != std::string::npos) {
+      // Row 66: one figure for all-gather and for the ring all-reduce.
+      p.busbw_gbps = number_or_zero(bus);
+      p.kind = CollectiveKind::all_gather;
+      out.push_back(p);
+      p.kind = CollectiveKind::all_reduce;
+      p.nvls_off = true;
+      out.push_back(p);
+    } else if (coll.find("non-allreduce") != std::string::npos) {
+      // Row 67: "370 (ring/all-gather) ; 480 (NVLS all-reduce)".
+      const std::size_t semi = bus.find(';');
+      if (semi == std::string::npos) continue;
+      p.kind = CollectiveKind::all_gather;
+      p.busbw_gbps = number_or_zero(bus.substr(0, semi));
+      out.push_back(p);
+      p.kind = CollectiveKind::all_reduce;
+      p.busbw_gbps = number_or_zero(bus.substr(semi + 1));
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+CollectivesTable collectives_table(const planner::ClusterSpec& cluster, const planner::CollectiveGroup& group,
+                                   const std::vector<CollectiveKind>& kinds, const std::vector<double>& sizes,
+                                   const std::vector<PublishedCollective>& published) {
+  CollectivesTable t;
+  t.cluster = cluster;
+  t.group = group;
+  t.params = planner::NcclParams::defaults_for(cluster);
+  std::vector<const PublishedCollective*> mine;
+  for (const PublishedCollective& p : published)
+    if (p.ranks == group.ranks && p.nodes == group.nodes && same_gpu_family(cluster.gpu.name, p.gpu)) mine.push_back(&p);
+  for (CollectiveKind kind : kinds) {
+    for (double bytes : sizes) {
+      CollectiveRow row;
+      row.kind = kind;
+      row.bytes = bytes;
+      row.estimate = planner::estimate_collective(kind, bytes, group, cluster, t.params);
+      for (const PublishedCollective* p : mine)
+        if (p->kind == kind && p->bytes == bytes && !p->nvls_off) row.published.push_back(p);
+      t.rows.push_back(row);
+    }
+    for (const PublishedCollective* p : mine) {
+      if (p->kind != kind) continue;
+      planner::NcclParams params = t.params;
+      if (p->nvls_off) params.enable_nvls = false;
+      CollectivesTable::Comparison c{*p, planner::estimate_collective(kind, p->bytes, group, cluster, params), 0};
+      c.error = (c.model.bus_bandwidth_gbps - p->busbw_gbps) / p->busbw_gbps;
+      t.comparisons.push_back(c);
+    }
+  }
+  return t;
+}
+
+std::string collectives_table_text(const CollectivesTable& t, const std::string& published_file) {
+  std::ostringstream out;
+  out << "NCCL's cost model (planner/collectives.h, NCCL " << t.params.nccl_version << " tables, library "
+      << t.params.library << ") on " << t.group.ranks << " x " << t.cluster.gpu.name << " (" << t.group.nodes << " node"
+      << (t.group.nodes > 1 ? "s" : "") << "); sizes as nccl-tests counts them (all-gather, reduce-scatter: the "
+      << "gathered buffer); busbw = algbw x (n-1)/n, x 2(n-1)/n for all-reduce\n";
+  std::map<CollectiveKind, std::vector<const CollectiveRow*>> by_kind;
+  for (const CollectiveRow& r : t.rows) by_kind[r.kind].push_back(&r);
+  for (const auto& [kind, rows] : by_kind) {
+    out << "\n" << planner::collective_name(kind) << "\n";
+    std::vector<std::vector<std::string>> cells = {
+        {"size (B)", "size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algo", "proto", "channels", "published busbw", "error"}};
+    for (const CollectiveRow* r : rows) {
+      std::string pub, err;
+      for (const PublishedCollective* p : r->published) {
+        pub += (pub.empty() ? "" : ", ") + fixed(p->busbw_gbps, 2) + " (row " + p->row_id + ")";
+        err += (err.empty() ? "" : ", ") + fixed(100 * (r->estimate.bus_bandwidth_gbps - p->busbw_gbps) / p->busbw_gbps, 1) + "%";
+      }
+      char bytes[32];
+      std::snprintf(bytes, sizeof bytes, "%.0f", r->bytes);
+      cells.push_back({bytes, size_text(r->bytes), fixed(r->estimate.seconds * 1e6, 1), fixed(r->estimate.alg_bandwidth_gbps, 2),
+                       fixed(r->estimate.bus_bandwidth_gbps, 2), r->estimate.algorithm, r->estimate.protocol,
+                       std::to_string(r->estimate.channels), pub.empty() ? "-" : pub, err.empty() ? "" : err});
+    }
+    out << table(cells, {false, false, false, false, false, true, true, false, false, false});
+  }
+  out << "\nPublished bus bandwidths for " << t.group.ranks << " x " << t.cluster.gpu.name.substr(0, t.cluster.gpu.name.find('-'))
+      << " on " << t.group.nodes << " node" << (t.group.nodes > 1 ? "s" : "") << " (" << published_file << "): ";
+  if (t.comparisons.empty()) {
+    out << "none; the table above is the model alone.\n";
+    return out.str();
+  }
+  out << t.comparisons.size() << "\n";
+  std::vector<std::vector<std::string>> cells = {{"row", "collective", "size", "published", "model", "error", "model algo", "note"}};
+  double sum = 0, worst = 0;
+  for (const auto& c : t.comparisons) {
+    sum += std::abs(c.error);
+    worst = std::max(worst, std::abs(c.error));
+    cells.push_back({c.published.row_id, planner::collective_name(c.published.kind), size_text(c.published.bytes),
+                     fixed(c.published.busbw_gbps, 2), fixed(c.model.bus_bandwidth_gbps, 2),
+                     (c.error >= 0 ? "+" : "") + fixed(100 * c.error, 1) + "%",
+                     c.model.algorithm + "/" + c.model.protocol, c.published.nvls_off ? "NVLS off, as the source ran" : ""});
+  }
+  out << table(cells, {false, true, false, false, false, false, true, true});
+  out << "mean |error| " << fixed(100 * sum / t.comparisons.size(), 1) << "%, worst " << fixed(100 * worst, 1)
+      << "% (each row's source: the CSV; docs/collectives.md)\n";
+  return out.str();
+}
+
+nlohmann::json collectives_table_json(const CollectivesTable& t) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const CollectiveRow& r : t.rows) {
+    nlohmann::json published = nlohmann::json::array();
+    for (const PublishedCollective* p : r.published) published.push_back({{"row", p->row_id}, {"busbw_gbps", p->busbw_gbps}});
+    rows.push_back({{"collective", planner::collective_name(r.kind)},
+                    {"bytes", r.bytes},
+                    {"seconds", r.estimate.seconds},
+                    {"algbw_gbps", r.estimate.alg_bandwidth_gbps},
+                    {"busbw_gbps", r.estimate.bus_bandwidth_gbps},
+                    {"algorithm", r.estimate.algorithm},
+                    {"protocol", r.estimate.protocol},
+                    {"channels", r.estimate.channels},
+                    {"published", published}});
+  }
+  nlohmann::json comparisons = nlohmann::json::array();
+  for (const auto& c : t.comparisons)
+    comparisons.push_back({{"row", c.published.row_id},
+                           {"source", c.published.source},
+                           {"collective", planner::collective_name(c.published.kind)},
+                           {"bytes", c.published.bytes},
+                           {"nvls_off", c.published.nvls_off},
+                           {"published_busbw_gbps", c.published.busbw_gbps},
+                           {"model_busbw_gbps", c.model.bus_bandwidth_gbps},
+                           {"model_algorithm", c.model.algorithm},
+                           {"model_protocol", c.model.protocol},
+                           {"error", c.error}});
+  return {{"gpu", t.cluster.gpu.name},
+          {"ranks", t.group.ranks},
+          {"nodes", t.group.nodes},
+          {"nccl_version", t.params.nccl_version},
+          {"library", t.params.library},
+          {"rows", rows},
+          {"published", comparisons}};
+}
+
+std::vector<CollectiveChoice> collective_choices(const planner::Schedule& schedule, const planner::CostModel& cost) {
+  std::vector<CollectiveChoice> out;
+  std::map<std::pair<int, int>, std::size_t> index;  // (kind, group) -> out
+  std::map<std::pair<int, int>, const planner::Op*> largest;
+  for (const planner::Op& op : schedule.ops) {
+    if (!planner::is_collective(op.kind) || op.group < 0 || op.group >= static_cast<int>(schedule.groups.size())) continue;
+    // The op kind's name is the collective's ("all_gather", ...): any collective the cost model knows.
+    const std::optional<CollectiveKind> kind = planner::collective_kind_from_name(planner::to_string(op.kind));
+    if (!kind) continue;
+    const auto key = std::make_pair(static_cast<int>(op.kind), op.group);
+    auto it = index.find(key);
+    if (it == index.end()) {
+      const planner::ProcessGroup& g = schedule.groups[op.group];
+      CollectiveChoice c;
+      c.kind = *kind;
+      c.group = g.name;
+      c.ranks = g.ranks;
+      c.nodes = g.nodes;
+      it = index.emplace(key, out.size()).first;
+      out.push_back(c);
+    }
+    CollectiveChoice& c = out[it->second];
+    ++c.calls;
+    if (op.comm_bytes > c.largest_bytes) {
+      c.largest_bytes = op.comm_bytes;
+      largest[key] = &op;
+    }
+  }
+  for (const auto& [key, op] : largest) out[index[key]].estimate = cost.collective(*op, schedule);
+  return out;
+}
+
+std::string collective_choices_text(const std::vector<CollectiveChoice>& choices) {
+  if (choices.empty()) return "";
+  std::vector<std::vector<std::string>> cells = {
+      {"collective", "group", "ranks x nodes", "calls", "largest", "algo/proto", "channels", "busbw (GB/s)", "time (ms)"}};
+  for (const CollectiveChoice& c : choices)
+    cells.push_back({planner::collective_name(c.kind), c.group, std::to_string(c.ranks) + " x " + std::to_string(c.nodes),
+                     std::to_string(c.calls), size_text(c.largest_bytes), c.estimate.algorithm + "/" + c.estimate.protocol,
+                     std::to_string(c.estimate.channels), fixed(c.estimate.bus_bandwidth_gbps, 1), fixed(c.estimate.seconds * 1e3, 3)});
+  return "\nNCCL's choice per collective (the cost model's, for the largest call; `fsdpsim collectives` for every size)\n" +
+         table(cells, {true, true, false, false, false, true, false, false, false});
+}
+
+nlohmann::json collective_choices_json(const std::vector<CollectiveChoice>& choices) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const CollectiveChoice& c : choices)
+    list.push_back({{"collective", planner::collective_name(c.kind)},
+                    {"group", c.group},
+                    {"ranks", c.ranks},
+                    {"nodes", c.nodes},
+                    {"calls", c.calls},
+                    {"largest_bytes", c.largest_bytes},
+                    {"algorithm", c.estimate.algorithm},
+                    {"protocol", c.estimate.protocol},
+                    {"channels", c.estimate.channels},
+                    {"busbw_gbps", c.estimate.bus_bandwidth_gbps},
+                    {"seconds", c.estimate.seconds}});
+  return list;
+}
+
+}  // namespace fsdpsim::sim

@@ -1,0 +1,84 @@
+// NCCL's choices as fsdpsim models them (planner/collectives.h), shown the way people read a
+// fabric: an nccl-tests-like table (`fsdpsim collectives`: size, time, algbw, busbw, and the
+// algorithm, protocol and channels NCCL's tuner would pick) against published bus bandwidths
+// (tests/data/validation/public_collectives.csv, each row citing its source), and, for a
+// step, the choice per collective kind and process group (`estimate`).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/collectives.h"
+#include "planner/cost_model.h"
+#include "planner/schedule.h"
+
+namespace fsdpsim::sim {
+
+// One published figure: a row of public_collectives.csv (rows that give two figures, 66 and
+// 67, give two of these).
+struct PublishedCollective {
+  std::string row_id;
+  std::string source;
+  planner::CollectiveKind kind = planner::CollectiveKind::all_reduce;
+  int ranks = 0, nodes = 0;
+  std::string gpu;       // as the row writes it ("H200 SXM 141GB")
+  double bytes = 0;      // nccl-tests' size ("large (>256M)" and "up to 16GB": 16 GiB, the peak rows)
+  double busbw_gbps = 0;
+  bool nvls_off = false;  // the source disabled NVLS (NCCL_NVLS_ENABLE=0) or named the ring figure
+  std::string trust;
+};
+// Throws InputError naming the file for an unreadable file or a malformed row.
+std::vector<PublishedCollective> load_published_collectives(const std::string& path);
+// The shipped copy: <catalog root>/tests/data/validation/public_collectives.csv.
+std::string default_published_collectives_path();
+// Whether a row was measured on this GPU (the part before the first '-' of the catalog name,
+// "H100" of "H100-SXM-80GB", appears in the row's GPU).
+bool same_gpu_family(const std::string& catalog_gpu, const std::string& published_gpu);
+
+struct CollectiveRow {
+  planner::CollectiveKind kind = planner::CollectiveKind::all_reduce;
+  double bytes = 0;
+  planner::CollectiveEstimate estimate;
+  std::vector<const PublishedCollective*> published;  // at this size, NVLS as in the model
+};
+
+struct CollectivesTable {
+  planner::ClusterSpec cluster;
+  planner::CollectiveGroup group;
+  planner::NcclParams params;
+  std::vector<CollectiveRow> rows;
+  // Every published figure of this setup (GPU family, ranks, nodes, kind), each with the model at
+  // its size and NVLS setting.
+  struct Comparison {
+    PublishedCollective published;
+    planner::CollectiveEstimate model;
+    double error = 0;  // (model - published) / published
+  };
+  std::vector<Comparison> comparisons;
+};
+
+// `sizes` in bytes (nccl-tests' buffer size: the gathered size for all-gather and reduce-scatter).
+CollectivesTable collectives_table(const planner::ClusterSpec& cluster, const planner::CollectiveGroup& group,
+                                   const std::vector<planner::CollectiveKind>& kinds, const std::vector<double>& sizes,
+                                   const std::vector<PublishedCollective>& published);
+
+std::string collectives_table_text(const CollectivesTable& table, const std::string& published_file);
+nlohmann::json collectives_table_json(const CollectivesTable& table);
+
+// A step's collectives by kind and process group: how many calls, the largest, and NCCL's choice
+// for it as the cost model priced it (CostModel::collective).
+struct CollectiveChoice {
+  planner::CollectiveKind kind = planner::CollectiveKind::all_reduce;
+  std::string group;  // "shard", "replicate", ...
+  int ranks = 0, nodes = 0;
+  int calls = 0;
+  double largest_bytes = 0;
+  planner::CollectiveEstimate estimate;  // of the largest
+};
+std::vector<CollectiveChoice> collective_choices(const planner::Schedule& schedule, const planner::CostModel& cost);
+std::string collective_choices_text(const std::vector<CollectiveChoice>& choices);
+nlohmann::json collective_choices_json(const std::vector<CollectiveChoice>& choices);
+
+}  // namespace fsdpsim::sim

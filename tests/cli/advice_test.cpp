@@ -1,0 +1,93 @@
+// Advice when a configuration does not fit (sim/advice.h): every advised configuration,
+// estimated on its own with the --set assignments the advice prints, really fits (with the
+// headroom asked for), at the peak and throughput the advice reported.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_helpers.h"
+
+namespace fsdpsim::testing {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+const std::string kScenario = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
+
+nlohmann::json run_json(const std::string& args) {
+  const CommandResult r = run_cli(args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+std::string sets_of(const nlohmann::json& item) {
+  std::string out;
+  for (const auto& o : item["overrides"]) out += " --set '" + o.get<std::string>() + "'";
+  return out;
+}
+
+void expect_each_advice_fits(const std::string& base, double headroom_gib, std::size_t at_least) {
+  const std::string headroom = " --headroom-gib " + std::to_string(headroom_gib);
+  const nlohmann::json e = run_json("estimate " + base + headroom);
+  ASSERT_TRUE(e.contains("memory"));
+  EXPECT_FALSE(e["memory"]["fits"].get<bool>());
+  ASSERT_TRUE(e.contains("advice")) << "advice is given when it does not fit";
+  const nlohmann::json& fitting = e["advice"]["fitting"];
+  EXPECT_GE(fitting.size(), at_least);
+  double previous = 1e30;
+  for (const auto& item : fitting) {
+    SCOPED_TRACE(item["change"].get<std::string>());
+    EXPECT_GE(item["spare_bytes"].get<double>(), 0);
+    EXPECT_LE(item["tokens_per_second_per_gpu"].get<double>(), previous);  // cheapest first
+    previous = item["tokens_per_second_per_gpu"].get<double>();
+    const nlohmann::json again = run_json("estimate " + base + headroom + sets_of(item));
+    ASSERT_TRUE(again.contains("memory"));
+    EXPECT_TRUE(again["memory"]["fits"].get<bool>());
+    EXPECT_FALSE(again.contains("advice"));  // it fits: no advice unless asked
+    const double peak = again["memory"]["peak_reserved_bytes"].get<double>() +
+                        again["memory"]["device_overhead_bytes"].get<double>();
+    EXPECT_DOUBLE_EQ(peak, item["device_peak_bytes"].get<double>());
+    EXPECT_GE(again["memory"]["gpu_memory_bytes"].get<double>() - peak, headroom_gib * kGiB);
+    EXPECT_DOUBLE_EQ(again["throughput"]["tokens_per_second_per_gpu"].get<double>(),
+                     item["tokens_per_second_per_gpu"].get<double>());
+  }
+}
+
+// Llama-3.1-70B on one DGX H100 node does not fit (the optimizer state alone is 66 GiB a GPU).
+TEST(Advice, EachAdvisedConfigurationOfA70BModelFits) {
+  expect_each_advice_fits("--model llama3.1-70b --gpus 8xH100", 0, 2);
+}
+
+// Llama-3.1-8B at micro-batch 8 without checkpointing: a smaller micro-batch (the global batch
+// kept, accumulation following) and checkpointing are the changes; with 4 GiB of headroom.
+TEST(Advice, SmallerMicroBatchKeepsTheGlobalBatchAndHeadroomIsKept) {
+  const std::string base = "--scenario " + kScenario + " --checkpointing none --global-batch 64 --micro-batch 8";
+  expect_each_advice_fits(base, 4, 1);
+  const nlohmann::json e = run_json("estimate " + base);
+  bool micro_batch_advised = false;
+  for (const auto& item : e["advice"]["fitting"]) {
+    const std::string change = item["change"];
+    if (change.rfind("micro-batch ", 0) != 0) continue;
+    micro_batch_advised = true;
+    // 64 sequences over 8 GPUs at micro-batch m: 8/m micro-steps.
+    const int m = std::stoi(change.substr(12));
+    EXPECT_NE(change.find("(grad accum " + std::to_string(8 / m) + ")"), std::string::npos) << change;
+    bool keeps_global_batch = false;
+    for (const auto& o : item["overrides"]) keeps_global_batch |= o == "training.global_batch=64";
+    EXPECT_TRUE(keeps_global_batch) << item.dump();
+  }
+  EXPECT_TRUE(micro_batch_advised);
+}
+
+TEST(Advice, OnlyWhenAskedForAConfigurationThatFits) {
+  EXPECT_FALSE(run_json("estimate --scenario " + kScenario).contains("advice"));
+  const nlohmann::json asked = run_json("estimate --advise --scenario " + kScenario);
+  ASSERT_TRUE(asked.contains("advice"));
+  EXPECT_FALSE(asked["advice"]["fitting"].empty());
+  const CommandResult text = run_cli("estimate --model llama3.1-70b --gpus 8xH100");
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("Changes that make it fit"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("--set "), std::string::npos) << text.out;
+}
+
+}  // namespace
+}  // namespace fsdpsim::testing

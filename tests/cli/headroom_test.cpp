@@ -1,0 +1,91 @@
+// estimate --headroom-gib (a fit needs that much spare, as in sweep), --max-micro-batch with it
+// (trials listed by micro-batch), and --json units[] (issue 18).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_helpers.h"
+
+namespace fsdpsim::testing {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+const std::string kScenario = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
+
+nlohmann::json run_json(const std::string& args) {
+  const CommandResult r = run_cli(args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+double device_peak(const nlohmann::json& e) {
+  return e["memory"]["peak_reserved_bytes"].get<double>() + e["memory"]["device_overhead_bytes"].get<double>();
+}
+
+TEST(Headroom, AFitNeedsTheHeadroomSpare) {
+  const nlohmann::json plain = run_json("estimate --scenario " + kScenario);
+  const double spare = plain["memory"]["gpu_memory_bytes"].get<double>() - device_peak(plain);
+  ASSERT_GT(spare, 1 * kGiB);  // the shipped scenario fits with room
+  const double below = std::floor(spare / kGiB * 0.9 * 100) / 100, above = std::ceil(spare / kGiB * 1.1 * 100) / 100;
+  const nlohmann::json loose = run_json("estimate --scenario " + kScenario + " --headroom-gib " + std::to_string(below));
+  const nlohmann::json tight = run_json("estimate --scenario " + kScenario + " --headroom-gib " + std::to_string(above));
+  EXPECT_TRUE(loose["memory"]["fits"].get<bool>());
+  EXPECT_FALSE(tight["memory"]["fits"].get<bool>());
+  EXPECT_NEAR(tight["memory"]["overage_bytes"].get<double>(), above * kGiB - spare, 1.0);
+  EXPECT_EQ(tight["memory"]["headroom_bytes"].get<double>(), above * kGiB);
+  const CommandResult text = run_cli("estimate --scenario " + kScenario + " --headroom-gib " + std::to_string(above));
+  EXPECT_NE(text.out.find("does not fit the headroom"), std::string::npos) << text.out;
+  EXPECT_EQ(run_cli("estimate --scenario " + kScenario + " --headroom-gib -1").exit_code, 105);  // CLI11's validation error
+}
+
+// Each trial fits exactly when device peak + headroom <= GPU memory; the largest fitting
+// micro-batch has a tried neighbour above it that does not fit; trials come by micro-batch.
+TEST(Headroom, MaxMicroBatchRespectsTheHeadroomAndListsTrialsInOrder) {
+  std::int64_t previous_largest = 1 << 30;
+  for (const double headroom : {0.0, 8.0, 24.0}) {
+    SCOPED_TRACE(headroom);
+    const nlohmann::json s =
+        run_json("estimate --max-micro-batch --scenario " + kScenario + " --headroom-gib " + std::to_string(headroom));
+    ASSERT_TRUE(s.contains("tried"));
+    const double gpu = s["gpu_memory_bytes"].get<double>();
+    std::int64_t last = 0, largest_seen = 0;
+    bool neighbour_fails = false;
+    const std::int64_t largest = s["largest_fitting_micro_batch"].get<std::int64_t>();
+    for (const auto& t : s["tried"]) {
+      const std::int64_t mb = t["micro_batch"].get<std::int64_t>();
+      EXPECT_GT(mb, last);  // ascending
+      last = mb;
+      EXPECT_EQ(t["fits"].get<bool>(), t["device_peak_bytes"].get<double>() + headroom * kGiB <= gpu) << mb;
+      if (t["fits"].get<bool>()) largest_seen = mb;
+      if (mb == largest + 1) neighbour_fails = !t["fits"].get<bool>();
+    }
+    EXPECT_EQ(largest, largest_seen);
+    EXPECT_TRUE(neighbour_fails || s["capped"].get<bool>());
+    EXPECT_LE(largest, previous_largest);  // more headroom, no larger micro-batch
+    previous_largest = largest;
+  }
+  EXPECT_LT(previous_largest, run_json("estimate --max-micro-batch --scenario " + kScenario)["largest_fitting_micro_batch"]
+                                  .get<std::int64_t>());
+}
+
+// --json units[]: one object per unit plus the outside row; they add up to the model's
+// parameters and the step's communication seconds (tests/sim/unit_report_test.cpp does the rest).
+TEST(ByUnit, JsonUnitsAddUpAndTextPrintsTheTable) {
+  const nlohmann::json e = run_json("estimate --scenario " + kScenario);
+  ASSERT_TRUE(e["units"].is_array());
+  EXPECT_EQ(e["units"].size(), e["unit_count"].get<std::size_t>() + 1);
+  std::int64_t params = 0;
+  double comm = 0;
+  for (const auto& u : e["units"]) {
+    params += u["parameters"].get<std::int64_t>();
+    comm += u["comm_seconds"].get<double>();
+  }
+  EXPECT_EQ(params, e["model"]["parameters"].get<std::int64_t>());
+  EXPECT_NEAR(comm, e["time"]["comm_seconds"].get<double>(), 1e-9);
+  const CommandResult text = run_cli("estimate --by-unit --scenario " + kScenario);
+  EXPECT_NE(text.out.find("Per FSDP unit"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("model.layers.0 .. model.layers.31 (x32)"), std::string::npos) << text.out;
+}
+
+}  // namespace
+}  // namespace fsdpsim::testing

@@ -1,0 +1,134 @@
+// `fsdpsim estimate --model NAME --gpus 64xH100` (issue 18): the one-line form resolves names
+// from the catalogs into the same scenario a file would give, and an unknown name is an error
+// that lists the close ones. `fsdpsim models` and `fsdpsim clusters` list the catalogs.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_helpers.h"
+#include "models/json_input.h"
+
+namespace fsdpsim::testing {
+namespace {
+
+const std::string kRoot = FSDPSIM_SOURCE_ROOT;
+
+nlohmann::json run_json(const std::string& args) {
+  const CommandResult r = run_cli(args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+// The shipped scenario (scenarios/llama3.1-8b-8xh100.json) written as a one-liner: its training
+// fields as options, everything else the schema's defaults (FSDP2 FULL_SHARD per block,
+// reshard_after_forward true, BACKWARD_PRE, bf16/fp32/fp32, AdamW). Same memory, same time.
+TEST(OneLineEstimate, EqualsTheScenarioFileItStandsFor) {
+  const nlohmann::json file = run_json("estimate --scenario " + kRoot + "/scenarios/llama3.1-8b-8xh100.json");
+  const nlohmann::json line = run_json(
+      "estimate --model llama3.1-8b --gpus 8xH100 --seq-len 8192 --micro-batch 2 --global-batch 16 --checkpointing full");
+  ASSERT_TRUE(line.contains("memory"));
+  EXPECT_EQ(line["memory"]["peak_allocated_bytes"], file["memory"]["peak_allocated_bytes"]);
+  EXPECT_EQ(line["memory"]["peak_reserved_bytes"], file["memory"]["peak_reserved_bytes"]);
+  EXPECT_EQ(line["time"]["step_seconds"], file["time"]["step_seconds"]);
+  EXPECT_EQ(line["scenario"], "(command line)");
+}
+
+// 64xH100 is 8 DGX H100 nodes: the same as --cluster dgx-h100 --gpus 64 and as the scenario
+// file with cluster.nodes=8. Names are matched ignoring case, '-', '.' and a "owner/" prefix.
+TEST(OneLineEstimate, GpuKindsAndClusterNamesResolveToTheSameCluster) {
+  const nlohmann::json by_kind = run_json("estimate --model meta-llama/Llama-3.1-70B --gpus 64xH100");
+  const nlohmann::json by_cluster = run_json("estimate --model llama3.1-70b --cluster dgx-h100 --gpus 64");
+  const nlohmann::json by_node_kind = run_json("estimate --model llama3.1-70b --gpus 64xDGX-H100");
+  const nlohmann::json by_file = run_json("estimate --scenario " + kRoot +
+                                          "/scenarios/llama3.1-8b-8xh100.json --set model=models/llama3.1-70b.json "
+                                          "--set cluster.nodes=8 --set training.global_batch=null --set training.micro_batch=1 "
+                                          "--set training.seq_len=2048 --set training.activation_checkpointing=none");
+  ASSERT_TRUE(by_kind.contains("world_size"));
+  EXPECT_EQ(by_kind["world_size"], 64);
+  EXPECT_EQ(by_kind["model"]["name"], "llama3.1-70b");
+  for (const nlohmann::json* other : {&by_cluster, &by_node_kind, &by_file}) {
+    EXPECT_EQ((*other)["world_size"], 64);
+    EXPECT_EQ((*other)["memory"]["peak_reserved_bytes"], by_kind["memory"]["peak_reserved_bytes"]);
+    EXPECT_EQ((*other)["time"]["step_seconds"], by_kind["time"]["step_seconds"]);
+  }
+  // Fewer GPUs than a node holds: one node of that many.
+  EXPECT_EQ(run_json("estimate --model gpt2 --gpus 4xA100")["world_size"], 4);
+  // A GPU of the catalog by the one name it starts: MI300X is MI300X-192GB, in mi300x-8gpu.
+  const nlohmann::json mi300x = run_json("estimate --model gpt2 --gpus 8xMI300X");
+  EXPECT_EQ(mi300x["memory"]["gpu_memory_bytes"].get<double>(), 192.0 * 1024 * 1024 * 1024);
+}
+
+TEST(OneLineEstimate, HuggingFaceConfigsWork) {
+  const nlohmann::json hf = run_json("estimate --model hf:" + kRoot + "/models/hf/llama3.1-8b.json --gpus 8xH100");
+  const nlohmann::json catalog = run_json("estimate --model llama3.1-8b --gpus 8xH100");
+  EXPECT_EQ(hf["model"]["parameters"], catalog["model"]["parameters"]);
+}
+
+TEST(OneLineEstimate, UnknownNamesListTheCloseOnes) {
+  CommandResult r = run_cli("estimate --model llama-70b --gpus 64xH100");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--model: no model \"llama-70b\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("llama3.1-70b"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("llama2-70b"), std::string::npos) << r.err;
+
+  r = run_cli("estimate --model gpt2 --gpus 8xH10");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--gpus: no GPU or cluster \"H10\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("dgx-h100"), std::string::npos) << r.err;
+
+  r = run_cli("estimate --model gpt2 --cluster dgx-h10 --gpus 8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--cluster: no cluster \"dgx-h10\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("dgx-h100"), std::string::npos) << r.err;
+
+  r = run_cli("estimate --model gpt2 --gpus 60xH100");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("60 GPUs do not fill whole nodes of 8"), std::string::npos) << r.err;
+
+  r = run_cli("estimate --model gpt2 --gpus 8xH100 --scenario " + kRoot + "/scenarios/llama3.1-8b-8xh100.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("not both"), std::string::npos) << r.err;
+
+  r = run_cli("estimate --model gpt2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--gpus"), std::string::npos) << r.err;
+
+  // A bad strategy is the loader's error, naming the field.
+  r = run_cli("estimate --model gpt2 --gpus 8xH100 --strategy FULLSHARD");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("fsdp.strategy"), std::string::npos) << r.err;
+}
+
+// The catalogs as listed are the files: each model's parameter count is the one estimate
+// reports for it, each cluster's shape is its file's.
+TEST(Catalogs, ModelsAndClustersListTheShippedFiles) {
+  const nlohmann::json models = run_json("models");
+  ASSERT_TRUE(models.contains("models"));
+  bool found = false;
+  for (const auto& m : models["models"]) {
+    EXPECT_FALSE(m.contains("error")) << m.dump();
+    if (m["name"] == "gpt2") {
+      found = true;
+      EXPECT_EQ(m["parameters"], run_json("estimate --model gpt2 --gpus 8xH100")["model"]["parameters"]);
+    }
+  }
+  EXPECT_TRUE(found);
+  EXPECT_GE(models["models"].size(), 20u);
+
+  const nlohmann::json clusters = run_json("clusters");
+  ASSERT_TRUE(clusters.contains("clusters"));
+  int checked = 0;
+  for (const auto& c : clusters["clusters"]) {
+    EXPECT_FALSE(c.contains("error")) << c.dump();
+    const nlohmann::json file = load_json_file(kRoot + "/" + c["file"].get<std::string>());
+    EXPECT_EQ(c["gpus_per_node"], file.value("gpus_per_node", 8)) << c["name"];
+    EXPECT_EQ(c["nodes"], file.value("nodes", 1)) << c["name"];
+    ++checked;
+  }
+  EXPECT_GE(checked, 20);
+  const CommandResult text = run_cli("clusters");
+  EXPECT_NE(text.out.find("dgx-h100"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fsdpsim::testing

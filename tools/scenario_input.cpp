@@ -1,0 +1,74 @@
+#include "tools/scenario_input.h"
+
+#include "models/json_input.h"
+#include "planner/catalog.h"
+#include "sim/scenario_loader.h"
+
+namespace fsdpsim::tools {
+
+void add_scenario_input_options(CLI::App* cmd, ScenarioInputOptions& o) {
+  cmd->add_option("-s,--scenario", o.scenario, "Scenario JSON file (the full interface; or --model with --gpus)");
+  cmd->add_option("--set", o.overrides, "Override a scenario field: a.b.c=value (repeatable)");
+  cmd->add_option("--model", o.model,
+                  "Model: a catalog name (`fsdpsim models`), a model JSON file or hf:config.json");
+  cmd->add_option("--gpus", o.gpus, "GPUs: 64xH100, 16xdgx-a100, or a count with --cluster");
+  cmd->add_option("--cluster", o.cluster, "Cluster: a catalog name (`fsdpsim clusters`) or a cluster JSON file");
+  cmd->add_option("--strategy", o.strategy,
+                  "fsdp.strategy: FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, HYBRID_SHARD_ZERO2, NO_SHARD, ZERO1");
+  cmd->add_option("--seq-len", o.seq_len, "training.seq_len")->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--micro-batch", o.micro_batch, "training.micro_batch")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--global-batch", o.global_batch, "training.global_batch")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  cmd->add_option("--checkpointing", o.checkpointing, "training.activation_checkpointing: none, full, selective or k");
+  cmd->add_option("--fsdp-version", o.fsdp_version, "fsdp.version: 1 or 2")->check(CLI::Range(1, 2));
+}
+
+namespace {
+
+std::vector<std::string> shorthand_overrides(const ScenarioInputOptions& o) {
+  std::vector<std::string> sets;
+  if (!o.strategy.empty()) sets.push_back("fsdp.strategy=" + o.strategy);
+  if (o.fsdp_version) sets.push_back("fsdp.version=" + std::to_string(o.fsdp_version));
+  if (o.seq_len) sets.push_back("training.seq_len=" + std::to_string(o.seq_len));
+  if (o.micro_batch) sets.push_back("training.micro_batch=" + std::to_string(o.micro_batch));
+  if (o.global_batch) sets.push_back("training.global_batch=" + std::to_string(o.global_batch));
+  if (!o.checkpointing.empty()) sets.push_back("training.activation_checkpointing=" + o.checkpointing);
+  return sets;
+}
+
+}  // namespace
+
+ScenarioInput resolve_scenario_input(const ScenarioInputOptions& o) {
+  ScenarioInput in;
+  const bool one_line = !o.model.empty() || !o.gpus.empty() || !o.cluster.empty();
+  if (!o.scenario.empty() && one_line)
+    throw InputError::option("--scenario", "give a scenario file or --model with --gpus, not both "
+                                           "(to change a scenario's model or cluster: --set model=NAME.json)");
+  const std::vector<std::string> shorthands = shorthand_overrides(o);
+  if (!o.scenario.empty()) {
+    in.file = o.scenario;
+    in.document = load_json_file(o.scenario);
+    in.overrides = shorthands;
+    in.source = o.scenario;
+  } else {
+    if (o.model.empty())
+      throw InputError::option("--model", "give a scenario (--scenario FILE) or a model and GPUs (--model NAME --gpus 64xH100)");
+    planner::QuickScenarioDocument q = planner::quick_scenario({o.model, o.cluster, o.gpus, shorthands});
+    in.file = planner::kCommandLineFile;
+    in.document = q.document;
+    in.overrides = q.overrides;
+    in.source = "--model " + o.model + (o.cluster.empty() ? "" : " --cluster " + o.cluster) +
+                (o.gpus.empty() ? "" : " --gpus " + o.gpus);
+  }
+  in.overrides.insert(in.overrides.end(), o.overrides.begin(), o.overrides.end());
+  return in;
+}
+
+planner::Scenario load_scenario_input(const ScenarioInput& input) {
+  return sim::parse_simgrid_scenario(input.document, input.file, input.overrides).scenario;
+}
+
+std::shared_ptr<const planner::ScenarioTemplate> scenario_template(const ScenarioInput& input) {
+  return planner::ScenarioTemplate::from_json(input.document, input.file, input.overrides);
+}
+
+}  // namespace fsdpsim::tools

@@ -1,0 +1,46 @@
+// Where a command's scenario comes from: a scenario file (--scenario, the full interface) or
+// the one-line form (--model NAME --gpus 64xH100 [--strategy ...]) resolved from the catalogs
+// (planner/catalog.h). Either way the command gets a scenario document, the file its errors
+// name and the overrides, and loads it through the one loader (sim::parse_simgrid_scenario).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "planner/scenario.h"
+#include "planner/sweep_space.h"
+
+namespace fsdpsim::tools {
+
+struct ScenarioInputOptions {
+  std::string scenario;
+  std::vector<std::string> overrides;  // --set
+  // The one-line form.
+  std::string model, cluster, gpus;
+  // Shorthands for the common --set overrides (with either form).
+  std::string strategy, checkpointing;
+  std::int64_t seq_len = 0, micro_batch = 0, global_batch = 0;
+  int fsdp_version = 0;
+};
+
+// Registers --scenario, --set, --model, --cluster, --gpus, --strategy, --seq-len,
+// --micro-batch, --global-batch, --checkpointing and --fsdp-version on `cmd`.
+void add_scenario_input_options(CLI::App* cmd, ScenarioInputOptions& o);
+
+struct ScenarioInput {
+  nlohmann::json document;
+  std::string file;                    // the scenario file, or planner::kCommandLineFile
+  std::vector<std::string> overrides;  // the one-liner's, the shorthands', then --set
+  std::string source;                  // for reports: "scenarios/x.json" or "--model ... --gpus ..."
+};
+// Throws InputError: neither or both forms, an unknown name (with the close ones).
+ScenarioInput resolve_scenario_input(const ScenarioInputOptions& o);
+
+planner::Scenario load_scenario_input(const ScenarioInput& input);
+std::shared_ptr<const planner::ScenarioTemplate> scenario_template(const ScenarioInput& input);
+
+}  // namespace fsdpsim::tools
