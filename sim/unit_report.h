@@ -24,7 +24,8 @@ struct UnitRow {
   int parent = -1;
   std::int64_t parameters = 0;  // parameters the unit owns (unpadded)
   // Persistent, per rank: parameters (sharded; replicated under NO_SHARD/ZERO1), optimizer
-  // state (with a master copy when there is one), replicated gradient buffers (NO_SHARD/ZERO1).
+  // state (with a master copy when there is one), replicated gradient buffers (NO_SHARD/ZERO1);
+  // on the GPU, or in host memory when offloaded (the offload's host bytes count here too).
   std::int64_t sharded_param_bytes = 0;
   std::int64_t optimizer_state_bytes = 0;
   std::int64_t replicated_grad_bytes = 0;

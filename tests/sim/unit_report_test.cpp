@@ -80,10 +80,11 @@ TEST(UnitReport, RowsAddUpToTheStepsTotals) {
     const Estimate e = estimate_step(planner::load_scenario(kScenario, sets));
     const UnitReport r = unit_report(e);
     EXPECT_EQ(sum_of(r, &UnitRow::parameters), planner::load_scenario(kScenario, sets).model.parameter_count());
-    // Persistent state at the start of the step, allocation by allocation in the replay.
+    // Persistent state at the start of the step, allocation by allocation in the replay: on the
+    // GPU, or in host memory when offloaded (fsdp.cpu_offload).
     EXPECT_EQ(sum_of(r, &UnitRow::sharded_param_bytes) + sum_of(r, &UnitRow::optimizer_state_bytes) +
                   sum_of(r, &UnitRow::replicated_grad_bytes),
-              e.memory.allocated_at_start);
+              e.memory.allocated_at_start + e.memory.allocated_at_start_host);
     const double tol = 1e-9 * e.timing.step_seconds;
     EXPECT_NEAR(sum_of(r, &UnitRow::compute_seconds), e.timing.compute_seconds, tol);
     EXPECT_NEAR(sum_of(r, &UnitRow::comm_seconds), e.timing.comm_seconds, tol);
