@@ -15,6 +15,7 @@ namespace fsdpsim::planner {
 namespace {
 
 using testing::cluster;
+using testing::moe_scenario;
 
 // E = 8 experts, top 2, 1000 tokens per rank, EP 4, the busiest expert twice the mean:
 // each expert's mean = 1000 x 2 x 4 / 8 = 1000 copies (from the 4 ranks of its group); the
@@ -63,30 +64,6 @@ TEST(GroupedGemm, ComesFromTheShapeModel) {
   const GroupedGemmShape few{{{8, 4096, 4096}}, {8}};
   const double few_efficiency = few.flops() / estimate_grouped_gemm(few, d).seconds / d.peak_flops;
   EXPECT_LT(few_efficiency, 0.1) << "8 tokens per expert use 8 rows of each 64-row tile at most";
-}
-
-// A 2-block MoE model written by hand: each block owns w [8, 16] and an experts module of 4
-// experts [4, 16, 16]; fp32 everything, no optimizer state.
-nlohmann::json moe_model() {
-  nlohmann::json experts = {{"name", "experts"}, {"type", "Experts"}, {"experts", 4},
-                            {"params", {{{"name", "w"}, {"shape", {4, 16, 16}}, {"dtype", "fp32"}}}}};
-  nlohmann::json block = {{"name", "{i}"}, {"type", "Block"}, {"repeat", 2},
-                          {"params", {{{"name", "w"}, {"shape", {8, 16}}, {"dtype", "fp32"}}}},
-                          {"costs", {{"forward_flops", {{"b*s", 1000}}},
-                                     {"saved_activation_bytes", {{"b*s", 64}}},
-                                     {"input_bytes", {{"b*s", 32}}},
-                                     {"moe", {{"experts", 4}, {"top_k", 2}, {"hidden_size", 16}}}}},
-                          {"children", {experts}}};
-  return {{"name", "tiny-moe"}, {"root", {{"name", ""}, {"type", "Model"},
-                                          {"children", {{{"name", "layers"}, {"type", "ModuleList"}, {"children", {block}}}}}}}};
-}
-
-nlohmann::json moe_scenario() {
-  return {{"model", moe_model()},
-          {"cluster", cluster(1, 4)},
-          {"training", {{"micro_batch", 1}, {"seq_len", 10}, {"param_dtype", "fp32"}, {"reduce_dtype", "fp32"},
-                        {"master_dtype", "fp32"}, {"optimizer", "none"}}},
-          {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}};
 }
 
 std::int64_t persistent_param_bytes(const Schedule& s) {
