@@ -13,7 +13,7 @@
 #include "planner/scenario.h"
 #include "sim/analytic.h"
 #include "sim/simgrid_engine.h"
-#include "sim/simgrid_flows.h"
+#include "sim/internal/simgrid_flows.h"
 #include "sim/simgrid_platform.h"
 
 namespace fsdpsim::sim {
