@@ -551,25 +551,36 @@ class StepBuilder {
   // and a wait makes the compute stream wait for the second: the step pays them in series
   // (their place inside the block is not modelled). comm_bytes is one rank's send buffer, the
   // busiest rank's: its tokens x top_k copies of the hidden state times the imbalance's rank
-  // load (planner/moe.h). The buffers are the block's own tensors (the dispatched copies and
-  // expert outputs the ledger saves, models/transformer_costs.h): the ops allocate nothing.
+  // load (planner/moe.h).
+  // Memory, the all-to-all convention (planner/collectives.h, docs/schema.md): the send buffer is
+  // a tensor the block already holds (the dispatched copies and expert outputs the ledger saves,
+  // models/transformer_costs.h), the receive buffer (comm_bytes, rounded up) is allocated by the
+  // all-to-all op. The ledger counts one copy of each; while an all-to-all runs its send and its
+  // receive buffer both exist, so the receive buffer is an allocation of its own: the first
+  // one's is consumed by the second (freed when it is issued, as the experts consume the
+  // dispatched tokens), the second one's when the compute stream takes the result (the wait).
   void expert_all_to_alls(int compute_op, const Event& e, const models::ModuleCosts& c, double tokens, bool backward) {
     if (step_.groups.expert < 0 || !c.moe) return;
     const ExpertRouting r = expert_routing(*c.moe, tokens, scenario_.fsdp.expert_parallel, training_.moe_imbalance);
     const double bytes = r.rank_load_factor * tokens * c.moe->top_k * static_cast<double>(c.moe->hidden_size) *
                          step_.compute_dtype_bytes;
+    const std::int64_t receive_bytes = checked_to_int64(std::ceil(bytes), "the all-to-all receive buffer's bytes");
     const std::string& module = e.module->full_name;
-    int previous = compute_op;
+    int previous = compute_op, received = -1;
     for (const char* what : {backward ? "all-to-all combine backward " : "all-to-all dispatch ",
                              backward ? "all-to-all dispatch backward " : "all-to-all combine "}) {
       const int a2a = step_.add_op(OpKind::all_to_all, Stream::all_to_all, Name{what, module}, e.unit, module);
       step_.op(a2a).deps.push_back(previous);
       step_.op(a2a).comm_bytes = bytes;
       step_.op(a2a).group = step_.groups.expert;
+      const int receive = step_.alloc_at(a2a, receive_bytes, MemCategory::activation, Name{what, module, " receive buffer"});
+      step_.free_at(a2a, received);
+      received = receive;
       previous = a2a;
     }
     const int wait = step_.add_op(OpKind::wait, Stream::compute, Name{"wait for the all-to-all of ", module}, e.unit, module);
     step_.op(wait).deps.push_back(previous);
+    step_.free_at(wait, received);
   }
 
   // A module's forward, or its whole recompute under activation checkpointing (the forward

@@ -22,7 +22,11 @@ StepContext::StepContext(const Scenario& scenario, const PlanCache::Layout& layo
                                                                                                 : compute_dtype_bytes),
       naming_(naming) {
   param_numel_.reserve(layout.params.size());
-  for (const models::Parameter* p : layout.params) param_numel_.push_back(p->numel());
+  // Under expert parallelism a rank holds E/ep of each routed expert weight (sharding.h,
+  // shard_expert_unit), so its gradients cover those experts only.
+  const int ep = scenario.fsdp.expert_parallel;
+  for (const models::Parameter* p : layout.params)
+    param_numel_.push_back(ep > 1 && p->experts > 0 ? p->numel() / ep : p->numel());
   const std::size_t units = plan.units.size();
   params_ready_op.assign(units, -1);
   unsharded_grads.assign(units, {});

@@ -4,6 +4,7 @@
 
 #include "models/json_input.h"
 #include "planner/gemm_model.h"
+#include "planner/memory.h"
 #include "planner/moe.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
@@ -14,6 +15,7 @@ namespace fsdpsim::planner {
 namespace {
 
 using testing::cluster;
+using testing::moe_scenario;
 
 // E = 8 experts, top 2, 1000 tokens per rank, EP 4, the busiest expert twice the mean:
 // each expert's mean = 1000 x 2 x 4 / 8 = 1000 copies (from the 4 ranks of its group); the
@@ -62,30 +64,6 @@ TEST(GroupedGemm, ComesFromTheShapeModel) {
   const GroupedGemmShape few{{{8, 4096, 4096}}, {8}};
   const double few_efficiency = few.flops() / estimate_grouped_gemm(few, d).seconds / d.peak_flops;
   EXPECT_LT(few_efficiency, 0.1) << "8 tokens per expert use 8 rows of each 64-row tile at most";
-}
-
-// A 2-block MoE model written by hand: each block owns w [8, 16] and an experts module of 4
-// experts [4, 16, 16]; fp32 everything, no optimizer state.
-nlohmann::json moe_model() {
-  nlohmann::json experts = {{"name", "experts"}, {"type", "Experts"}, {"experts", 4},
-                            {"params", {{{"name", "w"}, {"shape", {4, 16, 16}}, {"dtype", "fp32"}}}}};
-  nlohmann::json block = {{"name", "{i}"}, {"type", "Block"}, {"repeat", 2},
-                          {"params", {{{"name", "w"}, {"shape", {8, 16}}, {"dtype", "fp32"}}}},
-                          {"costs", {{"forward_flops", {{"b*s", 1000}}},
-                                     {"saved_activation_bytes", {{"b*s", 64}}},
-                                     {"input_bytes", {{"b*s", 32}}},
-                                     {"moe", {{"experts", 4}, {"top_k", 2}, {"hidden_size", 16}}}}},
-                          {"children", {experts}}};
-  return {{"name", "tiny-moe"}, {"root", {{"name", ""}, {"type", "Model"},
-                                          {"children", {{{"name", "layers"}, {"type", "ModuleList"}, {"children", {block}}}}}}}};
-}
-
-nlohmann::json moe_scenario() {
-  return {{"model", moe_model()},
-          {"cluster", cluster(1, 4)},
-          {"training", {{"micro_batch", 1}, {"seq_len", 10}, {"param_dtype", "fp32"}, {"reduce_dtype", "fp32"},
-                        {"master_dtype", "fp32"}, {"optimizer", "none"}}},
-          {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}};
 }
 
 std::int64_t persistent_param_bytes(const Schedule& s) {
@@ -142,6 +120,45 @@ TEST(ExpertParallel, AllToAllsCarryTheDispatchedCopies) {
     if (op.kind == OpKind::all_to_all) EXPECT_NEAR(op.comm_bytes, 1280 * 4.0 / 3, 1e-9);
   const Plan dense = plan_step(parse_scenario(moe_scenario(), "test.json"));
   for (const Op& op : dense.schedule.ops) EXPECT_NE(op.kind, OpKind::all_to_all);
+}
+
+// The whole step's peak by hand, 4 ranks, FSDP2 FULL_SHARD, fp32 (no casts), no optimizer
+// state, 10 tokens per rank (micro_batch 1 x seq_len 10). Per block: w [8, 16] = 128 elements,
+// the experts [4, 16, 16] = 1024 elements; saved activations 64 B/token x 10 x (4/2 for fp32)
+// = 1280 B, the input gradient 32 x 10 x 2 = 640 B, the token ids 8 x 10 = 80 B.
+//
+// Without EP a block's unit holds w and all 4 experts: sharded 1152 elements / 4 = 288 x 4 B =
+// 1152 B per block, persistent 2304 B; unsharded 1152 x 4 = 4608 B. The peak is layers.1's
+// backward (the first backward op): persistent 2304 + token ids 80 + both blocks' activations
+// 2560 + layers.1's unsharded params 4608 + layers.0's prefetched all-gather output 4608 +
+// layers.1's gradients 4608 + its input gradient 640 = 19408 B.
+//
+// With EP 2 each experts module is a unit of its own holding 2 of the 4 experts (persistent the
+// same 2304 B: w's 32 + the experts' 256 elements per block). The peak moves to layers.1's
+// forward combine all-to-all: persistent 2304 + token ids 80 + activations 2560 + layers.1's
+// unsharded w 512 + unsharded experts (2 x 256 x 4 B) 2048 + the experts' all-gather output
+// 2048 (FSDP2 keeps the last forward all-gather output until the root's post-forward) + the
+// dispatch's and the combine's receive buffers, 10 tokens x top 2 x 16 x 4 B = 1280 B each
+// (planner/collectives.h: the all-to-all allocates its receive buffer) = 12112 B. Backward
+// holds less: the expert gradients are the rank's 2 experts (2048 B, not 4096).
+TEST(ExpertParallel, WholeStepPeakByHand) {
+  const MemoryReport dense = replay_memory(plan_step(parse_scenario(moe_scenario(), "test.json")).schedule);
+  EXPECT_EQ(dense.peak_allocated_bytes, 2304 + 80 + 2560 + 4608 + 4608 + 4608 + 640);
+  const Plan ep = plan_step(parse_scenario(moe_scenario(), "test.json", {"fsdp.expert_parallel=2"}));
+  validate_schedule(ep.schedule, "test.json");
+  const MemoryReport m = replay_memory(ep.schedule);
+  EXPECT_EQ(m.peak_allocated_bytes, 2304 + 80 + 2560 + 512 + 2048 + 2048 + 2 * 1280);
+  EXPECT_EQ(ep.schedule.ops.at(m.peak_op).name, "all-to-all combine layers.1");
+  // Every all-to-all allocates its 1280-byte receive buffer.
+  for (const Op& op : ep.schedule.ops) {
+    if (op.kind != OpKind::all_to_all) continue;
+    ASSERT_EQ(op.allocs.size(), 1u) << op.name;
+    EXPECT_EQ(ep.schedule.allocations.at(op.allocs[0]).bytes, 1280) << op.name;
+  }
+  std::int64_t largest_grad = 0;
+  for (const Allocation& a : ep.schedule.allocations)
+    if (a.category == MemCategory::unsharded_grad) largest_grad = std::max(largest_grad, a.bytes);
+  EXPECT_EQ(largest_grad, 2 * 256 * 4) << "a rank's expert gradients cover its 2 local experts";
 }
 
 void expect_input_error(const std::vector<std::string>& overrides, const std::string& path) {

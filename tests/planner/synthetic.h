@@ -42,4 +42,30 @@ inline nlohmann::json cluster(int nodes, int gpus_per_node, double memory_gib = 
           {"inter_node", {{"nic_gbps", 50}, {"nics_per_node", gpus_per_node}, {"latency_us", 5}}}};
 }
 
+// A 2-block MoE model written by hand: each block owns w [8, 16] and an experts module of 4
+// experts [4, 16, 16]; fp32 everything, no optimizer state.
+inline nlohmann::json moe_model() {
+  nlohmann::json experts = {{"name", "experts"}, {"type", "Experts"}, {"experts", 4},
+                            {"params", {{{"name", "w"}, {"shape", {4, 16, 16}}, {"dtype", "fp32"}}}}};
+  nlohmann::json block = {{"name", "{i}"}, {"type", "Block"}, {"repeat", 2},
+                          {"params", {{{"name", "w"}, {"shape", {8, 16}}, {"dtype", "fp32"}}}},
+                          {"costs", {{"forward_flops", {{"b*s", 1000}}},
+                                     {"saved_activation_bytes", {{"b*s", 64}}},
+                                     {"input_bytes", {{"b*s", 32}}},
+                                     {"moe", {{"experts", 4}, {"top_k", 2}, {"hidden_size", 16}}}}},
+                          {"children", {experts}}};
+  return {{"name", "tiny-moe"}, {"root", {{"name", ""}, {"type", "Model"},
+                                          {"children", {{{"name", "layers"}, {"type", "ModuleList"}, {"children", {block}}}}}}}};
+}
+
+// On one node of 4 GPUs, FSDP2 FULL_SHARD, 10 tokens per rank (tests/planner/moe_test.cpp works
+// its peak by hand).
+inline nlohmann::json moe_scenario() {
+  return {{"model", moe_model()},
+          {"cluster", cluster(1, 4)},
+          {"training", {{"micro_batch", 1}, {"seq_len", 10}, {"param_dtype", "fp32"}, {"reduce_dtype", "fp32"},
+                        {"master_dtype", "fp32"}, {"optimizer", "none"}}},
+          {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}};
+}
+
 }  // namespace fsdpsim::testing

@@ -1,6 +1,7 @@
 // The host backend plays all-to-alls (Mixture-of-Experts dispatch and combine) like every other
 // collective: member m's chunk j lands in member j's output at m, every output is checked, a
-// corrupted one is caught, and the memory it measures is the planner's to the byte.
+// corrupted one is caught, and the memory it measures is the planner's to the byte, on a
+// hand-built MoE layer and on the planner's own expert-parallel step.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -10,6 +11,7 @@
 #include "runtime/internal/host_comm.h"
 #include "runtime/runtime.h"
 #include "runtime_scenarios.h"
+#include "../planner/synthetic.h"
 
 namespace fsdpsim::runtime {
 namespace {
@@ -130,6 +132,46 @@ TEST(HostAllToAll, PlannedMoeLayerChecksEveryAllToAllAndMeasuresThePlannedPeak) 
   EXPECT_EQ(bind[1].output_alloc, 2);
   EXPECT_EQ(bind[3].main_alloc, 3);
   EXPECT_EQ(bind[3].output_alloc, 4);
+}
+
+// The planner's expert-parallel step of the tiny MoE model (tests/planner/synthetic.h; its
+// peak worked out by hand in tests/planner/moe_test.cpp, ExpertParallel.WholeStepPeakByHand:
+// 12112 B at layers.1's forward combine all-to-all), through the schedule JSON the CLI reads:
+// the 4 ranks play its 8 all-to-alls on 2 EP groups and measure that peak to the byte.
+TEST(HostAllToAll, PlannerExpertParallelStepMeasuresThePlannedPeak) {
+  nlohmann::json scenario = fsdpsim::testing::moe_scenario();
+  scenario["fsdp"]["expert_parallel"] = 2;
+  const planner::Schedule s = testing::plan(scenario);
+  const planner::MemoryReport predicted = planner::replay_memory(s);
+  ASSERT_EQ(predicted.peak_allocated_bytes, 12112);
+  int all_to_alls = 0, collectives = 0;
+  for (const Op& op : s.ops) {
+    all_to_alls += op.kind == OpKind::all_to_all;
+    collectives += planner::is_collective(op.kind) && op.comm_bytes > 0;
+  }
+  ASSERT_EQ(all_to_alls, 8);
+  const RunResult r = run_schedule(s, testing::fast_host(s));
+  ASSERT_EQ(r.ranks.size(), 4u);
+  for (const RankResult& rank : r.ranks) {
+    SCOPED_TRACE("rank " + std::to_string(rank.rank));
+    EXPECT_EQ(rank.collectives_checked, collectives);
+    EXPECT_EQ(rank.peak_allocated_bytes, 12112);
+    EXPECT_EQ(rank.peak_op, predicted.peak_op);
+    EXPECT_EQ(rank.allocated_at_op, predicted.allocated_at_op);
+    EXPECT_EQ(rank.peak_reserved_bytes, predicted.peak_reserved_bytes);
+  }
+  // Each all-to-all receives into the buffer it allocates. The forward ones and the backward
+  // dispatch send from a buffer made before them (the block's activations; the combine
+  // backward's receive buffer); the combine backward sends the block's output gradient, which
+  // the plan does not hold past the block's backward op (its input gradient is allocated and
+  // freed there), so it has no send buffer of the plan's: the host backend sends from its own.
+  const std::vector<CollectiveBinding> bind = bind_collective_buffers(s);
+  for (const Op& op : s.ops) {
+    if (op.kind != OpKind::all_to_all) continue;
+    const bool combine_backward = op.name.rfind("all-to-all combine backward", 0) == 0;
+    EXPECT_EQ(bind[op.id].main_alloc >= 0, !combine_backward) << op.name;
+    EXPECT_EQ(bind[op.id].output_alloc, op.allocs.at(0)) << op.name;
+  }
 }
 
 TEST(HostAllToAll, ACorruptedAllToAllOutputIsCaught) {
