@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <unistd.h>
 #include <iostream>
 #include <set>
 
@@ -140,6 +141,10 @@ void print_loso(const sim::LosoResult& result, const sim::LosoBounds& bounds) {
   std::cout << "\n";
 }
 
+// The progress line rewrites itself with a carriage return and an erase-line code: only for a
+// person at a terminal, never into a log file or a pipe.
+bool stderr_is_terminal() { return ::isatty(2) != 0; }
+
 // After the report: a file that could not be estimated ends the command as the bad input it
 // is (exit 2, its error line), whether or not --check was given; the report lists every such row.
 void fail_on_unestimated_rows(const std::vector<sim::RowValidation>& rows) {
@@ -152,9 +157,9 @@ void run_leave_one_source_out(const std::vector<std::string>& files, bool json, 
   const std::vector<sim::FittedConstant> fitted = sim::shipped_fitted_constants();
   const sim::LosoResult result =
       sim::leave_one_source_out(files, fitted, 0, [](const std::string& phase, int done, int total) {
-        std::cerr << "\r[" << phase << " " << done << "/" << total << "]\033[K" << std::flush;
+        if (stderr_is_terminal()) std::cerr << "\r[" << phase << " " << done << "/" << total << "]\033[K" << std::flush;
       });
-  std::cerr << "\r\033[K" << std::flush;
+  if (stderr_is_terminal()) std::cerr << "\r\033[K" << std::flush;
   const std::vector<std::string> violations = sim::check_loso_bounds(result, bounds);
   if (json) {
     nlohmann::json out = sim::validation_json(result.in_sample);
@@ -201,10 +206,10 @@ void add_validate_command(CLI::App& app) {
     }
     std::vector<sim::RowValidation> rows;
     for (std::size_t i = 0; i < files.size(); ++i) {
-      if (!o->json) std::cerr << "\r[" << i + 1 << "/" << files.size() << "] " << files[i] << "\033[K" << std::flush;
+      if (!o->json && stderr_is_terminal()) std::cerr << "\r[" << i + 1 << "/" << files.size() << "] " << files[i] << "\033[K" << std::flush;
       rows.push_back(sim::validate_scenario(files[i]));
     }
-    if (!o->json) std::cerr << "\r\033[K";
+    if (!o->json && stderr_is_terminal()) std::cerr << "\r\033[K";
     std::vector<std::string> violations = sim::check_bounds(rows);
     if (o->json) {
       std::cout << sim::validation_json(rows).dump(2) << "\n";
