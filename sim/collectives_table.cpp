@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "models/csv_text.h"
 #include "models/json_input.h"
 #include "planner/scenario.h"
 
@@ -19,46 +20,6 @@ using planner::CollectiveKind;
 namespace {
 
 constexpr double kKiB = 1024.0, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
-
-std::vector<std::string> split_csv_line(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
-      else if (c == '"') quoted = false;
-      else cur += c;
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      out.push_back(cur);
-      cur.clear();
-    } else if (c != '\r') {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
-
-// "32KiB", "16GiB", "up to 16GB" (nccl-tests -e 16384M), "large (>256M)" (a maintainer's peak
-// figure, taken at 16 GiB like the other peak rows); 0 when unreadable.
-double parse_size(const std::string& s) {
-  if (s.find("large") != std::string::npos) return 16 * kGiB;
-  std::size_t i = 0;
-  while (i < s.size() && !std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-  std::size_t j = i;
-  while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '.')) ++j;
-  if (i == j) return 0;
-  const double v = std::stod(s.substr(i, j - i));
-  const std::string unit = s.substr(j);
-  if (unit.rfind("KiB", 0) == 0) return v * kKiB;
-  if (unit.rfind("MiB", 0) == 0) return v * kMiB;
-  if (unit.rfind("GiB", 0) == 0 || unit.rfind("GB", 0) == 0) return v * kGiB;
-  return v;
-}
 
 double number_or_zero(const std::string& s) {
   try {
@@ -143,7 +104,7 @@ std::vector<PublishedCollective> load_published_collectives(const std::string& p
     p.ranks = static_cast<int>(number_or_zero(f[c_n]));
     p.nodes = static_cast<int>(number_or_zero(f[c_nodes]));
     p.gpu = f[c_gpu];
-    p.bytes = parse_size(f[c_size]);
+    p.bytes = message_size_bytes(f[c_size]);
     p.nvls_off = f[c_algo].find("NVLS disabled") != std::string::npos;
     p.trust = f[c_trust];
     const std::string coll = f[c_coll], bus = f[c_bus];

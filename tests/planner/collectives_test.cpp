@@ -1,6 +1,7 @@
 // Tests of planner/collectives: NCCL's cost model, checked (a) against NCCL's formulas worked
 // by hand, (b) against published bus bandwidths (tests/data/validation/public_collectives.csv, a copy of shared/validation),
 // (c) on protocol choice, (d) on trivial groups, (e) on JSON input errors.
+#include "models/csv_text.h"
 #include "planner/collectives.h"
 
 #include <gtest/gtest.h>
@@ -416,50 +417,6 @@ TEST(CollectivesJson, RejectsUnknownFieldsAndNegativeNumbers) {
 
 // ===================== (b) published bus bandwidths =====================
 
-std::vector<std::string> split_csv_line(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char ch = line[i];
-    if (quoted) {
-      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        cur += '"';
-        ++i;
-      } else if (ch == '"') {
-        quoted = false;
-      } else {
-        cur += ch;
-      }
-    } else if (ch == '"') {
-      quoted = true;
-    } else if (ch == ',') {
-      out.push_back(cur);
-      cur.clear();
-    } else if (ch != '\r') {
-      cur += ch;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
-
-// "32KiB", "256MiB", "16GiB", "up to 16GB" (nccl-tests -e 16384M = 16 GiB), "large (>256M)"
-// (the maintainer's "peak busBw", taken at 16 GiB like the other peak rows).
-double parse_size(const std::string& s) {
-  if (s.find("large") != std::string::npos) return 16 * GiB;
-  std::size_t i = 0;
-  while (i < s.size() && !std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-  std::size_t j = i;
-  while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '.')) ++j;
-  const double v = std::stod(s.substr(i, j - i));
-  const std::string unit = s.substr(j);
-  if (unit.rfind("KiB", 0) == 0) return v * KiB;
-  if (unit.rfind("MiB", 0) == 0) return v * MiB;
-  if (unit.rfind("GiB", 0) == 0 || unit.rfind("GB", 0) == 0) return v * GiB;
-  return v;
-}
-
 struct PublishedCase {
   std::string row_id;
   std::string setup;
@@ -509,7 +466,7 @@ std::vector<PublishedCase> load_published(const std::string& path) {
     // P6-B200: 8 x 400 Gb/s EFA v4 per node, 50 GB/s per GPU (the row's inter_node column).
     pc.cluster = make_cluster(spec, nodes, 50, 8);
     pc.group = {n, nodes};
-    pc.bytes = parse_size(f[c_size]);
+    pc.bytes = message_size_bytes(f[c_size]);
     pc.nvls_off = f[c_algo].find("NVLS disabled") != std::string::npos;
     pc.setup = spec.name.substr(0, 4) + " " + std::to_string(n) + " GPU";
     const std::string coll = f[c_coll];
