@@ -17,6 +17,15 @@ namespace fsdpsim::tools {
 
 namespace {
 
+// A row's name in the tables: its row_id in ../shared/validation/public_runs.csv, or, for a row
+// added since that has none (row_id 0: the MoE rows), its file name's prefix ("m01").
+std::string row_label(const sim::RowValidation& r) {
+  if (r.row_id > 0) return std::to_string(r.row_id);
+  const std::string stem = std::filesystem::path(r.file).stem().string();
+  return stem.substr(0, stem.find('-'));
+}
+
+
 std::string signed_percent(double e) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%+.1f%%", e * 100);
@@ -91,12 +100,12 @@ void print_loso(const sim::LosoResult& result, const sim::LosoBounds& bounds) {
     const sim::RowValidation& r = result.loso[i];
     const sim::RowValidation& plain = result.in_sample[i];
     if (!r.error.empty()) {
-      rows.add({std::to_string(r.row_id), r.name.empty() ? r.file : r.name, "", "", "", "", "error", r.error});
+      rows.add({row_label(r), r.name.empty() ? r.file : r.name, "", "", "", "", "error", r.error});
       continue;
     }
     for (std::size_t m = 0; m < r.metrics.size(); ++m) {
       if (r.metrics[m].metric != "tokens_per_second_per_gpu") continue;
-      rows.add({std::to_string(r.row_id) + (r.holdout ? "*" : ""), r.name, r.gpu,
+      rows.add({row_label(r) + (r.holdout ? "*" : ""), r.name, r.gpu,
                 value_text(r.metrics[m].metric, r.metrics[m].published),
                 value_text(r.metrics[m].metric, plain.metrics[m].predicted), signed_percent(plain.metrics[m].signed_error()),
                 value_text(r.metrics[m].metric, r.metrics[m].predicted), signed_percent(r.metrics[m].signed_error())});
@@ -216,7 +225,7 @@ void add_validate_command(CLI::App& app) {
     } else {
       Table t({"row", "scenario", "metric", "published", "predicted", "error"});
       for (const auto& r : rows) {
-        std::string label = std::to_string(r.row_id) + (r.holdout ? "*" : "");
+        std::string label = row_label(r) + (r.holdout ? "*" : "");
         if (!r.error.empty()) {
           t.add({label, r.name.empty() ? r.file : r.name, "error", "", "", r.error});
           continue;
@@ -242,7 +251,7 @@ void add_validate_command(CLI::App& app) {
           else it->second += ", " + metric;
         }
         for (const auto& [reason, metrics] : by_reason)
-          std::cout << "excluded: row " << r.row_id << " (" << metrics << "): " << reason << "\n";
+          std::cout << "excluded: row " << row_label(r) << " (" << metrics << "): " << reason << "\n";
       }
       print_summary(rows);
       std::cout << "\n";

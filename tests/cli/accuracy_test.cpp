@@ -40,5 +40,19 @@ TEST(Accuracy, JsonReportsNoViolationAndEveryRow) {
   EXPECT_GE(j["summary"]["tokens_per_second_per_gpu"]["holdout"]["rows"].get<int>(), 8);
 }
 
+// A row added after ../shared/validation/public_runs.csv has no row_id (the MoE rows): the
+// tables and the exclusion note name it by its file's prefix, not as "row 0" (which two such
+// rows would share).
+TEST(Accuracy, RowsWithoutARowIdAreNamedByTheirFile) {
+  const CommandResult r = run_cli(
+      "validate scenarios/published/m01-nous-torchtitan-qwen3-30b-a3b-8xb200-ep8-alltoall.json "
+      "scenarios/published/m02-nous-torchtitan-qwen3-30b-a3b-8xb200-ep8-deepep.json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\nm01* "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nm02* "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("excluded: row m02 (peak_memory_bytes)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("row 0 "), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace fsdpsim::testing
