@@ -53,7 +53,8 @@ TEST(TiedWeights, WrapRequestThatCannotBeHonouredWarns) {
   WrapSpec wrap;
   wrap.policy = WrapPolicy::modules;
   wrap.modules = {{"embed"}, {"blocks.0"}, {"blocks.1"}, {"blocks.2"}, {"blocks.3"}, {"lm_head"}};
-  const std::vector<Unit> units = build_units(small_model(true), wrap, "test.json");
+  const models::Model model = small_model(true);  // the units point into it: it must outlive them
+  const std::vector<Unit> units = build_units(model, wrap, "test.json");
   EXPECT_EQ(units.size(), 7u);
   EXPECT_EQ(units_with_parameters(units), 5);
   const std::vector<std::string> warnings = tied_weight_warnings(units);
@@ -62,7 +63,8 @@ TEST(TiedWeights, WrapRequestThatCannotBeHonouredWarns) {
   EXPECT_NE(warnings[0].find("\"root\""), std::string::npos) << warnings[0];
   EXPECT_NE(warnings[0].find("without parameters"), std::string::npos) << warnings[0];
   // Untied, every request is honoured: no warning, every unit holds parameters.
-  const std::vector<Unit> untied = build_units(small_model(false), wrap, "test.json");
+  const models::Model untied_model = small_model(false);
+  const std::vector<Unit> untied = build_units(untied_model, wrap, "test.json");
   EXPECT_TRUE(tied_weight_warnings(untied).empty());
   EXPECT_EQ(units_with_parameters(untied), 6);  // the root holds nothing of its own: not counted
 }
