@@ -12,27 +12,13 @@
 
 #include "planner/collectives.h"
 #include "planner/cost_model.h"
+#include "planner/published_collectives.h"
 #include "planner/schedule.h"
 
 namespace fsdpsim::sim {
 
-// One published figure: a row of public_collectives.csv (rows that give two figures, 66 and
-// 67, give two of these).
-struct PublishedCollective {
-  std::string row_id;
-  std::string source;
-  planner::CollectiveKind kind = planner::CollectiveKind::all_reduce;
-  int ranks = 0, nodes = 0;
-  std::string gpu;       // as the row writes it ("H200 SXM 141GB")
-  double bytes = 0;      // nccl-tests' size ("large (>256M)" and "up to 16GB": 16 GiB, the peak rows)
-  double busbw_gbps = 0;
-  bool nvls_off = false;  // the source disabled NVLS (NCCL_NVLS_ENABLE=0) or named the ring figure
-  std::string trust;
-};
-// Throws InputError naming the file for an unreadable file or a malformed row.
-std::vector<PublishedCollective> load_published_collectives(const std::string& path);
-// The shipped copy: <catalog root>/tests/data/validation/public_collectives.csv.
-std::string default_published_collectives_path();
+using planner::PublishedCollective;
+
 // Whether a row was measured on this GPU (the part before the first '-' of the catalog name,
 // "H100" of "H100-SXM-80GB", appears in the row's GPU).
 bool same_gpu_family(const std::string& catalog_gpu, const std::string& published_gpu);

@@ -68,8 +68,8 @@ void run_collectives(const CollectivesOptions& o) {
   if (hi < lo) throw InputError::option("--max-bytes", "is below --min-bytes");
   std::vector<double> sizes;
   for (double b = lo; b <= hi && sizes.size() < 1000; b = std::floor(b * o.factor)) sizes.push_back(b);
-  const std::string file = o.published.empty() ? sim::default_published_collectives_path() : o.published;
-  const std::vector<sim::PublishedCollective> published = sim::load_published_collectives(file);
+  const std::string file = o.published.empty() ? planner::default_published_collectives_path() : o.published;
+  const std::vector<sim::PublishedCollective> published = planner::load_published_collectives(file);
   const sim::CollectivesTable table = sim::collectives_table(cluster, group, kinds, sizes, published);
   if (o.json) std::cout << sim::collectives_table_json(table).dump(2) << "\n";
   else std::cout << sim::collectives_table_text(table, file);

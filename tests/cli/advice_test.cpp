@@ -11,13 +11,7 @@ namespace fsdpsim::testing {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-const std::string kScenario = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
-
-nlohmann::json run_json(const std::string& args) {
-  const CommandResult r = run_cli(args + " --json");
-  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
-  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
-}
+const std::string kScenario = quick_start_scenario();
 
 std::string sets_of(const nlohmann::json& item) {
   std::string out;
@@ -27,7 +21,7 @@ std::string sets_of(const nlohmann::json& item) {
 
 void expect_each_advice_fits(const std::string& base, double headroom_gib, std::size_t at_least) {
   const std::string headroom = " --headroom-gib " + std::to_string(headroom_gib);
-  const nlohmann::json e = run_json("estimate " + base + headroom);
+  const nlohmann::json e = run_cli_json("estimate " + base + headroom);
   ASSERT_TRUE(e.contains("memory"));
   EXPECT_FALSE(e["memory"]["fits"].get<bool>());
   ASSERT_TRUE(e.contains("advice")) << "advice is given when it does not fit";
@@ -39,7 +33,7 @@ void expect_each_advice_fits(const std::string& base, double headroom_gib, std::
     EXPECT_GE(item["spare_bytes"].get<double>(), 0);
     EXPECT_LE(item["tokens_per_second_per_gpu"].get<double>(), previous);  // cheapest first
     previous = item["tokens_per_second_per_gpu"].get<double>();
-    const nlohmann::json again = run_json("estimate " + base + headroom + sets_of(item));
+    const nlohmann::json again = run_cli_json("estimate " + base + headroom + sets_of(item));
     ASSERT_TRUE(again.contains("memory"));
     EXPECT_TRUE(again["memory"]["fits"].get<bool>());
     EXPECT_FALSE(again.contains("advice"));  // it fits: no advice unless asked
@@ -62,7 +56,7 @@ TEST(Advice, EachAdvisedConfigurationOfA70BModelFits) {
 TEST(Advice, SmallerMicroBatchKeepsTheGlobalBatchAndHeadroomIsKept) {
   const std::string base = "--scenario " + kScenario + " --checkpointing none --global-batch 64 --micro-batch 8";
   expect_each_advice_fits(base, 4, 1);
-  const nlohmann::json e = run_json("estimate " + base);
+  const nlohmann::json e = run_cli_json("estimate " + base);
   bool micro_batch_advised = false;
   for (const auto& item : e["advice"]["fitting"]) {
     const std::string change = item["change"];
@@ -79,8 +73,8 @@ TEST(Advice, SmallerMicroBatchKeepsTheGlobalBatchAndHeadroomIsKept) {
 }
 
 TEST(Advice, OnlyWhenAskedForAConfigurationThatFits) {
-  EXPECT_FALSE(run_json("estimate --scenario " + kScenario).contains("advice"));
-  const nlohmann::json asked = run_json("estimate --advise --scenario " + kScenario);
+  EXPECT_FALSE(run_cli_json("estimate --scenario " + kScenario).contains("advice"));
+  const nlohmann::json asked = run_cli_json("estimate --advise --scenario " + kScenario);
   ASSERT_TRUE(asked.contains("advice"));
   EXPECT_FALSE(asked["advice"]["fitting"].empty());
   const CommandResult text = run_cli("estimate --model llama3.1-70b --gpus 8xH100");

@@ -9,6 +9,9 @@
 #include <string>
 #include <sys/wait.h>
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 namespace fsdpsim::testing {
 
 struct CommandResult {
@@ -43,6 +46,17 @@ inline CommandResult run_command(const std::string& command_line) {
 }
 
 inline CommandResult run_cli(const std::string& args) { return run_command(cli_binary() + " " + args); }
+
+// Runs a command with --json, expects it to succeed (a test failure naming the command and its
+// stderr otherwise) and returns what it printed, parsed ({} when it failed).
+inline nlohmann::json run_cli_json(const std::string& args) {
+  const CommandResult r = run_cli(args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+// The README quick start's scenario.
+inline std::string quick_start_scenario() { return std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json"; }
 
 // Writes `text` to a fresh file under the temp directory and returns its path.
 inline std::string write_temp(const std::string& name, const std::string& text) {

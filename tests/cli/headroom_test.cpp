@@ -10,25 +10,19 @@ namespace fsdpsim::testing {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-const std::string kScenario = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
-
-nlohmann::json run_json(const std::string& args) {
-  const CommandResult r = run_cli(args + " --json");
-  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
-  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
-}
+const std::string kScenario = quick_start_scenario();
 
 double device_peak(const nlohmann::json& e) {
   return e["memory"]["peak_reserved_bytes"].get<double>() + e["memory"]["device_overhead_bytes"].get<double>();
 }
 
 TEST(Headroom, AFitNeedsTheHeadroomSpare) {
-  const nlohmann::json plain = run_json("estimate --scenario " + kScenario);
+  const nlohmann::json plain = run_cli_json("estimate --scenario " + kScenario);
   const double spare = plain["memory"]["gpu_memory_bytes"].get<double>() - device_peak(plain);
   ASSERT_GT(spare, 1 * kGiB);  // the shipped scenario fits with room
   const double below = std::floor(spare / kGiB * 0.9 * 100) / 100, above = std::ceil(spare / kGiB * 1.1 * 100) / 100;
-  const nlohmann::json loose = run_json("estimate --scenario " + kScenario + " --headroom-gib " + std::to_string(below));
-  const nlohmann::json tight = run_json("estimate --scenario " + kScenario + " --headroom-gib " + std::to_string(above));
+  const nlohmann::json loose = run_cli_json("estimate --scenario " + kScenario + " --headroom-gib " + std::to_string(below));
+  const nlohmann::json tight = run_cli_json("estimate --scenario " + kScenario + " --headroom-gib " + std::to_string(above));
   EXPECT_TRUE(loose["memory"]["fits"].get<bool>());
   EXPECT_FALSE(tight["memory"]["fits"].get<bool>());
   EXPECT_NEAR(tight["memory"]["overage_bytes"].get<double>(), above * kGiB - spare, 1.0);
@@ -45,7 +39,7 @@ TEST(Headroom, MaxMicroBatchRespectsTheHeadroomAndListsTrialsInOrder) {
   for (const double headroom : {0.0, 8.0, 24.0}) {
     SCOPED_TRACE(headroom);
     const nlohmann::json s =
-        run_json("estimate --max-micro-batch --scenario " + kScenario + " --headroom-gib " + std::to_string(headroom));
+        run_cli_json("estimate --max-micro-batch --scenario " + kScenario + " --headroom-gib " + std::to_string(headroom));
     ASSERT_TRUE(s.contains("tried"));
     const double gpu = s["gpu_memory_bytes"].get<double>();
     std::int64_t last = 0, largest_seen = 0;
@@ -64,14 +58,14 @@ TEST(Headroom, MaxMicroBatchRespectsTheHeadroomAndListsTrialsInOrder) {
     EXPECT_LE(largest, previous_largest);  // more headroom, no larger micro-batch
     previous_largest = largest;
   }
-  EXPECT_LT(previous_largest, run_json("estimate --max-micro-batch --scenario " + kScenario)["largest_fitting_micro_batch"]
+  EXPECT_LT(previous_largest, run_cli_json("estimate --max-micro-batch --scenario " + kScenario)["largest_fitting_micro_batch"]
                                   .get<std::int64_t>());
 }
 
 // --json units[]: one object per unit plus the outside row; they add up to the model's
 // parameters and the step's communication seconds (tests/sim/unit_report_test.cpp does the rest).
 TEST(ByUnit, JsonUnitsAddUpAndTextPrintsTheTable) {
-  const nlohmann::json e = run_json("estimate --scenario " + kScenario);
+  const nlohmann::json e = run_cli_json("estimate --scenario " + kScenario);
   ASSERT_TRUE(e["units"].is_array());
   EXPECT_EQ(e["units"].size(), e["unit_count"].get<std::size_t>() + 1);
   std::int64_t params = 0;

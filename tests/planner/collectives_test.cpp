@@ -1,8 +1,8 @@
 // Tests of planner/collectives: NCCL's cost model, checked (a) against NCCL's formulas worked
 // by hand, (b) against published bus bandwidths (tests/data/validation/public_collectives.csv, a copy of shared/validation),
 // (c) on protocol choice, (d) on trivial groups, (e) on JSON input errors.
-#include "models/csv_text.h"
 #include "planner/collectives.h"
+#include "planner/published_collectives.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -417,15 +416,13 @@ TEST(CollectivesJson, RejectsUnknownFieldsAndNegativeNumbers) {
 
 // ===================== (b) published bus bandwidths =====================
 
+// A published row as the test runs it: the row (planner/published_collectives.h, the reader
+// the `collectives` command uses) on the test's own hardware (the datasheet figures above).
 struct PublishedCase {
-  std::string row_id;
+  PublishedCollective row;
   std::string setup;
-  CollectiveKind kind;
-  bool nvls_off = false;
   ClusterSpec cluster;
   CollectiveGroup group;
-  double bytes = 0;
-  double busbw = 0;
 };
 
 std::string size_label(double b) {
@@ -437,62 +434,19 @@ std::string size_label(double b) {
 }
 
 std::vector<PublishedCase> load_published(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  const std::vector<std::string> header = split_csv_line(line);
-  auto col = [&](const std::string& name) {
-    for (std::size_t i = 0; i < header.size(); ++i)
-      if (header[i] == name) return i;
-    throw std::runtime_error("public_collectives.csv: no column " + name);
-  };
-  const std::size_t c_row = col("row_id"), c_coll = col("collective"), c_n = col("n_gpus"),
-                    c_nodes = col("n_nodes"), c_gpu = col("gpu"), c_algo = col("algorithm"),
-                    c_size = col("message_size"), c_bus = col("busbw_GBps");
   std::vector<PublishedCase> out;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const std::vector<std::string> f = split_csv_line(line);
-    if (f.size() < header.size()) continue;
+  for (const PublishedCollective& row : load_published_collectives(path)) {
     PublishedCase pc;
-    pc.row_id = f[c_row];
-    const std::string gpu = f[c_gpu];
-    GpuSpec spec = gpu.find("A100") != std::string::npos   ? a100_gpu()
-                   : gpu.find("B200") != std::string::npos ? b200_gpu()
-                   : gpu.find("H100") != std::string::npos ? hopper_gpu("H100-SXM-80GB")
-                                                           : hopper_gpu("H200-SXM-141GB");
-    const int n = std::stoi(f[c_n]);
-    const int nodes = std::stoi(f[c_nodes]);
+    pc.row = row;
+    GpuSpec spec = row.gpu.find("A100") != std::string::npos   ? a100_gpu()
+                   : row.gpu.find("B200") != std::string::npos ? b200_gpu()
+                   : row.gpu.find("H100") != std::string::npos ? hopper_gpu("H100-SXM-80GB")
+                                                               : hopper_gpu("H200-SXM-141GB");
     // P6-B200: 8 x 400 Gb/s EFA v4 per node, 50 GB/s per GPU (the row's inter_node column).
-    pc.cluster = make_cluster(spec, nodes, 50, 8);
-    pc.group = {n, nodes};
-    pc.bytes = message_size_bytes(f[c_size]);
-    pc.nvls_off = f[c_algo].find("NVLS disabled") != std::string::npos;
-    pc.setup = spec.name.substr(0, 4) + " " + std::to_string(n) + " GPU";
-    const std::string coll = f[c_coll];
-    const std::string bus = f[c_bus];
-    if (coll == "all_reduce" || coll == "all_gather" || coll == "reduce_scatter") {
-      pc.kind = *collective_kind_from_name(coll);
-      pc.busbw = std::stod(bus);
-      out.push_back(pc);
-    } else if (coll.find("all_gather / all_reduce(ring)") != std::string::npos) {
-      // Row 66: one figure (360) for all-gather and for the ring all-reduce.
-      pc.busbw = std::stod(bus);
-      pc.kind = CollectiveKind::all_gather;
-      out.push_back(pc);
-      pc.kind = CollectiveKind::all_reduce;
-      pc.nvls_off = true;
-      out.push_back(pc);
-    } else if (coll.find("non-allreduce") != std::string::npos) {
-      // Row 67: "370 (ring/all-gather) ; 480 (NVLS all-reduce)".
-      const std::size_t semi = bus.find(';');
-      pc.kind = CollectiveKind::all_gather;
-      pc.busbw = std::stod(bus.substr(0, semi));
-      out.push_back(pc);
-      pc.kind = CollectiveKind::all_reduce;
-      pc.busbw = std::stod(bus.substr(semi + 1));
-      out.push_back(pc);
-    }
+    pc.cluster = make_cluster(spec, row.nodes, 50, 8);
+    pc.group = {row.ranks, row.nodes};
+    pc.setup = spec.name.substr(0, 4) + " " + std::to_string(row.ranks) + " GPU";
+    out.push_back(pc);
   }
   return out;
 }
@@ -516,23 +470,23 @@ TEST(CollectivesPublished, LargeMessageBusBandwidthWithin10Percent) {
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const PublishedCase& pc : cases) {
     NcclParams p = NcclParams::defaults_for(pc.cluster);
-    if (pc.nvls_off) p.enable_nvls = false;  // NCCL_NVLS_ENABLE=0 / NCCL_ALGO=Ring in the source
-    const CollectiveEstimate e = estimate_collective(pc.kind, pc.bytes, pc.group, pc.cluster, p);
-    const double err = (e.bus_bandwidth_gbps - pc.busbw) / pc.busbw;
+    if (pc.row.nvls_off) p.enable_nvls = false;  // NCCL_NVLS_ENABLE=0 / NCCL_ALGO=Ring in the source
+    const CollectiveEstimate e = estimate_collective(pc.row.kind, pc.row.bytes, pc.group, pc.cluster, p);
+    const double err = (e.bus_bandwidth_gbps - pc.row.busbw_gbps) / pc.row.busbw_gbps;
     NcclParams p27 = NcclParams::defaults_for(pc.cluster, "2.27.7");  // informational column
-    if (pc.nvls_off) p27.enable_nvls = false;
-    const CollectiveEstimate e27 = estimate_collective(pc.kind, pc.bytes, pc.group, pc.cluster, p27);
-    const bool large = pc.bytes >= 256 * MiB;
-    const bool checked = large && !known_misses.count(pc.row_id);
+    if (pc.row.nvls_off) p27.enable_nvls = false;
+    const CollectiveEstimate e27 = estimate_collective(pc.row.kind, pc.row.bytes, pc.group, pc.cluster, p27);
+    const bool large = pc.row.bytes >= 256 * MiB;
+    const bool checked = large && !known_misses.count(pc.row.row_id);
     std::printf("| %s | %s x%d node | %s | %s | %.2f | %.1f | %+.1f%%%s | %s/%s | %.1f (%+.1f%%) |\n",
-                pc.row_id.c_str(), pc.setup.c_str(), pc.group.nodes, collective_name(pc.kind).c_str(),
-                size_label(pc.bytes).c_str(), pc.busbw, e.bus_bandwidth_gbps, 100 * err,
+                pc.row.row_id.c_str(), pc.setup.c_str(), pc.group.nodes, collective_name(pc.row.kind).c_str(),
+                size_label(pc.row.bytes).c_str(), pc.row.busbw_gbps, e.bus_bandwidth_gbps, 100 * err,
                 checked ? "" : large ? " (known miss)" : " (small)", e.algorithm.c_str(), e.protocol.c_str(),
-                e27.bus_bandwidth_gbps, 100 * (e27.bus_bandwidth_gbps - pc.busbw) / pc.busbw);
+                e27.bus_bandwidth_gbps, 100 * (e27.bus_bandwidth_gbps - pc.row.busbw_gbps) / pc.row.busbw_gbps);
     if (!checked) continue;
     ++asserted;
-    EXPECT_LE(std::abs(err), 0.10) << "row " << pc.row_id << ": model " << e.bus_bandwidth_gbps
-                                   << " GB/s vs published " << pc.busbw << " GB/s (" << e.algorithm << "/"
+    EXPECT_LE(std::abs(err), 0.10) << "row " << pc.row.row_id << ": model " << e.bus_bandwidth_gbps
+                                   << " GB/s vs published " << pc.row.busbw_gbps << " GB/s (" << e.algorithm << "/"
                                    << e.protocol << ")";
   }
   EXPECT_GE(asserted, 25);
