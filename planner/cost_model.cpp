@@ -305,6 +305,9 @@ double CostModel::duration_seconds(const Op& op, const Schedule& schedule, std::
     case OpKind::h2d:
     case OpKind::d2h:
       return op.comm_bytes / (calibration_.pcie_gbps * 1e9);
+    case OpKind::nvme_read:
+    case OpKind::nvme_write:
+      return nvme_seconds(op);
     case OpKind::wait:
       return 0;
     case OpKind::optimizer:
@@ -449,10 +452,29 @@ double CostModel::kernels(const Op& op) const {
       return 10.0 * std::ceil(tensors / 64.0);
     }
     case OpKind::wait:
+    case OpKind::nvme_read:   // aio on the CPU: no kernel
+    case OpKind::nvme_write:
       return 0;
     default:
       return 1;
   }
+}
+
+// The node's ranks swap at once (every rank steps its optimizer together, and ZeRO-3 fetches the
+// same unit on every rank), so each gets 1/gpus_per_node of the drives' bandwidth.
+double CostModel::nvme_seconds(const Op& op) const {
+  const double node_gbps = op.kind == OpKind::nvme_read ? cluster_.nvme_read_gbps : cluster_.nvme_write_gbps;
+  if (node_gbps <= 0) return 0;
+  return op.comm_bytes / (node_gbps * 1e9 / std::max(1, cluster_.gpus_per_node));
+}
+
+std::string nvme_untimed_warning(const ClusterSpec& cluster, const Schedule& schedule) {
+  if (cluster.nvme_read_gbps > 0 && cluster.nvme_write_gbps > 0) return "";
+  for (const Op& op : schedule.ops)
+    if (op.kind == OpKind::nvme_read || op.kind == OpKind::nvme_write)
+      return "the step swaps to NVMe (offload_optimizer/offload_param \"nvme\") but the cluster does not state "
+             "its NVMe bandwidth (cluster.nvme.read_gbps, write_gbps): the swaps are not timed";
+  return "";
 }
 
 double CostModel::issue_seconds(const Op& op) const {

@@ -100,6 +100,10 @@ Calibration calibration_for(const Scenario& scenario);
 // the JSON path. "nccl" is read by NcclParams::from_json over base.nccl.
 Calibration read_calibration(const nlohmann::json& json, const std::string& file, const Calibration& base);
 
+// A warning when the schedule swaps to NVMe and the cluster does not state its NVMe bandwidth
+// (the swaps then take no time); "" otherwise.
+std::string nvme_untimed_warning(const ClusterSpec& cluster, const Schedule& schedule);
+
 class CostModel {
  public:
   CostModel(const ClusterSpec& cluster, Calibration calibration, models::DType compute_dtype);
@@ -134,6 +138,9 @@ class CostModel {
   AttentionKernel attention_kernel() const { return attention_kernel_; }
   // For collectives: NCCL's choice and its cost.
   CollectiveEstimate collective(const Op& op, const Schedule& schedule) const;
+  // A ZeRO-Infinity swap (nvme_read / nvme_write): its bytes at this rank's share of the node's
+  // NVMe bandwidth; 0 when the cluster does not state it (nvme_untimed_warning says so).
+  double nvme_seconds(const Op& op) const;
   // CPU seconds to issue the op (for ops on Stream::host, the CPU time before it runs).
   double issue_seconds(const Op& op) const;
   // Kernels the op launches (the kernel-count estimate behind issue_seconds).

@@ -57,6 +57,10 @@ struct ClusterSpec {
   // reaches to its storage (cluster.host_memory_gb, cluster.storage.write_gbps).
   double host_memory_bytes = 0;
   double storage_write_gbps = 0;
+  // The node's local NVMe, all its drives together (cluster.nvme.read_gbps / write_gbps; 0 when
+  // not stated): what ZeRO-Infinity's swaps (offload_*=nvme) read and write at, shared by the
+  // node's ranks.
+  double nvme_read_gbps = 0, nvme_write_gbps = 0;
   std::map<std::string, std::string> sources;
 
   int world_size() const { return nodes * gpus_per_node; }

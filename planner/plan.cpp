@@ -781,13 +781,24 @@ class StepBuilder {
     for (const Unit& u : step_.plan.units)
       elements += step_.sharded.optimizer_state ? step_.shard(u.index).optimizer_numel : step_.shard(u.index).numel;
     const bool host = step_.optimizer_on_host();
+    const int states = optimizer_states_per_param(training_.optimizer);
+    const int master = step_.master_dtype_bytes;
+    // ZeRO-Infinity's offload_optimizer nvme: each sub-group's fp32 master, states and gradient
+    // are read in, stepped and the master and states written back (stage3.py _prepare_sub_group,
+    // _release_sub_group). Without pipeline_read/pipeline_write (off by default, offload_config.py)
+    // the reads, the step and the writes of the sub-groups run one after another, so the step
+    // costs as one read, one step and one write of the whole partition.
+    const double optimizer_swap_bytes = static_cast<double>(elements) * master * (1 + states);
+    const int swap_in = step_.optimizer_on_nvme()
+                            ? step_.nvme_swap(OpKind::nvme_read, optimizer_swap_bytes + static_cast<double>(elements) * master,
+                                              "NVMe read optimizer state and grads", -1, -1)
+                            : -1;
     const int op = step_.add_op(OpKind::optimizer, host ? Stream::host : Stream::compute, "optimizer step", -1);
-    for (int d : step_.gradient_ready_ops) step_.op(op).deps.push_back(d);
+    for (int d : step_.gradient_ready_ops) step_.op(swap_in >= 0 ? swap_in : op).deps.push_back(d);
+    if (swap_in >= 0) step_.op(op).deps.push_back(swap_in);
     // Bytes one element moves: read master param, grad and each state; write param and states
     // (plus the compute-dtype copy when the master lives in the optimizer).
-    const int states = optimizer_states_per_param(training_.optimizer);
     const bool master_in_optimizer = training_.master_weights == MasterWeights::optimizer_state;
-    const int master = step_.master_dtype_bytes;
     const double per_element = 2.0 * master + step_.stored_param_dtype_bytes + 2.0 * states * master +
                                (master_in_optimizer ? step_.compute_dtype_bytes : 0);
     step_.op(op).hbm_bytes = training_.optimizer == Optimizer::none ? 0 : per_element * static_cast<double>(elements);
@@ -799,6 +810,13 @@ class StepBuilder {
       step_.free_at(op, intermediates);
     }
     for (int& g : step_.sharded_grad) step_.free_at(op, g);  // zero_grad(set_to_none=True)
+    if (step_.optimizer_on_nvme())
+      step_.nvme_swap(OpKind::nvme_write, optimizer_swap_bytes, "NVMe write optimizer state", -1, op);
+    // offload_param nvme: the updated compute-dtype partitions go back to NVMe
+    // (stage3.py _partitioned_params_swap_out).
+    if (step_.params_on_nvme())
+      step_.nvme_swap(OpKind::nvme_write, static_cast<double>(elements * step_.compute_dtype_bytes),
+                      "NVMe write updated params", -1, op);
     int updated = op;
     if (step_.deepspeed_offload() && !step_.params_on_host()) {
       // DeepSpeed's CPU step writes the updated partition in the compute dtype, then copies it

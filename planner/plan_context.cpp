@@ -65,6 +65,13 @@ int StepContext::add_op(OpKind kind, Stream stream, const Name& name, int unit, 
   return last_op;
 }
 
+int StepContext::nvme_swap(OpKind kind, double bytes, const Name& name, int unit, int after) {
+  const int id = add_op(kind, Stream::host, name, unit);
+  op(id).comm_bytes = bytes;
+  if (after >= 0) op(id).deps.push_back(after);
+  return id;
+}
+
 int StepContext::new_alloc(std::int64_t bytes, MemCategory category, Stream stream, const Name& label, bool persistent,
                            bool model_state) {
   Allocation a;

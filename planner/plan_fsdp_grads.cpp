@@ -75,7 +75,14 @@ void finish_reduction(StepContext& step, int u, const ReduceScatter& rs) {
                                                Placement::pinned_host, Name{"host sharded grads of ", name});
     }
     step.free_at(d2h, output);
-    step.gradient_ready_ops.push_back(d2h);
+    // ZeRO-Infinity's offload_optimizer nvme: the fp32 gradient partition is swapped out to NVMe
+    // as it arrives and read back with the optimizer state at the step (stage3.py partition_grads
+    // -> optimizer_swapper.swap_out_gradients; _optimizer_states_and_gradient_swap_in).
+    const int ready = step.optimizer_on_nvme()
+                          ? step.nvme_swap(OpKind::nvme_write, static_cast<double>(sh.local_numel * step.master_dtype_bytes),
+                                           Name{"NVMe write grads ", name}, u, d2h)
+                          : d2h;
+    step.gradient_ready_ops.push_back(ready);
     return;
   }
   if (rs.output_is_grad) {

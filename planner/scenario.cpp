@@ -606,6 +606,14 @@ ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, c
   } else {
     r.ignore("storage");
   }
+  if (r.has("nvme")) {
+    JsonReader nv = r.object("nvme");
+    c.nvme_read_gbps = nv.positive_number("read_gbps");
+    c.nvme_write_gbps = nv.positive_number("write_gbps");
+    nv.finish();
+  } else {
+    r.ignore("nvme");
+  }
   if (c.intra_bandwidth_gbps <= 0 && c.gpus_per_node > 1)
     r.fail("intra_node", "GPUs in a node need a link: give intra_node.bandwidth_gbps");
   c.sources = parse_sources(r);

@@ -10,9 +10,9 @@
 namespace fsdpsim::planner {
 
 namespace {
-constexpr std::array<const char*, 13> kOpKindNames = {
+constexpr std::array<const char*, 15> kOpKindNames = {
     "all_gather", "reduce_scatter", "all_reduce", "copy_in", "copy_out", "compute_fwd",
-    "compute_bwd", "recompute", "optimizer", "h2d", "d2h", "wait", "all_to_all"};
+    "compute_bwd", "recompute", "optimizer", "h2d", "d2h", "wait", "all_to_all", "nvme_read", "nvme_write"};
 constexpr std::array<const char*, kStreamCount> kStreamNames = {
     "compute", "all_gather", "reduce_scatter", "all_reduce", "copy", "host", "all_to_all"};
 constexpr std::array<const char*, 3> kPhaseNames = {"forward", "backward", "optimizer"};

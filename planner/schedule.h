@@ -25,9 +25,11 @@ namespace fsdpsim::planner {
 // splits). See planner/collectives.h (CollectiveKind::all_to_all) and docs/schema.md.
 enum class OpKind {
   all_gather, reduce_scatter, all_reduce, copy_in, copy_out, compute_fwd, compute_bwd,
-  recompute, optimizer, h2d, d2h, wait, all_to_all
+  recompute, optimizer, h2d, d2h, wait, all_to_all, nvme_read, nvme_write
 };
 enum class Phase { forward, backward, optimizer };
+// nvme_read / nvme_write: ZeRO-Infinity's swaps between the node's NVMe and a pinned host buffer
+// (DeepSpeed's aio swappers, offload_*=nvme), on the host stream; comm_bytes is what moves.
 // all_to_all: the stream of expert-parallel all-to-alls (PyTorch runs them, like every c10d
 // collective, on the process group's NCCL stream; the compute stream waits for them).
 enum class Stream { compute, all_gather, reduce_scatter, all_reduce, copy, host, all_to_all };

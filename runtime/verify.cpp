@@ -35,6 +35,9 @@ std::string op_class(OpKind kind) {
     case OpKind::h2d:
     case OpKind::d2h:
       return "copies";
+    case OpKind::nvme_read:
+    case OpKind::nvme_write:
+      return "NVMe swaps";
     case OpKind::wait:
       return "wait";
   }

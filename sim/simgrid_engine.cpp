@@ -400,8 +400,9 @@ void StepSimulation::run_op(RankState& rs, int i) {
   if (op.stream == Stream::compute) {
     events += 1;
     sg4::this_actor::execute(d * rs.work_per_second);
-  } else if (op.kind == OpKind::h2d || op.kind == OpKind::d2h) {
-    sleep_seconds(d);
+  } else if (op.kind == OpKind::h2d || op.kind == OpKind::d2h || op.kind == OpKind::nvme_read ||
+             op.kind == OpKind::nvme_write) {
+    sleep_seconds(d);  // PCIe and NVMe run at their own speed on a slow GPU
   } else {
     sleep_seconds(d / rs.speed);
   }

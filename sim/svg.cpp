@@ -43,6 +43,8 @@ KindStyle style_of(OpKind k) {
     case OpKind::optimizer: return {"optimizer", "#eeca3b"};
     case OpKind::h2d:
     case OpKind::d2h: return {"host <-> device", "#ff9da6"};
+    case OpKind::nvme_read:
+    case OpKind::nvme_write: return {"NVMe swap", "#8c6d31"};
     case OpKind::wait: return {"wait", "#cccccc"};
   }
   return {"?", "#000000"};

@@ -58,6 +58,13 @@ std::string scenario_summary(const planner::Scenario& sc, const planner::Plan& p
   return out.str();
 }
 
+std::vector<std::string> estimate_warnings(const sim::Estimate& e) {
+  std::vector<std::string> warnings = planner::tied_weight_warnings(e.plan.units);
+  if (std::string nvme = planner::nvme_untimed_warning(e.cluster, e.plan.schedule); !nvme.empty())
+    warnings.push_back(std::move(nvme));
+  return warnings;
+}
+
 std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc, double headroom_bytes) {
   std::ostringstream out;
   out << scenario_summary(sc, e.plan) << "\n";
@@ -88,7 +95,7 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc, d
   time.add({"compute", seconds_text(tm.compute_seconds), "compute stream busy, incl. " + seconds_text(tm.interference_seconds) + " slowdown beside NCCL"});
   time.add({"exposed communication", seconds_text(tm.exposed_comm_seconds), "of " + seconds_text(tm.comm_seconds) + " communication in all"});
   time.add({"optimizer", seconds_text(tm.optimizer_seconds), ""});
-  time.add({"other exposed", seconds_text(tm.exposed_other_seconds), "CPU-bound gaps, exposed copies"});
+  time.add({"other exposed", seconds_text(tm.exposed_other_seconds), "CPU-bound gaps, exposed copies and NVMe swaps"});
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.0f", tm.tokens_per_second_per_gpu);
   time.add({"tokens/s per GPU", buf, ""});
@@ -134,7 +141,7 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
   j["model"] = {{"name", sc.model.name}, {"parameters", sc.model.parameter_count()}};
   j["world_size"] = sc.world_size();
   j["unit_count"] = planner::units_with_parameters(e.plan.units);
-  j["warnings"] = planner::tied_weight_warnings(e.plan.units);
+  j["warnings"] = estimate_warnings(e);
   j["units"] = sim::unit_report_json(sim::unit_report(e));  // per unit (sim/unit_report.h)
   nlohmann::json breakdown = nlohmann::json::object();
   for (int c = 0; c < planner::kMemCategoryCount; ++c)

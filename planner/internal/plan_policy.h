@@ -123,6 +123,13 @@ class StepContext {
   // ---- building blocks
   int add_op(OpKind kind, Stream stream, const Name& name, int unit, const std::string& module = "");
   Op& op(int id) { return schedule.ops[id]; }
+  // A ZeRO-Infinity swap (OpKind nvme_read / nvme_write) of `bytes` on the host stream, after
+  // `after` (none for -1). DeepSpeed drives its aio swappers from the training process's CPU
+  // side, between the GPU's work (swap_tensor/partitioned_param_swapper.py,
+  // partitioned_optimizer_swapper.py).
+  int nvme_swap(OpKind kind, double bytes, const Name& name, int unit, int after);
+  bool params_on_nvme() const { return fsdp.offload_param == FsdpSpec::OffloadDevice::nvme; }
+  bool optimizer_on_nvme() const { return fsdp.offload_optimizer == FsdpSpec::OffloadDevice::nvme; }
   int new_alloc(std::int64_t bytes, MemCategory category, Stream stream, const Name& label, bool persistent = false,
                 bool model_state = false);
   // An allocation made when `op` is issued, on its stream.
