@@ -58,6 +58,36 @@ TEST(Timeline, MeasuredOpsRespectTheScheduleOnEveryRank) {
   }
 }
 
+// ZeRO-Infinity's NVMe swaps (planner/plan.cpp): the host runtime plays them on the host stream
+// for their modeled time, the CPU step after the state is read in, the write-backs after it.
+TEST(Timeline, NvmeSwapsArePlayedInOrderForTheirModeledTime) {
+  const planner::Schedule s = testing::plan(testing::scenario(
+      1, 2, {{"version", 2}, {"offload_optimizer", "nvme"}, {"offload_param", "nvme"}}, {{"master_weights", "optimizer_state"}}));
+  std::vector<double> d(s.ops.size(), 0.0);
+  int swaps = 0, optimizer = -1;
+  for (const auto& op : s.ops) {
+    if (op.kind == OpKind::nvme_read || op.kind == OpKind::nvme_write) {
+      d[op.id] = 1e-3;
+      ++swaps;
+    }
+    if (op.kind == OpKind::optimizer) optimizer = op.id;
+  }
+  ASSERT_GE(swaps, 4 + 4 + 3);  // parameter reads (4 units, forward), gradient writes, the step's three
+  ASSERT_GE(optimizer, 0);
+  RunOptions o = testing::fast_host(s);
+  o.costs = planner::costs_from_durations(s, d, "test durations");
+  const RunResult r = run_schedule(s, o);
+  for (const RankResult& rank : r.ranks) {
+    const auto& t = rank.steps.at(0);
+    for (const auto& op : s.ops) {
+      if (op.kind != OpKind::nvme_read && op.kind != OpKind::nvme_write) continue;
+      EXPECT_GE(t[op.id].end_seconds - t[op.id].start_seconds, 1e-3 - 1e-9) << op.name;
+      if (op.unit < 0 && op.kind == OpKind::nvme_read) EXPECT_LE(t[op.id].end_seconds, t[optimizer].start_seconds + 1e-9);
+      if (op.unit < 0 && op.kind == OpKind::nvme_write) EXPECT_GE(t[op.id].start_seconds, t[optimizer].end_seconds - 1e-9);
+    }
+  }
+}
+
 TEST(Verify, ComparesPredictedAndMeasuredPerOpClass) {
   const planner::Schedule s = testing::plan(testing::scenario(1, 2, {{"version", 2}}, {}, 2));
   const std::vector<double> d = test_durations(s);
