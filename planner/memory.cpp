@@ -13,6 +13,9 @@ constexpr std::int64_t kSmallBuffer = 2 << 20;           // kSmallBuffer: 2 MiB
 constexpr std::int64_t kMinLargeAlloc = 10 << 20;        // kMinLargeAlloc: 10 MiB
 constexpr std::int64_t kLargeBuffer = 20 << 20;          // kLargeBuffer: 20 MiB
 constexpr std::int64_t kRoundLarge = 2 << 20;            // kRoundLarge: 2 MiB
+// An expandable segment's address space: 256 TiB, the figure Note [Expandable Segments] gives
+// for the address space there is (PyTorch reserves 1 1/8 of the GPU's memory of it).
+constexpr std::int64_t kExpandableAddressSpace = std::int64_t{1} << 48;
 }  // namespace
 
 std::int64_t CachingAllocatorModel::round_size(std::int64_t bytes) {
@@ -26,6 +29,13 @@ std::int64_t CachingAllocatorModel::segment_size(std::int64_t size) {
   return checked_round_up(size, kRoundLarge, "a segment's size rounded to 2 MiB");
 }
 
+std::int64_t CachingAllocatorModel::expandable_page_size(bool small) { return small ? kSmallBuffer : kLargeBuffer; }
+
+std::int64_t CachingAllocatorModel::expandable_address_space(bool small) {
+  const std::int64_t page = expandable_page_size(small);
+  return kExpandableAddressSpace / page * page;
+}
+
 std::vector<CachingAllocatorModel::FreeEntry>& CachingAllocatorModel::free_list(int stream, bool small) {
   const std::size_t i = 2 * static_cast<std::size_t>(stream) + (small ? 1 : 0);
   if (i >= free_lists_.size()) free_lists_.resize(i + 1);
@@ -37,8 +47,10 @@ CachingAllocatorModel::FreeEntry CachingAllocatorModel::free_entry(int block) co
   return {b.size, b.segment, b.offset, block};
 }
 
+// Unmapped blocks are free but in no list: only mapped memory can be handed out as it is.
 void CachingAllocatorModel::mark_free(int block) {
   blocks_[block].free = true;
+  if (!blocks_[block].mapped) return;
   const Segment& seg = segments_[blocks_[block].segment];
   auto& list = free_list(seg.stream, seg.small);
   const FreeEntry e = free_entry(block);
@@ -58,22 +70,44 @@ void CachingAllocatorModel::mark_used(int block) {
   blocks_[block].free = false;
 }
 
-// Best fit: the smallest free block of the stream's pool that is large enough; among equal
-// sizes the first in segment and address order.
+// get_free_block: best fit, the smallest free block of the stream's pool that is large
+// enough (among equal sizes the first in segment and address order), then the expandable and
+// max_split_size rules.
 int CachingAllocatorModel::find_free_block(std::int64_t size, int stream, bool small) {
   const auto& list = free_list(stream, small);
   auto it = std::lower_bound(list.begin(), list.end(), size, [](const FreeEntry& e, std::int64_t s) { return e.size < s; });
-  return it == list.end() ? -1 : it->block;
+  if (it == list.end()) return -1;
+  if (settings_.expandable_segments) {
+    // A block followed by unmapped space counts as the size it can grow to, so a larger
+    // block that cannot grow is taken before it.
+    auto expandable_size = [&](const FreeEntry& e) {
+      const Block& b = blocks_[e.block];
+      return b.size + (b.next >= 0 && !blocks_[b.next].mapped ? blocks_[b.next].size : 0);
+    };
+    for (auto next = it + 1; next != list.end() && expandable_size(*next) < expandable_size(*it); ++next) it = next;
+  }
+  const std::int64_t max_split = settings_.max_split_size_bytes;
+  const std::int64_t found = blocks_[it->block].size;
+  if (size < max_split && found >= max_split) return -1;  // "Do not return an oversized block for a large request"
+  if (size >= max_split && found >= size + kLargeBuffer) return -1;  // oversize: rounded up by less than kLargeBuffer
+  return it->block;
+}
+
+// should_split: small-pool blocks and every block of expandable segments split when 512 B
+// or more remain; large-pool blocks of fixed segments when the request is below
+// max_split_size and more than 1 MiB (kSmallSize) remains.
+bool CachingAllocatorModel::should_split(int block, std::int64_t size) const {
+  const std::int64_t remaining = blocks_[block].size - size;
+  if (segments_[blocks_[block].segment].small || settings_.expandable_segments) return remaining >= kMinBlockSize;
+  return size < settings_.max_split_size_bytes && remaining > kSmallSize;
 }
 
 // Cuts `size` bytes off the front of a block in use; the rest, when worth keeping apart,
 // becomes a free block right after it.
 void CachingAllocatorModel::split(int block, std::int64_t size) {
+  if (!should_split(block, size)) return;
   const Block& blk = blocks_[block];
-  const bool small = segments_[blk.segment].small;
   const std::int64_t remaining = blk.size - size;
-  const bool should_split = small ? remaining >= kMinBlockSize : remaining > kSmallSize;
-  if (!should_split) return;
   const int rest = static_cast<int>(blocks_.size());
   blocks_.push_back({blk.segment, blk.offset + size, remaining, false, block, blk.next});
   Block& b = blocks_[block];  // push_back may have moved it
@@ -108,45 +142,222 @@ void CachingAllocatorModel::release_pending() {
   pending_bytes_ = 0;
 }
 
+void CachingAllocatorModel::release_segment(int segment) {
+  Segment& seg = segments_[segment];
+  for (int b = seg.first; b >= 0; b = blocks_[b].next) unlist(b);
+  seg.released = true;
+  reserved_ -= seg.size;
+  if (provider_) provider_->unmap(segment, seg.size);
+}
+
+// release_blocks: fixed segments whose blocks are all free go back whole; in expandable
+// segments the whole pages inside free blocks are unmapped, and a segment left with no page
+// mapped goes (release_expandable_segment).
 void CachingAllocatorModel::release_cached_segments() {
   for (std::size_t i = 0; i < segments_.size(); ++i) {
-    Segment& seg = segments_[i];
+    const Segment& seg = segments_[i];
     if (seg.released) continue;
+    if (seg.expandable) {
+      std::vector<int> free_blocks;
+      for (int b = seg.first; b >= 0; b = blocks_[b].next)
+        if (blocks_[b].free && blocks_[b].mapped) free_blocks.push_back(b);
+      // Two free mapped blocks are never neighbours (they merge), so unmapping one never
+      // absorbs another of the list.
+      for (int b : free_blocks) unmap_free_pages(b);
+      const Block& first = blocks_[segments_[i].first];
+      if (!first.mapped && first.next < 0) segments_[i].released = true;
+      continue;
+    }
     bool all_free = true;
     for (int b = seg.first; b >= 0 && all_free; b = blocks_[b].next) all_free = blocks_[b].free;
-    if (!all_free) continue;
-    for (int b = seg.first; b >= 0; b = blocks_[b].next) unlist(b);
-    seg.released = true;
-    reserved_ -= seg.size;
-    if (provider_) provider_->unmap(static_cast<int>(i), seg.size);
+    if (all_free) release_segment(static_cast<int>(i));
   }
 }
 
 std::vector<std::pair<int, std::int64_t>> CachingAllocatorModel::live_segments() const {
   std::vector<std::pair<int, std::int64_t>> out;
   for (std::size_t i = 0; i < segments_.size(); ++i)
-    if (!segments_[i].released) out.push_back({static_cast<int>(i), segments_[i].size});
+    if (!segments_[i].released && !segments_[i].expandable) out.push_back({static_cast<int>(i), segments_[i].size});
   return out;
 }
 
-// When a segment cannot be had, PyTorch frees its cached segments and tries once more
-// (num_alloc_retries). Without a provider the model makes the segment anyway: the replay
-// reports reserved memory past the capacity rather than failing.
-bool CachingAllocatorModel::obtain_segment(int segment, std::int64_t bytes) {
+std::vector<CachingAllocatorModel::PageRange> CachingAllocatorModel::mapped_pages() const {
+  std::vector<PageRange> out;
+  for (std::size_t i = 0; i < segments_.size(); ++i) {
+    const Segment& seg = segments_[i];
+    if (seg.released || !seg.expandable) continue;
+    for (int b = seg.first; b >= 0; b = blocks_[b].next) {
+      if (!blocks_[b].mapped) continue;
+      const Block& blk = blocks_[b];
+      if (!out.empty() && out.back().segment == static_cast<int>(i) &&
+          out.back().offset + out.back().bytes == blk.offset)
+        out.back().bytes += blk.size;
+      else
+        out.push_back({static_cast<int>(i), blk.offset, blk.size});
+    }
+  }
+  return out;
+}
+
+// release_available_cached_blocks (with max_split_size only): the best-fitting cached
+// oversize block for max(size, max_split_size), or else the largest ones until that much is
+// freed. A block of max_split_size or more is never split, so it is a whole segment.
+bool CachingAllocatorModel::release_oversize_segments(std::int64_t size, int stream, bool small) {
+  if (!settings_.max_split_size_set()) return false;
+  const std::int64_t key = std::max(size, settings_.max_split_size_bytes);
+  const auto& cached = free_list(stream, small);
+  auto it = std::lower_bound(cached.begin(), cached.end(), key, [](const FreeEntry& e, std::int64_t s) { return e.size < s; });
+  if (it != cached.end()) {
+    release_segment(blocks_[it->block].segment);
+    return true;
+  }
+  std::int64_t released = 0;
+  while (released < key && !cached.empty() && cached.back().size >= settings_.max_split_size_bytes) {
+    released += cached.back().size;
+    release_segment(blocks_[cached.back().block].segment);  // takes it off the list
+  }
+  return released >= key;
+}
+
+// When a segment cannot be had, PyTorch frees oversize cached segments (max_split_size set),
+// then all its cached segments, and tries once more (num_alloc_retries). Without a provider
+// the model makes the segment anyway: the replay reports reserved memory past the capacity
+// rather than failing.
+bool CachingAllocatorModel::obtain_segment(int segment, std::int64_t bytes, std::int64_t size, int stream, bool small) {
   if (provider_) {
     if (provider_->map(segment, bytes)) return true;
+    if (release_oversize_segments(size, stream, small) && provider_->map(segment, bytes)) return true;
     release_pending();
     release_cached_segments();
     ++retries_;
     return provider_->map(segment, bytes);
   }
-  const std::int64_t reserved_after = checked_add(reserved_, bytes, "reserved bytes");
-  if (capacity_bytes_ > 0 && static_cast<double>(reserved_after) > capacity_bytes_) {
-    release_pending();
-    release_cached_segments();
-    ++retries_;
-  }
+  auto fits = [&] {
+    const std::int64_t reserved_after = checked_add(reserved_, bytes, "reserved bytes");
+    return capacity_bytes_ <= 0 || static_cast<double>(reserved_after) <= capacity_bytes_;
+  };
+  if (fits()) return true;
+  if (release_oversize_segments(size, stream, small) && fits()) return true;
+  release_pending();
+  release_cached_segments();
+  ++retries_;
   return true;
+}
+
+int CachingAllocatorModel::allocate_segment(std::int64_t size, int stream, bool small) {
+  const std::int64_t seg_size = segment_size(size);
+  const int segment = static_cast<int>(segments_.size());
+  if (!obtain_segment(segment, seg_size, size, stream, small)) throw OutOfSegments(seg_size);
+  const int block = static_cast<int>(blocks_.size());
+  segments_.push_back({stream, small, seg_size, block, false});
+  blocks_.push_back({segment, 0, seg_size, false});
+  reserved_ = checked_add(reserved_, seg_size, "reserved bytes");
+  peak_reserved_ = std::max(peak_reserved_, reserved_);
+  return block;
+}
+
+// find_expandable_block: the lowest unmapped block of the stream's pool from which (with the
+// free block before it) enough free and unmapped space runs; else a new segment.
+int CachingAllocatorModel::find_expandable_block(std::int64_t size, int stream, bool small) {
+  for (std::size_t i = 0; i < segments_.size(); ++i) {
+    const Segment& seg = segments_[i];
+    if (seg.released || !seg.expandable || seg.stream != stream || seg.small != small) continue;
+    for (int b = seg.first; b >= 0; b = blocks_[b].next) {
+      if (blocks_[b].mapped) continue;
+      int candidate = b;
+      if (blocks_[b].prev >= 0 && blocks_[blocks_[b].prev].free) candidate = blocks_[b].prev;
+      std::int64_t room = 0;
+      for (int x = candidate; x >= 0 && room < size && blocks_[x].free; x = blocks_[x].next) room += blocks_[x].size;
+      if (room >= size) return candidate;
+    }
+  }
+  const int segment = static_cast<int>(segments_.size());
+  const int block = static_cast<int>(blocks_.size());
+  const std::int64_t space = expandable_address_space(small);
+  segments_.push_back({stream, small, space, block, false, true, 0});
+  blocks_.push_back({segment, 0, space, true, -1, -1, false});
+  return block;
+}
+
+bool CachingAllocatorModel::map_within_capacity(int segment, std::int64_t offset, std::int64_t bytes,
+                                                bool after_release) {
+  if (provider_) return provider_->map_pages(segment, segments_[segment].size, offset, bytes);
+  if (after_release || capacity_bytes_ <= 0) return true;
+  return static_cast<double>(checked_add(reserved_, bytes, "reserved bytes")) <= capacity_bytes_;
+}
+
+// map_block: whole pages from the block's start (ExpandableSegment::map rounds the end up to
+// a page); the rest of the block stays unmapped after it. The mapped block merges with its
+// free neighbours (try_merge_blocks).
+int CachingAllocatorModel::map_block(int block, std::int64_t bytes, bool after_release) {
+  const int segment = blocks_[block].segment;
+  const std::int64_t page = expandable_page_size(segments_[segment].small);
+  const std::int64_t mapped = std::min(checked_round_up(bytes, page, "mapped pages"), blocks_[block].size);
+  if (!map_within_capacity(segment, blocks_[block].offset, mapped, after_release)) return -1;
+  if (mapped < blocks_[block].size) {
+    const int rest = static_cast<int>(blocks_.size());
+    const Block b = blocks_[block];
+    blocks_.push_back({segment, b.offset + mapped, b.size - mapped, true, block, b.next, false});
+    if (b.next >= 0) blocks_[b.next].prev = rest;
+    blocks_[block].next = rest;
+    blocks_[block].size = mapped;
+  }
+  blocks_[block].mapped = true;
+  segments_[segment].mapped_bytes += mapped;
+  reserved_ = checked_add(reserved_, mapped, "reserved bytes");
+  peak_reserved_ = std::max(peak_reserved_, reserved_);
+  return coalesce(block);
+}
+
+// try_allocate_expandable_block: map the candidate if unmapped, then the unmapped space after
+// it until the block holds `size`.
+int CachingAllocatorModel::allocate_expandable(std::int64_t size, int stream, bool small, bool after_release) {
+  int candidate = find_expandable_block(size, stream, small);
+  if (!blocks_[candidate].mapped) {
+    candidate = map_block(candidate, std::min(blocks_[candidate].size, size), after_release);
+    if (candidate < 0) return -1;
+  }
+  while (blocks_[candidate].size < size) {
+    const int next = blocks_[candidate].next;  // unmapped
+    candidate = map_block(next, std::min(size - blocks_[candidate].size, blocks_[next].size), after_release);
+    if (candidate < 0) return -1;
+  }
+  mark_used(candidate);
+  return candidate;
+}
+
+// unmap_block: the whole pages inside a free block go back; the partial pages at its ends
+// stay mapped as free blocks.
+void CachingAllocatorModel::unmap_free_pages(int block) {
+  const Block b = blocks_[block];
+  const std::int64_t page = expandable_page_size(segments_[b.segment].small);
+  const std::int64_t begin = (b.offset + page - 1) / page * page;
+  const std::int64_t end = (b.offset + b.size) / page * page;
+  if (end <= begin) return;
+  unlist(block);
+  if (begin > b.offset) {
+    const int before = static_cast<int>(blocks_.size());
+    blocks_.push_back({b.segment, b.offset, begin - b.offset, true, b.prev, block});
+    if (b.prev >= 0) blocks_[b.prev].next = before;
+    else segments_[b.segment].first = before;
+    blocks_[block].prev = before;
+    mark_free(before);
+  }
+  if (end < b.offset + b.size) {
+    const int after = static_cast<int>(blocks_.size());
+    blocks_.push_back({b.segment, end, b.offset + b.size - end, true, block, b.next});
+    if (b.next >= 0) blocks_[b.next].prev = after;
+    blocks_[block].next = after;
+    mark_free(after);
+  }
+  Block& u = blocks_[block];
+  u.offset = begin;
+  u.size = end - begin;
+  u.mapped = false;
+  segments_[b.segment].mapped_bytes -= end - begin;
+  reserved_ -= end - begin;
+  if (provider_) provider_->unmap_pages(b.segment, begin, end - begin);
+  coalesce(block);
 }
 
 int CachingAllocatorModel::allocate(std::int64_t bytes, int stream) {
@@ -155,42 +366,52 @@ int CachingAllocatorModel::allocate(std::int64_t bytes, int stream) {
   int block = find_free_block(size, stream, small);
   if (block >= 0) {
     mark_used(block);
+  } else if (!settings_.expandable_segments) {
+    block = allocate_segment(size, stream, small);
   } else {
-    const std::int64_t seg_size = segment_size(size);
-    const int segment = static_cast<int>(segments_.size());
-    if (!obtain_segment(segment, seg_size)) throw OutOfSegments(seg_size);
-    block = static_cast<int>(blocks_.size());
-    segments_.push_back({stream, small, seg_size, block, false});
-    blocks_.push_back({segment, 0, seg_size, false});
-    reserved_ = checked_add(reserved_, seg_size, "reserved bytes");
-    peak_reserved_ = std::max(peak_reserved_, reserved_);
+    // malloc's retry for expandable segments: release the cache (release_cached_blocks) and
+    // map again. release_available_cached_blocks is left out: it cudaFrees whole blocks, which
+    // expandable segments do not have (release_block asserts !expandable_segment_).
+    block = allocate_expandable(size, stream, small, false);
+    if (block < 0) {
+      release_pending();
+      release_cached_segments();
+      ++retries_;
+      block = allocate_expandable(size, stream, small, true);
+      if (block < 0) throw OutOfSegments(checked_round_up(size, expandable_page_size(small), "mapped pages"));
+    }
   }
   split(block, size);
   return block;
 }
 
-void CachingAllocatorModel::free(int handle) {
-  // Merge with free neighbours in the same segment.
-  const int next = blocks_[handle].next;
-  if (next >= 0 && blocks_[next].free) {
+// Merges a free block with its free neighbours of the same kind (mapped or not;
+// try_merge_blocks) and lists the result; returns the block that holds it.
+int CachingAllocatorModel::coalesce(int block) {
+  const bool mapped = blocks_[block].mapped;
+  const int next = blocks_[block].next;
+  if (next >= 0 && blocks_[next].free && blocks_[next].mapped == mapped) {
     mark_used(next);  // leaves the free list; absorbed
-    Block& b = blocks_[handle];
+    Block& b = blocks_[block];
     b.size += blocks_[next].size;
     b.next = blocks_[next].next;
-    if (b.next >= 0) blocks_[b.next].prev = handle;
+    if (b.next >= 0) blocks_[b.next].prev = block;
   }
-  const int prev = blocks_[handle].prev;
-  if (prev >= 0 && blocks_[prev].free) {
+  const int prev = blocks_[block].prev;
+  if (prev >= 0 && blocks_[prev].free && blocks_[prev].mapped == mapped) {
     mark_used(prev);
     Block& p = blocks_[prev];
-    p.size += blocks_[handle].size;
-    p.next = blocks_[handle].next;
+    p.size += blocks_[block].size;
+    p.next = blocks_[block].next;
     if (p.next >= 0) blocks_[p.next].prev = prev;
     mark_free(prev);
-    return;
+    return prev;
   }
-  mark_free(handle);
+  mark_free(block);
+  return block;
 }
+
+void CachingAllocatorModel::free(int handle) { coalesce(handle); }
 
 std::vector<StreamClock> completion_clocks(const Schedule& s) {
   StreamClock none;
@@ -215,7 +436,7 @@ std::vector<StreamClock> completion_clocks(const Schedule& s) {
 
 MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
   MemoryReport r;
-  CachingAllocatorModel allocator(capacity_bytes);
+  CachingAllocatorModel allocator(capacity_bytes, nullptr, s.allocator);
   std::vector<int> handle(s.allocations.size(), -1);
   // Running totals per category, so a new peak is recorded in O(categories).
   std::array<std::int64_t, kMemCategoryCount> by_category{};

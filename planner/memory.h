@@ -50,6 +50,7 @@ std::vector<StreamClock> completion_clocks(const Schedule& schedule);
 
 // `capacity_bytes` bounds the reserved model (0: unbounded); when a new segment would
 // exceed it the allocator releases its unused cached segments first, as PyTorch does.
+// The allocator follows the schedule's AllocatorSettings (PYTORCH_CUDA_ALLOC_CONF).
 MemoryReport replay_memory(const Schedule& schedule, double capacity_bytes = 0);
 
 // PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp), reduced to what sets
@@ -57,18 +58,40 @@ MemoryReport replay_memory(const Schedule& schedule, double capacity_bytes = 0);
 // pool (20 MiB segments below 10 MiB, else rounded to 2 MiB), best-fit reuse of cached
 // blocks of the same stream and pool, block splitting and merging of free neighbours.
 //
+// max_split_size_mb (AllocatorSettings::max_split_size_bytes; DeviceCachingAllocator::
+// get_free_block, should_split, release_available_cached_blocks): a block of at least that
+// size is never split; a request below it never takes a cached block of at least that size,
+// and a request of at least that size takes a cached block only if it is less than
+// kLargeBuffer (20 MiB) larger. Over capacity, such oversize cached segments are released
+// first (enough of them, the largest first) before the whole cache is.
+//
+// expandable_segments:True (Note [Expandable Segments], ExpandableSegment,
+// find_expandable_block, map_block, try_allocate_expandable_block, unmap_block): instead of
+// one cudaMalloc per segment, one segment per stream and pool over a large virtual address
+// range, of which pages are mapped as needed: 2 MiB pages (kSmallBuffer) in the small pool,
+// 20 MiB pages (kLargeBuffer) in the large one. A request no cached block fits maps pages at
+// the lowest address where free and unmapped space together fit it (normally the end),
+// merging with the free block before them; every block may then be split (remaining >=
+// 512 B). Best fit counts a block followed by unmapped space as that much larger, so it is
+// taken last. Releasing the cache unmaps the whole pages inside free blocks. Reserved is the
+// mapped pages, so it stays within a page per stream and pool of what the blocks need.
+//
 // The one implementation of these rules: the planner's replay uses it alone (segments are
 // bookkeeping, a capacity bounds them), and the micro-runtime's allocator
 // (runtime/allocator.h) uses it with a SegmentProvider that backs each segment with memory.
 class CachingAllocatorModel {
  public:
   // Where segments come from when they are real: map() backs a new segment (numbered in
-  // creation order) or says it cannot; unmap() takes back a released one.
+  // creation order) or says it cannot; unmap() takes back a released one. An expandable
+  // segment is `bytes` of address space whose pages map_pages() backs and unmap_pages() takes
+  // back (offsets from the segment's start; a released expandable segment has none mapped).
   class SegmentProvider {
    public:
     virtual ~SegmentProvider() = default;
     virtual bool map(int segment, std::int64_t bytes) = 0;
     virtual void unmap(int segment, std::int64_t bytes) = 0;
+    virtual bool map_pages(int segment, std::int64_t address_space_bytes, std::int64_t offset, std::int64_t bytes) = 0;
+    virtual void unmap_pages(int segment, std::int64_t offset, std::int64_t bytes) = 0;
   };
   // allocate() with a provider that cannot back a new segment even after the cached ones
   // are released (PyTorch's OOM after its one retry).
@@ -80,8 +103,9 @@ class CachingAllocatorModel {
   // Without a provider, `capacity_bytes` bounds reserved memory (0: unbounded): past it the
   // cached segments are released first, as PyTorch does when cudaMalloc fails, and the
   // segment is made anyway (the replay reports the overage). With one, the provider decides.
-  explicit CachingAllocatorModel(double capacity_bytes = 0, SegmentProvider* provider = nullptr)
-      : capacity_bytes_(capacity_bytes), provider_(provider) {}
+  explicit CachingAllocatorModel(double capacity_bytes = 0, SegmentProvider* provider = nullptr,
+                                 AllocatorSettings settings = {})
+      : capacity_bytes_(capacity_bytes), provider_(provider), settings_(settings) {}
   // Returns a handle for free(); throws OutOfSegments (only with a provider).
   int allocate(std::int64_t bytes, int stream);
   void free(int handle);
@@ -105,15 +129,32 @@ class CachingAllocatorModel {
   std::int64_t offset_of(int handle) const { return blocks_[handle].offset; }
   // Every segment whose blocks are all free goes back (torch.cuda.empty_cache()).
   void release_cached_segments();
-  // Segments not released, as (segment, bytes).
+  // Fixed segments not released, as (segment, bytes).
   std::vector<std::pair<int, std::int64_t>> live_segments() const;
+  // The mapped pages of expandable segments, as runs of adjacent pages.
+  struct PageRange {
+    int segment;
+    std::int64_t offset;
+    std::int64_t bytes;
+  };
+  std::vector<PageRange> mapped_pages() const;
 
   static std::int64_t round_size(std::int64_t bytes);          // 512-byte granularity
   static std::int64_t segment_size(std::int64_t rounded_bytes);  // what cudaMalloc gets
+  // An expandable segment's page: kSmallBuffer (2 MiB) in the small pool, kLargeBuffer (20 MiB)
+  // in the large (Note [Expandable Segments]: "we use 2MiB pages for our small pool and 20MiB
+  // pages for our large pool"; find_expandable_block's segment_size).
+  static std::int64_t expandable_page_size(bool small);
+  // Its address space: a multiple of the page, far beyond any GPU (PyTorch reserves 1 1/8 of
+  // the GPU's memory; the model does not know the GPU, and more than the GPU holds is never
+  // mapped, so the exact figure does not change what is reserved).
+  static std::int64_t expandable_address_space(bool small);
 
  private:
   // A segment's blocks form a list in address order (prev/next), so merging a freed block
   // with its neighbours is O(1).
+  // An unmapped block (expandable segments only) is address space without pages: free, but
+  // in no free list.
   struct Block {
     int segment;
     std::int64_t offset;
@@ -121,17 +162,37 @@ class CachingAllocatorModel {
     bool free;
     int prev = -1;
     int next = -1;
+    bool mapped = true;
   };
   struct Segment {
     int stream;
     bool small;
-    std::int64_t size;
+    std::int64_t size;  // an expandable segment: its address space
     int first = -1;  // its lowest block
     bool released = false;
+    bool expandable = false;
+    std::int64_t mapped_bytes = 0;  // an expandable segment's pages
   };
   int find_free_block(std::int64_t size, int stream, bool small);
   // A new segment's bytes from the provider, or within the capacity; false: none to be had.
-  bool obtain_segment(int segment, std::int64_t bytes);
+  bool obtain_segment(int segment, std::int64_t bytes, std::int64_t request_size, int stream, bool small);
+  // Fixed segments: a new cudaMalloc'd segment holding a block of `size`; -1: none to be had.
+  int allocate_segment(std::int64_t size, int stream, bool small);
+  // Expandable segments (try_allocate_expandable_block): maps pages for a block of `size`;
+  // -1: the pages could not be had (those mapped on the way stay, free).
+  int allocate_expandable(std::int64_t size, int stream, bool small, bool after_release);
+  int find_expandable_block(std::int64_t size, int stream, bool small);
+  // Maps the pages for the first `bytes` of unmapped block `block` (map_block); returns the
+  // free block they join, or -1.
+  int map_block(int block, std::int64_t bytes, bool after_release);
+  bool map_within_capacity(int segment, std::int64_t offset, std::int64_t bytes, bool after_release);
+  void unmap_free_pages(int block);  // unmap_block
+  // release_available_cached_blocks: frees cached oversize segments (>= max_split_size) of the
+  // stream's pool, the best fit for max(size, max_split_size) or else the largest until that
+  // much is freed; true when it freed enough.
+  bool release_oversize_segments(std::int64_t size, int stream, bool small);
+  void release_segment(int segment);
+  bool should_split(int block, std::int64_t size) const;
   void split(int block, std::int64_t size);
   // Free blocks of live segments, one list per (stream, pool) ordered as the best-fit
   // search visits them: by size, then segment and address (the first of equal sizes wins,
@@ -161,11 +222,13 @@ class CachingAllocatorModel {
   FreeEntry free_entry(int block) const;
   void mark_free(int block);
   void mark_used(int block);
+  int coalesce(int block);
   void unlist(int block);  // out of its free list (the flag unchanged)
   std::vector<std::vector<FreeEntry>> free_lists_;  // index 2 * stream + small
 
   double capacity_bytes_;
   SegmentProvider* provider_;
+  AllocatorSettings settings_;
   std::vector<Block> blocks_;
   std::vector<Segment> segments_;
   std::int64_t reserved_ = 0;

@@ -60,6 +60,7 @@ class StepBuilder {
 
   void build() {
     schedule_.name = scenario_.name;
+    schedule_.allocator = scenario_.allocator;
     schedule_.world_size = scenario_.world_size();
     schedule_.micro_steps = static_cast<int>(training_.grad_accum);
     const double b = static_cast<double>(training_.micro_batch), seq = static_cast<double>(training_.seq_len);

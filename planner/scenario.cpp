@@ -690,6 +690,12 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
                      "updated partitions are written on the host");
   s.init = parse_init(r);
   s.checkpoint = parse_checkpoint(r);
+  if (r.has("allocator")) {
+    JsonReader a = r.object("allocator");
+    s.allocator = parse_allocator_settings(a);
+  } else {
+    r.ignore("allocator");
+  }
   r.finish();
   check_float8(s);
   return s;

@@ -14,6 +14,7 @@
 
 #include "models/model.h"
 #include "planner/hardware.h"
+#include "planner/schedule.h"
 
 namespace fsdpsim::planner {
 
@@ -166,6 +167,9 @@ struct Scenario {
   nlohmann::json simulation;
   InitSpec init;
   CheckpointSpec checkpoint;
+  // `allocator`: PYTORCH_CUDA_ALLOC_CONF's expandable_segments and max_split_size_mb, which
+  // the plan's schedule carries to the memory replay and the runtime.
+  AllocatorSettings allocator;
 
   int world_size() const { return cluster.world_size(); }
   int replicas() const { return world_size() / fsdp.shard_group_size; }

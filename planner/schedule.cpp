@@ -239,11 +239,41 @@ std::vector<int> previous_on_communicator(const Schedule& s) {
   return previous;
 }
 
+// max_split_size_mb: an integer number of MiB, at least kLargeBuffer's 20 (c10/core/
+// AllocatorConfig.cpp, AcceleratorAllocatorConfig::parseMaxSplitSize: "max_split_size_mb too
+// small, must be >= 20"; older releases' CUDAAllocatorConfig asked for > 20). The upper bound
+// keeps the bytes well inside an int64.
+AllocatorSettings parse_allocator_settings(JsonReader& r) {
+  constexpr std::int64_t kMaxSplitSizeMinMiB = 20;
+  constexpr std::int64_t kMaxSplitSizeMaxMiB = std::int64_t{1} << 40;
+  constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+  AllocatorSettings a;
+  a.expandable_segments = r.boolean_or("expandable_segments", false);
+  if (r.has("max_split_size_mb")) {
+    const std::int64_t mib = r.integer("max_split_size_mb");
+    if (mib < kMaxSplitSizeMinMiB || mib > kMaxSplitSizeMaxMiB)
+      r.fail("max_split_size_mb", "an integer number of MiB from 20 (PyTorch's least, kLargeBuffer) to 2^40; got " +
+                                      std::to_string(mib));
+    a.max_split_size_bytes = mib * kMiB;
+  }
+  r.finish();
+  return a;
+}
+
+nlohmann::json allocator_settings_to_json(const AllocatorSettings& a) {
+  nlohmann::json j = {{"expandable_segments", a.expandable_segments}};
+  if (a.max_split_size_set()) j["max_split_size_mb"] = a.max_split_size_bytes >> 20;
+  return j;
+}
+
 nlohmann::json schedule_to_json(const Schedule& s) {
   nlohmann::json j;
   j["format"] = "fsdpsim-schedule";
   j["version"] = 1;
   j["name"] = s.name;
+  // Written only when not PyTorch's defaults, so schedules read as before.
+  if (s.allocator.expandable_segments || s.allocator.max_split_size_set())
+    j["allocator"] = allocator_settings_to_json(s.allocator);
   j["world_size"] = s.world_size;
   j["micro_steps"] = s.micro_steps;
   j["tokens_per_rank"] = s.tokens_per_rank;
@@ -293,6 +323,10 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
   if (r.integer("version") != 1) r.fail("version", "expected schedule format version 1");
   Schedule s;
   s.name = r.string_or("name", "");
+  if (r.has("allocator")) {
+    JsonReader a = r.object("allocator");
+    s.allocator = parse_allocator_settings(a);
+  }
   s.world_size = r.int_in("world_size", 1, 1 << 20);
   s.micro_steps = r.int_in_or("micro_steps", 1, 100000, 1);
   s.tokens_per_rank = r.number_or("tokens_per_rank", 0);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/kernel_shapes.h"
+
+namespace fsdpsim {
+class JsonReader;  // models/json_input.h
+}
 
 namespace fsdpsim::planner {
 
@@ -145,8 +150,20 @@ struct Op {
   IdList cpu_waits;  // ops the CPU waits for before issuing this op
 };
 
+// PYTORCH_CUDA_ALLOC_CONF's settings the caching-allocator model follows (planner/memory.h):
+// what the planner's replay and the runtime's allocator both play the schedule under.
+struct AllocatorSettings {
+  // expandable_segments:True: one segment per stream and pool that grows by mapping pages.
+  bool expandable_segments = false;
+  // max_split_size_mb, in bytes; the largest int64 stands for PyTorch's default (SIZE_MAX:
+  // every block may be split).
+  std::int64_t max_split_size_bytes = std::numeric_limits<std::int64_t>::max();
+  bool max_split_size_set() const { return max_split_size_bytes != std::numeric_limits<std::int64_t>::max(); }
+};
+
 struct Schedule {
   std::string name;
+  AllocatorSettings allocator;
   int world_size = 1;
   int micro_steps = 1;
   double tokens_per_rank = 0;      // tokens one rank processes in the step
@@ -180,6 +197,11 @@ int group_instance_of(const Schedule& schedule, int group, int rank);
 std::vector<int> previous_on_communicator(const Schedule& schedule);
 
 nlohmann::json schedule_to_json(const Schedule& schedule);
+
+// The "allocator" object of a scenario and of a schedule file: {"expandable_segments": bool,
+// "max_split_size_mb": integer >= 20}, PYTORCH_CUDA_ALLOC_CONF's options of those names.
+AllocatorSettings parse_allocator_settings(JsonReader& reader);
+nlohmann::json allocator_settings_to_json(const AllocatorSettings& settings);
 
 // An op as trace viewers show it (a Chrome trace event's "args"): id, kind, stream, unit,
 // module, phase, micro-step, its nonzero cost inputs, its process group and the bytes it

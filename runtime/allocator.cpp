@@ -18,6 +18,22 @@ void* TrackingSegments::map(std::int64_t bytes) {
 
 void TrackingSegments::unmap(void*, std::int64_t bytes) { mapped_ -= bytes; }
 
+// Address space costs nothing here; only mapped pages count against the capacity.
+void* TrackingSegments::reserve(std::int64_t bytes) {
+  void* base = reinterpret_cast<void*>(next_);
+  next_ += static_cast<std::uintptr_t>(bytes) + 4096;
+  return base;
+}
+
+bool TrackingSegments::map_pages(void*, std::int64_t, std::int64_t bytes) {
+  const std::int64_t mapped_after = checked_add(mapped_, bytes, "mapped page bytes");
+  if (capacity_bytes_ > 0 && static_cast<double>(mapped_after) > capacity_bytes_) return false;
+  mapped_ = mapped_after;
+  return true;
+}
+
+void TrackingSegments::unmap_pages(void*, std::int64_t, std::int64_t bytes) { mapped_ -= bytes; }
+
 OutOfMemory::OutOfMemory(std::int64_t requested, std::int64_t segment, std::int64_t allocated, std::int64_t reserved)
     : std::runtime_error("out of memory"),
       requested_bytes(requested),
@@ -27,6 +43,27 @@ OutOfMemory::OutOfMemory(std::int64_t requested, std::int64_t segment, std::int6
 
 CachingAllocator::~CachingAllocator() {
   for (const auto& [segment, bytes] : model_.live_segments()) source_.unmap(segment_base_[segment], bytes);
+  for (const auto& r : model_.mapped_pages()) source_.unmap_pages(segment_base_[r.segment], r.offset, r.bytes);
+}
+
+char* CachingAllocator::base_of(int segment) {
+  return static_cast<std::size_t>(segment) < segment_base_.size() ? segment_base_[segment] : nullptr;
+}
+
+// An expandable segment's address space is reserved when its first pages are mapped.
+bool CachingAllocator::map_pages(int segment, std::int64_t address_space_bytes, std::int64_t offset,
+                                 std::int64_t bytes) {
+  if (!base_of(segment)) {
+    void* base = source_.reserve(address_space_bytes);
+    if (!base) return false;
+    if (segment_base_.size() <= static_cast<std::size_t>(segment)) segment_base_.resize(segment + 1, nullptr);
+    segment_base_[segment] = static_cast<char*>(base);
+  }
+  return source_.map_pages(segment_base_[segment], offset, bytes);
+}
+
+void CachingAllocator::unmap_pages(int segment, std::int64_t offset, std::int64_t bytes) {
+  source_.unmap_pages(segment_base_[segment], offset, bytes);
 }
 
 bool CachingAllocator::map(int segment, std::int64_t bytes) {

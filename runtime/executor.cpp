@@ -298,7 +298,12 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
   };
   try {
     device.thread_init();
-    CachingAllocator allocator(device.segments());
+    if (s.allocator.expandable_segments && !device.segments().supports_expandable_segments())
+      fail_and_unwind(RuntimeError(FaultKind::device, rank, -1,
+                                   "the schedule asks for expandable segments (allocator.expandable_segments), "
+                                   "which the " + o.backend + " backend does not provide (its segments are "
+                                   "cudaMalloc'd; the host backend plays them)"));
+    CachingAllocator allocator(device.segments(), s.allocator);
     try {
       std::vector<int> handle(n_allocs, -1);
       std::vector<void*> pointer(n_allocs, nullptr);

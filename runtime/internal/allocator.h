@@ -9,6 +9,9 @@
 // segment cannot be had, every fully free cached segment is released and the segment tried
 // again (a "retry", as torch counts num_alloc_retries); if it still fails, OutOfMemory.
 //
+// With expandable segments (the schedule's AllocatorSettings) segments are address space
+// reserved from the source and backed page range by page range.
+//
 // allocated = the sum of live requests (what replay_memory counts: the planner's sizes are
 // already rounded to 512 B where PyTorch rounds); reserved = the sum of segments.
 #pragma once
@@ -28,6 +31,13 @@ class SegmentSource {
   // A new segment of `bytes`, or nullptr when the device cannot supply it.
   virtual void* map(std::int64_t bytes) = 0;
   virtual void unmap(void* base, std::int64_t bytes) = 0;
+  // Expandable segments (planner::CachingAllocatorModel): `bytes` of address space, and pages
+  // mapped and unmapped in it. A backend without them (the cuda backend backs segments with
+  // cudaMalloc, not cuMemMap) leaves these, and the executor refuses such a schedule.
+  virtual bool supports_expandable_segments() const { return false; }
+  virtual void* reserve(std::int64_t) { return nullptr; }
+  virtual bool map_pages(void*, std::int64_t /*offset*/, std::int64_t /*bytes*/) { return false; }
+  virtual void unmap_pages(void*, std::int64_t /*offset*/, std::int64_t /*bytes*/) {}
 };
 
 // Bookkeeping only: addresses are made up and never dereferenced. Fails beyond capacity.
@@ -36,6 +46,10 @@ class TrackingSegments : public SegmentSource {
   explicit TrackingSegments(double capacity_bytes = 0) : capacity_bytes_(capacity_bytes) {}
   void* map(std::int64_t bytes) override;
   void unmap(void* base, std::int64_t bytes) override;
+  bool supports_expandable_segments() const override { return true; }
+  void* reserve(std::int64_t bytes) override;
+  bool map_pages(void* base, std::int64_t offset, std::int64_t bytes) override;
+  void unmap_pages(void* base, std::int64_t offset, std::int64_t bytes) override;
 
  private:
   double capacity_bytes_;
@@ -50,7 +64,8 @@ struct OutOfMemory : std::runtime_error {
 
 class CachingAllocator : private planner::CachingAllocatorModel::SegmentProvider {
  public:
-  explicit CachingAllocator(SegmentSource& source) : source_(source), model_(0, this) {}
+  explicit CachingAllocator(SegmentSource& source, planner::AllocatorSettings settings = {})
+      : source_(source), model_(0, this, settings) {}
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
   ~CachingAllocator() override;
@@ -77,6 +92,9 @@ class CachingAllocator : private planner::CachingAllocatorModel::SegmentProvider
  private:
   bool map(int segment, std::int64_t bytes) override;
   void unmap(int segment, std::int64_t bytes) override;
+  bool map_pages(int segment, std::int64_t address_space_bytes, std::int64_t offset, std::int64_t bytes) override;
+  void unmap_pages(int segment, std::int64_t offset, std::int64_t bytes) override;
+  char* base_of(int segment);  // nullptr when not mapped or reserved
 
   SegmentSource& source_;
   planner::CachingAllocatorModel model_;

@@ -21,6 +21,43 @@ struct RuntimeAllocator {
 
 INSTANTIATE_TYPED_TEST_SUITE_P(RuntimeAllocator, CachingAllocatorRules, ::testing::Types<RuntimeAllocator>);
 
+// Under PYTORCH_CUDA_ALLOC_CONF's settings: expandable segments are address space from the
+// source with pages mapped in it.
+struct RuntimeAllocatorWithSettings {
+  runtime::TrackingSegments segments;
+  runtime::CachingAllocator allocator;
+  explicit RuntimeAllocatorWithSettings(planner::AllocatorSettings s) : allocator(segments, s) {}
+  int allocate(std::int64_t bytes, int stream) { return allocator.allocate(bytes, stream); }
+  void free(int handle) { allocator.free(handle); }
+  void release_cached_segments() { allocator.release_cached_segments(); }
+  std::int64_t reserved_bytes() const { return allocator.reserved_bytes(); }
+};
+INSTANTIATE_TYPED_TEST_SUITE_P(RuntimeAllocator, AllocatorSettingsRules, ::testing::Types<RuntimeAllocatorWithSettings>);
+
+// Pointers into an expandable segment are its reserved base plus the block's offset: two
+// 30 MiB blocks lie 30 MiB apart in one address range.
+TEST(RuntimeAllocatorRules, ExpandableBlocksShareOneAddressRange) {
+  RuntimeAllocatorWithSettings a{expandable()};
+  const int first = a.allocate(30 * kMiB, 0);
+  const int second = a.allocate(30 * kMiB, 0);
+  EXPECT_EQ(static_cast<char*>(a.allocator.pointer(second)) - static_cast<char*>(a.allocator.pointer(first)),
+            30 * kMiB);
+}
+
+// With a capacity the source refuses pages past it; the allocator unmaps its free pages and
+// tries again (one retry), then reports out of memory.
+TEST(RuntimeAllocatorRules, ExpandablePagesPastTheCapacityAreOutOfMemory) {
+  runtime::TrackingSegments segments(60.0 * kMiB);
+  runtime::CachingAllocator allocator(segments, expandable());
+  allocator.free(allocator.allocate(30 * kMiB, 0));  // 40 MiB mapped, free
+  allocator.allocate(30 * kMiB, 1);                  // needs 40 more: stream 0's pages go
+  EXPECT_EQ(allocator.reserved_bytes(), 40 * kMiB);
+  EXPECT_EQ(allocator.retries(), 1);
+  allocator.allocate(30 * kMiB, 1);  // the free 10 MiB and one more page: 60 MiB
+  EXPECT_EQ(allocator.reserved_bytes(), 60 * kMiB);
+  EXPECT_THROW(allocator.allocate(30 * kMiB, 1), runtime::OutOfMemory);  // two more pages: 100 > 60
+}
+
 // allocated counts the live requests as made (runtime/allocator.h), reserved the segments; a
 // freed block's segment stays reserved until the cache is emptied.
 TEST(RuntimeAllocatorRules, AllocatedIsTheRequestsReservedTheSegments) {

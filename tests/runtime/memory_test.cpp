@@ -19,9 +19,30 @@ struct Case {
 // gtest prints the parameter in test listings (and CTest names): the case name, not raw bytes.
 void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
 
+// A scenario under PYTORCH_CUDA_ALLOC_CONF's settings (planner::AllocatorSettings).
+nlohmann::json with_allocator(nlohmann::json scenario, const nlohmann::json& allocator) {
+  scenario["allocator"] = allocator;
+  return scenario;
+}
+
 std::vector<Case> cases() {
   using testing::scenario;
   return {
+      // The allocator's settings: the executor's allocator maps expandable segments' pages and
+      // keeps oversize blocks whole exactly as the replay does.
+      {"fsdp2_expandable_segments",
+       with_allocator(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}}), {{"expandable_segments", true}})},
+      // 2048 x 4096 weights: 16 MiB gathered in bf16, so the large pool's 20 MiB pages and the
+      // oversize rules (max_split_size_mb:20) are exercised, not only the small pool.
+      {"fsdp2_expandable_segments_large_pool",
+       with_allocator(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {}, 4, {2048, 4096}),
+                      {{"expandable_segments", true}})},
+      {"fsdp1_expandable_segments_record_stream",
+       with_allocator(scenario(1, 4, {{"version", 1}, {"strategy", "FULL_SHARD"}, {"forward_prefetch", true}}),
+                      {{"expandable_segments", true}})},
+      {"fsdp2_max_split_size",
+       with_allocator(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {}, 4, {2048, 4096}),
+                      {{"max_split_size_mb", 20}})},
       {"fsdp2_full_shard", scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}})},
       {"fsdp1_full_shard_padded",
        scenario(1, 4, {{"version", 1}, {"strategy", "FULL_SHARD"}, {"forward_prefetch", true}}, {}, 3, {250, 333})},
