@@ -39,6 +39,7 @@ CachingAllocatorModel::FreeEntry CachingAllocatorModel::free_entry(int block) co
 
 void CachingAllocatorModel::mark_free(int block) {
   blocks_[block].free = true;
+  if (blocks_[block].prev < 0 && blocks_[block].next < 0) wholly_free_candidates_.push_back(blocks_[block].segment);
   const Segment& seg = segments_[blocks_[block].segment];
   auto& list = free_list(seg.stream, seg.small);
   const FreeEntry e = free_entry(block);
@@ -109,7 +110,12 @@ void CachingAllocatorModel::release_pending() {
 }
 
 void CachingAllocatorModel::release_cached_segments() {
-  for (std::size_t i = 0; i < segments_.size(); ++i) {
+  // In segment order, as a scan of every segment would release (and unmap) them.
+  std::vector<int> candidates;
+  candidates.swap(wholly_free_candidates_);
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  for (const int i : candidates) {
     Segment& seg = segments_[i];
     if (seg.released) continue;
     bool all_free = true;
@@ -118,7 +124,7 @@ void CachingAllocatorModel::release_cached_segments() {
     for (int b = seg.first; b >= 0; b = blocks_[b].next) unlist(b);
     seg.released = true;
     reserved_ -= seg.size;
-    if (provider_) provider_->unmap(static_cast<int>(i), seg.size);
+    if (provider_) provider_->unmap(i, seg.size);
   }
 }
 
