@@ -981,7 +981,17 @@ void run_sweep_command(const SweepOptionsCli& o) {
       so.shard = sim::Shard{static_cast<std::size_t>(launch.process_rank), static_cast<std::size_t>(launch.processes)};
   }
   const std::string fingerprint = sweep_fingerprint(*base, space);
-  if (!merging) {
+  if (!merging && launch.mpi()) {
+    // Every process judges its own share; a process refused while the others sweep would leave
+    // them waiting in the gather, so a refusal ends them all. --estimate-cost: process 0 tells.
+    if (o.estimate_cost && launch.process_rank != 0) return;
+    try {
+      guard_sweep(o, base, space, so);
+    } catch (const std::exception& e) {
+      runtime::end_all_processes(e.what(), 2);
+    }
+    if (o.estimate_cost) return;
+  } else if (!merging) {
     guard_sweep(o, base, space, so);
     if (o.estimate_cost) return;
   }

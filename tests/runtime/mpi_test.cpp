@@ -325,6 +325,17 @@ TEST(SweepOverMpi, TwoProcessesReportOnceWhatOneProcessReports) {
   EXPECT_EQ(without_wall(one.out), without_wall(two.out));  // one report, from process 0 alone
 }
 
+// A sweep the resource guard refuses under mpirun: refused once, by process 0, and every process
+// ends (a process refused while another sweeps would leave that one waiting in the gather).
+TEST(SweepOverMpi, ARefusedSweepIsRefusedOnceAndEndsEveryProcess) {
+  const Launched r = mpirun(2, std::string("sweep --sweep ") + FSDPSIM_SOURCE_ROOT +
+                                   "/scenarios/sweeps/llama3.1-8b-64xh100.json --threads 1 --max-time 0.000001");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(error_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("not swept"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
 }  // namespace
 }  // namespace fsdpsim::runtime
 
