@@ -926,6 +926,8 @@ void run_sweep_command(const SweepOptionsCli& o) {
   if (o.wrap_search) {
     if (!specs.empty())
       throw InputError::option("--wrap-search", "searches the wrapping of one configuration: drop the axes (use --set)");
+    if (!o.shard.empty() || !o.merge.empty())
+      throw InputError::option("--wrap-search", "runs in one process: drop --shard and --merge");
     run_wrap_search(o, scenario, scenario_inline, overrides, headroom_bytes);
     return;
   }
