@@ -50,6 +50,7 @@ CachingAllocatorModel::FreeEntry CachingAllocatorModel::free_entry(int block) co
 // Unmapped blocks are free but in no list: only mapped memory can be handed out as it is.
 void CachingAllocatorModel::mark_free(int block) {
   blocks_[block].free = true;
+  if (blocks_[block].prev < 0 && blocks_[block].next < 0) wholly_free_candidates_.push_back(blocks_[block].segment);
   if (!blocks_[block].mapped) return;
   const Segment& seg = segments_[blocks_[block].segment];
   auto& list = free_list(seg.stream, seg.small);
@@ -154,7 +155,19 @@ void CachingAllocatorModel::release_segment(int segment) {
 // segments the whole pages inside free blocks are unmapped, and a segment left with no page
 // mapped goes (release_expandable_segment).
 void CachingAllocatorModel::release_cached_segments() {
-  for (std::size_t i = 0; i < segments_.size(); ++i) {
+  // Fixed segments: only those that were one free block since the last release can be
+  // wholly free (wholly_free_candidates_); in segment order, as a scan of every segment would
+  // release (and unmap) them. Expandable segments (one per stream and pool, all of them when
+  // the setting is on): each, for the whole pages inside its free blocks.
+  std::vector<int> candidates;
+  candidates.swap(wholly_free_candidates_);
+  if (settings_.expandable_segments) {
+    candidates.resize(segments_.size());
+    for (std::size_t i = 0; i < segments_.size(); ++i) candidates[i] = static_cast<int>(i);
+  }
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  for (const int i : candidates) {
     const Segment& seg = segments_[i];
     if (seg.released) continue;
     if (seg.expandable) {
@@ -170,7 +183,7 @@ void CachingAllocatorModel::release_cached_segments() {
     }
     bool all_free = true;
     for (int b = seg.first; b >= 0 && all_free; b = blocks_[b].next) all_free = blocks_[b].free;
-    if (all_free) release_segment(static_cast<int>(i));
+    if (all_free) release_segment(i);
   }
 }
 

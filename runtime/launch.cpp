@@ -75,6 +75,15 @@ Launch resolve_launch(const std::string& requested) {
   return launch;
 }
 
+std::vector<std::string> gather_text_on_process0(const std::string& text, const Launch& launch) {
+  if (!launch.mpi()) return {text};
+#if FSDPSIM_WITH_MPI
+  return detail::mpi_gather_text(text);
+#else
+  throw std::logic_error("gather_text_on_process0 under mpi without MPI");
+#endif
+}
+
 void end_all_processes(const std::string& message, int exit_code) {
 #if FSDPSIM_WITH_MPI
   detail::mpi_end(message, exit_code);

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace fsdpsim::runtime {
 
@@ -34,6 +35,11 @@ bool mpi_built();
 // when the answer is mpi. Throws std::invalid_argument for an unknown name, or for mpi (asked
 // for, or several processes detected under auto) where MPI was not built. Idempotent.
 Launch resolve_launch(const std::string& requested);
+
+// Every process's `text` on process 0, in process order (an empty list on the others), under an
+// mpi launch; {text} otherwise. Each text must be under 2 GiB (MPI counts are ints): throws
+// std::invalid_argument past that. Used by a sweep split over mpirun's processes.
+std::vector<std::string> gather_text_on_process0(const std::string& text, const Launch& launch);
 
 // Ends a multi-process run with an error seen before (or outside) the executor, the same way
 // a fault does: process 0 prints `error: MESSAGE` once on stderr and every process ends with

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -422,6 +423,12 @@ PointResult unevaluated_point(const planner::SweepSpace& space, std::size_t i) {
   return p;
 }
 
+// Whether an evaluated point fits, and by how much it misses (run_sweep and merge_sweep alike).
+void judge_fit(PointResult& p, double headroom_bytes) {
+  p.overage_bytes = p.metrics.device_peak_bytes + headroom_bytes - p.metrics.gpu_memory_bytes;
+  p.fits = p.overage_bytes <= 0;
+}
+
 }  // namespace
 
 std::size_t SweepResult::rank_of(std::size_t index) const {
@@ -444,17 +451,22 @@ SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, con
   const std::size_t n = space.size();
   if (n > (std::size_t{1} << 32)) throw std::invalid_argument("the sweep has too many points");
   result.total = n;
+  const Shard shard = options.shard;
+  if (shard.count == 0 || shard.index >= shard.count) throw std::invalid_argument("a shard outside its sweep");
+  const std::size_t mine = shard.points(n);  // the points this process evaluates
   int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-  threads = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(std::max(threads, 1), n)));
+  threads = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(std::max(threads, 1), mine)));
   result.threads = threads;
 
   StreamingRanking ranking(result, options.keep_top, options.rank_every_point);
   auto emit = [&](PointResult&& p) {
+    p.index = shard.point(p.index);
     if (options.sink) options.sink(p);
     ranking.add(std::move(p));
   };
   // Reordering room: a few hundred points a thread (a point waiting is a few KB).
-  PointQueue queue(n, 256 * static_cast<std::size_t>(threads), options.cancel);
+  // The queue counts the shard's points (k); shard.point(k) is the point of the space.
+  PointQueue queue(mine, 256 * static_cast<std::size_t>(threads), options.cancel);
   std::atomic<std::size_t> done{0};
   std::mutex error_mutex;
   std::exception_ptr error;
@@ -462,14 +474,14 @@ SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, con
     try {
       planner::ScenarioInstancer instancer(base);
       std::unique_ptr<Evaluator> evaluator = options.evaluator ? options.evaluator() : make_analytic_evaluator();
-      while (const std::optional<std::size_t> i = queue.claim()) {
-        PointResult p = unevaluated_point(space, *i);
+      while (const std::optional<std::size_t> k = queue.claim()) {
+        PointResult p = unevaluated_point(space, shard.point(*k));
+        p.index = *k;  // the queue's order until it is emitted
         try {
           const planner::Scenario& s = instancer.make(p.overrides);
           p.metrics = evaluator->evaluate(s, cost_key_of(p.overrides));
           p.status = PointStatus::ok;
-          p.overage_bytes = p.metrics.device_peak_bytes + options.headroom_bytes - p.metrics.gpu_memory_bytes;
-          p.fits = p.overage_bytes <= 0;
+          judge_fit(p, options.headroom_bytes);
         } catch (const InputError& e) {
           p.status = PointStatus::skipped;
           p.reason = planner::reason_without_file(e);
@@ -479,7 +491,7 @@ SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, con
         }
         queue.finish(std::move(p), emit);
         const std::size_t d = done.fetch_add(1) + 1;
-        if (options.progress) options.progress(d, n);
+        if (options.progress) options.progress(d, mine);
       }
     } catch (...) {  // the sink or the evaluator's setup: reported after the pool stops
       std::lock_guard<std::mutex> lock(error_mutex);
@@ -496,12 +508,155 @@ SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, con
   }
   if (error) std::rethrow_exception(error);
   // Interrupted: the points never handed out, in order, for the sinks.
-  for (std::size_t i = queue.claimed(); i < n; ++i) {
-    PointResult p = unevaluated_point(space, i);
+  for (std::size_t k = queue.claimed(); k < mine; ++k) {
+    PointResult p = unevaluated_point(space, shard.point(k));
+    p.index = k;
     p.reason = "not evaluated (interrupted)";
     emit(std::move(p));
   }
-  result.interrupted = done.load() < n;
+  result.interrupted = done.load() < mine;
+  ranking.finish(options.tolerance);
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+Shard parse_shard(const std::string& text) {
+  const std::string expected = "expected i/N: this process's shard i of N (0 <= i < N), e.g. 0/4";
+  const std::size_t slash = text.find('/');
+  auto number = [&](const std::string& digits) {
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+      throw std::invalid_argument("\"" + text + "\": " + expected);
+    return static_cast<std::size_t>(std::stoul(digits));
+  };
+  if (slash == std::string::npos) throw std::invalid_argument("\"" + text + "\": " + expected);
+  Shard shard;
+  shard.index = number(text.substr(0, slash));
+  shard.count = number(text.substr(slash + 1));
+  if (shard.count == 0 || shard.index >= shard.count) throw std::invalid_argument("\"" + text + "\": " + expected);
+  return shard;
+}
+
+namespace {
+
+std::string hex_double(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return buf;
+}
+
+// The fields of a record, space-separated; the reason last, as a JSON string (it may hold
+// spaces and newlines).
+constexpr const char* kRecordTag = "p";
+
+double read_double(const std::string& field, const std::string& line) {
+  char* end = nullptr;
+  const double v = std::strtod(field.c_str(), &end);
+  if (field.empty() || *end != '\0') throw std::invalid_argument("not a number \"" + field + "\" in the record: " + line);
+  return v;
+}
+
+std::int64_t read_int(const std::string& field, const std::string& line) {
+  char* end = nullptr;
+  const long long v = std::strtoll(field.c_str(), &end, 10);
+  if (field.empty() || *end != '\0') throw std::invalid_argument("not an integer \"" + field + "\" in the record: " + line);
+  return v;
+}
+
+PointStatus status_named(const std::string& name, const std::string& line) {
+  for (PointStatus s : {PointStatus::ok, PointStatus::skipped, PointStatus::failed, PointStatus::not_run})
+    if (to_string(s) == name) return s;
+  throw std::invalid_argument("unknown status \"" + name + "\" in the record: " + line);
+}
+
+}  // namespace
+
+std::string point_record(const PointResult& p) {
+  const PointMetrics& m = p.metrics;
+  std::string out = std::string(kRecordTag) + " " + std::to_string(p.index) + " " + to_string(p.status);
+  if (p.status == PointStatus::ok) {
+    out += " " + std::to_string(m.peak_allocated_bytes) + " " + std::to_string(m.peak_reserved_bytes) + " " +
+           std::to_string(m.model_state_bytes);
+    for (double v : {m.device_overhead_bytes, m.gpu_memory_bytes, m.device_peak_bytes, m.step_seconds, m.compute_seconds,
+                     m.exposed_comm_seconds, m.optimizer_seconds, m.tokens_per_second_per_gpu, m.mfu})
+      out += " " + hex_double(v);
+    out += " " + std::to_string(m.units) + " " + std::to_string(m.exposed_comm_by_unit.size());
+    for (double v : m.exposed_comm_by_unit) out += " " + hex_double(v);
+  }
+  return out + " " + nlohmann::json(p.reason).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+}
+
+PointResult parse_point_record(const std::string& line, const planner::SweepSpace& space) {
+  const std::size_t quote = line.find('"');
+  if (quote == std::string::npos) throw std::invalid_argument("a record without its reason: " + line);
+  std::vector<std::string> f;
+  {
+    std::size_t at = 0;
+    while (at < quote) {
+      const std::size_t space_at = line.find(' ', at);
+      if (space_at == std::string::npos || space_at >= quote) break;
+      f.push_back(line.substr(at, space_at - at));
+      at = space_at + 1;
+    }
+  }
+  if (f.size() < 3 || f[0] != kRecordTag) throw std::invalid_argument("not a sweep point record: " + line);
+  const std::int64_t index = read_int(f[1], line);
+  if (index < 0 || static_cast<std::size_t>(index) >= space.size())
+    throw std::invalid_argument("point " + f[1] + " is outside the sweep's " + std::to_string(space.size()) + " points");
+  PointResult p = unevaluated_point(space, static_cast<std::size_t>(index));
+  p.status = status_named(f[2], line);
+  try {
+    p.reason = nlohmann::json::parse(line.substr(quote)).get<std::string>();
+  } catch (const nlohmann::json::exception&) {
+    throw std::invalid_argument("a record whose reason is not a JSON string: " + line);
+  }
+  if (p.status != PointStatus::ok) {
+    if (f.size() != 3) throw std::invalid_argument("a record with metrics for a point not evaluated: " + line);
+    return p;
+  }
+  constexpr std::size_t kFixed = 3 + 3 + 9 + 2;  // tag, index, status; integers; doubles; units, count
+  if (f.size() < kFixed) throw std::invalid_argument("a record with too few metrics: " + line);
+  PointMetrics& m = p.metrics;
+  m.peak_allocated_bytes = read_int(f[3], line);
+  m.peak_reserved_bytes = read_int(f[4], line);
+  m.model_state_bytes = read_int(f[5], line);
+  double* doubles[] = {&m.device_overhead_bytes, &m.gpu_memory_bytes, &m.device_peak_bytes,
+                       &m.step_seconds,          &m.compute_seconds,  &m.exposed_comm_seconds,
+                       &m.optimizer_seconds,     &m.tokens_per_second_per_gpu, &m.mfu};
+  for (std::size_t k = 0; k < 9; ++k) *doubles[k] = read_double(f[6 + k], line);
+  m.units = static_cast<int>(read_int(f[15], line));
+  const std::int64_t by_unit = read_int(f[16], line);
+  if (by_unit < 0 || f.size() != kFixed + static_cast<std::size_t>(by_unit))
+    throw std::invalid_argument("a record whose per-unit list does not have its length: " + line);
+  for (std::size_t k = 0; k < static_cast<std::size_t>(by_unit); ++k)
+    m.exposed_comm_by_unit.push_back(read_double(f[kFixed + k], line));
+  return p;
+}
+
+SweepResult merge_sweep(const planner::SweepSpace& space, const SweepOptions& options,
+                        const std::function<std::optional<PointResult>()>& next) {
+  const auto start = std::chrono::steady_clock::now();
+  SweepResult result;
+  result.space = space;
+  result.headroom_bytes = options.headroom_bytes;
+  result.objective = options.objective;
+  result.total = space.size();
+  result.threads = std::max(options.threads, 1);
+  StreamingRanking ranking(result, options.keep_top, options.rank_every_point);
+  std::size_t expected = 0, done = 0;
+  while (std::optional<PointResult> p = next()) {
+    if (p->index != expected)
+      throw std::invalid_argument("point " + std::to_string(p->index) + " came where point " + std::to_string(expected) +
+                                  " was due (a shard missing, given twice, or of another sweep?)");
+    ++expected;
+    if (p->status == PointStatus::ok) judge_fit(*p, options.headroom_bytes);
+    if (p->status != PointStatus::not_run) ++done;
+    if (options.sink) options.sink(*p);
+    ranking.add(std::move(*p));
+  }
+  if (expected != result.total)
+    throw std::invalid_argument("the shards hold " + std::to_string(expected) + " of the sweep's " +
+                                std::to_string(result.total) + " points (a shard missing?)");
+  result.interrupted = done < result.total;
   ranking.finish(options.tolerance);
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

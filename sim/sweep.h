@@ -72,6 +72,19 @@ Objective parse_objective(const std::string& name);  // throws std::invalid_argu
 
 struct PointResult;
 
+// A share of a sweep's points for one process of a distributed sweep (docs/sweep.md): point i
+// belongs to shard i % count. Interleaved rather than in blocks, so every shard gets a like mix
+// of the space's cheap and dear points (the last axes vary fastest).
+struct Shard {
+  std::size_t index = 0, count = 1;
+  bool owns(std::size_t point) const { return point % count == index; }
+  // How many of `total` points it owns.
+  std::size_t points(std::size_t total) const { return total > index ? (total - index + count - 1) / count : 0; }
+  std::size_t point(std::size_t k) const { return index + k * count; }  // its k-th point
+};
+// "i/N" with 0 <= i < N; throws std::invalid_argument naming what was expected.
+Shard parse_shard(const std::string& text);
+
 struct SweepOptions {
   int threads = 0;              // 0: std::thread::hardware_concurrency()
   double headroom_bytes = 0;    // fits: device peak + headroom <= GPU memory
@@ -91,6 +104,9 @@ struct SweepOptions {
   // Keep every evaluated point's rank (SweepResult::rank_of): 16 bytes a point during the
   // sweep, 4 after.
   bool rank_every_point = false;
+  // Evaluate only this shard's points (the sink gets them alone, in point order; the result
+  // ranks them alone). merge_sweep puts the shards back together.
+  Shard shard;
 };
 
 enum class PointStatus { ok, skipped, failed, not_run };
@@ -151,6 +167,27 @@ struct SweepResult {
 // Evaluates every point of `space` over `base` (base overrides first, then the point's).
 SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, const planner::SweepSpace& space,
                       const SweepOptions& options);
+
+// ---- distributed sweeps ----------------------------------------------------------------------
+// The shards of a sweep, evaluated by separate processes (a Slurm job array, mpirun ranks), each
+// write their points as records; merge_sweep feeds the records, in point order, through the
+// same sink and ranking as run_sweep, so the merged report equals one process's byte for byte
+// (but for wall_seconds and threads, which the caller sets).
+
+// One evaluated (or skipped, failed, not run) point as one line of text, exactly: the index,
+// status, reason and metrics, every double in hexadecimal (%a) so that it reads back to the
+// same bits. The choice, overrides and label are the space's; fits and the overage are judged
+// again from the headroom on merging.
+std::string point_record(const PointResult& point);
+// Reads a record of `space`; throws std::invalid_argument saying what is wrong.
+PointResult parse_point_record(const std::string& line, const planner::SweepSpace& space);
+
+// Ranks points from `next` (each point of the space once, in point order; nullopt after the
+// last) with options' headroom, objective, tolerance, keep_top, rank_every_point and sink, as
+// run_sweep ranks the points it evaluates. Throws std::invalid_argument where a point is out
+// of order or missing.
+SweepResult merge_sweep(const planner::SweepSpace& space, const SweepOptions& options,
+                        const std::function<std::optional<PointResult>()>& next);
 
 // What a sweep will cost, before it runs (the resource guard of `fsdpsim sweep`;
 // docs/reliability.md): points spread evenly over the space are timed on one thread for up to

@@ -24,6 +24,7 @@
 
 #include "models/json_input.h"
 #include "planner/sweep_space.h"
+#include "runtime/launch.h"
 #include "sim/resource_guard.h"
 #include "sim/scenario_loader.h"
 #include "sim/sweep.h"
@@ -68,6 +69,9 @@ struct SweepOptionsCli {
   double max_memory_gib = -1;
   double max_seconds = -1;
   bool estimate_cost = false;
+  // Distributed sweeps (docs/sweep.md): this process's shard "i/N", or the shard files to merge.
+  std::string shard;
+  std::vector<std::string> merge;
   // Which options the command line gave (the sweep file fills the others).
   CLI::Option* headroom_opt = nullptr;
   CLI::Option* objective_opt = nullptr;
@@ -660,6 +664,149 @@ void run_wrap_search(const SweepOptionsCli& o, const std::string& scenario_file,
   std::cout << out.str();
 }
 
+// ---- distributed sweeps -----------------------------------------------------------------------
+// A shard file (`sweep --shard i/N`, and what each mpirun process sends to process 0): a header
+// line (JSON: the format, the shard, the sweep's points and fingerprint), one record per point
+// of the shard in point order (sim::point_record), and a trailer line (JSON: the shard's
+// threads and wall time). A file without its trailer is a shard that did not finish.
+
+constexpr const char* kShardFormat = "fsdpsim-sweep-shard-1";
+
+// What must be equal for shards to belong to one sweep: the scenario, the base overrides and
+// the axes (FNV-1a over their text). The headroom, objective, tolerance and top are the
+// merge's own: they rank the points, they do not change them.
+std::string sweep_fingerprint(const planner::ScenarioTemplate& base, const planner::SweepSpace& space) {
+  std::uint64_t h = 1469598103934665603ULL;
+  auto add = [&h](const std::string& text) {
+    for (unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
+    h = (h ^ 0xff) * 1099511628211ULL;  // a separator no text holds
+  };
+  add(base.file());
+  for (const std::string& o : base.base_overrides()) add("set " + o);
+  for (const planner::Axis& a : space.axes) {
+    add("axis " + a.key);
+    for (const planner::AxisValue& v : a.values) {
+      add("value " + v.label);
+      for (const std::string& o : v.overrides) add(o);
+    }
+  }
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string shard_header(const sim::Shard& shard, std::size_t points, const std::string& fingerprint) {
+  return nlohmann::json{{"format", kShardFormat},
+                        {"shard", std::to_string(shard.index) + "/" + std::to_string(shard.count)},
+                        {"points", points},
+                        {"sweep", fingerprint}}
+             .dump();
+}
+
+std::string shard_trailer(const sim::SweepResult& r) {
+  char wall[48];
+  std::snprintf(wall, sizeof wall, "%a", r.wall_seconds);
+  return nlohmann::json{{"end", true}, {"threads", r.threads}, {"wall_seconds", wall}, {"interrupted", r.interrupted}}
+      .dump();
+}
+
+// Reads shard files back, each in its shard's point order.
+class ShardReader {
+ public:
+  ShardReader(std::string name, std::unique_ptr<std::istream> in) : name_(std::move(name)), in_(std::move(in)) {}
+  const std::string& name() const { return name_; }
+
+  sim::Shard read_header(std::size_t points, const std::string& fingerprint) {
+    std::string line;
+    if (!std::getline(*in_, line)) throw InputError(name_, "", "empty: not a sweep shard file");
+    nlohmann::json h;
+    try {
+      h = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      throw InputError(name_, "", "not a sweep shard file (its first line is not the shard's JSON header)");
+    }
+    if (!h.is_object() || h.value("format", "") != kShardFormat)
+      throw InputError(name_, "format", std::string("expected \"") + kShardFormat + "\": not a sweep shard file");
+    if (h.value("sweep", "") != fingerprint || h.value("points", std::size_t{0}) != points)
+      throw InputError(name_, "sweep",
+                       "a shard of another sweep: merge with the scenario, --set and axes the shards ran with");
+    try {
+      return sim::parse_shard(h.value("shard", ""));
+    } catch (const std::invalid_argument& e) {
+      throw InputError(name_, "shard", e.what());
+    }
+  }
+
+  sim::PointResult next_point(std::size_t expected, const planner::SweepSpace& space) {
+    std::string line;
+    if (!std::getline(*in_, line) || line.rfind("p ", 0) != 0)
+      throw InputError(name_, "", "ends before point " + std::to_string(expected) +
+                                      " (the shard did not finish: run it again)");
+    try {
+      sim::PointResult p = sim::parse_point_record(line, space);
+      if (p.index != expected)
+        throw std::invalid_argument("point " + std::to_string(p.index) + " where point " + std::to_string(expected) +
+                                    " was due");
+      return p;
+    } catch (const std::invalid_argument& e) {
+      throw InputError(name_, "", e.what());
+    }
+  }
+
+  // The trailer: (threads, wall seconds).
+  std::pair<int, double> read_trailer() {
+    std::string line;
+    nlohmann::json t;
+    if (std::getline(*in_, line)) t = nlohmann::json::parse(line, nullptr, false);
+    if (!t.is_object() || !t.value("end", false))
+      throw InputError(name_, "", "has no trailer after its points (the shard did not finish: run it again)");
+    return {t.value("threads", 1), std::strtod(t.value("wall_seconds", "0").c_str(), nullptr)};
+  }
+
+ private:
+  std::string name_;
+  std::unique_ptr<std::istream> in_;
+};
+
+// Merges the shards (every one of 0..N-1 once) into one result, the sinks fed in point order.
+// Its threads: every shard's together; its wall time: the slowest shard's.
+sim::SweepResult merge_shards(std::vector<ShardReader>& readers, const planner::SweepSpace& space,
+                              const std::string& fingerprint, sim::SweepOptions options) {
+  const std::size_t n = space.size();
+  std::vector<ShardReader*> by_index;
+  for (ShardReader& r : readers) {
+    const sim::Shard shard = r.read_header(n, fingerprint);
+    if (by_index.empty()) by_index.assign(shard.count, nullptr);
+    if (shard.count != by_index.size())
+      throw InputError(r.name(), "shard", "a shard of " + std::to_string(shard.count) + " where the first file said " +
+                                              std::to_string(by_index.size()));
+    if (by_index[shard.index])
+      throw InputError(r.name(), "shard", "shard " + std::to_string(shard.index) + " given twice (also " +
+                                              by_index[shard.index]->name() + ")");
+    by_index[shard.index] = &r;
+  }
+  for (std::size_t i = 0; i < by_index.size(); ++i)
+    if (!by_index[i])
+      throw InputError::option("--merge", "shard " + std::to_string(i) + "/" + std::to_string(by_index.size()) +
+                                              " is missing: give every shard's file");
+  std::size_t i = 0;
+  sim::SweepResult result = sim::merge_sweep(space, options, [&]() -> std::optional<sim::PointResult> {
+    if (i >= n) return std::nullopt;
+    const std::size_t index = i++;
+    return by_index[index % by_index.size()]->next_point(index, space);
+  });
+  int threads = 0;
+  double wall = 0;
+  for (ShardReader* r : by_index) {
+    const auto [t, w] = r->read_trailer();
+    threads += t;
+    wall = std::max(wall, w);
+  }
+  result.threads = threads;
+  result.wall_seconds = wall;
+  return result;
+}
+
 // ---- resource guard ---------------------------------------------------------------------------
 
 // Estimates the sweep's memory and time (a sample of its points timed) and refuses to start
@@ -668,7 +815,11 @@ void guard_sweep(const SweepOptionsCli& o, const std::shared_ptr<const planner::
                  const planner::SweepSpace& space, const sim::SweepOptions& so) {
   const std::size_t n = space.size();
   // Small sweeps take a second or less: their memory is estimated, their time is not sampled.
-  const sim::SweepCost cost = sim::estimate_sweep_cost(base, space, so, n > 256 ? 1.0 : 0.0);
+  sim::SweepCost cost = sim::estimate_sweep_cost(base, space, so, n > 256 ? 1.0 : 0.0);
+  if (so.shard.count > 1) {  // this process evaluates its shard alone
+    cost.seconds *= static_cast<double>(so.shard.points(n)) / static_cast<double>(std::max<std::size_t>(n, 1));
+    cost.time_basis += ", shard " + std::to_string(so.shard.index) + "/" + std::to_string(so.shard.count) + " of them";
+  }
   const sim::ResourceEstimate expected{cost.memory_bytes, cost.seconds, cost.memory_basis, cost.time_basis};
   if (o.estimate_cost) {
     std::cout << "sweep would take about " << sim::duration_text(cost.seconds) << " and "
@@ -686,6 +837,53 @@ void guard_sweep(const SweepOptionsCli& o, const std::shared_ptr<const planner::
   if (cost.seconds > 30)
     std::cerr << "sweep: " << n << " points, expected to take about " << sim::duration_text(cost.seconds) << " and "
               << sim::bytes_text(cost.memory_bytes) << " of memory (" << cost.time_basis << ")\n";
+}
+
+// `sweep --shard i/N`: the shard's points to stdout as a shard file (for `sweep --merge`).
+void run_shard(const std::shared_ptr<const planner::ScenarioTemplate>& base, const planner::SweepSpace& space,
+               sim::SweepOptions so, const std::string& fingerprint) {
+  std::cout << shard_header(so.shard, space.size(), fingerprint) << "\n";
+  so.sink = [](const sim::PointResult& p) { std::cout << sim::point_record(p) << "\n"; };
+  g_interrupted.store(false);
+  so.cancel = &g_interrupted;
+  auto previous = std::signal(SIGINT, on_sigint);
+  const sim::SweepResult result = sim::run_sweep(base, space, so);
+  std::signal(SIGINT, previous == SIG_ERR ? SIG_DFL : previous);
+  std::cout << shard_trailer(result) << "\n" << std::flush;
+  if (!std::cout) throw InputError("", "", "cannot write the shard's points (is the disk full?)");
+  if (result.interrupted) {
+    std::cerr << "interrupted: the shard's file lists the points not done; --merge reports them as not run\n";
+    std::exit(130);
+  }
+}
+
+// Under mpirun / srun: this process evaluates its shard (so.shard) into memory; process 0
+// gathers every shard and merges them into `result` (true); the others return false. An error
+// in any process ends them all (a process left waiting in the gather would hang).
+bool run_mpi_share(const std::shared_ptr<const planner::ScenarioTemplate>& base, const planner::SweepSpace& space,
+                   sim::SweepOptions so, const std::string& fingerprint, const runtime::Launch& launch,
+                   sim::SweepResult& result) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> texts;
+  try {
+    std::string text = shard_header(so.shard, space.size(), fingerprint) + "\n";
+    sim::SweepOptions mine = so;
+    mine.sink = [&text](const sim::PointResult& p) { text += sim::point_record(p) + "\n"; };
+    mine.progress = nullptr;
+    const sim::SweepResult part = sim::run_sweep(base, space, mine);
+    text += shard_trailer(part) + "\n";
+    texts = runtime::gather_text_on_process0(text, launch);
+    if (launch.process_rank != 0) return false;
+    std::vector<ShardReader> readers;
+    for (std::size_t i = 0; i < texts.size(); ++i)
+      readers.emplace_back("process " + std::to_string(i) + "'s shard", std::make_unique<std::istringstream>(std::move(texts[i])));
+    result = merge_shards(readers, space, fingerprint, so);
+  } catch (const std::exception& e) {
+    runtime::end_all_processes(e.what(), 1);
+  }
+  // The sweep's wall time: process 0's, from its start to the merged result.
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return true;
 }
 
 // ---- the sweep ------------------------------------------------------------------------------
@@ -728,6 +926,8 @@ void run_sweep_command(const SweepOptionsCli& o) {
   if (o.wrap_search) {
     if (!specs.empty())
       throw InputError::option("--wrap-search", "searches the wrapping of one configuration: drop the axes (use --set)");
+    if (!o.shard.empty() || !o.merge.empty())
+      throw InputError::option("--wrap-search", "runs in one process: drop --shard and --merge");
     run_wrap_search(o, scenario, scenario_inline, overrides, headroom_bytes);
     return;
   }
@@ -753,25 +953,85 @@ void run_sweep_command(const SweepOptionsCli& o) {
   so.keep_top = static_cast<std::size_t>(std::max({top, o.resimulate_top, 1}));
   // Ranks of every point: the CSV's and JSON's `rank`, and the Pareto table's (16 bytes a point).
   so.rank_every_point = true;
-  guard_sweep(o, base, space, so);
-  if (o.estimate_cost) return;
+
+  // Which part of the sweep this process does: its --shard, the --merge of shards, its share
+  // under mpirun / srun (process 0 merges), or all of it.
+  const bool merging = !o.merge.empty();
+  if (!o.shard.empty() || merging) {
+    const std::string option = merging ? "--merge" : "--shard";
+    if (!o.shard.empty() && merging) throw InputError::option("--merge", "merges shards: drop --shard");
+    if (o.estimate_cost && merging) throw InputError::option("--merge", "evaluates nothing: drop --estimate-cost");
+    if (!o.shard.empty() && (o.json || !o.csv.empty() || o.resimulate_top > 0))
+      throw InputError::option("--shard", "writes the shard's points for --merge: give --json, --csv and "
+                                          "--resimulate-top to the merge");
+  }
+  if (!o.shard.empty()) {
+    try {
+      so.shard = sim::parse_shard(o.shard);
+    } catch (const std::invalid_argument& e) {
+      throw InputError::option("--shard", e.what());
+    }
+  }
+  runtime::Launch launch;
+  if (o.shard.empty() && !merging) {
+    try {
+      launch = runtime::resolve_launch("auto");
+    } catch (const std::invalid_argument& e) {
+      throw InputError::option("sweep", e.what());
+    }
+    if (launch.mpi())
+      so.shard = sim::Shard{static_cast<std::size_t>(launch.process_rank), static_cast<std::size_t>(launch.processes)};
+  }
+  const std::string fingerprint = sweep_fingerprint(*base, space);
+  if (!merging && launch.mpi()) {
+    // Every process judges its own share; a process refused while the others sweep would leave
+    // them waiting in the gather, so a refusal ends them all. --estimate-cost: process 0 tells.
+    if (o.estimate_cost && launch.process_rank != 0) return;
+    try {
+      guard_sweep(o, base, space, so);
+    } catch (const std::exception& e) {
+      runtime::end_all_processes(e.what(), 2);
+    }
+    if (o.estimate_cost) return;
+  } else if (!merging) {
+    guard_sweep(o, base, space, so);
+    if (o.estimate_cost) return;
+  }
+  if (!o.shard.empty()) {
+    run_shard(base, space, so, fingerprint);
+    return;
+  }
+  const bool root = launch.process_rank == 0;
   // Every point goes to the CSV and the JSON as it is finished; the sweep keeps only the report's.
   std::optional<CsvPoints> csv;
-  if (!o.csv.empty()) csv.emplace(o.csv, space);
+  if (!o.csv.empty() && root) csv.emplace(o.csv, space);
   std::optional<JsonPoints> json_points;
-  if (o.json) json_points.emplace(space);
+  if (o.json && root) json_points.emplace(space);
   if (csv || json_points) {
     so.sink = [&csv, &json_points](const sim::PointResult& p) {
       if (csv) csv->add(p);
       if (json_points) json_points->add(p);
     };
   }
-  Progress progress(o.progress || ::isatty(2), ::isatty(2));
+  Progress progress(root && (o.progress || ::isatty(2)), ::isatty(2));
   so.progress = [&progress](std::size_t done, std::size_t total) { progress.update(done, total); };
   g_interrupted.store(false);
   so.cancel = &g_interrupted;
   auto previous = std::signal(SIGINT, on_sigint);
-  sim::SweepResult result = sim::run_sweep(base, space, so);
+  sim::SweepResult result;
+  if (merging) {
+    std::vector<ShardReader> readers;
+    for (const std::string& path : o.merge) {
+      auto in = std::make_unique<std::ifstream>(path, std::ios::binary);
+      if (!*in) throw InputError(path, "", "cannot read the shard file");
+      readers.emplace_back(path, std::move(in));
+    }
+    result = merge_shards(readers, space, fingerprint, so);
+  } else if (launch.mpi()) {
+    if (!run_mpi_share(base, space, so, fingerprint, launch, result)) return;  // not process 0: it reports nothing
+  } else {
+    result = sim::run_sweep(base, space, so);
+  }
   progress.finish();
   if (!g_interrupted.load() && o.resimulate_top > 0) {
     sim::resimulate_top(result, static_cast<std::size_t>(o.resimulate_top),
@@ -849,6 +1109,13 @@ void add_sweep_command(CLI::App& app) {
       ->check(non_negative_number());
   cmd->add_flag("--estimate-cost", o->estimate_cost,
                 "Print the sweep's expected memory and time (timing a sample of its points) and stop");
+  cmd->add_option("--shard", o->shard,
+                  "Evaluate only shard i of N (\"i/N\": the points whose index % N == i) and print them for "
+                  "--merge (a Slurm job array: $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)");
+  cmd->add_option("--merge", o->merge,
+                  "Merge the shard files of one sweep (give every shard, with the shards' scenario, --set and axes) "
+                  "and report as one process would")
+      ->expected(1, -1);
   cmd->add_flag("--brute-force", o->brute_force,
                 "Wrap search: also time every wrapping (at most 14 blocks) and compare with the search");
   cmd->callback([o] { run_sweep_command(*o); });

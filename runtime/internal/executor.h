@@ -183,6 +183,8 @@ struct MpiWorld {
 };
 MpiWorld mpi_world();
 [[noreturn]] void mpi_end(const std::string& message, int exit_code);
+// Every process's text on rank 0 in rank order (empty elsewhere): launch.h's gather_text_on_process0.
+std::vector<std::string> mpi_gather_text(const std::string& text);
 // Plays this process's rank with the options' backend and gathers every rank's result on
 // rank 0.
 RunResult run_mpi(const planner::Schedule& schedule, const RunOptions& options);

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -342,6 +343,34 @@ class MpiLink : public ProcessLink {
 MpiWorld mpi_world() { return MpiProcess::get().world; }
 
 void mpi_end(const std::string& message, int exit_code) { MpiProcess::get().end(message, exit_code); }
+
+std::vector<std::string> mpi_gather_text(const std::string& text) {
+  MpiProcess& p = MpiProcess::get();
+  if (text.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw std::invalid_argument("a process's part of the gather is over 2 GiB (MPI counts are ints): use more processes");
+  const bool root = p.world.rank == 0;
+  const int processes = p.world.size;
+  int length = static_cast<int>(text.size());
+  std::vector<int> lengths(root ? processes : 0), offsets(root ? processes : 0);
+  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, p.work);
+  std::size_t total = 0;
+  if (root) {
+    for (int i = 0; i < processes; ++i) total += static_cast<std::size_t>(lengths[i]);
+    if (total > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw std::invalid_argument("the gathered texts are over 2 GiB (MPI counts are ints)");
+    int at = 0;
+    for (int i = 0; i < processes; ++i) {
+      offsets[i] = at;
+      at += lengths[i];
+    }
+  }
+  std::string all(total, '\0');
+  MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, p.work);
+  std::vector<std::string> out;
+  if (root)
+    for (int i = 0; i < processes; ++i) out.push_back(all.substr(offsets[i], lengths[i]));
+  return out;
+}
 
 RunResult run_mpi(const Schedule& s, const RunOptions& options) {
   MpiProcess& p = MpiProcess::get();

@@ -32,19 +32,31 @@ std::shared_ptr<const planner::ScenarioTemplate> llama8b_on_64() {
   return t;
 }
 
+// Llama-3.1-405B on 128 DGX H100 nodes (1,024 GPUs), the same training settings: issue 19's
+// "a 405B sweep within 2x of the 8B one per point" (126 blocks against 32).
+std::shared_ptr<const planner::ScenarioTemplate> llama405b_on_1024() {
+  static const auto t = planner::ScenarioTemplate::from_json(
+      {{"model", "models/llama3.1-405b.json"},
+       {"cluster", "scenarios/clusters/dgx-h100.json"},
+       {"training", {{"global_batch", 1024}, {"micro_batch", 1}, {"seq_len", 8192}, {"activation_checkpointing", "full"}}},
+       {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}},
+      kFile, {"cluster.nodes=128"});
+  return t;
+}
+
 // 80 configurations, all valid: strategy x checkpointing x backward prefetch x forward prefetch.
-planner::SweepSpace space80() {
+planner::SweepSpace space80(const std::shared_ptr<const planner::ScenarioTemplate>& base) {
   std::vector<planner::AxisSpec> specs;
   for (const char* a : {"fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP,HYBRID_SHARD:8,HYBRID_SHARD:16,HYBRID_SHARD:32",
                         "training.activation_checkpointing=none,full,2,4", "fsdp.backward_prefetch=BACKWARD_PRE,NONE",
                         "fsdp.forward_prefetch=false,true"})
     specs.push_back(planner::parse_axis_spec(a));
-  return planner::make_space(specs, llama8b_on_64()->context());
+  return planner::make_space(specs, base->context());
 }
 
-void run(benchmark::State& state, int threads) {
-  const auto base = llama8b_on_64();
-  const planner::SweepSpace space = space80();
+void run(benchmark::State& state, int threads,
+         const std::shared_ptr<const planner::ScenarioTemplate>& base = llama8b_on_64()) {
+  const planner::SweepSpace space = space80(base);
   sim::SweepOptions o;
   o.threads = threads;
   std::size_t points = 0;
@@ -67,6 +79,9 @@ void BM_Sweep_Llama8B_64Gpus_AllCores(benchmark::State& state) {
   run(state, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 BENCHMARK(BM_Sweep_Llama8B_64Gpus_AllCores)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Sweep_Llama405B_1024Gpus_OneCore(benchmark::State& state) { run(state, 1, llama405b_on_1024()); }
+BENCHMARK(BM_Sweep_Llama405B_1024Gpus_OneCore)->Unit(benchmark::kMillisecond);  // CPU time: one core
 
 // ---- one configuration, stage by stage ----------------------------------------------------------
 

@@ -1,6 +1,10 @@
 // Memory of a planned step against hand arithmetic and published figures.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <set>
+#include <vector>
+
 #include "models/json_input.h"
 #include "planner/memory.h"
 #include "planner/plan.h"
@@ -369,6 +373,44 @@ TEST(WrapPolicy, ExplicitGroupsOfSiblingsFormOneUnitEach) {
     FAIL() << "non-siblings accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("siblings"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fsdpsim::planner
+
+namespace fsdpsim::planner {
+namespace {
+
+// release_cached_segments checks only the segments that became one free block (memory.h says
+// why that is every wholly free one). An independent check: after it, the live segments are
+// exactly those holding a live allocation, whatever mix of sizes, streams, splits and merges
+// came before. A deterministic pseudo-random sequence (a linear congruential generator).
+TEST(CachingAllocatorModel, ReleaseCachedSegmentsLeavesExactlyTheSegmentsInUse) {
+  CachingAllocatorModel allocator;
+  std::vector<int> live;
+  std::uint64_t state = 12345;
+  auto next = [&state](std::uint64_t bound) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % bound;
+  };
+  const std::int64_t sizes[] = {100, 4096, 700 << 10, 3 << 20, 12 << 20, 50 << 20};
+  for (int step = 0; step < 4000; ++step) {
+    if (live.empty() || next(3) != 0) {
+      live.push_back(allocator.allocate(sizes[next(6)] + static_cast<std::int64_t>(next(5000)), static_cast<int>(next(2))));
+    } else {
+      const std::size_t k = next(live.size());
+      allocator.free(live[k]);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+    if (step % 97 == 0) {
+      allocator.release_cached_segments();
+      std::set<int> in_use;
+      for (int h : live) in_use.insert(allocator.segment_of(h));
+      std::set<int> kept;
+      for (const auto& [segment, bytes] : allocator.live_segments()) kept.insert(segment);
+      ASSERT_EQ(kept, in_use) << "step " << step;
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -290,6 +291,48 @@ TEST(HostOverMpiFaults, AWorldThatIsNotTheMpiWorldIsRefusedOnce) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(error_lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("the schedule's world has 4 ranks but MPI started 3 processes"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+// `mpirun -np 2 fsdpsim sweep`: each process evaluates its shard of the points (index % 2),
+// process 0 gathers and merges them and alone reports: the CSV equals one process's byte for
+// byte, the JSON too but for wall_seconds (threads: the processes' together, 2 x 1 = one
+// process's 2).
+TEST(SweepOverMpi, TwoProcessesReportOnceWhatOneProcessReports) {
+  const std::string sweep = std::string("sweep --sweep ") + FSDPSIM_SOURCE_ROOT + "/scenarios/sweeps/llama3.1-8b-64xh100.json";
+  const std::string one_csv = ::testing::TempDir() + "sweep_one.csv", mpi_csv = ::testing::TempDir() + "sweep_mpi.csv";
+  auto read = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  auto without_wall = [](const std::string& json) {
+    std::string out;
+    std::size_t at = 0;
+    while (at < json.size()) {
+      const std::size_t end = std::min(json.find('\n', at), json.size());
+      const std::string line = json.substr(at, end - at);
+      if (line.find("\"wall_seconds\"") == std::string::npos) out += line + "\n";
+      at = end + 1;
+    }
+    return out;
+  };
+  const Launched one = mpirun_program(1, cli() + " " + sweep + " --threads 2 --json --csv " + one_csv);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const Launched two = mpirun(2, sweep + " --threads 1 --json --csv " + mpi_csv);
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_GT(read(one_csv).size(), 10000u);
+  EXPECT_EQ(read(one_csv), read(mpi_csv));
+  EXPECT_EQ(without_wall(one.out), without_wall(two.out));  // one report, from process 0 alone
+}
+
+// A sweep the resource guard refuses under mpirun: refused once, by process 0, and every process
+// ends (a process refused while another sweeps would leave that one waiting in the gather).
+TEST(SweepOverMpi, ARefusedSweepIsRefusedOnceAndEndsEveryProcess) {
+  const Launched r = mpirun(2, std::string("sweep --sweep ") + FSDPSIM_SOURCE_ROOT +
+                                   "/scenarios/sweeps/llama3.1-8b-64xh100.json --threads 1 --max-time 0.000001");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(error_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("not swept"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
 }
 

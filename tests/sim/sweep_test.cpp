@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -554,6 +555,124 @@ TEST(SweepRanking, ResimulationHookReordersTheTop) {
   EXPECT_EQ(r.point(third).resimulated->device_peak_bytes, r.point(third).metrics.device_peak_bytes);
   EXPECT_EQ(r.point(first).resimulation_note, "fake engine");
   EXPECT_NE(r.recommendation.why.find("re-simulated"), std::string::npos);
+}
+
+// ---- distributed sweeps (shards and their merge) -------------------------------------------------
+
+TEST(SweepShards, ParseShard) {
+  const Shard s = parse_shard("2/5");
+  EXPECT_EQ(s.index, 2u);
+  EXPECT_EQ(s.count, 5u);
+  EXPECT_TRUE(s.owns(7));
+  EXPECT_FALSE(s.owns(8));
+  EXPECT_EQ(s.points(12), 2u);  // 2 and 7
+  EXPECT_EQ(s.points(13), 3u);  // and 12
+  EXPECT_EQ(s.points(2), 0u);
+  for (const char* bad : {"5/5", "1/0", "1", "a/3", "-1/3", "1/3/4", ""})
+    EXPECT_THROW(parse_shard(bad), std::invalid_argument) << bad;
+}
+
+TEST(SweepShards, RecordsReadBackBitForBit) {
+  auto t = gpt2_template();
+  const planner::SweepSpace space = wide_space(*t);
+  PointResult p;
+  p.index = 5;
+  p.status = PointStatus::ok;
+  p.metrics.peak_allocated_bytes = 123456789012;
+  p.metrics.peak_reserved_bytes = -1;
+  p.metrics.step_seconds = 0.1 + 0.2;  // not a short decimal
+  p.metrics.mfu = std::nextafter(0.5, 1.0);
+  p.metrics.tokens_per_second_per_gpu = std::numeric_limits<double>::infinity();
+  p.metrics.compute_seconds = std::numeric_limits<double>::denorm_min();
+  p.metrics.units = 3;
+  p.metrics.exposed_comm_by_unit = {1e-300, -0.0, 3.5};
+  const PointResult q = parse_point_record(point_record(p), space);
+  EXPECT_EQ(q.index, 5u);
+  EXPECT_EQ(q.label, space.label(space.choice(5)));  // from the space, not the record
+  EXPECT_EQ(q.metrics.peak_allocated_bytes, p.metrics.peak_allocated_bytes);
+  EXPECT_EQ(q.metrics.peak_reserved_bytes, -1);
+  EXPECT_EQ(q.metrics.step_seconds, p.metrics.step_seconds);
+  EXPECT_EQ(q.metrics.mfu, p.metrics.mfu);
+  EXPECT_EQ(q.metrics.tokens_per_second_per_gpu, p.metrics.tokens_per_second_per_gpu);
+  EXPECT_EQ(q.metrics.compute_seconds, p.metrics.compute_seconds);
+  EXPECT_EQ(q.metrics.units, 3);
+  ASSERT_EQ(q.metrics.exposed_comm_by_unit.size(), 3u);
+  EXPECT_TRUE(std::signbit(q.metrics.exposed_comm_by_unit[1]));
+  EXPECT_EQ(q.metrics.exposed_comm_by_unit[0], 1e-300);
+
+  PointResult skipped;
+  skipped.index = 1;
+  skipped.status = PointStatus::skipped;
+  skipped.reason = "a \"quoted\" reason\nover two lines, é";
+  const std::string line = point_record(skipped);
+  EXPECT_EQ(line.find('\n'), std::string::npos);  // one record, one line
+  const PointResult r = parse_point_record(line, space);
+  EXPECT_EQ(r.status, PointStatus::skipped);
+  EXPECT_EQ(r.reason, skipped.reason);
+
+  EXPECT_THROW(parse_point_record("p 99999 ok \"\"", space), std::invalid_argument);  // outside the space
+  EXPECT_THROW(parse_point_record("p 1 ok 1 2 \"\"", space), std::invalid_argument);    // metrics cut short
+  EXPECT_THROW(parse_point_record("p 1 done \"\"", space), std::invalid_argument);
+}
+
+// Three shards, each run alone, their records read back and merged: every point, the ranking, the
+// ranks, the fronts and the recommendation equal one process's sweep of the whole space.
+TEST(SweepShards, MergedShardsEqualOneProcess) {
+  const FullSweep whole = wide_sweep(2);
+  auto t = gpt2_template();
+  const planner::SweepSpace space = wide_space(*t);
+  constexpr std::size_t kShards = 3;
+  std::vector<std::vector<std::string>> records(kShards);
+  for (std::size_t k = 0; k < kShards; ++k) {
+    SweepOptions o;
+    o.threads = 1;
+    o.shard = Shard{k, kShards};
+    o.sink = [&records, k](const PointResult& p) { records[k].push_back(point_record(p)); };
+    const SweepResult part = run_sweep(t, space, o);
+    EXPECT_EQ(part.evaluated + part.skipped + part.failed, o.shard.points(space.size()));
+  }
+  SweepOptions o;
+  o.headroom_bytes = 2.0 * 1024 * 1024 * 1024;
+  o.keep_top = 10;
+  o.rank_every_point = true;
+  std::vector<PointResult> merged_points;
+  o.sink = [&merged_points](const PointResult& p) { merged_points.push_back(p); };
+  std::size_t i = 0;
+  const SweepResult merged = merge_sweep(space, o, [&]() -> std::optional<PointResult> {
+    if (i >= space.size()) return std::nullopt;
+    const std::size_t index = i++;
+    return parse_point_record(records[index % kShards][index / kShards], space);
+  });
+  ASSERT_EQ(merged_points.size(), whole.points.size());
+  for (std::size_t k = 0; k < merged_points.size(); ++k) {
+    const PointResult &x = whole.points[k], &y = merged_points[k];
+    EXPECT_EQ(point_record(x), point_record(y));
+    EXPECT_EQ(x.fits, y.fits);
+    EXPECT_EQ(x.overage_bytes, y.overage_bytes);
+    EXPECT_EQ(x.overrides, y.overrides);
+  }
+  const SweepResult& a = whole.result;
+  EXPECT_EQ(a.evaluated, merged.evaluated);
+  EXPECT_EQ(a.skipped, merged.skipped);
+  EXPECT_EQ(a.fitting, merged.fitting);
+  EXPECT_EQ(a.ranking, merged.ranking);
+  EXPECT_EQ(a.ranks, merged.ranks);
+  EXPECT_EQ(a.pareto, merged.pareto);
+  EXPECT_EQ(a.not_evaluated, merged.not_evaluated);
+  EXPECT_EQ(a.recommendation.point, merged.recommendation.point);
+  EXPECT_EQ(a.recommendation.why, merged.recommendation.why);
+  EXPECT_FALSE(merged.interrupted);
+
+  // A shard missing: its points come out of order, which the merge refuses.
+  std::size_t j = 0;
+  EXPECT_THROW(merge_sweep(space, o,
+                           [&]() -> std::optional<PointResult> {
+                             while (j < space.size() && j % kShards == 1) ++j;
+                             if (j >= space.size()) return std::nullopt;
+                             const std::size_t index = j++;
+                             return parse_point_record(records[index % kShards][index / kShards], space);
+                           }),
+               std::invalid_argument);
 }
 
 }  // namespace

@@ -1,0 +1,101 @@
+// `sweep --shard i/N` and `sweep --merge FILES` (docs/sweep.md, "Distributed sweeps"): the
+// shards of the shipped 8B sweep, run as separate processes and merged, give one process's CSV
+// byte for byte and its JSON byte for byte but for the fields that time the run itself
+// (wall_seconds, and threads: the shards' together); a missing, doubled, unfinished or foreign
+// shard is refused by name.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "cli_helpers.h"
+
+namespace fsdpsim::testing {
+namespace {
+
+const std::string kRoot = FSDPSIM_SOURCE_ROOT;
+const std::string kSweep = "sweep --sweep " + kRoot + "/scenarios/sweeps/llama3.1-8b-64xh100.json";
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The JSON report without its lines that time the run.
+std::string without_timing(const std::string& json) {
+  std::istringstream in(json);
+  std::string line, out;
+  while (std::getline(in, line))
+    if (line.find("\"wall_seconds\"") == std::string::npos && line.find("\"threads\"") == std::string::npos)
+      out += line + "\n";
+  return out;
+}
+
+std::string run_shard(int i, int n) {
+  const CommandResult r = run_cli(kSweep + " --threads 1 --shard " + std::to_string(i) + "/" + std::to_string(n));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return write_temp("shard" + std::to_string(i) + "of" + std::to_string(n), r.out);
+}
+
+TEST(SweepShards, MergedShardsEqualOneProcessByteForByte) {
+  const std::string one_csv = write_temp("one.csv", "");
+  const CommandResult one = run_cli(kSweep + " --threads 2 --json --csv " + one_csv);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const std::string a = run_shard(0, 3), b = run_shard(1, 3), c = run_shard(2, 3);
+  const std::string merged_csv = write_temp("merged.csv", "");
+  // Any order of the files.
+  const CommandResult merged = run_cli(kSweep + " --json --csv " + merged_csv + " --merge " + c + " " + a + " " + b);
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  EXPECT_EQ(read_file(one_csv), read_file(merged_csv));
+  EXPECT_GT(read_file(one_csv).size(), 10000u);
+  EXPECT_EQ(without_timing(one.out), without_timing(merged.out));
+  EXPECT_NE(merged.out.find("\"threads\": 3"), std::string::npos);  // the three shards' one thread each
+  // The text report too, but for its line of counts and timing.
+  const CommandResult one_text = run_cli(kSweep + " --threads 2");
+  const CommandResult merged_text = run_cli(kSweep + " --merge " + a + " " + b + " " + c);
+  ASSERT_EQ(merged_text.exit_code, 0) << merged_text.err;
+  auto drop_timing_line = [](const std::string& text) {
+    const std::size_t at = text.find("\nevaluated ");
+    const std::size_t end = text.find('\n', at + 1);
+    return text.substr(0, at) + text.substr(end);
+  };
+  EXPECT_EQ(drop_timing_line(one_text.out), drop_timing_line(merged_text.out));
+}
+
+TEST(SweepShards, MissingDoubledUnfinishedOrForeignShardsAreRefused) {
+  const std::string a = run_shard(0, 2), b = run_shard(1, 2);
+  const CommandResult missing = run_cli(kSweep + " --merge " + a);
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("shard 1/2 is missing"), std::string::npos) << missing.err;
+
+  const CommandResult doubled = run_cli(kSweep + " --merge " + a + " " + a);
+  EXPECT_NE(doubled.exit_code, 0);
+  EXPECT_NE(doubled.err.find("given twice"), std::string::npos) << doubled.err;
+
+  // A shard cut short (a job killed mid-way): no trailer, points missing.
+  std::string text = read_file(b);
+  const std::string cut = write_temp("cut", text.substr(0, text.rfind('\n', text.size() / 2) + 1));
+  const CommandResult unfinished = run_cli(kSweep + " --merge " + a + " " + cut);
+  EXPECT_NE(unfinished.exit_code, 0);
+  EXPECT_NE(unfinished.err.find("did not finish"), std::string::npos) << unfinished.err;
+  EXPECT_NE(unfinished.err.find(cut), std::string::npos) << "names the file: " << unfinished.err;
+
+  // Shards of another sweep (one more --set): refused, not mixed in.
+  const CommandResult other = run_cli(kSweep + " --set training.seq_len=4096 --merge " + a + " " + b);
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.err.find("a shard of another sweep"), std::string::npos) << other.err;
+
+  const CommandResult bad = run_cli(kSweep + " --shard 2/2");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("expected i/N"), std::string::npos) << bad.err;
+  const CommandResult csv = run_cli(kSweep + " --shard 0/2 --csv x.csv");
+  EXPECT_NE(csv.exit_code, 0);
+  EXPECT_NE(csv.err.find("--shard"), std::string::npos) << csv.err;
+}
+
+}  // namespace
+}  // namespace fsdpsim::testing
