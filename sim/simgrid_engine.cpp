@@ -166,14 +166,31 @@ int choose_window(const Schedule& s, const planner::ClusterSpec& c, const planne
 // ---------------------------------------------------------------------------------------
 // Simulation state
 
-// Actors blocked until a condition on shared state holds (StepSimulation::wait_until).
+// Actors blocked until a condition on shared state holds (StepSimulation::wait_until). Each
+// keeps its condition; notify() wakes only the actors whose condition now holds: waking every
+// blocked actor of a rank on every change (its CPU and each stream) cost a context switch
+// each, most of them to go back to sleep. The conditions only ever become true by a change
+// that is followed by a notify() (ops issued or done, a launch queue drained, an instance
+// done), and a woken actor checks its condition again.
 struct Waiters {
-  std::vector<sg4::SemaphorePtr> blocked;
+  struct Blocked {
+    sg4::Semaphore* semaphore;
+    bool (*holds)(const void*);
+    const void* condition;
+  };
+  std::vector<Blocked> blocked;
+  // The list is settled before the first release: a release hands control to the actors it
+  // wakes, which may change it (or destroy it) before the release returns.
   void notify() {
     if (blocked.empty()) return;
-    std::vector<sg4::SemaphorePtr> w;
-    w.swap(blocked);
-    for (auto& sem : w) sem->release();
+    std::vector<sg4::Semaphore*> wake;
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < blocked.size(); ++i) {
+      if (blocked[i].holds(blocked[i].condition)) wake.push_back(blocked[i].semaphore);
+      else blocked[kept++] = blocked[i];
+    }
+    blocked.resize(kept);
+    for (sg4::Semaphore* w : wake) w->release();
   }
 };
 
@@ -261,11 +278,12 @@ class StepSimulation {
     while (!pred()) {
       sg4::SemaphorePtr& mine = semaphores_[sg4::this_actor::get_pid()];
       if (!mine) mine = sg4::Semaphore::create(0);
-      w.blocked.push_back(mine);
+      w.blocked.push_back({mine.get(), [](const void* p) { return (*static_cast<const P*>(p))(); }, &pred});
       mine->acquire();
     }
   }
   void sleep_seconds(double seconds);
+  void sleep_until(double when);
   void comm_begin(RankState& rs);
   void comm_end(RankState& rs);
   void send_flows(int op, const std::vector<int>& instances);
@@ -285,6 +303,15 @@ void latest(const RankState& rs, const planner::IdList& ids, double& when, int& 
       when = rs.timing.ops[d].end;
       who = d;
     }
+}
+
+// Sleeps until the clock reads `when` (a CPU that ran ahead catching up); no event when it
+// already does.
+void StepSimulation::sleep_until(double when) {
+  const double now = sg4::Engine::get_clock();
+  if (when <= now) return;
+  events += 1;
+  sg4::this_actor::sleep_for(when - now);
 }
 
 void StepSimulation::sleep_seconds(double seconds) {
@@ -420,6 +447,7 @@ void StepSimulation::stream_actor(int rank_index, int st) {
       return rs.issued[i] && all_done(rs, op.deps) && (communicator_previous < 0 || rs.done[communicator_previous]);
     });
     OpTiming& ot = rs.timing.ops[i];
+    sleep_until(ot.enqueue);  // issued by a CPU running ahead of the clock
     ot.start = sg4::Engine::get_clock();
     double when = ot.enqueue;
     ot.started_by = Constraint::cpu_issue;
@@ -462,7 +490,7 @@ void StepSimulation::cpu_actor(int rank_index) {
     const bool host = op.stream == Stream::host;
     const int st = static_cast<int>(op.stream);
     bool queue_blocked = false;
-    wait_until(rs.waiters, [&] {
+    auto may_issue = [&] {
       if (!all_done(rs, op.cpu_waits)) return false;
       if (host && !all_done(rs, op.deps)) return false;
       if (bounded_queue && !host && rs.queued[st] > 0 && rs.queued[st] + in->kernels[i] > in->launch_queue_kernels) {
@@ -470,7 +498,17 @@ void StepSimulation::cpu_actor(int rank_index) {
         return false;
       }
       return true;
-    });
+    };
+    // The CPU runs ahead of the clock (cpu_free may lie in the future) while nothing stops
+    // it: what lets it issue now still lets it at cpu_free (ops only get done, the launch
+    // queue only drains between its own issues). Otherwise it catches up with cpu_free and
+    // waits there, as a CPU that had slept through its issue time would.
+    if (!may_issue()) {
+      sleep_until(cpu_free);
+      queue_blocked = false;
+      wait_until(rs.waiters, may_issue);
+      cpu_free = std::max(cpu_free, sg4::Engine::get_clock());
+    }
     OpTiming& ot = rs.timing.ops[i];
     double when = cpu_free;
     int who = -1;
@@ -498,21 +536,23 @@ void StepSimulation::cpu_actor(int rank_index) {
     } else {
       ot.issued_by = Constraint::step_start;
     }
-    ot.issue_start = sg4::Engine::get_clock();
+    ot.issue_start = cpu_free;
     ot.issue_seconds = in->issue_seconds[i];
     ot.nominal_seconds = in->duration_seconds[i];
     if (bounded_queue && !host) rs.queued[st] += in->kernels[i];
-    sleep_seconds(ot.issue_seconds);
-    ot.enqueue = sg4::Engine::get_clock();
+    // The issue time is not slept: the stream that runs the op starts it no earlier than
+    // ot.enqueue (stream_actor). A host op runs on the CPU: done only once the clock is there.
+    cpu_free += ot.issue_seconds > 0 ? ot.issue_seconds : 0;
+    ot.enqueue = cpu_free;
     if (host) {
       ot.start = ot.enqueue;
       ot.started_by = Constraint::cpu_issue;
-      sleep_seconds(ot.nominal_seconds);
+      cpu_free += ot.nominal_seconds > 0 ? ot.nominal_seconds : 0;
+      sleep_until(cpu_free);
       ot.end = sg4::Engine::get_clock();
       rs.done[i] = 1;
     }
     rs.issued[i] = 1;
-    cpu_free = sg4::Engine::get_clock();
     rs.waiters.notify();
   }
   rs.cpu_end = cpu_free;
@@ -704,10 +744,13 @@ void check_actor_ranks(bool symmetric, int window_ranks) {
                                 std::to_string(kMaxActorRanks) + "); drop simulation.symmetry=off, the stragglers or the slow links");
 }
 
-FlowMode choose_flow_mode(int window_ranks, const SimgridOptions& options) {
+// Automatic: per-step rounds only for small worlds. The real world decides, not the window:
+// a symmetric 256-rank world folds into a window of 16 ranks, but its rings still have 255
+// steps, and per-step rounds of them took 5 s where aggregated flows take 0.5 s.
+FlowMode choose_flow_mode(int world_ranks, const SimgridOptions& options) {
   return options.flow_mode != FlowMode::automatic ? options.flow_mode
-         : window_ranks <= options.per_step_max_ranks ? FlowMode::per_step
-                                                      : FlowMode::aggregated;
+         : world_ranks <= options.per_step_max_ranks ? FlowMode::per_step
+                                                     : FlowMode::aggregated;
 }
 
 // The SimGrid engine with fsdpsim's network model settings.
@@ -986,7 +1029,7 @@ SimgridCost estimate_simgrid_cost(const Schedule& s, const ClusterPlatform& p, c
   c.window_ranks = platform.window_ranks();
   check_actor_ranks(shape.symmetric, c.window_ranks);
   c.simulated_ranks = shape.symmetric ? 1 : c.window_ranks;
-  c.flow_mode = choose_flow_mode(c.window_ranks, options);
+  c.flow_mode = choose_flow_mode(s.world_size, options);
   c.links = static_cast<double>(platform.links().size());
   // Flows: each collective sends, per round, one flow per merged ring edge of every instance of
   // its group in the window (send_flows); rounds: 1, or the ring's steps in per-step mode.
@@ -1041,7 +1084,7 @@ SimgridResult simulate_simgrid_in_process(const Schedule& s, const planner::OpCo
   result.platform = shape.xml ? "SimGrid platform " + options.platform_xml : platform.description();
   result.platform_xml = options.platform_xml;
   check_actor_ranks(result.symmetric, window_ranks);
-  result.flow_mode = choose_flow_mode(window_ranks, options);
+  result.flow_mode = choose_flow_mode(s.world_size, options);
 
   std::unique_ptr<sg4::Engine> engine = start_engine();
   StepSimulation sim(s, costs);

@@ -26,7 +26,7 @@
 namespace fsdpsim::sim {
 
 enum class FlowMode {
-  automatic,   // per_step for small worlds (<= per_step_max_ranks simulated ranks), else aggregated
+  automatic,   // per_step for small worlds (<= per_step_max_ranks ranks), else aggregated
   aggregated,  // one flow per ring edge per collective, latency term added once
   per_step     // every ring step's messages (O(n^2) per collective): small worlds, validation
 };
@@ -67,7 +67,8 @@ struct SimgridOptions {
   std::vector<SlowLink> slow_links;
   FabricOptions fabric;
   std::string platform_xml;  // a SimGrid platform file instead of the built platform
-  // flow_mode automatic: per_step when the simulated world has at most this many ranks.
+  // flow_mode automatic: per_step when the world (not the symmetric window) has at most this
+  // many ranks.
   int per_step_max_ranks = 16;
   // The rank whose timing is reported (and whose memory the report shows: every rank has
   // the same schedule).

@@ -56,8 +56,23 @@ void BM_Simgrid_Llama70B_1024Gpus_Straggler(benchmark::State& state) {
   simulate_llama70b(state, 128, {R"(simulation.stragglers=[{"rank": 5, "compute_speed": 0.9}])"});
 }
 
+// Issue 19: a world that folds into a window of 16 ranks (256 GPUs: 32 nodes, a window of 2)
+// must be no slower than 1,024 GPUs (the automatic flow mode once chose per-step rounds by
+// the window's size).
+void BM_Simgrid_Llama70B_256Gpus(benchmark::State& state) { simulate_llama70b(state, 32, {}); }
+// A node count that is not a multiple of the leaf (100 nodes, leaves of 32): no period, every
+// node's links are built and every rank's flows sent (rank 0 alone runs as actors).
+void BM_Simgrid_Llama70B_800Gpus_PartialLeaf(benchmark::State& state) { simulate_llama70b(state, 100, {}); }
+// Every rank run as actors (`--symmetry off`): 1,024 actors' worth of CPU, streams and flows.
+void BM_Simgrid_Llama70B_1024Gpus_SymmetryOff(benchmark::State& state) {
+  simulate_llama70b(state, 128, {"simulation.symmetry=off"});
+}
+
 BENCHMARK(BM_Simgrid_Llama70B_1024Gpus)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 BENCHMARK(BM_Simgrid_Llama70B_8192Gpus)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 BENCHMARK(BM_Simgrid_Llama70B_1024Gpus_Straggler)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+BENCHMARK(BM_Simgrid_Llama70B_256Gpus)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+BENCHMARK(BM_Simgrid_Llama70B_800Gpus_PartialLeaf)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+BENCHMARK(BM_Simgrid_Llama70B_1024Gpus_SymmetryOff)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 }  // namespace
