@@ -19,6 +19,12 @@ struct Case {
 // gtest prints the parameter in test listings (and CTest names): the case name, not raw bytes.
 void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
 
+// `json` with `key` set to `value` (the scenario's top-level objects beside fsdp and training).
+nlohmann::json with(nlohmann::json json, const std::string& key, const nlohmann::json& value) {
+  json[key] = value;
+  return json;
+}
+
 std::vector<Case> cases() {
   using testing::scenario;
   return {
@@ -46,6 +52,13 @@ std::vector<Case> cases() {
        scenario(1, 2,
                 {{"version", 2}, {"offload_optimizer", "cpu"}, {"offload_param", "cpu"}, {"offload_pin_memory", false}},
                 {{"master_weights", "optimizer_state"}})},
+      // Buffer sizes (issue 21): DDP's gradient buckets (first bucket 1 MiB, then 0.5 MiB: five
+      // all-reduces and five persistent bucket tensors beside the gradients) and DeepSpeed ZeRO-1's
+      // reduce buckets with overlap_comm (two bucket buffers alive through backward).
+      {"ddp_buckets", with(scenario(1, 2, {{"version", 1}, {"strategy", "NO_SHARD"}}), "ddp", {{"bucket_cap_mb", 0.5}})},
+      {"deepspeed_zero1_buckets",
+       with(scenario(1, 4, {{"version", 2}, {"strategy", "ZERO1"}}, {{"master_weights", "optimizer_state"}}),
+            "deepspeed", {{"reduce_bucket_size", 300000}, {"overlap_comm", true}})},
       {"deepspeed_zero3_nvme", scenario(1, 2, {{"version", 2}, {"offload_optimizer", "nvme"}, {"offload_param", "nvme"}},
                                         {{"master_weights", "optimizer_state"}})},
   };
