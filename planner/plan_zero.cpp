@@ -97,6 +97,7 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
       bucket_dtype_bytes_ = step.stored_param_dtype_bytes;
       make_ddp_bucket_memory();
     } else if (sc.deepspeed.stated) {
+      zero2_ = step.sharded.grads;
       buckets_ = deepspeed_buckets(step, sc.deepspeed.reduce_bucket_size);
       // The bucket buffer has the optimizer's 16-bit dtype and is reduced as it is (average_tensor).
       bucket_dtype_bytes_ = step.compute_dtype_bytes;
@@ -121,9 +122,17 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
 
   void post_backward(int u) override {
     ++post_backwards_;
+    if (zero2_) {
+      // ZeRO-2: autograd's gradients are copied into the bucket buffer as each is ready and
+      // replaced by views of it (reduce_independent_p_g_buckets_and_remove_grads: new_grad_tensor
+      // .copy_(grad); grad.data = new_grad_tensor.data), so they are freed here, and every
+      // micro-step reduces (partition_gradients: the hooks reduce in each backward).
+      allocate_uncovered_grads(step_, u);
+      step_.free_unsharded_grads(step_.last_op, u);
+    }
     if (buckets_.empty()) {
       reduce_unit(u);
-    } else if (step_.last_micro_step()) {
+    } else if (zero2_ || step_.last_micro_step()) {
       for (std::size_t b = 0; b < buckets_.size(); ++b)
         if (buckets_[b].closing_unit == u) (overlap_ ? issue_bucket(b) : pending_.push_back(b));
     }
@@ -150,7 +159,7 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
   // all_reduce_bucket once every gradient of the bucket is ready); DeepSpeed ZeRO-1 reduces it to
   // the partitions' owners (stage_1_and_2.py reduce_ipg_grads -> average_tensor).
   void issue_bucket(std::size_t b) {
-    const bool zero1 = step_.fsdp.strategy == Strategy::ZERO1;
+    const bool zero1 = step_.fsdp.strategy == Strategy::ZERO1 || zero2_;
     const int u = buckets_[b].closing_unit;
     const int op = step_.add_op(zero1 ? OpKind::reduce_scatter : OpKind::all_reduce,
                                 zero1 ? Stream::reduce_scatter : Stream::all_reduce,
@@ -161,6 +170,16 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
     step_.op(op).comm_bytes = static_cast<double>(buckets_[b].numel * bucket_dtype_bytes_);
     step_.op(op).group = step_.groups.world;
     step_.gradient_ready_ops.push_back(op);
+    if (zero2_ && grads_in_partition_ < 0) {
+      // ZeRO-2 with contiguous_gradients: the rank's part of each reduced bucket is copied into
+      // grads_in_partition, one buffer of the rank's partition in the 16-bit dtype made at the
+      // first copy (copy_grads_in_partition) and kept to the optimizer step.
+      std::int64_t partition_numel = 0;
+      for (const Unit& unit : step_.plan.units) partition_numel += step_.shard(unit.index).optimizer_numel;
+      grads_in_partition_ = step_.alloc_at(op, partition_numel * step_.compute_dtype_bytes, MemCategory::sharded_grad,
+                                           "DeepSpeed grads_in_partition", true);
+      step_.sharded_grad[u] = grads_in_partition_;  // the optimizer step frees it (zero_grad)
+    }
   }
 
   // After the micro-step's last post-backward: without overlap_comm DeepSpeed reduces every
@@ -192,6 +211,8 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
   std::vector<std::size_t> pending_;  // buckets waiting for the end of backward (no overlap)
   int ipg_buffer_ = -1;               // DeepSpeed's bucket buffers while alive
   int post_backwards_ = 0;            // post-backward hooks run this micro-step
+  bool zero2_ = false;                // DeepSpeed ZeRO-2: gradients partitioned, reduced every micro-step
+  int grads_in_partition_ = -1;       // ZeRO-2's partition gradient buffer, once made
 };
 
 }  // namespace

@@ -454,17 +454,22 @@ DeepSpeedSpec parse_deepspeed(JsonReader& r, const Scenario& s) {
                "layout) and fsdp.strategy ZERO1, SHARD_GRAD_OP (ZeRO-2) or FULL_SHARD (ZeRO-3); this scenario is " +
                strategy_name(s.fsdp.strategy) +
                (s.training.master_weights == MasterWeights::optimizer_state ? "" : " with FSDP's layout"));
-  // Modelled so far for ZeRO-1 only (planner/plan_zero.cpp): under ZeRO-2 and ZeRO-3 the
-  // reduction is still planned per unit, so the object is refused rather than read and ignored.
-  if (stage != 1)
-    r.fail("deepspeed", "DeepSpeed's buckets are modelled for ZeRO-1 (fsdp.strategy ZERO1) so far; under ZeRO-" +
-                            std::to_string(stage) + " leave the object out (the reduction is planned per unit)");
+  // Modelled so far for ZeRO-1 and ZeRO-2 (planner/plan_zero.cpp): under ZeRO-3 the reduction is
+  // still planned per unit, so the object is refused rather than read and ignored.
+  if (stage == 3)
+    r.fail("deepspeed", "DeepSpeed's buckets are modelled for ZeRO-1 and ZeRO-2 (ZERO1, SHARD_GRAD_OP) so far; under "
+                        "ZeRO-3 leave the object out (the gathers and reductions are planned per unit)");
+  if (stage == 2 && s.fsdp.offload_optimizer != FsdpSpec::OffloadDevice::none)
+    r.fail("deepspeed", "ZeRO-2's buckets are not modelled with offload_optimizer yet; leave the object out");
+  if (stage == 2 && !s.fsdp.sync_grads_every_micro_step)
+    r.fail("deepspeed", "DeepSpeed ZeRO-2 reduces its buckets in every micro-step: fsdp.grad_sync last_micro_step "
+                        "does not apply");
   d.stated = true;
-  // ZeRO-3's fields are DeepSpeed no-ops under stage 1: refused, so a sweep over them cannot rank
+  // ZeRO-3's fields are DeepSpeed no-ops under stages 1 and 2: refused, so a sweep over them cannot rank
   // identical plans.
   for (const char* k : {"stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
                         "stage3_param_persistence_threshold"})
-    if (z.has(k)) z.fail(k, "is ZeRO-3's (stage3.py); this scenario is ZeRO-1");
+    if (z.has(k)) z.fail(k, "is ZeRO-3's (stage3.py); this scenario is ZeRO-" + std::to_string(stage));
   d.reduce_bucket_size = buffer_elements(z, "reduce_bucket_size", d.reduce_bucket_size, 1);
   if (z.has("allgather_bucket_size"))
     z.fail("allgather_bucket_size", "is not modelled yet: the post-step parameter all-gather is planned one per unit "

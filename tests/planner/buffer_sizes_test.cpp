@@ -174,6 +174,50 @@ TEST(DeepSpeedZero1Buckets, DefaultsAreDeepSpeedsAndFloatsThatAreWholeAreRead) {
   EXPECT_EQ(s.deepspeed.reduce_bucket_size, 50000000);
 }
 
+// ---- DeepSpeed ZeRO-2 ----------------------------------------------------------------------
+// Stage 2 (partition_gradients) reduces its buckets in every micro-step; each gradient is copied
+// into the bucket buffer and replaced by a view of it, so autograd's bf16 gradient (512 KiB a
+// block) is gone once its unit's backward ends; the rank's part of each reduced bucket goes to
+// grads_in_partition: the rank's partition, 4 blocks x 262,144 / 8 ranks = 131,072 bf16
+// elements = 256 KiB, made at the first reduction and freed by the optimizer step.
+// reduce_bucket_size 524,288 as above: 2 buckets per micro-step, 2 micro-steps: 4 reductions of
+// 1 MiB.
+TEST(DeepSpeedZero2Buckets, EveryMicroStepReducesItsBucketsIntoOnePartitionBuffer) {
+  nlohmann::json j = scenario("SHARD_GRAD_OP", true);
+  j["training"]["grad_accum"] = 2;
+  j["deepspeed"] = {{"reduce_bucket_size", 2 * kWeight}};
+  const Plan p = plan(j);
+  const Schedule& s = p.schedule;
+  const auto rs = ops_of(s, OpKind::reduce_scatter);
+  ASSERT_EQ(rs.size(), 4u);
+  EXPECT_EQ(rs[0]->micro_step, 0);
+  EXPECT_EQ(rs[3]->micro_step, 1);
+  for (const Op* op : rs) EXPECT_EQ(op->comm_bytes, 1.0 * MiB) << op->name;
+  int partitions = 0;
+  for (const Allocation& a : s.allocations) {
+    if (a.label != "DeepSpeed grads_in_partition") continue;
+    ++partitions;
+    EXPECT_EQ(a.bytes, 256 * 1024);
+    EXPECT_EQ(a.category, MemCategory::sharded_grad);
+  }
+  EXPECT_EQ(partitions, 1);
+  // When the first bucket is reduced (after blocks.2's gradients complete it... under the
+  // default overlap_comm false, after the whole backward), no autograd gradient is left.
+  std::vector<bool> live(s.allocations.size(), false);
+  for (const Op& op : s.ops) {
+    for (int a : op.allocs) live[a] = true;
+    if (op.id == rs[0]->id) break;
+    for (int a : op.frees) live[a] = false;
+  }
+  std::int64_t unsharded = 0;
+  for (const Allocation& a : s.allocations)
+    if (live[a.id] && a.category == MemCategory::unsharded_grad) unsharded += a.bytes;
+  EXPECT_EQ(unsharded, 0);
+  // Without the object: FSDP-style, one reduce-scatter per unit and micro-step (as before).
+  j.erase("deepspeed");
+  EXPECT_EQ(ops_of(plan(j).schedule, OpKind::reduce_scatter).size(), 8u);
+}
+
 // ---- bad input -------------------------------------------------------------------------------
 std::string path_of_error(const nlohmann::json& j, std::vector<std::string> overrides = {}) {
   try {
@@ -215,10 +259,17 @@ TEST(BufferSizeInput, TheObjectsBelongToTheirFrameworks) {
   nlohmann::json ddp = scenario("NO_SHARD", true);
   ddp["deepspeed"] = nlohmann::json::object();
   EXPECT_EQ(path_of_error(ddp), "deepspeed");
-  // ZeRO-2 and ZeRO-3's buckets are not modelled yet: refused, not read and ignored.
+  // ZeRO-3's buckets are not modelled yet: refused, not read and ignored.
   nlohmann::json zero3 = scenario("FULL_SHARD", true);
   zero3["deepspeed"] = nlohmann::json::object();
   EXPECT_EQ(path_of_error(zero3), "deepspeed");
+  // ZeRO-2 reduces every micro-step: no_sync-style accumulation does not apply.
+  nlohmann::json zero2 = scenario("SHARD_GRAD_OP", true);
+  zero2["deepspeed"] = nlohmann::json::object();
+  zero2["fsdp"]["grad_sync"] = "last_micro_step";
+  EXPECT_EQ(path_of_error(zero2), "deepspeed");
+  zero2["fsdp"].erase("grad_sync");
+  EXPECT_EQ(path_of_error(zero2, {"deepspeed.stage3_prefetch_bucket_size=5e7"}), "deepspeed.stage3_prefetch_bucket_size");
   // ddp on a sharded strategy.
   nlohmann::json sharded = scenario("FULL_SHARD");
   sharded["ddp"] = {{"bucket_cap_mb", 25}};

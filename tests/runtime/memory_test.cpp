@@ -54,11 +54,15 @@ std::vector<Case> cases() {
                 {{"master_weights", "optimizer_state"}})},
       // Buffer sizes (issue 21): DDP's gradient buckets (first bucket 1 MiB, then 0.5 MiB: five
       // all-reduces and five persistent bucket tensors beside the gradients) and DeepSpeed ZeRO-1's
-      // reduce buckets with overlap_comm (two bucket buffers alive through backward).
+      // reduce buckets with overlap_comm (two bucket buffers alive through backward), ZeRO-2's
+      // (autograd's gradients freed into the bucket buffer, one partition gradient buffer).
       {"ddp_buckets", with(scenario(1, 2, {{"version", 1}, {"strategy", "NO_SHARD"}}), "ddp", {{"bucket_cap_mb", 0.5}})},
       {"deepspeed_zero1_buckets",
        with(scenario(1, 4, {{"version", 2}, {"strategy", "ZERO1"}}, {{"master_weights", "optimizer_state"}}),
             "deepspeed", {{"reduce_bucket_size", 300000}, {"overlap_comm", true}})},
+      {"deepspeed_zero2_buckets",
+       with(scenario(1, 4, {{"version", 2}, {"strategy", "SHARD_GRAD_OP"}}, {{"master_weights", "optimizer_state"}}),
+            "deepspeed", {{"reduce_bucket_size", 300000}})},
       {"deepspeed_zero3_nvme", scenario(1, 2, {{"version", 2}, {"offload_optimizer", "nvme"}, {"offload_param", "nvme"}},
                                         {{"master_weights", "optimizer_state"}})},
   };
