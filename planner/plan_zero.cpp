@@ -5,6 +5,10 @@
 // the others, torch/nn/parallel/distributed.py): DDP all-reduces them, ZeRO-1 reduce-scatters
 // them to the rank that owns each optimizer partition. After the step, ZeRO-1 and DeepSpeed's
 // ZeRO-2 gather the updated parameters.
+// With the scenario's `ddp` or `deepspeed` object the reduction is bucketed instead of one
+// collective per unit: DDP's Reducer buckets (with their persistent bucket tensors) and
+// DeepSpeed ZeRO-1/2's reduce buckets (with their bucket buffers; ZeRO-2 is then planned here
+// too, its gradients partitioned and reduced in every micro-step).
 #include "planner/internal/plan_policy.h"
 
 #include <algorithm>
@@ -38,6 +42,8 @@ std::vector<int> post_backward_order(const StepContext& step) {
 // the buckets are rebuilt in the order gradients became ready, with the size limits
 // [_DEFAULT_FIRST_BUCKET_BYTES (1 MiB), bucket_cap_mb]; a bucket is closed once its bytes reach
 // its limit, the parameter that crosses it included (a parameter is never split).
+// The limits' defaults: torch/csrc/distributed/c10d/reducer.hpp, kDefaultFirstBucketBytes =
+// 1024 * 1024 and kDefaultBucketBytesCap = 25 * 1024 * 1024 (scenario.h, DdpSpec).
 std::vector<GradientBucket> ddp_buckets(const StepContext& step, std::int64_t cap_bytes, int grad_bytes) {
   std::vector<GradientBucket> buckets;
   GradientBucket open;
@@ -134,7 +140,7 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
       reduce_unit(u);
     } else if (zero2_ || step_.last_micro_step()) {
       for (std::size_t b = 0; b < buckets_.size(); ++b)
-        if (buckets_[b].closing_unit == u) (overlap_ ? issue_bucket(b) : pending_.push_back(b));
+        if (buckets_[b].closing_unit == u) (overlap_ || zero2_ ? issue_bucket(b) : pending_.push_back(b));
     }
     if (post_backwards_ == static_cast<int>(step_.plan.units.size())) end_of_backward();
   }
@@ -170,6 +176,13 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
     step_.op(op).comm_bytes = static_cast<double>(buckets_[b].numel * bucket_dtype_bytes_);
     step_.op(op).group = step_.groups.world;
     step_.gradient_ready_ops.push_back(op);
+    if (zero2_ && !overlap_) {
+      // ZeRO-2 reduces from its gradient hooks whatever overlap_comm says; without it the
+      // reduction runs on the current stream (average_tensor: stream = current_stream()), so the
+      // rest of the backward waits for it.
+      const int wait = step_.add_op(OpKind::wait, Stream::compute, Name{"wait for the bucket ending in ", step_.label(u)}, u);
+      step_.op(wait).deps.push_back(op);
+    }
     if (zero2_ && grads_in_partition_ < 0) {
       // ZeRO-2 with contiguous_gradients: the rank's part of each reduced bucket is copied into
       // grads_in_partition, one buffer of the rank's partition in the 16-bit dtype made at the
@@ -182,9 +195,9 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
     }
   }
 
-  // After the micro-step's last post-backward: without overlap_comm DeepSpeed reduces every
-  // bucket now (stage_1_and_2.py reduce_gradients: "if not self.overlap_comm", called after the
-  // backward), then the epilogue releases the bucket buffers (independent_gradient_partition_epilogue
+  // After the micro-step's last post-backward: without overlap_comm ZeRO-1 reduces every bucket
+  // now (stage_1_and_2.py: process_gradients reduces from the hooks only under partition_gradients
+  // or overlap_comm; reduce_gradients, "if not self.overlap_comm", after the backward), then the epilogue releases the bucket buffers (independent_gradient_partition_epilogue
   // -> _release_ipg_buffers).
   void end_of_backward() {
     post_backwards_ = 0;

@@ -159,8 +159,11 @@ struct CheckpointSpec {
 // stage3_prefetch_bucket_size 5e7, stage3_max_live_parameters 1e9, stage3_max_reuse_distance 1e9,
 // stage3_param_persistence_threshold 1e5, contiguous_gradients True, overlap_comm None = True
 // under stage 3 and False otherwise (the overlap_comm_valid validator). Only for the DeepSpeed
-// layout (training.master_weights optimizer_state) under ZERO1 / SHARD_GRAD_OP / FULL_SHARD.
-// Absent (`stated` false): the planner plans the reduction per unit, as before the object existed.
+// layout (training.master_weights optimizer_state) under ZERO1 / SHARD_GRAD_OP; the scenario
+// refuses the object under ZeRO-3 and refuses allgather_bucket_size and the stage3_* fields (not
+// modelled yet), so only reduce_bucket_size, overlap_comm and contiguous_gradients are read; the
+// others hold DeepSpeed's defaults for the stages to come. Absent (`stated` false): the planner
+// plans the reduction per unit, as before the object existed.
 struct DeepSpeedSpec {
   bool stated = false;
   std::int64_t reduce_bucket_size = 500000000;     // elements per gradient reduction (stage 1/2)

@@ -201,8 +201,16 @@ TEST(DeepSpeedZero2Buckets, EveryMicroStepReducesItsBucketsIntoOnePartitionBuffe
     EXPECT_EQ(a.category, MemCategory::sharded_grad);
   }
   EXPECT_EQ(partitions, 1);
-  // When the first bucket is reduced (after blocks.2's gradients complete it... under the
-  // default overlap_comm false, after the whole backward), no autograd gradient is left.
+  // Stage 2 reduces from its gradient hooks even without overlap_comm (process_gradients), on the
+  // current stream: the first bucket goes as soon as blocks.2's gradients complete it, and a wait
+  // on the compute stream holds blocks.1's backward behind it.
+  EXPECT_LT(rs[0]->id, op_named(s, "bwd blocks.1"));
+  const Op& after = s.ops[rs[0]->id + 1];
+  EXPECT_EQ(after.kind, OpKind::wait);
+  EXPECT_EQ(after.stream, Stream::compute);
+  EXPECT_EQ(std::count(after.deps.begin(), after.deps.end(), rs[0]->id), 1);
+  // When the first bucket is reduced, no autograd gradient is left: blocks.3's and .2's were
+  // copied into the bucket buffer, blocks.1's and .0's are not made yet.
   std::vector<bool> live(s.allocations.size(), false);
   for (const Op& op : s.ops) {
     for (int a : op.allocs) live[a] = true;
