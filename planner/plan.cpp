@@ -38,7 +38,9 @@ constexpr std::int64_t kDeepSpeedParamSwapBuffers = 5;
 constexpr std::int64_t kDeepSpeedParamSwapBufferElements = 100000000;
 
 std::unique_ptr<FrameworkPolicy> make_policy(StepContext& step) {
-  if (!step.sharded.grads) return make_replicated_grads_policy(step);  // NO_SHARD, ZERO1
+  // NO_SHARD, ZERO1, and DeepSpeed ZeRO-2 with its buckets stated (the `deepspeed` object):
+  // parameters replicated, gradients reduced in buckets (plan_zero.cpp).
+  if (!step.sharded.grads || step.scenario.deepspeed.stated) return make_replicated_grads_policy(step);
   return step.fsdp.version == 1 ? make_fsdp1_policy(step) : make_fsdp2_policy(step);
 }
 

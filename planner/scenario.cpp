@@ -412,6 +412,94 @@ CheckpointSpec parse_checkpoint(JsonReader& r) {
   return c;
 }
 
+// ---- buffer sizes: `deepspeed` and `ddp` (planner/scenario.h DeepSpeedSpec, DdpSpec) ------------
+
+// The ZeRO stage a DeepSpeed scenario runs: its layout (master_weights optimizer_state) under
+// ZERO1 (1), SHARD_GRAD_OP (2) or FULL_SHARD (3); 0 for anything else (FSDP, DDP, hybrids).
+int stage_of(const Scenario& s) {
+  if (s.training.master_weights != MasterWeights::optimizer_state) return 0;
+  switch (s.fsdp.strategy) {
+    case Strategy::ZERO1: return 1;
+    case Strategy::SHARD_GRAD_OP: return 2;
+    case Strategy::FULL_SHARD: return 3;
+    default: return 0;
+  }
+}
+
+// Element counts up to 2^50: past any model, and bytes x 16 stay far inside int64.
+constexpr std::int64_t kMaxBufferElements = std::int64_t{1} << 50;
+
+std::int64_t buffer_elements(JsonReader& r, const char* key, std::int64_t fallback, std::int64_t lo) {
+  if (!r.has(key)) {
+    r.ignore(key);
+    return fallback;
+  }
+  const std::int64_t v = r.integer(key);
+  if (v < lo || v > kMaxBufferElements)
+    r.fail(key, std::string("expected a whole number of elements in [") + std::to_string(lo) + ", 2^50], got " +
+                    std::to_string(v));
+  return v;
+}
+
+DeepSpeedSpec parse_deepspeed(JsonReader& r, const Scenario& s) {
+  DeepSpeedSpec d;
+  if (!r.has("deepspeed")) {
+    r.ignore("deepspeed");
+    return d;
+  }
+  JsonReader z = r.object("deepspeed");
+  const int stage = stage_of(s);
+  if (stage == 0)
+    r.fail("deepspeed", "is DeepSpeed ZeRO's configuration: it needs training.master_weights \"optimizer_state\" (DeepSpeed's "
+               "layout) and fsdp.strategy ZERO1, SHARD_GRAD_OP (ZeRO-2) or FULL_SHARD (ZeRO-3); this scenario is " +
+               strategy_name(s.fsdp.strategy) +
+               (s.training.master_weights == MasterWeights::optimizer_state ? "" : " with FSDP's layout"));
+  // Modelled so far for ZeRO-1 and ZeRO-2 (planner/plan_zero.cpp): under ZeRO-3 the reduction is
+  // still planned per unit, so the object is refused rather than read and ignored.
+  if (stage == 3)
+    r.fail("deepspeed", "DeepSpeed's buckets are modelled for ZeRO-1 and ZeRO-2 (ZERO1, SHARD_GRAD_OP) so far; under "
+                        "ZeRO-3 leave the object out (the gathers and reductions are planned per unit)");
+  if (stage == 2 && s.fsdp.offload_optimizer != FsdpSpec::OffloadDevice::none)
+    r.fail("deepspeed", "ZeRO-2's buckets are not modelled with offload_optimizer yet; leave the object out");
+  if (stage == 2 && !s.fsdp.sync_grads_every_micro_step)
+    r.fail("deepspeed", "DeepSpeed ZeRO-2 reduces its buckets in every micro-step: fsdp.grad_sync last_micro_step "
+                        "does not apply");
+  d.stated = true;
+  // ZeRO-3's fields are DeepSpeed no-ops under stages 1 and 2: refused, so a sweep over them cannot rank
+  // identical plans.
+  for (const char* k : {"stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
+                        "stage3_param_persistence_threshold"})
+    if (z.has(k)) z.fail(k, "is ZeRO-3's (stage3.py); this scenario is ZeRO-" + std::to_string(stage));
+  d.reduce_bucket_size = buffer_elements(z, "reduce_bucket_size", d.reduce_bucket_size, 1);
+  if (z.has("allgather_bucket_size"))
+    z.fail("allgather_bucket_size", "is not modelled yet: the post-step parameter all-gather is planned one per unit "
+                                    "(plan_zero.cpp, all_gather_updated_params); leave it out");
+  d.overlap_comm = z.boolean_or("overlap_comm", stage == 3);
+  d.contiguous_gradients = z.boolean_or("contiguous_gradients", true);
+  z.finish();
+  return d;
+}
+
+DdpSpec parse_ddp(JsonReader& r, const Scenario& s) {
+  DdpSpec d;
+  if (!r.has("ddp")) {
+    r.ignore("ddp");
+    return d;
+  }
+  JsonReader o = r.object("ddp");
+  if (s.fsdp.strategy != Strategy::NO_SHARD)
+    r.fail("ddp", "is DistributedDataParallel's configuration: it needs fsdp.strategy NO_SHARD; this scenario is " +
+                   strategy_name(s.fsdp.strategy));
+  d.stated = true;
+  d.bucket_cap_mb = o.positive_number_or("bucket_cap_mb", d.bucket_cap_mb);
+  // A cap past 2^40 MiB is past any model and would overflow the bytes.
+  if (d.bucket_cap_mb > 1099511627776.0) o.fail("bucket_cap_mb", "expected at most 2^40 MiB");
+  if (d.bucket_cap_bytes() < 1) o.fail("bucket_cap_mb", "expected at least one byte (1/1048576 MiB)");
+  d.gradient_as_bucket_view = o.boolean_or("gradient_as_bucket_view", false);
+  o.finish();
+  return d;
+}
+
 std::map<std::string, std::string> parse_sources(JsonReader& r) {
   std::map<std::string, std::string> out;
   if (!r.has("sources")) {
@@ -696,10 +784,14 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
   } else {
     r.ignore("allocator");
   }
+  s.deepspeed = parse_deepspeed(r, s);
+  s.ddp = parse_ddp(r, s);
   r.finish();
   check_float8(s);
   return s;
 }
+
+int deepspeed_zero_stage(const Scenario& s) { return stage_of(s); }
 
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
   return parse_scenario(load_json_file(path), path, overrides);

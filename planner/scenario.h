@@ -152,6 +152,44 @@ struct CheckpointSpec {
   bool optimizer = true;       // the optimizer state is saved too
 };
 
+// ---- buffer sizes (issue 21): DeepSpeed ZeRO's buckets and DDP's ------------------------------
+
+// The scenario's `deepspeed` object: DeepSpeed ZeRO's zero_optimization buffer knobs, by its
+// names. Defaults are DeepSpeed's (deepspeedai/DeepSpeed@edaa722, deepspeed/runtime/zero/config.py,
+// DeepSpeedZeroConfig): reduce_bucket_size and allgather_bucket_size pp_int(5e8) elements,
+// stage3_prefetch_bucket_size 5e7, stage3_max_live_parameters 1e9, stage3_max_reuse_distance 1e9,
+// stage3_param_persistence_threshold 1e5, contiguous_gradients True, overlap_comm None = True
+// under stage 3 and False otherwise (the overlap_comm_valid validator). Only for the DeepSpeed
+// layout (training.master_weights optimizer_state) under ZERO1 / SHARD_GRAD_OP; the scenario
+// refuses the object under ZeRO-3 and refuses allgather_bucket_size and the stage3_* fields (not
+// modelled yet), so only reduce_bucket_size, overlap_comm and contiguous_gradients are read; the
+// others hold DeepSpeed's defaults for the stages to come. Absent (`stated` false): the planner
+// plans the reduction per unit, as before the object existed.
+struct DeepSpeedSpec {
+  bool stated = false;
+  std::int64_t reduce_bucket_size = 500000000;     // elements per gradient reduction (stage 1/2)
+  std::int64_t allgather_bucket_size = 500000000;  // elements per post-step parameter all-gather (stage 1/2)
+  std::int64_t stage3_prefetch_bucket_size = 50000000;
+  std::int64_t stage3_max_live_parameters = 1000000000;
+  std::int64_t stage3_max_reuse_distance = 1000000000;
+  std::int64_t stage3_param_persistence_threshold = 100000;
+  bool overlap_comm = false;  // resolved: the stated value, else stage 3
+  bool contiguous_gradients = true;
+};
+
+// The scenario's `ddp` object (NO_SHARD only): torch.nn.parallel.DistributedDataParallel's Reducer.
+// bucket_cap_mb: 25 by default (distributed.py: bucket_cap_mb None -> 25, bucket_bytes_cap =
+// int(bucket_cap_mb * 1024 * 1024)); the first bucket in backward order is capped at
+// dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB). gradient_as_bucket_view False by default: param.grad
+// and the bucket are two copies. Absent: NO_SHARD all-reduces per unit (FSDP's NO_SHARD).
+struct DdpSpec {
+  bool stated = false;
+  double bucket_cap_mb = 25.0;
+  bool gradient_as_bucket_view = false;
+  std::int64_t bucket_cap_bytes() const { return static_cast<std::int64_t>(bucket_cap_mb * 1024 * 1024); }
+};
+constexpr std::int64_t kDdpFirstBucketBytes = 1024 * 1024;  // torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+
 struct Scenario {
   std::string file;  // for error messages and reports
   std::string name;
@@ -170,10 +208,16 @@ struct Scenario {
   // `allocator`: PYTORCH_CUDA_ALLOC_CONF's expandable_segments and max_split_size_mb, which
   // the plan's schedule carries to the memory replay and the runtime.
   AllocatorSettings allocator;
+  DeepSpeedSpec deepspeed;  // `deepspeed` (buffer knobs)
+  DdpSpec ddp;              // `ddp` (buffer knobs)
 
   int world_size() const { return cluster.world_size(); }
   int replicas() const { return world_size() / fsdp.shard_group_size; }
 };
+
+// The DeepSpeed ZeRO stage a scenario runs: DeepSpeed's layout (training.master_weights
+// optimizer_state) under ZERO1 (1), SHARD_GRAD_OP (2) or FULL_SHARD (3); 0 for anything else.
+int deepspeed_zero_stage(const Scenario& s);
 
 // Where the shipped catalogs live: $FSDPSIM_ROOT; else, for an installed binary, <prefix>/share/fsdpsim
 // beside <prefix>/bin (`cmake --install`); else the source tree the binary was built from.

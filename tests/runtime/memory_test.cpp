@@ -19,10 +19,10 @@ struct Case {
 // gtest prints the parameter in test listings (and CTest names): the case name, not raw bytes.
 void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
 
-// A scenario under PYTORCH_CUDA_ALLOC_CONF's settings (planner::AllocatorSettings).
-nlohmann::json with_allocator(nlohmann::json scenario, const nlohmann::json& allocator) {
-  scenario["allocator"] = allocator;
-  return scenario;
+// `json` with `key` set to `value` (the scenario's top-level objects beside fsdp and training).
+nlohmann::json with(nlohmann::json json, const std::string& key, const nlohmann::json& value) {
+  json[key] = value;
+  return json;
 }
 
 std::vector<Case> cases() {
@@ -31,17 +31,17 @@ std::vector<Case> cases() {
       // The allocator's settings: the executor's allocator maps expandable segments' pages and
       // keeps oversize blocks whole exactly as the replay does.
       {"fsdp2_expandable_segments",
-       with_allocator(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}}), {{"expandable_segments", true}})},
+       with(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}}), "allocator", {{"expandable_segments", true}})},
       // 2048 x 4096 weights: 16 MiB gathered in bf16, so the large pool's 20 MiB pages and the
       // oversize rules (max_split_size_mb:20) are exercised, not only the small pool.
       {"fsdp2_expandable_segments_large_pool",
-       with_allocator(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {}, 4, {2048, 4096}),
+       with(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {}, 4, {2048, 4096}), "allocator",
                       {{"expandable_segments", true}})},
       {"fsdp1_expandable_segments_record_stream",
-       with_allocator(scenario(1, 4, {{"version", 1}, {"strategy", "FULL_SHARD"}, {"forward_prefetch", true}}),
+       with(scenario(1, 4, {{"version", 1}, {"strategy", "FULL_SHARD"}, {"forward_prefetch", true}}), "allocator",
                       {{"expandable_segments", true}})},
       {"fsdp2_max_split_size",
-       with_allocator(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {}, 4, {2048, 4096}),
+       with(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {}, 4, {2048, 4096}), "allocator",
                       {{"max_split_size_mb", 20}})},
       {"fsdp2_full_shard", scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}})},
       {"fsdp1_full_shard_padded",
@@ -67,6 +67,17 @@ std::vector<Case> cases() {
        scenario(1, 2,
                 {{"version", 2}, {"offload_optimizer", "cpu"}, {"offload_param", "cpu"}, {"offload_pin_memory", false}},
                 {{"master_weights", "optimizer_state"}})},
+      // Buffer sizes (issue 21): DDP's gradient buckets (first bucket 1 MiB, then 0.5 MiB: five
+      // all-reduces and five persistent bucket tensors beside the gradients) and DeepSpeed ZeRO-1's
+      // reduce buckets with overlap_comm (two bucket buffers alive through backward), ZeRO-2's
+      // (autograd's gradients freed into the bucket buffer, one partition gradient buffer).
+      {"ddp_buckets", with(scenario(1, 2, {{"version", 1}, {"strategy", "NO_SHARD"}}), "ddp", {{"bucket_cap_mb", 0.5}})},
+      {"deepspeed_zero1_buckets",
+       with(scenario(1, 4, {{"version", 2}, {"strategy", "ZERO1"}}, {{"master_weights", "optimizer_state"}}),
+            "deepspeed", {{"reduce_bucket_size", 300000}, {"overlap_comm", true}})},
+      {"deepspeed_zero2_buckets",
+       with(scenario(1, 4, {{"version", 2}, {"strategy", "SHARD_GRAD_OP"}}, {{"master_weights", "optimizer_state"}}),
+            "deepspeed", {{"reduce_bucket_size", 300000}})},
       {"deepspeed_zero3_nvme", scenario(1, 2, {{"version", 2}, {"offload_optimizer", "nvme"}, {"offload_param", "nvme"}},
                                         {{"master_weights", "optimizer_state"}})},
   };

@@ -1,0 +1,288 @@
+// Buffer sizes as knobs (issue 21): DDP's gradient buckets (`ddp`) and DeepSpeed ZeRO-1's
+// reduce buckets (`deepspeed`), worked by hand on a synthetic model (synthetic.h): 4 blocks
+// of one 512 x 512 weight (262,144 elements; 1 MiB in fp32, 512 KiB in bf16), no activations,
+// 8 GPUs on one node. Backward reaches the blocks in the order blocks.3, .2, .1, .0, then the
+// root (which owns no parameter).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "models/json_input.h"
+#include "planner/plan.h"
+#include "planner/scenario.h"
+#include "synthetic.h"
+
+namespace fsdpsim::planner {
+namespace {
+
+using testing::block_model;
+using testing::cluster;
+
+constexpr std::int64_t kWeight = 512 * 512;  // elements of one block's weight
+constexpr std::int64_t MiB = 1024 * 1024;
+
+nlohmann::json scenario(const std::string& strategy, bool deepspeed_layout = false) {
+  nlohmann::json t = {{"micro_batch", 1}, {"seq_len", 1024}, {"param_dtype", "bf16"}, {"reduce_dtype", "fp32"},
+                      {"master_dtype", "fp32"}, {"optimizer", "none"}};
+  if (deepspeed_layout) t["master_weights"] = "optimizer_state";
+  return {{"model", block_model(4, {512, 512}, 0)},
+          {"cluster", cluster(1, 8)},
+          {"training", t},
+          {"fsdp", {{"strategy", strategy}}}};
+}
+
+Plan plan(const nlohmann::json& json) { return plan_step(parse_scenario(json, "test.json")); }
+
+std::vector<const Op*> ops_of(const Schedule& s, OpKind kind) {
+  std::vector<const Op*> out;
+  for (const Op& op : s.ops)
+    if (op.kind == kind) out.push_back(&op);
+  return out;
+}
+
+int op_named(const Schedule& s, const std::string& name) {
+  for (const Op& op : s.ops)
+    if (op.name == name) return op.id;
+  throw std::logic_error("no op " + name);
+}
+
+std::int64_t persistent_bytes(const Schedule& s, MemCategory category) {
+  std::int64_t bytes = 0;
+  for (const Allocation& a : s.allocations)
+    if (a.persistent && a.category == category) bytes += a.bytes;
+  return bytes;
+}
+
+// ---- DDP ---------------------------------------------------------------------------------
+// DDP's Reducer rebuilds its buckets after the first iteration in the order gradients became
+// ready, with the limits [1 MiB, bucket_cap_mb] (torch/nn/parallel/distributed.py
+// _ddp_init_helper; reducer.cpp compute_bucket_assignment_by_size: a bucket closes once its
+// bytes reach the limit, the crossing parameter included). fp32 gradients (the stored dtype):
+//   default 25 MiB cap: [blocks.3] = 1 MiB >= 1 MiB closes the first bucket; blocks.2..0 = 3 MiB
+//     < 25 MiB stay open until backward ends: 2 all-reduces, 1 MiB and 3 MiB;
+//   bucket_cap_mb 1: every block closes its own bucket: 4 all-reduces of 1 MiB.
+// The first all-reduce is issued as soon as blocks.3's backward is done, before blocks.2's.
+TEST(DdpBuckets, DefaultCapMakesAOneMiBFirstBucketThenOneFor25MiB) {
+  nlohmann::json j = scenario("NO_SHARD");
+  j["ddp"] = nlohmann::json::object();
+  const Plan p = plan(j);
+  const auto ar = ops_of(p.schedule, OpKind::all_reduce);
+  ASSERT_EQ(ar.size(), 2u);
+  EXPECT_EQ(ar[0]->comm_bytes, 1.0 * MiB);
+  EXPECT_EQ(ar[1]->comm_bytes, 3.0 * MiB);
+  EXPECT_LT(ar[0]->id, op_named(p.schedule, "bwd blocks.2"));
+  EXPECT_GT(ar[1]->id, op_named(p.schedule, "bwd blocks.0"));
+}
+
+TEST(DdpBuckets, OneMiBCapReducesEachBlockAsItsBackwardEnds) {
+  nlohmann::json j = scenario("NO_SHARD");
+  j["ddp"] = {{"bucket_cap_mb", 1}};
+  const Plan p = plan(j);
+  const auto ar = ops_of(p.schedule, OpKind::all_reduce);
+  ASSERT_EQ(ar.size(), 4u);
+  for (const Op* op : ar) EXPECT_EQ(op->comm_bytes, 1.0 * MiB) << op->name;
+  // blocks.1's bucket goes out before blocks.0's backward: only 1 MiB is left after the last
+  // backward compute, against 3 MiB under the default cap.
+  EXPECT_LT(ar[2]->id, op_named(p.schedule, "bwd blocks.0"));
+  EXPECT_GT(ar[3]->id, op_named(p.schedule, "bwd blocks.0"));
+}
+
+// Gradient memory: the parameters' .grad (4 x 1 MiB, persistent, accumulated in place) and,
+// without gradient_as_bucket_view, the bucket tensors as well (another 4 MiB: the Reducer copies
+// each gradient into its bucket, reducer.cpp mark_variable_ready_dense); with it the .grad are
+// views of the buckets: 4 MiB.
+TEST(DdpBuckets, GradientsAreHeldTwiceUnlessTheyAreBucketViews) {
+  nlohmann::json j = scenario("NO_SHARD");
+  j["ddp"] = nlohmann::json::object();
+  EXPECT_EQ(persistent_bytes(plan(j).schedule, MemCategory::unsharded_grad), 8 * MiB);
+  j["ddp"]["gradient_as_bucket_view"] = true;
+  EXPECT_EQ(persistent_bytes(plan(j).schedule, MemCategory::unsharded_grad), 4 * MiB);
+  // Without the object: FSDP's NO_SHARD, one all-reduce per unit, one copy (as before).
+  EXPECT_EQ(persistent_bytes(plan(scenario("NO_SHARD")).schedule, MemCategory::unsharded_grad), 4 * MiB);
+  EXPECT_EQ(ops_of(plan(scenario("NO_SHARD")).schedule, OpKind::all_reduce).size(), 4u);
+}
+
+// ---- DeepSpeed ZeRO-1 ----------------------------------------------------------------------
+// stage_1_and_2.py (deepspeedai/DeepSpeed@edaa722), reduce_independent_p_g_buckets_and_remove_grads:
+// the bucket is reduced before a gradient is added when elements + numel > reduce_bucket_size.
+// reduce_bucket_size = 2 x 262,144 = 524,288: blocks.3 + blocks.2 fill it exactly (not more), so
+// blocks.1 flushes it; blocks.1 + blocks.0 are reduced at the end: 2 reductions of 524,288 bf16
+// elements (the bucket buffer's 16-bit dtype) = 1 MiB each. overlap_comm is False by default
+// below stage 3 (config.py overlap_comm_valid), so both go after the whole backward
+// (reduce_gradients); the bucket buffer (setup_buckets: reduce_bucket_size elements, 16-bit) is
+// 1 MiB, alive from the start of backward until the epilogue after the last reduction.
+TEST(DeepSpeedZero1Buckets, ReduceBucketSizeSplitsTheGradientsAfterBackward) {
+  nlohmann::json j = scenario("ZERO1", true);
+  j["deepspeed"] = {{"reduce_bucket_size", 2 * kWeight}};
+  const Plan p = plan(j);
+  const Schedule& s = p.schedule;
+  const auto rs = ops_of(s, OpKind::reduce_scatter);
+  ASSERT_EQ(rs.size(), 2u);
+  for (const Op* op : rs) {
+    EXPECT_EQ(op->comm_bytes, 1.0 * MiB) << op->name;
+    EXPECT_GT(op->id, op_named(s, "bwd blocks.0")) << op->name;
+  }
+  std::int64_t buffer = 0;
+  for (const Allocation& a : s.allocations)
+    if (a.label == "DeepSpeed ipg bucket buffers") buffer += a.bytes;
+  EXPECT_EQ(buffer, 1 * MiB);
+  // Freed by the last reduction's epilogue, not before.
+  bool freed_after_last = false;
+  for (const Op& op : s.ops)
+    for (int a : op.frees)
+      if (s.allocations[a].label == "DeepSpeed ipg bucket buffers") freed_after_last = op.id >= rs.back()->id;
+  EXPECT_TRUE(freed_after_last);
+}
+
+// overlap_comm: two bucket buffers (2 MiB, "double buffers") and the first bucket reduced as soon
+// as blocks.2's gradients complete it, before blocks.1's backward.
+TEST(DeepSpeedZero1Buckets, OverlapCommDoublesTheBufferAndReducesDuringBackward) {
+  nlohmann::json j = scenario("ZERO1", true);
+  j["deepspeed"] = {{"reduce_bucket_size", 2 * kWeight}, {"overlap_comm", true}};
+  const Plan p = plan(j);
+  const auto rs = ops_of(p.schedule, OpKind::reduce_scatter);
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_LT(rs[0]->id, op_named(p.schedule, "bwd blocks.1"));
+  std::int64_t buffer = 0;
+  for (const Allocation& a : p.schedule.allocations)
+    if (a.label == "DeepSpeed ipg bucket buffers") buffer += a.bytes;
+  EXPECT_EQ(buffer, 2 * MiB);
+}
+
+// A parameter larger than the bucket is reduced alone (extra_large_param_to_reduce): a bucket of
+// 100,000 elements gives one reduction per 262,144-element block.
+TEST(DeepSpeedZero1Buckets, AParameterLargerThanTheBucketIsReducedAlone) {
+  nlohmann::json j = scenario("ZERO1", true);
+  j["deepspeed"] = {{"reduce_bucket_size", 100000}};
+  const auto rs = ops_of(plan(j).schedule, OpKind::reduce_scatter);
+  ASSERT_EQ(rs.size(), 4u);
+  for (const Op* op : rs) EXPECT_EQ(op->comm_bytes, kWeight * 2.0) << op->name;
+}
+
+// The defaults are DeepSpeed's (config.py): 5e8-element buckets, overlap off below stage 3,
+// contiguous gradients on; 5e7 written as a JSON float (what `sweep --axis` passes) is read whole.
+TEST(DeepSpeedZero1Buckets, DefaultsAreDeepSpeedsAndFloatsThatAreWholeAreRead) {
+  nlohmann::json j = scenario("ZERO1", true);
+  j["deepspeed"] = nlohmann::json::object();
+  const Scenario d = parse_scenario(j, "test.json");
+  EXPECT_EQ(d.deepspeed.reduce_bucket_size, 500000000);
+  EXPECT_FALSE(d.deepspeed.overlap_comm);
+  EXPECT_TRUE(d.deepspeed.contiguous_gradients);
+  const Scenario s = parse_scenario(j, "test.json", {"deepspeed.reduce_bucket_size=5e7"});
+  EXPECT_EQ(s.deepspeed.reduce_bucket_size, 50000000);
+}
+
+// ---- DeepSpeed ZeRO-2 ----------------------------------------------------------------------
+// Stage 2 (partition_gradients) reduces its buckets in every micro-step; each gradient is copied
+// into the bucket buffer and replaced by a view of it, so autograd's bf16 gradient (512 KiB a
+// block) is gone once its unit's backward ends; the rank's part of each reduced bucket goes to
+// grads_in_partition: the rank's partition, 4 blocks x 262,144 / 8 ranks = 131,072 bf16
+// elements = 256 KiB, made at the first reduction and freed by the optimizer step.
+// reduce_bucket_size 524,288 as above: 2 buckets per micro-step, 2 micro-steps: 4 reductions of
+// 1 MiB.
+TEST(DeepSpeedZero2Buckets, EveryMicroStepReducesItsBucketsIntoOnePartitionBuffer) {
+  nlohmann::json j = scenario("SHARD_GRAD_OP", true);
+  j["training"]["grad_accum"] = 2;
+  j["deepspeed"] = {{"reduce_bucket_size", 2 * kWeight}};
+  const Plan p = plan(j);
+  const Schedule& s = p.schedule;
+  const auto rs = ops_of(s, OpKind::reduce_scatter);
+  ASSERT_EQ(rs.size(), 4u);
+  EXPECT_EQ(rs[0]->micro_step, 0);
+  EXPECT_EQ(rs[3]->micro_step, 1);
+  for (const Op* op : rs) EXPECT_EQ(op->comm_bytes, 1.0 * MiB) << op->name;
+  int partitions = 0;
+  for (const Allocation& a : s.allocations) {
+    if (a.label != "DeepSpeed grads_in_partition") continue;
+    ++partitions;
+    EXPECT_EQ(a.bytes, 256 * 1024);
+    EXPECT_EQ(a.category, MemCategory::sharded_grad);
+  }
+  EXPECT_EQ(partitions, 1);
+  // Stage 2 reduces from its gradient hooks even without overlap_comm (process_gradients), on the
+  // current stream: the first bucket goes as soon as blocks.2's gradients complete it, and a wait
+  // on the compute stream holds blocks.1's backward behind it.
+  EXPECT_LT(rs[0]->id, op_named(s, "bwd blocks.1"));
+  const Op& after = s.ops[rs[0]->id + 1];
+  EXPECT_EQ(after.kind, OpKind::wait);
+  EXPECT_EQ(after.stream, Stream::compute);
+  EXPECT_EQ(std::count(after.deps.begin(), after.deps.end(), rs[0]->id), 1);
+  // When the first bucket is reduced, no autograd gradient is left: blocks.3's and .2's were
+  // copied into the bucket buffer, blocks.1's and .0's are not made yet.
+  std::vector<bool> live(s.allocations.size(), false);
+  for (const Op& op : s.ops) {
+    for (int a : op.allocs) live[a] = true;
+    if (op.id == rs[0]->id) break;
+    for (int a : op.frees) live[a] = false;
+  }
+  std::int64_t unsharded = 0;
+  for (const Allocation& a : s.allocations)
+    if (live[a.id] && a.category == MemCategory::unsharded_grad) unsharded += a.bytes;
+  EXPECT_EQ(unsharded, 0);
+  // Without the object: FSDP-style, one reduce-scatter per unit and micro-step (as before).
+  j.erase("deepspeed");
+  EXPECT_EQ(ops_of(plan(j).schedule, OpKind::reduce_scatter).size(), 8u);
+}
+
+// ---- bad input -------------------------------------------------------------------------------
+std::string path_of_error(const nlohmann::json& j, std::vector<std::string> overrides = {}) {
+  try {
+    parse_scenario(j, "bad.json", overrides);
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "bad.json");
+    return e.json_path();
+  }
+  ADD_FAILURE() << "no InputError";
+  return "";
+}
+
+TEST(BufferSizeInput, BadValuesNameTheField) {
+  nlohmann::json ds = scenario("ZERO1", true);
+  ds["deepspeed"] = nlohmann::json::object();
+  EXPECT_EQ(path_of_error(ds, {"deepspeed.reduce_bucket_size=0"}), "deepspeed.reduce_bucket_size");
+  EXPECT_EQ(path_of_error(ds, {"deepspeed.reduce_bucket_size=1.5"}), "deepspeed.reduce_bucket_size");
+  EXPECT_EQ(path_of_error(ds, {"deepspeed.reduce_bucket_size=big"}), "deepspeed.reduce_bucket_size");
+  EXPECT_EQ(path_of_error(ds, {"deepspeed.reduce_bucket_size=1e18"}), "deepspeed.reduce_bucket_size");
+  EXPECT_EQ(path_of_error(ds, {"deepspeed.overlap_comm=3"}), "deepspeed.overlap_comm");
+  EXPECT_EQ(path_of_error(ds, {"deepspeed.reduce_bucket=5"}), "deepspeed.reduce_bucket");
+  // ZeRO-3's knobs under ZeRO-1 are DeepSpeed no-ops: refused.
+  EXPECT_EQ(path_of_error(ds, {"deepspeed.stage3_max_live_parameters=1e8"}), "deepspeed.stage3_max_live_parameters");
+  EXPECT_EQ(path_of_error(ds, {"deepspeed.allgather_bucket_size=5e8"}), "deepspeed.allgather_bucket_size");
+
+  nlohmann::json ddp = scenario("NO_SHARD");
+  ddp["ddp"] = nlohmann::json::object();
+  EXPECT_EQ(path_of_error(ddp, {"ddp.bucket_cap_mb=0"}), "ddp.bucket_cap_mb");
+  EXPECT_EQ(path_of_error(ddp, {"ddp.bucket_cap_mb=-25"}), "ddp.bucket_cap_mb");
+  EXPECT_EQ(path_of_error(ddp, {"ddp.bucket_cap_mb=1e-9"}), "ddp.bucket_cap_mb");
+  EXPECT_EQ(path_of_error(ddp, {"ddp.gradient_as_bucket_view=\"yes\""}), "ddp.gradient_as_bucket_view");
+}
+
+TEST(BufferSizeInput, TheObjectsBelongToTheirFrameworks) {
+  // deepspeed on an FSDP scenario (FSDP's layout), and on DDP.
+  nlohmann::json fsdp = scenario("FULL_SHARD");
+  fsdp["deepspeed"] = {{"reduce_bucket_size", 5e8}};
+  EXPECT_EQ(path_of_error(fsdp), "deepspeed");
+  nlohmann::json ddp = scenario("NO_SHARD", true);
+  ddp["deepspeed"] = nlohmann::json::object();
+  EXPECT_EQ(path_of_error(ddp), "deepspeed");
+  // ZeRO-3's buckets are not modelled yet: refused, not read and ignored.
+  nlohmann::json zero3 = scenario("FULL_SHARD", true);
+  zero3["deepspeed"] = nlohmann::json::object();
+  EXPECT_EQ(path_of_error(zero3), "deepspeed");
+  // ZeRO-2 reduces every micro-step: no_sync-style accumulation does not apply.
+  nlohmann::json zero2 = scenario("SHARD_GRAD_OP", true);
+  zero2["deepspeed"] = nlohmann::json::object();
+  zero2["fsdp"]["grad_sync"] = "last_micro_step";
+  EXPECT_EQ(path_of_error(zero2), "deepspeed");
+  zero2["fsdp"].erase("grad_sync");
+  EXPECT_EQ(path_of_error(zero2, {"deepspeed.stage3_prefetch_bucket_size=5e7"}), "deepspeed.stage3_prefetch_bucket_size");
+  // ddp on a sharded strategy.
+  nlohmann::json sharded = scenario("FULL_SHARD");
+  sharded["ddp"] = {{"bucket_cap_mb", 25}};
+  EXPECT_EQ(path_of_error(sharded), "ddp");
+}
+
+}  // namespace
+}  // namespace fsdpsim::planner
