@@ -633,8 +633,9 @@ TEST(MoeImport, QwenMoeDenseLayersBetweenSparseOnes) {
   EXPECT_EQ(sparse, 11);
   EXPECT_EQ(dense, 13);
   // The dense MLP: gate_proj [intermediate_size 5632, h 2048].
-  EXPECT_EQ(model.find_module("model.layers.0.mlp.gate_proj")->params.at(0).shape,
-            (std::vector<std::int64_t>{5632, 2048}));
+  const Module* dense_gate = model.find_module("model.layers.0.mlp.gate_proj");
+  ASSERT_NE(dense_gate, nullptr);
+  EXPECT_EQ(dense_gate->params.at(0).shape, (std::vector<std::int64_t>{5632, 2048}));
   // Every layer is a block (one type, each run written with "repeat").
   EXPECT_EQ(model.find_module("model.layers")->children.size(), 24u);
   // A layer index outside the model is refused by position.
