@@ -662,6 +662,11 @@ TEST(DeepSeekImport, ImportedModelsHoldTheCountedParameters) {
     EXPECT_EQ(load_hf_config(path).parameter_count(), count_hf_parameters(load_json_file(path), path).total) << config;
   }
   // The first three layers dense, the others MoE; MLA's projections as transformers names them.
+  // A parameter's shape, empty when the module is missing (a wrong tree fails, never crashes).
+  auto shape_of = [&](const Model& m, const std::string& module, std::size_t param) {
+    const Module* found = m.find_module(module);
+    return found && found->params.size() > param ? found->params[param].shape : std::vector<std::int64_t>{};
+  };
   const Module* dense = v3.find_module("model.layers.2");
   const Module* sparse = v3.find_module("model.layers.3");
   ASSERT_TRUE(dense && sparse && dense->costs && sparse->costs);
@@ -669,18 +674,21 @@ TEST(DeepSeekImport, ImportedModelsHoldTheCountedParameters) {
   ASSERT_TRUE(sparse->costs->moe.has_value());
   EXPECT_EQ(sparse->costs->moe->experts, 256);
   EXPECT_EQ(sparse->costs->moe->top_k, 8);
-  EXPECT_EQ(v3.find_module("model.layers.60.mlp.experts")->experts, 256);
-  EXPECT_EQ(v3.find_module("model.layers.2.mlp.gate_proj")->params.at(0).shape,
+  const Module* experts = v3.find_module("model.layers.60.mlp.experts");
+  ASSERT_NE(experts, nullptr);
+  EXPECT_EQ(experts->experts, 256);
+  EXPECT_EQ(shape_of(v3, "model.layers.2.mlp.gate_proj", 0),
             (std::vector<std::int64_t>{18432, 7168}));
-  EXPECT_EQ(v3.find_module("model.layers.3.mlp.shared_experts.down_proj")->params.at(0).shape,
+  EXPECT_EQ(shape_of(v3, "model.layers.3.mlp.shared_experts.down_proj", 0),
             (std::vector<std::int64_t>{7168, 2048}));
-  EXPECT_EQ(v3.find_module("model.layers.3.mlp.gate")->params.at(1).shape, (std::vector<std::int64_t>{256}));
-  EXPECT_EQ(v3.find_module("model.layers.0.self_attn.q_b_proj")->params.at(0).shape,
+  EXPECT_EQ(shape_of(v3, "model.layers.3.mlp.gate", 1), (std::vector<std::int64_t>{256}));
+  EXPECT_EQ(shape_of(v3, "model.layers.0.self_attn.q_b_proj", 0),
             (std::vector<std::int64_t>{128 * 192, 1536}));
-  EXPECT_EQ(v3.find_module("model.layers.0.self_attn.kv_b_proj")->params.at(0).shape,
+  EXPECT_EQ(shape_of(v3, "model.layers.0.self_attn.kv_b_proj", 0),
             (std::vector<std::int64_t>{128 * 256, 512}));
-  EXPECT_EQ(v3.find_module("model.layers.0.self_attn.o_proj")->params.at(0).shape,
+  EXPECT_EQ(shape_of(v3, "model.layers.0.self_attn.o_proj", 0),
             (std::vector<std::int64_t>{7168, 128 * 128}));
+  ASSERT_NE(v3.find_module("model.layers"), nullptr);
   EXPECT_EQ(v3.find_module("model.layers")->children.size(), 61u);
   // The multi-token-prediction module is named as left out.
   EXPECT_NE(v3.source.find("num_nextn_predict_layers=1"), std::string::npos) << v3.source;
@@ -691,8 +699,9 @@ TEST(DeepSeekImport, ImportedModelsHoldTheCountedParameters) {
 // 2 shared experts).
 TEST(DeepSeekImport, V2LiteBlocksByHand) {
   const Model lite = load("deepseek-v2-lite");
-  EXPECT_EQ(lite.find_module("model.layers.1.self_attn.q_proj")->params.at(0).shape,
-            (std::vector<std::int64_t>{16 * 192, 2048}));
+  const Module* q_proj = lite.find_module("model.layers.1.self_attn.q_proj");
+  ASSERT_NE(q_proj, nullptr);
+  EXPECT_EQ(q_proj->params.at(0).shape, (std::vector<std::int64_t>{16 * 192, 2048}));
   EXPECT_EQ(lite.find_module("model.layers.1.self_attn.q_a_proj"), nullptr);
   const Module* dense = lite.find_module("model.layers.0");
   const Module* sparse = lite.find_module("model.layers.26");
