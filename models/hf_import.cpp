@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -67,14 +68,17 @@ const FamilyName& family_name(Family family) {
   return kFamilies[0];
 }
 
-std::string type_list(bool moe) {
+bool imports_moe(Family family);
+
+// The model types import_hf_config plans (`imported`) or only counts (count_hf_parameters).
+std::string type_list(bool imported) {
   std::string list;
   for (const FamilyName& f : kFamilies)
-    if (f.moe == moe) list += (list.empty() ? "" : ", ") + std::string(f.model_type);
+    if ((!f.moe || imports_moe(f.family)) == imported) list += (list.empty() ? "" : ", ") + std::string(f.model_type);
   return list;
 }
 
-std::string supported_list() { return type_list(false) + " (and, counted but not planned, " + type_list(true) + ")"; }
+std::string supported_list() { return type_list(true) + " (and, counted but not planned, " + type_list(false) + ")"; }
 
 // ---- the keys of a config ------------------------------------------------------------
 //
@@ -138,11 +142,11 @@ const std::set<std::string>& harmless_for(Family family) {
        {"rope_theta", "rope_scaling", "rms_norm_eps", "hidden_act", "norm_topk_prob", "routed_scaling_factor",
         "scoring_func", "n_group", "topk_group", "aux_loss_alpha", "seq_aux", "pretraining_tp", "ep_size",
         "num_key_value_heads"}},
-      // num_nextn_predict_layers: the multi-token-prediction module, which transformers does not load.
+      // head_dim: V3's rotary width (qk_rope_head_dim); rope_interleave: the rotary's layout.
       {Family::deepseek_v3,
        {"rope_theta", "rope_scaling", "rms_norm_eps", "hidden_act", "norm_topk_prob", "routed_scaling_factor",
         "scoring_func", "n_group", "topk_group", "aux_loss_alpha", "seq_aux", "pretraining_tp", "ep_size",
-        "num_key_value_heads", "num_nextn_predict_layers", "rope_interleave", "head_dim", "quantization_config"}},
+        "num_key_value_heads", "rope_interleave", "head_dim", "quantization_config"}},
       // quantization_config: the checkpoint's MXFP4 storage of the experts; counts do not change.
       {Family::gpt_oss,
        {"rope_theta", "rope_scaling", "rms_norm_eps", "hidden_act", "swiglu_limit", "router_aux_loss_coef",
@@ -192,11 +196,23 @@ struct HfArch {
   bool scaled_embedding = false;    // Gemma: the embedding's output times sqrt(hidden)
   bool logit_softcap = false;       // Gemma-2's final_logit_softcapping
   std::vector<std::int64_t> windows;  // per layer: sliding window in tokens, 0 = full attention
-  // Mixture-of-Experts (every decoder layer sparse): `experts` routed experts of expert_ffn,
-  // top_k per token; `ffn` is then the shared experts' width (0: none).
+  // Mixture-of-Experts: `experts` routed experts of expert_ffn, top_k per token, in the layers
+  // sparse_layers marks (empty: every layer); `ffn` is then the shared experts' width in a sparse
+  // layer (0: none) and dense_ffn the MLP width of the dense layers.
   int experts = 0, top_k = 0;
   std::int64_t expert_ffn = 0;
   bool shared_expert_gate = false;  // Qwen2-MoE's sigmoid gate on the shared expert
+  std::vector<bool> sparse_layers;
+  std::int64_t dense_ffn = 0;
+  // DeepSeek-V3's router keeps a per-expert score-correction bias (topk_method "noaux_tc").
+  bool router_correction_bias = false;
+  // DeepSeek's multi-head latent attention (kv_lora_rank 0: none); head_dim is then q's and k's.
+  DecoderBlockShape::Mla mla;
+
+  bool sparse(std::int64_t layer) const {
+    if (experts == 0) return false;
+    return sparse_layers.empty() || sparse_layers[static_cast<std::size_t>(layer)];
+  }
 
   std::int64_t q_dim() const { return heads * head_dim; }
   std::int64_t kv_dim() const { return kv_heads * head_dim; }
@@ -204,7 +220,8 @@ struct HfArch {
     return family == Family::llama || family == Family::mistral || family == Family::qwen2 ||
            family == Family::qwen3 || family == Family::gemma2 || family == Family::gemma3_text ||
            family == Family::phi3 || family == Family::olmo2 || family == Family::mixtral ||
-           family == Family::qwen2_moe || family == Family::qwen3_moe;
+           family == Family::qwen2_moe || family == Family::qwen3_moe || family == Family::deepseek_v2 ||
+           family == Family::deepseek_v3;
   }
 };
 
@@ -692,6 +709,112 @@ int top_k_of(JsonReader& r, const std::string& key, int experts, const std::stri
   return static_cast<int>(k);
 }
 
+// Qwen2-MoE / Qwen3-MoE's layer kinds (Qwen2MoeDecoderLayer.__init__): layer i is sparse unless
+// listed in mlp_only_layers, and when (i + 1) % decoder_sparse_step == 0.
+std::vector<bool> qwen_sparse_layers(JsonReader& r, std::int64_t layers) {
+  const std::int64_t step = r.positive_integer_or("decoder_sparse_step", 1);
+  std::set<std::int64_t> dense;
+  if (r.has("mlp_only_layers")) {
+    const json& list = r.array("mlp_only_layers");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const std::string path = join_json_path(r.path_of("mlp_only_layers"), i);
+      if (!list[i].is_number_integer() || list[i].get<std::int64_t>() < 0 || list[i].get<std::int64_t>() >= layers)
+        throw InputError(r.file(), path, "expected a layer index 0.." + std::to_string(layers - 1) + ", got " +
+                                             describe_json(list[i]));
+      dense.insert(list[i].get<std::int64_t>());
+    }
+  }
+  std::vector<bool> sparse;
+  for (std::int64_t i = 0; i < layers; ++i) sparse.push_back(!dense.count(i) && (i + 1) % step == 0);
+  return sparse;
+}
+
+// DeepSeek's layer kinds (DeepseekV2DecoderLayer.__init__): layer i has the MoE block when there
+// are routed experts, i >= first_k_dense_replace and i % moe_layer_freq == 0.
+std::vector<bool> deepseek_sparse_layers(JsonReader& r, std::int64_t layers, bool has_experts) {
+  const std::int64_t first_dense = r.integer_or("first_k_dense_replace", 0);
+  if (first_dense < 0) r.fail("first_k_dense_replace", "expected a number of layers >= 0");
+  const std::int64_t frequency = r.positive_integer_or("moe_layer_freq", 1);
+  std::vector<bool> sparse;
+  for (std::int64_t i = 0; i < layers; ++i) sparse.push_back(has_experts && i >= first_dense && i % frequency == 0);
+  return sparse;
+}
+
+// The attention_bias of DeepSeek's MLA and its low-rank shapes (DeepseekV3Attention.__init__):
+// q_lora_rank (null: a plain q_proj), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
+// v_head_dim. num_key_value_heads is not read by the attention (k and v are per head after
+// kv_b_proj); q and k per head are nope + rope wide.
+void read_mla(JsonReader& r, HfArch& a) {
+  a.heads = dimension(r, "num_attention_heads");
+  a.mla.q_lora_rank = r.has("q_lora_rank") ? dimension(r, "q_lora_rank") : 0;
+  r.ignore("q_lora_rank");
+  a.mla.kv_lora_rank = dimension(r, "kv_lora_rank");
+  const std::int64_t nope = dimension(r, "qk_nope_head_dim");
+  a.mla.rope_head_dim = dimension(r, "qk_rope_head_dim");
+  a.mla.v_head_dim = dimension(r, "v_head_dim");
+  a.head_dim = nope + a.mla.rope_head_dim;
+  a.kv_heads = a.heads;
+  for (const auto& [key, width] : {std::pair<const char*, std::int64_t>{"qk_nope_head_dim", a.heads * a.head_dim},
+                                   {"v_head_dim", a.heads * (nope + a.mla.v_head_dim)}})
+    if (width > kMaxDimension)
+      r.fail(key, "num_attention_heads x the head dims exceeds " + std::to_string(kMaxDimension));
+  a.qkv_bias = a.out_bias = r.boolean_or("attention_bias", false);
+}
+
+// DeepSeek's router (topk_method): "greedy" and "group_limited_greedy" (V2) pick the top-k of the
+// softmax scores (the latter within the best topk_group of n_group expert groups); "noaux_tc"
+// (V3: sigmoid scores) adds a per-expert score-correction bias before picking, an
+// [n_routed_experts] tensor the checkpoint stores (DeepSeek's modeling_deepseek.py: an
+// nn.Parameter; transformers' DeepseekV3TopkRouter: a buffer). Group-limited picking is top-k
+// over the n scores and the groups' sums, no matmul and no parameter: n_group and topk_group change
+// neither the FLOPs nor the counts (the routed ledgers price one top-k over the n scores).
+bool deepseek_correction_bias(JsonReader& r, Family family) {
+  return r.choice_or("topk_method", {"greedy", "group_limited_greedy", "noaux_tc"},
+                     family == Family::deepseek_v3 ? "noaux_tc" : "greedy") == "noaux_tc";
+}
+
+// DeepSeek-V2 / V2-Lite / V2.5 / V3 (transformers' modeling_deepseek_v2.py / modeling_deepseek_v3.py):
+// MLA, then a dense SwiGLU MLP of intermediate_size in the first first_k_dense_replace layers
+// (and those off moe_layer_freq), else the MoE block: the router `gate` (h -> n_routed_experts;
+// V3 also a score-correction bias), the routed experts of moe_intermediate_size, top
+// num_experts_per_tok per token, and `shared_experts`, one SwiGLU MLP of n_shared_experts x
+// moe_intermediate_size every token runs.
+HfArch read_deepseek(JsonReader& r, Family family) {
+  HfArch a;
+  a.family = family;
+  a.hidden = dimension(r, "hidden_size");
+  a.layers = layer_count(r, "num_hidden_layers");
+  read_mla(r, a);
+  a.dense_ffn = dimension(r, "intermediate_size");
+  a.vocab = dimension(r, "vocab_size");
+  a.max_seq = dimension_or(r, "max_position_embeddings", 2048);
+  a.tie = r.boolean_or("tie_word_embeddings", false);
+  a.attention_dropout = probability(r, "attention_dropout", 0);
+  a.norm_type = "RMSNorm";
+  a.windows.assign(static_cast<std::size_t>(a.layers), 0);
+  // n_routed_experts null (DeepseekV2Config's default): every layer dense.
+  a.experts = r.has("n_routed_experts") ? expert_count(r, "n_routed_experts") : 0;
+  r.ignore("n_routed_experts");
+  a.top_k = a.experts > 0 ? top_k_of(r, "num_experts_per_tok", a.experts, "n_routed_experts") : 0;
+  r.ignore("num_experts_per_tok");
+  a.expert_ffn = dimension(r, "moe_intermediate_size");
+  const std::int64_t shared = r.integer_or("n_shared_experts", 0);
+  if (shared < 0 || shared * a.expert_ffn > kMaxDimension)
+    r.fail("n_shared_experts", "expected 0.." + std::to_string(kMaxDimension / a.expert_ffn) + " shared experts");
+  a.ffn = shared * a.expert_ffn;
+  a.sparse_layers = deepseek_sparse_layers(r, a.layers, a.experts > 0);
+  a.router_correction_bias = deepseek_correction_bias(r, family);
+  // V3's multi-token-prediction module is not built by transformers (not_modelled_note says so
+  // in the imported model's source); the count is checked only.
+  if (family == Family::deepseek_v3 && r.integer_or("num_nextn_predict_layers", 0) < 0)
+    r.fail("num_nextn_predict_layers", "expected a number of layers >= 0");
+  if (a.experts == 0) {
+    a.ffn = a.dense_ffn;
+    a.sparse_layers.clear();
+  }
+  return a;
+}
+
 // Mixtral (modeling_mixtral.py): Mistral's attention; MixtralSparseMoeBlock = router (h -> E,
 // no bias) + E SwiGLU experts of intermediate_size, no shared expert.
 HfArch read_mixtral(JsonReader& r) {
@@ -725,13 +848,9 @@ HfArch read_qwen_moe(JsonReader& r, Family family) {
   a.experts = expert_count(r, "num_experts");
   a.top_k = top_k_of(r, "num_experts_per_tok", a.experts, "num_experts");
   a.expert_ffn = dimension(r, "moe_intermediate_size");
-  if (r.positive_integer_or("decoder_sparse_step", 1) != 1)
-    r.fail("decoder_sparse_step", "dense layers between sparse ones are counted (count_hf_parameters) but not "
-                                  "imported yet; expected 1 (every layer sparse)");
-  if (r.has("mlp_only_layers") && !r.array("mlp_only_layers").empty())
-    r.fail("mlp_only_layers", "dense layers between sparse ones are counted (count_hf_parameters) but not imported "
-                              "yet; expected []");
-  // intermediate_size is the width of the dense layers, which this model has none of.
+  a.sparse_layers = qwen_sparse_layers(r, a.layers);
+  // intermediate_size is the width of the dense layers (mlp_only_layers, off decoder_sparse_step).
+  a.dense_ffn = a.ffn;
   a.ffn = qwen3 ? 0 : r.integer_or("shared_expert_intermediate_size", 0);
   if (a.ffn < 0 || a.ffn > kMaxDimension) r.fail("shared_expert_intermediate_size", "expected 0.." + std::to_string(kMaxDimension));
   a.shared_expert_gate = a.ffn > 0;
@@ -756,6 +875,8 @@ HfArch read_dense_arch(JsonReader& r, Family family, const HfImportOptions& opti
     case Family::mixtral: a = read_mixtral(r); break;
     case Family::qwen2_moe:
     case Family::qwen3_moe: a = read_qwen_moe(r, family); break;
+    case Family::deepseek_v2:
+    case Family::deepseek_v3: a = read_deepseek(r, family); break;
     default: break;
   }
   a.family = family;
@@ -830,19 +951,13 @@ HfParameterCount count_qwen_moe(JsonReader& r, bool qwen3) {
   if (experts < 0) r.fail("num_experts", "expected a number of experts >= 0");
   const std::int64_t moe_ffn = dimension(r, "moe_intermediate_size");
   const std::int64_t shared_ffn = qwen3 ? 0 : r.integer_or("shared_expert_intermediate_size", 0);
-  const std::int64_t step = r.positive_integer_or("decoder_sparse_step", 1);
-  std::set<std::int64_t> dense_layers;
-  if (r.has("mlp_only_layers"))
-    for (const json& i : r.array("mlp_only_layers")) {
-      if (!i.is_number_integer()) r.fail("mlp_only_layers", "expected layer indices");
-      dense_layers.insert(i.get<std::int64_t>());
-    }
+  const std::vector<bool> sparse = qwen_sparse_layers(r, a.layers);
   std::vector<MoeLayerCount> layers;
   for (std::int64_t i = 0; i < a.layers; ++i) {
     MoeLayerCount l;
     l.shared = attention_params(a.hidden, a.q_dim(), a.kv_dim(), qkv_bias, out_bias) + 2 * a.hidden +
                (qwen3 ? 2 * a.head_dim : 0);
-    if (!dense_layers.count(i) && experts > 0 && (i + 1) % step == 0) {
+    if (experts > 0 && sparse[static_cast<std::size_t>(i)]) {
       l.shared += a.hidden * experts;
       if (shared_ffn > 0) l.shared += gated_mlp_params(a.hidden, shared_ffn) + a.hidden;
       l.per_expert = gated_mlp_params(a.hidden, moe_ffn);
@@ -863,45 +978,25 @@ HfParameterCount count_qwen_moe(JsonReader& r, bool qwen3) {
 // layers (and those off moe_layer_freq) dense, the others with a gate (h -> E), E experts and
 // n_shared_experts experts' worth of shared MLP. V3's router also has a per-expert score
 // correction bias (topk_method "noaux_tc"), stored in the checkpoint.
-HfParameterCount count_deepseek(JsonReader& r) {
-  HfArch a;
-  a.hidden = dimension(r, "hidden_size");
-  a.layers = layer_count(r, "num_hidden_layers");
-  a.heads = dimension(r, "num_attention_heads");
-  a.ffn = dimension(r, "intermediate_size");
-  a.vocab = dimension(r, "vocab_size");
-  a.max_seq = dimension_or(r, "max_position_embeddings", 2048);
-  a.tie = r.boolean_or("tie_word_embeddings", false);
-  probability(r, "attention_dropout", 0);
-  const bool bias = r.boolean_or("attention_bias", false);
-  const std::int64_t q_lora = r.has("q_lora_rank") ? dimension(r, "q_lora_rank") : 0;
-  const std::int64_t kv_lora = dimension(r, "kv_lora_rank");
-  const std::int64_t nope = dimension(r, "qk_nope_head_dim"), rope = dimension(r, "qk_rope_head_dim");
-  const std::int64_t v_dim = dimension(r, "v_head_dim");
-  const std::int64_t h = a.hidden, q_heads_dim = a.heads * (nope + rope);
-  std::int64_t attention = q_lora > 0 ? (h * q_lora + (bias ? q_lora : 0)) + q_lora + q_lora * q_heads_dim
-                                      : h * q_heads_dim;
-  attention += h * (kv_lora + rope) + (bias ? kv_lora + rope : 0) + kv_lora + kv_lora * a.heads * (nope + v_dim);
-  attention += a.heads * v_dim * h + (bias ? h : 0);
-  const std::int64_t experts = r.has("n_routed_experts") ? r.positive_integer("n_routed_experts") : 0;
-  const std::int64_t top_k = dimension(r, "num_experts_per_tok");
-  const std::int64_t shared_experts = r.integer_or("n_shared_experts", 0);
-  const std::int64_t moe_ffn = dimension(r, "moe_intermediate_size");
-  const std::int64_t first_dense = r.integer_or("first_k_dense_replace", 0);
-  const std::int64_t frequency = r.positive_integer_or("moe_layer_freq", 1);
-  const bool correction_bias = r.string_or("topk_method", "greedy") == "noaux_tc";
+HfParameterCount count_deepseek(JsonReader& r, Family family) {
+  const HfArch a = read_deepseek(r, family);
+  const std::int64_t h = a.hidden, ql = a.mla.q_lora_rank, c = a.mla.kv_lora_rank, rope = a.mla.rope_head_dim;
+  const std::int64_t nope = a.head_dim - rope, bias = a.qkv_bias ? 1 : 0;
+  std::int64_t attention = ql > 0 ? (h * ql + bias * ql) + ql + ql * a.q_dim() : h * a.q_dim();
+  attention += h * (c + rope) + bias * (c + rope) + c + c * a.heads * (nope + a.mla.v_head_dim);
+  attention += a.heads * a.mla.v_head_dim * h + bias * h;
   std::vector<MoeLayerCount> layers;
   for (std::int64_t i = 0; i < a.layers; ++i) {
     MoeLayerCount l;
     l.shared = attention + 2 * h;
-    if (experts > 0 && i >= first_dense && i % frequency == 0) {
-      l.shared += h * experts + (correction_bias ? experts : 0);
-      if (shared_experts > 0) l.shared += gated_mlp_params(h, moe_ffn * shared_experts);
-      l.per_expert = gated_mlp_params(h, moe_ffn);
-      l.experts = experts;
-      l.top_k = top_k;
+    if (a.sparse(i)) {
+      l.shared += h * a.experts + (a.router_correction_bias ? a.experts : 0);
+      if (a.ffn > 0) l.shared += gated_mlp_params(h, a.ffn);
+      l.per_expert = gated_mlp_params(h, a.expert_ffn);
+      l.experts = a.experts;
+      l.top_k = a.top_k;
     } else {
-      l.shared += gated_mlp_params(h, a.ffn);
+      l.shared += gated_mlp_params(h, a.dense_ffn);
     }
     layers.push_back(l);
   }
@@ -968,7 +1063,8 @@ HfParameterCount count_llama4_text(JsonReader& r) {
 
 // The MoE families import_hf_config builds a model for (the others are counted only).
 bool imports_moe(Family family) {
-  return family == Family::mixtral || family == Family::qwen2_moe || family == Family::qwen3_moe;
+  return family == Family::mixtral || family == Family::qwen2_moe || family == Family::qwen3_moe ||
+         family == Family::deepseek_v2 || family == Family::deepseek_v3;
 }
 
 // The key that makes a config MoE, named in the refusal.
@@ -989,7 +1085,7 @@ HfParameterCount count_moe(JsonReader& r, Family family) {
     case Family::qwen2_moe: c = count_qwen_moe(r, false); break;
     case Family::qwen3_moe: c = count_qwen_moe(r, true); break;
     case Family::deepseek_v2:
-    case Family::deepseek_v3: c = count_deepseek(r); break;
+    case Family::deepseek_v3: c = count_deepseek(r, family); break;
     case Family::gpt_oss: c = count_gpt_oss(r); break;
     case Family::llama4_text: c = count_llama4_text(r); break;
     default: break;
@@ -1103,13 +1199,15 @@ json output_projection(const std::string& name, const std::string& embedding_wei
                     kEdgeCostSource);
 }
 
-DecoderBlockShape block_shape(const HfArch& a, std::int64_t window) {
+// One layer's shape: `sparse`, whether its MLP is the MoE block (HfArch::sparse).
+DecoderBlockShape block_shape(const HfArch& a, std::int64_t window, bool sparse) {
   DecoderBlockShape s;
   s.hidden_size = a.hidden;
   s.num_heads = a.heads;
   s.num_kv_heads = a.kv_heads;
   s.head_dim = a.head_dim;
-  s.ffn_hidden_size = a.ffn;
+  s.ffn_hidden_size = sparse || a.experts == 0 ? a.ffn : a.dense_ffn;
+  s.mla = a.mla;
   s.gated_mlp = a.llama_like();
   s.gate_activation = a.gelu_gate ? "GELU" : "SiLU";
   s.fused_gate_up = a.fused_gate_up;
@@ -1129,7 +1227,7 @@ DecoderBlockShape block_shape(const HfArch& a, std::int64_t window) {
   s.out_bias = a.out_bias;
   s.mlp_bias = a.mlp_bias;
   s.window = window;
-  if (a.experts > 0) {
+  if (sparse) {
     s.moe.experts = a.experts;
     s.moe.top_k = a.top_k;
     s.moe.expert_ffn_size = a.expert_ffn;
@@ -1138,33 +1236,78 @@ DecoderBlockShape block_shape(const HfArch& a, std::int64_t window) {
   return s;
 }
 
-// The decoder blocks under their ModuleList, written once with "repeat". When layers differ in
-// their attention window (Gemma's alternating sliding-window and full layers), the block lists
-// one costs object per window in "costs_variants" (first-seen order) and each copy's variant in
-// "costs_of_copy".
+// The decoder blocks under their ModuleList, written with "repeat": once when every layer has the
+// same modules, else once per run of consecutive layers of one kind (DeepSeek's first dense layers,
+// then its MoE ones; Qwen-MoE's mlp_only_layers), each run's "first_index" its first layer.
+// `children_of(sparse)` gives a layer's modules. When a run's layers differ in their attention
+// window (Gemma's alternating sliding-window and full layers), the block lists one costs object
+// per window in "costs_variants" (first-seen order) and each copy's variant in "costs_of_copy".
+std::vector<json> decoder_blocks(const std::string& type, const std::function<std::vector<json>(bool)>& children_of,
+                                 const HfArch& a, const HfImportOptions& options) {
+  std::vector<json> blocks;
+  for (std::int64_t start = 0, end = 0; start < a.layers; start = end) {
+    const bool sparse = a.sparse(start);
+    for (end = start + 1; end < a.layers && a.sparse(end) == sparse;) ++end;
+    std::vector<std::int64_t> distinct;
+    std::vector<std::int64_t> variant_of_layer;
+    for (std::int64_t i = start; i < end; ++i) {
+      const std::int64_t w = a.windows[static_cast<std::size_t>(i)];
+      auto it = std::find(distinct.begin(), distinct.end(), w);
+      if (it == distinct.end()) it = distinct.insert(distinct.end(), w);
+      variant_of_layer.push_back(it - distinct.begin());
+    }
+    auto costs_for = [&](std::int64_t window) {
+      return costs_to_json(decoder_block_costs(block_shape(a, window, sparse), options.flash_attention),
+                           kBlockCostSource);
+    };
+    json block = with_children(module("{i}", type), children_of(sparse));
+    block["repeat"] = end - start;
+    if (start > 0 || end < a.layers) block["first_index"] = start;
+    if (distinct.size() == 1) {
+      block["costs"] = costs_for(distinct.front());
+    } else {
+      json variants = json::array();
+      for (std::int64_t w : distinct) variants.push_back(costs_for(w));
+      block["costs_variants"] = std::move(variants);
+      block["costs_of_copy"] = variant_of_layer;
+    }
+    blocks.push_back(std::move(block));
+  }
+  return blocks;
+}
+
+// Every layer with the same modules.
 std::vector<json> decoder_blocks(const std::string& type, const std::vector<json>& children, const HfArch& a,
                                  const HfImportOptions& options) {
-  std::vector<std::int64_t> distinct;
-  std::vector<std::int64_t> variant_of_layer;
-  for (std::int64_t w : a.windows) {
-    auto it = std::find(distinct.begin(), distinct.end(), w);
-    if (it == distinct.end()) it = distinct.insert(distinct.end(), w);
-    variant_of_layer.push_back(it - distinct.begin());
-  }
-  auto costs_for = [&](std::int64_t window) {
-    return costs_to_json(decoder_block_costs(block_shape(a, window), options.flash_attention), kBlockCostSource);
-  };
-  json block = with_children(module("{i}", type), children);
-  block["repeat"] = a.layers;
-  if (distinct.size() == 1) {
-    block["costs"] = costs_for(distinct.front());
+  return decoder_blocks(type, [&](bool) { return children; }, a, options);
+}
+
+// A SwiGLU MLP's projections (LlamaMLP, a shared expert, DeepseekV3MLP): gate_proj, up_proj
+// (h -> f), down_proj (f -> h).
+std::vector<json> gated_mlp_projections(std::int64_t h, std::int64_t f, bool bias, DType dtype) {
+  return {linear("gate_proj", h, f, bias, dtype), linear("up_proj", h, f, bias, dtype),
+          linear("down_proj", f, h, bias, dtype)};
+}
+
+// DeepSeek's multi-head latent attention projections (DeepseekV3Attention.__init__, in forward
+// order): q_a_proj, q_a_layernorm, q_b_proj (or one q_proj without q_lora_rank),
+// kv_a_proj_with_mqa (h -> kv_lora_rank + rope), kv_a_layernorm, kv_b_proj (kv_lora_rank ->
+// heads x (nope + v)), o_proj (heads x v -> h). attention_bias: q_a_proj, kv_a_proj_with_mqa, o_proj.
+std::vector<json> mla_projections(const std::string& norm_type, const HfArch& a) {
+  const std::int64_t h = a.hidden, ql = a.mla.q_lora_rank, c = a.mla.kv_lora_rank, rope = a.mla.rope_head_dim;
+  const std::int64_t nope = a.head_dim - rope, v = a.mla.v_head_dim;
+  std::vector<json> projections;
+  if (ql > 0) {
+    projections = {linear("q_a_proj", h, ql, a.qkv_bias, a.dtype), norm_of("q_a_layernorm", norm_type, ql, a),
+                   linear("q_b_proj", ql, a.q_dim(), false, a.dtype)};
   } else {
-    json variants = json::array();
-    for (std::int64_t w : distinct) variants.push_back(costs_for(w));
-    block["costs_variants"] = std::move(variants);
-    block["costs_of_copy"] = variant_of_layer;
+    projections = {linear("q_proj", h, a.q_dim(), false, a.dtype)};
   }
-  return {block};
+  projections.push_back(linear("kv_a_proj_with_mqa", h, c + rope, a.qkv_bias, a.dtype));
+  projections.push_back(norm_of("kv_a_layernorm", norm_type, c, a));
+  projections.push_back(linear("kv_b_proj", c, a.heads * (nope + v), false, a.dtype));
+  projections.push_back(linear("o_proj", a.heads * v, h, a.out_bias, a.dtype));
+  return projections;
 }
 
 // A sparse MoE block as transformers builds it (MixtralSparseMoeBlock's `block_sparse_moe`,
@@ -1172,59 +1315,31 @@ std::vector<json> decoder_blocks(const std::string& type, const std::vector<json
 // experts stacked as grouped parameters (transformers' MixtralExperts: gate_up_proj [E, 2fe, h],
 // down_proj [E, h, fe]; torchtitan's GroupedExperts holds the same elements as w1, w3, w2), then
 // Qwen2-MoE's shared expert and its gate (h -> 1).
+// DeepSeek's MoE block (DeepseekV3MoE) is `mlp` with the same router and experts, its
+// `shared_experts` one MLP of n_shared_experts x moe_intermediate_size and, for V3, the router's
+// score-correction bias [E] (DeepseekV3TopkRouter).
 json moe_block(const std::string& prefix, const HfArch& a) {
   const std::int64_t h = a.hidden, fe = a.expert_ffn, f = a.ffn, n = a.experts;
+  const bool deepseek = a.family == Family::deepseek_v2 || a.family == Family::deepseek_v3;
   json experts = module("experts", prefix + "Experts");
   experts["experts"] = n;
   experts["params"] = json::array({param("gate_up_proj", {n, 2 * fe, h}, a.dtype), param("down_proj", {n, h, fe}, a.dtype)});
-  std::vector<json> children = {linear("gate", h, n, false, a.dtype), experts};
+  json gate = linear("gate", h, n, false, a.dtype, a.router_correction_bias ? prefix + "TopkRouter" : "Linear");
+  if (a.router_correction_bias) gate["params"].push_back(param("e_score_correction_bias", {n}, a.dtype));
+  std::vector<json> children = {gate, experts};
   if (f > 0) {
-    children.push_back(with_children(module("shared_expert", prefix + "MLP"),
-                                     {linear("gate_proj", h, f, false, a.dtype), linear("up_proj", h, f, false, a.dtype),
-                                      linear("down_proj", f, h, false, a.dtype)}));
+    children.push_back(with_children(module(deepseek ? "shared_experts" : "shared_expert", prefix + "MLP"),
+                                     gated_mlp_projections(h, f, false, a.dtype)));
     if (a.shared_expert_gate) children.push_back(linear("shared_expert_gate", h, 1, false, a.dtype));
   }
-  return with_children(module(a.family == Family::mixtral ? "block_sparse_moe" : "mlp", prefix + "SparseMoeBlock"),
-                       children);
+  const std::string name = a.family == Family::mixtral ? "block_sparse_moe" : "mlp";
+  return with_children(module(name, prefix + (deepseek ? "MoE" : "SparseMoeBlock")), children);
 }
 
-// Llama, Mistral, Qwen2/3, Gemma-2/3, Phi-3, OLMo-2: transformers' module names, children in
-// forward order (Gemma's four norms, OLMo-2's post-norms, Phi-3's fused projections, q/k norms).
-json llama_like_root(const HfArch& a, const HfImportOptions& options) {
-  static const std::map<Family, std::string> prefixes = {
-      {Family::llama, "Llama"}, {Family::mistral, "Mistral"}, {Family::qwen2, "Qwen2"},
-      {Family::qwen3, "Qwen3"}, {Family::gemma2, "Gemma2"},   {Family::gemma3_text, "Gemma3"},
-      {Family::phi3, "Phi3"},   {Family::olmo2, "Olmo2"},     {Family::mixtral, "Mixtral"},
-      {Family::qwen2_moe, "Qwen2Moe"}, {Family::qwen3_moe, "Qwen3Moe"}};
-  const std::string prefix = prefixes.at(a.family);
-  const std::int64_t h = a.hidden, q = a.q_dim(), kv = a.kv_dim(), f = a.ffn;
-  const std::string norm_type = prefix + a.norm_type;
-  const std::int64_t q_norm_size = a.qk_norm_over_heads ? q : a.head_dim;
-  const std::int64_t k_norm_size = a.qk_norm_over_heads ? kv : a.head_dim;
-  std::vector<json> projections;
-  if (a.fused_qkv) {
-    projections = {linear("qkv_proj", h, q + 2 * kv, a.qkv_bias, a.dtype)};
-  } else if (a.qk_norm == QkNorm::after_each_projection) {
-    projections = {linear("q_proj", h, q, a.qkv_bias, a.dtype), norm_of("q_norm", norm_type, q_norm_size, a),
-                   linear("k_proj", h, kv, a.qkv_bias, a.dtype), norm_of("k_norm", norm_type, k_norm_size, a),
-                   linear("v_proj", h, kv, a.qkv_bias, a.dtype)};
-  } else {
-    projections = {linear("q_proj", h, q, a.qkv_bias, a.dtype), linear("k_proj", h, kv, a.qkv_bias, a.dtype),
-                   linear("v_proj", h, kv, a.qkv_bias, a.dtype)};
-    if (a.qk_norm == QkNorm::after_all_projections) {
-      projections.push_back(norm_of("q_norm", norm_type, q_norm_size, a));
-      projections.push_back(norm_of("k_norm", norm_type, k_norm_size, a));
-    }
-  }
-  projections.push_back(linear("o_proj", q, h, a.out_bias, a.dtype));
-  json attention = with_children(module("self_attn", prefix + "Attention"), projections);
-  json mlp = a.experts > 0 ? moe_block(prefix, a)
-            : with_children(module("mlp", prefix + "MLP"),
-                           a.fused_gate_up ? std::vector<json>{linear("gate_up_proj", h, 2 * f, a.mlp_bias, a.dtype),
-                                                               linear("down_proj", f, h, a.mlp_bias, a.dtype)}
-                                           : std::vector<json>{linear("gate_proj", h, f, a.mlp_bias, a.dtype),
-                                                               linear("up_proj", h, f, a.mlp_bias, a.dtype),
-                                                               linear("down_proj", f, h, a.mlp_bias, a.dtype)});
+// A Llama-like decoder layer's children in forward order: the norms where the family puts them
+// around the attention and the MLP (or MoE block).
+std::vector<json> decoder_block_children(const HfArch& a, const std::string& norm_type, const json& attention,
+                                         const json& mlp) {
   std::vector<json> block;
   switch (a.norm_placement) {
     case NormPlacement::pre:
@@ -1239,16 +1354,63 @@ json llama_like_root(const HfArch& a, const HfImportOptions& options) {
                norm("post_feedforward_layernorm", norm_type, a)};
       break;
   }
+  return block;
+}
+
+// Llama, Mistral, Qwen2/3, Gemma-2/3, Phi-3, OLMo-2, the MoE families and DeepSeek: transformers'
+// module names, children in forward order (Gemma's four norms, OLMo-2's post-norms, Phi-3's fused
+// projections, q/k norms, DeepSeek's MLA).
+json llama_like_root(const HfArch& a, const HfImportOptions& options) {
+  static const std::map<Family, std::string> prefixes = {
+      {Family::llama, "Llama"}, {Family::mistral, "Mistral"}, {Family::qwen2, "Qwen2"},
+      {Family::qwen3, "Qwen3"}, {Family::gemma2, "Gemma2"},   {Family::gemma3_text, "Gemma3"},
+      {Family::phi3, "Phi3"},   {Family::olmo2, "Olmo2"},     {Family::mixtral, "Mixtral"},
+      {Family::qwen2_moe, "Qwen2Moe"}, {Family::qwen3_moe, "Qwen3Moe"},
+      {Family::deepseek_v2, "DeepseekV2"}, {Family::deepseek_v3, "DeepseekV3"}};
+  const std::string prefix = prefixes.at(a.family);
+  const std::int64_t h = a.hidden, q = a.q_dim(), kv = a.kv_dim(), f = a.ffn;
+  const std::string norm_type = prefix + a.norm_type;
+  const std::int64_t q_norm_size = a.qk_norm_over_heads ? q : a.head_dim;
+  const std::int64_t k_norm_size = a.qk_norm_over_heads ? kv : a.head_dim;
+  std::vector<json> projections;
+  if (a.mla.kv_lora_rank > 0) {
+    projections = mla_projections(norm_type, a);
+  } else if (a.fused_qkv) {
+    projections = {linear("qkv_proj", h, q + 2 * kv, a.qkv_bias, a.dtype)};
+  } else if (a.qk_norm == QkNorm::after_each_projection) {
+    projections = {linear("q_proj", h, q, a.qkv_bias, a.dtype), norm_of("q_norm", norm_type, q_norm_size, a),
+                   linear("k_proj", h, kv, a.qkv_bias, a.dtype), norm_of("k_norm", norm_type, k_norm_size, a),
+                   linear("v_proj", h, kv, a.qkv_bias, a.dtype)};
+  } else {
+    projections = {linear("q_proj", h, q, a.qkv_bias, a.dtype), linear("k_proj", h, kv, a.qkv_bias, a.dtype),
+                   linear("v_proj", h, kv, a.qkv_bias, a.dtype)};
+    if (a.qk_norm == QkNorm::after_all_projections) {
+      projections.push_back(norm_of("q_norm", norm_type, q_norm_size, a));
+      projections.push_back(norm_of("k_norm", norm_type, k_norm_size, a));
+    }
+  }
+  if (a.mla.kv_lora_rank == 0) projections.push_back(linear("o_proj", q, h, a.out_bias, a.dtype));
+  const json attention = with_children(module("self_attn", prefix + "Attention"), projections);
+  // A dense layer's MLP: intermediate_size wide (dense_ffn in a family with MoE layers).
+  const std::int64_t f_dense = a.experts > 0 ? a.dense_ffn : f;
+  const json dense_mlp = with_children(
+      module("mlp", prefix + "MLP"),
+      a.fused_gate_up ? std::vector<json>{linear("gate_up_proj", h, 2 * f_dense, a.mlp_bias, a.dtype),
+                                          linear("down_proj", f_dense, h, a.mlp_bias, a.dtype)}
+                      : gated_mlp_projections(h, f_dense, a.mlp_bias, a.dtype));
+  const json sparse_mlp = a.experts > 0 ? moe_block(prefix, a) : json();
+  auto block_of = [&](bool sparse) { return decoder_block_children(a, norm_type, attention, sparse ? sparse_mlp : dense_mlp); };
   json model = with_children(module("model", prefix + (a.family == Family::gemma3_text ? "TextModel" : "Model")),
                              {token_embedding("embed_tokens",
                                               a.family == Family::gemma3_text ? "Gemma3TextScaledWordEmbedding" : "Embedding",
                                               a),
                               with_children(module("layers", "ModuleList"),
-                                            decoder_blocks(prefix + "DecoderLayer", block, a, options)),
+                                            decoder_blocks(prefix + "DecoderLayer", block_of, a, options)),
                               final_norm("norm", norm_type, a)});
   return with_children(module("", prefix + "ForCausalLM"),
                        {model, output_projection("lm_head", "model.embed_tokens.weight", a, options)});
 }
+
 
 // transformers' FalconForCausalLM; a block's children in forward order (Falcon-40B's ln_attn and
 // ln_mlp both run first).
@@ -1343,6 +1505,17 @@ json arch_summary(const HfArch& a) {
   return summary;
 }
 
+// What the config describes that the imported model leaves out, for its "source": DeepSeek-V3's
+// multi-token-prediction module (num_nextn_predict_layers: model.layers.61 in the checkpoint),
+// which transformers' DeepseekV3ForCausalLM does not build (DeepseekV3Model makes
+// num_hidden_layers layers; its _keys_to_ignore_on_load_unexpected skips model.layers.61).
+std::string not_modelled_note(const json& config) {
+  auto it = config.find("num_nextn_predict_layers");
+  if (it == config.end() || !it->is_number_integer() || it->get<std::int64_t>() <= 0) return "";
+  return "; num_nextn_predict_layers=" + std::to_string(it->get<std::int64_t>()) +
+         ": the multi-token-prediction module is not modelled (transformers' DeepseekV3ForCausalLM does not build it)";
+}
+
 // "models/hf/llama3.1-8b.json" -> "llama3.1-8b"; ".../Llama-3.1-8B/config.json" -> "Llama-3.1-8B".
 std::string model_name_from(const std::string& file) {
   const std::filesystem::path path(file);
@@ -1357,7 +1530,7 @@ std::string model_name_from(const std::string& file) {
 std::vector<std::string> supported_hf_model_types() {
   std::vector<std::string> types;
   for (const FamilyName& f : kFamilies)
-    if (!f.moe) types.push_back(f.model_type);
+    if (!f.moe || imports_moe(f.family)) types.push_back(f.model_type);
   return types;
 }
 
@@ -1391,13 +1564,10 @@ nlohmann::json import_hf_config(const nlohmann::json& config, const std::string&
                                                      : std::string(experts_key(family));
     throw InputError(file, key,
                      std::string("importing this MoE family is not supported yet (fsdpsim imports mixtral, "
-                                 "qwen2_moe and qwen3_moe): ") + family_name(family).model_type +
+                                 "qwen2_moe, qwen3_moe, deepseek_v2 and deepseek_v3): ") + family_name(family).model_type +
                          " is a Mixture-of-Experts model (" + billions(count.total) + " parameters in total, " +
                          billions(count.active) + " active per token" + (count.note.empty() ? "" : "; " + count.note) +
-                         "); fsdpsim counts its parameters (count_hf_parameters) but does not plan it as a dense model" +
-                         std::string(family == Family::deepseek_v2 || family == Family::deepseek_v3
-                                         ? " (multi-head latent attention is not in the cost formulas yet)"
-                                         : ""));
+                         "); fsdpsim counts its parameters (count_hf_parameters) but does not plan it as a dense model");
   }
   const HfArch a = read_dense_arch(r, family, options);
   json root;
@@ -1412,7 +1582,7 @@ nlohmann::json import_hf_config(const nlohmann::json& config, const std::string&
   const std::string source = "Hugging Face config " + file + " (model_type " + family_name(a.family).model_type +
                              "), imported by fsdpsim with flash_attention=" +
                              (options.flash_attention ? "true" : "false") +
-                             (options.fp32_loss ? "" : ", fp32_loss=false");
+                             (options.fp32_loss ? "" : ", fp32_loss=false") + not_modelled_note(config);
   return {{"name", model_name_from(file)}, {"source", source}, {"arch", arch_summary(a)}, {"root", root}};
 }
 

@@ -10,7 +10,7 @@ namespace {
 // Keys that read best early (identity) or late (bulky nested content); others sort
 // alphabetically in between.
 int key_rank(const std::string& key) {
-  static const std::vector<std::string> first = {"name", "family", "type", "repeat", "shape", "dtype", "tied_to"};
+  static const std::vector<std::string> first = {"name", "family", "type", "repeat", "first_index", "shape", "dtype", "tied_to"};
   static const std::vector<std::string> last = {"arch",           "params",   "costs", "costs_of_copy",
                                                 "costs_variants", "children", "root"};
   for (std::size_t i = 0; i < first.size(); ++i)

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -225,8 +226,9 @@ std::vector<Matmul> parse_matmuls(JsonReader& costs, const Polynomial& forward_f
   return out;
 }
 
-// "attention": {"heads", "kv_heads", "head_dim", "causal", "window"}; 4 x heads x head_dim
-// must be attention_flops' b*s^2 term (QK^T and AV, no causal discount).
+// "attention": {"heads", "kv_heads", "head_dim", "causal", "window", "v_head_dim"};
+// 2 x heads x (head_dim + v_head_dim) (4 x heads x head_dim without v_head_dim) must be
+// attention_flops' b*s^2 term (QK^T and AV, no causal discount).
 AttentionSpec parse_attention(JsonReader& costs, const Polynomial& attention_flops) {
   JsonReader r = costs.object("attention");
   AttentionSpec a;
@@ -243,11 +245,13 @@ AttentionSpec parse_attention(JsonReader& costs, const Polynomial& attention_flo
   a.causal = r.boolean_or("causal", true);
   a.window = r.number_or("window", 0);
   if (!(a.window >= 0 && a.window < 1e12)) r.fail("window", "expected a window in tokens (0: full attention)");
+  if (r.has("v_head_dim")) a.v_head_dim = small_positive("v_head_dim");
   r.finish();
   const double declared = coefficient(attention_flops, 1, 2);
-  if (!same_count(4.0 * a.heads * a.head_dim, declared))
-    costs.fail("attention", "heads x head_dim x 4 equal to attention_flops' \"b*s^2\" term (" +
-                                number_text(declared) + "), got " + number_text(4.0 * a.heads * a.head_dim));
+  const double expected = a.heads * a.flops_per_pair_per_head();
+  if (!same_count(expected, declared))
+    costs.fail("attention", "heads x 2 x (head_dim + v_head_dim) (4 x heads x head_dim without v_head_dim) equal to "
+                            "attention_flops' \"b*s^2\" term (" + number_text(declared) + "), got " + number_text(expected));
   return a;
 }
 
@@ -367,8 +371,10 @@ class ModelParser {
  public:
   explicit ModelParser(std::string file) : file_(std::move(file)) {}
 
+  // `index` replaces "{i}" in names; `copy` is the module's copy within its own "repeat" (which
+  // of costs_of_copy it takes).
   Module parse_module(const nlohmann::json& json, const std::string& path,
-                      const std::string& parent_full_name, std::int64_t index) {
+                      const std::string& parent_full_name, std::int64_t index, std::int64_t copy = 0) {
     JsonReader r(json, file_, path);
     if (++modules_ > kMaxModules)
       throw InputError(file_, path, "the expanded model has more than " + std::to_string(kMaxModules) +
@@ -387,6 +393,7 @@ class ModelParser {
     m.full_name = parent_full_name.empty() ? m.name : parent_full_name + "." + m.name;
     m.type = r.string_or("type", "Module");
     r.ignore("repeat");  // handled by the parent
+    r.ignore("first_index");
     m.repeated = r.has("repeat");
     if (r.has("experts")) {
       m.experts = r.positive_integer("experts");
@@ -425,7 +432,7 @@ class ModelParser {
       if (parsed == parsed_costs_.end()) parsed = parsed_costs_.emplace(node, parse_costs(r.object("costs"))).first;
       m.costs = parsed->second;
     }
-    if (r.has("costs_variants") || r.has("costs_of_copy")) m.costs = variant_costs(r, index);
+    if (r.has("costs_variants") || r.has("costs_of_copy")) m.costs = variant_costs(r, copy);
 
     if (r.has("children")) {
       const auto& children = r.array("children");
@@ -435,6 +442,17 @@ class ModelParser {
         if (!children[i].is_object())
           throw InputError(file_, child_path, "expected a module object");
         std::int64_t repeat = 1;
+        // "first_index": the index of the first copy (a run of layers that does not start at 0:
+        // DeepSeek's MoE layers after its first dense ones).
+        std::optional<std::int64_t> first_index;
+        if (children[i].contains("first_index")) {
+          JsonReader cr(children[i], file_, child_path);
+          if (cr.has("first_index")) {
+            first_index = cr.integer("first_index");
+            if (*first_index < 0 || *first_index > 100000) cr.fail("first_index", "expected an index 0..100000");
+            if (!cr.has("repeat")) cr.fail("first_index", "is only meaningful with \"repeat\"");
+          }
+        }
         if (children[i].contains("repeat")) {
           JsonReader cr(children[i], file_, child_path);
           repeat = cr.positive_integer("repeat");
@@ -446,7 +464,8 @@ class ModelParser {
             cr.fail("costs_of_copy", "expected one variant index per copy (" + std::to_string(repeat) + ")");
         }
         for (std::int64_t k = 0; k < repeat; ++k) {
-          Module child = parse_module(children[i], child_path, m.full_name, repeat > 1 ? k : index);
+          const std::int64_t child_index = first_index ? *first_index + k : repeat > 1 ? k : index;
+          Module child = parse_module(children[i], child_path, m.full_name, child_index, k);
           if (!child_names.insert(child.name).second)
             throw InputError(file_, child_path, "duplicate module name \"" + child.name + "\"");
           m.children.push_back(std::move(child));

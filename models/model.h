@@ -95,9 +95,16 @@ struct MoeSpec {
 struct AttentionSpec {
   int heads = 0;      // query heads
   int kv_heads = 0;   // key/value heads (GQA when fewer)
-  int head_dim = 0;
+  int head_dim = 0;   // q and k per head: QK^T's inner dimension
   bool causal = true;
   double window = 0;  // sliding window in tokens; 0 = full attention
+  // v (and the attention output) per head, AV's output dimension, when it differs from q and
+  // k's: DeepSeek's multi-head latent attention (q/k 192 = 128 nope + 64 rope, v 128). 0: head_dim.
+  int v_head_dim = 0;
+  int value_head_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
+  // FLOPs per (query, key) pair per head: QK^T 2 x head_dim plus AV 2 x value_head_dim
+  // (4 x head_dim when they are equal).
+  double flops_per_pair_per_head() const { return 2.0 * (head_dim + value_head_dim()); }
 };
 
 // The share of the seq_len x seq_len (query, key) square that the mask lets through, as the

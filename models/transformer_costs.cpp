@@ -40,7 +40,13 @@ double as_double(std::int64_t n) { return static_cast<double>(n); }
 
 std::int64_t DecoderBlockShape::matmul_weights() const {
   const std::int64_t h = hidden_size, f = ffn_hidden_size;
-  const std::int64_t attention = h * q_dim() + 2 * h * kv_dim() + q_dim() * h;  // q, k, v, out
+  std::int64_t attention = h * q_dim() + 2 * h * kv_dim() + q_dim() * h;  // q, k, v, out
+  if (is_mla()) {
+    const std::int64_t q_path = mla.q_lora_rank > 0 ? h * mla.q_lora_rank + mla.q_lora_rank * q_dim() : h * q_dim();
+    const std::int64_t kv_b_out = num_heads * (head_dim - mla.rope_head_dim + mla.v_head_dim);
+    attention = q_path + h * (mla.kv_lora_rank + mla.rope_head_dim) + mla.kv_lora_rank * kv_b_out +
+                attention_output_dim() * h;
+  }
   const std::int64_t mlp = (gated_mlp ? 3 : 2) * h * f;                           // (gate,) up, down
   if (!is_moe()) return attention + mlp;
   // Router, the shared expert's gate, and top_k routed gated MLPs per token.
@@ -61,6 +67,53 @@ bool norms_the_branch_outputs(const DecoderBlockShape& b) {
 }
 // The gated MLP's product, as the ledgers name it: "SiLU(gate)*up", "GELU(gate)*up".
 std::string gated_product(const DecoderBlockShape& b) { return b.gate_activation + "(gate)*up"; }
+
+// MLA's per-token widths (DecoderBlockShape::Mla): a heads, ql q_lora_rank, c kv_lora_rank,
+// r rope_head_dim, n nope per head, dqk = n + r (head_dim), v v_head_dim.
+struct MlaWidths {
+  double a, ql, c, r, n, dqk, v;
+};
+MlaWidths mla_widths(const DecoderBlockShape& b) {
+  const double r = static_cast<double>(b.mla.rope_head_dim), dqk = static_cast<double>(b.head_dim);
+  return {static_cast<double>(b.num_heads), static_cast<double>(b.mla.q_lora_rank),
+          static_cast<double>(b.mla.kv_lora_rank), r, dqk - r, dqk, static_cast<double>(b.mla.v_head_dim)};
+}
+
+// What MLA keeps for backward between the attention norm's output and the attention output
+// (transformers' DeepseekV3Attention.forward): the low-rank path's norm inputs and outputs, the
+// kv_b_proj output whose v half is attention's v (split gives views, which keep it whole), and
+// the concatenated q and k attention reads. Rotary's backward needs only cos and sin; cat's and
+// split's none.
+std::vector<CostItem> mla_saved_tensors(const DecoderBlockShape& block) {
+  const double E = kActivationBytes;
+  const MlaWidths w = mla_widths(block);
+  std::vector<CostItem> items;
+  if (w.ql > 0) {
+    items.push_back({"q_a_proj output: q_a_layernorm's input", E * w.ql, 0});
+    items.push_back({"q_a_layernorm output: q_b_proj's input", E * w.ql, 0});
+  }
+  items.push_back({"kv_a_proj_with_mqa output (kv_lora_rank + rope): kv_a_layernorm's input is a view of it",
+                   E * (w.c + w.r), 0});
+  items.push_back({"kv_a_layernorm output: kv_b_proj's input", E * w.c, 0});
+  items.push_back({"kv_b_proj output (heads x (nope + v)): v, an operand of AV, is a view of it", E * w.a * (w.n + w.v), 0});
+  items.push_back({"q = cat(q_nope, rotated q_rope): an operand of QK^T", E * w.a * w.dqk, 0});
+  items.push_back({"k = cat(k_nope, rotated k_rope expanded to every head): an operand of QK^T", E * w.a * w.dqk, 0});
+  return items;
+}
+
+// MLA's memory-bound kernels in place of rotary on q and k: the two low-rank norms, rotary on
+// the rope parts (q's per head, k's one shared head), and the two concatenations.
+std::vector<CostItem> mla_memory_bound_kernels(const DecoderBlockShape& block) {
+  const double E = kActivationBytes;
+  const MlaWidths w = mla_widths(block);
+  std::vector<CostItem> items;
+  if (w.ql > 0) items.push_back({"q_a_layernorm: read, write", 2 * E * w.ql, 0});
+  items.push_back({"kv_a_layernorm: read, write", 2 * E * w.c, 0});
+  items.push_back({"rotary embedding on q's rope part (heads x rope) and k's (rope): read, write", 2 * E * (w.a * w.r + w.r), 0});
+  items.push_back({"cat(q_nope, q_rope) into q: read, write", 2 * E * w.a * w.dqk, 0});
+  items.push_back({"cat(k_nope, k_rope expanded) into k: read, write", 2 * E * w.a * w.dqk, 0});
+  return items;
+}
 
 }  // namespace
 
@@ -91,9 +144,13 @@ std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_a
     items.push_back({"q projection output: the q norm's input", E * as_double(block.q_dim()), 0});
     items.push_back({"k projection output: the k norm's input", E * as_double(block.kv_dim()), 0});
   }
-  items.push_back({"q (after rotary): an operand of QK^T", E * q, 0});
-  items.push_back({"k (after rotary): an operand of QK^T", E * kv, 0});
-  items.push_back({"v: an operand of AV", E * kv, 0});
+  if (block.is_mla()) {
+    for (const CostItem& item : mla_saved_tensors(block)) items.push_back(item);
+  } else {
+    items.push_back({"q (after rotary): an operand of QK^T", E * q, 0});
+    items.push_back({"k (after rotary): an operand of QK^T", E * kv, 0});
+    items.push_back({"v: an operand of AV", E * kv, 0});
+  }
   if (!flash_attention) {
     // Korthikanti's 5as/h: softmax output 2, dropout mask 1, dropout output 2 (x a*s^2*b).
     items.push_back({"softmax output: softmax's backward input and the AV operand", 0, E * a});
@@ -102,7 +159,7 @@ std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_a
       items.push_back({"attention dropout output: the AV operand", 0, E * a});
     }
   }
-  items.push_back({"attention output: the output projection's input", E * q, 0});
+  items.push_back({"attention output: the output projection's input", E * as_double(block.attention_output_dim()), 0});
   if (post_norms) items.push_back({"attention output projection's output: the post-attention norm's input", E * h, 0});
   if (block.residual_dropout) items.push_back({"attention output dropout mask", kMaskBytes * h, 0});
   if (!block.parallel_residual) {
@@ -158,7 +215,11 @@ std::vector<CostItem> memory_bound_kernels(const DecoderBlockShape& block, bool 
                      2 * E * h, 0});
   if (block.parallel_residual && !block.one_parallel_norm) items.push_back({"MLP norm: read, write", 2 * E * h, 0});
   if (block.qk_norm != QkNorm::none) items.push_back({"q and k norms: read and write q and k", 2 * E * (q + kv), 0});
-  if (block.rotary) items.push_back({"rotary embedding: read and write q and k", 2 * E * (q + kv), 0});
+  if (block.is_mla()) {
+    for (const CostItem& item : mla_memory_bound_kernels(block)) items.push_back(item);
+  } else if (block.rotary) {
+    items.push_back({"rotary embedding: read and write q and k", 2 * E * (q + kv), 0});
+  }
   if (!flash_attention) {
     // Flash attention keeps the scores on chip and is priced by its FLOPs; unfused, the
     // score matrix goes through HBM.
@@ -203,14 +264,26 @@ std::vector<BlockMatmul> block_matmuls(const DecoderBlockShape& block) {
   auto add = [&](const char* name, double in, double features, bool bias) {
     out.push_back({name, in * features, features, !bias});
   };
-  if (block.fused_qkv) {
+  if (block.is_mla()) {
+    // DeepseekV3Attention.forward's order; attention_bias gives q_a_proj, kv_a_proj_with_mqa and
+    // o_proj biases (q_b_proj and kv_b_proj have none).
+    const MlaWidths w = mla_widths(block);
+    if (w.ql > 0) {
+      add("q_a_proj", h, w.ql, block.qkv_bias);
+      add("q_b_proj", w.ql, q, false);
+    } else {
+      add("q projection", h, q, false);
+    }
+    add("kv_a_proj_with_mqa", h, w.c + w.r, block.qkv_bias);
+    add("kv_b_proj", w.c, w.a * (w.n + w.v), false);
+  } else if (block.fused_qkv) {
     add("qkv projection", h, q + 2 * kv, block.qkv_bias);
   } else {
     add("q projection", h, q, block.qkv_bias);
     add("k projection", h, kv, block.qkv_bias);
     add("v projection", h, kv, block.qkv_bias);
   }
-  add("attention output projection", q, h, block.out_bias);
+  add("attention output projection", as_double(block.attention_output_dim()), h, block.out_bias);
   if (block.ffn_hidden_size == 0) return out;  // a MoE block without shared experts
   if (block.gated_mlp && block.fused_gate_up) {
     add("gate_up projection", h, 2 * f, block.mlp_bias);
@@ -373,7 +446,15 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
   // Forward. The block saves its norms' inputs and outputs, q, k, v, the attention output and
   // the MLP's intermediates (saved_tensors()); what is left is short-lived.
   MomentList fw{ledger.forward, {}};
-  if (block.rotary) {
+  if (block.is_mla()) {
+    // HF's locals q_pass and q_rot (views of q_b_proj's output and the rotated q rope) and k_rot
+    // live until the attention forward returns, through the output projection.
+    const MlaWidths w = mla_widths(block);
+    fw.held = {per_token("q projection output (q_b_proj or q_proj), viewed by the local q_pass", E * q),
+               per_token("rotated q rope part (the local q_rot)", E * w.a * w.r),
+               per_token("rotated k rope part, one head (the local k_rot, expanded as a view)", E * w.r)};
+    fw.add("cat(q_nope, q_rope) and cat(k_nope, k_rope): q and k are saved", {});
+  } else if (block.rotary) {
     if (qk_norm) {
       fw.add("rotary embedding on the normed q and k (the rotated q and k are saved; the projections' outputs are "
              "saved by the norms); HF keeps the normed q and k until both are rotated",
@@ -401,6 +482,7 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
   } else {
     fw.add("attention output projection", {per_token("attention output projection's output", E * h)});
   }
+  if (block.is_mla()) fw.held.clear();  // the attention forward returned
   // A parallel block holds the attention branch's output until the final sum (GPT-NeoX's
   // attn_output, Falcon's attention_output).
   if (block.parallel_residual) fw.held.push_back(per_token("attention branch output, held until the final sum", E * h));
@@ -497,7 +579,8 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
     bw.add(block.norm_placement == NormPlacement::sandwich ? "pre-feedforward norm backward" : "MLP norm backward",
            {d_mlp_input, d_norm_input});
   }
-  const CostItem d_attention_output = per_token("gradient of the attention output (output projection's input)", E * q);
+  const CostItem d_attention_output =
+      per_token("gradient of the attention output (output projection's input)", E * as_double(block.attention_output_dim()));
   if (block.residual_dropout || post_norms) {
     const CostItem d_o_output = per_token("gradient of the attention output projection's output", E * h);
     bw.add(block.residual_dropout ? "attention output dropout backward" : "post-attention norm backward", {d_o_output});
@@ -507,7 +590,8 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
     bw.add("attention output projection backward", {d_attention_output});
     if (neox_parallel) bw.held.erase(bw.held.begin());
   }
-  const CostItem dq = per_token("dq", E * q), dk = per_token("dk", E * kv), dv = per_token("dv", E * kv);
+  const CostItem dq = per_token("dq", E * q), dk = per_token("dk", E * kv);
+  const CostItem dv = per_token("dv", E * as_double(block.v_dim()));
   if (flash_attention) {
     std::vector<CostItem> items = {d_attention_output, dq, dk, dv};
     if (block.num_kv_heads != block.num_heads) {
@@ -521,7 +605,8 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
     const CostItem d_probabilities = per_token_per_position("gradient of the attention probabilities", E * a);
     const CostItem d_dropped = per_token_per_position("gradient of the dropped-out probabilities", E * a);
     const CostItem d_scores = per_token_per_position("gradient of the scores", E * a);
-    const CostItem dv_attention = per_token("dv as attention sees it", E * kv_attention);
+    const CostItem dv_attention =
+        per_token("dv as attention sees it", E * (block.is_mla() ? as_double(block.v_dim()) : kv_attention));
     const CostItem dk_attention = per_token("dk as attention sees it", E * kv_attention);
     bw.add("AV backward (bmm)",
            {d_attention_output, block.attention_dropout ? d_dropped : d_probabilities, dv_attention});
@@ -533,7 +618,7 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
   }
   // The gradients of q and k as their producers (rotary, else the norms or projections) leave them.
   CostItem dq_rotated = dq, dk_rotated = dk;
-  if (block.rotary) {
+  if (block.rotary && !block.is_mla()) {  // MLA's rotary runs on the rope parts: below
     const CostItem dq_before = per_token(qk_norm ? "gradient of the normed q (before rotary)" : "gradient of q before rotary", E * q);
     const CostItem dk_before = per_token(qk_norm ? "gradient of the normed k (before rotary)" : "gradient of k before rotary", E * kv);
     bw.add("rotary backward on k (k was rotated after q)", {dq, dk, dv, dk_before});
@@ -567,7 +652,40 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
     if (branch_input_is_stream || into_held_buffer) return {};
     return {d_in_first};
   };
-  if (block.fused_qkv) {
+  if (block.is_mla()) {
+    // Autograd's order (the highest sequence number first): cat(k) and cat(q) backward (narrow
+    // views of dk and dq), the expand's sum and rotary's backward on the rope parts, the split of
+    // kv_b_proj's output (dk_nope and dv concatenated), kv_b_proj, kv_a_layernorm, the split of
+    // kv_a_proj_with_mqa's output, kv_a_proj_with_mqa; only then the split of q (created before
+    // the kv path), so dq and rotary's dq_rope wait through the kv path; then q_b_proj,
+    // q_a_layernorm, q_a_proj (or q_proj).
+    const MlaWidths w = mla_widths(block);
+    const CostItem dq_rope = per_token("gradient of q's rope part before rotary", E * w.a * w.r);
+    const CostItem dk_rope = per_token("gradient of k's rope part before rotary (summed over the heads)", E * w.r);
+    const CostItem d_kv_b = per_token("gradient of kv_b_proj's output (split backward: dk_nope and dv concatenated)",
+                                      E * w.a * (w.n + w.v));
+    const CostItem d_kv_norm_out = per_token("gradient of kv_a_layernorm's output", E * w.c);
+    const CostItem d_kv_norm_in = per_token("gradient of kv_a_layernorm's input (c)", E * w.c);
+    const CostItem d_kv_a = per_token("gradient of kv_a_proj_with_mqa's output (split backward: cat of c and k_rope)",
+                                      E * (w.c + w.r));
+    const CostItem d_q = per_token("gradient of the q projection's output (split backward: cat of q_nope and q_rope)", E * q);
+    bw.add("rotary backward on the rope parts (q per head, k one head)", {dq, dk, dv, dq_rope, dk_rope});
+    bw.add("split backward of kv_b_proj's output", {dq, dk, dv, dq_rope, dk_rope, d_kv_b});
+    bw.add("kv_b_proj backward", {dq, dq_rope, dk_rope, d_kv_b, d_kv_norm_out});
+    bw.add("kv_a_layernorm backward", {dq, dq_rope, dk_rope, d_kv_norm_out, d_kv_norm_in});
+    bw.add("split backward of kv_a_proj_with_mqa's output", {dq, dq_rope, dk_rope, d_kv_norm_in, d_kv_a});
+    bw.add("kv_a_proj_with_mqa backward", plus({dq, dq_rope, d_kv_a}, projection_outputs(false)));
+    bw.add("split backward of q", plus({dq, dq_rope, d_q}, first_if_kept()));
+    if (w.ql > 0) {
+      const CostItem d_q_a_norm_out = per_token("gradient of q_a_layernorm's output", E * w.ql);
+      const CostItem d_q_a = per_token("gradient of q_a_proj's output", E * w.ql);
+      bw.add("q_b_proj backward", plus({d_q, d_q_a_norm_out}, first_if_kept()));
+      bw.add("q_a_layernorm backward", plus({d_q_a_norm_out, d_q_a}, first_if_kept()));
+      bw.add("q_a_proj backward", plus({d_q_a}, projection_outputs(true)));
+    } else {
+      bw.add("q projection backward", plus({d_q}, projection_outputs(true)));
+    }
+  } else if (block.fused_qkv) {
     const CostItem d_qkv = per_token("gradient of the fused qkv output (the split's backward concatenates)", E * (q + 2 * kv));
     bw.add("split backward: dq, dk, dv concatenated", {dq_rotated, dk_rotated, dv, d_qkv});
     bw.add("fused qkv projection backward", plus({d_qkv}, projection_outputs(false)));
@@ -924,6 +1042,20 @@ std::size_t largest_moment(const std::vector<TransientMoment>& moments, double m
 
 namespace {
 ModuleCosts moe_block_costs(const DecoderBlockShape& block, bool flash_attention);
+
+// QK^T (2 x heads x head_dim FLOPs per query-key pair) and AV (2 x heads x v_head_dim):
+// 4 x q_dim when v's head dim is q's and k's.
+double attention_flops_per_token_per_position(const DecoderBlockShape& block) {
+  const std::int64_t v_head_dim = block.is_mla() ? block.mla.v_head_dim : block.head_dim;
+  return 2 * as_double(block.num_heads) * as_double(block.head_dim + v_head_dim);
+}
+
+AttentionSpec attention_spec(const DecoderBlockShape& block) {
+  AttentionSpec a{static_cast<int>(block.num_heads), static_cast<int>(block.num_kv_heads),
+                  static_cast<int>(block.head_dim), true, static_cast<double>(block.window)};
+  if (block.is_mla()) a.v_head_dim = static_cast<int>(block.mla.v_head_dim);
+  return a;
+}
 }  // namespace
 
 // ---- Mixture-of-Experts ---------------------------------------------------------------------
@@ -1009,18 +1141,21 @@ TransientLedger moe_routed_transients(const DecoderBlockShape& block) {
 ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_attention) {
   if (block.is_moe()) return moe_block_costs(block, flash_attention);
   ModuleCosts c;
-  const double attention_per_token_per_position = 4 * as_double(block.q_dim());
-  c.attention_flops = monomial(attention_per_token_per_position, 1, 2);
+  c.attention_flops = monomial(attention_flops_per_token_per_position(block), 1, 2);
   c.forward_flops = monomial(2 * as_double(block.matmul_weights()), 1, 1);
   c.forward_flops += c.attention_flops;
   c.forward_hbm_bytes = ledger_polynomial(memory_bound_kernels(block, flash_attention));
   c.saved_activation_bytes = ledger_polynomial(saved_tensors(block, flash_attention));
   c.input_bytes = monomial(kActivationBytes * as_double(block.hidden_size), 1, 1);
-  c.sac_saved_activation_bytes = ledger_polynomial(sac_saved_tensors(block, flash_attention));
-  c.sac_unread_bytes = ledger_polynomial(sac_unread_saved_tensors(block, flash_attention));
-  for (const FlopItem& item : sac_recomputed_matmuls(block, flash_attention)) {
-    c.sac_recompute_flops += monomial(item.flops_per_token, 1, 1);
-    c.sac_recompute_flops += monomial(item.flops_per_token_per_position, 1, 2);
+  // Op-level SAC has no ledger for MLA (its low-rank path's mm outputs): no sac_* costs, so the
+  // planner refuses "selective" for the model, as for MoE blocks.
+  if (!block.is_mla()) {
+    c.sac_saved_activation_bytes = ledger_polynomial(sac_saved_tensors(block, flash_attention));
+    c.sac_unread_bytes = ledger_polynomial(sac_unread_saved_tensors(block, flash_attention));
+    for (const FlopItem& item : sac_recomputed_matmuls(block, flash_attention)) {
+      c.sac_recompute_flops += monomial(item.flops_per_token, 1, 1);
+      c.sac_recompute_flops += monomial(item.flops_per_token_per_position, 1, 2);
+    }
   }
   const TransientLedger transients = block_transients(block, flash_attention);
   c.forward_transient_bytes = peak_transient_bytes(transients.forward);
@@ -1030,10 +1165,10 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
   const std::vector<bool> recomputed = sac_recomputes_matmul(block, matmuls);
   for (std::size_t i = 0; i < matmuls.size(); ++i) {
     const double out = matmuls[i].output_elements_per_token;
-    c.matmuls.push_back({matmuls[i].name, matmuls[i].multiply_adds_per_token / out, out, recomputed[i]});
+    c.matmuls.push_back({matmuls[i].name, matmuls[i].multiply_adds_per_token / out, out,
+                         !block.is_mla() && recomputed[i]});
   }
-  c.attention = AttentionSpec{static_cast<int>(block.num_heads), static_cast<int>(block.num_kv_heads),
-                              static_cast<int>(block.head_dim), true, static_cast<double>(block.window)};
+  c.attention = attention_spec(block);
   return c;
 }
 
@@ -1046,7 +1181,7 @@ namespace {
 ModuleCosts moe_block_costs(const DecoderBlockShape& block, bool flash_attention) {
   ModuleCosts c;
   const double h = as_double(block.hidden_size), fe = as_double(block.moe.expert_ffn_size);
-  c.attention_flops = monomial(4 * as_double(block.q_dim()), 1, 2);
+  c.attention_flops = monomial(attention_flops_per_token_per_position(block), 1, 2);
   c.forward_flops = monomial(2 * as_double(block.matmul_weights()), 1, 1);
   c.forward_flops += c.attention_flops;
   std::vector<CostItem> saved = saved_tensors(block, flash_attention);
@@ -1073,8 +1208,7 @@ ModuleCosts moe_block_costs(const DecoderBlockShape& block, bool flash_attention
   c.matmuls.push_back({"experts' gate_up projection", h, 2 * fe, false, true});
   c.matmuls.push_back({"experts' down projection", fe, h, false, true});
   c.moe = MoeSpec{block.moe.experts, block.moe.top_k, block.hidden_size};
-  c.attention = AttentionSpec{static_cast<int>(block.num_heads), static_cast<int>(block.num_kv_heads),
-                              static_cast<int>(block.head_dim), true, static_cast<double>(block.window)};
+  c.attention = attention_spec(block);
   return c;
 }
 
@@ -1246,6 +1380,7 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
   if (costs.attention) {
     const AttentionSpec& a = *costs.attention;
     out["attention"] = {{"heads", a.heads}, {"kv_heads", a.kv_heads}, {"head_dim", a.head_dim}, {"causal", a.causal}};
+    if (a.v_head_dim > 0 && a.v_head_dim != a.head_dim) out["attention"]["v_head_dim"] = a.v_head_dim;
     if (a.window > 0) {
       if (std::floor(a.window) == a.window && a.window < 9.0e15) {
         out["attention"]["window"] = static_cast<std::int64_t>(a.window);

@@ -6,7 +6,8 @@
 // - FLOPs count matrix multiplications only (2 per multiply-add), as MFU does; elementwise
 //   work is priced by the bytes it moves instead.
 // - Attention FLOPs: 4*b*s^2*(heads*head_dim) for QK^T and AV, no causal discount
-//   (PaLM, Chowdhery et al. 2022, appendix B).
+//   (PaLM, Chowdhery et al. 2022, appendix B); 2*b*s^2*heads*(head_dim + v_head_dim) when v's
+//   head dim differs from q's and k's (DeepSeek's MLA).
 // - Activations are 16-bit (2 bytes per element); dropout masks 1 byte per element;
 //   token ids int64.
 // - Saved activations follow Korthikanti et al. 2022, "Reducing Activation Recomputation
@@ -87,10 +88,31 @@ struct DecoderBlockShape {
     bool shared_expert_gate = false;  // Qwen2-MoE: sigmoid(Linear h -> 1) scales the shared expert's output
   };
   Moe moe;
+  // DeepSeek's multi-head latent attention (transformers' modeling_deepseek_v2.py and
+  // modeling_deepseek_v3.py, DeepseekV2Attention / DeepseekV3Attention) in place of q, k, v:
+  //   q = q_b_proj(q_a_layernorm(q_a_proj(x)))   (h -> q_lora_rank -> heads x head_dim), or one
+  //       q_proj (h -> heads x head_dim) when q_lora_rank is 0 (DeepSeek-V2-Lite);
+  //   kv_a_proj_with_mqa(x) -> [c (kv_lora_rank), k_rope (rope_head_dim, one head shared by all)];
+  //   kv_b_proj(kv_a_layernorm(c)) -> heads x (nope + v_head_dim), split into k_nope and v;
+  //   q = cat(q_nope, rope(q_rope)), k = cat(k_nope, rope(k_rope) expanded to every head);
+  //   attention with q/k head dim head_dim = nope + rope and v head dim v_head_dim; o_proj from
+  //   heads x v_head_dim. num_kv_heads is num_heads (k and v are per head after kv_b_proj).
+  struct Mla {
+    std::int64_t q_lora_rank = 0;   // 0: a plain q_proj
+    std::int64_t kv_lora_rank = 0;  // 0: not MLA
+    std::int64_t rope_head_dim = 0;
+    std::int64_t v_head_dim = 0;
+  };
+  Mla mla;
 
   bool is_moe() const { return moe.experts > 0; }
+  bool is_mla() const { return mla.kv_lora_rank > 0; }
   std::int64_t q_dim() const { return num_heads * head_dim; }
   std::int64_t kv_dim() const { return num_kv_heads * head_dim; }
+  // v's width and the attention output's (the output projection's input): heads x v_head_dim
+  // under MLA, else kv_dim and q_dim.
+  std::int64_t v_dim() const { return is_mla() ? num_heads * mla.v_head_dim : kv_dim(); }
+  std::int64_t attention_output_dim() const { return is_mla() ? num_heads * mla.v_head_dim : q_dim(); }
   // Weight elements of the block's matrix multiplications (biases and norms excluded), one
   // token's worth: a MoE layer counts its router, shared experts and top_k routed experts.
   std::int64_t matmul_weights() const;

@@ -38,7 +38,8 @@ std::string arch_with(const std::string& arch, const std::function<bool(const st
   return "";
 }
 
-double pass_flops_per_pair(AttentionPass pass, int head_dim) {
+// `head_dim`: the mean of QK^T's and AV's head dims when they differ (AttentionShape::mean_head_dim).
+double pass_flops_per_pair(AttentionPass pass, double head_dim) {
   return kForwardFlopsPerPairPerDim * head_dim * (pass == AttentionPass::backward ? kBackwardToForwardFlops : 1.0);
 }
 
@@ -107,10 +108,13 @@ double schedule_makespan(const std::vector<double>& cta_cost, double repeats, in
 }
 
 double fused_hbm_bytes(const AttentionShape& s, AttentionPass pass) {
-  const double q_like = s.batch * s.heads * s.seq_q * s.head_dim * kBytesPer16Bit;      // Q or O (or dO, dQ)
-  const double kv_like = s.batch * s.kv_heads * s.seq_kv * s.head_dim * kBytesPer16Bit;  // K or V (or dK, dV)
+  // Q and K per head are head_dim wide, V and O value_head_dim (equal but for MLA).
+  const double q = s.batch * s.heads * s.seq_q * s.head_dim * kBytesPer16Bit;                // Q (or dQ)
+  const double o = s.batch * s.heads * s.seq_q * s.value_head_dim() * kBytesPer16Bit;        // O (or dO)
+  const double k = s.batch * s.kv_heads * s.seq_kv * s.head_dim * kBytesPer16Bit;            // K (or dK)
+  const double v = s.batch * s.kv_heads * s.seq_kv * s.value_head_dim() * kBytesPer16Bit;    // V (or dV)
   // Forward: read Q, K, V, write O. Backward: read Q, K, V, O, dO, write dQ, dK, dV.
-  return pass == AttentionPass::forward ? 2 * q_like + 2 * kv_like : 4 * q_like + 4 * kv_like;
+  return pass == AttentionPass::forward ? q + k + v + o : 2 * (q + k + v + o);
 }
 
 void check_shape(const AttentionShape& s, const AttentionDevice& d) {
@@ -130,25 +134,26 @@ void check_shape(const AttentionShape& s, const AttentionDevice& d) {
 // score-matrix bytes at HBM bandwidth.
 AttentionEstimate estimate_eager(const AttentionShape& s, AttentionPass pass, const AttentionDevice& d) {
   const double scores = s.batch * s.heads * s.seq_q * s.seq_kv;  // every pair: eager masks, never skips
-  const double bmm_flops = 2 * scores * s.head_dim;
+  const double qk_flops = 2 * scores * s.head_dim;          // S = QK^T, dQ = dS K, dK = dS^T Q
+  const double av_flops = 2 * scores * s.value_head_dim();  // O = PV, dP = dO V^T, dV = P^T dO
   const double score_bytes = scores * kBytesPer16Bit;
   auto op = [&](double flops, double bytes) {
     return std::max(flops / (d.peak_flops * d.matmul_efficiency), bytes / d.hbm_bytes_per_second);
   };
   double seconds = 0;
   if (pass == AttentionPass::forward) {
-    seconds += op(bmm_flops, score_bytes);                   // S = QK^T writes S
+    seconds += op(qk_flops, score_bytes);                    // S = QK^T writes S
     if (s.causal || s.window > 0) seconds += op(0, 2 * score_bytes);  // mask: read S, write S
     seconds += op(0, 2 * score_bytes);                       // softmax: read S, write P
-    seconds += op(bmm_flops, score_bytes);                   // O = PV reads P
+    seconds += op(av_flops, score_bytes);                    // O = PV reads P
   } else {
-    seconds += op(bmm_flops, score_bytes);      // dP = dO V^T writes dP
-    seconds += op(bmm_flops, score_bytes);      // dV = P^T dO reads P
+    seconds += op(av_flops, score_bytes);       // dP = dO V^T writes dP
+    seconds += op(av_flops, score_bytes);       // dV = P^T dO reads P
     seconds += op(0, 3 * score_bytes);          // softmax backward: read dP, P, write dS
-    seconds += op(bmm_flops, score_bytes);      // dQ = dS K reads dS
-    seconds += op(bmm_flops, score_bytes);      // dK = dS^T Q reads dS
+    seconds += op(qk_flops, score_bytes);       // dQ = dS K reads dS
+    seconds += op(qk_flops, score_bytes);       // dK = dS^T Q reads dS
   }
-  return {seconds, scores * pass_flops_per_pair(pass, s.head_dim)};
+  return {seconds, scores * pass_flops_per_pair(pass, s.mean_head_dim())};
 }
 
 // ---- Shipped constants --------------------------------------------------------------------
@@ -272,7 +277,9 @@ AttentionEstimate estimate_fused_attention(const AttentionShape& shape, Attentio
                                            const AttentionDevice& device, const AttentionKernelConstants& c) {
   check_shape(shape, device);
   const QueryBlocks blocks = query_blocks(shape, c.tile);
-  const double pair_flops = pass_flops_per_pair(pass, shape.head_dim);
+  // The tile and constants are those of the q/k head dim (the kernel instantiated for it: FlashAttention-3's
+  // hdim 192 with a 128-wide V for DeepSeek); a pair's matmul FLOPs are QK^T's and AV's.
+  const double pair_flops = pass_flops_per_pair(pass, shape.mean_head_dim());
   const double peak_per_sm = device.peak_flops / device.sm_count;
   const double tile_pairs = double(c.tile.rows) * c.tile.cols;
   const double block_matmul_at_peak = tile_pairs * pair_flops / peak_per_sm;

@@ -215,7 +215,7 @@ CollectiveKind collective_kind_of(OpKind kind) {
 }
 
 struct CostModel::AttentionMemo {
-  using Key = std::tuple<double, double, double, double, int, int, int, bool, bool>;
+  using Key = std::tuple<double, double, double, double, int, int, int, int, bool, bool>;
   std::mutex mutex;
   std::map<Key, double> seconds;
 };
@@ -415,12 +415,12 @@ double CostModel::attention_seconds(const KernelSet& k) const {
     // Eager attention: QK^T and AV as batched GEMMs over every (query, key) pair (the mask is
     // applied to the scores afterwards); the softmax and mask traffic is in the op's hbm_bytes.
     // A backward runs twice the forward's matmuls.
-    const double flops = 4 * a.batch * a.seq_q * a.seq_kv * a.heads * a.head_dim *
+    const double flops = 4 * a.batch * a.seq_q * a.seq_kv * a.heads * a.mean_head_dim() *
                          (k.attention_pass == AttentionPass::backward ? 2.0 : 1.0);
     return flops / (peak_flops_ * calibration_.matmul_efficiency);
   }
   const AttentionMemo::Key key{a.batch, a.seq_q, a.seq_kv, a.window, a.heads, a.kv_heads, a.head_dim,
-                               a.causal, k.attention_pass == AttentionPass::backward};
+                               a.value_head_dim(), a.causal, k.attention_pass == AttentionPass::backward};
   {
     std::lock_guard<std::mutex> lock(attention_memo_->mutex);
     auto hit = attention_memo_->seconds.find(key);

@@ -36,6 +36,10 @@ struct AttentionShape {
   int heads = 0, kv_heads = 0, head_dim = 0;
   bool causal = true;
   double window = 0;  // sliding window in tokens; 0 = full attention
+  int v_head_dim = 0;  // v and the output per head when it differs from head_dim (DeepSeek's MLA); 0: head_dim
+  int value_head_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
+  // The head dim that gives a pair's matmul FLOPs as 4 x d: the mean of QK^T's and AV's.
+  double mean_head_dim() const { return 0.5 * (head_dim + value_head_dim()); }
 };
 
 enum class AttentionPass { forward, backward };

@@ -318,7 +318,7 @@ class StepBuilder {
     if (c.attention && attention_runs) {
       const models::AttentionSpec& a = *c.attention;
       k.has_attention = true;
-      k.attention = {b, seq, seq, a.heads, a.kv_heads, a.head_dim, a.causal, a.window};
+      k.attention = {b, seq, seq, a.heads, a.kv_heads, a.head_dim, a.causal, a.window, a.v_head_dim};
       k.attention_pass = pass == KernelPass::backward ? AttentionPass::backward : AttentionPass::forward;
       k.scores_materialized = has_score_term(c.forward_hbm_bytes);
     }
@@ -391,7 +391,8 @@ class StepBuilder {
            a.has_attention == b.has_attention &&
            (!a.has_attention || (a.attention_pass == b.attention_pass && x.batch == y.batch && x.seq_q == y.seq_q &&
                                  x.seq_kv == y.seq_kv && x.heads == y.heads && x.kv_heads == y.kv_heads &&
-                                 x.head_dim == y.head_dim && x.causal == y.causal && x.window == y.window &&
+                                 x.head_dim == y.head_dim && x.value_head_dim() == y.value_head_dim() &&
+                                 x.causal == y.causal && x.window == y.window &&
                                  a.scores_materialized == b.scores_materialized));
   }
 

@@ -49,7 +49,8 @@ void make_forward_program(const Scenario& sc, PlanCache::Layout& l) {
       if (selective && m.costs->sac_saved_activation_bytes.empty())
         throw InputError(sc.file, "training.activation_checkpointing",
                          "selective checkpointing needs the model's sac_* costs, which module \"" + m.full_name +
-                             "\" lacks (the Hugging Face importer writes them)");
+                             "\" lacks (the Hugging Face importer writes them for dense blocks; it has no op-level SAC "
+                             "ledger for MoE blocks nor for DeepSeek's multi-head latent attention)");
       // Units wrapped below a costed module (its subtree computes nothing of its own): their
       // pre-forward hooks run before the module's compute and their post-forward hooks after.
       std::vector<int> inner;

@@ -84,10 +84,11 @@ double KernelSet::flops() const {
   for (const GemmShape& g : gemms) sum += g.flops();
   for (const GroupedGemmShape& g : grouped_gemms) sum += g.flops();
   if (has_attention) {
-    // QK^T and AV, 4 b s_q s_kv h d, as the model files count them (no causal discount);
+    // QK^T and AV, 4 b s_q s_kv h d (d the mean of the q/k and v head dims), as the model files
+    // count them (no causal discount);
     // a backward computes twice the forward's (the schedule's convention for every module).
     const AttentionShape& a = attention;
-    const double forward = 4 * a.batch * a.seq_q * a.seq_kv * a.heads * a.head_dim;
+    const double forward = 4 * a.batch * a.seq_q * a.seq_kv * a.heads * a.mean_head_dim();
     sum += attention_pass == AttentionPass::backward ? 2 * forward : forward;
   }
   return sum;
@@ -120,6 +121,7 @@ nlohmann::json kernel_set_to_json(const KernelSet& k) {
                       {"window", a.window},
                       {"pass", k.attention_pass == AttentionPass::backward ? "backward" : "forward"},
                       {"scores_materialized", k.scores_materialized}};
+    if (a.value_head_dim() != a.head_dim) j["attention"]["v_head_dim"] = a.value_head_dim();
   }
   return j;
 }
@@ -194,6 +196,7 @@ KernelSet kernel_set_from_json(const nlohmann::json& json, const std::string& fi
     k.attention.heads = count("heads");
     k.attention.kv_heads = count("kv_heads");
     k.attention.head_dim = count("head_dim");
+    if (a.has("v_head_dim")) k.attention.v_head_dim = count("v_head_dim");
     if (k.attention.heads % k.attention.kv_heads != 0) a.fail("kv_heads", "expected a divisor of heads");
     k.attention.causal = a.boolean_or("causal", true);
     k.attention.window = a.number_or("window", 0);

@@ -478,12 +478,21 @@ INSTANTIATE_TEST_SUITE_P(
         // and 37.55B with it, which would round to 38B.
         CardCase{"moe/deepseek-v2.5", Counted::total, 236e9, 1e9, "DeepSeek-V2 paper"},
         CardCase{"moe/deepseek-v2.5", Counted::active_without_input_embedding, 21e9, 1e9, "DeepSeek-V2 paper"},
-        CardCase{"moe/deepseek-v2-lite", Counted::total, 15.7e9, 0.1e9, "DeepSeek-V2 paper, DeepSeek-V2-Lite"},
+        CardCase{"deepseek-v2-lite", Counted::total, 15.7e9, 0.1e9, "DeepSeek-V2 paper, DeepSeek-V2-Lite"},
         // DeepSeek-V3 technical report (arXiv:2412.19437): "671B total parameters with 37B
         // activated for each token" (the main model; the 14B multi-token-prediction module that
         // makes the Hugging Face checkpoint 685B is not loaded by transformers).
         CardCase{"moe/deepseek-r1", Counted::total, 671e9, 1e9, "DeepSeek-V3 report"},
-        CardCase{"moe/deepseek-r1", Counted::active_without_input_embedding, 37e9, 1e9, "DeepSeek-V3 report"}),
+        CardCase{"moe/deepseek-r1", Counted::active_without_input_embedding, 37e9, 1e9, "DeepSeek-V3 report"},
+        // The same for DeepSeek-V3's own config.json. We compare against the abstract's 671B (the
+        // main model, which transformers' DeepseekV3ForCausalLM builds), not the model card's 685B:
+        // DeepSeek's README_WEIGHTS.md (the copy in tenstorrent/tt-metal
+        // models/demos/deepseek_v3/reference/README_WEIGHTS.md@f3712cc6f089) gives the main model
+        // 671B total and 36.6B activated, and the multi-token-prediction module 11.5B more unique
+        // parameters, which fsdpsim does not model (num_nextn_predict_layers).
+        CardCase{"deepseek-v3", Counted::total, 671e9, 1e9, "DeepSeek-V3 report"},
+        CardCase{"deepseek-v3", Counted::active_without_input_embedding, 37e9, 1e9, "DeepSeek-V3 report"},
+        CardCase{"deepseek-v3", Counted::active_without_input_embedding, 36.6e9, 0.1e9, "DeepSeek README_WEIGHTS.md"}),
     [](const auto& info) {
       std::string n = std::string(info.param.config) + "_" + std::to_string(info.index);
       for (char& ch : n)
@@ -496,7 +505,7 @@ INSTANTIATE_TEST_SUITE_P(
 // rounded); DeepSeek-V2-Lite's "2.4B activated" is 2.45B without the input embedding (2.66B
 // with it). Both are checked as exact hand counts instead.
 TEST(ModelCardCount, KnownDisagreementsAreTheCardsRounding) {
-  const std::string lite = testing_paths::repo_path("models/hf/moe/deepseek-v2-lite.json");
+  const std::string lite = testing_paths::repo_path("models/hf/deepseek-v2-lite.json");
   const HfParameterCount c = count_hf_parameters(load_json_file(lite), lite);
   // MoE layer (26 of 27): attention 13,763,072 + norms 4,096 + gate 131,072 + 6 routed experts
   // 6*8,650,752 + 2 shared 17,301,504 = 83,104,256; the dense first layer 13,763,072 + 4,096 +
@@ -580,29 +589,172 @@ TEST(MoeImport, ImportedModelsHoldTheCountedParameters) {
   EXPECT_EQ(experts->params.at(0).experts, 8);
 }
 
-// DeepSeek (multi-head latent attention), gpt-oss and Llama-4 are counted, not imported.
+// gpt-oss and Llama-4 are counted, not imported: the refusal names the experts key and both counts.
 TEST(MoeImport, FamiliesNotImportedAreRefusedWithTheCounts) {
-  const std::string path = testing_paths::repo_path("models/hf/moe/deepseek-v2-lite.json");
+  // The small gpt-oss config of MoeCount.SmallConfigsByHand: 1,094 parameters, 602 active.
+  const nlohmann::json gpt_oss = {{"model_type", "gpt_oss"}, {"hidden_size", 8}, {"num_hidden_layers", 1},
+                                  {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"head_dim", 4},
+                                  {"intermediate_size", 6}, {"num_local_experts", 4}, {"num_experts_per_tok", 1},
+                                  {"vocab_size", 10}};
   try {
-    import_hf_config(load_json_file(path), path);
-    FAIL() << "DeepSeek-V2 must not import (MLA is not in the cost formulas)";
+    import_hf_config(gpt_oss, "gpt_oss.json");
+    FAIL() << "gpt-oss must not import";
   } catch (const InputError& e) {
-    EXPECT_EQ(e.json_path(), "n_routed_experts");
+    EXPECT_EQ(e.json_path(), "num_local_experts");
     const std::string message = e.what();
     EXPECT_NE(message.find("not supported yet"), std::string::npos) << message;
-    EXPECT_NE(message.find("15.71B"), std::string::npos) << message;
-    EXPECT_NE(message.find("latent attention"), std::string::npos) << message;
+    EXPECT_NE(message.find("deepseek_v3"), std::string::npos) << message;
   }
 }
 
-// Qwen-MoE with dense layers between sparse ones is counted but not imported.
-TEST(MoeImport, DenseLayersBetweenSparseOnesAreRefusedByKey) {
-  nlohmann::json c = load_json_file(testing_paths::repo_path("models/hf/qwen1.5-moe-a2.7b.json"));
-  c["mlp_only_layers"] = {0};
-  expect_error(c, "mlp_only_layers", "not imported yet");
-  c = load_json_file(testing_paths::repo_path("models/hf/qwen1.5-moe-a2.7b.json"));
-  c["decoder_sparse_step"] = 2;
-  expect_error(c, "decoder_sparse_step", "not imported yet");
+// Qwen-MoE with dense layers between sparse ones (Qwen2MoeDecoderLayer: layer i is sparse unless in
+// mlp_only_layers and when (i + 1) % decoder_sparse_step == 0): each run of layers of one kind is
+// one repeated block, the dense layers' MLP intermediate_size wide, no MoE costs.
+TEST(MoeImport, QwenMoeDenseLayersBetweenSparseOnes) {
+  const std::string path = testing_paths::repo_path("models/hf/qwen1.5-moe-a2.7b.json");
+  nlohmann::json c = load_json_file(path);
+  c["decoder_sparse_step"] = 2;  // layers 1, 3, 5, ... sparse
+  c["mlp_only_layers"] = {3};    // and layer 3 dense after all: runs 0-2 (dense, sparse, dense) 3-4 dense 5 sparse
+  const Model model = parse_model(import_hf_config(c, "qwen-mixed.json"), "qwen-mixed.json");
+  EXPECT_EQ(model.parameter_count(), count_hf_parameters(c, "qwen-mixed.json").total);
+  // 24 layers: sparse are 1, 5, 7, ..., 23 (11 of them); dense 0, 2, 3, 4, 6, ..., 22 (13).
+  int sparse = 0, dense = 0;
+  for (int i = 0; i < 24; ++i) {
+    const Module* layer = model.find_module("model.layers." + std::to_string(i));
+    ASSERT_NE(layer, nullptr) << i;
+    ASSERT_TRUE(layer->costs) << i;
+    const bool is_sparse = i % 2 == 1 && i != 3;
+    EXPECT_EQ(layer->costs->moe.has_value(), is_sparse) << i;
+    const Module* mlp = model.find_module("model.layers." + std::to_string(i) + ".mlp");
+    ASSERT_NE(mlp, nullptr);
+    EXPECT_EQ(mlp->type, is_sparse ? "Qwen2MoeSparseMoeBlock" : "Qwen2MoeMLP") << i;
+    (is_sparse ? sparse : dense)++;
+  }
+  EXPECT_EQ(sparse, 11);
+  EXPECT_EQ(dense, 13);
+  // The dense MLP: gate_proj [intermediate_size 5632, h 2048].
+  const Module* dense_gate = model.find_module("model.layers.0.mlp.gate_proj");
+  ASSERT_NE(dense_gate, nullptr);
+  EXPECT_EQ(dense_gate->params.at(0).shape, (std::vector<std::int64_t>{5632, 2048}));
+  // Every layer is a block (one type, each run written with "repeat").
+  EXPECT_EQ(model.find_module("model.layers")->children.size(), 24u);
+  // A layer index outside the model is refused by position.
+  c["mlp_only_layers"] = {0, 24};
+  expect_error(c, "mlp_only_layers[1]", "expected a layer index 0..23");
+}
+
+// DeepSeek-V3's counts by hand from its config.json (h 7168, 128 heads, q_lora_rank 1536,
+// kv_lora_rank 512, nope 128 + rope 64 = 192 per q/k head, v 128, 3 dense layers of 18432, then
+// 58 MoE layers: 256 routed + 1 shared expert of 2048, router with a 256-long correction bias):
+//   attention: q_a_proj 7168*1536 = 11,010,048, q_a_layernorm 1,536, q_b_proj 1536*128*192 =
+//     37,748,736, kv_a_proj_with_mqa 7168*576 = 4,128,768, kv_a_layernorm 512, kv_b_proj
+//     512*128*256 = 16,777,216, o_proj 128*128*7168 = 117,440,512: 187,107,328; norms 14,336
+//   dense layer: + 3*7168*18432 = 396,361,728 -> 583,483,392
+//   MoE layer: + gate 1,835,008 + bias 256 + shared 44,040,192 + 256 experts 256*44,040,192 ->
+//     11,507,286,272
+//   3*583,483,392 + 58*11,507,286,272 + embedding and head 2*926,679,040 + norm 7,168
+//     = 671,026,419,200 (the abstract's 671B)
+TEST(DeepSeekImport, ImportedModelsHoldTheCountedParameters) {
+  const Model v3 = load("deepseek-v3");
+  EXPECT_EQ(v3.parameter_count(), 671'026'419'200);
+  for (const char* config : {"deepseek-v2-lite", "deepseek-v3", "moe/deepseek-v2.5", "moe/deepseek-r1"}) {
+    const std::string path = testing_paths::repo_path(std::string("models/hf/") + config + ".json");
+    EXPECT_EQ(load_hf_config(path).parameter_count(), count_hf_parameters(load_json_file(path), path).total) << config;
+  }
+  // The first three layers dense, the others MoE; MLA's projections as transformers names them.
+  // A parameter's shape, empty when the module is missing (a wrong tree fails, never crashes).
+  auto shape_of = [&](const Model& m, const std::string& module, std::size_t param) {
+    const Module* found = m.find_module(module);
+    return found && found->params.size() > param ? found->params[param].shape : std::vector<std::int64_t>{};
+  };
+  const Module* dense = v3.find_module("model.layers.2");
+  const Module* sparse = v3.find_module("model.layers.3");
+  ASSERT_TRUE(dense && sparse && dense->costs && sparse->costs);
+  EXPECT_FALSE(dense->costs->moe.has_value());
+  ASSERT_TRUE(sparse->costs->moe.has_value());
+  EXPECT_EQ(sparse->costs->moe->experts, 256);
+  EXPECT_EQ(sparse->costs->moe->top_k, 8);
+  const Module* experts = v3.find_module("model.layers.60.mlp.experts");
+  ASSERT_NE(experts, nullptr);
+  EXPECT_EQ(experts->experts, 256);
+  EXPECT_EQ(shape_of(v3, "model.layers.2.mlp.gate_proj", 0),
+            (std::vector<std::int64_t>{18432, 7168}));
+  EXPECT_EQ(shape_of(v3, "model.layers.3.mlp.shared_experts.down_proj", 0),
+            (std::vector<std::int64_t>{7168, 2048}));
+  EXPECT_EQ(shape_of(v3, "model.layers.3.mlp.gate", 1), (std::vector<std::int64_t>{256}));
+  EXPECT_EQ(shape_of(v3, "model.layers.0.self_attn.q_b_proj", 0),
+            (std::vector<std::int64_t>{128 * 192, 1536}));
+  EXPECT_EQ(shape_of(v3, "model.layers.0.self_attn.kv_b_proj", 0),
+            (std::vector<std::int64_t>{128 * 256, 512}));
+  EXPECT_EQ(shape_of(v3, "model.layers.0.self_attn.o_proj", 0),
+            (std::vector<std::int64_t>{7168, 128 * 128}));
+  ASSERT_NE(v3.find_module("model.layers"), nullptr);
+  EXPECT_EQ(v3.find_module("model.layers")->children.size(), 61u);
+  // The multi-token-prediction module is named as left out.
+  EXPECT_NE(v3.source.find("num_nextn_predict_layers=1"), std::string::npos) << v3.source;
+}
+
+// DeepSeek-V2-Lite's layers by hand (h 2048, 16 heads, no q_lora_rank: one q_proj, kv_lora_rank
+// 512, q/k heads 128 + 64 = 192, v 128; layer 0 dense (f 10944), then 64 experts of 1408, top 6,
+// 2 shared experts).
+TEST(DeepSeekImport, V2LiteBlocksByHand) {
+  const Model lite = load("deepseek-v2-lite");
+  const Module* q_proj = lite.find_module("model.layers.1.self_attn.q_proj");
+  ASSERT_NE(q_proj, nullptr);
+  EXPECT_EQ(q_proj->params.at(0).shape, (std::vector<std::int64_t>{16 * 192, 2048}));
+  EXPECT_EQ(lite.find_module("model.layers.1.self_attn.q_a_proj"), nullptr);
+  const Module* dense = lite.find_module("model.layers.0");
+  const Module* sparse = lite.find_module("model.layers.26");
+  ASSERT_TRUE(dense && sparse && dense->costs && sparse->costs);
+  // Attention: QK^T 2*16*192 + AV 2*16*128 = 10,240 FLOPs per token per key (4*16*192 = 12,288
+  // if v were as wide as q and k).
+  EXPECT_EQ(sparse->costs->attention_flops.at(1, 1), 10'240.0);
+  ASSERT_TRUE(sparse->costs->attention.has_value());
+  EXPECT_EQ(sparse->costs->attention->head_dim, 192);
+  EXPECT_EQ(sparse->costs->attention->v_head_dim, 128);
+  // The MoE block's multiply-adds per token: q_proj 2048*3072 = 6,291,456, kv_a 2048*576 =
+  // 1,179,648, kv_b 512*4096 = 2,097,152, o_proj 2048*2048 = 4,194,304; router 2048*64 = 131,072;
+  // shared 3*2048*2816 = 17,301,504; 6 routed 6*3*2048*1408 = 51,904,512: 83,099,648.
+  EXPECT_EQ(sparse->costs->forward_flops.at(1, 1) - sparse->costs->attention_flops.at(1, 1), 2 * 83'099'648.0);
+  // The dense block's saved activations (flash attention), bytes per token: x and its norm 2*4096;
+  // kv_a_proj_with_mqa's output 2*576 = 1,152; kv_a_layernorm's 2*512 = 1,024; kv_b_proj's
+  // 2*16*256 = 8,192 (v a view of it); q and k 2*16*192 = 6,144 each; the attention output
+  // 2*16*128 = 4,096; x + attention and the MLP norm 2*4096; gate, SiLU, up, product 4*2*10944 =
+  // 87,552: 130,688.
+  EXPECT_EQ(dense->costs->saved_activation_bytes.at(1, 1), 130'688.0);
+  // Op-level SAC has no MLA ledger: no sac costs (the planner refuses "selective").
+  EXPECT_TRUE(dense->costs->sac_saved_activation_bytes.empty());
+}
+
+TEST(DeepSeekImport, BadInputIsRefusedByKey) {
+  const nlohmann::json lite = load_json_file(hf_config_path("deepseek-v2-lite"));
+  nlohmann::json c = lite;
+  c.erase("kv_lora_rank");
+  expect_error(c, "kv_lora_rank", "required");
+  c = lite;
+  c["q_lora_rank"] = 0;
+  expect_error(c, "q_lora_rank", "positive");
+  c = lite;
+  c["first_k_dense_replace"] = -1;
+  expect_error(c, "first_k_dense_replace", "expected a number of layers >= 0");
+  c = lite;
+  c["moe_layer_freq"] = 0;
+  expect_error(c, "moe_layer_freq", "positive");
+  c = lite;
+  c["n_shared_experts"] = -2;
+  expect_error(c, "n_shared_experts", "shared experts");
+  c = lite;
+  c["num_experts_per_tok"] = 65;
+  expect_error(c, "num_experts_per_tok", "expected at most n_routed_experts (64)");
+  c = lite;
+  c["topk_method"] = "sinkhorn";
+  expect_error(c, "topk_method", "noaux_tc");
+  c = lite;
+  c["num_experts"] = 64;  // Qwen-MoE's key under deepseek_v2
+  expect_error(c, "num_experts", "is not read by fsdpsim's deepseek_v2 importer");
+  nlohmann::json v3 = load_json_file(hf_config_path("deepseek-v3"));
+  v3["num_nextn_predict_layers"] = -1;
+  expect_error(v3, "num_nextn_predict_layers", ">= 0");
 }
 
 // A key the importer does not read and does not know to be harmless is refused by name.

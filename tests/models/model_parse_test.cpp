@@ -183,6 +183,64 @@ TEST(ModelParseErrors, AttentionFlopsAboveForwardFlopsAreRefused) {
                "root.children[1].children[0].costs.attention_flops.b*s^3", "at most forward_flops' \"b*s^3\" term (0)");
 }
 
+// A run of layers that does not start at 0 ("first_index": DeepSeek's MoE layers after its
+// dense ones): the copies are named from it; overlapping runs collide by name.
+TEST(ModelParse, FirstIndexNamesARunOfLayers) {
+  nlohmann::json j = tiny_model();
+  nlohmann::json second = block(j);
+  block(j)["repeat"] = 1;
+  second["repeat"] = 2;
+  second["first_index"] = 1;
+  second["type"] = "OtherBlock";
+  j["root"]["children"][1]["children"].push_back(second);
+  const Model m = parse_model(j, "tiny.json");
+  const Module* layers = m.find_module("layers");
+  ASSERT_NE(layers, nullptr);
+  ASSERT_EQ(layers->children.size(), 3u);
+  EXPECT_EQ(layers->children[0].full_name, "layers.0");
+  EXPECT_EQ(layers->children[0].type, "Block");
+  EXPECT_EQ(layers->children[2].full_name, "layers.2");
+  EXPECT_EQ(layers->children[2].type, "OtherBlock");
+  EXPECT_NE(m.find_module("layers.2.proj_2"), nullptr);
+  EXPECT_EQ(m.find_module("layers.2.fc")->params[1].tied_to, "layers.2.fc.weight");
+  // Overlapping runs, a negative index and first_index without repeat are refused.
+  j["root"]["children"][1]["children"][1]["first_index"] = 0;
+  try {
+    parse_model(j, "tiny.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.json_path(), "root.children[1].children[1]");
+    EXPECT_NE(std::string(e.what()).find("duplicate module name \"0\""), std::string::npos) << e.what();
+  }
+  expect_error([](auto& j) { block(j)["first_index"] = -1; }, "root.children[1].children[0].first_index",
+               "expected an index 0..100000");
+  expect_error([](auto& j) { j["root"]["children"][0]["first_index"] = 2; }, "root.children[0].first_index",
+               "only meaningful with \"repeat\"");
+}
+
+// v_head_dim (DeepSeek's MLA: v narrower than q and k): attention_flops' b*s^2 term is
+// 2 x heads x (head_dim + v_head_dim); 4 x heads x head_dim without it.
+TEST(ModelParse, AttentionWithANarrowerV) {
+  nlohmann::json j = tiny_model();
+  // 4 heads of q/k 12 and v 8: 2 x 4 x 20 = 160 FLOPs per token per key.
+  block(j)["costs"]["forward_flops"]["b*s^2"] = 160;
+  block(j)["costs"]["attention_flops"]["b*s^2"] = 160;
+  block(j)["costs"]["attention"] = {{"heads", 4}, {"kv_heads", 4}, {"head_dim", 12}, {"v_head_dim", 8}};
+  const Model m = parse_model(j, "tiny.json");
+  const AttentionSpec& a = *m.find_module("layers.0")->costs->attention;
+  EXPECT_EQ(a.v_head_dim, 8);
+  EXPECT_EQ(a.flops_per_pair_per_head(), 40.0);
+  // The same term with v as wide as q and k would be 4 x 4 x 12 = 192.
+  block(j)["costs"]["attention"].erase("v_head_dim");
+  try {
+    parse_model(j, "tiny.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.json_path(), "root.children[1].children[0].costs.attention");
+    EXPECT_NE(std::string(e.what()).find("(160), got 192"), std::string::npos) << e.what();
+  }
+}
+
 // A cost that overflows only once evaluated is reported at the costs object, so the model
 // keeps where each costs object is; a 1-layer stack is still a stack ("repeat": 1).
 TEST(ModelParse, CostsKnowTheirJsonPathAndBlocksTheirRepeat) {

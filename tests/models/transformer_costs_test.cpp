@@ -326,6 +326,41 @@ TEST(TransientMemory, Llama31_8bDecoderBlockByHand) {
   EXPECT_EQ(moment_bytes(ledger.forward.front()).at(1, 1), 10'240.0);  // q, k before rotary
 }
 
+// DeepSeek-V2-Lite's dense layer (MLA: 16 heads, q/k 192 = 128 + 64 rope, v 128, kv_lora_rank
+// 512, no q_lora_rank; h 2048, f 10944), bytes per token by hand. Forward: transformers' locals
+// keep q_proj's output 2*16*192 = 6,144, the rotated q rope 2*16*64 = 2,048 and k rope 2*64 =
+// 128 until the attention returns, with o_proj's output 4,096: 12,416. Backward: flash
+// attention's moment is G 4,096 + dO 2*16*128 = 4,096 + dq, dk 6,144 each + dv 4,096 + the fp32
+// dq accumulator 4*16*192 = 12,288 + softmax_d 4*16 = 64: 36,928; kv_b_proj's split backward
+// G + dq + dk + dv + dq rope 2,048 + dk rope 128 + d(kv_b output) 2*16*256 = 8,192: 30,848. The
+// block's peak stays the SwiGLU product's: G + 3 x 2 x 10944 = 69,760.
+TEST(TransientMemory, DeepSeekMlaBlockByHand) {
+  DecoderBlockShape shape;
+  shape.hidden_size = 2048;
+  shape.num_heads = shape.num_kv_heads = 16;
+  shape.head_dim = 192;
+  shape.ffn_hidden_size = 10944;
+  shape.gated_mlp = shape.rotary = true;
+  shape.mla.kv_lora_rank = 512;
+  shape.mla.rope_head_dim = 64;
+  shape.mla.v_head_dim = 128;
+  const TransientLedger ledger = block_transients(shape, true);
+  EXPECT_EQ(peak_transient_bytes(ledger.forward).at(1, 1), 12'416.0);
+  EXPECT_EQ(peak_transient_bytes(ledger.backward).at(1, 1), 69'760.0);
+  int checked = 0;
+  for (const TransientMoment& moment : ledger.backward) {
+    if (moment.when.find("flash attention backward") != std::string::npos) {
+      EXPECT_EQ(moment_bytes(moment).at(1, 1), 36'928.0);
+      ++checked;
+    }
+    if (moment.when.find("split backward of kv_b_proj") != std::string::npos) {
+      EXPECT_EQ(moment_bytes(moment).at(1, 1), 30'848.0);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2);
+}
+
 TEST(TransientMemory, EmbeddingAndFinalNorm) {
   Model m = load("llama3.1-8b", true);
   // Embedding: forward, its output 2h; backward, the incoming gradient 2h + fp32 partial sums

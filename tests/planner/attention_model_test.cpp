@@ -332,6 +332,27 @@ TEST(AttentionModel, GqaChangesOnlyMemory) {
               (2 * q_bytes + 2 * kv_bytes_gqa) / 1e9, 1e-9);
 }
 
+// DeepSeek's MLA: q and k 192 per head (128 nope + 64 rope), v and the output 128. QK^T runs
+// 2 x 192 FLOPs per pair per head and AV 2 x 128: 2 x (192 + 128) = 640 = 4 x 160, by hand; the
+// bytes a memory-bound call moves are Q and K at 192, V and O at 128 (b = 1, s = 8192, 16 heads).
+TEST(AttentionModel, NarrowerVCountsQkAndVDimsApart) {
+  const auto d = h100();
+  AttentionShape mla = self_attention(8192, 16, 192, false);
+  mla.v_head_dim = 128;
+  for (auto kernel : {AttentionKernel::flash3, AttentionKernel::eager}) {
+    EXPECT_DOUBLE_EQ(estimate_attention(mla, AttentionPass::forward, kernel, d).flops,
+                     2.0 * (192 + 128) * 8192.0 * 8192 * 16)
+        << to_string(kernel);
+  }
+  AttentionDevice slow_memory = d;
+  slow_memory.hbm_bytes_per_second = 1e9;
+  const double q_or_k = 2.0 * 16 * 8192 * 192, v_or_o = 2.0 * 16 * 8192 * 128;
+  EXPECT_NEAR(estimate_attention(mla, AttentionPass::forward, AttentionKernel::flash2, slow_memory).seconds,
+              (2 * q_or_k + 2 * v_or_o) / 1e9, 1e-9);
+  EXPECT_NEAR(estimate_attention(mla, AttentionPass::backward, AttentionKernel::flash2, slow_memory).seconds,
+              2 * (2 * q_or_k + 2 * v_or_o) / 1e9, 1e-9);
+}
+
 // Eager attention materialises the batch*heads*s^2 score matrix: at d = 64 every op on it is
 // bandwidth-bound, so the forward is 8 bytes per score (S written, softmax reads S and writes P,
 // PV reads P) at HBM bandwidth, 12 with a causal mask (read and write S once more). By hand.

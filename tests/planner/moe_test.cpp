@@ -8,6 +8,7 @@
 #include "planner/moe.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
+#include "planner/schedule.h"
 #include "planner/sharding.h"
 #include "synthetic.h"
 
@@ -159,6 +160,39 @@ TEST(ExpertParallel, WholeStepPeakByHand) {
   for (const Allocation& a : ep.schedule.allocations)
     if (a.category == MemCategory::unsharded_grad) largest_grad = std::max(largest_grad, a.bytes);
   EXPECT_EQ(largest_grad, 2 * 256 * 4) << "a rank's expert gradients cover its 2 local experts";
+}
+
+// DeepSeek-V2-Lite (scenarios/deepseek-v2-lite-8xh100-fsdp2{,-ep8}.json; MLA, layer 0 dense, 26 MoE
+// layers of 64 experts, top 6), micro-batch 2 x 4096 tokens, 2 micro-steps, full checkpointing.
+// With EP 8 each MoE layer runs dispatch and combine in forward, again in the recompute, and
+// their reverse in backward: 6 all-to-alls per MoE layer per micro-step, 26 x 6 x 2 = 312, the
+// dense layer none. A rank's dispatch sends its 8192 tokens x top 6 copies x h 2048 x 2 bytes =
+// 201,326,592 bytes. The sharded parameters are the model's 15,706,484,224 fp32 elements over 8
+// ranks either way (EP 8 x an expert shard group of 1), 7,853,242,112 bytes, plus FSDP2's
+// dim-0 padding (under 0.01% here).
+TEST(ExpertParallel, DeepSeekV2LiteScenariosByHand) {
+  const std::string root = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/";
+  const Plan fsdp = plan_step(load_scenario(root + "deepseek-v2-lite-8xh100-fsdp2.json"));
+  const Plan ep = plan_step(load_scenario(root + "deepseek-v2-lite-8xh100-fsdp2-ep8.json"));
+  int all_to_alls = 0;
+  for (const Op& op : ep.schedule.ops) {
+    if (op.kind != OpKind::all_to_all) continue;
+    ++all_to_alls;
+    const std::string dense_layer = "model.layers.0";
+    EXPECT_FALSE(op.name.size() >= dense_layer.size() &&
+                 op.name.compare(op.name.size() - dense_layer.size(), dense_layer.size(), dense_layer) == 0)
+        << op.name;
+    EXPECT_DOUBLE_EQ(op.comm_bytes, 8192.0 * 6 * 2048 * 2) << op.name;
+  }
+  EXPECT_EQ(all_to_alls, 26 * 6 * 2);
+  for (const Op& op : fsdp.schedule.ops) EXPECT_NE(op.kind, OpKind::all_to_all);
+  for (const Plan* plan : {&fsdp, &ep}) {
+    const MemoryReport m = replay_memory(plan->schedule);
+    const double sharded = static_cast<double>(m.breakdown_at_peak[static_cast<int>(MemCategory::sharded_param)]);
+    EXPECT_GE(sharded, 15'706'484'224.0 * 4 / 8);
+    EXPECT_LT(sharded, 15'706'484'224.0 * 4 / 8 * 1.0001);
+    EXPECT_LT(m.peak_allocated_bytes, 80LL << 30);  // fits an 80 GB H100
+  }
 }
 
 void expect_input_error(const std::vector<std::string>& overrides, const std::string& path) {
