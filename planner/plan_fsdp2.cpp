@@ -21,11 +21,11 @@ class Fsdp2Policy final : public FrameworkPolicy {
         post_forward_shard_(step.plan.units.size(), -1) {}
 
   // FSDPParamGroup.pre_forward: unshard, wait_for_unshard; then the explicit forward prefetch
-  // (FSDPState._pre_forward: set_modules_to_forward_prefetch).
+  // (FSDPState._pre_forward: set_modules_to_forward_prefetch, of fsdp.prefetch_depth units).
   void pre_forward(int u) override {
     unshard(u);
     wait_for_unshard(u, Phase::forward);
-    if (step_.fsdp.forward_prefetch) prefetch_next(step_.layout.forward_units, u);
+    if (step_.fsdp.forward_prefetch) prefetch_ahead(step_.layout.forward_units, u);
   }
 
   // FSDPParamGroup.post_forward reshards (planner/fsdp_rules.h: reshards_after_forward). The
@@ -43,7 +43,7 @@ class Fsdp2Policy final : public FrameworkPolicy {
     unshard(u);
     wait_for_unshard(u, Phase::backward);
     if (backward_prefetch_hook(step_.fsdp) == BackwardPrefetchHook::pre_backward)
-      prefetch_next(step_.layout.backward_units, u);
+      prefetch_ahead(step_.layout.backward_units, u);
   }
 
   // FSDPParamGroup.post_backward: reshard, then reduce the gradients unless this micro-step
@@ -146,10 +146,22 @@ class Fsdp2Policy final : public FrameworkPolicy {
     step_.params_ready_op[u] = -1;
   }
 
-  // FSDPParamGroup._prefetch_unshard of the next group in `order` that gathers.
-  void prefetch_next(const std::vector<int>& order, int u) {
-    const int next = step_.next_unit_to_gather(order, u);
-    if (next >= 0) unshard(next);
+  // FSDPParamGroup._prefetch_unshard of the next fsdp.prefetch_depth groups after u in `order`
+  // that gather (FSDPState._pre_forward / _pre_backward walk the explicit prefetch list in
+  // order). Groups already in flight are skipped by unshard, so at steady state each hook
+  // issues one new all-gather, the one prefetch_depth units ahead, and prefetch_depth
+  // all-gather outputs stay alive ahead of the running group. Depth 1 is FSDP2's default
+  // (set_modules_to_backward_prefetch's docstring: a one-module list "gives the same
+  // all-gather overlap behavior as the default"; "at least length two ... will use more
+  // reserved memory", torch/distributed/fsdp/_fully_shard/_fully_shard.py).
+  void prefetch_ahead(const std::vector<int>& order, int u) {
+    int from = u;
+    for (int k = 0; k < step_.fsdp.prefetch_depth; ++k) {
+      const int next = step_.next_unit_to_gather(order, from);
+      if (next < 0) return;
+      unshard(next);
+      from = next;
+    }
   }
 
   // Unsharded parameters kept from forward to backward count as model state.

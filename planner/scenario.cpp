@@ -16,6 +16,9 @@ namespace {
 // rank), and the most GPUs one node may hold (NVL72 racks hold 72; a little room above).
 constexpr int kMaxWorld = 1 << 20;
 constexpr int kMaxGpusPerNode = 1024;
+// A bound on fsdp.prefetch_depth that only rejects nonsense; a depth past the last unit
+// prefetches every remaining unit.
+constexpr int kMaxPrefetchDepth = 1 << 16;
 }  // namespace
 
 std::string strategy_name(Strategy s) {
@@ -298,6 +301,15 @@ FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
     }
   }
   f.limit_all_gathers = r.boolean_or("limit_all_gathers", true);
+  f.prefetch_depth = r.int_in_or("prefetch_depth", 1, kMaxPrefetchDepth, 1);
+  // FSDP1 has no prefetch lists: its limit_all_gathers hard-codes at most two all-gathers in
+  // flight (torch/distributed/fsdp/_limiter_utils.py: _FreeEventQueue.__init__ sets
+  // _max_num_inflight_all_gathers = 2, "empirically chosen", not an argument), and its
+  // forward_prefetch / backward_prefetch reach one handle.
+  if (f.prefetch_depth != 1 && f.version != 2)
+    r.fail("prefetch_depth", "is FSDP2's explicit prefetch (set_modules_to_forward_prefetch / "
+                             "set_modules_to_backward_prefetch); FSDP1 (version 1) prefetches one unit and "
+                             "limit_all_gathers caps it at two in flight: use version 2 or drop prefetch_depth");
   f.cpu_offload = r.boolean_or("cpu_offload", false);
   auto offload_device = [&](const char* key) {
     const std::string d = r.choice_or(key, {"none", "cpu", "nvme"}, "none");

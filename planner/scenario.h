@@ -101,6 +101,11 @@ struct FsdpSpec {
   int reshard_after_forward = 0;
   bool forward_prefetch = false;
   BackwardPrefetch backward_prefetch = BackwardPrefetch::pre;
+  // fsdp.prefetch_depth (FSDP2 only): units each prefetch reaches ahead, as FSDP2's explicit
+  // lists set them (FSDPModule.set_modules_to_backward_prefetch / set_modules_to_forward_prefetch
+  // with the next k units). 1 is FSDP2's default backward prefetch of one group (and one unit
+  // with forward_prefetch); k keeps up to k all-gathers in flight ahead of the running unit.
+  int prefetch_depth = 1;
   bool limit_all_gathers = true;
   bool cpu_offload = false;  // FSDP's: CPUOffload(offload_params=True) / CPUOffloadPolicy
   // DeepSpeed ZeRO's offload (zero_optimization.offload_optimizer / offload_param, device none |

@@ -347,6 +347,13 @@ SeparableModel SeparableModel::build(const planner::Scenario& scenario, WrapObje
   SeparableModel m;
   m.objective_ = objective;
   const models::Model& model = scenario.model;
+  // The separable terms below see one unit ahead (the triples p, q, r); deeper prefetch keeps
+  // more units' all-gather outputs alive than they count, so the search would pass plans
+  // that do not fit.
+  if (scenario.fsdp.prefetch_depth != 1)
+    throw InputError(scenario.file, "fsdp.prefetch_depth",
+                     "the wrap search models one unit of prefetch; search with prefetch_depth 1, then "
+                     "estimate the chosen wrap with prefetch_depth " + std::to_string(scenario.fsdp.prefetch_depth));
 
   BlockList blocks = find_blocks(model, planner::block_types(model, scenario.fsdp.wrap));
   m.block_names_ = std::move(blocks.names);

@@ -258,5 +258,19 @@ TEST(WrapSearch, NoBlocksIsAClearError) {
   }
 }
 
+TEST(WrapSearch, PrefetchDeeperThanOneUnitIsRefusedNamingTheField) {
+  // The separable memory terms count one unit ahead; a deeper prefetch would pass plans that
+  // do not fit, so the search refuses it (docs/memory-model.md).
+  const planner::Scenario sc = scenario_for({"depth 2", {"fsdp.prefetch_depth=2"}});
+  try {
+    (void)SeparableModel::build(sc, WrapObjective::exposed_comm);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("fsdp.prefetch_depth"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW((void)SeparableModel::build(scenario_for({"depth 1", {"fsdp.prefetch_depth=1"}}),
+                                              WrapObjective::exposed_comm));
+}
+
 }  // namespace
 }  // namespace fsdpsim::sim
