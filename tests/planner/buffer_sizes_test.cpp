@@ -156,7 +156,8 @@ TEST(DeepSpeedZero1Buckets, OverlapCommDoublesTheBufferAndReducesDuringBackward)
 TEST(DeepSpeedZero1Buckets, AParameterLargerThanTheBucketIsReducedAlone) {
   nlohmann::json j = scenario("ZERO1", true);
   j["deepspeed"] = {{"reduce_bucket_size", 100000}};
-  const auto rs = ops_of(plan(j).schedule, OpKind::reduce_scatter);
+  const Plan p = plan(j);  // kept alive: ops_of points into its schedule
+  const auto rs = ops_of(p.schedule, OpKind::reduce_scatter);
   ASSERT_EQ(rs.size(), 4u);
   for (const Op* op : rs) EXPECT_EQ(op->comm_bytes, kWeight * 2.0) << op->name;
 }
