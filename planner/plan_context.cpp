@@ -72,6 +72,17 @@ int StepContext::nvme_swap(OpKind kind, double bytes, const Name& name, int unit
   return id;
 }
 
+int StepContext::copy_offloaded_shard_to_device(int u, int& device_shard) {
+  const std::int64_t bytes = shard(u).local_numel * stored_param_dtype_bytes;
+  const std::string& name = label(u);
+  const int swap_in = params_on_nvme() ? nvme_swap(OpKind::nvme_read, static_cast<double>(bytes), Name{"NVMe read shard ", name}, u, -1) : -1;
+  const int h2d = add_op(OpKind::h2d, Stream::all_gather, Name{"h2d shard ", name}, u);
+  if (swap_in >= 0) op(h2d).deps.push_back(swap_in);
+  op(h2d).comm_bytes = static_cast<double>(bytes);
+  device_shard = alloc_at(h2d, bytes, MemCategory::temporary, Name{"host-to-device shard of ", name});
+  return h2d;
+}
+
 int StepContext::new_alloc(std::int64_t bytes, MemCategory category, Stream stream, const Name& label, bool persistent,
                            bool model_state) {
   Allocation a;

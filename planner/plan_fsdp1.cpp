@@ -72,21 +72,8 @@ class Fsdp1Policy final : public FrameworkPolicy {
       pending_frees_.pop_front();
     }
     int offloaded_shard = -1;
-    if (step_.params_on_host()) {
-      // CPUOffload(offload_params=True): the shard lives in host memory and is copied in first.
-      // ZeRO-Infinity's offload_param nvme: the partition is read into a pinned swap buffer first;
-      // released unchanged afterwards, it is never written back in forward or backward
-      // (partition_parameters.py _partition_param: "partition released since it exists in nvme").
-      const int swap_in = step_.params_on_nvme() ? step_.nvme_swap(OpKind::nvme_read, static_cast<double>(sh.local_numel * stored),
-                                                                   Name{"NVMe read shard ", name}, u, -1)
-                                                 : -1;
-      const int h2d = step_.add_op(OpKind::h2d, Stream::all_gather, Name{"h2d shard ", name}, u);
-      if (swap_in >= 0) step_.op(h2d).deps.push_back(swap_in);
-      wait_on_cpu(h2d, cpu_wait);
-      step_.op(h2d).comm_bytes = static_cast<double>(sh.local_numel * stored);
-      offloaded_shard = step_.alloc_at(h2d, sh.local_numel * stored, MemCategory::temporary,
-                                       Name{"host-to-device shard of ", name});
-    }
+    // CPUOffload(offload_params=True): the shard lives in host memory and is copied in first.
+    if (step_.params_on_host()) wait_on_cpu(step_.copy_offloaded_shard_to_device(u, offloaded_shard), cpu_wait);
     const int copy_in = step_.add_op(OpKind::copy_in, Stream::all_gather, Name{"copy-in ", name}, u);
     wait_on_cpu(copy_in, cpu_wait);
     step_.op(copy_in).hbm_bytes = static_cast<double>(sh.local_numel) * (stored + compute);

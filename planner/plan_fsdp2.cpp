@@ -79,18 +79,8 @@ class Fsdp2Policy final : public FrameworkPolicy {
     const bool from_post_forward_shard = post_forward_shard_[u] >= 0;
     const int compute = step_.compute_dtype_bytes, stored = step_.stored_param_dtype_bytes;
     int offloaded_shard = -1;
-    if (step_.params_on_host()) {
-      // CPUOffloadPolicy: the sharded parameters live in host memory and are copied in first.
-      // (offload_param nvme: read from NVMe first, as in plan_fsdp1.cpp unshard.)
-      const int swap_in = step_.params_on_nvme() ? step_.nvme_swap(OpKind::nvme_read, static_cast<double>(sh.local_numel * stored),
-                                                                   Name{"NVMe read shard ", name}, u, -1)
-                                                 : -1;
-      const int h2d = step_.add_op(OpKind::h2d, Stream::all_gather, Name{"h2d shard ", name}, u);
-      if (swap_in >= 0) step_.op(h2d).deps.push_back(swap_in);
-      step_.op(h2d).comm_bytes = static_cast<double>(sh.local_numel * stored);
-      offloaded_shard = step_.alloc_at(h2d, sh.local_numel * stored, MemCategory::temporary,
-                                       Name{"host-to-device shard of ", name});
-    }
+    // CPUOffloadPolicy: the sharded parameters live in host memory and are copied in first.
+    if (step_.params_on_host()) step_.copy_offloaded_shard_to_device(u, offloaded_shard);
     const int copy_in = step_.add_op(OpKind::copy_in, Stream::all_gather, Name{"copy-in ", name}, u);
     // Bytes of the unit in its all-gather dtype: param_dtype, or fp8 for float8 weights
     // (torchao's fsdp_pre_all_gather casts the shard to fp8 before the all-gather).

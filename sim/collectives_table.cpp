@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "planner/scenario.h"
+#include "sim/internal/text_table.h"
 
 namespace fsdpsim::sim {
 
@@ -31,29 +32,6 @@ std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
-}
-
-// Padded columns, the first and the algorithm columns left-aligned.
-std::string table(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& left) {
-  std::vector<std::size_t> width(rows.front().size(), 0);
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  std::ostringstream out;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    std::string line;
-    for (std::size_t c = 0; c < rows[i].size(); ++c) {
-      const std::string pad(width[c] - rows[i][c].size(), ' ');
-      line += (c ? "  " : "") + (left[c] ? rows[i][c] + pad : pad + rows[i][c]);
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out << line << "\n";
-    if (i == 0) {
-      std::size_t total = 0;
-      for (std::size_t w : width) total += w + 2;
-      out << std::string(total - 2, '-') << "\n";
-    }
-  }
-  return out.str();
 }
 
 }  // namespace
@@ -119,7 +97,7 @@ std::string collectives_table_text(const CollectivesTable& t, const std::string&
                        fixed(r->estimate.bus_bandwidth_gbps, 2), r->estimate.algorithm, r->estimate.protocol,
                        std::to_string(r->estimate.channels), pub.empty() ? "-" : pub, err.empty() ? "" : err});
     }
-    out << table(cells, {false, false, false, false, false, true, true, false, false, false});
+    out << padded_table(cells, {false, false, false, false, false, true, true, false, false, false});
   }
   out << "\nPublished bus bandwidths for " << t.group.ranks << " x " << t.cluster.gpu.name.substr(0, t.cluster.gpu.name.find('-'))
       << " on " << t.group.nodes << " node" << (t.group.nodes > 1 ? "s" : "") << " (" << published_file << "): ";
@@ -138,7 +116,7 @@ std::string collectives_table_text(const CollectivesTable& t, const std::string&
                      (c.error >= 0 ? "+" : "") + fixed(100 * c.error, 1) + "%",
                      c.model.algorithm + "/" + c.model.protocol, c.published.nvls_off ? "NVLS off, as the source ran" : ""});
   }
-  out << table(cells, {false, true, false, false, false, false, true, true});
+  out << padded_table(cells, {false, true, false, false, false, false, true, true});
   out << "mean |error| " << fixed(100 * sum / t.comparisons.size(), 1) << "%, worst " << fixed(100 * worst, 1)
       << "% (each row's source: the CSV; docs/collectives.md)\n";
   return out.str();
@@ -221,7 +199,7 @@ std::string collective_choices_text(const std::vector<CollectiveChoice>& choices
                      std::to_string(c.calls), size_text(c.largest_bytes), c.estimate.algorithm + "/" + c.estimate.protocol,
                      std::to_string(c.estimate.channels), fixed(c.estimate.bus_bandwidth_gbps, 1), fixed(c.estimate.seconds * 1e3, 3)});
   return "\nNCCL's choice per collective (the cost model's, for the largest call; `fsdpsim collectives` for every size)\n" +
-         table(cells, {true, true, false, false, false, true, false, false, false});
+         padded_table(cells, {true, true, false, false, false, true, false, false, false});
 }
 
 nlohmann::json collective_choices_json(const std::vector<CollectiveChoice>& choices) {

@@ -1,5 +1,7 @@
 #include "sim/unit_report.h"
 
+#include "sim/internal/text_table.h"
+
 #include <cstdio>
 #include <sstream>
 
@@ -140,31 +142,6 @@ void accumulate(UnitRow& total, const UnitRow& u) {
   total.exposed_comm_seconds += u.exposed_comm_seconds;
 }
 
-// Padded, right-aligned columns (the first left-aligned).
-std::string table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width;
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      if (width.size() <= c) width.push_back(0);
-      width[c] = std::max(width[c], row[c].size());
-    }
-  std::ostringstream out;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    for (std::size_t c = 0; c < rows[i].size(); ++c) {
-      const std::string& cell = rows[i][c];
-      const std::string pad(width[c] - cell.size(), ' ');
-      out << (c ? "  " : "") << (c == 0 ? cell + pad : pad + cell);
-    }
-    out << "\n";
-    if (i == 0) {
-      std::size_t total = 0;
-      for (std::size_t w : width) total += w + 2;
-      out << std::string(total - 2, '-') << "\n";
-    }
-  }
-  return out.str();
-}
-
 }  // namespace
 
 std::string unit_report_text(const UnitReport& r, bool merge_equal) {
@@ -201,7 +178,7 @@ std::string unit_report_text(const UnitReport& r, bool merge_equal) {
                   ms(total.compute_seconds), ms(total.comm_seconds), ms(total.exposed_comm_seconds)});
   std::ostringstream out;
   out << "Per FSDP unit (rank 0; MiB per rank; collectives per step as count x MiB, NCCL's buffer size; time per step)\n"
-      << table(rows)
+      << padded_table(rows, {true})
       << "sharded: persistent parameters; optim: optimizer state; unsharded: one gathered copy; grads: after "
          "reduction; saved act: one micro-step's forward; (xN): N consecutive units of the same figures, the first's "
          "times shown; total: every unit\n";

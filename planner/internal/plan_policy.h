@@ -129,6 +129,12 @@ class StepContext {
   // partitioned_optimizer_swapper.py).
   int nvme_swap(OpKind kind, double bytes, const Name& name, int unit, int after);
   bool params_on_nvme() const { return fsdp.offload_param == FsdpSpec::OffloadDevice::nvme; }
+  // The copy of unit u's offloaded parameter shard (params_on_host) to the GPU before its
+  // all-gather, on the all-gather stream; with offload_param nvme the shard is first read from
+  // NVMe into a pinned swap buffer, and never written back in forward or backward (released
+  // unchanged: partition_parameters.py _partition_param, "partition released since it exists in
+  // nvme"). Returns the h2d op; `device_shard` gets the shard's device copy.
+  int copy_offloaded_shard_to_device(int u, int& device_shard);
   bool optimizer_on_nvme() const { return fsdp.offload_optimizer == FsdpSpec::OffloadDevice::nvme; }
   int new_alloc(std::int64_t bytes, MemCategory category, Stream stream, const Name& label, bool persistent = false,
                 bool model_state = false);
