@@ -171,7 +171,7 @@ DeviceOverhead device_overhead(const Scenario& scenario, const Schedule& schedul
   // has its own cuBLAS handle, so its own workspaces (CublasHandlePool.cpp, keyed by handle and stream).
   const double per_thread = cublas_workspace_bytes_per_thread(cal.nccl.gpu_arch);
   o.parts.push_back({"cuBLAS workspaces", 2 * per_thread,
-                     "2 threads (forward, backward) x " + mib(per_thread) + " (CublasHandlePool.cpp; in torch's reserved)"});
+                     "two threads (forward, backward) x " + mib(per_thread) + " (CublasHandlePool.cpp; in torch's reserved)"});
   if (cal.nccl.library == "rccl") {
     o.not_counted.push_back("RCCL's buffers (its connect.cc and buffer defaults are not modelled)");
   } else {
