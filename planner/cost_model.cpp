@@ -100,7 +100,8 @@ Calibration read_calibration_at(const nlohmann::json& json, const std::string& f
   c.pcie_gbps = r.positive_number_or("pcie_gbps", c.pcie_gbps);
   c.host_optimizer_bytes_per_second =
       r.positive_number_or("host_optimizer_bytes_per_second", c.host_optimizer_bytes_per_second);
-  c.device_overhead_bytes = r.nonnegative_number_or("device_overhead_bytes", c.device_overhead_bytes);
+  c.cuda_context_bytes = r.nonnegative_number_or("cuda_context_bytes", c.cuda_context_bytes);
+  if (r.has("device_overhead_bytes")) c.device_overhead_bytes = r.nonnegative_number_or("device_overhead_bytes", 0);
   if (r.has("nccl")) {
     JsonReader n = r.object("nccl");
     c.nccl = NcclParams::from_json(n, base.nccl);
@@ -145,11 +146,12 @@ nlohmann::json Calibration::to_json() const {
           {"compute_slowdown_under_comm", compute_slowdown_under_comm},
           {"pcie_gbps", pcie_gbps},
           {"host_optimizer_bytes_per_second", host_optimizer_bytes_per_second},
-          {"device_overhead_bytes", device_overhead_bytes},
+          {"cuda_context_bytes", cuda_context_bytes},
           {"memory_bound_kernel_floor_seconds", memory_bound_kernel_floor_seconds},
           {"nccl", nccl.to_json()},
           {"sources", sources}};
   if (fp8_matmul_efficiency > 0) j["fp8_matmul_efficiency"] = fp8_matmul_efficiency;
+  if (device_overhead_bytes) j["device_overhead_bytes"] = *device_overhead_bytes;
   if (!gemm_table.empty()) j["gemm_table"] = table;
   return j;
 }
@@ -266,33 +268,50 @@ double CostModel::bf16_peak_flops() const {
   return it == cluster_.gpu.peak_flops.end() ? peak_flops_ : it->second;
 }
 
-CollectiveEstimate CostModel::collective(const Op& op, const Schedule& schedule) const {
-  if (op.group < 0 || op.group >= static_cast<int>(schedule.groups.size()))
-    throw std::invalid_argument("collective op " + std::to_string(op.id) + " (" + op.name +
-                                ") names no process group of the schedule");
-  const ProcessGroup& g = schedule.groups[op.group];
+CostModel::NcclView CostModel::nccl_view(const ProcessGroup& g) const {
   // Every rank runs the same collective on its own instance of the group at the same time
   // (FSDP's ranks are symmetric): a group with fewer ranks per node than the node has GPUs
   // (HSDP's replicate group: one rank per node) has gpus_per_node / ranks_per_node instances
   // on each node, and they share the node's NICs. NCCL's model is per communicator, so give
   // each instance its share of the NICs.
+  NcclView view{cluster_, calibration_.nccl};
   const int ranks_per_node = g.nodes > 0 ? std::max(1, g.ranks / g.nodes) : 1;
   const int instances = g.nodes > 1 ? std::max(1, cluster_.gpus_per_node / ranks_per_node) : 1;
   if (instances > 1) {
-    ClusterSpec shared = cluster_;
-    NcclParams nccl = calibration_.nccl;
-    const int nics = std::max(1, nccl.nics_per_node > 0 ? nccl.nics_per_node : cluster_.nics_per_node);
-    const double nic = nccl.nic_bandwidth_gbps > 0 ? nccl.nic_bandwidth_gbps : cluster_.nic_bandwidth_gbps;
+    const int nics = std::max(1, view.nccl.nics_per_node > 0 ? view.nccl.nics_per_node : cluster_.nics_per_node);
+    const double nic = view.nccl.nic_bandwidth_gbps > 0 ? view.nccl.nic_bandwidth_gbps : cluster_.nic_bandwidth_gbps;
     if (instances > nics) {
-      nccl.nics_per_node = shared.nics_per_node = 1;
-      nccl.nic_bandwidth_gbps = shared.nic_bandwidth_gbps = nic * nics / instances;
+      view.nccl.nics_per_node = view.cluster.nics_per_node = 1;
+      view.nccl.nic_bandwidth_gbps = view.cluster.nic_bandwidth_gbps = nic * nics / instances;
     } else {
-      nccl.nics_per_node = shared.nics_per_node = nics / instances;
+      view.nccl.nics_per_node = view.cluster.nics_per_node = nics / instances;
     }
-    return estimate_collective(collective_kind_of(op.kind), op.comm_bytes, {g.ranks, g.nodes}, shared, nccl);
   }
-  return estimate_collective(collective_kind_of(op.kind), op.comm_bytes, {g.ranks, g.nodes}, cluster_,
-                             calibration_.nccl);
+  return view;
+}
+
+const ProcessGroup& CostModel::group_of(const Op& op, const Schedule& schedule) const {
+  if (op.group < 0 || op.group >= static_cast<int>(schedule.groups.size()))
+    throw std::invalid_argument("collective op " + std::to_string(op.id) + " (" + op.name +
+                                ") names no process group of the schedule");
+  return schedule.groups[op.group];
+}
+
+CollectiveEstimate CostModel::collective(const Op& op, const Schedule& schedule) const {
+  const ProcessGroup& g = group_of(op, schedule);
+  const NcclView view = nccl_view(g);
+  return estimate_collective(collective_kind_of(op.kind), op.comm_bytes, {g.ranks, g.nodes}, view.cluster, view.nccl);
+}
+
+NcclGraph CostModel::ring_graph(const ProcessGroup& g) const {
+  const NcclView view = nccl_view(g);
+  return nccl_ring_graph({g.ranks, g.nodes}, view.cluster, view.nccl);
+}
+
+NcclAllToAllModel CostModel::all_to_all_model(const Op& op, const Schedule& schedule) const {
+  const ProcessGroup& g = group_of(op, schedule);
+  const NcclView view = nccl_view(g);
+  return nccl_all_to_all_model(op.comm_bytes, {g.ranks, g.nodes}, view.cluster, view.nccl);
 }
 
 double CostModel::duration_seconds(const Op& op, const Schedule& schedule, std::vector<double>* kernel_memo) const {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -84,8 +85,12 @@ struct Calibration {
   // Host <-> device copies (CPU offload) and the CPU optimizer step.
   double pcie_gbps = 0;
   double host_optimizer_bytes_per_second = 0;
-  // GPU memory outside PyTorch's allocator (CUDA context, NCCL buffers).
-  double device_overhead_bytes = 0;
+  // GPU memory outside the step's allocations (planner/device_memory.h). The CUDA context's
+  // share has no public figure: an assumption the calibration states and a user may set.
+  double cuda_context_bytes = 0;
+  // A measured total (CUDA context, cuBLAS workspaces, NCCL buffers: used minus torch's
+  // reserved); when stated it replaces the modelled parts. Absent by default.
+  std::optional<double> device_overhead_bytes;
   NcclParams nccl;
   std::map<std::string, std::string> sources;  // field -> where its value comes from
 
@@ -138,6 +143,10 @@ class CostModel {
   AttentionKernel attention_kernel() const { return attention_kernel_; }
   // For collectives: NCCL's choice and its cost.
   CollectiveEstimate collective(const Op& op, const Schedule& schedule) const;
+  // The ring graph NCCL searches for a process group (its instance's share of the node's NICs),
+  // and an all-to-all op's point-to-point model: the channel counts NCCL's buffers follow.
+  NcclGraph ring_graph(const ProcessGroup& group) const;
+  NcclAllToAllModel all_to_all_model(const Op& op, const Schedule& schedule) const;
   // A ZeRO-Infinity swap (nvme_read / nvme_write): its bytes at this rank's share of the node's
   // NVMe bandwidth; 0 when the cluster does not state it (nvme_untimed_warning says so).
   double nvme_seconds(const Op& op) const;
@@ -153,6 +162,14 @@ class CostModel {
   double bf16_peak_flops() const;
 
  private:
+  // The cluster and NCCL constants one communicator of `group` sees.
+  struct NcclView {
+    ClusterSpec cluster;
+    NcclParams nccl;
+  };
+  NcclView nccl_view(const ProcessGroup& group) const;
+  const ProcessGroup& group_of(const Op& op, const Schedule& schedule) const;
+
   ClusterSpec cluster_;
   Calibration calibration_;
   double peak_flops_ = 0;

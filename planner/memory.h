@@ -246,10 +246,11 @@ class CachingAllocatorModel {
 
 namespace fsdpsim::planner {
 
-// GPU memory outside PyTorch's caching allocator: the CUDA context (module images,
-// cuBLAS workspaces) and NCCL's communicator buffers. 1 GiB is an assumption typical of
-// CUDA 12 on Hopper with one NCCL communicator per process group; `calibrate` measures it
-// (total used minus torch's reserved) and the calibration JSON overrides it.
+// The one assumed figure `fsdpsim verify` adds to the runtime's reserved memory for the GPU
+// memory outside PyTorch's caching allocator. The planner's estimates no longer use it: they
+// model that memory part by part (planner/device_memory.h: NCCL's buffers per communicator,
+// cuBLAS's workspaces, and the CUDA context, whose 1 GiB calibration.cuda_context_bytes
+// assumption is this same figure).
 constexpr double kDefaultDeviceOverheadBytes = 1024.0 * 1024.0 * 1024.0;
 
 }  // namespace fsdpsim::planner

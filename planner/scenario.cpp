@@ -798,6 +798,12 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
   }
   s.deepspeed = parse_deepspeed(r, s);
   s.ddp = parse_ddp(r, s);
+  if (r.has("nccl")) {
+    JsonReader n = r.object("nccl");
+    s.nccl = parse_nccl_buffer_settings(n);
+  } else {
+    r.ignore("nccl");
+  }
   r.finish();
   check_float8(s);
   return s;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/model.h"
+#include "planner/device_memory.h"
 #include "planner/hardware.h"
 #include "planner/schedule.h"
 
@@ -215,6 +216,9 @@ struct Scenario {
   AllocatorSettings allocator;
   DeepSpeedSpec deepspeed;  // `deepspeed` (buffer knobs)
   DdpSpec ddp;              // `ddp` (buffer knobs)
+  // `nccl`: NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE, NCCL_MIN/MAX_NCHANNELS, which
+  // size NCCL's buffers in the device overhead (planner/device_memory.h).
+  NcclBufferSettings nccl;
 
   int world_size() const { return cluster.world_size(); }
   int replicas() const { return world_size() / fsdp.shard_group_size; }

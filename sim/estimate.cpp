@@ -47,7 +47,8 @@ Estimate estimate_step(const planner::Scenario& scenario) {
   e.attention_kernel = planner::to_string(cost.attention_kernel());
   count_gemm_sources(e, cost);
   e.gpu_memory_bytes = scenario.cluster.gpu.memory_bytes;
-  e.device_overhead_bytes = e.calibration.device_overhead_bytes;
+  e.overhead = planner::device_overhead(scenario, e.plan.schedule, cost);
+  e.device_overhead_bytes = e.overhead.total_bytes;
   e.memory = planner::replay_memory(e.plan.schedule, e.gpu_memory_bytes - e.device_overhead_bytes);
   e.costs = planner::price_ops(e.plan.schedule, cost);
   e.timing = simulate(e.plan.schedule, e.costs);

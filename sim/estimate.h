@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "planner/cost_model.h"
+#include "planner/device_memory.h"
 #include "planner/job_memory.h"
 #include "planner/memory.h"
 #include "planner/plan.h"
@@ -23,7 +24,10 @@ namespace fsdpsim::sim {
 struct Estimate {
   planner::Plan plan;
   planner::MemoryReport memory;
-  double device_overhead_bytes = 0;  // CUDA context + NCCL, outside the caching allocator
+  // Outside the step's allocations: CUDA context, cuBLAS workspaces, NCCL's buffers per
+  // communicator (planner/device_memory.h); device_overhead_bytes is its total.
+  planner::DeviceOverhead overhead;
+  double device_overhead_bytes = 0;
   double gpu_memory_bytes = 0;
   // Time: the calibration used, the ops' costs, the analytic engine's timing and memory on its clock.
   planner::ClusterSpec cluster;
@@ -48,7 +52,7 @@ struct Estimate {
   bool fits() const { return device_peak_bytes() <= gpu_memory_bytes; }
 };
 
-// Plans, replays memory (capacity: GPU memory minus the calibration's device overhead) and
+// Plans, replays memory (capacity: GPU memory minus the device overhead) and
 // times the step with the analytic engine (sim/analytic.h) and the scenario's cost model.
 Estimate estimate_step(const planner::Scenario& scenario);
 

@@ -17,6 +17,7 @@
 
 #include "models/bytes_text.h"
 #include "models/json_input.h"
+#include "planner/device_memory.h"
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "sim/analytic.h"
@@ -74,7 +75,7 @@ class AnalyticEvaluator : public Evaluator {
   static PointMetrics evaluate_with(const planner::Scenario& scenario, const planner::Plan& plan,
                                     const planner::CostModel& cost, planner::CollectiveMemo* memo) {
     const double gpu = scenario.cluster.gpu.memory_bytes;
-    const double overhead = cost.calibration().device_overhead_bytes;
+    const double overhead = planner::device_overhead(scenario, plan.schedule, cost).total_bytes;
     // As estimate_step: the allocator model's capacity is the GPU minus the device overhead.
     const planner::MemoryReport memory = planner::replay_memory(plan.schedule, gpu - overhead);
     const StepTiming timing = time_step(plan.schedule, cost, memo);

@@ -1,5 +1,7 @@
 #include "sim/wrap_search.h"
 
+#include "planner/device_memory.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -370,7 +372,7 @@ SeparableModel SeparableModel::build(const planner::Scenario& scenario, WrapObje
   const planner::CostModel cost(sc);
   const planner::Schedule& s = plan.schedule;
   m.gpu_bytes_ = sc.cluster.gpu.memory_bytes;
-  m.overhead_bytes_ = cost.calibration().device_overhead_bytes;
+  m.overhead_bytes_ = planner::device_overhead(sc, s, cost).total_bytes;
   const planner::MemoryReport memory = planner::replay_memory(s, m.gpu_bytes_ - m.overhead_bytes_);
   const planner::OpCosts in = planner::price_ops(s, cost);
   // The next unit's gather hides behind a unit's backward compute only when it is issued in

@@ -37,6 +37,14 @@ std::string checkpointing_text(const planner::TrainingSpec& t) {
 
 std::string phase_of(const planner::Op& op) { return planner::to_string(op.phase); }
 
+// The device overhead's parts (planner/device_memory.h) for --json.
+nlohmann::json device_overhead_json(const planner::DeviceOverhead& o) {
+  nlohmann::json parts = nlohmann::json::array();
+  for (const planner::DeviceOverheadPart& p : o.parts)
+    parts.push_back({{"name", p.name}, {"bytes", p.bytes}, {"detail", p.detail}});
+  return {{"measured", o.measured}, {"total_bytes", o.total_bytes}, {"parts", parts}, {"not_counted", o.not_counted}};
+}
+
 }  // namespace
 
 std::string scenario_summary(const planner::Scenario& sc, const planner::Plan& plan) {
@@ -78,9 +86,13 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc, d
          m.peak_host_bytes > 0 ? "on the GPU; the host holds " + gib(static_cast<double>(m.peak_host_bytes)) + " per rank"
                                : "params, grads and optimizer state"});
   t.add({"peak reserved (est.)", gib(static_cast<double>(m.peak_reserved_bytes)), "caching-allocator model"});
-  t.add({"device overhead", gib(e.device_overhead_bytes), "CUDA context + NCCL (assumed)"});
+  t.add({"device overhead", gib(e.device_overhead_bytes),
+         e.overhead.measured ? "measured (calibration)" : "outside the replay: the parts below"});
+  if (!e.overhead.measured)
+    for (const planner::DeviceOverheadPart& p : e.overhead.parts) t.add({"  " + p.name, gib(p.bytes), p.detail});
   t.add({"GPU memory", gib(e.gpu_memory_bytes), sc.cluster.gpu.name});
   out << t.str();
+  for (const std::string& n : e.overhead.not_counted) out << "not counted in the device overhead: " << n << "\n";
   const double margin = e.gpu_memory_bytes - e.device_peak_bytes();
   const std::string headroom = headroom_bytes > 0 ? " (" + gib(headroom_bytes) + " headroom asked)" : "";
   if (margin >= headroom_bytes) out << "step fits: " << gib(margin) << " to spare" << headroom << "\n";
@@ -161,6 +173,7 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
                  {"model_state_bytes", m.model_state_bytes},
                  {"peak_op", peak_op},
                  {"device_overhead_bytes", e.device_overhead_bytes},
+                 {"device_overhead", device_overhead_json(e.overhead)},
                  {"gpu_memory_bytes", e.gpu_memory_bytes},
                  {"headroom_bytes", headroom_bytes},
                  {"fits", e.device_peak_bytes() + headroom_bytes <= e.gpu_memory_bytes},

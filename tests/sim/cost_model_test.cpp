@@ -174,7 +174,7 @@ TEST(Calibration, EveryShippedGpuHasSourcedDefaultsInRange) {
                                            "attention_backward_work", "hbm_efficiency", "op_issue_seconds",
                                            "kernel_issue_seconds", "kernels_per_parameter_tensor",
                                            "launch_queue_kernels", "compute_slowdown_under_comm", "pcie_gbps",
-                                           "host_optimizer_bytes_per_second", "device_overhead_bytes"};
+                                           "host_optimizer_bytes_per_second", "cuda_context_bytes"};
   int checked = 0;
   for (const auto& [name, entry] : gpus.items()) {
     if (name.rfind("_", 0) == 0) continue;
