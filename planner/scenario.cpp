@@ -499,9 +499,10 @@ DeepSpeedSpec parse_deepspeed(JsonReader& r, const Scenario& s) {
   if (z.has("allgather_bucket_size"))
     z.fail("allgather_bucket_size", stage == 3 ? std::string("is ZeRO-1/2's (stage_1_and_2.py); ZeRO-3 gathers by "
                                                              "stage3_prefetch_bucket_size")
-                                               : std::string("is not modelled yet: the post-step parameter all-gather is "
-                                                             "planned one per unit (plan_zero.cpp, "
-                                                             "all_gather_updated_params); leave it out"));
+                                               : std::string("has no effect with PyTorch's all_gather_into_tensor (torch "
+                                                             ">= 1.13): DeepSpeed then gathers each parameter group in "
+                                                             "one call and ignores it (deepspeed/runtime/utils.py, "
+                                                             "all_gather_dp_groups); leave it out"));
   d.overlap_comm = z.boolean_or("overlap_comm", stage == 3);
   d.contiguous_gradients = z.boolean_or("contiguous_gradients", true);
   if (stage == 3 && !d.contiguous_gradients)

@@ -324,6 +324,14 @@ TEST(DeepSpeedZero3Buffers, SmallParametersStayWholeUnderThePersistenceThreshold
   EXPECT_EQ(gathers.back()->comm_bytes, 128000.0);
   EXPECT_EQ(gathers.back()->phase, Phase::optimizer);
 
+  // A threshold equal to a block's 262,144 elements keeps the blocks whole too (numel <= threshold):
+  // nothing is gathered in the step, one post-step all-gather of 4 x 524,288 + 128,000 bytes.
+  j["deepspeed"]["stage3_param_persistence_threshold"] = kWeight;
+  const Plan whole_blocks = plan(j);
+  const auto only_post_step = ops_of(whole_blocks.schedule, OpKind::all_gather);
+  ASSERT_EQ(only_post_step.size(), 1u);
+  EXPECT_EQ(only_post_step[0]->comm_bytes, 4.0 * kWeight * 2 + 128000);
+
   j["deepspeed"]["stage3_param_persistence_threshold"] = 0;
   const Plan q = plan(j);
   const auto all = ops_of(q.schedule, OpKind::all_gather);
