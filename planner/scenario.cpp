@@ -478,6 +478,13 @@ DeepSpeedSpec parse_deepspeed(JsonReader& r, const Scenario& s) {
   if (stage == 3 && (s.fsdp.expert_parallel > 1 || s.fsdp.float8_all_gather))
     r.fail("deepspeed", "ZeRO-3's buffers are not modelled with fsdp.expert_parallel or fsdp.all_gather_dtype fp8; "
                         "leave the object out");
+  // With the object ZeRO-3's gathers follow DeepSpeed's coordinator, not FSDP's resharding and
+  // prefetch: FSDP's gathering fields would be read and ignored, so only their defaults pass.
+  if (stage == 3 && (s.fsdp.reshard_after_forward != s.fsdp.shard_group_size || s.fsdp.forward_prefetch ||
+                     s.fsdp.backward_prefetch != BackwardPrefetch::pre || s.fsdp.prefetch_depth != 1))
+    r.fail("deepspeed", "under ZeRO-3 the object plans DeepSpeed's own gathering (stage3_prefetch_bucket_size, "
+                        "stage3_max_live_parameters, stage3_max_reuse_distance): leave fsdp.reshard_after_forward, "
+                        "forward_prefetch, backward_prefetch and prefetch_depth at their defaults");
   d.stated = true;
   if (stage == 3) {
     // ZeRO-3's knobs (stage3.py, DeepSpeedZeroOptimizer_Stage3; partitioned_param_coordinator.py).

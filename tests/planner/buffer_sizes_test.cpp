@@ -413,6 +413,10 @@ TEST(BufferSizeInput, TheObjectsBelongToTheirFrameworks) {
   EXPECT_EQ(path_of_error(zero3, {"deepspeed.contiguous_gradients=false"}), "deepspeed.contiguous_gradients");
   EXPECT_EQ(path_of_error(zero3, {"deepspeed.stage3_max_live_parameters=-1"}), "deepspeed.stage3_max_live_parameters");
   EXPECT_EQ(path_of_error(zero3, {"fsdp.offload_optimizer=\"cpu\""}), "deepspeed");
+  // FSDP's gathering fields have no effect under DeepSpeed's coordinator: refused, not ignored.
+  EXPECT_EQ(path_of_error(zero3, {"fsdp.reshard_after_forward=false"}), "deepspeed");
+  EXPECT_EQ(path_of_error(zero3, {"fsdp.forward_prefetch=true"}), "deepspeed");
+  EXPECT_EQ(path_of_error(zero3, {"fsdp.prefetch_depth=2"}), "deepspeed");
   // ZeRO-2 reduces every micro-step: no_sync-style accumulation does not apply.
   nlohmann::json zero2 = scenario("SHARD_GRAD_OP", true);
   zero2["deepspeed"] = nlohmann::json::object();
