@@ -275,9 +275,16 @@ TEST(DeepSpeedZero3Buffers, PeakFallsAsMaxLiveParametersShrinks) {
                                {"stage3_prefetch_bucket_size", 1000000000},
                                {"stage3_max_live_parameters", max_live}}));
     EXPECT_EQ(max_live_bytes(p.schedule, "gathered params of "), blocks * kBlockBytes);
-    const std::int64_t peak = replay_memory(p.schedule).peak_allocated_bytes;
-    if (previous_peak >= 0) EXPECT_LT(peak, previous_peak);
-    previous_peak = peak;
+    // The replayed peak is at blocks.3's backward, the first backward compute: the gathered blocks
+    // beside blocks.3's bf16 gradient and what lives all step (the default 5e8-element ipg buffer,
+    // 1e9 bytes; the partitions). Each block fewer alive lowers it by exactly 512 KiB.
+    const MemoryReport m = replay_memory(p.schedule);
+    EXPECT_EQ(p.schedule.ops[m.peak_op].name, "bwd blocks.3");
+    EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::unsharded_param)], blocks * kBlockBytes);
+    EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::unsharded_grad)], kBlockBytes);
+    EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::reduce_scatter_buffer)], 1000000000);
+    if (previous_peak >= 0) EXPECT_EQ(previous_peak - m.peak_allocated_bytes, kBlockBytes);
+    previous_peak = m.peak_allocated_bytes;
   }
 }
 
