@@ -40,6 +40,8 @@ constexpr std::int64_t kDeepSpeedParamSwapBufferElements = 100000000;
 std::unique_ptr<FrameworkPolicy> make_policy(StepContext& step) {
   // NO_SHARD, ZERO1, and DeepSpeed ZeRO-2 with its buckets stated (the `deepspeed` object):
   // parameters replicated, gradients reduced in buckets (plan_zero.cpp).
+  // DeepSpeed ZeRO-3 with the object: the parameter coordinator's rules (plan_zero3.cpp).
+  if (step.scenario.deepspeed.stated && step.sharded.params) return make_deepspeed_zero3_policy(step);
   if (!step.sharded.grads || step.scenario.deepspeed.stated) return make_replicated_grads_policy(step);
   return step.fsdp.version == 1 ? make_fsdp1_policy(step) : make_fsdp2_policy(step);
 }
@@ -831,6 +833,7 @@ class StepBuilder {
       step_.op(updated).comm_bytes = static_cast<double>(elements * step_.compute_dtype_bytes);
     }
     if (!step_.sharded.params && step_.sharded.optimizer_state) all_gather_updated_params(step_, updated);
+    policy_->after_optimizer_step(updated);
   }
 
   StepContext step_;  // the schedule being written; shared with the policy

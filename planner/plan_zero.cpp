@@ -15,18 +15,7 @@
 
 namespace fsdpsim::planner {
 
-namespace {
-
-// ---- buckets ------------------------------------------------------------------------------------
-// A bucket: the gradient elements one reduction carries, and the unit whose post-backward
-// completes it (the reduction is issued there). Parameters fill buckets in the order their
-// gradients become ready in backward, approximated as the units' post-backward order and, within a
-// unit, its parameters in reverse definition order; a bucket's reduction is issued at the end of
-// the unit that completes it (the planner's hooks are per unit, not per parameter).
-struct GradientBucket {
-  std::int64_t numel = 0;
-  int closing_unit = -1;
-};
+// ---- buckets (GradientBucket, plan_policy.h) ----------------------------------------------------
 
 // The units in the order their post-backward hooks run: the layout's forward program walked
 // backwards, where each unit's `pre` event is its post-backward (plan.cpp, backward()).
@@ -36,6 +25,38 @@ std::vector<int> post_backward_order(const StepContext& step) {
     if (step.layout.forward[i].kind == PlanCache::Layout::Event::pre) order.push_back(step.layout.forward[i].unit);
   return order;
 }
+
+// DeepSpeed ZeRO-1/2's independent partition gradient bucket (deepspeedai/DeepSpeed@edaa722,
+// deepspeed/runtime/zero/stage_1_and_2.py, reduce_independent_p_g_buckets_and_remove_grads; ZeRO-3's
+// stage3.py function of the same name applies the same rule, plan_zero3.cpp): before
+// a parameter's gradient is added, the bucket is reduced if `elements + param.numel() >
+// reduce_bucket_size`; a parameter larger than the bucket is reduced alone (extra_large_param_to_reduce).
+std::vector<GradientBucket> deepspeed_buckets(const StepContext& step, std::int64_t reduce_bucket_size) {
+  std::vector<GradientBucket> buckets;
+  GradientBucket open;
+  int last_unit = -1;
+  for (int u : post_backward_order(step)) {
+    const std::vector<const models::Parameter*>& params = step.unit(u).params;
+    for (auto it = params.rbegin(); it != params.rend(); ++it) {
+      const std::int64_t n = (*it)->numel();
+      if (n == 0) continue;
+      if (open.numel > 0 && open.numel + n > reduce_bucket_size) {
+        open.closing_unit = last_unit;
+        buckets.push_back(open);
+        open = GradientBucket{};
+      }
+      open.numel += n;
+      last_unit = u;
+    }
+  }
+  if (open.numel > 0) {
+    open.closing_unit = last_unit;
+    buckets.push_back(open);
+  }
+  return buckets;
+}
+
+namespace {
 
 // DDP's Reducer (torch/nn/parallel/distributed.py, _ddp_init_helper and torch/csrc/distributed/c10d/
 // reducer.cpp, compute_bucket_assignment_by_size and rebuild_buckets): after the first iteration
@@ -61,35 +82,6 @@ std::vector<GradientBucket> ddp_buckets(const StepContext& step, std::int64_t ca
     if (open.numel > 0) open.closing_unit = u;
   }
   if (open.numel > 0) buckets.push_back(open);
-  return buckets;
-}
-
-// DeepSpeed ZeRO-1/2's independent partition gradient bucket (deepspeedai/DeepSpeed@edaa722,
-// deepspeed/runtime/zero/stage_1_and_2.py, reduce_independent_p_g_buckets_and_remove_grads): before
-// a parameter's gradient is added, the bucket is reduced if `elements + param.numel() >
-// reduce_bucket_size`; a parameter larger than the bucket is reduced alone (extra_large_param_to_reduce).
-std::vector<GradientBucket> deepspeed_buckets(const StepContext& step, std::int64_t reduce_bucket_size) {
-  std::vector<GradientBucket> buckets;
-  GradientBucket open;
-  int last_unit = -1;
-  for (int u : post_backward_order(step)) {
-    const std::vector<const models::Parameter*>& params = step.unit(u).params;
-    for (auto it = params.rbegin(); it != params.rend(); ++it) {
-      const std::int64_t n = (*it)->numel();
-      if (n == 0) continue;
-      if (open.numel > 0 && open.numel + n > reduce_bucket_size) {
-        open.closing_unit = last_unit;
-        buckets.push_back(open);
-        open = GradientBucket{};
-      }
-      open.numel += n;
-      last_unit = u;
-    }
-  }
-  if (open.numel > 0) {
-    open.closing_unit = last_unit;
-    buckets.push_back(open);
-  }
   return buckets;
 }
 

@@ -466,28 +466,55 @@ DeepSpeedSpec parse_deepspeed(JsonReader& r, const Scenario& s) {
                "layout) and fsdp.strategy ZERO1, SHARD_GRAD_OP (ZeRO-2) or FULL_SHARD (ZeRO-3); this scenario is " +
                strategy_name(s.fsdp.strategy) +
                (s.training.master_weights == MasterWeights::optimizer_state ? "" : " with FSDP's layout"));
-  // Modelled so far for ZeRO-1 and ZeRO-2 (planner/plan_zero.cpp): under ZeRO-3 the reduction is
-  // still planned per unit, so the object is refused rather than read and ignored.
-  if (stage == 3)
-    r.fail("deepspeed", "DeepSpeed's buckets are modelled for ZeRO-1 and ZeRO-2 (ZERO1, SHARD_GRAD_OP) so far; under "
-                        "ZeRO-3 leave the object out (the gathers and reductions are planned per unit)");
-  if (stage == 2 && s.fsdp.offload_optimizer != FsdpSpec::OffloadDevice::none)
-    r.fail("deepspeed", "ZeRO-2's buckets are not modelled with offload_optimizer yet; leave the object out");
-  if (stage == 2 && !s.fsdp.sync_grads_every_micro_step)
-    r.fail("deepspeed", "DeepSpeed ZeRO-2 reduces its buckets in every micro-step: fsdp.grad_sync last_micro_step "
-                        "does not apply");
+  if (stage >= 2 && s.fsdp.offload_optimizer != FsdpSpec::OffloadDevice::none)
+    r.fail("deepspeed", "ZeRO-" + std::to_string(stage) + "'s buckets are not modelled with offload_optimizer yet; leave the object out");
+  if (stage == 3 && s.fsdp.offload_param != FsdpSpec::OffloadDevice::none)
+    r.fail("deepspeed", "ZeRO-3's fetch limits are not modelled with offload_param yet; leave the object out");
+  if (stage >= 2 && !s.fsdp.sync_grads_every_micro_step)
+    r.fail("deepspeed", "DeepSpeed ZeRO-" + std::to_string(stage) + " reduces its buckets in every micro-step: "
+                        "fsdp.grad_sync last_micro_step does not apply");
+  // ZeRO-3 with the object is planned by DeepSpeed's own fetch and release rules (plan_zero3.cpp),
+  // which have no counterpart to FSDP's resharding, float8 all-gather or expert parallelism.
+  if (stage == 3 && (s.fsdp.expert_parallel > 1 || s.fsdp.float8_all_gather))
+    r.fail("deepspeed", "ZeRO-3's buffers are not modelled with fsdp.expert_parallel or fsdp.all_gather_dtype fp8; "
+                        "leave the object out");
+  // With the object ZeRO-3's gathers follow DeepSpeed's coordinator, not FSDP's resharding and
+  // prefetch: FSDP's gathering fields would be read and ignored, so only their defaults pass.
+  if (stage == 3 && (s.fsdp.reshard_after_forward != s.fsdp.shard_group_size || s.fsdp.forward_prefetch ||
+                     s.fsdp.backward_prefetch != BackwardPrefetch::pre || s.fsdp.prefetch_depth != 1))
+    r.fail("deepspeed", "under ZeRO-3 the object plans DeepSpeed's own gathering (stage3_prefetch_bucket_size, "
+                        "stage3_max_live_parameters, stage3_max_reuse_distance): leave fsdp.reshard_after_forward, "
+                        "forward_prefetch, backward_prefetch and prefetch_depth at their defaults");
   d.stated = true;
-  // ZeRO-3's fields are DeepSpeed no-ops under stages 1 and 2: refused, so a sweep over them cannot rank
-  // identical plans.
-  for (const char* k : {"stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
-                        "stage3_param_persistence_threshold"})
-    if (z.has(k)) z.fail(k, "is ZeRO-3's (stage3.py); this scenario is ZeRO-" + std::to_string(stage));
+  if (stage == 3) {
+    // ZeRO-3's knobs (stage3.py, DeepSpeedZeroOptimizer_Stage3; partitioned_param_coordinator.py).
+    // 0 is meaningful for each: no prefetch, no live parameter beyond the running module's, release
+    // every parameter after its use, no persistent parameter.
+    d.stage3_prefetch_bucket_size = buffer_elements(z, "stage3_prefetch_bucket_size", d.stage3_prefetch_bucket_size, 0);
+    d.stage3_max_live_parameters = buffer_elements(z, "stage3_max_live_parameters", d.stage3_max_live_parameters, 0);
+    d.stage3_max_reuse_distance = buffer_elements(z, "stage3_max_reuse_distance", d.stage3_max_reuse_distance, 0);
+    d.stage3_param_persistence_threshold =
+        buffer_elements(z, "stage3_param_persistence_threshold", d.stage3_param_persistence_threshold, 0);
+  } else {
+    // ZeRO-3's fields are DeepSpeed no-ops under stages 1 and 2: refused, so a sweep over them cannot
+    // rank identical plans.
+    for (const char* k : {"stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
+                          "stage3_param_persistence_threshold"})
+      if (z.has(k)) z.fail(k, "is ZeRO-3's (stage3.py); this scenario is ZeRO-" + std::to_string(stage));
+  }
   d.reduce_bucket_size = buffer_elements(z, "reduce_bucket_size", d.reduce_bucket_size, 1);
   if (z.has("allgather_bucket_size"))
-    z.fail("allgather_bucket_size", "is not modelled yet: the post-step parameter all-gather is planned one per unit "
-                                    "(plan_zero.cpp, all_gather_updated_params); leave it out");
+    z.fail("allgather_bucket_size", stage == 3 ? std::string("is ZeRO-1/2's (stage_1_and_2.py); ZeRO-3 gathers by "
+                                                             "stage3_prefetch_bucket_size")
+                                               : std::string("has no effect with PyTorch's all_gather_into_tensor (torch "
+                                                             ">= 1.13): DeepSpeed then gathers each parameter group in "
+                                                             "one call and ignores it (deepspeed/runtime/utils.py, "
+                                                             "all_gather_dp_groups); leave it out"));
   d.overlap_comm = z.boolean_or("overlap_comm", stage == 3);
   d.contiguous_gradients = z.boolean_or("contiguous_gradients", true);
+  if (stage == 3 && !d.contiguous_gradients)
+    z.fail("contiguous_gradients", "ZeRO-3 without contiguous gradients (autograd's gradients kept until their bucket "
+                                   "is partitioned) is not modelled yet; leave it true");
   z.finish();
   return d;
 }

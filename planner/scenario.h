@@ -166,19 +166,20 @@ struct CheckpointSpec {
 // stage3_prefetch_bucket_size 5e7, stage3_max_live_parameters 1e9, stage3_max_reuse_distance 1e9,
 // stage3_param_persistence_threshold 1e5, contiguous_gradients True, overlap_comm None = True
 // under stage 3 and False otherwise (the overlap_comm_valid validator). Only for the DeepSpeed
-// layout (training.master_weights optimizer_state) under ZERO1 / SHARD_GRAD_OP; the scenario
-// refuses the object under ZeRO-3 and refuses allgather_bucket_size and the stage3_* fields (not
-// modelled yet), so only reduce_bucket_size, overlap_comm and contiguous_gradients are read; the
-// others hold DeepSpeed's defaults for the stages to come. Absent (`stated` false): the planner
-// plans the reduction per unit, as before the object existed.
+// layout (training.master_weights optimizer_state) under ZERO1, SHARD_GRAD_OP or FULL_SHARD.
+// ZeRO-1/2 read reduce_bucket_size, overlap_comm and contiguous_gradients (planner/plan_zero.cpp)
+// and refuse the stage3_* fields (DeepSpeed no-ops there); ZeRO-3 reads those and the stage3_*
+// fields (planner/plan_zero3.cpp). allgather_bucket_size is refused (not modelled yet under
+// stages 1/2, unused under stage 3). Absent (`stated` false): the planner plans the reduction per
+// unit (and ZeRO-3 as FSDP2), as before the object existed.
 struct DeepSpeedSpec {
   bool stated = false;
-  std::int64_t reduce_bucket_size = 500000000;     // elements per gradient reduction (stage 1/2)
+  std::int64_t reduce_bucket_size = 500000000;     // elements per gradient reduction
   std::int64_t allgather_bucket_size = 500000000;  // elements per post-step parameter all-gather (stage 1/2)
-  std::int64_t stage3_prefetch_bucket_size = 50000000;
-  std::int64_t stage3_max_live_parameters = 1000000000;
-  std::int64_t stage3_max_reuse_distance = 1000000000;
-  std::int64_t stage3_param_persistence_threshold = 100000;
+  std::int64_t stage3_prefetch_bucket_size = 50000000;    // elements one prefetch gathers ahead (at most)
+  std::int64_t stage3_max_live_parameters = 1000000000;   // gathered elements past which no prefetch starts
+  std::int64_t stage3_max_reuse_distance = 1000000000;    // trace elements within which a reuse keeps a gather
+  std::int64_t stage3_param_persistence_threshold = 100000;  // parameters of at most this many elements stay whole
   bool overlap_comm = false;  // resolved: the stated value, else stage 3
   bool contiguous_gradients = true;
 };

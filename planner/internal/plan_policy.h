@@ -8,7 +8,9 @@
 //   plan_fsdp_grads.cpp  the gradient reduction both FSDP versions share
 //   plan_zero.cpp        DDP (NO_SHARD) and ZeRO-1: replicated gradients reduced once per step;
 //                        ZeRO-1/2's gather of the updated parameters after the optimizer step
-// DeepSpeed ZeRO-3 is planned as FSDP2, DeepSpeed ZeRO-2 as FSDP with replicated parameters
+//   plan_zero3.cpp       DeepSpeed ZeRO-3 with its `deepspeed` object: the parameter coordinator's
+//                        fetch, prefetch and release rules, persistent parameters, reduce buckets
+// Without the object DeepSpeed ZeRO-3 is planned as FSDP2, DeepSpeed ZeRO-2 as FSDP with replicated parameters
 // (planner/fsdp_rules.h, sharded_model_state). StepContext (plan_context.cpp) is what the
 // skeleton and the policy share: the schedule being written, the op and allocation building
 // blocks, and the per-unit state both read.
@@ -197,6 +199,8 @@ class FrameworkPolicy {
   virtual void post_backward(int unit) = 0;
   // Before the optimizer step: release what the last post-backward left for a later hook.
   virtual void before_optimizer_step() {}
+  // After the optimizer step (`updated`: the op after which the updated partitions are in place).
+  virtual void after_optimizer_step(int /*updated*/) {}
 
  protected:
   StepContext& step_;
@@ -207,6 +211,23 @@ class FrameworkPolicy {
 std::unique_ptr<FrameworkPolicy> make_fsdp2_policy(StepContext& step);
 std::unique_ptr<FrameworkPolicy> make_fsdp1_policy(StepContext& step);
 std::unique_ptr<FrameworkPolicy> make_replicated_grads_policy(StepContext& step);
+// DeepSpeed ZeRO-3 with its buffers stated (the scenario's `deepspeed` object; plan_zero3.cpp).
+std::unique_ptr<FrameworkPolicy> make_deepspeed_zero3_policy(StepContext& step);
+
+// ---- DeepSpeed's gradient buckets (plan_zero.cpp) -------------------------------------------
+// A bucket: the gradient elements one reduction carries, and the unit whose post-backward
+// completes it (the reduction is issued there). Parameters fill buckets in the order their
+// gradients become ready in backward, approximated as the units' post-backward order and, within a
+// unit, its parameters in reverse definition order; a bucket's reduction is issued at the end of
+// the unit that completes it (the planner's hooks are per unit, not per parameter).
+struct GradientBucket {
+  std::int64_t numel = 0;
+  int closing_unit = -1;
+};
+// The units in the order their post-backward hooks run.
+std::vector<int> post_backward_order(const StepContext& step);
+// DeepSpeed's reduce buckets of at most reduce_bucket_size elements (a larger parameter alone).
+std::vector<GradientBucket> deepspeed_buckets(const StepContext& step, std::int64_t reduce_bucket_size);
 
 // ZeRO-1 and DeepSpeed ZeRO-2 (parameters replicated, optimizer state sharded): after the
 // optimizer step every rank all-gathers the parameters the others updated (plan_zero.cpp).

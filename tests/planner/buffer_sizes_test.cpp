@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/json_input.h"
+#include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
 #include "synthetic.h"
@@ -227,6 +228,149 @@ TEST(DeepSpeedZero2Buckets, EveryMicroStepReducesItsBucketsIntoOnePartitionBuffe
   EXPECT_EQ(ops_of(plan(j).schedule, OpKind::reduce_scatter).size(), 8u);
 }
 
+// ---- DeepSpeed ZeRO-3 ----------------------------------------------------------------------
+// partitioned_param_coordinator.py (deepspeedai/DeepSpeed@edaa722), worked on the 4-block model:
+// each block's weight is 262,144 elements, above the default persistence threshold (1e5), so it
+// is partitioned and gathered whole in bf16 (512 KiB) for its module. The fetch trace is
+// root, blocks.0..3 (forward), root, blocks.3..0 (backward): steps 0..9; the root owns nothing.
+// With stage3_max_reuse_distance 0 every gathered block is released after its use unless a
+// prefetch already walked past a later use (__params_to_release); the prefetch bucket is
+// unbounded (1e9) so stage3_max_live_parameters alone limits it:
+//   max_live 0: no prefetch (min(0 - available, ...) <= 0): each block gathered at its own
+//     fetch and released after it: 1 block alive at most.
+//   max_live 2 blocks (524,288): step 0 prefetches while fewer than min(2 blocks - 0, 1e9)
+//     elements are on their way: blocks.0 and blocks.1; blocks.0's fetch finds no room
+//     (2 - 2), its release leaves 1, so blocks.1's fetch prefetches one more (blocks.2), and so
+//     on: 2 blocks alive at most.
+//   max_live 3 blocks: 3 alive at most (step 0 gathers blocks.0..2).
+//   max_live 1e9 (DeepSpeed's default): step 0 gathers all 4 blocks in one coalesced all-gather
+//     and the prefetch walks the whole trace, past every block's backward use, so none is
+//     released in forward (most_recent_step_id_param_fetched_for > step_id): 4 blocks alive.
+std::int64_t max_live_bytes(const Schedule& s, const std::string& label_prefix) {
+  std::int64_t live = 0, peak = 0;
+  for (const Op& op : s.ops) {
+    for (int a : op.allocs)
+      if (s.allocations[a].label.rfind(label_prefix, 0) == 0) live += s.allocations[a].bytes;
+    peak = std::max(peak, live);
+    for (int a : op.frees)
+      if (s.allocations[a].label.rfind(label_prefix, 0) == 0) live -= s.allocations[a].bytes;
+  }
+  return peak;
+}
+
+nlohmann::json zero3(const nlohmann::json& deepspeed) {
+  nlohmann::json j = scenario("FULL_SHARD", true);
+  j["deepspeed"] = deepspeed;
+  return j;
+}
+
+TEST(DeepSpeedZero3Buffers, PeakFallsAsMaxLiveParametersShrinks) {
+  constexpr std::int64_t kBlockBytes = kWeight * 2;  // 512 KiB gathered in bf16
+  std::int64_t previous_peak = -1;
+  const std::vector<std::pair<std::int64_t, std::int64_t>> live_and_blocks = {
+      {1000000000, 4}, {3 * kWeight, 3}, {2 * kWeight, 2}, {0, 1}};
+  for (const auto& [max_live, blocks] : live_and_blocks) {
+    SCOPED_TRACE("stage3_max_live_parameters " + std::to_string(max_live));
+    const Plan p = plan(zero3({{"stage3_max_reuse_distance", 0},
+                               {"stage3_prefetch_bucket_size", 1000000000},
+                               {"stage3_max_live_parameters", max_live}}));
+    EXPECT_EQ(max_live_bytes(p.schedule, "gathered params of "), blocks * kBlockBytes);
+    // The replayed peak is at blocks.3's backward, the first backward compute: the gathered blocks
+    // beside blocks.3's bf16 gradient and what lives all step (the default 5e8-element ipg buffer,
+    // 1e9 bytes; the partitions). Each block fewer alive lowers it by exactly 512 KiB.
+    const MemoryReport m = replay_memory(p.schedule);
+    EXPECT_EQ(p.schedule.ops[m.peak_op].name, "bwd blocks.3");
+    EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::unsharded_param)], blocks * kBlockBytes);
+    EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::unsharded_grad)], kBlockBytes);
+    EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::reduce_scatter_buffer)], 1000000000);
+    if (previous_peak >= 0) EXPECT_EQ(previous_peak - m.peak_allocated_bytes, kBlockBytes);
+    previous_peak = m.peak_allocated_bytes;
+  }
+}
+
+// stage3_max_reuse_distance: with DeepSpeed's default (1e9 elements, more than this whole
+// 2.1M-element trace) every block is kept from its forward to its backward even without any
+// prefetch (the reuse walk finds its backward use), so each block is gathered once per step: 4
+// all-gathers; with 0, each block is gathered again for its backward: 8.
+TEST(DeepSpeedZero3Buffers, ReuseDistanceKeepsBlocksFromForwardToBackward) {
+  const Plan kept = plan(zero3({{"stage3_prefetch_bucket_size", 0}}));
+  EXPECT_EQ(ops_of(kept.schedule, OpKind::all_gather).size(), 4u);
+  EXPECT_EQ(max_live_bytes(kept.schedule, "gathered params of "), 4 * kWeight * 2);
+  const Plan released = plan(zero3({{"stage3_prefetch_bucket_size", 0}, {"stage3_max_reuse_distance", 0}}));
+  EXPECT_EQ(ops_of(released.schedule, OpKind::all_gather).size(), 8u);
+  EXPECT_EQ(max_live_bytes(released.schedule, "gathered params of "), kWeight * 2);
+}
+
+// stage3_param_persistence_threshold (parameter_offload.py mark_persistent_parameters: numel <=
+// threshold). The model gets a root-owned embedding of 1,000 x 64 = 64,000 elements (<= 1e5, the
+// default): it is kept whole on every rank, 64,000 x 2 = 128,000 bytes in bf16 beside its
+// partition, never all-gathered for its modules, and all-gathered once after the optimizer step
+// (stage3.py _post_step). No prefetch and no reuse, so each partitioned unit is gathered at each
+// use: the 4 blocks twice = 8 all-gathers in forward and backward, plus the post-step one of
+// 128,000 bytes. With threshold 0 the embedding is partitioned like the blocks: its unit (the
+// root) is gathered in forward and backward too (10 all-gathers, 128,000 bytes each for the
+// root) and nothing is whole.
+TEST(DeepSpeedZero3Buffers, SmallParametersStayWholeUnderThePersistenceThreshold) {
+  nlohmann::json j = zero3({{"stage3_prefetch_bucket_size", 0}, {"stage3_max_reuse_distance", 0}});
+  j["model"] = block_model(4, {512, 512}, 0, {1000, 64});
+  const Plan p = plan(j);
+  const Schedule& s = p.schedule;
+  std::int64_t whole = 0;
+  for (const Allocation& a : s.allocations)
+    if (a.label == "DeepSpeed persistent params (whole)") {
+      whole += a.bytes;
+      EXPECT_TRUE(a.persistent);
+    }
+  EXPECT_EQ(whole, 128000);
+  const auto gathers = ops_of(s, OpKind::all_gather);
+  ASSERT_EQ(gathers.size(), 9u);
+  for (std::size_t i = 0; i + 1 < gathers.size(); ++i) {
+    EXPECT_EQ(gathers[i]->comm_bytes, kWeight * 2.0) << gathers[i]->name;
+    EXPECT_NE(gathers[i]->phase, Phase::optimizer);
+  }
+  EXPECT_EQ(gathers.back()->comm_bytes, 128000.0);
+  EXPECT_EQ(gathers.back()->phase, Phase::optimizer);
+
+  // A threshold equal to a block's 262,144 elements keeps the blocks whole too (numel <= threshold):
+  // nothing is gathered in the step, one post-step all-gather of 4 x 524,288 + 128,000 bytes.
+  j["deepspeed"]["stage3_param_persistence_threshold"] = kWeight;
+  const Plan whole_blocks = plan(j);
+  const auto only_post_step = ops_of(whole_blocks.schedule, OpKind::all_gather);
+  ASSERT_EQ(only_post_step.size(), 1u);
+  EXPECT_EQ(only_post_step[0]->comm_bytes, 4.0 * kWeight * 2 + 128000);
+
+  j["deepspeed"]["stage3_param_persistence_threshold"] = 0;
+  const Plan q = plan(j);
+  const auto all = ops_of(q.schedule, OpKind::all_gather);
+  ASSERT_EQ(all.size(), 10u);
+  EXPECT_EQ(std::count_if(all.begin(), all.end(), [](const Op* op) { return op->comm_bytes == 128000.0; }), 2);
+  for (const Allocation& a : q.schedule.allocations) EXPECT_NE(a.label, "DeepSpeed persistent params (whole)");
+}
+
+// reduce_bucket_size under ZeRO-3 (stage3.py reduce_independent_p_g_buckets_and_remove_grads, the
+// same rule as stage 1/2): 2 x 262,144 = 524,288 elements: blocks.3 + blocks.2, then blocks.1 +
+// blocks.0: 2 reduce-scatters of 1 MiB (bf16) per micro-step, the first before blocks.1's
+// backward (overlap_comm, True by default at stage 3). Made at init and alive all step: the ipg
+// bucket buffer, 524,288 x 2 = 1 MiB, and grad_partitions_flat_buffer, the rank's partition of
+// 4 x 262,144 / 8 = 131,072 elements x 2 = 256 KiB.
+TEST(DeepSpeedZero3Buffers, ReduceBucketsAndTheirBuffers) {
+  const Plan p = plan(zero3({{"reduce_bucket_size", 2 * kWeight}}));
+  const Schedule& s = p.schedule;
+  const auto rs = ops_of(s, OpKind::reduce_scatter);
+  ASSERT_EQ(rs.size(), 2u);
+  for (const Op* op : rs) EXPECT_EQ(op->comm_bytes, 1.0 * MiB) << op->name;
+  EXPECT_LT(rs[0]->id, op_named(s, "bwd blocks.1"));
+  EXPECT_EQ(rs[0]->stream, Stream::reduce_scatter);
+  EXPECT_EQ(persistent_bytes(s, MemCategory::reduce_scatter_buffer), 1 * MiB);
+  EXPECT_EQ(persistent_bytes(s, MemCategory::sharded_grad), 256 * 1024);
+  // The defaults are DeepSpeed's: a 5e8-element bucket buffer (1e9 bytes in bf16) made at init.
+  const Scenario d = parse_scenario(zero3(nlohmann::json::object()), "test.json");
+  EXPECT_TRUE(d.deepspeed.overlap_comm);
+  EXPECT_EQ(d.deepspeed.stage3_param_persistence_threshold, 100000);
+  EXPECT_EQ(persistent_bytes(plan(zero3(nlohmann::json::object())).schedule, MemCategory::reduce_scatter_buffer),
+            1000000000);
+}
+
 // ---- bad input -------------------------------------------------------------------------------
 std::string path_of_error(const nlohmann::json& j, std::vector<std::string> overrides = {}) {
   try {
@@ -268,10 +412,18 @@ TEST(BufferSizeInput, TheObjectsBelongToTheirFrameworks) {
   nlohmann::json ddp = scenario("NO_SHARD", true);
   ddp["deepspeed"] = nlohmann::json::object();
   EXPECT_EQ(path_of_error(ddp), "deepspeed");
-  // ZeRO-3's buckets are not modelled yet: refused, not read and ignored.
+  // ZeRO-3: allgather_bucket_size is ZeRO-1/2's, and offload and non-contiguous gradients are not
+  // modelled with the object yet: refused, not read and ignored.
   nlohmann::json zero3 = scenario("FULL_SHARD", true);
   zero3["deepspeed"] = nlohmann::json::object();
-  EXPECT_EQ(path_of_error(zero3), "deepspeed");
+  EXPECT_EQ(path_of_error(zero3, {"deepspeed.allgather_bucket_size=5e8"}), "deepspeed.allgather_bucket_size");
+  EXPECT_EQ(path_of_error(zero3, {"deepspeed.contiguous_gradients=false"}), "deepspeed.contiguous_gradients");
+  EXPECT_EQ(path_of_error(zero3, {"deepspeed.stage3_max_live_parameters=-1"}), "deepspeed.stage3_max_live_parameters");
+  EXPECT_EQ(path_of_error(zero3, {"fsdp.offload_optimizer=\"cpu\""}), "deepspeed");
+  // FSDP's gathering fields have no effect under DeepSpeed's coordinator: refused, not ignored.
+  EXPECT_EQ(path_of_error(zero3, {"fsdp.reshard_after_forward=false"}), "deepspeed");
+  EXPECT_EQ(path_of_error(zero3, {"fsdp.forward_prefetch=true"}), "deepspeed");
+  EXPECT_EQ(path_of_error(zero3, {"fsdp.prefetch_depth=2"}), "deepspeed");
   // ZeRO-2 reduces every micro-step: no_sync-style accumulation does not apply.
   nlohmann::json zero2 = scenario("SHARD_GRAD_OP", true);
   zero2["deepspeed"] = nlohmann::json::object();

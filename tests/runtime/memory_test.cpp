@@ -78,6 +78,19 @@ std::vector<Case> cases() {
       {"deepspeed_zero2_buckets",
        with(scenario(1, 4, {{"version", 2}, {"strategy", "SHARD_GRAD_OP"}}, {{"master_weights", "optimizer_state"}}),
             "deepspeed", {{"reduce_bucket_size", 300000}})},
+      // DeepSpeed ZeRO-3's coordinator (plan_zero3.cpp): 256,000-element blocks gathered and
+      // released by stage3_max_live_parameters / prefetch / reuse distance, with the persistent ipg
+      // bucket buffer and gradient partition buffer, over 2 micro-steps; and every block kept whole
+      // under the persistence threshold (no gather in the step, one all-gather after the optimizer).
+      {"deepspeed_zero3_buckets",
+       with(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}},
+                     {{"master_weights", "optimizer_state"}, {"grad_accum", 2}}),
+            "deepspeed",
+            {{"reduce_bucket_size", 300000}, {"stage3_max_live_parameters", 512000},
+             {"stage3_prefetch_bucket_size", 256000}, {"stage3_max_reuse_distance", 0}})},
+      {"deepspeed_zero3_persistent",
+       with(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {{"master_weights", "optimizer_state"}}),
+            "deepspeed", {{"stage3_param_persistence_threshold", 256000}, {"reduce_bucket_size", 300000}})},
       {"deepspeed_zero3_nvme", scenario(1, 2, {{"version", 2}, {"offload_optimizer", "nvme"}, {"offload_param", "nvme"}},
                                         {{"master_weights", "optimizer_state"}})},
   };
