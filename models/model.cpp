@@ -1,5 +1,6 @@
 #include "models/model.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 
 #include "models/checked_arithmetic.h"
@@ -540,12 +542,25 @@ class ModelParser {
 };
 
 void check_model(const Model& model, const std::string& file) {
-  std::map<std::string, const Parameter*> by_name;
+  // Full names are unique (names are unique among siblings and hold no '.'), so only the tied
+  // parameters need their targets looked up: the map of every parameter by name, sorted, cost
+  // a 405B parse ~1,100 insertions of long names sharing long prefixes (docs/benchmarks.md,
+  // "Issue 19"). Tied parameters are checked in name order, as that map gave them, so the first
+  // error reported is the same.
+  std::vector<const Parameter*> tied;
   for_each_module(model.root, [&](const Module& m) {
-    for (const Parameter& p : m.params) by_name[p.full_name] = &p;
+    for (const Parameter& p : m.params)
+      if (!p.tied_to.empty()) tied.push_back(&p);
   });
-  for (const auto& [name, p] : by_name) {
-    if (p->tied_to.empty()) continue;
+  std::unordered_map<std::string_view, const Parameter*> by_name;
+  if (!tied.empty()) {
+    std::sort(tied.begin(), tied.end(), [](const Parameter* a, const Parameter* b) { return a->full_name < b->full_name; });
+    for_each_module(model.root, [&](const Module& m) {
+      for (const Parameter& p : m.params) by_name.emplace(p.full_name, &p);
+    });
+  }
+  for (const Parameter* p : tied) {
+    const std::string& name = p->full_name;
     auto it = by_name.find(p->tied_to);
     if (it == by_name.end())
       throw InputError(file, "root", "parameter " + name + " is tied_to \"" + p->tied_to +
@@ -559,13 +574,17 @@ void check_model(const Model& model, const std::string& file) {
   }
   // Bounded so that parameter_count() and byte totals cannot overflow.
   constexpr std::int64_t kMaxTotalElements = std::int64_t{1} << 53;
+  // In tree order: each numel is at most 2^50 (parse), so the sum passes 2^53, and this error is
+  // the one thrown, before it could overflow, whatever the order.
   std::int64_t total = 0;
-  for (const auto& [name, p] : by_name) {
-    if (!p->tied_to.empty()) continue;
-    total = checked_add(total, p->numel(), "the model's parameter elements");  // each <= 2^50 (parse)
-    if (total > kMaxTotalElements)
-      throw InputError(file, "root", "the model has implausibly many parameters (more than 2^53 elements)");
-  }
+  for_each_module(model.root, [&](const Module& m) {
+    for (const Parameter& p : m.params) {
+      if (!p.tied_to.empty()) continue;
+      total = checked_add(total, p.numel(), "the model's parameter elements");
+      if (total > kMaxTotalElements)
+        throw InputError(file, "root", "the model has implausibly many parameters (more than 2^53 elements)");
+    }
+  });
   // Costs on a module cover its whole subtree: a descendant may not carry costs too.
   std::function<void(const Module&, bool)> walk = [&](const Module& m, bool costed_above) {
     if (m.costs && costed_above)
