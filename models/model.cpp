@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
@@ -338,6 +339,15 @@ std::string substitute_index(std::string text, std::int64_t index) {
   return text;
 }
 
+// Marks the keys that are present as read. JsonReader::ignore keeps a copy of each key it is
+// given in a set, and most modules have none of the optional keys: a set node per absent key
+// per module, for a 405B model's ~1,000 modules (docs/benchmarks.md, "Issue 19"). finish()
+// looks only at the keys present, so an absent key needs no mark.
+void ignore_present(JsonReader& r, std::initializer_list<const char*> keys) {
+  for (const char* key : keys)
+    if (r.contains(key)) r.ignore(key);
+}
+
 // Limits that keep a hostile or mistyped file from exhausting memory or the stack: nested
 // "repeat"s multiply (two levels of 100000 would be 10^10 modules), and every level of
 // nesting is a recursive call. Real models have a few thousand modules, a dozen levels.
@@ -394,18 +404,17 @@ class ModelParser {
     if (m.name.find('.') != std::string::npos) r.fail("name", "module names cannot contain '.'");
     m.full_name = parent_full_name.empty() ? m.name : parent_full_name + "." + m.name;
     m.type = r.string_or("type", "Module");
-    r.ignore("repeat");  // handled by the parent
-    r.ignore("first_index");
+    ignore_present(r, {"repeat", "first_index"});  // handled by the parent
     m.repeated = r.has("repeat");
     if (r.has("experts")) {
       m.experts = r.positive_integer("experts");
       if (m.experts > 1000000) r.fail("experts", "expected at most 1000000 experts, got " + std::to_string(m.experts));
     } else {
-      r.ignore("experts");
+      ignore_present(r, {"experts"});
     }
 
     // Optional keys: null means absent (has() is false for null and does not mark the key read).
-    for (const char* key : {"params", "costs", "children", "costs_variants", "costs_of_copy"}) r.ignore(key);
+    ignore_present(r, {"params", "costs", "children", "costs_variants", "costs_of_copy"});
     if (r.has("params")) {
       const auto& params = r.array("params");
       std::set<std::string> local_names;
