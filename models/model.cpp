@@ -1,12 +1,15 @@
 #include "models/model.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 
 #include "models/checked_arithmetic.h"
@@ -336,6 +339,15 @@ std::string substitute_index(std::string text, std::int64_t index) {
   return text;
 }
 
+// Marks the keys that are present as read. JsonReader::ignore keeps a copy of each key it is
+// given in a set, and most modules have none of the optional keys: a set node per absent key
+// per module, for a 405B model's ~1,000 modules (docs/benchmarks.md, "Issue 19"). finish()
+// looks only at the keys present, so an absent key needs no mark.
+void ignore_present(JsonReader& r, std::initializer_list<const char*> keys) {
+  for (const char* key : keys)
+    if (r.contains(key)) r.ignore(key);
+}
+
 // Limits that keep a hostile or mistyped file from exhausting memory or the stack: nested
 // "repeat"s multiply (two levels of 100000 would be 10^10 modules), and every level of
 // nesting is a recursive call. Real models have a few thousand modules, a dozen levels.
@@ -392,18 +404,17 @@ class ModelParser {
     if (m.name.find('.') != std::string::npos) r.fail("name", "module names cannot contain '.'");
     m.full_name = parent_full_name.empty() ? m.name : parent_full_name + "." + m.name;
     m.type = r.string_or("type", "Module");
-    r.ignore("repeat");  // handled by the parent
-    r.ignore("first_index");
+    ignore_present(r, {"repeat", "first_index"});  // handled by the parent
     m.repeated = r.has("repeat");
     if (r.has("experts")) {
       m.experts = r.positive_integer("experts");
       if (m.experts > 1000000) r.fail("experts", "expected at most 1000000 experts, got " + std::to_string(m.experts));
     } else {
-      r.ignore("experts");
+      ignore_present(r, {"experts"});
     }
 
     // Optional keys: null means absent (has() is false for null and does not mark the key read).
-    for (const char* key : {"params", "costs", "children", "costs_variants", "costs_of_copy"}) r.ignore(key);
+    ignore_present(r, {"params", "costs", "children", "costs_variants", "costs_of_copy"});
     if (r.has("params")) {
       const auto& params = r.array("params");
       std::set<std::string> local_names;
@@ -540,12 +551,25 @@ class ModelParser {
 };
 
 void check_model(const Model& model, const std::string& file) {
-  std::map<std::string, const Parameter*> by_name;
+  // Full names are unique (names are unique among siblings and hold no '.'), so only the tied
+  // parameters need their targets looked up: the map of every parameter by name, sorted, cost
+  // a 405B parse ~1,100 insertions of long names sharing long prefixes (docs/benchmarks.md,
+  // "Issue 19"). Tied parameters are checked in name order, as that map gave them, so the first
+  // error reported is the same.
+  std::vector<const Parameter*> tied;
   for_each_module(model.root, [&](const Module& m) {
-    for (const Parameter& p : m.params) by_name[p.full_name] = &p;
+    for (const Parameter& p : m.params)
+      if (!p.tied_to.empty()) tied.push_back(&p);
   });
-  for (const auto& [name, p] : by_name) {
-    if (p->tied_to.empty()) continue;
+  std::unordered_map<std::string_view, const Parameter*> by_name;
+  if (!tied.empty()) {
+    std::sort(tied.begin(), tied.end(), [](const Parameter* a, const Parameter* b) { return a->full_name < b->full_name; });
+    for_each_module(model.root, [&](const Module& m) {
+      for (const Parameter& p : m.params) by_name.emplace(p.full_name, &p);
+    });
+  }
+  for (const Parameter* p : tied) {
+    const std::string& name = p->full_name;
     auto it = by_name.find(p->tied_to);
     if (it == by_name.end())
       throw InputError(file, "root", "parameter " + name + " is tied_to \"" + p->tied_to +
@@ -559,13 +583,17 @@ void check_model(const Model& model, const std::string& file) {
   }
   // Bounded so that parameter_count() and byte totals cannot overflow.
   constexpr std::int64_t kMaxTotalElements = std::int64_t{1} << 53;
+  // In tree order: each numel is at most 2^50 (parse), so the sum passes 2^53, and this error is
+  // the one thrown, before it could overflow, whatever the order.
   std::int64_t total = 0;
-  for (const auto& [name, p] : by_name) {
-    if (!p->tied_to.empty()) continue;
-    total = checked_add(total, p->numel(), "the model's parameter elements");  // each <= 2^50 (parse)
-    if (total > kMaxTotalElements)
-      throw InputError(file, "root", "the model has implausibly many parameters (more than 2^53 elements)");
-  }
+  for_each_module(model.root, [&](const Module& m) {
+    for (const Parameter& p : m.params) {
+      if (!p.tied_to.empty()) continue;
+      total = checked_add(total, p.numel(), "the model's parameter elements");
+      if (total > kMaxTotalElements)
+        throw InputError(file, "root", "the model has implausibly many parameters (more than 2^53 elements)");
+    }
+  });
   // Costs on a module cover its whole subtree: a descendant may not carry costs too.
   std::function<void(const Module&, bool)> walk = [&](const Module& m, bool costed_above) {
     if (m.costs && costed_above)

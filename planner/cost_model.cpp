@@ -216,14 +216,29 @@ CollectiveKind collective_kind_of(OpKind kind) {
   }
 }
 
-struct CostModel::AttentionMemo {
-  using Key = std::tuple<double, double, double, double, int, int, int, int, bool, bool>;
+namespace {
+
+// Attention calls priced so far in this process: estimate_attention schedules every CTA of the
+// call over the SMs (thousands per call; 13% of a 405B `estimate` that weighs 46 advice
+// candidates, each with its own cost model), and the cost models of one process meet the same
+// few calls again and again (every point of a sweep, every candidate of the advice). The result
+// is a function of the key alone: the shape, the pass, the kernel and the device.
+struct AttentionMemo {
+  using Key = std::tuple<double, double, double, double, int, int, int, int, bool, bool,  // shape, pass
+                         AttentionKernel, std::string, int, double, double, double>;     // kernel, device
   std::mutex mutex;
   std::map<Key, double> seconds;
 };
 
+AttentionMemo& attention_memo() {
+  static AttentionMemo memo;
+  return memo;
+}
+
+}  // namespace
+
 CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models::DType compute_dtype)
-    : cluster_(cluster), calibration_(std::move(calibration)), attention_memo_(std::make_shared<AttentionMemo>()) {
+    : cluster_(cluster), calibration_(std::move(calibration)) {
   auto it = cluster_.gpu.peak_flops.find(models::dtype_name(compute_dtype));
   if (it == cluster_.gpu.peak_flops.end()) it = cluster_.gpu.peak_flops.find("bf16");
   peak_flops_ = it == cluster_.gpu.peak_flops.end() ? 0 : it->second;
@@ -438,16 +453,20 @@ double CostModel::attention_seconds(const KernelSet& k) const {
                          (k.attention_pass == AttentionPass::backward ? 2.0 : 1.0);
     return flops / (peak_flops_ * calibration_.matmul_efficiency);
   }
+  const AttentionDevice device = attention_device();
   const AttentionMemo::Key key{a.batch, a.seq_q, a.seq_kv, a.window, a.heads, a.kv_heads, a.head_dim,
-                               a.value_head_dim(), a.causal, k.attention_pass == AttentionPass::backward};
+                               a.value_head_dim(), a.causal, k.attention_pass == AttentionPass::backward,
+                               attention_kernel_, device.arch, device.sm_count, device.peak_flops,
+                               device.hbm_bytes_per_second, device.matmul_efficiency};
+  AttentionMemo& memo = attention_memo();
   {
-    std::lock_guard<std::mutex> lock(attention_memo_->mutex);
-    auto hit = attention_memo_->seconds.find(key);
-    if (hit != attention_memo_->seconds.end()) return hit->second;
+    std::lock_guard<std::mutex> lock(memo.mutex);
+    auto hit = memo.seconds.find(key);
+    if (hit != memo.seconds.end()) return hit->second;
   }
-  const double seconds = estimate_attention(a, k.attention_pass, attention_kernel_, attention_device()).seconds;
-  std::lock_guard<std::mutex> lock(attention_memo_->mutex);
-  attention_memo_->seconds.emplace(key, seconds);
+  const double seconds = estimate_attention(a, k.attention_pass, attention_kernel_, device).seconds;
+  std::lock_guard<std::mutex> lock(memo.mutex);
+  memo.seconds.emplace(key, seconds);
   return seconds;
 }
 

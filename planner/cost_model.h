@@ -177,11 +177,6 @@ class CostModel {
   std::string compute_dtype_name_ = "bf16";
   GemmTable compute_gemm_table_, fp8_gemm_table_;  // calibration.gemm_table split by dtype
   AttentionKernel attention_kernel_ = AttentionKernel::flash2;
-  // Attention calls priced so far: estimate_attention schedules every CTA of the call over the
-  // SMs (thousands per call), and a sweep meets the same few calls at every point. Shared by
-  // copies of this cost model and by threads, hence the pointer and the lock.
-  struct AttentionMemo;
-  std::shared_ptr<AttentionMemo> attention_memo_;
   std::unordered_map<std::string, int> module_parameter_tensors_;  // costed module -> tensors
   std::unordered_map<std::string, bool> eager_block_;  // costed transformer blocks run eagerly (not compiled)
   int model_parameter_tensors_ = 0;

@@ -1,6 +1,8 @@
+// The SimGrid engine's setup half (sim/internal/simgrid_setup.h): window and run shape, the
+// resource guard's price of a run, platform XML, and the forked simulating process. The step
+// itself runs in the SimGrid half, opened on demand (sim/simgrid_module.h).
 #include "sim/simgrid_engine.h"
 
-#include <fnmatch.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,22 +14,21 @@
 #include <cstring>
 #include <iostream>
 #include <map>
-#include <memory>
-#include <numeric>
 #include <stdexcept>
-#include <unordered_map>
-
-#include <simgrid/s4u.hpp>
-#include <xbt/log.h>
 
 #include "models/json_input.h"
 #include "planner/cost_model.h"
 #include "sim/internal/simgrid_flows.h"
+#include "sim/internal/simgrid_setup.h"
+#include "sim/simgrid_module.h"
 #include "sim/simgrid_platform.h"
 
 namespace fsdpsim::sim {
 
-namespace sg4 = simgrid::s4u;
+using detail::collective_groups;
+using detail::flow_group_of;
+using detail::GroupUse;
+using detail::RunShape;
 using planner::Op;
 using planner::OpKind;
 using planner::Schedule;
@@ -35,7 +36,6 @@ using planner::Stream;
 
 namespace {
 
-constexpr double kHostSpeed = 1e9;  // host flop/s per nominal second of work
 // Worlds up to this many ranks are simulated whole when ranks differ (stragglers, slow links).
 constexpr int kWholeWorldRanks = 512;
 // A window of more ranks than this is refused when every rank must run as actors.
@@ -64,14 +64,9 @@ constexpr double kSecondsPerFlowPairHost = 7.95e-13;
 // ---------------------------------------------------------------------------------------
 // Window selection
 
-// A process group with the flow pattern of some of its collectives: one "flow group" per
-// (group, pattern), so a group that runs rings and all-to-alls keeps both sets of flows.
-struct GroupUse {
-  int group = -1;
-  FlowPattern pattern = FlowPattern::ring;
-  int flow = -1;  // index into StepSimulation::groups: group + pattern x schedule.groups.size()
-  GroupLayout layout;
-};
+}  // namespace
+
+namespace detail {
 
 int flow_group_of(const Schedule& s, const Op& op) {
   return op.group + static_cast<int>(flow_pattern(op.kind)) * static_cast<int>(s.groups.size());
@@ -92,6 +87,10 @@ std::vector<GroupUse> collective_groups(const Schedule& s) {
   }
   return out;
 }
+
+}  // namespace detail
+
+namespace {
 
 // Windows (in nodes, ascending) that are periods of the cluster for these groups.
 std::vector<int> window_candidates(const Schedule& s, const planner::ClusterSpec& c, const FabricOptions& fabric) {
@@ -163,539 +162,24 @@ int choose_window(const Schedule& s, const planner::ClusterSpec& c, const planne
   return c.nodes;
 }
 
-// ---------------------------------------------------------------------------------------
-// Simulation state
-
-// Actors blocked until a condition on shared state holds (StepSimulation::wait_until). Each
-// keeps its condition; notify() wakes only the actors whose condition now holds: waking every
-// blocked actor of a rank on every change (its CPU and each stream) cost a context switch
-// each, most of them to go back to sleep. The conditions only ever become true by a change
-// that is followed by a notify() (ops issued or done, a launch queue drained, an instance
-// done), and a woken actor checks its condition again.
-struct Waiters {
-  struct Blocked {
-    sg4::Semaphore* semaphore;
-    bool (*holds)(const void*);
-    const void* condition;
-  };
-  std::vector<Blocked> blocked;
-  // The list is settled before the first release: a release hands control to the actors it
-  // wakes, which may change it (or destroy it) before the release returns.
-  void notify() {
-    if (blocked.empty()) return;
-    std::vector<sg4::Semaphore*> wake;
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < blocked.size(); ++i) {
-      if (blocked[i].holds(blocked[i].condition)) wake.push_back(blocked[i].semaphore);
-      else blocked[kept++] = blocked[i];
-    }
-    blocked.resize(kept);
-    for (sg4::Semaphore* w : wake) w->release();
-  }
-};
-
-struct RankState {
-  int rank = 0;
-  sg4::Host* host = nullptr;
-  double speed = 1;
-  std::vector<char> issued, done;
-  StepTiming timing;
-  std::array<double, planner::kStreamCount> queued{};
-  std::array<int, planner::kStreamCount> last_finished{};
-  double work_per_second = kHostSpeed;  // Exec amount per nominal second of compute
-  int comm_running = 0;
-  sg4::ExecPtr interference;             // user platforms: a competing exec while comm runs
-  double cpu_end = 0;
-  Waiters waiters;
-};
-
-struct CollInfo {
-  bool active = false;  // a collective with work to do
-  int group = -1;
-  double latency = 0;   // NCCL's latency term
-  double transfer = 0;  // the rest of NCCL's time
-};
-
-struct GroupFlows {
-  GroupLayout layout;
-  int ranks = 1;
-  std::vector<std::vector<RingEdge>> edges;                         // per window instance
-  std::vector<std::vector<std::vector<int>>> routes;                // per instance, per edge: link ids
-  std::vector<std::vector<std::pair<sg4::Host*, sg4::Host*>>> ends;  // per instance, per edge
-  std::vector<int> active;                                          // simulated members per instance
-  double bandwidth = 0;      // per-rank wire bytes/s alone on the ideal fabric
-  double route_latency = 0;  // the platform latency the flows see
-  std::string bottleneck;    // the link kind that bounds it alone
-};
-
-struct Instance {
-  int arrived = 0;
-  int left = 0;
-  bool done = false;
-  Waiters waiters;
-};
-
-// One step on the simulated cluster: the state the actors share and the actors themselves.
-// SimGrid runs every actor on this process's one engine, one at a time, so the actors reach
-// the state through `this` without locks.
-class StepSimulation {
- public:
-  StepSimulation(const Schedule& schedule, const planner::OpCosts& costs)
-      : s(&schedule), in(&costs), previous_on_communicator(planner::previous_on_communicator(schedule)) {}
-
-  const Schedule* s = nullptr;
-  const planner::OpCosts* in = nullptr;
-  std::vector<int> previous_on_communicator;  // [Communicator order]
-  bool symmetric = false;
-  bool per_step = false;
-  bool bounded_queue = false;
-  bool pstates = true;       // slowdown under communication by a host pstate (built platforms)
-  double slowdown = 0;       // compute_slowdown_under_comm
-  std::vector<CollInfo> coll;
-  std::vector<GroupFlows> groups;  // indexed by schedule group
-  std::array<std::vector<int>, planner::kStreamCount> queue;
-  std::vector<RankState> ranks;    // simulated ranks
-  std::vector<int> rank_index;     // window rank -> index in ranks, -1 if not simulated
-  std::unordered_map<long long, Instance> instances;
-  int max_instances = 1;
-  // Links (platform or user XML) and what they carried.
-  std::vector<PlatformLink> links;
-  std::vector<double> link_bytes;
-  std::vector<std::vector<std::pair<double, double>>> link_busy;
-  double events = 0, flows = 0;
-
-  void start_actors();
-  void cpu_actor(int rank_index);
-  void stream_actor(int rank_index, int stream);
-
- private:
-  std::unordered_map<long, sg4::SemaphorePtr> semaphores_;  // per actor, for wait_until
-
-  // Blocks the calling actor until pred() holds; each waiting actor blocks on its own
-  // semaphore (not Actor::suspend, which would also suspend the activities it started).
-  template <class P>
-  void wait_until(Waiters& w, P pred) {
-    while (!pred()) {
-      sg4::SemaphorePtr& mine = semaphores_[sg4::this_actor::get_pid()];
-      if (!mine) mine = sg4::Semaphore::create(0);
-      w.blocked.push_back({mine.get(), [](const void* p) { return (*static_cast<const P*>(p))(); }, &pred});
-      mine->acquire();
-    }
-  }
-  void sleep_seconds(double seconds);
-  void sleep_until(double when);
-  void comm_begin(RankState& rs);
-  void comm_end(RankState& rs);
-  void send_flows(int op, const std::vector<int>& instances);
-  void run_collective(RankState& rs, int op);
-  void run_op(RankState& rs, int op);
-};
-
-bool all_done(const RankState& rs, const planner::IdList& ids) {
-  for (int d : ids)
-    if (!rs.done[d]) return false;
-  return true;
-}
-
-void latest(const RankState& rs, const planner::IdList& ids, double& when, int& who) {
-  for (int d : ids)
-    if (rs.timing.ops[d].end > when || (rs.timing.ops[d].end == when && who < 0)) {
-      when = rs.timing.ops[d].end;
-      who = d;
-    }
-}
-
-// Sleeps until the clock reads `when` (a CPU that ran ahead catching up); no event when it
-// already does.
-void StepSimulation::sleep_until(double when) {
-  const double now = sg4::Engine::get_clock();
-  if (when <= now) return;
-  events += 1;
-  sg4::this_actor::sleep_for(when - now);
-}
-
-void StepSimulation::sleep_seconds(double seconds) {
-  if (seconds <= 0) return;
-  events += 1;
-  sg4::this_actor::sleep_for(seconds);
-}
-
-// While a collective of the rank is in flight its compute runs at 1/(1 + slowdown): the host
-// switches to its second pstate, or (a user's platform, whose hosts are sealed) an exec of
-// priority `slowdown` competes with the compute exec for the host.
-void StepSimulation::comm_begin(RankState& rs) {
-  if (rs.comm_running++ != 0 || slowdown <= 0) return;
-  if (pstates) {
-    rs.host->set_pstate(1);
-  } else {
-    rs.interference = sg4::this_actor::exec_init(1e18);
-    rs.interference->set_priority(slowdown);
-    rs.interference->start();
-    events += 1;
-  }
-}
-
-void StepSimulation::comm_end(RankState& rs) {
-  if (--rs.comm_running != 0 || slowdown <= 0) return;
-  if (pstates) {
-    rs.host->set_pstate(0);
-  } else if (rs.interference) {
-    rs.interference->cancel();
-    rs.interference = nullptr;
-  }
-}
-
-void StepSimulation::send_flows(int op, const std::vector<int>& which_instances) {
-  const CollInfo& ci = coll[op];
-  const GroupFlows& g = groups[ci.group];
-  const int steps = per_step ? ring_steps(s->ops[op].kind, g.ranks) : 1;
-  const double pre = std::max(0.0, ci.latency / steps - g.route_latency);
-  const double bytes_per_rank = ci.transfer * g.bandwidth / steps;
-  std::vector<sg4::CommPtr> comms;
-  std::vector<std::pair<int, int>> which;  // (instance, edge)
-  for (int step = 0; step < steps; ++step) {
-    sleep_seconds(pre);
-    if (bytes_per_rank <= 0) continue;
-    comms.clear();
-    which.clear();
-    for (int inst : which_instances) {
-      const auto& edges = g.edges[inst];
-      for (std::size_t e = 0; e < edges.size(); ++e) {
-        const double bytes = bytes_per_rank * edges[e].fraction;
-        if (bytes < 1) continue;
-        const auto& [from, to] = g.ends[inst][e];
-        sg4::CommPtr c = sg4::Comm::sendto_init(from, to);
-        c->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
-        c->start();
-        comms.push_back(c);
-        which.push_back({inst, static_cast<int>(e)});
-      }
-    }
-    for (auto it = comms.rbegin(); it != comms.rend(); ++it) (*it)->wait();
-    events += static_cast<double>(comms.size());
-    flows += static_cast<double>(comms.size());
-    for (std::size_t k = 0; k < comms.size(); ++k) {
-      const double start = comms[k]->get_start_time(), end = comms[k]->get_finish_time();
-      const double bytes = bytes_per_rank * g.edges[which[k].first][which[k].second].fraction;
-      for (int l : g.routes[which[k].first][which[k].second]) {
-        link_bytes[l] += bytes;
-        auto& busy = link_busy[l];
-        if (!busy.empty() && start <= busy.back().second && start >= busy.back().first)
-          busy.back().second = std::max(busy.back().second, end);
-        else
-          busy.push_back({start, end});
-      }
-    }
-  }
-}
-
-void StepSimulation::run_collective(RankState& rs, int op) {
-  const CollInfo& ci = coll[op];
-  if (!ci.active) return;
-  GroupFlows& g = groups[ci.group];
-  const int inst = group_instance(g.layout, rs.rank);
-  const long long key = static_cast<long long>(op) * max_instances + inst;
-  comm_begin(rs);
-  Instance& instance = instances[key];
-  ++instance.arrived;
-  const int expected = g.active[inst];
-  if (instance.arrived < expected) {
-    wait_until(instance.waiters, [&] { return instance.done; });
-  } else {
-    if (symmetric) {
-      std::vector<int> all(g.edges.size());
-      std::iota(all.begin(), all.end(), 0);
-      send_flows(op, all);
-    } else {
-      send_flows(op, {inst});
-    }
-    instance.done = true;
-    instance.waiters.notify();
-  }
-  if (++instance.left == expected) instances.erase(key);
-  comm_end(rs);
-}
-
-void StepSimulation::run_op(RankState& rs, int i) {
-  const Op& op = s->ops[i];
-  if (planner::is_collective(op.kind)) {
-    run_collective(rs, i);
-    return;
-  }
-  const double d = in->duration_seconds[i];
-  if (d <= 0) return;
-  if (op.stream == Stream::compute) {
-    events += 1;
-    sg4::this_actor::execute(d * rs.work_per_second);
-  } else if (op.kind == OpKind::h2d || op.kind == OpKind::d2h || op.kind == OpKind::nvme_read ||
-             op.kind == OpKind::nvme_write) {
-    sleep_seconds(d);  // PCIe and NVMe run at their own speed on a slow GPU
-  } else {
-    sleep_seconds(d / rs.speed);
-  }
-}
-
-void StepSimulation::stream_actor(int rank_index, int st) {
-  RankState& rs = ranks[rank_index];
-  const auto& ops = s->ops;
-  const auto& q = queue[st];
-  for (std::size_t h = 0; h < q.size(); ++h) {
-    const int i = q[h];
-    const Op& op = ops[i];
-    const int communicator_previous = previous_on_communicator[i];
-    wait_until(rs.waiters, [&] {
-      return rs.issued[i] && all_done(rs, op.deps) && (communicator_previous < 0 || rs.done[communicator_previous]);
-    });
-    OpTiming& ot = rs.timing.ops[i];
-    sleep_until(ot.enqueue);  // issued by a CPU running ahead of the clock
-    ot.start = sg4::Engine::get_clock();
-    double when = ot.enqueue;
-    ot.started_by = Constraint::cpu_issue;
-    ot.started_by_op = -1;
-    if (h > 0) {
-      const int prev = q[h - 1];
-      if (rs.timing.ops[prev].end >= when) {
-        when = rs.timing.ops[prev].end;
-        ot.started_by = Constraint::stream_order;
-        ot.started_by_op = prev;
-      }
-    }
-    for (int d : op.deps)
-      if (rs.timing.ops[d].end >= when) {
-        when = rs.timing.ops[d].end;
-        ot.started_by = Constraint::dependency;
-        ot.started_by_op = d;
-      }
-    if (communicator_previous >= 0 && rs.timing.ops[communicator_previous].end > when) {
-      when = rs.timing.ops[communicator_previous].end;
-      ot.started_by = Constraint::communicator;
-      ot.started_by_op = communicator_previous;
-    }
-    run_op(rs, i);
-    ot.end = sg4::Engine::get_clock();
-    rs.done[i] = 1;
-    rs.last_finished[st] = i;
-    if (bounded_queue) rs.queued[st] -= in->kernels[i];
-    rs.waiters.notify();
-  }
-}
-
-void StepSimulation::cpu_actor(int rank_index) {
-  RankState& rs = ranks[rank_index];
-  const auto& ops = s->ops;
-  double cpu_free = 0;
-  const int n = static_cast<int>(ops.size());
-  for (int i = 0; i < n; ++i) {
-    const Op& op = ops[i];
-    const bool host = op.stream == Stream::host;
-    const int st = static_cast<int>(op.stream);
-    bool queue_blocked = false;
-    auto may_issue = [&] {
-      if (!all_done(rs, op.cpu_waits)) return false;
-      if (host && !all_done(rs, op.deps)) return false;
-      if (bounded_queue && !host && rs.queued[st] > 0 && rs.queued[st] + in->kernels[i] > in->launch_queue_kernels) {
-        queue_blocked = true;
-        return false;
-      }
-      return true;
-    };
-    // The CPU runs ahead of the clock (cpu_free may lie in the future) while nothing stops
-    // it: what lets it issue now still lets it at cpu_free (ops only get done, the launch
-    // queue only drains between its own issues). Otherwise it catches up with cpu_free and
-    // waits there, as a CPU that had slept through its issue time would.
-    if (!may_issue()) {
-      sleep_until(cpu_free);
-      queue_blocked = false;
-      wait_until(rs.waiters, may_issue);
-      cpu_free = std::max(cpu_free, sg4::Engine::get_clock());
-    }
-    OpTiming& ot = rs.timing.ops[i];
-    double when = cpu_free;
-    int who = -1;
-    latest(rs, op.cpu_waits, when, who);
-    Constraint by = Constraint::cpu_wait;
-    if (host && !op.deps.empty()) {
-      const int before = who;
-      latest(rs, op.deps, when, who);
-      if (who != before) by = Constraint::dependency;
-    }
-    if (queue_blocked) {
-      const int q = rs.last_finished[st];
-      if (q >= 0 && rs.timing.ops[q].end > when) {
-        when = rs.timing.ops[q].end;
-        who = q;
-        by = Constraint::launch_queue;
-      }
-    }
-    if (who >= 0 && rs.timing.ops[who].end > cpu_free) {
-      ot.issued_by = by;
-      ot.issued_by_op = who;
-    } else if (i > 0) {
-      ot.issued_by = Constraint::previous_issue;
-      ot.issued_by_op = i - 1;
-    } else {
-      ot.issued_by = Constraint::step_start;
-    }
-    ot.issue_start = cpu_free;
-    ot.issue_seconds = in->issue_seconds[i];
-    ot.nominal_seconds = in->duration_seconds[i];
-    if (bounded_queue && !host) rs.queued[st] += in->kernels[i];
-    // The issue time is not slept: the stream that runs the op starts it no earlier than
-    // ot.enqueue (stream_actor). A host op runs on the CPU: done only once the clock is there.
-    cpu_free += ot.issue_seconds > 0 ? ot.issue_seconds : 0;
-    ot.enqueue = cpu_free;
-    if (host) {
-      ot.start = ot.enqueue;
-      ot.started_by = Constraint::cpu_issue;
-      cpu_free += ot.nominal_seconds > 0 ? ot.nominal_seconds : 0;
-      sleep_until(cpu_free);
-      ot.end = sg4::Engine::get_clock();
-      rs.done[i] = 1;
-    }
-    rs.issued[i] = 1;
-    rs.waiters.notify();
-  }
-  rs.cpu_end = cpu_free;
-}
-
-// A CPU actor per simulated rank and an actor per stream with ops.
-void StepSimulation::start_actors() {
-  for (const Op& op : s->ops)
-    if (op.stream != Stream::host) queue[static_cast<int>(op.stream)].push_back(op.id);
-  for (std::size_t k = 0; k < ranks.size(); ++k) {
-    const int idx = static_cast<int>(k);
-    const std::string prefix = "rank" + std::to_string(ranks[k].rank);
-    sg4::Actor::create(prefix + ".cpu", ranks[k].host, [this, idx] { cpu_actor(idx); });
-    for (int st = 0; st < planner::kStreamCount; ++st)
-      if (!queue[st].empty())
-        sg4::Actor::create(prefix + "." + planner::to_string(static_cast<Stream>(st)), ranks[k].host,
-                           [this, idx, st] { stream_actor(idx, st); });
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// Results
-
-std::vector<LinkStats> link_stats(const StepSimulation& sim, double step) {
-  std::vector<LinkStats> out;
-  for (std::size_t l = 0; l < sim.links.size(); ++l) {
-    if (sim.link_bytes[l] <= 0) continue;
-    LinkStats st;
-    st.name = sim.links[l].name;
-    st.kind = to_string(sim.links[l].kind);
-    st.bandwidth = sim.links[l].bandwidth;
-    st.bytes = sim.link_bytes[l];
-    std::vector<std::pair<double, double>> busy = sim.link_busy[l];
-    std::sort(busy.begin(), busy.end());
-    double covered = 0, cur_s = -1, cur_e = -1;
-    for (const auto& [s, e] : busy) {
-      if (s > cur_e) {
-        if (cur_e > cur_s) covered += cur_e - cur_s;
-        cur_s = s;
-        cur_e = e;
-      } else {
-        cur_e = std::max(cur_e, e);
-      }
-    }
-    if (cur_e > cur_s) covered += cur_e - cur_s;
-    st.busy_seconds = covered;
-    st.utilisation = step > 0 && st.bandwidth > 0 ? st.bytes / (st.bandwidth * step) : 0;
-    st.busy_utilisation = covered > 0 && st.bandwidth > 0 ? st.bytes / (st.bandwidth * covered) : 0;
-    out.push_back(st);
-  }
-  std::sort(out.begin(), out.end(), [](const LinkStats& a, const LinkStats& b) {
-    return a.utilisation > b.utilisation || (a.utilisation == b.utilisation && a.name < b.name);
-  });
-  return out;
-}
-
-std::vector<LinkClassStats> class_stats(const std::vector<LinkStats>& links) {
-  std::map<std::string, LinkClassStats> by;
-  for (const LinkStats& l : links) {
-    LinkClassStats& c = by[l.kind];
-    c.kind = l.kind;
-    ++c.links;
-    c.bytes += l.bytes;
-    c.mean_utilisation += l.utilisation;
-    if (l.utilisation > c.max_utilisation || c.busiest.empty()) {
-      c.max_utilisation = l.utilisation;
-      c.busiest = l.name;
-    }
-  }
-  std::vector<LinkClassStats> out;
-  for (auto& [k, c] : by) {
-    c.mean_utilisation /= std::max(1, c.links);
-    out.push_back(c);
-  }
-  std::sort(out.begin(), out.end(),
-            [](const LinkClassStats& a, const LinkClassStats& b) { return a.max_utilisation > b.max_utilisation; });
-  return out;
-}
-
-// Natural order of host names ("node2" before "node10").
-bool natural_less(const std::string& a, const std::string& b) {
-  std::size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
-      std::size_t i2 = i, j2 = j;
-      while (i2 < a.size() && std::isdigit(static_cast<unsigned char>(a[i2]))) ++i2;
-      while (j2 < b.size() && std::isdigit(static_cast<unsigned char>(b[j2]))) ++j2;
-      const std::string na = a.substr(i, i2 - i), nb = b.substr(j, j2 - j);
-      if (na.size() != nb.size()) return na.size() < nb.size();
-      if (na != nb) return na < nb;
-      i = i2;
-      j = j2;
-    } else {
-      if (a[i] != b[j]) return a[i] < b[j];
-      ++i;
-      ++j;
-    }
-  }
-  return a.size() - i < b.size() - j;
-}
-
-// Rank -> host of a user's platform: hosts named like the built platform ("node<n>.gpu<g>"),
-// else "rank<r>", else the platform's hosts in natural name order.
-std::vector<sg4::Host*> xml_hosts(const sg4::Engine& e, int world, int gpn, const std::string& file) {
-  std::vector<sg4::Host*> out(world, nullptr);
-  bool all = true;
-  for (int r = 0; r < world && all; ++r) {
-    out[r] = e.host_by_name_or_null("node" + std::to_string(r / gpn) + ".gpu" + std::to_string(r % gpn));
-    all = out[r] != nullptr;
-  }
-  if (all) return out;
-  all = true;
-  for (int r = 0; r < world && all; ++r) {
-    out[r] = e.host_by_name_or_null("rank" + std::to_string(r));
-    all = out[r] != nullptr;
-  }
-  if (all) return out;
-  std::vector<sg4::Host*> hosts = e.get_all_hosts();
-  if (static_cast<int>(hosts.size()) < world)
-    throw InputError(file, "", "the platform has " + std::to_string(hosts.size()) + " hosts for a world of " +
-                                   std::to_string(world) + " ranks (name them node<n>.gpu<g> or rank<r>)");
-  std::sort(hosts.begin(), hosts.end(),
-            [](const sg4::Host* a, const sg4::Host* b) { return natural_less(a->get_name(), b->get_name()); });
-  hosts.resize(world);
-  return hosts;
-}
-
 }  // namespace
 
 int symmetric_window_nodes(const Schedule& schedule, const planner::ClusterSpec& cluster, const FabricOptions& fabric) {
   return choose_window(schedule, cluster, planner::NcclParams::defaults_for(cluster), fabric);
 }
 
-namespace {
+namespace detail {
 
 InputError no_such_link(const SimgridOptions& options, std::size_t i, const std::string& where) {
   return InputError(options.file, "simulation.slow_links[" + std::to_string(i) + "].link",
                     "\"" + options.slow_links[i].link + "\" matches no link of " + where);
 }
 
+namespace {
 constexpr const char* kLinkNames =
     "the platform (names look like node0.gpu0.nvlink.up, node0.gpu0.pcie.up, node0.nic0.up, node0.bridge, "
     "leaf0.up, leaf0.rail0.up)";
+}  // namespace
 
 void apply_slow_links(Platform& platform, const SimgridOptions& options) {
   for (std::size_t i = 0; i < options.slow_links.size(); ++i)
@@ -708,14 +192,6 @@ double process_cpu_seconds() {
   getrusage(RUSAGE_SELF, &ru);
   return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
-
-// How the run is set up: which ranks run as actors, which nodes' links exist, how flows go.
-struct RunShape {
-  bool xml = false;        // a user's platform file
-  bool symmetric = false;  // one rank as actors, window flows
-  int window_nodes = 0;    // nodes whose links are built
-  FlowMode flow_mode = FlowMode::aggregated;
-};
 
 // Symmetric when ranks are alike (no stragglers, slow links or user platform). The window is
 // the whole cluster, or a period of it when ranks are alike (or differ only by stragglers,
@@ -753,259 +229,12 @@ FlowMode choose_flow_mode(int world_ranks, const SimgridOptions& options) {
                                                      : FlowMode::aggregated;
 }
 
-// The SimGrid engine with fsdpsim's network model settings.
-std::unique_ptr<sg4::Engine> start_engine() {
-  xbt_log_control_set("root.thresh:critical");
-  int argc = 1;
-  static char name[] = "fsdpsim";
-  char* argv[] = {name, nullptr};
-  auto engine = std::make_unique<sg4::Engine>(&argc, argv);
-  sg4::Engine::set_config("network/model:CM02");
-  sg4::Engine::set_config("network/crosstraffic:0");
-  sg4::Engine::set_config("network/TCP-gamma:1e30");  // no TCP window bound
-  sg4::Engine::set_config("contexts/stack-size:256");
-  return engine;
-}
+}  // namespace detail
 
-// Hosts and links of a user's platform file; slow links scale the matching links.
-std::vector<sg4::Link*> load_user_platform(sg4::Engine& engine, StepSimulation& sim, std::vector<sg4::Host*>& hosts,
-                                           int world, int gpus_per_node, const SimgridOptions& options) {
-  engine.load_platform(options.platform_xml);
-  hosts = xml_hosts(engine, world, gpus_per_node, options.platform_xml);
-  std::vector<sg4::Link*> sg_links = engine.get_all_links();
-  for (sg4::Link* l : sg_links) {
-    PlatformLink pl;
-    pl.name = l->get_name();
-    pl.bandwidth = pl.nominal_bandwidth = l->get_bandwidth();
-    pl.latency_seconds = l->get_latency();
-    sim.links.push_back(pl);
-  }
-  for (std::size_t i = 0; i < options.slow_links.size(); ++i) {
-    int matched = 0;
-    for (std::size_t k = 0; k < sg_links.size(); ++k)
-      if (fnmatch(options.slow_links[i].link.c_str(), sim.links[k].name.c_str(), 0) == 0) {
-        sim.links[k].bandwidth *= options.slow_links[i].bandwidth_factor;
-        sg_links[k]->set_bandwidth(sim.links[k].bandwidth);
-        ++matched;
-      }
-    if (matched == 0) throw no_such_link(options, i, options.platform_xml);
-  }
-  return sg_links;
-}
-
-// Hosts (two pstates: nominal, and slowed under communication) and links of the built
-// platform, with the routes of every flow the collectives send.
-std::vector<sg4::Link*> build_platform(const Schedule& s, const Platform& platform, StepSimulation& sim,
-                                       std::vector<sg4::Host*>& hosts, const std::vector<double>& speed) {
-  auto pstates = [&](double f) {
-    std::vector<double> v{kHostSpeed * f};
-    if (sim.slowdown > 0) v.push_back(kHostSpeed * f / (1.0 + sim.slowdown));
-    return v;
-  };
-  auto* zone = sg4::create_full_zone("fsdpsim");
-  for (int r = 0; r < platform.window_ranks(); ++r) hosts[r] = zone->create_host(platform.host_name(r), pstates(speed[r]));
-  std::vector<sg4::Link*> sg_links;
-  for (const PlatformLink& l : platform.links()) {
-    sg4::Link* link = zone->create_link(l.name, l.bandwidth);
-    link->set_latency(l.latency_seconds);
-    sg_links.push_back(link->seal());
-  }
-  sim.links = platform.links();
-  std::map<std::pair<int, int>, bool> added;
-  for (const GroupUse& g : collective_groups(s))
-    for (int inst : window_instances(g.layout, platform))
-      for (const RingEdge& e : collective_edges(g.pattern, g.layout, inst, platform)) {
-        const int dst = platform.window_rank(e.dst);
-        if (!added.emplace(std::make_pair(e.src, dst), true).second) continue;
-        std::vector<sg4::LinkInRoute> route;
-        for (int l : platform.route(e.src, e.dst)) route.emplace_back(sg_links[l]);
-        zone->add_route(hosts[e.src]->get_netpoint(), hosts[dst]->get_netpoint(), nullptr, nullptr, route, false);
-      }
-  zone->seal();
-  return sg_links;
-}
-
-// Each used group's ring edges, routes and end hosts per window instance, and the bandwidth
-// and latency its ring gets alone on the ideal fabric (flow sizes are NCCL's transfer time
-// times that bandwidth: alone on an ideal fabric a collective takes exactly NCCL's time).
-void prepare_group_flows(const Schedule& s, const Platform& platform, const Platform& ideal, bool xml,
-                         const std::vector<sg4::Host*>& hosts, const std::vector<sg4::Link*>& sg_links,
-                         StepSimulation& sim) {
-  sim.groups.resize(s.groups.size() * kFlowPatternCount);
-  std::map<const sg4::Link*, int> xml_link_index;
-  for (std::size_t k = 0; k < sg_links.size(); ++k) xml_link_index[sg_links[k]] = static_cast<int>(k);
-  for (const GroupUse& gu : collective_groups(s)) {
-    GroupFlows& g = sim.groups[gu.flow];
-    g.layout = gu.layout;
-    g.ranks = gu.layout.size;
-    const std::vector<int> insts = window_instances(g.layout, platform);
-    sim.max_instances = std::max(sim.max_instances, static_cast<int>(insts.size()));
-    g.edges.resize(insts.size());
-    g.routes.resize(insts.size());
-    g.ends.resize(insts.size());
-    g.active.assign(insts.size(), 0);
-    for (int inst : insts) {
-      g.edges[inst] = collective_edges(gu.pattern, g.layout, inst, platform);
-      for (const RingEdge& e : g.edges[inst]) {
-        const int dst = platform.window_rank(e.dst);
-        g.ends[inst].push_back({hosts[e.src], hosts[dst]});
-        if (xml) {
-          std::vector<sg4::Link*> route;
-          double latency = 0;
-          hosts[e.src]->route_to(hosts[dst], route, &latency);
-          std::vector<int> ids;
-          for (sg4::Link* l : route) ids.push_back(xml_link_index.at(l));
-          g.routes[inst].push_back(ids);
-        } else {
-          g.routes[inst].push_back(platform.route(e.src, e.dst));
-        }
-      }
-    }
-    // Alone on the ideal fabric: the most loaded link (per unit of per-rank wire bytes).
-    std::map<int, double> load;
-    double latency = 0;
-    for (const RingEdge& e : collective_edges(gu.pattern, g.layout, 0, ideal)) {
-      const std::vector<int> r = ideal.route(e.src, e.dst);
-      for (int l : r) load[l] += e.fraction;
-      latency = std::max(latency, ideal.route_latency(r));
-    }
-    double worst = 0;
-    for (const auto& [l, x] : load) {
-      const double t = x / ideal.links()[l].nominal_bandwidth;
-      if (t > worst) {
-        worst = t;
-        g.bottleneck = to_string(ideal.links()[l].kind);
-      }
-    }
-    g.bandwidth = worst > 0 ? 1.0 / worst : 0;
-    if (xml) {
-      latency = 0;
-      for (const auto& instance_routes : g.routes)
-        for (const auto& r : instance_routes) {
-          double l = 0;
-          for (int id : r) l += sim.links[id].latency_seconds;
-          latency = std::max(latency, l);
-        }
-    }
-    g.route_latency = latency;
-  }
-}
-
-// Each collective's latency and transfer parts (OpCosts), and whether it sends flows at all.
-void prepare_collectives(const Schedule& s, const planner::OpCosts& in, StepSimulation& sim) {
-  sim.coll.resize(s.ops.size());
-  for (const Op& op : s.ops) {
-    if (!planner::is_collective(op.kind)) continue;
-    CollInfo& ci = sim.coll[op.id];
-    ci.group = flow_group_of(s, op);
-    const double d = in.duration_seconds[op.id];
-    ci.latency = in.latency_seconds.empty() ? 0 : std::min(d, in.latency_seconds[op.id]);
-    ci.transfer = d - ci.latency;
-    ci.active = d > 0 && op.group >= 0 && s.groups[op.group].ranks > 1 && !sim.groups[ci.group].edges.empty();
-  }
-}
-
-// The ranks run as actors (rank 0 alone when symmetric), their hosts and speeds, and how many
-// simulated members each group instance waits for.
-void prepare_ranks(const Schedule& s, const Platform& platform, bool xml, const std::vector<sg4::Host*>& hosts,
-                   const std::vector<double>& speed, StepSimulation& sim) {
-  const int window_ranks = platform.window_ranks();
-  const int n = static_cast<int>(s.ops.size());
-  std::vector<int> simulated;
-  if (sim.symmetric) simulated.push_back(0);
-  else
-    for (int r = 0; r < window_ranks; ++r) simulated.push_back(r);
-  sim.rank_index.assign(window_ranks, -1);
-  sim.ranks.resize(simulated.size());
-  for (std::size_t k = 0; k < simulated.size(); ++k) {
-    RankState& rs = sim.ranks[k];
-    rs.rank = simulated[k];
-    rs.host = hosts[rs.rank];
-    rs.speed = speed[rs.rank];
-    // Built hosts run at kHostSpeed x speed; a user's hosts at their own speed.
-    rs.work_per_second = xml ? rs.host->get_pstate_speed(0) / rs.speed : kHostSpeed;
-    rs.issued.assign(n, 0);
-    rs.done.assign(n, 0);
-    rs.timing.ops.assign(n, OpTiming{});
-    rs.last_finished.fill(-1);
-    sim.rank_index[rs.rank] = static_cast<int>(k);
-  }
-  for (GroupFlows& g : sim.groups) {
-    if (g.edges.empty()) continue;
-    for (std::size_t inst = 0; inst < g.active.size(); ++inst)
-      for (int m : group_members(g.layout, s.world_size, static_cast<int>(inst)))
-        if (m < window_ranks && sim.rank_index[m] >= 0) ++g.active[inst];
-  }
-}
-
-// Per-rank timings summarised; the report rank's, the slowest's and the detail ranks' kept.
-void collect_timings(const Schedule& s, const Platform& platform, const SimgridOptions& options, StepSimulation& sim,
-                     SimgridResult& result) {
-  const int n = static_cast<int>(s.ops.size());
-  int slowest = 0;
-  for (std::size_t k = 0; k < sim.ranks.size(); ++k) {
-    RankState& rs = sim.ranks[k];
-    for (int i = 0; i < n; ++i)
-      if (!rs.done[i] && s.ops[i].stream != Stream::host)
-        throw std::runtime_error("the SimGrid run ended before rank " + std::to_string(rs.rank) + " finished op " +
-                                 std::to_string(i) + " (" + s.ops[i].name + ")");
-    summarize_step(s, rs.timing, rs.cpu_end, sim.in->bf16_peak_flops);
-    result.ranks.push_back({rs.rank, rs.timing.step_seconds, rs.timing.compute_seconds, rs.timing.exposed_comm_seconds,
-                            rs.speed});
-    if (rs.timing.step_seconds > sim.ranks[slowest].timing.step_seconds) slowest = static_cast<int>(k);
-  }
-  result.step_seconds = sim.ranks[slowest].timing.step_seconds;
-  const int report = result.symmetric ? 0 : platform.window_rank(options.report_rank);
-  const int report_index = sim.rank_index[report] >= 0 ? sim.rank_index[report] : 0;
-  result.report_rank = result.symmetric ? options.report_rank : sim.ranks[report_index].rank;
-  result.timing = sim.ranks[report_index].timing;
-  std::vector<int> detail = {report_index};
-  if (slowest != report_index) detail.push_back(slowest);
-  for (int r : options.detail_ranks)
-    if (r >= 0 && r < s.world_size) {
-      const int idx = sim.rank_index[platform.window_rank(r)];
-      if (idx >= 0 && std::find(detail.begin(), detail.end(), idx) == detail.end()) detail.push_back(idx);
-    }
-  for (int idx : detail)
-    result.detail.push_back({result.symmetric ? options.report_rank : sim.ranks[idx].rank, sim.ranks[idx].timing});
-
-  std::map<std::string, CollectiveStats> by_kind;
-  for (const Op& op : s.ops) {
-    if (!planner::is_collective(op.kind)) continue;
-    CollectiveStats& c = by_kind[planner::to_string(op.kind)];
-    c.kind = planner::to_string(op.kind);
-    ++c.count;
-    c.simgrid_seconds += result.timing.ops[op.id].end - result.timing.ops[op.id].start;
-    c.nominal_seconds += sim.in->duration_seconds[op.id];
-  }
-  for (auto& [k, c] : by_kind) result.collectives.push_back(c);
-}
-
-// The caveats of this run, in words.
-void add_notes(const Schedule& s, const ClusterPlatform& p, const StepSimulation& sim, SimgridResult& result) {
-  const int nodes = p.cluster.nodes;
-  if (result.symmetric && result.window_nodes < nodes)
-    result.notes.push_back("every rank is alike: rank 0 ran as actors; the flows of all ranks of " +
-                           std::to_string(result.window_nodes) + " of " + std::to_string(nodes) +
-                           " nodes (a period of the cluster) loaded the links");
-  else if (result.symmetric && nodes > 1)
-    result.notes.push_back("every rank is alike: rank 0 ran as actors; every rank's flows loaded the links");
-  if (!result.symmetric && result.window_nodes < nodes)
-    result.notes.push_back("the world repeats every " + std::to_string(result.window_nodes) +
-                           " nodes: the stragglers repeat in every period");
-  if (result.flow_mode == FlowMode::per_step)
-    result.notes.push_back("per-step flows: every ring step is its own round of messages (lock-step)");
-  for (const GroupUse& gu : collective_groups(s)) {
-    const GroupFlows& g = sim.groups[gu.flow];
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "group \"%s\" (%d ranks)%s: alone it is bound by %s at %.1f GB/s per rank",
-                  s.groups[gu.group].name.c_str(), g.ranks, gu.pattern == FlowPattern::all_to_all ? ", all-to-all" : "",
-                  g.bottleneck.c_str(), g.bandwidth / 1e9);
-    result.notes.push_back(buf);
-  }
-}
-
-}  // namespace
+using detail::apply_slow_links;
+using detail::check_actor_ranks;
+using detail::choose_flow_mode;
+using detail::choose_shape;
 
 std::string simgrid_platform_xml(const Schedule& schedule, const ClusterPlatform& p, const SimgridOptions& options) {
   Platform platform = Platform::build(p.cluster, p.nccl, options.fabric, p.cluster.nodes);
@@ -1068,56 +297,11 @@ SimgridResult simulate_simgrid_in_process(const Schedule& s, const planner::OpCo
   if (s.world_size != p.cluster.world_size())
     throw std::invalid_argument("the schedule's world of " + std::to_string(s.world_size) + " ranks is not the cluster's " +
                                 std::to_string(p.cluster.world_size()));
+  // Opened before the flag is set: a missing module leaves the process able to try again.
+  SimgridStepRunner run_step = simgrid_step_runner();
   engine_used = true;
-  const auto wall0 = std::chrono::steady_clock::now();
-  const double cpu0 = process_cpu_seconds();
-
   SimgridResult result;
-  result.world = s.world_size;
-  const RunShape shape = choose_shape(s, p, options);
-  result.symmetric = shape.symmetric;
-  Platform platform = Platform::build(p.cluster, p.nccl, options.fabric, shape.window_nodes);
-  const Platform ideal = shape.xml ? Platform::build(p.cluster, p.nccl, options.fabric, p.cluster.nodes) : platform;
-  if (!shape.xml) apply_slow_links(platform, options);
-  const int window_ranks = platform.window_ranks();
-  result.window_nodes = platform.window_nodes();
-  result.platform = shape.xml ? "SimGrid platform " + options.platform_xml : platform.description();
-  result.platform_xml = options.platform_xml;
-  check_actor_ranks(result.symmetric, window_ranks);
-  result.flow_mode = choose_flow_mode(s.world_size, options);
-
-  std::unique_ptr<sg4::Engine> engine = start_engine();
-  StepSimulation sim(s, costs);
-  sim.symmetric = result.symmetric;
-  sim.per_step = result.flow_mode == FlowMode::per_step;
-  sim.bounded_queue = costs.launch_queue_kernels > 0 && !costs.kernels.empty();
-  sim.pstates = !shape.xml;
-  sim.slowdown = costs.compute_slowdown_under_comm;
-
-  std::vector<double> speed(window_ranks, 1.0);
-  for (const Straggler& st : options.stragglers) speed[platform.window_rank(st.rank)] = st.compute_speed;
-  std::vector<sg4::Host*> hosts(window_ranks, nullptr);
-  const std::vector<sg4::Link*> sg_links =
-      shape.xml ? load_user_platform(*engine, sim, hosts, s.world_size, p.cluster.gpus_per_node, options)
-                : build_platform(s, platform, sim, hosts, speed);
-  sim.link_bytes.assign(sim.links.size(), 0.0);
-  sim.link_busy.assign(sim.links.size(), {});
-  prepare_group_flows(s, platform, ideal, shape.xml, hosts, sg_links, sim);
-  prepare_collectives(s, costs, sim);
-  prepare_ranks(s, platform, shape.xml, hosts, speed, sim);
-  result.simulated_ranks = static_cast<int>(sim.ranks.size());
-  sim.start_actors();
-  engine->run();
-
-  collect_timings(s, platform, options, sim, result);
-  result.links = link_stats(sim, result.step_seconds);
-  result.link_classes = class_stats(result.links);
-  add_notes(s, p, sim, result);
-  result.events = sim.events;
-  result.flows = sim.flows;
-  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-  result.cpu_seconds = std::max(0.0, process_cpu_seconds() - cpu0);
-  result.events_per_second = result.wall_seconds > 0 ? result.events / result.wall_seconds : 0;
+  run_step(s, costs, p, options, result);
   return result;
 }
 
@@ -1134,6 +318,9 @@ void compare_with_analytic(SimgridResult& result, const Schedule& s, const StepT
 SimgridResult simulate_simgrid(const Schedule& schedule, const planner::OpCosts& costs, const ClusterPlatform& platform,
                                const SimgridOptions& options) {
   if (options.in_process) return simulate_simgrid_in_process(schedule, costs, platform, options);
+  // The module is opened here, not in the child: once per process however many simulations
+  // fork from it (sweep --resimulate-top), and a missing module is reported by this process.
+  simgrid_step_runner();
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   std::cout.flush();
