@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "planner/internal/sorted_chunks.h"
 #include "planner/schedule.h"
+#include "planner/sorted_chunks.h"
 
 namespace fsdpsim::planner {
 
@@ -200,7 +200,7 @@ class CachingAllocatorModel {
   // as in a scan). Sorted vectors rather than one std::set: a step splits and frees blocks
   // thousands of times, the set's node allocations and six-field comparisons were most of
   // the replay (a sweep replays thousands of steps). The vectors are cut in chunks
-  // (planner/internal/sorted_chunks.h): the lists grow with the model's depth.
+  // (planner/sorted_chunks.h): the lists grow with the model's depth.
   struct FreeEntry {
     std::int64_t size;
     int segment;

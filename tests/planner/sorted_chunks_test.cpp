@@ -1,4 +1,4 @@
-// planner/internal/sorted_chunks.h: the chunked free list holds what the one sorted vector it
+// planner/sorted_chunks.h: the chunked free list holds what the one sorted vector it
 // replaced held, in the same order, and finds the same elements (checked against that vector,
 // std::lower_bound and vector::insert, through thousands of random inserts and erases that
 // split chunks, empty them and fill them again).
@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "planner/internal/sorted_chunks.h"
+#include "planner/sorted_chunks.h"
 
 namespace fsdpsim::planner {
 namespace {

@@ -1,4 +1,4 @@
-// Private to planner/: a sorted sequence kept as consecutive sorted chunks of at most
+// A sorted sequence kept as consecutive sorted chunks of at most
 // 2 x kChunk elements, for the caching-allocator model's free lists (planner/memory.h).
 // A sorted vector moves its whole tail on every insert and erase; the free lists grow with the
 // model's depth (Llama-3.1-405B on 1,024 GPUs: 128 to 512 entries), and those moves were a
