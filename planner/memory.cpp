@@ -36,7 +36,7 @@ std::int64_t CachingAllocatorModel::expandable_address_space(bool small) {
   return kExpandableAddressSpace / page * page;
 }
 
-std::vector<CachingAllocatorModel::FreeEntry>& CachingAllocatorModel::free_list(int stream, bool small) {
+CachingAllocatorModel::FreeList& CachingAllocatorModel::free_list(int stream, bool small) {
   const std::size_t i = 2 * static_cast<std::size_t>(stream) + (small ? 1 : 0);
   if (i >= free_lists_.size()) free_lists_.resize(i + 1);
   return free_lists_[i];
@@ -55,14 +55,14 @@ void CachingAllocatorModel::mark_free(int block) {
   const Segment& seg = segments_[blocks_[block].segment];
   auto& list = free_list(seg.stream, seg.small);
   const FreeEntry e = free_entry(block);
-  list.insert(std::lower_bound(list.begin(), list.end(), e), e);
+  list.insert(e);  // before its equals
 }
 
 void CachingAllocatorModel::unlist(int block) {
   const Segment& seg = segments_[blocks_[block].segment];
   auto& list = free_list(seg.stream, seg.small);
   const FreeEntry e = free_entry(block);
-  auto it = std::lower_bound(list.begin(), list.end(), e);
+  auto it = list.lower_bound(e);
   if (it != list.end() && it->block == block) list.erase(it);
 }
 
@@ -76,7 +76,7 @@ void CachingAllocatorModel::mark_used(int block) {
 // max_split_size rules.
 int CachingAllocatorModel::find_free_block(std::int64_t size, int stream, bool small) {
   const auto& list = free_list(stream, small);
-  auto it = std::lower_bound(list.begin(), list.end(), size, [](const FreeEntry& e, std::int64_t s) { return e.size < s; });
+  auto it = list.lower_bound(size, [](const FreeEntry& e, std::int64_t s) { return e.size < s; });
   if (it == list.end()) return -1;
   if (settings_.expandable_segments) {
     // A block followed by unmapped space counts as the size it can grow to, so a larger
@@ -85,7 +85,7 @@ int CachingAllocatorModel::find_free_block(std::int64_t size, int stream, bool s
       const Block& b = blocks_[e.block];
       return b.size + (b.next >= 0 && !blocks_[b.next].mapped ? blocks_[b.next].size : 0);
     };
-    for (auto next = it + 1; next != list.end() && expandable_size(*next) < expandable_size(*it); ++next) it = next;
+    for (auto next = std::next(it); next != list.end() && expandable_size(*next) < expandable_size(*it); ++next) it = next;
   }
   const std::int64_t max_split = settings_.max_split_size_bytes;
   const std::int64_t found = blocks_[it->block].size;
@@ -219,7 +219,7 @@ bool CachingAllocatorModel::release_oversize_segments(std::int64_t size, int str
   if (!settings_.max_split_size_set()) return false;
   const std::int64_t key = std::max(size, settings_.max_split_size_bytes);
   const auto& cached = free_list(stream, small);
-  auto it = std::lower_bound(cached.begin(), cached.end(), key, [](const FreeEntry& e, std::int64_t s) { return e.size < s; });
+  auto it = cached.lower_bound(key, [](const FreeEntry& e, std::int64_t s) { return e.size < s; });
   if (it != cached.end()) {
     release_segment(blocks_[it->block].segment);
     return true;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "planner/schedule.h"
+#include "planner/sorted_chunks.h"
 
 namespace fsdpsim::planner {
 
@@ -198,7 +199,8 @@ class CachingAllocatorModel {
   // search visits them: by size, then segment and address (the first of equal sizes wins,
   // as in a scan). Sorted vectors rather than one std::set: a step splits and frees blocks
   // thousands of times, the set's node allocations and six-field comparisons were most of
-  // the replay (a sweep replays thousands of steps), and each list stays short.
+  // the replay (a sweep replays thousands of steps). The vectors are cut in chunks
+  // (planner/sorted_chunks.h): the lists grow with the model's depth.
   struct FreeEntry {
     std::int64_t size;
     int segment;
@@ -210,7 +212,8 @@ class CachingAllocatorModel {
       return offset < o.offset;
     }
   };
-  std::vector<FreeEntry>& free_list(int stream, bool small);
+  using FreeList = SortedChunks<FreeEntry>;
+  FreeList& free_list(int stream, bool small);
   void release_pending();  // synchronize_and_free_events: every pending block joins the pool
   struct Pending {
     int block;
@@ -224,7 +227,7 @@ class CachingAllocatorModel {
   void mark_used(int block);
   int coalesce(int block);
   void unlist(int block);  // out of its free list (the flag unchanged)
-  std::vector<std::vector<FreeEntry>> free_lists_;  // index 2 * stream + small
+  std::vector<FreeList> free_lists_;  // index 2 * stream + small
   // Segments that were one free block at some moment since the last release_cached_segments:
   // freeing merges neighbours, so a segment is wholly free only as one free block, and every
   // such block went through mark_free with no neighbour. release_cached_segments checks these

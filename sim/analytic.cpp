@@ -1,6 +1,7 @@
 #include "sim/analytic.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -90,19 +91,33 @@ void summarize_step(const planner::Schedule& s, StepTiming& r, double cpu_end, d
       int delta;
       int op;
     };
+    auto before = [](const Edge& a, const Edge& b) {
+      return a.time < b.time || (a.time == b.time && a.delta < b.delta);
+    };
+    // The edges stream by stream: a stream runs one op at a time in its order, so each
+    // stream's edges are already in time order and merging the runs replaces a sort of them
+    // all (a sweep times every point). A run found out of order is sorted first. Edges that
+    // tie in time and direction may come out in another order than a sort's; nothing below
+    // depends on it: between them no time passes, so nothing is added, and later each
+    // running communication op adds the same `share`, so the order of `comm` changes no sum.
     std::vector<Edge> edges;
     edges.reserve(2 * n);
+    std::array<std::vector<int>, planner::kStreamCount> on_stream;
     for (const Op& op : s.ops) {
       const OpTiming& ot = t[op.id];
       if (ot.end <= ot.start) continue;
-      if (op.stream == Stream::compute || is_communication(op.kind) || op.stream == Stream::host) {
-        edges.push_back({ot.start, +1, op.id});
-        edges.push_back({ot.end, -1, op.id});
-      }
+      if (op.stream == Stream::compute || is_communication(op.kind) || op.stream == Stream::host)
+        on_stream[static_cast<int>(op.stream)].push_back(op.id);
     }
-    std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) {
-      return a.time < b.time || (a.time == b.time && a.delta < b.delta);
-    });
+    for (const std::vector<int>& ids : on_stream) {
+      const std::size_t run = edges.size();
+      for (int i : ids) {
+        edges.push_back({t[i].start, +1, i});
+        edges.push_back({t[i].end, -1, i});
+      }
+      if (!std::is_sorted(edges.begin() + run, edges.end(), before)) std::sort(edges.begin() + run, edges.end(), before);
+      std::inplace_merge(edges.begin(), edges.begin() + run, edges.end(), before);
+    }
     int busy = 0;
     std::vector<int> comm;
     double prev = 0;

@@ -430,6 +430,22 @@ void judge_fit(PointResult& p, double headroom_bytes) {
   p.fits = p.overage_bytes <= 0;
 }
 
+// Evaluates a point (p.overrides): its metrics, or why it was skipped (bad input) or failed.
+// The fit is left to judge_fit.
+void evaluate_point(PointResult& p, planner::ScenarioInstancer& instancer, Evaluator& evaluator) {
+  try {
+    const planner::Scenario& s = instancer.make(p.overrides);
+    p.metrics = evaluator.evaluate(s, cost_key_of(p.overrides));
+    p.status = PointStatus::ok;
+  } catch (const InputError& e) {
+    p.status = PointStatus::skipped;
+    p.reason = planner::reason_without_file(e);
+  } catch (const std::exception& e) {
+    p.status = PointStatus::failed;
+    p.reason = e.what();
+  }
+}
+
 }  // namespace
 
 std::size_t SweepResult::rank_of(std::size_t index) const {
@@ -469,6 +485,11 @@ SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, con
   // The queue counts the shard's points (k); shard.point(k) is the point of the space.
   PointQueue queue(mine, 256 * static_cast<std::size_t>(threads), options.cancel);
   std::atomic<std::size_t> done{0};
+  auto already_evaluated = [&options](std::size_t point) -> const PointResult* {
+    if (!options.evaluated) return nullptr;
+    const auto it = options.evaluated->find(point);
+    return it == options.evaluated->end() ? nullptr : &it->second;
+  };
   std::mutex error_mutex;
   std::exception_ptr error;
   auto worker = [&] {
@@ -478,18 +499,14 @@ SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, con
       while (const std::optional<std::size_t> k = queue.claim()) {
         PointResult p = unevaluated_point(space, shard.point(*k));
         p.index = *k;  // the queue's order until it is emitted
-        try {
-          const planner::Scenario& s = instancer.make(p.overrides);
-          p.metrics = evaluator->evaluate(s, cost_key_of(p.overrides));
-          p.status = PointStatus::ok;
-          judge_fit(p, options.headroom_bytes);
-        } catch (const InputError& e) {
-          p.status = PointStatus::skipped;
-          p.reason = planner::reason_without_file(e);
-        } catch (const std::exception& e) {
-          p.status = PointStatus::failed;
-          p.reason = e.what();
+        if (const PointResult* known = already_evaluated(shard.point(*k))) {
+          p.status = known->status;
+          p.reason = known->reason;
+          p.metrics = known->metrics;
+        } else {
+          evaluate_point(p, instancer, *evaluator);
         }
+        if (p.status == PointStatus::ok) judge_fit(p, options.headroom_bytes);
         queue.finish(std::move(p), emit);
         const std::size_t d = done.fetch_add(1) + 1;
         if (options.progress) options.progress(d, mine);
@@ -686,6 +703,7 @@ SweepCost estimate_sweep_cost(std::shared_ptr<const planner::ScenarioTemplate> b
   }
   // The sample: one worker, as run_sweep's, on points spread over the space.
   double grown = 0, sampled_keys = 0;
+  auto sampled_points = std::make_shared<std::map<std::size_t, PointResult>>();
   if (c.points > 0) {
     planner::ScenarioInstancer instancer(base);
     std::unique_ptr<Evaluator> evaluator = options.evaluator ? options.evaluator() : make_analytic_evaluator();
@@ -695,18 +713,16 @@ SweepCost estimate_sweep_cost(std::shared_ptr<const planner::ScenarioTemplate> b
     double elapsed = 0;
     for (std::size_t k = 0; k < most && elapsed < sample_seconds; ++k) {
       const std::size_t i = static_cast<std::size_t>(static_cast<double>(k) * static_cast<double>(c.points) / most);
-      const std::vector<std::string> overrides = space.overrides(space.choice(i));
-      try {
-        const std::string key = cost_key_of(overrides);
-        (void)evaluator->evaluate(instancer.make(overrides), key);
-        seen_keys.insert(key);
-      } catch (const std::exception&) {
-        // a skipped or failed point costs what it costs: timed as well
-      }
+      // A skipped or failed point costs what it costs: timed as well.
+      PointResult p = unevaluated_point(space, i);
+      evaluate_point(p, instancer, *evaluator);
+      if (p.status == PointStatus::ok) seen_keys.insert(cost_key_of(p.overrides));
+      (*sampled_points)[i] = std::move(p);
       ++c.sampled;
       elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     c.seconds_per_point = c.sampled ? elapsed / static_cast<double>(c.sampled) : 0;
+    c.sampled_points = sampled_points;
     grown = std::max(0.0, resident_bytes() - before);
     sampled_keys = static_cast<double>(std::max<std::size_t>(seen_keys.size(), 1));
   }

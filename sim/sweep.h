@@ -107,6 +107,11 @@ struct SweepOptions {
   // Evaluate only this shard's points (the sink gets them alone, in point order; the result
   // ranks them alone). merge_sweep puts the shards back together.
   Shard shard;
+  // Points already evaluated, by index in the space (estimate_sweep_cost's sample): taken as
+  // they are instead of evaluated again. Exact: an evaluation depends on the point alone, not
+  // on what its evaluator evaluated before (the caches it keeps give the figures of a fresh
+  // one: sweeps on any number of threads already rest on that). Their fit is judged here.
+  std::shared_ptr<const std::map<std::size_t, PointResult>> evaluated;
 };
 
 enum class PointStatus { ok, skipped, failed, not_run };
@@ -202,6 +207,10 @@ struct SweepCost {
   double memory_bytes = 0;
   int threads = 1;
   std::string memory_basis, time_basis;
+  // The sampled points' results, for SweepOptions::evaluated: a sweep that follows the
+  // estimate does not evaluate them twice (64 of the 360 points of
+  // scenarios/sweeps/llama3.1-8b-64xh100.json).
+  std::shared_ptr<const std::map<std::size_t, PointResult>> sampled_points;
 };
 SweepCost estimate_sweep_cost(std::shared_ptr<const planner::ScenarioTemplate> base, const planner::SweepSpace& space,
                               const SweepOptions& options, double sample_seconds = 1.0);

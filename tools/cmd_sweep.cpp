@@ -811,8 +811,10 @@ sim::SweepResult merge_shards(std::vector<ShardReader>& readers, const planner::
 
 // Estimates the sweep's memory and time (a sample of its points timed) and refuses to start
 // past the budget; --estimate-cost prints the estimate instead.
-void guard_sweep(const SweepOptionsCli& o, const std::shared_ptr<const planner::ScenarioTemplate>& base,
-                 const planner::SweepSpace& space, const sim::SweepOptions& so) {
+// Returns the points its sample evaluated, for the sweep to take (SweepOptions::evaluated).
+std::shared_ptr<const std::map<std::size_t, sim::PointResult>> guard_sweep(
+    const SweepOptionsCli& o, const std::shared_ptr<const planner::ScenarioTemplate>& base,
+    const planner::SweepSpace& space, const sim::SweepOptions& so) {
   const std::size_t n = space.size();
   // Small sweeps take a second or less: their memory is estimated, their time is not sampled.
   sim::SweepCost cost = sim::estimate_sweep_cost(base, space, so, n > 256 ? 1.0 : 0.0);
@@ -825,7 +827,7 @@ void guard_sweep(const SweepOptionsCli& o, const std::shared_ptr<const planner::
     std::cout << "sweep would take about " << sim::duration_text(cost.seconds) << " and "
               << sim::bytes_text(cost.memory_bytes) << " of memory: " << cost.time_basis << "; " << cost.memory_basis
               << "\n";
-    return;
+    return nullptr;
   }
   const sim::ResourceBudget budget = sim::budget_from_options(o.max_memory_gib, o.max_seconds);
   if (const std::string over = sim::over_budget(expected, budget); !over.empty())
@@ -837,6 +839,7 @@ void guard_sweep(const SweepOptionsCli& o, const std::shared_ptr<const planner::
   if (cost.seconds > 30)
     std::cerr << "sweep: " << n << " points, expected to take about " << sim::duration_text(cost.seconds) << " and "
               << sim::bytes_text(cost.memory_bytes) << " of memory (" << cost.time_basis << ")\n";
+  return cost.sampled_points;
 }
 
 // `sweep --shard i/N`: the shard's points to stdout as a shard file (for `sweep --merge`).
@@ -988,13 +991,13 @@ void run_sweep_command(const SweepOptionsCli& o) {
     // them waiting in the gather, so a refusal ends them all. --estimate-cost: process 0 tells.
     if (o.estimate_cost && launch.process_rank != 0) return;
     try {
-      guard_sweep(o, base, space, so);
+      so.evaluated = guard_sweep(o, base, space, so);
     } catch (const std::exception& e) {
       runtime::end_all_processes(e.what(), 2);
     }
     if (o.estimate_cost) return;
   } else if (!merging) {
-    guard_sweep(o, base, space, so);
+    so.evaluated = guard_sweep(o, base, space, so);
     if (o.estimate_cost) return;
   }
   if (!o.shard.empty()) {

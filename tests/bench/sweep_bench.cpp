@@ -85,16 +85,21 @@ BENCHMARK(BM_Sweep_Llama405B_1024Gpus_OneCore)->Unit(benchmark::kMillisecond);  
 
 // ---- one configuration, stage by stage ----------------------------------------------------------
 
+// Each stage for Llama-3.1-8B on 64 GPUs and for Llama-3.1-405B on 1,024 (126 blocks against
+// 32): what grows with depth (issue 19).
+using Base = std::shared_ptr<const planner::ScenarioTemplate> (*)();
+
 const std::vector<std::string> kPoint = {"fsdp.strategy=FULL_SHARD", "training.activation_checkpointing=full"};
 
-void BM_Point_Instantiate(benchmark::State& state) {
-  planner::ScenarioInstancer inst(llama8b_on_64());
+void BM_Point_Instantiate(benchmark::State& state, Base base) {
+  planner::ScenarioInstancer inst(base());
   for (auto _ : state) benchmark::DoNotOptimize(inst.make(kPoint).world_size());
 }
-BENCHMARK(BM_Point_Instantiate)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Point_Instantiate, Llama8B_64Gpus, llama8b_on_64)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Point_Instantiate, Llama405B_1024Gpus, llama405b_on_1024)->Unit(benchmark::kMicrosecond);
 
-void BM_Point_Plan(benchmark::State& state) {
-  planner::ScenarioInstancer inst(llama8b_on_64());
+void BM_Point_Plan(benchmark::State& state, Base base) {
+  planner::ScenarioInstancer inst(base());
   const planner::Scenario& s = inst.make(kPoint);
   std::size_t ops = 0;
   for (auto _ : state) {
@@ -104,11 +109,12 @@ void BM_Point_Plan(benchmark::State& state) {
   }
   state.counters["ops"] = static_cast<double>(ops);
 }
-BENCHMARK(BM_Point_Plan)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Point_Plan, Llama8B_64Gpus, llama8b_on_64)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Point_Plan, Llama405B_1024Gpus, llama405b_on_1024)->Unit(benchmark::kMicrosecond);
 
 // As a sweep plans: the per-model layout cached, no readable names.
-void BM_Point_PlanForSweep(benchmark::State& state) {
-  planner::ScenarioInstancer inst(llama8b_on_64());
+void BM_Point_PlanForSweep(benchmark::State& state, Base base) {
+  planner::ScenarioInstancer inst(base());
   const planner::Scenario& s = inst.make(kPoint);
   planner::PlanCache cache;
   for (auto _ : state) {
@@ -116,43 +122,48 @@ void BM_Point_PlanForSweep(benchmark::State& state) {
     benchmark::DoNotOptimize(p.schedule.ops.data());
   }
 }
-BENCHMARK(BM_Point_PlanForSweep)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Point_PlanForSweep, Llama8B_64Gpus, llama8b_on_64)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Point_PlanForSweep, Llama405B_1024Gpus, llama405b_on_1024)->Unit(benchmark::kMicrosecond);
 
-void BM_Point_MemoryReplay(benchmark::State& state) {
-  planner::ScenarioInstancer inst(llama8b_on_64());
+void BM_Point_MemoryReplay(benchmark::State& state, Base base) {
+  planner::ScenarioInstancer inst(base());
   const planner::Scenario& s = inst.make(kPoint);
   const planner::Plan p = planner::plan_step(s);
   for (auto _ : state) benchmark::DoNotOptimize(planner::replay_memory(p.schedule, 79e9).peak_reserved_bytes);
 }
-BENCHMARK(BM_Point_MemoryReplay)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Point_MemoryReplay, Llama8B_64Gpus, llama8b_on_64)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Point_MemoryReplay, Llama405B_1024Gpus, llama405b_on_1024)->Unit(benchmark::kMicrosecond);
 
-void BM_Point_CostModel(benchmark::State& state) {
-  planner::ScenarioInstancer inst(llama8b_on_64());
+void BM_Point_CostModel(benchmark::State& state, Base base) {
+  planner::ScenarioInstancer inst(base());
   const planner::Scenario& s = inst.make(kPoint);
   for (auto _ : state) {
     planner::CostModel cost(s);
     benchmark::DoNotOptimize(cost.peak_flops());
   }
 }
-BENCHMARK(BM_Point_CostModel)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Point_CostModel, Llama8B_64Gpus, llama8b_on_64)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Point_CostModel, Llama405B_1024Gpus, llama405b_on_1024)->Unit(benchmark::kMicrosecond);
 
-void BM_Point_Engine(benchmark::State& state) {
-  planner::ScenarioInstancer inst(llama8b_on_64());
+void BM_Point_Engine(benchmark::State& state, Base base) {
+  planner::ScenarioInstancer inst(base());
   const planner::Scenario& s = inst.make(kPoint);
   const planner::Plan p = planner::plan_step(s);
   const planner::CostModel cost(s);
   for (auto _ : state) benchmark::DoNotOptimize(sim::time_step(p.schedule, cost).step_seconds);
 }
-BENCHMARK(BM_Point_Engine)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Point_Engine, Llama8B_64Gpus, llama8b_on_64)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Point_Engine, Llama405B_1024Gpus, llama405b_on_1024)->Unit(benchmark::kMicrosecond);
 
-void BM_Point_Full(benchmark::State& state) {
-  planner::ScenarioInstancer inst(llama8b_on_64());
+void BM_Point_Full(benchmark::State& state, Base base) {
+  planner::ScenarioInstancer inst(base());
   auto ev = sim::make_analytic_evaluator();
   const std::string key = sim::cost_key_of(kPoint);
   for (auto _ : state) benchmark::DoNotOptimize(ev->evaluate(inst.make(kPoint), key).step_seconds);
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_Point_Full)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Point_Full, Llama8B_64Gpus, llama8b_on_64)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Point_Full, Llama405B_1024Gpus, llama405b_on_1024)->Unit(benchmark::kMicrosecond);
 
 // ---- the wrapping search on 32 blocks -------------------------------------------------------------
 

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <memory>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -331,6 +333,71 @@ TEST(SweepRanking, IdenticalForOneAndManyThreads) {
   EXPECT_EQ(a.result.pareto, b.result.pareto);
   EXPECT_EQ(a.result.recommendation.point, b.result.recommendation.point);
   EXPECT_EQ(a.result.recommendation.why, b.result.recommendation.why);
+}
+
+// The CLI's resource guard evaluates a sample of the points first (estimate_sweep_cost); the
+// sweep takes those results (SweepOptions::evaluated) instead of evaluating them again, and
+// every point's figures stay those of a sweep that evaluates them all.
+TEST(SweepRanking, SampledPointsAreTakenNotEvaluatedAgain) {
+  auto t = gpt2_template();
+  const planner::SweepSpace space = wide_space(*t);
+  // The analytic evaluator, counting its calls.
+  struct Counting : Evaluator {
+    explicit Counting(std::atomic<int>& calls) : calls_(calls) {}
+    PointMetrics evaluate(const planner::Scenario& s, const std::string& key) override {
+      ++calls_;
+      return inner_->evaluate(s, key);
+    }
+    std::string name() const override { return "counting"; }
+    std::atomic<int>& calls_;
+    std::unique_ptr<Evaluator> inner_ = make_analytic_evaluator();
+  };
+  std::atomic<int> calls{0};
+  SweepOptions o;
+  o.threads = 2;
+  o.headroom_bytes = 2.0 * 1024 * 1024 * 1024;
+  o.rank_every_point = true;
+  o.evaluator = [&calls] { return std::make_unique<Counting>(calls); };
+  const FullSweep all = run_collecting(t, space, o);
+  const int every_point = calls.exchange(0);
+
+  const SweepCost cost = estimate_sweep_cost(t, space, o, 60.0);
+  const int sampled = calls.exchange(0);
+  ASSERT_TRUE(cost.sampled_points);
+  EXPECT_EQ(cost.sampled_points->size(), cost.sampled);
+  EXPECT_EQ(cost.sampled, 64u);  // the space has more points than the sample's most
+  EXPECT_GT(sampled, 10);        // the sample's valid points reached the evaluator
+  // A doctored sample: the sweep must show it, so it took the sample's figures as they are.
+  auto planted = std::make_shared<std::map<std::size_t, PointResult>>(*cost.sampled_points);
+  std::size_t marked = space.size();
+  for (auto& [i, p] : *planted)
+    if (p.status == PointStatus::ok) {
+      marked = i;
+      p.metrics.step_seconds = 1234.5;
+      break;
+    }
+  ASSERT_LT(marked, space.size());
+
+  o.evaluated = cost.sampled_points;
+  const FullSweep taken = run_collecting(t, space, o);
+  EXPECT_EQ(calls.exchange(0), every_point - sampled);
+  ASSERT_EQ(taken.points.size(), all.points.size());
+  for (std::size_t i = 0; i < all.points.size(); ++i) {
+    const PointResult &x = all.points[i], &y = taken.points[i];
+    EXPECT_EQ(x.status, y.status) << x.label;
+    EXPECT_EQ(x.reason, y.reason) << x.label;
+    EXPECT_EQ(x.metrics.step_seconds, y.metrics.step_seconds) << x.label;  // bit for bit
+    EXPECT_EQ(x.metrics.peak_reserved_bytes, y.metrics.peak_reserved_bytes) << x.label;
+    EXPECT_EQ(x.metrics.exposed_comm_by_unit, y.metrics.exposed_comm_by_unit) << x.label;
+    EXPECT_EQ(x.fits, y.fits) << x.label;
+    EXPECT_EQ(x.overage_bytes, y.overage_bytes) << x.label;
+  }
+  EXPECT_EQ(all.result.ranking, taken.result.ranking);
+  EXPECT_EQ(all.result.recommendation.point, taken.result.recommendation.point);
+
+  o.evaluated = planted;
+  const FullSweep doctored = run_collecting(t, space, o);
+  EXPECT_EQ(doctored.points[marked].metrics.step_seconds, 1234.5);
 }
 
 TEST(SweepRanking, ParetoFrontAndRecommendation) {
