@@ -1192,7 +1192,7 @@ HfParameterCount count_llama4_text(JsonReader& r) {
       l.experts = a.experts;
       l.top_k = a.top_k;
     } else {
-      l.shared += gated_mlp_params(h, a.dense_ffn);
+      l.shared += gated_mlp_params(h, a.dense_ffn);  // intermediate_size_mlp
     }
     layers.push_back(l);
   }

@@ -648,6 +648,15 @@ TEST(MoeImport, GptOssHoldsTheCheckpointsParameters) {
   const Module* odd = model.find_module("model.layers.1");
   ASSERT_TRUE(odd && odd->costs && odd->costs->attention);
   EXPECT_EQ(odd->costs->attention->window, 0);
+  // Without layer_types, GptOssConfig's default: layer i slides when i is even.
+  nlohmann::json no_types = load_json_file(hf_config_path("gpt-oss-20b"));
+  no_types.erase("layer_types");
+  const Model defaulted = parse_model(import_hf_config(no_types, "oss.json"), "oss.json");
+  for (int i : {0, 1, 22, 23}) {
+    const Module* layer = defaulted.find_module("model.layers." + std::to_string(i));
+    ASSERT_TRUE(layer && layer->costs && layer->costs->attention) << i;
+    EXPECT_EQ(layer->costs->attention->window, i % 2 == 0 ? 128 : 0) << i;
+  }
   // The 120b config imports to its count (116.83B).
   const std::string big = hf_config_path("moe/gpt-oss-120b");
   EXPECT_EQ(load_hf_config(big).parameter_count(), count_hf_parameters(load_json_file(big), big).total);
@@ -690,7 +699,14 @@ TEST(MoeImport, Llama4LayersByHand) {
   const Module* rotary_layer = s.find_module("model.layers.2");
   const Module* nope_layer = s.find_module("model.layers.3");
   ASSERT_TRUE(rotary_layer && nope_layer && rotary_layer->costs && nope_layer->costs);
-  EXPECT_LT(nope_layer->costs->forward_hbm_bytes.at(1, 1), rotary_layer->costs->forward_hbm_bytes.at(1, 1));
+  const double scout_rotary_bytes =
+      rotary_layer->costs->forward_hbm_bytes.at(1, 1) - nope_layer->costs->forward_hbm_bytes.at(1, 1);
+  EXPECT_GT(scout_rotary_bytes, 0);
+  // Maverick (use_qk_norm false): its NoPE layer 3 differs from the rotary layer 1 (both MoE, the
+  // same attention shape as Scout's) by the rotary alone, less than Scout's rotary and q/k norm.
+  const double maverick_rotary_bytes = sparse->costs->forward_hbm_bytes.at(1, 1) - nope->costs->forward_hbm_bytes.at(1, 1);
+  EXPECT_GT(maverick_rotary_bytes, 0);
+  EXPECT_GT(scout_rotary_bytes, maverick_rotary_bytes);
 }
 
 // Every key of the two families that changes the counts or the work is read, and checked.
