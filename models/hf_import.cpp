@@ -27,7 +27,7 @@ constexpr std::int64_t kMaxLayers = 10000;
 
 enum class Family {
   llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, olmo2, falcon, gpt2, gpt_neox, mpt,
-  // Mixture-of-Experts: counted (count_hf_parameters), not planned.
+  // Mixture-of-Experts: imported and planned (Llama-4 through its text_config); counted too.
   mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, llama4, llama4_text,
 };
 
@@ -78,7 +78,10 @@ std::string type_list(bool imported) {
   return list;
 }
 
-std::string supported_list() { return type_list(true) + " (and, counted but not planned, " + type_list(false) + ")"; }
+std::string supported_list() {
+  const std::string counted_only = type_list(false);
+  return type_list(true) + (counted_only.empty() ? "" : " (and, counted but not planned, " + counted_only + ")");
+}
 
 // ---- the keys of a config ------------------------------------------------------------
 //
@@ -148,13 +151,18 @@ const std::set<std::string>& harmless_for(Family family) {
         "scoring_func", "n_group", "topk_group", "aux_loss_alpha", "seq_aux", "pretraining_tp", "ep_size",
         "num_key_value_heads", "rope_interleave", "head_dim", "quantization_config"}},
       // quantization_config: the checkpoint's MXFP4 storage of the experts; counts do not change.
+      // quantization_config: the released checkpoints store the experts in MXFP4; training holds
+      // them in torch_dtype, and the counts do not change. initial_context_length: YaRN's base.
       {Family::gpt_oss,
-       {"rope_theta", "rope_scaling", "rms_norm_eps", "hidden_act", "swiglu_limit", "router_aux_loss_coef",
-        "output_router_logits", "initial_context_length", "quantization_config", "experts_per_token"}},
+       {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act", "router_aux_loss_coef",
+        "output_router_logits", "initial_context_length", "quantization_config"}},
+      // attn_temperature_tuning, floor_scale, attn_scale: the NoPE layers scale q by a per-position
+      // factor (one elementwise multiply, not priced); _attn_implementation_autoset: transformers'
+      // bookkeeping of the kernel, which is the scenario's choice.
       {Family::llama4_text,
-       {"rope_theta", "rope_scaling", "rms_norm_eps", "hidden_act", "router_aux_loss_coef", "router_jitter_noise",
-        "output_router_logits", "for_llm_compressor", "cache_implementation", "attn_temperature_tuning",
-        "floor_scale", "attn_scale", "no_rope_layers", "attention_chunk_size", "use_qk_norm"}},
+       {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act", "router_aux_loss_coef",
+        "router_jitter_noise", "output_router_logits", "for_llm_compressor", "cache_implementation",
+        "attn_temperature_tuning", "floor_scale", "attn_scale", "_attn_implementation_autoset"}},
   };
   static const std::set<std::string> none;
   auto it = keys.find(family);
@@ -208,6 +216,16 @@ struct HfArch {
   bool router_correction_bias = false;
   // DeepSeek's multi-head latent attention (kv_lora_rank 0: none); head_dim is then q's and k's.
   DecoderBlockShape::Mla mla;
+  // Per layer: no rotary embedding (Llama-4's NoPE layers, which also skip its q/k norm); empty:
+  // every layer as the family has it.
+  std::vector<bool> nope_layers;
+  // gpt-oss: a learned sink logit per head on the attention, biases on the router and the experts.
+  bool attention_sinks = false;
+  bool expert_bias = false;
+
+  bool nope(std::int64_t layer) const {
+    return !nope_layers.empty() && nope_layers[static_cast<std::size_t>(layer)];
+  }
 
   bool sparse(std::int64_t layer) const {
     if (experts == 0) return false;
@@ -221,7 +239,7 @@ struct HfArch {
            family == Family::qwen3 || family == Family::gemma2 || family == Family::gemma3_text ||
            family == Family::phi3 || family == Family::olmo2 || family == Family::mixtral ||
            family == Family::qwen2_moe || family == Family::qwen3_moe || family == Family::deepseek_v2 ||
-           family == Family::deepseek_v3;
+           family == Family::deepseek_v3 || family == Family::gpt_oss || family == Family::llama4_text;
   }
 };
 
@@ -857,6 +875,145 @@ HfArch read_qwen_moe(JsonReader& r, Family family) {
   return a;
 }
 
+// gpt-oss (transformers' GptOssConfig and modeling_gpt_oss.py; OpenAI's model card, arXiv:2508.10925,
+// sec. 2.1): q, k, v and o with biases (attention_bias, default true) and a learned sink logit per
+// head (GptOssAttention.sinks [heads]); sliding-window layers alternating with full ones
+// (layer_types; GptOssConfig's default: layer i slides when i is even, window sliding_window, 128);
+// every layer's MLP the MoE block: the router (GptOssTopKRouter: weight [E, h], bias [E]) and E
+// experts of intermediate_size (GptOssExperts: gate_up_proj [E, h, 2f] and down_proj [E, f, h],
+// each with a bias), top num_experts_per_tok, no shared expert.
+HfArch read_gpt_oss(JsonReader& r) {
+  HfArch a;
+  a.family = Family::gpt_oss;
+  read_decoder_sizes(r, a, 131072, false, 64);
+  a.qkv_bias = a.out_bias = r.boolean_or("attention_bias", true);
+  a.attention_sinks = true;
+  const std::int64_t window = r.has("sliding_window") ? window_size(r, "sliding_window") : 128;
+  r.ignore("sliding_window");
+  if (r.has("layer_types")) {
+    a.windows = windows_from_layer_types(r, a.layers, window);
+  } else {
+    for (std::int64_t i = 0; i < a.layers; ++i) a.windows.push_back(i % 2 == 0 ? window : 0);
+  }
+  a.experts = expert_count(r, "num_local_experts");
+  a.top_k = top_k_of(r, "num_experts_per_tok", a.experts, "num_local_experts");
+  // OpenAI's own name for top-k, which the released configs carry beside num_experts_per_tok;
+  // transformers reads only the latter, so a disagreement is a config error, not a choice.
+  if (r.has("experts_per_token") && r.integer("experts_per_token") != a.top_k)
+    r.fail("experts_per_token", "differs from num_experts_per_tok (" + std::to_string(a.top_k) +
+                                    "), the key transformers reads");
+  r.ignore("experts_per_token");
+  // The SwiGLU's clamp (gate <= limit, |up| <= limit) is elementwise, priced as the SwiGLU kernel.
+  if (r.has("swiglu_limit")) r.positive_number("swiglu_limit");
+  r.ignore("swiglu_limit");
+  a.expert_ffn = a.ffn;
+  a.expert_bias = true;
+  a.ffn = 0;
+  return a;
+}
+
+// Llama-4's MoE layers (Llama4TextConfig.moe_layers): the listed ones, else every
+// interleave_moe_layer_step-th layer from layer step - 1 (Scout: step 1, every layer; Maverick:
+// step 2, the odd layers).
+std::vector<bool> llama4_sparse_layers(JsonReader& r, std::int64_t layers) {
+  const std::int64_t step = r.positive_integer_or("interleave_moe_layer_step", 1);
+  std::vector<bool> sparse(static_cast<std::size_t>(layers), false);
+  if (r.has("moe_layers")) {
+    const json& list = r.array("moe_layers");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_number_integer() || list[i].get<std::int64_t>() < 0 || list[i].get<std::int64_t>() >= layers)
+        throw InputError(r.file(), join_json_path(r.path_of("moe_layers"), i),
+                         "expected a layer index 0.." + std::to_string(layers - 1) + ", got " + describe_json(list[i]));
+      sparse[static_cast<std::size_t>(list[i].get<std::int64_t>())] = true;
+    }
+    return sparse;
+  }
+  r.ignore("moe_layers");
+  for (std::int64_t i = step - 1; i < layers; i += step) sparse[static_cast<std::size_t>(i)] = true;
+  return sparse;
+}
+
+// Llama-4's NoPE layers (Llama4TextConfig.no_rope_layers: 1 where the layer uses rotary, 0 where
+// not); absent or empty, every no_rope_layer_interval-th layer (default 4) is NoPE.
+std::vector<bool> llama4_nope_layers(JsonReader& r, std::int64_t layers) {
+  const std::int64_t interval = r.positive_integer_or("no_rope_layer_interval", 4);
+  std::vector<bool> nope;
+  if (r.has("no_rope_layers") && !r.array("no_rope_layers").empty()) {
+    const json& list = r.array("no_rope_layers");
+    if (static_cast<std::int64_t>(list.size()) != layers)
+      r.fail("no_rope_layers", "expected one entry per layer (" + std::to_string(layers) + "), got " +
+                                   std::to_string(list.size()));
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_number_integer() || (list[i].get<std::int64_t>() != 0 && list[i].get<std::int64_t>() != 1))
+        throw InputError(r.file(), join_json_path(r.path_of("no_rope_layers"), i),
+                         "expected 1 (rotary) or 0 (no rotary), got " + describe_json(list[i]));
+      nope.push_back(list[i].get<std::int64_t>() == 0);
+    }
+    return nope;
+  }
+  r.ignore("no_rope_layers");
+  for (std::int64_t i = 0; i < layers; ++i) nope.push_back((i + 1) % interval == 0);
+  return nope;
+}
+
+// Llama-4's attention per layer (Llama4TextConfig.layer_types, by default "chunked_attention" on
+// the rotary layers and "full_attention" on the NoPE ones): a chunked layer's token attends the
+// earlier tokens of its own attention_chunk_size chunk (default 8192; null: no chunking). It is
+// recorded as a window of the chunk's size, which is what its work is when the sequence fits one
+// chunk (the usual training length, 8192) and an over-count beyond: a causal window w keeps
+// w*s - w^2/2 (query, key) pairs, chunks of w keep s*w/2 (docs/model-schema.md).
+std::vector<std::int64_t> llama4_windows(JsonReader& r, std::int64_t layers, const std::vector<bool>& nope) {
+  const std::int64_t chunk = r.has("attention_chunk_size") ? window_size(r, "attention_chunk_size")
+                             : r.contains("attention_chunk_size") ? 0
+                                                                   : 8192;
+  r.ignore("attention_chunk_size");
+  std::vector<std::int64_t> windows;
+  if (!r.has("layer_types")) {
+    for (std::int64_t i = 0; i < layers; ++i) windows.push_back(nope[static_cast<std::size_t>(i)] ? 0 : chunk);
+    return windows;
+  }
+  const json& types = r.array("layer_types");
+  if (static_cast<std::int64_t>(types.size()) != layers)
+    r.fail("layer_types", "expected one entry per layer (" + std::to_string(layers) + "), got " +
+                              std::to_string(types.size()));
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    const std::string path = join_json_path(r.path_of("layer_types"), i);
+    const std::string type = types[i].is_string() ? types[i].get<std::string>() : "";
+    if (type == "full_attention") {
+      windows.push_back(0);
+    } else if (type == "chunked_attention" && chunk > 0) {
+      windows.push_back(chunk);
+    } else if (type == "chunked_attention") {
+      throw InputError(r.file(), path, "\"chunked_attention\" needs an attention_chunk_size");
+    } else {
+      throw InputError(r.file(), path, "expected \"full_attention\" or \"chunked_attention\", got " + describe_json(types[i]));
+    }
+  }
+  return windows;
+}
+
+// Llama-4's text model (Llama4TextConfig, modeling_llama4.py): Llama attention (attention_bias for
+// q, k, v, o) with, on the rotary layers and when use_qk_norm, a weightless L2 norm of q and k
+// after the rotary; the MoE layers' feed_forward (Llama4TextMoe) a router (h -> E, no bias), E
+// experts of intermediate_size (Llama4TextExperts: gate_up_proj [E, h, 2f], down_proj [E, f, h])
+// with top num_experts_per_tok per token, and one shared expert of intermediate_size every token
+// runs; the other layers' feed_forward a SwiGLU MLP of intermediate_size_mlp.
+HfArch read_llama4_text(JsonReader& r) {
+  HfArch a;
+  a.family = Family::llama4_text;
+  read_decoder_sizes(r, a, 4096 * 32, false, 128);
+  a.qkv_bias = a.out_bias = r.boolean_or("attention_bias", false);
+  a.experts = expert_count(r, "num_local_experts");
+  a.top_k = top_k_of(r, "num_experts_per_tok", a.experts, "num_local_experts");
+  a.expert_ffn = a.ffn;  // intermediate_size: each routed expert and the shared expert
+  a.dense_ffn = dimension(r, "intermediate_size_mlp");
+  a.sparse_layers = llama4_sparse_layers(r, a.layers);
+  a.nope_layers = llama4_nope_layers(r, a.layers);
+  a.windows = llama4_windows(r, a.layers, a.nope_layers);
+  if (r.boolean_or("use_qk_norm", true)) a.qk_norm = QkNorm::after_all_projections;
+  return a;
+}
+
 HfArch read_dense_arch(JsonReader& r, Family family, const HfImportOptions& options) {
   HfArch a;
   switch (family) {
@@ -877,6 +1034,8 @@ HfArch read_dense_arch(JsonReader& r, Family family, const HfImportOptions& opti
     case Family::qwen3_moe: a = read_qwen_moe(r, family); break;
     case Family::deepseek_v2:
     case Family::deepseek_v3: a = read_deepseek(r, family); break;
+    case Family::gpt_oss: a = read_gpt_oss(r); break;
+    case Family::llama4_text: a = read_llama4_text(r); break;
     default: break;
   }
   a.family = family;
@@ -1003,79 +1162,48 @@ HfParameterCount count_deepseek(JsonReader& r, Family family) {
   return total_and_active(layers, a.vocab * h, edges(a.vocab, h, a.tie));
 }
 
-// gpt-oss (modeling_gpt_oss.py): attention with biases on q, k, v and o and a learned sink
-// logit per head; the router (h -> E, with bias); E experts, each gate_up_proj (h x 2f) and
-// down_proj (f x h) with biases. Alternating sliding-window layers (layer_types).
+// gpt-oss (read_gpt_oss): attention with biases on q, k, v and o and a sink logit per head; the
+// router (h -> E, with bias); E experts, each gate_up_proj (h x 2f) and down_proj (f x h) with biases.
 HfParameterCount count_gpt_oss(JsonReader& r) {
-  HfArch a;
-  read_decoder_sizes(r, a, 131072, false);
-  const bool bias = r.boolean_or("attention_bias", true);
-  const std::int64_t window = r.has("sliding_window") ? window_size(r, "sliding_window") : 0;
-  if (r.has("layer_types")) windows_from_layer_types(r, a.layers, window);
-  const std::int64_t experts = dimension(r, "num_local_experts"), top_k = dimension(r, "num_experts_per_tok");
+  const HfArch a = read_gpt_oss(r);
+  const std::int64_t h = a.hidden, f = a.expert_ffn, n = a.experts;
   MoeLayerCount l;
-  l.shared = attention_params(a.hidden, a.q_dim(), a.kv_dim(), bias, bias) + a.heads + 2 * a.hidden +
-             a.hidden * experts + experts;
-  l.per_expert = a.hidden * 2 * a.ffn + 2 * a.ffn + a.ffn * a.hidden + a.hidden;
-  l.experts = experts;
-  l.top_k = top_k;
-  return total_and_active(std::vector<MoeLayerCount>(static_cast<std::size_t>(a.layers), l), a.vocab * a.hidden,
-                          edges(a.vocab, a.hidden, a.tie));
+  l.shared = attention_params(h, a.q_dim(), a.kv_dim(), a.qkv_bias, a.out_bias) + a.heads + 2 * h + h * n + n;
+  l.per_expert = h * 2 * f + 2 * f + f * h + h;
+  l.experts = n;
+  l.top_k = a.top_k;
+  return total_and_active(std::vector<MoeLayerCount>(static_cast<std::size_t>(a.layers), l), a.vocab * h,
+                          edges(a.vocab, h, a.tie));
 }
 
-// Llama-4's text model (modeling_llama4.py): Llama attention (its q/k L2 norm has no weights),
-// MoE layers every interleave_moe_layer_step-th layer (or those in moe_layers) with a router
-// (h -> E), E experts (gate_up h x 2f, down f x h) and one shared expert of intermediate_size;
-// the other layers a dense MLP of intermediate_size_mlp.
+// Llama-4's text model (read_llama4_text): Llama attention (its q/k L2 norm has no weights); the
+// MoE layers a router (h -> E), E experts (gate_up h x 2f, down f x h) and one shared expert of
+// intermediate_size; the other layers a dense MLP of intermediate_size_mlp.
 HfParameterCount count_llama4_text(JsonReader& r) {
-  HfArch a;
-  read_decoder_sizes(r, a, 131072, false, 128);
-  const bool bias = r.boolean_or("attention_bias", false);
-  const std::int64_t experts = dimension(r, "num_local_experts"), top_k = dimension(r, "num_experts_per_tok");
-  const std::int64_t dense_ffn = dimension(r, "intermediate_size_mlp");
-  const std::int64_t step = r.positive_integer_or("interleave_moe_layer_step", 1);
-  std::set<std::int64_t> moe_layers;
-  if (r.has("moe_layers")) {
-    for (const json& i : r.array("moe_layers")) {
-      if (!i.is_number_integer()) r.fail("moe_layers", "expected layer indices");
-      moe_layers.insert(i.get<std::int64_t>());
-    }
-  } else {
-    for (std::int64_t i = step - 1; i < a.layers; i += step) moe_layers.insert(i);
-  }
-  if (r.has("layer_types")) r.array("layer_types");
+  const HfArch a = read_llama4_text(r);
+  const std::int64_t h = a.hidden;
   std::vector<MoeLayerCount> layers;
   for (std::int64_t i = 0; i < a.layers; ++i) {
     MoeLayerCount l;
-    l.shared = attention_params(a.hidden, a.q_dim(), a.kv_dim(), bias, bias) + 2 * a.hidden;
-    if (moe_layers.count(i)) {
-      l.shared += a.hidden * experts + gated_mlp_params(a.hidden, a.ffn);
-      l.per_expert = gated_mlp_params(a.hidden, a.ffn);
-      l.experts = experts;
-      l.top_k = top_k;
+    l.shared = attention_params(h, a.q_dim(), a.kv_dim(), a.qkv_bias, a.out_bias) + 2 * h;
+    if (a.sparse(i)) {
+      l.shared += h * a.experts + gated_mlp_params(h, a.ffn);
+      l.per_expert = gated_mlp_params(h, a.expert_ffn);
+      l.experts = a.experts;
+      l.top_k = a.top_k;
     } else {
-      l.shared += gated_mlp_params(a.hidden, dense_ffn);
+      l.shared += gated_mlp_params(h, a.dense_ffn);  // intermediate_size_mlp
     }
     layers.push_back(l);
   }
-  return total_and_active(layers, a.vocab * a.hidden, edges(a.vocab, a.hidden, a.tie));
+  return total_and_active(layers, a.vocab * h, edges(a.vocab, h, a.tie));
 }
 
 // The MoE families import_hf_config builds a model for (the others are counted only).
 bool imports_moe(Family family) {
   return family == Family::mixtral || family == Family::qwen2_moe || family == Family::qwen3_moe ||
-         family == Family::deepseek_v2 || family == Family::deepseek_v3;
-}
-
-// The key that makes a config MoE, named in the refusal.
-const char* experts_key(Family family) {
-  switch (family) {
-    case Family::qwen2_moe:
-    case Family::qwen3_moe: return "num_experts";
-    case Family::deepseek_v2:
-    case Family::deepseek_v3: return "n_routed_experts";
-    default: return "num_local_experts";
-  }
+         family == Family::deepseek_v2 || family == Family::deepseek_v3 || family == Family::gpt_oss ||
+         family == Family::llama4 || family == Family::llama4_text;
 }
 
 HfParameterCount count_moe(JsonReader& r, Family family) {
@@ -1096,23 +1224,49 @@ HfParameterCount count_moe(JsonReader& r, Family family) {
   return c;
 }
 
-// Llama-4's image-text config: the text model in text_config; the vision tower is not counted.
-HfParameterCount count_llama4(JsonReader& r) {
-  JsonReader text = r.object("text_config");
-  text.ignore("model_type");
-  HfParameterCount c = count_moe(text, Family::llama4_text);
-  c.note = "the text model (text_config) only: the vision tower and its projector are not counted";
+const char* const kLlama4TextOnly =
+    "the text model (text_config) only: the vision tower and its projector are not modelled";
+
+// Llama-4's image-text config (Llama4Config) around its text model: the keys of the image side,
+// which the text model does not read, and the output layer's tie (Llama4ForConditionalGeneration
+// keeps it untied; a tie across the image-text model is not modelled).
+void read_llama4_outer_keys(JsonReader& r) {
+  require_false(r, "tie_word_embeddings", "tying the image-text model's output layer");
   for (const std::string key : {"vision_config", "boi_token_index", "eoi_token_index", "image_token_index",
-                                "tie_word_embeddings", "torch_dtype", "dtype", "architectures", "model_type"})
+                                "architectures", "model_type"})
     r.ignore(key);
+}
+
+// The text_config of a Llama-4 image-text config, which must be a llama4_text one.
+JsonReader llama4_text_config(JsonReader& r) {
+  JsonReader text = r.object("text_config");
+  text.choice_or("model_type", {"llama4_text"}, "llama4_text");
+  return text;
+}
+
+// Llama-4's image-text config: the text model in text_config.
+HfParameterCount count_llama4(JsonReader& r) {
+  JsonReader text = llama4_text_config(r);
+  HfParameterCount c = count_moe(text, Family::llama4_text);
+  c.note = kLlama4TextOnly;
+  read_dtype(r);
+  read_llama4_outer_keys(r);
   refuse_unread_keys(r, Family::llama4);
   return c;
 }
 
-std::string billions(std::int64_t n) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2fB", static_cast<double>(n) / 1e9);
-  return text;
+// Llama-4's image-text config imported as transformers' text-only Llama4ForCausalLM over its
+// text_config (torchtitan's Llama-4 is text-only too); the parameters' dtype is the text
+// config's, else the outer config's.
+HfArch read_llama4(JsonReader& r, const HfImportOptions& options) {
+  JsonReader text = llama4_text_config(r);
+  const bool text_dtype = text.has("torch_dtype") || text.has("dtype");
+  HfArch a = read_dense_arch(text, Family::llama4_text, options);
+  const DType outer_dtype = read_dtype(r);
+  if (!text_dtype) a.dtype = outer_dtype;
+  read_llama4_outer_keys(r);
+  refuse_unread_keys(r, Family::llama4);
+  return a;
 }
 
 // ---- building the module tree ----------------------------------------------------
@@ -1199,8 +1353,9 @@ json output_projection(const std::string& name, const std::string& embedding_wei
                     kEdgeCostSource);
 }
 
-// One layer's shape: `sparse`, whether its MLP is the MoE block (HfArch::sparse).
-DecoderBlockShape block_shape(const HfArch& a, std::int64_t window, bool sparse) {
+// One layer's shape: `sparse`, whether its MLP is the MoE block (HfArch::sparse); `nope`, whether
+// it has no rotary (HfArch::nope: Llama-4's NoPE layers, which normalize neither q nor k either).
+DecoderBlockShape block_shape(const HfArch& a, std::int64_t window, bool sparse, bool nope) {
   DecoderBlockShape s;
   s.hidden_size = a.hidden;
   s.num_heads = a.heads;
@@ -1215,8 +1370,8 @@ DecoderBlockShape block_shape(const HfArch& a, std::int64_t window, bool sparse)
   s.falcon_parallel = a.falcon_parallel;
   s.one_parallel_norm = a.one_parallel_norm;
   s.norm_placement = a.norm_placement;
-  s.qk_norm = a.qk_norm;
-  s.rotary = !a.alibi && a.family != Family::gpt2 && a.family != Family::mpt;
+  s.qk_norm = nope ? QkNorm::none : a.qk_norm;
+  s.rotary = !a.alibi && a.family != Family::gpt2 && a.family != Family::mpt && !nope;
   s.alibi = a.alibi;
   s.attention_dropout = a.attention_dropout > 0;
   s.residual_dropout = a.residual_dropout > 0;
@@ -1240,25 +1395,28 @@ DecoderBlockShape block_shape(const HfArch& a, std::int64_t window, bool sparse)
 // same modules, else once per run of consecutive layers of one kind (DeepSeek's first dense layers,
 // then its MoE ones; Qwen-MoE's mlp_only_layers), each run's "first_index" its first layer.
 // `children_of(sparse)` gives a layer's modules. When a run's layers differ in their attention
-// window (Gemma's alternating sliding-window and full layers), the block lists one costs object
-// per window in "costs_variants" (first-seen order) and each copy's variant in "costs_of_copy".
+// window (Gemma's alternating sliding-window and full layers) or in having rotary (Llama-4's NoPE
+// layers), the block lists one costs object per (window, rotary) in "costs_variants" (first-seen
+// order) and each copy's variant in "costs_of_copy".
 std::vector<json> decoder_blocks(const std::string& type, const std::function<std::vector<json>(bool)>& children_of,
                                  const HfArch& a, const HfImportOptions& options) {
   std::vector<json> blocks;
   for (std::int64_t start = 0, end = 0; start < a.layers; start = end) {
     const bool sparse = a.sparse(start);
     for (end = start + 1; end < a.layers && a.sparse(end) == sparse;) ++end;
-    std::vector<std::int64_t> distinct;
+    // A layer's variant: its window and whether it has no rotary (Llama-4's NoPE layers).
+    std::vector<std::pair<std::int64_t, bool>> distinct;
     std::vector<std::int64_t> variant_of_layer;
     for (std::int64_t i = start; i < end; ++i) {
-      const std::int64_t w = a.windows[static_cast<std::size_t>(i)];
-      auto it = std::find(distinct.begin(), distinct.end(), w);
-      if (it == distinct.end()) it = distinct.insert(distinct.end(), w);
+      const std::pair<std::int64_t, bool> variant{a.windows[static_cast<std::size_t>(i)], a.nope(i)};
+      auto it = std::find(distinct.begin(), distinct.end(), variant);
+      if (it == distinct.end()) it = distinct.insert(distinct.end(), variant);
       variant_of_layer.push_back(it - distinct.begin());
     }
-    auto costs_for = [&](std::int64_t window) {
-      return costs_to_json(decoder_block_costs(block_shape(a, window, sparse), options.flash_attention),
-                           kBlockCostSource);
+    auto costs_for = [&](const std::pair<std::int64_t, bool>& variant) {
+      return costs_to_json(
+          decoder_block_costs(block_shape(a, variant.first, sparse, variant.second), options.flash_attention),
+          kBlockCostSource);
     };
     json block = with_children(module("{i}", type), children_of(sparse));
     block["repeat"] = end - start;
@@ -1267,7 +1425,7 @@ std::vector<json> decoder_blocks(const std::string& type, const std::function<st
       block["costs"] = costs_for(distinct.front());
     } else {
       json variants = json::array();
-      for (std::int64_t w : distinct) variants.push_back(costs_for(w));
+      for (const auto& variant : distinct) variants.push_back(costs_for(variant));
       block["costs_variants"] = std::move(variants);
       block["costs_of_copy"] = variant_of_layer;
     }
@@ -1318,7 +1476,38 @@ std::vector<json> mla_projections(const std::string& norm_type, const HfArch& a)
 // DeepSeek's MoE block (DeepseekV3MoE) is `mlp` with the same router and experts, its
 // `shared_experts` one MLP of n_shared_experts x moe_intermediate_size and, for V3, the router's
 // score-correction bias [E] (DeepseekV3TopkRouter).
+// gpt-oss's MLP (GptOssMLP), in forward order: the router (GptOssTopKRouter: weight [E, h], bias
+// [E]), then the experts (GptOssExperts: gate_up_proj [E, h, 2fe], down_proj [E, fe, h], each with
+// its bias).
+json gpt_oss_moe_block(const HfArch& a) {
+  const std::int64_t h = a.hidden, fe = a.expert_ffn, n = a.experts;
+  json router = module("router", "GptOssTopKRouter");
+  router["params"] = json::array({param("weight", {n, h}, a.dtype), param("bias", {n}, a.dtype)});
+  json experts = module("experts", "GptOssExperts");
+  experts["experts"] = n;
+  experts["params"] = json::array({param("gate_up_proj", {n, h, 2 * fe}, a.dtype),
+                                   param("gate_up_proj_bias", {n, 2 * fe}, a.dtype),
+                                   param("down_proj", {n, fe, h}, a.dtype), param("down_proj_bias", {n, h}, a.dtype)});
+  return with_children(module("mlp", "GptOssMLP"), {router, experts});
+}
+
+// Llama-4's MoE feed_forward (Llama4TextMoe), in forward order: the router (Llama4Router, h -> E,
+// no bias), the experts (Llama4TextExperts: gate_up_proj [E, h, 2fe], down_proj [E, fe, h]), the
+// shared expert (Llama4TextMLP of intermediate_size).
+json llama4_moe_block(const HfArch& a) {
+  const std::int64_t h = a.hidden, fe = a.expert_ffn, n = a.experts;
+  json experts = module("experts", "Llama4TextExperts");
+  experts["experts"] = n;
+  experts["params"] = json::array({param("gate_up_proj", {n, h, 2 * fe}, a.dtype), param("down_proj", {n, fe, h}, a.dtype)});
+  return with_children(module("feed_forward", "Llama4TextMoe"),
+                       {linear("router", h, n, false, a.dtype, "Llama4Router"), experts,
+                        with_children(module("shared_expert", "Llama4TextMLP"),
+                                      gated_mlp_projections(h, a.ffn, false, a.dtype))});
+}
+
 json moe_block(const std::string& prefix, const HfArch& a) {
+  if (a.family == Family::gpt_oss) return gpt_oss_moe_block(a);
+  if (a.family == Family::llama4_text) return llama4_moe_block(a);
   const std::int64_t h = a.hidden, fe = a.expert_ffn, f = a.ffn, n = a.experts;
   const bool deepseek = a.family == Family::deepseek_v2 || a.family == Family::deepseek_v3;
   json experts = module("experts", prefix + "Experts");
@@ -1366,7 +1555,8 @@ json llama_like_root(const HfArch& a, const HfImportOptions& options) {
       {Family::qwen3, "Qwen3"}, {Family::gemma2, "Gemma2"},   {Family::gemma3_text, "Gemma3"},
       {Family::phi3, "Phi3"},   {Family::olmo2, "Olmo2"},     {Family::mixtral, "Mixtral"},
       {Family::qwen2_moe, "Qwen2Moe"}, {Family::qwen3_moe, "Qwen3Moe"},
-      {Family::deepseek_v2, "DeepseekV2"}, {Family::deepseek_v3, "DeepseekV3"}};
+      {Family::deepseek_v2, "DeepseekV2"}, {Family::deepseek_v3, "DeepseekV3"},
+      {Family::gpt_oss, "GptOss"}, {Family::llama4_text, "Llama4Text"}};
   const std::string prefix = prefixes.at(a.family);
   const std::int64_t h = a.hidden, q = a.q_dim(), kv = a.kv_dim(), f = a.ffn;
   const std::string norm_type = prefix + a.norm_type;
@@ -1384,17 +1574,20 @@ json llama_like_root(const HfArch& a, const HfImportOptions& options) {
   } else {
     projections = {linear("q_proj", h, q, a.qkv_bias, a.dtype), linear("k_proj", h, kv, a.qkv_bias, a.dtype),
                    linear("v_proj", h, kv, a.qkv_bias, a.dtype)};
-    if (a.qk_norm == QkNorm::after_all_projections) {
+    // Llama-4's q/k norm (Llama4TextL2Norm) has no weight: no module to list.
+    if (a.qk_norm == QkNorm::after_all_projections && a.family != Family::llama4_text) {
       projections.push_back(norm_of("q_norm", norm_type, q_norm_size, a));
       projections.push_back(norm_of("k_norm", norm_type, k_norm_size, a));
     }
   }
   if (a.mla.kv_lora_rank == 0) projections.push_back(linear("o_proj", q, h, a.out_bias, a.dtype));
-  const json attention = with_children(module("self_attn", prefix + "Attention"), projections);
+  json attention = with_children(module("self_attn", prefix + "Attention"), projections);
+  // gpt-oss: one learned logit per head joins each row's softmax (GptOssAttention.sinks).
+  if (a.attention_sinks) attention["params"] = json::array({param("sinks", {a.heads}, a.dtype)});
   // A dense layer's MLP: intermediate_size wide (dense_ffn in a family with MoE layers).
   const std::int64_t f_dense = a.experts > 0 ? a.dense_ffn : f;
   const json dense_mlp = with_children(
-      module("mlp", prefix + "MLP"),
+      module(a.family == Family::llama4_text ? "feed_forward" : "mlp", prefix + "MLP"),
       a.fused_gate_up ? std::vector<json>{linear("gate_up_proj", h, 2 * f_dense, a.mlp_bias, a.dtype),
                                           linear("down_proj", f_dense, h, a.mlp_bias, a.dtype)}
                       : gated_mlp_projections(h, f_dense, a.mlp_bias, a.dtype));
@@ -1407,7 +1600,8 @@ json llama_like_root(const HfArch& a, const HfImportOptions& options) {
                               with_children(module("layers", "ModuleList"),
                                             decoder_blocks(prefix + "DecoderLayer", block_of, a, options)),
                               final_norm("norm", norm_type, a)});
-  return with_children(module("", prefix + "ForCausalLM"),
+  // Llama-4's text-only causal LM is Llama4ForCausalLM over a Llama4TextModel.
+  return with_children(module("", (a.family == Family::llama4_text ? "Llama4" : prefix) + "ForCausalLM"),
                        {model, output_projection("lm_head", "model.embed_tokens.weight", a, options)});
 }
 
@@ -1557,19 +1751,7 @@ nlohmann::json import_hf_config(const nlohmann::json& config, const std::string&
                                 const HfImportOptions& options) {
   JsonReader r(config, file);
   const Family family = detect_family(r);
-  if (family_name(family).moe && !imports_moe(family)) {
-    // Count first: a malformed or unknown key is reported as such, not as the refusal.
-    const HfParameterCount count = count_hf_parameters(config, file);
-    const std::string key = family == Family::llama4 ? "text_config." + std::string(experts_key(family))
-                                                     : std::string(experts_key(family));
-    throw InputError(file, key,
-                     std::string("importing this MoE family is not supported yet (fsdpsim imports mixtral, "
-                                 "qwen2_moe, qwen3_moe, deepseek_v2 and deepseek_v3): ") + family_name(family).model_type +
-                         " is a Mixture-of-Experts model (" + billions(count.total) + " parameters in total, " +
-                         billions(count.active) + " active per token" + (count.note.empty() ? "" : "; " + count.note) +
-                         "); fsdpsim counts its parameters (count_hf_parameters) but does not plan it as a dense model");
-  }
-  const HfArch a = read_dense_arch(r, family, options);
+  const HfArch a = family == Family::llama4 ? read_llama4(r, options) : read_dense_arch(r, family, options);
   json root;
   switch (a.family) {
     case Family::falcon: root = falcon_root(a, options); break;
@@ -1579,10 +1761,11 @@ nlohmann::json import_hf_config(const nlohmann::json& config, const std::string&
     default: root = llama_like_root(a, options); break;
   }
   root.erase("name");  // the root module is unnamed
-  const std::string source = "Hugging Face config " + file + " (model_type " + family_name(a.family).model_type +
+  const std::string source = "Hugging Face config " + file + " (model_type " + family_name(family).model_type +
                              "), imported by fsdpsim with flash_attention=" +
                              (options.flash_attention ? "true" : "false") +
-                             (options.fp32_loss ? "" : ", fp32_loss=false") + not_modelled_note(config);
+                             (options.fp32_loss ? "" : ", fp32_loss=false") + not_modelled_note(config) +
+                             (family == Family::llama4 ? std::string("; ") + kLlama4TextOnly : "");
   return {{"name", model_name_from(file)}, {"source", source}, {"arch", arch_summary(a)}, {"root", root}};
 }
 

@@ -54,7 +54,8 @@ Model load_hf_config(const std::string& path, const HfImportOptions& options = {
 // The model_type values import_hf_config accepts (the imported MoE families included).
 std::vector<std::string> supported_hf_model_types();
 // The Mixture-of-Experts model_type values count_hf_parameters counts (import_hf_config imports
-// mixtral, qwen2_moe, qwen3_moe, deepseek_v2 and deepseek_v3 of them).
+// every one of them: mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, llama4
+// through its text_config, and llama4_text).
 std::vector<std::string> counted_moe_model_types();
 
 // A config's parameters, counted from the modules transformers builds for it.

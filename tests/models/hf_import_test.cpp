@@ -492,7 +492,20 @@ INSTANTIATE_TEST_SUITE_P(
         // parameters, which fsdpsim does not model (num_nextn_predict_layers).
         CardCase{"deepseek-v3", Counted::total, 671e9, 1e9, "DeepSeek-V3 report"},
         CardCase{"deepseek-v3", Counted::active_without_input_embedding, 37e9, 1e9, "DeepSeek-V3 report"},
-        CardCase{"deepseek-v3", Counted::active_without_input_embedding, 36.6e9, 0.1e9, "DeepSeek README_WEIGHTS.md"}),
+        CardCase{"deepseek-v3", Counted::active_without_input_embedding, 36.6e9, 0.1e9, "DeepSeek README_WEIGHTS.md"},
+        // OpenAI's gpt-oss model card (arXiv:2508.10925), Table 1: 120b 116.83B total, 5.13B
+        // active; 20b 20.91B total, 3.61B active ("Unembedding parameters are counted towards
+        // active, but not embeddings").
+        CardCase{"moe/gpt-oss-120b", Counted::total, 116.83e9, 0.01e9, "gpt-oss model card, Table 1"},
+        CardCase{"moe/gpt-oss-120b", Counted::active_without_input_embedding, 5.13e9, 0.01e9, "gpt-oss model card, Table 1"},
+        CardCase{"gpt-oss-20b", Counted::total, 20.91e9, 0.01e9, "gpt-oss model card, Table 1"},
+        CardCase{"gpt-oss-20b", Counted::active_without_input_embedding, 3.61e9, 0.01e9, "gpt-oss model card, Table 1"},
+        // Hugging Face's Llama-4 release blog (huggingface.co/blog/llama4-release) and Meta's
+        // model cards: Scout and Maverick "17B active" each; Llama4ForCausalLM's text model with
+        // its embedding and output layer: 17.17B and 17.18B. (Their totals: ModelCardCount.
+        // KnownDisagreementsAreTheCardsRounding.)
+        CardCase{"llama4-scout", Counted::active, 17e9, 1e9, "Llama 4 release: 17B active"},
+        CardCase{"moe/llama4-maverick", Counted::active, 17e9, 1e9, "Llama 4 release: 17B active"}),
     [](const auto& info) {
       std::string n = std::string(info.param.config) + "_" + std::to_string(info.index);
       for (char& ch : n)
@@ -513,6 +526,24 @@ TEST(ModelCardCount, KnownDisagreementsAreTheCardsRounding) {
   EXPECT_EQ(c.active, 26LL * 83'104'256 + 81'007'104 + 2LL * 209'715'200 + 2'048);
   EXPECT_EQ(c.total, 15'706'484'224);
   EXPECT_EQ(load("llama3.2-1b").parameter_count(), 1'235'814'400);
+  // Llama-4's totals: "109B" (Scout) and "400B" (Maverick) count the image-text model, whose
+  // vision tower and projector fsdpsim does not model (the note says so). The text models by
+  // hand (h 5120, 40 heads and 8 kv heads of 128, 48 layers, V 202,048):
+  //   attention 2*5120*5120 + 2*5120*1024 = 62,914,560; norms 10,240 per layer;
+  //   one expert or the shared one 3*5120*8192 = 125,829,120; a dense MLP 3*5120*16384 = 251,658,240;
+  //   embedding and output layer 2*202,048*5120 = 2,068,971,520; final norm 5,120.
+  //   Scout, 48 MoE layers of 16 experts: 48*(62,924,800 + 81,920 router + 17*125,829,120)
+  //     = 105,700,884,480 -> 107,769,861,120 (107.77B, 1.1% under 109B: the vision side).
+  //   Maverick, MoE on the 24 odd layers, 128 experts: 48*62,924,800 + 24*(655,360 +
+  //     129*125,829,120) + 24*251,658,240 = 398,642,872,320 -> 400,711,848,960 (400.71B: 0.18%
+  //     over the card's rounded "400B" before the vision tower is added).
+  auto total_of = [](const char* name) {
+    const std::string path = testing_paths::repo_path(std::string("models/hf/") + name + ".json");
+    return count_hf_parameters(load_json_file(path), path);
+  };
+  EXPECT_EQ(total_of("llama4-scout").total, 107'769'861'120);
+  EXPECT_EQ(total_of("moe/llama4-maverick").total, 400'711'848'960);
+  EXPECT_NE(total_of("llama4-scout").note.find("vision"), std::string::npos);
 }
 
 // Small MoE configs, counted by hand: every family's counting code, including those whose
@@ -589,22 +620,137 @@ TEST(MoeImport, ImportedModelsHoldTheCountedParameters) {
   EXPECT_EQ(experts->params.at(0).experts, 8);
 }
 
-// gpt-oss and Llama-4 are counted, not imported: the refusal names the experts key and both counts.
-TEST(MoeImport, FamiliesNotImportedAreRefusedWithTheCounts) {
-  // The small gpt-oss config of MoeCount.SmallConfigsByHand: 1,094 parameters, 602 active.
-  const nlohmann::json gpt_oss = {{"model_type", "gpt_oss"}, {"hidden_size", 8}, {"num_hidden_layers", 1},
-                                  {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"head_dim", 4},
-                                  {"intermediate_size", 6}, {"num_local_experts", 4}, {"num_experts_per_tok", 1},
-                                  {"vocab_size", 10}};
-  try {
-    import_hf_config(gpt_oss, "gpt_oss.json");
-    FAIL() << "gpt-oss must not import";
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.json_path(), "num_local_experts");
-    const std::string message = e.what();
-    EXPECT_NE(message.find("not supported yet"), std::string::npos) << message;
-    EXPECT_NE(message.find("deepseek_v3"), std::string::npos) << message;
+// gpt-oss-20b imported: the parameters the checkpoint holds, in transformers' modules. The bf16
+// checkpoint's tensors sum to 20,914,757,184 parameters (a transformers model report of
+// openai/gpt-oss-20b-bf16 in the search corpus, its tensor table), which the count meets exactly:
+//   attention q 2880*4096 + k, v 2*2880*512 + o 4096*2880 + biases 4096 + 2*512 + 2880 + sinks 64
+//     = 26,550,144; norms 5,760; router 32*2880 + 32 = 92,192;
+//   expert gate_up 2880*5760 + 5760, down 2880*2880 + 2880 = 24,891,840;
+//   24 layers * (26,550,144 + 5,760 + 92,192 + 32*24,891,840) + 2*201,088*2880 + 2880.
+TEST(MoeImport, GptOssHoldsTheCheckpointsParameters) {
+  const Model model = load("gpt-oss-20b");
+  EXPECT_EQ(model.parameter_count(), 20'914'757'184);
+  auto shape_of = [&](const std::string& module, std::size_t param) {
+    const Module* found = model.find_module(module);
+    return found && found->params.size() > param ? found->params[param].shape : std::vector<std::int64_t>{};
+  };
+  EXPECT_EQ(shape_of("model.layers.0.self_attn", 0), (std::vector<std::int64_t>{64}));  // sinks
+  EXPECT_EQ(shape_of("model.layers.0.self_attn.q_proj", 1), (std::vector<std::int64_t>{4096}));
+  EXPECT_EQ(shape_of("model.layers.0.mlp.router", 1), (std::vector<std::int64_t>{32}));
+  EXPECT_EQ(shape_of("model.layers.0.mlp.experts", 0), (std::vector<std::int64_t>{32, 2880, 5760}));
+  EXPECT_EQ(shape_of("model.layers.0.mlp.experts", 3), (std::vector<std::int64_t>{32, 2880}));
+  // Sliding window (128) on the even layers, full attention on the odd ones; top 4 of 32.
+  const Module* block = model.find_module("model.layers.0");
+  ASSERT_TRUE(block && block->costs && block->costs->moe && block->costs->attention);
+  EXPECT_EQ(block->costs->moe->experts, 32);
+  EXPECT_EQ(block->costs->moe->top_k, 4);
+  EXPECT_EQ(block->costs->attention->window, 128);
+  const Module* odd = model.find_module("model.layers.1");
+  ASSERT_TRUE(odd && odd->costs && odd->costs->attention);
+  EXPECT_EQ(odd->costs->attention->window, 0);
+  // Without layer_types, GptOssConfig's default: layer i slides when i is even.
+  nlohmann::json no_types = load_json_file(hf_config_path("gpt-oss-20b"));
+  no_types.erase("layer_types");
+  const Model defaulted = parse_model(import_hf_config(no_types, "oss.json"), "oss.json");
+  for (int i : {0, 1, 22, 23}) {
+    const Module* layer = defaulted.find_module("model.layers." + std::to_string(i));
+    ASSERT_TRUE(layer && layer->costs && layer->costs->attention) << i;
+    EXPECT_EQ(layer->costs->attention->window, i % 2 == 0 ? 128 : 0) << i;
   }
+  // The 120b config imports to its count (116.83B).
+  const std::string big = hf_config_path("moe/gpt-oss-120b");
+  EXPECT_EQ(load_hf_config(big).parameter_count(), count_hf_parameters(load_json_file(big), big).total);
+}
+
+// Llama-4 imported through its text_config: Maverick's MoE layers are the odd ones (step 2), the
+// even ones a dense MLP of intermediate_size_mlp; every 4th layer NoPE with full attention, the
+// others chunked (8192, recorded as a window). A MoE layer's block per token: attention
+// 62,914,560 + router 655,360 + shared expert and one routed expert 2*125,829,120 multiply-adds.
+TEST(MoeImport, Llama4LayersByHand) {
+  const Model maverick = load_hf_config(hf_config_path("moe/llama4-maverick"));
+  EXPECT_EQ(maverick.parameter_count(), 400'711'848'960);
+  EXPECT_EQ(maverick.root.type, "Llama4ForCausalLM");
+  EXPECT_NE(maverick.source.find("vision"), std::string::npos) << maverick.source;
+  const Module* dense = maverick.find_module("model.layers.0");
+  const Module* sparse = maverick.find_module("model.layers.1");
+  const Module* nope = maverick.find_module("model.layers.3");
+  ASSERT_TRUE(dense && sparse && nope && dense->costs && sparse->costs && nope->costs);
+  EXPECT_FALSE(dense->costs->moe.has_value());
+  ASSERT_TRUE(sparse->costs->moe.has_value());
+  EXPECT_EQ(sparse->costs->moe->experts, 128);
+  EXPECT_EQ(sparse->costs->moe->top_k, 1);
+  EXPECT_EQ(sparse->costs->forward_flops.at(1, 1) - sparse->costs->attention_flops.at(1, 1),
+            2.0 * (62'914'560 + 655'360 + 2 * 125'829'120));
+  ASSERT_TRUE(sparse->costs->attention && nope->costs->attention);
+  EXPECT_EQ(sparse->costs->attention->window, 8192);
+  EXPECT_EQ(nope->costs->attention->window, 0);
+  const Module* shared = maverick.find_module("model.layers.1.feed_forward.shared_expert.gate_proj");
+  ASSERT_NE(shared, nullptr);
+  EXPECT_EQ(shared->params.at(0).shape, (std::vector<std::int64_t>{8192, 5120}));
+  const Module* dense_gate = maverick.find_module("model.layers.0.feed_forward.gate_proj");
+  ASSERT_NE(dense_gate, nullptr);
+  EXPECT_EQ(dense_gate->params.at(0).shape, (std::vector<std::int64_t>{16384, 5120}));
+  // Scout: every layer MoE (16 experts); its import holds its count.
+  const std::string scout = hf_config_path("llama4-scout");
+  EXPECT_EQ(load_hf_config(scout).parameter_count(), 107'769'861'120);
+  // A NoPE layer's costs differ from a rotary one's (no rotary, no q/k norm): Scout normalizes q
+  // and k (use_qk_norm) on its rotary layers, so layer 3 moves fewer bytes than layer 2.
+  const Model s = load_hf_config(scout);
+  const Module* rotary_layer = s.find_module("model.layers.2");
+  const Module* nope_layer = s.find_module("model.layers.3");
+  ASSERT_TRUE(rotary_layer && nope_layer && rotary_layer->costs && nope_layer->costs);
+  const double scout_rotary_bytes =
+      rotary_layer->costs->forward_hbm_bytes.at(1, 1) - nope_layer->costs->forward_hbm_bytes.at(1, 1);
+  EXPECT_GT(scout_rotary_bytes, 0);
+  // Maverick (use_qk_norm false): its NoPE layer 3 differs from the rotary layer 1 (both MoE, the
+  // same attention shape as Scout's) by the rotary alone, less than Scout's rotary and q/k norm.
+  const double maverick_rotary_bytes = sparse->costs->forward_hbm_bytes.at(1, 1) - nope->costs->forward_hbm_bytes.at(1, 1);
+  EXPECT_GT(maverick_rotary_bytes, 0);
+  EXPECT_GT(scout_rotary_bytes, maverick_rotary_bytes);
+}
+
+// Every key of the two families that changes the counts or the work is read, and checked.
+TEST(MoeImport, GptOssAndLlama4KeysAreReadOrRefused) {
+  nlohmann::json oss = load_json_file(hf_config_path("gpt-oss-20b"));
+  oss["experts_per_token"] = 2;  // disagrees with num_experts_per_tok (4)
+  expect_error(oss, "experts_per_token", "differs from num_experts_per_tok");
+  oss = load_json_file(hf_config_path("gpt-oss-20b"));
+  oss["layer_types"][3] = "chunked_attention";
+  expect_error(oss, "layer_types[3]", "expected \"full_attention\" or \"sliding_attention\"");
+  oss = load_json_file(hf_config_path("gpt-oss-20b"));
+  oss["swiglu_limit"] = -1;
+  expect_error(oss, "swiglu_limit", "positive");
+  oss = load_json_file(hf_config_path("gpt-oss-20b"));
+  oss["n_shared_experts"] = 1;  // a key gpt-oss does not have
+  expect_error(oss, "n_shared_experts", "is not read by fsdpsim's gpt_oss importer");
+
+  nlohmann::json l4 = load_json_file(hf_config_path("moe/llama4-maverick"));
+  l4["text_config"]["moe_layers"] = {1, 48};
+  expect_error(l4, "text_config.moe_layers[1]", "expected a layer index 0..47");
+  l4 = load_json_file(hf_config_path("moe/llama4-maverick"));
+  l4["text_config"]["no_rope_layers"] = {1, 0};
+  expect_error(l4, "text_config.no_rope_layers", "expected one entry per layer (48)");
+  l4 = load_json_file(hf_config_path("moe/llama4-maverick"));
+  l4["text_config"]["layer_types"] = nlohmann::json::array();
+  for (int i = 0; i < 48; ++i) l4["text_config"]["layer_types"].push_back(i == 5 ? "sliding_attention" : "full_attention");
+  expect_error(l4, "text_config.layer_types[5]", "expected \"full_attention\" or \"chunked_attention\"");
+  l4 = load_json_file(hf_config_path("moe/llama4-maverick"));
+  l4["tie_word_embeddings"] = true;
+  expect_error(l4, "tie_word_embeddings", "not modelled");
+  l4 = load_json_file(hf_config_path("moe/llama4-maverick"));
+  l4["text_config"]["model_type"] = "llama";
+  expect_error(l4, "text_config.model_type", "expected one of");
+  l4 = load_json_file(hf_config_path("moe/llama4-maverick"));
+  l4["text_config"]["n_routed_experts"] = 4;
+  expect_error(l4, "text_config.n_routed_experts", "is not read by fsdpsim's llama4_text importer");
+  // Layer types that chunk the NoPE layers change the work: the windows follow layer_types.
+  l4 = load_json_file(hf_config_path("moe/llama4-maverick"));
+  l4["text_config"]["layer_types"] = nlohmann::json::array();
+  for (int i = 0; i < 48; ++i) l4["text_config"]["layer_types"].push_back("chunked_attention");
+  const Model all_chunked = parse_model(import_hf_config(l4, "l4.json"), "l4.json");
+  const Module* layer3 = all_chunked.find_module("model.layers.3");
+  ASSERT_TRUE(layer3 && layer3->costs && layer3->costs->attention);
+  EXPECT_EQ(layer3->costs->attention->window, 8192);
 }
 
 // Qwen-MoE with dense layers between sparse ones (Qwen2MoeDecoderLayer: layer i is sparse unless in

@@ -195,6 +195,46 @@ TEST(ExpertParallel, DeepSeekV2LiteScenariosByHand) {
   }
 }
 
+// gpt-oss-20b and Llama-4 Scout plan with expert parallelism 8 (scenarios/gpt-oss-20b-8xh100-fsdp2-ep8.json,
+// scenarios/llama4-scout-64xh100-fsdp2-ep8.json), one micro-step each, full checkpointing: 6
+// all-to-alls per MoE layer (dispatch and combine in forward, recompute and backward).
+//   gpt-oss-20b: 24 MoE layers -> 144; a dispatch sends micro-batch 4 x 4096 tokens x top 4 x
+//     h 2880 x 2 bytes = 377,487,360 bytes; the sharded parameters are 20,914,757,184 fp32
+//     elements over 8 ranks (EP 8 x an expert shard group of 1).
+//   Scout: 48 MoE layers -> 288; 8192 tokens x top 1 x h 5120 x 2 = 83,886,080 bytes; its
+//     107,769,861,120 elements over 64 ranks (the 16 experts over EP 8, each pair of experts over
+//     an expert shard group of 8; everything else over 64), plus FSDP2's dim-0 padding of the
+//     routers: 16 rows over 64 ranks pad to 64 rows, 48 x 48 x 5120 fp32 elements / 64 = 737,280
+//     bytes per rank. gpt-oss's dims all divide 8: no padding.
+TEST(ExpertParallel, GptOssAndLlama4ScenariosByHand) {
+  const std::string root = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/";
+  struct Case {
+    const char* scenario;
+    int all_to_alls;
+    double dispatch_bytes;
+    double parameters;
+    int ranks;
+    double padding_bytes;
+  };
+  for (const Case& c : {Case{"gpt-oss-20b-8xh100-fsdp2-ep8.json", 24 * 6, 16384.0 * 4 * 2880 * 2, 20'914'757'184.0, 8, 0},
+                        Case{"llama4-scout-64xh100-fsdp2-ep8.json", 48 * 6, 8192.0 * 1 * 5120 * 2, 107'769'861'120.0, 64,
+                             48.0 * 48 * 5120 * 4 / 64}}) {
+    SCOPED_TRACE(c.scenario);
+    const Plan plan = plan_step(load_scenario(root + c.scenario));
+    int all_to_alls = 0;
+    for (const Op& op : plan.schedule.ops) {
+      if (op.kind != OpKind::all_to_all) continue;
+      ++all_to_alls;
+      EXPECT_DOUBLE_EQ(op.comm_bytes, c.dispatch_bytes) << op.name;
+    }
+    EXPECT_EQ(all_to_alls, c.all_to_alls);
+    const MemoryReport m = replay_memory(plan.schedule);
+    const double sharded = static_cast<double>(m.breakdown_at_peak[static_cast<int>(MemCategory::sharded_param)]);
+    EXPECT_DOUBLE_EQ(sharded, c.parameters * 4 / c.ranks + c.padding_bytes);
+    EXPECT_LT(m.peak_allocated_bytes, 80LL << 30);  // fits an 80 GB H100
+  }
+}
+
 void expect_input_error(const std::vector<std::string>& overrides, const std::string& path) {
   try {
     plan_step(parse_scenario(moe_scenario(), "test.json", overrides));
