@@ -12,6 +12,7 @@
 #include "planner/scenario.h"
 #include "planner/schedule.h"
 #include "planner/sweep_space.h"
+#include "input_error_of.h"
 #include "synthetic.h"
 
 namespace fsdpsim::planner {
@@ -29,13 +30,7 @@ nlohmann::json scenario_json() {
 }
 
 InputError error_of(const std::vector<std::string>& overrides) {
-  try {
-    parse_scenario(scenario_json(), "s.json", overrides);
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError";
-  return InputError("", "", "");
+  return testing::input_error_of([&] { parse_scenario(scenario_json(), "s.json", overrides); });
 }
 
 TEST(AllocatorSettings, DefaultsArePyTorchs) {

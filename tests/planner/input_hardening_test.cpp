@@ -14,6 +14,7 @@
 #include "planner/scenario.h"
 #include "planner/schedule.h"
 #include "planner/units.h"
+#include "input_error_of.h"
 #include "synthetic.h"
 
 namespace fsdpsim::planner {
@@ -28,13 +29,7 @@ nlohmann::json scenario_of(const nlohmann::json& model, int nodes = 1, int gpus_
 
 template <typename F>
 InputError error_of(F f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError";
-  return InputError("", "", "");
+  return testing::input_error_of(f);
 }
 
 // Item 1: nodes = 2^62 was narrowed to an int (0): nodes x GPUs = 0 and a later division

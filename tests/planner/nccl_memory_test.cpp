@@ -11,6 +11,7 @@
 #include "planner/device_memory.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
+#include "input_error_of.h"
 #include "synthetic.h"
 
 namespace fsdpsim::planner {
@@ -37,13 +38,7 @@ const DeviceOverheadPart* part(const DeviceOverhead& o, const std::string& name)
 }
 
 InputError error_of(const std::vector<std::string>& overrides) {
-  try {
-    parse_scenario(scenario_json(), "s.json", overrides);
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError";
-  return InputError("", "", "");
+  return testing::input_error_of([&] { parse_scenario(scenario_json(), "s.json", overrides); });
 }
 
 TEST(NcclMemory, DefaultBuffersAreNcclsConstants) {
