@@ -95,8 +95,8 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc, d
   for (const std::string& n : e.overhead.not_counted) out << "not counted in the device overhead: " << n << "\n";
   const double margin = e.gpu_memory_bytes - e.device_peak_bytes();
   const std::string headroom = headroom_bytes > 0 ? " (" + gib(headroom_bytes) + " headroom asked)" : "";
-  if (margin >= headroom_bytes) out << "step fits: " << gib(margin) << " to spare" << headroom << "\n";
-  else if (margin >= 0) out << "WARNING: the step does not fit the headroom: " << gib(margin) << " to spare" << headroom << "\n";
+  if (margin >= headroom_bytes) out << "step fits: " << gib_or_mib(margin) << " to spare" << headroom << "\n";
+  else if (margin >= 0) out << "WARNING: the step does not fit the headroom: " << gib_or_mib(margin) << " to spare" << headroom << "\n";
   else out << "WARNING: the step does not fit: the peak exceeds GPU memory by " << gib(-margin) << "\n";
   out << job_memory_text(e, sc);
 

@@ -76,7 +76,7 @@ std::string job_memory_text(const sim::Estimate& e, const planner::Scenario& sc)
   const planner::JobFit& j = e.job;
   const std::string where = j.binding_phase + " (" + j.binding_resource + ")";
   if (j.fits)
-    out << "job fits (every phase): the tightest is " << where << ", " << gib(j.binding_margin_bytes) << " to spare\n";
+    out << "job fits (every phase): the tightest is " << where << ", " << gib_or_mib(j.binding_margin_bytes) << " to spare\n";
   else
     out << "WARNING: the job does not fit: " << where << " exceeds its memory by " << gib(-j.binding_margin_bytes) << "\n";
   if (sc.cluster.host_memory_bytes <= 0)

@@ -32,6 +32,26 @@ TEST(Headroom, AFitNeedsTheHeadroomSpare) {
   EXPECT_EQ(run_cli("estimate --scenario " + kScenario + " --headroom-gib -1").exit_code, 105);  // CLI11's validation error
 }
 
+// A tight fit reads in MiB, not as "0.00 GiB to spare": the CUDA context (an assumed figure the
+// calibration lets a user set) is raised until exactly 300 MiB are left; every term is a whole
+// number of bytes, so the margin is exact.
+TEST(Headroom, ATightFitSaysHowManyMiBAreLeft) {
+  const nlohmann::json plain = run_cli_json("estimate --scenario " + kScenario);
+  const double spare = plain["memory"]["gpu_memory_bytes"].get<double>() - device_peak(plain);
+  ASSERT_GT(spare, 1 * kGiB);
+  double shipped_context = -1;
+  for (const nlohmann::json& part : plain["memory"]["device_overhead"]["parts"])
+    if (part["name"] == "CUDA context") shipped_context = part["bytes"].get<double>();
+  ASSERT_GT(shipped_context, 0);
+  const double context = shipped_context + spare - 300.0 * 1024 * 1024;
+  const std::string set = " --set calibration.cuda_context_bytes=" + std::to_string(static_cast<long long>(context));
+  const nlohmann::json tight = run_cli_json("estimate --scenario " + kScenario + set);
+  ASSERT_TRUE(tight["memory"]["fits"].get<bool>());
+  EXPECT_EQ(tight["memory"]["gpu_memory_bytes"].get<double>() - device_peak(tight), 300.0 * 1024 * 1024);
+  const CommandResult text = run_cli("estimate --scenario " + kScenario + set);
+  EXPECT_NE(text.out.find("step fits: 300.00 MiB to spare"), std::string::npos) << text.out;
+}
+
 // Each trial fits exactly when device peak + headroom <= GPU memory; the largest fitting
 // micro-batch has a tried neighbour above it that does not fit; trials come by micro-batch.
 TEST(Headroom, MaxMicroBatchRespectsTheHeadroomAndListsTrialsInOrder) {
