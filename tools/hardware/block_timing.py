@@ -237,7 +237,11 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--time-budget", type=float, default=0, help="seconds; cases that would not fit are skipped")
+    ap.add_argument("--columns", action="store_true", help="print the header of blocks.csv and exit (no torch)")
     args = ap.parse_args()
+    if args.columns:
+        print(",".join(COLUMNS))
+        return 0
     if args.dry_run:
         return dry_run(args)
     return measure(args)

@@ -628,7 +628,11 @@ def main():
     ap.add_argument("--only", action="append", help="run only cases whose id contains this (repeatable)")
     ap.add_argument("--max-cases", type=int, default=0)
     ap.add_argument("--time-budget", type=float, default=0, help="seconds; stop before a case that would not fit")
+    ap.add_argument("--columns", action="store_true", help="print the header of memory.csv and exit (no torch)")
     args = ap.parse_args()
+    if args.columns:
+        print(",".join(COLUMNS))
+        return 0
     if args.dry_run:
         return dry_run(args)
     return measure(args)

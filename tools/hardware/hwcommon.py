@@ -115,7 +115,7 @@ class CsvWriter:
     def __init__(self, path, columns):
         self.columns = columns
         self.file = open(path, "w", newline="")
-        self.writer = csv.DictWriter(self.file, fieldnames=columns, extrasaction="raise")
+        self.writer = csv.DictWriter(self.file, fieldnames=columns, extrasaction="raise", lineterminator="\n")
         self.writer.writeheader()
         self.file.flush()
 
