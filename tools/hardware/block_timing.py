@@ -153,7 +153,10 @@ def time_block(torch, transformers, T_sdpa, case, warmup, reps):
             model = transformers.AutoModelForCausalLM.from_config(config)
     layer = model.model.layers[0].to_empty(device="cuda").to(torch.bfloat16)
     rotary = model.model.rotary_emb
-    fresh_rotary = type(rotary)(config=config, device=torch.device("cuda"))
+    try:
+        fresh_rotary = type(rotary)(config=config, device=torch.device("cuda"))
+    except TypeError:  # a positional signature
+        fresh_rotary = type(rotary)(config, device=torch.device("cuda"))
     with torch.no_grad():
         for p in layer.parameters():
             p.normal_(0.0, 0.02)
