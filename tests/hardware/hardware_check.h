@@ -1,0 +1,330 @@
+// Holds `fsdpsim estimate` to measurements taken on real GPUs (tests/data/hardware/README.md).
+//
+// A memory CSV (tools/hardware/fsdp_memory.py writes them) has one row per measured case: the
+// PyTorch peak allocated and reserved bytes of one training step, and the fsdpsim scenario and
+// --set overrides that describe exactly that case. The checker runs `fsdpsim estimate --json` for
+// each row whose status is "ok" and compares memory.peak_allocated_bytes (within 2%) and
+// memory.peak_reserved_bytes (within 5%) with the measured figures. A block-timing CSV
+// (tools/hardware/block_timing.py) is compared with the cost model's duration of the same block's
+// forward and backward ops, and only reported: the issue sets no bound on it.
+//
+// The checker runs the real binary the way a user does, so a row that fsdpsim refuses (an override
+// it no longer accepts) fails rather than being skipped.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../cli/cli_helpers.h"
+#include "models/csv_text.h"
+
+namespace fsdpsim::testing::hardware {
+
+constexpr double kAllocatedTolerance = 0.02;  // |predicted - measured| / measured
+constexpr double kReservedTolerance = 0.05;
+
+// Every CSV carries these (tools/hardware/hwcommon.py PROVENANCE_COLUMNS).
+inline const std::vector<std::string>& provenance_columns() {
+  static const std::vector<std::string> columns = {"gpu_name", "gpu_memory_bytes", "driver", "cuda", "torch",
+                                                   "transformers", "python", "date_utc", "host_command",
+                                                   "fsdpsim_commit"};
+  return columns;
+}
+// Of those, what a measured ("ok") row must fill in: without them the figure cannot be traced.
+inline const std::vector<std::string>& provenance_required() {
+  static const std::vector<std::string> columns = {"gpu_name", "driver", "cuda", "torch", "date_utc", "host_command"};
+  return columns;
+}
+
+inline const std::vector<std::string>& memory_columns() {
+  static const std::vector<std::string> columns = {"case_id", "status", "fsdpsim_scenario", "fsdpsim_overrides",
+                                                   "peak_allocated_bytes", "peak_reserved_bytes"};
+  return columns;
+}
+inline const std::vector<std::string>& block_columns() {
+  static const std::vector<std::string> columns = {
+      "case_id", "status", "fsdpsim_scenario", "fsdpsim_overrides", "fsdpsim_forward_op", "fsdpsim_backward_op",
+      "forward_median_seconds", "backward_median_seconds"};
+  return columns;
+}
+
+struct CsvTable {
+  std::string path;
+  std::vector<std::string> header;
+  std::vector<std::map<std::string, std::string>> rows;
+  std::vector<int> lines;  // the file line of each row, for messages
+  bool has(const std::string& column) const {
+    return std::find(header.begin(), header.end(), column) != header.end();
+  }
+};
+
+// Reads a CSV with a header line; a row with another number of fields is an error naming the file
+// and line. (One record per line: the writers put no line breaks inside fields.)
+inline CsvTable read_csv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot be read");
+  CsvTable t;
+  t.path = path;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty() || line == "\r") continue;
+    std::vector<std::string> fields = split_csv_line(line);
+    if (t.header.empty()) {
+      t.header = fields;
+      continue;
+    }
+    if (fields.size() != t.header.size())
+      throw std::runtime_error(path + ":" + std::to_string(number) + ": " + std::to_string(fields.size()) +
+                               " fields where the header has " + std::to_string(t.header.size()));
+    std::map<std::string, std::string> row;
+    for (std::size_t i = 0; i < fields.size(); ++i) row[t.header[i]] = fields[i];
+    t.rows.push_back(std::move(row));
+    t.lines.push_back(number);
+  }
+  if (t.header.empty()) throw std::runtime_error(path + ": empty (no header line)");
+  return t;
+}
+
+enum class CsvKind { memory, blocks };
+
+// Which measurements a CSV holds, from its header; a CSV of neither kind, or one without the
+// provenance columns, is an error (tests/data/hardware/README.md).
+inline CsvKind csv_kind(const CsvTable& t) {
+  for (const std::string& c : provenance_columns())
+    if (!t.has(c)) throw std::runtime_error(t.path + ": no provenance column \"" + c + "\" (tests/data/hardware/README.md)");
+  auto has_all = [&](const std::vector<std::string>& cols) {
+    return std::all_of(cols.begin(), cols.end(), [&](const std::string& c) { return t.has(c); });
+  };
+  if (has_all(memory_columns())) return CsvKind::memory;
+  if (has_all(block_columns())) return CsvKind::blocks;
+  throw std::runtime_error(t.path + ": neither a memory CSV (columns peak_allocated_bytes, peak_reserved_bytes, ...) "
+                           "nor a block-timing CSV (forward_median_seconds, ...): tests/data/hardware/README.md");
+}
+
+// A measured row must say where it was measured; returns what is missing ("" when nothing).
+inline std::string missing_provenance(const std::map<std::string, std::string>& row) {
+  std::string missing;
+  for (const std::string& c : provenance_required())
+    if (row.at(c).empty()) missing += (missing.empty() ? "" : ", ") + c;
+  return missing;
+}
+
+inline double parse_number(const std::string& text, const std::string& what) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(v))
+    throw std::runtime_error(what + ": expected a number, got \"" + text + "\"");
+  return v;
+}
+
+inline std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+inline std::vector<std::string> split_overrides(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ';'))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// `estimate --scenario S --set ...` for a row, run from the source root (paths in the rows are
+// relative to it), with `extra` appended.
+inline CommandResult run_estimate(const std::map<std::string, std::string>& row, const std::string& extra) {
+  std::string args = "estimate --scenario " + shell_quote(row.at("fsdpsim_scenario"));
+  for (const std::string& o : split_overrides(row.at("fsdpsim_overrides"))) args += " --set " + shell_quote(o);
+  return run_command("cd " + shell_quote(FSDPSIM_SOURCE_ROOT) + " && " + cli_binary() + " " + args + " " + extra);
+}
+
+inline double relative_error(double predicted, double measured) {
+  return measured != 0 ? (predicted - measured) / measured : (predicted == 0 ? 0 : INFINITY);
+}
+
+struct MemoryResult {
+  std::string where;  // file:line
+  std::string case_id, status;
+  double measured_allocated = 0, measured_reserved = 0;
+  double predicted_allocated = 0, predicted_reserved = 0;
+  double allocated_error = 0, reserved_error = 0;
+  bool checked = false;  // an "ok" row that fsdpsim estimated
+  bool allocated_ok = false, reserved_ok = false;
+  std::string problem;  // why the row fails (or, for rows not checked, what they say)
+  bool passed() const { return checked && allocated_ok && reserved_ok && problem.empty(); }
+};
+
+inline std::vector<MemoryResult> check_memory_csv(const CsvTable& t) {
+  std::vector<MemoryResult> results;
+  for (std::size_t i = 0; i < t.rows.size(); ++i) {
+    const auto& row = t.rows[i];
+    MemoryResult r;
+    r.where = t.path + ":" + std::to_string(t.lines[i]);
+    r.case_id = row.at("case_id");
+    r.status = row.at("status");
+    if (r.status != "ok") {
+      // Not a measurement (the case failed on the GPU, or the time ran out): reported, not held.
+      r.problem = row.count("error") ? row.at("error") : "";
+      results.push_back(r);
+      continue;
+    }
+    try {
+      if (const std::string m = missing_provenance(row); !m.empty())
+        throw std::runtime_error("a measured row without provenance (" + m + ")");
+      r.measured_allocated = parse_number(row.at("peak_allocated_bytes"), r.where + " peak_allocated_bytes");
+      r.measured_reserved = parse_number(row.at("peak_reserved_bytes"), r.where + " peak_reserved_bytes");
+      const CommandResult c = run_estimate(row, "--json");
+      if (c.exit_code != 0) throw std::runtime_error("fsdpsim estimate refused the row: " + c.err);
+      const nlohmann::json memory = nlohmann::json::parse(c.out).at("memory");
+      r.predicted_allocated = memory.at("peak_allocated_bytes").get<double>();
+      r.predicted_reserved = memory.at("peak_reserved_bytes").get<double>();
+      r.allocated_error = relative_error(r.predicted_allocated, r.measured_allocated);
+      r.reserved_error = relative_error(r.predicted_reserved, r.measured_reserved);
+      r.checked = true;
+      r.allocated_ok = std::abs(r.allocated_error) <= kAllocatedTolerance;
+      r.reserved_ok = std::abs(r.reserved_error) <= kReservedTolerance;
+    } catch (const std::exception& e) {
+      r.problem = e.what();
+    }
+    results.push_back(r);
+  }
+  return results;
+}
+
+inline std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// Predicted against measured, one line per row, for the test log (and docs/accuracy.md).
+inline std::string memory_table(const std::vector<MemoryResult>& results) {
+  std::ostringstream o;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-52s %14s %14s %8s  %14s %14s %8s  %s\n", "case", "alloc meas", "alloc pred",
+                "error", "resv meas", "resv pred", "error", "verdict");
+  o << line;
+  for (const MemoryResult& r : results) {
+    if (!r.checked) {
+      o << r.case_id << "  " << (r.status == "ok" ? "FAILED: " : r.status + ": ") << r.problem << "\n";
+      continue;
+    }
+    std::snprintf(line, sizeof line, "%-52s %14.0f %14.0f %+7.2f%%  %14.0f %14.0f %+7.2f%%  %s\n", r.case_id.c_str(),
+                  r.measured_allocated, r.predicted_allocated, 100 * r.allocated_error, r.measured_reserved,
+                  r.predicted_reserved, 100 * r.reserved_error,
+                  r.passed() ? "ok"
+                  : !r.allocated_ok && !r.reserved_ok ? "FAIL (allocated, reserved)"
+                  : !r.allocated_ok                   ? "FAIL (allocated)"
+                                                      : "FAIL (reserved)");
+    o << line;
+  }
+  return o.str();
+}
+
+struct BlockResult {
+  std::string where, case_id, status, problem;
+  double measured_forward = 0, measured_backward = 0;
+  double predicted_forward = 0, predicted_backward = 0;
+  bool checked = false;
+};
+
+// The cost model's duration (the trace's nominal_us, before interference) of the row's forward
+// and backward ops, from `estimate --trace`.
+inline std::vector<BlockResult> check_block_csv(const CsvTable& t) {
+  std::vector<BlockResult> results;
+  for (std::size_t i = 0; i < t.rows.size(); ++i) {
+    const auto& row = t.rows[i];
+    BlockResult r;
+    r.where = t.path + ":" + std::to_string(t.lines[i]);
+    r.case_id = row.at("case_id");
+    r.status = row.at("status");
+    if (r.status != "ok") {
+      r.problem = row.count("error") ? row.at("error") : "";
+      results.push_back(r);
+      continue;
+    }
+    try {
+      if (const std::string m = missing_provenance(row); !m.empty())
+        throw std::runtime_error("a measured row without provenance (" + m + ")");
+      r.measured_forward = parse_number(row.at("forward_median_seconds"), r.where + " forward_median_seconds");
+      r.measured_backward = parse_number(row.at("backward_median_seconds"), r.where + " backward_median_seconds");
+      const std::string trace = write_temp("block_trace_" + std::to_string(i) + ".json", "");
+      const CommandResult c = run_estimate(row, "--trace " + shell_quote(trace));
+      if (c.exit_code != 0) throw std::runtime_error("fsdpsim estimate refused the row: " + c.err);
+      std::ifstream in(trace);
+      const nlohmann::json events = nlohmann::json::parse(in).at("traceEvents");
+      bool fwd = false, bwd = false;
+      for (const nlohmann::json& e : events) {
+        if (e.value("ph", "") != "X") continue;
+        const std::string name = e.value("name", "");
+        if (name == row.at("fsdpsim_forward_op") && !fwd) {
+          r.predicted_forward = e.at("args").at("nominal_us").get<double>() * 1e-6;
+          fwd = true;
+        } else if (name == row.at("fsdpsim_backward_op") && !bwd) {
+          r.predicted_backward = e.at("args").at("nominal_us").get<double>() * 1e-6;
+          bwd = true;
+        }
+      }
+      if (!fwd || !bwd)
+        throw std::runtime_error("the estimate's trace has no op \"" +
+                                 (fwd ? row.at("fsdpsim_backward_op") : row.at("fsdpsim_forward_op")) + "\"");
+      r.checked = true;
+    } catch (const std::exception& e) {
+      r.problem = e.what();
+    }
+    results.push_back(r);
+  }
+  return results;
+}
+
+inline std::string block_table(const std::vector<BlockResult>& results) {
+  std::ostringstream o;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-30s %12s %12s %8s  %12s %12s %8s\n", "block", "fwd meas s", "fwd pred s", "error",
+                "bwd meas s", "bwd pred s", "error");
+  o << line;
+  for (const BlockResult& r : results) {
+    if (!r.checked) {
+      o << r.case_id << "  " << (r.status == "ok" ? "FAILED: " : r.status + ": ") << r.problem << "\n";
+      continue;
+    }
+    std::snprintf(line, sizeof line, "%-30s %12.6f %12.6f %+7.1f%%  %12.6f %12.6f %+7.1f%%\n", r.case_id.c_str(),
+                  r.measured_forward, r.predicted_forward,
+                  100 * relative_error(r.predicted_forward, r.measured_forward), r.measured_backward,
+                  r.predicted_backward, 100 * relative_error(r.predicted_backward, r.measured_backward));
+    o << line;
+  }
+  return o.str();
+}
+
+// The CSVs of a folder (not its subfolders), sorted.
+inline std::vector<std::string> csv_files(const std::string& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    if (entry.is_regular_file() && entry.path().extension() == ".csv") files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace fsdpsim::testing::hardware
