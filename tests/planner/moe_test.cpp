@@ -235,6 +235,65 @@ TEST(ExpertParallel, GptOssAndLlama4ScenariosByHand) {
   }
 }
 
+// MoE without expert parallelism under FSDP1 (FlatParameter, use_orig_params=False): a block's
+// unit flattens w and all 4 experts into one flat parameter, so each all-gather carries every
+// expert. On 5 ranks (so that the padding shows), fp32: N = 8 x 16 + 4 x 16 x 16 = 128 + 1024 =
+// 1152 elements, padded to 1155 (the next multiple of 5), shard s = 231 elements = 924 B per rank
+// and block (persistent 2 x 924 = 1848 B); the all-gather writes the padded flat parameter,
+// 1155 x 4 B = 4620 B, and takes a 924-byte shard-sized input buffer; the reduce-scatter reduces
+// the padded 1155-element flat gradient (4620 B, fp32). Each block is gathered in forward and
+// again in backward (FULL_SHARD frees a non-root unit after forward): 4 all-gathers. FSDP2 pads
+// per parameter on dim 0 instead: w ceil(8/5) = 2 rows x 16 = 32, the experts ceil(4/5) = 1 x
+// 256 = 256; s_g = 288, gathered 5 x 288 = 1440 elements = 5760 B.
+TEST(MoeWithoutExpertParallel, Fsdp1FlatParameterCarriesEveryExpert) {
+  nlohmann::json five = moe_scenario();
+  five["cluster"] = cluster(1, 5);
+  const Plan fsdp1 = plan_step(parse_scenario(five, "test.json", {"fsdp.version=1"}));
+  validate_schedule(fsdp1.schedule, "test.json");
+  EXPECT_EQ(fsdp1.units.size(), 3u);  // root, 2 blocks: the experts are in their block's flat parameter
+  int blocks = 0;
+  for (std::size_t u = 0; u < fsdp1.units.size(); ++u) {
+    if (fsdp1.shards[u].numel == 0) continue;  // the root holds no parameters
+    ++blocks;
+    EXPECT_EQ(fsdp1.shards[u].numel, 1152);
+    EXPECT_EQ(fsdp1.shards[u].local_numel, 231);
+    EXPECT_EQ(fsdp1.shards[u].gathered_numel, 1155);
+  }
+  EXPECT_EQ(blocks, 2);
+  EXPECT_EQ(persistent_param_bytes(fsdp1.schedule), 2 * 924);
+  int gathers = 0, reductions = 0;
+  for (const Op& op : fsdp1.schedule.ops) {
+    EXPECT_NE(op.kind, OpKind::all_to_all);
+    if (op.kind == OpKind::all_gather) {
+      ++gathers;
+      EXPECT_DOUBLE_EQ(op.comm_bytes, 4620) << op.name;
+      EXPECT_EQ(fsdp1.schedule.groups.at(op.group).ranks, 5) << op.name;
+    }
+    if (op.kind == OpKind::reduce_scatter) {
+      ++reductions;
+      EXPECT_DOUBLE_EQ(op.comm_bytes, 4620) << op.name;
+    }
+  }
+  EXPECT_EQ(gathers, 4);
+  EXPECT_EQ(reductions, 2);
+  int flat_params = 0, inputs = 0;
+  for (const Allocation& a : fsdp1.schedule.allocations) {
+    if (a.label.rfind("unsharded flat param of ", 0) == 0) {
+      ++flat_params;
+      EXPECT_EQ(a.bytes, 4620) << a.label;
+    }
+    if (a.label.rfind("all-gather input of ", 0) == 0) {
+      ++inputs;
+      EXPECT_EQ(a.bytes, 924) << a.label;
+    }
+  }
+  EXPECT_EQ(flat_params, 4);
+  EXPECT_EQ(inputs, 4);
+  const Plan fsdp2 = plan_step(parse_scenario(five, "test.json"));
+  for (const Op& op : fsdp2.schedule.ops)
+    if (op.kind == OpKind::all_gather) EXPECT_DOUBLE_EQ(op.comm_bytes, 5760) << op.name;
+}
+
 void expect_input_error(const std::vector<std::string>& overrides, const std::string& path) {
   try {
     plan_step(parse_scenario(moe_scenario(), "test.json", overrides));
