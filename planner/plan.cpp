@@ -19,6 +19,7 @@
 #include "models/transformer_costs.h"
 #include "planner/float8.h"
 #include "planner/internal/plan_policy.h"
+#include "planner/ep_dispatch.h"
 #include "planner/moe.h"
 
 namespace fsdpsim::planner {
@@ -558,6 +559,11 @@ class StepBuilder {
   // (their place inside the block is not modelled). comm_bytes is one rank's send buffer, the
   // busiest rank's: its tokens x top_k copies of the hidden state times the imbalance's rank
   // load (planner/moe.h).
+  // torchtitan's default dispatch around them (planner/ep_dispatch.h): in forward and a
+  // recompute, the split sizes' all-to-all and their copy to the host, which the CPU waits for
+  // before it issues the dispatch (a device-to-host sync); between the two all-to-alls the
+  // permutation of the received rows into local-expert order and back (forward), or its
+  // autograd (backward), as a copy op on the compute stream that NCCL's next all-to-all waits for.
   // Memory, the all-to-all convention (planner/collectives.h, docs/schema.md): the send buffer is
   // a tensor the block already holds (the dispatched copies and expert outputs the ledger saves,
   // models/transformer_costs.h), the receive buffer (comm_bytes, rounded up) is allocated by the
@@ -565,24 +571,52 @@ class StepBuilder {
   // receive buffer both exist, so the receive buffer is an allocation of its own: the first
   // one's is consumed by the second (freed when it is issued, as the experts consume the
   // dispatched tokens), the second one's when the compute stream takes the result (the wait).
+  // The split sizes' receive buffer lives until the permutation; the permutation's own
+  // temporaries (the vstack copy, the gathered and scattered rows) are not allocated here.
   void expert_all_to_alls(int compute_op, const Event& e, const models::ModuleCosts& c, double tokens, bool backward) {
     if (step_.groups.expert < 0 || !c.moe) return;
-    const ExpertRouting r = expert_routing(*c.moe, tokens, scenario_.fsdp.expert_parallel, training_.moe_imbalance);
-    const double bytes = r.rank_load_factor * tokens * c.moe->top_k * static_cast<double>(c.moe->hidden_size) *
-                         step_.compute_dtype_bytes;
+    const int ep = scenario_.fsdp.expert_parallel;
+    const ExpertRouting r = expert_routing(*c.moe, tokens, ep, training_.moe_imbalance);
+    const double rows = r.rank_load_factor * tokens * c.moe->top_k;
+    const double bytes = rows * static_cast<double>(c.moe->hidden_size) * step_.compute_dtype_bytes;
     const std::int64_t receive_bytes = checked_to_int64(std::ceil(bytes), "the all-to-all receive buffer's bytes");
+    const TokenPermutation permutation =
+        ep_token_permutation(rows, c.moe->hidden_size, r.local_experts, step_.compute_dtype_bytes);
     const std::string& module = e.module->full_name;
-    int previous = compute_op, received = -1;
-    for (const char* what : {backward ? "all-to-all combine backward " : "all-to-all dispatch ",
-                             backward ? "all-to-all dispatch backward " : "all-to-all combine "}) {
-      const int a2a = step_.add_op(OpKind::all_to_all, Stream::all_to_all, Name{what, module}, e.unit, module);
+    int previous = compute_op, received = -1, splits = -1, host_copy = -1;
+    if (!backward) {
+      const int exchange =
+          step_.add_op(OpKind::all_to_all, Stream::all_to_all, Name{"all-to-all split sizes ", module}, e.unit, module);
+      step_.op(exchange).deps.push_back(compute_op);
+      step_.op(exchange).comm_bytes = split_sizes_send_bytes(c.moe->experts);
+      step_.op(exchange).group = step_.groups.expert;
+      splits = step_.alloc_at(exchange, checked_to_int64(split_sizes_send_bytes(c.moe->experts), "split sizes"),
+                              MemCategory::activation, Name{"all-to-all split sizes ", module, " receive buffer"});
+      host_copy = step_.add_op(OpKind::d2h, Stream::compute, Name{"split sizes to the host ", module}, e.unit, module);
+      step_.op(host_copy).deps.push_back(exchange);
+      step_.op(host_copy).comm_bytes = split_sizes_host_bytes(ep);
+      previous = host_copy;
+    }
+    const char* names[2] = {backward ? "all-to-all combine backward " : "all-to-all dispatch ",
+                            backward ? "all-to-all dispatch backward " : "all-to-all combine "};
+    for (int i = 0; i < 2; ++i) {
+      const int a2a = step_.add_op(OpKind::all_to_all, Stream::all_to_all, Name{names[i], module}, e.unit, module);
       step_.op(a2a).deps.push_back(previous);
+      if (i == 0 && host_copy >= 0) step_.op(a2a).cpu_waits.push_back(host_copy);
       step_.op(a2a).comm_bytes = bytes;
       step_.op(a2a).group = step_.groups.expert;
-      const int receive = step_.alloc_at(a2a, receive_bytes, MemCategory::activation, Name{what, module, " receive buffer"});
+      const int receive = step_.alloc_at(a2a, receive_bytes, MemCategory::activation, Name{names[i], module, " receive buffer"});
       step_.free_at(a2a, received);
       received = receive;
       previous = a2a;
+      if (i > 0) continue;
+      const int permute = step_.add_op(OpKind::copy_out, Stream::compute,
+                                       Name{backward ? "token permutation backward " : "token permutation ", module},
+                                       e.unit, module);
+      step_.op(permute).deps.push_back(a2a);
+      step_.op(permute).hbm_bytes = backward ? permutation.backward_hbm_bytes : permutation.forward_hbm_bytes;
+      step_.free_at(permute, splits);
+      previous = permute;
     }
     const int wait = step_.add_op(OpKind::wait, Stream::compute, Name{"wait for the all-to-all of ", module}, e.unit, module);
     step_.op(wait).deps.push_back(previous);

@@ -407,7 +407,9 @@ TEST(HfImportErrors, MissingOrMalformedFields) {
 // ---- issue 15: model cards, MoE counts, refused keys ----------------------------------------
 
 // What a model card's figure counts.
-enum class Counted { total, active, non_embedding, active_without_input_embedding };
+// non_embedding_nor_output: without the input embedding and the (untied) output layer, which
+// has the same V x h elements; Qwen's model cards count "Non-Embedding" that way.
+enum class Counted { total, active, non_embedding, active_without_input_embedding, non_embedding_nor_output };
 
 struct CardCase {
   const char* config;     // under models/hf/
@@ -425,6 +427,7 @@ std::int64_t counted(const HfParameterCount& c, Counted what) {
     case Counted::active: return c.active;
     case Counted::non_embedding: return c.total - c.input_embedding;
     case Counted::active_without_input_embedding: return c.active - c.input_embedding;
+    case Counted::non_embedding_nor_output: return c.total - 2 * c.input_embedding;
   }
   return 0;
 }
@@ -472,6 +475,18 @@ INSTANTIATE_TEST_SUITE_P(
         // activated parameters during runtime".
         CardCase{"qwen1.5-moe-a2.7b", Counted::total, 14.3e9, 0.1e9, "Qwen1.5-MoE blog"},
         CardCase{"qwen1.5-moe-a2.7b", Counted::active, 2.7e9, 0.1e9, "Qwen1.5-MoE blog"},
+        // huggingface.co/Qwen/Qwen3-30B-A3B model card: "Number of Parameters: 30.5B in total and
+        // 3.3B activated", "Number of Paramaters (Non-Embedding): 29.9B" (the same lines on its
+        // -Instruct-2507 and -Thinking-2507 cards). By hand (h 2048, 32 heads and 4 kv heads of
+        // 128, 48 layers, 128 experts of 768, top 8, V 151,936, untied): a layer's attention
+        // 2*2048*4096 + 2*2048*512 = 18,874,368, q/k norms 256, norms 4,096, router 262,144, one
+        // expert 3*2048*768 = 4,718,592 (128: 603,979,776): 623,120,640; 48 layers
+        // 29,909,790,720; embedding and output layer 2*311,164,928; final norm 2,048. Total
+        // 30,532,122,624: 32.1M (0.105%) over 30.5B, inside half the card's last digit (50M), not
+        // inside 0.1% (30.5M). Without the embedding and the output layer: 29,909,792,768. The
+        // activated count is checked in KnownDisagreementsAreTheCardsRounding.
+        CardCase{"qwen3-30b-a3b", Counted::total, 30.5e9, 0.1e9, "Qwen3-30B-A3B model card"},
+        CardCase{"qwen3-30b-a3b", Counted::non_embedding_nor_output, 29.9e9, 0.1e9, "Qwen3-30B-A3B model card"},
         // DeepSeek-V2 paper (arXiv:2405.04434): "236B total parameters, of which 21B are activated
         // for each token"; DeepSeek-V2-Lite "15.7B total". DeepSeek counts the activated
         // parameters without the input embedding (a row lookup): V3's 37B is 36.63B that way
@@ -544,6 +559,18 @@ TEST(ModelCardCount, KnownDisagreementsAreTheCardsRounding) {
   EXPECT_EQ(total_of("llama4-scout").total, 107'769'861'120);
   EXPECT_EQ(total_of("moe/llama4-maverick").total, 400'711'848'960);
   EXPECT_NE(total_of("llama4-scout").note.find("vision"), std::string::npos);
+  // Qwen3-30B-A3B's "3.3B activated" (huggingface.co/Qwen/Qwen3-30B-A3B model card): a layer's
+  // active parameters are its attention 18,874,368 + q/k norms 256 + norms 4,096 + router
+  // 262,144 + 8 experts of 4,718,592 = 56,889,600; 48 layers 2,730,700,800, with the embedding
+  // and output layer 2*311,164,928 and the final norm 2,048: 3,353,032,704, which rounds to
+  // 3.4B (53.0M over 3.3B, 1.6%; half the card's last digit is 50M). Without the input
+  // embedding it is 3.04B; the card's figure matches neither rounding, so the exact count is
+  // checked here and the card's figure is left visible as a disagreement.
+  const HfParameterCount qwen3 = total_of("qwen3-30b-a3b");
+  EXPECT_EQ(qwen3.active, 48LL * 56'889'600 + 2LL * 311'164'928 + 2'048);
+  EXPECT_EQ(qwen3.active, 3'353'032'704);
+  EXPECT_GT(std::fabs(static_cast<double>(qwen3.active) - 3.3e9), 0.5 * 0.1e9);
+  EXPECT_EQ(qwen3.total, 30'532'122'624);
 }
 
 // Small MoE configs, counted by hand: every family's counting code, including those whose

@@ -512,6 +512,64 @@ TEST(NewFamilies, SlidingWindowKeepsItsBandOfPairs) {
   EXPECT_NEAR(attention_window_share(window, 1 << 20), 2.0 * 4096 / (1 << 20), 1e-4);
 }
 
+// docs/model-schema.md, "Sliding-window attention": the window changes the attention FLOPs
+// (applied by the planner), never the activation bytes. Flash attention saves nothing
+// quadratic, window or not; eager attention materializes the whole s x s score matrix in
+// transformers and masks it, so its s^2 terms are the full attention's.
+TEST(NewFamilies, SlidingWindowLeavesTheActivationBytesWhole) {
+  // Mistral-7B: every layer a window of 4096; h 4096, 32 heads (q 4096), 8 kv heads (kv 1024),
+  // f 14336 (Llama-3.1-8B's block). Flash attention, per token:
+  //   saved: norms' inputs and outputs 8h 32,768 + q and the attention output 4q 16,384 + k and
+  //     v 4kv 4,096 + SwiGLU 8f 114,688 = 167,936;
+  //   forward transient: the MLP output with the block output, 4h = 16,384;
+  //   backward transient: G 2h + the SwiGLU product's three gradients 6f = 94,208.
+  Model mistral = load("mistral-7b", true);
+  const ModuleCosts& windowed = costs_of(mistral, "model.layers.0");
+  ASSERT_TRUE(windowed.attention.has_value());
+  EXPECT_EQ(windowed.attention->window, 4096);
+  for (double s : {1024.0, 4096.0, 32768.0}) {  // below, at and far above the window
+    EXPECT_EQ(windowed.saved_activation_bytes.at(2, s), 2 * s * 167'936) << s;
+    EXPECT_EQ(windowed.forward_transient_bytes.at(2, s), 2 * s * 16'384) << s;
+    EXPECT_EQ(windowed.backward_transient_bytes.at(2, s), 2 * s * 94'208) << s;
+  }
+  // The same config without the window: the same bytes.
+  nlohmann::json full_config = load_json_file(hf_config_path("mistral-7b"));
+  full_config.erase("sliding_window");
+  const Model full = parse_model(import_hf_config(full_config, "mistral-7b-full.json"), "mistral-7b-full.json");
+  const ModuleCosts& whole = costs_of(full, "model.layers.0");
+  EXPECT_EQ(whole.attention->window, 0);
+  for (double s : {1024.0, 32768.0}) {
+    EXPECT_EQ(whole.saved_activation_bytes.at(2, s), windowed.saved_activation_bytes.at(2, s)) << s;
+    EXPECT_EQ(whole.forward_transient_bytes.at(2, s), windowed.forward_transient_bytes.at(2, s)) << s;
+    EXPECT_EQ(whole.backward_transient_bytes.at(2, s), windowed.backward_transient_bytes.at(2, s)) << s;
+  }
+  // Eager attention at s = 8192, twice the window: k and v repeated to 32 heads (4q instead of
+  // 4kv: 180,224 per token) and the softmax output over every key, 2a = 64 bytes per token per
+  // key, 8192 keys (not the window's 4096). Forward, the scores beside the probabilities the
+  // softmax writes: 2a per key; backward, the softmax's gradient beside the probabilities'
+  // gradient: 2 x 2a = 128 per key, on top of the per-token peak 94,208 (the polynomial is the
+  // coefficient-wise maximum of the moments).
+  Model eager = load("mistral-7b", false);
+  const ModuleCosts& eager_block = costs_of(eager, "model.layers.0");
+  const double s = 8192;
+  EXPECT_EQ(eager_block.saved_activation_bytes.at(1, s), s * (180'224 + 64 * s));
+  EXPECT_EQ(eager_block.forward_transient_bytes.at(1, s), s * (16'384 + 64 * s));
+  EXPECT_EQ(eager_block.backward_transient_bytes.at(1, s), s * (94'208 + 128 * s));
+  // Gemma-2-9B alternates a 4096 window (even layers) with full attention (odd layers): the two
+  // variants' bytes are equal (saved 182,272 per token: NewFamilies.GemmaSandwichNormsSaveTheBranchOutputs).
+  Model gemma = load("gemma2-9b", true);
+  const ModuleCosts& sliding = costs_of(gemma, "model.layers.0");
+  const ModuleCosts& global = costs_of(gemma, "model.layers.1");
+  EXPECT_EQ(sliding.attention->window, 4096);
+  EXPECT_EQ(global.attention->window, 0);
+  for (double seq : {2048.0, 8192.0}) {
+    EXPECT_EQ(sliding.saved_activation_bytes.at(1, seq), seq * 182'272) << seq;
+    EXPECT_EQ(global.saved_activation_bytes.at(1, seq), seq * 182'272) << seq;
+    EXPECT_EQ(sliding.forward_transient_bytes.at(1, seq), global.forward_transient_bytes.at(1, seq)) << seq;
+    EXPECT_EQ(sliding.backward_transient_bytes.at(1, seq), global.backward_transient_bytes.at(1, seq)) << seq;
+  }
+}
+
 TEST(PolynomialJson, IntegralCoefficientsAreIntegers) {
   Polynomial p;
   p.terms = {{3, 1, 1}, {2, 1, 1}, {0.5, 1, 2}, {0, 0, 0}};

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "models/json_input.h"
+#include "planner/ep_dispatch.h"
 #include "planner/gemm_model.h"
 #include "planner/memory.h"
 #include "planner/moe.h"
@@ -100,25 +101,34 @@ TEST(ExpertParallel, ShardsTheExpertsOverTheExpertDataParallelGroup) {
   EXPECT_EQ(expert_gathers, 4);  // each experts unit in forward and in backward
 }
 
+// The split sizes' all-to-all that precedes each forward dispatch (planner/ep_dispatch.h).
+bool is_split_exchange(const Op& op) { return op.name.rfind("all-to-all split sizes ", 0) == 0; }
+
 // Dispatch and combine per MoE block in forward, their reverse in backward, on the EP group:
 // one rank's send buffer is its 10 tokens x top 2 copies x 16 features x 4 bytes = 1280 bytes;
 // the busiest expert at 2x the mean loads the busiest rank (2 local experts of 4) by
 // (2 + (4 - 2)/3) / 2 = 4/3.
 TEST(ExpertParallel, AllToAllsCarryTheDispatchedCopies) {
   const Plan ep = plan_step(parse_scenario(moe_scenario(), "test.json", {"fsdp.expert_parallel=2"}));
-  int all_to_alls = 0;
+  int all_to_alls = 0, split_exchanges = 0;
   for (const Op& op : ep.schedule.ops) {
     if (op.kind != OpKind::all_to_all) continue;
-    ++all_to_alls;
     EXPECT_EQ(ep.schedule.groups.at(op.group).name, "expert");
     EXPECT_EQ(ep.schedule.groups.at(op.group).ranks, 2);
+    if (is_split_exchange(op)) {
+      ++split_exchanges;  // ExpertParallel.TorchtitansDefaultDispatchByHand
+      continue;
+    }
+    ++all_to_alls;
     EXPECT_DOUBLE_EQ(op.comm_bytes, 1280);
   }
   EXPECT_EQ(all_to_alls, 2 * 2 * 2);  // 2 blocks x (forward, backward) x (dispatch, combine)
+  EXPECT_EQ(split_exchanges, 2);      // before each forward dispatch
   const Plan skewed =
       plan_step(parse_scenario(moe_scenario(), "test.json", {"fsdp.expert_parallel=2", "training.moe_imbalance=2"}));
-  for (const Op& op : skewed.schedule.ops)
-    if (op.kind == OpKind::all_to_all) EXPECT_NEAR(op.comm_bytes, 1280 * 4.0 / 3, 1e-9);
+  for (const Op& op : skewed.schedule.ops) {
+    if (op.kind == OpKind::all_to_all && !is_split_exchange(op)) EXPECT_NEAR(op.comm_bytes, 1280 * 4.0 / 3, 1e-9);
+  }
   const Plan dense = plan_step(parse_scenario(moe_scenario(), "test.json"));
   for (const Op& op : dense.schedule.ops) EXPECT_NE(op.kind, OpKind::all_to_all);
 }
@@ -150,11 +160,12 @@ TEST(ExpertParallel, WholeStepPeakByHand) {
   const MemoryReport m = replay_memory(ep.schedule);
   EXPECT_EQ(m.peak_allocated_bytes, 2304 + 80 + 2560 + 512 + 2048 + 2048 + 2 * 1280);
   EXPECT_EQ(ep.schedule.ops.at(m.peak_op).name, "all-to-all combine layers.1");
-  // Every all-to-all allocates its 1280-byte receive buffer.
+  // Every all-to-all allocates its 1280-byte receive buffer (the split sizes' exchange its
+  // 4 experts x 8 bytes, freed by the permutation before the combine).
   for (const Op& op : ep.schedule.ops) {
     if (op.kind != OpKind::all_to_all) continue;
     ASSERT_EQ(op.allocs.size(), 1u) << op.name;
-    EXPECT_EQ(ep.schedule.allocations.at(op.allocs[0]).bytes, 1280) << op.name;
+    EXPECT_EQ(ep.schedule.allocations.at(op.allocs[0]).bytes, is_split_exchange(op) ? 32 : 1280) << op.name;
   }
   std::int64_t largest_grad = 0;
   for (const Allocation& a : ep.schedule.allocations)
@@ -174,9 +185,13 @@ TEST(ExpertParallel, DeepSeekV2LiteScenariosByHand) {
   const std::string root = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/";
   const Plan fsdp = plan_step(load_scenario(root + "deepseek-v2-lite-8xh100-fsdp2.json"));
   const Plan ep = plan_step(load_scenario(root + "deepseek-v2-lite-8xh100-fsdp2-ep8.json"));
-  int all_to_alls = 0;
+  int all_to_alls = 0, split_exchanges = 0;
   for (const Op& op : ep.schedule.ops) {
     if (op.kind != OpKind::all_to_all) continue;
+    if (is_split_exchange(op)) {
+      ++split_exchanges;
+      continue;
+    }
     ++all_to_alls;
     const std::string dense_layer = "model.layers.0";
     EXPECT_FALSE(op.name.size() >= dense_layer.size() &&
@@ -185,6 +200,7 @@ TEST(ExpertParallel, DeepSeekV2LiteScenariosByHand) {
     EXPECT_DOUBLE_EQ(op.comm_bytes, 8192.0 * 6 * 2048 * 2) << op.name;
   }
   EXPECT_EQ(all_to_alls, 26 * 6 * 2);
+  EXPECT_EQ(split_exchanges, 26 * 2 * 2);  // before the forward's and the recompute's dispatch
   for (const Op& op : fsdp.schedule.ops) EXPECT_NE(op.kind, OpKind::all_to_all);
   for (const Plan* plan : {&fsdp, &ep}) {
     const MemoryReport m = replay_memory(plan->schedule);
@@ -223,7 +239,7 @@ TEST(ExpertParallel, GptOssAndLlama4ScenariosByHand) {
     const Plan plan = plan_step(load_scenario(root + c.scenario));
     int all_to_alls = 0;
     for (const Op& op : plan.schedule.ops) {
-      if (op.kind != OpKind::all_to_all) continue;
+      if (op.kind != OpKind::all_to_all || is_split_exchange(op)) continue;
       ++all_to_alls;
       EXPECT_DOUBLE_EQ(op.comm_bytes, c.dispatch_bytes) << op.name;
     }
@@ -233,6 +249,134 @@ TEST(ExpertParallel, GptOssAndLlama4ScenariosByHand) {
     EXPECT_DOUBLE_EQ(sharded, c.parameters * 4 / c.ranks + c.padding_bytes);
     EXPECT_LT(m.peak_allocated_bytes, 80LL << 30);  // fits an 80 GB H100
   }
+}
+
+// torchtitan's default dispatch besides the all-to-alls (planner/ep_dispatch.h), by hand on the
+// test model with EP 2 (fp32: 4-byte rows of h = 16, so 64 bytes a row; 10 tokens x top 2 = R =
+// 20 rows received per block; 2 local experts):
+//   R_p = round_up(20 + 2 x 8, 8) = 40 (permuted_indices' length);
+//   forward permutation 2R + 3 + 4R_p = 203 rows = 12,992 bytes;
+//   backward 4R + 2 + 5R_p = 282 rows = 18,048 bytes;
+//   split sizes: 4 experts x 8 bytes = 32 sent per rank; 2 x EP 2 x 8 = 32 bytes to the host.
+// Forward per block: split sizes all-to-all, the host copy (the CPU waits for it before it
+// issues the dispatch), dispatch, permutation (waits for the dispatch; the combine waits for
+// it), combine, wait. Backward: combine backward, permutation backward, dispatch backward, wait.
+TEST(ExpertParallel, TorchtitansDefaultDispatchByHand) {
+  const TokenPermutation p = ep_token_permutation(20, 16, 2, 4);
+  EXPECT_EQ(p.rows, 20);
+  EXPECT_EQ(p.padded_rows, 40);
+  EXPECT_EQ(p.forward_hbm_bytes, 12'992);
+  EXPECT_EQ(p.backward_hbm_bytes, 18'048);
+  EXPECT_EQ(ep_token_permutation(20, 16, 1, 4).padded_rows, 32);   // 20 + 8 = 28 -> 32
+  EXPECT_EQ(ep_token_permutation(19.5, 16, 1, 2).rows, 20);        // an imbalanced share rounds up
+  EXPECT_EQ(ep_token_permutation(20, 16, 2, 2).forward_hbm_bytes, 203.0 * 32);  // bf16 rows
+  EXPECT_EQ(split_sizes_send_bytes(4), 32);
+  EXPECT_EQ(split_sizes_host_bytes(2), 32);
+
+  const Plan ep = plan_step(parse_scenario(moe_scenario(), "test.json", {"fsdp.expert_parallel=2"}));
+  const auto& ops = ep.schedule.ops;
+  auto find = [&](const std::string& name) {
+    for (const Op& op : ops)
+      if (op.name == name) return op.id;
+    ADD_FAILURE() << "no op " << name;
+    return 0;
+  };
+  for (const char* block : {"layers.0", "layers.1"}) {
+    SCOPED_TRACE(block);
+    const std::string b = block;
+    const Op& splits = ops[find("all-to-all split sizes " + b)];
+    const Op& host = ops[find("split sizes to the host " + b)];
+    const Op& dispatch = ops[find("all-to-all dispatch " + b)];
+    const Op& permute = ops[find("token permutation " + b)];
+    const Op& combine = ops[find("all-to-all combine " + b)];
+    EXPECT_EQ(splits.kind, OpKind::all_to_all);
+    EXPECT_DOUBLE_EQ(splits.comm_bytes, 32);
+    EXPECT_EQ(host.kind, OpKind::d2h);
+    EXPECT_EQ(host.stream, Stream::compute);
+    EXPECT_DOUBLE_EQ(host.comm_bytes, 32);
+    EXPECT_EQ(host.deps, IdList{splits.id});
+    EXPECT_EQ(dispatch.cpu_waits, IdList{host.id});  // the device-to-host sync
+    EXPECT_EQ(dispatch.deps, IdList{host.id});
+    EXPECT_EQ(permute.stream, Stream::compute);
+    EXPECT_DOUBLE_EQ(permute.hbm_bytes, 12'992);
+    EXPECT_EQ(permute.deps, IdList{dispatch.id});
+    EXPECT_EQ(combine.deps, IdList{permute.id});
+    EXPECT_TRUE(combine.cpu_waits.empty());
+    EXPECT_LT(splits.id, host.id);
+    EXPECT_LT(host.id, dispatch.id);
+    EXPECT_LT(dispatch.id, permute.id);
+    EXPECT_LT(permute.id, combine.id);
+    const Op& back = ops[find("token permutation backward " + b)];
+    EXPECT_DOUBLE_EQ(back.hbm_bytes, 18'048);
+    EXPECT_EQ(back.deps, IdList{find("all-to-all combine backward " + b)});
+    EXPECT_EQ(ops[find("all-to-all dispatch backward " + b)].deps, IdList{back.id});
+    EXPECT_TRUE(ops[find("all-to-all combine backward " + b)].cpu_waits.empty());  // the saved split lists
+  }
+  // Without expert parallelism none of it.
+  const Plan dense = plan_step(parse_scenario(moe_scenario(), "test.json"));
+  for (const Op& op : dense.schedule.ops) {
+    EXPECT_NE(op.kind, OpKind::d2h) << op.name;
+    EXPECT_EQ(op.name.find("token permutation"), std::string::npos) << op.name;
+  }
+}
+
+// MoE without expert parallelism under FSDP1 (FlatParameter, use_orig_params=False): a block's
+// unit flattens w and all 4 experts into one flat parameter, so each all-gather carries every
+// expert. On 5 ranks (so that the padding shows), fp32: N = 8 x 16 + 4 x 16 x 16 = 128 + 1024 =
+// 1152 elements, padded to 1155 (the next multiple of 5), shard s = 231 elements = 924 B per rank
+// and block (persistent 2 x 924 = 1848 B); the all-gather writes the padded flat parameter,
+// 1155 x 4 B = 4620 B, and takes a 924-byte shard-sized input buffer; the reduce-scatter reduces
+// the padded 1155-element flat gradient (4620 B, fp32). Each block is gathered in forward and
+// again in backward (FULL_SHARD frees a non-root unit after forward): 4 all-gathers. FSDP2 pads
+// per parameter on dim 0 instead: w ceil(8/5) = 2 rows x 16 = 32, the experts ceil(4/5) = 1 x
+// 256 = 256; s_g = 288, gathered 5 x 288 = 1440 elements = 5760 B.
+TEST(MoeWithoutExpertParallel, Fsdp1FlatParameterCarriesEveryExpert) {
+  nlohmann::json five = moe_scenario();
+  five["cluster"] = cluster(1, 5);
+  const Plan fsdp1 = plan_step(parse_scenario(five, "test.json", {"fsdp.version=1"}));
+  validate_schedule(fsdp1.schedule, "test.json");
+  EXPECT_EQ(fsdp1.units.size(), 3u);  // root, 2 blocks: the experts are in their block's flat parameter
+  int blocks = 0;
+  for (std::size_t u = 0; u < fsdp1.units.size(); ++u) {
+    if (fsdp1.shards[u].numel == 0) continue;  // the root holds no parameters
+    ++blocks;
+    EXPECT_EQ(fsdp1.shards[u].numel, 1152);
+    EXPECT_EQ(fsdp1.shards[u].local_numel, 231);
+    EXPECT_EQ(fsdp1.shards[u].gathered_numel, 1155);
+  }
+  EXPECT_EQ(blocks, 2);
+  EXPECT_EQ(persistent_param_bytes(fsdp1.schedule), 2 * 924);
+  int gathers = 0, reductions = 0;
+  for (const Op& op : fsdp1.schedule.ops) {
+    EXPECT_NE(op.kind, OpKind::all_to_all);
+    if (op.kind == OpKind::all_gather) {
+      ++gathers;
+      EXPECT_DOUBLE_EQ(op.comm_bytes, 4620) << op.name;
+      EXPECT_EQ(fsdp1.schedule.groups.at(op.group).ranks, 5) << op.name;
+    }
+    if (op.kind == OpKind::reduce_scatter) {
+      ++reductions;
+      EXPECT_DOUBLE_EQ(op.comm_bytes, 4620) << op.name;
+    }
+  }
+  EXPECT_EQ(gathers, 4);
+  EXPECT_EQ(reductions, 2);
+  int flat_params = 0, inputs = 0;
+  for (const Allocation& a : fsdp1.schedule.allocations) {
+    if (a.label.rfind("unsharded flat param of ", 0) == 0) {
+      ++flat_params;
+      EXPECT_EQ(a.bytes, 4620) << a.label;
+    }
+    if (a.label.rfind("all-gather input of ", 0) == 0) {
+      ++inputs;
+      EXPECT_EQ(a.bytes, 924) << a.label;
+    }
+  }
+  EXPECT_EQ(flat_params, 4);
+  EXPECT_EQ(inputs, 4);
+  const Plan fsdp2 = plan_step(parse_scenario(five, "test.json"));
+  for (const Op& op : fsdp2.schedule.ops)
+    if (op.kind == OpKind::all_gather) EXPECT_DOUBLE_EQ(op.comm_bytes, 5760) << op.name;
 }
 
 void expect_input_error(const std::vector<std::string>& overrides, const std::string& path) {

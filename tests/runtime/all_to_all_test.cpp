@@ -137,7 +137,8 @@ TEST(HostAllToAll, PlannedMoeLayerChecksEveryAllToAllAndMeasuresThePlannedPeak) 
 // The planner's expert-parallel step of the tiny MoE model (tests/planner/synthetic.h; its
 // peak worked out by hand in tests/planner/moe_test.cpp, ExpertParallel.WholeStepPeakByHand:
 // 12112 B at layers.1's forward combine all-to-all), through the schedule JSON the CLI reads:
-// the 4 ranks play its 8 all-to-alls on 2 EP groups and measure that peak to the byte.
+// the 4 ranks play its 8 token all-to-alls and the 2 split-size exchanges before the forward
+// dispatches (planner/ep_dispatch.h) on 2 EP groups and measure that peak to the byte.
 TEST(HostAllToAll, PlannerExpertParallelStepMeasuresThePlannedPeak) {
   nlohmann::json scenario = fsdpsim::testing::moe_scenario();
   scenario["fsdp"]["expert_parallel"] = 2;
@@ -149,7 +150,7 @@ TEST(HostAllToAll, PlannerExpertParallelStepMeasuresThePlannedPeak) {
     all_to_alls += op.kind == OpKind::all_to_all;
     collectives += planner::is_collective(op.kind) && op.comm_bytes > 0;
   }
-  ASSERT_EQ(all_to_alls, 8);
+  ASSERT_EQ(all_to_alls, 8 + 2);
   const RunResult r = run_schedule(s, testing::fast_host(s));
   ASSERT_EQ(r.ranks.size(), 4u);
   for (const RankResult& rank : r.ranks) {
