@@ -124,6 +124,10 @@ struct ModuleCosts {
   Polynomial forward_flops;         // all FLOPs of the forward, attention included
   Polynomial attention_flops;       // the part of forward_flops that is QK^T and AV (no causal discount)
   Polynomial forward_hbm_bytes;     // bytes memory-bound work moves (norms, activations, softmax, ...)
+  // The memory-bound kernels behind forward_hbm_bytes, one polynomial of bytes per kernel in
+  // launch order (models/transformer_costs.cpp memory_bound_kernels: fused kernels); they add up
+  // to forward_hbm_bytes. Empty: not listed (the bytes are priced as one lump).
+  std::vector<Polynomial> memory_bound_kernels;
   Polynomial saved_activation_bytes;  // bytes kept for backward, with 16-bit activations
   Polynomial input_bytes;           // bytes of the module's input (what full checkpointing keeps), 16-bit
   // Op-level selective activation checkpointing (torchtitan's selective_ac_option = "op"; see

@@ -1144,7 +1144,9 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
   c.attention_flops = monomial(attention_flops_per_token_per_position(block), 1, 2);
   c.forward_flops = monomial(2 * as_double(block.matmul_weights()), 1, 1);
   c.forward_flops += c.attention_flops;
-  c.forward_hbm_bytes = ledger_polynomial(memory_bound_kernels(block, flash_attention));
+  const std::vector<CostItem> kernels = memory_bound_kernels(block, flash_attention);
+  c.forward_hbm_bytes = ledger_polynomial(kernels);
+  for (const CostItem& item : kernels) c.memory_bound_kernels.push_back(ledger_polynomial({item}));
   c.saved_activation_bytes = ledger_polynomial(saved_tensors(block, flash_attention));
   c.input_bytes = monomial(kActivationBytes * as_double(block.hidden_size), 1, 1);
   // Op-level SAC has no ledger for MLA (its low-rank path's mm outputs): no sac_* costs, so the
@@ -1189,6 +1191,7 @@ ModuleCosts moe_block_costs(const DecoderBlockShape& block, bool flash_attention
   std::vector<CostItem> kernels = memory_bound_kernels(block, flash_attention);
   for (const CostItem& item : moe_routed_memory_bound_kernels(block)) kernels.push_back(item);
   c.forward_hbm_bytes = ledger_polynomial(kernels);
+  for (const CostItem& item : kernels) c.memory_bound_kernels.push_back(ledger_polynomial({item}));
   c.saved_activation_bytes = ledger_polynomial(saved);
   c.input_bytes = monomial(kActivationBytes * h, 1, 1);
   TransientLedger transients = block_transients(block, flash_attention);
@@ -1357,6 +1360,11 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
   put("forward_flops", costs.forward_flops);
   put("attention_flops", costs.attention_flops);
   put("forward_hbm_bytes", costs.forward_hbm_bytes);
+  if (!costs.memory_bound_kernels.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const Polynomial& p : costs.memory_bound_kernels) list.push_back(polynomial_to_json(p));
+    out["memory_bound_kernels"] = std::move(list);
+  }
   put("saved_activation_bytes", costs.saved_activation_bytes);
   put("input_bytes", costs.input_bytes);
   put("sac_saved_activation_bytes", costs.sac_saved_activation_bytes);

@@ -95,6 +95,8 @@ Calibration read_calibration_at(const nlohmann::json& json, const std::string& f
   c.op_issue_seconds = r.nonnegative_number_or("op_issue_seconds", c.op_issue_seconds);
   c.kernel_issue_seconds = r.nonnegative_number_or("kernel_issue_seconds", c.kernel_issue_seconds);
   c.kernels_per_parameter_tensor = r.nonnegative_number_or("kernels_per_parameter_tensor", c.kernels_per_parameter_tensor);
+  c.eager_kernels_per_fused_kernel =
+      r.positive_number_or("eager_kernels_per_fused_kernel", c.eager_kernels_per_fused_kernel);
   c.launch_queue_kernels = r.nonnegative_number_or("launch_queue_kernels", c.launch_queue_kernels);
   c.compute_slowdown_under_comm = r.nonnegative_number_or("compute_slowdown_under_comm", c.compute_slowdown_under_comm);
   c.pcie_gbps = r.positive_number_or("pcie_gbps", c.pcie_gbps);
@@ -142,6 +144,7 @@ nlohmann::json Calibration::to_json() const {
           {"op_issue_seconds", op_issue_seconds},
           {"kernel_issue_seconds", kernel_issue_seconds},
           {"kernels_per_parameter_tensor", kernels_per_parameter_tensor},
+          {"eager_kernels_per_fused_kernel", eager_kernels_per_fused_kernel},
           {"launch_queue_kernels", launch_queue_kernels},
           {"compute_slowdown_under_comm", compute_slowdown_under_comm},
           {"pcie_gbps", pcie_gbps},
@@ -269,6 +272,33 @@ CostModel::CostModel(const Scenario& scenario)
     if (m.costs) module_parameter_tensors_[m.full_name] = count_tensors(m);
   });
   model_parameter_tensors_ = static_cast<int>(scenario.model.parameters().size());
+  // Modules whose costs list their memory-bound kernels (the importer's transformer blocks):
+  // their kernels are counted (kernels(), memory_bound_seconds()). Each memory-bound kernel's
+  // share of the module's per-token ("b*s") memory-bound bytes; its GEMMs: one per matmul in
+  // forward (a routed matmul is one grouped kernel), two in backward (input and weight
+  // gradients); its attention: one kernel in forward, three in backward (FlashAttention-2's
+  // flash_bwd_dot_do_o_kernel, the dq/dk/dv kernel and flash_bwd_convert_dq_kernel:
+  // Dao-AILab/flash-attention csrc/flash_attn/src/flash_bwd_launch_template.h).
+  models::for_each_module(scenario.model.root, [&](const models::Module& m) {
+    if (!m.costs || m.costs->memory_bound_kernels.empty()) return;
+    ModuleKernels k;
+    double per_token = 0;
+    for (const models::Polynomial& p : m.costs->memory_bound_kernels) {
+      double b_s = 0;
+      for (const models::Polynomial::Term& t : p.terms)
+        if (t.b_pow == 1 && t.s_pow == 1) b_s += t.coeff;
+      k.memory_bound_shares.push_back(b_s);
+      per_token += b_s;
+    }
+    for (double& share : k.memory_bound_shares) share = per_token > 0 ? share / per_token : 0.0;
+    const double gemms = static_cast<double>(m.costs->matmuls.size());
+    const double attention = m.costs->attention ? 1.0 : 0.0;
+    k.forward_launches = gemms + attention;
+    k.backward_launches = 2 * gemms + 3 * attention;
+    module_kernels_[m.full_name] = std::move(k);
+  });
+  if (scenario.training.execution == TrainingSpec::Execution::eager) execution_ = Execution::eager;
+  if (scenario.training.execution == TrainingSpec::Execution::compiled) execution_ = Execution::compiled;
   if (scenario.training.execution == TrainingSpec::Execution::eager) {
     const std::vector<std::string> types = block_types(scenario.model, scenario.fsdp.wrap);
     models::for_each_module(scenario.model.root, [&](const models::Module& m) {
@@ -373,8 +403,21 @@ double CostModel::memory_bound_seconds(const Op& op) const {
   const double eager =
       module_compute && eager_block_.count(op.module) ? calibration_.eager_memory_bound_factor : 1.0;
   const double efficiency = module_compute ? calibration_.memory_bound_efficiency : calibration_.hbm_efficiency;
+  const double bytes_per_second = cluster_.gpu.hbm_bandwidth_bytes_per_second * efficiency;
   const double scores = std::min(op.score_hbm_bytes, op.hbm_bytes);
-  return (eager * (op.hbm_bytes - scores) + scores) / (cluster_.gpu.hbm_bandwidth_bytes_per_second * efficiency);
+  const auto listed = module_compute ? module_kernels_.find(op.module) : module_kernels_.end();
+  if (listed == module_kernels_.end()) return (eager * (op.hbm_bytes - scores) + scores) / bytes_per_second;
+  // Kernel by kernel: each listed kernel's share of the per-token bytes, each launch at least
+  // the floor. A backward runs two kernels per forward kernel (the schedule's 2x bytes split
+  // between them); eagerly, each fused kernel is eager_kernels_per_fused_kernel kernels
+  // sharing its (eager-factored) bytes.
+  const double per_fused = op.kind == OpKind::compute_bwd ? 2.0 : 1.0;
+  const double launches = per_fused * (eager_block_.count(op.module) ? calibration_.eager_kernels_per_fused_kernel : 1.0);
+  const double floor = calibration_.memory_bound_kernel_floor_seconds;
+  double seconds = scores / bytes_per_second;
+  for (double share : listed->second.memory_bound_shares)
+    seconds += launches * std::max(share * eager * (op.hbm_bytes - scores) / launches / bytes_per_second, floor);
+  return seconds;
 }
 
 GemmDevice CostModel::gemm_device() const {
@@ -475,6 +518,15 @@ double CostModel::kernels(const Op& op) const {
     case OpKind::compute_fwd:
     case OpKind::recompute:
     case OpKind::compute_bwd: {
+      // Counted when the costs list the kernels and the scenario says whether it is compiled.
+      const auto listed = module_kernels_.find(op.module);
+      if (listed != module_kernels_.end() && execution_ != Execution::unstated) {
+        const ModuleKernels& k = listed->second;
+        const double memory_bound = static_cast<double>(k.memory_bound_shares.size()) *
+                                    (op.kind == OpKind::compute_bwd ? 2.0 : 1.0) *
+                                    (eager_block_.count(op.module) ? calibration_.eager_kernels_per_fused_kernel : 1.0);
+        return (op.kind == OpKind::compute_bwd ? k.backward_launches : k.forward_launches) + memory_bound;
+      }
       int tensors = 1;
       auto it = module_parameter_tensors_.find(op.module);
       if (it != module_parameter_tensors_.end()) tensors = std::max(1, it->second);

@@ -50,7 +50,8 @@ struct Calibration {
   // that GEMM instead of the shape model.
   std::vector<MeasuredGemm> gemm_table;
   // The shortest a memory-bound kernel takes on the GPU (launch and drain of a kernel moving
-  // next to nothing): the floor of float8's scaling kernels.
+  // next to nothing): the floor of float8's scaling kernels and of every memory-bound kernel a
+  // module's costs list (models::ModuleCosts::memory_bound_kernels).
   double memory_bound_kernel_floor_seconds = 0;
   double attention_efficiency = 0;  // fused (flash) attention, FLOPs counted as FlashAttention's
                                     // benchmarks count them (causal work halved)
@@ -75,9 +76,14 @@ struct Calibration {
   // call overhead, for non-compute ops) plus kernel_issue_seconds per kernel it launches;
   // a module's forward launches kernels_per_parameter_tensor kernels per parameter tensor
   // it owns (a Llama block: 9 tensors), its backward twice that.
+  // When the module's costs list its kernels (matmuls, attention, memory_bound_kernels) and
+  // the scenario states training.torch_compile, the kernels are counted instead: GEMMs,
+  // attention calls and memory-bound kernels, the latter times eager_kernels_per_fused_kernel
+  // when eager (CostModel::kernels).
   double op_issue_seconds = 0;
   double kernel_issue_seconds = 0;
   double kernels_per_parameter_tensor = 0;
+  double eager_kernels_per_fused_kernel = 1;
   // CUDA's launch queue: kernels one stream holds before a launch blocks the CPU (0: unbounded).
   double launch_queue_kernels = 0;
   // Interference: compute runs this much slower while a collective is in flight (0.1 = 10%).
@@ -179,6 +185,16 @@ class CostModel {
   AttentionKernel attention_kernel_ = AttentionKernel::flash2;
   std::unordered_map<std::string, int> module_parameter_tensors_;  // costed module -> tensors
   std::unordered_map<std::string, bool> eager_block_;  // costed transformer blocks run eagerly (not compiled)
+  // Costed modules whose costs list their kernels: the forward's and the backward's GEMM and
+  // attention launches, and each memory-bound kernel's share of the module's per-token
+  // memory-bound bytes (empty: the costs list none; the bytes are then priced as one lump).
+  struct ModuleKernels {
+    double forward_launches = 0, backward_launches = 0;  // GEMMs and attention calls
+    std::vector<double> memory_bound_shares;
+  };
+  std::unordered_map<std::string, ModuleKernels> module_kernels_;
+  enum class Execution { unstated, eager, compiled };  // training.torch_compile
+  Execution execution_ = Execution::unstated;
   int model_parameter_tensors_ = 0;
 };
 

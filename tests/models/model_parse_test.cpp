@@ -183,6 +183,26 @@ TEST(ModelParseErrors, AttentionFlopsAboveForwardFlopsAreRefused) {
                "root.children[1].children[0].costs.attention_flops.b*s^3", "at most forward_flops' \"b*s^3\" term (0)");
 }
 
+TEST(ModelParse, MemoryBoundKernelsAddUpToForwardHbmBytes) {
+  // Two kernels of 6 and 10 bytes per token are a forward_hbm_bytes of 16 per token.
+  nlohmann::json j = tiny_model();
+  block(j)["costs"]["forward_hbm_bytes"] = {{"b*s", 16}};
+  block(j)["costs"]["memory_bound_kernels"] = {{{"b*s", 6}}, {{"b*s", 10}}};
+  const Model m = parse_model(j, "tiny.json");
+  const ModuleCosts& c = *m.root.children[1].children[0].costs;
+  ASSERT_EQ(c.memory_bound_kernels.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.memory_bound_kernels[1].at(2, 100), 10 * 2 * 100);
+  // 6 + 9 is not 16; a kernel with a term forward_hbm_bytes lacks is not part of it either.
+  expect_error([](auto& j) {
+    block(j)["costs"]["forward_hbm_bytes"] = {{"b*s", 16}};
+    block(j)["costs"]["memory_bound_kernels"] = {{{"b*s", 6}}, {{"b*s", 9}}};
+  }, "root.children[1].children[0].costs.memory_bound_kernels", "add up to forward_hbm_bytes' \"b*s\" term (16)");
+  expect_error([](auto& j) {
+    block(j)["costs"]["forward_hbm_bytes"] = {{"b*s", 16}};
+    block(j)["costs"]["memory_bound_kernels"] = {{{"b*s", 16}}, {{"b*s^2", 1}}};
+  }, "root.children[1].children[0].costs.memory_bound_kernels", "add up to forward_hbm_bytes' \"b*s^2\" term (0)");
+}
+
 // A run of layers that does not start at 0 ("first_index": DeepSeek's MoE layers after its
 // dense ones): the copies are named from it; overlapping runs collide by name.
 TEST(ModelParse, FirstIndexNamesARunOfLayers) {

@@ -53,7 +53,25 @@ TEST(GpuCatalog, EveryGpuParsesAndNamesASourceForEachFigure) {
     // A GPU talks to its peers over NVLink or xGMI, never both.
     EXPECT_FALSE(g.nvlink_links > 0 && g.xgmi_links > 0);
   }
-  EXPECT_GE(gpus, 13);  // 7 parts before 2026 + GB200, H100 PCIe, H100 NVL, MI300X, MI325X, L40S
+  EXPECT_GE(gpus, 14);  // 7 parts before 2026 + GB200, H100 PCIe, H100 NVL, MI300X, MI325X, L40S, A10G
+}
+
+// The A10G's peak is derived, not quoted (no NVIDIA or AWS document found gives a dense bf16
+// figure): 80 SMs x 4 tensor cores x 128 FLOPs per clock (GA102 at GeForce's rate with FP32
+// accumulation, karpathy/llm.c llmc/mfu.h AMPERE_CONSUMER: 80 TFLOPS / (336 x 1.86 GHz) = 128)
+// x 1.710 GHz = 70.04 TFLOPS, shipped rounded to 70.0; TF32 is half the 16-bit rate.
+TEST(GpuCatalog, TheA10GPeakIsSmsTimesTheGa102TensorRateTimesItsClock) {
+  const std::string file = kRoot + "/scenarios/hardware/gpus.json";
+  const nlohmann::json catalog = load_json_file(file);
+  const GpuSpec g = parse_gpu(catalog.at("A10G-24GB"), "A10G-24GB", file, "A10G-24GB");
+  const double per_tensor_core_per_clock = 80e12 / (336 * 1.86e9);
+  EXPECT_NEAR(per_tensor_core_per_clock, 128.0, 0.01);
+  EXPECT_EQ(g.sm_count, 80);
+  EXPECT_NEAR(g.peak_flops.at("bf16"), 80 * 4 * 128 * 1.710e9, 0.05e12);
+  EXPECT_DOUBLE_EQ(g.peak_flops.at("fp32"), g.peak_flops.at("bf16") / 2);
+  EXPECT_DOUBLE_EQ(g.hbm_bandwidth_bytes_per_second, 600e9);
+  EXPECT_EQ(g.arch, "ampere");
+  EXPECT_EQ(g.peak_flops.count("fp8"), 0u);  // Ampere has no fp8 tensor cores
 }
 
 TEST(GpuCatalog, EveryClusterFileParsesAndSourcesItsLinks) {

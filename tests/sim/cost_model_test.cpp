@@ -9,6 +9,7 @@
 #include "models/json_input.h"
 #include "planner/cost_model.h"
 #include "planner/scenario.h"
+#include "planner/plan.h"
 #include "sim/analytic.h"
 #include "tests/planner/synthetic.h"
 
@@ -168,12 +169,145 @@ TEST(CostModelIssue, KernelEstimateFromTheModulesParameterTensors) {
   EXPECT_DOUBLE_EQ(cost.kernels(opt), 50);
 }
 
+// Llama-3.1-8B's scenario with training.torch_compile set (or left unstated: null) and the
+// calibration's issue and memory-bound constants fixed for hand calculation.
+planner::Scenario llama8b(const nlohmann::json& torch_compile) {
+  const std::string file = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
+  nlohmann::json j = load_json_file(file);
+  j["calibration"] = {{"kernel_issue_seconds", 1e-5},
+                      {"op_issue_seconds", 3e-5},
+                      {"kernels_per_parameter_tensor", 4},
+                      {"eager_kernels_per_fused_kernel", 4},
+                      {"memory_bound_efficiency", 0.5},
+                      {"eager_memory_bound_factor", 3.2},
+                      {"memory_bound_kernel_floor_seconds", 2e-6}};
+  if (!torch_compile.is_null()) j["training"]["torch_compile"] = torch_compile;
+  return planner::parse_scenario(j, file);
+}
+
+TEST(CostModelIssue, KernelsAreCountedWhenTheRunSaysWhetherItIsCompiled) {
+  // A Llama block's costs list 7 matmuls, one attention call and 6 fused memory-bound kernels
+  // (attention norm, rotary, residual add, MLP norm, SwiGLU product, residual add).
+  Op fwd;
+  fwd.kind = OpKind::compute_fwd;
+  fwd.module = "model.layers.7";
+  Op bwd = fwd;
+  bwd.kind = OpKind::compute_bwd;
+  Op re = fwd;
+  re.kind = OpKind::recompute;
+  // Compiled: forward 7 GEMMs + 1 attention + 6 = 14; backward 14 GEMMs (input and weight
+  // gradients) + FlashAttention-2's 3 backward kernels + 2 x 6 = 29; a recompute as the forward.
+  const CostModel compiled(llama8b(true));
+  EXPECT_DOUBLE_EQ(compiled.kernels(fwd), 14);
+  EXPECT_DOUBLE_EQ(compiled.kernels(bwd), 29);
+  EXPECT_DOUBLE_EQ(compiled.kernels(re), 14);
+  EXPECT_NEAR(compiled.issue_seconds(fwd), 14 * 1e-5, 1e-15);
+  // Eager: each fused kernel is 4 eager ones: forward 8 + 24 = 32, backward 17 + 48 = 65.
+  const CostModel eager(llama8b(false));
+  EXPECT_DOUBLE_EQ(eager.kernels(fwd), 32);
+  EXPECT_DOUBLE_EQ(eager.kernels(bwd), 65);
+  // Unstated: the assumed 4 per parameter tensor (9 tensors), as before.
+  const CostModel unstated(llama8b(nullptr));
+  EXPECT_DOUBLE_EQ(unstated.kernels(fwd), 36);
+  EXPECT_DOUBLE_EQ(unstated.kernels(bwd), 72);
+  // A module whose costs list no kernels (the output layer) keeps the per-tensor count.
+  Op head = fwd;
+  head.module = "lm_head";
+  EXPECT_DOUBLE_EQ(compiled.kernels(head), 4);
+}
+
+TEST(CostModelMemoryBound, EachListedKernelTakesAtLeastTheFloor) {
+  // A Llama-8B block over 64 tokens (h 4096, q 4096, kv 1024, f 14336, 2-byte activations):
+  // per token the norms move 2x2x4096 = 16384 bytes each, rotary 2x2x(4096+1024) = 20480,
+  // the residual adds 3x2x4096 = 24576 each, SwiGLU's product 3x2x14336 = 86016; 188416 in all.
+  // At 0.5 x 3.35 TB/s = 1.675e12 B/s: norm 1,048,576 B = 0.626 us, rotary 0.783 us, residual
+  // 0.939 us, all under the 2 us floor; SwiGLU 5,505,024 B = 3.2866 us.
+  // Forward: 5 x 2 us + 3.2866 us = 13.2866 us (one lump would be 7.199 us).
+  const double tokens = 64, rate = 0.5 * 3.35e12;
+  Op fwd;
+  fwd.kind = OpKind::compute_fwd;
+  fwd.module = "model.layers.3";
+  fwd.hbm_bytes = 188416 * tokens;
+  const double swiglu = 86016 * tokens / rate;
+  const CostModel compiled(llama8b(true));
+  EXPECT_NEAR(compiled.memory_bound_seconds(fwd), 5 * 2e-6 + swiglu, 1e-12);
+  EXPECT_NEAR(swiglu, 3.2866e-6, 1e-10);
+  // Score-matrix bytes (eager attention's softmax) are priced apart, at the rate, no floor:
+  // the listed kernels share only the rest.
+  Op with_scores = fwd;
+  with_scores.score_hbm_bytes = 1e6;
+  with_scores.hbm_bytes += 1e6;
+  EXPECT_NEAR(compiled.memory_bound_seconds(with_scores), 1e6 / rate + 5 * 2e-6 + swiglu, 1e-12);
+  // Unstated execution: the same fused kernels on the GPU.
+  EXPECT_NEAR(CostModel(llama8b(nullptr)).memory_bound_seconds(fwd), 5 * 2e-6 + swiglu, 1e-12);
+  // Backward: twice the bytes over two kernels per forward kernel, each with a forward
+  // kernel's bytes: 2 x (5 x 2 us + 3.2866 us).
+  Op bwd = fwd;
+  bwd.kind = OpKind::compute_bwd;
+  bwd.hbm_bytes = 2 * fwd.hbm_bytes;
+  EXPECT_NEAR(compiled.memory_bound_seconds(bwd), 2 * (5 * 2e-6 + swiglu), 1e-12);
+  // Eager: 3.2x the bytes over 4 kernels per fused one, each 0.8 x the fused kernel's bytes:
+  // the small kernels are 4 floors each (8 us), SwiGLU's four 0.8 x 3.2866 = 2.629 us each.
+  const CostModel eager(llama8b(false));
+  EXPECT_NEAR(eager.memory_bound_seconds(fwd), 5 * 4 * 2e-6 + 4 * 0.8 * swiglu, 1e-12);
+  // Many tokens: every kernel above its floor, the sum is the lump bytes / rate.
+  fwd.hbm_bytes = 188416 * 8192.0;
+  EXPECT_NEAR(compiled.memory_bound_seconds(fwd), fwd.hbm_bytes / rate, 1e-12);
+}
+
+TEST(CostModelIssue, ASmallEagerModelIsBoundByIssuingItsKernels) {
+  // GPT-2 (124M: 12 blocks, each 4 matmuls, attention and 7 fused memory-bound kernels: ln_1,
+  // the attention-output dropout, the residual add, ln_2, GELU, the MLP-output dropout and the
+  // residual add) on one H100, eager (training.torch_compile false), micro-batch 1 x 128
+  // tokens, no checkpointing; shipped calibration (kernel_issue_seconds 5 us,
+  // eager_kernels_per_fused_kernel 4). Per block the CPU issues 4 + 1 + 7 x 4 = 33 kernels in
+  // forward (165 us) and 8 + 3 + 2 x 7 x 4 = 67 in backward (335 us): 12 x 500 us = 6 ms of
+  // issue for the blocks alone, more than their GPU time, so the step is at least the CPU's
+  // issue time and most of its critical path is the CPU issuing: the launch-bound regime the
+  // issue names for small models (docs/cost-model.md, "CPU issue cost").
+  const std::string file = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
+  nlohmann::json j = load_json_file(file);
+  nlohmann::json cluster = load_json_file(std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/clusters/dgx-h100.json");
+  cluster["gpus_per_node"] = 1;
+  j["cluster"] = cluster;
+  j["model"] = "models/gpt2.json";
+  j["training"]["global_batch"] = 1;
+  j["training"]["micro_batch"] = 1;
+  j["training"]["seq_len"] = 128;
+  j["training"]["activation_checkpointing"] = "none";
+  j["training"]["torch_compile"] = false;
+  const planner::Scenario sc = planner::parse_scenario(j, file);
+  const planner::Plan plan = planner::plan_step(sc);
+  const CostModel cost(sc);
+  const StepTiming t = time_step(plan.schedule, cost);
+  double block_issue = 0, block_gpu = 0, all_issue = 0;
+  int blocks_fwd = 0;
+  for (const Op& op : plan.schedule.ops) {
+    all_issue += cost.issue_seconds(op);
+    const bool block = op.module.rfind("transformer.h.", 0) == 0;
+    if (block && (op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd)) {
+      block_issue += cost.issue_seconds(op);
+      block_gpu += cost.duration_seconds(op, plan.schedule);
+      if (op.kind == OpKind::compute_fwd) ++blocks_fwd;
+    }
+  }
+  EXPECT_EQ(blocks_fwd, 12);
+  EXPECT_NEAR(block_issue, 12 * (33 + 67) * 5e-6, 1e-12);
+  EXPECT_LT(block_gpu, block_issue);
+  EXPECT_GE(t.step_seconds, all_issue);
+  EXPECT_GT(t.critical_path_summary.cpu_issue_seconds, 0.5 * t.step_seconds);
+  std::printf("gpt2 eager 128 tokens: step %.3f ms, CPU issue %.3f ms (blocks %.3f ms), blocks on the GPU %.3f ms, "
+              "critical path CPU issue %.3f ms\n",
+              t.step_seconds * 1e3, all_issue * 1e3, block_issue * 1e3, block_gpu * 1e3,
+              t.critical_path_summary.cpu_issue_seconds * 1e3);
+}
+
 TEST(Calibration, EveryShippedGpuHasSourcedDefaultsInRange) {
   const nlohmann::json gpus = load_json_file(std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/hardware/gpus.json");
   const std::vector<std::string> fields = {"matmul_efficiency", "attention_efficiency", "causal_attention_work",
                                            "attention_backward_work", "hbm_efficiency", "op_issue_seconds",
                                            "kernel_issue_seconds", "kernels_per_parameter_tensor",
-                                           "launch_queue_kernels", "compute_slowdown_under_comm", "pcie_gbps",
+                                           "eager_kernels_per_fused_kernel", "launch_queue_kernels", "compute_slowdown_under_comm", "pcie_gbps",
                                            "host_optimizer_bytes_per_second", "cuda_context_bytes"};
   int checked = 0;
   for (const auto& [name, entry] : gpus.items()) {
