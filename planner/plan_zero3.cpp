@@ -54,6 +54,14 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
     if (++post_backwards_ == units_) end_of_backward();
   }
 
+  // The optimizer step (stage3.py step): one sub-group after another (sub_group_size), each with
+  // its fp32 gradient made in _prepare_fp32_grad_for_sub_group; plan.cpp issues them. None
+  // without an optimizer (nothing steps).
+  std::vector<OptimizerSubGroup> optimizer_sub_groups() const override {
+    if (step_.training.optimizer == Optimizer::none) return {};
+    return deepspeed_sub_groups(step_.scenario.model, step_.fsdp.shard_group_size, ds_.sub_group_size);
+  }
+
   // _post_step: the persistent parameters, released with all the others for the step
   // (_partition_all_parameters), are all-gathered again whole (persistent_parameters[0].all_gather).
   void after_optimizer_step(int updated) override {
@@ -271,6 +279,28 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
 };
 
 }  // namespace
+
+std::vector<OptimizerSubGroup> deepspeed_sub_groups(const models::Model& model, int partition_ranks,
+                                                   std::int64_t sub_group_size) {
+  const std::vector<const models::Parameter*> params = model.parameters();
+  auto partition_numel = [&](const models::Parameter* p) { return (p->numel() + partition_ranks - 1) / partition_ranks; };
+  std::int64_t total = 0;
+  for (const models::Parameter* p : params) total += partition_numel(p);
+  // `if sub_group_size is None or sub_group_size >= params_group_numel: return [params_group]`
+  if (sub_group_size >= total) return {{total, static_cast<int>(params.size())}};
+  std::vector<OptimizerSubGroup> groups;
+  OptimizerSubGroup open;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    open.numel += partition_numel(params[i]);
+    ++open.params;
+    // `if local_sub_group_size >= sub_group_size or id(param) == id(params_group[-1])`
+    if (open.numel >= sub_group_size || i + 1 == params.size()) {
+      groups.push_back(open);
+      open = {};
+    }
+  }
+  return groups;
+}
 
 std::unique_ptr<FrameworkPolicy> make_deepspeed_zero3_policy(StepContext& step) {
   return std::make_unique<DeepSpeedZero3Policy>(step);

@@ -495,12 +495,18 @@ DeepSpeedSpec parse_deepspeed(JsonReader& r, const Scenario& s) {
     d.stage3_max_reuse_distance = buffer_elements(z, "stage3_max_reuse_distance", d.stage3_max_reuse_distance, 0);
     d.stage3_param_persistence_threshold =
         buffer_elements(z, "stage3_param_persistence_threshold", d.stage3_param_persistence_threshold, 0);
+    // 0 is DeepSpeed's too (ge=0): every parameter closes its own sub-group.
+    d.sub_group_size = buffer_elements(z, "sub_group_size", d.sub_group_size, 0);
   } else {
     // ZeRO-3's fields are DeepSpeed no-ops under stages 1 and 2: refused, so a sweep over them cannot
     // rank identical plans.
     for (const char* k : {"stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
                           "stage3_param_persistence_threshold"})
       if (z.has(k)) z.fail(k, "is ZeRO-3's (stage3.py); this scenario is ZeRO-" + std::to_string(stage));
+    if (z.has("sub_group_size"))
+      z.fail("sub_group_size", "is ZeRO-3's optimizer sub-group (stage3.py _create_fp16_sub_groups; engine.py gives it "
+                               "to the stage-3 optimizer only): ZeRO-" + std::to_string(stage) +
+                                   " steps its partition whole, so it would change nothing; leave it out");
   }
   d.reduce_bucket_size = buffer_elements(z, "reduce_bucket_size", d.reduce_bucket_size, 1);
   if (z.has("allgather_bucket_size"))
