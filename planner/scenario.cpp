@@ -518,9 +518,6 @@ DeepSpeedSpec parse_deepspeed(JsonReader& r, const Scenario& s) {
                                                              "all_gather_dp_groups); leave it out"));
   d.overlap_comm = z.boolean_or("overlap_comm", stage == 3);
   d.contiguous_gradients = z.boolean_or("contiguous_gradients", true);
-  if (stage == 3 && !d.contiguous_gradients)
-    z.fail("contiguous_gradients", "ZeRO-3 without contiguous gradients (autograd's gradients kept until their bucket "
-                                   "is partitioned) is not modelled yet; leave it true");
   z.finish();
   return d;
 }

@@ -272,19 +272,24 @@ TEST(DeepSpeedZero3Buffers, PeakFallsAsMaxLiveParametersShrinks) {
       {1000000000, 4}, {3 * kWeight, 3}, {2 * kWeight, 2}, {0, 1}};
   for (const auto& [max_live, blocks] : live_and_blocks) {
     SCOPED_TRACE("stage3_max_live_parameters " + std::to_string(max_live));
+    // One bucket per block (a block's gradient alone, divisible by the 8 ranks: reduce-scattered in
+    // place, no flat copy), so only the gathered blocks move the peak.
     const Plan p = plan(zero3({{"stage3_max_reuse_distance", 0},
                                {"stage3_prefetch_bucket_size", 1000000000},
-                               {"stage3_max_live_parameters", max_live}}));
+                               {"stage3_max_live_parameters", max_live},
+                               {"reduce_bucket_size", kWeight}}));
     EXPECT_EQ(max_live_bytes(p.schedule, "gathered params of "), blocks * kBlockBytes);
     // The replayed peak is at blocks.3's backward, the first backward compute: the gathered blocks
-    // beside blocks.3's bf16 gradient and what lives all step (the default 5e8-element ipg buffer,
-    // 1e9 bytes; the partitions). Each block fewer alive lowers it by exactly 512 KiB.
+    // beside blocks.3's bf16 gradient and what lives all step (the 262,144-element ipg buffer,
+    // 512 KiB; the partitions). Each block fewer alive lowers it by exactly 512 KiB.
     const MemoryReport m = replay_memory(p.schedule);
     EXPECT_EQ(p.schedule.ops[m.peak_op].name, "bwd blocks.3");
     EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::unsharded_param)], blocks * kBlockBytes);
     EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::unsharded_grad)], kBlockBytes);
-    EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::reduce_scatter_buffer)], 1000000000);
-    if (previous_peak >= 0) EXPECT_EQ(previous_peak - m.peak_allocated_bytes, kBlockBytes);
+    EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::reduce_scatter_buffer)], kBlockBytes);
+    if (previous_peak >= 0) {
+      EXPECT_EQ(previous_peak - m.peak_allocated_bytes, kBlockBytes);
+    }
     previous_peak = m.peak_allocated_bytes;
   }
 }
@@ -385,12 +390,13 @@ TEST(DeepSpeedZero3Buffers, ReduceBucketsAndTheirBuffers) {
 //   1e9 (DeepSpeed's default, config.py pp_int(1e9)) >= 262,144: one sub-group of 8 parameters:
 //     concatenation 524,288 B + fp32 1,048,576 B, then fp32 + intermediates 1,048,576 B each:
 //     2 MiB above the step's persistent state, the highest of the step (backward holds one 512 KiB
-//     gathered block and its 512 KiB gradient at most: no prefetch, no reuse);
+//     gathered block and its 512 KiB gradient at most: no prefetch, no reuse, one bucket per block
+//     reduce-scattered in place);
 //   100,000: blocks 0-3 reach 131,072 >= 100,000 (the fourth crosses): 2 sub-groups of 4: 1 MiB;
 //   1 (or 0): one parameter each, so no concatenation: 131,072 B + 131,072 B = 256 KiB.
 TEST(DeepSpeedZero3Buffers, SubGroupSizeBoundsTheOptimizerStepsFp32Gradients) {
   nlohmann::json base = zero3({{"stage3_prefetch_bucket_size", 0}, {"stage3_max_reuse_distance", 0},
-                               {"stage3_max_live_parameters", 0}});
+                               {"stage3_max_live_parameters", 0}, {"reduce_bucket_size", kWeight}});
   base["model"] = block_model(8, {512, 512}, 0);
   base["training"]["optimizer"] = "adamw";
   struct Case {
@@ -466,6 +472,51 @@ TEST(DeepSpeedZero3Buffers, SubGroupsCloseOnTheCrossingParameter) {
   EXPECT_EQ(numels(1, 7), (V{9143, 37450, 37450, 37450, 37450}));
 }
 
+// contiguous_gradients false (stage3.py, deepspeedai/DeepSpeed@edaa722): no ipg bucket buffer is made
+// (`if self.contiguous_gradients: bucket.buffer = torch.empty(...)`), and autograd's gradient is not
+// copied into it (__add_grad_to_ipg_bucket) but waits in the bucket until partition_grads drops it
+// after the reduction. Either way a bucket of several gradients is reduce-scattered from a flat
+// torch.cat of their padded chunks (__avg_scatter_grads -> reduce_scatter_coalesced, DeepSpeed's
+// default reduce_scatter True). 4 blocks, 2-block buckets (524,288 elements): [blocks.3, blocks.2]
+// reduced after blocks.2's backward, [blocks.1, blocks.0] after blocks.0's; each flat input is
+// 524,288 x 2 B = 1 MiB. No prefetch, no reuse: one 512 KiB gathered block at a time.
+//   contiguous: autograd's gradients (512 KiB each) freed at their unit's post-backward: one at a
+//     time; the 1 MiB ipg buffer all step;
+//   not contiguous: blocks.3's gradient waits for blocks.2's: 2 x 512 KiB at once, freed by the
+//     bucket's partition copy; no ipg buffer. The highest moment is that bucket's reduction: both
+//     gradients and the 1 MiB flat input.
+TEST(DeepSpeedZero3Buffers, WithoutContiguousGradientsAutogradsGradientsWaitForTheirBucket) {
+  nlohmann::json ds = {{"stage3_prefetch_bucket_size", 0}, {"stage3_max_reuse_distance", 0},
+                       {"stage3_max_live_parameters", 0}, {"reduce_bucket_size", 2 * kWeight}};
+  const Plan contiguous = plan(zero3(ds));
+  ds["contiguous_gradients"] = false;
+  const Plan loose = plan(zero3(ds));
+  EXPECT_EQ(persistent_bytes(contiguous.schedule, MemCategory::reduce_scatter_buffer), 1 * MiB);
+  EXPECT_EQ(persistent_bytes(loose.schedule, MemCategory::reduce_scatter_buffer), 0);
+  EXPECT_EQ(max_live_bytes(contiguous.schedule, "grads of blocks."), kWeight * 2);
+  EXPECT_EQ(max_live_bytes(loose.schedule, "grads of blocks."), 2 * kWeight * 2);
+  for (const Plan* p : {&contiguous, &loose}) {
+    const Schedule& s = p->schedule;
+    std::vector<std::int64_t> flat;
+    for (const Allocation& a : s.allocations)
+      if (a.label.rfind("reduce-scatter input of the bucket ending in ", 0) == 0) {
+        flat.push_back(a.bytes);
+        EXPECT_EQ(a.category, MemCategory::reduce_scatter_buffer);
+      }
+    EXPECT_EQ(flat, (std::vector<std::int64_t>{1 * MiB, 1 * MiB}));
+  }
+  // blocks.3's gradient is freed by the partition copy of the bucket ending in blocks.2.
+  const Schedule& s = loose.schedule;
+  const Op& copy = s.ops[op_named(s, "partition grads of the bucket ending in blocks.2")];
+  bool freed = false;
+  for (int a : copy.frees) freed = freed || s.allocations[a].label == "grads of blocks.3";
+  EXPECT_TRUE(freed);
+  const MemoryReport m = replay_memory(s);
+  EXPECT_EQ(s.ops[m.peak_op].name, "reduce-scatter bucket ending in blocks.2");
+  EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::unsharded_grad)], 2 * kWeight * 2);
+  EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::reduce_scatter_buffer)], 1 * MiB);
+}
+
 // ---- bad input -------------------------------------------------------------------------------
 std::string path_of_error(const nlohmann::json& j, std::vector<std::string> overrides = {}) {
   try {
@@ -513,12 +564,12 @@ TEST(BufferSizeInput, TheObjectsBelongToTheirFrameworks) {
   nlohmann::json ddp = scenario("NO_SHARD", true);
   ddp["deepspeed"] = nlohmann::json::object();
   EXPECT_EQ(path_of_error(ddp), "deepspeed");
-  // ZeRO-3: allgather_bucket_size is ZeRO-1/2's, and offload and non-contiguous gradients are not
-  // modelled with the object yet: refused, not read and ignored.
+  // ZeRO-3: allgather_bucket_size is ZeRO-1/2's, and offload is not modelled with the object yet:
+  // refused, not read and ignored.
   nlohmann::json zero3 = scenario("FULL_SHARD", true);
   zero3["deepspeed"] = nlohmann::json::object();
   EXPECT_EQ(path_of_error(zero3, {"deepspeed.allgather_bucket_size=5e8"}), "deepspeed.allgather_bucket_size");
-  EXPECT_EQ(path_of_error(zero3, {"deepspeed.contiguous_gradients=false"}), "deepspeed.contiguous_gradients");
+  EXPECT_EQ(path_of_error(zero3, {"deepspeed.contiguous_gradients=3"}), "deepspeed.contiguous_gradients");
   EXPECT_EQ(path_of_error(zero3, {"deepspeed.stage3_max_live_parameters=-1"}), "deepspeed.stage3_max_live_parameters");
   EXPECT_EQ(path_of_error(zero3, {"deepspeed.sub_group_size=-1"}), "deepspeed.sub_group_size");
   EXPECT_EQ(path_of_error(zero3, {"deepspeed.sub_group_size=1.5"}), "deepspeed.sub_group_size");

@@ -108,6 +108,11 @@ std::vector<Case> cases() {
       {"deepspeed_zero3_sub_groups",
        with(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {{"master_weights", "optimizer_state"}}),
             "deepspeed", {{"reduce_bucket_size", 300000}, {"sub_group_size", 100000}})},
+      // ZeRO-3 without contiguous_gradients: no bucket buffer, autograd's gradients wait for their
+      // bucket's reduction; the flat reduce-scatter inputs of several gradients.
+      {"deepspeed_zero3_loose_gradients",
+       with(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {{"master_weights", "optimizer_state"}}),
+            "deepspeed", {{"reduce_bucket_size", 600000}, {"contiguous_gradients", false}})},
       {"deepspeed_zero3_nvme", scenario(1, 2, {{"version", 2}, {"offload_optimizer", "nvme"}, {"offload_param", "nvme"}},
                                         {{"master_weights", "optimizer_state"}})},
   };
