@@ -467,9 +467,12 @@ DeepSpeedSpec parse_deepspeed(JsonReader& r, const Scenario& s) {
                strategy_name(s.fsdp.strategy) +
                (s.training.master_weights == MasterWeights::optimizer_state ? "" : " with FSDP's layout"));
   if (stage >= 2 && s.fsdp.offload_optimizer != FsdpSpec::OffloadDevice::none)
-    r.fail("deepspeed", "ZeRO-" + std::to_string(stage) + "'s buckets are not modelled with offload_optimizer yet; leave the object out");
+    r.fail("deepspeed", "ZeRO-" + std::to_string(stage) + "'s buckets are not modelled with offload_optimizer yet (DeepSpeed "
+                        "then copies each bucket's reduced partition into the host's fp32 gradients, which the bucket "
+                        "plan does not route); leave the object out: the reduction is then planned per unit");
   if (stage == 3 && s.fsdp.offload_param != FsdpSpec::OffloadDevice::none)
-    r.fail("deepspeed", "ZeRO-3's fetch limits are not modelled with offload_param yet; leave the object out");
+    r.fail("deepspeed", "ZeRO-3's fetch limits are not modelled with offload_param yet (each fetch would first copy the "
+                        "partition from the host); leave the object out: ZeRO-3 is then planned as FSDP2");
   if (stage >= 2 && !s.fsdp.sync_grads_every_micro_step)
     r.fail("deepspeed", "DeepSpeed ZeRO-" + std::to_string(stage) + " reduces its buckets in every micro-step: "
                         "fsdp.grad_sync last_micro_step does not apply");
