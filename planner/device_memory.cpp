@@ -157,6 +157,10 @@ double cublas_workspace_bytes_per_thread(const std::string& gpu_arch) {
 }
 
 DeviceOverhead device_overhead(const Scenario& scenario, const Schedule& schedule, const CostModel& cost) {
+  return device_overhead(scenario.nccl, schedule, cost);
+}
+
+DeviceOverhead device_overhead(const NcclBufferSettings& nccl, const Schedule& schedule, const CostModel& cost) {
   DeviceOverhead o;
   const Calibration& cal = cost.calibration();
   if (cal.device_overhead_bytes) {
@@ -176,7 +180,7 @@ DeviceOverhead device_overhead(const Scenario& scenario, const Schedule& schedul
     o.not_counted.push_back("RCCL's buffers (its connect.cc and buffer defaults are not modelled)");
   } else {
     for (const auto& [group, use] : algorithms_per_group(schedule, cost))
-      o.parts.push_back(communicator_part(schedule.groups[group], use, cost, scenario.nccl, o.not_counted));
+      o.parts.push_back(communicator_part(schedule.groups[group], use, cost, nccl, o.not_counted));
   }
   for (const DeviceOverheadPart& p : o.parts) o.total_bytes += p.bytes;
   return o;

@@ -108,5 +108,8 @@ struct DeviceOverhead {
 // the forward thread and of autograd's backward thread for the device + NCCL's buffers per
 // communicator (the scenario's `nccl` settings, the channels of the cost model's ring graph).
 DeviceOverhead device_overhead(const Scenario& scenario, const Schedule& schedule, const CostModel& cost);
+// The same for a schedule without its scenario (`run` / `verify --schedule FILE --cluster FILE`):
+// NCCL's buffers from `nccl` (the scenario's `nccl` object; NCCL's defaults when it has none).
+DeviceOverhead device_overhead(const NcclBufferSettings& nccl, const Schedule& schedule, const CostModel& cost);
 
 }  // namespace fsdpsim::planner

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "planner/fsdp_rules.h"
+#include "planner/internal/plan_policy.h"
 
 namespace fsdpsim::planner {
 
@@ -12,8 +13,8 @@ namespace {
 using Device = FsdpSpec::OffloadDevice;
 
 // DeepSpeed's defaults (deepspeedai/DeepSpeed@edaa722, deepspeed/runtime/zero/offload_config.py and
-// config.py), the same the planner's NVMe swap buffers use (plan.cpp make_nvme_swap_buffers).
-constexpr double kSubGroupSize = 1e9;          // zero_optimization.sub_group_size
+// config.py), the same the planner's NVMe swap buffers use (plan.cpp make_nvme_swap_buffers; the
+// optimizer's are sized by the largest sub-group of deepspeed.sub_group_size, deepspeed_sub_groups).
 constexpr double kOptimizerSwapBuffers = 4;    // offload_optimizer.buffer_count
 constexpr double kParamSwapBuffers = 5;        // offload_param.buffer_count
 constexpr double kParamSwapBufferElements = 1e8;  // offload_param.buffer_size
@@ -32,6 +33,7 @@ struct RankShape {
   double largest_unit_shard_elements = 0;    // the largest local shard
   double largest_unit_gathered_elements = 0; // the largest all-gather output of a non-root unit
   double root_gathered_elements = 0;
+  double largest_sub_group_elements = 0;     // DeepSpeed ZeRO-3's largest optimizer sub-group (partition elements)
   int stored_bytes = 4, master_bytes = 4, compute_bytes = 2, states = 2, master_copy = 0;
   bool params_sharded = true, grads_sharded = true;
 };
@@ -59,6 +61,9 @@ RankShape rank_shape(const Scenario& sc, const Plan& plan) {
     else
       r.largest_unit_gathered_elements = std::max(r.largest_unit_gathered_elements, static_cast<double>(sh.gathered_numel));
   }
+  if (deepspeed_layout)
+    for (const OptimizerSubGroup& g : deepspeed_sub_groups(sc.model, sc.fsdp.shard_group_size, sc.deepspeed.sub_group_size))
+      r.largest_sub_group_elements = std::max(r.largest_sub_group_elements, static_cast<double>(g.numel));
   return r;
 }
 
@@ -105,7 +110,7 @@ OffloadOption option_of(const OffloadSetting& s, const RankShape& r, const Scena
     deepspeed_host += state + fp32_grads;
   } else if (s.optimizer == Device::nvme) {
     nvme += state + fp32_grads;
-    pinned += kOptimizerSwapBuffers * std::min(r.optimizer_elements, kSubGroupSize) * 4;
+    pinned += kOptimizerSwapBuffers * r.largest_sub_group_elements * 4;
   } else {
     device += state;
   }

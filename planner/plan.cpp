@@ -33,7 +33,6 @@ using Event = PlanCache::Layout::Event;
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // DeepSpeed's NVMe swap defaults (make_nvme_swap_buffers cites them).
-constexpr std::int64_t kDeepSpeedSubGroupSize = 1000000000;
 constexpr std::int64_t kDeepSpeedOptimizerSwapBuffers = 4;
 constexpr std::int64_t kDeepSpeedParamSwapBuffers = 5;
 constexpr std::int64_t kDeepSpeedParamSwapBufferElements = 100000000;
@@ -439,14 +438,12 @@ class StepBuilder {
     const int stored = step_.stored_param_dtype_bytes, master = step_.master_dtype_bytes;
     using Device = FsdpSpec::OffloadDevice;
     const FsdpSpec& f = scenario_.fsdp;
-    std::int64_t rank_optimizer_numel = 0;
     for (const Unit& u : step_.plan.units) {
       const UnitShard& sh = step_.shard(u.index);
       if (sh.numel == 0) continue;
       const std::string& name = step_.label(u.index);
       const std::size_t first = step_.schedule.allocations.size();
       const std::int64_t optimizer_numel = step_.sharded.optimizer_state ? sh.optimizer_numel : sh.numel;
-      rank_optimizer_numel += optimizer_numel;
       // Parameters.
       if (f.cpu_offload)  // FSDP pins the offloaded shard (FSDP1 _local_shard, FSDP2 pin_memory=True)
         step_.host_alloc(-1, sh.local_numel * stored, MemCategory::sharded_param, Placement::pinned_host,
@@ -488,20 +485,25 @@ class StepBuilder {
                         Name{"replicated grads of ", name}, true, true);
       for (std::size_t a = first; a < step_.schedule.allocations.size(); ++a) step_.schedule.allocations[a].unit = u.index;
     }
-    make_nvme_swap_buffers(rank_optimizer_numel);
+    make_nvme_swap_buffers();
   }
 
   // ZeRO-Infinity's pinned swap buffers (always page-locked: aio's new_cpu_locked_tensor /
   // pin_memory). Defaults from deepspeed/runtime/zero/offload_config.py and config.py
   // (deepspeedai/DeepSpeed@edaa722): the optimizer swapper holds offload_optimizer.buffer_count = 4
-  // fp32 buffers of the largest sub-group (sub_group_size = 1e9 elements, at most the rank's
-  // partition; swap_tensor/optimizer_utils.py SwapBufferManager); the parameter swapper
+  // fp32 buffers of the largest sub-group (stage3.py _configure_tensor_swapping:
+  // `largest_numel=max(self.fp16_partitioned_groups_flat_numel)`, the sub-groups of
+  // deepspeed.sub_group_size, 1e9 by default: deepspeed_sub_groups; swap_tensor/optimizer_utils.py
+  // SwapBufferManager); the parameter swapper
   // offload_param.buffer_count = 5 buffers of buffer_size = 1e8 elements in the parameter dtype
   // (swap_tensor/partitioned_param_swapper.py).
-  void make_nvme_swap_buffers(std::int64_t rank_optimizer_numel) {
+  void make_nvme_swap_buffers() {
     using Device = FsdpSpec::OffloadDevice;
     if (scenario_.fsdp.offload_optimizer == Device::nvme) {
-      const std::int64_t largest_sub_group = std::min<std::int64_t>(rank_optimizer_numel, kDeepSpeedSubGroupSize);
+      std::int64_t largest_sub_group = 0;
+      for (const OptimizerSubGroup& g : deepspeed_sub_groups(scenario_.model, scenario_.fsdp.shard_group_size,
+                                                             scenario_.deepspeed.sub_group_size))
+        largest_sub_group = std::max(largest_sub_group, g.numel);
       step_.host_alloc(-1, kDeepSpeedOptimizerSwapBuffers * largest_sub_group * 4, MemCategory::temporary,
                        Placement::pinned_host, "NVMe optimizer swap buffers", false);
     }
@@ -833,21 +835,28 @@ class StepBuilder {
                             ? step_.nvme_swap(OpKind::nvme_read, optimizer_swap_bytes + static_cast<double>(elements) * master,
                                               "NVMe read optimizer state and grads", -1, -1)
                             : -1;
-    const int op = step_.add_op(OpKind::optimizer, host ? Stream::host : Stream::compute, "optimizer step", -1);
-    for (int d : step_.gradient_ready_ops) step_.op(swap_in >= 0 ? swap_in : op).deps.push_back(d);
-    if (swap_in >= 0) step_.op(op).deps.push_back(swap_in);
     // Bytes one element moves: read master param, grad and each state; write param and states
     // (plus the compute-dtype copy when the master lives in the optimizer).
     const bool master_in_optimizer = training_.master_weights == MasterWeights::optimizer_state;
     const double per_element = 2.0 * master + step_.stored_param_dtype_bytes + 2.0 * states * master +
                                (master_in_optimizer ? step_.compute_dtype_bytes : 0);
-    step_.op(op).hbm_bytes = training_.optimizer == Optimizer::none ? 0 : per_element * static_cast<double>(elements);
-    if (host) step_.op(op).comm_bytes = 0;
-    if (!host && training_.optimizer != Optimizer::none) {
-      // torch.optim's foreach implementation materialises intermediate tensor lists (e.g.
-      // sqrt(exp_avg_sq)) as large as the parameters it updates.
-      int intermediates = step_.alloc_at(op, elements * master, MemCategory::temporary, "optimizer foreach intermediates");
-      step_.free_at(op, intermediates);
+    const double step_hbm_bytes = training_.optimizer == Optimizer::none ? 0 : per_element * static_cast<double>(elements);
+    const std::vector<OptimizerSubGroup> sub_groups = host ? std::vector<OptimizerSubGroup>{} : policy_->optimizer_sub_groups();
+    int op = -1;
+    if (!sub_groups.empty()) {
+      op = step_sub_groups(sub_groups, step_hbm_bytes);
+    } else {
+      op = step_.add_op(OpKind::optimizer, host ? Stream::host : Stream::compute, "optimizer step", -1);
+      for (int d : step_.gradient_ready_ops) step_.op(swap_in >= 0 ? swap_in : op).deps.push_back(d);
+      if (swap_in >= 0) step_.op(op).deps.push_back(swap_in);
+      step_.op(op).hbm_bytes = step_hbm_bytes;
+      if (host) step_.op(op).comm_bytes = 0;
+      if (!host && training_.optimizer != Optimizer::none) {
+        // torch.optim's foreach implementation materialises intermediate tensor lists (e.g.
+        // sqrt(exp_avg_sq)) as large as the parameters it updates.
+        int intermediates = step_.alloc_at(op, elements * master, MemCategory::temporary, "optimizer foreach intermediates");
+        step_.free_at(op, intermediates);
+      }
     }
     for (int& g : step_.sharded_grad) step_.free_at(op, g);  // zero_grad(set_to_none=True)
     if (step_.optimizer_on_nvme())
@@ -868,6 +877,50 @@ class StepBuilder {
     }
     if (!step_.sharded.params && step_.sharded.optimizer_state) all_gather_updated_params(step_, updated);
     policy_->after_optimizer_step(updated);
+  }
+
+  // DeepSpeed ZeRO-3's step (stage3.py step, deepspeedai/DeepSpeed@edaa722), one sub-group after
+  // another on the compute stream; returns the last op. Per sub-group of n partition elements:
+  //  - _prepare_fp32_grad_for_sub_group: `self.flatten(self.averaged_gradients[i]).to(fp32)`, the
+  //    sub-group's gradient views of grad_partitions_flat_buffer (compute dtype) concatenated
+  //    (torch.cat, a new n x b_c tensor, unless the sub-group has one parameter: a view) and cast
+  //    to the master dtype (a new n x b_m tensor, unless the dtypes match and the concatenation is
+  //    it); the concatenation is gone after the statement, the fp32 gradient is the fp32
+  //    partition's .grad until _release_sub_group (`.grad = None`). A copy op of that traffic.
+  //  - _optimizer_step: optimizer.step() on the sub-group's one flat fp32 partition: its share of
+  //    the step's bytes and torch.optim's foreach intermediates for n elements (b_m).
+  int step_sub_groups(const std::vector<OptimizerSubGroup>& sub_groups, double step_hbm_bytes) {
+    const int grad_bytes = step_.compute_dtype_bytes, master = step_.master_dtype_bytes;
+    const bool cast = training_.param_dtype != training_.master_dtype;
+    std::int64_t total = 0;
+    for (const OptimizerSubGroup& g : sub_groups) total += g.numel;
+    int op = -1;
+    for (std::size_t i = 0; i < sub_groups.size(); ++i) {
+      const OptimizerSubGroup& g = sub_groups[i];
+      const std::string index = std::to_string(i);
+      const int prepare = step_.add_op(OpKind::copy_out, Stream::compute, Name{"fp32 grads of optimizer sub-group ", index}, -1);
+      if (i == 0)
+        for (int d : step_.gradient_ready_ops) step_.op(prepare).deps.push_back(d);
+      const bool concatenated = g.params > 1;
+      int flat = concatenated ? step_.alloc_at(prepare, g.numel * grad_bytes, MemCategory::temporary,
+                                               Name{"flattened grads of optimizer sub-group ", index})
+                              : -1;
+      int fp32_grad = flat;
+      if (cast) {
+        fp32_grad = step_.alloc_at(prepare, g.numel * master, MemCategory::sharded_grad,
+                                   Name{"fp32 grads of optimizer sub-group ", index});
+        step_.free_at(prepare, flat);
+      }
+      const double n = static_cast<double>(g.numel);
+      step_.op(prepare).hbm_bytes = (concatenated ? 2.0 * grad_bytes * n : 0) + (cast ? (grad_bytes + master) * n : 0);
+      op = step_.add_op(OpKind::optimizer, Stream::compute, Name{"optimizer step of sub-group ", index}, -1);
+      step_.op(op).hbm_bytes = total > 0 ? step_hbm_bytes * n / static_cast<double>(total) : 0;
+      int intermediates = step_.alloc_at(op, g.numel * master, MemCategory::temporary,
+                                         Name{"optimizer foreach intermediates of sub-group ", index});
+      step_.free_at(op, intermediates);
+      step_.free_at(op, fp32_grad);
+    }
+    return op;
   }
 
   StepContext step_;  // the schedule being written; shared with the policy

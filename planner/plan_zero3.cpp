@@ -18,6 +18,7 @@
 // DeepSpeed prefetches along a complete trace; the first steps record it).
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include "planner/internal/plan_policy.h"
 
@@ -36,11 +37,12 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
         trace_numel_(units_, 0),
         gathered_(units_, -1),
         most_recent_use_fetched_for_(units_, -1) {
-    if (step.params_on_host() || !ds_.contiguous_gradients)
-      throw std::logic_error("scenario.cpp refuses ZeRO-3's `deepspeed` object with offload or without contiguous_gradients");
+    if (step.params_on_host())
+      throw std::logic_error("scenario.cpp refuses ZeRO-3's `deepspeed` object with offload");
     split_persistent_parameters();
     make_trace();
     buckets_ = deepspeed_buckets(step, ds_.reduce_bucket_size);
+    describe_buckets();
     make_persistent_buffers();
   }
 
@@ -52,6 +54,14 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
     release_sub_module(u);
     reduce_gradients(u);
     if (++post_backwards_ == units_) end_of_backward();
+  }
+
+  // The optimizer step (stage3.py step): one sub-group after another (sub_group_size), each with
+  // its fp32 gradient made in _prepare_fp32_grad_for_sub_group; plan.cpp issues them. None
+  // without an optimizer (nothing steps).
+  std::vector<OptimizerSubGroup> optimizer_sub_groups() const override {
+    if (step_.training.optimizer == Optimizer::none) return {};
+    return deepspeed_sub_groups(step_.scenario.model, step_.fsdp.shard_group_size, ds_.sub_group_size);
   }
 
   // _post_step: the persistent parameters, released with all the others for the step
@@ -102,8 +112,9 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
     if (persistent_total_numel_ > 0)
       step_.new_alloc(persistent_total_numel_ * bytes, MemCategory::unsharded_param, Stream::compute,
                       "DeepSpeed persistent params (whole)", true, true);
-    step_.new_alloc(ds_.reduce_bucket_size * bytes, MemCategory::reduce_scatter_buffer, Stream::compute,
-                    "DeepSpeed ipg bucket buffer", true, false);
+    if (ds_.contiguous_gradients)  // `if self.contiguous_gradients: bucket.buffer = torch.empty(...)`
+      step_.new_alloc(ds_.reduce_bucket_size * bytes, MemCategory::reduce_scatter_buffer, Stream::compute,
+                      "DeepSpeed ipg bucket buffer", true, false);
     std::int64_t partition_numel = 0;
     for (int u = 0; u < units_; ++u) partition_numel += step_.shard(u).local_numel;
     step_.new_alloc(partition_numel * bytes, MemCategory::sharded_grad, Stream::compute,
@@ -193,37 +204,93 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
 
   // ---- gradients (stage3.py) -------------------------------------------------------------------
 
-  // reduce_independent_p_g_buckets_and_remove_grads, from each gradient's hook: a full bucket is
-  // reduced first, then the gradient is copied into the ipg bucket buffer and replaced by a view of
-  // it (__add_grad_to_ipg_bucket: new_grad_tensor.copy_(param.grad); param.grad.data =
-  // new_grad_tensor), so autograd's gradient is gone once the unit's backward ends.
-  void reduce_gradients(int u) {
-    allocate_uncovered_grads(step_, u);
-    step_.free_unsharded_grads(step_.last_op, u);
-    for (const GradientBucket& b : buckets_)
-      if (b.closing_unit == u) reduce_bucket(b);
+  // The buckets' parameters (the walk of deepspeed_buckets, plan_zero.cpp): per bucket how many
+  // and their elements padded each to a multiple of W (what reduce_scatter_coalesced reduces), and
+  // per unit the last bucket that holds one of its gradients.
+  void describe_buckets() {
+    const std::int64_t w = step_.fsdp.shard_group_size;
+    bucket_params_.assign(buckets_.size(), 0);
+    bucket_padded_numel_.assign(buckets_.size(), 0);
+    last_bucket_of_unit_.assign(units_, -1);
+    std::size_t b = 0;
+    std::int64_t open = 0;
+    for (int u : post_backward_order(step_)) {
+      const std::vector<const models::Parameter*>& params = step_.unit(u).params;
+      for (auto it = params.rbegin(); it != params.rend(); ++it) {
+        const std::int64_t n = (*it)->numel();
+        if (n == 0) continue;
+        if (open > 0 && open + n > ds_.reduce_bucket_size) {
+          ++b;
+          open = 0;
+        }
+        if (b >= buckets_.size()) throw std::logic_error("DeepSpeed ZeRO-3 buckets walked apart");
+        open += n;
+        ++bucket_params_[b];
+        bucket_padded_numel_[b] += (n + w - 1) / w * w;
+        last_bucket_of_unit_[u] = static_cast<int>(b);
+      }
+    }
   }
 
-  // __reduce_and_partition_ipg_grads: the bucket is reduce-scattered (reduce_scatter_coalesced)
-  // on reduce_and_partition_stream, a side stream under overlap_comm and the current stream
-  // otherwise; partition_grads copies (first micro-step) or adds (later ones) the rank's part into
-  // grad_partitions_flat_buffer.
-  void reduce_bucket(const GradientBucket& b) {
+  // reduce_independent_p_g_buckets_and_remove_grads, from each gradient's hook: a full bucket is
+  // reduced first, then the gradient joins the bucket. With contiguous_gradients it is copied into
+  // the ipg bucket buffer and replaced by a view of it (__add_grad_to_ipg_bucket:
+  // new_grad_tensor.copy_(param.grad); param.grad.data = new_grad_tensor), so autograd's gradient is
+  // gone once the unit's backward ends; without, autograd's gradient itself waits in the bucket
+  // until partition_grads drops it (`param.grad = None`) after its bucket's reduction. (A parameter
+  // larger than the bucket is not copied even with contiguous_gradients: not told apart, the
+  // planner's gradients being per unit.)
+  void reduce_gradients(int u) {
+    allocate_uncovered_grads(step_, u);
+    if (ds_.contiguous_gradients) {
+      step_.free_unsharded_grads(step_.last_op, u);
+    } else {
+      for (int g : step_.unsharded_grads[u]) waiting_grads_.push_back({u, g});
+      step_.unsharded_grads[u].clear();
+    }
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      if (buckets_[b].closing_unit == u) reduce_bucket(b);
+  }
+
+  // __reduce_and_partition_ipg_grads on reduce_and_partition_stream, a side stream under
+  // overlap_comm and the current stream otherwise. With DeepSpeed's reduce_scatter (True by
+  // default, config.py) the bucket goes through __avg_scatter_grads (the all-reduce path is taken
+  // only with reduce_scatter False): reduce_scatter_coalesced (runtime/comm/coalesced_collectives.py)
+  // torch.cat's the gradients' chunks, each padded to ceil(numel / W) per rank, into one flat tensor
+  // (unless the bucket is one gradient divisible by W: a view of it), reduce-scatters it in place
+  // and returns views of the rank's chunk; partition_grads copies (first micro-step) or adds
+  // (later ones) them into grad_partitions_flat_buffer, and the flat tensor goes with the views.
+  void reduce_bucket(std::size_t index) {
+    const GradientBucket& b = buckets_[index];
     const int u = b.closing_unit;
     const int bytes = step_.compute_dtype_bytes;
+    const std::int64_t w = step_.fsdp.shard_group_size;
+    const bool in_place = bucket_params_[index] == 1 && b.numel % w == 0;
+    const std::int64_t flat_numel = in_place ? b.numel : bucket_padded_numel_[index];
     const int rs = step_.add_op(OpKind::reduce_scatter, Stream::reduce_scatter,
                                 Name{"reduce-scatter bucket ending in ", step_.label(u)}, u);
     step_.op(rs).deps.push_back(step_.last_compute_before(rs));
-    step_.op(rs).comm_bytes = static_cast<double>(b.numel * bytes);
+    step_.op(rs).comm_bytes = static_cast<double>(flat_numel * bytes);
     step_.op(rs).group = step_.groups.shard;
-    const std::int64_t part = b.numel / step_.fsdp.shard_group_size;
-    int output = step_.alloc_at(rs, part * bytes, MemCategory::reduce_scatter_buffer,
-                                Name{"reduce-scatter output of the bucket ending in ", step_.label(u)});
+    const std::int64_t part = flat_numel / w;
+    int flat = in_place ? -1
+                        : step_.alloc_at(rs, flat_numel * bytes, MemCategory::reduce_scatter_buffer,
+                                         Name{"reduce-scatter input of the bucket ending in ", step_.label(u)});
     const int copy = step_.add_op(OpKind::copy_out, Stream::reduce_scatter,
                                   Name{"partition grads of the bucket ending in ", step_.label(u)}, u);
     step_.op(copy).deps.push_back(rs);
     step_.op(copy).hbm_bytes = static_cast<double>(part * bytes) * (step_.first_micro_step() ? 2.0 : 3.0);
-    step_.free_at(copy, output);
+    step_.free_at(copy, flat);
+    // Without contiguous_gradients: autograd's gradients of the units whose last gradient this
+    // bucket holds (partition_grads: `param.grad = None`).
+    for (auto it = waiting_grads_.begin(); it != waiting_grads_.end();) {
+      if (last_bucket_of_unit_[it->first] == static_cast<int>(index)) {
+        step_.free_at(copy, it->second);
+        it = waiting_grads_.erase(it);
+      } else {
+        ++it;
+      }
+    }
     step_.gradient_ready_ops.push_back(copy);
     micro_step_reductions_.push_back(copy);
     if (!ds_.overlap_comm) {
@@ -238,6 +305,7 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
   // trace. Whatever is still gathered (nothing, unless the trace reuses a unit after its last
   // backward) is released by _clean_inflight_param_registry or the step's _partition_all_parameters.
   void end_of_backward() {
+    if (!waiting_grads_.empty()) throw std::logic_error("DeepSpeed ZeRO-3: gradients left in no bucket");
     post_backwards_ = 0;
     if (!micro_step_reductions_.empty()) {
       const int wait = step_.add_op(OpKind::wait, Stream::compute, "wait for the gradient reductions", -1);
@@ -260,6 +328,10 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
   std::int64_t persistent_total_numel_ = 0;
   std::vector<int> trace_;                      // the units in fetch order, forward then backward
   std::vector<GradientBucket> buckets_;
+  std::vector<int> bucket_params_;                 // per bucket: its parameters
+  std::vector<std::int64_t> bucket_padded_numel_;  // per bucket: its elements, each parameter's padded to W
+  std::vector<int> last_bucket_of_unit_;           // per unit: the last bucket holding its gradients (-1: none)
+  std::vector<std::pair<int, int>> waiting_grads_;  // no contiguous_gradients: (unit, autograd's gradient) until reduced
   // Coordinator state, per micro-step.
   std::vector<int> gathered_;                     // per unit: its gathered parameters' allocation, -1 if released
   std::vector<int> most_recent_use_fetched_for_;  // per unit: the latest trace step a fetch or prefetch took off the queue
@@ -271,6 +343,28 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
 };
 
 }  // namespace
+
+std::vector<OptimizerSubGroup> deepspeed_sub_groups(const models::Model& model, int partition_ranks,
+                                                   std::int64_t sub_group_size) {
+  const std::vector<const models::Parameter*> params = model.parameters();
+  auto partition_numel = [&](const models::Parameter* p) { return (p->numel() + partition_ranks - 1) / partition_ranks; };
+  std::int64_t total = 0;
+  for (const models::Parameter* p : params) total += partition_numel(p);
+  // `if sub_group_size is None or sub_group_size >= params_group_numel: return [params_group]`
+  if (sub_group_size >= total) return {{total, static_cast<int>(params.size())}};
+  std::vector<OptimizerSubGroup> groups;
+  OptimizerSubGroup open;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    open.numel += partition_numel(params[i]);
+    ++open.params;
+    // `if local_sub_group_size >= sub_group_size or id(param) == id(params_group[-1])`
+    if (open.numel >= sub_group_size || i + 1 == params.size()) {
+      groups.push_back(open);
+      open = {};
+    }
+  }
+  return groups;
+}
 
 std::unique_ptr<FrameworkPolicy> make_deepspeed_zero3_policy(StepContext& step) {
   return std::make_unique<DeepSpeedZero3Policy>(step);

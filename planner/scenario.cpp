@@ -467,9 +467,12 @@ DeepSpeedSpec parse_deepspeed(JsonReader& r, const Scenario& s) {
                strategy_name(s.fsdp.strategy) +
                (s.training.master_weights == MasterWeights::optimizer_state ? "" : " with FSDP's layout"));
   if (stage >= 2 && s.fsdp.offload_optimizer != FsdpSpec::OffloadDevice::none)
-    r.fail("deepspeed", "ZeRO-" + std::to_string(stage) + "'s buckets are not modelled with offload_optimizer yet; leave the object out");
+    r.fail("deepspeed", "ZeRO-" + std::to_string(stage) + "'s buckets are not modelled with offload_optimizer yet (DeepSpeed "
+                        "then copies each bucket's reduced partition into the host's fp32 gradients, which the bucket "
+                        "plan does not route); leave the object out: the reduction is then planned per unit");
   if (stage == 3 && s.fsdp.offload_param != FsdpSpec::OffloadDevice::none)
-    r.fail("deepspeed", "ZeRO-3's fetch limits are not modelled with offload_param yet; leave the object out");
+    r.fail("deepspeed", "ZeRO-3's fetch limits are not modelled with offload_param yet (each fetch would first copy the "
+                        "partition from the host); leave the object out: ZeRO-3 is then planned as FSDP2");
   if (stage >= 2 && !s.fsdp.sync_grads_every_micro_step)
     r.fail("deepspeed", "DeepSpeed ZeRO-" + std::to_string(stage) + " reduces its buckets in every micro-step: "
                         "fsdp.grad_sync last_micro_step does not apply");
@@ -495,12 +498,18 @@ DeepSpeedSpec parse_deepspeed(JsonReader& r, const Scenario& s) {
     d.stage3_max_reuse_distance = buffer_elements(z, "stage3_max_reuse_distance", d.stage3_max_reuse_distance, 0);
     d.stage3_param_persistence_threshold =
         buffer_elements(z, "stage3_param_persistence_threshold", d.stage3_param_persistence_threshold, 0);
+    // 0 is DeepSpeed's too (ge=0): every parameter closes its own sub-group.
+    d.sub_group_size = buffer_elements(z, "sub_group_size", d.sub_group_size, 0);
   } else {
     // ZeRO-3's fields are DeepSpeed no-ops under stages 1 and 2: refused, so a sweep over them cannot
     // rank identical plans.
     for (const char* k : {"stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
                           "stage3_param_persistence_threshold"})
       if (z.has(k)) z.fail(k, "is ZeRO-3's (stage3.py); this scenario is ZeRO-" + std::to_string(stage));
+    if (z.has("sub_group_size"))
+      z.fail("sub_group_size", "is ZeRO-3's optimizer sub-group (stage3.py _create_fp16_sub_groups; engine.py gives it "
+                               "to the stage-3 optimizer only): ZeRO-" + std::to_string(stage) +
+                                   " steps its partition whole, so it would change nothing; leave it out");
   }
   d.reduce_bucket_size = buffer_elements(z, "reduce_bucket_size", d.reduce_bucket_size, 1);
   if (z.has("allgather_bucket_size"))
@@ -512,9 +521,6 @@ DeepSpeedSpec parse_deepspeed(JsonReader& r, const Scenario& s) {
                                                              "all_gather_dp_groups); leave it out"));
   d.overlap_comm = z.boolean_or("overlap_comm", stage == 3);
   d.contiguous_gradients = z.boolean_or("contiguous_gradients", true);
-  if (stage == 3 && !d.contiguous_gradients)
-    z.fail("contiguous_gradients", "ZeRO-3 without contiguous gradients (autograd's gradients kept until their bucket "
-                                   "is partitioned) is not modelled yet; leave it true");
   z.finish();
   return d;
 }

@@ -169,9 +169,12 @@ struct CheckpointSpec {
 // layout (training.master_weights optimizer_state) under ZERO1, SHARD_GRAD_OP or FULL_SHARD.
 // ZeRO-1/2 read reduce_bucket_size, overlap_comm and contiguous_gradients (planner/plan_zero.cpp)
 // and refuse the stage3_* fields (DeepSpeed no-ops there); ZeRO-3 reads those and the stage3_*
-// fields (planner/plan_zero3.cpp). allgather_bucket_size is refused (not modelled yet under
-// stages 1/2, unused under stage 3). Absent (`stated` false): the planner plans the reduction per
-// unit (and ZeRO-3 as FSDP2), as before the object existed.
+// fields (planner/plan_zero3.cpp) and sub_group_size (the optimizer step's sub-groups, stage3.py
+// _create_fp16_sub_groups; refused under ZeRO-1/2: engine.py hands it to the stage-3 optimizer
+// only). allgather_bucket_size is refused (a no-op under stages 1/2 with all_gather_into_tensor,
+// unused under stage 3). Absent (`stated` false): the planner plans the reduction per unit (and
+// ZeRO-3 as FSDP2), as before the object existed; sub_group_size keeps DeepSpeed's default, which
+// ZeRO-Infinity's NVMe optimizer swap buffers read either way.
 struct DeepSpeedSpec {
   bool stated = false;
   std::int64_t reduce_bucket_size = 500000000;     // elements per gradient reduction
@@ -180,6 +183,8 @@ struct DeepSpeedSpec {
   std::int64_t stage3_max_live_parameters = 1000000000;   // gathered elements past which no prefetch starts
   std::int64_t stage3_max_reuse_distance = 1000000000;    // trace elements within which a reuse keeps a gather
   std::int64_t stage3_param_persistence_threshold = 100000;  // parameters of at most this many elements stay whole
+  // Partition elements per optimizer sub-group (config.py: `sub_group_size: int = Field(pp_int(1e9), ge=0)`).
+  std::int64_t sub_group_size = 1000000000;
   bool overlap_comm = false;  // resolved: the stated value, else stage 3
   bool contiguous_gradients = true;
 };

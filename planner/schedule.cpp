@@ -259,6 +259,15 @@ AllocatorSettings parse_allocator_settings(JsonReader& r) {
                                       std::to_string(mib));
     a.max_split_size_bytes = mib * kMiB;
   }
+  // PyTorch applies it only under a per-process memory fraction (c10/cuda/CUDACachingAllocator.cpp:
+  // malloc and get_free_block test `set_fraction && garbage_collection_threshold() > 0`), which the
+  // replay does not have: read and ignored it would let a sweep rank identical plans.
+  if (r.has("garbage_collection_threshold"))
+    r.fail("garbage_collection_threshold",
+           "is not modelled: PyTorch's allocator applies it only when a memory fraction is set "
+           "(torch.cuda.set_per_process_memory_fraction; CUDACachingAllocator.cpp tests set_fraction && "
+           "garbage_collection_threshold() > 0), which the planner does not model, so it would change nothing; "
+           "leave it out");
   r.finish();
   return a;
 }

@@ -52,6 +52,14 @@ std::optional<double> VerifyRow::error_percent() const {
   return (predicted - measured) / measured * 100.0;
 }
 
+namespace {
+std::string mib_text(double bytes) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  return buf;
+}
+}  // namespace
+
 VerifyReport compare(const Schedule& s, const Prediction& p, const RunResult& r) {
   VerifyReport v;
   v.prediction_source = p.source;
@@ -87,14 +95,24 @@ VerifyReport compare(const Schedule& s, const Prediction& p, const RunResult& r)
     if (rank.device_used_peak_bytes >= 0)
       device_peak = std::max(device_peak, static_cast<double>(rank.device_used_peak_bytes - rank.scratch_bytes));
   if (device_peak >= 0) {
-    v.device_memory = VerifyRow{
-        "device memory in use", 0,
-        static_cast<double>(p.memory.peak_reserved_bytes) + planner::kDefaultDeviceOverheadBytes, device_peak};
-    v.notes.push_back(
-        "device memory: predicted = peak reserved + " +
-        std::to_string(static_cast<long long>(planner::kDefaultDeviceOverheadBytes)) +
-        " B for the CUDA context and NCCL (planner::kDefaultDeviceOverheadBytes); measured = cudaMemGetInfo "
-        "at its highest minus the runtime's own scratch buffers");
+    const double reserved = static_cast<double>(p.memory.peak_reserved_bytes);
+    std::string overhead;
+    double overhead_bytes = 0;
+    if (p.device_overhead) {
+      // The same parts estimate adds (planner/device_memory.h), so the device row checks them.
+      overhead_bytes = p.device_overhead->total_bytes;
+      for (const planner::DeviceOverheadPart& part : p.device_overhead->parts)
+        overhead += (overhead.empty() ? "" : ", ") + part.name + " " + mib_text(part.bytes);
+      overhead = "the device overhead as estimate counts it (planner/device_memory.h): " + overhead;
+    } else {
+      overhead_bytes = planner::kDefaultDeviceOverheadBytes;
+      overhead = "an assumed " + mib_text(overhead_bytes) +
+                 " for the CUDA context, cuBLAS and NCCL (planner::kDefaultDeviceOverheadBytes: no cluster names "
+                 "the hardware to model them from; give --cluster or --scenario)";
+    }
+    v.device_memory = VerifyRow{"device memory in use", 0, reserved + overhead_bytes, device_peak};
+    v.notes.push_back("device memory: predicted = peak reserved + " + overhead +
+                      "; measured = cudaMemGetInfo at its highest minus the runtime's own scratch buffers");
   }
   if (r.virtual_world)
     v.notes.push_back("virtual world: collectives ran as local copies, so their measured times are not network times");

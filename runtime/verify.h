@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/device_memory.h"
 #include "planner/memory.h"
 #include "planner/schedule.h"
 #include "runtime/runtime.h"
@@ -23,6 +24,11 @@ struct Prediction {
   std::vector<OpTiming> timeline;  // from the step start
   double step_seconds = 0;
   planner::MemoryReport memory;  // planner::replay_memory
+  // What the GPU holds outside the allocator, part by part, as `estimate` counts it
+  // (planner::device_overhead); absent when nothing names the hardware (a schedule file played
+  // with --durations and no --cluster): the device row then adds the assumed
+  // planner::kDefaultDeviceOverheadBytes and says so.
+  std::optional<planner::DeviceOverhead> device_overhead;
 };
 
 // all-gather, reduce-scatter, all-reduce, forward (compute_fwd), backward (compute_bwd and
@@ -46,7 +52,7 @@ struct VerifyReport {
   VerifyRow step;                           // seconds
   VerifyRow peak_allocated, peak_reserved;  // bytes (highest rank)
   std::optional<VerifyRow>
-      device_memory;  // cuda: reserved + CUDA/NCCL overhead vs cudaMemGetInfo minus runtime scratch
+      device_memory;  // cuda: reserved + the device overhead vs cudaMemGetInfo minus runtime scratch
   std::vector<std::string> notes;
 };
 

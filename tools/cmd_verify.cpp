@@ -21,7 +21,8 @@ namespace {
 
 // The prediction `verify` checks: the analytic engine's timeline of the same schedule and op
 // costs the runtime plays (the executor contract), and the planner's memory replay.
-runtime::Prediction predict(const planner::Schedule& s, const planner::OpCosts& costs) {
+runtime::Prediction predict(const planner::Schedule& s, const planner::OpCosts& costs,
+                            const std::optional<planner::DeviceOverhead>& device_overhead) {
   const sim::StepTiming timing = sim::simulate(s, costs);
   runtime::Prediction p;
   p.source = costs.source + ", timed by the analytic engine";
@@ -30,6 +31,7 @@ runtime::Prediction predict(const planner::Schedule& s, const planner::OpCosts& 
   for (const sim::OpTiming& t : timing.ops) p.timeline.push_back({t.start, t.end});
   p.step_seconds = timing.step_seconds;
   p.memory = planner::replay_memory(s);
+  p.device_overhead = device_overhead;
   return p;
 }
 
@@ -76,7 +78,7 @@ void add_verify_command(CLI::App& app) {
 
 void run_verify(const RuntimeCommandOptions& o, const runtime::Launch& launch) {
   PlayableStep loaded = load_playable_step(o);
-  const runtime::Prediction prediction = predict(loaded.schedule, loaded.costs);
+  const runtime::Prediction prediction = predict(loaded.schedule, loaded.costs, loaded.device_overhead);
   runtime::RunOptions run = run_options(o, launch);
   run.costs = std::move(loaded.costs);  // the host backend waits exactly the predicted durations
   runtime::RunResult result = runtime::run_schedule(loaded.schedule, run);

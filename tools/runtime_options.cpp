@@ -7,6 +7,7 @@
 
 #include "models/json_input.h"
 #include "planner/cost_model.h"
+#include "planner/device_memory.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
 #include "sim/scenario_loader.h"
@@ -104,7 +105,11 @@ PlayableStep load_playable_step(const RuntimeCommandOptions& o) {
     step.schedule = planner::plan_step(scenario).schedule;
     runtime::check_playable(step.schedule, o.scenario);
     if (o.durations.empty()) cost.emplace(scenario);
+    step.device_overhead = cost ? planner::device_overhead(scenario, step.schedule, *cost)
+                                : planner::device_overhead(scenario, step.schedule, planner::CostModel(scenario));
   }
+  if (cost && !step.device_overhead)
+    step.device_overhead = planner::device_overhead(planner::NcclBufferSettings{}, step.schedule, *cost);
   if (cost) step.costs = planner::price_ops(step.schedule, *cost);
   else
     step.costs = planner::costs_from_durations(step.schedule, runtime::load_durations(o.durations, step.schedule),

@@ -5,9 +5,11 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "planner/device_memory.h"
 #include "planner/op_costs.h"
 #include "planner/schedule.h"
 #include "runtime/launch.h"
@@ -35,6 +37,10 @@ struct PlayableStep {
   planner::Schedule schedule;
   planner::OpCosts costs;
   std::string file;  // the schedule's or scenario's file
+  // The device overhead `estimate` adds (planner/device_memory.h), for verify's device row:
+  // from the scenario, or a schedule file's --cluster (NCCL's default buffers); absent when
+  // neither names the hardware (--schedule with --durations).
+  std::optional<planner::DeviceOverhead> device_overhead;
 };
 PlayableStep load_playable_step(const RuntimeCommandOptions& o);
 

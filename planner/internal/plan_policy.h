@@ -183,6 +183,21 @@ class StepContext {
   std::vector<std::int64_t> param_numel_;  // canonical parameter -> elements
 };
 
+// ---- DeepSpeed ZeRO-3's optimizer sub-groups (plan_zero3.cpp) --------------------------------
+// stage3.py _create_fp16_sub_groups (deepspeedai/DeepSpeed@edaa722): the parameters, in the
+// optimizer's order (one parameter group: model.parameters(), module pre-order, a tied weight
+// once), are cut into sub-groups by their partitions' elements: a sub-group closes once it holds
+// at least sub_group_size elements (the crossing parameter included) or at the last parameter;
+// a sub_group_size of at least the whole partition makes one sub-group. A parameter's partition
+// is DeepSpeed's, ceil(numel / W) elements (partition_parameters.py _partition_param: the
+// parameter padded to a multiple of the W partitions).
+struct OptimizerSubGroup {
+  std::int64_t numel = 0;  // the rank's partition elements in it
+  int params = 0;          // the parameters in it
+};
+std::vector<OptimizerSubGroup> deepspeed_sub_groups(const models::Model& model, int partition_ranks,
+                                                   std::int64_t sub_group_size);
+
 // A framework's hooks around each unit's forward and backward, named after PyTorch's
 // (FSDPState._pre_forward/_post_forward/_pre_backward and the post-backward hook; FSDP1's
 // _pre_forward, _post_forward, _pre_backward_hook, _post_backward_hook). The skeleton calls
@@ -201,6 +216,9 @@ class FrameworkPolicy {
   virtual void before_optimizer_step() {}
   // After the optimizer step (`updated`: the op after which the updated partitions are in place).
   virtual void after_optimizer_step(int /*updated*/) {}
+  // The sub-groups the optimizer steps one after another, each with its own transient fp32
+  // gradient (DeepSpeed ZeRO-3); empty: one step over every shard.
+  virtual std::vector<OptimizerSubGroup> optimizer_sub_groups() const { return {}; }
 
  protected:
   StepContext& step_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/json_input.h"
+#include "planner/internal/plan_policy.h"
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
@@ -271,19 +272,24 @@ TEST(DeepSpeedZero3Buffers, PeakFallsAsMaxLiveParametersShrinks) {
       {1000000000, 4}, {3 * kWeight, 3}, {2 * kWeight, 2}, {0, 1}};
   for (const auto& [max_live, blocks] : live_and_blocks) {
     SCOPED_TRACE("stage3_max_live_parameters " + std::to_string(max_live));
+    // One bucket per block (a block's gradient alone, divisible by the 8 ranks: reduce-scattered in
+    // place, no flat copy), so only the gathered blocks move the peak.
     const Plan p = plan(zero3({{"stage3_max_reuse_distance", 0},
                                {"stage3_prefetch_bucket_size", 1000000000},
-                               {"stage3_max_live_parameters", max_live}}));
+                               {"stage3_max_live_parameters", max_live},
+                               {"reduce_bucket_size", kWeight}}));
     EXPECT_EQ(max_live_bytes(p.schedule, "gathered params of "), blocks * kBlockBytes);
     // The replayed peak is at blocks.3's backward, the first backward compute: the gathered blocks
-    // beside blocks.3's bf16 gradient and what lives all step (the default 5e8-element ipg buffer,
-    // 1e9 bytes; the partitions). Each block fewer alive lowers it by exactly 512 KiB.
+    // beside blocks.3's bf16 gradient and what lives all step (the 262,144-element ipg buffer,
+    // 512 KiB; the partitions). Each block fewer alive lowers it by exactly 512 KiB.
     const MemoryReport m = replay_memory(p.schedule);
     EXPECT_EQ(p.schedule.ops[m.peak_op].name, "bwd blocks.3");
     EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::unsharded_param)], blocks * kBlockBytes);
     EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::unsharded_grad)], kBlockBytes);
-    EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::reduce_scatter_buffer)], 1000000000);
-    if (previous_peak >= 0) EXPECT_EQ(previous_peak - m.peak_allocated_bytes, kBlockBytes);
+    EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::reduce_scatter_buffer)], kBlockBytes);
+    if (previous_peak >= 0) {
+      EXPECT_EQ(previous_peak - m.peak_allocated_bytes, kBlockBytes);
+    }
     previous_peak = m.peak_allocated_bytes;
   }
 }
@@ -371,6 +377,146 @@ TEST(DeepSpeedZero3Buffers, ReduceBucketsAndTheirBuffers) {
             1000000000);
 }
 
+// sub_group_size (stage3.py, deepspeedai/DeepSpeed@edaa722): the optimizer steps the partition one
+// sub-group at a time, and _prepare_fp32_grad_for_sub_group makes each sub-group's gradient anew:
+// `self.flatten(self.averaged_gradients[i]).to(fp32)`, a torch.cat of the sub-group's bf16 views
+// of grad_partitions_flat_buffer (a view when the sub-group has one parameter) cast to fp32, alive
+// until _release_sub_group. _create_fp16_sub_groups cuts the parameters in order, closing a
+// sub-group once it holds >= sub_group_size partition elements, the crossing parameter included.
+// 8 blocks of 262,144 elements on 8 ranks: each block's partition is 32,768 elements (65,536 B in
+// bf16, 131,072 B in fp32); the rank's partition 262,144 elements. AdamW, so torch.optim's foreach
+// intermediates (the planner's convention, docs/memory-model.md "Optimizer step") are per
+// sub-group too: each step is one optimizer.step() on one flat fp32 tensor.
+//   1e9 (DeepSpeed's default, config.py pp_int(1e9)) >= 262,144: one sub-group of 8 parameters:
+//     concatenation 524,288 B + fp32 1,048,576 B, then fp32 + intermediates 1,048,576 B each:
+//     2 MiB above the step's persistent state, the highest of the step (backward holds one 512 KiB
+//     gathered block and its 512 KiB gradient at most: no prefetch, no reuse, one bucket per block
+//     reduce-scattered in place);
+//   100,000: blocks 0-3 reach 131,072 >= 100,000 (the fourth crosses): 2 sub-groups of 4: 1 MiB;
+//   1 (or 0): one parameter each, so no concatenation: 131,072 B + 131,072 B = 256 KiB.
+TEST(DeepSpeedZero3Buffers, SubGroupSizeBoundsTheOptimizerStepsFp32Gradients) {
+  nlohmann::json base = zero3({{"stage3_prefetch_bucket_size", 0}, {"stage3_max_reuse_distance", 0},
+                               {"stage3_max_live_parameters", 0}, {"reduce_bucket_size", kWeight}});
+  base["model"] = block_model(8, {512, 512}, 0);
+  base["training"]["optimizer"] = "adamw";
+  struct Case {
+    std::int64_t sub_group_size;
+    std::size_t groups;
+    std::int64_t fp32_grad_bytes, flat_bytes, transient_bytes;
+  };
+  const std::vector<Case> cases = {{1000000000, 1, 1048576, 524288, 2 * MiB},
+                                   {100000, 2, 524288, 262144, 1 * MiB},
+                                   {1, 8, 131072, 0, 256 * 1024},
+                                   {0, 8, 131072, 0, 256 * 1024}};
+  std::int64_t default_peak = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("sub_group_size " + std::to_string(c.sub_group_size));
+    nlohmann::json j = base;
+    j["deepspeed"]["sub_group_size"] = c.sub_group_size;
+    const Plan p = plan(j);
+    const Schedule& s = p.schedule;
+    EXPECT_EQ(ops_of(s, OpKind::optimizer).size(), c.groups);
+    std::size_t fp32 = 0, flat = 0;
+    for (const Allocation& a : s.allocations) {
+      if (a.label.rfind("fp32 grads of optimizer sub-group ", 0) == 0) {
+        EXPECT_EQ(a.bytes, c.fp32_grad_bytes) << a.label;
+        EXPECT_EQ(a.category, MemCategory::sharded_grad);
+        ++fp32;
+      }
+      if (a.label.rfind("flattened grads of optimizer sub-group ", 0) == 0) {
+        EXPECT_EQ(a.bytes, c.flat_bytes) << a.label;
+        ++flat;
+      }
+    }
+    EXPECT_EQ(fp32, c.groups);
+    EXPECT_EQ(flat, c.flat_bytes > 0 ? c.groups : 0u);
+    const MemoryReport m = replay_memory(s);
+    std::int64_t optimizer_high = 0;
+    for (const Op& op : s.ops)
+      if (op.phase == Phase::optimizer) optimizer_high = std::max(optimizer_high, m.allocated_at_op[op.id]);
+    EXPECT_EQ(optimizer_high - m.allocated_at_start, c.transient_bytes);
+    if (c.sub_group_size == 1000000000) {
+      EXPECT_EQ(s.ops[m.peak_op].phase, Phase::optimizer);
+      EXPECT_EQ(m.peak_allocated_bytes, optimizer_high);
+      default_peak = m.peak_allocated_bytes;
+    } else {
+      // Smaller sub-groups lower the step's peak (to backward's, once the optimizer is below it).
+      EXPECT_LT(m.peak_allocated_bytes, default_peak);
+      EXPECT_EQ(default_peak - optimizer_high, 2 * MiB - c.transient_bytes);
+    }
+  }
+  // Without the object ZeRO-3 is planned as before: one optimizer op over every shard.
+  nlohmann::json plain = base;
+  plain.erase("deepspeed");
+  EXPECT_EQ(ops_of(plan(plain).schedule, OpKind::optimizer).size(), 1u);
+  EXPECT_EQ(parse_scenario(zero3(nlohmann::json::object()), "test.json").deepspeed.sub_group_size, 1000000000);
+}
+
+// _create_fp16_sub_groups on the rank's partitions, ceil(numel / W): a 1,000 x 64 embedding first
+// (module pre-order: 64,000 / 8 = 8,000 elements), then the 4 blocks (32,768 each).
+TEST(DeepSpeedZero3Buffers, SubGroupsCloseOnTheCrossingParameter) {
+  const models::Model m = models::parse_model(block_model(4, {512, 512}, 0, {1000, 64}), "m.json");
+  auto numels = [&](std::int64_t size, int ranks) {
+    std::vector<std::int64_t> out;
+    for (const OptimizerSubGroup& g : deepspeed_sub_groups(m, ranks, size)) out.push_back(g.numel);
+    return out;
+  };
+  using V = std::vector<std::int64_t>;
+  EXPECT_EQ(numels(1000000000, 8), (V{8000 + 4 * 32768}));  // >= the partition: one
+  EXPECT_EQ(numels(8000 + 4 * 32768, 8), (V{8000 + 4 * 32768}));
+  EXPECT_EQ(numels(40000, 8), (V{8000 + 32768, 2 * 32768, 32768}));  // 40,768 >= 40,000 closes
+  EXPECT_EQ(numels(40768, 8), (V{8000 + 32768, 2 * 32768, 32768}));  // reaching it exactly closes too
+  EXPECT_EQ(numels(40769, 8), (V{8000 + 2 * 32768, 2 * 32768}));
+  EXPECT_EQ(numels(0, 8), (V{8000, 32768, 32768, 32768, 32768}));
+  // Padding: 64,000 on 7 ranks is ceil(9,142.86) = 9,143; 262,144 / 7 -> 37,450.
+  EXPECT_EQ(numels(1, 7), (V{9143, 37450, 37450, 37450, 37450}));
+}
+
+// contiguous_gradients false (stage3.py, deepspeedai/DeepSpeed@edaa722): no ipg bucket buffer is made
+// (`if self.contiguous_gradients: bucket.buffer = torch.empty(...)`), and autograd's gradient is not
+// copied into it (__add_grad_to_ipg_bucket) but waits in the bucket until partition_grads drops it
+// after the reduction. Either way a bucket of several gradients is reduce-scattered from a flat
+// torch.cat of their padded chunks (__avg_scatter_grads -> reduce_scatter_coalesced, DeepSpeed's
+// default reduce_scatter True). 4 blocks, 2-block buckets (524,288 elements): [blocks.3, blocks.2]
+// reduced after blocks.2's backward, [blocks.1, blocks.0] after blocks.0's; each flat input is
+// 524,288 x 2 B = 1 MiB. No prefetch, no reuse: one 512 KiB gathered block at a time.
+//   contiguous: autograd's gradients (512 KiB each) freed at their unit's post-backward: one at a
+//     time; the 1 MiB ipg buffer all step;
+//   not contiguous: blocks.3's gradient waits for blocks.2's: 2 x 512 KiB at once, freed by the
+//     bucket's partition copy; no ipg buffer. The highest moment is that bucket's reduction: both
+//     gradients and the 1 MiB flat input.
+TEST(DeepSpeedZero3Buffers, WithoutContiguousGradientsAutogradsGradientsWaitForTheirBucket) {
+  nlohmann::json ds = {{"stage3_prefetch_bucket_size", 0}, {"stage3_max_reuse_distance", 0},
+                       {"stage3_max_live_parameters", 0}, {"reduce_bucket_size", 2 * kWeight}};
+  const Plan contiguous = plan(zero3(ds));
+  ds["contiguous_gradients"] = false;
+  const Plan loose = plan(zero3(ds));
+  EXPECT_EQ(persistent_bytes(contiguous.schedule, MemCategory::reduce_scatter_buffer), 1 * MiB);
+  EXPECT_EQ(persistent_bytes(loose.schedule, MemCategory::reduce_scatter_buffer), 0);
+  EXPECT_EQ(max_live_bytes(contiguous.schedule, "grads of blocks."), kWeight * 2);
+  EXPECT_EQ(max_live_bytes(loose.schedule, "grads of blocks."), 2 * kWeight * 2);
+  for (const Plan* p : {&contiguous, &loose}) {
+    const Schedule& s = p->schedule;
+    std::vector<std::int64_t> flat;
+    for (const Allocation& a : s.allocations)
+      if (a.label.rfind("reduce-scatter input of the bucket ending in ", 0) == 0) {
+        flat.push_back(a.bytes);
+        EXPECT_EQ(a.category, MemCategory::reduce_scatter_buffer);
+      }
+    EXPECT_EQ(flat, (std::vector<std::int64_t>{1 * MiB, 1 * MiB}));
+  }
+  // blocks.3's gradient is freed by the partition copy of the bucket ending in blocks.2.
+  const Schedule& s = loose.schedule;
+  const Op& copy = s.ops[op_named(s, "partition grads of the bucket ending in blocks.2")];
+  bool freed = false;
+  for (int a : copy.frees) freed = freed || s.allocations[a].label == "grads of blocks.3";
+  EXPECT_TRUE(freed);
+  const MemoryReport m = replay_memory(s);
+  EXPECT_EQ(s.ops[m.peak_op].name, "reduce-scatter bucket ending in blocks.2");
+  EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::unsharded_grad)], 2 * kWeight * 2);
+  EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::reduce_scatter_buffer)], 1 * MiB);
+}
+
 // ---- bad input -------------------------------------------------------------------------------
 std::string path_of_error(const nlohmann::json& j, std::vector<std::string> overrides = {}) {
   try {
@@ -395,6 +541,12 @@ TEST(BufferSizeInput, BadValuesNameTheField) {
   // ZeRO-3's knobs under ZeRO-1 are DeepSpeed no-ops: refused.
   EXPECT_EQ(path_of_error(ds, {"deepspeed.stage3_max_live_parameters=1e8"}), "deepspeed.stage3_max_live_parameters");
   EXPECT_EQ(path_of_error(ds, {"deepspeed.allgather_bucket_size=5e8"}), "deepspeed.allgather_bucket_size");
+  EXPECT_EQ(path_of_error(ds, {"deepspeed.sub_group_size=1e8"}), "deepspeed.sub_group_size");
+  try {  // the reason, not "unknown field"
+    parse_scenario(ds, "bad.json", {"deepspeed.sub_group_size=1e8"});
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("ZeRO-3's optimizer sub-group"), std::string::npos) << e.what();
+  }
 
   nlohmann::json ddp = scenario("NO_SHARD");
   ddp["ddp"] = nlohmann::json::object();
@@ -412,13 +564,15 @@ TEST(BufferSizeInput, TheObjectsBelongToTheirFrameworks) {
   nlohmann::json ddp = scenario("NO_SHARD", true);
   ddp["deepspeed"] = nlohmann::json::object();
   EXPECT_EQ(path_of_error(ddp), "deepspeed");
-  // ZeRO-3: allgather_bucket_size is ZeRO-1/2's, and offload and non-contiguous gradients are not
-  // modelled with the object yet: refused, not read and ignored.
+  // ZeRO-3: allgather_bucket_size is ZeRO-1/2's, and offload is not modelled with the object yet:
+  // refused, not read and ignored.
   nlohmann::json zero3 = scenario("FULL_SHARD", true);
   zero3["deepspeed"] = nlohmann::json::object();
   EXPECT_EQ(path_of_error(zero3, {"deepspeed.allgather_bucket_size=5e8"}), "deepspeed.allgather_bucket_size");
-  EXPECT_EQ(path_of_error(zero3, {"deepspeed.contiguous_gradients=false"}), "deepspeed.contiguous_gradients");
+  EXPECT_EQ(path_of_error(zero3, {"deepspeed.contiguous_gradients=3"}), "deepspeed.contiguous_gradients");
   EXPECT_EQ(path_of_error(zero3, {"deepspeed.stage3_max_live_parameters=-1"}), "deepspeed.stage3_max_live_parameters");
+  EXPECT_EQ(path_of_error(zero3, {"deepspeed.sub_group_size=-1"}), "deepspeed.sub_group_size");
+  EXPECT_EQ(path_of_error(zero3, {"deepspeed.sub_group_size=1.5"}), "deepspeed.sub_group_size");
   EXPECT_EQ(path_of_error(zero3, {"fsdp.offload_optimizer=\"cpu\""}), "deepspeed");
   // FSDP's gathering fields have no effect under DeepSpeed's coordinator: refused, not ignored.
   EXPECT_EQ(path_of_error(zero3, {"fsdp.reshard_after_forward=false"}), "deepspeed");

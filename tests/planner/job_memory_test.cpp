@@ -211,10 +211,14 @@ TEST(OffloadHostMemory, DeepSpeedVariantsAgainstItsEstimator) {
   EXPECT_DOUBLE_EQ(opt.device_state_bytes, 2 * kN / (kGpn * kNodes));
 
   // NVMe: the state goes to NVMe (18 N / nodes); the host keeps DeepSpeed's pinned swap buffers:
-  // 4 x min(1e9, the rank's 1.10e9-element partition) fp32 and 5 x 1e8 bf16 per rank.
+  // 4 fp32 buffers of the largest optimizer sub-group (stage3.py _configure_tensor_swapping) and
+  // 5 x 1e8 bf16 per rank. The sub-groups (sub_group_size 1e9, _create_fp16_sub_groups): the
+  // embedding's partition (524,288,000 / 64 = 8,192,000 elements, first in module order), then
+  // blocks of 13,671,875 until 1e9 is reached: 8,192,000 + 73 x 13,671,875 = 1,006,238,875 (72
+  // blocks make 992,567,000), then the other 7 blocks.
   const OffloadOption& nvme = option(options, "offload_optimizer=nvme, offload_param=nvme");
   EXPECT_DOUBLE_EQ(nvme.nvme_bytes_per_node, kGpn * 18 * kN / kW);
-  EXPECT_DOUBLE_EQ(nvme.pinned_bytes_per_node, kGpn * (4 * 1e9 * 4 + 5 * 1e8 * 2));
+  EXPECT_DOUBLE_EQ(nvme.pinned_bytes_per_node, kGpn * (4 * 1006238875.0 * 4 + 5 * 1e8 * 2));
 
   // ZeRO-2 with optimizer offload: fsdpsim 16 N / nodes; DeepSpeed's formula 384 N.
   Planned z2 = plan_of(seventy_b({{"version", 2}, {"strategy", "SHARD_GRAD_OP"}}, ds));

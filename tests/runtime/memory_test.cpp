@@ -91,6 +91,28 @@ std::vector<Case> cases() {
       {"deepspeed_zero3_persistent",
        with(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {{"master_weights", "optimizer_state"}}),
             "deepspeed", {{"stage3_param_persistence_threshold", 256000}, {"reduce_bucket_size", 300000}})},
+      // FSDP2's explicit prefetch two units ahead (fsdp.prefetch_depth 2, forward and backward):
+      // three all-gather outputs alive beside the running unit's.
+      {"fsdp2_prefetch_depth_2",
+       scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}, {"prefetch_depth", 2}, {"forward_prefetch", true}})},
+      // DDP with gradient_as_bucket_view: the gradients are views of the bucket tensors (no second copy).
+      {"ddp_gradient_as_bucket_view",
+       with(scenario(1, 2, {{"version", 1}, {"strategy", "NO_SHARD"}}), "ddp",
+            {{"bucket_cap_mb", 0.5}, {"gradient_as_bucket_view", true}})},
+      // DeepSpeed ZeRO-2 with overlap_comm: two bucket buffers, reductions on their own stream.
+      {"deepspeed_zero2_overlap_comm",
+       with(scenario(1, 4, {{"version", 2}, {"strategy", "SHARD_GRAD_OP"}}, {{"master_weights", "optimizer_state"}}),
+            "deepspeed", {{"reduce_bucket_size", 300000}, {"overlap_comm", true}})},
+      // DeepSpeed ZeRO-3's optimizer sub-groups (sub_group_size): each sub-group's concatenated and
+      // fp32 gradients made and freed in the optimizer step, one sub-group after another.
+      {"deepspeed_zero3_sub_groups",
+       with(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {{"master_weights", "optimizer_state"}}),
+            "deepspeed", {{"reduce_bucket_size", 300000}, {"sub_group_size", 100000}})},
+      // ZeRO-3 without contiguous_gradients: no bucket buffer, autograd's gradients wait for their
+      // bucket's reduction; the flat reduce-scatter inputs of several gradients.
+      {"deepspeed_zero3_loose_gradients",
+       with(scenario(1, 4, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {{"master_weights", "optimizer_state"}}),
+            "deepspeed", {{"reduce_bucket_size", 600000}, {"contiguous_gradients", false}})},
       {"deepspeed_zero3_nvme", scenario(1, 2, {{"version", 2}, {"offload_optimizer", "nvme"}, {"offload_param", "nvme"}},
                                         {{"master_weights", "optimizer_state"}})},
   };

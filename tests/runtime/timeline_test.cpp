@@ -6,6 +6,9 @@
 #include <map>
 #include <set>
 
+#include "planner/cost_model.h"
+#include "planner/device_memory.h"
+#include "planner/plan.h"
 #include "runtime/runtime.h"
 #include "runtime/verify.h"
 #include "runtime_scenarios.h"
@@ -123,6 +126,54 @@ TEST(Verify, ComparesPredictedAndMeasuredPerOpClass) {
   EXPECT_EQ(j["memory"]["peak_allocated"]["error_percent"], 0.0);
   EXPECT_EQ(j["op_classes"].size(), v.op_classes.size());
   EXPECT_EQ(j["step"]["unit"], "seconds");
+}
+
+// verify's device row (the CUDA backend's cudaMemGetInfo) predicts the device memory as estimate
+// does: reserved + the device overhead part by part (planner/device_memory.h), not one assumed
+// figure. A measured run is stood for by a rank that used 10 GiB of which 1 GiB was the runtime's
+// scratch. The parts: the CUDA context (calibration.cuda_context_bytes), cuBLAS's workspaces of
+// the forward and the backward thread on a Hopper part (2 x (4096 KiB x 8 + 1024 KiB) = 66 MiB,
+// CublasHandlePool.cpp), and NCCL's buffers of the shard group's communicator.
+TEST(Verify, DeviceRowAddsTheDeviceOverheadEstimateCounts) {
+  const planner::Scenario sc = planner::parse_scenario(testing::scenario(1, 4, {{"version", 2}}), "test.json");
+  const planner::Schedule s = planner::plan_step(sc).schedule;
+  const planner::CostModel cost(sc);
+  Prediction p;
+  p.op_seconds.assign(s.ops.size(), 0.0);
+  p.memory = planner::replay_memory(s);
+  p.device_overhead = planner::device_overhead(sc, s, cost);
+  RunResult r;
+  RankResult rank;
+  rank.device_used_peak_bytes = std::int64_t{10} << 30;
+  rank.scratch_bytes = std::int64_t{1} << 30;
+  r.ranks = {rank};
+  double parts = 0, cublas = 0;
+  bool nccl = false;
+  for (const planner::DeviceOverheadPart& part : p.device_overhead->parts) {
+    parts += part.bytes;
+    if (part.name == "cuBLAS workspaces") cublas = part.bytes;
+    nccl = nccl || (part.name.rfind("NCCL", 0) == 0 && part.bytes > 0);
+  }
+  EXPECT_EQ(cublas, 66.0 * 1024 * 1024);
+  EXPECT_TRUE(nccl);
+  EXPECT_EQ(parts, p.device_overhead->total_bytes);
+  const VerifyReport v = compare(s, p, r);
+  ASSERT_TRUE(v.device_memory);
+  EXPECT_EQ(v.device_memory->predicted, static_cast<double>(p.memory.peak_reserved_bytes) + p.device_overhead->total_bytes);
+  EXPECT_EQ(v.device_memory->measured, static_cast<double>(std::int64_t{9} << 30));
+  EXPECT_NE(p.device_overhead->total_bytes, planner::kDefaultDeviceOverheadBytes);
+  bool noted = false;
+  for (const std::string& n : v.notes) noted = noted || n.find("cuBLAS workspaces 66.0 MiB") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // With nothing to model the parts from (a schedule played with --durations, no cluster) the row
+  // adds the assumed 1 GiB and says so.
+  p.device_overhead.reset();
+  const VerifyReport bare = compare(s, p, r);
+  EXPECT_EQ(bare.device_memory->predicted,
+            static_cast<double>(p.memory.peak_reserved_bytes) + planner::kDefaultDeviceOverheadBytes);
+  bool assumed = false;
+  for (const std::string& n : bare.notes) assumed = assumed || n.find("an assumed 1024.0 MiB") != std::string::npos;
+  EXPECT_TRUE(assumed);
 }
 
 TEST(Trace, ChromeTraceHasAProcessPerRankAThreadPerStreamAndMemoryCounters) {

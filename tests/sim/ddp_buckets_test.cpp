@@ -15,10 +15,14 @@
 // the bucket tensors (8 x 64 MiB) whatever the cap: 1 GiB.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "planner/cost_model.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
+#include "planner/sweep_space.h"
 #include "sim/analytic.h"
+#include "sim/sweep.h"
 #include "tests/planner/synthetic.h"
 
 namespace fsdpsim::sim {
@@ -84,6 +88,50 @@ TEST(DdpBucketsTimed, A25MiBCapExposesOnlyTheLastBlocksAllReduce) {
   // Gradient memory: 8 x 64 MiB of .grad plus 8 x 64 MiB of buckets, whatever the cap.
   EXPECT_EQ(small.gradient_bytes, static_cast<std::int64_t>(1024 * MiB));
   EXPECT_EQ(big.gradient_bytes, static_cast<std::int64_t>(1024 * MiB));
+}
+
+// `sweep --axis ddp.bucket_cap_mb=...` over the same base (planner/sweep_space.h, sim/sweep.h):
+// each point times exactly as the scenario estimated alone (play above), the 25 MiB cap ranks first
+// (7x less exposed all-reduce, the same memory) and is recommended; a point with gradient views
+// (gradient_as_bucket_view) holds 512 MiB less, the bucket tensors being the gradients.
+TEST(DdpBucketsTimed, SweepRanksTheCapAndRecommendsThe25MiBBucket) {
+  nlohmann::json base = ddp_scenario(25);
+  base.erase("ddp");
+  auto t = planner::ScenarioTemplate::from_json(base, std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/ddp_sweep_test.json", {});
+  std::vector<planner::AxisSpec> specs = {planner::parse_axis_spec("ddp.bucket_cap_mb=1048576,25"),
+                                          planner::parse_axis_spec("ddp.gradient_as_bucket_view=false,true")};
+  const planner::SweepSpace space = planner::make_space(specs, t->context());
+  SweepOptions o;
+  o.threads = 1;
+  o.rank_every_point = true;
+  std::vector<PointResult> points;
+  o.sink = [&](const PointResult& p) { points.push_back(p); };
+  const SweepResult r = run_sweep(t, space, o);
+  ASSERT_EQ(points.size(), 4u);
+  for (const PointResult& p : points) ASSERT_EQ(p.status, PointStatus::ok) << p.label << ": " << p.reason;
+  planner::Plan small_plan, big_plan;
+  const Played small = play(25, small_plan), big = play(1048576, big_plan);
+  // Points: (1048576, false), (1048576, true), (25, false), (25, true), the last axis fastest.
+  EXPECT_EQ(points[0].metrics.exposed_comm_seconds, big.timing.exposed_comm_seconds);
+  EXPECT_EQ(points[2].metrics.exposed_comm_seconds, small.timing.exposed_comm_seconds);
+  EXPECT_EQ(points[2].metrics.step_seconds, small.timing.step_seconds);
+  EXPECT_EQ(points[0].metrics.peak_allocated_bytes, points[2].metrics.peak_allocated_bytes);
+  for (std::size_t i : {0u, 2u})
+    EXPECT_EQ(points[i].metrics.peak_allocated_bytes - points[i + 1].metrics.peak_allocated_bytes,
+              static_cast<std::int64_t>(512 * MiB))
+        << points[i].label;
+  // The views change memory only: the same step time.
+  EXPECT_EQ(points[2].metrics.step_seconds, points[3].metrics.step_seconds);
+  // Ranked by tokens/s: both 25 MiB points above both one-bucket points; within 1% (the default
+  // tolerance) the recommendation takes the least memory: 25 MiB with gradient views.
+  ASSERT_GE(r.ranking.size(), 4u);
+  EXPECT_EQ(std::set<std::size_t>(r.ranking.begin(), r.ranking.begin() + 2), (std::set<std::size_t>{2, 3}));
+  ASSERT_TRUE(r.recommendation.found);
+  EXPECT_EQ(r.recommendation.point, 3u);
+  EXPECT_EQ(points[3].label, "ddp.bucket_cap_mb=25 ddp.gradient_as_bucket_view=true");
+  // The reason: as fast as the fastest (#2, the same buckets without views), 512 MiB less memory.
+  EXPECT_NE(r.recommendation.why.find("within 1.0% of the fastest (#2"), std::string::npos) << r.recommendation.why;
+  EXPECT_NE(r.recommendation.why.find("with 0.50 GiB less memory"), std::string::npos) << r.recommendation.why;
 }
 
 }  // namespace
