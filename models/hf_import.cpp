@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "models/checked_arithmetic.h"
 #include "models/json_input.h"
 #include "models/transformer_costs.h"
 
@@ -1068,10 +1069,15 @@ HfParameterCount total_and_active(const std::vector<MoeLayerCount>& layers, std:
   c.moe = true;
   c.input_embedding = embedding;
   c.total = c.active = outside_layers;
+  // Checked (models/checked_arithmetic.h): each factor is bounded where it is read (a dimension
+  // at most 2^24, experts at most 2^24), but E experts of 3 x hidden x intermediate elements over
+  // the layers are not, and wrapped silently (count_moe names the file).
   for (const MoeLayerCount& l : layers) {
-    c.total += l.shared + l.experts * l.per_expert;
-    c.active += l.shared + std::min(l.top_k, l.experts) * l.per_expert;
-    c.routed_experts += l.experts * l.per_expert;
+    const std::int64_t routed = checked_mul(l.experts, l.per_expert, "a layer's routed experts' parameters");
+    const std::int64_t active = checked_mul(std::min(l.top_k, l.experts), l.per_expert, "a layer's active experts' parameters");
+    c.total = checked_add(c.total, checked_add(l.shared, routed, "a layer's parameters"), "the model's parameters");
+    c.active = checked_add(c.active, checked_add(l.shared, active, "a layer's active parameters"), "the active parameters");
+    c.routed_experts = checked_add(c.routed_experts, routed, "the routed experts' parameters");
   }
   return c;
 }
@@ -1208,15 +1214,23 @@ bool imports_moe(Family family) {
 
 HfParameterCount count_moe(JsonReader& r, Family family) {
   HfParameterCount c;
-  switch (family) {
-    case Family::mixtral: c = count_mixtral(r); break;
-    case Family::qwen2_moe: c = count_qwen_moe(r, false); break;
-    case Family::qwen3_moe: c = count_qwen_moe(r, true); break;
-    case Family::deepseek_v2:
-    case Family::deepseek_v3: c = count_deepseek(r, family); break;
-    case Family::gpt_oss: c = count_gpt_oss(r); break;
-    case Family::llama4_text: c = count_llama4_text(r); break;
-    default: break;
+  try {
+    switch (family) {
+      case Family::mixtral: c = count_mixtral(r); break;
+      case Family::qwen2_moe: c = count_qwen_moe(r, false); break;
+      case Family::qwen3_moe: c = count_qwen_moe(r, true); break;
+      case Family::deepseek_v2:
+      case Family::deepseek_v3: c = count_deepseek(r, family); break;
+      case Family::gpt_oss: c = count_gpt_oss(r); break;
+      case Family::llama4_text: c = count_llama4_text(r); break;
+      default: break;
+    }
+  } catch (const ArithmeticOverflow& e) {
+    // The routed experts are what a count past 2^63 is made of: named at the experts' key.
+    const char* experts = family == Family::qwen2_moe || family == Family::qwen3_moe ? "num_experts"
+                          : family == Family::deepseek_v2 || family == Family::deepseek_v3 ? "n_routed_experts"
+                                                                                           : "num_local_experts";
+    r.fail(experts, std::string("expected a model whose parameter count fits in 64-bit integers: ") + e.what());
   }
   read_dtype(r);
   r.ignore("architectures");

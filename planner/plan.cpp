@@ -446,21 +446,21 @@ class StepBuilder {
       const std::int64_t optimizer_numel = step_.sharded.optimizer_state ? sh.optimizer_numel : sh.numel;
       // Parameters.
       if (f.cpu_offload)  // FSDP pins the offloaded shard (FSDP1 _local_shard, FSDP2 pin_memory=True)
-        step_.host_alloc(-1, sh.local_numel * stored, MemCategory::sharded_param, Placement::pinned_host,
-                         Name{"host sharded params of ", name});
+        step_.host_alloc(-1, step_.buffer_bytes(sh.local_numel, stored), MemCategory::sharded_param,
+                         Placement::pinned_host, Name{"host sharded params of ", name});
       else if (f.offload_param == Device::cpu)
-        step_.host_alloc(-1, sh.local_numel * stored, MemCategory::sharded_param, step_.deepspeed_host_placement(),
-                         Name{"host param partition of ", name});
+        step_.host_alloc(-1, step_.buffer_bytes(sh.local_numel, stored), MemCategory::sharded_param,
+                         step_.deepspeed_host_placement(), Name{"host param partition of ", name});
       else if (f.offload_param == Device::nvme)
         ;  // on NVMe; the host holds the swap buffers (below)
       else if (step_.sharded.params)
-        step_.new_alloc(sh.local_numel * stored, MemCategory::sharded_param, Stream::compute,
+        step_.new_alloc(step_.buffer_bytes(sh.local_numel, stored), MemCategory::sharded_param, Stream::compute,
                         Name{"sharded params of ", name}, true, true);
       else
-        step_.new_alloc(sh.numel * stored, MemCategory::unsharded_param, Stream::compute,
+        step_.new_alloc(step_.buffer_bytes(sh.numel, stored), MemCategory::unsharded_param, Stream::compute,
                         Name{"replicated params of ", name}, true, true);
       // Optimizer state (and DeepSpeed's fp32 master and fp32 gradient partition).
-      const std::int64_t state_bytes = optimizer_numel * (states + master_copy) * master;
+      const std::int64_t state_bytes = step_.buffer_bytes(optimizer_numel, (states + master_copy) * master);
       if (f.cpu_offload) {
         // torch.optim makes its state with zeros_like on the CPU parameters: ordinary memory.
         if (state_bytes > 0)
@@ -472,8 +472,8 @@ class StepBuilder {
         if (state_bytes > 0)
           step_.host_alloc(-1, state_bytes, MemCategory::optimizer_state, step_.deepspeed_host_placement(),
                            Name{"host optimizer state of ", name});
-        step_.host_alloc(-1, optimizer_numel * master, MemCategory::sharded_grad, step_.deepspeed_host_placement(),
-                         Name{"host fp32 grads of ", name});
+        step_.host_alloc(-1, step_.buffer_bytes(optimizer_numel, master), MemCategory::sharded_grad,
+                         step_.deepspeed_host_placement(), Name{"host fp32 grads of ", name});
       } else if (f.offload_optimizer == Device::nvme) {
         ;  // on NVMe, swapped through pinned buffers (below)
       } else if (states + master_copy > 0) {
@@ -481,7 +481,7 @@ class StepBuilder {
                         true, true);
       }
       if (!step_.sharded.grads)
-        step_.new_alloc(sh.numel * stored, MemCategory::unsharded_grad, Stream::compute,
+        step_.new_alloc(step_.buffer_bytes(sh.numel, stored), MemCategory::unsharded_grad, Stream::compute,
                         Name{"replicated grads of ", name}, true, true);
       for (std::size_t a = first; a < step_.schedule.allocations.size(); ++a) step_.schedule.allocations[a].unit = u.index;
     }

@@ -42,12 +42,14 @@ void StepContext::count_float8_gathered_numel() {
   for (const Unit& u : plan.units)
     for (const models::Parameter* p : u.params)
       if (float8.is_float8_weight(p))
-        float8_gathered_numel[u.index] += fsdp2_local_numel(*p, fsdp.shard_group_size) * fsdp.shard_group_size;
+        float8_gathered_numel[u.index] += checked_mul(fsdp2_local_numel(*p, fsdp.shard_group_size), fsdp.shard_group_size,
+                                                      "a float8 weight's shard elements x shard group");
 }
 
 std::int64_t StepContext::gathered_param_bytes(int u) const {
   const std::int64_t fp8 = float8_gathered_numel.empty() ? 0 : float8_gathered_numel[u];
-  return (shard(u).gathered_numel - fp8) * compute_dtype_bytes + fp8 * models::dtype_bytes(models::DType::fp8);
+  return checked_add(buffer_bytes(shard(u).gathered_numel - fp8, compute_dtype_bytes),
+                     buffer_bytes(fp8, models::dtype_bytes(models::DType::fp8)), "a unit's gathered parameter bytes");
 }
 
 int StepContext::add_op(OpKind kind, Stream stream, const Name& name, int unit, const std::string& module) {
@@ -73,7 +75,7 @@ int StepContext::nvme_swap(OpKind kind, double bytes, const Name& name, int unit
 }
 
 int StepContext::copy_offloaded_shard_to_device(int u, int& device_shard) {
-  const std::int64_t bytes = shard(u).local_numel * stored_param_dtype_bytes;
+  const std::int64_t bytes = buffer_bytes(shard(u).local_numel, stored_param_dtype_bytes);
   const std::string& name = label(u);
   const int swap_in = params_on_nvme() ? nvme_swap(OpKind::nvme_read, static_cast<double>(bytes), Name{"NVMe read shard ", name}, u, -1) : -1;
   const int h2d = add_op(OpKind::h2d, Stream::all_gather, Name{"h2d shard ", name}, u);
@@ -135,11 +137,11 @@ void StepContext::allocate_grads(int op, const std::vector<int>& params, const N
     const int u = layout.param_owner[p];
     auto it = std::find_if(numel_by_unit.begin(), numel_by_unit.end(), [&](const auto& e) { return e.first == u; });
     if (it == numel_by_unit.end()) numel_by_unit.emplace_back(u, param_numel_[p]);
-    else it->second += param_numel_[p];
+    else it->second = checked_add(it->second, param_numel_[p], "a unit's gradient elements");
   }
   std::sort(numel_by_unit.begin(), numel_by_unit.end());
   for (const auto& [u, numel] : numel_by_unit) {
-    unsharded_grads[u].push_back(alloc_at(op, numel * compute_dtype_bytes, MemCategory::unsharded_grad, name));
+    unsharded_grads[u].push_back(alloc_at(op, buffer_bytes(numel, compute_dtype_bytes), MemCategory::unsharded_grad, name));
     schedule.allocations[unsharded_grads[u].back()].unit = u;  // the parameters' unit, not the op's
   }
 }

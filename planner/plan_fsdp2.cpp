@@ -168,7 +168,7 @@ class Fsdp2Policy final : public FrameworkPolicy {
     const int copy_in = step_.add_op(OpKind::copy_in, Stream::compute, Name{"reduce-scatter copy-in ", name}, u);
     step_.op(copy_in).hbm_bytes =
         static_cast<double>(sh.gathered_numel) * (step_.compute_dtype_bytes + step_.reduce_dtype_bytes);
-    const int input = step_.alloc_at(copy_in, sh.gathered_numel * step_.reduce_dtype_bytes,
+    const int input = step_.alloc_at(copy_in, step_.buffer_bytes(sh.gathered_numel, step_.reduce_dtype_bytes),
                                      MemCategory::reduce_scatter_buffer, Name{"reduce-scatter input of ", name});
     step_.free_unsharded_grads(copy_in, u);
     step_.free_at(copy_in, step_.accumulated_grad[u]);

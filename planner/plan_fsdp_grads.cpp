@@ -21,7 +21,7 @@ bool reduces_this_micro_step(StepContext& step, int u, int accumulated_dtype_byt
   const int sum_bytes = step.first_micro_step() ? accumulated_dtype_bytes : 2 * accumulated_dtype_bytes;
   step.op(acc).hbm_bytes = static_cast<double>(gathered_numel) * (step.compute_dtype_bytes + sum_bytes);
   if (step.accumulated_grad[u] < 0)
-    step.accumulated_grad[u] = step.alloc_at(acc, gathered_numel * accumulated_dtype_bytes, MemCategory::unsharded_grad,
+    step.accumulated_grad[u] = step.alloc_at(acc, step.buffer_bytes(gathered_numel, accumulated_dtype_bytes), MemCategory::unsharded_grad,
                                              Name{"accumulated unsharded grads of ", step.label(u)});
   step.free_unsharded_grads(acc, u);
   return step.last_micro_step();

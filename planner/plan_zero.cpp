@@ -114,7 +114,7 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
     const DeepSpeedSpec& ds = step_.scenario.deepspeed;
     if (!ds.stated || !ds.contiguous_gradients || ipg_buffer_ >= 0 || step_.last_op < 0) return;
     const int buffers = ds.overlap_comm ? 2 : 1;
-    ipg_buffer_ = step_.alloc_at(step_.last_op, buffers * ds.reduce_bucket_size * step_.compute_dtype_bytes,
+    ipg_buffer_ = step_.alloc_at(step_.last_op, step_.buffer_bytes(ds.reduce_bucket_size, buffers * step_.compute_dtype_bytes),
                                  MemCategory::reduce_scatter_buffer, "DeepSpeed ipg bucket buffers");
   }
 
@@ -181,7 +181,7 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
       // first copy (copy_grads_in_partition) and kept to the optimizer step.
       std::int64_t partition_numel = 0;
       for (const Unit& unit : step_.plan.units) partition_numel += step_.shard(unit.index).optimizer_numel;
-      grads_in_partition_ = step_.alloc_at(op, partition_numel * step_.compute_dtype_bytes, MemCategory::sharded_grad,
+      grads_in_partition_ = step_.alloc_at(op, step_.buffer_bytes(partition_numel, step_.compute_dtype_bytes), MemCategory::sharded_grad,
                                            "DeepSpeed grads_in_partition", true);
       step_.sharded_grad[u] = grads_in_partition_;  // the optimizer step frees it (zero_grad)
     }
@@ -206,7 +206,7 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
   void make_ddp_bucket_memory() {
     if (step_.scenario.ddp.gradient_as_bucket_view) return;
     for (const GradientBucket& b : buckets_)
-      step_.new_alloc(b.numel * bucket_dtype_bytes_, MemCategory::unsharded_grad, Stream::compute, "DDP bucket",
+      step_.new_alloc(step_.buffer_bytes(b.numel, bucket_dtype_bytes_), MemCategory::unsharded_grad, Stream::compute, "DDP bucket",
                       true, true);
   }
 

@@ -70,7 +70,7 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
     if (persistent_total_numel_ == 0) return;
     const int op = step_.add_op(OpKind::all_gather, Stream::all_gather, "all-gather persistent params", -1);
     step_.op(op).deps.push_back(updated);
-    step_.op(op).comm_bytes = static_cast<double>(persistent_total_numel_ * step_.compute_dtype_bytes);
+    step_.op(op).comm_bytes = static_cast<double>(step_.buffer_bytes(persistent_total_numel_, step_.compute_dtype_bytes));
     step_.op(op).group = step_.groups.shard;
   }
 
@@ -110,14 +110,14 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
   void make_persistent_buffers() {
     const int bytes = step_.compute_dtype_bytes;
     if (persistent_total_numel_ > 0)
-      step_.new_alloc(persistent_total_numel_ * bytes, MemCategory::unsharded_param, Stream::compute,
+      step_.new_alloc(step_.buffer_bytes(persistent_total_numel_, bytes), MemCategory::unsharded_param, Stream::compute,
                       "DeepSpeed persistent params (whole)", true, true);
     if (ds_.contiguous_gradients)  // `if self.contiguous_gradients: bucket.buffer = torch.empty(...)`
-      step_.new_alloc(ds_.reduce_bucket_size * bytes, MemCategory::reduce_scatter_buffer, Stream::compute,
+      step_.new_alloc(step_.buffer_bytes(ds_.reduce_bucket_size, bytes), MemCategory::reduce_scatter_buffer, Stream::compute,
                       "DeepSpeed ipg bucket buffer", true, false);
     std::int64_t partition_numel = 0;
     for (int u = 0; u < units_; ++u) partition_numel += step_.shard(u).local_numel;
-    step_.new_alloc(partition_numel * bytes, MemCategory::sharded_grad, Stream::compute,
+    step_.new_alloc(step_.buffer_bytes(partition_numel, bytes), MemCategory::sharded_grad, Stream::compute,
                     "DeepSpeed grad_partitions_flat_buffer", true, true);
   }
 
@@ -168,7 +168,7 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
                                 first);
     std::int64_t numel = 0;
     for (int v : units) {
-      gathered_[v] = step_.alloc_at(op, gathered_numel_[v] * step_.compute_dtype_bytes, MemCategory::unsharded_param,
+      gathered_[v] = step_.alloc_at(op, step_.buffer_bytes(gathered_numel_[v], step_.compute_dtype_bytes), MemCategory::unsharded_param,
                                     Name{"gathered params of ", step_.label(v)});
       // free_param record_stream()s the data on the current stream before dropping it
       // (partition_parameters.py), so the block is reused only after the compute queued there.
@@ -176,7 +176,7 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
       step_.params_ready_op[v] = op;
       numel += gathered_numel_[v];
     }
-    step_.op(op).comm_bytes = static_cast<double>(numel * step_.compute_dtype_bytes);
+    step_.op(op).comm_bytes = static_cast<double>(step_.buffer_bytes(numel, step_.compute_dtype_bytes));
     step_.op(op).group = step_.groups.shard;
     n_available_ += numel;
   }
@@ -226,7 +226,7 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
         if (b >= buckets_.size()) throw std::logic_error("DeepSpeed ZeRO-3 buckets walked apart");
         open += n;
         ++bucket_params_[b];
-        bucket_padded_numel_[b] += (n + w - 1) / w * w;
+        bucket_padded_numel_[b] += checked_round_up(n, w, "a bucket parameter's padded elements");
         last_bucket_of_unit_[u] = static_cast<int>(b);
       }
     }
@@ -270,16 +270,16 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
     const int rs = step_.add_op(OpKind::reduce_scatter, Stream::reduce_scatter,
                                 Name{"reduce-scatter bucket ending in ", step_.label(u)}, u);
     step_.op(rs).deps.push_back(step_.last_compute_before(rs));
-    step_.op(rs).comm_bytes = static_cast<double>(flat_numel * bytes);
+    step_.op(rs).comm_bytes = static_cast<double>(step_.buffer_bytes(flat_numel, bytes));
     step_.op(rs).group = step_.groups.shard;
     const std::int64_t part = flat_numel / w;
     int flat = in_place ? -1
-                        : step_.alloc_at(rs, flat_numel * bytes, MemCategory::reduce_scatter_buffer,
+                        : step_.alloc_at(rs, step_.buffer_bytes(flat_numel, bytes), MemCategory::reduce_scatter_buffer,
                                          Name{"reduce-scatter input of the bucket ending in ", step_.label(u)});
     const int copy = step_.add_op(OpKind::copy_out, Stream::reduce_scatter,
                                   Name{"partition grads of the bucket ending in ", step_.label(u)}, u);
     step_.op(copy).deps.push_back(rs);
-    step_.op(copy).hbm_bytes = static_cast<double>(part * bytes) * (step_.first_micro_step() ? 2.0 : 3.0);
+    step_.op(copy).hbm_bytes = static_cast<double>(step_.buffer_bytes(part, bytes)) * (step_.first_micro_step() ? 2.0 : 3.0);
     step_.free_at(copy, flat);
     // Without contiguous_gradients: autograd's gradients of the units whose last gradient this
     // bucket holds (partition_grads: `param.grad = None`).

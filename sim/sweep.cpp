@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <condition_variable>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -575,8 +577,11 @@ double read_double(const std::string& field, const std::string& line) {
 
 std::int64_t read_int(const std::string& field, const std::string& line) {
   char* end = nullptr;
+  errno = 0;
   const long long v = std::strtoll(field.c_str(), &end, 10);
   if (field.empty() || *end != '\0') throw std::invalid_argument("not an integer \"" + field + "\" in the record: " + line);
+  if (errno == ERANGE)  // strtoll clamps to 2^63 - 1 silently otherwise
+    throw std::invalid_argument("an integer past 64 bits \"" + field + "\" in the record: " + line);
   return v;
 }
 
@@ -622,8 +627,11 @@ PointResult parse_point_record(const std::string& line, const planner::SweepSpac
     throw std::invalid_argument("point " + f[1] + " is outside the sweep's " + std::to_string(space.size()) + " points");
   PointResult p = unevaluated_point(space, static_cast<std::size_t>(index));
   p.status = status_named(f[2], line);
+  // The reason goes through the one JSON reader (models/json_input.h), like every input.
   try {
-    p.reason = nlohmann::json::parse(line.substr(quote)).get<std::string>();
+    p.reason = parse_json_text(line.substr(quote), "the record's reason").get<std::string>();
+  } catch (const InputError& e) {
+    throw std::invalid_argument(std::string("a record whose reason is not a JSON string (") + e.what() + "): " + line);
   } catch (const nlohmann::json::exception&) {
     throw std::invalid_argument("a record whose reason is not a JSON string: " + line);
   }
@@ -641,7 +649,11 @@ PointResult parse_point_record(const std::string& line, const planner::SweepSpac
                        &m.step_seconds,          &m.compute_seconds,  &m.exposed_comm_seconds,
                        &m.optimizer_seconds,     &m.tokens_per_second_per_gpu, &m.mfu};
   for (std::size_t k = 0; k < 9; ++k) *doubles[k] = read_double(f[6 + k], line);
-  m.units = static_cast<int>(read_int(f[15], line));
+  const std::int64_t units = read_int(f[15], line);
+  if (units < 0 || units > std::numeric_limits<int>::max())
+    throw std::invalid_argument("a unit count outside 0.." + std::to_string(std::numeric_limits<int>::max()) +
+                                " in the record: " + line);
+  m.units = static_cast<int>(units);
   const std::int64_t by_unit = read_int(f[16], line);
   if (by_unit < 0 || f.size() != kFixed + static_cast<std::size_t>(by_unit))
     throw std::invalid_argument("a record whose per-unit list does not have its length: " + line);

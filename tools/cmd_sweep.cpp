@@ -710,6 +710,28 @@ std::string shard_trailer(const sim::SweepResult& r) {
       .dump();
 }
 
+// One line of a shard file (its header or its trailer) as JSON, through the one JSON reader
+// (models/json_input.h): nesting past kMaxJsonDepth, a key twice and numbers past a double are
+// refused like any input file's, naming the file, the JSON path and the line.
+nlohmann::json parse_shard_line(const std::string& line, const std::string& file, std::size_t line_number,
+                                const char* what) {
+  try {
+    return parse_json_text(line, file);
+  } catch (const InputError& e) {
+    // The text after "FILE: PATH: " is what was expected; the line is the file's, not 1.
+    std::string expected = e.what();
+    const std::string prefix = file + ": " + (e.json_path().empty() ? "" : e.json_path() + ": ");
+    if (expected.rfind(prefix, 0) == 0) expected = expected.substr(prefix.size());
+    const std::string line_one = "at line 1, column";
+    const auto at = expected.find(line_one);
+    if (at != std::string::npos)  // a syntax error says where it is: at the file's line
+      expected.replace(at, line_one.size(), "at line " + std::to_string(line_number) + ", column");
+    throw InputError(file, e.json_path(),
+                     expected + (at != std::string::npos ? " (" : " (line " + std::to_string(line_number) + ", ") +
+                         "the shard's " + what + ")");
+  }
+}
+
 // Reads shard files back, each in its shard's point order.
 class ShardReader {
  public:
@@ -718,20 +740,23 @@ class ShardReader {
 
   sim::Shard read_header(std::size_t points, const std::string& fingerprint) {
     std::string line;
-    if (!std::getline(*in_, line)) throw InputError(name_, "", "empty: not a sweep shard file");
-    nlohmann::json h;
-    try {
-      h = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception&) {
+    if (!next_line(line)) throw InputError(name_, "", "empty: not a sweep shard file");
+    if (line.empty() || line.front() != '{')
       throw InputError(name_, "", "not a sweep shard file (its first line is not the shard's JSON header)");
-    }
-    if (!h.is_object() || h.value("format", "") != kShardFormat)
+    const nlohmann::json h = parse_shard_line(line, name_, line_number_, "header");
+    if (!h.is_object() || !h.contains("format") || h["format"] != kShardFormat)
       throw InputError(name_, "format", std::string("expected \"") + kShardFormat + "\": not a sweep shard file");
-    if (h.value("sweep", "") != fingerprint || h.value("points", std::size_t{0}) != points)
+    JsonReader r(h, name_);
+    r.string("format");
+    const std::string sweep = r.string("sweep");
+    const std::int64_t count = r.integer("points");
+    const std::string shard = r.string("shard");
+    r.finish();
+    if (sweep != fingerprint || count < 0 || static_cast<std::uint64_t>(count) != points)
       throw InputError(name_, "sweep",
                        "a shard of another sweep: merge with the scenario, --set and axes the shards ran with");
     try {
-      return sim::parse_shard(h.value("shard", ""));
+      return sim::parse_shard(shard);
     } catch (const std::invalid_argument& e) {
       throw InputError(name_, "shard", e.what());
     }
@@ -739,7 +764,7 @@ class ShardReader {
 
   sim::PointResult next_point(std::size_t expected, const planner::SweepSpace& space) {
     std::string line;
-    if (!std::getline(*in_, line) || line.rfind("p ", 0) != 0)
+    if (!next_line(line) || line.rfind("p ", 0) != 0)
       throw InputError(name_, "", "ends before point " + std::to_string(expected) +
                                       " (the shard did not finish: run it again)");
     try {
@@ -749,23 +774,42 @@ class ShardReader {
                                     " was due");
       return p;
     } catch (const std::invalid_argument& e) {
-      throw InputError(name_, "", e.what());
+      throw InputError(name_, "", std::string(e.what()) + " (line " + std::to_string(line_number_) + ")");
     }
   }
 
   // The trailer: (threads, wall seconds).
   std::pair<int, double> read_trailer() {
     std::string line;
-    nlohmann::json t;
-    if (std::getline(*in_, line)) t = nlohmann::json::parse(line, nullptr, false);
-    if (!t.is_object() || !t.value("end", false))
+    if (!next_line(line) || line.empty() || line.front() != '{')
       throw InputError(name_, "", "has no trailer after its points (the shard did not finish: run it again)");
-    return {t.value("threads", 1), std::strtod(t.value("wall_seconds", "0").c_str(), nullptr)};
+    const nlohmann::json t = parse_shard_line(line, name_, line_number_, "trailer");
+    if (!t.is_object() || !t.contains("end") || t["end"] != true)
+      throw InputError(name_, "", "has no trailer after its points (the shard did not finish: run it again)");
+    JsonReader r(t, name_);
+    r.boolean_or("end", false);
+    r.boolean_or("interrupted", false);
+    const int threads = r.int_in_or("threads", 1, 1 << 20, 1);
+    const std::string wall_text = r.string_or("wall_seconds", "0");
+    r.finish();
+    char* end = nullptr;
+    const double wall = std::strtod(wall_text.c_str(), &end);
+    if (wall_text.empty() || *end != '\0' || !std::isfinite(wall) || wall < 0)
+      r.fail("wall_seconds", "expected a finite, non-negative number of seconds (as %a writes it), got \"" +
+                                 wall_text + "\"");
+    return {threads, wall};
   }
 
  private:
+  bool next_line(std::string& line) {
+    if (!std::getline(*in_, line)) return false;
+    ++line_number_;
+    return true;
+  }
+
   std::string name_;
   std::unique_ptr<std::istream> in_;
+  std::size_t line_number_ = 0;
 };
 
 // Merges the shards (every one of 0..N-1 once) into one result, the sinks fed in point order.

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "models/checked_arithmetic.h"
 #include "planner/fsdp_rules.h"
 #include "planner/internal/plan_layout.h"
 
@@ -79,6 +80,13 @@ class StepContext {
   std::vector<std::int64_t> float8_gathered_numel;
   // Bytes of unit u's all-gather output and unsharded parameters: param_dtype, except the float8 weights.
   std::int64_t gathered_param_bytes(int u) const;
+  // A buffer of `elements` of `dtype_bytes` each, checked (models/checked_arithmetic.h). The
+  // planner bounds every parameter-sized buffer once (plan.cpp, check_buffer_sizes_fit) and the
+  // DeepSpeed buckets at 2^50 elements, so no input reaches an overflow here today: the check
+  // keeps a product that a later change lets past those bounds from wrapping silently.
+  static std::int64_t buffer_bytes(std::int64_t elements, std::int64_t dtype_bytes) {
+    return checked_mul(elements, dtype_bytes, "a buffer's bytes (elements x dtype bytes)");
+  }
 
   // ---- where the writing is
   int micro_step = 0;

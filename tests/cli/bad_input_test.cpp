@@ -2,6 +2,7 @@
 // exit, and no crash.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <filesystem>
@@ -305,6 +306,32 @@ TEST(Hardening, AttentionFlopsAboveForwardFlopsAreRefused) {
   EXPECT_EQ(r.exit_code, 2);
   expect_clean_error(r, model + ": root.children[0].children[2].children[0].costs.attention_flops.b*s^2: "
                             "expected at most forward_flops' \"b*s^2\" term");
+}
+
+// Item 3, as the issue gave it: GPT-2's `wte` with its `forward_transient_bytes` coefficient of
+// b*s 4608 (as shipped) next to a transient tensor of 0.01 byte a token (the shipped one is 3072
+// b*s + 3072 s): at micro-batch 2 x 1024 that is 11,010,048 bytes in tensors of 20 bytes, 550,502
+// allocations an op, which the planner used to make one by one (the issue: over a minute without
+// a word). Refused at once (more than 1024 tensors alive at once), naming the module and the cost.
+TEST(Hardening, ATransientOfMillionsOfTensorsIsRefusedQuicklyNamingTheModule) {
+  nlohmann::json model = load(source_path("models/gpt2.json"));
+  nlohmann::json& wte = model["root"]["children"][0]["children"][0];
+  ASSERT_EQ(wte["name"], "wte");
+  ASSERT_EQ(wte["costs"]["forward_transient_bytes"]["b*s"], 4608);
+  wte["costs"]["transient_tensor_bytes"] = {{"b*s", 0.01}};
+  const std::string model_file = write_temp("wte_transient.json", model.dump());
+  const std::string scenario = write_temp("good.json", good_scenario().dump());
+  const auto start = std::chrono::steady_clock::now();
+  const CommandResult r = run_cli("estimate --scenario " + scenario + " --set model=" + model_file);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 20) << "refused before the replay";
+  EXPECT_EQ(r.exit_code, 2);
+  expect_clean_error(r, model_file + ": root.children[0].children[0].costs.forward_transient_bytes: module "
+                                     "\"transformer.wte\": 11010048 bytes at micro_batch 2 x seq_len 1024 are 550502 "
+                                     "times transient_tensor_bytes (20 bytes): more than 1024 tensors alive at once");
+  // The shipped tensor size (1.5 tensors a transient) is planned.
+  const std::string shipped = write_temp("wte_shipped.json", load(source_path("models/gpt2.json")).dump());
+  EXPECT_EQ(run_cli("estimate --scenario " + scenario + " --set model=" + shipped).exit_code, 0);
 }
 
 // Item 12, the unclear messages, each now naming file, path and what was expected.

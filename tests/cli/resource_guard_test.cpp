@@ -3,6 +3,7 @@
 // why and how to go further; a sweep's CSV and JSON list every point with consistent ranks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -61,6 +62,28 @@ TEST(ResourceGuardCli, SimulateOverAGivenBudgetIsRefusedAndEstimateCostSaysWhatI
   EXPECT_GT(j["flows"].get<double>(), 0);
   EXPECT_GT(j["memory_bytes"].get<double>(), 0);
   EXPECT_EQ(run_cli("simulate --scenario " + kScenario + " --max-memory -1").exit_code, 105) << "CLI11: out of range";
+}
+
+// A sweep past --max-memory is refused before any point is swept (the time refusal is tested
+// below): one error line naming the option and its budget, what the estimate is made of, and how
+// to go further. Within the default budget the same sweep runs.
+TEST(ResourceGuardCli, SweepOverAGivenMemoryBudgetIsRefusedNamingTheOptionAndHowToGoFurther) {
+  const std::string sweep = "sweep --scenario " + kScenario + " --axis training.micro_batch=1,2 --threads 1";
+  const CommandResult over = run_cli(sweep + " --max-memory 0.001");
+  EXPECT_EQ(over.exit_code, 2) << over.err;
+  EXPECT_EQ(over.out, "") << "nothing swept";
+  EXPECT_EQ(over.err.rfind("error: " + kScenario + ": not swept: it would need about ", 0), 0u) << over.err;
+  EXPECT_NE(over.err.find(" MiB of memory ("), std::string::npos) << over.err;
+  EXPECT_NE(over.err.find("), over --max-memory 1 MiB."), std::string::npos) << "0.001 GiB: " << over.err;
+  EXPECT_EQ(over.err.find("over --max-time"), std::string::npos) << "only memory is over: " << over.err;
+  EXPECT_NE(over.err.find("To go further: raise --max-time (seconds; 0: no limit) or --max-memory (GiB); run fewer "
+                          "points at a time (fix an axis with --set"),
+            std::string::npos)
+      << over.err;
+  EXPECT_EQ(std::count(over.err.begin(), over.err.end(), '\n'), 1) << "one line: " << over.err;
+  const CommandResult within = run_cli(sweep);
+  EXPECT_EQ(within.exit_code, 0) << within.err;
+  EXPECT_NE(within.out.find("Recommended: #"), std::string::npos) << within.out;
 }
 
 // Seven axes of ten values: 10^7 points. Before: accepted, then std::bad_alloc at ~14 KB a point.

@@ -97,5 +97,65 @@ TEST(SweepShards, MissingDoubledUnfinishedOrForeignShardsAreRefused) {
   EXPECT_NE(csv.err.find("--shard"), std::string::npos) << csv.err;
 }
 
+// Shard files go through the one JSON reader (models/json_input.h), as every input file does:
+// a header nested past 256 levels, a key given twice and a malformed trailer are refused naming
+// the file, the JSON path and the line (before: nlohmann::json::parse read them unchecked, the
+// last of two keys winning and a deep header recursing once per level); a record's integer past
+// 64 bits is refused, not clamped.
+TEST(SweepShards, DeepDuplicateOrMalformedShardFilesAreRefusedNamingFileAndPath) {
+  const std::string whole = read_file(run_shard(0, 1));
+  const std::size_t header_end = whole.find('\n');
+  ASSERT_NE(header_end, std::string::npos);
+  const std::string header = whole.substr(0, header_end), body = whole.substr(header_end);
+  ASSERT_EQ(header.substr(0, 1), "{") << header;
+  std::size_t lines = 0;
+  for (char c : whole) lines += c == '\n';
+  ASSERT_GT(lines, 3u);
+
+  // 300 nested arrays under a key of the header.
+  const std::string deep_file =
+      write_temp("deep-shard", "{\"pad\": " + std::string(300, '[') + std::string(300, ']') + ", " + header.substr(1) + body);
+  const CommandResult deep = run_cli(kSweep + " --merge " + deep_file);
+  EXPECT_EQ(deep.exit_code, 2) << deep.err;
+  EXPECT_EQ(deep.err.rfind("error: " + deep_file + ": pad[0][0]", 0), 0u) << deep.err;
+  EXPECT_NE(deep.err.find("expected at most 256 levels of nested objects and arrays"), std::string::npos) << deep.err;
+  EXPECT_NE(deep.err.find("(line 1, the shard's header)"), std::string::npos) << deep.err;
+
+  // The sweep's fingerprint twice: the last used to win silently.
+  const std::string duplicate_file =
+      write_temp("duplicate-shard", header.substr(0, header.size() - 1) + ", \"sweep\": \"0000000000000000\"}" + body);
+  const CommandResult duplicate = run_cli(kSweep + " --merge " + duplicate_file);
+  EXPECT_EQ(duplicate.exit_code, 2) << duplicate.err;
+  EXPECT_EQ(duplicate.err.rfind("error: " + duplicate_file + ": sweep: duplicate key", 0), 0u) << duplicate.err;
+
+  // The trailer (the last line) cut inside its object.
+  const std::size_t trailer_at = whole.rfind('\n', whole.size() - 2) + 1;
+  const std::string malformed_file =
+      write_temp("malformed-shard", whole.substr(0, trailer_at) + "{\"end\": true, \"threads\": 1,\n");
+  const CommandResult malformed = run_cli(kSweep + " --merge " + malformed_file);
+  EXPECT_EQ(malformed.exit_code, 2) << malformed.err;
+  EXPECT_EQ(malformed.err.rfind("error: " + malformed_file + ": malformed JSON at line " + std::to_string(lines), 0), 0u)
+      << malformed.err;
+  EXPECT_NE(malformed.err.find("the shard's trailer"), std::string::npos) << malformed.err;
+
+  // A trailer whose field has the wrong type: named at its path (before: nlohmann's type_error).
+  const std::string typed_file =
+      write_temp("typed-shard", whole.substr(0, trailer_at) + "{\"end\": true, \"threads\": \"two\"}\n");
+  const CommandResult typed = run_cli(kSweep + " --merge " + typed_file);
+  EXPECT_EQ(typed.exit_code, 2) << typed.err;
+  EXPECT_EQ(typed.err.rfind("error: " + typed_file + ": threads: ", 0), 0u) << typed.err;
+
+  // A point's peak bytes past 2^63 - 1: strtoll clamped it to 2^63 - 1 silently.
+  const std::size_t ok = whole.find(" ok ");
+  ASSERT_NE(ok, std::string::npos) << "an evaluated point in the shard";
+  const std::size_t peak_at = ok + 4, peak_end = whole.find(' ', peak_at);
+  const std::string huge_file =
+      write_temp("huge-shard", whole.substr(0, peak_at) + "99999999999999999999" + whole.substr(peak_end));
+  const CommandResult huge = run_cli(kSweep + " --merge " + huge_file);
+  EXPECT_EQ(huge.exit_code, 2) << huge.err;
+  EXPECT_EQ(huge.err.rfind("error: " + huge_file + ": an integer past 64 bits \"99999999999999999999\"", 0), 0u)
+      << huge.err;
+}
+
 }  // namespace
 }  // namespace fsdpsim::testing

@@ -573,6 +573,41 @@ TEST(ModelCardCount, KnownDisagreementsAreTheCardsRounding) {
   EXPECT_EQ(qwen3.total, 30'532'122'624);
 }
 
+// Each size is bounded where it is read (a dimension at most 2^24, experts at most 2^24), but their
+// products are not: 2^22 experts of 3 x 2^20 x 2^20 elements are 1.38e19 parameters, past 2^63.
+// The count wrapped silently (signed overflow); now it is refused, naming the file and the experts'
+// key. The model built from such a config is refused anyway (a parameter's elements are checked).
+TEST(MoeCount, ACountPast64BitsIsRefusedNotWrapped) {
+  const std::string path = testing_paths::repo_path("models/hf/mixtral-8x7b.json");
+  nlohmann::json config = load_json_file(path);
+  config["hidden_size"] = 1 << 20;
+  config["intermediate_size"] = 1 << 20;
+  config["num_local_experts"] = 1 << 22;
+  try {
+    count_hf_parameters(config, "huge-mixtral.json");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "huge-mixtral.json");
+    EXPECT_EQ(e.json_path(), "num_local_experts");
+    EXPECT_NE(std::string(e.what()).find("expected a model whose parameter count fits in 64-bit integers: a layer's "
+                                         "routed experts' parameters overflows 64-bit integers (4194304 x "
+                                         "3298534883328)"),
+              std::string::npos)
+        << e.what();
+  }
+  // 2^20 experts: 3.46e18 a layer, within 64 bits, but 32 layers of them are not.
+  config["num_local_experts"] = 1 << 20;
+  try {
+    count_hf_parameters(config, "huge-mixtral.json");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("the model's parameters overflows 64-bit integers"), std::string::npos)
+        << e.what();
+  }
+  // The shipped config still counts (46.7B, MoeCount's other tests pin the figure).
+  EXPECT_GT(count_hf_parameters(load_json_file(path), path).total, 46'000'000'000);
+}
+
 // Small MoE configs, counted by hand: every family's counting code, including those whose
 // public configs are not shipped (Qwen3-MoE, gpt-oss, Llama-4).
 TEST(MoeCount, SmallConfigsByHand) {
