@@ -174,16 +174,19 @@ struct MemoryResult {
   bool passed() const { return checked && allocated_ok && reserved_ok && problem.empty(); }
 };
 
-inline std::vector<MemoryResult> check_memory_csv(const CsvTable& t) {
-  std::vector<MemoryResult> results;
+// The loop both checkers share. A row that is not a measurement (the case failed on the GPU, or
+// the time ran out: status other than "ok") is reported, not held; a measured row must carry its
+// provenance; whatever `measure(i, row, result)` throws becomes the row's problem.
+template <class Result, class Measure>
+std::vector<Result> check_rows(const CsvTable& t, Measure measure) {
+  std::vector<Result> results;
   for (std::size_t i = 0; i < t.rows.size(); ++i) {
     const auto& row = t.rows[i];
-    MemoryResult r;
+    Result r;
     r.where = t.path + ":" + std::to_string(t.lines[i]);
     r.case_id = row.at("case_id");
     r.status = row.at("status");
     if (r.status != "ok") {
-      // Not a measurement (the case failed on the GPU, or the time ran out): reported, not held.
       r.problem = row.count("error") ? row.at("error") : "";
       results.push_back(r);
       continue;
@@ -191,24 +194,30 @@ inline std::vector<MemoryResult> check_memory_csv(const CsvTable& t) {
     try {
       if (const std::string m = missing_provenance(row); !m.empty())
         throw std::runtime_error("a measured row without provenance (" + m + ")");
-      r.measured_allocated = parse_number(row.at("peak_allocated_bytes"), r.where + " peak_allocated_bytes");
-      r.measured_reserved = parse_number(row.at("peak_reserved_bytes"), r.where + " peak_reserved_bytes");
-      const CommandResult c = run_estimate(row, "--json");
-      if (c.exit_code != 0) throw std::runtime_error("fsdpsim estimate refused the row: " + c.err);
-      const nlohmann::json memory = nlohmann::json::parse(c.out).at("memory");
-      r.predicted_allocated = memory.at("peak_allocated_bytes").get<double>();
-      r.predicted_reserved = memory.at("peak_reserved_bytes").get<double>();
-      r.allocated_error = relative_error(r.predicted_allocated, r.measured_allocated);
-      r.reserved_error = relative_error(r.predicted_reserved, r.measured_reserved);
-      r.checked = true;
-      r.allocated_ok = std::abs(r.allocated_error) <= kAllocatedTolerance;
-      r.reserved_ok = std::abs(r.reserved_error) <= kReservedTolerance;
+      measure(i, row, r);
     } catch (const std::exception& e) {
       r.problem = e.what();
     }
     results.push_back(r);
   }
   return results;
+}
+
+inline std::vector<MemoryResult> check_memory_csv(const CsvTable& t) {
+  return check_rows<MemoryResult>(t, [](std::size_t, const std::map<std::string, std::string>& row, MemoryResult& r) {
+    r.measured_allocated = parse_number(row.at("peak_allocated_bytes"), r.where + " peak_allocated_bytes");
+    r.measured_reserved = parse_number(row.at("peak_reserved_bytes"), r.where + " peak_reserved_bytes");
+    const CommandResult c = run_estimate(row, "--json");
+    if (c.exit_code != 0) throw std::runtime_error("fsdpsim estimate refused the row: " + c.err);
+    const nlohmann::json memory = nlohmann::json::parse(c.out).at("memory");
+    r.predicted_allocated = memory.at("peak_allocated_bytes").get<double>();
+    r.predicted_reserved = memory.at("peak_reserved_bytes").get<double>();
+    r.allocated_error = relative_error(r.predicted_allocated, r.measured_allocated);
+    r.reserved_error = relative_error(r.predicted_reserved, r.measured_reserved);
+    r.checked = true;
+    r.allocated_ok = std::abs(r.allocated_error) <= kAllocatedTolerance;
+    r.reserved_ok = std::abs(r.reserved_error) <= kReservedTolerance;
+  });
 }
 
 inline std::string fmt(const char* f, double v) {
@@ -251,50 +260,31 @@ struct BlockResult {
 // The cost model's duration (the trace's nominal_us, before interference) of the row's forward
 // and backward ops, from `estimate --trace`.
 inline std::vector<BlockResult> check_block_csv(const CsvTable& t) {
-  std::vector<BlockResult> results;
-  for (std::size_t i = 0; i < t.rows.size(); ++i) {
-    const auto& row = t.rows[i];
-    BlockResult r;
-    r.where = t.path + ":" + std::to_string(t.lines[i]);
-    r.case_id = row.at("case_id");
-    r.status = row.at("status");
-    if (r.status != "ok") {
-      r.problem = row.count("error") ? row.at("error") : "";
-      results.push_back(r);
-      continue;
-    }
-    try {
-      if (const std::string m = missing_provenance(row); !m.empty())
-        throw std::runtime_error("a measured row without provenance (" + m + ")");
-      r.measured_forward = parse_number(row.at("forward_median_seconds"), r.where + " forward_median_seconds");
-      r.measured_backward = parse_number(row.at("backward_median_seconds"), r.where + " backward_median_seconds");
-      const std::string trace = write_temp("block_trace_" + std::to_string(i) + ".json", "");
-      const CommandResult c = run_estimate(row, "--trace " + shell_quote(trace));
-      if (c.exit_code != 0) throw std::runtime_error("fsdpsim estimate refused the row: " + c.err);
-      std::ifstream in(trace);
-      const nlohmann::json events = nlohmann::json::parse(in).at("traceEvents");
-      bool fwd = false, bwd = false;
-      for (const nlohmann::json& e : events) {
-        if (e.value("ph", "") != "X") continue;
-        const std::string name = e.value("name", "");
-        if (name == row.at("fsdpsim_forward_op") && !fwd) {
-          r.predicted_forward = e.at("args").at("nominal_us").get<double>() * 1e-6;
-          fwd = true;
-        } else if (name == row.at("fsdpsim_backward_op") && !bwd) {
-          r.predicted_backward = e.at("args").at("nominal_us").get<double>() * 1e-6;
-          bwd = true;
-        }
+  return check_rows<BlockResult>(t, [](std::size_t i, const std::map<std::string, std::string>& row, BlockResult& r) {
+    r.measured_forward = parse_number(row.at("forward_median_seconds"), r.where + " forward_median_seconds");
+    r.measured_backward = parse_number(row.at("backward_median_seconds"), r.where + " backward_median_seconds");
+    const std::string trace = write_temp("block_trace_" + std::to_string(i) + ".json", "");
+    const CommandResult c = run_estimate(row, "--trace " + shell_quote(trace));
+    if (c.exit_code != 0) throw std::runtime_error("fsdpsim estimate refused the row: " + c.err);
+    std::ifstream in(trace);
+    const nlohmann::json events = nlohmann::json::parse(in).at("traceEvents");
+    bool fwd = false, bwd = false;
+    for (const nlohmann::json& e : events) {
+      if (e.value("ph", "") != "X") continue;
+      const std::string name = e.value("name", "");
+      if (name == row.at("fsdpsim_forward_op") && !fwd) {
+        r.predicted_forward = e.at("args").at("nominal_us").get<double>() * 1e-6;
+        fwd = true;
+      } else if (name == row.at("fsdpsim_backward_op") && !bwd) {
+        r.predicted_backward = e.at("args").at("nominal_us").get<double>() * 1e-6;
+        bwd = true;
       }
-      if (!fwd || !bwd)
-        throw std::runtime_error("the estimate's trace has no op \"" +
-                                 (fwd ? row.at("fsdpsim_backward_op") : row.at("fsdpsim_forward_op")) + "\"");
-      r.checked = true;
-    } catch (const std::exception& e) {
-      r.problem = e.what();
     }
-    results.push_back(r);
-  }
-  return results;
+    if (!fwd || !bwd)
+      throw std::runtime_error("the estimate's trace has no op \"" +
+                               (fwd ? row.at("fsdpsim_backward_op") : row.at("fsdpsim_forward_op")) + "\"");
+    r.checked = true;
+  });
 }
 
 inline std::string block_table(const std::vector<BlockResult>& results) {
