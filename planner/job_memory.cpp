@@ -62,8 +62,8 @@ RankShape rank_shape(const Scenario& sc, const Plan& plan) {
       r.largest_unit_gathered_elements = std::max(r.largest_unit_gathered_elements, static_cast<double>(sh.gathered_numel));
   }
   if (deepspeed_layout)
-    for (const OptimizerSubGroup& g : deepspeed_sub_groups(sc.model, sc.fsdp.shard_group_size, sc.deepspeed.sub_group_size))
-      r.largest_sub_group_elements = std::max(r.largest_sub_group_elements, static_cast<double>(g.numel));
+    r.largest_sub_group_elements = static_cast<double>(
+        largest_deepspeed_sub_group(sc.model, sc.fsdp.shard_group_size, sc.deepspeed.sub_group_size));
   return r;
 }
 

@@ -500,11 +500,9 @@ class StepBuilder {
   void make_nvme_swap_buffers() {
     using Device = FsdpSpec::OffloadDevice;
     if (scenario_.fsdp.offload_optimizer == Device::nvme) {
-      std::int64_t largest_sub_group = 0;
-      for (const OptimizerSubGroup& g : deepspeed_sub_groups(scenario_.model, scenario_.fsdp.shard_group_size,
-                                                             scenario_.deepspeed.sub_group_size))
-        largest_sub_group = std::max(largest_sub_group, g.numel);
-      step_.host_alloc(-1, kDeepSpeedOptimizerSwapBuffers * largest_sub_group * 4, MemCategory::temporary,
+      const std::int64_t largest_sub_group = largest_deepspeed_sub_group(
+          scenario_.model, scenario_.fsdp.shard_group_size, scenario_.deepspeed.sub_group_size);
+      step_.host_alloc(-1, step_.buffer_bytes(largest_sub_group, kDeepSpeedOptimizerSwapBuffers * 4), MemCategory::temporary,
                        Placement::pinned_host, "NVMe optimizer swap buffers", false);
     }
     if (scenario_.fsdp.offload_param == Device::nvme)
@@ -902,12 +900,12 @@ class StepBuilder {
       if (i == 0)
         for (int d : step_.gradient_ready_ops) step_.op(prepare).deps.push_back(d);
       const bool concatenated = g.params > 1;
-      int flat = concatenated ? step_.alloc_at(prepare, g.numel * grad_bytes, MemCategory::temporary,
+      int flat = concatenated ? step_.alloc_at(prepare, step_.buffer_bytes(g.numel, grad_bytes), MemCategory::temporary,
                                                Name{"flattened grads of optimizer sub-group ", index})
                               : -1;
       int fp32_grad = flat;
       if (cast) {
-        fp32_grad = step_.alloc_at(prepare, g.numel * master, MemCategory::sharded_grad,
+        fp32_grad = step_.alloc_at(prepare, step_.buffer_bytes(g.numel, master), MemCategory::sharded_grad,
                                    Name{"fp32 grads of optimizer sub-group ", index});
         step_.free_at(prepare, flat);
       }
@@ -915,7 +913,7 @@ class StepBuilder {
       step_.op(prepare).hbm_bytes = (concatenated ? 2.0 * grad_bytes * n : 0) + (cast ? (grad_bytes + master) * n : 0);
       op = step_.add_op(OpKind::optimizer, Stream::compute, Name{"optimizer step of sub-group ", index}, -1);
       step_.op(op).hbm_bytes = total > 0 ? step_hbm_bytes * n / static_cast<double>(total) : 0;
-      int intermediates = step_.alloc_at(op, g.numel * master, MemCategory::temporary,
+      int intermediates = step_.alloc_at(op, step_.buffer_bytes(g.numel, master), MemCategory::temporary,
                                          Name{"optimizer foreach intermediates of sub-group ", index});
       step_.free_at(op, intermediates);
       step_.free_at(op, fp32_grad);

@@ -366,6 +366,13 @@ std::vector<OptimizerSubGroup> deepspeed_sub_groups(const models::Model& model, 
   return groups;
 }
 
+std::int64_t largest_deepspeed_sub_group(const models::Model& model, int partition_ranks, std::int64_t sub_group_size) {
+  std::int64_t largest = 0;
+  for (const OptimizerSubGroup& g : deepspeed_sub_groups(model, partition_ranks, sub_group_size))
+    largest = std::max(largest, g.numel);
+  return largest;
+}
+
 std::unique_ptr<FrameworkPolicy> make_deepspeed_zero3_policy(StepContext& step) {
   return std::make_unique<DeepSpeedZero3Policy>(step);
 }

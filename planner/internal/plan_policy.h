@@ -205,6 +205,8 @@ struct OptimizerSubGroup {
 };
 std::vector<OptimizerSubGroup> deepspeed_sub_groups(const models::Model& model, int partition_ranks,
                                                    std::int64_t sub_group_size);
+// The largest of them (partition elements): what DeepSpeed sizes its optimizer swap buffers by.
+std::int64_t largest_deepspeed_sub_group(const models::Model& model, int partition_ranks, std::int64_t sub_group_size);
 
 // A framework's hooks around each unit's forward and backward, named after PyTorch's
 // (FSDPState._pre_forward/_post_forward/_pre_backward and the post-backward hook; FSDP1's
