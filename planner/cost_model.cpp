@@ -200,7 +200,7 @@ Calibration calibration_for(const Scenario& scenario) {
 bool override_changes_cost_model(const std::string& assignment) {
   static const char* const kReadByCostModel[] = {"cluster",          "calibration",         "model",
                                                  "training.param_dtype", "training.attention", "training.torch_compile",
-                                                 "fsdp.wrap"};
+                                                 "training.optimizer_kernel", "training.optimizer", "fsdp.wrap"};
   const std::string key = assignment.substr(0, assignment.find('='));
   for (const char* field : kReadByCostModel) {
     const std::size_t n = std::char_traits<char>::length(field);
@@ -272,6 +272,8 @@ CostModel::CostModel(const Scenario& scenario)
     if (m.costs) module_parameter_tensors_[m.full_name] = count_tensors(m);
   });
   model_parameter_tensors_ = static_cast<int>(scenario.model.parameters().size());
+  fused_optimizer_ = scenario.training.optimizer_kernel == OptimizerKernel::fused;
+  optimizer_states_ = optimizer_states_per_param(scenario.training.optimizer);
   // Modules whose costs list their memory-bound kernels (the importer's transformer blocks):
   // their kernels are counted (kernels(), memory_bound_seconds()). Each memory-bound kernel's
   // share of the module's per-token ("b*s") memory-bound bytes; its GEMMs: one per matmul in
@@ -535,10 +537,19 @@ double CostModel::kernels(const Op& op) const {
     }
     case OpKind::optimizer: {
       if (op.stream == Stream::host) return 0;
+      const int tensors = std::max(1, model_parameter_tensors_);
+      // A fused step is one multi-tensor kernel per chunk of tensors over its lists (params,
+      // grads and each state: depth 4 for AdamW, 3 for SGD with momentum), which packs
+      // depth_to_max_tensors = {110, 64, 48, 36, 30}[depth - 1] tensors per launch (PyTorch's
+      // MultiTensorApply.cuh; DeepSpeed's and Apex's multi_tensor_apply.cuh use the same table).
+      if (fused_optimizer_) {
+        static constexpr int kMaxTensorsOfDepth[] = {110, 64, 48, 36, 30};
+        const int depth = std::clamp(2 + optimizer_states_, 1, 5);
+        return std::ceil(tensors / static_cast<double>(kMaxTensorsOfDepth[depth - 1]));
+      }
       // torch.optim's foreach AdamW: about 10 _foreach_ ops per step, each launching one
       // multi-tensor kernel per chunk of tensors (multi_tensor_apply packs up to 64 tensors
       // of a depth-2 list, MultiTensorApply.cuh depth_to_max_tensors).
-      const int tensors = std::max(1, model_parameter_tensors_);
       return 10.0 * std::ceil(tensors / 64.0);
     }
     case OpKind::wait:

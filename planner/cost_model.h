@@ -196,12 +196,15 @@ class CostModel {
   enum class Execution { unstated, eager, compiled };  // training.torch_compile
   Execution execution_ = Execution::unstated;
   int model_parameter_tensors_ = 0;
+  bool fused_optimizer_ = false;  // training.optimizer_kernel fused
+  int optimizer_states_ = 2;  // state tensors per parameter of training.optimizer
 };
 
 // Whether a scenario override ("a.b=value") can change the CostModel made from the scenario.
 // CostModel(const Scenario&) reads the cluster, the calibration, the model (its modules'
 // parameter tensors), training.param_dtype (the compute dtype), training.attention,
-// training.torch_compile (eager blocks) and fsdp.wrap (which modules are blocks); nothing else.
+// training.torch_compile (eager blocks), training.optimizer and training.optimizer_kernel (the
+// step's kernel launches) and fsdp.wrap (which modules are blocks); nothing else.
 // A sweep shares one cost model among points whose overrides differ only in other fields.
 bool override_changes_cost_model(const std::string& assignment);
 

@@ -849,9 +849,7 @@ class StepBuilder {
       if (swap_in >= 0) step_.op(op).deps.push_back(swap_in);
       step_.op(op).hbm_bytes = step_hbm_bytes;
       if (host) step_.op(op).comm_bytes = 0;
-      if (!host && training_.optimizer != Optimizer::none) {
-        // torch.optim's foreach implementation materialises intermediate tensor lists (e.g.
-        // sqrt(exp_avg_sq)) as large as the parameters it updates.
+      if (!host && foreach_intermediates()) {
         int intermediates = step_.alloc_at(op, elements * master, MemCategory::temporary, "optimizer foreach intermediates");
         step_.free_at(op, intermediates);
       }
@@ -877,6 +875,14 @@ class StepBuilder {
     policy_->after_optimizer_step(updated);
   }
 
+  // Whether the GPU step holds an intermediate list as large as the parameters it updates:
+  // torch.optim's foreach implementation does (_multi_tensor_adamw: torch._foreach_sqrt(
+  // exp_avg_sqs) and the bias-corrected step size are new lists, torch/optim/adamw.py); a fused
+  // kernel (fused=True, DeepSpeed's or Apex's FusedAdam) updates each element in registers.
+  bool foreach_intermediates() const {
+    return training_.optimizer != Optimizer::none && training_.optimizer_kernel == OptimizerKernel::foreach;
+  }
+
   // DeepSpeed ZeRO-3's step (stage3.py step, deepspeedai/DeepSpeed@edaa722), one sub-group after
   // another on the compute stream; returns the last op. Per sub-group of n partition elements:
   //  - _prepare_fp32_grad_for_sub_group: `self.flatten(self.averaged_gradients[i]).to(fp32)`, the
@@ -886,7 +892,7 @@ class StepBuilder {
   //    it); the concatenation is gone after the statement, the fp32 gradient is the fp32
   //    partition's .grad until _release_sub_group (`.grad = None`). A copy op of that traffic.
   //  - _optimizer_step: optimizer.step() on the sub-group's one flat fp32 partition: its share of
-  //    the step's bytes and torch.optim's foreach intermediates for n elements (b_m).
+  //    the step's bytes and, with a foreach optimizer, its intermediates for n elements (b_m).
   int step_sub_groups(const std::vector<OptimizerSubGroup>& sub_groups, double step_hbm_bytes) {
     const int grad_bytes = step_.compute_dtype_bytes, master = step_.master_dtype_bytes;
     const bool cast = training_.param_dtype != training_.master_dtype;
@@ -913,9 +919,11 @@ class StepBuilder {
       step_.op(prepare).hbm_bytes = (concatenated ? 2.0 * grad_bytes * n : 0) + (cast ? (grad_bytes + master) * n : 0);
       op = step_.add_op(OpKind::optimizer, Stream::compute, Name{"optimizer step of sub-group ", index}, -1);
       step_.op(op).hbm_bytes = total > 0 ? step_hbm_bytes * n / static_cast<double>(total) : 0;
-      int intermediates = step_.alloc_at(op, step_.buffer_bytes(g.numel, master), MemCategory::temporary,
-                                         Name{"optimizer foreach intermediates of sub-group ", index});
-      step_.free_at(op, intermediates);
+      if (foreach_intermediates()) {
+        int intermediates = step_.alloc_at(op, step_.buffer_bytes(g.numel, master), MemCategory::temporary,
+                                           Name{"optimizer foreach intermediates of sub-group ", index});
+        step_.free_at(op, intermediates);
+      }
       step_.free_at(op, fp32_grad);
     }
     return op;

@@ -207,6 +207,8 @@ TrainingSpec parse_training(JsonReader r, int world) {
               : opt == "adam" ? Optimizer::adam
               : opt == "sgd_momentum" ? Optimizer::sgd_momentum
                                       : Optimizer::none;
+  t.optimizer_kernel = r.choice_or("optimizer_kernel", {"foreach", "fused"}, "foreach") == "fused" ? OptimizerKernel::fused
+                                                                                                : OptimizerKernel::foreach;
   if (r.has("torch_compile"))
     t.execution = r.boolean_or("torch_compile", false) ? TrainingSpec::Execution::compiled : TrainingSpec::Execution::eager;
   else

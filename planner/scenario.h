@@ -26,6 +26,13 @@ bool is_hybrid(Strategy s);
 enum class Optimizer { adamw, adam, sgd_momentum, none };
 // Optimizer state tensors per parameter element (AdamW: exp_avg and exp_avg_sq).
 int optimizer_states_per_param(Optimizer o);
+// How the optimizer's step runs on the GPU (training.optimizer_kernel). foreach: torch.optim's
+// default on CUDA (_multi_tensor_adamw and kin): a sequence of _foreach_ ops, some of which
+// materialise an intermediate list as large as the parameters they update (sqrt(exp_avg_sq),
+// the bias-corrected step). fused: one kernel that reads and writes each element once, with no
+// intermediates: torch.optim's fused=True (aten/src/ATen/native/cuda/fused_adamw_impl.cu),
+// DeepSpeed's FusedAdam (its default for Adam/AdamW without offload) and Apex's FusedAdam.
+enum class OptimizerKernel { foreach, fused };
 
 // Where the fp32 master weights live. FSDP: the sharded parameter itself is the master
 // (stored in master_dtype, cast to param_dtype for compute). DeepSpeed ZeRO: the model
@@ -58,6 +65,7 @@ struct TrainingSpec {
   models::DType reduce_dtype = models::DType::fp32;  // gradient reduction dtype
   models::DType master_dtype = models::DType::fp32;  // stored parameter / optimizer dtype
   Optimizer optimizer = Optimizer::adamw;
+  OptimizerKernel optimizer_kernel = OptimizerKernel::foreach;
   MasterWeights master_weights = MasterWeights::sharded_param;
   Checkpointing checkpointing = Checkpointing::none;
   int checkpoint_every = 1;  // every_k: checkpoint one block in k

@@ -452,6 +452,34 @@ TEST(DeepSpeedZero3Buffers, SubGroupSizeBoundsTheOptimizerStepsFp32Gradients) {
   EXPECT_EQ(parse_scenario(zero3(nlohmann::json::object()), "test.json").deepspeed.sub_group_size, 1000000000);
 }
 
+// The same step with DeepSpeed's FusedAdam (training.optimizer_kernel fused): no intermediates, so
+// the step's transient is the sub-group's gradient copies alone. Default sub_group_size, one group
+// of n = 262,144 elements: the fp16 concatenation (n x 2 = 0.5 MiB) and the fp32 copy (n x 4 = 1 MiB)
+// live together while the gradient is prepared, 1.5 MiB, against foreach's 2 n x 4 = 2 MiB at the
+// step. One parameter per sub-group (sub_group_size 1): no concatenation, so the fp32 copy alone,
+// 32,768 x 4 = 128 KiB, against foreach's 256 KiB.
+TEST(DeepSpeedZero3Buffers, FusedAdamLeavesOnlyTheSubGroupsGradientCopies) {
+  nlohmann::json base = zero3({{"stage3_prefetch_bucket_size", 0}, {"stage3_max_reuse_distance", 0},
+                               {"stage3_max_live_parameters", 0}, {"reduce_bucket_size", kWeight}});
+  base["model"] = block_model(8, {512, 512}, 0);
+  base["training"]["optimizer"] = "adamw";
+  base["training"]["optimizer_kernel"] = "fused";
+  for (const auto& [sub_group_size, transient] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{1000000000, 3 * MiB / 2}, {1, 128 * 1024}}) {
+    SCOPED_TRACE("sub_group_size " + std::to_string(sub_group_size));
+    nlohmann::json j = base;
+    j["deepspeed"]["sub_group_size"] = sub_group_size;
+    const Plan p = plan(j);
+    const Schedule& s = p.schedule;
+    for (const Allocation& a : s.allocations) EXPECT_EQ(a.label.find("intermediates"), std::string::npos) << a.label;
+    const MemoryReport m = replay_memory(s);
+    std::int64_t optimizer_high = 0;
+    for (const Op& op : s.ops)
+      if (op.phase == Phase::optimizer) optimizer_high = std::max(optimizer_high, m.allocated_at_op[op.id]);
+    EXPECT_EQ(optimizer_high - m.allocated_at_start, transient);
+  }
+}
+
 // _create_fp16_sub_groups on the rank's partitions, ceil(numel / W): a 1,000 x 64 embedding first
 // (module pre-order: 64,000 / 8 = 8,000 elements), then the 4 blocks (32,768 each).
 TEST(DeepSpeedZero3Buffers, SubGroupsCloseOnTheCrossingParameter) {

@@ -333,5 +333,20 @@ TEST(HandWorkedOptimizer, AdamForeachIntermediatesAreOneFp32CopyOfTheShards) {
   EXPECT_EQ(freed_temporaries, 4 * 512 * 4);
 }
 
+// A fused optimizer (training.optimizer_kernel fused: torch.optim's fused=True, DeepSpeed's
+// FusedAdam) updates each element in one kernel: the same step holds no temporary, so its
+// allocated total is 8192 B lower than the foreach step's above. Kills opt.fused-keeps-intermediates.
+TEST(HandWorkedOptimizer, FusedAdamHoldsNoIntermediates) {
+  const Plan foreach_plan = plan(scenario(4, 16, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {{"optimizer", "adamw"}}));
+  const Plan fused_plan = plan(scenario(4, 16, {{"version", 2}, {"strategy", "FULL_SHARD"}},
+                                        {{"optimizer", "adamw"}, {"optimizer_kernel", "fused"}}));
+  const Schedule& s = fused_plan.schedule;
+  const Op& step = first_op(s, OpKind::optimizer);
+  EXPECT_EQ(live_bytes(s, step.id, MemCategory::temporary), 0);
+  const MemoryReport fused = replay_memory(s), foreach_memory = replay_memory(foreach_plan.schedule);
+  const Op& foreach_step = first_op(foreach_plan.schedule, OpKind::optimizer);
+  EXPECT_EQ(foreach_memory.allocated_at_op[foreach_step.id] - fused.allocated_at_op[step.id], 4 * 512 * 4);
+}
+
 }  // namespace
 }  // namespace fsdpsim::planner

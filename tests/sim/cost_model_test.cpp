@@ -167,6 +167,15 @@ TEST(CostModelIssue, KernelEstimateFromTheModulesParameterTensors) {
   Op opt;
   opt.kind = OpKind::optimizer;
   EXPECT_DOUBLE_EQ(cost.kernels(opt), 50);
+  // A fused AdamW (fused=True, FusedAdam) launches one kernel per 36 tensors of its depth-4 lists
+  // (params, grads, exp_avg, exp_avg_sq; MultiTensorApply.cuh depth_to_max_tensors[3] = 36):
+  // ceil(291 / 36) = 9. SGD with momentum has depth 3 (48 tensors): ceil(291 / 48) = 7.
+  j["training"]["optimizer_kernel"] = "fused";
+  EXPECT_DOUBLE_EQ(CostModel(planner::parse_scenario(j, file)).kernels(opt), 9);
+  j["training"]["optimizer"] = "sgd_momentum";
+  EXPECT_DOUBLE_EQ(CostModel(planner::parse_scenario(j, file)).kernels(opt), 7);
+  j["training"]["optimizer_kernel"] = "foreach";
+  EXPECT_DOUBLE_EQ(CostModel(planner::parse_scenario(j, file)).kernels(opt), 50);
 }
 
 // Llama-3.1-8B's scenario with training.torch_compile set (or left unstated: null) and the

@@ -233,6 +233,29 @@ TEST(SweepPoints, BlockTypesAreInTheCostKey) {
   EXPECT_NE(steps[0], steps[1]);  // the eager factor applied to the blocks only in the first
 }
 
+// The optimizer's kernel and kind set the step's launches (CostModel::kernels): points that
+// differ only there must not share a cost model. Kills opt.kernel-not-in-cost-key.
+TEST(SweepPoints, OptimizerKernelIsInTheCostKey) {
+  const std::vector<std::string> base = {"cluster.nodes=2", "training.torch_compile=false",
+                                         "calibration.kernel_issue_seconds=0.001"};
+  auto t = gpt2_template(base);
+  const std::vector<std::vector<std::string>> points = {
+      {"training.optimizer_kernel=foreach"},
+      {"training.optimizer_kernel=fused"},
+      {"training.optimizer_kernel=fused", "training.optimizer=sgd_momentum"},
+  };
+  planner::ScenarioInstancer inst(t);
+  auto evaluator = make_analytic_evaluator();
+  std::vector<double> steps;
+  for (const auto& o : points) {
+    const planner::Scenario want = parsed_point(base, o);
+    const PointMetrics a = evaluator->evaluate(inst.make(o), cost_key_of(o));
+    EXPECT_EQ(a.step_seconds, metrics_of(want).step_seconds) << o.back();
+    steps.push_back(a.step_seconds);
+  }
+  EXPECT_GT(steps[0], steps[1]);  // 10 launches per 64 tensors against 1 per 36, at 1 ms each
+}
+
 // Base overrides that replace the model, cluster or calibration reach every point (the points
 // used to keep the scenario file's cluster and calibration).
 TEST(SweepPoints, BaseOverridesThatReplaceReferences) {
