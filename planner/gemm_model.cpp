@@ -64,6 +64,11 @@ const std::vector<GemmTile>& gemm_tiles() {
   return tiles;
 }
 
+double GemmPlan::seconds() const {
+  // The reduction follows the splits' k loops: it adds to whichever of compute and memory binds.
+  return std::max(compute_seconds, memory_seconds) + reduction_seconds;
+}
+
 GemmPlan gemm_plan(const GemmShape& shape, const GemmDevice& device, GemmTile tile, int split_k,
                    double sm_efficiency) {
   GemmPlan plan;

@@ -80,9 +80,7 @@ struct GemmPlan {
   double compute_seconds = 0;  // waves x one CTA's time (its k loop, prologue and epilogue)
   double memory_seconds = 0;   // operands, output and split-K partials through HBM
   double reduction_seconds = 0;  // split-K's serial reduction: (split_k - 1) x split_k_step_seconds
-  double seconds() const {
-    return (compute_seconds > memory_seconds ? compute_seconds : memory_seconds) + reduction_seconds;
-  }
+  double seconds() const;        // max(compute, memory) + reduction
 };
 
 // The time of one plan, without the kernel floor. `sm_efficiency` is the fraction of an
