@@ -15,21 +15,13 @@ namespace {
 // less than one.
 constexpr double kKBlockBytes = 128;
 
-// A tile's prologue (filling the pipeline) and epilogue (converting and storing C), in
-// the k elements of bf16 mainloop work they cost. Fitted (with kGemmKernelFloorSeconds and
-// kFullReuseTileIntensity, least squares on log throughput) to the H100 rows of
-// tests/data/kernels/gemm_published.csv with k in {256, 1024, 4096} (role 'fit'). Other dtypes
-// keep the same time: the pipeline fills with the same bytes and the epilogue stores the same
-// tile, so in k elements it scales as 2 / dtype_bytes (fp8: 320 at twice the rate). That
-// scaling is a modelling assumption, checked on B200's fp8 rows (gemm_fp8_published.csv).
-constexpr double kTileRampBf16KElements = 160;
-
 double k_block_elements(const GemmDevice& device) { return kKBlockBytes / device.dtype_bytes; }
-double tile_ramp_k_elements(const GemmDevice& device) { return kTileRampBf16KElements * 2.0 / device.dtype_bytes; }
 
 // A tile's reuse, tm*tn/(tm+tn) (FLOPs per operand element it loads, over 2), at which
 // the SM's tensor cores, not the operand feed, set its pace: a 128x128 tile (64) runs at
-// full rate, a 64x64 tile (32) at half. Fitted with the constants above, same rows.
+// full rate, a 64x64 tile (32) at half. Fitted on the same rows as kGemmKernelFloorSeconds; refit
+// with the ramp and split-K times (gemm_model.h) on a 48-72 grid, 56 came out marginally better
+// (log-squared error 0.2014 against 0.2021, with a 0.9 us ramp and a 5.0 us floor): kept at 64.
 constexpr double kFullReuseTileIntensity = 64;
 
 // Split-K partial sums are fp32, written by every split and read back by the reduction.
@@ -53,6 +45,9 @@ void check_device(const GemmDevice& device) {
   if (device.dtype_bytes <= 0) fail("dtype_bytes must be positive");
   if (device.output_bytes < 0) fail("output_bytes must not be negative");
   if (!(device.kernel_floor_seconds >= 0)) fail("kernel_floor_seconds must not be negative");
+  if (!(device.tile_ramp_seconds_per_output_element >= 0))
+    fail("tile_ramp_seconds_per_output_element must not be negative");
+  if (!(device.split_k_step_seconds >= 0)) fail("split_k_step_seconds must not be negative");
 }
 
 void check_shape(const GemmShape& shape) {
@@ -70,6 +65,11 @@ const std::vector<GemmTile>& gemm_tiles() {
   return tiles;
 }
 
+double GemmPlan::seconds() const {
+  // The reduction follows the splits' k loops: it adds to whichever of compute and memory binds.
+  return std::max(compute_seconds, memory_seconds) + reduction_seconds;
+}
+
 GemmPlan gemm_plan(const GemmShape& shape, const GemmDevice& device, GemmTile tile, int split_k,
                    double sm_efficiency) {
   GemmPlan plan;
@@ -78,13 +78,16 @@ GemmPlan gemm_plan(const GemmShape& shape, const GemmDevice& device, GemmTile ti
   const double output_tiles = std::ceil(shape.m / tile.m) * std::ceil(shape.n / tile.n);
   plan.ctas = output_tiles * split_k;
   plan.waves = std::ceil(plan.ctas / device.sm_count);
-  // Every CTA of a wave runs at once on its own SM; a wave takes as long as one CTA.
+  // Every CTA of a wave runs at once on its own SM; a wave takes as long as one CTA: its k loop
+  // (whole k-blocks) at the tile's rate, then its prologue and epilogue.
   const double k_block = k_block_elements(device);
   const double k_blocks_per_cta = std::ceil(std::ceil(shape.k / k_block) / split_k);
-  const double cta_flops = 2.0 * tile.m * tile.n * (k_blocks_per_cta * k_block + tile_ramp_k_elements(device));
+  const double loop_flops = 2.0 * tile.m * tile.n * k_blocks_per_cta * k_block;
   const double sm_flops_per_second =
       device.peak_flops / device.sm_count * sm_efficiency * tile_rate_factor(tile);
-  plan.compute_seconds = plan.waves * cta_flops / sm_flops_per_second;
+  const double ramp_seconds = double(tile.m) * tile.n * device.tile_ramp_seconds_per_output_element;
+  plan.compute_seconds = plan.waves * (loop_flops / sm_flops_per_second + ramp_seconds);
+  plan.reduction_seconds = (split_k - 1) * device.split_k_step_seconds;
   const double output_bytes = device.output_bytes > 0 ? device.output_bytes : device.dtype_bytes;
   const double operand_bytes = (shape.m * shape.k + shape.k * shape.n) * device.dtype_bytes + shape.m * shape.n * output_bytes;
   const double partial_bytes = split_k > 1 ? 2.0 * split_k * shape.m * shape.n * kPartialSumBytes : 0.0;
@@ -115,11 +118,17 @@ double gemm_sm_efficiency(const GemmDevice& device) {
   check_device(device);
   const GemmShape square{kNormalisingGemmSide, kNormalisingGemmSide, kNormalisingGemmSide};
   const double measured_seconds = square.flops() / (device.peak_flops * device.large_gemm_efficiency);
-  const double body_seconds = measured_seconds - device.kernel_floor_seconds;
-  if (!(body_seconds > 0)) throw std::invalid_argument("GemmDevice: kernel floor exceeds an 8192^3 GEMM's time");
-  // Compute time scales as 1/efficiency for every plan alike, so the fastest plan at full
-  // efficiency stays the fastest; an 8192^3 GEMM is compute bound by two orders of magnitude.
-  return best_gemm_plan(square, device, 1.0).compute_seconds / body_seconds;
+  // An 8192^3 GEMM is compute bound by two orders of magnitude and fills the SMs without
+  // split-K, so its time is waves x (k loop / e_sm + ramp): solve that for e_sm, with the plan the
+  // library picks at full efficiency (every full-reuse tile gives the same k-loop time per FLOP,
+  // and the ramp is a small part of it).
+  const GemmPlan plan = best_gemm_plan(square, device, 1.0);
+  const double ramp_seconds = plan.waves * double(plan.tile.m) * plan.tile.n * device.tile_ramp_seconds_per_output_element;
+  const double loop_seconds_at_peak = plan.compute_seconds - ramp_seconds;
+  const double loop_seconds = measured_seconds - device.kernel_floor_seconds - ramp_seconds - plan.reduction_seconds;
+  if (!(loop_seconds > 0))
+    throw std::invalid_argument("GemmDevice: kernel floor and tile ramps exceed an 8192^3 GEMM's time");
+  return loop_seconds_at_peak / loop_seconds;
 }
 
 GemmEstimate estimate_gemm(const GemmShape& shape, const GemmDevice& device) {
@@ -130,7 +139,7 @@ GemmEstimate estimate_gemm(const GemmShape& shape, const GemmDevice& device) {
   const double body_seconds = plan.seconds();
   GemmEstimate estimate;
   // The floor adds to the body: the rows show small GEMMs taking ~5 us plus their work
-  // (H100 256x4096x256: 6.5 us for 0.7 us of work at full rate).
+  // (H100 256x4096x256: 6.5 us for 0.7 us of k-loop work at full rate).
   estimate.seconds = device.kernel_floor_seconds + body_seconds;
   estimate.efficiency = shape.flops() / estimate.seconds / device.peak_flops;
   if (device.kernel_floor_seconds > body_seconds)

@@ -20,11 +20,26 @@
 
 namespace fsdpsim::planner {
 
-// The per-kernel floor: the shortest time one GEMM kernel takes, whatever its shape
-// (prologue, one k-block, epilogue and the tail of the kernel). Fitted to the smallest
-// rows of the H100 sweep (tests/data/kernels/gemm_published.csv, role 'fit'); the B200
-// rows (held out) bottom out at the same ~5 us (256^3: 4.96 us).
-inline constexpr double kGemmKernelFloorSeconds = 5e-6;
+// The per-kernel floor: the shortest time one GEMM kernel takes, whatever its shape (the
+// launch-to-completion latency of a kernel of one tiny CTA wave: grid launch, the first loads'
+// latency, the last stores' drain). Fitted with the constants below, least squares on log
+// throughput, to the H100 rows of tests/data/kernels/gemm_published.csv with k in {256, 1024,
+// 4096} (role 'fit') except 256x256x4096 (measured faster than 256x256x2048: a named exception,
+// gemm_model_test.cpp); XLA's smallest kernels are 4.99 us (H100 256^3) and 4.96 us (B200, held out).
+inline constexpr double kGemmKernelFloorSeconds = 4.8e-6;
+// A CTA's prologue (filling its k-loop pipeline) and epilogue (converting and storing its tile of C),
+// per wave, as a time per element of its output tile: 1 us for a 128x128 tile. A time, not k-loop
+// work: the pipeline fills with the same bytes and the epilogue stores the same tile whatever the
+// dtype and however fast the tensor cores are (B200's 2x faster SMs pay it in full: the held-out
+// B200 rows bottom out near H100's times). Fitted with the floor, same rows.
+inline constexpr double kGemmTileRampSecondsPerOutputElement = 1e-6 / (128.0 * 128.0);
+// Split-K's serial reduction, per split beyond the first: the splits of one output tile add their
+// fp32 partial sums into C one after another (CUTLASS's serial split-K: a semaphore per tile; each
+// split waits for the previous one's partial to land in global memory, reads it, adds, stores), so
+// each extra split costs a global-memory round trip in series. This is what stops a library from
+// splitting a small output's long k loop over every idle SM (H100 256x512x4096: 11.5 us measured,
+// where an ideal split would take ~8.6). Fitted with the floor, same rows.
+inline constexpr double kGemmSplitKStepSeconds = 1e-6;
 
 struct GemmDevice {            // what the model needs to know of a GPU, for one dtype
   int sm_count = 0;            // GpuSpec::sm_count (scenarios/hardware/gpus.json)
@@ -35,6 +50,9 @@ struct GemmDevice {            // what the model needs to know of a GPU, for one
   int dtype_bytes = 2;           // operand element size: 2 bf16/fp16, 1 fp8, 4 fp32 (tf32)
   int output_bytes = 0;          // C's element size; 0: dtype_bytes (fp8 GEMMs write bf16: 2)
   double kernel_floor_seconds = kGemmKernelFloorSeconds;
+  // The fitted per-CTA and per-split times above, here so a fit can vary them (gemm_model_test).
+  double tile_ramp_seconds_per_output_element = kGemmTileRampSecondsPerOutputElement;
+  double split_k_step_seconds = kGemmSplitKStepSeconds;
 };
 
 struct GemmEstimate {
@@ -59,9 +77,10 @@ struct GemmPlan {
   int split_k = 1;
   double ctas = 0;             // output tiles x split_k
   double waves = 0;            // ceil(ctas / sm_count)
-  double compute_seconds = 0;  // waves x one CTA's time
+  double compute_seconds = 0;  // waves x one CTA's time (its k loop, prologue and epilogue)
   double memory_seconds = 0;   // operands, output and split-K partials through HBM
-  double seconds() const { return compute_seconds > memory_seconds ? compute_seconds : memory_seconds; }
+  double reduction_seconds = 0;  // split-K's serial reduction: (split_k - 1) x split_k_step_seconds
+  double seconds() const;        // max(compute, memory) + reduction
 };
 
 // The time of one plan, without the kernel floor. `sm_efficiency` is the fraction of an

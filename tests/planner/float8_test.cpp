@@ -97,21 +97,23 @@ TEST(Float8, ScalingKernelBytesOfABlockByHand) {
 //     equal, 16 x 256 x 128 = 524,288 tile-elements per k-element of each CTA's loop.
 //   gate: 128x128 tiles -> 64 x 112 = 7168 CTAs, ceil(7168/132) = 55 waves (256x128: 3584 CTAs,
 //     28 waves of twice the tile: 56 > 55), 901,120 tile-elements; split-K is off (CTAs > SMs).
-//   a CTA's loop is k + ramp elements: bf16 ramp 160, fp8 ramp 320 (the same time at twice the
-//     rate); k-blocks of 64 (bf16) and 128 (fp8) divide both k exactly.
-//   time = floor + (t_8192 - floor) x (901,120 (4096 + ramp)) / (524,288 (8192 + ramp)),
-//     t_8192 = 2 x 8192^3 / (peak x 0.807), floor 5 us.
+//   a CTA takes its k loop plus its ramp, 1 us per 128x128 tile in any dtype (2 us per 256x128);
+//     k-blocks of 64 (bf16) and 128 (fp8) divide both k exactly.
+//   8192^3 takes t_8192 = 2 x 8192^3 / (peak x 0.807) = floor (4.8 us) + ramps (16 x 2 us or
+//     32 x 1 us = 32 us) + k loops; the gate takes floor + 55 x 1 us + its k loops, at the same
+//     time per tile-element per k-element:
+//   time = floor + 55 us + (t_8192 - floor - 32 us) x (901,120 x 4096) / (524,288 x 8192).
 TEST(Float8, GateGemmOnH100Fp8AgainstBf16ByHand) {
   const CostModel cost(parse_scenario(llama8b_json("fp8", ""), "test.json"));
   const GemmShape bf16{8192, 14336, 4096, false}, fp8{8192, 14336, 4096, true};
-  auto by_hand = [](double peak, double ramp) {
+  auto by_hand = [](double peak) {
     const double t8192 = 2 * std::pow(8192.0, 3) / (peak * 0.807);
-    return 5e-6 + (t8192 - 5e-6) * (901120 * (4096 + ramp)) / (524288 * (8192 + ramp));
+    return 4.8e-6 + 55e-6 + (t8192 - 4.8e-6 - 32e-6) * (901120.0 * 4096) / (524288.0 * 8192);
   };
-  const double bf16_seconds = by_hand(989.4e12, 160), fp8_seconds = by_hand(1978.9e12, 320);
-  EXPECT_NEAR(cost.gemm_seconds(bf16), bf16_seconds, 1e-9 * bf16_seconds);  // 1.2067 ms
-  EXPECT_NEAR(cost.gemm_seconds(fp8), fp8_seconds, 1e-9 * fp8_seconds);     // 0.6145 ms
-  // 0.509: a little over half, from the longer fp8 ramp against half as long a k loop.
+  const double bf16_seconds = by_hand(989.4e12), fp8_seconds = by_hand(1978.9e12);
+  EXPECT_NEAR(cost.gemm_seconds(bf16), bf16_seconds, 1e-9 * bf16_seconds);  // 1.2117 ms
+  EXPECT_NEAR(cost.gemm_seconds(fp8), fp8_seconds, 1e-9 * fp8_seconds);     // 0.6199 ms
+  // 0.512: a little over half, from the ramps and the floor, which fp8 does not shorten.
   EXPECT_NEAR(cost.gemm_seconds(fp8) / cost.gemm_seconds(bf16), fp8_seconds / bf16_seconds, 1e-9);
   EXPECT_GT(fp8_seconds / bf16_seconds, 0.5);
   EXPECT_LT(fp8_seconds / bf16_seconds, 0.52);

@@ -10,7 +10,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <iostream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -88,14 +91,15 @@ TEST(GemmModel, OneTileMoreThanTheSmsTakesASecondWave) {
 
 TEST(GemmModel, SmallTilesReuseLessAndRunSlowerPerSm) {
   // One wave either way: a 128x128 output as one 128x128 CTA or four 64x64 CTAs. A 64x64 tile's
-  // reuse is 64*64/128 = 32, half the full-rate 64, so each CTA does 1/4 the FLOPs at 1/2 the rate.
+  // reuse is 64*64/128 = 32, half the full-rate 64, so each CTA's k loop does 1/4 the FLOPs at 1/2
+  // the rate; its ramp is a quarter of the 128x128 tile's 1 us.
   const GemmDevice device = hand_device();
   const double eff = gemm_sm_efficiency(device);
   const GemmShape shape{128, 128, 4096};
   const GemmPlan big = gemm_plan(shape, device, {128, 128}, 1, eff);
   const GemmPlan small = gemm_plan(shape, device, {64, 64}, 1, eff);
   EXPECT_EQ(small.ctas, 4);
-  EXPECT_NEAR(small.compute_seconds / big.compute_seconds, 0.5, 1e-12);
+  EXPECT_NEAR((small.compute_seconds - 0.25e-6) / (big.compute_seconds - 1e-6), 0.5, 1e-12);
   // A 256x128 tile reuses more (85.3) but gains nothing: tensor cores already set the pace.
   const GemmShape large{8192, 8192, 4096};
   EXPECT_NEAR(seconds_per_flop(gemm_plan(large, device, {256, 128}, 1, eff), large),
@@ -103,14 +107,29 @@ TEST(GemmModel, SmallTilesReuseLessAndRunSlowerPerSm) {
 }
 
 TEST(GemmModel, ShortKLoopsPayTheTileRamp) {
-  // Same tiles, same waves: per FLOP a CTA pays (k + 160) / k, 160 being the fitted ramp in k.
+  // Same tiles, same waves: a CTA's time is its k loop plus the ramp, 1 us for a 128x128 tile
+  // (kGemmTileRampSecondsPerOutputElement x 16384), so the short-k GEMM pays relatively more.
   const GemmDevice device = hand_device();
   const double eff = gemm_sm_efficiency(device);
   const GemmShape short_k{8192, 8192, 256}, long_k{8192, 8192, 8192};
-  const double ratio = seconds_per_flop(gemm_plan(short_k, device, {128, 128}, 1, eff), short_k) /
-                       seconds_per_flop(gemm_plan(long_k, device, {128, 128}, 1, eff), long_k);
-  EXPECT_NEAR(ratio, ((256.0 + 160) / 256) / ((8192.0 + 160) / 8192), 1e-12);
+  const GemmPlan short_plan = gemm_plan(short_k, device, {128, 128}, 1, eff);
+  const GemmPlan long_plan = gemm_plan(long_k, device, {128, 128}, 1, eff);
+  // One SM's share of peak: 989.4e12 / 132 x e_sm (a 128x128 tile runs at full rate).
+  const double sm_rate = 989.4e12 / 132 * eff;
+  const double waves = std::ceil(64.0 * 64 / 132);  // 4096 tiles: 32 waves
+  EXPECT_EQ(short_plan.waves, waves);
+  EXPECT_NEAR(short_plan.compute_seconds, waves * (2.0 * 128 * 128 * 256 / sm_rate + 1e-6), 1e-15);
+  EXPECT_NEAR(long_plan.compute_seconds, waves * (2.0 * 128 * 128 * 8192 / sm_rate + 1e-6), 1e-15);
   EXPECT_LT(estimate_gemm(short_k, device).efficiency, estimate_gemm(long_k, device).efficiency);
+  // The ramp is a time: a 64x64 tile pays a quarter of it, and a GPU with twice the per-SM rate
+  // pays the same microsecond (it is not k-loop work).
+  const GemmPlan small_tile = gemm_plan(short_k, device, {64, 64}, 1, eff);
+  EXPECT_NEAR(small_tile.compute_seconds,
+              small_tile.waves * (2.0 * 64 * 64 * 256 / (sm_rate * 0.5) + 0.25e-6), 1e-15);
+  GemmDevice fast = device;
+  fast.peak_flops *= 2;
+  const GemmPlan fast_plan = gemm_plan(short_k, fast, {128, 128}, 1, eff);
+  EXPECT_NEAR(fast_plan.compute_seconds, waves * (2.0 * 128 * 128 * 256 / (2 * sm_rate) + 1e-6), 1e-15);
 }
 
 TEST(GemmModel, SplitKFillsIdleSmsWhenTheOutputIsSmall) {
@@ -121,9 +140,37 @@ TEST(GemmModel, SplitKFillsIdleSmsWhenTheOutputIsSmall) {
   const GemmPlan best = best_gemm_plan(shape, device, eff);
   EXPECT_GT(best.split_k, 1);
   EXPECT_LE(best.ctas, device.sm_count);
-  EXPECT_LT(best.seconds(), gemm_plan(shape, device, best.tile, 1, eff).seconds() / 4);
+  EXPECT_LT(best.seconds(), gemm_plan(shape, device, best.tile, 1, eff).seconds() / 2);
   // No split once the output tiles alone fill the SMs.
   EXPECT_EQ(best_gemm_plan({8192, 8192, 8192}, device, eff).split_k, 1);
+}
+
+TEST(GemmModel, EachExtraSplitCostsOneSerialReductionStep) {
+  // The splits of a tile add their partials into C one after another: (s - 1) x 1 us.
+  const GemmDevice device = hand_device();
+  const double eff = gemm_sm_efficiency(device);
+  const GemmShape shape{256, 256, 8192};
+  for (int split : {1, 2, 5}) {
+    const GemmPlan plan = gemm_plan(shape, device, {64, 64}, split, eff);
+    EXPECT_NEAR(plan.reduction_seconds, (split - 1) * 1e-6, 1e-18) << split;
+    EXPECT_NEAR(plan.seconds(), std::max(plan.compute_seconds, plan.memory_seconds) + (split - 1) * 1e-6, 1e-18);
+  }
+  // So the library splits less: 16 64x64 tiles leave room for 8 splits; without the serial step
+  // the model splits until the fp32 partials' HBM traffic binds (6), with it about
+  // sqrt(k-loop time / step) ways. By hand, one 64x64 k-block takes 2*64^3 / (989.4e12/132 * e_sm * 0.5).
+  GemmDevice free_reduction = device;
+  free_reduction.split_k_step_seconds = 0;
+  const GemmPlan free_plan = best_gemm_plan(shape, free_reduction, gemm_sm_efficiency(free_reduction));
+  const GemmPlan best = best_gemm_plan(shape, device, eff);
+  EXPECT_GT(free_plan.split_k, best.split_k);
+  EXPECT_EQ(best.tile.m, 64);
+  EXPECT_EQ(best.tile.n, 64);
+  const double k_block_seconds = 2.0 * 64 * 64 * 64 / (989.4e12 / 132 * eff * 0.5);
+  // 128 k-blocks over s splits plus (s - 1) steps: minimised near s = sqrt(128 * t_kb / 1 us).
+  const double ideal = std::sqrt(128 * k_block_seconds / 1e-6);
+  EXPECT_GE(best.split_k, std::floor(ideal) - 1);
+  EXPECT_LE(best.split_k, std::ceil(ideal) + 1);
+  EXPECT_LT(best.split_k, 6);
 }
 
 TEST(GemmModel, SkinnyGemmTakesTheHbmRooflineTime) {
@@ -230,13 +277,23 @@ struct SweepFit {
   double max_error = 0;
 };
 
+// The published rows no model that is monotone in m, n and k can meet, each with its reason.
+// H100 256x256x4096: 5.9 us measured, faster than 256x256x2048 (8.4 us) and 256x256x1024 (7.1 us)
+// with twice and four times the work, and faster than both its neighbours in m and n at the same k
+// (256x512x4096: 11.5 us, 512x256x4096: 11.6 us): the autotuner found a kernel for this one shape
+// that it did not for the others. The model's time never falls as a dimension grows
+// (TimeNeverFallsAsAnyDimensionGrows), so it is left out of the fit and of the counts below, and
+// checked on its own (NamedExceptionIsNonMonotonicInThePublishedData).
+bool is_named_exception(const PublishedRow& row) {
+  return row.gpu == "H100-SXM-80GB" && row.shape.m == 256 && row.shape.n == 256 && row.shape.k == 4096;
+}
+
 // min_seconds: only rows whose measured time is at least this long.
-SweepFit compare(const std::vector<PublishedRow>& rows, const std::string& gpu, const std::string& role,
-                 double min_seconds = 0) {
-  const GemmDevice device = catalog_device(gpu);
+SweepFit compare(const std::vector<PublishedRow>& rows, const GemmDevice& device, const std::string& gpu,
+                 const std::string& role, double min_seconds = 0) {
   std::vector<double> errors;
   for (const PublishedRow& row : rows) {
-    if (row.gpu != gpu || (!role.empty() && row.role != role)) continue;
+    if (row.gpu != gpu || (!role.empty() && row.role != role) || is_named_exception(row)) continue;
     if (row.shape.flops() / row.flops_per_second < min_seconds) continue;
     const double predicted = row.shape.flops() / estimate_gemm(row.shape, device).seconds;
     errors.push_back(std::abs(predicted / row.flops_per_second - 1));
@@ -249,6 +306,23 @@ SweepFit compare(const std::vector<PublishedRow>& rows, const std::string& gpu, 
   fit.max_error = errors.back();
   fit.within_10_percent = int(std::count_if(errors.begin(), errors.end(), [](double e) { return e <= 0.10; }));
   return fit;
+}
+
+SweepFit compare(const std::vector<PublishedRow>& rows, const std::string& gpu, const std::string& role,
+                 double min_seconds = 0) {
+  return compare(rows, catalog_device(gpu), gpu, role, min_seconds);
+}
+
+// Least squares on log throughput: the objective the fitted constants minimise.
+double log_squared_error(const std::vector<PublishedRow>& rows, const GemmDevice& device, const std::string& gpu,
+                         const std::string& role) {
+  double sum = 0;
+  for (const PublishedRow& row : rows) {
+    if (row.gpu != gpu || row.role != role || is_named_exception(row)) continue;
+    const double predicted = row.shape.flops() / estimate_gemm(row.shape, device).seconds;
+    sum += std::pow(std::log(predicted / row.flops_per_second), 2);
+  }
+  return sum;
 }
 
 std::ostream& operator<<(std::ostream& out, const SweepFit& fit) {
@@ -272,12 +346,72 @@ TEST(GemmModelPublished, TableHasBothGpusWithLocators) {
   EXPECT_EQ(fit, 75);    // H100 with k in {256, 1024, 4096}
 }
 
+// The shipped constants are what the fit gives on the 'fit' rows (and on nothing else): a grid
+// around them, least squares on log throughput over the H100 rows with k in {256, 1024, 4096}
+// but the named exception. Whoever changes the data or the model refits here. (The tile reuse at
+// full rate, kFullReuseTileIntensity, is not varied here: on a 48-72 grid with these, 56 was
+// marginally better, 0.3% less error, and 64 was kept.)
+TEST(GemmModelPublished, ShippedConstantsAreTheFit) {
+  const std::vector<PublishedRow> rows = published_rows();
+  const GemmDevice shipped = catalog_device("H100-SXM-80GB");
+  EXPECT_EQ(shipped.kernel_floor_seconds, kGemmKernelFloorSeconds);
+  EXPECT_EQ(shipped.tile_ramp_seconds_per_output_element, kGemmTileRampSecondsPerOutputElement);
+  EXPECT_EQ(shipped.split_k_step_seconds, kGemmSplitKStepSeconds);
+  double best = std::numeric_limits<double>::infinity();
+  GemmDevice best_device = shipped;
+  for (double floor_us : {4.4, 4.6, 4.8, 5.0, 5.2})
+    for (double ramp_us : {0.8, 0.9, 1.0, 1.1, 1.2})
+      for (double step_us : {0.6, 0.8, 1.0, 1.2, 1.4}) {
+        GemmDevice device = shipped;
+        device.kernel_floor_seconds = floor_us * 1e-6;
+        device.tile_ramp_seconds_per_output_element = ramp_us * 1e-6 / (128 * 128);
+        device.split_k_step_seconds = step_us * 1e-6;
+        const double error = log_squared_error(rows, device, "H100-SXM-80GB", "fit");
+        if (error < best) best = error, best_device = device;
+      }
+  std::printf("GEMM fit: floor %.2f us, ramp %.2f us per 128x128 tile, split-K step %.2f us\n",
+              best_device.kernel_floor_seconds * 1e6,
+              best_device.tile_ramp_seconds_per_output_element * 128 * 128 * 1e6,
+              best_device.split_k_step_seconds * 1e6);
+  EXPECT_NEAR(best_device.kernel_floor_seconds, kGemmKernelFloorSeconds, 1e-12);
+  EXPECT_NEAR(best_device.tile_ramp_seconds_per_output_element, kGemmTileRampSecondsPerOutputElement, 1e-16);
+  EXPECT_NEAR(best_device.split_k_step_seconds, kGemmSplitKStepSeconds, 1e-12);
+}
+
+TEST(GemmModelPublished, NamedExceptionIsNonMonotonicInThePublishedData) {
+  // The reason it is excluded holds in the data: with more work it took less time.
+  const std::vector<PublishedRow> rows = published_rows();
+  auto measured_seconds = [&](double m, double n, double k) {
+    for (const PublishedRow& row : rows)
+      if (row.gpu == "H100-SXM-80GB" && row.shape.m == m && row.shape.n == n && row.shape.k == k)
+        return row.shape.flops() / row.flops_per_second;
+    ADD_FAILURE() << m << "x" << n << "x" << k;
+    return 0.0;
+  };
+  int excluded = 0;
+  for (const PublishedRow& row : rows) excluded += is_named_exception(row);
+  EXPECT_EQ(excluded, 1);
+  const double exception = measured_seconds(256, 256, 4096);
+  EXPECT_LT(exception, measured_seconds(256, 256, 2048) / 1.3);
+  EXPECT_LT(exception, measured_seconds(256, 512, 4096) / 1.3);
+  EXPECT_LT(exception, measured_seconds(512, 256, 4096) / 1.3);
+  // The model stays monotone there, and prices it like its neighbours in k.
+  const GemmDevice device = catalog_device("H100-SXM-80GB");
+  const double predicted = estimate_gemm({256, 256, 4096}, device).seconds;
+  EXPECT_GE(predicted, estimate_gemm({256, 256, 2048}, device).seconds);
+  EXPECT_GT(predicted, 1.3 * exception);
+}
+
+// Every H100 row but the named exception, by role. Before the split-K serial step and the
+// ramp as a time (the 2026-11 model): fit 66 of 75 within 10%, held out 41 of 50, max 35%.
 TEST(GemmModelPublished, H100RowsTheConstantsWereFittedOn) {
   const SweepFit fit = compare(published_rows(), "H100-SXM-80GB", "fit");
   std::cout << "H100 fit rows: " << fit << "\n";
-  EXPECT_EQ(fit.rows, 75);
-  EXPECT_LE(fit.median_error, 0.05);
-  EXPECT_GE(fit.within_10_percent, 0.85 * fit.rows);
+  EXPECT_EQ(fit.rows, 74);
+  EXPECT_LE(fit.median_error, 0.035);
+  EXPECT_GE(fit.within_10_percent, 70);
+  // The four misses are 11-16%, all model-slower (256^3, 256x512x1024, 512x256x1024, 2048x256x4096).
+  EXPECT_LE(fit.max_error, 0.16);
 }
 
 TEST(GemmModelPublished, H100HeldOutRows) {
@@ -285,9 +419,9 @@ TEST(GemmModelPublished, H100HeldOutRows) {
   const SweepFit fit = compare(published_rows(), "H100-SXM-80GB", "held_out");
   std::cout << "H100 held-out rows: " << fit << "\n";
   EXPECT_EQ(fit.rows, 50);
-  EXPECT_LE(fit.median_error, 0.06);
-  EXPECT_GE(fit.within_10_percent, 0.8 * fit.rows);
-  EXPECT_LE(fit.max_error, 0.30);  // 256x256x2048 (measured slower than 256x256x4096)
+  EXPECT_LE(fit.median_error, 0.035);
+  EXPECT_GE(fit.within_10_percent, 49);
+  EXPECT_LE(fit.max_error, 0.12);  // 1024x512x2048: 9.1 us measured, 10.3 predicted
 }
 
 TEST(GemmModelPublished, H100GemmsOfTwentyMicrosecondsOrMoreAllWithinTenPercent) {
@@ -298,13 +432,15 @@ TEST(GemmModelPublished, H100GemmsOfTwentyMicrosecondsOrMoreAllWithinTenPercent)
 }
 
 TEST(GemmModelPublished, B200HeldOutEntirely) {
-  // Nothing was fitted on B200: only its catalog figures and the shipped 8192^3 ceiling.
+  // Nothing was fitted on B200: only its catalog figures and the shipped 8192^3 ceiling. Before
+  // (the 2026-11 model): 92 of 125 within 10%, max 64%.
   const std::vector<PublishedRow> rows = published_rows();
   const SweepFit all = compare(rows, "B200-SXM-180GB", "held_out");
   std::cout << "B200 rows: " << all << "\n";
   EXPECT_EQ(all.rows, 125);
-  EXPECT_LE(all.median_error, 0.06);
-  EXPECT_GE(all.within_10_percent, 0.7 * all.rows);
+  EXPECT_LE(all.median_error, 0.05);
+  EXPECT_GE(all.within_10_percent, 110);
+  EXPECT_LE(all.max_error, 0.35);  // 256x1024x256: 7.2 us measured, slower than 256x2048x256 (5.8)
   const SweepFit long_running = compare(rows, "B200-SXM-180GB", "held_out", 20e-6);
   std::cout << "B200 rows >= 20 us: " << long_running << "\n";
   EXPECT_LE(long_running.median_error, 0.10);
