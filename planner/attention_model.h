@@ -5,7 +5,9 @@
 // each CTA walks the key/value blocks its rows can see (all of them, up to the diagonal when
 // causal, or the sliding window). A CTA costs a fixed overhead (load Q, write O, the final
 // softmax rescale) plus, per key/value block, the tensor-core matmuls at a fraction of the
-// SM's peak and the exponentials at the SM's special-function rate. CTAs are scheduled
+// SM's peak and the exponentials at the SM's special-function rate; a block the mask cuts (the
+// causal diagonal, a window's edge, the end of the keys) is computed whole and then pays the
+// mask's compare and select per score at the SM's integer rate. CTAs are scheduled
 // greedily over the SMs in launch order, so few CTAs (short sequences, few heads) waste the
 // last wave and causal masks give CTAs unequal lengths. The HBM traffic (Q, K, V, O and their
 // gradients; GQA shares K/V between query heads) bounds the time from below.

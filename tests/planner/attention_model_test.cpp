@@ -163,7 +163,17 @@ std::vector<PublishedRow> training_rows(const std::vector<PublishedRow>& all, co
 AttentionPass pass_of(const std::string& p) { return p == "bwd" ? AttentionPass::backward : AttentionPass::forward; }
 
 // The shipped constants are what the fit gives on the training rows (and on nothing else):
-// whoever changes the data or the model refits here and copies the printed pair.
+// whoever changes the data or the model refits here and copies the printed pair. The rows each
+// pair saw (non-causal, head dim 128, batch * seq = 16k, 16 heads):
+//  - flash2 A100 fwd+bwd: FA repo flash2_a100_fwd_bwd_benchmark.png panel (b), seq 1024..16k
+//    (5 rows: the CSV holds no seq-512 row for that bar); one pair for both passes;
+//  - mem_efficient A100 fwd+bwd: the same panel's xformers bars, seq 512..16k (6 rows);
+//  - flash2, flash3, cudnn, triton H100 fwd: FA3 paper Fig. 5 (hd 128, no causal mask),
+//    seq 512..16k (6 rows each);
+//  - flash2, flash3, cudnn H100 bwd: the FA3 paper's backward figure (hd 128), seq 512..16k
+//    (6 rows each).
+// The mask's cost (kMaskOpsPerScore at alu_ops_per_tensor_flop) is a spec, not fitted; it enters
+// these rows only through FlashAttention-3's forward, whose first block is always masked.
 TEST(AttentionModel, ShippedConstantsAreTheFit) {
   const auto all = load_published();
   for (const Group& g : std::vector<Group>{{"flash2", "A100-SXM-80GB", "fwd+bwd"},
@@ -511,6 +521,23 @@ TEST(AttentionModel, TilesAndFirstBlockMaskFollowTheSources) {
   EXPECT_DOUBLE_EQ(alu_ops_per_tensor_flop("ampere"), 64.0 / 2048);
   EXPECT_DOUBLE_EQ(alu_ops_per_tensor_flop("hopper"), 64.0 / 4096);
   EXPECT_DOUBLE_EQ(alu_ops_per_tensor_flop("ada"), 64.0 / 2048);  // borrowed from Ampere
+}
+
+// Eager attention on a sliding-window GQA shape (Mistral-like: 16 query heads, 4 K/V heads,
+// window 1024, seq 4096, head dim 64) runs like full causal MHA: HF's eager path computes the
+// whole square and masks it, and repeat_kv gives every query head its own K/V. At d = 64 every
+// op is bandwidth-bound on H100 (64 FLOP per byte against 989.4 x 0.8 / 3.35 = 236), so the
+// forward is 12 bytes per score (QK^T writes S, the mask reads and writes it, softmax reads S
+// and writes P, PV reads P) over all 16 x 4096^2 scores; its FLOPs count every pair.
+TEST(AttentionModel, EagerRunsTheWholeSquareForWindowsAndEveryQueryHead) {
+  const AttentionDevice d = h100();
+  AttentionShape s = self_attention(4096, 16, 64, true);
+  s.kv_heads = 4;
+  s.window = 1024;
+  const double scores = 16.0 * 4096 * 4096;
+  const auto e = estimate_attention(s, AttentionPass::forward, AttentionKernel::eager, d);
+  EXPECT_NEAR(e.seconds, 12 * scores / d.hbm_bytes_per_second, 1e-12);
+  EXPECT_DOUBLE_EQ(e.flops, 4.0 * 64 * scores);
 }
 
 // ---- Names, availability, PyTorch's default ---------------------------------------------------
