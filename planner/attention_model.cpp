@@ -20,6 +20,10 @@ constexpr double kForwardFlopsPerPairPerDim = 4;
 constexpr double kBackwardToForwardFlops = 2.5;
 // Exponentials per score: the forward computes P once; the backward recomputes it once.
 constexpr double kExpPerScore = 1;
+// The mask's ALU work per score of a masked block: one integer compare of the key's column
+// against the row's limit and one select of -inf (FlashAttention-2 csrc/flash_attn/src/mask.h
+// apply_mask_local@0251105a; FlashAttention-3 hopper/mask.h does the same per element).
+constexpr double kMaskOpsPerScore = 2;
 
 const std::map<std::string, std::string>& nearest_arch() {
   // Where an arch has no published data (or no sourced figure), the closest design that has:
@@ -57,13 +61,15 @@ std::pair<double, double> key_range(double row, const AttentionShape& s) {
   return {first, last};
 }
 
-// One (batch, head)'s query blocks: the key/value blocks each visits and the pairs it computes.
+// One (batch, head)'s query blocks: the key/value blocks each visits, how many of those need
+// the mask, and the pairs it computes.
 struct QueryBlocks {
-  std::vector<double> kv_blocks;  // per query block
-  double pairs = 0;               // (query, key) pairs the mask lets through, all blocks
+  std::vector<double> kv_blocks;      // per query block
+  std::vector<double> masked_blocks;  // per query block: visited blocks the mask cuts through
+  double pairs = 0;                   // (query, key) pairs the mask lets through, all blocks
 };
 
-QueryBlocks query_blocks(const AttentionShape& s, const AttentionTile& tile) {
+QueryBlocks query_blocks(const AttentionShape& s, const AttentionTile& tile, bool first_block_masked) {
   QueryBlocks q;
   const long rows = static_cast<long>(std::ceil(s.seq_q));
   for (long r0 = 0; r0 < rows; r0 += tile.rows) {
@@ -76,7 +82,19 @@ QueryBlocks query_blocks(const AttentionShape& s, const AttentionTile& tile) {
     // row's first key to the last row's last key.
     const double first = key_range(static_cast<double>(r0), s).first;
     const double last = key_range(static_cast<double>(r1), s).second;
-    q.kv_blocks.push_back(last < first ? 0.0 : std::floor(last / tile.cols) - std::floor(first / tile.cols) + 1);
+    const double visited = last < first ? 0.0 : std::floor(last / tile.cols) - std::floor(first / tile.cols) + 1;
+    q.kv_blocks.push_back(visited);
+    // A key block needs no mask when every row of the query block sees all its columns: it
+    // starts at or after the last row's first key and ends at or before the first row's last key
+    // (which also keeps a partial block at the end of the keys masked, as the kernels'
+    // seqlen_k mask is). The kernel computes the masked blocks whole and then masks them
+    // (FlashAttention-2 csrc/flash_attn/src/flash_fwd_kernel.h@0251105a, n_masking_steps).
+    const double unmasked_first = std::ceil(key_range(static_cast<double>(r1), s).first / tile.cols);
+    const double unmasked_last = std::floor((key_range(static_cast<double>(r0), s).second + 1) / tile.cols) - 1;
+    const double unmasked = std::max(0.0, unmasked_last - unmasked_first + 1);
+    double masked = std::max(0.0, visited - unmasked);
+    if (first_block_masked && visited > 0) masked = std::max(masked, 1.0);
+    q.masked_blocks.push_back(masked);
   }
   return q;
 }
@@ -190,7 +208,7 @@ const std::map<Key, AttentionKernelConstants>& shipped_constants() {
       {{K::mem_efficient, "ampere", B}, pair(0.330, 2.25, a100_xf)},
       {{K::flash2, "hopper", F}, pair(0.485, 2.00, h100_fwd)},
       {{K::flash2, "hopper", B}, pair(0.365, 6.00, h100_bwd)},
-      {{K::flash3, "hopper", F}, pair(1.095, 2.25, h100_fwd)},
+      {{K::flash3, "hopper", F}, pair(1.105, 2.00, h100_fwd)},
       {{K::flash3, "hopper", B}, pair(0.705, 5.50, h100_bwd)},
       {{K::cudnn, "hopper", F}, pair(0.945, 1.25, h100_fwd)},
       {{K::cudnn, "hopper", B}, pair(0.635, 5.25, h100_bwd)},
@@ -234,6 +252,16 @@ double exp_per_tensor_flop(const std::string& arch) {
   return sourced.at(a.empty() ? "hopper" : a);
 }
 
+double alu_ops_per_tensor_flop(const std::string& arch) {
+  // 32-bit integer compare and select: 64 results per clock per SM on compute capability 8.0
+  // and 9.0 (CUDA C++ Programming Guide, "Throughput of Native Arithmetic Instructions"),
+  // against 2048 (A100: 312 TFLOPS = 108 SMs x 1.41 GHz x 2048) and 4096 (H100 SXM: 989.4
+  // TFLOPS = 132 SMs x 1.83 GHz x 4096) dense 16-bit tensor FLOPs per clock per SM.
+  static const std::map<std::string, double> sourced = {{"ampere", 64.0 / 2048.0}, {"hopper", 64.0 / 4096.0}};
+  const std::string a = arch_with(arch, [&](const std::string& x) { return sourced.count(x) > 0; });
+  return sourced.at(a.empty() ? "hopper" : a);
+}
+
 AttentionTile attention_tile(AttentionKernel kernel, const std::string& arch, AttentionPass pass, int head_dim,
                              bool causal) {
   // FlashAttention-3's forward on Hopper (hopper/tile_size.h@0251105a, tile_size_fwd_sm90,
@@ -245,7 +273,19 @@ AttentionTile attention_tile(AttentionKernel kernel, const std::string& arch, At
     if (head_dim <= 192) return {128, 128};
     return {128, 80};
   }
+  // FlashAttention-2's forward on sm80 and sm90 (csrc/flash_attn/src/flash_fwd_launch_template.h
+  // @0251105a, run_mha_fwd_hdim*, no dropout): Flash_fwd_kernel_traits<64, 128, 128>, and
+  // <d, 128, 64> for head dims 96..256 (the sm86/sm89 variants aside).
+  if (kernel == AttentionKernel::flash2 && pass == AttentionPass::forward && (arch == "ampere" || arch == "hopper"))
+    return {128, head_dim <= 64 ? 128 : 64};
   return {kAttentionBlockRows, kAttentionBlockCols};
+}
+
+bool first_block_always_masked(AttentionKernel kernel, const std::string& arch, AttentionPass pass) {
+  // FlashAttention-3's forward applies the seqlen_k mask to its first key block whatever the
+  // length (hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp@0251105a, first_iter_mask_fn:
+  // mask.apply<true /*Seqlenk_mask*/, ...>); FlashAttention-2 masks only where a block is cut.
+  return kernel == AttentionKernel::flash3 && arch == "hopper" && pass == AttentionPass::forward;
 }
 
 AttentionKernelConstants attention_constants(AttentionKernel kernel, const std::string& arch, AttentionPass pass,
@@ -268,6 +308,7 @@ AttentionKernelConstants attention_constants(AttentionKernel kernel, const std::
   }
   AttentionKernelConstants c = m.at({k, a, pass});
   c.tile = attention_tile(kernel, arch, pass, head_dim, causal);
+  c.first_block_masked = first_block_always_masked(kernel, arch, pass);
   if (a != arch || k != kernel)
     c.fitted_on = borrowed + "borrowed from " + to_string(k) + " on " + a + ": " + c.fitted_on;
   return c;
@@ -276,7 +317,7 @@ AttentionKernelConstants attention_constants(AttentionKernel kernel, const std::
 AttentionEstimate estimate_fused_attention(const AttentionShape& shape, AttentionPass pass,
                                            const AttentionDevice& device, const AttentionKernelConstants& c) {
   check_shape(shape, device);
-  const QueryBlocks blocks = query_blocks(shape, c.tile);
+  const QueryBlocks blocks = query_blocks(shape, c.tile, c.first_block_masked);
   // The tile and constants are those of the q/k head dim (the kernel instantiated for it: FlashAttention-3's
   // hdim 192 with a 128-wide V for DeepSeek); a pair's matmul FLOPs are QK^T's and AV's.
   const double pair_flops = pass_flops_per_pair(pass, shape.mean_head_dim());
@@ -289,10 +330,16 @@ AttentionEstimate estimate_fused_attention(const AttentionShape& shape, Attentio
   // 128 x 128 tiles so that constants of kernels with different tiles compare.
   const double overhead_seconds =
       c.overhead_blocks * double(kAttentionBlockRows) * kAttentionBlockCols * pair_flops / peak_per_sm;
+  // A masked block is computed whole (counted in kv_blocks) and then pays the mask's compare and
+  // select on every score at the SM's integer rate: a spec, not a fit.
+  const double mask_seconds = tile_pairs * kMaskOpsPerScore / (peak_per_sm * alu_ops_per_tensor_flop(device.arch));
 
   std::vector<double> cta_seconds;
   cta_seconds.reserve(blocks.kv_blocks.size());
-  for (double n : blocks.kv_blocks) cta_seconds.push_back(n > 0 ? overhead_seconds + n * block_seconds : 0.0);
+  for (std::size_t i = 0; i < blocks.kv_blocks.size(); ++i) {
+    const double n = blocks.kv_blocks[i];
+    cta_seconds.push_back(n > 0 ? overhead_seconds + n * block_seconds + blocks.masked_blocks[i] * mask_seconds : 0.0);
+  }
   const double heads_total = std::ceil(shape.batch) * shape.heads;
   const double compute = schedule_makespan(cta_seconds, heads_total, device.sm_count);
   const double memory = fused_hbm_bytes(shape, pass) / device.hbm_bytes_per_second;

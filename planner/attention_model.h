@@ -5,7 +5,9 @@
 // each CTA walks the key/value blocks its rows can see (all of them, up to the diagonal when
 // causal, or the sliding window). A CTA costs a fixed overhead (load Q, write O, the final
 // softmax rescale) plus, per key/value block, the tensor-core matmuls at a fraction of the
-// SM's peak and the exponentials at the SM's special-function rate. CTAs are scheduled
+// SM's peak and the exponentials at the SM's special-function rate; a block the mask cuts (the
+// causal diagonal, a window's edge, the end of the keys) is computed whole and then pays the
+// mask's compare and select per score at the SM's integer rate. CTAs are scheduled
 // greedily over the SMs in launch order, so few CTAs (short sequences, few heads) waste the
 // last wave and causal masks give CTAs unequal lengths. The HBM traffic (Q, K, V, O and their
 // gradients; GQA shares K/V between query heads) bounds the time from below.
@@ -78,10 +80,17 @@ struct AttentionTile {
   int cols = kAttentionBlockCols;
 };
 
-// The tile a kernel uses where its source says (FlashAttention-3's forward on Hopper), else the
-// nominal 128 x 128.
+// The tile a kernel uses where its source says (FlashAttention-3's forward on Hopper,
+// FlashAttention-2's forward on Ampere and Hopper), else the nominal 128 x 128.
 AttentionTile attention_tile(AttentionKernel kernel, const std::string& arch, AttentionPass pass, int head_dim,
                              bool causal);
+
+// Whether the kernel masks every CTA's first key block (its seqlen_k mask), cut or not.
+bool first_block_always_masked(AttentionKernel kernel, const std::string& arch, AttentionPass pass);
+
+// Integer ALU operations (the mask's compare and select) per tensor-core FLOP the SM can issue,
+// for an arch; archs without a sourced figure take the nearest arch's.
+double alu_ops_per_tensor_flop(const std::string& arch);
 
 // A fused kernel's two constants for one (kernel, arch, pass), with the tile of one shape.
 struct AttentionKernelConstants {
@@ -93,6 +102,9 @@ struct AttentionKernelConstants {
   // the head dim, as loading Q and storing O do).
   double overhead_blocks = 0;
   AttentionTile tile;
+  // Whether every CTA masks its first key block even when no mask cuts it (FlashAttention-3's
+  // forward; first_block_always_masked).
+  bool first_block_masked = false;
   std::string fitted_on;  // the published rows the pair was fitted to (or where it was borrowed from)
 };
 

@@ -109,7 +109,9 @@ bool is_training_row(const PublishedRow& r) { return !r.causal && r.head_dim == 
 
 AttentionKernelConstants with_tile(AttentionKernelConstants c, const PublishedRow& r, const AttentionDevice& d,
                                    AttentionPass pass) {
-  c.tile = attention_tile(*parse_attention_kernel(r.kernel), d.arch, pass, r.head_dim, r.causal);
+  const AttentionKernel k = *parse_attention_kernel(r.kernel);
+  c.tile = attention_tile(k, d.arch, pass, r.head_dim, r.causal);
+  c.first_block_masked = first_block_always_masked(k, d.arch, pass);
   return c;
 }
 
@@ -161,7 +163,17 @@ std::vector<PublishedRow> training_rows(const std::vector<PublishedRow>& all, co
 AttentionPass pass_of(const std::string& p) { return p == "bwd" ? AttentionPass::backward : AttentionPass::forward; }
 
 // The shipped constants are what the fit gives on the training rows (and on nothing else):
-// whoever changes the data or the model refits here and copies the printed pair.
+// whoever changes the data or the model refits here and copies the printed pair. The rows each
+// pair saw (non-causal, head dim 128, batch * seq = 16k, 16 heads):
+//  - flash2 A100 fwd+bwd: FA repo flash2_a100_fwd_bwd_benchmark.png panel (b), seq 1024..16k
+//    (5 rows: the CSV holds no seq-512 row for that bar); one pair for both passes;
+//  - mem_efficient A100 fwd+bwd: the same panel's xformers bars, seq 512..16k (6 rows);
+//  - flash2, flash3, cudnn, triton H100 fwd: FA3 paper Fig. 5 (hd 128, no causal mask),
+//    seq 512..16k (6 rows each);
+//  - flash2, flash3, cudnn H100 bwd: the FA3 paper's backward figure (hd 128), seq 512..16k
+//    (6 rows each).
+// The mask's cost (kMaskOpsPerScore at alu_ops_per_tensor_flop) is a spec, not fitted; it enters
+// these rows only through FlashAttention-3's forward, whose first block is always masked.
 TEST(AttentionModel, ShippedConstantsAreTheFit) {
   const auto all = load_published();
   for (const Group& g : std::vector<Group>{{"flash2", "A100-SXM-80GB", "fwd+bwd"},
@@ -190,42 +202,97 @@ TEST(AttentionModel, ShippedConstantsAreTheFit) {
   }
 }
 
+// A published row the model misses by more than 10%, by name: which row, the bound it is held
+// to (just above its error today), the error measured, and why no faithful mechanism reaches it.
+struct RowException {
+  std::string kernel, pass;
+  bool causal;
+  int head_dim;
+  double seq;
+  bool independent_run;  // the pytorch/benchmark run rather than the FA3 paper's figure
+  double tolerance;
+  const char* why;
+};
+
+// Every exception is on H100, at seq 512, where a CTA has 1-4 key blocks. The model already
+// prices the diagonal blocks whole plus the mask's compare/select on them, the per-CTA overhead
+// and the last wave; what is left is a per-CTA cost of short causal CTAs that the non-causal
+// rows (the fit's) cannot show. Errors as ReportAllRows prints them.
+const std::vector<RowException>& row_exceptions() {
+  static const std::vector<RowException> e = {
+      {"flash2", "fwd", true, 128, 512, false, 0.15,
+       "+13.9%: FA3 paper Fig. 5 causal hd128 seq 512 (191 TFLOP/s); 1-4 key blocks per CTA"},
+      {"flash3", "fwd", true, 64, 512, false, 0.12,
+       "+10.5%: FA3 paper Fig. 5 causal hd64 seq 512 (197 TFLOP/s); 1-3 key blocks per CTA"},
+      {"flash3", "fwd", true, 128, 512, false, 0.13,
+       "+11.9%: FA3 paper Fig. 5 causal hd128 seq 512 (292 TFLOP/s); 1-4 key blocks per CTA"},
+      {"flash3", "bwd", false, 64, 512, false, 0.12,
+       "+10.6%: FA3 paper backward figure hd64 seq 512 (272 TFLOP/s, a transcribed bar label); "
+       "the hd64 backward is 5-9% high at every length, so 512's extra is small"},
+      {"cudnn", "fwd", true, 128, 512, false, 0.12,
+       "+11.1%: FA3 paper Fig. 5 cuDNN causal hd128 seq 512 (315 TFLOP/s); 1-4 key blocks per CTA"},
+      {"triton", "fwd", true, 128, 512, false, 0.60,
+       "+56%: FA3 paper Fig. 5 Triton causal hd128 seq 512 (146 TFLOP/s), below its own non-causal "
+       "bar (323) by more than the halved FLOPs explain: a launch the CTA picture does not capture"},
+  };
+  return e;
+}
+
+const RowException* exception_for(const PublishedRow& r) {
+  const bool independent = r.source.find("pytorch/benchmark") != std::string::npos;
+  for (const RowException& e : row_exceptions())
+    if (e.kernel == r.kernel && e.pass == r.pass && e.causal == r.causal && e.head_dim == r.head_dim &&
+        e.seq == r.seq && e.independent_run == independent && r.gpu == "H100-SXM-80GB")
+      return &e;
+  return nullptr;
+}
+
+// A row within 10%, or within its named exception's bound; an exception whose row has come
+// within 10% fails too, so that the list only names rows that need it.
+void expect_within_ten_percent_or_named(const PublishedRow& r) {
+  const double predicted = shipped_tflops(r);
+  const double error = predicted / r.tflops - 1;
+  const std::string what = r.kernel + " " + r.gpu + " " + r.pass + " causal " + std::to_string(r.causal) + " d " +
+                           std::to_string(r.head_dim) + " seq " + std::to_string(static_cast<int>(r.seq)) +
+                           ": published " + std::to_string(r.tflops) + " predicted " + std::to_string(predicted) +
+                           " (" + r.source + "; " + r.locator + ")";
+  if (const RowException* e = exception_for(r)) {
+    EXPECT_LT(std::abs(error), e->tolerance) << what << "; exception: " << e->why;
+    EXPECT_GT(std::abs(error), 0.10) << what << " is within 10% now: drop its exception (" << e->why << ")";
+  } else {
+    EXPECT_LT(std::abs(error), 0.10) << what;
+  }
+}
+
 // Every FlashAttention-2 / -3 row at head dims 64 and 128 (fwd, bwd, fwd+bwd; causal and not;
-// seq 512..16k) within 10% of the published TFLOP/s: the non-causal head-dim-128 rows were the
-// fit's, the rest (causal, head dim 64, the H100 fwd+bwd chart, the pytorch/benchmark run) are
-// held out. Known miss: at seq 512 a causal CTA has 1-4 key blocks and the model prices the
-// diagonal blocks' masking as free, so causal seq-512 rows on H100 get 25% (they are 11-20% high),
-// as does FlashAttention-3's backward at head dim 64, seq 512 (+10.6%) and the
-// pytorch/benchmark FA3 run at seq 512 (+10.6%; that run is itself 8% below the paper's).
+// seq 512..16k) within 10% of the published TFLOP/s, but for the named exceptions above (four
+// rows). The non-causal head-dim-128 rows were the fit's; the rest (causal, head dim 64, the H100
+// fwd+bwd chart, the pytorch/benchmark run) are held out.
 TEST(AttentionModel, FlashAttentionTablesWithinTenPercent) {
-  int checked = 0;
+  int checked = 0, excepted = 0;
   for (const auto& r : load_published()) {
     if ((r.kernel != "flash2" && r.kernel != "flash3") || r.head_dim > 128) continue;
-    const double predicted = shipped_tflops(r);
-    const double tolerance = (r.gpu == "H100-SXM-80GB" && r.seq == 512) ? 0.25 : 0.10;
-    EXPECT_NEAR(predicted / r.tflops, 1.0, tolerance)
-        << r.kernel << " " << r.gpu << " " << r.pass << " causal " << r.causal << " d " << r.head_dim << " seq "
-        << r.seq << ": published " << r.tflops << " predicted " << predicted << " (" << r.source << "; " << r.locator
-        << ")";
+    expect_within_ten_percent_or_named(r);
+    excepted += exception_for(r) != nullptr;
     ++checked;
   }
   EXPECT_EQ(checked, 124);  // every FA2/FA3 row at head dims 64 and 128 in the CSV
+  EXPECT_EQ(excepted, 4);   // every FA2/FA3 exception matched a row
 }
 
 // cuDNN and Triton on H100 (FA3 paper Fig. 5 and its backward figure), head dim 128: within 10%
-// from seq 1k, 25% at seq 512 (causal 512 as above; Triton's causal 512 (+61%) left out). Their head-dim-64 rows are further off (cuDNN
-// +10..17% high, Triton 11..27% low; see docs/cost-model.md) and only reported.
+// but for their named causal seq-512 exceptions. Their head-dim-64 rows are further off (cuDNN
+// +10..24% high, Triton 11..30% off; see docs/cost-model.md) and only reported.
 TEST(AttentionModel, CudnnAndTritonHeadDim128) {
+  int checked = 0, excepted = 0;
   for (const auto& r : load_published()) {
     if ((r.kernel != "cudnn" && r.kernel != "triton") || r.head_dim != 128) continue;
-    // Triton's causal seq-512 bar (146) is below its own non-causal one (323) by more than the
-    // halved FLOP count explains: a launch the model's CTA picture does not capture.
-    if (r.kernel == "triton" && r.causal && r.seq == 512) continue;
-    const double predicted = shipped_tflops(r);
-    EXPECT_NEAR(predicted / r.tflops, 1.0, r.seq == 512 ? 0.25 : 0.10)
-        << r.kernel << " " << r.pass << " causal " << r.causal << " seq " << r.seq << ": published " << r.tflops
-        << " predicted " << predicted;
+    expect_within_ten_percent_or_named(r);
+    excepted += exception_for(r) != nullptr;
+    ++checked;
   }
+  EXPECT_EQ(checked, 30);  // cuDNN fwd (12) and bwd (6), Triton fwd (12)
+  EXPECT_EQ(excepted, 2);
 }
 
 // Every published row, printed: the numbers docs/cost-model.md quotes.
@@ -377,6 +444,100 @@ TEST(AttentionModel, EagerMaterialisesScores) {
       estimate_attention(self_attention(8192, 16, 64, false), AttentionPass::forward, AttentionKernel::eager, d)
           .seconds;
   EXPECT_NEAR(t2 / t1, 4.0, 1e-9);
+}
+
+// ---- Masked blocks, by hand ----------------------------------------------------------------------
+
+// One H100 SM (989.4 TFLOPS / 132), HBM never the bound: a call's time is the sum of its CTAs'.
+AttentionDevice one_hopper_sm() {
+  AttentionDevice d;
+  d.arch = "hopper";
+  d.sm_count = 1;
+  d.peak_flops = 989.4e12 / 132;
+  d.hbm_bytes_per_second = 1e18;
+  return d;
+}
+
+AttentionKernelConstants plain(int rows, int cols, bool first_block_masked) {
+  AttentionKernelConstants c;
+  c.loop_efficiency = 1;
+  c.overhead_blocks = 0;
+  c.tile = {rows, cols};
+  c.first_block_masked = first_block_masked;
+  return c;
+}
+
+// A block the causal diagonal (or the end of the keys) cuts is computed whole and then masked:
+// a compare and a select per score at 64 integer results per clock per SM against 4096 tensor
+// FLOPs (CUDA C++ Programming Guide throughput table; H100 989.4 TFLOPS = 132 x 1.83 GHz x 4096).
+// By hand, forward, head dim 128, 128 x 128 tiles, P = one SM's peak:
+//   block = 128*128*512/P (matmul at peak) + 128*128/(P*3.9/989) (exponentials)
+//   mask  = 128*128*2/(P*64/4096) = 128*128*128/P
+// causal seq 512: query blocks see 1, 2, 3, 4 key blocks, one masked each: 10 block + 4 mask;
+// non-causal seq 512: 16 blocks, none masked; non-causal seq 500: 4 x 4 blocks, the last of
+// each cut by the end of the keys: 16 block + 4 mask; FlashAttention-3's forward masks its
+// first block whatever the length: seq 512 non-causal is 16 block + 4 mask too.
+TEST(AttentionModel, MaskedBlocksPayTheMaskOnTopOfTheWholeBlock) {
+  const AttentionDevice d = one_hopper_sm();
+  const double P = d.peak_flops;
+  const double block = 128.0 * 128 * 512 / P + 128.0 * 128 / (P * 3.9 / 989);
+  const double mask = 128.0 * 128 * 128 / P;
+  const auto F = AttentionPass::forward;
+  EXPECT_NEAR(estimate_fused_attention(self_attention(512, 1, 128, true), F, d, plain(128, 128, false)).seconds,
+              10 * block + 4 * mask, 1e-15);
+  EXPECT_NEAR(estimate_fused_attention(self_attention(512, 1, 128, false), F, d, plain(128, 128, false)).seconds,
+              16 * block, 1e-15);
+  EXPECT_NEAR(estimate_fused_attention(self_attention(500, 1, 128, false), F, d, plain(128, 128, false)).seconds,
+              16 * block + 4 * mask, 1e-15);
+  EXPECT_NEAR(estimate_fused_attention(self_attention(512, 1, 128, false), F, d, plain(128, 128, true)).seconds,
+              16 * block + 4 * mask, 1e-15);
+  // 128 x 64 tiles (FlashAttention-2's forward at head dim 128): the diagonal cuts two 64-wide
+  // blocks of every 128-row query block (n_masking_steps = ceil(128 / 64)): query blocks see
+  // 2, 4, 6, 8 half blocks, two masked each.
+  EXPECT_NEAR(estimate_fused_attention(self_attention(512, 1, 128, true), F, d, plain(128, 64, false)).seconds,
+              20 * block / 2 + 8 * mask / 2, 1e-15);
+}
+
+// The tiles the kernels' sources use: FlashAttention-2's forward (flash_fwd_launch_template.h,
+// run_mha_fwd_hdim64 / hdim128: Flash_fwd_kernel_traits<64, 128, 128>, <128, 128, 64>) on A100
+// and H100; FlashAttention-3's forward on H100 (hopper/tile_size.h); the nominal 128 x 128
+// elsewhere. Which kernels mask their first block regardless.
+TEST(AttentionModel, TilesAndFirstBlockMaskFollowTheSources) {
+  const auto F = AttentionPass::forward, B = AttentionPass::backward;
+  auto tile = [](AttentionKernel k, const char* arch, AttentionPass p, int d, bool causal) {
+    const AttentionTile t = attention_tile(k, arch, p, d, causal);
+    return std::make_pair(t.rows, t.cols);
+  };
+  EXPECT_EQ(tile(AttentionKernel::flash2, "hopper", F, 128, true), std::make_pair(128, 64));
+  EXPECT_EQ(tile(AttentionKernel::flash2, "ampere", F, 128, false), std::make_pair(128, 64));
+  EXPECT_EQ(tile(AttentionKernel::flash2, "hopper", F, 64, true), std::make_pair(128, 128));
+  EXPECT_EQ(tile(AttentionKernel::flash2, "hopper", B, 128, true), std::make_pair(128, 128));
+  EXPECT_EQ(tile(AttentionKernel::flash3, "hopper", F, 128, false), std::make_pair(128, 176));
+  EXPECT_EQ(tile(AttentionKernel::cudnn, "hopper", F, 128, true), std::make_pair(128, 128));
+  EXPECT_TRUE(first_block_always_masked(AttentionKernel::flash3, "hopper", F));
+  EXPECT_FALSE(first_block_always_masked(AttentionKernel::flash3, "hopper", B));
+  EXPECT_FALSE(first_block_always_masked(AttentionKernel::flash2, "hopper", F));
+  EXPECT_TRUE(attention_constants(AttentionKernel::flash3, "hopper", F, 128, false).first_block_masked);
+  EXPECT_DOUBLE_EQ(alu_ops_per_tensor_flop("ampere"), 64.0 / 2048);
+  EXPECT_DOUBLE_EQ(alu_ops_per_tensor_flop("hopper"), 64.0 / 4096);
+  EXPECT_DOUBLE_EQ(alu_ops_per_tensor_flop("ada"), 64.0 / 2048);  // borrowed from Ampere
+}
+
+// Eager attention on a sliding-window GQA shape (Mistral-like: 16 query heads, 4 K/V heads,
+// window 1024, seq 4096, head dim 64) runs like full causal MHA: HF's eager path computes the
+// whole square and masks it, and repeat_kv gives every query head its own K/V. At d = 64 every
+// op is bandwidth-bound on H100 (64 FLOP per byte against 989.4 x 0.8 / 3.35 = 236), so the
+// forward is 12 bytes per score (QK^T writes S, the mask reads and writes it, softmax reads S
+// and writes P, PV reads P) over all 16 x 4096^2 scores; its FLOPs count every pair.
+TEST(AttentionModel, EagerRunsTheWholeSquareForWindowsAndEveryQueryHead) {
+  const AttentionDevice d = h100();
+  AttentionShape s = self_attention(4096, 16, 64, true);
+  s.kv_heads = 4;
+  s.window = 1024;
+  const double scores = 16.0 * 4096 * 4096;
+  const auto e = estimate_attention(s, AttentionPass::forward, AttentionKernel::eager, d);
+  EXPECT_NEAR(e.seconds, 12 * scores / d.hbm_bytes_per_second, 1e-12);
+  EXPECT_DOUBLE_EQ(e.flops, 4.0 * 64 * scores);
 }
 
 // ---- Names, availability, PyTorch's default ---------------------------------------------------
