@@ -83,13 +83,13 @@ TEST(Advice, WhenNothingFitsTheClosestIsTimedAsItsOwnEstimate) {
   ASSERT_TRUE(closest.is_object());
   const nlohmann::json again = run_cli_json("estimate " + base + sets_of(closest));
   ASSERT_TRUE(again.contains("throughput"));
-  EXPECT_EQ(again["memory"]["peak_reserved_bytes"].get<double>() + again["memory"]["device_overhead_bytes"].get<double>(),
+  EXPECT_DOUBLE_EQ(again["memory"]["peak_reserved_bytes"].get<double>() + again["memory"]["device_overhead_bytes"].get<double>(),
             closest["device_peak_bytes"].get<double>());
   EXPECT_GT(closest["step_seconds"].get<double>(), 0);
-  EXPECT_EQ(again["time"]["step_seconds"].get<double>(), closest["step_seconds"].get<double>());
-  EXPECT_EQ(again["throughput"]["tokens_per_second_per_gpu"].get<double>(),
+  EXPECT_DOUBLE_EQ(again["time"]["step_seconds"].get<double>(), closest["step_seconds"].get<double>());
+  EXPECT_DOUBLE_EQ(again["throughput"]["tokens_per_second_per_gpu"].get<double>(),
             closest["tokens_per_second_per_gpu"].get<double>());
-  EXPECT_EQ(again["throughput"]["mfu"].get<double>(), closest["mfu"].get<double>());
+  EXPECT_DOUBLE_EQ(again["throughput"]["mfu"].get<double>(), closest["mfu"].get<double>());
 }
 
 TEST(Advice, OnlyWhenAskedForAConfigurationThatFits) {
