@@ -42,7 +42,7 @@ struct GroupUse {
   int p2p_channels_per_peer = 0;  // all-to-all: p2pnChannelsPerPeer
 };
 
-std::map<int, GroupUse> algorithms_per_group(const Schedule& schedule, const CostModel& cost) {
+std::map<int, GroupUse> algorithms_per_group(const Schedule& schedule, const CostModel& cost, CollectiveMemo& memo) {
   std::map<int, GroupUse> uses;
   std::set<std::tuple<int, int, double>> seen;  // (group, kind, bytes): price each call once
   for (const Op& op : schedule.ops) {
@@ -54,7 +54,7 @@ std::map<int, GroupUse> algorithms_per_group(const Schedule& schedule, const Cos
       use.algorithms.insert("P2P");
       use.p2p_channels_per_peer = std::max(use.p2p_channels_per_peer, cost.all_to_all_model(op, schedule).channels_per_peer);
     } else {
-      use.algorithms.insert(cost.collective(op, schedule).algorithm);
+      use.algorithms.insert(memoized_collective(op, schedule, cost, memo).algorithm);
     }
   }
   return uses;
@@ -156,11 +156,13 @@ double cublas_workspace_bytes_per_thread(const std::string& gpu_arch) {
   return cublas + 1024 * KiB;
 }
 
-DeviceOverhead device_overhead(const Scenario& scenario, const Schedule& schedule, const CostModel& cost) {
-  return device_overhead(scenario.nccl, schedule, cost);
+DeviceOverhead device_overhead(const Scenario& scenario, const Schedule& schedule, const CostModel& cost,
+                               CollectiveMemo* memo) {
+  return device_overhead(scenario.nccl, schedule, cost, memo);
 }
 
-DeviceOverhead device_overhead(const NcclBufferSettings& nccl, const Schedule& schedule, const CostModel& cost) {
+DeviceOverhead device_overhead(const NcclBufferSettings& nccl, const Schedule& schedule, const CostModel& cost,
+                               CollectiveMemo* memo) {
   DeviceOverhead o;
   const Calibration& cal = cost.calibration();
   if (cal.device_overhead_bytes) {
@@ -179,7 +181,8 @@ DeviceOverhead device_overhead(const NcclBufferSettings& nccl, const Schedule& s
   if (cal.nccl.library == "rccl") {
     o.not_counted.push_back("RCCL's buffers (its connect.cc and buffer defaults are not modelled)");
   } else {
-    for (const auto& [group, use] : algorithms_per_group(schedule, cost))
+    CollectiveMemo local;
+    for (const auto& [group, use] : algorithms_per_group(schedule, cost, memo ? *memo : local))
       o.parts.push_back(communicator_part(schedule.groups[group], use, cost, nccl, o.not_counted));
   }
   for (const DeviceOverheadPart& p : o.parts) o.total_bytes += p.bytes;

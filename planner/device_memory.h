@@ -18,6 +18,7 @@
 
 #include "models/json_input.h"
 #include "planner/collectives.h"
+#include "planner/op_costs.h"
 
 namespace fsdpsim::planner {
 
@@ -107,9 +108,13 @@ struct DeviceOverhead {
 // states one, else the CUDA context (calibration.cuda_context_bytes) + the cuBLAS workspaces of
 // the forward thread and of autograd's backward thread for the device + NCCL's buffers per
 // communicator (the scenario's `nccl` settings, the channels of the cost model's ring graph).
-DeviceOverhead device_overhead(const Scenario& scenario, const Schedule& schedule, const CostModel& cost);
+// The collectives' NCCL estimates (which algorithm each uses) come through `memo` when given
+// (it must belong to `cost`, as price_ops's; the estimates are the same either way).
+DeviceOverhead device_overhead(const Scenario& scenario, const Schedule& schedule, const CostModel& cost,
+                               CollectiveMemo* memo = nullptr);
 // The same for a schedule without its scenario (`run` / `verify --schedule FILE --cluster FILE`):
 // NCCL's buffers from `nccl` (the scenario's `nccl` object; NCCL's defaults when it has none).
-DeviceOverhead device_overhead(const NcclBufferSettings& nccl, const Schedule& schedule, const CostModel& cost);
+DeviceOverhead device_overhead(const NcclBufferSettings& nccl, const Schedule& schedule, const CostModel& cost,
+                               CollectiveMemo* memo = nullptr);
 
 }  // namespace fsdpsim::planner

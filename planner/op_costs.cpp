@@ -5,6 +5,15 @@
 
 namespace fsdpsim::planner {
 
+const CollectiveEstimate& memoized_collective(const Op& op, const Schedule& schedule, const CostModel& cost,
+                                              CollectiveMemo& memo) {
+  const ProcessGroup& g = schedule.groups.at(op.group);
+  const auto key = std::make_tuple(static_cast<int>(op.kind), op.comm_bytes, g.ranks, g.nodes);
+  auto it = memo.find(key);
+  if (it == memo.end()) it = memo.emplace(key, cost.collective(op, schedule)).first;
+  return it->second;
+}
+
 OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMemo* memo) {
   const std::size_t n = schedule.ops.size();
   OpCosts c;
@@ -21,12 +30,9 @@ OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMem
   std::vector<double> kernel_seconds(schedule.kernel_sets.size(), -1.0);  // each set priced once
   for (const Op& op : schedule.ops) {
     if (is_collective(op.kind) && op.group >= 0 && op.group < static_cast<int>(schedule.groups.size())) {
-      const ProcessGroup& g = schedule.groups[op.group];
-      const auto key = std::make_tuple(static_cast<int>(op.kind), op.comm_bytes, g.ranks, g.nodes);
-      auto it = collectives.find(key);
-      if (it == collectives.end()) it = collectives.emplace(key, cost.collective(op, schedule)).first;
-      c.duration_seconds[op.id] = it->second.seconds;
-      c.latency_seconds[op.id] = it->second.latency_seconds;
+      const CollectiveEstimate& e = memoized_collective(op, schedule, cost, collectives);
+      c.duration_seconds[op.id] = e.seconds;
+      c.latency_seconds[op.id] = e.latency_seconds;
     } else {
       c.duration_seconds[op.id] = cost.duration_seconds(op, schedule, &kernel_seconds);
     }

@@ -43,6 +43,11 @@ struct OpCosts {
 // model (the estimate depends on nothing else); a sweep worker keeps one per cost model.
 using CollectiveMemo = std::map<std::tuple<int, double, int, int>, CollectiveEstimate>;
 
+// The cost model's NCCL estimate of collective `op` (one with a group of the schedule), from
+// `memo` (which must belong to `cost`) or priced and kept there.
+const CollectiveEstimate& memoized_collective(const Op& op, const Schedule& schedule, const CostModel& cost,
+                                              CollectiveMemo& memo);
+
 // Prices every op with the cost model; collective estimates are memoised in `memo` (which must
 // belong to `cost`), or per call when it is null.
 OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMemo* memo = nullptr);

@@ -793,16 +793,15 @@ class StepBuilder {
   }
 
   bool first_of_region(const Event& e) const {
-    auto it = layout_.region_first_module.find(e.region);
-    return it != layout_.region_first_module.end() && it->second == e.module;
+    const std::vector<int>& events = layout_.region_events[e.region];
+    return !events.empty() && layout_.forward[events.front()].module == e.module;
   }
 
   // Full activation checkpointing: the region's forward runs again before its backward and
   // saves its activations anew.
   void recompute_region(int region, double b, double seq) {
-    for (std::size_t i = 0; i < layout_.forward.size(); ++i) {
+    for (const int i : layout_.region_events[region]) {
       const Event& f = layout_.forward[i];
-      if (f.kind != Event::compute || f.region != region) continue;
       const models::ModuleCosts& c = costs_of(*f.module);
       const int op = issue_forward_compute(OpKind::recompute, "recompute ", f, c, b, seq);
       expert_all_to_alls(op, f, c, b * seq, false);

@@ -75,9 +75,11 @@ void make_forward_program(const Scenario& sc, PlanCache::Layout& l) {
   if (t.checkpointing != Checkpointing::none && block_index == 0)
     throw InputError(sc.file, "training.activation_checkpointing",
                      "the model has no transformer blocks to checkpoint");
-  for (const Event& e : l.forward) {
+  l.region_events.assign(l.blocks, {});
+  for (std::size_t i = 0; i < l.forward.size(); ++i) {
+    const Event& e = l.forward[i];
     if (e.kind == Event::pre && e.unit != 0) l.forward_units.push_back(e.unit);
-    if (e.kind == Event::compute && e.region >= 0) l.region_first_module.emplace(e.region, e.module);
+    if (e.kind == Event::compute && e.region >= 0) l.region_events[e.region].push_back(static_cast<int>(i));
   }
   l.forward_units.insert(l.forward_units.begin(), 0);
   for (auto it = l.forward.rbegin(); it != l.forward.rend(); ++it)

@@ -82,12 +82,16 @@ std::vector<Change> single_changes(const planner::Scenario& s, const planner::Ax
 
 struct Swept {
   std::vector<AdviceItem> fitting;
-  std::optional<AdviceItem> closest;
+  // The candidates that do not fit, the closest first (the sweep's ranking: by overage, then
+  // in candidate order), with their combination: memory figures only when swept memory-first.
+  std::vector<std::pair<AdviceItem, std::vector<Change>>> over;
   std::size_t evaluated = 0;
 };
 
+// Sweeps `combos` (each one point) over `base`. Memory-first (make_memory_first_evaluator):
+// the candidates that do not fit are not timed, as the advice shows only the closest of them.
 Swept sweep_changes(const std::shared_ptr<const planner::ScenarioTemplate>& base, const std::vector<std::vector<Change>>& combos,
-                    double headroom_bytes, int threads) {
+                    double headroom_bytes, int threads, bool memory_first) {
   planner::Axis axis;
   axis.key = "change";
   for (const auto& combo : combos) {
@@ -107,6 +111,7 @@ Swept sweep_changes(const std::shared_ptr<const planner::ScenarioTemplate>& base
   options.headroom_bytes = headroom_bytes;
   options.objective = Objective::throughput;
   options.keep_top = axis.values.size();
+  if (memory_first) options.evaluator = [headroom_bytes] { return make_memory_first_evaluator(headroom_bytes); };
   SweepResult r = run_sweep(base, space, options);
   out.evaluated = r.evaluated;
   for (std::size_t index : r.ranking) {
@@ -120,9 +125,31 @@ Swept sweep_changes(const std::shared_ptr<const planner::ScenarioTemplate>& base
     item.metrics = p.metrics;
     item.spare_bytes = -p.overage_bytes;
     if (p.fits) out.fitting.push_back(item);
-    else if (!out.closest || p.overage_bytes < -out.closest->spare_bytes) out.closest = item;
+    else out.over.emplace_back(item, combo);
   }
   return out;
+}
+
+// The closest of the candidates that do not fit: the single change closest to fitting, unless a
+// pair is strictly closer. Null when there is none.
+std::vector<std::pair<AdviceItem, std::vector<Change>>>* closest_list(Swept& one, Swept& two) {
+  if (two.over.empty()) return one.over.empty() ? nullptr : &one.over;
+  if (one.over.empty() || two.over.front().first.spare_bytes > one.over.front().first.spare_bytes) return &two.over;
+  return &one.over;
+}
+
+// The closest candidate, timed (it was swept memory-first). One whose timing fails leaves the
+// candidates, as a sweep that timed every candidate would have skipped it; the next closest
+// takes its place.
+std::optional<AdviceItem> timed_closest(const std::shared_ptr<const planner::ScenarioTemplate>& base, Swept& one, Swept& two,
+                                        std::size_t& candidates, double headroom_bytes, int threads) {
+  while (auto* list = closest_list(one, two)) {
+    Swept timed = sweep_changes(base, {list->front().second}, headroom_bytes, threads, false);
+    if (timed.evaluated == 1) return timed.over.empty() ? timed.fitting.front() : timed.over.front().first;
+    list->erase(list->begin());
+    --candidates;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -133,10 +160,9 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
   const std::vector<Change> singles = single_changes(base->base(), base->context());
   std::vector<std::vector<Change>> combos;
   for (const Change& c : singles) combos.push_back({c});
-  Swept one = sweep_changes(base, combos, headroom_bytes, threads);
+  Swept one = sweep_changes(base, combos, headroom_bytes, threads, true), two;
   advice.candidates = one.evaluated;
   advice.fitting = one.fitting;
-  advice.closest = one.closest;
   if (advice.fitting.size() < std::min<std::size_t>(3, limit)) {
     // Pairs of changes of different kinds, leaving out those holding a change that fits alone
     // (that change is advice already; the pair only adds a cost).
@@ -147,12 +173,13 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
       for (std::size_t j = i + 1; j < singles.size(); ++j)
         if (singles[i].kind != singles[j].kind && !fits_alone.count(singles[i].label) && !fits_alone.count(singles[j].label))
           pairs.push_back({singles[i], singles[j]});
-    Swept two = sweep_changes(base, pairs, headroom_bytes, threads);
+    two = sweep_changes(base, pairs, headroom_bytes, threads, true);
     advice.pairs_swept = true;
     advice.candidates += two.evaluated;
     advice.fitting.insert(advice.fitting.end(), two.fitting.begin(), two.fitting.end());
-    if (two.closest && (!advice.closest || two.closest->spare_bytes > advice.closest->spare_bytes)) advice.closest = two.closest;
   }
+  // Only when nothing fits is the closest shown: then, and only for it, the timing.
+  if (advice.fitting.empty()) advice.closest = timed_closest(base, one, two, advice.candidates, headroom_bytes, threads);
   // Cheapest first: the most tokens/s per GPU (the fewest GPU-hours per token); then fewer changes.
   std::stable_sort(advice.fitting.begin(), advice.fitting.end(), [](const AdviceItem& a, const AdviceItem& b) {
     if (a.metrics.tokens_per_second_per_gpu != b.metrics.tokens_per_second_per_gpu)
@@ -160,7 +187,6 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
     return a.changes < b.changes;
   });
   if (advice.fitting.size() > limit) advice.fitting.resize(limit);
-  if (!advice.fitting.empty()) advice.closest.reset();
   return advice;
 }
 

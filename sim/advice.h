@@ -7,7 +7,9 @@
 // nodes (2x to 32x, keeping the global batch where it divides, else saying it grows). They go as one axis
 // (each value a change) to sim::run_sweep; when fewer than three single changes fit, pairs of
 // changes of different kinds are swept too. "Cheapest" is the most tokens/s per GPU (GPU-hours
-// per token), single changes before pairs.
+// per token), single changes before pairs. The candidates are swept memory-first
+// (make_memory_first_evaluator): one that does not fit is not timed; when none fits, the closest
+// alone is timed afterwards.
 #pragma once
 
 #include <memory>

@@ -47,10 +47,11 @@ Estimate estimate_step(const planner::Scenario& scenario) {
   e.attention_kernel = planner::to_string(cost.attention_kernel());
   count_gemm_sources(e, cost);
   e.gpu_memory_bytes = scenario.cluster.gpu.memory_bytes;
-  e.overhead = planner::device_overhead(scenario, e.plan.schedule, cost);
+  planner::CollectiveMemo collectives;  // the overhead's NCCL estimates are the timing's
+  e.overhead = planner::device_overhead(scenario, e.plan.schedule, cost, &collectives);
   e.device_overhead_bytes = e.overhead.total_bytes;
   e.memory = planner::replay_memory(e.plan.schedule, e.gpu_memory_bytes - e.device_overhead_bytes);
-  e.costs = planner::price_ops(e.plan.schedule, cost);
+  e.costs = planner::price_ops(e.plan.schedule, cost, &collectives);
   e.timing = simulate(e.plan.schedule, e.costs);
   e.timed_memory = timed_memory(e.plan.schedule, e.timing);
   add_job_phases(e, scenario);

@@ -49,10 +49,21 @@ PointMetrics collect(const planner::Plan& plan, const planner::MemoryReport& mem
   return m;
 }
 
+// Device peak + headroom - GPU memory: > 0 when the point does not fit (judge_fit).
+double overage_of(const PointMetrics& m, double headroom_bytes) {
+  return m.device_peak_bytes + headroom_bytes - m.gpu_memory_bytes;
+}
+
 class AnalyticEvaluator : public Evaluator {
  public:
+  // `untimed_past_headroom`: a point that does not fit with that headroom is not timed (see
+  // make_memory_first_evaluator); none: every point is timed.
+  explicit AnalyticEvaluator(std::optional<double> untimed_past_headroom = std::nullopt)
+      : untimed_past_headroom_(untimed_past_headroom) {}
+
   PointMetrics evaluate(const planner::Scenario& scenario, const std::string& cost_key) override {
-    if (cost_key.empty()) return evaluate_with(scenario, planner::plan_step(scenario), planner::CostModel(scenario), nullptr);
+    if (cost_key.empty())
+      return evaluate_with(scenario, planner::plan_step(scenario), planner::CostModel(scenario), nullptr, untimed_past_headroom_);
     auto it = costs_.find(cost_key);
     if (it == costs_.end()) {
       if (costs_.size() >= 64) costs_.clear();  // bounded: sweeps over clusters make many
@@ -60,7 +71,8 @@ class AnalyticEvaluator : public Evaluator {
     }
     PerCostKey& k = *it->second;
     // A point keeps only figures: plan without the ops' readable names.
-    return evaluate_with(scenario, planner::plan_step(scenario, k.plans, planner::Naming::none), k.cost, &k.collectives);
+    return evaluate_with(scenario, planner::plan_step(scenario, k.plans, planner::Naming::none), k.cost, &k.collectives,
+                         untimed_past_headroom_);
   }
   std::string name() const override { return "analytic"; }
 
@@ -75,15 +87,21 @@ class AnalyticEvaluator : public Evaluator {
   };
 
   static PointMetrics evaluate_with(const planner::Scenario& scenario, const planner::Plan& plan,
-                                    const planner::CostModel& cost, planner::CollectiveMemo* memo) {
+                                    const planner::CostModel& cost, planner::CollectiveMemo* memo,
+                                    std::optional<double> untimed_past_headroom) {
     const double gpu = scenario.cluster.gpu.memory_bytes;
-    const double overhead = planner::device_overhead(scenario, plan.schedule, cost).total_bytes;
+    const double overhead = planner::device_overhead(scenario, plan.schedule, cost, memo).total_bytes;
     // As estimate_step: the allocator model's capacity is the GPU minus the device overhead.
     const planner::MemoryReport memory = planner::replay_memory(plan.schedule, gpu - overhead);
+    if (untimed_past_headroom) {
+      PointMetrics untimed = collect(plan, memory, StepTiming{}, overhead, gpu);
+      if (overage_of(untimed, *untimed_past_headroom) > 0) return untimed;  // judge_fit's verdict: it does not fit
+    }
     const StepTiming timing = time_step(plan.schedule, cost, memo);
     return collect(plan, memory, timing, overhead, gpu);
   }
 
+  std::optional<double> untimed_past_headroom_;
   std::map<std::string, std::unique_ptr<PerCostKey>> costs_;
 };
 
@@ -182,6 +200,10 @@ Recommendation recommend(const SweepResult& r, const std::vector<std::size_t>& c
 }  // namespace
 
 std::unique_ptr<Evaluator> make_analytic_evaluator() { return std::make_unique<AnalyticEvaluator>(); }
+
+std::unique_ptr<Evaluator> make_memory_first_evaluator(double headroom_bytes) {
+  return std::make_unique<AnalyticEvaluator>(headroom_bytes);
+}
 
 PointMetrics metrics_of(const planner::Scenario& scenario) {
   const Estimate e = estimate_step(scenario);
@@ -428,7 +450,7 @@ PointResult unevaluated_point(const planner::SweepSpace& space, std::size_t i) {
 
 // Whether an evaluated point fits, and by how much it misses (run_sweep and merge_sweep alike).
 void judge_fit(PointResult& p, double headroom_bytes) {
-  p.overage_bytes = p.metrics.device_peak_bytes + headroom_bytes - p.metrics.gpu_memory_bytes;
+  p.overage_bytes = overage_of(p.metrics, headroom_bytes);
   p.fits = p.overage_bytes <= 0;
 }
 

@@ -63,6 +63,12 @@ using EvaluatorFactory = std::function<std::unique_ptr<Evaluator>()>;
 // (without the timed memory timeline), with the cost model, its NCCL estimates and the
 // planner's layouts (planner::PlanCache) cached per cost_key.
 std::unique_ptr<Evaluator> make_analytic_evaluator();
+// The same, but a point that does not fit with `headroom_bytes` to spare (as the sweep judges
+// the fit) is not timed: its memory figures and units only, every timing figure 0. For searches
+// that look only at the points that fit and at the overage of the rest (sim/advice.h), where
+// timing is most of a point that does not fit. Its errors are the memory's alone: a point whose
+// timing would fail is evaluated when it does not fit.
+std::unique_ptr<Evaluator> make_memory_first_evaluator(double headroom_bytes);
 // The metrics of a full estimate (for comparison with estimate_step).
 PointMetrics metrics_of(const planner::Scenario& scenario);
 

@@ -34,8 +34,11 @@ struct PlanCache::Layout {
   std::vector<Unit> units;
   std::vector<Event> forward;
   std::vector<int> forward_units, backward_units;  // units in pre-forward and in pre-backward order
-  std::unordered_map<int, const models::Module*> region_first_module;  // checkpoint region -> its first costed module
   int blocks = 0;  // transformer blocks (checkpoint regions are block indices)
+  // Checkpoint region -> its compute events (indices into `forward`), in forward order: what a
+  // full recompute runs again, looked up rather than searched for (a search per region made the
+  // backward quadratic in depth).
+  std::vector<std::vector<int>> region_events;
   // Canonical parameters by dense index (index_parameters).
   std::vector<const models::Parameter*> params;  // parameter -> the model's
   std::vector<int> param_owner;                  // parameter -> unit

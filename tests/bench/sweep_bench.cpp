@@ -11,6 +11,7 @@
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/sweep_space.h"
+#include "sim/advice.h"
 #include "sim/analytic.h"
 #include "sim/sweep.h"
 #include "sim/wrap_search.h"
@@ -82,6 +83,20 @@ BENCHMARK(BM_Sweep_Llama8B_64Gpus_AllCores)->Unit(benchmark::kMillisecond)->UseR
 
 void BM_Sweep_Llama405B_1024Gpus_OneCore(benchmark::State& state) { run(state, 1, llama405b_on_1024()); }
 BENCHMARK(BM_Sweep_Llama405B_1024Gpus_OneCore)->Unit(benchmark::kMillisecond);  // CPU time: one core
+
+// `estimate`'s advice (sim/advice.h) for the 405B configuration above, which does not fit: its
+// candidate changes (46: singles, then pairs) swept on one thread, CPU time. Memory-first: the
+// candidates that do not fit are not timed.
+void BM_Advice_Llama405B_1024Gpus_OneCore(benchmark::State& state) {
+  const auto base = llama405b_on_1024();
+  for (auto _ : state) {
+    const sim::Advice a = sim::advise(base, 0, 5, 1);
+    benchmark::DoNotOptimize(a.candidates);
+    state.counters["candidates"] = static_cast<double>(a.candidates);
+    state.counters["fitting"] = static_cast<double>(a.fitting.size());
+  }
+}
+BENCHMARK(BM_Advice_Llama405B_1024Gpus_OneCore)->Unit(benchmark::kMillisecond);  // CPU time: one core
 
 // ---- one configuration, stage by stage ----------------------------------------------------------
 

@@ -72,6 +72,26 @@ TEST(Advice, SmallerMicroBatchKeepsTheGlobalBatchAndHeadroomIsKept) {
   EXPECT_TRUE(micro_batch_advised);
 }
 
+TEST(Advice, WhenNothingFitsTheClosestIsTimedAsItsOwnEstimate) {
+  // No GPU leaves 1000 GiB spare: every candidate is over, and the candidates are swept
+  // memory-first (sim/advice.h); the closest alone is timed, as its own estimate times it.
+  const std::string base = "--scenario " + kScenario + " --headroom-gib 1000";
+  const nlohmann::json e = run_cli_json("estimate " + base);
+  ASSERT_TRUE(e.contains("advice"));
+  EXPECT_TRUE(e["advice"]["fitting"].empty());
+  const nlohmann::json& closest = e["advice"]["closest"];
+  ASSERT_TRUE(closest.is_object());
+  const nlohmann::json again = run_cli_json("estimate " + base + sets_of(closest));
+  ASSERT_TRUE(again.contains("throughput"));
+  EXPECT_DOUBLE_EQ(again["memory"]["peak_reserved_bytes"].get<double>() + again["memory"]["device_overhead_bytes"].get<double>(),
+            closest["device_peak_bytes"].get<double>());
+  EXPECT_GT(closest["step_seconds"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(again["time"]["step_seconds"].get<double>(), closest["step_seconds"].get<double>());
+  EXPECT_DOUBLE_EQ(again["throughput"]["tokens_per_second_per_gpu"].get<double>(),
+            closest["tokens_per_second_per_gpu"].get<double>());
+  EXPECT_DOUBLE_EQ(again["throughput"]["mfu"].get<double>(), closest["mfu"].get<double>());
+}
+
 TEST(Advice, OnlyWhenAskedForAConfigurationThatFits) {
   EXPECT_FALSE(run_cli_json("estimate --scenario " + kScenario).contains("advice"));
   const nlohmann::json asked = run_cli_json("estimate --advise --scenario " + kScenario);

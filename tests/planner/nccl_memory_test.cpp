@@ -9,6 +9,7 @@
 #include "models/json_input.h"
 #include "planner/cost_model.h"
 #include "planner/device_memory.h"
+#include "planner/op_costs.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
 #include "input_error_of.h"
@@ -156,6 +157,29 @@ TEST(NcclMemory, HsdpAddsTheReplicateCommunicator) {
   EXPECT_EQ(replicate->bytes, channels * 12 * kMiB);
   EXPECT_EQ(o.total_bytes, 1024 * kMiB + 66 * kMiB + 301989888 + channels * 12 * kMiB);
   EXPECT_FALSE(o.not_counted.empty());  // the node-crossing connections are named
+}
+
+TEST(NcclMemory, ACollectiveMemoGivesTheSameOverheadAndTiming) {
+  // The overhead's NCCL estimates through a memo (a sweep worker's, estimate_step's), which
+  // price_ops then reads: the same parts as without it, and the same op costs.
+  const Scenario s = parse_scenario(scenario_json(2), "s.json", {"fsdp.strategy=HYBRID_SHARD"});
+  const Plan plan = plan_step(s);
+  const CostModel cost(s);
+  CollectiveMemo memo;
+  const DeviceOverhead with = device_overhead(s, plan.schedule, cost, &memo);
+  const DeviceOverhead without = device_overhead(s, plan.schedule, cost);
+  EXPECT_FALSE(memo.empty());
+  EXPECT_EQ(with.total_bytes, without.total_bytes);
+  ASSERT_EQ(with.parts.size(), without.parts.size());
+  for (std::size_t k = 0; k < with.parts.size(); ++k) {
+    EXPECT_EQ(with.parts[k].name, without.parts[k].name);
+    EXPECT_EQ(with.parts[k].bytes, without.parts[k].bytes);
+    EXPECT_EQ(with.parts[k].detail, without.parts[k].detail);
+  }
+  EXPECT_EQ(with.not_counted, without.not_counted);
+  const OpCosts from_memo = price_ops(plan.schedule, cost, &memo), alone = price_ops(plan.schedule, cost);
+  EXPECT_EQ(from_memo.duration_seconds, alone.duration_seconds);
+  EXPECT_EQ(from_memo.latency_seconds, alone.latency_seconds);
 }
 
 TEST(NcclMemory, AMeasuredTotalReplacesTheModel) {

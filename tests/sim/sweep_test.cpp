@@ -3,6 +3,7 @@
 // recommendation, "nothing fits", and results that do not depend on the number of threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -258,6 +259,55 @@ TEST(SweepPoints, OptimizerKernelIsInTheCostKey) {
 
 // Base overrides that replace the model, cluster or calibration reach every point (the points
 // used to keep the scenario file's cluster and calibration).
+TEST(SweepPoints, MemoryFirstTimesOnlyThePointsThatFit) {
+  // make_memory_first_evaluator (what the advice sweeps with): the same memory figures for every
+  // point, the same timing for the points that fit, no timing for those that do not.
+  auto t = gpt2_template();
+  const planner::SweepSpace space = space_of(*t, {"fsdp.strategy=FULL_SHARD,NO_SHARD", "training.micro_batch=1,4",
+                                                  "training.activation_checkpointing=none,full"});
+  planner::ScenarioInstancer instancer(t);
+  auto full = make_analytic_evaluator();
+  std::vector<PointMetrics> timed;
+  std::vector<double> peaks;
+  for (std::size_t i = 0; i < space.size(); ++i) {
+    const std::vector<std::string> o = space.overrides(space.choice(i));
+    timed.push_back(full->evaluate(instancer.make(o), cost_key_of(o)));
+    peaks.push_back(timed.back().device_peak_bytes);
+  }
+  // A headroom that leaves the GPU room for the smaller half of the points.
+  std::sort(peaks.begin(), peaks.end());
+  const double gpu = timed.front().gpu_memory_bytes;
+  const double headroom = gpu - (peaks[peaks.size() / 2 - 1] + peaks[peaks.size() / 2]) / 2;
+  auto memory_first = make_memory_first_evaluator(headroom);
+  int fitting = 0, over = 0;
+  for (std::size_t i = 0; i < space.size(); ++i) {
+    SCOPED_TRACE(i);
+    const std::vector<std::string> o = space.overrides(space.choice(i));
+    const PointMetrics m = memory_first->evaluate(instancer.make(o), cost_key_of(o));
+    const PointMetrics& x = timed[i];
+    EXPECT_EQ(m.peak_allocated_bytes, x.peak_allocated_bytes);
+    EXPECT_EQ(m.peak_reserved_bytes, x.peak_reserved_bytes);
+    EXPECT_EQ(m.model_state_bytes, x.model_state_bytes);
+    EXPECT_EQ(m.device_overhead_bytes, x.device_overhead_bytes);
+    EXPECT_EQ(m.device_peak_bytes, x.device_peak_bytes);
+    EXPECT_EQ(m.units, x.units);
+    if (x.device_peak_bytes + headroom <= gpu) {
+      ++fitting;
+      EXPECT_EQ(m.step_seconds, x.step_seconds);
+      EXPECT_EQ(m.tokens_per_second_per_gpu, x.tokens_per_second_per_gpu);
+      EXPECT_EQ(m.mfu, x.mfu);
+      EXPECT_EQ(m.exposed_comm_by_unit, x.exposed_comm_by_unit);
+    } else {
+      ++over;
+      EXPECT_EQ(m.step_seconds, 0);
+      EXPECT_EQ(m.tokens_per_second_per_gpu, 0);
+      EXPECT_TRUE(m.exposed_comm_by_unit.empty());
+    }
+  }
+  EXPECT_GT(fitting, 0);
+  EXPECT_GT(over, 0);
+}
+
 TEST(SweepPoints, BaseOverridesThatReplaceReferences) {
   const std::vector<std::string> base = {"model=models/gpt2-medium.json", "cluster=scenarios/clusters/dgx-a100.json",
                                          "cluster.nodes=2", "calibration.pcie_gbps=7"};
