@@ -1,6 +1,7 @@
 // The SimGrid half of the SimGrid engine: the simulated step (sim/simgrid_engine.h says what it
 // runs; sim/internal/simgrid_setup.h why this file is apart). The only file that includes SimGrid.
 #include <fnmatch.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <array>
@@ -629,8 +630,26 @@ std::vector<sg4::Host*> xml_hosts(const sg4::Engine& e, int world, int gpn, cons
 }
 
 
-// The SimGrid engine with fsdpsim's network model settings.
-std::unique_ptr<sg4::Engine> start_engine() {
+// The kernel's limit on a process's memory mappings (vm.max_map_count; Linux's default 65,536).
+long max_memory_mappings() {
+  long limit = 65536;
+  if (FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+    if (std::fscanf(f, "%ld", &limit) != 1) limit = 65536;
+    std::fclose(f);
+  }
+  return limit;
+}
+
+// The SimGrid engine with fsdpsim's network model settings. `actors`: how many actors the run
+// will create. SimGrid guards each actor's stack with a protected page, which splits the
+// stack's mapping in two: past about vm.max_map_count / 2 actors (8,192 ranks run as actors:
+// 40,960) creating an actor fails ("Failed to protect stack"). Such runs go without guard pages
+// (each stack one mapping); the others keep them. A guardless stack is calloc'ed
+// (xbt_malloc0, src/kernel/context/ContextSwapped.cpp, v3.32): glibc would serve it from the
+// heap once its sliding mmap threshold has risen past the stack size and zero it page by page
+// (10 GiB resident for 40,960 stacks of 256 KiB); a fixed threshold at the stack size keeps each
+// stack a fresh mapping whose pages stay untouched until used.
+std::unique_ptr<sg4::Engine> start_engine(long actors) {
   xbt_log_control_set("root.thresh:critical");
   int argc = 1;
   static char name[] = "fsdpsim";
@@ -639,7 +658,12 @@ std::unique_ptr<sg4::Engine> start_engine() {
   sg4::Engine::set_config("network/model:CM02");
   sg4::Engine::set_config("network/crosstraffic:0");
   sg4::Engine::set_config("network/TCP-gamma:1e30");  // no TCP window bound
-  sg4::Engine::set_config("contexts/stack-size:256");
+  constexpr int kStackKib = 256;
+  sg4::Engine::set_config("contexts/stack-size:" + std::to_string(kStackKib));
+  if (2 * actors + 8192 > max_memory_mappings()) {
+    sg4::Engine::set_config("contexts/guard-size:0");
+    mallopt(M_MMAP_THRESHOLD, kStackKib * 1024);
+  }
   return engine;
 }
 
@@ -934,7 +958,16 @@ void run_step(const Schedule& s, const planner::OpCosts& costs, const ClusterPla
   detail::check_actor_ranks(result.symmetric, window_ranks);
   result.flow_mode = detail::choose_flow_mode(s.world_size, options);
 
-  std::unique_ptr<sg4::Engine> engine = start_engine();
+  // Actors: a CPU and one per stream with ops for each rank run (start_actors).
+  int streams = 0;
+  {
+    std::array<bool, planner::kStreamCount> used{};
+    for (const Op& op : s.ops)
+      if (op.stream != Stream::host) used[static_cast<int>(op.stream)] = true;
+    for (bool u : used) streams += u ? 1 : 0;
+  }
+  const long actor_ranks = shape.symmetric ? 1 : window_ranks;
+  std::unique_ptr<sg4::Engine> engine = start_engine(actor_ranks * (1 + streams));
   StepSimulation sim(s, costs);
   sim.symmetric = result.symmetric;
   sim.per_step = result.flow_mode == FlowMode::per_step;
