@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -838,13 +839,32 @@ void prepare_ranks(const Schedule& s, const Platform& platform, bool xml, const 
   }
 }
 
+// The fewest flows one collective's round must send for matched flows: 2,048 (at 1,024 ranks
+// with `--symmetry off` matched flows took 9% less CPU than host-to-host ones, at a window of
+// 256 ranks, 512 flows a round, 30-60% more; docs/simgrid.md, "Scale").
+// FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN overrides it (the tests set 0: matched wherever possible).
+int matched_flows_min() {
+  const char* v = std::getenv("FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN");
+  return v != nullptr && *v != '\0' ? std::max(0, std::atoi(v)) : 2048;
+}
+
 // Matched flows (StepSimulation::matched) when every flow's two ends run as actors: ranks differ
 // (every window rank simulated), one aggregated round per collective, and the receiver of every
-// edge (the window image of its destination) a simulated member of the same instance. Each
-// edge gets its own mailbox: collectives of one group never overlap (every member leaves an
-// instance when its last flow is done), so a mailbox holds one message at a time.
-void prepare_matched_flows(const Platform& platform, bool host_to_host, StepSimulation& sim) {
-  if (host_to_host || sim.symmetric || sim.per_step) return;
+// edge (the window image of its destination) a simulated member of the same instance; and when
+// a collective's round sends at least `min_flows` flows (its group's edges over the window's
+// instances): a matched flow costs two comms, four simcalls and its members' wake-ups, which
+// the scan it saves repays only with thousands of flows in flight. Each edge gets its own
+// mailbox: collectives of one group never overlap (every member leaves an instance when its
+// last flow is done), so a mailbox holds one message at a time.
+void prepare_matched_flows(const Platform& platform, int min_flows, StepSimulation& sim) {
+  if (min_flows < 0 || sim.symmetric || sim.per_step) return;
+  std::size_t most = 0;
+  for (const GroupFlows& g : sim.groups) {
+    std::size_t round = 0;
+    for (const auto& edges : g.edges) round += edges.size();
+    most = std::max(most, round);
+  }
+  if (most < static_cast<std::size_t>(min_flows)) return;
   for (const GroupFlows& g : sim.groups)
     for (std::size_t inst = 0; inst < g.edges.size(); ++inst)
       for (const RingEdge& e : g.edges[inst]) {
@@ -986,7 +1006,7 @@ void run_step(const Schedule& s, const planner::OpCosts& costs, const ClusterPla
   prepare_group_flows(s, platform, ideal, shape.xml, hosts, sg_links, sim);
   prepare_collectives(s, costs, sim);
   prepare_ranks(s, platform, shape.xml, hosts, speed, sim);
-  prepare_matched_flows(platform, options.host_to_host_flows, sim);
+  prepare_matched_flows(platform, options.host_to_host_flows ? -1 : matched_flows_min(), sim);
   result.simulated_ranks = static_cast<int>(sim.ranks.size());
   result.matched_flows = sim.matched;
   sim.start_actors();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -32,6 +33,15 @@ SimgridScenario load(const nlohmann::json& json, const std::vector<std::string>&
 SimgridResult run(const SimgridScenario& s) { return simulate_scenario(s.scenario, s.options); }
 
 double rel(double a, double b) { return std::abs(a / b - 1); }
+
+// Sets FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN (the fewest flows a collective's round sends for
+// matched flows; "" the default) for its lifetime; the forked simulating process inherits it.
+struct MatchedFlowsMin {
+  explicit MatchedFlowsMin(const char* value) { setenv("FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN", value, 1); }
+  ~MatchedFlowsMin() { unsetenv("FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN"); }
+  MatchedFlowsMin(const MatchedFlowsMin&) = delete;
+  MatchedFlowsMin& operator=(const MatchedFlowsMin&) = delete;
+};
 
 // ---- agreement with the analytic engine where the topology adds nothing ------------------
 
@@ -340,6 +350,7 @@ TEST(SimgridEngine, SymmetryChangesNothingWhereRanksAreAlike) {
                                       "fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=16"};
   std::vector<std::string> off = o;
   off.push_back("simulation.symmetry=off");
+  const MatchedFlowsMin every_round("0");  // 32 ranks send fewer flows than the default threshold
   const SimgridResult sym = run(load(base, o));
   const SimgridResult all = run(load(base, off));
   EXPECT_TRUE(sym.symmetric);
@@ -382,6 +393,7 @@ TEST(SimgridEngine, MatchedFlowsGiveTheStepOfHostToHostFlows) {
   for (const Case& c : cases) {
     std::vector<std::string> o = c.overrides;
     o.push_back("simulation.flow_mode=aggregated");
+    const MatchedFlowsMin every_round("0");
     const SimgridResult matched = run(load(c.json, o));
     SimgridScenario h = load(c.json, o);
     h.options.host_to_host_flows = true;
@@ -403,6 +415,27 @@ TEST(SimgridEngine, MatchedFlowsGiveTheStepOfHostToHostFlows) {
     ASSERT_FALSE(matched.links.empty()) << c.name;
     EXPECT_EQ(matched.links.front().name, host.links.front().name) << c.name;
     EXPECT_LT(rel(matched.links.front().bytes, host.links.front().bytes), 1e-9) << c.name;
+  }
+}
+
+// Matched flows are chosen only where one collective's round sends many flows (2,048 by
+// default): a 16-rank world's rings stay host-to-host, and the same world takes matched flows
+// when the threshold is its round's flow count, not one more.
+TEST(SimgridEngine, MatchedFlowsOnlyWhereACollectiveSendsManyFlows) {
+  const nlohmann::json base = scenario("scenarios/clusters/dgx-h100.json");
+  const std::vector<std::string> o = {"cluster.nodes=2", "simulation.flow_mode=aggregated", "simulation.symmetry=off"};
+  {
+    const MatchedFlowsMin unset("");
+    EXPECT_FALSE(run(load(base, o)).matched_flows);
+  }
+  // 2 nodes x 8 GPUs, FULL_SHARD over 16 ranks: 8 NVLink edges per node and 8 rails' exits, 32 flows.
+  {
+    const MatchedFlowsMin at("32");
+    EXPECT_TRUE(run(load(base, o)).matched_flows);
+  }
+  {
+    const MatchedFlowsMin above("33");
+    EXPECT_FALSE(run(load(base, o)).matched_flows);
   }
 }
 
