@@ -839,9 +839,10 @@ void prepare_ranks(const Schedule& s, const Platform& platform, bool xml, const 
   }
 }
 
-// The fewest flows one collective's round must send for matched flows: 2,048 (at 1,024 ranks
-// with `--symmetry off` matched flows took 9% less CPU than host-to-host ones, at a window of
-// 256 ranks, 512 flows a round, 30-60% more; docs/simgrid.md, "Scale").
+// The fewest flows one collective's round must send for matched flows: 2,048. Measured CPU
+// against host-to-host flows: at a window of 256 ranks (512 flows a round) 30-60% more, at
+// 1,024 ranks with `--symmetry off` (2,048 a round) even (-9% and +7% in two pairs); the scan
+// they avoid grows with the flows in flight, their own cost does not (docs/simgrid.md, "Scale").
 // FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN overrides it (the tests set 0: matched wherever possible).
 int matched_flows_min() {
   const char* v = std::getenv("FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN");
