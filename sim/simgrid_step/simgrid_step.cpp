@@ -854,9 +854,11 @@ int matched_flows_min() {
 // edge (the window image of its destination) a simulated member of the same instance; and when
 // a collective's round sends at least `min_flows` flows (its group's edges over the window's
 // instances): a matched flow costs two comms, four simcalls and its members' wake-ups, which
-// the scan it saves repays only with thousands of flows in flight. Each edge gets its own
-// mailbox: collectives of one group never overlap (every member leaves an instance when its
-// last flow is done), so a mailbox holds one message at a time.
+// the scan it saves repays only with thousands of flows in flight. Each edge of a flow group
+// gets one mailbox for all of the group's collectives: they never overlap (the schedule runs a
+// group's collectives one after the other on every rank, planner::previous_on_communicator, and
+// every member leaves one only when its instance's last flow is done), so a mailbox holds one
+// message at a time and a get cannot match another collective's put.
 void prepare_matched_flows(const Platform& platform, int min_flows, StepSimulation& sim) {
   if (min_flows < 0 || sim.symmetric || sim.per_step) return;
   std::size_t most = 0;
