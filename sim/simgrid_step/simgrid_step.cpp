@@ -841,7 +841,8 @@ void prepare_ranks(const Schedule& s, const Platform& platform, bool xml, const 
 
 // The fewest flows one collective's round must send for matched flows: 2,048. Measured CPU
 // against host-to-host flows: at a window of 256 ranks (512 flows a round) 30-60% more, at
-// 1,024 ranks with `--symmetry off` (2,048 a round) even (-9% and +7% in two pairs); the scan
+// 1,024 ranks with `--symmetry off` (2,048 a round) 17-21% less (load 3.5; within the noise at
+// load 8-15), at 8,192 ranks the whole step in 281 s against unfinished after 341 s; the scan
 // they avoid grows with the flows in flight, their own cost does not (docs/simgrid.md, "Scale").
 // FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN overrides it (the tests set 0: matched wherever possible).
 int matched_flows_min() {
