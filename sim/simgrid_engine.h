@@ -97,6 +97,10 @@ struct SimgridResult {
   int world = 0;
   int window_nodes = 0;          // nodes whose links and flows are simulated
   int simulated_ranks = 0;       // ranks run as actors
+  // Each flow sent by its own source rank and received by its destination's (every flow's two
+  // ends run as actors), not by the last member of its collective to arrive: the same flows,
+  // at the same times (docs/simgrid.md, "Scale").
+  bool matched_flows = false;
   std::vector<std::string> notes;  // caveats of this run (folding, per-step, ...)
   // Timing.
   double step_seconds = 0;       // the job's step: the slowest simulated rank
@@ -138,6 +142,10 @@ struct SimgridCost {
   int window_nodes = 0;
   int window_ranks = 0;          // SimGrid hosts
   int simulated_ranks = 0;       // ranks run as actors
+  // Each flow sent by its own source rank and received by its destination's (every flow's two
+  // ends run as actors), not by the last member of its collective to arrive: the same flows,
+  // at the same times (docs/simgrid.md, "Scale").
+  bool matched_flows = false;
   FlowMode flow_mode = FlowMode::aggregated;
   double links = 0;              // SimGrid links
   double flows = 0;              // messages the step's collectives send

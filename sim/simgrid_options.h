@@ -81,6 +81,10 @@ struct SimgridOptions {
   // Run in this process instead of a forked child. SimGrid keeps one engine per process:
   // a second run in the same process fails; only for tools that run one simulation and exit.
   bool in_process = false;
+  // Validation only (not read from JSON): send every flow as a host-to-host comm from the last
+  // member of its collective to arrive, as the engine did before matched flows (the tests
+  // compare the two; sim/simgrid_step/simgrid_step.cpp, StepSimulation::matched).
+  bool host_to_host_flows = false;
 };
 
 // Reads a "simulation" object (null: defaults). Errors name `file` and the JSON path.

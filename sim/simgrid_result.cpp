@@ -125,6 +125,7 @@ nlohmann::json simgrid_result_to_json(const SimgridResult& r) {
           {"world", r.world},
           {"window_nodes", r.window_nodes},
           {"simulated_ranks", r.simulated_ranks},
+          {"matched_flows", r.matched_flows},
           {"notes", r.notes},
           {"step_seconds", r.step_seconds},
           {"report_rank", r.report_rank},
@@ -152,6 +153,7 @@ SimgridResult simgrid_result_from_json(const nlohmann::json& j) {
   r.world = j.at("world");
   r.window_nodes = j.at("window_nodes");
   r.simulated_ranks = j.at("simulated_ranks");
+  r.matched_flows = j.at("matched_flows");
   r.notes = j.at("notes").get<std::vector<std::string>>();
   r.step_seconds = j.at("step_seconds");
   r.report_rank = j.at("report_rank");

@@ -1,11 +1,14 @@
 // The SimGrid half of the SimGrid engine: the simulated step (sim/simgrid_engine.h says what it
 // runs; sim/internal/simgrid_setup.h why this file is apart). The only file that includes SimGrid.
 #include <fnmatch.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -99,6 +102,10 @@ struct GroupFlows {
   std::vector<std::vector<std::vector<int>>> routes;                // per instance, per edge: link ids
   std::vector<std::vector<std::pair<sg4::Host*, sg4::Host*>>> ends;  // per instance, per edge
   std::vector<int> active;                                          // simulated members per instance
+  // Matched flows (StepSimulation::matched): per instance, the edges each window rank sends and
+  // receives, and one mailbox per edge (its sender puts, its receiver gets).
+  std::vector<std::unordered_map<int, std::vector<int>>> sends, receives;  // per instance: rank -> edges
+  std::vector<std::vector<sg4::Mailbox*>> mailboxes;                       // per instance, per edge
   double bandwidth = 0;      // per-rank wire bytes/s alone on the ideal fabric
   double route_latency = 0;  // the platform latency the flows see
   std::string bottleneck;    // the link kind that bounds it alone
@@ -107,6 +114,8 @@ struct GroupFlows {
 struct Instance {
   int arrived = 0;
   int left = 0;
+  bool posted = false;  // matched flows: every member arrived and the latency term is spent
+  int finished = 0;     // matched flows: members whose own flows are done
   bool done = false;
   Waiters waiters;
 };
@@ -124,6 +133,14 @@ class StepSimulation {
   std::vector<int> previous_on_communicator;  // [Communicator order]
   bool symmetric = false;
   bool per_step = false;
+  // Every flow's two ends run as actors (every window rank simulated, aggregated flows): each
+  // member sends its ring edges itself as mailbox messages that their receivers get, instead of
+  // the last member to arrive sending them all as host-to-host comms. Same flows, same start
+  // (when the last member arrives and the latency term is spent) and the same end for every
+  // member (when the instance's last flow is done), but no detached comms: SimGrid 3.32 keeps
+  // those in the maestro's one list and removes each finished one by a scan of that list
+  // (CommImpl::finish), which made a run quadratic in the flows in flight (docs/simgrid.md).
+  bool matched = false;
   bool bounded_queue = false;
   bool pstates = true;       // slowdown under communication by a host pstate (built platforms)
   double slowdown = 0;       // compute_slowdown_under_comm
@@ -163,6 +180,8 @@ class StepSimulation {
   void comm_begin(RankState& rs);
   void comm_end(RankState& rs);
   void send_flows(int op, const std::vector<int>& instances);
+  void exchange_flows(const RankState& rs, int op, int instance);
+  void account(const GroupFlows& g, int instance, int edge, double bytes, double start, double end);
   void run_collective(RankState& rs, int op);
   void run_op(RankState& rs, int op);
 };
@@ -250,19 +269,57 @@ void StepSimulation::send_flows(int op, const std::vector<int>& which_instances)
     for (auto it = comms.rbegin(); it != comms.rend(); ++it) (*it)->wait();
     events += static_cast<double>(comms.size());
     flows += static_cast<double>(comms.size());
-    for (std::size_t k = 0; k < comms.size(); ++k) {
-      const double start = comms[k]->get_start_time(), end = comms[k]->get_finish_time();
-      const double bytes = bytes_per_rank * g.edges[which[k].first][which[k].second].fraction;
-      for (int l : g.routes[which[k].first][which[k].second]) {
-        link_bytes[l] += bytes;
-        auto& busy = link_busy[l];
-        if (!busy.empty() && start <= busy.back().second && start >= busy.back().first)
-          busy.back().second = std::max(busy.back().second, end);
-        else
-          busy.push_back({start, end});
-      }
-    }
+    for (std::size_t k = 0; k < comms.size(); ++k)
+      account(g, which[k].first, which[k].second, bytes_per_rank * g.edges[which[k].first][which[k].second].fraction,
+              comms[k]->get_start_time(), comms[k]->get_finish_time());
   }
+}
+
+// The bytes and busy time of one finished flow on the links of its route.
+void StepSimulation::account(const GroupFlows& g, int inst, int edge, double bytes, double start, double end) {
+  for (int l : g.routes[inst][edge]) {
+    link_bytes[l] += bytes;
+    auto& busy = link_busy[l];
+    if (!busy.empty() && start <= busy.back().second && start >= busy.back().first)
+      busy.back().second = std::max(busy.back().second, end);
+    else
+      busy.push_back({start, end});
+  }
+}
+
+// Matched flows: the calling member's share of one aggregated round of its instance (the
+// edges it sends, the edges it receives), posted at once and waited for. The sizes are
+// send_flows' (one round), so both ends skip the same sub-byte edges.
+void StepSimulation::exchange_flows(const RankState& rs, int op, int inst) {
+  const CollInfo& ci = coll[op];
+  const GroupFlows& g = groups[ci.group];
+  const double bytes_per_rank = ci.transfer * g.bandwidth;
+  if (bytes_per_rank <= 0) return;
+  static const std::vector<int> none;
+  const auto out = g.sends[inst].find(rs.rank);
+  const auto in = g.receives[inst].find(rs.rank);
+  const std::vector<int>& sent = out == g.sends[inst].end() ? none : out->second;
+  const std::vector<int>& got = in == g.receives[inst].end() ? none : in->second;
+  static char payload;  // a mailbox message carries a pointer; the simulated size is the flow's
+  std::vector<void*> sink(got.size(), nullptr);
+  std::vector<sg4::CommPtr> comms;
+  std::vector<int> which;  // the edge of each of the first which.size() comms (the sends)
+  comms.reserve(sent.size() + got.size());
+  for (int e : sent) {
+    const double bytes = bytes_per_rank * g.edges[inst][e].fraction;
+    if (bytes < 1) continue;
+    comms.push_back(g.mailboxes[inst][e]->put_async(&payload, static_cast<std::uint64_t>(std::llround(bytes))));
+    which.push_back(e);
+  }
+  for (std::size_t k = 0; k < got.size(); ++k)
+    if (bytes_per_rank * g.edges[inst][got[k]].fraction >= 1)
+      comms.push_back(g.mailboxes[inst][got[k]]->get_async<void>(&sink[k]));
+  for (const sg4::CommPtr& c : comms) c->wait();
+  events += static_cast<double>(which.size());
+  flows += static_cast<double>(which.size());
+  for (std::size_t k = 0; k < which.size(); ++k)
+    account(g, inst, which[k], bytes_per_rank * g.edges[inst][which[k]].fraction, comms[k]->get_start_time(),
+            comms[k]->get_finish_time());
 }
 
 void StepSimulation::run_collective(RankState& rs, int op) {
@@ -275,7 +332,24 @@ void StepSimulation::run_collective(RankState& rs, int op) {
   Instance& instance = instances[key];
   ++instance.arrived;
   const int expected = g.active[inst];
-  if (instance.arrived < expected) {
+  if (matched) {
+    // Every member posts its flows once the last one has arrived and spent the latency term
+    // (as send_flows' one round), and every member leaves when the instance's last flow is done.
+    if (instance.arrived < expected) {
+      wait_until(instance.waiters, [&] { return instance.posted; });
+    } else {
+      sleep_seconds(std::max(0.0, ci.latency - g.route_latency));
+      instance.posted = true;
+      instance.waiters.notify();
+    }
+    exchange_flows(rs, op, inst);
+    if (++instance.finished < expected) {
+      wait_until(instance.waiters, [&] { return instance.done; });
+    } else {
+      instance.done = true;
+      instance.waiters.notify();
+    }
+  } else if (instance.arrived < expected) {
     wait_until(instance.waiters, [&] { return instance.done; });
   } else {
     if (symmetric) {
@@ -557,8 +631,26 @@ std::vector<sg4::Host*> xml_hosts(const sg4::Engine& e, int world, int gpn, cons
 }
 
 
-// The SimGrid engine with fsdpsim's network model settings.
-std::unique_ptr<sg4::Engine> start_engine() {
+// The kernel's limit on a process's memory mappings (vm.max_map_count; Linux's default 65,536).
+long max_memory_mappings() {
+  long limit = 65536;
+  if (FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+    if (std::fscanf(f, "%ld", &limit) != 1) limit = 65536;
+    std::fclose(f);
+  }
+  return limit;
+}
+
+// The SimGrid engine with fsdpsim's network model settings. `actors`: how many actors the run
+// will create. SimGrid guards each actor's stack with a protected page, which splits the
+// stack's mapping in two: past about vm.max_map_count / 2 actors (8,192 ranks run as actors:
+// 40,960) creating an actor fails ("Failed to protect stack"). Such runs go without guard pages
+// (each stack one mapping); the others keep them. A guardless stack is calloc'ed
+// (xbt_malloc0, src/kernel/context/ContextSwapped.cpp, v3.32): glibc would serve it from the
+// heap once its sliding mmap threshold has risen past the stack size and zero it page by page
+// (10 GiB resident for 40,960 stacks of 256 KiB); a fixed threshold at the stack size keeps each
+// stack a fresh mapping whose pages stay untouched until used.
+std::unique_ptr<sg4::Engine> start_engine(long actors) {
   xbt_log_control_set("root.thresh:critical");
   int argc = 1;
   static char name[] = "fsdpsim";
@@ -567,7 +659,12 @@ std::unique_ptr<sg4::Engine> start_engine() {
   sg4::Engine::set_config("network/model:CM02");
   sg4::Engine::set_config("network/crosstraffic:0");
   sg4::Engine::set_config("network/TCP-gamma:1e30");  // no TCP window bound
-  sg4::Engine::set_config("contexts/stack-size:256");
+  constexpr int kStackKib = 256;
+  sg4::Engine::set_config("contexts/stack-size:" + std::to_string(kStackKib));
+  if (2 * actors + 8192 > max_memory_mappings()) {
+    sg4::Engine::set_config("contexts/guard-size:0");
+    mallopt(M_MMAP_THRESHOLD, kStackKib * 1024);
+  }
   return engine;
 }
 
@@ -742,6 +839,62 @@ void prepare_ranks(const Schedule& s, const Platform& platform, bool xml, const 
   }
 }
 
+// The fewest flows one collective's round must send for matched flows: 2,048. Measured CPU
+// against host-to-host flows: at a window of 256 ranks (512 flows a round) 30-60% more, at
+// 1,024 ranks with `--symmetry off` (2,048 a round) 17-21% less (load 3.5; within the noise at
+// load 8-15), at 8,192 ranks the whole step in 281 s against unfinished after 341 s; the scan
+// they avoid grows with the flows in flight, their own cost does not (docs/simgrid.md, "Scale").
+// FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN overrides it (the tests set 0: matched wherever possible).
+int matched_flows_min() {
+  const char* v = std::getenv("FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN");
+  return v != nullptr && *v != '\0' ? std::max(0, std::atoi(v)) : 2048;
+}
+
+// Matched flows (StepSimulation::matched) when every flow's two ends run as actors: ranks differ
+// (every window rank simulated), one aggregated round per collective, and the receiver of every
+// edge (the window image of its destination) a simulated member of the same instance; and when
+// a collective's round sends at least `min_flows` flows (its group's edges over the window's
+// instances): a matched flow costs two comms, four simcalls and its members' wake-ups, which
+// the scan it saves repays only with thousands of flows in flight. Each edge of a flow group
+// gets one mailbox for all of the group's collectives: they never overlap (the schedule runs a
+// group's collectives one after the other on every rank, planner::previous_on_communicator, and
+// every member leaves one only when its instance's last flow is done), so a mailbox holds one
+// message at a time and a get cannot match another collective's put.
+void prepare_matched_flows(const Platform& platform, int min_flows, StepSimulation& sim) {
+  if (min_flows < 0 || sim.symmetric || sim.per_step) return;
+  std::size_t most = 0;
+  for (const GroupFlows& g : sim.groups) {
+    std::size_t round = 0;
+    for (const auto& edges : g.edges) round += edges.size();
+    most = std::max(most, round);
+  }
+  if (most < static_cast<std::size_t>(min_flows)) return;
+  for (const GroupFlows& g : sim.groups)
+    for (std::size_t inst = 0; inst < g.edges.size(); ++inst)
+      for (const RingEdge& e : g.edges[inst]) {
+        const int dst = platform.window_rank(e.dst);
+        if (sim.rank_index[e.src] < 0 || sim.rank_index[dst] < 0 ||
+            group_instance(g.layout, e.src) != static_cast<int>(inst) ||
+            group_instance(g.layout, dst) != static_cast<int>(inst))
+          return;
+      }
+  sim.matched = true;
+  for (std::size_t f = 0; f < sim.groups.size(); ++f) {
+    GroupFlows& g = sim.groups[f];
+    g.sends.assign(g.edges.size(), {});
+    g.receives.assign(g.edges.size(), {});
+    g.mailboxes.assign(g.edges.size(), {});
+    for (std::size_t inst = 0; inst < g.edges.size(); ++inst)
+      for (std::size_t e = 0; e < g.edges[inst].size(); ++e) {
+        const RingEdge& edge = g.edges[inst][e];
+        g.sends[inst][edge.src].push_back(static_cast<int>(e));
+        g.receives[inst][platform.window_rank(edge.dst)].push_back(static_cast<int>(e));
+        g.mailboxes[inst].push_back(sg4::Mailbox::by_name("flow" + std::to_string(f) + "." + std::to_string(inst) + "." +
+                                                          std::to_string(e)));
+      }
+  }
+}
+
 // Per-rank timings summarised; the report rank's, the slowest's and the detail ranks' kept.
 void collect_timings(const Schedule& s, const Platform& platform, const SimgridOptions& options, StepSimulation& sim,
                      SimgridResult& result) {
@@ -829,7 +982,16 @@ void run_step(const Schedule& s, const planner::OpCosts& costs, const ClusterPla
   detail::check_actor_ranks(result.symmetric, window_ranks);
   result.flow_mode = detail::choose_flow_mode(s.world_size, options);
 
-  std::unique_ptr<sg4::Engine> engine = start_engine();
+  // Actors: a CPU and one per stream with ops for each rank run (start_actors).
+  int streams = 0;
+  {
+    std::array<bool, planner::kStreamCount> used{};
+    for (const Op& op : s.ops)
+      if (op.stream != Stream::host) used[static_cast<int>(op.stream)] = true;
+    for (bool u : used) streams += u ? 1 : 0;
+  }
+  const long actor_ranks = shape.symmetric ? 1 : window_ranks;
+  std::unique_ptr<sg4::Engine> engine = start_engine(actor_ranks * (1 + streams));
   StepSimulation sim(s, costs);
   sim.symmetric = result.symmetric;
   sim.per_step = result.flow_mode == FlowMode::per_step;
@@ -848,7 +1010,9 @@ void run_step(const Schedule& s, const planner::OpCosts& costs, const ClusterPla
   prepare_group_flows(s, platform, ideal, shape.xml, hosts, sg_links, sim);
   prepare_collectives(s, costs, sim);
   prepare_ranks(s, platform, shape.xml, hosts, speed, sim);
+  prepare_matched_flows(platform, options.host_to_host_flows ? -1 : matched_flows_min(), sim);
   result.simulated_ranks = static_cast<int>(sim.ranks.size());
+  result.matched_flows = sim.matched;
   sim.start_actors();
   engine->run();
 

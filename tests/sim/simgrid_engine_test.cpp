@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -32,6 +33,15 @@ SimgridScenario load(const nlohmann::json& json, const std::vector<std::string>&
 SimgridResult run(const SimgridScenario& s) { return simulate_scenario(s.scenario, s.options); }
 
 double rel(double a, double b) { return std::abs(a / b - 1); }
+
+// Sets FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN (the fewest flows a collective's round sends for
+// matched flows; "" the default) for its lifetime; the forked simulating process inherits it.
+struct MatchedFlowsMin {
+  explicit MatchedFlowsMin(const char* value) { setenv("FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN", value, 1); }
+  ~MatchedFlowsMin() { unsetenv("FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN"); }
+  MatchedFlowsMin(const MatchedFlowsMin&) = delete;
+  MatchedFlowsMin& operator=(const MatchedFlowsMin&) = delete;
+};
 
 // ---- agreement with the analytic engine where the topology adds nothing ------------------
 
@@ -340,13 +350,93 @@ TEST(SimgridEngine, SymmetryChangesNothingWhereRanksAreAlike) {
                                       "fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=16"};
   std::vector<std::string> off = o;
   off.push_back("simulation.symmetry=off");
+  const MatchedFlowsMin every_round("0");  // 32 ranks send fewer flows than the default threshold
   const SimgridResult sym = run(load(base, o));
   const SimgridResult all = run(load(base, off));
   EXPECT_TRUE(sym.symmetric);
   EXPECT_EQ(sym.simulated_ranks, 1);
   EXPECT_EQ(all.simulated_ranks, 32);
+  EXPECT_FALSE(sym.matched_flows);  // rank 0 alone sends every flow: host-to-host comms
+  EXPECT_TRUE(all.matched_flows);
   EXPECT_LT(rel(sym.step_seconds, all.step_seconds), 1e-3);
   for (const RankSummary& rs : all.ranks) EXPECT_LT(rel(rs.step_seconds, all.step_seconds), 1e-3) << "rank " << rs.rank;
+}
+
+// Matched flows (every flow's two ends run as actors: each member sends its own edges as mailbox
+// messages and receives its own) give the step of host-to-host flows sent by the last member to
+// arrive: the same flows of the same sizes start when the last member arrives and the latency
+// term is spent, and every member leaves when the last one is done. Cases: a straggler on an
+// oversubscribed fat tree, a slow NIC, HSDP, expert-parallel all-to-alls, and a straggler in a
+// world of 528 ranks that runs a window of 2 nodes (the flows leaving the window land on the
+// images of their destinations, which receive them).
+TEST(SimgridEngine, MatchedFlowsGiveTheStepOfHostToHostFlows) {
+  struct Case {
+    std::string name;
+    nlohmann::json json;
+    std::vector<std::string> overrides;
+    int simulated_ranks;
+  };
+  const std::string straggler = R"(simulation.stragglers=[{"rank": 9, "compute_speed": 0.9}])";
+  const std::vector<Case> cases = {
+      {"4 x DGX H100 fat-tree 2:1, a straggler", scenario("scenarios/clusters/dgx-h100-fat-tree-2to1.json"),
+       {"cluster.nodes=4", "simulation.fabric.nodes_per_leaf=1", straggler}, 32},
+      {"2 x DGX H100, a slow NIC", scenario("scenarios/clusters/dgx-h100.json"),
+       {"cluster.nodes=2", R"(simulation.slow_links=[{"link": "node1.nic2.*", "bandwidth_factor": 0.25}])"}, 16},
+      {"2 x PCIe A100, HSDP, every rank", scenario("scenarios/clusters/pcie-a100.json", "models/gpt2-xl.json"),
+       {"cluster.nodes=2", "fsdp.strategy=HYBRID_SHARD", "simulation.symmetry=off"}, 16},
+      {"DeepSeek-V2-Lite EP8, every rank",
+       load_json_file(std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/deepseek-v2-lite-8xh100-fsdp2-ep8.json"),
+       {"simulation.symmetry=off"}, 8},
+      {"66 x DGX H100 in leaves of 2, a straggler: a window of 2 nodes", scenario("scenarios/clusters/dgx-h100.json"),
+       {"cluster.nodes=66", "simulation.fabric.nodes_per_leaf=2", straggler}, 16},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> o = c.overrides;
+    o.push_back("simulation.flow_mode=aggregated");
+    const MatchedFlowsMin every_round("0");
+    const SimgridResult matched = run(load(c.json, o));
+    SimgridScenario h = load(c.json, o);
+    h.options.host_to_host_flows = true;
+    const SimgridResult host = run(h);
+    EXPECT_TRUE(matched.matched_flows) << c.name;
+    EXPECT_FALSE(host.matched_flows) << c.name;
+    EXPECT_EQ(matched.simulated_ranks, c.simulated_ranks) << c.name;
+    EXPECT_EQ(matched.flows, host.flows) << c.name;
+    EXPECT_GT(matched.flows, 0) << c.name;
+    EXPECT_LT(rel(matched.step_seconds, host.step_seconds), 1e-9)
+        << c.name << ": matched " << matched.step_seconds << " s, host-to-host " << host.step_seconds << " s";
+    ASSERT_EQ(matched.ranks.size(), host.ranks.size()) << c.name;
+    for (std::size_t k = 0; k < matched.ranks.size(); ++k)
+      EXPECT_LT(rel(matched.ranks[k].step_seconds, host.ranks[k].step_seconds), 1e-9) << c.name << " rank " << k;
+    ASSERT_EQ(matched.collectives.size(), host.collectives.size()) << c.name;
+    for (std::size_t k = 0; k < matched.collectives.size(); ++k)
+      EXPECT_LT(rel(matched.collectives[k].simgrid_seconds, host.collectives[k].simgrid_seconds), 1e-9)
+          << c.name << " " << matched.collectives[k].kind;
+    ASSERT_FALSE(matched.links.empty()) << c.name;
+    EXPECT_EQ(matched.links.front().name, host.links.front().name) << c.name;
+    EXPECT_LT(rel(matched.links.front().bytes, host.links.front().bytes), 1e-9) << c.name;
+  }
+}
+
+// Matched flows are chosen only where one collective's round sends many flows (2,048 by
+// default): a 16-rank world's rings stay host-to-host, and the same world takes matched flows
+// when the threshold is its round's flow count, not one more.
+TEST(SimgridEngine, MatchedFlowsOnlyWhereACollectiveSendsManyFlows) {
+  const nlohmann::json base = scenario("scenarios/clusters/dgx-h100.json");
+  const std::vector<std::string> o = {"cluster.nodes=2", "simulation.flow_mode=aggregated", "simulation.symmetry=off"};
+  {
+    const MatchedFlowsMin unset("");
+    EXPECT_FALSE(run(load(base, o)).matched_flows);
+  }
+  // 2 nodes x 8 GPUs, FULL_SHARD over 16 ranks: 8 NVLink edges per node and 8 rails' exits, 32 flows.
+  {
+    const MatchedFlowsMin at("32");
+    EXPECT_TRUE(run(load(base, o)).matched_flows);
+  }
+  {
+    const MatchedFlowsMin above("33");
+    EXPECT_FALSE(run(load(base, o)).matched_flows);
+  }
 }
 
 // ---- slow links, user platforms, results ------------------------------------------------
