@@ -517,7 +517,7 @@ HfArch read_olmo2(JsonReader& r) {
 // Falcon (transformers' FalconConfig): multi-query attention or GQA (new_decoder_architecture),
 // a fused query_key_value, parallel attention and MLP with one norm (Falcon-7B) or two
 // (ln_attn, ln_mlp: the new architecture's default), GELU MLP, LayerNorm with bias, tied head.
-HfArch read_falcon(JsonReader& r) {
+HfArch read_falcon(JsonReader& r, const HfImportOptions& options) {
   HfArch a;
   a.family = Family::falcon;
   a.hidden = dimension(r, "hidden_size");
@@ -542,6 +542,10 @@ HfArch read_falcon(JsonReader& r) {
   a.qkv_bias = a.out_bias = a.mlp_bias = r.boolean_or("bias", false);
   a.norm_bias = true;
   a.alibi = r.boolean_or("alibi", false);
+  // Falcon's ALiBi path upcasts the scores to fp32 before the bias and casts them back inside
+  // the softmax: a chain eager_score_chain() does not list.
+  if (a.alibi && !options.flash_attention)
+    r.fail("alibi", "with eager attention (Falcon's fp32 ALiBi score chain) is not modelled; import with flash attention");
   a.attention_dropout = probability(r, "attention_dropout", 0);
   const double hidden_dropout = probability(r, "hidden_dropout", 0);
   require_false(r, "apply_residual_connection_post_layernorm", "a residual taken after the norm");
@@ -1026,7 +1030,7 @@ HfArch read_dense_arch(JsonReader& r, Family family, const HfImportOptions& opti
     case Family::gemma3_text: a = read_gemma(r, family, options); break;
     case Family::phi3: a = read_phi3(r); break;
     case Family::olmo2: a = read_olmo2(r); break;
-    case Family::falcon: a = read_falcon(r); break;
+    case Family::falcon: a = read_falcon(r, options); break;
     case Family::gpt2: a = read_gpt2(r); break;
     case Family::gpt_neox: a = read_gpt_neox(r); break;
     case Family::mpt: a = read_mpt(r); break;
@@ -1367,6 +1371,58 @@ json output_projection(const std::string& name, const std::string& embedding_wei
                     kEdgeCostSource);
 }
 
+// What the family's transformers eager_attention_forward does to the scores between QK^T and
+// AV (DecoderBlockShape::EagerScoreChain), read in huggingface/transformers (docs/model-schema.md,
+// "Eager attention, op by op"). Per score: 2 bytes for a 16-bit score tensor, 1 for a bool mask.
+DecoderBlockShape::EagerScoreChain eager_score_chain(const HfArch& a) {
+  using Op = DecoderBlockShape::EagerScoreOp;
+  using Softmax = DecoderBlockShape::EagerSoftmax;
+  DecoderBlockShape::EagerScoreChain chain;  // Llama's shared path: scale, mask add, fp32 softmax
+  const Op mask_add{"causal mask add (+ attention_mask, broadcast over the heads)", 4, 2, true, false};
+  switch (a.family) {
+    case Family::gpt2:
+      // modeling_gpt2.py: attn_weights / torch.full([], sqrt(d)), + attention_mask (older
+      // releases: torch.where on the causal bias), softmax in the scores' dtype.
+      chain.before_softmax = {{"scale (/ sqrt(head_dim) as a 0-dim tensor)", 2, 2, true, true}, mask_add};
+      chain.softmax = Softmax::activation_dtype;
+      break;
+    case Family::falcon:
+      // modeling_falcon.py (no ALiBi): attention_scores /= sqrt(d) in place, then
+      // softmax(attention_scores + attention_mask, dtype=hidden_states.dtype).
+      chain.before_softmax = {{"scale (/= sqrt(head_dim), in place)", 2, 2, false, true}, mask_add};
+      chain.softmax = Softmax::activation_dtype;
+      break;
+    case Family::mpt:
+      // modeling_mpt.py: matmul * softmax_scale, + position_bias (ALiBi), masked_fill with the
+      // bool mask, softmax(attention_scores.float()).to(value_states.dtype).
+      chain.before_softmax = {{"scale (* softmax_scale)", 2, 2, true, true}};
+      if (a.alibi) chain.before_softmax.push_back({"ALiBi bias add (+ position_bias)", 2, 2, true, false});
+      chain.before_softmax.push_back({"causal mask (masked_fill with the bool mask)", 3, 2, true, true});
+      chain.softmax = Softmax::fp32_input;
+      break;
+    case Family::llama4:
+    case Family::llama4_text:
+      // modeling_llama4.py: matmul / sqrt(head_dim), + causal_mask, softmax(attn_weights.float()).
+      chain.before_softmax = {{"scale (/ sqrt(head_dim))", 2, 2, true, true}, mask_add};
+      chain.softmax = Softmax::fp32_input;
+      break;
+    case Family::gpt_oss:
+      // modeling_gpt_oss.py: * scaling, + causal_mask, cat with the sink logits, minus the row
+      // maximum (max's backward scatters into a new score-sized gradient), softmax in the
+      // scores' dtype; AV reads the probabilities without the sink column (a view).
+      chain.before_softmax = {{"scale (attn_weights * scaling)", 2, 2, true, true},
+                              mask_add,
+                              {"cat with the sink logits", 2, 2, true, false},
+                              {"row maximum (max(dim=-1))", 2, 0, false, true},
+                              {"minus the row maximum", 2, 2, true, false}};
+      chain.softmax = Softmax::activation_dtype;
+      break;
+    default:
+      break;  // Llama's eager_attention_forward, which the other families copy
+  }
+  return chain;
+}
+
 // One layer's shape: `sparse`, whether its MLP is the MoE block (HfArch::sparse); `nope`, whether
 // it has no rotary (HfArch::nope: Llama-4's NoPE layers, which normalize neither q nor k either).
 DecoderBlockShape block_shape(const HfArch& a, std::int64_t window, bool sparse, bool nope) {
@@ -1396,6 +1452,7 @@ DecoderBlockShape block_shape(const HfArch& a, std::int64_t window, bool sparse,
   s.out_bias = a.out_bias;
   s.mlp_bias = a.mlp_bias;
   s.window = window;
+  s.eager = eager_score_chain(a);
   if (sparse) {
     s.moe.experts = a.experts;
     s.moe.top_k = a.top_k;

@@ -12,6 +12,7 @@ namespace {
 // 16-bit activations; dropout masks are bytes; token ids are int64.
 constexpr double kActivationBytes = 2;
 constexpr double kMaskBytes = 1;
+constexpr double kFp32Bytes = 4;
 constexpr double kTokenIdBytes = 8;
 // The loss upcasts the logits to fp32 (Hugging Face's causal-LM loss does `logits.float()`).
 constexpr double kLogitBytes = 4;
@@ -152,8 +153,17 @@ std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_a
     items.push_back({"v: an operand of AV", E * kv, 0});
   }
   if (!flash_attention) {
-    // Korthikanti's 5as/h: softmax output 2, dropout mask 1, dropout output 2 (x a*s^2*b).
-    items.push_back({"softmax output: softmax's backward input and the AV operand", 0, E * a});
+    // Korthikanti's 5as/h (softmax output 2, dropout mask 1, dropout output 2, x a*s^2*b) where
+    // the softmax runs in 16 bits; where the family upcasts it (DecoderBlockShape::EagerSoftmax),
+    // softmax saves its fp32 output and AV its 16-bit copy (or dropout's output).
+    using EagerSoftmax = DecoderBlockShape::EagerSoftmax;
+    if (block.eager.softmax == EagerSoftmax::activation_dtype) {
+      items.push_back({"softmax output: softmax's backward input and the AV operand", 0, E * a});
+    } else {
+      items.push_back({"fp32 softmax output: softmax's backward input", 0, kFp32Bytes * a});
+      if (!block.attention_dropout)
+        items.push_back({"16-bit copy of the probabilities (.to(dtype)): the AV operand", 0, E * a});
+    }
     if (block.attention_dropout) {
       items.push_back({"attention dropout mask", 0, kMaskBytes * a});
       items.push_back({"attention dropout output: the AV operand", 0, E * a});
@@ -221,10 +231,28 @@ std::vector<CostItem> memory_bound_kernels(const DecoderBlockShape& block, bool 
     items.push_back({"rotary embedding: read and write q and k", 2 * E * (q + kv), 0});
   }
   if (!flash_attention) {
-    // Flash attention keeps the scores on chip and is priced by its FLOPs; unfused, the
-    // score matrix goes through HBM.
-    items.push_back({"scale, causal mask and softmax on the scores (fused): read, write", 0, 2 * E * a});
-    if (block.alibi) items.push_back({"ALiBi bias add on the scores: read, write", 0, 2 * E * a});
+    // Flash attention keeps the scores on chip and is priced by its FLOPs; eager attention runs
+    // the family's score chain kernel by kernel through HBM (DecoderBlockShape::EagerScoreChain).
+    using EagerSoftmax = DecoderBlockShape::EagerSoftmax;
+    const double F = kFp32Bytes;
+    // Hugging Face's repeat_kv (expand, then reshape) copies k and v to every query head.
+    if (kv != q) items.push_back({"repeat_kv: k and v copied to every query head (read kv, write q, each)", 2 * E * (kv + q), 0});
+    for (const DecoderBlockShape::EagerScoreOp& op : block.eager.before_softmax)
+      items.push_back({op.what + " on the scores: read, write", 0, (op.read_bytes + op.write_bytes) * a});
+    switch (block.eager.softmax) {
+      case EagerSoftmax::activation_dtype:
+        items.push_back({"softmax: read, write the 16-bit probabilities", 0, 2 * E * a});
+        break;
+      case EagerSoftmax::fp32_output:
+        items.push_back({"softmax(dtype=float32): read 16-bit scores, write fp32 probabilities", 0, (E + F) * a});
+        items.push_back({"cast of the probabilities to 16 bits: read fp32, write", 0, (F + E) * a});
+        break;
+      case EagerSoftmax::fp32_input:
+        items.push_back({"fp32 copy of the scores (.float()): read, write", 0, (E + F) * a});
+        items.push_back({"softmax in fp32: read, write", 0, 2 * F * a});
+        items.push_back({"cast of the probabilities to 16 bits: read fp32, write", 0, (F + E) * a});
+        break;
+    }
     if (block.attention_dropout)
       items.push_back({"attention dropout on the probabilities", 0, dropout_per_element * a});
   }
@@ -391,7 +419,6 @@ std::vector<FlopItem> sac_recomputed_matmuls(const DecoderBlockShape& block, boo
 
 namespace {
 
-constexpr double kFp32Bytes = 4;
 // embedding_dense_backward on CUDA (aten/src/ATen/native/cuda/Embedding.cu and
 // EmbeddingBackwardKernel.cu): the sorted ids and their original positions, then four arrays
 // per index (segment_offsets, partials_per_segment, partials_per_segment_offset,
@@ -421,6 +448,63 @@ struct MomentList {
     out.push_back({std::move(when), std::move(all)});
   }
 };
+
+// Eager attention's forward from QK^T's output to the probabilities AV reads
+// (DecoderBlockShape::EagerScoreChain): each out-of-place kernel holds its input and its output;
+// the softmax's output, and the 16-bit copy AV reads, are in saved_tensors().
+void add_eager_score_chain_forward(MomentList& fw, const DecoderBlockShape& block) {
+  using EagerSoftmax = DecoderBlockShape::EagerSoftmax;
+  const double E = kActivationBytes, F = kFp32Bytes, a = as_double(block.num_heads);
+  CostItem scores = per_token_per_position("QK^T scores", E * a);
+  for (const DecoderBlockShape::EagerScoreOp& op : block.eager.before_softmax) {
+    if (!op.out_of_place) continue;  // no new tensor
+    const CostItem out = per_token_per_position(op.what + ": its output", E * a);
+    fw.add(op.what, {scores, out});
+    scores = out;
+  }
+  if (block.eager.softmax == EagerSoftmax::fp32_input) {
+    const CostItem upcast = per_token_per_position("fp32 copy of the scores (.float())", F * a);
+    fw.add(".float() on the scores", {scores, upcast});
+    fw.add("softmax in fp32 (its output is saved)", {upcast});
+  } else {
+    fw.add("softmax (its output is saved)", {scores});
+  }
+  // Dropout saves only its mask: the 16-bit copy it reads lives until it returns.
+  if (block.eager.softmax != EagerSoftmax::activation_dtype && block.attention_dropout)
+    fw.add("attention dropout on the 16-bit copy of the probabilities (its mask and output are saved)",
+           {per_token_per_position("16-bit copy of the probabilities", E * a)});
+}
+
+// Eager attention's backward from the probabilities' gradient (`d_probabilities`, what AV or
+// dropout's backward wrote) to QK^T's output gradient, which it returns: the cast's backward
+// writes an fp32 gradient where the softmax ran in fp32, _softmax_backward_data writes the
+// softmax input's dtype, and each op before the softmax writes a new gradient or passes it on.
+CostItem add_eager_score_chain_backward(MomentList& bw, const DecoderBlockShape& block, const CostItem& dv_attention,
+                                        const CostItem& d_probabilities, const CostItem& d_scores) {
+  using EagerSoftmax = DecoderBlockShape::EagerSoftmax;
+  const double E = kActivationBytes, F = kFp32Bytes, a = as_double(block.num_heads);
+  CostItem d_softmax_output = d_probabilities;
+  if (block.eager.softmax != EagerSoftmax::activation_dtype) {
+    d_softmax_output = per_token_per_position("fp32 gradient of the probabilities (the cast's backward)", F * a);
+    bw.add("cast backward: the probabilities' gradient to fp32", {dv_attention, d_probabilities, d_softmax_output});
+  }
+  CostItem d = d_scores;
+  if (block.eager.softmax == EagerSoftmax::fp32_input) {
+    const CostItem d_fp32_scores = per_token_per_position("fp32 gradient of the scores", F * a);
+    bw.add("softmax backward (fp32)", {dv_attention, d_softmax_output, d_fp32_scores});
+    bw.add(".float() backward: the scores' gradient to 16 bits", {dv_attention, d_fp32_scores, d});
+  } else {
+    bw.add("softmax backward", {dv_attention, d_softmax_output, d});
+  }
+  const std::vector<DecoderBlockShape::EagerScoreOp>& ops = block.eager.before_softmax;
+  for (auto op = ops.rbegin(); op != ops.rend(); ++op) {
+    if (!op->backward_writes_new_gradient) continue;
+    const CostItem next = per_token_per_position(op->what + " backward: its input's gradient", E * a);
+    bw.add(op->what + " backward", {dv_attention, d, next});
+    d = next;
+  }
+  return d;
+}
 
 }  // namespace
 
@@ -466,13 +550,7 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
               per_token("k projection output, before rotary", E * kv)});
     }
   }
-  if (!flash_attention) {
-    fw.add("fused scale, causal mask and softmax (its output is saved)",
-           {per_token_per_position("QK^T scores", E * a)});
-    if (block.alibi)
-      fw.add("ALiBi bias add on the scores",
-             {per_token_per_position("QK^T scores", E * a), per_token_per_position("scores + ALiBi bias", E * a)});
-  }
+  if (!flash_attention) add_eager_score_chain_forward(fw, block);
   if (block.residual_dropout) {
     fw.add("attention output dropout (its mask is saved)",
            {per_token("attention output projection's output", E * h), per_token("attention output after dropout", E * h)});
@@ -611,8 +689,8 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
     bw.add("AV backward (bmm)",
            {d_attention_output, block.attention_dropout ? d_dropped : d_probabilities, dv_attention});
     if (block.attention_dropout) bw.add("attention dropout backward", {dv_attention, d_dropped, d_probabilities});
-    bw.add("softmax backward", {dv_attention, d_probabilities, d_scores});
-    bw.add("QK^T backward (bmm)", {dv_attention, d_scores, dq, dk_attention});
+    const CostItem d_qk_output = add_eager_score_chain_backward(bw, block, dv_attention, d_probabilities, d_scores);
+    bw.add("QK^T backward (bmm)", {dv_attention, d_qk_output, dq, dk_attention});
     if (kv_attention != kv)
       bw.add("repeat_kv backward: dk and dv summed over the query groups", {dq, dk_attention, dv_attention, dk});
   }
@@ -1138,6 +1216,40 @@ TransientLedger moe_routed_transients(const DecoderBlockShape& block) {
   return ledger;
 }
 
+namespace {
+
+// Eager attention's backward reads and writes, per token per key, what its score chain's
+// backward kernels move (DecoderBlockShape::EagerScoreChain), rather than the planner's default
+// of twice the forward: dropout's backward (the gradient and the mask in, a gradient out), the
+// cast's (16 bits in, fp32 out), _softmax_backward_data (the gradient and the saved output in,
+// the input's gradient out), .float()'s, and the ops before the softmax that write a new
+// gradient (as many bytes as their forward). AV's and QK^T's backward are GEMMs.
+double eager_score_backward_bytes_per_key(const DecoderBlockShape& block) {
+  using EagerSoftmax = DecoderBlockShape::EagerSoftmax;
+  const double E = kActivationBytes, F = kFp32Bytes;
+  double bytes = block.attention_dropout ? 2 * E + kMaskBytes : 0;
+  switch (block.eager.softmax) {
+    case EagerSoftmax::activation_dtype: bytes += 3 * E; break;
+    case EagerSoftmax::fp32_output: bytes += (E + F) + (2 * F + E); break;
+    case EagerSoftmax::fp32_input: bytes += (E + F) + 3 * F + (F + E); break;
+  }
+  for (const DecoderBlockShape::EagerScoreOp& op : block.eager.before_softmax)
+    if (op.backward_writes_new_gradient) bytes += op.read_bytes + op.write_bytes;
+  return bytes * as_double(block.num_heads);
+}
+
+// An eager block's backward traffic: twice the forward's per-token bytes (the planner's rule,
+// docs/cost-model.md) and the score chain's backward bytes.
+Polynomial eager_block_backward_hbm_bytes(const Polynomial& forward, const DecoderBlockShape& block) {
+  Polynomial p;
+  for (const Polynomial::Term& t : forward.terms)
+    if (t.s_pow < 2) p += monomial(2 * t.coeff, t.b_pow, t.s_pow);
+  p += monomial(eager_score_backward_bytes_per_key(block), 1, 2);
+  return p;
+}
+
+}  // namespace
+
 ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_attention) {
   if (block.is_moe()) return moe_block_costs(block, flash_attention);
   ModuleCosts c;
@@ -1146,6 +1258,7 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
   c.forward_flops += c.attention_flops;
   const std::vector<CostItem> kernels = memory_bound_kernels(block, flash_attention);
   c.forward_hbm_bytes = ledger_polynomial(kernels);
+  if (!flash_attention) c.backward_hbm_bytes = eager_block_backward_hbm_bytes(c.forward_hbm_bytes, block);
   for (const CostItem& item : kernels) c.memory_bound_kernels.push_back(ledger_polynomial({item}));
   c.saved_activation_bytes = ledger_polynomial(saved_tensors(block, flash_attention));
   c.input_bytes = monomial(kActivationBytes * as_double(block.hidden_size), 1, 1);
@@ -1191,6 +1304,7 @@ ModuleCosts moe_block_costs(const DecoderBlockShape& block, bool flash_attention
   std::vector<CostItem> kernels = memory_bound_kernels(block, flash_attention);
   for (const CostItem& item : moe_routed_memory_bound_kernels(block)) kernels.push_back(item);
   c.forward_hbm_bytes = ledger_polynomial(kernels);
+  if (!flash_attention) c.backward_hbm_bytes = eager_block_backward_hbm_bytes(c.forward_hbm_bytes, block);
   for (const CostItem& item : kernels) c.memory_bound_kernels.push_back(ledger_polynomial({item}));
   c.saved_activation_bytes = ledger_polynomial(saved);
   c.input_bytes = monomial(kActivationBytes * h, 1, 1);

@@ -104,6 +104,32 @@ struct DecoderBlockShape {
     std::int64_t v_head_dim = 0;
   };
   Mla mla;
+  // Eager attention's score chain: what the family's transformers `eager_attention_forward`
+  // does to the b x a x s x s scores between QK^T and AV, op by op. Read only when the costs are
+  // built for eager attention (flash_attention = false); the importer sets it per family and
+  // docs/model-schema.md ("Eager attention, op by op") cites each family's source. The default
+  // is Llama's shared path, which most families copy.
+  struct EagerScoreOp {
+    std::string what;
+    double read_bytes = 0;     // per score: the scores, plus a mask or bias broadcast over the heads
+    double write_bytes = 0;    // per score
+    bool out_of_place = true;  // writes a new score tensor (false: in place, like Falcon's `/=`, or a row reduction)
+    // Its backward writes a new score-sized gradient (a scale, a masked_fill); false: the
+    // gradient passes through unchanged (an add whose other operand needs none, a cat's narrow).
+    bool backward_writes_new_gradient = true;
+  };
+  enum class EagerSoftmax {
+    activation_dtype,  // softmax(x): 16-bit probabilities, saved by softmax and read by AV
+    fp32_output,       // softmax(x, dtype=torch.float32).to(x.dtype): softmax saves its fp32 output, AV the 16-bit copy
+    fp32_input,        // softmax(x.float()).to(x.dtype): the same after an fp32 copy of the scores
+  };
+  struct EagerScoreChain {
+    std::vector<EagerScoreOp> before_softmax = {
+        {"scale (attn_weights * scaling)", 2, 2, true, true},
+        {"causal mask add (+ attention_mask, broadcast over the heads)", 4, 2, true, false}};
+    EagerSoftmax softmax = EagerSoftmax::fp32_output;
+  };
+  EagerScoreChain eager;
 
   bool is_moe() const { return moe.experts > 0; }
   bool is_mla() const { return mla.kv_lora_rank > 0; }

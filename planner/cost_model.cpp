@@ -406,9 +406,13 @@ double CostModel::memory_bound_seconds(const Op& op) const {
       module_compute && eager_block_.count(op.module) ? calibration_.eager_memory_bound_factor : 1.0;
   const double efficiency = module_compute ? calibration_.memory_bound_efficiency : calibration_.hbm_efficiency;
   const double bytes_per_second = cluster_.gpu.hbm_bandwidth_bytes_per_second * efficiency;
+  // Eager attention's score-matrix kernels stream b x a x s x s tensors (hundreds of MB and
+  // more): they run at the bandwidth a large copy reaches (e_hbm), not at the fitted
+  // memory_bound_efficiency, which stands for the block's many small per-token kernels.
   const double scores = std::min(op.score_hbm_bytes, op.hbm_bytes);
+  const double score_seconds = scores / (cluster_.gpu.hbm_bandwidth_bytes_per_second * calibration_.hbm_efficiency);
   const auto listed = module_compute ? module_kernels_.find(op.module) : module_kernels_.end();
-  if (listed == module_kernels_.end()) return (eager * (op.hbm_bytes - scores) + scores) / bytes_per_second;
+  if (listed == module_kernels_.end()) return eager * (op.hbm_bytes - scores) / bytes_per_second + score_seconds;
   // Kernel by kernel: each listed kernel's share of the per-token bytes, each launch at least
   // the floor. A backward runs two kernels per forward kernel (the schedule's 2x bytes split
   // between them); eagerly, each fused kernel is eager_kernels_per_fused_kernel kernels
@@ -416,7 +420,7 @@ double CostModel::memory_bound_seconds(const Op& op) const {
   const double per_fused = op.kind == OpKind::compute_bwd ? 2.0 : 1.0;
   const double launches = per_fused * (eager_block_.count(op.module) ? calibration_.eager_kernels_per_fused_kernel : 1.0);
   const double floor = calibration_.memory_bound_kernel_floor_seconds;
-  double seconds = scores / bytes_per_second;
+  double seconds = score_seconds;
   for (double share : listed->second.memory_bound_shares)
     seconds += launches * std::max(share * eager * (op.hbm_bytes - scores) / launches / bytes_per_second, floor);
   return seconds;
@@ -478,6 +482,28 @@ double CostModel::kernel_set_seconds(const KernelSet& k) const {
   return seconds;
 }
 
+// Eager attention's matmuls over every (query, key) pair (the mask is applied to the scores
+// afterwards; the softmax and mask traffic is in the op's hbm_bytes): torch.matmul on
+// [b, heads, s, d] runs one batched GEMM of b x heads equal problems, priced as a grouped GEMM
+// (planner/gemm_model.h): with a head dim of 64 or 128 the s x s score write or read dominates,
+// so these GEMMs are HBM-bound where a FLOP count at the GEMM ceiling would call them cheap.
+// Forward: QK^T [s, d] x [d, s] and AV [s, s] x [s, dv]; backward: each one's input and
+// operand gradients, dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q.
+double CostModel::eager_attention_matmul_seconds(const AttentionShape& a, AttentionPass pass) const {
+  const double count = a.batch * a.heads, s_q = a.seq_q, s_kv = a.seq_kv;
+  const double d = a.head_dim, dv = a.value_head_dim();
+  std::vector<GemmShape> gemms;
+  if (pass == AttentionPass::backward) {
+    gemms = {{s_q, s_kv, dv}, {s_kv, dv, s_q}, {s_q, d, s_kv}, {s_kv, d, s_q}};
+  } else {
+    gemms = {{s_q, s_kv, d}, {s_q, dv, s_kv}};
+  }
+  const GemmDevice device = gemm_device();
+  double seconds = 0;
+  for (const GemmShape& g : gemms) seconds += estimate_grouped_gemm({{g}, {count}}, device).seconds;
+  return seconds;
+}
+
 AttentionDevice CostModel::attention_device() const {
   AttentionDevice d;
   d.arch = cluster_.gpu.arch;
@@ -490,14 +516,7 @@ AttentionDevice CostModel::attention_device() const {
 
 double CostModel::attention_seconds(const KernelSet& k) const {
   const AttentionShape& a = k.attention;
-  if (k.scores_materialized) {
-    // Eager attention: QK^T and AV as batched GEMMs over every (query, key) pair (the mask is
-    // applied to the scores afterwards); the softmax and mask traffic is in the op's hbm_bytes.
-    // A backward runs twice the forward's matmuls.
-    const double flops = 4 * a.batch * a.seq_q * a.seq_kv * a.heads * a.mean_head_dim() *
-                         (k.attention_pass == AttentionPass::backward ? 2.0 : 1.0);
-    return flops / (peak_flops_ * calibration_.matmul_efficiency);
-  }
+  if (k.scores_materialized) return eager_attention_matmul_seconds(a, k.attention_pass);
   const AttentionDevice device = attention_device();
   const AttentionMemo::Key key{a.batch, a.seq_q, a.seq_kv, a.window, a.heads, a.kv_heads, a.head_dim,
                                a.value_head_dim(), a.causal, k.attention_pass == AttentionPass::backward,

@@ -145,6 +145,8 @@ class CostModel {
   // The GPU as the attention model sees it, and the attention of one kernel set.
   AttentionDevice attention_device() const;
   double attention_seconds(const KernelSet& kernels) const;
+  // Eager attention's QK^T and AV (forward) or their four gradient GEMMs (backward), batched.
+  double eager_attention_matmul_seconds(const AttentionShape& attention, AttentionPass pass) const;
   // The kernel fused attention runs on (training.attention, or what PyTorch's SDPA picks).
   AttentionKernel attention_kernel() const { return attention_kernel_; }
   // For collectives: NCCL's choice and its cost.

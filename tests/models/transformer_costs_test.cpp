@@ -2,6 +2,7 @@
 // generalizations (SwiGLU, GQA, parallel residual, flash attention) checked against
 // hand-computed numbers, and FLOPs against the PaLM convention.
 #include <gtest/gtest.h>
+#include <utility>
 
 #include "models/hf_import.h"
 #include "models/json_input.h"
@@ -63,10 +64,12 @@ TEST(SavedActivations, LlamaGeneralization) {
   Model llama3 = load("llama3.1-8b", true);
   EXPECT_EQ(costs_of(llama3, "model.layers.7").saved_activation_bytes.at(2, 8192), 2.0 * 8192 * 167'936);
   // Eager attention: k and v repeated to 32 heads (4q instead of 4kv: 180,224 per token)
-  // plus the softmax output 2*a*s per token (no attention dropout).
+  // plus, per token per key, Llama's fp32 softmax: its fp32 output 4a (softmax's backward
+  // input) and the 16-bit copy AV reads 2a (modeling_llama.py eager_attention_forward:
+  // softmax(attn_weights, dtype=torch.float32).to(query.dtype)), no attention dropout.
   Model eager = load("llama3.1-8b", false);
   EXPECT_EQ(costs_of(eager, "model.layers.7").saved_activation_bytes.at(2, 8192),
-            2.0 * 8192 * (180'224 + 2 * 32 * 8192.0));
+            2.0 * 8192 * (180'224 + (4 + 2) * 32 * 8192.0));
 }
 
 TEST(SavedActivations, ParallelResidualSavesTheBlockInputOnce) {
@@ -109,10 +112,91 @@ TEST(ForwardHbmBytes, LedgerTotals) {
   Model m = load("llama3.1-8b", true);
   EXPECT_EQ(costs_of(m, "model.layers.0").forward_hbm_bytes.at(1, 1000), 1000 * 188'416.0);
   // GPT-2 eager: 46h per token (norms 8h, adds 12h, GELU 16h, two dropouts 5h each) and
-  // 9a per token per position (fused softmax 4a, attention dropout 5a).
+  // 19a per token per position, kernel by kernel (modeling_gpt2.py eager_attention_forward):
+  // the scale (read, write: 4a), the mask add (read the scores and the mask, write: 6a), the
+  // 16-bit softmax (4a), attention dropout (read, write, mask: 5a).
   Model gpt2 = load("gpt2", false);
   EXPECT_EQ(costs_of(gpt2, "transformer.h.0").forward_hbm_bytes.at(1, 1000),
-            1000 * 46.0 * 768 + 1000.0 * 1000 * 9 * 12);
+            1000 * 46.0 * 768 + 1000.0 * 1000 * 19 * 12);
+  // Llama's shared eager path (no dropout): repeat_kv copies k and v to 32 heads (read 1024,
+  // write 4096, 2 bytes, each: 2 x 2 x 5120 per token), and per token per position: scale 4a,
+  // mask add 6a, softmax to fp32 (read 2, write 4: 6a), the cast back to 16 bits (read 4,
+  // write 2: 6a) = 22a.
+  Model eager_llama = load("llama3.1-8b", false);
+  EXPECT_EQ(costs_of(eager_llama, "model.layers.0").forward_hbm_bytes.at(1, 1000),
+            1000 * (188'416.0 + 2 * 2 * 5120) + 1000.0 * 1000 * 22 * 32);
+}
+
+// The b*s^2 coefficient: bytes per token per key, what eager attention's score chain adds.
+double per_token_per_key(const Polynomial& p) {
+  double c = 0;
+  for (const Polynomial::Term& t : p.terms)
+    if (t.b_pow == 1 && t.s_pow == 2) c += t.coeff;
+  return c;
+}
+
+// Each family's eager_attention_forward, kernel by kernel on the score matrix (read in
+// huggingface/transformers; docs/model-schema.md, "Eager attention, op by op"), per token per
+// key with a heads (16-bit scores 2a, fp32 4a; no attention dropout in these configs):
+//   saved:   the softmax's output (2a in 16 bits, else 4a) and, where it ran in fp32, the
+//            16-bit copy AV reads (2a);
+//   forward: the largest moment: an out-of-place op's input and output (2 x 2a), or
+//            .float()'s 16-bit input and fp32 output (6a);
+//   backward: the cast's backward (2a + 4a), the fp32 softmax's backward (4a + 4a), or a
+//            16-bit gradient and the one the next op writes (4a);
+//   HBM:     every kernel's reads and writes.
+TEST(EagerScoreChain, EachFamilyAsTransformersRunsIt) {
+  // MPT-7B (a = 32, ALiBi): * softmax_scale, + position_bias, masked_fill with the bool mask,
+  // softmax(scores.float()).to(dtype). Saved 4a + 2a = 192; forward .float() 2a + 4a = 192;
+  // backward the fp32 softmax's 4a + 4a = 256; HBM scale 4a, ALiBi add 4a, masked_fill 5a
+  // (the bool mask read), .float() 6a, fp32 softmax 8a, cast 6a = 33a = 1,056.
+  const Model mpt_model = load("mpt-7b", false);
+  const ModuleCosts& mpt = costs_of(mpt_model, "transformer.blocks.0");
+  EXPECT_EQ(per_token_per_key(mpt.saved_activation_bytes), 192.0);
+  EXPECT_EQ(per_token_per_key(mpt.forward_transient_bytes), 192.0);
+  EXPECT_EQ(per_token_per_key(mpt.backward_transient_bytes), 256.0);
+  EXPECT_EQ(per_token_per_key(mpt.forward_hbm_bytes), 1056.0);
+  // Falcon-7B (a = 71): attention_scores /= sqrt(d) in place (no new tensor, but a new
+  // gradient in backward), + attention_mask, softmax in 16 bits. Saved 2a = 142; forward the
+  // scores and the masked scores 4a = 284; backward 4a = 284; HBM 4a + 6a + 4a = 14a = 994.
+  const Model falcon_model = load("falcon-7b", false);
+  const ModuleCosts& falcon = costs_of(falcon_model, "transformer.h.0");
+  EXPECT_EQ(per_token_per_key(falcon.saved_activation_bytes), 142.0);
+  EXPECT_EQ(per_token_per_key(falcon.forward_transient_bytes), 284.0);
+  EXPECT_EQ(per_token_per_key(falcon.backward_transient_bytes), 284.0);
+  EXPECT_EQ(per_token_per_key(falcon.forward_hbm_bytes), 994.0);
+  // gpt-oss-20b (a = 64): * scaling, + mask, cat with the sinks, minus the row maximum, softmax
+  // in 16 bits. Saved 2a = 128; forward 4a = 256; backward 4a = 256 (max's backward writes a
+  // new gradient); HBM 4a + 6a + 4a (cat) + 2a (max) + 4a (subtract) + 4a = 24a = 1,536.
+  const Model oss_model = load("gpt-oss-20b", false);
+  const ModuleCosts& oss = costs_of(oss_model, "model.layers.0");
+  EXPECT_EQ(per_token_per_key(oss.saved_activation_bytes), 128.0);
+  EXPECT_EQ(per_token_per_key(oss.forward_transient_bytes), 256.0);
+  EXPECT_EQ(per_token_per_key(oss.backward_transient_bytes), 256.0);
+  EXPECT_EQ(per_token_per_key(oss.forward_hbm_bytes), 1536.0);
+  // Llama-3.1-8B (a = 32), the shared path: saved 4a + 2a = 192; forward 4a = 128; backward
+  // the cast's 2a + 4a = 192. Eager memory per key is 3x what a 16-bit softmax would save.
+  const Model llama_model = load("llama3.1-8b", false);
+  const ModuleCosts& llama = costs_of(llama_model, "model.layers.0");
+  EXPECT_EQ(per_token_per_key(llama.saved_activation_bytes), 192.0);
+  EXPECT_EQ(per_token_per_key(llama.forward_transient_bytes), 128.0);
+  EXPECT_EQ(per_token_per_key(llama.backward_transient_bytes), 192.0);
+}
+
+TEST(EagerScoreChain, FalconAlibiIsRefusedWithEagerAttention) {
+  // Falcon's ALiBi path upcasts the scores to fp32 before the bias: not listed, so refused.
+  nlohmann::json falcon = load_json_file(hf_config_path("falcon-7b"));
+  falcon["alibi"] = true;
+  HfImportOptions eager;
+  eager.flash_attention = false;
+  try {
+    import_hf_config(falcon, "falcon.json", eager);
+    FAIL() << "an eager Falcon with ALiBi was imported";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.json_path(), "alibi");
+    EXPECT_NE(std::string(e.what()).find("eager attention"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(import_hf_config(falcon, "falcon.json", HfImportOptions{}));
 }
 
 TEST(InputBytes, BlockInputIsTwoBytesPerHiddenElement) {
@@ -127,14 +211,22 @@ TEST(Ledgers, ListTheTensorsTheySum) {
   gpt.head_dim = 64;
   gpt.ffn_hidden_size = 4096;
   gpt.attention_dropout = gpt.residual_dropout = true;
-  double per_token = 0, per_position = 0;
-  for (const CostItem& item : saved_tensors(gpt, false)) {
-    per_token += item.bytes_per_token;
-    per_position += item.bytes_per_token_per_position;
-    EXPECT_FALSE(item.what.empty());
-  }
-  EXPECT_EQ(per_token, 34.0 * 1024);
-  EXPECT_EQ(per_position, 5.0 * 16);
+  gpt.eager.softmax = DecoderBlockShape::EagerSoftmax::activation_dtype;
+  auto sums = [](const std::vector<CostItem>& items) {
+    double per_token = 0, per_position = 0;
+    for (const CostItem& item : items) {
+      per_token += item.bytes_per_token;
+      per_position += item.bytes_per_token_per_position;
+      EXPECT_FALSE(item.what.empty());
+    }
+    return std::make_pair(per_token, per_position);
+  };
+  // Korthikanti's 34h + 5as/h: a 16-bit softmax output 2, the dropout mask 1, its output 2.
+  EXPECT_EQ(sums(saved_tensors(gpt, false)), std::make_pair(34.0 * 1024, 5.0 * 16));
+  // Softmax upcast to fp32 (Llama's shared path): its fp32 output 4, the mask 1, dropout's
+  // output 2; the cast's 16-bit copy is dropout's input only, not saved.
+  gpt.eager.softmax = DecoderBlockShape::EagerSoftmax::fp32_output;
+  EXPECT_EQ(sums(saved_tensors(gpt, false)), std::make_pair(34.0 * 1024, 7.0 * 16));
   EXPECT_EQ(gpt.matmul_weights(), 12LL * 1024 * 1024);
 }
 
@@ -392,12 +484,14 @@ TEST(TransientMemory, OtherBlockShapes) {
   Model pythia = load("pythia-1.4b", true);
   EXPECT_EQ(costs_of(pythia, "gpt_neox.layers.0").forward_transient_bytes.at(1, 1), 16'384.0);
   EXPECT_EQ(costs_of(pythia, "gpt_neox.layers.0").backward_transient_bytes.at(1, 1), 36'864.0);
-  // Eager attention (GPT-2 small): the scores are transient in forward (2a per token per
-  // position) and in backward d(probabilities) and d(scores) coexist (4a); per token the MLP
-  // still dominates (18h). The two maxima are different moments: the polynomial bounds both.
+  // Eager attention (GPT-2 small, softmax in 16 bits): in forward the QK^T output and its
+  // scaled copy coexist (attn_weights / torch.full(...) is out of place), then the scaled
+  // scores and the masked ones: 2 x 2a per token per position; in backward d(probabilities)
+  // and d(scores) coexist (4a); per token the MLP still dominates (18h). The two maxima are
+  // different moments: the polynomial bounds both.
   Model eager = load("gpt2", false);
   const ModuleCosts& block = costs_of(eager, "transformer.h.0");
-  EXPECT_EQ(block.forward_transient_bytes.at(1, 1000), 1000 * 4.0 * 768 + 1000.0 * 1000 * 2 * 12);
+  EXPECT_EQ(block.forward_transient_bytes.at(1, 1000), 1000 * 4.0 * 768 + 1000.0 * 1000 * 4 * 12);
   EXPECT_EQ(block.backward_transient_bytes.at(1, 1000), 1000 * 18.0 * 768 + 1000.0 * 1000 * 4 * 12);
 }
 
@@ -544,17 +638,19 @@ TEST(NewFamilies, SlidingWindowLeavesTheActivationBytesWhole) {
     EXPECT_EQ(whole.backward_transient_bytes.at(2, s), windowed.backward_transient_bytes.at(2, s)) << s;
   }
   // Eager attention at s = 8192, twice the window: k and v repeated to 32 heads (4q instead of
-  // 4kv: 180,224 per token) and the softmax output over every key, 2a = 64 bytes per token per
-  // key, 8192 keys (not the window's 4096). Forward, the scores beside the probabilities the
-  // softmax writes: 2a per key; backward, the softmax's gradient beside the probabilities'
-  // gradient: 2 x 2a = 128 per key, on top of the per-token peak 94,208 (the polynomial is the
+  // 4kv: 180,224 per token) and, over every key (8192, not the window's 4096), Mistral's fp32
+  // softmax (Llama's shared eager path): the fp32 output 4a and the 16-bit copy AV reads 2a,
+  // 6a = 192 bytes per token per key. Forward, two 16-bit score tensors at once (QK^T's output
+  // and its scaled copy, then the scaled and the masked ones): 2 x 2a = 128 per key. Backward,
+  // the cast's backward: the 16-bit gradient of the probabilities (2a) beside its fp32 copy
+  // (4a), 192 per key, on top of the per-token peak 94,208 (the polynomial is the
   // coefficient-wise maximum of the moments).
   Model eager = load("mistral-7b", false);
   const ModuleCosts& eager_block = costs_of(eager, "model.layers.0");
   const double s = 8192;
-  EXPECT_EQ(eager_block.saved_activation_bytes.at(1, s), s * (180'224 + 64 * s));
-  EXPECT_EQ(eager_block.forward_transient_bytes.at(1, s), s * (16'384 + 64 * s));
-  EXPECT_EQ(eager_block.backward_transient_bytes.at(1, s), s * (94'208 + 128 * s));
+  EXPECT_EQ(eager_block.saved_activation_bytes.at(1, s), s * (180'224 + 192 * s));
+  EXPECT_EQ(eager_block.forward_transient_bytes.at(1, s), s * (16'384 + 128 * s));
+  EXPECT_EQ(eager_block.backward_transient_bytes.at(1, s), s * (94'208 + 192 * s));
   // Gemma-2-9B alternates a 4096 window (even layers) with full attention (odd layers): the two
   // variants' bytes are equal (saved 182,272 per token: NewFamilies.GemmaSandwichNormsSaveTheBranchOutputs).
   Model gemma = load("gemma2-9b", true);
