@@ -832,10 +832,8 @@ class StepBuilder {
                             ? step_.nvme_swap(OpKind::nvme_read, optimizer_swap_bytes + static_cast<double>(elements) * master,
                                               "NVMe read optimizer state and grads", -1, -1)
                             : -1;
-    // Bytes one element moves: read master param, grad and each state; write param and states
-    // (plus the compute-dtype copy when the master lives in the optimizer).
     const bool master_in_optimizer = training_.master_weights == MasterWeights::optimizer_state;
-    const double per_element = 2.0 * master + step_.stored_param_dtype_bytes + 2.0 * states * master +
+    const double per_element = optimizer_step_bytes_per_element(master, step_.stored_param_dtype_bytes, host) +
                                (master_in_optimizer ? step_.compute_dtype_bytes : 0);
     const double step_hbm_bytes = training_.optimizer == Optimizer::none ? 0 : per_element * static_cast<double>(elements);
     const std::vector<OptimizerSubGroup> sub_groups = host ? std::vector<OptimizerSubGroup>{} : policy_->optimizer_sub_groups();
@@ -872,6 +870,33 @@ class StepBuilder {
     }
     if (!step_.sharded.params && step_.sharded.optimizer_state) all_gather_updated_params(step_, updated);
     policy_->after_optimizer_step(updated);
+  }
+
+  // HBM bytes one element's update moves (master-dtype accesses times `master`, gradient accesses
+  // times `grad`), before the DeepSpeed layout's copy into the 16-bit parameters.
+  //  - fused (one kernel): read the parameter, the gradient and each state; write the parameter
+  //    and each state: 2 + 2k master accesses and 1 gradient access.
+  //  - foreach (torch.optim's default; torch/optim/adam.py _multi_tensor_adam, non-capturable
+  //    CUDA path; sgd.py _multi_tensor_sgd): one list op per term, each reading and writing whole
+  //    lists. AdamW: _foreach_mul_(params) for the decoupled decay (2), _foreach_lerp_(exp_avgs,
+  //    grads) (2 + 1 grad), _foreach_mul_(exp_avg_sqs) (2), _foreach_addcmul_(exp_avg_sqs, grads,
+  //    grads) (2 + 2 grad), sqrt, div_ and add_ on the denominator list (2 each), then
+  //    _foreach_addcdiv_(params, exp_avgs, denom) (4): 18 master and 3 gradient accesses. Adam
+  //    (weight_decay 0 by default: no decay op) 16 and 3. SGD with momentum: _foreach_mul_(bufs),
+  //    _foreach_add_(bufs, grads), _foreach_add_(params, bufs): 7 and 1.
+  //  - a CPU step (offload): the fused count, the unit calibration.host_optimizer_bytes_per_second
+  //    is stated in.
+  double optimizer_step_bytes_per_element(int master, int grad, bool host) const {
+    const int states = optimizer_states_per_param(training_.optimizer);
+    if (training_.optimizer == Optimizer::none) return 0;
+    if (host || training_.optimizer_kernel == OptimizerKernel::fused) return (2.0 + 2.0 * states) * master + grad;
+    switch (training_.optimizer) {
+      case Optimizer::adamw: return 18.0 * master + 3.0 * grad;
+      case Optimizer::adam: return 16.0 * master + 3.0 * grad;
+      case Optimizer::sgd_momentum: return 7.0 * master + grad;
+      case Optimizer::none: break;
+    }
+    return 0;
   }
 
   // Whether the GPU step holds an intermediate list as large as the parameters it updates:
