@@ -832,10 +832,8 @@ class StepBuilder {
                             ? step_.nvme_swap(OpKind::nvme_read, optimizer_swap_bytes + static_cast<double>(elements) * master,
                                               "NVMe read optimizer state and grads", -1, -1)
                             : -1;
-    // Bytes one element moves: read master param, grad and each state; write param and states
-    // (plus the compute-dtype copy when the master lives in the optimizer).
     const bool master_in_optimizer = training_.master_weights == MasterWeights::optimizer_state;
-    const double per_element = 2.0 * master + step_.stored_param_dtype_bytes + 2.0 * states * master +
+    const double per_element = optimizer_step_bytes_per_element(master, step_.stored_param_dtype_bytes, host) +
                                (master_in_optimizer ? step_.compute_dtype_bytes : 0);
     const double step_hbm_bytes = training_.optimizer == Optimizer::none ? 0 : per_element * static_cast<double>(elements);
     const std::vector<OptimizerSubGroup> sub_groups = host ? std::vector<OptimizerSubGroup>{} : policy_->optimizer_sub_groups();
@@ -872,6 +870,53 @@ class StepBuilder {
     }
     if (!step_.sharded.params && step_.sharded.optimizer_state) all_gather_updated_params(step_, updated);
     policy_->after_optimizer_step(updated);
+  }
+
+  // HBM bytes one element's update moves (master-dtype accesses times `master`, gradient accesses
+  // times `grad`), before the DeepSpeed layout's copy into the 16-bit parameters. Steady state
+  // (the first step's state initialisation is not priced), amsgrad, maximize, capturable and
+  // differentiable off (torch.optim's defaults).
+  //  - fused (one kernel): read the parameter, the gradient and each state; write the parameter
+  //    and each state: 2 + 2k master accesses and 1 gradient access. pytorch
+  //    aten/src/ATen/native/cuda/fused_adam_utils.cuh FusedAdamMathFunctor (pytorch@a11d775):
+  //    loads its depth-4 lists (param, grad, exp_avg, exp_avg_sq) and stores all but the gradient
+  //    (`if (i != kGradIdx || grad_scale_ptr)`); the weight decay is applied in registers.
+  //    DeepSpeed's FusedAdam moves the same (csrc/adam/multi_tensor_adam.cu AdamFunctor,
+  //    deepspeedai/DeepSpeed@edaa722: loads g, p, m, v; stores p, m, v).
+  //  - foreach (torch.optim's default on CUDA): one list op per term, each a multi-tensor kernel
+  //    that reads and writes whole lists. AdamW, torch/optim/adamw.py _multi_tensor_adamw,
+  //    non-capturable branch (pytorch@c15fcf4; adam.py _multi_tensor_adam with
+  //    decoupled_weight_decay in later releases runs the same ops):
+  //      _foreach_mul_(device_params, 1 - lr * weight_decay)        2 (default weight_decay 1e-2)
+  //      _foreach_lerp_(device_exp_avgs, device_grads, 1 - beta1)   2 + 1 gradient
+  //      _foreach_mul_(device_exp_avg_sqs, beta2)                   2
+  //      _foreach_addcmul_(device_exp_avg_sqs, device_grads, device_grads, 1 - beta2)
+  //                                                                 2 + 1 gradient: the gradient
+  //        list is passed twice, and the kernel (ForeachPointwiseOp.cu foreach_pointwise_op_,
+  //        PointwiseOpScalarFunctor depth 3) loads both from the same address in the same thread,
+  //        so HBM serves it once
+  //      exp_avg_sq_sqrt = _foreach_sqrt(device_exp_avg_sqs)        2 (a new list)
+  //      _foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt)      2
+  //      _foreach_add_(exp_avg_sq_sqrt, eps)                        2
+  //      _foreach_addcdiv_(device_params, device_exp_avgs, exp_avg_sq_sqrt, step_size)   4
+  //    18 master and 2 gradient accesses. Adam (adam.py _multi_tensor_adam, pytorch@dc80ccd):
+  //    the same without the decay op (weight_decay 0 by default), 16 and 2. SGD with momentum
+  //    (sgd.py _multi_tensor_sgd, pytorch@0316fdc, weight_decay 0, dampening 0, no nesterov):
+  //    _foreach_mul_(bufs, momentum) 2, _foreach_add_(bufs, device_grads, alpha=1 - dampening)
+  //    2 + 1 gradient, _foreach_add_(device_params, device_grads = bufs, alpha=-lr) 3: 7 and 1.
+  //  - a CPU step (offload): the fused count, the unit calibration.host_optimizer_bytes_per_second
+  //    is stated in.
+  double optimizer_step_bytes_per_element(int master, int grad, bool host) const {
+    const int states = optimizer_states_per_param(training_.optimizer);
+    if (training_.optimizer == Optimizer::none) return 0;
+    if (host || training_.optimizer_kernel == OptimizerKernel::fused) return (2.0 + 2.0 * states) * master + grad;
+    switch (training_.optimizer) {
+      case Optimizer::adamw: return 18.0 * master + 2.0 * grad;
+      case Optimizer::adam: return 16.0 * master + 2.0 * grad;
+      case Optimizer::sgd_momentum: return 7.0 * master + grad;
+      case Optimizer::none: break;
+    }
+    return 0;
   }
 
   // Whether the GPU step holds an intermediate list as large as the parameters it updates:

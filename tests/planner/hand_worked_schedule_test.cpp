@@ -333,6 +333,31 @@ TEST(HandWorkedOptimizer, AdamForeachIntermediatesAreOneFp32CopyOfTheShards) {
   EXPECT_EQ(freed_temporaries, 4 * 512 * 4);
 }
 
+// The step's HBM bytes, by hand, on the same 2,048 fp32 shard elements (fp32 gradients): a fused
+// kernel reads the parameter, the gradient and each state and writes the parameter and the states
+// (pytorch fused_adam_utils.cuh FusedAdamMathFunctor), (2 + 2k) x 4 + 4 B an element: AdamW 28 B,
+// SGD with momentum 20 B. torch.optim's foreach list ops, op by op in torch/optim/adamw.py
+// _multi_tensor_adamw (decay mul_ 2, lerp_ 2 + g, mul_ 2, addcmul_ 2 + g (the gradient list passed
+// twice, read once), sqrt 2, div_ 2, add_ 2, addcdiv_ 4): 18 fp32 accesses and 2 gradient reads for
+// AdamW (80 B); Adam (adam.py, no decay op) 16 and 2 (72 B); sgd.py _multi_tensor_sgd (mul_ 2,
+// add_ 2 + g, add_ 3) 7 and 1 (32 B).
+// Kills opt.foreach-bytes-as-fused, opt.foreach-adamw-decay-dropped, opt.fused-bytes-without-states,
+// opt.foreach-addcmul-grad-read-twice.
+TEST(HandWorkedOptimizer, StepBytesByKernel) {
+  struct Case {
+    const char* optimizer;
+    const char* kernel;
+    double bytes_per_element;
+  };
+  for (const Case& c : {Case{"adamw", "foreach", 80}, Case{"adamw", "fused", 28}, Case{"adam", "foreach", 72},
+                        Case{"sgd_momentum", "foreach", 32}, Case{"sgd_momentum", "fused", 20}}) {
+    const Plan p = plan(scenario(4, 16, {{"version", 2}, {"strategy", "FULL_SHARD"}},
+                                 {{"optimizer", c.optimizer}, {"optimizer_kernel", c.kernel}}));
+    EXPECT_EQ(first_op(p.schedule, OpKind::optimizer).hbm_bytes, c.bytes_per_element * 2048)
+        << c.optimizer << " " << c.kernel;
+  }
+}
+
 // A fused optimizer (training.optimizer_kernel fused: torch.optim's fused=True, DeepSpeed's
 // FusedAdam) updates each element in one kernel: the same step holds no temporary, so its
 // allocated total is 8192 B lower than the foreach step's above. Kills opt.fused-keeps-intermediates.
