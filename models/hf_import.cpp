@@ -1453,6 +1453,11 @@ DecoderBlockShape block_shape(const HfArch& a, std::int64_t window, bool sparse,
   s.mlp_bias = a.mlp_bias;
   s.window = window;
   s.eager = eager_score_chain(a);
+  // GPT-2, GPT-NeoX, Falcon and MPT normalise with nn.LayerNorm (one native kernel; MPT's
+  // LPLayerNorm too without autocast); the others with Python RMSNorms. Only GPT-2's default
+  // activation, gelu_new, is Python (NewGELUActivation); the others call F.gelu or F.silu.
+  s.eager_elementwise.python_rms_norm = a.norm_type.find("RMSNorm") != std::string::npos;
+  s.eager_elementwise.python_gelu = a.family == Family::gpt2;
   if (sparse) {
     s.moe.experts = a.experts;
     s.moe.top_k = a.top_k;

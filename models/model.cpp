@@ -355,6 +355,13 @@ ModuleCosts parse_costs(JsonReader costs) {
     if (costs.has(key)) *field = parse_polynomial(costs, key);
     else costs.ignore(key);
   }
+  if (costs.has("eager_hbm_factor")) {
+    c.eager_hbm_factor = costs.number("eager_hbm_factor");
+    if (!(*c.eager_hbm_factor >= 1) || !std::isfinite(*c.eager_hbm_factor))
+      costs.fail("eager_hbm_factor", "expected a finite number >= 1 (eager kernels move at least the fused bytes)");
+  } else {
+    costs.ignore("eager_hbm_factor");
+  }
   if (costs.has("loss")) c.loss = parse_loss_head(costs.object("loss"));
   else costs.ignore("loss");
   costs.ignore("source");  // where the formulas come from, for people

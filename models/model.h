@@ -166,6 +166,10 @@ struct ModuleCosts {
   std::optional<Polynomial> forward_kernel_flops;
   std::optional<Polynomial> backward_flops;
   std::optional<Polynomial> backward_hbm_bytes;
+  // Per-token memory-bound bytes when the module runs eagerly (no torch.compile) over
+  // forward_hbm_bytes' per-token bytes, counted op by op by the importer
+  // (models::eager_hbm_factor); absent: the calibration's eager_memory_bound_factor.
+  std::optional<double> eager_hbm_factor;
   // Set on the output layer: the loss head its costs were computed for (see LossHead).
   std::optional<LossHead> loss;
   // Where the costs object is in the model file ("root.children[1].costs"), so that a cost

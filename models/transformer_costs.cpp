@@ -1216,6 +1216,47 @@ TransientLedger moe_routed_transients(const DecoderBlockShape& block) {
   return ledger;
 }
 
+double eager_hbm_factor(const DecoderBlockShape& block, bool flash_attention) {
+  // Bytes per element each eager chain moves beyond its fused kernel (calibration.json's
+  // eager_memory_bound_factor source, counted on Llama's modeling code): a Python RMSNorm
+  // 36 against 4; rotary (q * cos + rotate_half(q) * sin: mul, neg, cat, mul, add) 20 against
+  // 4; SwiGLU as F.silu then the product, 10 against the fused 6 per f; gelu_new 36 against 4.
+  constexpr double kPythonRmsNormExtra = 36 - 4, kRotaryExtra = 20 - 4, kGatedExtra = 10 - 6, kPythonGeluExtra = 36 - 4;
+  const double h = as_double(block.hidden_size), f = as_double(block.ffn_hidden_size);
+  const double q = as_double(block.q_dim()), kv = as_double(block.kv_dim());
+  double fused = 0;
+  for (const CostItem& item : memory_bound_kernels(block, flash_attention)) fused += item.bytes_per_token;
+  if (!(fused > 0)) return 1;
+  double extra = 0;
+  if (block.eager_elementwise.python_rms_norm) {
+    const bool post_norms = norms_the_branch_outputs(block);
+    const double h_norms = block.parallel_residual ? (block.one_parallel_norm ? 1 : 2)
+                                                   : (sequential_norm_before_attention(block) ? 2 : 0) + (post_norms ? 2 : 0);
+    double width = h_norms * h;
+    if (block.qk_norm != DecoderBlockShape::QkNorm::none) width += q + kv;
+    if (block.is_mla()) width += mla_widths(block).ql + mla_widths(block).c;
+    extra += kPythonRmsNormExtra * width;
+  }
+  if (block.is_mla()) {
+    const MlaWidths w = mla_widths(block);
+    extra += kRotaryExtra * (w.a * w.r + w.r);
+  } else if (block.rotary) {
+    extra += kRotaryExtra * (q + kv);
+  }
+  if (block.gated_mlp) extra += kGatedExtra * f;
+  else if (block.eager_elementwise.python_gelu) extra += kPythonGeluExtra * f;
+  // repeat_kv's copies of k and v before SDPA (eager attention lists them already).
+  if (flash_attention && kv != q) extra += 2 * kActivationBytes * (kv + q);
+  // Layout copies (read and write): the attention output's transpose(1, 2).contiguous() before
+  // the output projection; with eager attention, torch.matmul folds [b, heads, s, d] operands
+  // to 3-D with reshape, which copies q (a transposed view) and, where repeat_kv did not copy
+  // them already (one query head per kv head), k and v.
+  const double copy = 2 * kActivationBytes;
+  extra += copy * as_double(block.attention_output_dim());
+  if (!flash_attention) extra += copy * (q + (kv == q ? 2 * kv : 0));
+  return (fused + extra) / fused;
+}
+
 namespace {
 
 // Eager attention's backward reads and writes, per token per key, what its score chain's
@@ -1259,6 +1300,7 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
   const std::vector<CostItem> kernels = memory_bound_kernels(block, flash_attention);
   c.forward_hbm_bytes = ledger_polynomial(kernels);
   if (!flash_attention) c.backward_hbm_bytes = eager_block_backward_hbm_bytes(c.forward_hbm_bytes, block);
+  c.eager_hbm_factor = eager_hbm_factor(block, flash_attention);
   for (const CostItem& item : kernels) c.memory_bound_kernels.push_back(ledger_polynomial({item}));
   c.saved_activation_bytes = ledger_polynomial(saved_tensors(block, flash_attention));
   c.input_bytes = monomial(kActivationBytes * as_double(block.hidden_size), 1, 1);
@@ -1305,6 +1347,14 @@ ModuleCosts moe_block_costs(const DecoderBlockShape& block, bool flash_attention
   for (const CostItem& item : moe_routed_memory_bound_kernels(block)) kernels.push_back(item);
   c.forward_hbm_bytes = ledger_polynomial(kernels);
   if (!flash_attention) c.backward_hbm_bytes = eager_block_backward_hbm_bytes(c.forward_hbm_bytes, block);
+  {
+    // The attention half's eager chains, counted by eager_hbm_factor; the routed experts' kernels
+    // are taken at their fused bytes (their eager chains are not counted).
+    double dense = 0, all = 0;
+    for (const CostItem& item : memory_bound_kernels(block, flash_attention)) dense += item.bytes_per_token;
+    for (const CostItem& item : kernels) all += item.bytes_per_token;
+    if (all > 0) c.eager_hbm_factor = 1 + (eager_hbm_factor(block, flash_attention) - 1) * dense / all;
+  }
   for (const CostItem& item : kernels) c.memory_bound_kernels.push_back(ledger_polynomial({item}));
   c.saved_activation_bytes = ledger_polynomial(saved);
   c.input_bytes = monomial(kActivationBytes * h, 1, 1);
@@ -1517,6 +1567,7 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
   if (costs.forward_kernel_flops) out["forward_kernel_flops"] = polynomial_to_json(*costs.forward_kernel_flops);
   if (costs.backward_flops) out["backward_flops"] = polynomial_to_json(*costs.backward_flops);
   if (costs.backward_hbm_bytes) out["backward_hbm_bytes"] = polynomial_to_json(*costs.backward_hbm_bytes);
+  if (costs.eager_hbm_factor) out["eager_hbm_factor"] = *costs.eager_hbm_factor;
   if (costs.loss) {
     out["loss"] = {{"vocab_size", costs.loss->vocab_size},
                    {"hidden_size", costs.loss->hidden_size},

@@ -130,6 +130,17 @@ struct DecoderBlockShape {
     EagerSoftmax softmax = EagerSoftmax::fp32_output;
   };
   EagerScoreChain eager;
+  // How the block's per-token elementwise ops run without torch.compile, in the family's
+  // transformers code (eager_hbm_factor counts their bytes op by op):
+  struct EagerElementwise {
+    // The norms are Python RMSNorms (LlamaRMSNorm and its copies: x.float(), pow(2), mean,
+    // x * rsqrt, cast, * weight: 36 bytes per element); false: F.layer_norm, one native kernel.
+    bool python_rms_norm = true;
+    // The MLP activation is GPT-2's gelu_new (NewGELUActivation: 8 elementwise kernels, 36
+    // bytes per element); false: one native kernel (F.silu, F.gelu).
+    bool python_gelu = false;
+  };
+  EagerElementwise eager_elementwise;
 
   bool is_moe() const { return moe.experts > 0; }
   bool is_mla() const { return mla.kv_lora_rank > 0; }
@@ -157,6 +168,11 @@ struct CostItem {
 // The tensors one block keeps for backward, each with its size; the sum is the block's
 // saved_activation_bytes. With flash attention the score matrices are never stored.
 std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_attention);
+// The block's per-token memory-bound bytes when it runs eagerly (no torch.compile), op by op
+// (DecoderBlockShape::EagerElementwise; the derivation is calibration.json's source of
+// eager_memory_bound_factor), over the fused per-token bytes memory_bound_kernels() counts:
+// the factor the planner applies to the block's per-token traffic in an eager scenario.
+double eager_hbm_factor(const DecoderBlockShape& block, bool flash_attention);
 // The block's memory-bound kernels (norms, residual adds, rotary, activation function,
 // dropout, and the softmax when attention is not fused), each with the bytes it reads and
 // writes once; the sum is the block's forward_hbm_bytes.

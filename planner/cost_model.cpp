@@ -305,7 +305,7 @@ CostModel::CostModel(const Scenario& scenario)
     const std::vector<std::string> types = block_types(scenario.model, scenario.fsdp.wrap);
     models::for_each_module(scenario.model.root, [&](const models::Module& m) {
       if (m.costs && &m != &scenario.model.root && std::find(types.begin(), types.end(), m.type) != types.end())
-        eager_block_[m.full_name] = true;
+        eager_block_[m.full_name] = m.costs->eager_hbm_factor.value_or(calibration_.eager_memory_bound_factor);
     });
   }
 }
@@ -402,8 +402,8 @@ double CostModel::memory_bound_seconds(const Op& op) const {
   if (!(op.hbm_bytes > 0)) return 0;
   const bool module_compute =
       op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute;
-  const double eager =
-      module_compute && eager_block_.count(op.module) ? calibration_.eager_memory_bound_factor : 1.0;
+  const auto eager_factor = module_compute ? eager_block_.find(op.module) : eager_block_.end();
+  const double eager = eager_factor != eager_block_.end() ? eager_factor->second : 1.0;
   const double efficiency = module_compute ? calibration_.memory_bound_efficiency : calibration_.hbm_efficiency;
   const double bytes_per_second = cluster_.gpu.hbm_bandwidth_bytes_per_second * efficiency;
   // Eager attention's score-matrix kernels stream b x a x s x s tensors (hundreds of MB and

@@ -186,7 +186,9 @@ class CostModel {
   GemmTable compute_gemm_table_, fp8_gemm_table_;  // calibration.gemm_table split by dtype
   AttentionKernel attention_kernel_ = AttentionKernel::flash2;
   std::unordered_map<std::string, int> module_parameter_tensors_;  // costed module -> tensors
-  std::unordered_map<std::string, bool> eager_block_;  // costed transformer blocks run eagerly (not compiled)
+  // Costed transformer blocks that run eagerly (not compiled), each with the factor its
+  // per-token memory-bound bytes take: the model's own eager_hbm_factor, else the calibration's.
+  std::unordered_map<std::string, double> eager_block_;
   // Costed modules whose costs list their kernels: the forward's and the backward's GEMM and
   // attention launches, and each memory-bound kernel's share of the module's per-token
   // memory-bound bytes (empty: the costs list none; the bytes are then priced as one lump).

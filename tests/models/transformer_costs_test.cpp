@@ -183,6 +183,23 @@ TEST(EagerScoreChain, EachFamilyAsTransformersRunsIt) {
   EXPECT_EQ(per_token_per_key(llama.backward_transient_bytes), 192.0);
 }
 
+// The eager factor a block's per-token traffic takes without torch.compile, op by op
+// (calibration.json's derivation of eager_memory_bound_factor, per block):
+// Llama-3.1-8B with SDPA: fused 188,416 bytes per token (ForwardHbmBytes.LedgerTotals) plus
+//   two Python RMSNorms (36 - 4) x 2 x 4096 = 262,144, rotary (20 - 4) x (4096 + 1024) = 81,920,
+//   SwiGLU as silu then the product (10 - 6) x 14,336 = 57,344, repeat_kv's copies of k and v
+//   2 x 2 x 5120 = 20,480, the attention output's transpose(1, 2).contiguous() 4 x 4096 = 16,384:
+//   626,688 / 188,416.
+// GPT-2 small eager: fused 46h, plus gelu_new's eight kernels (36 - 4) x 4h = 128h, the
+//   output's layout copy 4h and torch.matmul's copies of q, k and v 12h (LayerNorm is one
+//   native kernel): 190h / 46h.
+TEST(EagerScoreChain, EagerFactorCountsEachFamilysKernels) {
+  const Model llama = load("llama3.1-8b", true);
+  EXPECT_DOUBLE_EQ(*costs_of(llama, "model.layers.0").eager_hbm_factor, 626'688.0 / 188'416.0);
+  const Model gpt2 = load("gpt2", false);
+  EXPECT_DOUBLE_EQ(*costs_of(gpt2, "transformer.h.0").eager_hbm_factor, 190.0 / 46.0);
+}
+
 TEST(EagerScoreChain, FalconAlibiIsRefusedWithEagerAttention) {
   // Falcon's ALiBi path upcasts the scores to fp32 before the bias: not listed, so refused.
   nlohmann::json falcon = load_json_file(hf_config_path("falcon-7b"));

@@ -74,17 +74,18 @@ TEST(MemoryBoundEfficiency, AppliesToModuleComputeAndHbmEfficiencyToCopiesAndThe
 }
 
 // Eager attention's score-matrix traffic (the s^2 terms) is listed kernel by kernel in the
-// model files: the eager factor, which stands for per-token elementwise chains, leaves it alone.
-// 2.68e9 bytes of which 1.34e9 are scores, factor 2.5, 3.35e12 x 0.8 B/s:
-// (2.5 x 1.34e9 + 1.34e9) / 2.68e12 = 1.75 ms.
+// model files: the eager factor, which stands for per-token elementwise chains, leaves it alone,
+// and it streams at hbm_efficiency. 2.68e9 bytes of which 1.34e9 are scores, factor 2.5:
+// 2.5 x 1.34e9 / (3.35e12 x 0.8) + 1.34e9 / (3.35e12 x 0.5) = 1.25 + 0.8 = 2.05 ms.
 TEST(EagerMemoryBound, ScoreBytesAreNotMultipliedByTheEagerFactor) {
-  nlohmann::json j = scenario_json({{"memory_bound_efficiency", 0.8}, {"eager_memory_bound_factor", 2.5}});
+  nlohmann::json j = scenario_json(
+      {{"memory_bound_efficiency", 0.8}, {"hbm_efficiency", 0.5}, {"eager_memory_bound_factor", 2.5}});
   j["training"]["torch_compile"] = false;
   const CostModel cost(planner::parse_scenario(j, "test.json"));
   Schedule s;
   Op op = compute(OpKind::compute_bwd, "blocks.1", 0, 2.68e9);
   op.score_hbm_bytes = 1.34e9;
-  EXPECT_NEAR(cost.duration_seconds(op, s), 1.75e-3, 1e-15);
+  EXPECT_NEAR(cost.duration_seconds(op, s), 2.05e-3, 1e-15);
 }
 
 // Matrix FLOPs of an op without shapes (a hand-written model): at the GEMM ceiling, with no
