@@ -45,6 +45,9 @@ Estimate estimate_step(const planner::Scenario& scenario) {
   e.cluster = scenario.cluster;
   e.calibration = cost.calibration();
   e.attention_kernel = planner::to_string(cost.attention_kernel());
+  // A model costed for eager attention materialises its scores: no fused kernel runs it.
+  for (const planner::KernelSet& k : e.plan.schedule.kernel_sets)
+    if (k.has_attention && k.scores_materialized) e.attention_kernel = "eager";
   count_gemm_sources(e, cost);
   e.gpu_memory_bytes = scenario.cluster.gpu.memory_bytes;
   planner::CollectiveMemo collectives;  // the overhead's NCCL estimates are the timing's

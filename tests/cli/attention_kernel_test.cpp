@@ -34,5 +34,14 @@ TEST(AttentionKernel, EstimateNamesAndPricesTheChosenKernel) {
   EXPECT_NE(a100.err.find("flash3 does not"), std::string::npos) << a100.err;
 }
 
+// A model costed for eager attention (the ColossalAI GPT-2 XL row) runs no fused kernel: the
+// estimate says so rather than naming the kernel SDPA would have picked.
+TEST(AttentionKernel, AnEagerModelIsNamedEager) {
+  const CommandResult r = run_cli("estimate --json --scenario " + std::string(FSDPSIM_SOURCE_ROOT) +
+                                  "/scenarios/published/r295-colossalai-deepspeed-zero3-gpt2-xl-4xa100-40gb.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["attention_kernel"], "eager");
+}
+
 }  // namespace
 }  // namespace fsdpsim::testing
