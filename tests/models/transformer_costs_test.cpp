@@ -146,41 +146,46 @@ double per_token_per_key(const Polynomial& p) {
 //            16-bit gradient and the one the next op writes (4a);
 //   HBM:     every kernel's reads and writes.
 TEST(EagerScoreChain, EachFamilyAsTransformersRunsIt) {
-  // MPT-7B (a = 32, ALiBi): * softmax_scale, + position_bias, masked_fill with the bool mask,
-  // softmax(scores.float()).to(dtype). Saved 4a + 2a = 192; forward .float() 2a + 4a = 192;
-  // backward the fp32 softmax's 4a + 4a = 256; HBM scale 4a, ALiBi add 4a, masked_fill 5a
-  // (the bool mask read), .float() 6a, fp32 softmax 8a, cast 6a = 33a = 1,056.
-  const Model mpt_model = load("mpt-7b", false);
-  const ModuleCosts& mpt = costs_of(mpt_model, "transformer.blocks.0");
-  EXPECT_EQ(per_token_per_key(mpt.saved_activation_bytes), 192.0);
-  EXPECT_EQ(per_token_per_key(mpt.forward_transient_bytes), 192.0);
-  EXPECT_EQ(per_token_per_key(mpt.backward_transient_bytes), 256.0);
-  EXPECT_EQ(per_token_per_key(mpt.forward_hbm_bytes), 1056.0);
-  // Falcon-7B (a = 71): attention_scores /= sqrt(d) in place (no new tensor, but a new
-  // gradient in backward), + attention_mask, softmax in 16 bits. Saved 2a = 142; forward the
-  // scores and the masked scores 4a = 284; backward 4a = 284; HBM 4a + 6a + 4a = 14a = 994.
-  const Model falcon_model = load("falcon-7b", false);
-  const ModuleCosts& falcon = costs_of(falcon_model, "transformer.h.0");
-  EXPECT_EQ(per_token_per_key(falcon.saved_activation_bytes), 142.0);
-  EXPECT_EQ(per_token_per_key(falcon.forward_transient_bytes), 284.0);
-  EXPECT_EQ(per_token_per_key(falcon.backward_transient_bytes), 284.0);
-  EXPECT_EQ(per_token_per_key(falcon.forward_hbm_bytes), 994.0);
-  // gpt-oss-20b (a = 64): * scaling, + mask, cat with the sinks, minus the row maximum, softmax
-  // in 16 bits. Saved 2a = 128; forward 4a = 256; backward 4a = 256 (max's backward writes a
-  // new gradient); HBM 4a + 6a + 4a (cat) + 2a (max) + 4a (subtract) + 4a = 24a = 1,536.
-  const Model oss_model = load("gpt-oss-20b", false);
-  const ModuleCosts& oss = costs_of(oss_model, "model.layers.0");
-  EXPECT_EQ(per_token_per_key(oss.saved_activation_bytes), 128.0);
-  EXPECT_EQ(per_token_per_key(oss.forward_transient_bytes), 256.0);
-  EXPECT_EQ(per_token_per_key(oss.backward_transient_bytes), 256.0);
-  EXPECT_EQ(per_token_per_key(oss.forward_hbm_bytes), 1536.0);
-  // Llama-3.1-8B (a = 32), the shared path: saved 4a + 2a = 192; forward 4a = 128; backward
-  // the cast's 2a + 4a = 192. Eager memory per key is 3x what a 16-bit softmax would save.
-  const Model llama_model = load("llama3.1-8b", false);
-  const ModuleCosts& llama = costs_of(llama_model, "model.layers.0");
-  EXPECT_EQ(per_token_per_key(llama.saved_activation_bytes), 192.0);
-  EXPECT_EQ(per_token_per_key(llama.forward_transient_bytes), 128.0);
-  EXPECT_EQ(per_token_per_key(llama.backward_transient_bytes), 192.0);
+  struct Family {
+    const char* config;
+    const char* block;
+    double saved, forward, backward, forward_hbm, backward_hbm;
+  };
+  const Family families[] = {
+      // MPT-7B (a = 32, ALiBi): * softmax_scale, + position_bias, masked_fill with the bool
+      // mask, softmax(scores.float()).to(dtype). Saved 4a + 2a = 192; forward .float() 2a + 4a
+      // = 192; backward the fp32 softmax's 4a + 4a = 256. HBM forward: scale 4a, ALiBi add 4a,
+      // masked_fill 5a (the bool mask read), .float() 6a, fp32 softmax 8a, cast 6a = 33a =
+      // 1,056; backward: the cast's 6a, the fp32 softmax's (two fp32 in, fp32 out) 12a,
+      // .float()'s 6a, masked_fill's 5a, the scale's 4a (the add passes it on) = 33a = 1,056.
+      {"mpt-7b", "transformer.blocks.0", 192, 192, 256, 1056, 1056},
+      // Falcon-7B (a = 71): attention_scores /= sqrt(d) in place (no new tensor, but a new
+      // gradient in backward), + attention_mask, softmax in 16 bits. Saved 2a = 142; forward the
+      // scores and the masked scores 4a = 284; backward 4a = 284. HBM forward 4a + 6a + 4a =
+      // 14a = 994; backward the softmax's 6a and the division's 4a = 10a = 710.
+      {"falcon-7b", "transformer.h.0", 142, 284, 284, 994, 710},
+      // gpt-oss-20b (a = 64): * scaling, + mask, cat with the sinks, minus the row maximum,
+      // softmax in 16 bits. Saved 2a = 128; forward 4a = 256; backward 4a = 256 (max's backward
+      // writes a new gradient). HBM forward 4a + 6a + 4a (cat) + 2a (max) + 4a (subtract) + 4a
+      // = 24a = 1,536; backward the softmax's 6a, max's 2a, the scale's 4a = 12a = 768.
+      {"gpt-oss-20b", "model.layers.0", 128, 256, 256, 1536, 768},
+      // Llama-3.1-8B (a = 32), the shared path: saved 4a + 2a = 192 (3x what a 16-bit softmax
+      // would save); forward 4a = 128; backward the cast's 2a + 4a = 192. HBM forward scale 4a,
+      // mask add 6a, softmax to fp32 6a, cast 6a = 22a = 704; backward the cast's 6a, the
+      // softmax's (fp32 gradient and output in, 16-bit out) 10a, the scale's 4a = 20a = 640.
+      {"llama3.1-8b", "model.layers.0", 192, 128, 192, 704, 640},
+  };
+  for (const Family& f : families) {
+    SCOPED_TRACE(f.config);
+    const Model model = load(f.config, false);
+    const ModuleCosts& c = costs_of(model, f.block);
+    EXPECT_EQ(per_token_per_key(c.saved_activation_bytes), f.saved);
+    EXPECT_EQ(per_token_per_key(c.forward_transient_bytes), f.forward);
+    EXPECT_EQ(per_token_per_key(c.backward_transient_bytes), f.backward);
+    EXPECT_EQ(per_token_per_key(c.forward_hbm_bytes), f.forward_hbm);
+    ASSERT_TRUE(c.backward_hbm_bytes.has_value());
+    EXPECT_EQ(per_token_per_key(*c.backward_hbm_bytes), f.backward_hbm);
+  }
 }
 
 // The eager factor a block's per-token traffic takes without torch.compile, op by op
