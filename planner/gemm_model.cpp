@@ -85,8 +85,8 @@ GemmPlan gemm_plan(const GemmShape& shape, const GemmDevice& device, GemmTile ti
   const double loop_flops = 2.0 * tile.m * tile.n * k_blocks_per_cta * k_block;
   const double sm_flops_per_second =
       device.peak_flops / device.sm_count * sm_efficiency * tile_rate_factor(tile);
-  const double ramp_seconds = double(tile.m) * tile.n * device.tile_ramp_seconds_per_output_element;
-  plan.compute_seconds = plan.waves * (loop_flops / sm_flops_per_second + ramp_seconds);
+  plan.ramp_seconds = plan.waves * double(tile.m) * tile.n * device.tile_ramp_seconds_per_output_element;
+  plan.compute_seconds = plan.waves * loop_flops / sm_flops_per_second + plan.ramp_seconds;
   plan.reduction_seconds = (split_k - 1) * device.split_k_step_seconds;
   const double output_bytes = device.output_bytes > 0 ? device.output_bytes : device.dtype_bytes;
   const double operand_bytes = (shape.m * shape.k + shape.k * shape.n) * device.dtype_bytes + shape.m * shape.n * output_bytes;
@@ -123,9 +123,8 @@ double gemm_sm_efficiency(const GemmDevice& device) {
   // library picks at full efficiency (every full-reuse tile gives the same k-loop time per FLOP,
   // and the ramp is a small part of it).
   const GemmPlan plan = best_gemm_plan(square, device, 1.0);
-  const double ramp_seconds = plan.waves * double(plan.tile.m) * plan.tile.n * device.tile_ramp_seconds_per_output_element;
-  const double loop_seconds_at_peak = plan.compute_seconds - ramp_seconds;
-  const double loop_seconds = measured_seconds - device.kernel_floor_seconds - ramp_seconds - plan.reduction_seconds;
+  const double loop_seconds_at_peak = plan.compute_seconds - plan.ramp_seconds;
+  const double loop_seconds = measured_seconds - device.kernel_floor_seconds - plan.ramp_seconds - plan.reduction_seconds;
   if (!(loop_seconds > 0))
     throw std::invalid_argument("GemmDevice: kernel floor and tile ramps exceed an 8192^3 GEMM's time");
   return loop_seconds_at_peak / loop_seconds;

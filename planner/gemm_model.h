@@ -78,6 +78,7 @@ struct GemmPlan {
   double ctas = 0;             // output tiles x split_k
   double waves = 0;            // ceil(ctas / sm_count)
   double compute_seconds = 0;  // waves x one CTA's time (its k loop, prologue and epilogue)
+  double ramp_seconds = 0;     // the prologues and epilogues in compute_seconds: waves x one tile's ramp
   double memory_seconds = 0;   // operands, output and split-K partials through HBM
   double reduction_seconds = 0;  // split-K's serial reduction: (split_k - 1) x split_k_step_seconds
   double seconds() const;        // max(compute, memory) + reduction

@@ -205,6 +205,35 @@ TEST(EagerScoreChain, EagerFactorCountsEachFamilysKernels) {
   EXPECT_DOUBLE_EQ(*costs_of(gpt2, "transformer.h.0").eager_hbm_factor, 190.0 / 46.0);
 }
 
+// The backward moments of Llama's shared path one by one (a = 32 heads, bytes per token per
+// key): AV's backward writes the 16-bit gradient of the probabilities (2a = 64); the cast's
+// backward copies it to fp32 beside it (2a + 4a = 192); softmax's backward reads the fp32
+// gradient and writes the scores' 16-bit one (4a + 2a = 192); the scale's backward writes a
+// new gradient beside it (2a + 2a = 128); the mask add passes it on (no moment).
+TEST(EagerScoreChain, BackwardMomentsOneByOne) {
+  DecoderBlockShape llama;
+  llama.hidden_size = 4096;
+  llama.num_heads = 32;
+  llama.num_kv_heads = 8;
+  llama.head_dim = 128;
+  llama.ffn_hidden_size = 14336;
+  llama.gated_mlp = llama.rotary = true;
+  const TransientLedger ledger = block_transients(llama, /*flash_attention=*/false);
+  std::vector<std::pair<std::string, double>> per_key;
+  for (const TransientMoment& m : ledger.backward) {
+    double bytes = 0;
+    for (const CostItem& t : m.tensors) bytes += t.bytes_per_token_per_position;
+    if (bytes > 0) per_key.emplace_back(m.when, bytes);
+  }
+  const std::vector<std::pair<std::string, double>> expected = {
+      {"AV backward (bmm)", 64},
+      {"cast backward: the probabilities' gradient to fp32", 192},
+      {"softmax backward", 192},
+      {"scale (attn_weights * scaling) backward", 128},
+      {"QK^T backward (bmm)", 64}};
+  EXPECT_EQ(per_key, expected);
+}
+
 TEST(EagerScoreChain, FalconAlibiIsRefusedWithEagerAttention) {
   // Falcon's ALiBi path upcasts the scores to fp32 before the bias: not listed, so refused.
   nlohmann::json falcon = load_json_file(hf_config_path("falcon-7b"));
