@@ -205,7 +205,8 @@ sim::ResourceEstimate resource_estimate(const sim::SimgridCost& c) {
 // --estimate-cost: the estimate and what it is made of.
 void print_cost(const sim::SimgridCost& c, const sim::ResourceEstimate& e, bool json) {
   if (json)
-    std::cout << nlohmann::json({{"window_nodes", c.window_nodes}, {"window_ranks", c.window_ranks},
+    std::cout << nlohmann::json({{"window_nodes", c.window_nodes}, {"window_node_list", c.window_node_list},
+                                 {"window_fallback", c.window_fallback}, {"window_ranks", c.window_ranks},
                                  {"simulated_ranks", c.simulated_ranks}, {"flow_mode", sim::to_string(c.flow_mode)},
                                  {"links", c.links}, {"flows", c.flows}, {"flow_pairs", c.flow_pairs},
                                  {"other_activities", c.other_activities}, {"memory_bytes", c.memory_bytes},
