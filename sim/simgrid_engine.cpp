@@ -217,6 +217,10 @@ WindowChoice choose_window(const Schedule& s, const planner::ClusterSpec& c, con
   const std::vector<std::vector<int>> candidates = node_window_candidates(whole);
   if (candidates.empty()) return choice;
   const detail::WindowProver prover(s, groups, whole);
+  if (!prover.ranks_differ().empty()) {
+    choice.fallback = prover.ranks_differ();
+    return choice;
+  }
   for (const std::vector<int>& nodes : candidates) {
     const detail::WindowProof proof = prover.prove(Platform::build_nodes(c, nccl, fabric, nodes));
     if (proof.exact) return {static_cast<int>(nodes.size()), nodes, ""};

@@ -3,7 +3,9 @@
 #include "sim/internal/simgrid_window.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -41,8 +43,15 @@ FlowGraph flow_graph(const std::vector<GroupUse>& groups, const Platform& p) {
 }
 
 // Colour ids of signatures, in order of first appearance.
+struct SignatureHash {
+  std::size_t operator()(const std::vector<long long>& v) const noexcept {
+    std::uint64_t h = 1469598103934665603ull;
+    for (long long x : v) h = (h ^ static_cast<std::uint64_t>(x)) * 1099511628211ull;
+    return static_cast<std::size_t>(h);
+  }
+};
 struct Palette {
-  std::map<std::vector<long long>, int> ids;
+  std::unordered_map<std::vector<long long>, int, SignatureHash> ids;
   int id(const std::vector<long long>& signature) {
     return ids.emplace(signature, static_cast<int>(ids.size())).first->second;
   }
@@ -54,18 +63,24 @@ std::string group_name(const planner::Schedule& s, const GroupUse& g) {
 
 }  // namespace
 
-int refine_colours(const std::vector<std::vector<int>>& route, std::vector<int>& flow_colour,
-                   std::vector<int>& link_colour) {
+Refinement refine_colours(const std::vector<std::vector<int>>& route, std::vector<int>& flow_colour,
+                          std::vector<int>& link_colour, int max_rounds,
+                          const std::function<bool(const std::vector<int>&)>& refuted) {
   const int flows = static_cast<int>(flow_colour.size()), links = static_cast<int>(link_colour.size());
   std::vector<std::vector<int>> carried(links);  // link -> flows
   for (int v = 0; v < flows; ++v)
     for (int l : route[v]) carried[l].push_back(v);
   // Each new colour keeps the old one in its signature, so classes only split: the colouring is
-  // stable once a round splits none (at most flows + links rounds).
-  auto classes = [](const std::vector<int>& c) { return std::set<int>(c.begin(), c.end()).size(); };
+  // stable once a round splits none.
+  auto classes = [](std::vector<int> c) {
+    std::sort(c.begin(), c.end());
+    return static_cast<std::size_t>(std::unique(c.begin(), c.end()) - c.begin());
+  };
   std::size_t flow_classes = classes(flow_colour), link_classes = classes(link_colour);
   std::vector<long long> sig;
-  for (int rounds = 1;; ++rounds) {
+  Refinement out;
+  while (out.rounds < max_rounds) {
+    ++out.rounds;
     Palette fp, lp;
     std::vector<int> next_flow(flows), next_link(links);
     for (int v = 0; v < flows; ++v) {
@@ -82,81 +97,137 @@ int refine_colours(const std::vector<std::vector<int>>& route, std::vector<int>&
     }
     flow_colour.swap(next_flow);
     link_colour.swap(next_link);
-    const std::size_t f = classes(flow_colour), l = classes(link_colour);
-    if (f == flow_classes && l == link_classes) return rounds;
+    const std::size_t f = fp.ids.size(), l = lp.ids.size();
+    if (f == flow_classes && l == link_classes) {
+      out.stable = true;
+      return out;
+    }
     flow_classes = f;
     link_classes = l;
+    if (refuted && refuted(flow_colour)) return out;
   }
+  return out;
 }
 
+namespace {
+
+// Refinement rounds before a proof gives up: the windows proved so far settle in 7 to 11 (a ring's
+// differences travel one hop a round, and those rings differ only near leaf edges); a cluster
+// that has not settled by then is taken whole rather than spend the run's time on its proof.
+constexpr int kMaxRounds = 64;
+
+// The flows and links of the given graphs taken together, coloured: flows by flow group and
+// fraction, links by bandwidth and latency (what SimGrid's sharing sees; a flow's latency is its
+// links'). Flows and links graph after graph.
+struct Coloured {
+  std::vector<std::vector<int>> route;  // flow -> links
+  std::vector<int> flow_colour, link_colour;
+};
+
+Coloured initial_colours(const std::vector<const FlowGraph*>& graphs) {
+  Coloured c;
+  std::map<std::pair<int, double>, int> flow_ids;
+  std::map<std::pair<double, double>, int> link_ids;
+  for (const FlowGraph* g : graphs) {
+    const int link_base = static_cast<int>(c.link_colour.size());
+    for (std::size_t f = 0; f < g->flow_group.size(); ++f) {
+      c.flow_colour.push_back(
+          flow_ids.emplace(std::make_pair(g->flow_group[f], g->flow_fraction[f]), static_cast<int>(flow_ids.size()))
+              .first->second);
+      c.route.emplace_back();
+      for (int l : g->flow_links[f]) c.route.back().push_back(link_base + l);
+    }
+    for (const auto& figures : g->link_figures)
+      c.link_colour.push_back(link_ids.emplace(figures, static_cast<int>(link_ids.size())).first->second);
+  }
+  return c;
+}
+
+// The first group (index) whose instances in `g` do not all have every colour of the group's flows
+// there (flow f of g has colour[f]); -1 when every instance does. Refinement only splits colours,
+// so once an instance lacks a colour of its group, it lacks it in every later round.
+int group_with_unlike_instances(const FlowGraph& g, const std::vector<int>& colour, int groups, int* instance) {
+  for (int k = 0; k < groups; ++k) {
+    std::set<int> all;
+    std::map<int, std::set<int>> per_instance;
+    for (std::size_t f = 0; f < g.flow_group.size(); ++f)
+      if (g.flow_group[f] == k) {
+        all.insert(colour[f]);
+        per_instance[g.flow_instance[f]].insert(colour[f]);
+      }
+    for (const auto& [inst, colours] : per_instance)
+      if (colours != all) {
+        *instance = inst;
+        return k;
+      }
+  }
+  return -1;
+}
+
+// The first group whose flows in the window (colours from `base` on) do not have the colours of
+// its flows in the cluster (colours before `base`); -1 when every group's do. Once a colour is on
+// one side only, its splits are too.
+int group_unlike_the_cluster(const FlowGraph& whole, const FlowGraph& window, const std::vector<int>& colour,
+                             int groups) {
+  const std::size_t base = whole.flow_group.size();
+  for (int k = 0; k < groups; ++k) {
+    std::set<int> in_whole, in_window;
+    for (std::size_t f = 0; f < base; ++f)
+      if (whole.flow_group[f] == k) in_whole.insert(colour[f]);
+    for (std::size_t f = 0; f < window.flow_group.size(); ++f)
+      if (window.flow_group[f] == k) in_window.insert(colour[base + f]);
+    if (in_window != in_whole) return k;
+  }
+  return -1;
+}
+
+}  // namespace
+
 WindowProver::WindowProver(const planner::Schedule& schedule, std::vector<GroupUse> groups, const Platform& whole)
-    : schedule_(&schedule), groups_(std::move(groups)), whole_(std::make_unique<Graph>(flow_graph(groups_, whole))) {}
+    : schedule_(&schedule), groups_(std::move(groups)), whole_(std::make_unique<Graph>(flow_graph(groups_, whole))) {
+  // Ranks alike: every instance of a group has every colour of the group's flows. Refining the
+  // cluster alone splits its vertices as refining it beside a window does (a vertex's colour
+  // depends on its own graph only), so this holds for every window or for none.
+  const int n = static_cast<int>(groups_.size());
+  Coloured c = initial_colours({whole_.get()});
+  int instance = -1;
+  const Refinement r = refine_colours(c.route, c.flow_colour, c.link_colour, kMaxRounds, [&](const std::vector<int>& colour) {
+    return group_with_unlike_instances(*whole_, colour, n, &instance) >= 0;
+  });
+  const int k = group_with_unlike_instances(*whole_, c.flow_colour, n, &instance);
+  if (k >= 0)
+    ranks_differ_ = "the ranks are not alike: the flows of instance " + std::to_string(instance) + " of " +
+                    group_name(schedule, groups_[k]) + " meet other link loads than those of another instance";
+  else if (!r.stable)
+    ranks_differ_ = "the colour refinement of the cluster's flows and links did not settle in " +
+                    std::to_string(kMaxRounds) + " rounds";
+}
 
 WindowProver::~WindowProver() = default;
 
 WindowProof WindowProver::prove(const Platform& window) const {
-  const planner::Schedule& s = *schedule_;
-  const std::vector<GroupUse>& groups = groups_;
   WindowProof proof;
-  const FlowGraph window_graph = flow_graph(groups, window);
-  const FlowGraph* graphs[2] = {whole_.get(), &window_graph};
-  // One vertex set: the cluster's flows and links first, then the window's.
-  std::vector<int> flow_base(2), link_base(2);
-  int flows = 0, links = 0;
-  for (int k = 0; k < 2; ++k) {
-    flow_base[k] = flows;
-    link_base[k] = links;
-    flows += static_cast<int>(graphs[k]->flow_group.size());
-    links += static_cast<int>(graphs[k]->link_figures.size());
+  if (!ranks_differ_.empty()) {
+    proof.reason = ranks_differ_;
+    return proof;
   }
-  std::vector<std::vector<int>> route(flows);  // flow -> links
-  std::vector<int> flow_colour(flows), link_colour(links);
-  {
-    // Initial colours: flows by flow group and fraction, links by bandwidth and latency (what
-    // SimGrid's sharing sees; a flow's latency is its links').
-    std::map<std::pair<int, double>, int> flow_ids;
-    std::map<std::pair<double, double>, int> link_ids;
-    for (int k = 0; k < 2; ++k) {
-      const FlowGraph& g = *graphs[k];
-      for (std::size_t f = 0; f < g.flow_group.size(); ++f) {
-        const int v = flow_base[k] + static_cast<int>(f);
-        flow_colour[v] = flow_ids.emplace(std::make_pair(g.flow_group[f], g.flow_fraction[f]),
-                                          static_cast<int>(flow_ids.size()))
-                             .first->second;
-        for (int l : g.flow_links[f]) route[v].push_back(link_base[k] + l);
-      }
-      for (std::size_t l = 0; l < g.link_figures.size(); ++l)
-        link_colour[link_base[k] + static_cast<int>(l)] =
-            link_ids.emplace(g.link_figures[l], static_cast<int>(link_ids.size())).first->second;
-    }
+  const FlowGraph window_graph = flow_graph(groups_, window);
+  const int n = static_cast<int>(groups_.size());
+  Coloured c = initial_colours({whole_.get(), &window_graph});
+  const Refinement r = refine_colours(c.route, c.flow_colour, c.link_colour, kMaxRounds, [&](const std::vector<int>& colour) {
+    return group_unlike_the_cluster(*whole_, window_graph, colour, n) >= 0;
+  });
+  proof.rounds = r.rounds;
+  const int k = group_unlike_the_cluster(*whole_, window_graph, c.flow_colour, n);
+  if (k >= 0) {
+    proof.reason = "the flows of " + group_name(*schedule_, groups_[k]) + " in a window of " +
+                   std::to_string(window.window_nodes()) + " nodes meet other link loads than in the whole cluster";
+  } else if (!r.stable) {
+    proof.reason = "the colour refinement of a window of " + std::to_string(window.window_nodes()) +
+                   " nodes beside the cluster did not settle in " + std::to_string(kMaxRounds) + " rounds";
+  } else {
+    proof.exact = true;
   }
-  proof.rounds = refine_colours(route, flow_colour, link_colour);
-  // Per flow group: the colours of its flows in the cluster, in the window, and per instance of
-  // the cluster.
-  for (std::size_t k = 0; k < groups.size(); ++k) {
-    std::set<int> in_whole, in_window;
-    std::map<int, std::set<int>> per_instance;
-    for (std::size_t f = 0; f < graphs[0]->flow_group.size(); ++f)
-      if (graphs[0]->flow_group[f] == static_cast<int>(k)) {
-        const int c = flow_colour[flow_base[0] + static_cast<int>(f)];
-        in_whole.insert(c);
-        per_instance[graphs[0]->flow_instance[f]].insert(c);
-      }
-    for (std::size_t f = 0; f < graphs[1]->flow_group.size(); ++f)
-      if (graphs[1]->flow_group[f] == static_cast<int>(k)) in_window.insert(flow_colour[flow_base[1] + static_cast<int>(f)]);
-    for (const auto& [inst, colours] : per_instance)
-      if (colours != in_whole) {
-        proof.reason = "the ranks are not alike: the flows of instance " + std::to_string(inst) + " of " +
-                       group_name(s, groups[k]) + " meet other link loads than those of another instance";
-        return proof;
-      }
-    if (in_window != in_whole) {
-      proof.reason = "the flows of " + group_name(s, groups[k]) + " in a window of " +
-                     std::to_string(window.window_nodes()) + " nodes meet other link loads than in the whole cluster";
-      return proof;
-    }
-  }
-  proof.exact = true;
   return proof;
 }
 

@@ -19,6 +19,7 @@
 // proved, and the run takes the whole cluster.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,10 +37,17 @@ struct WindowProof {
 
 // Colour refinement of a flow-link graph (flows 0..F-1, links 0..L-1; route[f]: the links flow
 // f crosses): refines the given colours until every flow's colour fixes the multiset of its
-// links' colours and every link's the multiset of its flows' colours. Colours are renumbered;
-// two vertices share a colour afterwards only if they shared one before. Returns the rounds.
-int refine_colours(const std::vector<std::vector<int>>& route, std::vector<int>& flow_colour,
-                   std::vector<int>& link_colour);
+// links' colours and every link's the multiset of its flows' colours (stable), for at most
+// `max_rounds` rounds, or until `refuted` (called with the flow colours after each round that
+// split some class) returns true. Colours are renumbered; two vertices share a colour afterwards
+// only if they shared one before.
+struct Refinement {
+  int rounds = 0;
+  bool stable = false;
+};
+Refinement refine_colours(const std::vector<std::vector<int>>& route, std::vector<int>& flow_colour,
+                          std::vector<int>& link_colour, int max_rounds = 1 << 30,
+                          const std::function<bool(const std::vector<int>&)>& refuted = nullptr);
 
 // Proves windows of one cluster: the whole cluster's flow graph is built once.
 class WindowProver {
@@ -52,6 +60,8 @@ class WindowProver {
   WindowProver& operator=(const WindowProver&) = delete;
   // `window`: a window of chosen nodes of the same cluster, built with the same options.
   WindowProof prove(const Platform& window) const;
+  // Why no window can be proved whatever its nodes (the ranks are not alike); empty otherwise.
+  const std::string& ranks_differ() const { return ranks_differ_; }
 
   struct Graph;  // a platform's flows and their routes (simgrid_window.cpp)
 
@@ -59,6 +69,7 @@ class WindowProver {
   const planner::Schedule* schedule_;
   std::vector<GroupUse> groups_;
   std::unique_ptr<Graph> whole_;
+  std::string ranks_differ_;
 };
 
 }  // namespace fsdpsim::sim::detail

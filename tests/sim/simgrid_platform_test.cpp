@@ -249,7 +249,9 @@ TEST(SimgridPlatform, AWindowOfChosenNodesKeepsRealNamesAndContractsRings) {
 TEST(SimgridWindow, ColourRefinementSeparatesFlowsByTheLoadOfTheirLinks) {
   const std::vector<std::vector<int>> route = {{0}, {0}, {1}};
   std::vector<int> flows = {0, 0, 0}, links = {0, 0};
-  EXPECT_EQ(detail::refine_colours(route, flows, links), 3);
+  const detail::Refinement r = detail::refine_colours(route, flows, links);
+  EXPECT_EQ(r.rounds, 3);
+  EXPECT_TRUE(r.stable);
   EXPECT_EQ(flows[0], flows[1]);
   EXPECT_NE(flows[0], flows[2]);
   EXPECT_NE(links[0], links[1]);
