@@ -111,10 +111,20 @@ Refinement refine_colours(const std::vector<std::vector<int>>& route, std::vecto
 
 namespace {
 
-// Refinement rounds before a proof gives up: the windows proved so far settle in 7 to 11 (a ring's
-// differences travel one hop a round, and those rings differ only near leaf edges); a cluster
-// that has not settled by then is taken whole rather than spend the run's time on its proof.
-constexpr int kMaxRounds = 64;
+// How long a proof may refine before it gives up, in link crossings visited (a round visits each
+// flow's route twice, once from each side): 10^8, a few seconds here. A round splits colours one
+// hop further from where the graph differs, so rounds grow with the distance that a difference
+// travels: DGX rings settle in 7 to 11 rounds (a node's in and out flows share no link), PCIe
+// boxes in about twice the leaf's nodes (the host bridge carries both, so a node's colour tells
+// its distance to the leaf's edge). A cluster that has not settled within the budget is taken
+// whole rather than spend the run's time on its proof.
+constexpr double kMaxCrossings = 1e8;
+
+int max_rounds(const std::vector<std::vector<int>>& route) {
+  double crossings = 0;
+  for (const std::vector<int>& r : route) crossings += static_cast<double>(r.size());
+  return static_cast<int>(std::clamp(kMaxCrossings / std::max(1.0, 2 * crossings), 64.0, 1e6));
+}
 
 // The flows and links of the given graphs taken together, coloured: flows by flow group and
 // fraction, links by bandwidth and latency (what SimGrid's sharing sees; a flow's latency is its
@@ -191,7 +201,8 @@ WindowProver::WindowProver(const planner::Schedule& schedule, std::vector<GroupU
   const int n = static_cast<int>(groups_.size());
   Coloured c = initial_colours({whole_.get()});
   int instance = -1;
-  const Refinement r = refine_colours(c.route, c.flow_colour, c.link_colour, kMaxRounds, [&](const std::vector<int>& colour) {
+  const int rounds = max_rounds(c.route);
+  const Refinement r = refine_colours(c.route, c.flow_colour, c.link_colour, rounds, [&](const std::vector<int>& colour) {
     return group_with_unlike_instances(*whole_, colour, n, &instance) >= 0;
   });
   const int k = group_with_unlike_instances(*whole_, c.flow_colour, n, &instance);
@@ -200,7 +211,7 @@ WindowProver::WindowProver(const planner::Schedule& schedule, std::vector<GroupU
                     group_name(schedule, groups_[k]) + " meet other link loads than those of another instance";
   else if (!r.stable)
     ranks_differ_ = "the colour refinement of the cluster's flows and links did not settle in " +
-                    std::to_string(kMaxRounds) + " rounds";
+                    std::to_string(rounds) + " rounds";
 }
 
 WindowProver::~WindowProver() = default;
@@ -214,7 +225,8 @@ WindowProof WindowProver::prove(const Platform& window) const {
   const FlowGraph window_graph = flow_graph(groups_, window);
   const int n = static_cast<int>(groups_.size());
   Coloured c = initial_colours({whole_.get(), &window_graph});
-  const Refinement r = refine_colours(c.route, c.flow_colour, c.link_colour, kMaxRounds, [&](const std::vector<int>& colour) {
+  const int rounds = max_rounds(c.route);
+  const Refinement r = refine_colours(c.route, c.flow_colour, c.link_colour, rounds, [&](const std::vector<int>& colour) {
     return group_unlike_the_cluster(*whole_, window_graph, colour, n) >= 0;
   });
   proof.rounds = r.rounds;
@@ -224,7 +236,7 @@ WindowProof WindowProver::prove(const Platform& window) const {
                    std::to_string(window.window_nodes()) + " nodes meet other link loads than in the whole cluster";
   } else if (!r.stable) {
     proof.reason = "the colour refinement of a window of " + std::to_string(window.window_nodes()) +
-                   " nodes beside the cluster did not settle in " + std::to_string(kMaxRounds) + " rounds";
+                   " nodes beside the cluster did not settle in " + std::to_string(rounds) + " rounds";
   } else {
     proof.exact = true;
   }
