@@ -24,8 +24,12 @@
 // Symmetry: without stragglers, slow links or a user platform, every rank is alike. One rank
 // then runs as actors and each collective sends the flows of every instance of its group
 // in a window of nodes that repeats across the cluster (whole leaves, whole groups): link
-// loads in the window are those of the whole cluster. With stragglers or slow links every rank
-// of the window runs; a window smaller than the cluster repeats them in every period.
+// loads in the window are those of the whole cluster. Where the cluster has no such period (a
+// node count that is not a multiple of the leaf), a window of chosen nodes with each ring
+// contracted to them, used only where colour refinement proves that its links carry what the
+// cluster's do (sim/internal/simgrid_window.h); else the whole cluster, and the result says why
+// (SimgridResult::window_fallback). With stragglers or slow links every rank of the window runs;
+// a window smaller than the cluster repeats them in every period.
 //
 // SimGrid keeps one engine per process: simulate_simgrid() runs each simulation in a forked
 // child (unless options.in_process) and reads its result back through a pipe.
