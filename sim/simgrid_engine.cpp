@@ -20,6 +20,7 @@
 #include "planner/cost_model.h"
 #include "sim/internal/simgrid_flows.h"
 #include "sim/internal/simgrid_setup.h"
+#include "sim/internal/simgrid_window.h"
 #include "sim/simgrid_module.h"
 #include "sim/simgrid_platform.h"
 
@@ -152,20 +153,93 @@ bool window_is_consistent(const Platform& p, const std::vector<GroupUse>& groups
   return true;
 }
 
-int choose_window(const Schedule& s, const planner::ClusterSpec& c, const planner::NcclParams& nccl,
-                  const FabricOptions& fabric) {
+// Windows of chosen nodes to try where the cluster has no shorter period, smallest first; each is
+// used only once proved (simgrid_window.h), so this list is a guess at what may fold, not a rule.
+// Packed placement: the first t nodes of leaf 0 and the last leaf (a node count that is not a
+// multiple of the leaf: the partial leaf), t = 1, 2, 4, ... up to the whole leaf 0, then the first
+// two leaves and the last. A ring over the cluster leaves leaf 0 once and the last leaf once, and
+// the window's contracted ring crosses from one to the other as often; groups of t nodes need t
+// of leaf 0's. Spread placement (every node's neighbours sit under other leaves, whose uplinks
+// carry every node's flows): whole leaves, the first two, then three.
+std::vector<std::vector<int>> node_window_candidates(const Platform& whole) {
+  const int L = whole.leaves(), K = whole.nodes_per_leaf(), M = whole.nodes();
+  std::vector<std::vector<int>> out;
+  if (L < 2) return out;
+  auto add = [&](std::vector<int> nodes) {
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    if (static_cast<int>(nodes.size()) < M && std::find(out.begin(), out.end(), nodes) == out.end())
+      out.push_back(std::move(nodes));
+  };
+  if (whole.placement() == Placement::packed) {
+    std::vector<int> last;
+    for (int n = (L - 1) * K; n < M; ++n) last.push_back(n);
+    for (int t = 1;; t = std::min(2 * t, K)) {
+      std::vector<int> nodes = last;
+      for (int n = 0; n < t; ++n) nodes.push_back(n);
+      add(nodes);
+      if (t == K) break;
+    }
+    if (L > 3) {
+      std::vector<int> nodes = last;
+      for (int n = 0; n < 2 * K; ++n) nodes.push_back(n);
+      add(nodes);
+    }
+  } else {
+    for (int leaves = 2; leaves <= std::min(3, L - 1); ++leaves) {
+      std::vector<int> nodes;
+      for (int n = 0; n < M; ++n)
+        if (whole.leaf_of(n) < leaves) nodes.push_back(n);
+      add(nodes);
+    }
+  }
+  return out;
+}
+
+struct WindowChoice {
+  int nodes = 0;
+  std::vector<int> node_list;  // a window of chosen nodes
+  std::string fallback;        // why none folds the cluster, if a window of chosen nodes was tried
+};
+
+// The smallest period of the cluster that is consistent; for a symmetric run without one, the
+// first window of chosen nodes proved exact; else the whole cluster.
+WindowChoice choose_window(const Schedule& s, const planner::ClusterSpec& c, const planner::NcclParams& nccl,
+                           const FabricOptions& fabric, bool symmetric) {
   const std::vector<GroupUse> groups = collective_groups(s);
   for (int P : window_candidates(s, c, fabric)) {
-    if (P == c.nodes) return P;
-    if (window_is_consistent(Platform::build(c, nccl, fabric, P), groups)) return P;
+    if (P == c.nodes) break;
+    if (window_is_consistent(Platform::build(c, nccl, fabric, P), groups)) return {P, {}, ""};
   }
-  return c.nodes;
+  WindowChoice choice{c.nodes, {}, ""};
+  if (!symmetric || groups.empty()) return choice;
+  const Platform whole = Platform::build(c, nccl, fabric, c.nodes);
+  const std::vector<std::vector<int>> candidates = node_window_candidates(whole);
+  if (candidates.empty()) return choice;
+  const detail::WindowProver prover(s, groups, whole);
+  if (!prover.ranks_differ().empty()) {
+    choice.fallback = prover.ranks_differ();
+    return choice;
+  }
+  for (const std::vector<int>& nodes : candidates) {
+    const detail::WindowProof proof = prover.prove(Platform::build_nodes(c, nccl, fabric, nodes));
+    if (proof.exact) return {static_cast<int>(nodes.size()), nodes, ""};
+    // The smallest window's reason: the larger ones fail mostly for the same.
+    if (choice.fallback.empty()) choice.fallback = proof.reason;
+  }
+  return choice;
 }
 
 }  // namespace
 
 int symmetric_window_nodes(const Schedule& schedule, const planner::ClusterSpec& cluster, const FabricOptions& fabric) {
-  return choose_window(schedule, cluster, planner::NcclParams::defaults_for(cluster), fabric);
+  return symmetric_window(schedule, cluster, fabric).nodes;
+}
+
+SymmetricWindow symmetric_window(const Schedule& schedule, const planner::ClusterSpec& cluster,
+                                 const FabricOptions& fabric) {
+  WindowChoice w = choose_window(schedule, cluster, planner::NcclParams::defaults_for(cluster), fabric, true);
+  return {w.nodes, std::move(w.node_list), std::move(w.fallback)};
 }
 
 namespace detail {
@@ -204,13 +278,23 @@ RunShape choose_shape(const Schedule& s, const ClusterPlatform& p, const Simgrid
   shape.symmetric = uniform && options.symmetry == Symmetry::automatic;
   shape.window_nodes = p.cluster.nodes;
   if (!shape.xml && options.symmetry == Symmetry::automatic && options.slow_links.empty() &&
-      (shape.symmetric || s.world_size > kWholeWorldRanks))
-    shape.window_nodes = choose_window(s, p.cluster, p.nccl, options.fabric);
+      (shape.symmetric || s.world_size > kWholeWorldRanks)) {
+    WindowChoice w = choose_window(s, p.cluster, p.nccl, options.fabric, shape.symmetric);
+    shape.window_nodes = w.nodes;
+    shape.window_node_list = std::move(w.node_list);
+    shape.window_fallback = std::move(w.fallback);
+  }
   if (!shape.xml && !shape.symmetric && !options.slow_links.empty() && s.world_size > kMaxActorRanks)
     throw std::invalid_argument("slow links make every rank differ: a world of " + std::to_string(s.world_size) +
                                 " ranks is too large to simulate rank by rank (at most " +
                                 std::to_string(kMaxActorRanks) + ")");
   return shape;
+}
+
+Platform window_platform(const ClusterPlatform& p, const SimgridOptions& options, const RunShape& shape) {
+  return shape.window_node_list.empty()
+             ? Platform::build(p.cluster, p.nccl, options.fabric, shape.window_nodes)
+             : Platform::build_nodes(p.cluster, p.nccl, options.fabric, shape.window_node_list);
 }
 
 // Every rank as actors is refused past kMaxActorRanks ranks.
@@ -251,9 +335,11 @@ std::string simgrid_platform_xml(const Schedule& schedule, const ClusterPlatform
 SimgridCost estimate_simgrid_cost(const Schedule& s, const ClusterPlatform& p, const SimgridOptions& options) {
   // The setup simulate_simgrid_in_process makes, without SimGrid.
   const RunShape shape = choose_shape(s, p, options);
-  Platform platform = Platform::build(p.cluster, p.nccl, options.fabric, shape.window_nodes);
+  Platform platform = detail::window_platform(p, options, shape);
   if (!shape.xml) apply_slow_links(platform, options);
   SimgridCost c;
+  c.window_node_list = shape.window_node_list;
+  c.window_fallback = shape.window_fallback;
   c.window_nodes = platform.window_nodes();
   c.window_ranks = platform.window_ranks();
   check_actor_ranks(shape.symmetric, c.window_ranks);

@@ -24,8 +24,12 @@
 // Symmetry: without stragglers, slow links or a user platform, every rank is alike. One rank
 // then runs as actors and each collective sends the flows of every instance of its group
 // in a window of nodes that repeats across the cluster (whole leaves, whole groups): link
-// loads in the window are those of the whole cluster. With stragglers or slow links every rank
-// of the window runs; a window smaller than the cluster repeats them in every period.
+// loads in the window are those of the whole cluster. Where the cluster has no such period (a
+// node count that is not a multiple of the leaf), a window of chosen nodes with each ring
+// contracted to them, used only where colour refinement proves that its links carry what the
+// cluster's do (sim/internal/simgrid_window.h); else the whole cluster, and the result says why
+// (SimgridResult::window_fallback). With stragglers or slow links every rank of the window runs;
+// a window smaller than the cluster repeats them in every period.
 //
 // SimGrid keeps one engine per process: simulate_simgrid() runs each simulation in a forked
 // child (unless options.in_process) and reads its result back through a pipe.
@@ -96,6 +100,13 @@ struct SimgridResult {
   bool symmetric = false;        // one rank simulated, window flows
   int world = 0;
   int window_nodes = 0;          // nodes whose links and flows are simulated
+  // The real nodes that make the window, when it is a window of chosen nodes (a node count that
+  // is not a multiple of the leaf: a few nodes of leaf 0 and the partial leaf), proved to load
+  // every link as the whole cluster does (sim/internal/simgrid_window.h); empty otherwise.
+  std::vector<int> window_node_list;
+  // Why a symmetric run took the whole cluster's links where a window of chosen nodes was tried
+  // (the proof that failed, in words); empty otherwise.
+  std::string window_fallback;
   int simulated_ranks = 0;       // ranks run as actors
   // Each flow sent by its own source rank and received by its destination's (every flow's two
   // ends run as actors), not by the last member of its collective to arrive: the same flows,
@@ -140,6 +151,8 @@ SimgridResult simulate_simgrid(const planner::Schedule& schedule, const planner:
 // guard of `fsdpsim simulate`; docs/reliability.md, "Resource guard").
 struct SimgridCost {
   int window_nodes = 0;
+  std::vector<int> window_node_list;  // as SimgridResult's
+  std::string window_fallback;     // as SimgridResult's
   int window_ranks = 0;          // SimGrid hosts
   int simulated_ranks = 0;       // ranks run as actors
   // Each flow sent by its own source rank and received by its destination's (every flow's two
@@ -180,8 +193,15 @@ std::string simgrid_platform_xml(const planner::Schedule& schedule, const Cluste
 
 // The window (nodes) the engine simulates for a symmetric run of `schedule` on the platform
 // shape (exposed for tests): the smallest period of the cluster that holds whole leaves and
-// whole groups; the whole cluster when there is none.
+// whole groups; else the first window of chosen nodes proved exact; else the whole cluster.
 int symmetric_window_nodes(const planner::Schedule& schedule, const planner::ClusterSpec& cluster,
                            const FabricOptions& fabric);
+struct SymmetricWindow {
+  int nodes = 0;
+  std::vector<int> node_list;  // a window of chosen nodes (empty: a period, or the whole cluster)
+  std::string fallback;        // why no window of chosen nodes was proved, when one was tried
+};
+SymmetricWindow symmetric_window(const planner::Schedule& schedule, const planner::ClusterSpec& cluster,
+                                 const FabricOptions& fabric);
 
 }  // namespace fsdpsim::sim

@@ -43,7 +43,13 @@ std::vector<int> group_members(const GroupLayout& l, int world, int instance) {
 std::vector<int> window_instances(const GroupLayout& l, const Platform& p) {
   const int wr = p.window_ranks();
   std::vector<int> out;
-  if (l.strided) {
+  if (p.node_window()) {
+    // Instances with a member on a window node (the window holds real ranks, not images).
+    std::vector<char> seen(static_cast<std::size_t>(group_instances(l, p.world())), 0);
+    for (int w = 0; w < wr; ++w) seen[group_instance(l, p.real_rank(w))] = 1;
+    for (int i = 0; i < static_cast<int>(seen.size()); ++i)
+      if (seen[i]) out.push_back(i);
+  } else if (l.strided) {
     for (int i = 0; i < std::min(l.stride, wr); ++i) out.push_back(i);
   } else {
     const int n = (wr + l.size - 1) / l.size;
@@ -61,16 +67,9 @@ int ring_steps(planner::OpKind kind, int ranks) {
   return kind == planner::OpKind::all_reduce ? 2 * (ranks - 1) : ranks - 1;
 }
 
-std::vector<RingEdge> ring_edges(const GroupLayout& layout, int instance, const Platform& p) {
-  const int world = p.world();
+std::vector<Ring> rings(const GroupLayout& layout, int instance, const Platform& p) {
   const int G = p.gpus_per_node();
-  const int window = p.window_ranks();
-  const std::vector<int> members = group_members(layout, world, instance);
-  std::map<std::pair<int, int>, double> merged;
-  auto edge = [&](int src, int dst, double fraction) {
-    if (src >= window || src == dst) return;
-    merged[{src, dst}] += fraction;
-  };
+  const std::vector<int> members = group_members(layout, p.world(), instance);
   if (members.size() < 2) return {};
   // Members by node, in ring order (members are sorted by rank, hence by node).
   std::vector<int> nodes;
@@ -83,38 +82,52 @@ std::vector<RingEdge> ring_edges(const GroupLayout& layout, int instance, const 
     }
     locals.back().push_back(m % G);
   }
-  const int n_nodes = static_cast<int>(nodes.size());
-  if (n_nodes == 1) {
-    const int n = static_cast<int>(members.size());
-    for (int i = 0; i < n; ++i) edge(members[i], members[(i + 1) % n], 1.0);
-  } else {
-    // Rails: the distinct NICs of the first node's local GPUs (the layouts are regular: every
-    // node holds the same local indices).
-    const std::vector<int>& lset = locals.front();
-    std::vector<int> rails, entry;
-    for (int l : lset) {
-      const int k = p.nic_of(l);
-      if (std::find(rails.begin(), rails.end(), k) == rails.end()) {
-        rails.push_back(k);
-        entry.push_back(l);
-      }
+  if (nodes.size() == 1) return {{members, 1.0}};
+  // Rails: the distinct NICs of the first node's local GPUs (the layouts are regular: every
+  // node holds the same local indices). Ring r enters each node at its GPU entry[r] (the node's
+  // first local GPU when it has no such GPU), visits the node's GPUs from there in order, and
+  // leaves from the one before it for the next node.
+  const std::vector<int>& lset = locals.front();
+  std::vector<int> rails, entry;
+  for (int l : lset) {
+    const int k = p.nic_of(l);
+    if (std::find(rails.begin(), rails.end(), k) == rails.end()) {
+      rails.push_back(k);
+      entry.push_back(l);
     }
-    const double share = 1.0 / static_cast<double>(rails.size());
-    for (std::size_t r = 0; r < rails.size(); ++r) {
-      for (int j = 0; j < n_nodes; ++j) {
-        const std::vector<int>& loc = locals[j];
-        const int ppn = static_cast<int>(loc.size());
-        auto start = std::find(loc.begin(), loc.end(), entry[r]);
-        const int s = start == loc.end() ? 0 : static_cast<int>(start - loc.begin());
-        const int base = nodes[j] * G;
-        for (int i = 0; i + 1 < ppn; ++i) edge(base + loc[(s + i) % ppn], base + loc[(s + i + 1) % ppn], share);
-        const int exit = base + loc[(s + ppn - 1) % ppn];
-        const int next_node = nodes[(j + 1) % n_nodes];
-        const std::vector<int>& next_loc = locals[(j + 1) % n_nodes];
-        const int next_entry = std::find(next_loc.begin(), next_loc.end(), entry[r]) != next_loc.end() ? entry[r]
-                                                                                                         : next_loc.front();
-        edge(exit, next_node * G + next_entry, share);
-      }
+  }
+  const double share = 1.0 / static_cast<double>(rails.size());
+  std::vector<Ring> out(rails.size());
+  for (std::size_t r = 0; r < rails.size(); ++r) {
+    out[r].share = share;
+    for (std::size_t j = 0; j < nodes.size(); ++j) {
+      const std::vector<int>& loc = locals[j];
+      const int ppn = static_cast<int>(loc.size());
+      auto start = std::find(loc.begin(), loc.end(), entry[r]);
+      const int s = start == loc.end() ? 0 : static_cast<int>(start - loc.begin());
+      for (int i = 0; i < ppn; ++i) out[r].ranks.push_back(nodes[j] * G + loc[(s + i) % ppn]);
+    }
+  }
+  return out;
+}
+
+std::vector<RingEdge> ring_edges(const GroupLayout& layout, int instance, const Platform& p) {
+  std::map<std::pair<int, int>, double> merged;
+  for (const Ring& ring : rings(layout, instance, p)) {
+    // A period: the edges whose source lies in the window, to real destinations (their images
+    // receive). A window of chosen nodes: the ring contracted to its members in the window, so
+    // that the edge leaving the window lands on the member where the ring comes back into it.
+    std::vector<int> visit;
+    if (p.node_window()) {
+      for (int r : ring.ranks)
+        if (p.in_window(r)) visit.push_back(r);
+    }
+    const std::vector<int>& cycle = p.node_window() ? visit : ring.ranks;
+    const std::size_t n = cycle.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const int src = cycle[i], dst = cycle[(i + 1) % n];
+      if (!p.in_window(src) || src == dst) continue;
+      merged[{src, dst}] += ring.share;
     }
   }
   std::vector<RingEdge> out;
@@ -129,10 +142,13 @@ std::vector<RingEdge> all_to_all_edges(const GroupLayout& layout, int instance, 
   if (n < 2) return {};
   const double fraction = 1.0 / (n - 1);
   std::vector<RingEdge> out;
+  // A window of chosen nodes keeps the flows between its own members only: an instance that straddles the
+  // window's edge loads the window's links less than the cluster's, which the window's proof
+  // (simgrid_window.h) finds.
   for (int src : members) {
-    if (src >= p.window_ranks()) continue;
+    if (!p.in_window(src)) continue;
     for (int dst : members)
-      if (dst != src) out.push_back({src, dst, fraction});
+      if (dst != src && (!p.node_window() || p.in_window(dst))) out.push_back({src, dst, fraction});
   }
   return out;
 }

@@ -45,6 +45,17 @@ std::string gbps_text(double bytes_per_second) {
 
 Platform Platform::build(const planner::ClusterSpec& c, const planner::NcclParams& nccl, const FabricOptions& fabric,
                          int window_nodes) {
+  return build_window(c, nccl, fabric, window_nodes, {});
+}
+
+Platform Platform::build_nodes(const planner::ClusterSpec& c, const planner::NcclParams& nccl,
+                               const FabricOptions& fabric, const std::vector<int>& nodes) {
+  if (nodes.empty()) throw std::invalid_argument("a window of chosen nodes needs at least one node");
+  return build_window(c, nccl, fabric, 0, nodes);
+}
+
+Platform Platform::build_window(const planner::ClusterSpec& c, const planner::NcclParams& nccl,
+                                const FabricOptions& fabric, int window_nodes, const std::vector<int>& nodes) {
   Platform p;
   p.nodes_ = c.nodes;
   p.gpn_ = c.gpus_per_node;
@@ -65,7 +76,30 @@ Platform Platform::build(const planner::ClusterSpec& c, const planner::NcclParam
   p.per_leaf_ = std::min(p.per_leaf_, std::max(1, c.nodes));
   p.leaves_ = (c.nodes + p.per_leaf_ - 1) / p.per_leaf_;
   p.placement_ = fabric.placement;
-  if (p.leaves_ > 1) {
+  if (!nodes.empty()) {
+    // Each chosen node as itself, and each leaf that holds one.
+    p.real_node_window_.assign(p.nodes_, -1);
+    for (int n : nodes) {
+      if (n < 0 || n >= p.nodes_ || p.real_node_window_[n] >= 0)
+        throw std::invalid_argument("node " + std::to_string(n) + " is not a node of the cluster's " +
+                                    std::to_string(p.nodes_) + " or is named twice");
+      p.real_node_window_[n] = 0;
+    }
+    p.real_leaf_window_.assign(p.leaves_, -1);
+    for (int n = 0; n < p.nodes_; ++n)
+      if (p.real_node_window_[n] >= 0) {
+        p.real_node_window_[n] = static_cast<int>(p.window_node_real_.size());
+        p.window_node_real_.push_back(n);
+        p.real_leaf_window_[p.leaf_of(n)] = 0;
+      }
+    for (int l = 0; l < p.leaves_; ++l)
+      if (p.real_leaf_window_[l] >= 0) {
+        p.real_leaf_window_[l] = static_cast<int>(p.window_leaf_real_.size());
+        p.window_leaf_real_.push_back(l);
+      }
+    p.window_nodes_ = static_cast<int>(p.window_node_real_.size());
+    p.window_leaves_ = p.leaves_ > 1 ? static_cast<int>(p.window_leaf_real_.size()) : 0;
+  } else if (p.leaves_ > 1) {
     if (p.window_nodes_ == p.nodes_) {
       p.window_leaves_ = p.leaves_;
     } else {
@@ -102,7 +136,7 @@ Platform Platform::build(const planner::ClusterSpec& c, const planner::NcclParam
     p.links_.push_back(std::move(l));
   };
   for (int n = 0; n < p.window_nodes_; ++n) {
-    const std::string node = "node" + std::to_string(n);
+    const std::string node = "node" + std::to_string(p.real_node_of(n));
     if (p.nvswitch_) {
       for (int g = 0; g < G; ++g) add(node + ".gpu" + std::to_string(g) + ".nvlink.up", LinkKind::nvlink_up, intra_bw, 0, src_intra);
       for (int g = 0; g < G; ++g) add(node + ".gpu" + std::to_string(g) + ".nvlink.down", LinkKind::nvlink_down, intra_bw, 0, src_intra);
@@ -123,7 +157,7 @@ Platform Platform::build(const planner::ClusterSpec& c, const planner::NcclParam
   const double over = std::max(1.0, c.oversubscription);
   char buf[256];
   for (int l = 0; l < p.window_leaves_; ++l) {
-    const std::string leaf = "leaf" + std::to_string(l);
+    const std::string leaf = "leaf" + std::to_string(p.window_leaf_real_.empty() ? l : p.window_leaf_real_[l]);
     if (p.rail_) {
       const double nominal = p.per_leaf_ * nic_bw;
       std::snprintf(buf, sizeof buf, "%d nodes per rail leaf x NIC %s / oversubscription %g", p.per_leaf_,
@@ -153,7 +187,7 @@ int Platform::leaf_of(int node) const {
 }
 
 std::string Platform::host_name(int window_rank) const {
-  return "node" + std::to_string(window_rank / gpn_) + ".gpu" + std::to_string(window_rank % gpn_);
+  return "node" + std::to_string(real_node_of(window_rank / gpn_)) + ".gpu" + std::to_string(window_rank % gpn_);
 }
 
 int Platform::link_index(int n, LinkKind kind, int i) const {
@@ -192,7 +226,10 @@ std::vector<int> Platform::route(int src, int dst) const {
   std::vector<int> r;
   if (src == dst) return r;
   const int na = node_of(src), nb = node_of(dst), ga = src % gpn_, gb = dst % gpn_;
-  const int wa = na % window_nodes_, wb = nb % window_nodes_;
+  const int wa = window_node_of(na), wb = window_node_of(nb);
+  if (wa < 0 || wb < 0)
+    throw std::logic_error("a route from rank " + std::to_string(src) + " to rank " + std::to_string(dst) +
+                           " leaves the window of whole leaves");
   if (na == nb) {
     if (nvswitch_) {
       r = {link_index(wa, LinkKind::nvlink_up, ga), link_index(wa, LinkKind::nvlink_down, gb)};
@@ -219,8 +256,8 @@ std::vector<int> Platform::route(int src, int dst) const {
   }
   const int la = leaf_of(na), lb = leaf_of(nb);
   if (la != lb) {
-    r.push_back(leaf_link(la % window_leaves_, k, true));
-    r.push_back(leaf_link(lb % window_leaves_, k, false));
+    r.push_back(leaf_link(window_leaf_of(la), k, true));
+    r.push_back(leaf_link(window_leaf_of(lb), k, false));
   }
   r.push_back(link_index(wb, LinkKind::nic_down, k));
   if (nvswitch_) {

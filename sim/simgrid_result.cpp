@@ -124,6 +124,8 @@ nlohmann::json simgrid_result_to_json(const SimgridResult& r) {
           {"symmetric", r.symmetric},
           {"world", r.world},
           {"window_nodes", r.window_nodes},
+          {"window_node_list", r.window_node_list},
+          {"window_fallback", r.window_fallback},
           {"simulated_ranks", r.simulated_ranks},
           {"matched_flows", r.matched_flows},
           {"notes", r.notes},
@@ -152,6 +154,8 @@ SimgridResult simgrid_result_from_json(const nlohmann::json& j) {
   r.symmetric = j.at("symmetric");
   r.world = j.at("world");
   r.window_nodes = j.at("window_nodes");
+  r.window_node_list = j.at("window_node_list").get<std::vector<int>>();
+  r.window_fallback = j.at("window_fallback");
   r.simulated_ranks = j.at("simulated_ranks");
   r.matched_flows = j.at("matched_flows");
   r.notes = j.at("notes").get<std::vector<std::string>>();

@@ -185,13 +185,17 @@ std::string how_to_go_further(const planner::Scenario& sc, const sim::SimgridOpt
   std::string out = "raise --max-memory (GiB) or --max-time (seconds; 0: no limit) on a machine that has it";
   const int nodes = sc.cluster.nodes;
   const int leaf = options.fabric.nodes_per_leaf > 0 ? options.fabric.nodes_per_leaf : sim::default_nodes_per_leaf(sc.cluster);
-  if (c.window_nodes == nodes && nodes > leaf && nodes % leaf != 0) {
+  // Whole leaves make a period only when consecutive nodes fill a leaf (a spread placement has
+  // none at any node count).
+  if (c.window_nodes == nodes && nodes > leaf && nodes % leaf != 0 && options.fabric.placement == sim::Placement::packed) {
     const int below = nodes / leaf * leaf, above = below + leaf;
     out += "; or simulate " + std::to_string(below) + " or " + std::to_string(above) +
            " nodes (cluster.nodes): with whole leaves of " + std::to_string(leaf) +
            " nodes one period of the cluster stands for all of it, while " + std::to_string(nodes) +
            " nodes simulate every node's links";
   }
+  if (!c.window_fallback.empty())
+    out += "; no smaller window was proved to load the links as the whole cluster does (" + c.window_fallback + ")";
   if (c.simulated_ranks > 1) out += "; or drop the stragglers, slow links or simulation.symmetry=off (every rank runs as actors)";
   return out + "; `fsdpsim estimate` (the analytic engine) answers at any scale";
 }
@@ -205,7 +209,8 @@ sim::ResourceEstimate resource_estimate(const sim::SimgridCost& c) {
 // --estimate-cost: the estimate and what it is made of.
 void print_cost(const sim::SimgridCost& c, const sim::ResourceEstimate& e, bool json) {
   if (json)
-    std::cout << nlohmann::json({{"window_nodes", c.window_nodes}, {"window_ranks", c.window_ranks},
+    std::cout << nlohmann::json({{"window_nodes", c.window_nodes}, {"window_node_list", c.window_node_list},
+                                 {"window_fallback", c.window_fallback}, {"window_ranks", c.window_ranks},
                                  {"simulated_ranks", c.simulated_ranks}, {"flow_mode", sim::to_string(c.flow_mode)},
                                  {"links", c.links}, {"flows", c.flows}, {"flow_pairs", c.flow_pairs},
                                  {"other_activities", c.other_activities}, {"memory_bytes", c.memory_bytes},

@@ -57,7 +57,19 @@ struct RingEdge {
   double fraction = 0;
 };
 
-// The merged ring edges of one instance whose source lies in the platform's window.
+// One ring of an instance: the ranks it visits in order (it closes from the last to the first),
+// and the share of the per-rank wire bytes it carries (1 / rings).
+struct Ring {
+  std::vector<int> ranks;
+  double share = 1;
+};
+// The rings of one instance over the whole cluster: one through the members on one node, one
+// per rail (NIC) across nodes.
+std::vector<Ring> rings(const GroupLayout& layout, int instance, const Platform& platform);
+
+// The merged ring edges of one instance whose source lies in the platform's window: for a
+// period, to real destinations (their images receive); for a window of chosen nodes, between its
+// members, each ring contracted to them (simgrid_platform.h).
 std::vector<RingEdge> ring_edges(const GroupLayout& layout, int instance, const Platform& platform);
 // The all-to-all flows of one instance whose source lies in the platform's window: every
 // member to every other, 1/(n-1) of the per-rank wire bytes each.
@@ -66,7 +78,7 @@ std::vector<RingEdge> all_to_all_edges(const GroupLayout& layout, int instance, 
 std::vector<RingEdge> collective_edges(FlowPattern pattern, const GroupLayout& layout, int instance,
                                        const Platform& platform);
 
-// Instances with at least one member in the platform's window.
+// Instances with at least one member in the platform's window, ascending (0..n-1 for a period).
 std::vector<int> window_instances(const GroupLayout& layout, const Platform& platform);
 
 // Sequential steps of the ring algorithm: n-1 (all-gather, reduce-scatter), 2(n-1) (all-reduce);

@@ -40,10 +40,18 @@ struct RunShape {
   bool xml = false;        // a user's platform file
   bool symmetric = false;  // one rank as actors, window flows
   int window_nodes = 0;    // nodes whose links are built
+  // A window of these real nodes (Platform::build_nodes), proved exact (simgrid_window.h); empty
+  // for a period of the cluster or the whole cluster.
+  std::vector<int> window_node_list;
+  // Why a symmetric run takes the whole cluster where a window of chosen nodes was tried (a node
+  // count with no period, such as a partial leaf): the proof that failed, in words. Empty otherwise.
+  std::string window_fallback;
   FlowMode flow_mode = FlowMode::aggregated;
 };
 
 RunShape choose_shape(const planner::Schedule& s, const ClusterPlatform& p, const SimgridOptions& options);
+// The platform of the run's window (the whole cluster, a period, or chosen nodes).
+Platform window_platform(const ClusterPlatform& p, const SimgridOptions& options, const RunShape& shape);
 // Throws std::invalid_argument when every rank would run as actors in too large a window.
 void check_actor_ranks(bool symmetric, int window_ranks);
 FlowMode choose_flow_mode(int world_ranks, const SimgridOptions& options);

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -98,7 +99,10 @@ struct CollInfo {
 struct GroupFlows {
   GroupLayout layout;
   int ranks = 1;
-  std::vector<std::vector<RingEdge>> edges;                         // per window instance
+  // The window's instances by slot (0..n-1, ascending instance ids; slot = id for a period of
+  // the cluster), and each instance id's slot (-1: no member in the window).
+  std::vector<int> instance_ids, slot;
+  std::vector<std::vector<RingEdge>> edges;                         // per window instance (slot)
   std::vector<std::vector<std::vector<int>>> routes;                // per instance, per edge: link ids
   std::vector<std::vector<std::pair<sg4::Host*, sg4::Host*>>> ends;  // per instance, per edge
   std::vector<int> active;                                          // simulated members per instance
@@ -147,7 +151,7 @@ class StepSimulation {
   std::vector<CollInfo> coll;
   std::vector<GroupFlows> groups;  // indexed by schedule group
   std::array<std::vector<int>, planner::kStreamCount> queue;
-  std::vector<RankState> ranks;    // simulated ranks
+  std::vector<RankState> ranks;    // simulated ranks (RankState::rank: the real rank)
   std::vector<int> rank_index;     // window rank -> index in ranks, -1 if not simulated
   std::unordered_map<long long, Instance> instances;
   int max_instances = 1;
@@ -326,7 +330,7 @@ void StepSimulation::run_collective(RankState& rs, int op) {
   const CollInfo& ci = coll[op];
   if (!ci.active) return;
   GroupFlows& g = groups[ci.group];
-  const int inst = group_instance(g.layout, rs.rank);
+  const int inst = g.slot[group_instance(g.layout, rs.rank)];
   const long long key = static_cast<long long>(op) * max_instances + inst;
   comm_begin(rs);
   Instance& instance = instances[key];
@@ -508,10 +512,24 @@ void StepSimulation::cpu_actor(int rank_index) {
   rs.cpu_end = cpu_free;
 }
 
-// A CPU actor per simulated rank and an actor per stream with ops.
+// Each GPU stream's ops in issue order (the stream actors' queues; host ops run on the CPU).
+std::array<std::vector<int>, planner::kStreamCount> stream_queues(const Schedule& s) {
+  std::array<std::vector<int>, planner::kStreamCount> queues;
+  for (const Op& op : s.ops)
+    if (op.stream != Stream::host) queues[static_cast<int>(op.stream)].push_back(op.id);
+  return queues;
+}
+
+// The streams with ops: each is an actor per simulated rank (start_actors), which the engine
+// must know before it starts (start_engine sizes the actors' stacks by their count).
+int streams_with_ops(const std::array<std::vector<int>, planner::kStreamCount>& queues) {
+  int n = 0;
+  for (const std::vector<int>& q : queues) n += q.empty() ? 0 : 1;
+  return n;
+}
+
+// A CPU actor per simulated rank and an actor per stream with ops (`queue`, stream_queues).
 void StepSimulation::start_actors() {
-  for (const Op& op : s->ops)
-    if (op.stream != Stream::host) queue[static_cast<int>(op.stream)].push_back(op.id);
   for (std::size_t k = 0; k < ranks.size(); ++k) {
     const int idx = static_cast<int>(k);
     const std::string prefix = "rank" + std::to_string(ranks[k].rank);
@@ -716,11 +734,11 @@ std::vector<sg4::Link*> build_platform(const Schedule& s, const Platform& platfo
   for (const GroupUse& g : collective_groups(s))
     for (int inst : window_instances(g.layout, platform))
       for (const RingEdge& e : collective_edges(g.pattern, g.layout, inst, platform)) {
-        const int dst = platform.window_rank(e.dst);
-        if (!added.emplace(std::make_pair(e.src, dst), true).second) continue;
+        const int src = platform.window_rank(e.src), dst = platform.window_rank(e.dst);
+        if (!added.emplace(std::make_pair(src, dst), true).second) continue;
         std::vector<sg4::LinkInRoute> route;
         for (int l : platform.route(e.src, e.dst)) route.emplace_back(sg_links[l]);
-        zone->add_route(hosts[e.src]->get_netpoint(), hosts[dst]->get_netpoint(), nullptr, nullptr, route, false);
+        zone->add_route(hosts[src]->get_netpoint(), hosts[dst]->get_netpoint(), nullptr, nullptr, route, false);
       }
   zone->seal();
   return sg_links;
@@ -739,26 +757,29 @@ void prepare_group_flows(const Schedule& s, const Platform& platform, const Plat
     GroupFlows& g = sim.groups[gu.flow];
     g.layout = gu.layout;
     g.ranks = gu.layout.size;
-    const std::vector<int> insts = window_instances(g.layout, platform);
-    sim.max_instances = std::max(sim.max_instances, static_cast<int>(insts.size()));
-    g.edges.resize(insts.size());
-    g.routes.resize(insts.size());
-    g.ends.resize(insts.size());
-    g.active.assign(insts.size(), 0);
-    for (int inst : insts) {
-      g.edges[inst] = collective_edges(gu.pattern, g.layout, inst, platform);
-      for (const RingEdge& e : g.edges[inst]) {
-        const int dst = platform.window_rank(e.dst);
-        g.ends[inst].push_back({hosts[e.src], hosts[dst]});
+    g.instance_ids = window_instances(g.layout, platform);
+    const int n = static_cast<int>(g.instance_ids.size());
+    g.slot.assign(group_instances(g.layout, s.world_size), -1);
+    for (int k = 0; k < n; ++k) g.slot[g.instance_ids[k]] = k;
+    sim.max_instances = std::max(sim.max_instances, n);
+    g.edges.resize(n);
+    g.routes.resize(n);
+    g.ends.resize(n);
+    g.active.assign(n, 0);
+    for (int k = 0; k < n; ++k) {
+      g.edges[k] = collective_edges(gu.pattern, g.layout, g.instance_ids[k], platform);
+      for (const RingEdge& e : g.edges[k]) {
+        const int src = platform.window_rank(e.src), dst = platform.window_rank(e.dst);
+        g.ends[k].push_back({hosts[src], hosts[dst]});
         if (xml) {
           std::vector<sg4::Link*> route;
           double latency = 0;
-          hosts[e.src]->route_to(hosts[dst], route, &latency);
+          hosts[src]->route_to(hosts[dst], route, &latency);
           std::vector<int> ids;
           for (sg4::Link* l : route) ids.push_back(xml_link_index.at(l));
-          g.routes[inst].push_back(ids);
+          g.routes[k].push_back(ids);
         } else {
-          g.routes[inst].push_back(platform.route(e.src, e.dst));
+          g.routes[k].push_back(platform.route(e.src, e.dst));
         }
       }
     }
@@ -820,22 +841,23 @@ void prepare_ranks(const Schedule& s, const Platform& platform, bool xml, const 
   sim.ranks.resize(simulated.size());
   for (std::size_t k = 0; k < simulated.size(); ++k) {
     RankState& rs = sim.ranks[k];
-    rs.rank = simulated[k];
-    rs.host = hosts[rs.rank];
-    rs.speed = speed[rs.rank];
+    const int w = simulated[k];
+    rs.rank = platform.real_rank(w);
+    rs.host = hosts[w];
+    rs.speed = speed[w];
     // Built hosts run at kHostSpeed x speed; a user's hosts at their own speed.
     rs.work_per_second = xml ? rs.host->get_pstate_speed(0) / rs.speed : kHostSpeed;
     rs.issued.assign(n, 0);
     rs.done.assign(n, 0);
     rs.timing.ops.assign(n, OpTiming{});
     rs.last_finished.fill(-1);
-    sim.rank_index[rs.rank] = static_cast<int>(k);
+    sim.rank_index[w] = static_cast<int>(k);
   }
   for (GroupFlows& g : sim.groups) {
     if (g.edges.empty()) continue;
-    for (std::size_t inst = 0; inst < g.active.size(); ++inst)
-      for (int m : group_members(g.layout, s.world_size, static_cast<int>(inst)))
-        if (m < window_ranks && sim.rank_index[m] >= 0) ++g.active[inst];
+    for (std::size_t k = 0; k < g.active.size(); ++k)
+      for (int m : group_members(g.layout, s.world_size, g.instance_ids[k]))
+        if (platform.in_window(m) && sim.rank_index[platform.window_rank(m)] >= 0) ++g.active[k];
   }
 }
 
@@ -869,13 +891,14 @@ void prepare_matched_flows(const Platform& platform, int min_flows, StepSimulati
     most = std::max(most, round);
   }
   if (most < static_cast<std::size_t>(min_flows)) return;
+  // The receiver of an edge is the window host of its destination (the image of a real rank
+  // outside a period), named by that host's real rank, as RankState::rank names it.
+  auto receiver = [&](const RingEdge& e) { return platform.real_rank(platform.window_rank(e.dst)); };
   for (const GroupFlows& g : sim.groups)
-    for (std::size_t inst = 0; inst < g.edges.size(); ++inst)
-      for (const RingEdge& e : g.edges[inst]) {
-        const int dst = platform.window_rank(e.dst);
-        if (sim.rank_index[e.src] < 0 || sim.rank_index[dst] < 0 ||
-            group_instance(g.layout, e.src) != static_cast<int>(inst) ||
-            group_instance(g.layout, dst) != static_cast<int>(inst))
+    for (std::size_t k = 0; k < g.edges.size(); ++k)
+      for (const RingEdge& e : g.edges[k]) {
+        if (sim.rank_index[platform.window_rank(e.src)] < 0 || sim.rank_index[platform.window_rank(e.dst)] < 0 ||
+            group_instance(g.layout, e.src) != g.instance_ids[k] || group_instance(g.layout, receiver(e)) != g.instance_ids[k])
           return;
       }
   sim.matched = true;
@@ -888,7 +911,7 @@ void prepare_matched_flows(const Platform& platform, int min_flows, StepSimulati
       for (std::size_t e = 0; e < g.edges[inst].size(); ++e) {
         const RingEdge& edge = g.edges[inst][e];
         g.sends[inst][edge.src].push_back(static_cast<int>(e));
-        g.receives[inst][platform.window_rank(edge.dst)].push_back(static_cast<int>(e));
+        g.receives[inst][receiver(edge)].push_back(static_cast<int>(e));
         g.mailboxes[inst].push_back(sg4::Mailbox::by_name("flow" + std::to_string(f) + "." + std::to_string(inst) + "." +
                                                           std::to_string(e)));
       }
@@ -913,13 +936,13 @@ void collect_timings(const Schedule& s, const Platform& platform, const SimgridO
   }
   result.step_seconds = sim.ranks[slowest].timing.step_seconds;
   const int report = result.symmetric ? 0 : platform.window_rank(options.report_rank);
-  const int report_index = sim.rank_index[report] >= 0 ? sim.rank_index[report] : 0;
+  const int report_index = report >= 0 && sim.rank_index[report] >= 0 ? sim.rank_index[report] : 0;
   result.report_rank = result.symmetric ? options.report_rank : sim.ranks[report_index].rank;
   result.timing = sim.ranks[report_index].timing;
   std::vector<int> detail = {report_index};
   if (slowest != report_index) detail.push_back(slowest);
   for (int r : options.detail_ranks)
-    if (r >= 0 && r < s.world_size) {
+    if (r >= 0 && r < s.world_size && platform.window_rank(r) >= 0) {
       const int idx = sim.rank_index[platform.window_rank(r)];
       if (idx >= 0 && std::find(detail.begin(), detail.end(), idx) == detail.end()) detail.push_back(idx);
     }
@@ -938,15 +961,42 @@ void collect_timings(const Schedule& s, const Platform& platform, const SimgridO
   for (auto& [k, c] : by_kind) result.collectives.push_back(c);
 }
 
+// "node0, node96-node99": real node numbers, runs of consecutive ones joined.
+std::string node_list_text(const std::vector<int>& nodes) {
+  std::string out;
+  for (std::size_t i = 0; i < nodes.size();) {
+    std::size_t j = i;
+    while (j + 1 < nodes.size() && nodes[j + 1] == nodes[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += "node";
+    out += std::to_string(nodes[i]);
+    if (j > i) {
+      out += "-node";
+      out += std::to_string(nodes[j]);
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
 // The caveats of this run, in words.
 void add_notes(const Schedule& s, const ClusterPlatform& p, const StepSimulation& sim, SimgridResult& result) {
   const int nodes = p.cluster.nodes;
-  if (result.symmetric && result.window_nodes < nodes)
+  if (result.symmetric && !result.window_node_list.empty()) {
+    result.notes.push_back("every rank is alike: rank " + std::to_string(sim.ranks.front().rank) +
+                           " ran as actors; the flows of the ranks of " + std::to_string(result.window_nodes) + " of " +
+                           std::to_string(nodes) + " nodes (" + node_list_text(result.window_node_list) +
+                           "; each ring contracted to them) loaded the links, which carry what the whole cluster's "
+                           "do (proved by colour refinement of the flows and links of both)");
+  } else if (result.symmetric && result.window_nodes < nodes)
     result.notes.push_back("every rank is alike: rank 0 ran as actors; the flows of all ranks of " +
                            std::to_string(result.window_nodes) + " of " + std::to_string(nodes) +
                            " nodes (a period of the cluster) loaded the links");
   else if (result.symmetric && nodes > 1)
     result.notes.push_back("every rank is alike: rank 0 ran as actors; every rank's flows loaded the links");
+  if (!result.window_fallback.empty())
+    result.notes.push_back("no window folds the cluster: " + result.window_fallback +
+                           "; every node's links ran (--json: simgrid.window_fallback)");
   if (!result.symmetric && result.window_nodes < nodes)
     result.notes.push_back("the world repeats every " + std::to_string(result.window_nodes) +
                            " nodes: the stragglers repeat in every period");
@@ -972,27 +1022,29 @@ void run_step(const Schedule& s, const planner::OpCosts& costs, const ClusterPla
   result.world = s.world_size;
   const detail::RunShape shape = detail::choose_shape(s, p, options);
   result.symmetric = shape.symmetric;
-  Platform platform = Platform::build(p.cluster, p.nccl, options.fabric, shape.window_nodes);
-  const Platform ideal = shape.xml ? Platform::build(p.cluster, p.nccl, options.fabric, p.cluster.nodes) : platform;
+  Platform platform = detail::window_platform(p, options, shape);
+  // The ideal fabric a group's ring is priced on alone (prepare_group_flows): the whole cluster
+  // where the window does not hold instance 0's every edge with its real destinations (a user's
+  // platform; a window of whole leaves, whose rings are contracted).
+  const Platform ideal = shape.xml || platform.node_window()
+                             ? Platform::build(p.cluster, p.nccl, options.fabric, p.cluster.nodes)
+                             : platform;
   if (!shape.xml) detail::apply_slow_links(platform, options);
   const int window_ranks = platform.window_ranks();
   result.window_nodes = platform.window_nodes();
+  result.window_node_list = shape.window_node_list;
+  result.window_fallback = shape.window_fallback;
   result.platform = shape.xml ? "SimGrid platform " + options.platform_xml : platform.description();
   result.platform_xml = options.platform_xml;
   detail::check_actor_ranks(result.symmetric, window_ranks);
   result.flow_mode = detail::choose_flow_mode(s.world_size, options);
 
   // Actors: a CPU and one per stream with ops for each rank run (start_actors).
-  int streams = 0;
-  {
-    std::array<bool, planner::kStreamCount> used{};
-    for (const Op& op : s.ops)
-      if (op.stream != Stream::host) used[static_cast<int>(op.stream)] = true;
-    for (bool u : used) streams += u ? 1 : 0;
-  }
+  std::array<std::vector<int>, planner::kStreamCount> queues = stream_queues(s);
   const long actor_ranks = shape.symmetric ? 1 : window_ranks;
-  std::unique_ptr<sg4::Engine> engine = start_engine(actor_ranks * (1 + streams));
+  std::unique_ptr<sg4::Engine> engine = start_engine(actor_ranks * (1 + streams_with_ops(queues)));
   StepSimulation sim(s, costs);
+  sim.queue = std::move(queues);
   sim.symmetric = result.symmetric;
   sim.per_step = result.flow_mode == FlowMode::per_step;
   sim.bounded_queue = costs.launch_queue_kernels > 0 && !costs.kernels.empty();
@@ -1000,7 +1052,8 @@ void run_step(const Schedule& s, const planner::OpCosts& costs, const ClusterPla
   sim.slowdown = costs.compute_slowdown_under_comm;
 
   std::vector<double> speed(window_ranks, 1.0);
-  for (const Straggler& st : options.stragglers) speed[platform.window_rank(st.rank)] = st.compute_speed;
+  for (const Straggler& st : options.stragglers)
+    if (platform.window_rank(st.rank) >= 0) speed[platform.window_rank(st.rank)] = st.compute_speed;
   std::vector<sg4::Host*> hosts(window_ranks, nullptr);
   const std::vector<sg4::Link*> sg_links =
       shape.xml ? load_user_platform(*engine, sim, hosts, s.world_size, p.cluster.gpus_per_node, options)

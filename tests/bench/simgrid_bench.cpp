@@ -60,9 +60,13 @@ void BM_Simgrid_Llama70B_1024Gpus_Straggler(benchmark::State& state) {
 // must be no slower than 1,024 GPUs (the automatic flow mode once chose per-step rounds by
 // the window's size).
 void BM_Simgrid_Llama70B_256Gpus(benchmark::State& state) { simulate_llama70b(state, 32, {}); }
-// A node count that is not a multiple of the leaf (100 nodes, leaves of 32): no period, every
-// node's links are built and every rank's flows sent (rank 0 alone runs as actors).
+// A node count that is not a multiple of the leaf (100 nodes, leaves of 32): no period; a window
+// of node 0 and the partial leaf (5 nodes), proved to load the links as the whole cluster does
+// (sim/internal/simgrid_window.h), must be no slower than the next multiple (128 nodes). Before
+// session 11 every node's links were built and every rank's flows sent.
 void BM_Simgrid_Llama70B_800Gpus_PartialLeaf(benchmark::State& state) { simulate_llama70b(state, 100, {}); }
+// 1,000 nodes (8,000 GPUs; 31 leaves and a partial leaf of 8): a window of 9 nodes.
+void BM_Simgrid_Llama70B_8000Gpus_PartialLeaf(benchmark::State& state) { simulate_llama70b(state, 1000, {}); }
 // Every rank run as actors (`--symmetry off`): 1,024 actors' worth of CPU, streams and flows.
 void BM_Simgrid_Llama70B_1024Gpus_SymmetryOff(benchmark::State& state) {
   simulate_llama70b(state, 128, {"simulation.symmetry=off"});
@@ -73,6 +77,7 @@ BENCHMARK(BM_Simgrid_Llama70B_8192Gpus)->Unit(benchmark::kSecond)->Iterations(1)
 BENCHMARK(BM_Simgrid_Llama70B_1024Gpus_Straggler)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 BENCHMARK(BM_Simgrid_Llama70B_256Gpus)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 BENCHMARK(BM_Simgrid_Llama70B_800Gpus_PartialLeaf)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+BENCHMARK(BM_Simgrid_Llama70B_8000Gpus_PartialLeaf)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 BENCHMARK(BM_Simgrid_Llama70B_1024Gpus_SymmetryOff)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 }  // namespace

@@ -24,17 +24,24 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 // Before: every node's links were built and the process was killed by signal 9 after minutes.
+// Spread over the leaves: 12,500 nodes packed fold into a window of 21 nodes (node 0 and the
+// partial leaf, sim/internal/simgrid_window.h) and run; spread, the leaves hold 31 or 32 nodes and
+// no window is proved, so every node's links would run, and the refusal says why.
 TEST(ResourceGuardCli, SimulateOnOneHundredThousandGpusIsRefusedAtOnce) {
   const auto start = std::chrono::steady_clock::now();
-  const CommandResult r =
-      run_cli("simulate --scenario " + kScenario + " --set cluster.nodes=12500 --set training.global_batch=200000");
+  const CommandResult r = run_cli("simulate --scenario " + kScenario +
+                                  " --set cluster.nodes=12500 --set training.global_batch=200000"
+                                  " --set simulation.fabric.placement=spread");
   EXPECT_LT(seconds_since(start), 60);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("not simulated: it would need about"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("route table of 100000 x 100000 hosts"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("over the default budget of "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(", half of this machine's "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("simulate 12480 or 12512 nodes"), std::string::npos) << r.err;  // whole 32-node leaves
+  // Spread, no node count has a period: whole leaves are not suggested.
+  EXPECT_EQ(r.err.find("simulate 12480 or 12512 nodes"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no smaller window was proved to load the links as the whole cluster does ("), std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("fsdpsim estimate"), std::string::npos) << r.err;
 }
 
@@ -44,6 +51,7 @@ TEST(ResourceGuardCli, ResimulationSkipsAPointPastTheBudget) {
   const auto start = std::chrono::steady_clock::now();
   const CommandResult r = run_cli("sweep --scenario " + kScenario +
                                   " --set cluster.nodes=12500 --set training.global_batch=200000"
+                                  " --set simulation.fabric.placement=spread"
                                   " --axis fsdp.strategy=FULL_SHARD --resimulate-top 1 --threads 1");
   EXPECT_LT(seconds_since(start), 60);
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -70,6 +70,7 @@ TEST(ResourceGuard, SimgridFlowsAreTheEnginesOwn) {
       {"cluster.nodes=2", "training.global_batch=32", "simulation.flow_mode=per_step"},
       {"cluster.nodes=2", "training.global_batch=32", "simulation.symmetry=off"},
       {"cluster.nodes=5", "training.global_batch=80"},
+      {"cluster.nodes=5", "training.global_batch=80", "simulation.fabric.nodes_per_leaf=2"},  // a window of chosen nodes
       {"cluster.nodes=64", "training.global_batch=1024", "fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=8"},
   };
   for (const auto& o : cases) {
@@ -86,21 +87,32 @@ TEST(ResourceGuard, SimgridFlowsAreTheEnginesOwn) {
   }
 }
 
-// 100,000 GPUs on 12,500 nodes (not a multiple of the 32-node rail leaf): every node's links
-// are simulated, and SimGrid's route table alone is 8 bytes x 100,000^2 = 80 GB. The estimate
-// says so in well under a second of work, before anything is built.
+// 100,000 GPUs on 12,500 nodes (not a multiple of the 32-node rail leaf) spread over the leaves:
+// no window of chosen nodes is proved (the leaves hold 31 or 32 nodes, and their uplinks carry as
+// many flows), so every node's links would be simulated, and SimGrid's route table alone is
+// 8 bytes x 100,000^2 = 80 GB. The estimate says so in well under a second of work (the proof
+// included), before anything is built.
 TEST(ResourceGuard, OneHundredThousandGpusAreEstimatedNotBuilt) {
   const auto start = std::chrono::steady_clock::now();
-  const SimgridCost c = plan({"cluster.nodes=12500", "training.global_batch=200000"}).cost();
+  const SimgridCost c =
+      plan({"cluster.nodes=12500", "training.global_batch=200000", "simulation.fabric.placement=spread"}).cost();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(c.window_nodes, 12500);
   EXPECT_EQ(c.window_ranks, 100000);
+  EXPECT_FALSE(c.window_fallback.empty());
   EXPECT_GE(c.memory_bytes, 8.0 * 1e5 * 1e5);
   EXPECT_NE(c.memory_basis.find("100000 x 100000 hosts"), std::string::npos) << c.memory_basis;
   EXPECT_LT(seconds, 20) << "the estimate must not be the simulation";
+  // Packed, the same 12,500 nodes fold into node 0 and the partial leaf (nodes 12480-12499).
+  const SimgridCost p = plan({"cluster.nodes=12500", "training.global_batch=200000"}).cost();
+  EXPECT_EQ(p.window_nodes, 21);
+  EXPECT_EQ(p.window_node_list.front(), 0);
+  EXPECT_EQ(p.window_node_list.back(), 12499);
+  EXPECT_LT(p.memory_bytes, 1e9);
   // 12,512 nodes are whole leaves: one 32-node period stands for the cluster.
   const SimgridCost w = plan({"cluster.nodes=12512", "training.global_batch=200192"}).cost();
   EXPECT_EQ(w.window_nodes, 32);
+  EXPECT_TRUE(w.window_node_list.empty());
   EXPECT_LT(w.memory_bytes, 1e9);
 }
 

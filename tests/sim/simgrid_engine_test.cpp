@@ -368,6 +368,86 @@ TEST(SimgridEngine, SymmetryChangesNothingWhereRanksAreAlike) {
   for (const RankSummary& rs : all.ranks) EXPECT_LT(rel(rs.step_seconds, all.step_seconds), 1e-3) << "rank " << rs.rank;
 }
 
+// A node count with no period (a partial leaf; a spread placement) folds into a window of chosen
+// nodes once colour refinement proves that its links carry what the whole cluster's do
+// (sim/internal/simgrid_window.h). The independent check: the same step with every rank run as
+// actors over the whole cluster (`simulation.symmetry=off`), each rank's step alike. Cases small
+// enough to run every rank: packed rail leaves of 2 with a partial leaf of 1 node, the same under
+// a 4:1 oversubscribed spine (each node's 8 x 50 GB/s share a 200 GB/s uplink, so the spine binds),
+// a spread placement over 3 leaves of that spine, and HSDP (the replicate rings across nodes).
+TEST(SimgridEngine, AWindowOfChosenNodesGivesTheStepOfEveryRank) {
+  struct Case {
+    std::string name;
+    nlohmann::json json;
+    std::vector<std::string> overrides;
+    std::vector<int> window;  // the window expected: by hand, the smallest candidate that loads the links alike
+  };
+  const std::vector<Case> cases = {
+      // Leaves {0,1} {2,3} {4}: node 0 with node 4 would contract the ring into cross-leaf edges
+      // only (0 to 4, 4 to 0) where the cluster also has edges under one leaf (0 to 1, 2 to 3):
+      // refused; nodes 0, 1 and 4 keep one of each: proved.
+      {"5 x DGX H100, rail leaves of 2, packed", scenario("scenarios/clusters/dgx-h100.json"),
+       {"cluster.nodes=5", "simulation.fabric.nodes_per_leaf=2"}, {0, 1, 4}},
+      {"5 x DGX H100, fat-tree 4:1, leaves of 2, packed", scenario("scenarios/clusters/dgx-h100-fat-tree-4to1.json"),
+       {"cluster.nodes=5", "simulation.fabric.nodes_per_leaf=2"}, {0, 1, 4}},
+      // Spread over 3 leaves (node n under leaf n mod 3): leaves 0 and 1 (nodes 0, 1, 3, 4); each
+      // ring edge that leaves the window (1 to 2, 4 to 5) lands on leaf 0 (3, 0) as the cluster's
+      // edges from leaf 2 do.
+      {"6 x DGX H100, fat-tree 4:1, leaves of 2, spread", scenario("scenarios/clusters/dgx-h100-fat-tree-4to1.json"),
+       {"cluster.nodes=6", "simulation.fabric.nodes_per_leaf=2", "simulation.fabric.placement=spread"}, {0, 1, 3, 4}},
+      {"5 x DGX H100, rail leaves of 2, HSDP over nodes", scenario("scenarios/clusters/dgx-h100.json"),
+       {"cluster.nodes=5", "simulation.fabric.nodes_per_leaf=2", "fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=8"},
+       {0, 1, 4}},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> o = c.overrides;
+    o.push_back("simulation.flow_mode=aggregated");
+    const SimgridResult folded = run(load(c.json, o));
+    o.push_back("simulation.symmetry=off");
+    const SimgridResult all = run(load(c.json, o));
+    EXPECT_TRUE(folded.symmetric) << c.name;
+    EXPECT_EQ(folded.window_node_list, c.window) << c.name;
+    EXPECT_EQ(folded.window_nodes, static_cast<int>(c.window.size())) << c.name;
+    EXPECT_EQ(folded.window_fallback, "") << c.name;
+    EXPECT_EQ(all.simulated_ranks, all.world) << c.name;
+    EXPECT_LT(folded.flows, all.flows) << c.name;
+    EXPECT_LT(rel(folded.step_seconds, all.step_seconds), 1e-9)
+        << c.name << ": folded " << folded.step_seconds << " s, every rank " << all.step_seconds << " s";
+    for (const RankSummary& rs : all.ranks)
+      EXPECT_LT(rel(rs.step_seconds, all.step_seconds), 1e-9) << c.name << " rank " << rs.rank;
+    ASSERT_EQ(folded.collectives.size(), all.collectives.size()) << c.name;
+    for (std::size_t k = 0; k < folded.collectives.size(); ++k)
+      EXPECT_LT(rel(folded.collectives[k].simgrid_seconds, all.collectives[k].simgrid_seconds), 1e-9)
+          << c.name << " " << folded.collectives[k].kind;
+  }
+}
+
+// Where no window of chosen nodes is proved, the whole cluster's links run and the result says
+// why (never a different answer in silence). 6 DGX H100 nodes under fat-tree leaves of 4 (nodes
+// 0-3 and 4-5), HSDP with shard groups of 2 nodes: the replicate rings visit nodes 0, 2, 4 (or 1,
+// 3, 5), so node 4's NICs carry two replicate flows that cross leaves (in from node 2, out to
+// node 0) where node 0's carry one that does not (out to node 2), and the shard groups' flows
+// that share those NICs are not alike: the proof refuses every window, the whole cluster taken as
+// one included ("the ranks are not alike"). Here the NICs that differ are not what bounds a
+// collective, so the symmetric run's step is still every rank's, which the test checks too.
+TEST(SimgridEngine, AWindowThatIsNotProvedFallsBackToTheWholeClusterAndSaysWhy) {
+  const nlohmann::json base = scenario("scenarios/clusters/dgx-h100-fat-tree-4to1.json");
+  std::vector<std::string> o = {"cluster.nodes=6", "fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=16",
+                                "simulation.flow_mode=aggregated"};
+  const SimgridResult folded = run(load(base, o));
+  o.push_back("simulation.symmetry=off");
+  const SimgridResult all = run(load(base, o));
+  EXPECT_TRUE(folded.symmetric);
+  EXPECT_EQ(folded.window_nodes, 6);
+  EXPECT_TRUE(folded.window_node_list.empty());
+  EXPECT_EQ(folded.window_fallback.rfind("the ranks are not alike: ", 0), 0u) << folded.window_fallback;
+  bool noted = false;
+  for (const std::string& n : folded.notes) noted = noted || n.find(folded.window_fallback) != std::string::npos;
+  EXPECT_TRUE(noted);
+  EXPECT_EQ(simgrid_result_to_json(folded)["window_fallback"], folded.window_fallback);
+  EXPECT_LT(rel(folded.step_seconds, all.step_seconds), 1e-9);
+}
+
 // Matched flows (every flow's two ends run as actors: each member sends its own edges as mailbox
 // messages and receives its own) give the step of host-to-host flows sent by the last member to
 // arrive: the same flows of the same sizes start when the last member arrives and the latency

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <numeric>
 #include <set>
 
@@ -9,6 +10,8 @@
 #include "planner/plan.h"
 #include "sim/simgrid_engine.h"
 #include "sim/internal/simgrid_flows.h"
+#include "sim/internal/simgrid_setup.h"
+#include "sim/internal/simgrid_window.h"
 #include "sim/scenario_loader.h"
 #include "sim/simgrid_platform.h"
 
@@ -181,6 +184,141 @@ TEST(SimgridFlows, WindowsAreAPeriodOfTheCluster) {
                              {"cluster.nodes=8", "simulation.fabric.placement=spread"});
     const planner::Plan plan = planner::plan_step(s.scenario);
     EXPECT_EQ(symmetric_window_nodes(plan.schedule, s.scenario.cluster, s.options.fabric), 8);
+  }
+}
+
+// A window of chosen nodes: 100 DGX H100 nodes under rail leaves of 32 (leaf 3 holds nodes
+// 96-99), the window node 0 and the partial leaf. Each node keeps its real name, and the world's
+// rings are contracted to the window: rail 0 leaves node 0 from GPU 7 for the next member in the
+// window, node 96's GPU 0 (in the cluster, node 1's), across leaf 0's and leaf 3's rail-0 links,
+// as the cluster's edge from node 95 into node 96 crosses leaf 3's; node 99 returns to node 0 as
+// in the cluster.
+TEST(SimgridPlatform, AWindowOfChosenNodesKeepsRealNamesAndContractsRings) {
+  SimgridScenario s = load(base_scenario(), {"cluster.nodes=100"});
+  const planner::NcclParams nccl = planner::NcclParams::defaults_for(s.scenario.cluster);
+  const Platform p = Platform::build_nodes(s.scenario.cluster, nccl, {}, {0, 96, 97, 98, 99});
+  EXPECT_TRUE(p.node_window());
+  EXPECT_EQ(p.window_nodes(), 5);
+  EXPECT_EQ(p.window_ranks(), 40);
+  EXPECT_EQ(p.window_leaves(), 2);  // leaf 0 and leaf 3
+  EXPECT_EQ(p.host_name(8), "node96.gpu0");
+  EXPECT_EQ(p.window_rank(96 * 8 + 3), 11);
+  EXPECT_EQ(p.real_rank(11), 96 * 8 + 3);
+  EXPECT_EQ(p.window_rank(8), -1);
+  EXPECT_TRUE(p.in_window(99 * 8 + 7));
+  EXPECT_FALSE(p.in_window(95 * 8 + 7));
+  EXPECT_NO_THROW(link_named(p, "leaf3.rail0.up"));
+  EXPECT_THROW(link_named(p, "leaf1.rail0.up"), std::runtime_error);
+  EXPECT_THROW(link_named(p, "node1.nic0.up"), std::runtime_error);
+
+  GroupLayout world;
+  world.size = 800;
+  const std::vector<RingEdge> edges = ring_edges(world, 0, p);
+  // Per window node: its 8 NVLink edges and its 8 rail exits, every one to a window member.
+  EXPECT_EQ(edges.size(), 5u * 16);
+  std::map<int, double> out, in;
+  for (const RingEdge& e : edges) {
+    EXPECT_TRUE(p.in_window(e.src) && p.in_window(e.dst)) << e.src << " -> " << e.dst;
+    out[e.src] += e.fraction;
+    in[e.dst] += e.fraction;
+  }
+  EXPECT_EQ(out.size(), 40u);
+  for (const auto& [rank, f] : out) EXPECT_NEAR(f, 1.0, 1e-12) << "rank " << rank;
+  for (const auto& [rank, f] : in) EXPECT_NEAR(f, 1.0, 1e-12) << "rank " << rank;
+  auto find = [&](int src, int dst) {
+    for (const RingEdge& e : edges)
+      if (e.src == src && e.dst == dst) return e.fraction;
+    return 0.0;
+  };
+  EXPECT_NEAR(find(7, 96 * 8), 1.0 / 8, 1e-12);
+  EXPECT_NEAR(find(99 * 8 + 7, 0), 1.0 / 8, 1e-12);
+  EXPECT_EQ(names(p, p.route(7, 96 * 8)),
+            (std::vector<std::string>{"node0.gpu7.nvlink.up", "node0.gpu0.nvlink.down", "node0.gpu0.pcie.up",
+                                      "node0.nic0.up", "leaf0.rail0.up", "leaf3.rail0.down", "node96.nic0.down",
+                                      "node96.gpu0.pcie.down"}));
+  EXPECT_EQ(names(p, p.route(99 * 8 + 7, 0)),
+            (std::vector<std::string>{"node99.gpu7.nvlink.up", "node99.gpu0.nvlink.down", "node99.gpu0.pcie.up",
+                                      "node99.nic0.up", "leaf3.rail0.up", "leaf0.rail0.down", "node0.nic0.down",
+                                      "node0.gpu0.pcie.down"}));
+  EXPECT_EQ(window_instances(world, p), (std::vector<int>{0}));
+}
+
+// Colour refinement, worked by hand: links A and B alike (one colour), flows f0 and f1 on A, f2
+// on B (one colour). Round 1 tells A (two flows) from B (one); round 2 tells f0 and f1 (on a link
+// with two flows) from f2; round 3 splits nothing. One round would leave f2 with f0 and f1.
+TEST(SimgridWindow, ColourRefinementSeparatesFlowsByTheLoadOfTheirLinks) {
+  const std::vector<std::vector<int>> route = {{0}, {0}, {1}};
+  std::vector<int> flows = {0, 0, 0}, links = {0, 0};
+  const detail::Refinement r = detail::refine_colours(route, flows, links);
+  EXPECT_EQ(r.rounds, 3);
+  EXPECT_TRUE(r.stable);
+  EXPECT_EQ(flows[0], flows[1]);
+  EXPECT_NE(flows[0], flows[2]);
+  EXPECT_NE(links[0], links[1]);
+  // Colours given apart stay apart: a third link alone, of another colour, splits nothing more.
+  std::vector<int> flows2 = {0, 1, 0}, links2 = {0, 0, 1};
+  detail::refine_colours({{0}, {0}, {1}}, flows2, links2);
+  EXPECT_NE(flows2[0], flows2[1]);
+  EXPECT_NE(flows2[0], flows2[2]);
+  EXPECT_NE(links2[0], links2[2]);
+}
+
+// Which windows of chosen nodes are proved. The expected verdicts are worked by hand from the
+// rings each window sends (the comments); the simulations in simgrid_engine_test.cpp check the
+// proved windows' step against every rank run.
+TEST(SimgridWindow, OnlyWindowsThatLoadTheLinksAsTheClusterAreProved) {
+  auto prover_for = [](const SimgridScenario& s, const planner::Plan& plan) {
+    return std::make_unique<detail::WindowProver>(
+        plan.schedule, detail::collective_groups(plan.schedule),
+        Platform::build(s.scenario.cluster, planner::NcclParams::defaults_for(s.scenario.cluster), s.options.fabric));
+  };
+  {
+    // 100 nodes, rail leaves of 32: the world ring leaves every leaf once (nodes 31, 63, 95, 99)
+    // and enters it once. Node 0 and the partial leaf: the ring from node 0 crosses to node 96 and
+    // comes back from node 99, one flow a rail on each leaf link, as everywhere: proved. The
+    // partial leaf alone: its ring closes under leaf 3 (99 to 96), no flow crosses a leaf: refused.
+    // A whole leaf and the partial leaf: proved (the window the issue proposed).
+    SimgridScenario s = load(base_scenario(), {"cluster.nodes=100"});
+    const planner::Plan plan = planner::plan_step(s.scenario);
+    const SymmetricWindow w = symmetric_window(plan.schedule, s.scenario.cluster, s.options.fabric);
+    EXPECT_EQ(w.nodes, 5);
+    EXPECT_EQ(w.node_list, (std::vector<int>{0, 96, 97, 98, 99}));
+    EXPECT_EQ(w.fallback, "");
+    const Platform whole = Platform::build(s.scenario.cluster, planner::NcclParams::defaults_for(s.scenario.cluster), {});
+    const detail::WindowProver prover(plan.schedule, detail::collective_groups(plan.schedule), whole);
+    const planner::NcclParams nccl = planner::NcclParams::defaults_for(s.scenario.cluster);
+    const detail::WindowProof alone = prover.prove(Platform::build_nodes(s.scenario.cluster, nccl, {}, {96, 97, 98, 99}));
+    EXPECT_FALSE(alone.exact);
+    EXPECT_NE(alone.reason.find("in a window of 4 nodes meet other link loads than in the whole cluster"),
+              std::string::npos)
+        << alone.reason;
+    std::vector<int> leaves_0_and_3(32);
+    std::iota(leaves_0_and_3.begin(), leaves_0_and_3.end(), 0);
+    for (int n = 96; n < 100; ++n) leaves_0_and_3.push_back(n);
+    EXPECT_TRUE(prover.prove(Platform::build_nodes(s.scenario.cluster, nccl, {}, leaves_0_and_3)).exact);
+    // The whole cluster as a window of chosen nodes: the same graph twice, proved.
+    std::vector<int> all(100);
+    std::iota(all.begin(), all.end(), 0);
+    EXPECT_TRUE(prover.prove(Platform::build_nodes(s.scenario.cluster, nccl, {}, all)).exact);
+  }
+  {
+    // 9 nodes under fat-tree leaves of 4, HSDP shard groups of 3 nodes: nodes 0-2 under leaf 0,
+    // nodes 3-5 across leaves 0 and 1, 6-8 across leaves 1 and 2. The first group's ring crosses
+    // no leaf, the others' do: ranks differ, and no window stands for them all, not even the whole
+    // cluster taken as one.
+    SimgridScenario s = load(base_scenario("scenarios/clusters/dgx-h100-fat-tree.json"),
+                             {"cluster.nodes=9", "fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=24"});
+    const planner::Plan plan = planner::plan_step(s.scenario);
+    const SymmetricWindow w = symmetric_window(plan.schedule, s.scenario.cluster, s.options.fabric);
+    EXPECT_EQ(w.nodes, 9);
+    EXPECT_TRUE(w.node_list.empty());
+    EXPECT_EQ(w.fallback.rfind("the ranks are not alike: ", 0), 0u) << w.fallback;
+    std::vector<int> all(9);
+    std::iota(all.begin(), all.end(), 0);
+    const detail::WindowProof whole = prover_for(s, plan)->prove(
+        Platform::build_nodes(s.scenario.cluster, planner::NcclParams::defaults_for(s.scenario.cluster), {}, all));
+    EXPECT_FALSE(whole.exact);
+    EXPECT_EQ(whole.reason.rfind("the ranks are not alike: ", 0), 0u) << whole.reason;
   }
 }
 
