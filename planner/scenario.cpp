@@ -757,7 +757,7 @@ ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, c
 }
 
 Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
-                        const std::vector<std::string>& overrides) {
+                        const std::vector<std::string>& overrides, ScenarioDocuments* documents) {
   nlohmann::json json = json_in;
   if (!json.is_object()) throw InputError(file, "", "expected a scenario JSON object");
   // Overrides that replace a whole reference (--set model=models/gpt2.json) come first, then
@@ -841,6 +841,13 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
   }
   r.finish();
   check_float8(s);
+  if (documents) {
+    documents->document = std::move(json);
+    documents->model = std::move(model_ref);
+    documents->cluster = std::move(cluster_ref);
+    documents->calibration = std::move(calibration);
+    documents->calibration_file = std::move(calibration_file);
+  }
   return s;
 }
 
