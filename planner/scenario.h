@@ -287,6 +287,9 @@ bool replaces_reference(const std::string& assignment);
 GpuSpec parse_gpu(const nlohmann::json& json, const std::string& name, const std::string& file,
                   const std::string& path);
 GpuSpec find_gpu(const std::string& name);  // from scenarios/hardware/gpus.json
+// scenarios/hardware/gpus.json under the catalog root, read once per process (per root, as the
+// calibration catalog is: planner/cost_model.cpp). `file` receives its path.
+const nlohmann::json& gpu_catalog(std::string& file);
 ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, const std::string& path);
 
 }  // namespace fsdpsim::planner

@@ -394,12 +394,13 @@ void ScenarioTemplate::init(std::shared_ptr<const Scenario> base, ScenarioDocume
   if (documents.calibration_file != file) calibration_file_ = std::move(documents.calibration_file);
   document_ = std::move(documents.document);
   if (!documents.calibration.is_null()) document_["calibration"] = std::move(documents.calibration);
-  gpu_catalog_ = load_json_file((fs::path(catalog_root()) / "scenarios/hardware/gpus.json").string());
+  std::string gpu_file;
+  gpu_catalog_ = &gpu_catalog(gpu_file);
   nlohmann::json inline_cluster = cluster_;
   if (inline_cluster.contains("gpu") && inline_cluster["gpu"].is_string()) {
     const std::string name = inline_cluster["gpu"].get<std::string>();
-    if (gpu_catalog_.contains(name)) {
-      nlohmann::json gpu = gpu_catalog_[name];
+    if (gpu_catalog_->contains(name)) {
+      nlohmann::json gpu = (*gpu_catalog_)[name];
       if (!gpu.contains("name")) gpu["name"] = name;
       inline_cluster["gpu"] = gpu;
     }
@@ -439,8 +440,8 @@ Scenario ScenarioTemplate::parse_point(const std::vector<std::string>& overrides
     for (const std::string& o : cluster_overrides) apply_override(cluster, o, file_);
     if (cluster.contains("gpu") && cluster["gpu"].is_string()) {
       const std::string name = cluster["gpu"].get<std::string>();
-      if (gpu_catalog_.contains(name)) {
-        nlohmann::json gpu = gpu_catalog_[name];
+      if (gpu_catalog_->contains(name)) {
+        nlohmann::json gpu = (*gpu_catalog_)[name];
         if (!gpu.contains("name")) gpu["name"] = name;
         cluster["gpu"] = gpu;
       }

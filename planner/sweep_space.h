@@ -146,7 +146,7 @@ class ScenarioTemplate {
   nlohmann::json model_json_;  // the model JSON, base model.* overrides applied
   std::string model_file_;
   std::string calibration_file_;
-  nlohmann::json gpu_catalog_;  // scenarios/hardware/gpus.json, for cluster.gpu overrides
+  const nlohmann::json* gpu_catalog_ = nullptr;  // scenarios/hardware/gpus.json (gpu_catalog()), for cluster.gpu overrides
   mutable std::mutex models_mutex_;
   mutable std::map<std::string, std::shared_ptr<const models::Model>> models_;  // model.* overrides -> model
 };
