@@ -1,9 +1,11 @@
 #include "models/json_input.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace fsdpsim {
@@ -192,46 +194,67 @@ JsonReader::JsonReader(const nlohmann::json& value, std::string file, std::strin
     throw InputError(file_, path_, "expected a JSON object, got " + describe_json(value_));
 }
 
-void JsonReader::fail(const std::string& key, const std::string& expected) const {
+void JsonReader::fail(std::string_view key, const std::string& expected) const {
   throw InputError(file_, path_of(key), expected);
 }
 
-bool JsonReader::has(const std::string& key) const {
+bool JsonReader::has(std::string_view key) const {
   auto it = value_.find(key);
   return it != value_.end() && !it->is_null();
 }
 
-const nlohmann::json* JsonReader::find(const std::string& key) {
-  read_.insert(key);
-  auto it = value_.find(key);
-  if (it == value_.end() || it->is_null()) return nullptr;
-  return &*it;
+bool JsonReader::marked(const nlohmann::json* value) const {
+  const auto inline_end = inline_marks_.begin() + static_cast<std::ptrdiff_t>(marks_);
+  if (std::find(inline_marks_.begin(), inline_end, value) != inline_end) return true;
+  return std::find(more_marks_.begin(), more_marks_.end(), value) != more_marks_.end();
 }
 
-const nlohmann::json& JsonReader::raw(const std::string& key) {
+void JsonReader::mark(const nlohmann::json* value) {
+  const auto inline_end = inline_marks_.begin() + static_cast<std::ptrdiff_t>(marks_);
+  if (std::find(inline_marks_.begin(), inline_end, value) != inline_end) return;
+  if (marks_ < kInlineMarks) inline_marks_[marks_++] = value;
+  else more_marks_.push_back(value);
+}
+
+const nlohmann::json* JsonReader::find(std::string_view key) {
+  auto it = value_.find(key);
+  if (it == value_.end()) return nullptr;
+  mark(&*it);
+  return it->is_null() ? nullptr : &*it;
+}
+
+const nlohmann::json& JsonReader::raw(std::string_view key) {
   const nlohmann::json* v = find(key);
   if (!v) fail(key, "is required but missing");
   return *v;
 }
 
-void JsonReader::ignore(const std::string& key) { read_.insert(key); }
+void JsonReader::ignore(std::string_view key) {
+  auto it = value_.find(key);
+  if (it != value_.end()) mark(&*it);
+}
 
-std::string JsonReader::string(const std::string& key) {
+std::string JsonReader::string(std::string_view key) {
   const nlohmann::json& v = raw(key);
   if (!v.is_string()) fail(key, "expected a string, got " + describe_json(v));
   return v.get<std::string>();
 }
 
-std::optional<std::string> JsonReader::string_or(const std::string& key) {
-  if (!find(key)) return std::nullopt;
-  return string(key);
+std::optional<std::string> JsonReader::string_or(std::string_view key) {
+  const nlohmann::json* v = find(key);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) fail(key, "expected a string, got " + describe_json(*v));
+  return v->get<std::string>();
 }
 
-std::string JsonReader::string_or(const std::string& key, const std::string& fallback) {
-  return string_or(key).value_or(fallback);
+std::string JsonReader::string_or(std::string_view key, const std::string& fallback) {
+  const nlohmann::json* v = find(key);
+  if (!v) return fallback;
+  if (!v->is_string()) fail(key, "expected a string, got " + describe_json(*v));
+  return v->get<std::string>();
 }
 
-std::int64_t JsonReader::integer(const std::string& key) {
+std::int64_t JsonReader::integer(std::string_view key) {
   const nlohmann::json& v = raw(key);
   // Unsigned: nlohmann keeps 2^63..2^64-1 as unsigned, which get<int64_t> would wrap to a
   // negative number ("got -1" for 18446744073709551615).
@@ -250,21 +273,21 @@ std::int64_t JsonReader::integer(const std::string& key) {
   fail(key, "expected an integer, got " + describe_json(v));
 }
 
-std::int64_t JsonReader::integer_or(const std::string& key, std::int64_t fallback) {
+std::int64_t JsonReader::integer_or(std::string_view key, std::int64_t fallback) {
   return find(key) ? integer(key) : fallback;
 }
 
-std::int64_t JsonReader::positive_integer(const std::string& key) {
+std::int64_t JsonReader::positive_integer(std::string_view key) {
   std::int64_t n = integer(key);
   if (n <= 0) fail(key, "expected a positive integer, got " + std::to_string(n));
   return n;
 }
 
-std::int64_t JsonReader::positive_integer_or(const std::string& key, std::int64_t fallback) {
+std::int64_t JsonReader::positive_integer_or(std::string_view key, std::int64_t fallback) {
   return find(key) ? positive_integer(key) : fallback;
 }
 
-int JsonReader::int_in(const std::string& key, int lo, int hi) {
+int JsonReader::int_in(std::string_view key, int lo, int hi) {
   const std::int64_t n = integer(key);
   if (n < lo || n > hi) {
     const std::string range = lo == 1   ? "a positive integer (at most " + std::to_string(hi) + ")"
@@ -275,11 +298,11 @@ int JsonReader::int_in(const std::string& key, int lo, int hi) {
   return static_cast<int>(n);
 }
 
-int JsonReader::int_in_or(const std::string& key, int lo, int hi, int fallback) {
+int JsonReader::int_in_or(std::string_view key, int lo, int hi, int fallback) {
   return find(key) ? int_in(key, lo, hi) : fallback;
 }
 
-double JsonReader::number(const std::string& key) {
+double JsonReader::number(std::string_view key) {
   const nlohmann::json& v = raw(key);
   if (!v.is_number()) fail(key, "expected a number, got " + describe_json(v));
   double d = v.get<double>();
@@ -287,35 +310,35 @@ double JsonReader::number(const std::string& key) {
   return d;
 }
 
-double JsonReader::number_or(const std::string& key, double fallback) {
+double JsonReader::number_or(std::string_view key, double fallback) {
   return find(key) ? number(key) : fallback;
 }
 
-double JsonReader::positive_number(const std::string& key) {
+double JsonReader::positive_number(std::string_view key) {
   double d = number(key);
   if (!(d > 0)) fail(key, "expected a positive number, got " + describe_json(raw(key)));
   return d;
 }
 
-double JsonReader::positive_number_or(const std::string& key, double fallback) {
+double JsonReader::positive_number_or(std::string_view key, double fallback) {
   return find(key) ? positive_number(key) : fallback;
 }
 
-double JsonReader::nonnegative_number_or(const std::string& key, double fallback) {
+double JsonReader::nonnegative_number_or(std::string_view key, double fallback) {
   if (!find(key)) return fallback;
   const double d = number(key);
   if (!(d >= 0)) fail(key, "expected a non-negative number, got " + describe_json(raw(key)));
   return d;
 }
 
-bool JsonReader::boolean_or(const std::string& key, bool fallback) {
+bool JsonReader::boolean_or(std::string_view key, bool fallback) {
   const nlohmann::json* v = find(key);
   if (!v) return fallback;
   if (!v->is_boolean()) fail(key, "expected true or false, got " + describe_json(*v));
   return v->get<bool>();
 }
 
-std::string JsonReader::choice(const std::string& key, const std::vector<std::string>& allowed) {
+std::string JsonReader::choice(std::string_view key, const std::vector<std::string>& allowed) {
   std::string s = string(key);
   for (const auto& a : allowed)
     if (a == s) return s;
@@ -324,27 +347,37 @@ std::string JsonReader::choice(const std::string& key, const std::vector<std::st
   fail(key, "expected one of " + list + "; got \"" + s + "\"");
 }
 
-std::string JsonReader::choice_or(const std::string& key, const std::vector<std::string>& allowed,
+std::string JsonReader::choice_or(std::string_view key, const std::vector<std::string>& allowed,
                                   const std::string& fallback) {
   return find(key) ? choice(key, allowed) : fallback;
 }
 
-JsonReader JsonReader::object(const std::string& key) {
+JsonReader JsonReader::object(std::string_view key) {
   const nlohmann::json& v = raw(key);
   if (!v.is_object()) fail(key, "expected a JSON object, got " + describe_json(v));
   return JsonReader(v, file_, path_of(key));
 }
 
-const nlohmann::json& JsonReader::array(const std::string& key) {
+const nlohmann::json& JsonReader::array(std::string_view key) {
   const nlohmann::json& v = raw(key);
   if (!v.is_array()) fail(key, "expected a JSON array, got " + describe_json(v));
   return v;
 }
 
 std::vector<std::string> JsonReader::unread_keys() const {
+  // Past the inline marks, one sorted list of them all: an object read key by key in a loop may
+  // have many.
+  std::vector<const nlohmann::json*> sorted;
+  if (!more_marks_.empty()) {
+    sorted.assign(inline_marks_.begin(), inline_marks_.begin() + static_cast<std::ptrdiff_t>(marks_));
+    sorted.insert(sorted.end(), more_marks_.begin(), more_marks_.end());
+    std::sort(sorted.begin(), sorted.end());
+  }
   std::vector<std::string> keys;
   for (auto it = value_.begin(); it != value_.end(); ++it) {
-    if (read_.count(it.key()) || it->is_null()) continue;  // null means absent
+    if (it->is_null()) continue;  // null means absent
+    const bool read = sorted.empty() ? marked(&*it) : std::binary_search(sorted.begin(), sorted.end(), &*it);
+    if (read) continue;
     // Keys starting with "_" or "//" are comments by convention.
     if (it.key().rfind("_", 0) == 0 || it.key().rfind("//", 0) == 0) continue;
     keys.push_back(it.key());
@@ -353,6 +386,8 @@ std::vector<std::string> JsonReader::unread_keys() const {
 }
 
 void JsonReader::finish() const {
+  // The inline marks are distinct keys of the object: as many as its keys, every key was read.
+  if (more_marks_.empty() && marks_ == value_.size()) return;
   const std::vector<std::string> unread = unread_keys();
   if (!unread.empty())
     throw InputError(file_, path_of(unread.front()), "unknown field (check the spelling; see docs/schema.md)");

@@ -6,11 +6,12 @@
 // rejects keys nobody read (a misspelt field is an error, not a silent default).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
-#include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -61,37 +62,37 @@ class JsonReader {
   // `value` must outlive the reader. Throws if it is not an object.
   JsonReader(const nlohmann::json& value, std::string file, std::string path = "");
 
-  bool has(const std::string& key) const;
+  bool has(std::string_view key) const;
   // Whether the key is there at all, null included (has() treats null as absent).
-  bool contains(const std::string& key) const { return value_.contains(key); }
-  const nlohmann::json& raw(const std::string& key);  // marks the key read; throws if absent
+  bool contains(std::string_view key) const { return value_.find(key) != value_.end(); }
+  const nlohmann::json& raw(std::string_view key);  // marks the key read; throws if absent
 
   // Typed getters: the optional form returns nullopt when the key is absent or null.
-  std::string string(const std::string& key);
-  std::optional<std::string> string_or(const std::string& key);
-  std::string string_or(const std::string& key, const std::string& fallback);
-  std::int64_t integer(const std::string& key);
-  std::int64_t integer_or(const std::string& key, std::int64_t fallback);
-  std::int64_t positive_integer(const std::string& key);
-  std::int64_t positive_integer_or(const std::string& key, std::int64_t fallback);
+  std::string string(std::string_view key);
+  std::optional<std::string> string_or(std::string_view key);
+  std::string string_or(std::string_view key, const std::string& fallback);
+  std::int64_t integer(std::string_view key);
+  std::int64_t integer_or(std::string_view key, std::int64_t fallback);
+  std::int64_t positive_integer(std::string_view key);
+  std::int64_t positive_integer_or(std::string_view key, std::int64_t fallback);
   // An integer in [lo, hi] that fits an int (counts kept in ints: ranks, nodes, ids); the
   // error says the range. Never narrows silently.
-  int int_in(const std::string& key, int lo, int hi);
-  int int_in_or(const std::string& key, int lo, int hi, int fallback);
-  double number(const std::string& key);
-  double number_or(const std::string& key, double fallback);
-  double positive_number(const std::string& key);
+  int int_in(std::string_view key, int lo, int hi);
+  int int_in_or(std::string_view key, int lo, int hi, int fallback);
+  double number(std::string_view key);
+  double number_or(std::string_view key, double fallback);
+  double positive_number(std::string_view key);
   // Range-checked when present; `fallback` when the key is absent or null.
-  double positive_number_or(const std::string& key, double fallback);
-  double nonnegative_number_or(const std::string& key, double fallback);
-  bool boolean_or(const std::string& key, bool fallback);
+  double positive_number_or(std::string_view key, double fallback);
+  double nonnegative_number_or(std::string_view key, double fallback);
+  bool boolean_or(std::string_view key, bool fallback);
   // One of `allowed` (exact match); the error lists them.
-  std::string choice(const std::string& key, const std::vector<std::string>& allowed);
-  std::string choice_or(const std::string& key, const std::vector<std::string>& allowed,
+  std::string choice(std::string_view key, const std::vector<std::string>& allowed);
+  std::string choice_or(std::string_view key, const std::vector<std::string>& allowed,
                         const std::string& fallback);
 
-  JsonReader object(const std::string& key);  // a nested object
-  const nlohmann::json& array(const std::string& key);
+  JsonReader object(std::string_view key);  // a nested object
+  const nlohmann::json& array(std::string_view key);
 
   // Throws naming the first key that no getter read.
   void finish() const;
@@ -99,19 +100,30 @@ class JsonReader {
   // comment keys ("_...", "//...") are left out, as finish() leaves them.
   std::vector<std::string> unread_keys() const;
   // Marks keys as known without reading them (documentation-only fields).
-  void ignore(const std::string& key);
+  void ignore(std::string_view key);
 
-  [[noreturn]] void fail(const std::string& key, const std::string& expected) const;
-  std::string path_of(const std::string& key) const { return join_json_path(path_, key); }
+  [[noreturn]] void fail(std::string_view key, const std::string& expected) const;
+  std::string path_of(std::string_view key) const { return join_json_path(path_, std::string(key)); }
   const std::string& file() const { return file_; }
   const std::string& path() const { return path_; }
 
  private:
-  const nlohmann::json* find(const std::string& key);
+  // The key's value, marked read when present; null when absent or null.
+  const nlohmann::json* find(std::string_view key);
+  void mark(const nlohmann::json* value);
+  bool marked(const nlohmann::json* value) const;
+
   const nlohmann::json& value_;
   std::string file_;
   std::string path_;
-  std::set<std::string> read_;
+  // The keys read, as the addresses of their values in the object (which outlives the reader):
+  // no copy of a key, and an absent key needs no mark (finish() looks only at the keys present).
+  // The first kInlineMarks without an allocation; each at most once while there are no more
+  // than those, so that finish() knows every key was read when the marks are as many as the keys.
+  static constexpr std::size_t kInlineMarks = 16;
+  std::array<const nlohmann::json*, kInlineMarks> inline_marks_;
+  std::size_t marks_ = 0;
+  std::vector<const nlohmann::json*> more_marks_;  // past kInlineMarks (may repeat)
 };
 
 // A short rendering of a JSON value for error messages ("got -1", "got \"abc\"").

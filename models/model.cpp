@@ -11,6 +11,7 @@
 #include <set>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "models/checked_arithmetic.h"
 #include "models/json_input.h"
@@ -376,15 +377,6 @@ std::string substitute_index(std::string text, std::int64_t index) {
   return text;
 }
 
-// Marks the keys that are present as read. JsonReader::ignore keeps a copy of each key it is
-// given in a set, and most modules have none of the optional keys: a set node per absent key
-// per module, for a 405B model's ~1,000 modules (docs/benchmarks.md, "Issue 19"). finish()
-// looks only at the keys present, so an absent key needs no mark.
-void ignore_present(JsonReader& r, std::initializer_list<const char*> keys) {
-  for (const char* key : keys)
-    if (r.contains(key)) r.ignore(key);
-}
-
 // Limits that keep a hostile or mistyped file from exhausting memory or the stack: nested
 // "repeat"s multiply (two levels of 100000 would be 10^10 modules), and every level of
 // nesting is a recursive call. Real models have a few thousand modules, a dozen levels.
@@ -416,6 +408,31 @@ std::int64_t expanded_module_count(const nlohmann::json& module, int depth) {
   return count;
 }
 
+// The index a child's copy k takes: its first_index + k, k in a repeat, else its parent's.
+std::int64_t child_index(const std::optional<std::int64_t>& first_index, std::int64_t repeat, std::int64_t k,
+                         std::int64_t parent_index) {
+  return first_index ? *first_index + k : repeat > 1 ? k : parent_index;
+}
+
+// Whether the last of a module's children has the name of one before it. Few siblings (most
+// modules): a scan; many (a stack of blocks): a set of their names.
+class SiblingNames {
+ public:
+  bool last_repeats(const std::vector<Module>& children) {
+    const std::string& name = children.back().name;
+    const auto others = children.end() - 1;
+    if (children.size() <= kScanned)
+      return std::any_of(children.begin(), others, [&](const Module& c) { return c.name == name; });
+    if (names_.empty())
+      for (auto it = children.begin(); it != others; ++it) names_.insert(it->name);
+    return !names_.insert(name).second;
+  }
+
+ private:
+  static constexpr std::size_t kScanned = 8;
+  std::unordered_set<std::string> names_;
+};
+
 class ModelParser {
  public:
   explicit ModelParser(std::string file) : file_(std::move(file)) {}
@@ -424,6 +441,8 @@ class ModelParser {
   // of costs_of_copy it takes).
   Module parse_module(const nlohmann::json& json, const std::string& path,
                       const std::string& parent_full_name, std::int64_t index, std::int64_t copy = 0) {
+    if (auto known = parsed_.find(&json); known != parsed_.end())
+      return instantiate(known->second, json, path, parent_full_name, index, copy);
     JsonReader r(json, file_, path);
     if (++modules_ > kMaxModules)
       throw InputError(file_, path, "the expanded model has more than " + std::to_string(kMaxModules) +
@@ -435,28 +454,32 @@ class ModelParser {
       explicit DepthGuard(int& d) : depth(d) { ++depth; }
       ~DepthGuard() { --depth; }
     } guard(depth_);
+    ParsedModule parsed;
     Module m;
-    m.name = substitute_index(r.string_or("name", ""), index);
+    parsed.name = r.string_or("name", "");
+    m.name = substitute_index(parsed.name, index);
     if (path != "root" && m.name.empty()) r.fail("name", "a non-root module needs a non-empty name");
     if (m.name.find('.') != std::string::npos) r.fail("name", "module names cannot contain '.'");
     m.full_name = parent_full_name.empty() ? m.name : parent_full_name + "." + m.name;
     m.type = r.string_or("type", "Module");
-    ignore_present(r, {"repeat", "first_index"});  // handled by the parent
+    r.ignore("repeat");  // handled by the parent
+    r.ignore("first_index");
     m.repeated = r.has("repeat");
     if (r.has("experts")) {
       m.experts = r.positive_integer("experts");
       if (m.experts > 1000000) r.fail("experts", "expected at most 1000000 experts, got " + std::to_string(m.experts));
     } else {
-      ignore_present(r, {"experts"});
+      r.ignore("experts");
     }
 
     // Optional keys: null means absent (has() is false for null and does not mark the key read).
-    ignore_present(r, {"params", "costs", "children", "costs_variants", "costs_of_copy"});
+    for (const char* key : {"params", "costs", "children", "costs_variants", "costs_of_copy"}) r.ignore(key);
     if (r.has("params")) {
       const auto& params = r.array("params");
       std::set<std::string> local_names;
       for (std::size_t i = 0; i < params.size(); ++i) {
-        Parameter p = parse_param(params[i], join_json_path(r.path_of("params"), i), m.full_name, index);
+        std::string tied_to;
+        Parameter p = parse_param(params[i], join_json_path(r.path_of("params"), i), m.full_name, index, tied_to);
         if (!local_names.insert(p.name).second)
           throw InputError(file_, join_json_path(r.path_of("params"), i),
                            "duplicate parameter name \"" + p.name + "\"");
@@ -470,61 +493,121 @@ class ModelParser {
                            "an expert weight cannot be tied to another parameter");
         p.experts = m.experts;
         m.params.push_back(std::move(p));
+        parsed.tied_to.push_back(std::move(tied_to));
       }
     }
     if (r.has("costs")) {
       // A repeated block's costs are one JSON object parsed once: its copies are the same
       // costs ("{i}" appears only in names), and a 126-layer model would parse them 126 times.
       const nlohmann::json* node = &r.raw("costs");
-      auto parsed = parsed_costs_.find(node);
-      if (parsed == parsed_costs_.end()) parsed = parsed_costs_.emplace(node, parse_costs(r.object("costs"))).first;
-      m.costs = parsed->second;
+      auto costs = parsed_costs_.find(node);
+      if (costs == parsed_costs_.end()) costs = parsed_costs_.emplace(node, parse_costs(r.object("costs"))).first;
+      m.costs = costs->second;
     }
-    if (r.has("costs_variants") || r.has("costs_of_copy")) m.costs = variant_costs(r, copy);
+    if (r.has("costs_variants") || r.has("costs_of_copy")) {
+      m.costs = variant_costs(r, copy);
+      parsed.costs_vary = true;
+    }
+    parsed.module = m;  // no children yet
 
     if (r.has("children")) {
       const auto& children = r.array("children");
-      std::set<std::string> child_names;
+      SiblingNames names;
       for (std::size_t i = 0; i < children.size(); ++i) {
-        std::string child_path = join_json_path(r.path_of("children"), i);
+        ParsedModule::Child kid{&children[i], join_json_path(r.path_of("children"), i), 1, std::nullopt};
+        const std::string& child_path = kid.path;
         if (!children[i].is_object())
           throw InputError(file_, child_path, "expected a module object");
-        std::int64_t repeat = 1;
         // "first_index": the index of the first copy (a run of layers that does not start at 0:
         // DeepSeek's MoE layers after its first dense ones).
-        std::optional<std::int64_t> first_index;
         if (children[i].contains("first_index")) {
           JsonReader cr(children[i], file_, child_path);
           if (cr.has("first_index")) {
-            first_index = cr.integer("first_index");
-            if (*first_index < 0 || *first_index > 100000) cr.fail("first_index", "expected an index 0..100000");
+            kid.first_index = cr.integer("first_index");
+            if (*kid.first_index < 0 || *kid.first_index > 100000) cr.fail("first_index", "expected an index 0..100000");
             if (!cr.has("repeat")) cr.fail("first_index", "is only meaningful with \"repeat\"");
           }
         }
         if (children[i].contains("repeat")) {
           JsonReader cr(children[i], file_, child_path);
-          repeat = cr.positive_integer("repeat");
-          if (repeat > 100000) cr.fail("repeat", "expected at most 100000 repeats");
+          kid.repeat = cr.positive_integer("repeat");
+          if (kid.repeat > 100000) cr.fail("repeat", "expected at most 100000 repeats");
           std::string name = cr.string_or("name", "");
-          if (repeat > 1 && name.find("{i}") == std::string::npos)
+          if (kid.repeat > 1 && name.find("{i}") == std::string::npos)
             cr.fail("name", "a repeated module's name must contain {i} (its index)");
-          if (cr.has("costs_of_copy") && static_cast<std::int64_t>(cr.array("costs_of_copy").size()) != repeat)
-            cr.fail("costs_of_copy", "expected one variant index per copy (" + std::to_string(repeat) + ")");
+          if (cr.has("costs_of_copy") && static_cast<std::int64_t>(cr.array("costs_of_copy").size()) != kid.repeat)
+            cr.fail("costs_of_copy", "expected one variant index per copy (" + std::to_string(kid.repeat) + ")");
         }
-        for (std::int64_t k = 0; k < repeat; ++k) {
-          const std::int64_t child_index = first_index ? *first_index + k : repeat > 1 ? k : index;
-          Module child = parse_module(children[i], child_path, m.full_name, child_index, k);
-          if (!child_names.insert(child.name).second)
-            throw InputError(file_, child_path, "duplicate module name \"" + child.name + "\"");
-          m.children.push_back(std::move(child));
-        }
+        add_copies(m, kid, index, names);
+        parsed.children.push_back(std::move(kid));
       }
     }
     r.finish();
+    parsed_.emplace(&json, std::move(parsed));
     return m;
   }
 
  private:
+  // What a module's JSON gives every copy of it. Its first visit parses and checks it whole
+  // (parse_module) and keeps this; a later visit (another copy of a repeated block, or a module
+  // inside one: a 126-layer model visits each of a block's modules 126 times) builds the module
+  // from it. Nothing checked on the first visit can fail on a later one: only the names depend
+  // on the copy's index, the costs variant on its copy, and those are checked again.
+  struct ParsedModule {
+    Module module;          // as first parsed, without its children
+    std::string name;       // "name" as written ({i} not replaced)
+    std::vector<std::string> tied_to;  // each parameter's "tied_to" as written
+    bool costs_vary = false;           // costs_variants and costs_of_copy
+    struct Child {
+      const nlohmann::json* json;
+      std::string path;
+      std::int64_t repeat = 1;
+      std::optional<std::int64_t> first_index;
+    };
+    std::vector<Child> children;
+  };
+
+  Module instantiate(const ParsedModule& parsed, const nlohmann::json& json, const std::string& path,
+                     const std::string& parent_full_name, std::int64_t index, std::int64_t copy) {
+    if (++modules_ > kMaxModules)
+      throw InputError(file_, path, "the expanded model has more than " + std::to_string(kMaxModules) +
+                                        " modules (check \"repeat\")");
+    struct DepthGuard {
+      int& depth;
+      explicit DepthGuard(int& d) : depth(d) { ++depth; }
+      ~DepthGuard() { --depth; }
+    } guard(depth_);
+    Module m = parsed.module;
+    m.name = substitute_index(parsed.name, index);
+    m.full_name = parent_full_name.empty() ? m.name : parent_full_name + "." + m.name;
+    for (std::size_t i = 0; i < m.params.size(); ++i) {
+      Parameter& p = m.params[i];
+      p.full_name = m.full_name.empty() ? p.name : m.full_name + "." + p.name;
+      p.tied_to = substitute_index(parsed.tied_to[i], index);
+    }
+    if (parsed.costs_vary) {
+      JsonReader r(json, file_, path);
+      m.costs = variant_costs(r, copy);
+    }
+    std::size_t expected = 0;
+    for (const ParsedModule::Child& kid : parsed.children) expected += static_cast<std::size_t>(kid.repeat);
+    m.children.reserve(expected);
+    SiblingNames names;
+    for (const ParsedModule::Child& kid : parsed.children) add_copies(m, kid, index, names);
+    return m;
+  }
+
+  // Parses the copies of one child of `m` (one unless repeated) onto its children, refusing a
+  // name one of its siblings has.
+  void add_copies(Module& m, const ParsedModule::Child& kid, std::int64_t index, SiblingNames& names) {
+    for (std::int64_t k = 0; k < kid.repeat; ++k) {
+      m.children.push_back(
+          parse_module(*kid.json, kid.path, m.full_name, child_index(kid.first_index, kid.repeat, k, index), k));
+      if (names.last_repeats(m.children))
+        throw InputError(file_, kid.path, "duplicate module name \"" + m.children.back().name + "\"");
+    }
+  }
+
   // A repeated module whose copies differ in costs (Gemma's sliding-window and full-attention
   // layers): "costs_variants" lists the costs objects, "costs_of_copy" the variant of each copy
   // (copy k of the repeat takes costs_variants[costs_of_copy[k]]). Each variant is parsed once.
@@ -551,8 +634,9 @@ class ModelParser {
     return parsed->second;
   }
 
+  // `tied_to` receives "tied_to" as written; the parameter's has {i} replaced by `index`.
   Parameter parse_param(const nlohmann::json& json, const std::string& path,
-                        const std::string& module_full_name, std::int64_t index) {
+                        const std::string& module_full_name, std::int64_t index, std::string& tied_to) {
     JsonReader r(json, file_, path);
     Parameter p;
     p.name = r.string("name");
@@ -576,7 +660,8 @@ class ModelParser {
     auto parsed = parse_dtype(dtype);
     if (!parsed) r.fail("dtype", "expected fp32, bf16, fp16 or fp8; got \"" + dtype + "\"");
     p.dtype = *parsed;
-    p.tied_to = substitute_index(r.string_or("tied_to", ""), index);
+    tied_to = r.string_or("tied_to", "");
+    p.tied_to = substitute_index(tied_to, index);
     r.finish();
     return p;
   }
@@ -585,6 +670,7 @@ class ModelParser {
   std::int64_t modules_ = 0;
   int depth_ = 0;
   std::unordered_map<const nlohmann::json*, ModuleCosts> parsed_costs_;  // costs object -> its parse
+  std::unordered_map<const nlohmann::json*, ParsedModule> parsed_;     // module object -> its first parse
 };
 
 void check_model(const Model& model, const std::string& file) {

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 #include "models/checked_arithmetic.h"
 #include "models/hf_import.h"
@@ -652,9 +654,19 @@ GpuSpec parse_gpu(const nlohmann::json& json, const std::string& name, const std
   return g;
 }
 
+const nlohmann::json& gpu_catalog(std::string& file) {
+  static std::mutex mutex;
+  static std::map<std::string, nlohmann::json> cache;
+  file = (fs::path(catalog_root()) / "scenarios/hardware/gpus.json").string();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(file);
+  if (it == cache.end()) it = cache.emplace(file, load_json_file(file)).first;
+  return it->second;
+}
+
 GpuSpec find_gpu(const std::string& name) {
-  const std::string file = (fs::path(catalog_root()) / "scenarios/hardware/gpus.json").string();
-  nlohmann::json catalog = load_json_file(file);
+  std::string file;
+  const nlohmann::json& catalog = gpu_catalog(file);
   if (!catalog.contains(name)) {
     std::string known;
     for (const auto& [key, value] : catalog.items())
@@ -757,7 +769,7 @@ ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, c
 }
 
 Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
-                        const std::vector<std::string>& overrides) {
+                        const std::vector<std::string>& overrides, ScenarioDocuments* documents) {
   nlohmann::json json = json_in;
   if (!json.is_object()) throw InputError(file, "", "expected a scenario JSON object");
   // Overrides that replace a whole reference (--set model=models/gpt2.json) come first, then
@@ -841,6 +853,13 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
   }
   r.finish();
   check_float8(s);
+  if (documents) {
+    documents->document = std::move(json);
+    documents->model = std::move(model_ref);
+    documents->cluster = std::move(cluster_ref);
+    documents->calibration = std::move(calibration);
+    documents->calibration_file = std::move(calibration_file);
+  }
   return s;
 }
 

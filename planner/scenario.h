@@ -249,19 +249,6 @@ std::string catalog_root();
 // current directory), then relative to `relative_to` (a file's directory), then to the catalog root.
 std::string resolve_path(const std::string& path, const std::string& relative_to);
 
-// `overrides` are "a.b.c=value" strings; a value that parses as JSON is taken as JSON,
-// anything else as a string.
-Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides = {});
-Scenario parse_scenario(const nlohmann::json& json, const std::string& file,
-                        const std::vector<std::string>& overrides = {});
-
-// Applies one override to a JSON document (exposed for tests and other verbs).
-void apply_override(nlohmann::json& document, const std::string& assignment, const std::string& file);
-
-// Whether an override replaces a whole reference (model=, cluster=, calibration=). These apply
-// first, then the overrides that reach inside the references (model.x=, cluster.x=, ...).
-bool replaces_reference(const std::string& assignment);
-
 // A scenario's "model", "cluster" or "calibration" field: an inline object, or a file path
 // (for the model also hf:config.json) resolved beside the scenario, in the current directory,
 // then under the catalog root. `file` is what errors inside it should name. Throws InputError
@@ -272,9 +259,37 @@ struct Reference {
 };
 Reference load_reference(const nlohmann::json& value, const std::string& scenario_file, const std::string& key);
 
+// What parse_scenario read on the way, the overrides applied: the scenario document (those
+// inside the references apart), the model and cluster references and the calibration. A
+// ScenarioTemplate of the same scenario is built from them without parsing it again
+// (ScenarioTemplate::from_parsed: `estimate` and its advice share one parse).
+struct ScenarioDocuments {
+  nlohmann::json document;  // the whole-reference overrides and those outside the references applied
+  Reference model;          // model.* overrides applied
+  Reference cluster;        // cluster.* overrides applied
+  nlohmann::json calibration;  // calibration.* overrides applied; null when there is none
+  std::string calibration_file;  // the calibration reference's file ("" when none)
+};
+
+// `overrides` are "a.b.c=value" strings; a value that parses as JSON is taken as JSON,
+// anything else as a string. `documents`, when given, receives what was read.
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides = {});
+Scenario parse_scenario(const nlohmann::json& json, const std::string& file,
+                        const std::vector<std::string>& overrides = {}, ScenarioDocuments* documents = nullptr);
+
+// Applies one override to a JSON document (exposed for tests and other verbs).
+void apply_override(nlohmann::json& document, const std::string& assignment, const std::string& file);
+
+// Whether an override replaces a whole reference (model=, cluster=, calibration=). These apply
+// first, then the overrides that reach inside the references (model.x=, cluster.x=, ...).
+bool replaces_reference(const std::string& assignment);
+
 GpuSpec parse_gpu(const nlohmann::json& json, const std::string& name, const std::string& file,
                   const std::string& path);
 GpuSpec find_gpu(const std::string& name);  // from scenarios/hardware/gpus.json
+// scenarios/hardware/gpus.json under the catalog root, read once per process (per root, as the
+// calibration catalog is: planner/cost_model.cpp). `file` receives its path.
+const nlohmann::json& gpu_catalog(std::string& file);
 ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, const std::string& path);
 
 }  // namespace fsdpsim::planner

@@ -367,63 +367,50 @@ std::shared_ptr<const ScenarioTemplate> ScenarioTemplate::load(const std::string
 
 std::shared_ptr<const ScenarioTemplate> ScenarioTemplate::from_json(const nlohmann::json& json, const std::string& file,
                                                                     const std::vector<std::string>& overrides) {
+  ScenarioDocuments documents;
+  // Validates everything the way estimate does.
+  auto base = std::make_shared<const Scenario>(parse_scenario(json, file, overrides, &documents));
+  return from_parsed(std::move(base), std::move(documents), file, overrides);
+}
+
+std::shared_ptr<const ScenarioTemplate> ScenarioTemplate::from_parsed(std::shared_ptr<const Scenario> base,
+                                                                      ScenarioDocuments documents, const std::string& file,
+                                                                      const std::vector<std::string>& overrides) {
   std::shared_ptr<ScenarioTemplate> t(new ScenarioTemplate());
-  t->init(json, file, overrides);
+  t->init(std::move(base), std::move(documents), file, overrides);
   return t;
 }
 
-void ScenarioTemplate::init(const nlohmann::json& json, const std::string& file,
+void ScenarioTemplate::init(std::shared_ptr<const Scenario> base, ScenarioDocuments documents, const std::string& file,
                             const std::vector<std::string>& overrides) {
   file_ = file;
   base_overrides_ = overrides;
-  base_ = parse_scenario(json, file, overrides);  // validates everything the way estimate does
-
-  // The references as parse_scenario resolves them: whole-reference overrides first.
-  nlohmann::json doc = json;
-  for (const std::string& o : overrides)
-    if (replaces_reference(o)) apply_override(doc, o, file);
-  Reference model = load_reference(doc["model"], file, "model");
-  Reference cluster = load_reference(doc["cluster"], file, "cluster");
-  model_json_ = model.json;
-  model_file_ = model.file;
-  cluster_ = cluster.json;
-  nlohmann::json calibration;
-  if (doc.contains("calibration") && !doc["calibration"].is_null()) {
-    Reference cal = load_reference(doc["calibration"], file, "calibration");
-    calibration = cal.json;
-    if (cal.file != file) calibration_file_ = cal.file;
-  }
-  document_ = doc;
-  for (const std::string& o : overrides) {
-    if (replaces_reference(o)) continue;
-    if (starts_with(o, "cluster.")) {
-      apply_override(cluster_, o.substr(8), cluster.file);
-    } else if (starts_with(o, "model.")) {
-      apply_override(model_json_, o.substr(6), model.file);
-    } else if (starts_with(o, "calibration.")) {
-      if (calibration.is_null()) calibration = nlohmann::json::object();
-      apply_override(calibration, o.substr(12), calibration_file_.empty() ? file : calibration_file_);
-    } else {
-      apply_override(document_, o, file);
-    }
-  }
-  if (!calibration.is_null()) document_["calibration"] = calibration;
-  gpu_catalog_ = load_json_file((fs::path(catalog_root()) / "scenarios/hardware/gpus.json").string());
+  base_ = std::move(base);
+  // The references as parse_scenario resolved them (whole-reference overrides first), with the
+  // overrides inside them applied; the scenario document with the others.
+  model_json_ = std::move(documents.model.json);
+  model_file_ = std::move(documents.model.file);
+  cluster_ = std::move(documents.cluster.json);
+  if (documents.calibration_file != file) calibration_file_ = std::move(documents.calibration_file);
+  document_ = std::move(documents.document);
+  if (!documents.calibration.is_null()) document_["calibration"] = std::move(documents.calibration);
+  std::string gpu_file;
+  gpu_catalog_ = &gpu_catalog(gpu_file);
   nlohmann::json inline_cluster = cluster_;
   if (inline_cluster.contains("gpu") && inline_cluster["gpu"].is_string()) {
     const std::string name = inline_cluster["gpu"].get<std::string>();
-    if (gpu_catalog_.contains(name)) {
-      nlohmann::json gpu = gpu_catalog_[name];
+    if (gpu_catalog_->contains(name)) {
+      nlohmann::json gpu = (*gpu_catalog_)[name];
       if (!gpu.contains("name")) gpu["name"] = name;
       inline_cluster["gpu"] = gpu;
     }
   }
   document_["cluster"] = inline_cluster;
   document_["model"] = stub_model();
-  models_[""] = std::make_shared<const models::Model>(base_.model);
+  models_[""] = std::shared_ptr<const models::Model>(base_, &base_->model);  // shares the base's
 }
 
-AxisContext ScenarioTemplate::context() const { return {base_.world_size(), base_.training.global_batch}; }
+AxisContext ScenarioTemplate::context() const { return {base_->world_size(), base_->training.global_batch}; }
 
 Scenario ScenarioTemplate::parse_point(const std::vector<std::string>& overrides, std::string& model_key,
                                        std::vector<std::string>& model_overrides) const {
@@ -453,8 +440,8 @@ Scenario ScenarioTemplate::parse_point(const std::vector<std::string>& overrides
     for (const std::string& o : cluster_overrides) apply_override(cluster, o, file_);
     if (cluster.contains("gpu") && cluster["gpu"].is_string()) {
       const std::string name = cluster["gpu"].get<std::string>();
-      if (gpu_catalog_.contains(name)) {
-        nlohmann::json gpu = gpu_catalog_[name];
+      if (gpu_catalog_->contains(name)) {
+        nlohmann::json gpu = (*gpu_catalog_)[name];
         if (!gpu.contains("name")) gpu["name"] = name;
         cluster["gpu"] = gpu;
       }

@@ -113,8 +113,13 @@ class ScenarioTemplate {
                                                       const std::vector<std::string>& overrides);
   static std::shared_ptr<const ScenarioTemplate> from_json(const nlohmann::json& json, const std::string& file,
                                                            const std::vector<std::string>& overrides);
+  // From a scenario already parsed (parse_scenario(json, file, overrides, &documents)), without
+  // parsing it again: `estimate` estimates `base` and advises from this template.
+  static std::shared_ptr<const ScenarioTemplate> from_parsed(std::shared_ptr<const Scenario> base,
+                                                             ScenarioDocuments documents, const std::string& file,
+                                                             const std::vector<std::string>& overrides);
 
-  const Scenario& base() const { return base_; }  // the base scenario, fully parsed
+  const Scenario& base() const { return *base_; }  // the base scenario, fully parsed
   const std::string& file() const { return file_; }
   const std::vector<std::string>& base_overrides() const { return base_overrides_; }
   AxisContext context() const;
@@ -126,7 +131,8 @@ class ScenarioTemplate {
  private:
   friend class ScenarioInstancer;
   ScenarioTemplate() = default;
-  void init(const nlohmann::json& json, const std::string& file, const std::vector<std::string>& overrides);
+  void init(std::shared_ptr<const Scenario> base, ScenarioDocuments documents, const std::string& file,
+            const std::vector<std::string>& overrides);
   // Parses a point with a stub model; `model_key` receives its model= and model.* overrides.
   Scenario parse_point(const std::vector<std::string>& overrides, std::string& model_key,
                        std::vector<std::string>& model_overrides) const;
@@ -134,13 +140,13 @@ class ScenarioTemplate {
 
   std::string file_;
   std::vector<std::string> base_overrides_;
-  Scenario base_;
+  std::shared_ptr<const Scenario> base_;
   nlohmann::json document_;    // scenario JSON: base overrides applied, stub model, inline cluster and calibration
   nlohmann::json cluster_;     // the cluster JSON, base overrides applied
   nlohmann::json model_json_;  // the model JSON, base model.* overrides applied
   std::string model_file_;
   std::string calibration_file_;
-  nlohmann::json gpu_catalog_;  // scenarios/hardware/gpus.json, for cluster.gpu overrides
+  const nlohmann::json* gpu_catalog_ = nullptr;  // scenarios/hardware/gpus.json (gpu_catalog()), for cluster.gpu overrides
   mutable std::mutex models_mutex_;
   mutable std::map<std::string, std::shared_ptr<const models::Model>> models_;  // model.* overrides -> model
 };

@@ -211,7 +211,6 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
   std::vector<OpTiming>& t = r.ops;
 
   constexpr int kGpuStreams = planner::kStreamCount;
-  const int host_stream = static_cast<int>(Stream::host);
   const int compute_stream = static_cast<int>(Stream::compute);
   std::array<std::vector<int>, kGpuStreams> queue;
   for (const Op& op : s.ops)
@@ -219,6 +218,15 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
   std::array<std::size_t, kGpuStreams> head{};
   std::array<int, kGpuStreams> running;
   running.fill(-1);
+  // The GPU streams that have ops, in stream order (host ops are not queued): the others never
+  // start, run or wait for anything, so the loops over streams below visit only these, in the
+  // same order (a step uses three or four of the seven). Which ops are collectives, once.
+  std::array<int, kGpuStreams> streams{};
+  int stream_count = 0;
+  for (int st = 0; st < kGpuStreams; ++st)
+    if (!queue[st].empty()) streams[stream_count++] = st;
+  std::vector<char> collective(n);
+  for (int i = 0; i < n; ++i) collective[i] = planner::is_collective(s.ops[i].kind);
   std::vector<char> issued(n, 0), done(n, 0);
   // A running op's work left: first its latency (collectives), then the rest at a rate.
   std::vector<double> latency_left(n, 0), work_left(n, 0), projected(n, kInf);
@@ -308,8 +316,9 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
         progress = true;
       }
       // Streams start their next op where it is issued and its events have fired.
-      for (int st = 0; st < kGpuStreams; ++st) {
-        if (st == host_stream || running[st] >= 0 || head[st] >= queue[st].size()) continue;
+      for (int k = 0; k < stream_count; ++k) {
+        const int st = streams[k];
+        if (running[st] >= 0 || head[st] >= queue[st].size()) continue;
         const int i = queue[st][head[st]];
         if (!issued[i] || t[i].enqueue > now) continue;
         const Op& op = s.ops[i];
@@ -342,7 +351,7 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
         }
         running[st] = i;
         ++head[st];
-        latency_left[i] = planner::is_collective(op.kind) && has_latency
+        latency_left[i] = collective[i] && has_latency
                               ? std::min(ot.nominal_seconds, in.latency_seconds[i])
                               : 0.0;
         work_left[i] = ot.nominal_seconds - latency_left[i];
@@ -351,28 +360,29 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
     }
     if (next_issue == n && host_running < 0) {
       bool idle = true;
-      for (int st = 0; st < kGpuStreams; ++st)
-        if (running[st] >= 0 || head[st] < queue[st].size()) idle = false;
+      for (int k = 0; k < stream_count; ++k)
+        if (running[streams[k]] >= 0 || head[streams[k]] < queue[streams[k]].size()) idle = false;
       if (idle) break;
     }
     // Rates while nothing changes, and the next event.
     int collectives = 0, transferring = 0;
-    for (int st = 0; st < kGpuStreams; ++st) {
-      const int i = running[st];
-      if (i < 0 || !planner::is_collective(s.ops[i].kind)) continue;
+    for (int k = 0; k < stream_count; ++k) {
+      const int i = running[streams[k]];
+      if (i < 0 || !collective[i]) continue;
       ++collectives;
       if (latency_left[i] <= 0) ++transferring;
     }
     auto rate_of = [&](int i, int st) {
       if (st == compute_stream) return collectives > 0 ? slow_rate : 1.0;
-      if (in.share_bandwidth && transferring > 1 && planner::is_collective(s.ops[i].kind))
+      if (in.share_bandwidth && transferring > 1 && collective[i])
         return 1.0 / transferring;
       return 1.0;
     };
     double next = kInf;
     if (next_issue < n && host_running < 0 && cpu_free > now) next = std::min(next, cpu_free);
     if (host_running >= 0) next = std::min(next, t[host_running].end);
-    for (int st = 0; st < kGpuStreams; ++st) {
+    for (int k = 0; k < stream_count; ++k) {
+      const int st = streams[k];
       const int i = running[st];
       if (i >= 0) {
         projected[i] = latency_left[i] > 0 ? now + latency_left[i] : now + work_left[i] / rate_of(i, st);
@@ -386,8 +396,8 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
       std::string what = next_issue < n ? "the CPU waits before op " + std::to_string(next_issue) + " (" +
                                               s.ops[next_issue].name + ")"
                                         : "a stream waits";
-      for (int st = 0; st < kGpuStreams; ++st)
-        if (running[st] < 0 && head[st] < queue[st].size()) {
+      for (int k = 0; k < stream_count; ++k)
+        if (const int st = streams[k]; running[st] < 0 && head[st] < queue[st].size()) {
           const int h = queue[st][head[st]];
           if (issued[h]) {
             what = "op " + std::to_string(h) + " (" + s.ops[h].name + ") waits";
@@ -398,7 +408,8 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
     }
     const double dt = next - now;
     // Advance every running op; the ones whose phase ends now change phase or finish.
-    for (int st = 0; st < kGpuStreams; ++st) {
+    for (int k = 0; k < stream_count; ++k) {
+      const int st = streams[k];
       const int i = running[st];
       if (i < 0) continue;
       if (projected[i] <= next) {

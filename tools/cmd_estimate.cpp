@@ -46,10 +46,12 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 void run_estimate(const EstimateOptions& o) {
   const ScenarioInput input = resolve_scenario_input(o.input);
-  planner::Scenario scenario = load_scenario_input(input);
+  // Parsed once: the estimate and, when it advises, the advice's template share it.
+  ParsedScenarioInput parsed = parse_scenario_input(input);
+  const planner::Scenario& scenario = *parsed.scenario;
   const double headroom_bytes = o.headroom_gib * kGiB;
   if (o.max_micro_batch) {
-    sim::MicroBatchSearch search = sim::find_max_micro_batch(*scenario_template(input), headroom_bytes);
+    sim::MicroBatchSearch search = sim::find_max_micro_batch(*scenario_template(input, parsed), headroom_bytes);
     if (o.json) {
       std::cout << micro_batch_search_json(search).dump(2) << "\n";
     } else {
@@ -64,7 +66,7 @@ void run_estimate(const EstimateOptions& o) {
   // Advice (sim/advice.h): when it does not fit, or asked for.
   std::optional<sim::Advice> advice;
   if (o.advise || estimate.device_peak_bytes() + headroom_bytes > estimate.gpu_memory_bytes)
-    advice = sim::advise(scenario_template(input), headroom_bytes);
+    advice = sim::advise(scenario_template(input, parsed), headroom_bytes);
   const std::vector<sim::CollectiveChoice> collectives =
       sim::collective_choices(estimate.plan.schedule, planner::CostModel(scenario));
   if (o.json) {

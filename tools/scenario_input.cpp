@@ -63,12 +63,18 @@ ScenarioInput resolve_scenario_input(const ScenarioInputOptions& o) {
   return in;
 }
 
-planner::Scenario load_scenario_input(const ScenarioInput& input) {
-  return sim::parse_simgrid_scenario(input.document, input.file, input.overrides).scenario;
+ParsedScenarioInput parse_scenario_input(const ScenarioInput& input) {
+  ParsedScenarioInput parsed;
+  // sim::parse_simgrid_scenario's checks: the scenario, then its "simulation" object.
+  auto scenario = std::make_shared<planner::Scenario>(
+      planner::parse_scenario(input.document, input.file, input.overrides, &parsed.documents));
+  sim::simgrid_options(*scenario);
+  parsed.scenario = std::move(scenario);
+  return parsed;
 }
 
-std::shared_ptr<const planner::ScenarioTemplate> scenario_template(const ScenarioInput& input) {
-  return planner::ScenarioTemplate::from_json(input.document, input.file, input.overrides);
+std::shared_ptr<const planner::ScenarioTemplate> scenario_template(const ScenarioInput& input, ParsedScenarioInput& parsed) {
+  return planner::ScenarioTemplate::from_parsed(parsed.scenario, std::move(parsed.documents), input.file, input.overrides);
 }
 
 }  // namespace fsdpsim::tools

@@ -1,7 +1,8 @@
 // Where a command's scenario comes from: a scenario file (--scenario, the full interface) or
 // the one-line form (--model NAME --gpus 64xH100 [--strategy ...]) resolved from the catalogs
 // (planner/catalog.h). Either way the command gets a scenario document, the file its errors
-// name and the overrides, and loads it through the one loader (sim::parse_simgrid_scenario).
+// name and the overrides, and loads it as the one loader does (planner::parse_scenario, then
+// sim::simgrid_options: sim/scenario_loader.h).
 #pragma once
 
 #include <memory>
@@ -40,7 +41,15 @@ struct ScenarioInput {
 // Throws InputError: neither or both forms, an unknown name (with the close ones).
 ScenarioInput resolve_scenario_input(const ScenarioInputOptions& o);
 
-planner::Scenario load_scenario_input(const ScenarioInput& input);
-std::shared_ptr<const planner::ScenarioTemplate> scenario_template(const ScenarioInput& input);
+// The scenario parsed once (and its "simulation" object checked, as sim::load_scenario does),
+// with what a template of it needs: `estimate` estimates it and advises from a template built
+// without a second parse.
+struct ParsedScenarioInput {
+  std::shared_ptr<const planner::Scenario> scenario;
+  planner::ScenarioDocuments documents;
+};
+ParsedScenarioInput parse_scenario_input(const ScenarioInput& input);
+// The template of `parsed`, which it consumes (its documents are moved into the template).
+std::shared_ptr<const planner::ScenarioTemplate> scenario_template(const ScenarioInput& input, ParsedScenarioInput& parsed);
 
 }  // namespace fsdpsim::tools

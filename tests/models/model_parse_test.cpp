@@ -2,10 +2,12 @@
 // file and the JSON path.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "models/json_input.h"
 #include "models/model.h"
+#include "test_paths.h"
 
 namespace fsdpsim::models {
 namespace {
@@ -290,6 +292,111 @@ TEST(ModelParseErrors, HugeCoefficientsArePrintedAsNumbers) {
     EXPECT_NE(message.find("1e+308"), std::string::npos) << message;
     EXPECT_EQ(message.find("-9223372036854775808"), std::string::npos) << message;
   }
+}
+
+// ---- a repeated block is parsed once (models/model.cpp, ModelParser) --------------------------
+
+std::string with_index(std::string text, std::int64_t index) {
+  for (auto pos = text.find("{i}"); pos != std::string::npos; pos = text.find("{i}"))
+    text.replace(pos, 3, std::to_string(index));
+  return text;
+}
+
+// `module` with every "repeat" written out as the parser expands it: copy k of a repeated
+// child becomes its own object ("repeat": 1, {i} replaced in names and tied_to, its
+// costs_of_copy variant as its costs). Every module of the result is a JSON object of its own,
+// so the parser parses each whole.
+nlohmann::json unrolled(const nlohmann::json& module, std::int64_t index, std::int64_t copy) {
+  nlohmann::json out = module;
+  if (out.contains("name")) out["name"] = with_index(out["name"].get<std::string>(), index);
+  if (out.contains("params"))
+    for (auto& p : out["params"])
+      if (p.contains("tied_to")) p["tied_to"] = with_index(p["tied_to"].get<std::string>(), index);
+  if (out.contains("costs_of_copy")) {
+    out["costs"] = module["costs_variants"][module["costs_of_copy"][copy].get<std::size_t>()];
+    out.erase("costs_variants");
+    out.erase("costs_of_copy");
+  }
+  if (out.contains("repeat")) out["repeat"] = 1;
+  out.erase("first_index");
+  if (module.contains("children")) {
+    nlohmann::json children = nlohmann::json::array();
+    for (const auto& child : module["children"]) {
+      const std::int64_t repeat = child.value("repeat", std::int64_t{1});
+      for (std::int64_t k = 0; k < repeat; ++k) {
+        const std::int64_t i = child.contains("first_index") ? child["first_index"].get<std::int64_t>() + k
+                               : repeat > 1                  ? k
+                                                             : index;
+        children.push_back(unrolled(child, i, k));
+      }
+    }
+    out["children"] = children;
+  }
+  return out;
+}
+
+void expect_same_modules(const Module& a, const Module& b) {
+  ASSERT_EQ(a.full_name, b.full_name);
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.type, b.type);
+  EXPECT_EQ(a.experts, b.experts);
+  EXPECT_EQ(a.repeated, b.repeated) << a.full_name;
+  ASSERT_EQ(a.params.size(), b.params.size()) << a.full_name;
+  for (std::size_t i = 0; i < a.params.size(); ++i) {
+    EXPECT_EQ(a.params[i].name, b.params[i].name);
+    EXPECT_EQ(a.params[i].full_name, b.params[i].full_name);
+    EXPECT_EQ(a.params[i].shape, b.params[i].shape);
+    EXPECT_EQ(a.params[i].dtype, b.params[i].dtype);
+    EXPECT_EQ(a.params[i].tied_to, b.params[i].tied_to);
+    EXPECT_EQ(a.params[i].experts, b.params[i].experts);
+  }
+  ASSERT_EQ(a.costs.has_value(), b.costs.has_value()) << a.full_name;
+  if (a.costs) {
+    // Every copy's costs as its own object's (their json_path aside: one object, or one per copy).
+    for (const auto& [x, y] : {std::pair{&a.costs->forward_flops, &b.costs->forward_flops},
+                               {&a.costs->attention_flops, &b.costs->attention_flops},
+                               {&a.costs->forward_hbm_bytes, &b.costs->forward_hbm_bytes},
+                               {&a.costs->saved_activation_bytes, &b.costs->saved_activation_bytes},
+                               {&a.costs->backward_transient_bytes, &b.costs->backward_transient_bytes}})
+      EXPECT_EQ(x->at(3, 4096), y->at(3, 4096)) << a.full_name;
+    EXPECT_EQ(a.costs->matmuls.size(), b.costs->matmuls.size());
+    EXPECT_EQ(a.costs->memory_bound_kernels.size(), b.costs->memory_bound_kernels.size());
+    EXPECT_EQ(a.costs->attention.has_value(), b.costs->attention.has_value());
+    if (a.costs->attention) EXPECT_EQ(a.costs->attention->window, b.costs->attention->window) << a.full_name;
+  }
+  ASSERT_EQ(a.children.size(), b.children.size()) << a.full_name;
+  for (std::size_t i = 0; i < a.children.size(); ++i) expect_same_modules(a.children[i], b.children[i]);
+}
+
+// Later copies of a repeated block are built from its first parse: the same modules as a file
+// with every copy written out, for every shipped model (nested repeats, first_index runs,
+// costs_variants, tied parameters, experts) and the test model.
+TEST(ModelParse, RepeatedCopiesEqualTheCopiesWrittenOut) {
+  std::vector<std::pair<std::string, nlohmann::json>> models = {{"tiny.json", tiny_model()}};
+  for (const auto& entry : std::filesystem::directory_iterator(testing_paths::repo_path("models")))
+    if (entry.path().extension() == ".json") models.emplace_back(entry.path().string(), load_json_file(entry.path().string()));
+  ASSERT_GT(models.size(), 30u);
+  for (const auto& [file, json] : models) {
+    SCOPED_TRACE(file);
+    nlohmann::json written_out = json;
+    written_out["root"] = unrolled(json["root"], 0, 0);
+    const Model a = parse_model(json, file), b = parse_model(written_out, file);
+    EXPECT_EQ(a.parameter_count(), b.parameter_count());
+    expect_same_modules(a.root, b.root);
+  }
+}
+
+// What depends on a copy is checked on each: a name that collides only at one index, a
+// costs_of_copy entry that only one copy reads.
+TEST(ModelParseErrors, ALaterCopyIsCheckedWhereItDiffers) {
+  expect_error([](auto& j) { block(j)["children"].push_back({{"name", "proj_2"}}); },
+               "root.children[1].children[0].children[2]", "duplicate module name \"proj_2\"");
+  expect_error([](auto& j) {
+    nlohmann::json costs = block(j)["costs"];
+    block(j).erase("costs");
+    block(j)["costs_variants"] = {costs, costs};
+    block(j)["costs_of_copy"] = {0, 1, 2};
+  }, "root.children[1].children[0].costs_of_copy[2]", "expected an index into costs_variants (0..1), got 2");
 }
 
 TEST(ModelParseErrors, RepeatNeedsIndexInName) {

@@ -329,6 +329,36 @@ TEST(SweepPoints, BaseOverridesThatReplaceReferences) {
   EXPECT_EQ(inst.make({}).cluster.gpu.name.rfind("A100", 0), 0u);
 }
 
+// `estimate` parses its scenario once and advises from a template of that parse
+// (ScenarioTemplate::from_parsed): the template shares the scenario and gives the points a
+// template parsing the JSON itself gives.
+TEST(SweepPoints, TemplateFromAParsedScenarioSharesItAndGivesTheSamePoints) {
+  const std::vector<std::string> base = {"cluster.nodes=2", "calibration.pcie_gbps=7", "model.name=renamed"};
+  planner::ScenarioDocuments documents;
+  auto parsed = std::make_shared<const planner::Scenario>(
+      planner::parse_scenario(gpt2_scenario(), kScenarioFile, base, &documents));
+  auto shared = planner::ScenarioTemplate::from_parsed(parsed, std::move(documents), kScenarioFile, base);
+  auto own = planner::ScenarioTemplate::from_json(gpt2_scenario(), kScenarioFile, base);
+  EXPECT_EQ(&shared->base(), parsed.get());
+  EXPECT_EQ(shared->base().model.name, "renamed");
+  planner::ScenarioInstancer a(shared), b(own);
+  // One evaluator per instancer: an evaluator keeps plan layouts per cost key, for one model (sim/sweep.h).
+  auto evaluator_a = make_analytic_evaluator(), evaluator_b = make_analytic_evaluator();
+  for (const std::vector<std::string>& o : std::vector<std::vector<std::string>>{
+           {}, {"fsdp.cpu_offload=true"}, {"cluster.nodes=4"}, {"model.name=again"}, {"training.micro_batch=2"}}) {
+    const planner::Scenario& x = a.make(o);
+    const PointMetrics mx = evaluator_a->evaluate(x, cost_key_of(o));
+    const std::string name = x.model.name, calibration_file = x.calibration_file;
+    const planner::Scenario& y = b.make(o);
+    const PointMetrics my = evaluator_b->evaluate(y, cost_key_of(o));
+    EXPECT_EQ(name, y.model.name);
+    EXPECT_EQ(calibration_file, y.calibration_file);
+    EXPECT_EQ(mx.step_seconds, my.step_seconds);
+    EXPECT_EQ(mx.peak_reserved_bytes, my.peak_reserved_bytes);
+    EXPECT_EQ(mx.device_peak_bytes, my.device_peak_bytes);
+  }
+}
+
 TEST(SweepPoints, ModelOverridesParseTheirOwnModel) {
   auto t = gpt2_template();
   planner::ScenarioInstancer inst(t);
