@@ -201,7 +201,7 @@ def measure(args):
     cluster = hw.cluster_file_for(prov["gpu_name"])
     os.makedirs(args.out, exist_ok=True)
     writer = hw.CsvWriter(os.path.join(args.out, "blocks.csv"), COLUMNS)
-    cases = all_cases()
+    cases = [c for c in all_cases() if not args.only or any(s in c.id for s in args.only)]
     longest = 0.0
     for i, case in enumerate(cases):
         row = describe(case, cluster)
@@ -237,6 +237,7 @@ def main():
     ap.add_argument("--dry-run", action="store_true", help="print the cases and their fsdpsim commands; no torch")
     ap.add_argument("--fsdpsim", help="with --dry-run: an fsdpsim binary to predict the blocks with")
     ap.add_argument("--gpu-name", default="NVIDIA H100 80GB HBM3", help="with --dry-run: the GPU assumed")
+    ap.add_argument("--only", action="append", help="time only the cases whose id contains this (repeatable)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--time-budget", type=float, default=0, help="seconds; cases that would not fit are skipped")

@@ -39,6 +39,12 @@ root=$PWD
 start=$(date +%s)
 # The device tool allows 600 s a command; 530 leaves time to write and return the files.
 deadline=$((start + ${FSDPSIM_HW_BUDGET_SECONDS:-530}))
+# FSDPSIM_HW_QUICK=1: a first look of about three minutes, before the full run spends the device
+# time: one case of each step that has never run (verify of the 1B model at N = 8 for one step,
+# two PyTorch memory cases, FSDP2 and FSDP1, one block timing, calibrate cut short), so that a
+# script broken by the machine's library versions is found and mended between two calls. What it
+# measures is kept like any other run's.
+quick=${FSDPSIM_HW_QUICK:-0}
 work=$(mktemp -d)
 exec > >(tee -a "$outdir/run_all.log") 2>&1
 
@@ -143,7 +149,7 @@ if [ -n "$fsdpsim_bin" ]; then
 fi
 
 # ---- 2. the cuda backend's tests ---------------------------------------------------------------
-if [ -n "$tests_bin" ]; then
+if [ -n "$tests_bin" ] && [ "$quick" != 1 ]; then
   step "CudaBackend tests" "$(cap 90 420)" env "LD_LIBRARY_PATH=$hwld" "$tests_bin" --gtest_filter='CudaBackend.*' --gtest_color=no
 fi
 
@@ -189,6 +195,22 @@ EOF
   return $rc
 }
 s8b=scenarios/llama3.1-8b-8xh100.json
+if [ "$quick" = 1 ]; then
+  [ -n "$fsdpsim_bin" ] && verify_case 1 llama3.2-1b-n8-quick "$(cap 45 100)" --scenario "$s8b" --set "cluster=$cluster" \
+    --set model=models/llama3.2-1b.json --virtual-world 8 --steps 1
+  step "PyTorch FSDP memory (quick)" "$(cap 60 50)" python3 tools/hardware/fsdp_memory.py --out "$outdir" --time-budget 45 \
+    --only llama3.2-1b-fsdp2-ac_none-reshard_true-n8 --only llama3.2-1b-fsdp1-ac_full-reshard_true-n8
+  step "block timing (quick)" "$(cap 30 25)" python3 tools/hardware/block_timing.py --out "$outdir" --time-budget 20 \
+    --only llama3.2-1b-block-s4096
+  [ -n "$fsdpsim_bin" ] && step "calibrate (quick)" "$(cap 40 0)" "${fsd[@]}" calibrate --backend cuda \
+    --scenario "$s8b" --set "cluster=$cluster" --set cluster.gpus_per_node=1 \
+    --set training.global_batch=2 -o "$outdir/calibration.json"
+  [ -s "$outdir/calibration.json" ] || rm -f "$outdir/calibration.json"
+  say "quick run done"
+  ls -l "$outdir"
+  rm -rf "$work"
+  exit 0
+fi
 if [ -n "$fsdpsim_bin" ]; then
   verify_case 1 llama3.1-8b-n8 "$(cap 90 380)" --scenario "$s8b" --set "cluster=$cluster" \
     --virtual-world 8 --steps 2 --trace "$work/verify_trace.json"
