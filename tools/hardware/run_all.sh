@@ -21,11 +21,13 @@
 #      memory snapshot;
 #   5. fsdpsim calibrate --backend cuda on one GPU (world 1: GEMMs of the 8B scenario's step,
 #      the square grid, copies, launch; one GPU has no collective or interference to measure);
-#   6. single-block forward/backward timings (tools/hardware/block_timing.py) -> blocks.csv.
+#   6. single-block forward/backward timings (tools/hardware/block_timing.py) -> blocks.csv;
+#   7. kernel timings: SDPA attention backends, eager attention's chain, memory-bound ops
+#      (tools/hardware/kernel_timing.py) -> kernels.csv.
 #
 # Output (at most 8 files, each under 16 MiB, flat: what the device tool returns): run_all.log,
 # verify.json, verify_trace.json.gz, memory.csv, memory_snapshot.pickle.gz, calibration.json,
-# blocks.csv. tests/data/hardware/README.md says where each goes in the repository.
+# blocks.csv, kernels.csv. tests/data/hardware/README.md says where each goes in the repository.
 set -u
 outdir=${1:-${OUT:-}}
 if [ -z "$outdir" ]; then
@@ -245,8 +247,12 @@ if [ -n "$fsdpsim_bin" ]; then
 fi
 
 # ---- 6. single-block timings -------------------------------------------------------------------
-limit=$(cap 75 5)
+limit=$(cap 75 70)
 step "block timing" "$limit" python3 tools/hardware/block_timing.py --out "$outdir" --time-budget $((limit - 15))
+
+# ---- 7. kernel timings (issue 13's kernel-level data) -------------------------------------------
+limit=$(cap 90 5)
+step "kernel timing" "$limit" python3 tools/hardware/kernel_timing.py --out "$outdir" --time-budget $((limit - 15))
 
 # ---- what comes back ---------------------------------------------------------------------------
 for f in "$outdir"/*; do

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Kernel-level timings on one GPU, the data issue 13's compute model is built from and judged by:
+PyTorch's SDPA attention kernels over sequence length and head dim, eager attention's score
+chain, and the memory-bound ops of a Llama block.
+
+    python3 tools/hardware/kernel_timing.py --out DIR [--time-budget S]     # on a GPU (run_all.sh)
+
+Writes DIR/kernels.csv, one row per (kernel, shape, direction), flushed as each ends.
+
+Choices, and why:
+- Attention as the FlashAttention-2 paper benchmarks it (arXiv:2307.08691, section 4.1): hidden
+  2048, heads = 2048 / head_dim, batch x seq_len = 16384 tokens, bf16, causal and not; forward
+  and forward+backward; FLOPs counted as the paper does (4 * seq^2 * head_dim * heads * batch
+  forward, halved when causal; backward 2.5x forward). Each SDPA backend PyTorch has on this GPU:
+  flash (FlashAttention-2 in PyTorch), cudnn, mem_efficient. A backend that refuses a shape is a
+  row with status error.
+- Eager attention's score chain as Hugging Face's eager_attention_forward runs it (matmul, scale,
+  softmax in fp32, cast to bf16, dropout 0, matmul), for Llama-3.1-8B's heads at seq 1024/2048/4096:
+  the time of the whole chain forward and backward, and of the fp32 softmax alone, with the bytes
+  fsdpsim's chain counts per score, so the achieved bandwidth is read off the row.
+- Memory-bound ops of a Llama block at 4096 tokens x hidden 4096 (and the MLP's 14336): Hugging
+  Face's Python RMSNorm, SiLU-and-multiply, rotary (apply_rotary_pos_emb), a residual add and a
+  bf16 copy; forward and backward; bytes as read + written by the op's own kernels are not
+  computed here (fsdpsim counts them): the row gives the time and the tensor's elements.
+- Timing: CUDA events on the current stream, 3 warm-up repetitions then --reps (default 10):
+  median, min and max.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hwcommon as hw  # noqa: E402
+
+COLUMNS = [
+    "case_id", "status", "error", "kind", "kernel", "direction", "dtype",
+    "batch", "seq_len", "heads", "kv_heads", "head_dim", "causal", "rows", "cols",
+    "median_seconds", "min_seconds", "max_seconds", "flops", "tflops_per_second", "elements",
+    "warmup", "reps",
+] + hw.PROVENANCE_COLUMNS
+
+
+def timed(torch, fn, warmup, reps, before=None):
+    """Median, min, max seconds of fn() over reps (after warmup), CUDA events around each call."""
+    times = []
+    for i in range(warmup + reps):
+        if before:
+            before()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        torch.cuda.synchronize()
+        if i >= warmup:
+            times.append(e0.elapsed_time(e1) * 1e-3)
+    return statistics.median(times), min(times), max(times)
+
+
+def attention_cases(torch, F, sdpa_kernel, SDPBackend):
+    backends = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
+                ("mem_efficient", SDPBackend.EFFICIENT_ATTENTION)]
+    for seq in (512, 1024, 2048, 4096, 8192, 16384):
+        for d in (64, 128):
+            for causal in (True, False):
+                for name, backend in backends:
+                    heads, batch = 2048 // d, 16384 // seq
+                    base = {"kind": "attention", "kernel": "sdpa_" + name, "dtype": "bf16", "batch": batch,
+                            "seq_len": seq, "heads": heads, "kv_heads": heads, "head_dim": d,
+                            "causal": "true" if causal else "false"}
+                    fwd_flops = 4.0 * seq * seq * d * heads * batch * (0.5 if causal else 1.0)
+
+                    def run(direction, backend=backend, fwd_flops=fwd_flops, causal=causal, batch=batch, heads=heads,
+                            seq=seq, d=d):
+                        q, k, v = (torch.randn(batch, heads, seq, d, device="cuda", dtype=torch.bfloat16,
+                                               requires_grad=(direction != "forward")) for _ in range(3))
+                        with sdpa_kernel([backend]):
+                            if direction == "forward":
+                                with torch.no_grad():
+                                    r = timed(torch, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                                              WARMUP, REPS)
+                                return r, fwd_flops
+                            o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                            do = torch.randn_like(o)
+                            r = timed(torch, lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True),
+                                      WARMUP, REPS)
+                            return r, 2.5 * fwd_flops
+                    for direction in ("forward", "backward"):
+                        yield dict(base, direction=direction,
+                                   case_id="attn-%s-s%d-d%d-%s-%s" % (name, seq, d, "causal" if causal else "full",
+                                                                      direction)), run
+
+
+def eager_cases(torch):
+    heads, kv_heads, d = 32, 8, 128  # Llama-3.1-8B
+    for seq in (1024, 2048, 4096):
+        base = {"kind": "eager_attention", "dtype": "bf16", "batch": 1, "seq_len": seq, "heads": heads,
+                "kv_heads": kv_heads, "head_dim": d, "causal": "true"}
+
+        def chain(q, k, v, mask):
+            s = torch.matmul(q, k.transpose(2, 3)) * (d ** -0.5)
+            s = s + mask
+            p = torch.nn.functional.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype)
+            p = torch.nn.functional.dropout(p, p=0.0, training=True)
+            return torch.matmul(p, v)
+
+        def inputs(grad, seq=seq):
+            q = torch.randn(1, heads, seq, d, device="cuda", dtype=torch.bfloat16, requires_grad=grad)
+            # repeat_kv as Hugging Face does it (expand + reshape: a copy)
+            k0, v0 = (torch.randn(1, kv_heads, seq, d, device="cuda", dtype=torch.bfloat16, requires_grad=grad)
+                      for _ in range(2))
+            mask = torch.full((seq, seq), float("-inf"), device="cuda", dtype=torch.bfloat16).triu(1)[None, None]
+            return q, k0, v0, mask
+
+        def rep(x):
+            b, h, s, dd = x.shape
+            return x[:, :, None].expand(b, h, heads // kv_heads, s, dd).reshape(b, heads, s, dd)
+
+        def run_chain(direction, seq=seq):
+            q, k0, v0, mask = inputs(direction != "forward")
+            if direction == "forward":
+                with torch.no_grad():
+                    return timed(torch, lambda: chain(q, rep(k0), rep(v0), mask), WARMUP, REPS), 0
+            o = chain(q, rep(k0), rep(v0), mask)
+            do = torch.randn_like(o)
+            return timed(torch, lambda: torch.autograd.grad(o, (q, k0, v0), do, retain_graph=True), WARMUP, REPS), 0
+
+        def run_softmax(direction, seq=seq):
+            s = torch.randn(1, heads, seq, seq, device="cuda", dtype=torch.bfloat16)
+            with torch.no_grad():
+                return timed(torch, lambda: torch.nn.functional.softmax(s, dim=-1, dtype=torch.float32), WARMUP, REPS), 0
+
+        for direction in ("forward", "backward"):
+            yield dict(base, kernel="eager_chain", direction=direction,
+                       case_id="eager-chain-s%d-%s" % (seq, direction)), run_chain
+        yield dict(base, kernel="softmax_bf16_to_fp32", direction="forward",
+                   case_id="eager-softmax-s%d-forward" % seq), run_softmax
+
+
+def memory_bound_cases(torch):
+    tokens, hidden, inter = 4096, 4096, 14336
+    eps = 1e-5
+
+    def rmsnorm(x, w):  # Hugging Face LlamaRMSNorm.forward
+        dtype = x.dtype
+        h = x.to(torch.float32)
+        var = h.pow(2).mean(-1, keepdim=True)
+        h = h * torch.rsqrt(var + eps)
+        return w * h.to(dtype)
+
+    def rotate_half(x):
+        x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+        return torch.cat((-x2, x1), dim=-1)
+
+    def rotary(q, k, cos, sin):  # apply_rotary_pos_emb
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+    ops = {
+        "rmsnorm_hf": (lambda g: (torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, requires_grad=g),
+                                  torch.ones(hidden, device="cuda", dtype=torch.bfloat16, requires_grad=g)),
+                       lambda x, w: rmsnorm(x, w), tokens * hidden),
+        "silu_mul": (lambda g: (torch.randn(tokens, inter, device="cuda", dtype=torch.bfloat16, requires_grad=g),
+                                torch.randn(tokens, inter, device="cuda", dtype=torch.bfloat16, requires_grad=g)),
+                     lambda a, b: torch.nn.functional.silu(a) * b, tokens * inter),
+        "rotary_hf": (lambda g: (torch.randn(1, 32, tokens, 128, device="cuda", dtype=torch.bfloat16, requires_grad=g),
+                                 torch.randn(1, 8, tokens, 128, device="cuda", dtype=torch.bfloat16, requires_grad=g),
+                                 torch.randn(1, 1, tokens, 128, device="cuda", dtype=torch.bfloat16),
+                                 torch.randn(1, 1, tokens, 128, device="cuda", dtype=torch.bfloat16)),
+                      lambda q, k, c, s: rotary(q, k, c, s), tokens * 40 * 128),
+        "residual_add": (lambda g: (torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, requires_grad=g),
+                                    torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, requires_grad=g)),
+                         lambda a, b: a + b, tokens * hidden),
+    }
+    for name, (make, fn, elements) in ops.items():
+        for direction in ("forward", "backward"):
+            def run(direction, make=make, fn=fn):
+                args = make(direction != "forward")
+                if direction == "forward":
+                    with torch.no_grad():
+                        return timed(torch, lambda: fn(*args), WARMUP, REPS), 0
+                out = fn(*args)
+                outs = out if isinstance(out, tuple) else (out,)
+                grads = [torch.randn_like(o) for o in outs]
+                leaves = [a for a in args if a.requires_grad]
+                return timed(torch, lambda: torch.autograd.grad(outs, leaves, grads, retain_graph=True),
+                             WARMUP, REPS), 0
+            yield {"kind": "memory_bound", "kernel": name, "direction": direction, "dtype": "bf16",
+                   "rows": tokens, "elements": elements,
+                   "case_id": "mem-%s-%s" % (name, direction)}, run
+    # A bf16 device-to-device copy of 1 GiB: the bandwidth the others are read against.
+    def run_copy(direction):
+        a = torch.empty(2**29, device="cuda", dtype=torch.bfloat16)
+        b = torch.empty_like(a)
+        return timed(torch, lambda: b.copy_(a), WARMUP, REPS), 0
+    yield {"kind": "memory_bound", "kernel": "copy_1GiB", "direction": "forward", "dtype": "bf16",
+           "elements": 2**29, "case_id": "mem-copy_1GiB-forward"}, run_copy
+
+
+WARMUP, REPS = 3, 10
+
+
+def main():
+    global WARMUP, REPS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--time-budget", type=float, default=0)
+    ap.add_argument("--columns", action="store_true", help="print the header of kernels.csv and exit (no torch)")
+    args = ap.parse_args()
+    if args.columns:
+        print(",".join(COLUMNS))
+        return 0
+    REPS = args.reps
+    t_start = time.time()
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+    if not torch.cuda.is_available():
+        hw.log("error: no CUDA device visible to torch")
+        return 2
+    prov = hw.provenance(torch)
+    os.makedirs(args.out, exist_ok=True)
+    writer = hw.CsvWriter(os.path.join(args.out, "kernels.csv"), COLUMNS)
+    cases = list(memory_bound_cases(torch)) + list(eager_cases(torch)) + \
+        list(attention_cases(torch, F, sdpa_kernel, SDPBackend))
+    for row, run in cases:
+        row.update(prov)
+        row["warmup"], row["reps"] = WARMUP, REPS
+        if args.time_budget and time.time() - t_start > args.time_budget:
+            row["status"], row["error"] = "skipped", "time budget reached before this case"
+            writer.write(row)
+            continue
+        try:
+            (med, lo, hi), flops = run(row["direction"])
+            row["median_seconds"], row["min_seconds"], row["max_seconds"] = med, lo, hi
+            if flops:
+                row["flops"] = flops
+                row["tflops_per_second"] = "%.2f" % (flops / med / 1e12)
+            row["status"] = "ok"
+        except Exception as e:  # noqa: BLE001 (a refused shape is a row; the others still run)
+            msg = str(e).splitlines()[0] if str(e) else ""
+            if "No available kernel" not in msg:
+                traceback.print_exc(file=sys.stderr)
+            row["status"], row["error"] = "error", ("%s: %s" % (type(e).__name__, msg))[:300]
+        torch.cuda.empty_cache()
+        writer.write(row)
+        hw.log("%-44s %-6s %s s %s" % (row["case_id"], row["status"], row.get("median_seconds", "-"),
+                                         ("%s TFLOP/s" % row["tflops_per_second"]) if row.get("tflops_per_second")
+                                         else row.get("error", "")))
+    writer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
