@@ -123,11 +123,13 @@ COLUMNS = [
 
 
 class Case:
-    def __init__(self, model, hf_config, layers, version, ac, reshard, world):
+    def __init__(self, model, hf_config, layers, version, ac, reshard, world, attention="flash2", seq_len=SEQ_LEN):
         self.model, self.hf_config, self.layers = model, hf_config, layers
         self.version, self.ac, self.reshard, self.world = version, ac, reshard, world
-        self.micro_batch, self.seq_len = MICRO_BATCH, SEQ_LEN
+        self.micro_batch, self.seq_len, self.attention = MICRO_BATCH, seq_len, attention
         self.id = "%s-fsdp%d-ac_%s-reshard_%s-n%d" % (model, version, ac, "true" if reshard else "false", world)
+        if attention != "flash2" or seq_len != SEQ_LEN:
+            self.id += "-%s-s%d" % (attention, seq_len)
 
     def strategy(self):
         # FSDP1 expresses "keep the parameters after forward" as a sharding strategy.
@@ -163,16 +165,26 @@ class Case:
         return o
 
 
+# Eager attention (Hugging Face's eager_attention_forward: the scores materialised, softmax in
+# fp32), the case fsdpsim once under-counted threefold: FSDP2, no checkpointing, N = 8, seq 2048
+# (the 1B model's 16 layers of saved scores would not fit at 4096 without checkpointing).
+EAGER_SEQ_LEN = 2048
+
+
 def all_cases():
     cases = []
     for world in WORLDS:
         for version, ac, reshard in VARIANTS:
             for name, cfg, layers in MODELS:
                 cases.append(Case(name, cfg, layers, version, ac, reshard, world))
+        if world == 8:  # after N = 8's cases, before the larger worlds (a time budget cuts from the end)
+            for name, cfg, layers in MODELS:
+                cases.append(Case(name, cfg, layers, 2, "none", True, 8, attention="eager", seq_len=EAGER_SEQ_LEN))
     return cases
 
 
-def describe(case, cluster_file, attention="flash2"):
+def describe(case, cluster_file, attention=None):
+    attention = attention or case.attention
     return {
         "case_id": case.id,
         "framework": "fsdp%d" % case.version,
@@ -203,14 +215,14 @@ def dry_run(args):
     print("# %d cases (cluster %s); fsdpsim scenario %s with the overrides below" % (len(cases), cluster, hw.BASE_SCENARIO))
     for c in cases:
         print(c.id)
-        print("   " + hw.estimate_command(c.overrides(cluster), args.fsdpsim or "fsdpsim", "--json"))
+        print("   " + hw.estimate_command(c.overrides(cluster, c.attention), args.fsdpsim or "fsdpsim", "--json"))
     if not args.fsdpsim:
         return 0
     failures = 0
     import json
     for c in cases[: args.check]:
         cmd = [args.fsdpsim, "estimate", "--scenario", os.path.join(hw.REPO, hw.BASE_SCENARIO), "--json"]
-        for o in c.overrides(cluster):
+        for o in c.overrides(cluster, c.attention):
             cmd += ["--set", o]
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=hw.REPO)
         if r.returncode != 0:
@@ -224,6 +236,9 @@ def dry_run(args):
 
 
 def select(cases, args):
+    if getattr(args, "case_ids", None):
+        wanted = args.case_ids.split(",")
+        cases = [c for c in cases if c.id in wanted]
     if args.only:
         cases = [c for c in cases if any(s in c.id for s in args.only)]
     if args.max_cases:
@@ -300,11 +315,12 @@ def build_meta_model(T, case):
     config = make_config(T, hw.load_hf_config_dict(case.hf_config))
     if getattr(config, "num_hidden_layers", None) != case.layers:
         raise RuntimeError("%s: num_hidden_layers %r, expected %d" % (case.hf_config, config.num_hidden_layers, case.layers))
+    implementation = "eager" if case.attention == "eager" else "sdpa"
     with torch.device("meta"):
         try:
-            model = T.transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+            model = T.transformers.AutoModelForCausalLM.from_config(config, attn_implementation=implementation)
         except TypeError:
-            config._attn_implementation = "sdpa"
+            config._attn_implementation = implementation
             model = T.transformers.AutoModelForCausalLM.from_config(config)
     model = model.float()  # fp32 master weights whatever dtype the library defaulted to
     model.train()
@@ -387,6 +403,10 @@ def wrap_fsdp1(T, case, model):
         device_id=cuda,
         param_init_fn=materialise,
     )
+    # FSDP has flattened the materialised parameters into its flat parameters: drop this table's
+    # references, or every GPU parameter it made (the whole unsharded model in fp32) stays alive
+    # (the first GPU run, 2026-11-27, measured exactly that: 4.94 GB more at the 1B model's step start).
+    made.clear()
     if case.ac == "full":
         T.apply_activation_checkpointing(
             model,
@@ -476,7 +496,7 @@ def save_snapshot(torch, snapshot, path):
 def run_case(T, case, prov, process_baseline, force_flash, snapshot_path):
     torch = T.torch
     cluster = hw.cluster_file_for(prov["gpu_name"])
-    row = describe(case, cluster, "flash2" if force_flash else "auto")
+    row = describe(case, cluster, case.attention if (force_flash or case.attention == "eager") else "auto")
     row.update(prov)
     row["process_baseline_allocated_bytes"] = process_baseline
     t0 = time.time()
@@ -571,11 +591,11 @@ def measure(args):
     hw.log("fsdp_memory: %s, torch %s, CUDA %s, transformers %s, driver %s" %
            (prov["gpu_name"], prov["torch"], prov["cuda"], prov["transformers"], prov["driver"]))
     os.makedirs(args.out, exist_ok=True)
-    writer = hw.CsvWriter(os.path.join(args.out, "memory.csv"), COLUMNS)
+    writer = hw.CsvWriter(args.csv or os.path.join(args.out, "memory.csv"), COLUMNS)
     process_baseline = warm_up(torch)
     cases = select(all_cases(), args)
     longest = 0.0
-    snapshot_done = False
+    snapshot_done = args.no_snapshot
     for i, case in enumerate(cases):
         elapsed = time.time() - t_start
         if args.time_budget and elapsed + 1.5 * max(longest, 5.0) > args.time_budget:
@@ -602,7 +622,7 @@ def measure(args):
                     hw.log("%s: the flash kernel refused (%s); again with SDPA's own choice" % (case.id, text))
                 else:
                     traceback.print_exc(file=sys.stderr)
-                    row = describe(case, hw.cluster_file_for(prov["gpu_name"]), "flash2" if force_flash else "auto")
+                    row = describe(case, hw.cluster_file_for(prov["gpu_name"]), case.attention if force_flash else "auto")
                     row.update(prov)
                     row["status"] = "error"
                     row["error"] = text[:300]
@@ -621,6 +641,76 @@ def measure(args):
     return 0
 
 
+# ---- one process per group of cases -----------------------------------------------------------
+#
+# The first GPU run (2026-11-27, all cases in one process) saw FSDP1 leave memory behind from case
+# to case (the allocated bytes before a case grew from 0.07 to 9.3 GB over the run), so every
+# later case's figures included earlier cases' tensors. Now each FSDP1 case runs in a process of
+# its own, and the FSDP2 cases of one world and attention share one (FSDP2 freed everything there:
+# the baseline did not move across them). Each row still records case_baseline_allocated_bytes,
+# so a leak would show; the hardware CTest refuses a row whose baseline is not the process's.
+
+def groups_of(cases):
+    groups, fsdp2 = [], {}
+    for c in cases:
+        if c.version != 2:
+            groups.append([c])
+            continue
+        key = (c.world, c.attention, c.seq_len)
+        if key not in fsdp2:
+            fsdp2[key] = []
+            groups.append(fsdp2[key])
+        fsdp2[key].append(c)
+    return groups
+
+
+def measure_isolated(args):
+    import csv
+    import tempfile
+    t_start = time.time()
+    cases = select(all_cases(), args)
+    os.makedirs(args.out, exist_ok=True)
+    merged = hw.CsvWriter(os.path.join(args.out, "memory.csv"), COLUMNS)
+    scratch = tempfile.mkdtemp()
+    snapshot_path = os.path.join(args.out, "memory_snapshot.pickle.gz")
+    longest = 0.0
+    for gi, group in enumerate(groups_of(cases)):
+        left = args.time_budget - (time.time() - t_start) if args.time_budget else None
+        if left is not None and left < 1.2 * max(longest, 12.0):
+            hw.log("time budget (%g s) reached: %s not run" % (args.time_budget, ", ".join(c.id for c in group)))
+            for c in group:
+                row = describe(c, hw.cluster_file_for(""))
+                row.update(hw.provenance())
+                row["status"], row["error"] = "skipped", "time budget reached before this case"
+                merged.write(row)
+            continue
+        child_csv = os.path.join(scratch, "group%d.csv" % gi)
+        cmd = [sys.executable, os.path.abspath(__file__), "--one-process", "--out", args.out, "--csv", child_csv,
+               "--case-ids", ",".join(c.id for c in group)]
+        if os.path.exists(snapshot_path):
+            cmd.append("--no-snapshot")
+        t0 = time.time()
+        try:
+            ended = "exit %d" % subprocess.run(cmd, timeout=left).returncode
+        except subprocess.TimeoutExpired:
+            ended = "killed at the time budget"
+        longest = max(longest, time.time() - t0)
+        done = set()
+        if os.path.exists(child_csv):
+            with open(child_csv, newline="") as f:
+                for row in csv.DictReader(f):
+                    done.add(row["case_id"])
+                    merged.write(row)
+        for c in group:
+            if c.id not in done:
+                row = describe(c, hw.cluster_file_for(""))
+                row.update(hw.provenance())
+                row["status"], row["error"] = "error", "the case's process ended (%s) before writing it" % ended
+                merged.write(row)
+    merged.close()
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="output folder (default $OUT)")
@@ -632,13 +722,20 @@ def main():
     ap.add_argument("--max-cases", type=int, default=0)
     ap.add_argument("--time-budget", type=float, default=0, help="seconds; stop before a case that would not fit")
     ap.add_argument("--columns", action="store_true", help="print the header of memory.csv and exit (no torch)")
+    ap.add_argument("--one-process", action="store_true",
+                    help="run every selected case in this process (default: a process per group of cases)")
+    ap.add_argument("--case-ids", help="comma-separated case ids to run (what the parent gives each process)")
+    ap.add_argument("--csv", help="with --one-process: the CSV to write (default OUT/memory.csv)")
+    ap.add_argument("--no-snapshot", action="store_true", help="record no memory snapshot")
     args = ap.parse_args()
     if args.columns:
         print(",".join(COLUMNS))
         return 0
     if args.dry_run:
         return dry_run(args)
-    return measure(args)
+    if args.one_process:
+        return measure(args)
+    return measure_isolated(args)
 
 
 if __name__ == "__main__":
