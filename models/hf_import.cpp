@@ -1355,7 +1355,8 @@ json token_embedding(const std::string& name, const std::string& type, const HfA
 }
 
 json final_norm(const std::string& name, const std::string& type, const HfArch& a) {
-  return with_costs(norm(name, type, a), final_norm_costs(a.hidden), kEdgeCostSource);
+  return with_costs(norm(name, type, a), final_norm_costs(a.hidden, type.find("RMSNorm") != std::string::npos),
+                    kEdgeCostSource);
 }
 
 // The output projection (no bias in any supported family), tied to the embedding or not.

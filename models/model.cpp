@@ -346,6 +346,7 @@ ModuleCosts parse_costs(JsonReader costs) {
   c.sac_unread_bytes = parse_polynomial(costs, "sac_unread_bytes");
   c.forward_transient_bytes = parse_polynomial(costs, "forward_transient_bytes");
   c.backward_transient_bytes = parse_polynomial(costs, "backward_transient_bytes");
+  c.backward_transient_after_grads_bytes = parse_polynomial(costs, "backward_transient_after_grads_bytes");
   c.transient_tensor_bytes = parse_polynomial(costs, "transient_tensor_bytes");
   if (costs.has("moe")) c.moe = parse_moe(costs.object("moe"));
   if (costs.has("matmuls")) c.matmuls = parse_matmuls(costs, c.forward_flops, c.moe);

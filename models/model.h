@@ -146,6 +146,11 @@ struct ModuleCosts {
   // module and the gradient w.r.t. its input (the residual stream's gradient in a block).
   Polynomial forward_transient_bytes;
   Polynomial backward_transient_bytes;
+  // The largest backward transient from the moment the module's parameter gradients appear
+  // (its weight-gradient GEMM) on. The output layer's weight gradient comes only after the
+  // loss's vocabulary-wide moments (log_softmax's backward), so the gradients and those moments
+  // are never alive together. Empty: the gradients coexist with every moment of the backward.
+  Polynomial backward_transient_after_grads_bytes;
   // The largest single tensor among the transients (forward or backward): the planner allocates
   // a transient as tensors of at most this size, as autograd does, so the caching-allocator
   // model can reuse cached blocks the way PyTorch's allocator does. Empty: one allocation.

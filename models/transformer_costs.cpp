@@ -116,6 +116,32 @@ std::vector<CostItem> mla_memory_bound_kernels(const DecoderBlockShape& block) {
   return items;
 }
 
+void add_norm_saved_tensors(std::vector<CostItem>& items, const std::string& norm, const std::string& input,
+                            double width, double rows_per_token, bool python_rms_norm) {
+  if (!python_rms_norm) {
+    items.push_back({input, kActivationBytes * width, 0});
+    return;
+  }
+  items.push_back({norm + ": fp32 copy of its input (x.float(), saved by pow and by the rsqrt product)",
+                   kFp32Bytes * width, 0});
+  items.push_back({norm + ": rsqrt(variance + eps), fp32, one per row", kFp32Bytes * rows_per_token, 0});
+  items.push_back({norm + ": the normalised input cast to 16 bits (* weight's saved operand)", kActivationBytes * width, 0});
+}
+
+// [Python RMSNorm] Hugging Face's LlamaRMSNorm (and its copies in Mistral, Qwen2/3, Phi-3, ...):
+//   x32 = x.to(float32); var = x32.pow(2).mean(-1, keepdim=True); x32 = x32 * rsqrt(var + eps)
+//   return weight * x32.to(input_dtype)
+// saves x32 (pow's and the product's input: 4 bytes per element), the rsqrt (4 bytes per row)
+// and the 16-bit cast (the weight product's operand), and not its 16-bit input: ToCopyBackward
+// keeps nothing. Measured on an H100 (tests/data/hardware/memory-h100-2026-11-27.csv): 33 fp32
+// copies of 32 MiB alive at Llama-3.2-1B's forward peak, what the ledger counted as 16-bit inputs
+// then missed (1,067 MiB low). Gemma's and OLMo-2's norms multiply by the weight in fp32 and save
+// the fp32 product instead of its 16-bit cast (2 bytes per element more): not modelled.
+void add_norm(std::vector<CostItem>& items, const DecoderBlockShape& block, const std::string& norm,
+              const std::string& input, double width, double rows_per_token = 1) {
+  add_norm_saved_tensors(items, norm, input, width, rows_per_token, block.eager_elementwise.python_rms_norm);
+}
+
 }  // namespace
 
 std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_attention) {
@@ -135,15 +161,19 @@ std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_a
                                              : "attention norm output: the q/k/v projections' input",
                      E * h, 0});
   } else if (sequential_norm_before_attention(block)) {
-    items.push_back({"block input x: the attention norm's input", E * h, 0});
+    add_norm(items, block, "attention norm", "block input x: the attention norm's input", h);
     items.push_back({"attention norm output: the q/k/v projections' input", E * h, 0});
   } else {
     items.push_back({"block input x: the q/k/v projections' input (no norm before attention)", E * h, 0});
   }
   if (block.qk_norm != QkNorm::none) {
     // A fused RMSNorm saves its input; rotary's backward needs only cos and sin.
-    items.push_back({"q projection output: the q norm's input", E * as_double(block.q_dim()), 0});
-    items.push_back({"k projection output: the k norm's input", E * as_double(block.kv_dim()), 0});
+    // One rsqrt per head and token (Qwen3, Gemma-3); OLMo-2 normalises over all heads (one per
+    // token): 4 (heads - 1) bytes per token too many there, against kilobytes per token.
+    add_norm(items, block, "q norm", "q projection output: the q norm's input", as_double(block.q_dim()),
+             as_double(block.num_heads));
+    add_norm(items, block, "k norm", "k projection output: the k norm's input", as_double(block.kv_dim()),
+             as_double(block.num_kv_heads));
   }
   if (block.is_mla()) {
     for (const CostItem& item : mla_saved_tensors(block)) items.push_back(item);
@@ -170,13 +200,14 @@ std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_a
     }
   }
   items.push_back({"attention output: the output projection's input", E * as_double(block.attention_output_dim()), 0});
-  if (post_norms) items.push_back({"attention output projection's output: the post-attention norm's input", E * h, 0});
+  if (post_norms)
+    add_norm(items, block, "post-attention norm", "attention output projection's output: the post-attention norm's input", h);
   if (block.residual_dropout) items.push_back({"attention output dropout mask", kMaskBytes * h, 0});
   if (!block.parallel_residual) {
     switch (block.norm_placement) {
-      case NormPlacement::pre: items.push_back({"x + attention: the MLP norm's input", E * h, 0}); break;
+      case NormPlacement::pre: add_norm(items, block, "MLP norm", "x + attention: the MLP norm's input", h); break;
       case NormPlacement::sandwich:
-        items.push_back({"x + normed attention: the pre-feedforward norm's input", E * h, 0});
+        add_norm(items, block, "pre-feedforward norm", "x + normed attention: the pre-feedforward norm's input", h);
         break;
       case NormPlacement::post: items.push_back({"x + normed attention: the MLP's input", E * h, 0}); break;
     }
@@ -205,7 +236,8 @@ std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_a
     items.push_back({"fc1 output: GELU's input", E * f, 0});
     items.push_back({"GELU output: fc2's input", E * f, 0});
   }
-  if (post_norms) items.push_back({"down projection output: the post-feedforward norm's input", E * h, 0});
+  if (post_norms)
+    add_norm(items, block, "post-feedforward norm", "down projection output: the post-feedforward norm's input", h);
   if (block.residual_dropout) items.push_back({"MLP output dropout mask", kMaskBytes * h, 0});
   return items;
 }
@@ -933,6 +965,7 @@ TransientLedger fp32_upcast_loss_transients(const LossShape& x) {
       {"logits.float() backward (ToCopyBackward0): the gradient cast to 16 bits", {d_logits32, d_logits16}},
   };
   if (x.softcap) add_softcap_backward(x, ledger.backward);
+  ledger.weight_gradient_moment = static_cast<int>(ledger.backward.size());
   ledger.backward.push_back({"output projection backward (MmBackward0; its weight gradient is a parameter gradient)",
                              {x.softcap ? per_token("gradient of the projection's output", E * V) : d_logits16,
                               input_gradient(x)}});
@@ -956,6 +989,7 @@ TransientLedger bf16_loss_transients(const LossShape& x) {
        {d_log_probs, d_logits16}},
   };
   if (x.softcap) add_softcap_backward(x, ledger.backward);
+  ledger.weight_gradient_moment = static_cast<int>(ledger.backward.size());
   ledger.backward.push_back({"output projection backward (MmBackward0; its weight gradient is a parameter gradient)",
                              {x.softcap ? per_token("gradient of the projection's output", E * V) : d_logits16,
                               input_gradient(x)}});
@@ -975,6 +1009,7 @@ TransientLedger fused_loss_transients(const LossShape& x) {
       {"cross_entropy_bwd_kernel (inplace_backward=True): the logits' gradient written over the saved logits", {}},
       {"output projection backward (MmBackward0; its weight gradient is a parameter gradient)", {input_gradient(x)}},
   };
+  ledger.weight_gradient_moment = 1;
   return ledger;
 }
 
@@ -1411,11 +1446,13 @@ ModuleCosts token_embedding_costs(std::int64_t hidden_size, bool adds_position_e
   return c;
 }
 
-ModuleCosts final_norm_costs(std::int64_t hidden_size) {
+ModuleCosts final_norm_costs(std::int64_t hidden_size, bool python_rms_norm) {
   const double E = kActivationBytes, h = as_double(hidden_size);
   ModuleCosts c;
   c.forward_hbm_bytes = monomial(2 * E * h, 1, 1);
-  c.saved_activation_bytes = monomial(E * h, 1, 1);  // the norm's input
+  std::vector<CostItem> saved;  // [Python RMSNorm]: its fp32 copy, rsqrt and cast; else its input
+  add_norm_saved_tensors(saved, "final norm", "the norm's input", h, 1, python_rms_norm);
+  c.saved_activation_bytes = ledger_polynomial(saved);
   c.input_bytes = monomial(E * h, 1, 1);
   const TransientLedger transients = final_norm_transients(hidden_size);
   c.forward_transient_bytes = peak_transient_bytes(transients.forward);
@@ -1493,6 +1530,9 @@ ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, Los
   const TransientLedger transients = loss_transients(x, kind);
   c.forward_transient_bytes = peak_transient_bytes(transients.forward);
   c.backward_transient_bytes = peak_transient_bytes(transients.backward);
+  if (transients.weight_gradient_moment > 0)
+    c.backward_transient_after_grads_bytes = peak_transient_bytes(std::vector<TransientMoment>(
+        transients.backward.begin() + transients.weight_gradient_moment, transients.backward.end()));
   c.transient_tensor_bytes = largest_transient_tensor(transients);
   c.loss = LossHead{vocab_size, hidden_size, kind, logit_softcap};
   return c;
@@ -1536,6 +1576,7 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
   put("sac_unread_bytes", costs.sac_unread_bytes);
   put("forward_transient_bytes", costs.forward_transient_bytes);
   put("backward_transient_bytes", costs.backward_transient_bytes);
+  put("backward_transient_after_grads_bytes", costs.backward_transient_after_grads_bytes);
   put("transient_tensor_bytes", costs.transient_tensor_bytes);
   if (!costs.matmuls.empty()) {
     nlohmann::json list = nlohmann::json::array();

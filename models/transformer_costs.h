@@ -281,6 +281,9 @@ struct TransientMoment {
 struct TransientLedger {
   std::vector<TransientMoment> forward;
   std::vector<TransientMoment> backward;
+  // The backward moment at which the module's parameter gradients appear (its weight-gradient
+  // GEMM); -1: from the first (ModuleCosts::backward_transient_after_grads_bytes).
+  int weight_gradient_moment = -1;
 };
 TransientLedger block_transients(const DecoderBlockShape& block, bool flash_attention);
 TransientLedger token_embedding_transients(std::int64_t hidden_size, bool adds_position_embedding,
@@ -327,7 +330,9 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
 // `hidden_states * normalizer`), one more elementwise kernel and one more transient tensor.
 ModuleCosts token_embedding_costs(std::int64_t hidden_size, bool adds_position_embedding,
                                   bool embedding_dropout, bool scales_output = false);
-ModuleCosts final_norm_costs(std::int64_t hidden_size);
+// python_rms_norm: Hugging Face's Python RMSNorm, which saves its fp32 copy of the input, not the
+// input ([Python RMSNorm] in transformer_costs.cpp).
+ModuleCosts final_norm_costs(std::int64_t hidden_size, bool python_rms_norm = false);
 // The output projection and the cross-entropy loss of the given kind; the costs carry their
 // LossHead. `tokens` as for lm_head_transients. `logit_softcap`: the logits are soft-capped
 // before the loss (Gemma-2's final_logit_softcapping: logits / cap, tanh, * cap, three

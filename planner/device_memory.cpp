@@ -152,8 +152,7 @@ double nccl_p2p_buffer_bytes(int intra_node_peers, int channels_per_peer, const 
 double cublas_workspace_bytes_per_thread(const std::string& gpu_arch) {
   constexpr double KiB = 1024.0;
   if (gpu_arch == "cdna3") return 128 * 1024 * KiB + 76 * 1024 * KiB;
-  const double cublas = gpu_arch == "hopper" ? 4096 * 8 * KiB : 4096 * KiB * 2 + 16 * KiB * 8;
-  return cublas + 1024 * KiB;
+  return gpu_arch == "hopper" ? 4096 * 8 * KiB : 4096 * KiB * 2 + 16 * KiB * 8;
 }
 
 DeviceOverhead device_overhead(const Scenario& scenario, const Schedule& schedule, const CostModel& cost,
@@ -172,12 +171,8 @@ DeviceOverhead device_overhead(const NcclBufferSettings& nccl, const Schedule& s
     return o;
   }
   o.parts.push_back({"CUDA context", cal.cuda_context_bytes, "assumed (calibration.cuda_context_bytes)"});
-  // Two threads run GEMMs: the one that runs forward, and autograd's worker thread for the
-  // device, which runs backward (torch/csrc/autograd/engine.cpp, one thread per device); each
-  // has its own cuBLAS handle, so its own workspaces (CublasHandlePool.cpp, keyed by handle and stream).
-  const double per_thread = cublas_workspace_bytes_per_thread(cal.nccl.gpu_arch);
-  o.parts.push_back({"cuBLAS workspaces", 2 * per_thread,
-                     "two threads (forward, backward) x " + mib(per_thread) + " (CublasHandlePool.cpp; in torch's reserved)"});
+  // The cuBLAS workspaces are not here: they are persistent allocations of the step (the
+  // caching allocator holds them; planner/plan_context.cpp, [cuBLAS workspaces]).
   if (cal.nccl.library == "rccl") {
     o.not_counted.push_back("RCCL's buffers (its connect.cc and buffer defaults are not modelled)");
   } else {

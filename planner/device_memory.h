@@ -81,13 +81,15 @@ double nccl_ring_buffer_bytes(int channels, const NcclBufferSettings& settings, 
 double nccl_p2p_buffer_bytes(int intra_node_peers, int channels_per_peer, const NcclBufferSettings& settings,
                              bool p2p_read);
 
-// PyTorch's cuBLAS workspaces for one thread that runs GEMMs (one cuBLAS handle per thread,
-// one workspace per handle and stream), pytorch/pytorch@26a39059
-// aten/src/ATen/cuda/CublasHandlePool.cpp: getChosenWorkspaceSize (CUBLAS_WORKSPACE_CONFIG
-// unset) 4096 KiB x 8 = 32 MiB on compute capability 9.0, else 4096 KiB x 2 + 16 KiB x 8;
-// plus the cuBLASLt workspace getCUDABlasLtWorkspaceSize, 1024 KiB (CUBLASLT_WORKSPACE_SIZE
-// unset), allocated apart (getCUDABlasLtWorkspace). ROCm: 32 MiB, 128 MiB on gfx94x/gfx95x
-// (cdna3), and hipBLASLt's 76 MiB.
+// PyTorch's cuBLAS workspace for one thread that runs GEMMs (one cuBLAS handle per thread,
+// one workspace per handle and stream), allocated through the caching allocator, so inside
+// torch.cuda.memory_allocated: pytorch/pytorch@26a39059 aten/src/ATen/cuda/CublasHandlePool.cpp
+// getChosenWorkspaceSize (CUBLAS_WORKSPACE_CONFIG unset) 4096 KiB x 8 = 32 MiB on compute
+// capability 9.0, else 4096 KiB x 2 + 16 KiB x 8. cuBLASLt shares it: PyTorch 2.11 on
+// an H100 allocated exactly 2 x 32 MiB for a forward and a backward GEMM
+// (tests/data/hardware/memory-h100-2026-11-27.csv, process_baseline_allocated_bytes 67108864),
+// no separate 1 MiB Lt workspace. ROCm: 32 MiB, 128 MiB on gfx94x/gfx95x (cdna3), and
+// hipBLASLt's 76 MiB.
 double cublas_workspace_bytes_per_thread(const std::string& gpu_arch);
 
 struct DeviceOverheadPart {

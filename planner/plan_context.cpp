@@ -1,6 +1,7 @@
 // StepContext: the schedule being written and its building blocks (planner/plan_policy.h).
 #include <algorithm>
 
+#include "planner/device_memory.h"
 #include "planner/float8.h"
 #include "planner/internal/plan_policy.h"
 #include "planner/sharding.h"
@@ -33,6 +34,18 @@ StepContext::StepContext(const Scenario& scenario, const PlanCache::Layout& layo
   sharded_grad.assign(units, -1);
   accumulated_grad.assign(units, -1);
   if (fsdp.float8_all_gather) count_float8_gathered_numel();
+  allocate_cublas_workspaces();
+}
+
+// [cuBLAS workspaces] Two threads run GEMMs: the one that runs forward, and autograd's worker
+// thread for the device, which runs backward (torch/csrc/autograd/engine.cpp, one thread per
+// device). Each has its own cuBLAS handle and so its own workspace, allocated through the
+// caching allocator at its first GEMM and kept (CublasHandlePool.cpp): part of the allocated
+// and reserved memory before every step.
+void StepContext::allocate_cublas_workspaces() {
+  const auto bytes = static_cast<std::int64_t>(cublas_workspace_bytes_per_thread(scenario.cluster.gpu.arch));
+  new_alloc(bytes, MemCategory::workspace, Stream::compute, "cuBLAS workspace of the forward thread", true, false);
+  new_alloc(bytes, MemCategory::workspace, Stream::compute, "cuBLAS workspace of autograd's backward thread", true, false);
 }
 
 // FSDP2 pads each parameter on dim 0 (sharding.h), so a weight's gathered size is W times its shard.
@@ -128,7 +141,7 @@ int StepContext::last_compute_before(int op) const {
   return 0;
 }
 
-void StepContext::allocate_grads(int op, const std::vector<int>& params, const Name& name) {
+std::int64_t StepContext::allocate_grads(int op, const std::vector<int>& params, const Name& name) {
   // (unit, elements) in unit order; a module's parameters are nearly always in one unit.
   std::vector<std::pair<int, std::int64_t>> numel_by_unit;
   for (int p : params) {
@@ -140,10 +153,13 @@ void StepContext::allocate_grads(int op, const std::vector<int>& params, const N
     else it->second = checked_add(it->second, param_numel_[p], "a unit's gradient elements");
   }
   std::sort(numel_by_unit.begin(), numel_by_unit.end());
+  std::int64_t bytes = 0;
   for (const auto& [u, numel] : numel_by_unit) {
     unsharded_grads[u].push_back(alloc_at(op, buffer_bytes(numel, compute_dtype_bytes), MemCategory::unsharded_grad, name));
     schedule.allocations[unsharded_grads[u].back()].unit = u;  // the parameters' unit, not the op's
+    bytes += schedule.allocations[unsharded_grads[u].back()].bytes;
   }
+  return bytes;
 }
 
 void StepContext::free_unsharded_grads(int op, int u) {

@@ -97,6 +97,18 @@ class Fsdp1Policy final : public FrameworkPolicy {
     const int all_gather = step_.add_op(OpKind::all_gather, Stream::all_gather, Name{"all-gather ", name}, u);
     step_.op(all_gather).comm_bytes = static_cast<double>(sh.gathered_numel * compute);
     step_.op(all_gather).group = step_.groups.shard;
+    if (compute != stored) {
+      // [Low-precision shard] Under mixed precision the all-gather input is the low-precision
+      // shard (_mp_shard), which post_unshard frees right after the all-gather is issued
+      // (FlatParamHandle._free_low_precision_sharded_param, record_stream on the unshard stream,
+      // the one that reads it): alive across the all-gather only. Measured on an H100
+      // (tests/data/hardware/memory-h100-2026-11-27.csv): holding it to the reshard put FSDP1's
+      // peaks one root shard too high (Llama-3.1-8B, 8 ranks: 250 MiB) and, under SHARD_GRAD_OP,
+      // every unit's (665 MiB). Without mixed precision the buffer follows the FSDP notes (above).
+      step_.schedule.allocations[all_gather_input_[u]].recorded_stream = -1;
+      step_.free_at(all_gather, all_gather_input_[u]);
+      all_gather_input_[u] = -1;
+    }
     // The modules use views of the flat parameter: ready when the all-gather is.
     step_.params_ready_op[u] = all_gather;
   }
@@ -106,7 +118,8 @@ class Fsdp1Policy final : public FrameworkPolicy {
   void reshard(int u) {
     if (unsharded_flat_param_[u] < 0) return;
     step_.free_now(unsharded_flat_param_[u]);
-    step_.free_now(all_gather_input_[u]);
+    if (all_gather_input_[u] >= 0) step_.free_now(all_gather_input_[u]);
+    all_gather_input_[u] = -1;
     if (step_.fsdp.limit_all_gathers) pending_frees_.push_back(step_.last_op);
     step_.params_ready_op[u] = -1;
   }

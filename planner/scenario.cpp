@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <string_view>
 
 #include "models/checked_arithmetic.h"
 #include "models/hf_import.h"
@@ -569,7 +570,7 @@ bool replaces_reference(const std::string& assignment) {
 }
 
 Reference load_reference(const nlohmann::json& value, const std::string& scenario_file,
-                         const std::string& key) {
+                         const std::string& key, bool eager_attention) {
   if (value.is_object()) return {value, scenario_file};
   if (!value.is_string())
     throw InputError(scenario_file, key, "expected a file path or an inline object, got " + describe_json(value));
@@ -581,7 +582,11 @@ Reference load_reference(const nlohmann::json& value, const std::string& scenari
   if (!fs::is_regular_file(path, ec))
     throw InputError(scenario_file, key, "no file \"" + wanted + "\" (looked beside the scenario, in the current "
                                          "directory and under " + catalog_root() + ")");
-  if (hf) return {models::import_hf_config(load_json_file(path), path), path};
+  if (hf) {
+    models::HfImportOptions options;
+    options.flash_attention = !eager_attention;
+    return {models::import_hf_config(load_json_file(path), path, options), path};
+  }
   return {load_json_file(path), path};
 }
 
@@ -768,6 +773,25 @@ ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, c
   return c;
 }
 
+namespace {
+
+// training.attention as the scenario will have it once its overrides are applied (they come
+// after the references are loaded): whether an hf: model must be imported for eager attention.
+bool asks_for_eager_attention(const nlohmann::json& json, const std::vector<std::string>& overrides) {
+  bool eager = false;
+  if (const auto t = json.find("training"); t != json.end() && t->is_object())
+    if (const auto a = t->find("attention"); a != t->end() && a->is_string()) eager = a->get<std::string>() == "eager";
+  constexpr std::string_view kKey = "training.attention=";
+  for (const std::string& o : overrides) {
+    if (o.rfind(kKey, 0) != 0) continue;
+    const std::string value = o.substr(kKey.size());
+    eager = value == "eager" || value == "\"eager\"";
+  }
+  return eager;
+}
+
+}  // namespace
+
 Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
                         const std::vector<std::string>& overrides, ScenarioDocuments* documents) {
   nlohmann::json json = json_in;
@@ -778,7 +802,7 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
     if (replaces_reference(o)) apply_override(json, o, file);
   if (!json.contains("model")) throw InputError(file, "model", "is required: a catalog path, an inline object or hf:config.json");
   if (!json.contains("cluster")) throw InputError(file, "cluster", "is required: a catalog path or an inline object");
-  Reference model_ref = load_reference(json["model"], file, "model");
+  Reference model_ref = load_reference(json["model"], file, "model", asks_for_eager_attention(json, overrides));
   Reference cluster_ref = load_reference(json["cluster"], file, "cluster");
   nlohmann::json calibration;
   std::string calibration_file;

@@ -257,7 +257,10 @@ struct Reference {
   nlohmann::json json;
   std::string file;
 };
-Reference load_reference(const nlohmann::json& value, const std::string& scenario_file, const std::string& key);
+// An hf: model (key "model", "hf:config.json") is imported for the scenario's attention kernel:
+// eager_attention true (training.attention "eager") costs the materialised score matrices.
+Reference load_reference(const nlohmann::json& value, const std::string& scenario_file, const std::string& key,
+                         bool eager_attention = false);
 
 // What parse_scenario read on the way, the overrides applied: the scenario document (those
 // inside the references apart), the model and cluster references and the calibration. A

@@ -19,7 +19,7 @@ constexpr std::array<const char*, 3> kPhaseNames = {"forward", "backward", "opti
 constexpr std::array<const char*, kPlacementCount> kPlacementNames = {"device", "pinned_host", "pageable_host"};
 constexpr std::array<const char*, kMemCategoryCount> kCategoryNames = {
     "sharded_param", "unsharded_param", "sharded_grad", "unsharded_grad", "optimizer_state",
-    "activation", "all_gather_buffer", "reduce_scatter_buffer", "temporary", "input"};
+    "activation", "all_gather_buffer", "reduce_scatter_buffer", "temporary", "input", "workspace"};
 
 template <typename Enum, std::size_t N>
 Enum parse_enum(JsonReader& r, const std::string& key, const std::array<const char*, N>& names) {

@@ -40,10 +40,11 @@ enum class Phase { forward, backward, optimizer };
 enum class Stream { compute, all_gather, reduce_scatter, all_reduce, copy, host, all_to_all };
 enum class MemCategory {
   sharded_param, unsharded_param, sharded_grad, unsharded_grad, optimizer_state, activation,
-  all_gather_buffer, reduce_scatter_buffer, temporary, input
+  all_gather_buffer, reduce_scatter_buffer, temporary, input,
+  workspace  // library workspaces held for the whole job (PyTorch's cuBLAS workspaces)
 };
 constexpr int kStreamCount = 7;
-constexpr int kMemCategoryCount = 10;
+constexpr int kMemCategoryCount = 11;
 
 // Where an allocation lives. Device memory goes through the caching allocator; host memory
 // (CPU offload's state and staging) is counted apart, pinned (page-locked: what cudaMemcpyAsync

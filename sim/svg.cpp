@@ -23,7 +23,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr int kCats = planner::kMemCategoryCount;
 
 const std::array<const char*, kCats> kCategoryColors = {
-    "#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#d62728", "#9467bd", "#c5b0d5", "#8c564b", "#7f7f7f"};
+    "#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#d62728", "#9467bd", "#c5b0d5", "#8c564b", "#7f7f7f", "#bcbd22"};
 
 struct KindStyle {
   const char* label;

@@ -171,8 +171,27 @@ struct MemoryResult {
   bool checked = false;  // an "ok" row that fsdpsim estimated
   bool allocated_ok = false, reserved_ok = false;
   std::string problem;  // why the row fails (or, for rows not checked, what they say)
+  // Why a measured row is not a measurement of its case alone (reported, not held): memory of
+  // earlier cases was still allocated when it began.
+  std::string excluded;
   bool passed() const { return checked && allocated_ok && reserved_ok && problem.empty(); }
 };
+
+// A case measured in a process that earlier cases had left memory in (the first GPU run put every
+// case in one process, and FSDP1 left memory behind): its figures include theirs. Clean rows have
+// case_baseline_allocated_bytes equal to process_baseline_allocated_bytes (the cuBLAS workspaces
+// of the warm-up); returns why a row is not clean, "" when it is (or does not say).
+inline std::string leftover_memory(const std::map<std::string, std::string>& row, const std::string& where) {
+  const auto case_base = row.find("case_baseline_allocated_bytes");
+  const auto process_base = row.find("process_baseline_allocated_bytes");
+  if (case_base == row.end() || process_base == row.end() || case_base->second.empty() || process_base->second.empty())
+    return "";
+  const double left = parse_number(case_base->second, where + " case_baseline_allocated_bytes") -
+                      parse_number(process_base->second, where + " process_baseline_allocated_bytes");
+  if (left <= 0) return "";
+  return "not a measurement of this case alone: " + std::to_string(static_cast<long long>(left)) +
+         " bytes of earlier cases were still allocated when it began (case_baseline_allocated_bytes)";
+}
 
 // The loop both checkers share. A row that is not a measurement (the case failed on the GPU, or
 // the time ran out: status other than "ok") is reported, not held; a measured row must carry its
@@ -207,6 +226,8 @@ inline std::vector<MemoryResult> check_memory_csv(const CsvTable& t) {
   return check_rows<MemoryResult>(t, [](std::size_t, const std::map<std::string, std::string>& row, MemoryResult& r) {
     r.measured_allocated = parse_number(row.at("peak_allocated_bytes"), r.where + " peak_allocated_bytes");
     r.measured_reserved = parse_number(row.at("peak_reserved_bytes"), r.where + " peak_reserved_bytes");
+    r.excluded = leftover_memory(row, r.where);
+    if (!r.excluded.empty()) return;
     const CommandResult c = run_estimate(row, "--json");
     if (c.exit_code != 0) throw std::runtime_error("fsdpsim estimate refused the row: " + c.err);
     const nlohmann::json memory = nlohmann::json::parse(c.out).at("memory");
@@ -218,6 +239,57 @@ inline std::vector<MemoryResult> check_memory_csv(const CsvTable& t) {
     r.allocated_ok = std::abs(r.allocated_error) <= kAllocatedTolerance;
     r.reserved_ok = std::abs(r.reserved_error) <= kReservedTolerance;
   });
+}
+
+// Rows outside the bounds that the model does not explain yet, each with the errors it had when it
+// was listed and why (tests/data/hardware/known_deviations.json). A listed row is held to its
+// listed errors (plus half a percentage point: a regression fails); a listed row that is back
+// within the bounds fails too, so that the list holds only open problems.
+struct KnownDeviation {
+  double allocated_error = 0, reserved_error = 0;
+  std::string why;
+};
+using KnownDeviations = std::map<std::string, KnownDeviation>;  // key: "<csv file name>|<case_id>"
+constexpr double kDeviationSlack = 0.005;
+
+inline std::string deviation_key(const std::string& where, const std::string& case_id) {
+  const std::string file = where.substr(0, where.rfind(':'));
+  return std::filesystem::path(file).filename().string() + "|" + case_id;
+}
+
+inline KnownDeviations read_known_deviations(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot be read");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  KnownDeviations out;
+  for (const nlohmann::json& d : j.at("rows")) {
+    KnownDeviation k{d.at("allocated_error").get<double>(), d.at("reserved_error").get<double>(),
+                     d.at("why").get<std::string>()};
+    if (k.why.empty()) throw std::runtime_error(path + ": a deviation without its \"why\"");
+    out[d.at("file").get<std::string>() + "|" + d.at("case_id").get<std::string>()] = k;
+  }
+  return out;
+}
+
+// "" when the row is acceptable: within the bounds and not listed, or listed and no worse than
+// listed; else what is wrong. Rows that are not measurements of their case are not judged.
+inline std::string judge(const MemoryResult& r, const KnownDeviations& known) {
+  if (r.status != "ok" || !r.excluded.empty()) return "";
+  if (!r.checked) return r.problem;
+  const auto it = known.find(deviation_key(r.where, r.case_id));
+  if (r.passed())
+    return it == known.end() ? "" : "within the bounds now: remove it from known_deviations.json";
+  const std::string errors = "allocated " + std::to_string(100 * r.allocated_error) + "%, reserved " +
+                             std::to_string(100 * r.reserved_error) + "%";
+  if (it == known.end()) return "outside the bounds (" + errors + ") and not in known_deviations.json";
+  const KnownDeviation& k = it->second;
+  const bool allocated_held =
+      std::abs(r.allocated_error) <= std::max(kAllocatedTolerance, std::abs(k.allocated_error) + kDeviationSlack);
+  const bool reserved_held =
+      std::abs(r.reserved_error) <= std::max(kReservedTolerance, std::abs(k.reserved_error) + kDeviationSlack);
+  if (allocated_held && reserved_held) return "";
+  return "worse than its known deviation (" + errors + "; listed allocated " + std::to_string(100 * k.allocated_error) +
+         "%, reserved " + std::to_string(100 * k.reserved_error) + "%)";
 }
 
 inline std::string fmt(const char* f, double v) {
@@ -234,6 +306,10 @@ inline std::string memory_table(const std::vector<MemoryResult>& results) {
                 "error", "resv meas", "resv pred", "error", "verdict");
   o << line;
   for (const MemoryResult& r : results) {
+    if (!r.excluded.empty()) {
+      o << r.case_id << "  excluded: " << r.excluded << "\n";
+      continue;
+    }
     if (!r.checked) {
       o << r.case_id << "  " << (r.status == "ok" ? "FAILED: " : r.status + ": ") << r.problem << "\n";
       continue;

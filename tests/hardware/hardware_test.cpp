@@ -35,11 +35,15 @@ const MemoryResult& find(const std::vector<MemoryResult>& results, const std::st
 //   saved activations: 256 B x 2 (fp32) x 128 = 65,536 per block, both alive at the
 //     first backward op                                                                  131,072
 //   the backward's temporary, the gradient of the block's input: 8 B x 2 x 128             2,048
-//   peak allocated, at "bwd blocks.1":                                                   265,216
-// Every allocation is at most 1 MiB, all on the compute stream, and the most alive at once is far
-// below 2 MiB: PyTorch's small pool holds them in one 2 MiB segment, so peak reserved = 2,097,152.
-constexpr double kHandAllocated = 131072 + 1024 + 131072 + 2048;
-constexpr double kHandReserved = 2097152;
+//   PyTorch's two cuBLAS workspaces (forward and backward threads), 32 MiB each on the
+//     H100 (CublasHandlePool.cpp)                                                     67,108,864
+//   peak allocated, at "bwd blocks.1":                                                67,374,080
+// Every other allocation is at most 1 MiB, all on the compute stream, and the most alive at once
+// is far below 2 MiB: PyTorch's small pool holds them in one 2 MiB segment; each workspace is a
+// large-pool segment of its own (32 MiB, a multiple of 2 MiB): peak reserved = 2,097,152 +
+// 67,108,864 = 69,206,016.
+constexpr double kHandAllocated = 131072 + 1024 + 131072 + 2048 + 2.0 * 32 * 1024 * 1024;
+constexpr double kHandReserved = 2097152 + 2.0 * 32 * 1024 * 1024;
 
 TEST(HardwareChecker, HandWorkedRowPassesAndRowsOutsideTheBoundsFail) {
   const CsvTable t = read_csv(kFixtures + "/memory_fixture.csv");
@@ -55,10 +59,10 @@ TEST(HardwareChecker, HandWorkedRowPassesAndRowsOutsideTheBoundsFail) {
   EXPECT_EQ(exact.measured_allocated, kHandAllocated);
   EXPECT_TRUE(exact.passed());
 
-  // Measured 273,173 B: the prediction is 2.91% low, outside the 2% bound.
+  // Measured 69,393,000 B: the prediction is 2.91% low, outside the 2% bound.
   const MemoryResult& alloc = find(results, "fixture-allocated-3pct-off");
   ASSERT_TRUE(alloc.checked) << alloc.problem;
-  EXPECT_NEAR(alloc.allocated_error, (kHandAllocated - 273173) / 273173, 1e-12);
+  EXPECT_NEAR(alloc.allocated_error, (kHandAllocated - 69393000) / 69393000, 1e-12);
   EXPECT_FALSE(alloc.allocated_ok);
   EXPECT_TRUE(alloc.reserved_ok);
   EXPECT_FALSE(alloc.passed());
@@ -84,6 +88,39 @@ TEST(HardwareChecker, HandWorkedRowPassesAndRowsOutsideTheBoundsFail) {
   EXPECT_NE(table.find("fixture-allocated-3pct-off"), std::string::npos);
   EXPECT_NE(table.find("FAIL (allocated)"), std::string::npos);
   EXPECT_NE(table.find("FAIL (reserved)"), std::string::npos);
+}
+
+TEST(HardwareChecker, ACaseThatBeganWithEarlierCasesMemoryIsNotHeld) {
+  CsvTable t = read_csv(kFixtures + "/memory_fixture.csv");
+  t.rows.resize(1);
+  t.rows[0]["process_baseline_allocated_bytes"] = "67108864";
+  t.rows[0]["case_baseline_allocated_bytes"] = "67108864";
+  EXPECT_TRUE(check_memory_csv(t)[0].excluded.empty());
+  t.rows[0]["case_baseline_allocated_bytes"] = "67109376";  // 512 bytes left by an earlier case
+  const MemoryResult r = check_memory_csv(t)[0];
+  EXPECT_FALSE(r.checked);
+  EXPECT_NE(r.excluded.find("512 bytes of earlier cases"), std::string::npos) << r.excluded;
+  EXPECT_EQ(judge(r, {}), "");
+  EXPECT_NE(memory_table({r}).find("excluded: not a measurement of this case alone"), std::string::npos);
+}
+
+TEST(HardwareChecker, KnownDeviationsHoldTheirErrorsAndMustStayOpen) {
+  const std::vector<MemoryResult> results = check_memory_csv(read_csv(kFixtures + "/memory_fixture.csv"));
+  const MemoryResult& exact = find(results, "fixture-hand-worked");
+  const MemoryResult& alloc = find(results, "fixture-allocated-3pct-off");
+  const std::string file = "memory_fixture.csv|";
+  // Unlisted: a row within the bounds passes, one outside fails.
+  EXPECT_EQ(judge(exact, {}), "");
+  EXPECT_NE(judge(alloc, {}).find("not in known_deviations.json"), std::string::npos);
+  // Listed with its own error: held. Listed with a smaller one (0.6 points better than it is): worse.
+  KnownDeviations known{{file + alloc.case_id, {alloc.allocated_error, alloc.reserved_error, "fixture"}}};
+  EXPECT_EQ(judge(alloc, known), "");
+  const double better = alloc.allocated_error > 0 ? alloc.allocated_error - 0.006 : alloc.allocated_error + 0.006;
+  known[file + alloc.case_id].allocated_error = better;
+  EXPECT_NE(judge(alloc, known).find("worse than its known deviation"), std::string::npos);
+  // Listed while within the bounds: stale.
+  known[file + exact.case_id] = {0.1, 0.1, "fixture"};
+  EXPECT_NE(judge(exact, known).find("remove it"), std::string::npos);
 }
 
 TEST(HardwareChecker, ACsvWithoutProvenanceIsRefused) {
@@ -178,14 +215,18 @@ TEST(HardwareData, PeakMemoryWithinBoundsOfEveryMeasuredCase) {
     GTEST_SKIP() << "no hardware data recorded yet: tests/data/hardware/ has no memory CSV (no GPU has run "
                     "tools/hardware/run_all.sh; docs/accuracy.md, \"Hardware\", gives the command)";
   std::cout << "peak memory, fsdpsim estimate against PyTorch (bounds: allocated 2%, reserved 5%)\n" << memory_table(all);
-  int measured = 0;
+  const KnownDeviations known = read_known_deviations(kData + "/known_deviations.json");
+  int measured = 0, within = 0;
   for (const MemoryResult& r : all) {
-    if (r.status != "ok") continue;  // reported above with its error; not a measurement
+    if (r.status != "ok" || !r.excluded.empty()) continue;  // reported above; not a measurement of the case
     ++measured;
-    EXPECT_TRUE(r.passed()) << r.where << " " << r.case_id << ": "
-                            << (r.problem.empty() ? "outside the bounds" : r.problem);
+    within += r.passed();
+    const std::string verdict = judge(r, known);
+    EXPECT_TRUE(verdict.empty()) << r.where << " " << r.case_id << ": " << verdict;
   }
-  EXPECT_GT(measured, 0) << "every row of the memory CSVs is a failed or skipped case";
+  std::cout << within << " of " << measured << " measured cases within both bounds; the others are "
+            << "tests/data/hardware/known_deviations.json's open problems\n";
+  EXPECT_GT(measured, 0) << "every row of the memory CSVs is a failed, skipped or excluded case";
 }
 
 TEST(HardwareData, BlockTimesAgainstTheCostModel) {

@@ -112,7 +112,8 @@ TEST(Catalog, EntriesParseAndStayCompact) {
     };
     visit(entry);
     const int extra_runs = runs > 1 ? static_cast<int>(runs) - 1 : 0;
-    EXPECT_LT(lines, 150 + 60 * static_cast<int>(extra_variants) + 30 * static_cast<int>(moe_blocks) + 60 * extra_runs +
+    // 160: the output layer's costs carry backward_transient_after_grads_bytes (a line or two more).
+    EXPECT_LT(lines, 160 + 60 * static_cast<int>(extra_variants) + 30 * static_cast<int>(moe_blocks) + 60 * extra_runs +
                          12 * static_cast<int>(kernel_lists))
         << "blocks should be written once with \"repeat\"";
   }

@@ -924,12 +924,13 @@ TEST(DeepSeekImport, V2LiteBlocksByHand) {
   // 1,179,648, kv_b 512*4096 = 2,097,152, o_proj 2048*2048 = 4,194,304; router 2048*64 = 131,072;
   // shared 3*2048*2816 = 17,301,504; 6 routed 6*3*2048*1408 = 51,904,512: 83,099,648.
   EXPECT_EQ(sparse->costs->forward_flops.at(1, 1) - sparse->costs->attention_flops.at(1, 1), 2 * 83'099'648.0);
-  // The dense block's saved activations (flash attention), bytes per token: x and its norm 2*4096;
-  // kv_a_proj_with_mqa's output 2*576 = 1,152; kv_a_layernorm's 2*512 = 1,024; kv_b_proj's
-  // 2*16*256 = 8,192 (v a view of it); q and k 2*16*192 = 6,144 each; the attention output
-  // 2*16*128 = 4,096; x + attention and the MLP norm 2*4096; gate, SiLU, up, product 4*2*10944 =
-  // 87,552: 130,688.
-  EXPECT_EQ(dense->costs->saved_activation_bytes.at(1, 1), 130'688.0);
+  // The dense block's saved activations (flash attention), bytes per token: the attention norm,
+  // a Python RMSNorm ([Python RMSNorm]: fp32 input copy 4*2048, rsqrt 4, 16-bit cast 2*2048) and
+  // its output 2*2048 = 16,388; kv_a_proj_with_mqa's output 2*576 = 1,152; kv_a_layernorm's
+  // 2*512 = 1,024 (the latent norms keep the fused-norm accounting); kv_b_proj's 2*16*256 = 8,192
+  // (v a view of it); q and k 2*16*192 = 6,144 each; the attention output 2*16*128 = 4,096; the
+  // MLP norm likewise 16,388; gate, SiLU, up, product 4*2*10944 = 87,552: 147,080.
+  EXPECT_EQ(dense->costs->saved_activation_bytes.at(1, 1), 147'080.0);
   // Op-level SAC has no MLA ledger: no sac costs (the planner refuses "selective").
   EXPECT_TRUE(dense->costs->sac_saved_activation_bytes.empty());
 }

@@ -54,22 +54,24 @@ TEST(Korthikanti, FlashAttentionRemovesTheQuadraticTerm) {
   for (const Polynomial::Term& t : block.saved_activation_bytes.terms) EXPECT_LT(t.s_pow, 2);
 }
 
-// Llama: no dropout, SwiGLU (8f: gate out, SiLU out, up out, product), RMSNorm.
-// Per token: 8h (norm inputs and outputs) + 4q (q, attention output) + 4kv (k, v) + 8f.
+// Llama: no dropout, SwiGLU (8f: gate out, SiLU out, up out, product), Hugging Face's Python
+// RMSNorm, which keeps its fp32 input copy (4h), its fp32 rsqrt (4), its 16-bit cast (2h) and not
+// its 16-bit input; its output (2h) is the next projections' input ([Python RMSNorm]).
+// Per token: 2 x (8h + 4) (two norms) + 4q (q, attention output) + 4kv (k, v) + 8f.
 TEST(SavedActivations, LlamaGeneralization) {
-  // Llama-2-7B (MHA): 8*4096 + 4*4096 + 4*4096 + 8*11008 = 153,600 bytes = 37.5*h per token.
+  // Llama-2-7B (MHA): 16*4096 + 8 + 4*4096 + 4*4096 + 8*11008 = 186,376 bytes per token.
   Model llama2 = load("llama2-7b", true);
-  EXPECT_EQ(costs_of(llama2, "model.layers.0").saved_activation_bytes.at(1, 4096), 4096.0 * 153'600);
-  // Llama-3.1-8B (GQA, kv = 1024): 32,768 + 16,384 + 4,096 + 114,688 = 167,936 per token.
+  EXPECT_EQ(costs_of(llama2, "model.layers.0").saved_activation_bytes.at(1, 4096), 4096.0 * 186'376);
+  // Llama-3.1-8B (GQA, kv = 1024): 65,544 + 16,384 + 4,096 + 114,688 = 200,712 per token.
   Model llama3 = load("llama3.1-8b", true);
-  EXPECT_EQ(costs_of(llama3, "model.layers.7").saved_activation_bytes.at(2, 8192), 2.0 * 8192 * 167'936);
-  // Eager attention: k and v repeated to 32 heads (4q instead of 4kv: 180,224 per token)
+  EXPECT_EQ(costs_of(llama3, "model.layers.7").saved_activation_bytes.at(2, 8192), 2.0 * 8192 * 200'712);
+  // Eager attention: k and v repeated to 32 heads (4q instead of 4kv: 213,000 per token)
   // plus, per token per key, Llama's fp32 softmax: its fp32 output 4a (softmax's backward
   // input) and the 16-bit copy AV reads 2a (modeling_llama.py eager_attention_forward:
   // softmax(attn_weights, dtype=torch.float32).to(query.dtype)), no attention dropout.
   Model eager = load("llama3.1-8b", false);
   EXPECT_EQ(costs_of(eager, "model.layers.7").saved_activation_bytes.at(2, 8192),
-            2.0 * 8192 * (180'224 + (4 + 2) * 32 * 8192.0));
+            2.0 * 8192 * (213'000 + (4 + 2) * 32 * 8192.0));
 }
 
 TEST(SavedActivations, ParallelResidualSavesTheBlockInputOnce) {
@@ -86,7 +88,8 @@ TEST(SavedActivations, EmbeddingHeadAndLoss) {
   Model m = load("llama3.1-8b", true);
   // The head keeps its input (2h) and the loss its fp32 log-probabilities (4V).
   EXPECT_EQ(costs_of(m, "lm_head").saved_activation_bytes.at(1, 1), 2.0 * 4096 + 4.0 * 128256);
-  EXPECT_EQ(costs_of(m, "model.norm").saved_activation_bytes.at(1, 1), 2.0 * 4096);
+  // The final norm, a Python RMSNorm: fp32 input copy 4h, rsqrt 4, 16-bit cast 2h.
+  EXPECT_EQ(costs_of(m, "model.norm").saved_activation_bytes.at(1, 1), 6.0 * 4096 + 4);
   EXPECT_EQ(costs_of(m, "model.embed_tokens").saved_activation_bytes.at(1, 1), 8.0);  // int64 ids
   // GPT-2: ids, position ids (once per sequence) and the embedding dropout mask (h bytes).
   Model gpt2 = load("gpt2", true);
@@ -263,6 +266,7 @@ TEST(Ledgers, ListTheTensorsTheySum) {
   gpt.ffn_hidden_size = 4096;
   gpt.attention_dropout = gpt.residual_dropout = true;
   gpt.eager.softmax = DecoderBlockShape::EagerSoftmax::activation_dtype;
+  gpt.eager_elementwise.python_rms_norm = false;  // GPT's LayerNorm: one kernel, saves its input
   auto sums = [](const std::vector<CostItem>& items) {
     double per_token = 0, per_position = 0;
     for (const CostItem& item : items) {
@@ -587,12 +591,14 @@ TEST(TransientMemory, PeakBoundsEveryMomentAndCoversTheInputGradient) {
 // ---- issue 15: the new block shapes, by hand (flash attention, bytes per token) ----------------
 
 TEST(NewFamilies, GemmaSandwichNormsSaveTheBranchOutputs) {
-  // Gemma-2-9B: h 3584, q 4096, kv 2048, f 14336. Pre-norm's 8h (x, norm out, x + attn, norm out)
-  // plus the two post-norms' inputs (o_proj's and down_proj's outputs) 4h = 43,008; q, attention
-  // output 2 x 2q = 16,384; k, v 2 x 2kv = 8,192; GeGLU 8f = 114,688. Total 182,272.
+  // Gemma-2-9B: h 3584, q 4096, kv 2048, f 14336. Four Python RMSNorms, each keeping its fp32
+  // input copy 4h, its rsqrt 4 and its 16-bit cast 2h (not its input: [Python RMSNorm]), their
+  // inputs x, o_proj's output, x + attn and down_proj's output: 4 x (6h + 4) = 86,032; the two
+  // pre-norms' outputs (the projections' inputs) 4h = 14,336; q, attention output 2 x 2q =
+  // 16,384; k, v 2 x 2kv = 8,192; GeGLU 8f = 114,688. Total 239,632.
   Model m = load("gemma2-9b", true);
   const ModuleCosts& block = costs_of(m, "model.layers.0");
-  EXPECT_EQ(block.saved_activation_bytes.at(1, 1), 182'272.0);
+  EXPECT_EQ(block.saved_activation_bytes.at(1, 1), 239'632.0);
   // Memory-bound: four norms 4 x 4h, rotary 4(q + kv), two adds 2 x 6h, GeGLU 6f:
   // 57,344 + 24,576 + 43,008 + 86,016 = 210,944.
   EXPECT_EQ(block.forward_hbm_bytes.at(1, 1), 210'944.0);
@@ -613,14 +619,19 @@ TEST(NewFamilies, GemmaSandwichNormsSaveTheBranchOutputs) {
 }
 
 TEST(NewFamilies, QkNormsSaveTheProjectionOutputs) {
-  // Qwen3-0.6B: h 1024, q 2048, kv 1024, f 3072, tied. Norms 8h = 8,192; q/k norm inputs
-  // 2q + 2kv = 6,144; q, k, v, attention output 2q + 2kv + 2kv + 2q = 12,288; SwiGLU 8f = 24,576.
+  // Qwen3-0.6B: h 1024, q 2048 (16 heads), kv 1024 (8 heads), f 3072, tied. Every norm a Python
+  // RMSNorm ([Python RMSNorm]: fp32 input copy 4w, rsqrt 4 per row, 16-bit cast 2w). The two
+  // block norms 2 x (6h + 4) and their outputs 2 x 2h = 16,392; the q and k norms, per head:
+  // 6q + 4 x 16 + 6kv + 4 x 8 = 18,528; q, k, v, attention output 2q + 2kv + 2kv + 2q = 12,288;
+  // SwiGLU 8f = 24,576.
   Model m = load("qwen3-0.6b", true);
-  EXPECT_EQ(costs_of(m, "model.layers.0").saved_activation_bytes.at(1, 1), 8'192.0 + 6'144 + 12'288 + 24'576);
-  // OLMo-2-7B (post-norm, MHA h = q = kv = 4096, f 11008): the same 8h of norm tensors in other
-  // places (x, o_proj out, x + attn, down out), q/k norm inputs 4h, q k v out 8h, 8f.
+  EXPECT_EQ(costs_of(m, "model.layers.0").saved_activation_bytes.at(1, 1), 16'392.0 + 18'528 + 12'288 + 24'576);
+  // OLMo-2-7B (post-norm, MHA h = q = kv = 4096 in 32 heads, f 11008): the post-attention and
+  // post-feedforward norms 2 x (6h + 4), x and x + attn (the projections' inputs) 4h, the q/k
+  // norms 12h + 2 x 4 x 32, q k v out 8h, 8f.
   Model olmo = load("olmo2-7b", true);
-  EXPECT_EQ(costs_of(olmo, "model.layers.0").saved_activation_bytes.at(1, 1), 20.0 * 4096 + 8 * 11008);
+  EXPECT_EQ(costs_of(olmo, "model.layers.0").saved_activation_bytes.at(1, 1),
+            36.0 * 4096 + 8 + 256 + 8 * 11008);
 }
 
 TEST(NewFamilies, FalconAndPhi3ByHand) {
@@ -664,8 +675,9 @@ TEST(NewFamilies, SlidingWindowKeepsItsBandOfPairs) {
 TEST(NewFamilies, SlidingWindowLeavesTheActivationBytesWhole) {
   // Mistral-7B: every layer a window of 4096; h 4096, 32 heads (q 4096), 8 kv heads (kv 1024),
   // f 14336 (Llama-3.1-8B's block). Flash attention, per token:
-  //   saved: norms' inputs and outputs 8h 32,768 + q and the attention output 4q 16,384 + k and
-  //     v 4kv 4,096 + SwiGLU 8f 114,688 = 167,936;
+  //   saved: the two Python RMSNorms' fp32 input copies, rsqrts, casts and outputs 2 x (8h + 4)
+  //     65,544 + q and the attention output 4q 16,384 + k and v 4kv 4,096 + SwiGLU 8f 114,688
+  //     = 200,712;
   //   forward transient: the MLP output with the block output, 4h = 16,384;
   //   backward transient: G 2h + the SwiGLU product's three gradients 6f = 94,208.
   Model mistral = load("mistral-7b", true);
@@ -673,7 +685,7 @@ TEST(NewFamilies, SlidingWindowLeavesTheActivationBytesWhole) {
   ASSERT_TRUE(windowed.attention.has_value());
   EXPECT_EQ(windowed.attention->window, 4096);
   for (double s : {1024.0, 4096.0, 32768.0}) {  // below, at and far above the window
-    EXPECT_EQ(windowed.saved_activation_bytes.at(2, s), 2 * s * 167'936) << s;
+    EXPECT_EQ(windowed.saved_activation_bytes.at(2, s), 2 * s * 200'712) << s;
     EXPECT_EQ(windowed.forward_transient_bytes.at(2, s), 2 * s * 16'384) << s;
     EXPECT_EQ(windowed.backward_transient_bytes.at(2, s), 2 * s * 94'208) << s;
   }
@@ -689,7 +701,7 @@ TEST(NewFamilies, SlidingWindowLeavesTheActivationBytesWhole) {
     EXPECT_EQ(whole.backward_transient_bytes.at(2, s), windowed.backward_transient_bytes.at(2, s)) << s;
   }
   // Eager attention at s = 8192, twice the window: k and v repeated to 32 heads (4q instead of
-  // 4kv: 180,224 per token) and, over every key (8192, not the window's 4096), Mistral's fp32
+  // 4kv: 213,000 per token) and, over every key (8192, not the window's 4096), Mistral's fp32
   // softmax (Llama's shared eager path): the fp32 output 4a and the 16-bit copy AV reads 2a,
   // 6a = 192 bytes per token per key. Forward, two 16-bit score tensors at once (QK^T's output
   // and its scaled copy, then the scaled and the masked ones): 2 x 2a = 128 per key. Backward,
@@ -699,19 +711,19 @@ TEST(NewFamilies, SlidingWindowLeavesTheActivationBytesWhole) {
   Model eager = load("mistral-7b", false);
   const ModuleCosts& eager_block = costs_of(eager, "model.layers.0");
   const double s = 8192;
-  EXPECT_EQ(eager_block.saved_activation_bytes.at(1, s), s * (180'224 + 192 * s));
+  EXPECT_EQ(eager_block.saved_activation_bytes.at(1, s), s * (213'000 + 192 * s));
   EXPECT_EQ(eager_block.forward_transient_bytes.at(1, s), s * (16'384 + 128 * s));
   EXPECT_EQ(eager_block.backward_transient_bytes.at(1, s), s * (94'208 + 192 * s));
   // Gemma-2-9B alternates a 4096 window (even layers) with full attention (odd layers): the two
-  // variants' bytes are equal (saved 182,272 per token: NewFamilies.GemmaSandwichNormsSaveTheBranchOutputs).
+  // variants' bytes are equal (saved 239,632 per token: NewFamilies.GemmaSandwichNormsSaveTheBranchOutputs).
   Model gemma = load("gemma2-9b", true);
   const ModuleCosts& sliding = costs_of(gemma, "model.layers.0");
   const ModuleCosts& global = costs_of(gemma, "model.layers.1");
   EXPECT_EQ(sliding.attention->window, 4096);
   EXPECT_EQ(global.attention->window, 0);
   for (double seq : {2048.0, 8192.0}) {
-    EXPECT_EQ(sliding.saved_activation_bytes.at(1, seq), seq * 182'272) << seq;
-    EXPECT_EQ(global.saved_activation_bytes.at(1, seq), seq * 182'272) << seq;
+    EXPECT_EQ(sliding.saved_activation_bytes.at(1, seq), seq * 239'632) << seq;
+    EXPECT_EQ(global.saved_activation_bytes.at(1, seq), seq * 239'632) << seq;
     EXPECT_EQ(sliding.forward_transient_bytes.at(1, seq), global.forward_transient_bytes.at(1, seq)) << seq;
     EXPECT_EQ(sliding.backward_transient_bytes.at(1, seq), global.backward_transient_bytes.at(1, seq)) << seq;
   }

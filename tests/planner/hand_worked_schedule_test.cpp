@@ -20,6 +20,7 @@ using testing::cluster;
 
 constexpr std::int64_t kTokens = 1024;      // micro_batch 1 x seq_len 1024
 constexpr std::int64_t kWeight = 64 * 64;   // elements of one block's weight
+constexpr std::int64_t kCublasWorkspaces = testing::kCublasWorkspacesHopper;  // synthetic.h
 
 nlohmann::json scenario(int blocks, double activation_bytes_per_token, nlohmann::json fsdp,
                         nlohmann::json training = nlohmann::json::object(), std::vector<std::int64_t> root = {},
@@ -127,14 +128,16 @@ TEST(HandWorkedGradSync, FullShardReduceScattersEveryMicroStepByDefault) {
 //   checkpoints 4 blocks x input_bytes 8 B/token x 1024                          =  32,768
 //   recomputed  one block: 1024 B/token x 1024 tokens                           = 1,048,576
 //   temporary   the gradient w.r.t. the block's input, 8 B/token x 1024          =   8,192
-// at the last block's backward op (block 2's holds one checkpoint less): 1,228,800 bytes.
+//   workspaces  cuBLAS's, 2 x 32 MiB                                             = 67,108,864
+// at the last block's backward op (block 2's holds one checkpoint less): 68,337,664 bytes.
 // Kills ckpt.recompute-recreates-nothing and ckpt.blocks-keep-full-activations.
 TEST(HandWorkedCheckpointing, BackwardPeakIsCheckpointsPlusOneRecomputedBlockPlusGradients) {
   const Plan p = plan(scenario(4, 1024, {{"strategy", "NO_SHARD"}}, {{"activation_checkpointing", "full"}}));
   const MemoryReport m = replay_memory(p.schedule);
   const std::int64_t params = 4 * kWeight * 4, grads = 4 * kWeight * 4;
   const std::int64_t checkpoints = 4 * 8 * kTokens, recomputed = 1024 * kTokens;
-  EXPECT_EQ(m.peak_allocated_bytes, params + grads + 8 * kTokens + checkpoints + recomputed + 8 * kTokens);
+  EXPECT_EQ(m.peak_allocated_bytes,
+            params + grads + 8 * kTokens + checkpoints + recomputed + 8 * kTokens + kCublasWorkspaces);
   ASSERT_GE(m.peak_op, 0);
   EXPECT_EQ(p.schedule.ops[m.peak_op].name, "bwd blocks.3");
   EXPECT_EQ(m.breakdown_at_peak[static_cast<int>(MemCategory::activation)], checkpoints + recomputed);
@@ -155,7 +158,8 @@ TEST(HandWorkedCheckpointing, EveryKthBlockKeepsTheOthersWhole) {
   const Plan p = plan(scenario(4, 1024, {{"strategy", "NO_SHARD"}}, {{"activation_checkpointing", 2}}));
   const MemoryReport m = replay_memory(p.schedule);
   const std::int64_t persistent = 2 * 4 * kWeight * 4;
-  EXPECT_EQ(m.peak_allocated_bytes, persistent + 8 * kTokens + 2 * 8 * kTokens + 2 * 1024 * kTokens + 8 * kTokens);
+  EXPECT_EQ(m.peak_allocated_bytes,
+            persistent + 8 * kTokens + 2 * 8 * kTokens + 2 * 1024 * kTokens + 8 * kTokens + kCublasWorkspaces);
   EXPECT_EQ(count_ops(p.schedule, OpKind::recompute), 2);
 }
 

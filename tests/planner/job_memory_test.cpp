@@ -46,8 +46,13 @@ Planned plan_of(const nlohmann::json& json, std::vector<std::string> overrides =
   return p;
 }
 
+// PyTorch's two cuBLAS workspaces (2 x 32 MiB on the H100s here), made at the first GEMMs and
+// kept: part of what a GPU holds between steps ([cuBLAS workspaces] in planner/plan_context.cpp).
+constexpr double kCublasWorkspaces = static_cast<double>(testing::kCublasWorkspacesHopper);
+
 // FSDP1 FULL_SHARD, FULL_STATE_DICT with rank0_only and offload_to_cpu.
-// Between steps each GPU holds its fp32 shard and AdamW's two fp32 states: 12 N / 64 bytes.
+// Between steps each GPU holds its fp32 shard and AdamW's two fp32 states: 12 N / 64 bytes,
+// and the cuBLAS workspaces.
 // Rank 0's CPU ends with the whole fp32 model (4 N) and, saving the optimizer, its two states
 // (8 N): 12 N = 846.3 GB. The GPU: the root stays unsharded (its pre-state-dict hook runs first,
 // its post hook last) while each block is gathered in fp32: state + (root + block) x 4 bytes.
@@ -57,7 +62,7 @@ TEST(FullStateDict, SeventyBRankZeroOnly) {
   scenario["checkpoint"] = {{"state_dict", "full"}, {"rank0_only", true}, {"offload_to_cpu", true}, {"optimizer", false}};
   scenario["cluster"]["storage"] = {{"write_gbps", 5}};
   Planned p = plan_of(scenario);
-  const double state = 12 * kN / kW;  // 13,223,304,000
+  const double state = 12 * kN / kW + kCublasWorkspaces;  // 13,223,304,000 + 67,108,864
   EXPECT_DOUBLE_EQ(static_cast<double>(p.memory.allocated_at_start), state);
 
   CheckpointSave model_only = checkpoint_save(p.scenario, p.plan, p.memory, 50);
@@ -101,7 +106,8 @@ TEST(FullStateDict, SeventyBRankZeroOnly) {
 
 // SHARDED_STATE_DICT / DCP: each rank writes its fp32 shard and its states, 12 N / 64 bytes;
 // a node's 8 ranks write 12 N / 8; the cluster 12 N. Nothing is gathered: the GPU holds its
-// state only. Host: each rank stages its largest tensor (a block's shard, 875e6 / 64 x 4 bytes).
+// state only (and the cuBLAS workspaces). Host: each rank stages its largest tensor (a block's
+// shard, 875e6 / 64 x 4 bytes).
 TEST(ShardedStateDict, EachRankWritesItsShards) {
   nlohmann::json scenario = seventy_b({{"version", 1}, {"strategy", "FULL_SHARD"}});
   scenario["checkpoint"] = {{"state_dict", "sharded"}};
@@ -110,7 +116,7 @@ TEST(ShardedStateDict, EachRankWritesItsShards) {
   CheckpointSave s = checkpoint_save(p.scenario, p.plan, p.memory, 50);
   EXPECT_DOUBLE_EQ(s.bytes_written_per_node, kGpn * 12 * kN / kW);
   EXPECT_DOUBLE_EQ(s.bytes_written_total, 12 * kN);
-  EXPECT_DOUBLE_EQ(s.peak.device_bytes, 12 * kN / kW);
+  EXPECT_DOUBLE_EQ(s.peak.device_bytes, 12 * kN / kW + kCublasWorkspaces);
   EXPECT_DOUBLE_EQ(s.peak.host_bytes_per_node, kGpn * kBlock / kW * 4);
   EXPECT_DOUBLE_EQ(s.write_seconds, kGpn * 12 * kN / kW / 5e9);  // 16.5 s against 169 s for the full save
   EXPECT_DOUBLE_EQ(s.copy_seconds, 12 * kN / kW / 50e9);

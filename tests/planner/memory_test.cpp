@@ -139,7 +139,8 @@ TEST(FsdpDocsExample, RecordStreamKeepsTwoBuffersWithoutForwardPrefetch) {
   std::int64_t forward_reserved = 0;
   for (const Op& op : plan.schedule.ops)
     if (op.phase == Phase::forward) forward_reserved = std::max(forward_reserved, m.reserved_at_op[op.id]);
-  const std::int64_t start_reserved = 4 * round_2mib(800000000LL);  // 4 sharded units of 0.2e9 fp32
+  // 4 sharded units of 0.2e9 fp32, and the two cuBLAS workspaces' segments (32 MiB each).
+  const std::int64_t start_reserved = 4 * round_2mib(800000000LL) + testing::kCublasWorkspacesHopper;
   const std::int64_t step_forward = forward_reserved - start_reserved;
   EXPECT_GE(step_forward, 2 * one_unit);               // 14.4 GB, not 7.2
   EXPECT_LT(step_forward, 2 * one_unit + (64 << 20));  // and not a third block (the limiter)

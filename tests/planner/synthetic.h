@@ -33,6 +33,12 @@ inline nlohmann::json block_model(int blocks, std::vector<std::int64_t> shape,
   return {{"name", "synthetic"}, {"root", root}};
 }
 
+// PyTorch's two cuBLAS workspaces (the forward thread's and autograd's backward thread's), 32 MiB
+// each on compute capability 9.0 (CublasHandlePool.cpp getChosenWorkspaceSize): persistent
+// allocations of every step on cluster()'s Hopper GPUs ([cuBLAS workspaces] in
+// planner/plan_context.cpp; measured on an H100: tests/data/hardware/memory-h100-2026-11-27.csv).
+constexpr std::int64_t kCublasWorkspacesHopper = 2LL * 32 * 1024 * 1024;
+
 inline nlohmann::json cluster(int nodes, int gpus_per_node, double memory_gib = 80) {
   return {{"name", "test cluster"},
           {"gpu", {{"memory_mib", memory_gib * 1024}, {"arch", "hopper"}, {"sm_count", 132}, {"peak_tflops", {{"bf16", 989.4}, {"fp32", 494.7}}},
