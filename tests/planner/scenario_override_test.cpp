@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "models/json_input.h"
 #include "planner/cost_model.h"
 #include "planner/scenario.h"
 
@@ -34,6 +35,33 @@ TEST(ScenarioOverrides, SetCalibrationFieldReachesTheCostModel) {
   EXPECT_DOUBLE_EQ(CostModel(s).calibration().matmul_efficiency, wanted);
   // The other fields keep the GPU's defaults.
   EXPECT_DOUBLE_EQ(CostModel(s).calibration().hbm_efficiency, CostModel(load_scenario(kScenario)).calibration().hbm_efficiency);
+}
+
+// An hf: model is imported for the scenario's attention kernel, whether training.attention is in
+// the file or set on the command line (the model is loaded before the field overrides apply):
+// eager attention saves Llama's fp32 softmax output and its 16-bit copy, 6 bytes per token per
+// key per head (tests/models/transformer_costs_test.cpp, SavedActivations.LlamaGeneralization);
+// Llama-3.2-1B has 32 heads, so the block's b*s^2 coefficient is 6 x 32 = 192.
+TEST(ScenarioOverrides, AnHfModelIsImportedForTheScenariosAttention) {
+  auto quadratic = [](const Scenario& s) {
+    const models::Module* block = s.model.find_module("model.layers.0");
+    EXPECT_TRUE(block && block->costs);
+    double coefficient = 0;
+    for (const models::Polynomial::Term& t : block->costs->saved_activation_bytes.terms)
+      if (t.s_pow == 2) coefficient += t.coeff;
+    return coefficient;
+  };
+  const std::vector<std::string> hf = {"model=hf:models/hf/llama3.2-1b.json"};
+  EXPECT_EQ(quadratic(load_scenario(kScenario, hf)), 0.0);  // flash attention: nothing quadratic
+  std::vector<std::string> eager = hf;
+  eager.push_back("training.attention=eager");
+  EXPECT_EQ(quadratic(load_scenario(kScenario, eager)), 192.0);
+  nlohmann::json file = load_json_file(kScenario);
+  file["training"]["attention"] = "eager";
+  EXPECT_EQ(quadratic(parse_scenario(file, kScenario, hf)), 192.0);
+  // A later override wins, as every override does.
+  eager.push_back("training.attention=flash2");
+  EXPECT_EQ(quadratic(load_scenario(kScenario, eager)), 0.0);
 }
 
 }  // namespace
