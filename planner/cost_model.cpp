@@ -20,13 +20,7 @@ namespace {
 
 // The catalog file is read once per process (sweeps estimate thousands of points).
 const nlohmann::json& calibration_catalog(std::string& file) {
-  static std::mutex mutex;
-  static std::map<std::string, nlohmann::json> cache;
-  file = (fs::path(catalog_root()) / "scenarios/hardware/calibration.json").string();
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(file);
-  if (it == cache.end()) it = cache.emplace(file, load_json_file(file)).first;
-  return it->second;
+  return cached_catalog_file("scenarios/hardware/calibration.json", file);
 }
 
 double read_fraction(JsonReader& r, const std::string& key, double fallback) {

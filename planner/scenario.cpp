@@ -659,14 +659,18 @@ GpuSpec parse_gpu(const nlohmann::json& json, const std::string& name, const std
   return g;
 }
 
-const nlohmann::json& gpu_catalog(std::string& file) {
+const nlohmann::json& cached_catalog_file(const std::string& relative, std::string& file) {
   static std::mutex mutex;
-  static std::map<std::string, nlohmann::json> cache;
-  file = (fs::path(catalog_root()) / "scenarios/hardware/gpus.json").string();
+  static std::map<std::string, nlohmann::json> cache;  // by path: FSDPSIM_ROOT may change
+  file = (fs::path(catalog_root()) / relative).string();
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(file);
   if (it == cache.end()) it = cache.emplace(file, load_json_file(file)).first;
   return it->second;
+}
+
+const nlohmann::json& gpu_catalog(std::string& file) {
+  return cached_catalog_file("scenarios/hardware/gpus.json", file);
 }
 
 GpuSpec find_gpu(const std::string& name) {

@@ -245,6 +245,10 @@ int deepspeed_zero_stage(const Scenario& s);
 // Where the shipped catalogs live: $FSDPSIM_ROOT; else, for an installed binary, <prefix>/share/fsdpsim
 // beside <prefix>/bin (`cmake --install`); else the source tree the binary was built from.
 std::string catalog_root();
+// A JSON file of the shipped catalogs (`relative`, e.g. "scenarios/hardware/gpus.json", under
+// catalog_root()), read once per process and path: sweeps look the catalogs up for thousands of
+// points. `file` receives its path. Thread-safe.
+const nlohmann::json& cached_catalog_file(const std::string& relative, std::string& file);
 // Resolves a path the way scenario references are: as given (absolute or relative to the
 // current directory), then relative to `relative_to` (a file's directory), then to the catalog root.
 std::string resolve_path(const std::string& path, const std::string& relative_to);
@@ -290,8 +294,7 @@ bool replaces_reference(const std::string& assignment);
 GpuSpec parse_gpu(const nlohmann::json& json, const std::string& name, const std::string& file,
                   const std::string& path);
 GpuSpec find_gpu(const std::string& name);  // from scenarios/hardware/gpus.json
-// scenarios/hardware/gpus.json under the catalog root, read once per process (per root, as the
-// calibration catalog is: planner/cost_model.cpp). `file` receives its path.
+// scenarios/hardware/gpus.json under the catalog root (cached_catalog_file). `file` receives its path.
 const nlohmann::json& gpu_catalog(std::string& file);
 ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, const std::string& path);
 

@@ -70,9 +70,12 @@ Every choice, and why (fsdpsim must model exactly what is measured):
   PyTorch reports, the hardware CTest compares that with fsdpsim.
 - PYTORCH_CUDA_ALLOC_CONF is unset before torch is imported (fsdpsim's allocator defaults); its
   earlier value, if any, is printed.
-- All cases run in one process (torch imported once); between cases: del, gc.collect(),
-  torch.cuda.empty_cache(), reset_peak_memory_stats(); case_baseline_allocated_bytes shows
-  whether anything leaked from earlier cases. The process group is re-made when N changes.
+- A process per FSDP1 case, and one per world size for the FSDP2 cases (the default; the first
+  GPU run, 2026-11-27, had all cases in one process and saw FSDP1 leave memory behind from case
+  to case); --one-process runs them all in this process. Between cases in a process: del,
+  gc.collect(), torch.cuda.empty_cache(), reset_peak_memory_stats(); case_baseline_allocated_bytes
+  shows whether anything leaked from earlier cases (the hardware CTest excludes such a row). The
+  process group is re-made when N changes.
 - A time budget (--time-budget) stops before a case that would not finish in time; the cases are
   ordered so that a cut keeps the most informative (N = 8 first, FSDP2 before FSDP1, reshard
   before keep). A case that fails (out of memory, an API change) is a row with status error and
