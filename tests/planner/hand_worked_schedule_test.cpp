@@ -188,6 +188,27 @@ TEST(HandWorkedDefaults, ShardGradOpKeepsEveryUnitGatheredThroughForward) {
   EXPECT_EQ(count_ops(full.schedule, OpKind::all_gather), 1 + 2 * 4);  // blocks gathered again in backward
 }
 
+// FSDP1 under mixed precision all-gathers from a low-precision copy of the shard (_mp_shard),
+// which post_unshard frees right after the all-gather (torch/distributed/fsdp/_flat_param.py
+// FlatParamHandle._free_low_precision_sharded_param; [Low-precision shard] in
+// planner/plan_fsdp1.cpp): at the first backward op of SHARD_GRAD_OP (every unit still
+// gathered) no such buffer is live, where keeping each to its reshard would hold the root's
+// (128 x 64 / 8 x 2 B = 2,048 B) and the 4 blocks' (4 x 512 x 2 B = 4,096 B). Without mixed
+// precision (fp32 parameters) the FSDP notes' shard-sized buffer stays beside each unsharded unit.
+// Measured on an H100 (tests/data/hardware/memory-h100-2026-11-27.csv): FSDP1's forward peak is
+// FSDP2's minus one block's parameters, with no shard-sized buffers on top.
+// Kills hw-mem.fsdp1-low-precision-shard-held.
+TEST(HandWorkedDefaults, Fsdp1FreesItsLowPrecisionShardAfterTheAllGather) {
+  const nlohmann::json fsdp1 = scenario(4, 16, {{"version", 1}, {"strategy", "SHARD_GRAD_OP"}}, {}, {128, 64});
+  const Plan p = plan(fsdp1);
+  const int first_backward = first_op(p.schedule, OpKind::compute_bwd).id;
+  EXPECT_EQ(live_bytes(p.schedule, first_backward, MemCategory::unsharded_param), 128 * 64 * 2 + 4 * kWeight * 2);
+  EXPECT_EQ(live_bytes(p.schedule, first_backward, MemCategory::all_gather_buffer), 0);
+  const Plan fp32 = plan(fsdp1, {"training.param_dtype=fp32"});
+  EXPECT_EQ(live_bytes(fp32.schedule, first_op(fp32.schedule, OpKind::compute_bwd).id, MemCategory::all_gather_buffer),
+            (128 * 64 / 8 + 4 * kWeight / 8) * 4);
+}
+
 // The root unit keeps its parameters from forward to backward (FSDP2
 // torch/distributed/fsdp/_fully_shard/_fsdp_state.py, FSDPState._lazy_init: "For the root, do
 // not reshard after forward since for training, the parameters would be freed and all-gathered
