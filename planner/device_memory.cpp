@@ -170,7 +170,11 @@ DeviceOverhead device_overhead(const NcclBufferSettings& nccl, const Schedule& s
     o.total_bytes = *cal.device_overhead_bytes;
     return o;
   }
-  o.parts.push_back({"CUDA context", cal.cuda_context_bytes, "assumed (calibration.cuda_context_bytes)"});
+  // Measured for some GPUs (scenarios/hardware/calibration.json says where), else assumed.
+  const auto source = cal.sources.find("cuda_context_bytes");
+  const bool measured = source != cal.sources.end() && source->second.rfind("measured", 0) == 0;
+  o.parts.push_back({"CUDA context", cal.cuda_context_bytes,
+                     std::string(measured ? "measured" : "assumed") + " (calibration.cuda_context_bytes)"});
   // The cuBLAS workspaces are not here: they are persistent allocations of the step (the
   // caching allocator holds them; planner/plan_context.cpp, [cuBLAS workspaces]).
   if (cal.nccl.library == "rccl") {

@@ -131,9 +131,9 @@ TEST(Verify, ComparesPredictedAndMeasuredPerOpClass) {
 // verify's device row (the CUDA backend's cudaMemGetInfo) predicts the device memory as estimate
 // does: reserved + the device overhead part by part (planner/device_memory.h), not one assumed
 // figure. A measured run is stood for by a rank that used 10 GiB of which 1 GiB was the runtime's
-// scratch. The parts: the CUDA context (calibration.cuda_context_bytes), cuBLAS's workspaces of
-// the forward and the backward thread on a Hopper part (2 x (4096 KiB x 8 + 1024 KiB) = 66 MiB,
-// CublasHandlePool.cpp), and NCCL's buffers of the shard group's communicator.
+// scratch. The parts: the CUDA context (calibration.cuda_context_bytes) and NCCL's buffers of the
+// shard group's communicator; cuBLAS's workspaces are allocations of the step (in reserved), not
+// a part ([cuBLAS workspaces] in planner/plan_context.cpp).
 TEST(Verify, DeviceRowAddsTheDeviceOverheadEstimateCounts) {
   const planner::Scenario sc = planner::parse_scenario(testing::scenario(1, 4, {{"version", 2}}), "test.json");
   const planner::Schedule s = planner::plan_step(sc).schedule;
