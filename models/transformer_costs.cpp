@@ -1379,14 +1379,15 @@ ModuleCosts moe_block_costs(const DecoderBlockShape& block, bool flash_attention
   std::vector<CostItem> saved = saved_tensors(block, flash_attention);
   for (const CostItem& item : moe_routed_saved_tensors(block)) saved.push_back(item);
   std::vector<CostItem> kernels = memory_bound_kernels(block, flash_attention);
+  double dense = 0;  // the attention half's and shared experts' bytes per token
+  for (const CostItem& item : kernels) dense += item.bytes_per_token;
   for (const CostItem& item : moe_routed_memory_bound_kernels(block)) kernels.push_back(item);
   c.forward_hbm_bytes = ledger_polynomial(kernels);
   if (!flash_attention) c.backward_hbm_bytes = eager_block_backward_hbm_bytes(c.forward_hbm_bytes, block);
   {
     // The attention half's eager chains, counted by eager_hbm_factor; the routed experts' kernels
     // are taken at their fused bytes (their eager chains are not counted).
-    double dense = 0, all = 0;
-    for (const CostItem& item : memory_bound_kernels(block, flash_attention)) dense += item.bytes_per_token;
+    double all = 0;
     for (const CostItem& item : kernels) all += item.bytes_per_token;
     if (all > 0) c.eager_hbm_factor = 1 + (eager_hbm_factor(block, flash_attention) - 1) * dense / all;
   }
