@@ -21,6 +21,19 @@ const ModuleCosts& costs_of(const Model& m, const std::string& module) {
   return *mod->costs;
 }
 
+// Llama-3.1-8B's decoder block as the importer describes it (h 4096, 32 query and 8 kv heads of
+// 128, SwiGLU 14336, rotary; the defaults for the rest: pre-norm Python RMSNorms, no dropout).
+DecoderBlockShape llama31_8b_block() {
+  DecoderBlockShape b;
+  b.hidden_size = 4096;
+  b.num_heads = 32;
+  b.num_kv_heads = 8;
+  b.head_dim = 128;
+  b.ffn_hidden_size = 14336;
+  b.gated_mlp = b.rotary = true;
+  return b;
+}
+
 Model load(const std::string& name, bool flash_attention) {
   HfImportOptions options;
   options.flash_attention = flash_attention;
@@ -214,13 +227,7 @@ TEST(EagerScoreChain, EagerFactorCountsEachFamilysKernels) {
 // gradient and writes the scores' 16-bit one (4a + 2a = 192); the scale's backward writes a
 // new gradient beside it (2a + 2a = 128); the mask add passes it on (no moment).
 TEST(EagerScoreChain, BackwardMomentsOneByOne) {
-  DecoderBlockShape llama;
-  llama.hidden_size = 4096;
-  llama.num_heads = 32;
-  llama.num_kv_heads = 8;
-  llama.head_dim = 128;
-  llama.ffn_hidden_size = 14336;
-  llama.gated_mlp = llama.rotary = true;
+  const DecoderBlockShape llama = llama31_8b_block();
   const TransientLedger ledger = block_transients(llama, /*flash_attention=*/false);
   std::vector<std::pair<std::string, double>> per_key;
   for (const TransientMoment& m : ledger.backward) {
@@ -310,13 +317,7 @@ TEST(SelectiveOpCheckpointing, Llama31_8bByHand) {
   EXPECT_TRUE(costs_of(m, "model.embed_tokens").sac_recompute_flops.empty());
 
   // The ledger lists what it sums, in forward order.
-  DecoderBlockShape shape;
-  shape.hidden_size = 4096;
-  shape.num_heads = 32;
-  shape.num_kv_heads = 8;
-  shape.head_dim = 128;
-  shape.ffn_hidden_size = 14336;
-  shape.gated_mlp = shape.rotary = true;
+  const DecoderBlockShape shape = llama31_8b_block();
   const std::vector<CostItem> kept = sac_saved_tensors(shape, true);
   ASSERT_EQ(kept.size(), 6u);
   const double expected[] = {8192, 8192, 2048, 8192, 28672, 8192};
@@ -450,13 +451,7 @@ TEST(TransientMemory, Llama31_8bDecoderBlockByHand) {
   EXPECT_EQ(block.backward_transient_bytes.at(2, 8192), 1'543'503'872.0);  // 1.44 GiB
   EXPECT_EQ(block.backward_transient_bytes.at(2, 8192), 2.0 * 8192 * (2 * 4096 + 3 * 2 * 14336));
 
-  DecoderBlockShape shape;
-  shape.hidden_size = 4096;
-  shape.num_heads = 32;
-  shape.num_kv_heads = 8;
-  shape.head_dim = 128;
-  shape.ffn_hidden_size = 14336;
-  shape.gated_mlp = shape.rotary = true;
+  const DecoderBlockShape shape = llama31_8b_block();
   const TransientLedger ledger = block_transients(shape, true);
   const TransientMoment& peak = ledger.backward[largest_moment(ledger.backward, 2, 8192)];
   EXPECT_NE(peak.when.find("MulBackward0"), std::string::npos) << peak.when;
