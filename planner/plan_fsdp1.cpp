@@ -83,21 +83,23 @@ class Fsdp1Policy final : public FrameworkPolicy {
                                           Name{"all-gather input of ", name});
     unsharded_flat_param_[u] = step_.alloc_at(copy_in, sh.gathered_numel * compute, MemCategory::unsharded_param,
                                               Name{"unsharded flat param of ", name}, held_from_forward_to_backward());
-    // Both are made on the all-gather stream and read by the compute stream, and FSDP1 frees them
-    // under recordStream: FlatParamHandle._free_unsharded_flat_param calls
-    // unsharded_flat_param.record_stream(current_stream()) before _free_storage, and
-    // _free_low_precision_sharded_param does the same for the low-precision shard
+    // The flat parameter is made on the all-gather stream and read by the compute stream, and
+    // FSDP1 frees it under recordStream: FlatParamHandle._free_unsharded_flat_param calls
+    // unsharded_flat_param.record_stream(current_stream()) before _free_storage
     // (torch/distributed/fsdp/_flat_param.py@fe03cf69). So a freed block is not reused until the
     // compute stream's work queued at the free has finished: with forward_prefetch=False the next
     // unit's all-gather still gets a second buffer (the FSDP notes, "FSDP buffers sizes": "in
-    // reality it's still 2x"; planner/memory.h [recordStream]).
-    step_.schedule.allocations[all_gather_input_[u]].recorded_stream = static_cast<int>(Stream::compute);
+    // reality it's still 2x"; planner/memory.h [recordStream]). The shard-sized buffer is treated
+    // alike, except the low-precision shard (below).
+    const bool low_precision_shard = compute != stored;
     step_.schedule.allocations[unsharded_flat_param_[u]].recorded_stream = static_cast<int>(Stream::compute);
+    if (!low_precision_shard)
+      step_.schedule.allocations[all_gather_input_[u]].recorded_stream = static_cast<int>(Stream::compute);
     step_.free_at(copy_in, offloaded_shard);
     const int all_gather = step_.add_op(OpKind::all_gather, Stream::all_gather, Name{"all-gather ", name}, u);
     step_.op(all_gather).comm_bytes = static_cast<double>(sh.gathered_numel * compute);
     step_.op(all_gather).group = step_.groups.shard;
-    if (compute != stored) {
+    if (low_precision_shard) {
       // [Low-precision shard] Under mixed precision the all-gather input is the low-precision
       // shard (_mp_shard), which post_unshard frees right after the all-gather is issued
       // (FlatParamHandle._free_low_precision_sharded_param, record_stream on the unshard stream,
@@ -105,7 +107,6 @@ class Fsdp1Policy final : public FrameworkPolicy {
       // (tests/data/hardware/memory-h100-2026-11-27.csv): holding it to the reshard put FSDP1's
       // peaks one root shard too high (Llama-3.1-8B, 8 ranks: 250 MiB) and, under SHARD_GRAD_OP,
       // every unit's (665 MiB). Without mixed precision the buffer follows the FSDP notes (above).
-      step_.schedule.allocations[all_gather_input_[u]].recorded_stream = -1;
       step_.free_at(all_gather, all_gather_input_[u]);
       all_gather_input_[u] = -1;
     }

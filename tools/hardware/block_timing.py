@@ -32,7 +32,6 @@ Choices, and why:
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -95,22 +94,7 @@ def describe(case, cluster_file, attention="flash2"):
 
 def predicted_seconds(fsdpsim, case, cluster):
     """fsdpsim's nominal duration of the block's forward and backward ops (seconds)."""
-    import json
-    import tempfile
-    with tempfile.TemporaryDirectory() as d:
-        trace = os.path.join(d, "t.json")
-        cmd = [fsdpsim, "estimate", "--scenario", os.path.join(hw.REPO, hw.BASE_SCENARIO), "--trace", trace]
-        for o in case.overrides(cluster):
-            cmd += ["--set", o]
-        r = subprocess.run(cmd, capture_output=True, text=True, cwd=hw.REPO)
-        if r.returncode != 0:
-            raise RuntimeError(r.stderr.strip())
-        with open(trace) as f:
-            events = json.load(f)["traceEvents"]
-    found = {}
-    for e in events:
-        if e.get("ph") == "X" and e.get("name") in (FORWARD_OP, BACKWARD_OP):
-            found[e["name"]] = e["args"]["nominal_us"] * 1e-6
+    found = hw.nominal_seconds(fsdpsim, hw.BASE_SCENARIO, case.overrides(cluster), (FORWARD_OP, BACKWARD_OP))
     return found.get(FORWARD_OP), found.get(BACKWARD_OP)
 
 

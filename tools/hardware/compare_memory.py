@@ -34,7 +34,6 @@ Nothing here is measured: it reads the committed CSVs and runs the binaries give
 
 import argparse
 import csv
-import datetime
 import glob
 import json
 import os
@@ -42,33 +41,12 @@ import subprocess
 import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hwcommon as hw  # noqa: E402
+from hwcommon import REPO, binary_provenance, rel  # noqa: E402
 GIB = float(1 << 30)
 MIB = float(1 << 20)
 PHASES = ("forward", "backward", "optimizer")
-
-
-def rel(path):
-    return os.path.relpath(os.path.abspath(path), REPO)
-
-
-def binary_provenance(exe):
-    """The binary's file time, and the commit tools/hardware/prebuild.sh wrote beside it
-    (.hw/provenance.txt) when there is one."""
-    t = os.path.getmtime(exe)
-    text = "built %s" % datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    prov = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(exe))), "provenance.txt")
-    if os.path.exists(prov):
-        kv = {}
-        with open(prov) as f:
-            for line in f:
-                if "=" in line:
-                    k, v = line.strip().split("=", 1)
-                    kv[k] = v
-        if "commit" in kv:
-            text += ", from commit %s, uncommitted_changes=%s (%s)" % (
-                kv["commit"][:7], kv.get("uncommitted_changes", "?"), rel(prov))
-    return text
 
 
 def memory_csvs():
@@ -83,11 +61,7 @@ def memory_csvs():
 
 def estimate(exe, row, want_phases, tmpdir):
     """One `fsdpsim estimate` of the row: a dict of predicted figures, or {'refused': message}."""
-    cmd = [os.path.abspath(exe), "estimate", "--scenario", row["fsdpsim_scenario"]]
-    for o in row["fsdpsim_overrides"].split(";"):
-        if o.strip():
-            cmd += ["--set", o.strip()]
-    cmd.append("--json")
+    cmd = hw.estimate_argv(exe, row["fsdpsim_scenario"], row["fsdpsim_overrides"].split(";"), "--json")
     trace = None
     if want_phases:
         trace = os.path.join(tmpdir, "trace.json")

@@ -34,43 +34,15 @@ Nothing here is measured: it reads the committed CSVs and runs the binaries give
 
 import argparse
 import csv
-import datetime
 import glob
-import json
 import os
 import re
 import subprocess
 import sys
-import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def rel(path):
-    return os.path.relpath(os.path.abspath(path), REPO)
-
-
-def mtime_utc(path):
-    t = os.path.getmtime(path)
-    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def binary_provenance(exe):
-    """Where a binary came from: its file time, and the commit tools/hardware/prebuild.sh wrote
-    beside it (.hw/provenance.txt) when there is one."""
-    text = "binary built %s" % mtime_utc(exe)
-    prov = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(exe))), "provenance.txt")
-    if os.path.exists(prov):
-        kv = {}
-        with open(prov) as f:
-            for line in f:
-                if "=" in line:
-                    k, v = line.strip().split("=", 1)
-                    kv[k] = v
-        if "commit" in kv:
-            text += ", from commit %s, uncommitted_changes=%s (%s)" % (
-                kv["commit"][:7], kv.get("uncommitted_changes", "?"), rel(prov))
-    return text
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hwcommon as hw  # noqa: E402
+from hwcommon import REPO, binary_provenance, rel  # noqa: E402
 
 
 def read_rows(paths):
@@ -91,22 +63,9 @@ def pct(predicted, measured):
 
 def predicted_block(fsdpsim, row):
     """fsdpsim's nominal seconds of the row's forward and backward ops (block_timing.predicted_seconds)."""
-    with tempfile.TemporaryDirectory() as d:
-        trace = os.path.join(d, "t.json")
-        cmd = [fsdpsim, "estimate", "--scenario", os.path.join(REPO, row["fsdpsim_scenario"]), "--trace", trace]
-        for o in row["fsdpsim_overrides"].split(";"):
-            if o:
-                cmd += ["--set", o]
-        r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-        if r.returncode != 0:
-            raise RuntimeError("fsdpsim estimate exited %d: %s" % (r.returncode, r.stderr.strip()))
-        with open(trace) as f:
-            events = json.load(f)["traceEvents"]
-    found = {}
-    for e in events:
-        if e.get("ph") == "X" and e.get("name") in (row["fsdpsim_forward_op"], row["fsdpsim_backward_op"]):
-            found[e["name"]] = e["args"]["nominal_us"] * 1e-6
-    return found.get(row["fsdpsim_forward_op"]), found.get(row["fsdpsim_backward_op"])
+    ops = (row["fsdpsim_forward_op"], row["fsdpsim_backward_op"])
+    found = hw.nominal_seconds(fsdpsim, row["fsdpsim_scenario"], row["fsdpsim_overrides"].split(";"), ops)
+    return found.get(ops[0]), found.get(ops[1])
 
 
 def blocks_table(paths, fsdpsim):
@@ -116,7 +75,7 @@ def blocks_table(paths, fsdpsim):
                ", ".join(sorted(set(r["_file"] for r in rows))))
     out.append("Predicted: `%s estimate --scenario <fsdpsim_scenario> --set <each of fsdpsim_overrides> --trace T`,"
                " `nominal_us` of `<fsdpsim_forward_op>` / `<fsdpsim_backward_op>` (%s)."
-               % (rel(fsdpsim), binary_provenance(fsdpsim)))
+               % (rel(fsdpsim), "binary " + binary_provenance(fsdpsim)))
     out.append("Error = (predicted - measured) / measured, on time: positive means fsdpsim expects the block slower"
                " than it ran.")
     out.append("")
@@ -171,7 +130,7 @@ def attention_report(args):
         r = subprocess.run([exe, "--gtest_filter=AttentionModel.ReportAllRows"], capture_output=True, text=True,
                            cwd=REPO, timeout=300)
         text = r.stdout
-        source = "`%s --gtest_filter=AttentionModel.ReportAllRows` (%s)" % (rel(exe), binary_provenance(exe))
+        source = "`%s --gtest_filter=AttentionModel.ReportAllRows` (%s)" % (rel(exe), "binary " + binary_provenance(exe))
     pub_shapes = {}
     with open(os.path.join(REPO, "tests/data/kernels/attention_published.csv"), newline="") as f:
         for p in csv.DictReader(f):

@@ -224,9 +224,7 @@ def dry_run(args):
     failures = 0
     import json
     for c in cases[: args.check]:
-        cmd = [args.fsdpsim, "estimate", "--scenario", os.path.join(hw.REPO, hw.BASE_SCENARIO), "--json"]
-        for o in c.overrides(cluster, c.attention):
-            cmd += ["--set", o]
+        cmd = hw.estimate_argv(args.fsdpsim, hw.BASE_SCENARIO, c.overrides(cluster, c.attention), "--json")
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=hw.REPO)
         if r.returncode != 0:
             failures += 1

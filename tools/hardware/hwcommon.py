@@ -144,5 +144,59 @@ def estimate_command(overrides, fsdpsim="build/tools/fsdpsim", extra=""):
     return "%s estimate --scenario %s %s%s" % (fsdpsim, BASE_SCENARIO, sets, (" " + extra) if extra else "")
 
 
+def rel(path):
+    """A path relative to the repository root, as the docs and tables name files."""
+    return os.path.relpath(os.path.abspath(path), REPO)
+
+
+def binary_provenance(exe):
+    """Where an fsdpsim binary came from: its file time, and the commit tools/hardware/prebuild.sh
+    wrote beside it (.hw/provenance.txt) when there is one."""
+    t = os.path.getmtime(exe)
+    text = "built %s" % datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    prov = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(exe))), "provenance.txt")
+    if os.path.exists(prov):
+        kv = {}
+        with open(prov) as f:
+            for line in f:
+                if "=" in line:
+                    k, v = line.strip().split("=", 1)
+                    kv[k] = v
+        if "commit" in kv:
+            text += ", from commit %s, uncommitted_changes=%s (%s)" % (
+                kv["commit"][:7], kv.get("uncommitted_changes", "?"), rel(prov))
+    return text
+
+
+def estimate_argv(fsdpsim, scenario, overrides, *extra):
+    """`fsdpsim estimate --scenario S --set o1 ... EXTRA` as an argv, run from REPO (the rows'
+    paths are relative to it)."""
+    cmd = [os.path.abspath(fsdpsim) if os.sep in fsdpsim else fsdpsim, "estimate", "--scenario", scenario]
+    for o in overrides:
+        if o.strip():
+            cmd += ["--set", o.strip()]
+    return cmd + list(extra)
+
+
+def nominal_seconds(fsdpsim, scenario, overrides, op_names):
+    """The cost model's duration (the trace's nominal_us, before interference) of the first op of
+    each name in `op_names`, from `estimate --trace`: {name: seconds}; a name not found is absent."""
+    import json
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.json")
+        r = subprocess.run(estimate_argv(fsdpsim, scenario, overrides, "--trace", trace),
+                           capture_output=True, text=True, cwd=REPO)
+        if r.returncode != 0:
+            raise RuntimeError("fsdpsim estimate exited %d: %s" % (r.returncode, r.stderr.strip()))
+        with open(trace) as f:
+            events = json.load(f)["traceEvents"]
+    found = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("name") in op_names and e["name"] not in found:
+            found[e["name"]] = e["args"]["nominal_us"] * 1e-6
+    return found
+
+
 def log(*args):
     print(*args, file=sys.stderr, flush=True)
