@@ -79,7 +79,7 @@ class StepBuilder {
                            std::to_string(layout_.forward.size()) +
                            " forward events is too long a schedule to simulate op by op (limit 4M events)");
     check_buffer_sizes_fit();
-    saved_activations_.assign(layout_.forward.size(), -1);
+    saved_activations_.assign(layout_.forward.size(), {});
     reserve_schedule();
     make_persistent_state();
     for (int micro = 0; micro < schedule_.micro_steps; ++micro) {
@@ -535,11 +535,10 @@ class StepBuilder {
       // What autograd saves for the backward: the module's activations; under op-level SAC
       // what its policy saves; inside a checkpointed block only the block's input.
       if (e.selective) {
-        saved_activations_[i] = step_.alloc_at(op, sac_saved_bytes(c, b, seq), MemCategory::activation,
-                                               Name{"activations of ", e.module->full_name, " (selective)"});
+        saved_activations_[i] = {step_.alloc_at(op, sac_saved_bytes(c, b, seq), MemCategory::activation,
+                                                Name{"activations of ", e.module->full_name, " (selective)"})};
       } else if (e.region < 0) {
-        saved_activations_[i] = step_.alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
-                                               Name{"activations of ", e.module->full_name});
+        save_activations(op, c, b, seq, Name{"activations of ", e.module->full_name}, saved_activations_[i]);
       } else if (checkpoint_inputs_[e.region] < 0) {
         checkpoint_inputs_[e.region] = step_.alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::activation,
                                                       Name{"checkpointed input of ", e.module->full_name});
@@ -715,6 +714,22 @@ class StepBuilder {
                          "(docs/model-schema.md): raise it, or leave it out to allocate the transient whole");
   }
 
+  // [Saved tensors one by one] What autograd keeps for a module's backward (its forward or its
+  // recompute under full checkpointing), allocated when `op` is issued: one allocation per saved
+  // tensor where the costs list them (models::ModuleCosts::saved_tensors), so that the
+  // caching-allocator model sees the sizes PyTorch's allocator sees; else one of
+  // saved_activation_bytes.
+  void save_activations(int op, const models::ModuleCosts& c, double b, double seq, const Name& name,
+                        std::vector<int>& tensors) {
+    tensors.clear();
+    if (c.saved_tensors.empty()) {
+      tensors.push_back(step_.alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation, name));
+      return;
+    }
+    for (const models::Polynomial& p : c.saved_tensors)
+      tensors.push_back(step_.alloc_at(op, bytes_of(p, b, seq), MemCategory::activation, name));
+  }
+
   // What op-level SAC keeps from forward to backward: under torch.compile, minus the saved
   // outputs no backward node reads (the partitioner does not save them; models/model.h).
   std::int64_t sac_saved_bytes(const models::ModuleCosts& c, double b, double seq) const {
@@ -784,7 +799,7 @@ class StepBuilder {
         step_.free_at(op, grad_input);
       }
       expert_all_to_alls(op, e, c, b * seq, true);
-      step_.free_at(op, saved_activations_[i]);
+      for (int& tensor : saved_activations_[i]) step_.free_at(op, tensor);
       step_.free_at(op, recomputed_activations);
       if (e.region >= 0 && first_of_region(e)) step_.free_at(op, checkpoint_inputs_[e.region]);
     }
@@ -823,8 +838,7 @@ class StepBuilder {
       const models::ModuleCosts& c = costs_of(*f.module);
       const int op = issue_forward_compute(OpKind::recompute, "recompute ", f, c, b, seq);
       expert_all_to_alls(op, f, c, b * seq, false);
-      saved_activations_[i] = step_.alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
-                                             Name{"recomputed activations of ", f.module->full_name});
+      save_activations(op, c, b, seq, Name{"recomputed activations of ", f.module->full_name}, saved_activations_[i]);
       transient_at(op, c, c.forward_transient_bytes, "forward_transient_bytes", b, seq,
                    Name{"recompute transients of ", f.module->full_name});
     }
@@ -1000,7 +1014,8 @@ class StepBuilder {
   // Model costs are written for 16-bit activations: activation bytes scale by the compute
   // dtype's bytes over 2.
   const double activation_bytes_scale_;
-  std::vector<int> saved_activations_;  // compute event -> its saved activations until its backward
+  // Compute event -> its saved activations (one allocation per saved tensor) until its backward.
+  std::vector<std::vector<int>> saved_activations_;
   std::vector<int> checkpoint_inputs_;  // region -> its checkpointed input until its backward
   int input_ids_ = -1;                  // the micro-step's input token ids
   const Float8Linears float8_;  // training.matmul_dtype fp8: which linears run in fp8
