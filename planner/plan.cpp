@@ -664,9 +664,9 @@ class StepBuilder {
   // `field` names the cost `p` is (forward_transient_bytes or backward_transient_bytes) for errors.
   // `bytes` >= 0 replaces p's value (the backward transient beside the gradients, below).
   void transient_at(int op, const models::ModuleCosts& c, const models::Polynomial& p, const char* field, double b,
-                    double seq, const Name& name, std::int64_t bytes = -1) {
+                    double seq, const Name& name) {
     if (p.empty()) return;
-    std::int64_t rest = bytes >= 0 ? bytes : bytes_of(p, b, seq);
+    std::int64_t rest = bytes_of(p, b, seq);
     const std::int64_t piece = c.transient_tensor_bytes.empty() ? rest : bytes_of(c.transient_tensor_bytes, b, seq);
     check_transient_tensor_count(c, rest, piece, field, name, b, seq);
     std::vector<int> pieces;
@@ -676,20 +676,6 @@ class StepBuilder {
       rest -= n;
     }
     for (int& t : pieces) step_.free_at(op, t);
-  }
-
-  // [Gradients after the loss] The op allocates its gradients (G) and then its transient, so its
-  // high-water mark is G + transient. When the gradients appear only at a later moment of the
-  // backward (the output layer: after the loss's vocabulary-wide moments;
-  // ModuleCosts::backward_transient_after_grads_bytes, T_after), the true high-water mark is
-  // max(T_all, G + T_after): the transient allocated beside G is max(T_all - G, T_after).
-  // Measured on an H100 (tests/data/hardware/memory-h100-2026-11-27.csv): Llama-3.1-8B's
-  // output-layer gradient (1,002 MiB) counted beside log_softmax's backward put the backward peak
-  // that much too high.
-  std::int64_t transient_beside_grads(const models::ModuleCosts& c, std::int64_t grads, double b, double seq) const {
-    const std::int64_t all = bytes_of(c.backward_transient_bytes, b, seq);
-    if (c.backward_transient_after_grads_bytes.empty() || grads <= 0) return all;
-    return std::max(all - grads, bytes_of(c.backward_transient_after_grads_bytes, b, seq));
   }
 
   // A transient is a handful of tensors (autograd keeps few alive at once: the catalog's largest
@@ -770,27 +756,49 @@ class StepBuilder {
       }
       const models::ModuleCosts& c = costs_of(*e.module);
       int recomputed_activations = e.selective ? selective_recompute(e, c, b, seq) : -1;
+      // [Gradients after the loss] The output layer's weight gradient appears only after the
+      // loss's vocabulary-wide backward moments are gone (ModuleCosts::
+      // backward_transient_after_grads_bytes, T_after), so its backward is two ops: the loss's
+      // memory-bound kernels with all their transients (T_all: fp32 tensors of the vocabulary's
+      // width), freed, then the projection's GEMMs beside its gradients (G + T_after). The high-
+      // water mark is max(T_all, G + T_after), and the caching-allocator model sees the tensors'
+      // own sizes. Measured on an H100 (tests/data/hardware/memory-h100-2026-11-27.csv):
+      // Llama-3.1-8B's output-layer gradient (1,002 MiB) counted beside log_softmax's backward put
+      // the backward peak that much too high; allocated beside a transient cut to T_all - G, it
+      // left PyTorch's third 2,004 MiB segment out of reserved memory (docs/accuracy.md).
+      const bool late_grads = !c.backward_transient_after_grads_bytes.empty();
+      if (late_grads) {
+        const int loss = step_.add_op(OpKind::compute_bwd, Stream::compute, Name{"bwd ", e.module->full_name, " (loss)"},
+                                      e.unit, e.module->full_name);
+        step_.op(loss).hbm_bytes = backward_hbm_bytes(c, b, seq) * activation_bytes_scale_;
+        step_.op(loss).score_hbm_bytes = backward_score_bytes(c, b, seq) * activation_bytes_scale_;
+        depend_on_unit(loss, e.unit);
+        transient_at(loss, c, c.backward_transient_bytes, "backward_transient_bytes", b, seq,
+                     Name{"backward transients of ", e.module->full_name, " (loss)"});
+      }
       const int op = step_.add_op(OpKind::compute_bwd, Stream::compute, Name{"bwd ", e.module->full_name}, e.unit,
                                   e.module->full_name);
       Op& o = step_.op(op);
       o.flops = backward_flops(c, b, seq);
       o.attention_flops = 2.0 * kernel_attention_flops(c, b, seq);
-      o.hbm_bytes = backward_hbm_bytes(c, b, seq) * activation_bytes_scale_;
-      o.score_hbm_bytes = backward_score_bytes(c, b, seq) * activation_bytes_scale_;
+      if (!late_grads) {
+        o.hbm_bytes = backward_hbm_bytes(c, b, seq) * activation_bytes_scale_;
+        o.score_hbm_bytes = backward_score_bytes(c, b, seq) * activation_bytes_scale_;
+      }
       o.kernel_set = kernel_set_of(c, KernelPass::backward);
       depend_on_unit(op, e.unit);
       depend_on_inner_units(op, i);
       // Replicated gradients (NO_SHARD, ZERO1) accumulate in place in their persistent buffers.
-      std::int64_t grad_bytes = 0;
-      if (step_.sharded.grads)
-        grad_bytes = step_.allocate_grads(op, layout_.event_params[i], Name{"grads of ", e.module->full_name});
-      if (!c.backward_transient_bytes.empty() || !c.forward_transient_bytes.empty()) {
+      if (step_.sharded.grads) step_.allocate_grads(op, layout_.event_params[i], Name{"grads of ", e.module->full_name});
+      if (late_grads) {
+        transient_at(op, c, c.backward_transient_after_grads_bytes, "backward_transient_after_grads_bytes", b, seq,
+                     Name{"backward transients of ", e.module->full_name});
+      } else if (!c.backward_transient_bytes.empty() || !c.forward_transient_bytes.empty()) {
         // The module's backward transients, which include the gradient flowing in and the
         // gradient w.r.t. its input (models/transformer_costs.h); none when its backward
         // allocates nothing (Liger's fused linear cross-entropy returns gradients it made in forward).
         transient_at(op, c, c.backward_transient_bytes, "backward_transient_bytes", b, seq,
-                     Name{"backward transients of ", e.module->full_name},
-                     transient_beside_grads(c, grad_bytes, b, seq));
+                     Name{"backward transients of ", e.module->full_name});
       } else {
         // A model without transient costs: the gradient w.r.t. the module's input lives while
         // the op runs.

@@ -29,7 +29,8 @@ Every choice, and why (fsdpsim must model exactly what is measured):
   meta`): FSDP2 fully_shard then model.to_empty(cuda), as torchtitan does; FSDP1 with a
   param_init_fn that materialises each module's own tensors on the GPU and keeps tied weights
   tied (to_empty would untie Llama-3.2's embedding and output layer and FSDP1 would then hold the
-  vocabulary matrix twice). Parameters are then drawn from N(0, 0.02) on the local shards and the
+  vocabulary matrix twice), remembering only the tied ones (since 2026-11-27's runs, which held
+  every parameter until FSDP() returned: their FSDP1 reserved figures include that). Parameters are then drawn from N(0, 0.02) on the local shards and the
   rotary buffers recomputed: values do not change memory, but garbage could make NaNs.
 - Wrapping: every decoder layer its own unit, the rest (embedding, final norm, output layer) the
   root (fsdpsim fsdp.wrap.policy block). FSDP1: ModuleWrapPolicy({decoder layer class}),
@@ -375,17 +376,30 @@ def wrap_fsdp1(T, case, model):
     torch = T.torch
     import functools
     cuda = torch.device("cuda", torch.cuda.current_device())
-    # id(meta parameter) -> (that parameter, its GPU parameter): tied weights stay one tensor. The
-    # meta parameter is kept alive so that its id cannot be reused by another one.
+    # Tied weights (Llama-3.2's embedding and output layer: one parameter under two names) must
+    # stay one tensor, so only they are remembered across modules: id(meta parameter) -> (that
+    # parameter, its GPU parameter); the meta parameter is kept alive so that its id cannot be
+    # reused. Every other parameter is referenced by its module alone, so FSDP frees it once it has
+    # flattened it into its unit's flat parameter, as with a param_init_fn that calls
+    # module.to_empty(recurse=False). The first GPU run (2026-11-27) remembered every parameter
+    # until FSDP() returned: the whole unsharded model in fp32 stayed alive through FSDP1's init,
+    # and the caching allocator kept its segments, so FSDP1's reserved memory measured the script
+    # (docs/accuracy.md, "Why reserved is off").
+    counts = {}
+    for _, p in model.named_parameters(remove_duplicate=False):
+        counts[id(p)] = counts.get(id(p), 0) + 1
+    tied = {i for i, n in counts.items() if n > 1}
     made = {}
 
     def materialise(module):
         for name, p in list(module._parameters.items()):
             if p is None or not p.is_meta:
                 continue
-            if id(p) not in made:
-                made[id(p)] = (p, torch.nn.Parameter(torch.empty_like(p, device=cuda), requires_grad=p.requires_grad))
-            module._parameters[name] = made[id(p)][1]
+            gpu = made[id(p)][1] if id(p) in made else torch.nn.Parameter(
+                torch.empty_like(p, device=cuda), requires_grad=p.requires_grad)
+            if id(p) in tied:
+                made[id(p)] = (p, gpu)
+            module._parameters[name] = gpu
         for name, b in list(module._buffers.items()):
             if b is not None and b.is_meta:
                 module._buffers[name] = torch.empty_like(b, device=cuda)
@@ -404,9 +418,9 @@ def wrap_fsdp1(T, case, model):
         device_id=cuda,
         param_init_fn=materialise,
     )
-    # FSDP has flattened the materialised parameters into its flat parameters: drop this table's
-    # references, or every GPU parameter it made (the whole unsharded model in fp32) stays alive
-    # (the first GPU run, 2026-11-27, measured exactly that: 4.94 GB more at the 1B model's step start).
+    # FSDP has flattened the materialised parameters into its flat parameters: drop the tied
+    # ones' references too, or they stay alive (the first GPU run, 2026-11-27, held every
+    # parameter this way and measured 4.94 GB more at the 1B model's step start).
     made.clear()
     if case.ac == "full":
         T.apply_activation_checkpointing(
