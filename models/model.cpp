@@ -302,34 +302,32 @@ void check_attention_within_forward(JsonReader& costs, const Polynomial& attenti
   }
 }
 
-// A list of polynomials that splits a total term by term: "memory_bound_kernels" (one per
-// memory-bound kernel of the forward; together forward_hbm_bytes) and "saved_tensors" (one per
-// tensor the forward saves; together saved_activation_bytes). `what`: one entry in words.
-std::vector<Polynomial> parse_polynomial_parts(JsonReader& costs, const char* field, const char* what,
-                                               const Polynomial& total, const char* total_field) {
-  const nlohmann::json& list = costs.array(field);
-  std::vector<Polynomial> parts;
+// "memory_bound_kernels": [{"b*s": bytes, ...}, ...], one polynomial per memory-bound kernel of
+// the forward; together they are forward_hbm_bytes, term by term.
+std::vector<Polynomial> parse_memory_bound_kernels(JsonReader& costs, const Polynomial& forward_hbm_bytes) {
+  const nlohmann::json& list = costs.array("memory_bound_kernels");
+  std::vector<Polynomial> kernels;
   Polynomial sum;
   for (std::size_t i = 0; i < list.size(); ++i) {
-    const std::string path = join_json_path(costs.path_of(field), i);
+    const std::string path = join_json_path(costs.path_of("memory_bound_kernels"), i);
     if (!list[i].is_object())
-      throw InputError(costs.file(), path, std::string("expected ") + what +
-                                               " as a polynomial such as {\"b*s\": 8192}, got " + describe_json(list[i]));
+      throw InputError(costs.file(), path, "expected a kernel's bytes as a polynomial such as {\"b*s\": 8192}, got " +
+                                               describe_json(list[i]));
     nlohmann::json holder = {{"bytes", list[i]}};
     JsonReader one(holder, costs.file(), path);
     Polynomial p = parse_polynomial(one, "bytes");
     for (const Polynomial::Term& t : p.terms) sum.terms.push_back(t);
-    parts.push_back(std::move(p));
+    kernels.push_back(std::move(p));
   }
-  for (const Polynomial* a : {static_cast<const Polynomial*>(&sum), &total})
+  for (const Polynomial* a : {static_cast<const Polynomial*>(&sum), &forward_hbm_bytes})
     for (const Polynomial::Term& t : a->terms) {
-      const double listed = coefficient(sum, t.b_pow, t.s_pow), expected = coefficient(total, t.b_pow, t.s_pow);
-      if (!same_count(listed, expected))
-        costs.fail(field, std::string("entries whose bytes add up to ") + total_field + "' \"" +
-                              Polynomial::monomial_name(t.b_pow, t.s_pow) + "\" term (" + number_text(expected) +
-                              "); they add up to " + number_text(listed));
+      const double listed = coefficient(sum, t.b_pow, t.s_pow), total = coefficient(forward_hbm_bytes, t.b_pow, t.s_pow);
+      if (!same_count(listed, total))
+        costs.fail("memory_bound_kernels", "kernels whose bytes add up to forward_hbm_bytes' \"" +
+                                               Polynomial::monomial_name(t.b_pow, t.s_pow) + "\" term (" +
+                                               number_text(total) + "); they add up to " + number_text(listed));
     }
-  return parts;
+  return kernels;
 }
 
 ModuleCosts parse_costs(JsonReader costs) {
@@ -339,15 +337,9 @@ ModuleCosts parse_costs(JsonReader costs) {
   c.attention_flops = parse_polynomial(costs, "attention_flops");
   check_attention_within_forward(costs, c.attention_flops, c.forward_flops);
   c.forward_hbm_bytes = parse_polynomial(costs, "forward_hbm_bytes");
-  if (costs.has("memory_bound_kernels"))
-    c.memory_bound_kernels = parse_polynomial_parts(costs, "memory_bound_kernels", "a kernel's bytes",
-                                                    c.forward_hbm_bytes, "forward_hbm_bytes");
+  if (costs.has("memory_bound_kernels")) c.memory_bound_kernels = parse_memory_bound_kernels(costs, c.forward_hbm_bytes);
   else costs.ignore("memory_bound_kernels");
   c.saved_activation_bytes = parse_polynomial(costs, "saved_activation_bytes");
-  if (costs.has("saved_tensors"))
-    c.saved_tensors = parse_polynomial_parts(costs, "saved_tensors", "a saved tensor's bytes",
-                                             c.saved_activation_bytes, "saved_activation_bytes");
-  else costs.ignore("saved_tensors");
   c.input_bytes = parse_polynomial(costs, "input_bytes");
   c.sac_saved_activation_bytes = parse_polynomial(costs, "sac_saved_activation_bytes");
   c.sac_recompute_flops = parse_polynomial(costs, "sac_recompute_flops");

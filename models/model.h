@@ -129,12 +129,6 @@ struct ModuleCosts {
   // to forward_hbm_bytes. Empty: not listed (the bytes are priced as one lump).
   std::vector<Polynomial> memory_bound_kernels;
   Polynomial saved_activation_bytes;  // bytes kept for backward, with 16-bit activations
-  // The tensors behind saved_activation_bytes, one polynomial of bytes per tensor in the order
-  // the forward saves them (models/transformer_costs.cpp saved_tensors); they add up to
-  // saved_activation_bytes. The planner allocates each on its own, as autograd holds them, so
-  // the caching-allocator model places them in segments as PyTorch does (docs/memory-model.md,
-  // [Saved tensors one by one]). Empty: not listed (one allocation of saved_activation_bytes).
-  std::vector<Polynomial> saved_tensors;
   Polynomial input_bytes;           // bytes of the module's input (what full checkpointing keeps), 16-bit
   // Op-level selective activation checkpointing (torchtitan's selective_ac_option = "op"; see
   // models/transformer_costs.h and docs/model-schema.md). Set on decoder blocks, the modules

@@ -37,31 +37,6 @@ Polynomial ledger_polynomial(const std::vector<CostItem>& items) {
 
 double as_double(std::int64_t n) { return static_cast<double>(n); }
 
-// [Saved tensors one by one] A module's saved activations as the tensors autograd holds, each its
-// own polynomial (ModuleCosts::saved_tensors), and their sum (saved_activation_bytes). PyTorch's
-// caching allocator places each tensor in a segment of its own size class (a 64 MiB MLP output
-// in a 64 MiB segment, a 4 MiB key among others in a 20 MiB one): one lump per module would put
-// a block's saved activations in one segment that PyTorch never makes, and reserved memory,
-// which is what the segments add up to, would follow the wrong sizes (measured: 258 segments in
-// PyTorch's snapshot of Llama-3.2-1B against the lump model's 81; docs/accuracy.md).
-void set_saved_tensors(ModuleCosts& c, const std::vector<Polynomial>& tensors) {
-  c.saved_activation_bytes = Polynomial{};
-  c.saved_tensors.clear();
-  for (const Polynomial& p : tensors) {
-    if (p.terms.empty()) continue;
-    c.saved_activation_bytes += p;
-    c.saved_tensors.push_back(p);
-  }
-  if (c.saved_tensors.size() == 1) c.saved_tensors.clear();  // one tensor: the sum says it all
-}
-
-void set_saved_tensors(ModuleCosts& c, const std::vector<CostItem>& items) {
-  std::vector<Polynomial> tensors;
-  tensors.reserve(items.size());
-  for (const CostItem& item : items) tensors.push_back(ledger_polynomial({item}));
-  set_saved_tensors(c, tensors);
-}
-
 }  // namespace
 
 std::int64_t DecoderBlockShape::matmul_weights() const {
@@ -1362,7 +1337,7 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
   if (!flash_attention) c.backward_hbm_bytes = eager_block_backward_hbm_bytes(c.forward_hbm_bytes, block);
   c.eager_hbm_factor = eager_hbm_factor(block, flash_attention);
   for (const CostItem& item : kernels) c.memory_bound_kernels.push_back(ledger_polynomial({item}));
-  set_saved_tensors(c, saved_tensors(block, flash_attention));
+  c.saved_activation_bytes = ledger_polynomial(saved_tensors(block, flash_attention));
   c.input_bytes = monomial(kActivationBytes * as_double(block.hidden_size), 1, 1);
   // Op-level SAC has no ledger for MLA (its low-rank path's mm outputs): no sac_* costs, so the
   // planner refuses "selective" for the model, as for MoE blocks.
@@ -1417,7 +1392,7 @@ ModuleCosts moe_block_costs(const DecoderBlockShape& block, bool flash_attention
     if (all > 0) c.eager_hbm_factor = 1 + (eager_hbm_factor(block, flash_attention) - 1) * dense / all;
   }
   for (const CostItem& item : kernels) c.memory_bound_kernels.push_back(ledger_polynomial({item}));
-  set_saved_tensors(c, saved);
+  c.saved_activation_bytes = ledger_polynomial(saved);
   c.input_bytes = monomial(kActivationBytes * h, 1, 1);
   TransientLedger transients = block_transients(block, flash_attention);
   const TransientLedger routed = moe_routed_transients(block);
@@ -1449,18 +1424,17 @@ ModuleCosts token_embedding_costs(std::int64_t hidden_size, bool adds_position_e
   // The gather reads a row per token and writes it; the ids are read once.
   c.forward_hbm_bytes = monomial(kTokenIdBytes + 2 * E * h, 1, 1);
   // Backward scatters the gradient rows by token id: the ids are saved.
-  std::vector<Polynomial> saved = {monomial(kTokenIdBytes, 1, 1)};
+  c.saved_activation_bytes = monomial(kTokenIdBytes, 1, 1);
   if (adds_position_embedding) {
     // Position rows are gathered once per sequence position (shape (1, s, h)), then added.
     c.forward_hbm_bytes += monomial(kTokenIdBytes + 2 * E * h, 0, 1);
     c.forward_hbm_bytes += monomial(3 * E * h, 1, 1);
-    saved.push_back(monomial(kTokenIdBytes, 0, 1));
+    c.saved_activation_bytes += monomial(kTokenIdBytes, 0, 1);
   }
   if (embedding_dropout) {
     c.forward_hbm_bytes += monomial((2 * E + kMaskBytes) * h, 1, 1);
-    saved.push_back(monomial(kMaskBytes * h, 1, 1));
+    c.saved_activation_bytes += monomial(kMaskBytes * h, 1, 1);
   }
-  set_saved_tensors(c, saved);
   // The scaling reads the gathered rows and writes the scaled ones (a multiply by a constant
   // saves nothing for backward).
   if (scales_output) c.forward_hbm_bytes += monomial(2 * E * h, 1, 1);
@@ -1479,7 +1453,7 @@ ModuleCosts final_norm_costs(std::int64_t hidden_size, bool python_rms_norm) {
   c.forward_hbm_bytes = monomial(2 * E * h, 1, 1);
   std::vector<CostItem> saved;  // [Python RMSNorm]: its fp32 copy, rsqrt and cast; else its input
   add_norm_saved_tensors(saved, "final norm", "the norm's input", h, 1, python_rms_norm);
-  set_saved_tensors(c, saved);
+  c.saved_activation_bytes = ledger_polynomial(saved);
   c.input_bytes = monomial(E * h, 1, 1);
   const TransientLedger transients = final_norm_transients(hidden_size);
   c.forward_transient_bytes = peak_transient_bytes(transients.forward);
@@ -1496,7 +1470,6 @@ ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, Los
   c.forward_flops = monomial(2 * h * V, 1, 1);
   c.matmuls.push_back({"output projection (logits)", h, V, false});
   c.input_bytes = monomial(E * h, 1, 1);
-  std::vector<Polynomial> saved;  // one per tensor the projection and the loss keep
   switch (kind) {
     case LossKind::fp32_upcast:
       // Cast of the logits to fp32 (read 2V, write 4V) and a log-softmax over them (read and
@@ -1504,19 +1477,19 @@ ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, Los
       c.forward_hbm_bytes = monomial((E + kLogitBytes) * V + 2 * kLogitBytes * V, 1, 1);
       // The projection keeps its input; the cross-entropy keeps its fp32 log-probabilities
       // (Korthikanti et al. 2022, section 4.3: 2sbh + 4sbv).
-      saved = {monomial(E * h, 1, 1), monomial(kLogitBytes * V, 1, 1)};
+      c.saved_activation_bytes = monomial(E * h + kLogitBytes * V, 1, 1);
       break;
     case LossKind::bf16:
       // A log-softmax over the 16-bit logits (read and write 2V); its 16-bit output is saved.
       c.forward_hbm_bytes = monomial(2 * E * V, 1, 1);
-      saved = {monomial(E * h, 1, 1), monomial(E * V, 1, 1)};
+      c.saved_activation_bytes = monomial(E * h + E * V, 1, 1);
       break;
     case LossKind::fused:
       // Forward reads the logits once; backward reads them and writes their gradient (the
       // default 2x forward). Per-row outputs (12 bytes per token) are neglected. Saved: the
       // projection's input, the 16-bit logits and the fp32 log-sum-exp per row.
       c.forward_hbm_bytes = monomial(E * V, 1, 1);
-      saved = {monomial(E * h, 1, 1), monomial(E * V, 1, 1), monomial(kFp32Bytes, 1, 1)};
+      c.saved_activation_bytes = monomial(E * h + E * V + kFp32Bytes, 1, 1);
       break;
     case LossKind::chunked: {
       // Forward runs the logits' GEMM and both gradient GEMMs (grad_input, grad_weight: 2hV
@@ -1533,7 +1506,7 @@ ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, Los
       c.forward_hbm_bytes = monomial(3 * E * h + 3 * E * V, 1, 1);
       c.forward_hbm_bytes += monomial(E * V * h + chunks * (E + kFp32Bytes + kFp32Bytes + 2 * E) * V * h, 0, 0);
       // Kept for backward: grad_input (the input is not saved).
-      saved = {monomial(E * h, 1, 1)};
+      c.saved_activation_bytes = monomial(E * h, 1, 1);
       break;
     }
     case LossKind::cut:
@@ -1546,15 +1519,15 @@ ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, Los
       c.backward_hbm_bytes = monomial(E * h, 1, 1);
       *c.backward_hbm_bytes += monomial(E * V * h, 0, 0);
       // Saved: the input e, the fp32 log-sum-exp per token, the fp32 mean logit per vocabulary entry.
-      saved = {monomial(E * h, 1, 1), monomial(kFp32Bytes, 1, 1), monomial(kFp32Bytes * V, 0, 0)};
+      c.saved_activation_bytes = monomial(E * h + kFp32Bytes, 1, 1);
+      c.saved_activation_bytes += monomial(kFp32Bytes * V, 0, 0);
       break;
   }
   if (logit_softcap) {
     // logits / cap, tanh, * cap: each reads and writes the 16-bit logits; tanh keeps its output.
     c.forward_hbm_bytes += monomial(3 * 2 * E * V, 1, 1);
-    saved.push_back(monomial(E * V, 1, 1));
+    c.saved_activation_bytes += monomial(E * V, 1, 1);
   }
-  set_saved_tensors(c, saved);
   const TransientLedger transients = loss_transients(x, kind);
   c.forward_transient_bytes = peak_transient_bytes(transients.forward);
   c.backward_transient_bytes = peak_transient_bytes(transients.backward);
@@ -1598,11 +1571,6 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
     out["memory_bound_kernels"] = std::move(list);
   }
   put("saved_activation_bytes", costs.saved_activation_bytes);
-  if (!costs.saved_tensors.empty()) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const Polynomial& p : costs.saved_tensors) list.push_back(polynomial_to_json(p));
-    out["saved_tensors"] = std::move(list);
-  }
   put("input_bytes", costs.input_bytes);
   put("sac_saved_activation_bytes", costs.sac_saved_activation_bytes);
   put("sac_recompute_flops", costs.sac_recompute_flops);

@@ -79,7 +79,7 @@ class StepBuilder {
                            std::to_string(layout_.forward.size()) +
                            " forward events is too long a schedule to simulate op by op (limit 4M events)");
     check_buffer_sizes_fit();
-    saved_activations_.assign(layout_.forward.size(), {});
+    saved_activations_.assign(layout_.forward.size(), -1);
     reserve_schedule();
     make_persistent_state();
     for (int micro = 0; micro < schedule_.micro_steps; ++micro) {
@@ -535,10 +535,11 @@ class StepBuilder {
       // What autograd saves for the backward: the module's activations; under op-level SAC
       // what its policy saves; inside a checkpointed block only the block's input.
       if (e.selective) {
-        saved_activations_[i] = {step_.alloc_at(op, sac_saved_bytes(c, b, seq), MemCategory::activation,
-                                                Name{"activations of ", e.module->full_name, " (selective)"})};
+        saved_activations_[i] = step_.alloc_at(op, sac_saved_bytes(c, b, seq), MemCategory::activation,
+                                               Name{"activations of ", e.module->full_name, " (selective)"});
       } else if (e.region < 0) {
-        save_activations(op, c, b, seq, Name{"activations of ", e.module->full_name}, saved_activations_[i]);
+        saved_activations_[i] = step_.alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
+                                               Name{"activations of ", e.module->full_name});
       } else if (checkpoint_inputs_[e.region] < 0) {
         checkpoint_inputs_[e.region] = step_.alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::activation,
                                                       Name{"checkpointed input of ", e.module->full_name});
@@ -662,7 +663,6 @@ class StepBuilder {
   // Allocated as tensors no larger than the module's largest transient tensor (autograd makes
   // them one by one), so the caching-allocator model can reuse cached blocks as PyTorch does.
   // `field` names the cost `p` is (forward_transient_bytes or backward_transient_bytes) for errors.
-  // `bytes` >= 0 replaces p's value (the backward transient beside the gradients, below).
   void transient_at(int op, const models::ModuleCosts& c, const models::Polynomial& p, const char* field, double b,
                     double seq, const Name& name) {
     if (p.empty()) return;
@@ -698,22 +698,6 @@ class StepBuilder {
                          std::to_string(tensor_bytes) + " bytes): more than " + std::to_string(kMaxTransientTensors) +
                          " tensors alive at once. transient_tensor_bytes is the largest single transient tensor "
                          "(docs/model-schema.md): raise it, or leave it out to allocate the transient whole");
-  }
-
-  // [Saved tensors one by one] What autograd keeps for a module's backward (its forward or its
-  // recompute under full checkpointing), allocated when `op` is issued: one allocation per saved
-  // tensor where the costs list them (models::ModuleCosts::saved_tensors), so that the
-  // caching-allocator model sees the sizes PyTorch's allocator sees; else one of
-  // saved_activation_bytes.
-  void save_activations(int op, const models::ModuleCosts& c, double b, double seq, const Name& name,
-                        std::vector<int>& tensors) {
-    tensors.clear();
-    if (c.saved_tensors.empty()) {
-      tensors.push_back(step_.alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation, name));
-      return;
-    }
-    for (const models::Polynomial& p : c.saved_tensors)
-      tensors.push_back(step_.alloc_at(op, bytes_of(p, b, seq), MemCategory::activation, name));
   }
 
   // What op-level SAC keeps from forward to backward: under torch.compile, minus the saved
@@ -807,7 +791,7 @@ class StepBuilder {
         step_.free_at(op, grad_input);
       }
       expert_all_to_alls(op, e, c, b * seq, true);
-      for (int& tensor : saved_activations_[i]) step_.free_at(op, tensor);
+      step_.free_at(op, saved_activations_[i]);
       step_.free_at(op, recomputed_activations);
       if (e.region >= 0 && first_of_region(e)) step_.free_at(op, checkpoint_inputs_[e.region]);
     }
@@ -846,7 +830,8 @@ class StepBuilder {
       const models::ModuleCosts& c = costs_of(*f.module);
       const int op = issue_forward_compute(OpKind::recompute, "recompute ", f, c, b, seq);
       expert_all_to_alls(op, f, c, b * seq, false);
-      save_activations(op, c, b, seq, Name{"recomputed activations of ", f.module->full_name}, saved_activations_[i]);
+      saved_activations_[i] = step_.alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
+                                             Name{"recomputed activations of ", f.module->full_name});
       transient_at(op, c, c.forward_transient_bytes, "forward_transient_bytes", b, seq,
                    Name{"recompute transients of ", f.module->full_name});
     }
@@ -1022,8 +1007,7 @@ class StepBuilder {
   // Model costs are written for 16-bit activations: activation bytes scale by the compute
   // dtype's bytes over 2.
   const double activation_bytes_scale_;
-  // Compute event -> its saved activations (one allocation per saved tensor) until its backward.
-  std::vector<std::vector<int>> saved_activations_;
+  std::vector<int> saved_activations_;  // compute event -> its saved activations until its backward
   std::vector<int> checkpoint_inputs_;  // region -> its checkpointed input until its backward
   int input_ids_ = -1;                  // the micro-step's input token ids
   const Float8Linears float8_;  // training.matmul_dtype fp8: which linears run in fp8

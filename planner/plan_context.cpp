@@ -141,41 +141,7 @@ int StepContext::last_compute_before(int op) const {
   return 0;
 }
 
-std::vector<std::int64_t> StepContext::split_by_parameters(int u, std::int64_t bytes) const {
-  const std::vector<int>& params = layout.unit_params[u];
-  std::int64_t numel = 0;
-  for (int p : params) numel = checked_add(numel, param_numel_[p], "a unit's parameter elements");
-  if (params.size() < 2 || numel <= 0) return {bytes};
-  std::vector<std::int64_t> parts;
-  parts.reserve(params.size());
-  std::int64_t given = 0;
-  for (std::size_t i = 0; i + 1 < params.size(); ++i) {
-    const auto part = static_cast<std::int64_t>(static_cast<long double>(bytes) * static_cast<long double>(param_numel_[params[i]]) /
-                                                static_cast<long double>(numel));
-    if (part > 0) parts.push_back(part);
-    given += part;
-  }
-  if (bytes - given > 0) parts.push_back(bytes - given);
-  return parts;
-}
-
-// [Tensor per parameter] Autograd writes one gradient per parameter; FSDP2 keeps them apart
-// until its reduce-scatter copies them in (foreach_reduce), FSDP1's flat parameter receives one
-// flat gradient per unit.
 std::int64_t StepContext::allocate_grads(int op, const std::vector<int>& params, const Name& name) {
-  if (per_parameter_tensors) {
-    std::int64_t bytes = 0;
-    for (int p : params) {
-      if (has_grad[p]) continue;
-      has_grad[p] = 1;
-      const int u = layout.param_owner[p];
-      unsharded_grads[u].push_back(
-          alloc_at(op, buffer_bytes(param_numel_[p], compute_dtype_bytes), MemCategory::unsharded_grad, name));
-      schedule.allocations[unsharded_grads[u].back()].unit = u;
-      bytes += schedule.allocations[unsharded_grads[u].back()].bytes;
-    }
-    return bytes;
-  }
   // (unit, elements) in unit order; a module's parameters are nearly always in one unit.
   std::vector<std::pair<int, std::int64_t>> numel_by_unit;
   for (int p : params) {

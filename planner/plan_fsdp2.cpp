@@ -15,12 +15,10 @@ class Fsdp2Policy final : public FrameworkPolicy {
  public:
   explicit Fsdp2Policy(StepContext& step)
       : FrameworkPolicy(step),
-        unsharded_params_(step.plan.units.size()),
+        unsharded_params_(step.plan.units.size(), -1),
         all_gather_output_(step.plan.units.size(), -1),
         all_gather_in_flight_(step.plan.units.size(), -1),
-        post_forward_shard_(step.plan.units.size(), -1) {
-    step.per_parameter_tensors = true;
-  }
+        post_forward_shard_(step.plan.units.size(), -1) {}
 
   // FSDPParamGroup.pre_forward: unshard, wait_for_unshard; then the explicit forward prefetch
   // (FSDPState._pre_forward: set_modules_to_forward_prefetch, of fsdp.prefetch_depth units).
@@ -75,7 +73,7 @@ class Fsdp2Policy final : public FrameworkPolicy {
   // rank's shard into the all-gather output buffer on the all-gather streams, then the
   // all-gather. Nothing if the unit is unsharded or its all-gather is already in flight.
   void unshard(int u) {
-    if (!step_.needs_gather(u) || !unsharded_params_[u].empty() || all_gather_in_flight_[u] >= 0) return;
+    if (!step_.needs_gather(u) || unsharded_params_[u] >= 0 || all_gather_in_flight_[u] >= 0) return;
     const UnitShard& sh = step_.shard(u);
     const std::string& name = step_.label(u);
     const bool from_post_forward_shard = post_forward_shard_[u] >= 0;
@@ -115,12 +113,9 @@ class Fsdp2Policy final : public FrameworkPolicy {
     step_.op(copy_out).deps.push_back(all_gather_in_flight_[u]);
     const std::int64_t gathered_bytes = step_.gathered_param_bytes(u);
     step_.op(copy_out).hbm_bytes = 2.0 * static_cast<double>(gathered_bytes);
-    // [Tensor per parameter] Each FSDPParam's unsharded data is its own tensor
-    // (FSDPParam.alloc_all_gather_outputs, then split_with_sizes_copy out of the flat output).
-    for (const std::int64_t bytes : step_.split_by_parameters(u, gathered_bytes))
-      unsharded_params_[u].push_back(step_.alloc_at(copy_out, bytes, MemCategory::unsharded_param,
-                                                    Name{"unsharded params of ", step_.label(u)},
-                                                    held_from_forward_to_backward()));
+    unsharded_params_[u] = step_.alloc_at(copy_out, gathered_bytes,
+                                          MemCategory::unsharded_param, Name{"unsharded params of ", step_.label(u)},
+                                          held_from_forward_to_backward());
     if (forward) last_all_gather_output_ = all_gather_output_[u];
     else step_.free_at(copy_out, all_gather_output_[u]);
     all_gather_output_[u] = -1;
@@ -132,13 +127,12 @@ class Fsdp2Policy final : public FrameworkPolicy {
   // FSDPParamGroup.reshard: frees the unsharded parameters; after forward with
   // reshard_after_forward=k it keeps this rank's 1/k slice (FSDPParam.to_sharded_post_forward).
   void reshard(int u, Phase phase) {
-    if (unsharded_params_[u].empty()) return;
+    if (unsharded_params_[u] < 0) return;
     if (phase == Phase::forward && reshards_to_smaller_group(step_.fsdp))
       post_forward_shard_[u] =
           step_.alloc_at(step_.last_op, step_.gathered_param_bytes(u) / step_.fsdp.reshard_after_forward,
                          MemCategory::unsharded_param, Name{"post-forward 1/k copy of ", step_.label(u)});
-    for (int& tensor : unsharded_params_[u]) step_.free_now(tensor);
-    unsharded_params_[u].clear();
+    step_.free_now(unsharded_params_[u]);
     step_.params_ready_op[u] = -1;
   }
 
@@ -184,7 +178,7 @@ class Fsdp2Policy final : public FrameworkPolicy {
   }
 
   // Per unit, allocation ids (-1: none).
-  std::vector<std::vector<int>> unsharded_params_;  // the unsharded parameters, one per parameter (copy-out to reshard)
+  std::vector<int> unsharded_params_;      // the unsharded parameters (copy-out to reshard)
   std::vector<int> all_gather_output_;     // the all-gather output buffer (copy-in to copy-out)
   std::vector<int> all_gather_in_flight_;  // op id: the all-gather issued and not yet waited for
   std::vector<int> post_forward_shard_;    // the 1/k copy under reshard_after_forward=k

@@ -32,6 +32,10 @@ void add_allocation(UnitRow& row, const planner::Allocation& a, const planner::O
     return;
   }
   if (!made_by) return;
+  // One gathered copy: the largest unsharded parameters the unit's ops make (FSDP2's copy-out,
+  // FSDP1's flat parameter; the same every time; a 1/k post-forward copy is smaller).
+  if (a.category == MemCategory::unsharded_param)
+    row.unsharded_param_bytes = std::max(row.unsharded_param_bytes, a.bytes);
   // Sharded gradients: the reduce-scatter's output of the first micro-step (later ones
   // accumulate into it or replace it).
   if (a.category == MemCategory::sharded_grad && made_by->micro_step == 0) row.grad_bytes += a.bytes;
@@ -60,20 +64,6 @@ UnitReport unit_report(const Estimate& e) {
   for (const planner::Op& op : s.ops)
     for (int a : op.allocs) made_by[a] = &op;
   for (const planner::Allocation& a : s.allocations) add_allocation(row_of(a.unit), a, made_by[a.id]);
-  // One gathered copy: the most unsharded parameter bytes one op makes for the unit (FSDP2's
-  // copy-out, a tensor per parameter; FSDP1's flat parameter; the same every time; a 1/k
-  // post-forward copy is smaller).
-  for (const planner::Op& op : s.ops) {
-    std::int64_t bytes = 0;
-    int unit = -1;
-    for (int id : op.allocs) {
-      const planner::Allocation& a = s.allocations[id];
-      if (a.persistent || a.category != MemCategory::unsharded_param) continue;
-      bytes += a.bytes;
-      unit = a.unit;
-    }
-    if (unit >= 0 || bytes > 0) row_of(unit).unsharded_param_bytes = std::max(row_of(unit).unsharded_param_bytes, bytes);
-  }
 
   const StepTiming& t = e.timing;
   for (const planner::Op& op : s.ops) {

@@ -103,13 +103,6 @@ class StepContext {
   // skeleton), freed by the post-backward that reduces them.
   std::vector<std::vector<int>> unsharded_grads;
   std::vector<char> has_grad;  // per parameter: its gradient was made this micro-step
-  // [Tensor per parameter] Set by a policy whose framework holds each parameter's unsharded data
-  // and gradient as a tensor of its own (FSDP2's FSDPParam); otherwise a unit's gradients are one
-  // allocation (FSDP1's flat parameter, DeepSpeed's buckets).
-  bool per_parameter_tensors = false;
-  // Unit u's `bytes` split over its parameters in proportion to their elements, in parameter
-  // order (the last part takes the rounding, so the parts add up to `bytes`); empty parts left out.
-  std::vector<std::int64_t> split_by_parameters(int u, std::int64_t bytes) const;
   // Per unit: the sharded gradient the optimizer steps (-1 while none); persists over
   // micro-steps, freed by the optimizer step (zero_grad(set_to_none=True)).
   std::vector<int> sharded_grad;

@@ -144,18 +144,7 @@ TEST(Float8, FloatEightAllGatherHalvesTheBlocksLinearWeightBytes) {
     return -1;
   };
   EXPECT_EQ(allocation(fp8.schedule, "all-gather output of " + unit), 218120192);
-  // FSDP2 holds each parameter's unsharded data apart ([Tensor per parameter]): the unit's 9
-  // tensors add up to the gathered bytes, made twice (forward, and backward after the
-  // reshard after forward).
-  std::int64_t unsharded = 0;
-  int tensors = 0;
-  for (const Allocation& a : fp8.schedule.allocations)
-    if (a.label == "unsharded params of " + unit) {
-      unsharded += a.bytes;
-      ++tensors;
-    }
-  EXPECT_EQ(unsharded, 2 * 218120192);
-  EXPECT_EQ(tensors, 2 * 9);
+  EXPECT_EQ(allocation(fp8.schedule, "unsharded params of " + unit), 218120192);
   // The root unit (embedding, final norm, the output layer) keeps its bf16 bytes.
   for (const Op& op : bf16.schedule.ops) {
     if (op.kind == OpKind::all_gather && op.name.find("layers") == std::string::npos) {

@@ -93,6 +93,49 @@ TEST(TransientMemory, SplitIntoTensorsOfTheLargestTransientTensor) {
   }
 }
 
+// [Gradients after the loss] A module with backward_transient_after_grads_bytes (T_after = 1000
+// per token; T_all = 5000) runs its backward as two ops: "bwd M (loss)" holds T_all (5000 x 32 =
+// 160,000 bytes) and frees it, with the module's memory-bound bytes and no FLOPs; "bwd M" then
+// holds its gradients (the [64, 1024] fp32 weight's 262,144 bytes in bf16: 131,072) beside
+// T_after (1000 x 32 = 32,000 bytes), with the FLOPs (2 x 1e6 x 32 = 6.4e7) and no bytes.
+TEST(TransientMemory, GradientsAfterTheLossMakeTwoBackwardOps) {
+  nlohmann::json j = scenario(1000, 5000);
+  nlohmann::json& costs = j["model"]["root"]["children"][0]["children"][0]["costs"];
+  costs["backward_transient_after_grads_bytes"] = {{"b*s", 1000}};
+  costs["forward_hbm_bytes"] = {{"b*s", 10}};
+  j["training"]["param_dtype"] = "bf16";
+  Plan p = plan_of(j);
+  const MemoryReport m = replay_memory(p.schedule);
+  int pairs = 0;
+  for (std::size_t i = 0; i + 1 < p.schedule.ops.size(); ++i) {
+    const Op& loss = p.schedule.ops[i];
+    if (loss.kind != OpKind::compute_bwd || loss.name.find(" (loss)") == std::string::npos) continue;
+    const Op& projection = p.schedule.ops[i + 1];
+    SCOPED_TRACE(loss.name);
+    EXPECT_EQ(projection.name + " (loss)", loss.name);
+    EXPECT_EQ(loss.flops, 0);
+    EXPECT_EQ(loss.hbm_bytes, 2 * 10 * 32.0);
+    EXPECT_EQ(projection.flops, 2 * 1e6 * 32);
+    EXPECT_EQ(projection.hbm_bytes, 0);
+    std::int64_t temporary = 0, grads = 0;
+    for (int id : loss.allocs) temporary += p.schedule.allocations[id].bytes;
+    EXPECT_EQ(temporary, 160000);
+    EXPECT_EQ(loss.frees.size(), loss.allocs.size());
+    temporary = 0;
+    for (int id : projection.allocs) {
+      const Allocation& a = p.schedule.allocations[id];
+      (a.category == MemCategory::unsharded_grad ? grads : temporary) += a.bytes;
+    }
+    EXPECT_EQ(grads, 131072);
+    EXPECT_EQ(temporary, 32000);
+    // Over what both find (the loss op frees only its transient): T_all at the loss op, G +
+    // T_after at the projection's: 160,000 - (131,072 + 32,000) = -3,072 bytes apart.
+    EXPECT_EQ(m.allocated_at_op[i] - m.allocated_at_op[i + 1], -3072);
+    ++pairs;
+  }
+  EXPECT_EQ(pairs, 4);
+}
+
 // A transient N times its largest tensor is N allocations per op: a coefficient 1e12 times
 // the tensor's made a planner that never returned. Up to 1024 tensors are planned; past that
 // (here 2048) the model is refused, naming the module and the cost.
