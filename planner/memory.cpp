@@ -1,6 +1,7 @@
 #include "planner/memory.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "models/checked_arithmetic.h"
 
@@ -503,8 +504,44 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
   const bool any_recorded = std::any_of(s.allocations.begin(), s.allocations.end(),
                                         [](const Allocation& a) { return a.recorded_stream >= 0; });
   const std::vector<StreamClock> clocks = any_recorded ? completion_clocks(s) : std::vector<StreamClock>{};
+  const bool made_at_first_step = makes_state_at_first_step(s);
   for (const Allocation& a : s.allocations)
-    if (a.persistent) make(a.id);
+    if (a.persistent && a.first_step_op < 0) make(a.id);
+  if (made_at_first_step) {
+    // [State made at the first step] The job's first step, with that state made at its op: the
+    // segments the caching allocator keeps from it are those every later step runs in, and
+    // nothing returns them (no empty_cache), so reserved memory is the larger of the two steps'.
+    // Its other figures are not the steady step's and are not reported.
+    std::vector<char> alive(s.allocations.size(), 0);
+    for (const Allocation& a : s.allocations) alive[a.id] = a.persistent && a.first_step_op < 0;
+    std::vector<std::vector<int>> made_at(s.ops.size());
+    for (const Allocation& a : s.allocations)
+      if (a.first_step_op >= 0) made_at[a.first_step_op].push_back(a.id);
+    for (const Op& op : s.ops) {
+      if (any_recorded)
+        for (int w : op.cpu_waits) allocator.completed_through(clocks[w]);
+      last_on_stream[static_cast<int>(op.stream)] = op.id;
+      for (int id : made_at[op.id]) make(id), alive[id] = 1;
+      for (int id : op.allocs) make(id), alive[id] = 1;
+      for (int id : op.frees) release(id), alive[id] = 0;
+    }
+    StreamClock all;
+    all.fill(std::numeric_limits<int>::max());
+    allocator.completed_through(all);
+    // Back to the state the step starts from: what the step left allocated goes, persistent
+    // state it freed comes back (as the runtime's executor does between steps).
+    for (const Allocation& a : s.allocations)
+      if (alive[a.id] && !a.persistent) release(a.id);
+    for (const Allocation& a : s.allocations)
+      if (a.persistent && !alive[a.id]) make(a.id);
+    last_on_stream.assign(kStreamCount, -1);
+    const std::int64_t model_state_now = model_state;
+    r = MemoryReport{};
+    r.model_state_bytes = model_state_now;
+    r.peak_host_pinned_bytes = host[static_cast<int>(Placement::pinned_host)];
+    r.peak_host_pageable_bytes = host[static_cast<int>(Placement::pageable_host)];
+    r.peak_host_bytes = r.peak_host_pinned_bytes + r.peak_host_pageable_bytes;
+  }
   r.allocated_at_start = allocated;
   r.allocated_at_start_host = host[static_cast<int>(Placement::pinned_host)] + host[static_cast<int>(Placement::pageable_host)];
   snapshot(-1);

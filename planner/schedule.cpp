@@ -306,6 +306,7 @@ nlohmann::json schedule_to_json(const Schedule& s) {
     // Written only when not the default, so schedules of device-only steps read as before.
     if (a.placement != Placement::device) aj["placement"] = to_string(a.placement);
     if (a.recorded_stream >= 0) aj["recorded_stream"] = to_string(static_cast<Stream>(a.recorded_stream));
+    if (a.first_step_op >= 0) aj["first_step_op"] = a.first_step_op;
     j["allocations"].push_back(std::move(aj));
   }
   j["ops"] = nlohmann::json::array();
@@ -381,6 +382,9 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
       if (on_host(al.placement)) a.fail("recorded_stream", "a host allocation has no caching-allocator stream to record");
     }
     al.unit = a.int_in_or("unit", -1, INT_MAX, -1);
+    al.first_step_op = a.int_in_or("first_step_op", -1, INT_MAX, -1);
+    if (al.first_step_op >= 0 && (!al.persistent || on_host(al.placement)))
+      a.fail("first_step_op", "only persistent device state can be made at the first step (persistent: true, on the device)");
     a.finish();
     s.allocations.push_back(al);
   }
@@ -439,6 +443,10 @@ int allocation_total_overflow(const Schedule& s) {
   return -1;
 }
 
+bool makes_state_at_first_step(const Schedule& s) {
+  return std::any_of(s.allocations.begin(), s.allocations.end(), [](const Allocation& a) { return a.first_step_op >= 0; });
+}
+
 void validate_schedule(const Schedule& s, const std::string& file) {
   const int n_ops = static_cast<int>(s.ops.size());
   const int n_allocs = static_cast<int>(s.allocations.size());
@@ -467,6 +475,11 @@ void validate_schedule(const Schedule& s, const std::string& file) {
       freed_by[a] = op.id;
     }
   }
+  for (const Allocation& a : s.allocations)
+    if (a.first_step_op >= n_ops)
+      throw InputError(file, join_json_path(join_json_path("allocations", static_cast<std::size_t>(a.id)), "first_step_op"),
+                       "op " + std::to_string(a.first_step_op) + " does not exist (the schedule has " +
+                           std::to_string(n_ops) + " ops)");
   topological_order(s, file);  // throws on a cycle
 }
 

@@ -98,6 +98,12 @@ struct Allocation {
   // The FSDP unit it belongs to (its parameters, their gradients, the activations of its
   // modules), -1 for none: what per-unit reports (estimate --by-unit) sum.
   int unit = -1;
+  // [State made at the first step] Persistent state a job makes only during its first step: the
+  // op of that step that makes it (torch.optim's state, made by the optimizer's first step()).
+  // The step a job repeats starts with it alive; the first step runs without it until then, and
+  // what the caching allocator keeps of that first step is where later steps run (memory.h,
+  // replay_memory). -1: alive before the first step.
+  int first_step_op = -1;
 };
 
 // The kernels a compute op runs, by shape: its GEMMs and its attention call. Ops of identical
@@ -211,6 +217,11 @@ nlohmann::json op_trace_args(const Schedule& schedule, const Op& op);
 // Checks ids, references, alloc-before-free, and that the dependency graph is acyclic;
 // errors name the file, the JSON path and the op.
 Schedule schedule_from_json(const nlohmann::json& json, const std::string& file);
+
+// Whether some state of the schedule is made at the first step ([State made at the first
+// step]): then the first step differs from the steady one, and what the caching allocator keeps
+// depends on it.
+bool makes_state_at_first_step(const Schedule& s);
 
 // Structural checks shared by the JSON reader and the planner's own tests: every reference
 // in range, no op depending on itself, every allocation made once and freed at most once

@@ -351,9 +351,13 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
         handle[a] = -1;
         pointer[a] = nullptr;
       };
-      for (const auto& al : s.allocations)
-        if (al.persistent) make(al.id, -1);
-      result.allocated_at_start_bytes = allocator.allocated_bytes();
+      // [State made at the first step] (planner/schedule.h): such state is made by its op in the
+      // first step played, and is alive from the start of every later one.
+      std::vector<std::vector<int>> made_at_first_step(s.ops.size());
+      for (const auto& al : s.allocations) {
+        if (al.persistent && al.first_step_op < 0) make(al.id, -1);
+        if (al.persistent && al.first_step_op >= 0) made_at_first_step[al.first_step_op].push_back(al.id);
+      }
       const int warmup = std::max(0, o.warmup_steps);
       for (int step = 0; step < warmup + o.steps; ++step) {
         const bool measured = step >= warmup;
@@ -371,6 +375,7 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
           allocator.reset_peak_allocated();
           host.reset_peaks();
           if (step == warmup) {
+            result.allocated_at_start_bytes = allocator.allocated_bytes();
             result.peak_allocated_bytes = allocator.allocated_bytes();
             result.peak_op = -1;
           }
@@ -392,6 +397,8 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
             if (any_recorded) allocator.completed_through(clocks[w]);
           }
           last_on_stream[static_cast<int>(op.stream)] = op.id;
+          if (step == 0)
+            for (int a : made_at_first_step[op.id]) make(a, op.id);
           for (int a : op.allocs) make(a, op.id);
           if (measured) {
             result.allocated_at_op[op.id] = allocator.allocated_bytes();

@@ -386,7 +386,9 @@ class HostRankDevice : public RankDevice {
 
 RunResult run_host(const Schedule& s, const RunOptions& options, ProcessLink* link) {
   RunOptions o = options;
-  if (o.warmup_steps < 0) o.warmup_steps = 0;
+  // The steady step is measured: after the first when that one makes state ([State made at the
+  // first step], planner/schedule.h), as the planner's replay does.
+  if (o.warmup_steps < 0) o.warmup_steps = planner::makes_state_at_first_step(s) ? 1 : 0;
   const bool virtual_world = o.virtual_world > 0;
   if (!link && !virtual_world && s.world_size > 1024)
     throw std::invalid_argument("the host backend plays at most 1024 ranks as threads; the schedule has " +

@@ -66,6 +66,11 @@ inline planner::Schedule plan(const nlohmann::json& json) {
 }
 
 // Host options for fast tests: no modeled waits, small real buffers, a short timeout.
+// Steps the host backend plays by default: one, after a warm-up step when the schedule makes
+// state at its first step (runtime/host_backend.cpp; planner/schedule.h, [State made at the
+// first step]). What counts per step played (collectives checked) is that many times a step's.
+inline int steps_played_by_default(const planner::Schedule& s) { return planner::makes_state_at_first_step(s) ? 2 : 1; }
+
 inline RunOptions fast_host(const planner::Schedule& s) {
   RunOptions o;
   o.backend = "host";
