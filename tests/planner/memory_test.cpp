@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "planner/plan.h"
 #include "planner/scenario.h"
 #include "planner/internal/schedule_graph.h"
+#include "first_step_example.h"
 #include "synthetic.h"
 
 namespace fsdpsim::planner {
@@ -413,6 +415,78 @@ TEST(CachingAllocatorModel, ReleaseCachedSegmentsLeavesExactlyTheSegmentsInUse) 
       ASSERT_EQ(kept, in_use) << "step " << step;
     }
   }
+}
+
+}  // namespace
+}  // namespace fsdpsim::planner
+
+namespace fsdpsim::planner {
+namespace {
+
+TEST(FirstStep, StateMadeAtTheFirstStepSetsTheSegmentsLaterStepsRunIn) {
+  constexpr std::int64_t MiB = 1 << 20;
+  const MemoryReport before = replay_memory(testing::first_step_example(false));
+  const MemoryReport lazy = replay_memory(testing::first_step_example(true));
+  EXPECT_EQ(before.peak_reserved_bytes, 160 * MiB);
+  EXPECT_EQ(lazy.peak_reserved_bytes, 200 * MiB);
+  for (const MemoryReport* m : {&before, &lazy}) {
+    EXPECT_EQ(m->allocated_at_start, 60 * MiB);
+    EXPECT_EQ(m->peak_allocated_bytes, 160 * MiB);
+    EXPECT_EQ(m->peak_op, 0);
+    // After each op's allocations, before its frees.
+    EXPECT_EQ(m->allocated_at_op, (std::vector<std::int64_t>{160 * MiB, 160 * MiB, 100 * MiB}));
+  }
+  // The second step's reserved memory, op by op: X's new segment from op 0 on.
+  EXPECT_EQ(lazy.reserved_at_op, (std::vector<std::int64_t>{200 * MiB, 200 * MiB, 200 * MiB}));
+  EXPECT_TRUE(makes_state_at_first_step(testing::first_step_example(true)));
+  EXPECT_FALSE(makes_state_at_first_step(testing::first_step_example(false)));
+}
+
+// The planner marks torch.optim's device state (FSDP) with the optimizer op, and not DeepSpeed's
+// (made when its engine is built); the mark survives the schedule's JSON.
+TEST(FirstStep, TorchOptimStateIsMadeAtTheOptimizerOpAndRoundTrips) {
+  nlohmann::json scenario = {{"model", block_model(2, {64, 1024})},
+                             {"cluster", cluster(1, 8)},
+                             {"training", {{"micro_batch", 1}, {"seq_len", 16}, {"optimizer", "adamw"}}},
+                             {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}};
+  const Plan plan = plan_step(parse_scenario(scenario, "test.json"));
+  int optimizer_op = -1, marked = 0;
+  for (const Op& op : plan.schedule.ops)
+    if (op.kind == OpKind::optimizer) optimizer_op = op.id;
+  ASSERT_GE(optimizer_op, 0);
+  for (const Allocation& a : plan.schedule.allocations) {
+    if (a.category == MemCategory::optimizer_state) {
+      EXPECT_EQ(a.first_step_op, optimizer_op) << a.label;
+      ++marked;
+    } else {
+      EXPECT_EQ(a.first_step_op, -1) << a.label;
+    }
+  }
+  EXPECT_EQ(marked, 2);  // the two blocks (the root holds no parameters)
+  const Schedule back = schedule_from_json(schedule_to_json(plan.schedule), "back.json");
+  for (std::size_t i = 0; i < back.allocations.size(); ++i)
+    EXPECT_EQ(back.allocations[i].first_step_op, plan.schedule.allocations[i].first_step_op);
+  EXPECT_EQ(replay_memory(back).peak_reserved_bytes, replay_memory(plan.schedule).peak_reserved_bytes);
+}
+
+// Bad marks in a schedule file are refused, naming the file and the JSON path.
+TEST(FirstStep, BadFirstStepOpIsRefusedNamingThePath) {
+  auto refused = [](const std::function<void(nlohmann::json&)>& edit, const std::string& path, const std::string& words) {
+    nlohmann::json j = schedule_to_json(testing::first_step_example(true));
+    edit(j);
+    try {
+      schedule_from_json(j, "bad.json");
+      FAIL() << "accepted: " << path;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.file(), "bad.json");
+      EXPECT_EQ(e.json_path(), path) << e.what();
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refused([](nlohmann::json& j) { j["allocations"][0]["first_step_op"] = 3; }, "allocations[0].first_step_op",
+          "op 3 does not exist");
+  refused([](nlohmann::json& j) { j["allocations"][1]["first_step_op"] = 2; }, "allocations[1].first_step_op",
+          "only persistent device state");
 }
 
 }  // namespace
