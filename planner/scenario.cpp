@@ -585,7 +585,7 @@ Reference load_reference(const nlohmann::json& value, const std::string& scenari
   if (hf) {
     models::HfImportOptions options;
     options.flash_attention = !eager_attention;
-    return {models::import_hf_config(load_json_file(path), path, options), path};
+    return {models::import_hf_config(load_json_file(path), path, options), path, true};
   }
   return {load_json_file(path), path};
 }

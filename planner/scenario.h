@@ -260,6 +260,7 @@ std::string resolve_path(const std::string& path, const std::string& relative_to
 struct Reference {
   nlohmann::json json;
   std::string file;
+  bool hf = false;  // imported from a Hugging Face config (hf:): its costs follow the attention it was imported for
 };
 // An hf: model (key "model", "hf:config.json") is imported for the scenario's attention kernel:
 // eager_attention true (training.attention "eager") costs the materialised score matrices.

@@ -390,6 +390,8 @@ void ScenarioTemplate::init(std::shared_ptr<const Scenario> base, ScenarioDocume
   // overrides inside them applied; the scenario document with the others.
   model_json_ = std::move(documents.model.json);
   model_file_ = std::move(documents.model.file);
+  model_hf_ = documents.model.hf;
+  base_eager_import_ = base_->training.attention == "eager";
   cluster_ = std::move(documents.cluster.json);
   if (documents.calibration_file != file) calibration_file_ = std::move(documents.calibration_file);
   document_ = std::move(documents.document);
@@ -452,10 +454,17 @@ Scenario ScenarioTemplate::parse_point(const std::vector<std::string>& overrides
   const bool new_calibration = std::any_of(overrides.begin(), overrides.end(),
                                            [](const std::string& o) { return starts_with(o, "calibration="); });
   if (!calibration_file_.empty() && !new_calibration) s.calibration_file = calibration_file_;
+  // An hf: model is imported for the point's attention (load_reference): a point whose
+  // training.attention asks for another import than the base's, or that replaces the model
+  // under eager attention, has a model of its own.
+  const bool eager = s.training.attention == "eager";
+  if (eager != base_eager_import_ || (eager && !model_key.empty()))
+    model_key += eager ? "imported for eager attention\n" : "imported for fused attention\n";
   return s;
 }
 
-models::Model ScenarioTemplate::model_for(const std::string& key, const std::vector<std::string>& model_overrides) const {
+models::Model ScenarioTemplate::model_for(const std::string& key, const std::vector<std::string>& model_overrides,
+                                          bool eager_import) const {
   std::shared_ptr<const models::Model> m;
   {
     std::lock_guard<std::mutex> lock(models_mutex_);
@@ -466,11 +475,17 @@ models::Model ScenarioTemplate::model_for(const std::string& key, const std::vec
     // As parse_scenario: a model= replacement first, then the model.* overrides inside it.
     nlohmann::json json = model_json_;
     std::string file = model_file_;
+    if (model_hf_ && eager_import != base_eager_import_) {
+      // The base's hf: config imported again for this attention, the base's model.* overrides on it.
+      json = load_reference(nlohmann::json("hf:" + model_file_), file_, "model", eager_import).json;
+      for (const std::string& o : base_overrides_)
+        if (starts_with(o, "model.")) apply_override(json, o.substr(6), file);
+    }
     for (const std::string& o : model_overrides) {
       if (!starts_with(o, "model=")) continue;
       nlohmann::json holder = nlohmann::json::object();
       apply_override(holder, o, file_);
-      Reference replaced = load_reference(holder["model"], file_, "model");
+      Reference replaced = load_reference(holder["model"], file_, "model", eager_import);
       json = std::move(replaced.json);
       file = replaced.file;
     }
@@ -487,7 +502,7 @@ Scenario ScenarioTemplate::instantiate(const std::vector<std::string>& overrides
   std::string key;
   std::vector<std::string> model_overrides;
   Scenario s = parse_point(overrides, key, model_overrides);
-  s.model = model_for(key, model_overrides);
+  s.model = model_for(key, model_overrides, s.training.attention == "eager");
   return s;
 }
 
@@ -498,7 +513,7 @@ const Scenario& ScenarioInstancer::make(const std::vector<std::string>& override
   if (key == model_key_) {
     s.model = std::move(current_.model);
   } else {
-    s.model = template_->model_for(key, model_overrides);
+    s.model = template_->model_for(key, model_overrides, s.training.attention == "eager");
     model_key_ = key;
   }
   current_ = std::move(s);

@@ -133,10 +133,13 @@ class ScenarioTemplate {
   ScenarioTemplate() = default;
   void init(std::shared_ptr<const Scenario> base, ScenarioDocuments documents, const std::string& file,
             const std::vector<std::string>& overrides);
-  // Parses a point with a stub model; `model_key` receives its model= and model.* overrides.
+  // Parses a point with a stub model; `model_key` receives its model= and model.* overrides, and
+  // the attention an hf: model must be imported for where it is not the base's.
   Scenario parse_point(const std::vector<std::string>& overrides, std::string& model_key,
                        std::vector<std::string>& model_overrides) const;
-  models::Model model_for(const std::string& key, const std::vector<std::string>& model_overrides) const;
+  // `eager_import`: the point's training.attention is "eager" (an hf: model is imported for it).
+  models::Model model_for(const std::string& key, const std::vector<std::string>& model_overrides,
+                          bool eager_import) const;
 
   std::string file_;
   std::vector<std::string> base_overrides_;
@@ -145,6 +148,8 @@ class ScenarioTemplate {
   nlohmann::json cluster_;     // the cluster JSON, base overrides applied
   nlohmann::json model_json_;  // the model JSON, base model.* overrides applied
   std::string model_file_;
+  bool model_hf_ = false;           // the base model is an hf: import ...
+  bool base_eager_import_ = false;  // ... for eager attention (the base's training.attention)
   std::string calibration_file_;
   const nlohmann::json* gpu_catalog_ = nullptr;  // scenarios/hardware/gpus.json (gpu_catalog()), for cluster.gpu overrides
   mutable std::mutex models_mutex_;

@@ -329,6 +329,42 @@ TEST(SweepPoints, BaseOverridesThatReplaceReferences) {
   EXPECT_EQ(inst.make({}).cluster.gpu.name.rfind("A100", 0), 0u);
 }
 
+// An hf: model is imported for the scenario's training.attention (eager attention costs the
+// score matrices): a sweep point that changes it gets its own import, with the base's model.*
+// overrides, exactly as `estimate --set training.attention=...` parses it, from a base imported
+// for either kernel. (Before, the point kept the base's import: eager points were refused,
+// flash points under an eager base were costed with materialised scores.)
+TEST(SweepPoints, AnHfModelIsImportedForEachPointsAttention) {
+  for (const std::string base_attention : {"flash2", "eager"}) {
+    SCOPED_TRACE("base attention " + base_attention);
+    const nlohmann::json scenario = {
+        {"model", "hf:models/hf/llama3.2-1b.json"},
+        {"cluster", "scenarios/clusters/dgx-h100.json"},
+        {"training", {{"global_batch", 8}, {"micro_batch", 1}, {"seq_len", 2048}, {"attention", base_attention}}}};
+    const std::vector<std::string> base = {"model.name=renamed"};
+    auto t = planner::ScenarioTemplate::from_json(scenario, kScenarioFile, base);
+    planner::ScenarioInstancer inst(t);
+    auto evaluator = make_analytic_evaluator();
+    std::int64_t eager_bytes = 0, flash_bytes = 0;
+    for (const std::vector<std::string>& o : std::vector<std::vector<std::string>>{
+             {"training.attention=eager"}, {"training.attention=flash2"}, {}, {"training.attention=eager"}}) {
+      std::vector<std::string> all = base;
+      all.insert(all.end(), o.begin(), o.end());
+      const planner::Scenario want = planner::parse_scenario(scenario, kScenarioFile, all);
+      const planner::Scenario& got = inst.make(o);
+      EXPECT_EQ(got.model.name, "renamed");
+      const PointMetrics a = evaluator->evaluate(got, cost_key_of(o));
+      const PointMetrics b = metrics_of(want);
+      EXPECT_EQ(a.peak_allocated_bytes, b.peak_allocated_bytes);
+      EXPECT_EQ(a.peak_reserved_bytes, b.peak_reserved_bytes);
+      EXPECT_EQ(a.step_seconds, b.step_seconds);
+      (want.training.attention == "eager" ? eager_bytes : flash_bytes) = a.peak_allocated_bytes;
+    }
+    // The score matrices (32 heads x 2,048^2 per layer) make the eager import far larger.
+    EXPECT_GT(eager_bytes, flash_bytes + (std::int64_t{1} << 30));
+  }
+}
+
 // `estimate` parses its scenario once and advises from a template of that parse
 // (ScenarioTemplate::from_parsed): the template shares the scenario and gives the points a
 // template parsing the JSON itself gives.
