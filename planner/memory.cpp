@@ -511,7 +511,6 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
     // [State made at the first step] The job's first step, with that state made at its op: the
     // segments the caching allocator keeps from it are those every later step runs in, and
     // nothing returns them (no empty_cache), so reserved memory is the larger of the two steps'.
-    // Its other figures are not the steady step's and are not reported.
     std::vector<char> alive(s.allocations.size(), 0);
     for (const Allocation& a : s.allocations) alive[a.id] = a.persistent && a.first_step_op < 0;
     std::vector<std::vector<int>> made_at(s.ops.size());
@@ -535,12 +534,8 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
     for (const Allocation& a : s.allocations)
       if (a.persistent && !alive[a.id]) make(a.id);
     last_on_stream.assign(kStreamCount, -1);
-    const std::int64_t model_state_now = model_state;
-    r = MemoryReport{};
-    r.model_state_bytes = model_state_now;
-    r.peak_host_pinned_bytes = host[static_cast<int>(Placement::pinned_host)];
-    r.peak_host_pageable_bytes = host[static_cast<int>(Placement::pageable_host)];
-    r.peak_host_bytes = r.peak_host_pinned_bytes + r.peak_host_pageable_bytes;
+    // The report's figures are the second step's: the first step's peaks of host memory and
+    // model state (kept by `account`) are never above them, its device peaks are not recorded.
   }
   r.allocated_at_start = allocated;
   r.allocated_at_start_host = host[static_cast<int>(Placement::pinned_host)] + host[static_cast<int>(Placement::pageable_host)];

@@ -427,17 +427,18 @@ TEST(FirstStep, StateMadeAtTheFirstStepSetsTheSegmentsLaterStepsRunIn) {
   constexpr std::int64_t MiB = 1 << 20;
   const MemoryReport before = replay_memory(testing::first_step_example(false));
   const MemoryReport lazy = replay_memory(testing::first_step_example(true));
-  EXPECT_EQ(before.peak_reserved_bytes, 160 * MiB);
-  EXPECT_EQ(lazy.peak_reserved_bytes, 200 * MiB);
+  EXPECT_EQ(before.peak_reserved_bytes, 240 * MiB);
+  EXPECT_EQ(lazy.peak_reserved_bytes, 280 * MiB);
   for (const MemoryReport* m : {&before, &lazy}) {
     EXPECT_EQ(m->allocated_at_start, 60 * MiB);
-    EXPECT_EQ(m->peak_allocated_bytes, 160 * MiB);
+    EXPECT_EQ(m->peak_allocated_bytes, 240 * MiB);
     EXPECT_EQ(m->peak_op, 0);
+    EXPECT_EQ(m->model_state_bytes, 0);  // (no allocation of the example is model state)
     // After each op's allocations, before its frees.
-    EXPECT_EQ(m->allocated_at_op, (std::vector<std::int64_t>{160 * MiB, 160 * MiB, 100 * MiB}));
+    EXPECT_EQ(m->allocated_at_op, (std::vector<std::int64_t>{240 * MiB, 240 * MiB, 180 * MiB}));
   }
   // The second step's reserved memory, op by op: X's new segment from op 0 on.
-  EXPECT_EQ(lazy.reserved_at_op, (std::vector<std::int64_t>{200 * MiB, 200 * MiB, 200 * MiB}));
+  EXPECT_EQ(lazy.reserved_at_op, (std::vector<std::int64_t>{280 * MiB, 280 * MiB, 280 * MiB}));
   EXPECT_TRUE(makes_state_at_first_step(testing::first_step_example(true)));
   EXPECT_FALSE(makes_state_at_first_step(testing::first_step_example(false)));
 }
@@ -464,6 +465,20 @@ TEST(FirstStep, TorchOptimStateIsMadeAtTheOptimizerOpAndRoundTrips) {
   }
   EXPECT_EQ(marked, 2);  // the two blocks (the root holds no parameters)
   const Schedule back = schedule_from_json(schedule_to_json(plan.schedule), "back.json");
+  // DeepSpeed makes its state when its engine is built: before the first step.
+  nlohmann::json deepspeed = scenario;
+  deepspeed["fsdp"]["strategy"] = "SHARD_GRAD_OP";  // ZeRO-2
+  deepspeed["training"]["master_weights"] = "optimizer_state";
+  deepspeed["deepspeed"] = nlohmann::json::object();
+  const Plan ds = plan_step(parse_scenario(deepspeed, "test.json"));
+  int ds_state = 0;
+  for (const Allocation& a : ds.schedule.allocations)
+    if (a.category == MemCategory::optimizer_state) {
+      EXPECT_EQ(a.first_step_op, -1) << a.label;
+      ++ds_state;
+    }
+  EXPECT_GT(ds_state, 0);
+  EXPECT_FALSE(makes_state_at_first_step(ds.schedule));
   for (std::size_t i = 0; i < back.allocations.size(); ++i)
     EXPECT_EQ(back.allocations[i].first_step_op, plan.schedule.allocations[i].first_step_op);
   EXPECT_EQ(replay_memory(back).peak_reserved_bytes, replay_memory(plan.schedule).peak_reserved_bytes);
