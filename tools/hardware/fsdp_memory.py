@@ -6,7 +6,8 @@
     python3 tools/hardware/fsdp_memory.py --dry-run [--fsdpsim build/tools/fsdpsim --check K]
 
 Writes DIR/memory.csv (one row per case, flushed as each case ends) and DIR/memory_snapshot.pickle.gz
-(torch.cuda.memory._snapshot() of the first case's measured step). --dry-run prints the cases and
+(torch.cuda.memory._snapshot() of the first case's measured step; --snapshot-case ID names other
+cases, --snapshot-from init starts the history before the model is built). --dry-run prints the cases and
 the fsdpsim command of each without importing torch; with --fsdpsim it also runs `estimate --json`
 for the first K cases, to show fsdpsim accepts every override.
 
@@ -508,7 +509,7 @@ def save_snapshot(torch, snapshot, path):
     hw.log("wrote %s (%d bytes)" % (path, len(data)))
 
 
-def run_case(T, case, prov, process_baseline, force_flash, snapshot_path):
+def run_case(T, case, prov, process_baseline, force_flash, snapshot_path, snapshot_from_init=False):
     torch = T.torch
     cluster = hw.cluster_file_for(prov["gpu_name"])
     row = describe(case, cluster, case.attention if (force_flash or case.attention == "eager") else "auto")
@@ -521,6 +522,10 @@ def run_case(T, case, prov, process_baseline, force_flash, snapshot_path):
     model = opt = None
     recording = False
     try:
+        if snapshot_path and snapshot_from_init:
+            # --snapshot-from init: the history of building and sharding the model and of step 1
+            # too (what the cache holds when step 2 begins).
+            recording = _start_history(torch)
         model, config = build_meta_model(T, case)
         vocab = config.vocab_size
         model = wrap_fsdp2(T, case, model) if case.version == 2 else wrap_fsdp1(T, case, model)
@@ -533,7 +538,7 @@ def run_case(T, case, prov, process_baseline, force_flash, snapshot_path):
         train_step(T, case, model, opt, vocab, force_flash)
         row["step1_peak_allocated_bytes"], row["step1_peak_reserved_bytes"] = peaks.read()
         # Step 2: measured (the steady state).
-        if snapshot_path:
+        if snapshot_path and not recording:
             recording = _start_history(torch)
         p = train_step(T, case, model, opt, vocab, force_flash, peaks)
         if recording:
@@ -563,6 +568,16 @@ def run_case(T, case, prov, process_baseline, force_flash, snapshot_path):
         clean(torch)
     row["seconds"] = "%.2f" % (time.time() - t0)
     return row
+
+
+def snapshot_file(args, case, first_done):
+    """Where this case's memory snapshot goes, or None: the --snapshot-case cases' own files, else the
+    first case's memory_snapshot.pickle.gz."""
+    if args.no_snapshot:
+        return None
+    if args.snapshot_case:
+        return os.path.join(args.out, "memory_snapshot-%s.pickle.gz" % case.id) if case.id in args.snapshot_case else None
+    return None if first_done else os.path.join(args.out, "memory_snapshot.pickle.gz")
 
 
 def _start_history(torch):
@@ -623,11 +638,12 @@ def measure(args):
                 writer.write(row)
             break
         t0 = time.time()
-        snapshot_path = None if snapshot_done else os.path.join(args.out, "memory_snapshot.pickle.gz")
+        snapshot_path = snapshot_file(args, case, snapshot_done)
         row = None
         for force_flash in (True, False):
             try:
-                row = run_case(T, case, prov, process_baseline, force_flash, snapshot_path)
+                row = run_case(T, case, prov, process_baseline, force_flash, snapshot_path,
+                               args.snapshot_from == "init")
                 snapshot_done = snapshot_done or snapshot_path is not None
                 break
             except Exception as e:  # noqa: BLE001 (every failure is recorded, the next case runs)
@@ -702,8 +718,11 @@ def measure_isolated(args):
         child_csv = os.path.join(scratch, "group%d.csv" % gi)
         cmd = [sys.executable, os.path.abspath(__file__), "--one-process", "--out", args.out, "--csv", child_csv,
                "--case-ids", ",".join(c.id for c in group)]
-        if os.path.exists(snapshot_path):
+        if args.no_snapshot or (not args.snapshot_case and os.path.exists(snapshot_path)):
             cmd.append("--no-snapshot")
+        for c in args.snapshot_case or []:
+            cmd += ["--snapshot-case", c]
+        cmd += ["--snapshot-from", args.snapshot_from]
         t0 = time.time()
         try:
             ended = "exit %d" % subprocess.run(cmd, timeout=left).returncode
@@ -742,6 +761,12 @@ def main():
     ap.add_argument("--case-ids", help="comma-separated case ids to run (what the parent gives each process)")
     ap.add_argument("--csv", help="with --one-process: the CSV to write (default OUT/memory.csv)")
     ap.add_argument("--no-snapshot", action="store_true", help="record no memory snapshot")
+    ap.add_argument("--snapshot-case", action="append",
+                    help="record a memory snapshot of this case (repeatable), written to "
+                         "memory_snapshot-<case id>.pickle.gz; default: the first case's, memory_snapshot.pickle.gz")
+    ap.add_argument("--snapshot-from", choices=["step2", "init"], default="step2",
+                    help="where the snapshot's history starts: the measured step (default) or before the model is "
+                         "built (its init and step 1 too; a longer history, trimmed to fit 15 MiB)")
     args = ap.parse_args()
     if args.columns:
         print(",".join(COLUMNS))
