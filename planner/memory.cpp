@@ -513,9 +513,7 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
     // nothing returns them (no empty_cache), so reserved memory is the larger of the two steps'.
     std::vector<char> alive(s.allocations.size(), 0);
     for (const Allocation& a : s.allocations) alive[a.id] = a.persistent && a.first_step_op < 0;
-    std::vector<std::vector<int>> made_at(s.ops.size());
-    for (const Allocation& a : s.allocations)
-      if (a.first_step_op >= 0) made_at[a.first_step_op].push_back(a.id);
+    const std::vector<std::vector<int>> made_at = made_at_first_step_by_op(s);
     for (const Op& op : s.ops) {
       if (any_recorded)
         for (int w : op.cpu_waits) allocator.completed_through(clocks[w]);

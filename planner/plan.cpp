@@ -877,7 +877,7 @@ class StepBuilder {
       }
     }
     for (int& g : step_.sharded_grad) step_.free_at(op, g);  // zero_grad(set_to_none=True)
-    made_at_first_step(op);
+    mark_state_made_at_first_step(op);
     if (step_.optimizer_on_nvme())
       step_.nvme_swap(OpKind::nvme_write, optimizer_swap_bytes, "NVMe write optimizer state", -1, op);
     // offload_param nvme: the updated compute-dtype partitions go back to NVMe
@@ -905,7 +905,7 @@ class StepBuilder {
   // with the state alive before the first step, the model's reserved memory was 8-12% high at
   // N = 8. DeepSpeed makes its fp32 partitions and states when the engine is built (stage3.py
   // _create_fp32_partitions, stage_1_and_2.py): before the first step.
-  void made_at_first_step(int optimizer_op) {
+  void mark_state_made_at_first_step(int optimizer_op) {
     if (scenario_.deepspeed.stated || optimizer_op < 0) return;
     for (Allocation& a : step_.schedule.allocations)
       if (a.persistent && a.category == MemCategory::optimizer_state && !on_host(a.placement))

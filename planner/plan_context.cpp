@@ -141,7 +141,7 @@ int StepContext::last_compute_before(int op) const {
   return 0;
 }
 
-std::int64_t StepContext::allocate_grads(int op, const std::vector<int>& params, const Name& name) {
+void StepContext::allocate_grads(int op, const std::vector<int>& params, const Name& name) {
   // (unit, elements) in unit order; a module's parameters are nearly always in one unit.
   std::vector<std::pair<int, std::int64_t>> numel_by_unit;
   for (int p : params) {
@@ -153,13 +153,10 @@ std::int64_t StepContext::allocate_grads(int op, const std::vector<int>& params,
     else it->second = checked_add(it->second, param_numel_[p], "a unit's gradient elements");
   }
   std::sort(numel_by_unit.begin(), numel_by_unit.end());
-  std::int64_t bytes = 0;
   for (const auto& [u, numel] : numel_by_unit) {
     unsharded_grads[u].push_back(alloc_at(op, buffer_bytes(numel, compute_dtype_bytes), MemCategory::unsharded_grad, name));
     schedule.allocations[unsharded_grads[u].back()].unit = u;  // the parameters' unit, not the op's
-    bytes += schedule.allocations[unsharded_grads[u].back()].bytes;
   }
-  return bytes;
 }
 
 void StepContext::free_unsharded_grads(int op, int u) {

@@ -108,7 +108,6 @@ class Fsdp1Policy final : public FrameworkPolicy {
       // peaks one root shard too high (Llama-3.1-8B, 8 ranks: 250 MiB) and, under SHARD_GRAD_OP,
       // every unit's (665 MiB). Without mixed precision the buffer follows the FSDP notes (above).
       step_.free_at(all_gather, all_gather_input_[u]);
-      all_gather_input_[u] = -1;
     }
     // The modules use views of the flat parameter: ready when the all-gather is.
     step_.params_ready_op[u] = all_gather;
@@ -119,8 +118,7 @@ class Fsdp1Policy final : public FrameworkPolicy {
   void reshard(int u) {
     if (unsharded_flat_param_[u] < 0) return;
     step_.free_now(unsharded_flat_param_[u]);
-    if (all_gather_input_[u] >= 0) step_.free_now(all_gather_input_[u]);
-    all_gather_input_[u] = -1;
+    step_.free_now(all_gather_input_[u]);  // already freed after the all-gather under mixed precision
     if (step_.fsdp.limit_all_gathers) pending_frees_.push_back(step_.last_op);
     step_.params_ready_op[u] = -1;
   }

@@ -447,6 +447,13 @@ bool makes_state_at_first_step(const Schedule& s) {
   return std::any_of(s.allocations.begin(), s.allocations.end(), [](const Allocation& a) { return a.first_step_op >= 0; });
 }
 
+std::vector<std::vector<int>> made_at_first_step_by_op(const Schedule& s) {
+  std::vector<std::vector<int>> made(s.ops.size());
+  for (const Allocation& a : s.allocations)
+    if (a.first_step_op >= 0 && a.first_step_op < static_cast<int>(made.size())) made[a.first_step_op].push_back(a.id);
+  return made;
+}
+
 void validate_schedule(const Schedule& s, const std::string& file) {
   const int n_ops = static_cast<int>(s.ops.size());
   const int n_allocs = static_cast<int>(s.allocations.size());

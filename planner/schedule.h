@@ -222,6 +222,9 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
 // step]): then the first step differs from the steady one, and what the caching allocator keeps
 // depends on it.
 bool makes_state_at_first_step(const Schedule& s);
+// Per op, the allocations the first step makes at it ([State made at the first step]): what the
+// planner's replay and the runtime's executor both make when they play the first step.
+std::vector<std::vector<int>> made_at_first_step_by_op(const Schedule& s);
 
 // Structural checks shared by the JSON reader and the planner's own tests: every reference
 // in range, no op depending on itself, every allocation made once and freed at most once

@@ -25,6 +25,10 @@ std::string trim(const std::string& s) {
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
+// An hf: model is imported for eager attention (its costs then materialise the score matrices)
+// when the scenario's training.attention is "eager" (load_reference).
+bool imports_for_eager_attention(const Scenario& s) { return s.training.attention == "eager"; }
+
 // Splits on commas that are not inside brackets, braces or a quoted string.
 std::vector<std::string> split_values(const std::string& text) {
   std::vector<std::string> out;
@@ -391,7 +395,7 @@ void ScenarioTemplate::init(std::shared_ptr<const Scenario> base, ScenarioDocume
   model_json_ = std::move(documents.model.json);
   model_file_ = std::move(documents.model.file);
   model_hf_ = documents.model.hf;
-  base_eager_import_ = base_->training.attention == "eager";
+  base_eager_import_ = imports_for_eager_attention(*base_);
   cluster_ = std::move(documents.cluster.json);
   if (documents.calibration_file != file) calibration_file_ = std::move(documents.calibration_file);
   document_ = std::move(documents.document);
@@ -457,7 +461,7 @@ Scenario ScenarioTemplate::parse_point(const std::vector<std::string>& overrides
   // An hf: model is imported for the point's attention (load_reference): a point whose
   // training.attention asks for another import than the base's, or that replaces the model
   // under eager attention, has a model of its own.
-  const bool eager = s.training.attention == "eager";
+  const bool eager = imports_for_eager_attention(s);
   if (eager != base_eager_import_ || (eager && !model_key.empty()))
     model_key += eager ? "imported for eager attention\n" : "imported for fused attention\n";
   return s;
@@ -502,7 +506,7 @@ Scenario ScenarioTemplate::instantiate(const std::vector<std::string>& overrides
   std::string key;
   std::vector<std::string> model_overrides;
   Scenario s = parse_point(overrides, key, model_overrides);
-  s.model = model_for(key, model_overrides, s.training.attention == "eager");
+  s.model = model_for(key, model_overrides, imports_for_eager_attention(s));
   return s;
 }
 
@@ -513,7 +517,7 @@ const Scenario& ScenarioInstancer::make(const std::vector<std::string>& override
   if (key == model_key_) {
     s.model = std::move(current_.model);
   } else {
-    s.model = template_->model_for(key, model_overrides, s.training.attention == "eager");
+    s.model = template_->model_for(key, model_overrides, imports_for_eager_attention(s));
     model_key_ = key;
   }
   current_ = std::move(s);

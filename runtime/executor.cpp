@@ -353,11 +353,9 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
       };
       // [State made at the first step] (planner/schedule.h): such state is made by its op in the
       // first step played, and is alive from the start of every later one.
-      std::vector<std::vector<int>> made_at_first_step(s.ops.size());
-      for (const auto& al : s.allocations) {
+      const std::vector<std::vector<int>> made_at_first_step = planner::made_at_first_step_by_op(s);
+      for (const auto& al : s.allocations)
         if (al.persistent && al.first_step_op < 0) make(al.id, -1);
-        if (al.persistent && al.first_step_op >= 0) made_at_first_step[al.first_step_op].push_back(al.id);
-      }
       const int warmup = std::max(0, o.warmup_steps);
       for (int step = 0; step < warmup + o.steps; ++step) {
         const bool measured = step >= warmup;

@@ -182,8 +182,7 @@ class StepContext {
   // ---- gradients
   // Autograd materialises a parameter's gradient (compute dtype, unpadded) when the backward
   // of the first module (in backward order) that uses it runs: allocated at `op`, per unit.
-  // Returns the bytes allocated (0 when every parameter already has its gradient).
-  std::int64_t allocate_grads(int op, const std::vector<int>& params, const Name& name);
+  void allocate_grads(int op, const std::vector<int>& params, const Name& name);
   void allocate_cublas_workspaces();
   void free_unsharded_grads(int op, int u);
 

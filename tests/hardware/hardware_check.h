@@ -253,7 +253,7 @@ using KnownDeviations = std::map<std::string, KnownDeviation>;  // key: "<csv fi
 constexpr double kDeviationSlack = 0.005;
 
 inline std::string deviation_key(const std::string& where, const std::string& case_id) {
-  const std::string file = where.substr(0, where.rfind(':'));
+  const std::string file = where.substr(0, where.rfind(':'));  // "path/to/file.csv:LINE"
   return std::filesystem::path(file).filename().string() + "|" + case_id;
 }
 
@@ -266,7 +266,7 @@ inline KnownDeviations read_known_deviations(const std::string& path) {
     KnownDeviation k{d.at("allocated_error").get<double>(), d.at("reserved_error").get<double>(),
                      d.at("why").get<std::string>()};
     if (k.why.empty()) throw std::runtime_error(path + ": a deviation without its \"why\"");
-    out[d.at("file").get<std::string>() + "|" + d.at("case_id").get<std::string>()] = k;
+    out[deviation_key(d.at("file").get<std::string>(), d.at("case_id").get<std::string>())] = k;
   }
   return out;
 }
