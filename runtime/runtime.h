@@ -80,7 +80,7 @@ struct RunOptions {
   std::int64_t max_buffer_bytes = 1 << 20;
   bool check_data = true;       // host: check every collective's output (sum / concatenation)
   double timeout_seconds = 60;  // any single wait (collective, event, CPU wait) longer than this fails
-  int warmup_steps = -1;        // steps played before measuring; -1: 0 on host, 1 on cuda
+  int warmup_steps = -1;        // steps played before measuring; -1: 1 on cuda, on host 1 when the schedule makes state at its first step, else 0
   int steps = 1;                // measured steps
   double capacity_bytes = 0;    // host: reserved memory a rank may hold (0: unbounded)
   // cuda

@@ -47,7 +47,7 @@ void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o) {
   cmd->add_option("--timeout", o.run.timeout_seconds, "Seconds any one wait may last before the run is aborted")
       ->check(positive_number())
       ->capture_default_str();
-  cmd->add_option("--warmup", o.run.warmup_steps, "Steps played before measuring (default: 0 on host, 1 on cuda)")
+  cmd->add_option("--warmup", o.run.warmup_steps, "Steps played before measuring (default: 1 on cuda; on host 1 when the schedule makes optimizer state at its first step, else 0)")
       ->check(CLI::Range(0, 1000000));
   cmd->add_option("--steps", o.run.steps, "Measured steps")->check(CLI::Range(1, 1000000))->capture_default_str();
   cmd->add_option("--launcher", o.launcher,
