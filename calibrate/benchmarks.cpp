@@ -223,7 +223,7 @@ std::vector<GemmShape> model_gemm_shapes(const planner::Scenario& scenario) {
   const std::int64_t tokens = scenario.training.micro_batch * scenario.training.seq_len;
   std::vector<GemmShape> out;
   std::set<std::pair<std::int64_t, std::int64_t>> seen;
-  models::for_each_module(scenario.model.root, [&](const models::Module& m) {
+  models::for_each_module(scenario.model->root, [&](const models::Module& m) {
     std::string type = m.type;
     std::transform(type.begin(), type.end(), type.begin(), [](unsigned char ch) { return std::tolower(ch); });
     if (type.find("embed") != std::string::npos) return;

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -785,6 +786,12 @@ const Module* Model::find_module(const std::string& full_name) const {
   });
   return found;
 }
+
+SharedModel::SharedModel() {
+  static const auto empty = std::make_shared<const Model>();  // one for every default
+  model_ = empty;
+}
+SharedModel::SharedModel(Model model) : model_(std::make_shared<const Model>(std::move(model))) {}
 
 Model parse_model(const nlohmann::json& json, const std::string& file) {
   JsonReader r(json, file);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -243,6 +244,23 @@ struct Model {
   // Parameters (unique) by full name, in module pre-order.
   std::vector<const Parameter*> parameters() const;
   const Module* find_module(const std::string& full_name) const;
+};
+
+// A parsed model, read-only and shared. Every scenario made from one source holds the same
+// tree (a sweep's points, the advice's candidates, a copied Scenario), so copying a scenario
+// does not copy its modules: copying and freeing Llama-3.1-405B's tree was 17% of an
+// `estimate` that advises (issue 19, docs/benchmarks.md). Planning caches tell one model from
+// another by address(), which stays valid while any holder lives.
+class SharedModel {
+ public:
+  SharedModel();  // an empty model (no modules)
+  SharedModel(Model model);  // NOLINT(google-explicit-constructor): a scenario's model is assigned from a parse
+  const Model& operator*() const { return *model_; }
+  const Model* operator->() const { return model_.get(); }
+  const Model* address() const { return model_.get(); }
+
+ private:
+  std::shared_ptr<const Model> model_;
 };
 
 // Builds a Model from its JSON form, expanding "repeat" and checking everything

@@ -262,10 +262,10 @@ CostModel::CostModel(const Scenario& scenario)
                            "): " + attention + " does not (default here: " + to_string(attention_kernel_) + ")");
     attention_kernel_ = *kernel;
   }
-  models::for_each_module(scenario.model.root, [&](const models::Module& m) {
+  models::for_each_module(scenario.model->root, [&](const models::Module& m) {
     if (m.costs) module_parameter_tensors_[m.full_name] = count_tensors(m);
   });
-  model_parameter_tensors_ = static_cast<int>(scenario.model.parameters().size());
+  model_parameter_tensors_ = static_cast<int>(scenario.model->parameters().size());
   fused_optimizer_ = scenario.training.optimizer_kernel == OptimizerKernel::fused;
   optimizer_states_ = optimizer_states_per_param(scenario.training.optimizer);
   // Modules whose costs list their memory-bound kernels (the importer's transformer blocks):
@@ -275,7 +275,7 @@ CostModel::CostModel(const Scenario& scenario)
   // gradients); its attention: one kernel in forward, three in backward (FlashAttention-2's
   // flash_bwd_dot_do_o_kernel, the dq/dk/dv kernel and flash_bwd_convert_dq_kernel:
   // Dao-AILab/flash-attention csrc/flash_attn/src/flash_bwd_launch_template.h).
-  models::for_each_module(scenario.model.root, [&](const models::Module& m) {
+  models::for_each_module(scenario.model->root, [&](const models::Module& m) {
     if (!m.costs || m.costs->memory_bound_kernels.empty()) return;
     ModuleKernels k;
     double per_token = 0;
@@ -296,9 +296,9 @@ CostModel::CostModel(const Scenario& scenario)
   if (scenario.training.execution == TrainingSpec::Execution::eager) execution_ = Execution::eager;
   if (scenario.training.execution == TrainingSpec::Execution::compiled) execution_ = Execution::compiled;
   if (scenario.training.execution == TrainingSpec::Execution::eager) {
-    const std::vector<std::string> types = block_types(scenario.model, scenario.fsdp.wrap);
-    models::for_each_module(scenario.model.root, [&](const models::Module& m) {
-      if (m.costs && &m != &scenario.model.root && std::find(types.begin(), types.end(), m.type) != types.end())
+    const std::vector<std::string> types = block_types(*scenario.model, scenario.fsdp.wrap);
+    models::for_each_module(scenario.model->root, [&](const models::Module& m) {
+      if (m.costs && &m != &scenario.model->root && std::find(types.begin(), types.end(), m.type) != types.end())
         eager_block_[m.full_name] = m.costs->eager_hbm_factor.value_or(calibration_.eager_memory_bound_factor);
     });
   }

@@ -72,7 +72,7 @@ Float8Linears::Float8Linears(const Scenario& scenario) {
       for (const models::Module& c : m.children) walk(c, owner, output);
     }
   };
-  Walker{*this}.walk(scenario.model.root, nullptr, false);
+  Walker{*this}.walk(scenario.model->root, nullptr, false);
 }
 
 bool Float8Linears::runs_in_fp8(const models::ModuleCosts& costs, const models::Matmul& m) const {

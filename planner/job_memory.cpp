@@ -63,7 +63,7 @@ RankShape rank_shape(const Scenario& sc, const Plan& plan) {
   }
   if (deepspeed_layout)
     r.largest_sub_group_elements = static_cast<double>(
-        largest_deepspeed_sub_group(sc.model, sc.fsdp.shard_group_size, sc.deepspeed.sub_group_size));
+        largest_deepspeed_sub_group(*sc.model, sc.fsdp.shard_group_size, sc.deepspeed.sub_group_size));
   return r;
 }
 

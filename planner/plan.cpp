@@ -103,8 +103,8 @@ class StepBuilder {
   // and dtype bytes (planner/plan_fsdp*.cpp, plan_zero.cpp) cannot wrap.
   void check_buffer_sizes_fit() const {
     constexpr std::int64_t kMaxBytesPerElement = 64;
-    const std::int64_t params = static_cast<std::int64_t>(scenario_.model.parameters().size());
-    const std::int64_t padded = checked_add(scenario_.model.parameter_count(),
+    const std::int64_t params = static_cast<std::int64_t>(scenario_.model->parameters().size());
+    const std::int64_t padded = checked_add(scenario_.model->parameter_count(),
                                             checked_mul(params, scenario_.world_size(), "padding elements"),
                                             "the model's padded elements");
     checked_mul(padded, kMaxBytesPerElement, "the model's padded elements x bytes per element");
@@ -120,12 +120,12 @@ class StepBuilder {
                                          {"hbm_bytes", op.hbm_bytes},
                                          {"comm_bytes", op.comm_bytes}}) {
         if (std::isfinite(value)) continue;
-        const models::Module* m = scenario_.model.find_module(op.module);
+        const models::Module* m = scenario_.model->find_module(op.module);
         const std::string path = m && m->costs && !m->costs->json_path.empty() ? m->costs->json_path : "root";
         char at[96];
         std::snprintf(at, sizeof at, "micro_batch %lld, seq_len %lld", static_cast<long long>(training_.micro_batch),
                       static_cast<long long>(training_.seq_len));
-        throw InputError(scenario_.model.file.empty() ? scenario_.file : scenario_.model.file, path,
+        throw InputError(scenario_.model->file.empty() ? scenario_.file : scenario_.model->file, path,
                          "expected costs that stay finite; module \"" + op.module + "\" gets " + field + " = " +
                              std::to_string(value) + " at " + at + " (a coefficient is too large)");
       }
@@ -151,7 +151,7 @@ class StepBuilder {
   // (models::attention_pair_fraction); attention with no descriptor counts whole.
   double model_forward_flops(double b, double seq) const {
     double flops = 0;
-    models::for_each_module(scenario_.model.root, [&](const Module& m) {
+    models::for_each_module(scenario_.model->root, [&](const Module& m) {
       if (!m.costs) return;
       flops += m.costs->forward_flops.at(b, seq);
       if (m.costs->attention)
@@ -188,14 +188,14 @@ class StepBuilder {
         swapped_costs_.emplace_back(
             e.module, models::lm_head_costs(head.hidden_size, head.vocab_size, kind, tokens, head.logit_softcap));
       } catch (const std::invalid_argument& error) {
-        throw InputError(scenario_.file, "training.loss", std::string(error.what()) + " (model \"" + scenario_.model.name + "\")");
+        throw InputError(scenario_.file, "training.loss", std::string(error.what()) + " (model \"" + scenario_.model->name + "\")");
       }
     }
     if (training_.loss && !has_head)
       throw InputError(scenario_.file, "training.loss",
                        "\"" + models::loss_kind_name(*training_.loss) + "\" needs the model's output layer to record its loss "
                        "head (a \"loss\" object in its costs: vocab_size, hidden_size, kind), which model \"" +
-                           scenario_.model.name + "\" lacks; re-import it with fsdpsim import-hf, or leave training.loss out");
+                           scenario_.model->name + "\" lacks; re-import it with fsdpsim import-hf, or leave training.loss out");
   }
 
   // training.attention "eager": only for a model whose attention costs were computed for eager
@@ -209,7 +209,7 @@ class StepBuilder {
     }
     throw InputError(scenario_.file, "training.attention",
                      "\"eager\" needs a model whose attention costs materialise the score matrices; model \"" +
-                         scenario_.model.name + "\" was costed for fused attention: import it with fsdpsim import-hf "
+                         scenario_.model->name + "\" was costed for fused attention: import it with fsdpsim import-hf "
                          "--eager-attention");
   }
 
@@ -233,11 +233,11 @@ class StepBuilder {
     }
     if (any && training_.checkpointing == Checkpointing::selective)
       throw InputError(scenario_.file, "training.activation_checkpointing",
-                       "\"selective\" (op-level SAC) is not modelled for MoE blocks (model \"" + scenario_.model.name +
+                       "\"selective\" (op-level SAC) is not modelled for MoE blocks (model \"" + scenario_.model->name +
                            "\"); use \"full\", an integer k, or \"none\"");
     if (!any && scenario_.fsdp.expert_parallel > 1)
       throw InputError(scenario_.file, "fsdp.expert_parallel",
-                       "expert parallelism needs a model with MoE layers; model \"" + scenario_.model.name + "\" has none");
+                       "expert parallelism needs a model with MoE layers; model \"" + scenario_.model->name + "\" has none");
   }
 
   // The costs the planner prices a module with: the model's, or the output layer's for the
@@ -501,7 +501,7 @@ class StepBuilder {
     using Device = FsdpSpec::OffloadDevice;
     if (scenario_.fsdp.offload_optimizer == Device::nvme) {
       const std::int64_t largest_sub_group = largest_deepspeed_sub_group(
-          scenario_.model, scenario_.fsdp.shard_group_size, scenario_.deepspeed.sub_group_size);
+          *scenario_.model, scenario_.fsdp.shard_group_size, scenario_.deepspeed.sub_group_size);
       step_.host_alloc(-1, step_.buffer_bytes(largest_sub_group, kDeepSpeedOptimizerSwapBuffers * 4), MemCategory::temporary,
                        Placement::pinned_host, "NVMe optimizer swap buffers", false);
     }
@@ -689,7 +689,7 @@ class StepBuilder {
     if (tensor_bytes <= 0 || transient_bytes / tensor_bytes < kMaxTransientTensors) return;
     const std::string module = name.subject ? *name.subject : std::string();
     const std::string costs = c.json_path.empty() ? "model" : c.json_path;
-    throw InputError(scenario_.model.file.empty() ? scenario_.file : scenario_.model.file,
+    throw InputError(scenario_.model->file.empty() ? scenario_.file : scenario_.model->file,
                      join_json_path(costs, field),
                      "module \"" + module + "\": " + std::to_string(transient_bytes) + " bytes at micro_batch " +
                          std::to_string(static_cast<std::int64_t>(b)) + " x seq_len " +
@@ -1056,18 +1056,15 @@ Plan plan_step(const Scenario& scenario) { return plan_with(scenario, *make_layo
 
 Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming) {
   constexpr std::size_t kLayouts = 16;
-  model_addresses(scenario.model, cache.addresses_);
   auto& layouts = cache.layouts_;
-  if (!layouts.empty() && layouts.front()->addresses != cache.addresses_) layouts.clear();  // another model
   auto it = std::find_if(layouts.begin(), layouts.end(), [&](const auto& l) {
-    return l->experts_wrapped == wraps_experts(scenario) &&
+    return l->model.address() == scenario.model.address() && l->experts_wrapped == wraps_experts(scenario) &&
            same_layout_inputs(l->wrap, l->checkpointing, l->checkpoint_every, scenario.fsdp.wrap,
                               scenario.training.checkpointing, scenario.training.checkpoint_every);
   });
   if (it == layouts.end()) {
     if (layouts.size() == kLayouts) layouts.erase(layouts.begin());
     layouts.push_back(make_layout(scenario));
-    layouts.back()->addresses = cache.addresses_;
     ++cache.layouts_built_;
   } else {
     std::rotate(it, it + 1, layouts.end());  // most recently used last

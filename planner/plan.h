@@ -31,10 +31,8 @@ enum class Naming { readable, none };
 // (the units, the forward program, which parameters each module uses), kept between plans:
 // a sweep plans thousands of points of one model, and this was a third of each plan. It
 // keeps one layout per wrap policy and checkpointing seen (the last 16).
-// A layout refers to the model's modules and parameters and is used only while their
-// addresses are the same; it does not compare the model's contents, so keep one cache per
-// model, or clear() it when another model may have taken the same addresses
-// (sim::AnalyticEvaluator keeps one per cost key, whose equal keys mean the same model).
+// A layout holds the parsed model it was built for (models::SharedModel) and serves only
+// scenarios holding that same model (the same parse, not an equal one).
 class PlanCache {
  public:
   PlanCache();
@@ -49,7 +47,6 @@ class PlanCache {
  private:
   friend Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming);
   std::vector<std::unique_ptr<Layout>> layouts_;  // most recently used last
-  std::vector<const void*> addresses_;  // scratch: the current model's
   std::size_t layouts_built_ = 0;
 };
 

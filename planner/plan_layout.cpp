@@ -32,13 +32,13 @@ void make_forward_program(const Scenario& sc, PlanCache::Layout& l) {
     auto it = map.find(m);
     return it == map.end() ? none : it->second;
   };
-  std::vector<std::string> types = block_types(sc.model, sc.fsdp.wrap);
+  std::vector<std::string> types = block_types(*sc.model, sc.fsdp.wrap);
   int block_index = 0;
   std::function<void(const Module&, int, int, bool)> walk = [&](const Module& m, int current_unit, int region,
                                                                  bool selective) {
     if (auto it = unit_of.find(&m); it != unit_of.end()) current_unit = it->second;
     for (int u : units_at(starts, &m)) l.forward.push_back({Event::pre, u, nullptr, -1});
-    if (&m != &sc.model.root && std::find(types.begin(), types.end(), m.type) != types.end()) {
+    if (&m != &sc.model->root && std::find(types.begin(), types.end(), m.type) != types.end()) {
       const int i = block_index++;
       const bool checkpointed = t.checkpointing == Checkpointing::full ||
                                 (t.checkpointing == Checkpointing::every_k && i % t.checkpoint_every == 0);
@@ -70,7 +70,7 @@ void make_forward_program(const Scenario& sc, PlanCache::Layout& l) {
     const std::vector<int>& ending = units_at(ends, &m);
     for (auto it = ending.rbegin(); it != ending.rend(); ++it) l.forward.push_back({Event::post, *it, nullptr, -1});
   };
-  walk(sc.model.root, 0, -1, false);
+  walk(sc.model->root, 0, -1, false);
   l.blocks = block_index;
   if (t.checkpointing != Checkpointing::none && block_index == 0)
     throw InputError(sc.file, "training.activation_checkpointing",
@@ -123,15 +123,6 @@ void index_parameters(PlanCache::Layout& l) {
 
 }  // namespace
 
-// The model's modules and parameters in pre-order, by address.
-void model_addresses(const models::Model& model, std::vector<const void*>& out) {
-  out.clear();
-  models::for_each_module(model.root, [&](const Module& m) {
-    out.push_back(&m);
-    for (const models::Parameter& p : m.params) out.push_back(&p);
-  });
-}
-
 // Whether a layout built for (wrap a, checkpointing a) serves (b): the fields each policy reads.
 bool same_layout_inputs(const WrapSpec& a, Checkpointing ca, int every_a, const WrapSpec& b, Checkpointing cb,
                         int every_b) {
@@ -154,7 +145,8 @@ std::unique_ptr<PlanCache::Layout> make_layout(const Scenario& scenario) {
   l->checkpointing = scenario.training.checkpointing;
   l->checkpoint_every = scenario.training.checkpoint_every;
   l->experts_wrapped = wraps_experts(scenario);
-  l->units = build_units(scenario.model, scenario.fsdp.wrap, scenario.file, l->experts_wrapped);
+  l->model = scenario.model;
+  l->units = build_units(*scenario.model, scenario.fsdp.wrap, scenario.file, l->experts_wrapped);
   make_forward_program(scenario, *l);
   index_parameters(*l);
   return l;

@@ -61,7 +61,7 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
   // without an optimizer (nothing steps).
   std::vector<OptimizerSubGroup> optimizer_sub_groups() const override {
     if (step_.training.optimizer == Optimizer::none) return {};
-    return deepspeed_sub_groups(step_.scenario.model, step_.fsdp.shard_group_size, ds_.sub_group_size);
+    return deepspeed_sub_groups(*step_.scenario.model, step_.fsdp.shard_group_size, ds_.sub_group_size);
   }
 
   // _post_step: the persistent parameters, released with all the others for the step

@@ -213,7 +213,7 @@ constexpr std::int64_t kDdpFirstBucketBytes = 1024 * 1024;  // torch.distributed
 struct Scenario {
   std::string file;  // for error messages and reports
   std::string name;
-  models::Model model;
+  models::SharedModel model;  // shared by the scenario's copies: read-only once parsed
   ClusterSpec cluster;
   TrainingSpec training;
   FsdpSpec fsdp;

@@ -413,7 +413,7 @@ void ScenarioTemplate::init(std::shared_ptr<const Scenario> base, ScenarioDocume
   }
   document_["cluster"] = inline_cluster;
   document_["model"] = stub_model();
-  models_[""] = std::shared_ptr<const models::Model>(base_, &base_->model);  // shares the base's
+  models_[""] = base_->model;  // the base's own
 }
 
 AxisContext ScenarioTemplate::context() const { return {base_->world_size(), base_->training.global_batch}; }
@@ -467,15 +467,15 @@ Scenario ScenarioTemplate::parse_point(const std::vector<std::string>& overrides
   return s;
 }
 
-models::Model ScenarioTemplate::model_for(const std::string& key, const std::vector<std::string>& model_overrides,
-                                          bool eager_import) const {
-  std::shared_ptr<const models::Model> m;
+models::SharedModel ScenarioTemplate::model_for(const std::string& key,
+                                                const std::vector<std::string>& model_overrides,
+                                                bool eager_import) const {
   {
     std::lock_guard<std::mutex> lock(models_mutex_);
     auto it = models_.find(key);
-    if (it != models_.end()) m = it->second;
+    if (it != models_.end()) return it->second;
   }
-  if (!m) {
+  {
     // As parse_scenario: a model= replacement first, then the model.* overrides inside it.
     nlohmann::json json = model_json_;
     std::string file = model_file_;
@@ -495,11 +495,10 @@ models::Model ScenarioTemplate::model_for(const std::string& key, const std::vec
     }
     for (const std::string& o : model_overrides)
       if (starts_with(o, "model.")) apply_override(json, o.substr(6), file);
-    auto parsed = std::make_shared<const models::Model>(models::parse_model(json, file));
+    models::SharedModel parsed = models::parse_model(json, file);
     std::lock_guard<std::mutex> lock(models_mutex_);
-    m = models_.emplace(key, parsed).first->second;
+    return models_.emplace(key, std::move(parsed)).first->second;  // another thread's, if it came first
   }
-  return *m;
 }
 
 Scenario ScenarioTemplate::instantiate(const std::vector<std::string>& overrides) const {
@@ -508,20 +507,6 @@ Scenario ScenarioTemplate::instantiate(const std::vector<std::string>& overrides
   Scenario s = parse_point(overrides, key, model_overrides);
   s.model = model_for(key, model_overrides, imports_for_eager_attention(s));
   return s;
-}
-
-const Scenario& ScenarioInstancer::make(const std::vector<std::string>& overrides) {
-  std::string key;
-  std::vector<std::string> model_overrides;
-  Scenario s = template_->parse_point(overrides, key, model_overrides);
-  if (key == model_key_) {
-    s.model = std::move(current_.model);
-  } else {
-    s.model = template_->model_for(key, model_overrides, imports_for_eager_attention(s));
-    model_key_ = key;
-  }
-  current_ = std::move(s);
-  return current_;
 }
 
 }  // namespace fsdpsim::planner

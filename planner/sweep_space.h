@@ -104,7 +104,7 @@ SweepFile load_sweep_file(const std::string& path);
 
 // The base scenario, read once. Points are instantiated from it in memory: the cluster,
 // GPU and calibration references are inlined, and the model is parsed once (once per
-// distinct set of `model.*` overrides) and moved from point to point.
+// distinct set of `model.*` overrides) and shared by the points.
 class ScenarioTemplate {
  public:
   // Loads `path` and everything it references, applying `overrides` (the base `--set`s).
@@ -125,11 +125,11 @@ class ScenarioTemplate {
   AxisContext context() const;
 
   // The base scenario with `overrides` applied, as parse_scenario(file, base + overrides)
-  // would give it. Copies the model (slow for big models): sweeps use ScenarioInstancer.
+  // would give it. Every scenario with the same model= and model.* overrides shares one
+  // parsed model (models::SharedModel): a sweep's points parse their model once.
   Scenario instantiate(const std::vector<std::string>& overrides) const;
 
  private:
-  friend class ScenarioInstancer;
   ScenarioTemplate() = default;
   void init(std::shared_ptr<const Scenario> base, ScenarioDocuments documents, const std::string& file,
             const std::vector<std::string>& overrides);
@@ -138,8 +138,8 @@ class ScenarioTemplate {
   Scenario parse_point(const std::vector<std::string>& overrides, std::string& model_key,
                        std::vector<std::string>& model_overrides) const;
   // `eager_import`: the point's training.attention is "eager" (an hf: model is imported for it).
-  models::Model model_for(const std::string& key, const std::vector<std::string>& model_overrides,
-                          bool eager_import) const;
+  models::SharedModel model_for(const std::string& key, const std::vector<std::string>& model_overrides,
+                                bool eager_import) const;
 
   std::string file_;
   std::vector<std::string> base_overrides_;
@@ -153,21 +153,7 @@ class ScenarioTemplate {
   std::string calibration_file_;
   const nlohmann::json* gpu_catalog_ = nullptr;  // scenarios/hardware/gpus.json (gpu_catalog()), for cluster.gpu overrides
   mutable std::mutex models_mutex_;
-  mutable std::map<std::string, std::shared_ptr<const models::Model>> models_;  // model.* overrides -> model
-};
-
-// Instantiates points for one thread, keeping one copy of the model and moving it from
-// point to point (a Llama-3.1-8B model takes ~0.4 ms to copy and ~4 ms to parse).
-class ScenarioInstancer {
- public:
-  explicit ScenarioInstancer(std::shared_ptr<const ScenarioTemplate> t) : template_(std::move(t)) {}
-  // The point's scenario, valid until the next call. Throws InputError when the point is invalid.
-  const Scenario& make(const std::vector<std::string>& overrides);
-
- private:
-  std::shared_ptr<const ScenarioTemplate> template_;
-  Scenario current_;
-  std::string model_key_ = "\x01";  // not a key: no model held yet
+  mutable std::map<std::string, models::SharedModel> models_;  // model.* overrides -> model
 };
 
 // "file: path: expected" -> "path: expected" (a sweep's skip reasons name the base file once).

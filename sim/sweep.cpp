@@ -71,19 +71,18 @@ class AnalyticEvaluator : public Evaluator {
     }
     PerCostKey& k = *it->second;
     // A point keeps only figures: plan without the ops' readable names.
-    return evaluate_with(scenario, planner::plan_step(scenario, k.plans, planner::Naming::none), k.cost, &k.collectives,
+    return evaluate_with(scenario, planner::plan_step(scenario, plans_, planner::Naming::none), k.cost, &k.collectives,
                          untimed_past_headroom_);
   }
   std::string name() const override { return "analytic"; }
 
  private:
   // What points with one cost key share: equal keys mean the same model, cluster and
-  // calibration (sweep.h), so the same cost model, NCCL estimates and planner layouts.
+  // calibration (sweep.h), so the same cost model and NCCL estimates.
   struct PerCostKey {
     explicit PerCostKey(const planner::Scenario& scenario) : cost(scenario) {}
     planner::CostModel cost;
     planner::CollectiveMemo collectives;
-    planner::PlanCache plans;
   };
 
   static PointMetrics evaluate_with(const planner::Scenario& scenario, const planner::Plan& plan,
@@ -103,6 +102,7 @@ class AnalyticEvaluator : public Evaluator {
 
   std::optional<double> untimed_past_headroom_;
   std::map<std::string, std::unique_ptr<PerCostKey>> costs_;
+  planner::PlanCache plans_;  // layouts per model (shared by the points' scenarios), wrap and checkpointing
 };
 
 std::string fixed(double v, int digits) {
@@ -456,9 +456,9 @@ void judge_fit(PointResult& p, double headroom_bytes) {
 
 // Evaluates a point (p.overrides): its metrics, or why it was skipped (bad input) or failed.
 // The fit is left to judge_fit.
-void evaluate_point(PointResult& p, planner::ScenarioInstancer& instancer, Evaluator& evaluator) {
+void evaluate_point(PointResult& p, const planner::ScenarioTemplate& base, Evaluator& evaluator) {
   try {
-    const planner::Scenario& s = instancer.make(p.overrides);
+    const planner::Scenario s = base.instantiate(p.overrides);
     p.metrics = evaluator.evaluate(s, cost_key_of(p.overrides));
     p.status = PointStatus::ok;
   } catch (const InputError& e) {
@@ -518,7 +518,6 @@ SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, con
   std::exception_ptr error;
   auto worker = [&] {
     try {
-      planner::ScenarioInstancer instancer(base);
       std::unique_ptr<Evaluator> evaluator = options.evaluator ? options.evaluator() : make_analytic_evaluator();
       while (const std::optional<std::size_t> k = queue.claim()) {
         PointResult p = unevaluated_point(space, shard.point(*k));
@@ -528,7 +527,7 @@ SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, con
           p.reason = known->reason;
           p.metrics = known->metrics;
         } else {
-          evaluate_point(p, instancer, *evaluator);
+          evaluate_point(p, *base, *evaluator);
         }
         if (p.status == PointStatus::ok) judge_fit(p, options.headroom_bytes);
         queue.finish(std::move(p), emit);
@@ -739,7 +738,6 @@ SweepCost estimate_sweep_cost(std::shared_ptr<const planner::ScenarioTemplate> b
   double grown = 0, sampled_keys = 0;
   auto sampled_points = std::make_shared<std::map<std::size_t, PointResult>>();
   if (c.points > 0) {
-    planner::ScenarioInstancer instancer(base);
     std::unique_ptr<Evaluator> evaluator = options.evaluator ? options.evaluator() : make_analytic_evaluator();
     std::set<std::string> seen_keys;
     const std::size_t most = std::min<std::size_t>(c.points, 64);
@@ -749,7 +747,7 @@ SweepCost estimate_sweep_cost(std::shared_ptr<const planner::ScenarioTemplate> b
       const std::size_t i = static_cast<std::size_t>(static_cast<double>(k) * static_cast<double>(c.points) / most);
       // A skipped or failed point costs what it costs: timed as well.
       PointResult p = unevaluated_point(space, i);
-      evaluate_point(p, instancer, *evaluator);
+      evaluate_point(p, *base, *evaluator);
       if (p.status == PointStatus::ok) seen_keys.insert(cost_key_of(p.overrides));
       (*sampled_points)[i] = std::move(p);
       ++c.sampled;

@@ -11,7 +11,7 @@
 //
 // Determinism: points reach the ranking in point order whatever thread finished them, and every
 // ordering breaks ties by index, so the output is the same for any number of threads. Each
-// worker owns its evaluator (and its caches) and a ScenarioInstancer (its copy of the model).
+// worker owns its evaluator (and its caches); the points share the template's parsed models.
 #pragma once
 
 #include <atomic>
@@ -60,8 +60,8 @@ class Evaluator {
 using EvaluatorFactory = std::function<std::unique_ptr<Evaluator>()>;
 
 // plan_step + replay_memory + the analytic engine: what sim::estimate_step computes
-// (without the timed memory timeline), with the cost model, its NCCL estimates and the
-// planner's layouts (planner::PlanCache) cached per cost_key.
+// (without the timed memory timeline), with the cost model and its NCCL estimates cached per
+// cost_key, and the planner's layouts (planner::PlanCache) per model, wrap and checkpointing.
 std::unique_ptr<Evaluator> make_analytic_evaluator();
 // The same, but a point that does not fit with `headroom_bytes` to spare (as the sweep judges
 // the fit) is not timed: its memory figures and units only, every timing figure 0. For searches

@@ -348,7 +348,7 @@ std::string partition_text(const Partition& p) {
 SeparableModel SeparableModel::build(const planner::Scenario& scenario, WrapObjective objective) {
   SeparableModel m;
   m.objective_ = objective;
-  const models::Model& model = scenario.model;
+  const models::Model& model = *scenario.model;
   // The separable terms below see one unit ahead (the triples p, q, r); deeper prefetch keeps
   // more units' all-gather outputs alive than they count, so the search would pass plans
   // that do not fit.

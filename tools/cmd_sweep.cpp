@@ -423,7 +423,7 @@ std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplat
   std::ostringstream out;
   const planner::Scenario& sc = base.base();
   const double gpu = sc.cluster.gpu.memory_bytes;
-  out << "Sweep of " << sc.model.name << " (" << fixed(sc.model.parameter_count() / 1e9, 2) << "B params) on "
+  out << "Sweep of " << sc.model->name << " (" << fixed(sc.model->parameter_count() / 1e9, 2) << "B params) on "
       << sc.world_size() << " x " << sc.cluster.gpu.name << " (" << sc.cluster.nodes << " x " << sc.cluster.gpus_per_node
       << "): " << r.total << " point" << (r.total == 1 ? "" : "s") << " over " << r.space.axes.size()
       << " ax" << (r.space.axes.size() == 1 ? "is" : "es") << "\n";
@@ -610,7 +610,7 @@ void run_wrap_search(const SweepOptionsCli& o, const std::string& scenario_file,
     return;
   }
   std::ostringstream out;
-  out << "Wrapping search for " << sc.model.name << " on " << sc.world_size() << " x " << sc.cluster.gpu.name << ": "
+  out << "Wrapping search for " << sc.model->name << " on " << sc.world_size() << " x " << sc.cluster.gpu.name << ": "
       << r.blocks.size() << " blocks (" << r.blocks.front() << " ... " << r.blocks.back() << "), objective "
       << sim::to_string(w.objective) << ", fits: device peak + " << gib(headroom_bytes) << " <= "
       << gib(sc.cluster.gpu.memory_bytes) << "\n";

@@ -51,9 +51,9 @@ std::string scenario_summary(const planner::Scenario& sc, const planner::Plan& p
   const auto& t = sc.training;
   const auto& f = sc.fsdp;
   std::ostringstream out;
-  out << sc.model.name << " (" << std::fixed;
+  out << sc.model->name << " (" << std::fixed;
   out.precision(2);
-  out << sc.model.parameter_count() / 1e9 << "B params) on " << sc.world_size() << " x " << sc.cluster.gpu.name << " ("
+  out << sc.model->parameter_count() / 1e9 << "B params) on " << sc.world_size() << " x " << sc.cluster.gpu.name << " ("
       << sc.cluster.nodes << " node" << (sc.cluster.nodes > 1 ? "s" : "") << " x " << sc.cluster.gpus_per_node << ")\n";
   out << "FSDP" << f.version << " " << planner::strategy_name(f.strategy) << ", shard group " << f.shard_group_size
       << ", wrap " << wrap_text(f.wrap) << " (" << planner::units_with_parameters(plan.units) << " units)"
@@ -150,7 +150,7 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
   const auto& m = e.memory;
   nlohmann::json j;
   j["scenario"] = sc.file;
-  j["model"] = {{"name", sc.model.name}, {"parameters", sc.model.parameter_count()}};
+  j["model"] = {{"name", sc.model->name}, {"parameters", sc.model->parameter_count()}};
   j["world_size"] = sc.world_size();
   j["unit_count"] = planner::units_with_parameters(e.plan.units);
   j["warnings"] = estimate_warnings(e);

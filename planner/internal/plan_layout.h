@@ -14,9 +14,9 @@
 namespace fsdpsim::planner {
 
 struct PlanCache::Layout {
-  // What it was built for: the addresses of the model's modules and parameters in pre-order
-  // (the pointers below are valid while these are the model's), the wrap and checkpointing.
-  std::vector<const void*> addresses;
+  // What it was built for: the model (held, so the pointers below into it stay valid), the
+  // wrap and checkpointing.
+  models::SharedModel model;
   WrapSpec wrap;
   Checkpointing checkpointing = Checkpointing::none;
   int checkpoint_every = 1;
@@ -52,9 +52,6 @@ struct PlanCache::Layout {
 // Builds the layout of the scenario's model, wrap and checkpointing; throws InputError for a
 // wrap or checkpointing the model cannot have.
 std::unique_ptr<PlanCache::Layout> make_layout(const Scenario& scenario);
-
-// The model's modules and parameters in pre-order, by address (what a layout was built for).
-void model_addresses(const models::Model& model, std::vector<const void*>& out);
 
 // Whether a layout built for (wrap a, checkpointing a) serves (b): the fields each policy reads.
 bool same_layout_inputs(const WrapSpec& a, Checkpointing ca, int every_a, const WrapSpec& b, Checkpointing cb,

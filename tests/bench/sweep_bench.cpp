@@ -107,15 +107,14 @@ using Base = std::shared_ptr<const planner::ScenarioTemplate> (*)();
 const std::vector<std::string> kPoint = {"fsdp.strategy=FULL_SHARD", "training.activation_checkpointing=full"};
 
 void BM_Point_Instantiate(benchmark::State& state, Base base) {
-  planner::ScenarioInstancer inst(base());
-  for (auto _ : state) benchmark::DoNotOptimize(inst.make(kPoint).world_size());
+  const auto t = base();
+  for (auto _ : state) benchmark::DoNotOptimize(t->instantiate(kPoint).world_size());
 }
 BENCHMARK_CAPTURE(BM_Point_Instantiate, Llama8B_64Gpus, llama8b_on_64)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Point_Instantiate, Llama405B_1024Gpus, llama405b_on_1024)->Unit(benchmark::kMicrosecond);
 
 void BM_Point_Plan(benchmark::State& state, Base base) {
-  planner::ScenarioInstancer inst(base());
-  const planner::Scenario& s = inst.make(kPoint);
+  const planner::Scenario s = base()->instantiate(kPoint);
   std::size_t ops = 0;
   for (auto _ : state) {
     planner::Plan p = planner::plan_step(s);
@@ -129,8 +128,7 @@ BENCHMARK_CAPTURE(BM_Point_Plan, Llama405B_1024Gpus, llama405b_on_1024)->Unit(be
 
 // As a sweep plans: the per-model layout cached, no readable names.
 void BM_Point_PlanForSweep(benchmark::State& state, Base base) {
-  planner::ScenarioInstancer inst(base());
-  const planner::Scenario& s = inst.make(kPoint);
+  const planner::Scenario s = base()->instantiate(kPoint);
   planner::PlanCache cache;
   for (auto _ : state) {
     planner::Plan p = planner::plan_step(s, cache, planner::Naming::none);
@@ -141,8 +139,7 @@ BENCHMARK_CAPTURE(BM_Point_PlanForSweep, Llama8B_64Gpus, llama8b_on_64)->Unit(be
 BENCHMARK_CAPTURE(BM_Point_PlanForSweep, Llama405B_1024Gpus, llama405b_on_1024)->Unit(benchmark::kMicrosecond);
 
 void BM_Point_MemoryReplay(benchmark::State& state, Base base) {
-  planner::ScenarioInstancer inst(base());
-  const planner::Scenario& s = inst.make(kPoint);
+  const planner::Scenario s = base()->instantiate(kPoint);
   const planner::Plan p = planner::plan_step(s);
   for (auto _ : state) benchmark::DoNotOptimize(planner::replay_memory(p.schedule, 79e9).peak_reserved_bytes);
 }
@@ -150,8 +147,7 @@ BENCHMARK_CAPTURE(BM_Point_MemoryReplay, Llama8B_64Gpus, llama8b_on_64)->Unit(be
 BENCHMARK_CAPTURE(BM_Point_MemoryReplay, Llama405B_1024Gpus, llama405b_on_1024)->Unit(benchmark::kMicrosecond);
 
 void BM_Point_CostModel(benchmark::State& state, Base base) {
-  planner::ScenarioInstancer inst(base());
-  const planner::Scenario& s = inst.make(kPoint);
+  const planner::Scenario s = base()->instantiate(kPoint);
   for (auto _ : state) {
     planner::CostModel cost(s);
     benchmark::DoNotOptimize(cost.peak_flops());
@@ -161,8 +157,7 @@ BENCHMARK_CAPTURE(BM_Point_CostModel, Llama8B_64Gpus, llama8b_on_64)->Unit(bench
 BENCHMARK_CAPTURE(BM_Point_CostModel, Llama405B_1024Gpus, llama405b_on_1024)->Unit(benchmark::kMicrosecond);
 
 void BM_Point_Engine(benchmark::State& state, Base base) {
-  planner::ScenarioInstancer inst(base());
-  const planner::Scenario& s = inst.make(kPoint);
+  const planner::Scenario s = base()->instantiate(kPoint);
   const planner::Plan p = planner::plan_step(s);
   const planner::CostModel cost(s);
   for (auto _ : state) benchmark::DoNotOptimize(sim::time_step(p.schedule, cost).step_seconds);
@@ -171,10 +166,10 @@ BENCHMARK_CAPTURE(BM_Point_Engine, Llama8B_64Gpus, llama8b_on_64)->Unit(benchmar
 BENCHMARK_CAPTURE(BM_Point_Engine, Llama405B_1024Gpus, llama405b_on_1024)->Unit(benchmark::kMicrosecond);
 
 void BM_Point_Full(benchmark::State& state, Base base) {
-  planner::ScenarioInstancer inst(base());
+  const auto t = base();
   auto ev = sim::make_analytic_evaluator();
   const std::string key = sim::cost_key_of(kPoint);
-  for (auto _ : state) benchmark::DoNotOptimize(ev->evaluate(inst.make(kPoint), key).step_seconds);
+  for (auto _ : state) benchmark::DoNotOptimize(ev->evaluate(t->instantiate(kPoint), key).step_seconds);
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK_CAPTURE(BM_Point_Full, Llama8B_64Gpus, llama8b_on_64)->Unit(benchmark::kMicrosecond);

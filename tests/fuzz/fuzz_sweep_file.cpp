@@ -22,12 +22,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const planner::SweepSpace space = planner::make_space(f.axes, base->context());
     const std::size_t n = space.size();
     if (n == 0) return;
-    planner::ScenarioInstancer instancer(base);
     for (std::size_t i : {std::size_t{0}, n - 1}) {
       const std::vector<int> choice = space.choice(i);
       (void)space.label(choice);
       try {
-        (void)instancer.make(space.overrides(choice));
+        (void)base->instantiate(space.overrides(choice));
       } catch (const InputError&) {
         // An invalid combination: the sweep skips the point.
       }

@@ -57,7 +57,7 @@ TEST(TrainingSizes, GradAccumIsBlamedOnItself) {
 // Item 13: a model of one layer is valid; its block is the block ("repeat": 1).
 TEST(OneLayerModel, ItsBlockIsWrappedAndPlanned) {
   const Scenario s = parse_scenario(scenario_of(testing::block_model(1, {64, 64}, 16.0)), "s.json");
-  EXPECT_EQ(block_types(s.model, s.fsdp.wrap), std::vector<std::string>{"Block"});
+  EXPECT_EQ(block_types(*s.model, s.fsdp.wrap), std::vector<std::string>{"Block"});
   const Plan plan = plan_step(s);
   ASSERT_EQ(plan.units.size(), 2u);  // the root and the one block
   EXPECT_EQ(plan.units[1].params.size(), 1u);

@@ -363,7 +363,7 @@ TEST(WrapPolicy, ExplicitGroupsOfSiblingsFormOneUnitEach) {
   nlohmann::json s = comparison_scenario();
   s["fsdp"]["wrap"] = {{"policy", "modules"}, {"modules", {{"blocks.0", "blocks.1"}, "blocks.2"}}};
   Scenario sc = parse_scenario(s, "test.json");
-  std::vector<Unit> units = build_units(sc.model, sc.fsdp.wrap, sc.file);
+  std::vector<Unit> units = build_units(*sc.model, sc.fsdp.wrap, sc.file);
   ASSERT_EQ(units.size(), 3u);  // root, {0,1}, {2}
   EXPECT_EQ(units[1].modules.size(), 2u);
   EXPECT_EQ(units[1].numel(), 2 * 1024 * 2048);
@@ -372,7 +372,7 @@ TEST(WrapPolicy, ExplicitGroupsOfSiblingsFormOneUnitEach) {
   s["fsdp"]["wrap"]["modules"] = nlohmann::json::array({nlohmann::json::array({"blocks.0", "embed"})});
   try {
     Scenario bad = parse_scenario(s, "test.json");
-    build_units(bad.model, bad.fsdp.wrap, bad.file);
+    build_units(*bad.model, bad.fsdp.wrap, bad.file);
     FAIL() << "non-siblings accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("siblings"), std::string::npos) << e.what();

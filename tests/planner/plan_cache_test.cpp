@@ -107,5 +107,25 @@ TEST(PlanCache, AnotherModelIsReplannedFromScratch) {
   EXPECT_EQ(a.units.size(), 13u);  // the root and 12 blocks
 }
 
+// A layout serves the scenarios that hold its parse of the model (a scenario's copies share
+// it: models::SharedModel), whatever other models were planned in between; an equal model
+// parsed again is another model. Counted by layouts_built: a mutant that matched any model
+// would plan the bigger model with the small one's units (checked by the dumps).
+TEST(PlanCache, LayoutsAreKeptPerModelParse) {
+  PlanCache cache;
+  const Scenario small = gpt2();
+  const Scenario bigger = gpt2({"model=models/gpt2-medium.json"});
+  const Scenario small_copy = small;  // shares small's model
+  EXPECT_EQ(small_copy.model.address(), small.model.address());
+  const Scenario small_again = gpt2();  // parsed again: an equal model, not the same
+  EXPECT_NE(small_again.model.address(), small.model.address());
+  plan_step(small, cache);
+  EXPECT_EQ(dump(plan_step(bigger, cache)), dump(plan_step(bigger)));
+  EXPECT_EQ(dump(plan_step(small_copy, cache)), dump(plan_step(small)));
+  EXPECT_EQ(cache.layouts_built(), 2u);  // small's layout was kept beside bigger's
+  EXPECT_EQ(dump(plan_step(small_again, cache)), dump(plan_step(small)));
+  EXPECT_EQ(cache.layouts_built(), 3u);
+}
+
 }  // namespace
 }  // namespace fsdpsim::planner

@@ -17,8 +17,8 @@ TEST(ScenarioOverrides, SetModelReplacesTheModelReference) {
   const Scenario gpt2 = load_scenario(kScenario, {"model=models/gpt2.json"});
   // Published counts: Llama-3.1-8B 8,030,261,248 parameters; GPT-2 small 124,439,808
   // (HF gpt2, tied embeddings counted once).
-  EXPECT_EQ(base.model.parameter_count(), 8030261248);
-  EXPECT_EQ(gpt2.model.parameter_count(), 124439808);
+  EXPECT_EQ(base.model->parameter_count(), 8030261248);
+  EXPECT_EQ(gpt2.model->parameter_count(), 124439808);
 }
 
 TEST(ScenarioOverrides, SetClusterReplacesTheClusterAndFieldOverridesStillApplyInsideIt) {
@@ -44,7 +44,7 @@ TEST(ScenarioOverrides, SetCalibrationFieldReachesTheCostModel) {
 // Llama-3.2-1B has 32 heads, so the block's b*s^2 coefficient is 6 x 32 = 192.
 TEST(ScenarioOverrides, AnHfModelIsImportedForTheScenariosAttention) {
   auto quadratic = [](const Scenario& s) {
-    const models::Module* block = s.model.find_module("model.layers.0");
+    const models::Module* block = s.model->find_module("model.layers.0");
     EXPECT_TRUE(block && block->costs);
     double coefficient = 0;
     for (const models::Polynomial::Term& t : block->costs->saved_activation_bytes.terms)

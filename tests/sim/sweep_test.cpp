@@ -166,16 +166,15 @@ TEST(SweepPoints, TemplateMatchesParseScenarioAndEstimate) {
       {"model.name=renamed", "model=models/gpt2-medium.json"},
       {"cluster.nodes=4", "cluster=scenarios/clusters/dgx-a100.json"},
   };
-  planner::ScenarioInstancer inst(t);
   auto evaluator = make_analytic_evaluator();
   for (const auto& o : points) {
     const planner::Scenario want = parsed_point({"cluster.nodes=2"}, o);
-    const planner::Scenario& got = inst.make(o);
+    const planner::Scenario& got = t->instantiate(o);
     EXPECT_EQ(got.world_size(), want.world_size());
     EXPECT_EQ(got.cluster.gpu.name, want.cluster.gpu.name);
     EXPECT_EQ(got.cluster.gpu.memory_bytes, want.cluster.gpu.memory_bytes);
-    EXPECT_EQ(got.model.name, want.model.name);
-    EXPECT_EQ(got.model.parameter_count(), want.model.parameter_count());
+    EXPECT_EQ(got.model->name, want.model->name);
+    EXPECT_EQ(got.model->parameter_count(), want.model->parameter_count());
     EXPECT_EQ(got.training.grad_accum, want.training.grad_accum);
     EXPECT_EQ(got.fsdp.shard_group_size, want.fsdp.shard_group_size);
     EXPECT_EQ(got.fsdp.reshard_after_forward, want.fsdp.reshard_after_forward);
@@ -203,11 +202,10 @@ TEST(SweepPoints, SharedCollectiveEstimatesKeepEachPointExact) {
       {"fsdp.wrap={\"policy\":\"every_k_blocks\",\"every\":2}"},  // another cost key (fsdp.wrap)
       {"fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=2"},
   };
-  planner::ScenarioInstancer inst(t);
   auto evaluator = make_analytic_evaluator();
   for (const auto& o : points) {
     const planner::Scenario want = parsed_point({"cluster.nodes=2"}, o);
-    const PointMetrics a = evaluator->evaluate(inst.make(o), cost_key_of(o));
+    const PointMetrics a = evaluator->evaluate(t->instantiate(o), cost_key_of(o));
     const PointMetrics b = metrics_of(want);
     EXPECT_EQ(a.step_seconds, b.step_seconds) << testing::PrintToString(o);
     EXPECT_EQ(a.exposed_comm_seconds, b.exposed_comm_seconds) << testing::PrintToString(o);
@@ -222,12 +220,11 @@ TEST(SweepPoints, BlockTypesAreInTheCostKey) {
       {"fsdp.wrap={\"policy\":\"root\"}"},
       {"fsdp.wrap={\"policy\":\"root\",\"block_types\":[\"NoSuchType\"]}"},
   };
-  planner::ScenarioInstancer inst(t);
   auto evaluator = make_analytic_evaluator();
   std::vector<double> steps;
   for (const auto& o : points) {
     const planner::Scenario want = parsed_point({"cluster.nodes=2", "training.torch_compile=false"}, o);
-    const PointMetrics a = evaluator->evaluate(inst.make(o), cost_key_of(o));
+    const PointMetrics a = evaluator->evaluate(t->instantiate(o), cost_key_of(o));
     EXPECT_EQ(a.step_seconds, metrics_of(want).step_seconds) << o[0];
     steps.push_back(a.step_seconds);
   }
@@ -245,12 +242,11 @@ TEST(SweepPoints, OptimizerKernelIsInTheCostKey) {
       {"training.optimizer_kernel=fused"},
       {"training.optimizer_kernel=fused", "training.optimizer=sgd_momentum"},
   };
-  planner::ScenarioInstancer inst(t);
   auto evaluator = make_analytic_evaluator();
   std::vector<double> steps;
   for (const auto& o : points) {
     const planner::Scenario want = parsed_point(base, o);
-    const PointMetrics a = evaluator->evaluate(inst.make(o), cost_key_of(o));
+    const PointMetrics a = evaluator->evaluate(t->instantiate(o), cost_key_of(o));
     EXPECT_EQ(a.step_seconds, metrics_of(want).step_seconds) << o.back();
     steps.push_back(a.step_seconds);
   }
@@ -265,13 +261,12 @@ TEST(SweepPoints, MemoryFirstTimesOnlyThePointsThatFit) {
   auto t = gpt2_template();
   const planner::SweepSpace space = space_of(*t, {"fsdp.strategy=FULL_SHARD,NO_SHARD", "training.micro_batch=1,4",
                                                   "training.activation_checkpointing=none,full"});
-  planner::ScenarioInstancer instancer(t);
   auto full = make_analytic_evaluator();
   std::vector<PointMetrics> timed;
   std::vector<double> peaks;
   for (std::size_t i = 0; i < space.size(); ++i) {
     const std::vector<std::string> o = space.overrides(space.choice(i));
-    timed.push_back(full->evaluate(instancer.make(o), cost_key_of(o)));
+    timed.push_back(full->evaluate(t->instantiate(o), cost_key_of(o)));
     peaks.push_back(timed.back().device_peak_bytes);
   }
   // A headroom that leaves the GPU room for the smaller half of the points.
@@ -283,7 +278,7 @@ TEST(SweepPoints, MemoryFirstTimesOnlyThePointsThatFit) {
   for (std::size_t i = 0; i < space.size(); ++i) {
     SCOPED_TRACE(i);
     const std::vector<std::string> o = space.overrides(space.choice(i));
-    const PointMetrics m = memory_first->evaluate(instancer.make(o), cost_key_of(o));
+    const PointMetrics m = memory_first->evaluate(t->instantiate(o), cost_key_of(o));
     const PointMetrics& x = timed[i];
     EXPECT_EQ(m.peak_allocated_bytes, x.peak_allocated_bytes);
     EXPECT_EQ(m.peak_reserved_bytes, x.peak_reserved_bytes);
@@ -312,13 +307,12 @@ TEST(SweepPoints, BaseOverridesThatReplaceReferences) {
   const std::vector<std::string> base = {"model=models/gpt2-medium.json", "cluster=scenarios/clusters/dgx-a100.json",
                                          "cluster.nodes=2", "calibration.pcie_gbps=7"};
   auto t = planner::ScenarioTemplate::from_json(gpt2_scenario(), kScenarioFile, base);
-  planner::ScenarioInstancer inst(t);
   auto evaluator = make_analytic_evaluator();
   for (const std::vector<std::string>& o : std::vector<std::vector<std::string>>{{}, {"fsdp.cpu_offload=true"}}) {
     const planner::Scenario want = parsed_point(base, o);
-    const planner::Scenario& got = inst.make(o);
-    EXPECT_EQ(got.model.name, want.model.name);
-    EXPECT_EQ(got.model.parameter_count(), want.model.parameter_count());
+    const planner::Scenario& got = t->instantiate(o);
+    EXPECT_EQ(got.model->name, want.model->name);
+    EXPECT_EQ(got.model->parameter_count(), want.model->parameter_count());
     EXPECT_EQ(got.cluster.gpu.name, want.cluster.gpu.name);
     EXPECT_EQ(got.world_size(), want.world_size());
     const PointMetrics a = evaluator->evaluate(got, cost_key_of(o));
@@ -326,7 +320,7 @@ TEST(SweepPoints, BaseOverridesThatReplaceReferences) {
     EXPECT_EQ(a.step_seconds, b.step_seconds);  // offload's host copies run at the overridden PCIe rate
     EXPECT_EQ(a.peak_reserved_bytes, b.peak_reserved_bytes);
   }
-  EXPECT_EQ(inst.make({}).cluster.gpu.name.rfind("A100", 0), 0u);
+  EXPECT_EQ(t->instantiate({}).cluster.gpu.name.rfind("A100", 0), 0u);
 }
 
 // An hf: model is imported for the scenario's training.attention (eager attention costs the
@@ -343,7 +337,6 @@ TEST(SweepPoints, AnHfModelIsImportedForEachPointsAttention) {
         {"training", {{"global_batch", 8}, {"micro_batch", 1}, {"seq_len", 2048}, {"attention", base_attention}}}};
     const std::vector<std::string> base = {"model.name=renamed"};
     auto t = planner::ScenarioTemplate::from_json(scenario, kScenarioFile, base);
-    planner::ScenarioInstancer inst(t);
     auto evaluator = make_analytic_evaluator();
     std::int64_t eager_bytes = 0, flash_bytes = 0;
     for (const std::vector<std::string>& o : std::vector<std::vector<std::string>>{
@@ -351,8 +344,8 @@ TEST(SweepPoints, AnHfModelIsImportedForEachPointsAttention) {
       std::vector<std::string> all = base;
       all.insert(all.end(), o.begin(), o.end());
       const planner::Scenario want = planner::parse_scenario(scenario, kScenarioFile, all);
-      const planner::Scenario& got = inst.make(o);
-      EXPECT_EQ(got.model.name, "renamed");
+      const planner::Scenario& got = t->instantiate(o);
+      EXPECT_EQ(got.model->name, "renamed");
       const PointMetrics a = evaluator->evaluate(got, cost_key_of(o));
       const PointMetrics b = metrics_of(want);
       EXPECT_EQ(a.peak_allocated_bytes, b.peak_allocated_bytes);
@@ -376,18 +369,17 @@ TEST(SweepPoints, TemplateFromAParsedScenarioSharesItAndGivesTheSamePoints) {
   auto shared = planner::ScenarioTemplate::from_parsed(parsed, std::move(documents), kScenarioFile, base);
   auto own = planner::ScenarioTemplate::from_json(gpt2_scenario(), kScenarioFile, base);
   EXPECT_EQ(&shared->base(), parsed.get());
-  EXPECT_EQ(shared->base().model.name, "renamed");
-  planner::ScenarioInstancer a(shared), b(own);
-  // One evaluator per instancer: an evaluator keeps plan layouts per cost key, for one model (sim/sweep.h).
+  EXPECT_EQ(shared->base().model->name, "renamed");
+    // One evaluator per instancer: an evaluator keeps plan layouts per cost key, for one model (sim/sweep.h).
   auto evaluator_a = make_analytic_evaluator(), evaluator_b = make_analytic_evaluator();
   for (const std::vector<std::string>& o : std::vector<std::vector<std::string>>{
            {}, {"fsdp.cpu_offload=true"}, {"cluster.nodes=4"}, {"model.name=again"}, {"training.micro_batch=2"}}) {
-    const planner::Scenario& x = a.make(o);
+    const planner::Scenario& x = shared->instantiate(o);
     const PointMetrics mx = evaluator_a->evaluate(x, cost_key_of(o));
-    const std::string name = x.model.name, calibration_file = x.calibration_file;
-    const planner::Scenario& y = b.make(o);
+    const std::string name = x.model->name, calibration_file = x.calibration_file;
+    const planner::Scenario& y = own->instantiate(o);
     const PointMetrics my = evaluator_b->evaluate(y, cost_key_of(o));
-    EXPECT_EQ(name, y.model.name);
+    EXPECT_EQ(name, y.model->name);
     EXPECT_EQ(calibration_file, y.calibration_file);
     EXPECT_EQ(mx.step_seconds, my.step_seconds);
     EXPECT_EQ(mx.peak_reserved_bytes, my.peak_reserved_bytes);
@@ -397,11 +389,10 @@ TEST(SweepPoints, TemplateFromAParsedScenarioSharesItAndGivesTheSamePoints) {
 
 TEST(SweepPoints, ModelOverridesParseTheirOwnModel) {
   auto t = gpt2_template();
-  planner::ScenarioInstancer inst(t);
-  EXPECT_EQ(inst.make({}).model.name, t->base().model.name);
-  EXPECT_EQ(inst.make({"model.name=renamed"}).model.name, "renamed");
-  EXPECT_EQ(inst.make({}).model.name, t->base().model.name);
-  EXPECT_EQ(inst.make({}).model.parameter_count(), t->base().model.parameter_count());
+  EXPECT_EQ(t->instantiate({}).model->name, t->base().model->name);
+  EXPECT_EQ(t->instantiate({"model.name=renamed"}).model->name, "renamed");
+  EXPECT_EQ(t->instantiate({}).model->name, t->base().model->name);
+  EXPECT_EQ(t->instantiate({}).model->parameter_count(), t->base().model->parameter_count());
 }
 
 TEST(SweepPoints, InvalidCombinationsAreSkippedWithTheReason) {

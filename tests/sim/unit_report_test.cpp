@@ -79,7 +79,7 @@ TEST(UnitReport, RowsAddUpToTheStepsTotals) {
     SCOPED_TRACE(label);
     const Estimate e = estimate_step(planner::load_scenario(kScenario, sets));
     const UnitReport r = unit_report(e);
-    EXPECT_EQ(sum_of(r, &UnitRow::parameters), planner::load_scenario(kScenario, sets).model.parameter_count());
+    EXPECT_EQ(sum_of(r, &UnitRow::parameters), planner::load_scenario(kScenario, sets).model->parameter_count());
     // Persistent state at the start of the step, allocation by allocation in the replay: on the
     // GPU, or in host memory when offloaded (fsdp.cpu_offload); besides the units' state, only
     // PyTorch's two cuBLAS workspaces (32 MiB each on the scenario's H100s), which no unit owns.
