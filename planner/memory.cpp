@@ -37,15 +37,11 @@ std::int64_t CachingAllocatorModel::expandable_address_space(bool small) {
   return kExpandableAddressSpace / page * page;
 }
 
-CachingAllocatorModel::FreeList& CachingAllocatorModel::free_list(int stream, bool small) {
-  const std::size_t i = 2 * static_cast<std::size_t>(stream) + (small ? 1 : 0);
-  if (i >= free_lists_.size()) free_lists_.resize(i + 1);
-  return free_lists_[i];
-}
+void CachingAllocatorModel::grow_free_lists(std::size_t lists) { free_lists_.resize(lists); }
 
 CachingAllocatorModel::FreeEntry CachingAllocatorModel::free_entry(int block) const {
   const Block& b = blocks_[block];
-  return {b.size, b.segment, b.offset, block};
+  return {b.size, b.offset, b.segment, block};
 }
 
 // Unmapped blocks are free but in no list: only mapped memory can be handed out as it is.
@@ -74,9 +70,10 @@ void CachingAllocatorModel::mark_used(int block) {
 
 // get_free_block: best fit, the smallest free block of the stream's pool that is large
 // enough (among equal sizes the first in segment and address order), then the expandable and
-// max_split_size rules.
-int CachingAllocatorModel::find_free_block(std::int64_t size, int stream, bool small) {
-  const auto& list = free_list(stream, small);
+// max_split_size rules. The block found leaves the list here, where the search already holds
+// its place (a second search for it was a sixth of a sweep's replay).
+int CachingAllocatorModel::take_free_block(std::int64_t size, int stream, bool small) {
+  auto& list = free_list(stream, small);
   auto it = list.lower_bound(size, [](const FreeEntry& e, std::int64_t s) { return e.size < s; });
   if (it == list.end()) return -1;
   if (settings_.expandable_segments) {
@@ -92,7 +89,10 @@ int CachingAllocatorModel::find_free_block(std::int64_t size, int stream, bool s
   const std::int64_t found = blocks_[it->block].size;
   if (size < max_split && found >= max_split) return -1;  // "Do not return an oversized block for a large request"
   if (size >= max_split && found >= size + kLargeBuffer) return -1;  // oversize: rounded up by less than kLargeBuffer
-  return it->block;
+  const int block = it->block;
+  list.erase(it);
+  blocks_[block].free = false;
+  return block;
 }
 
 // should_split: small-pool blocks and every block of expandable segments split when 512 B
@@ -377,9 +377,9 @@ void CachingAllocatorModel::unmap_free_pages(int block) {
 int CachingAllocatorModel::allocate(std::int64_t bytes, int stream) {
   const std::int64_t size = round_size(bytes);
   const bool small = size <= kSmallSize;
-  int block = find_free_block(size, stream, small);
+  int block = take_free_block(size, stream, small);
   if (block >= 0) {
-    mark_used(block);
+    // taken from its free list, in use
   } else if (!settings_.expandable_segments) {
     block = allocate_segment(size, stream, small);
   } else {

@@ -106,7 +106,7 @@ class CachingAllocatorModel {
   // segment is made anyway (the replay reports the overage). With one, the provider decides.
   explicit CachingAllocatorModel(double capacity_bytes = 0, SegmentProvider* provider = nullptr,
                                  AllocatorSettings settings = {})
-      : capacity_bytes_(capacity_bytes), provider_(provider), settings_(settings) {}
+      : free_lists_(2 * kStreamCount), capacity_bytes_(capacity_bytes), provider_(provider), settings_(settings) {}
   // Returns a handle for free(); throws OutOfSegments (only with a provider).
   int allocate(std::int64_t bytes, int stream);
   void free(int handle);
@@ -174,7 +174,8 @@ class CachingAllocatorModel {
     bool expandable = false;
     std::int64_t mapped_bytes = 0;  // an expandable segment's pages
   };
-  int find_free_block(std::int64_t size, int stream, bool small);
+  // The best-fitting free block for `size`, taken off its free list and marked in use; -1: none.
+  int take_free_block(std::int64_t size, int stream, bool small);
   // A new segment's bytes from the provider, or within the capacity; false: none to be had.
   bool obtain_segment(int segment, std::int64_t bytes, std::int64_t request_size, int stream, bool small);
   // Fixed segments: a new cudaMalloc'd segment holding a block of `size`; -1: none to be had.
@@ -201,10 +202,10 @@ class CachingAllocatorModel {
   // thousands of times, the set's node allocations and six-field comparisons were most of
   // the replay (a sweep replays thousands of steps). The vectors are cut in chunks
   // (planner/sorted_chunks.h): the lists grow with the model's depth.
-  struct FreeEntry {
+  struct FreeEntry {  // 24 bytes, the two ints side by side: inserts move fewer bytes
     std::int64_t size;
-    int segment;
     std::int64_t offset;
+    int segment;
     int block;
     bool operator<(const FreeEntry& o) const {
       if (size != o.size) return size < o.size;
@@ -213,7 +214,12 @@ class CachingAllocatorModel {
     }
   };
   using FreeList = SortedChunks<FreeEntry>;
-  FreeList& free_list(int stream, bool small);
+  FreeList& free_list(int stream, bool small) {  // inline: called at every list operation
+    const std::size_t i = 2 * static_cast<std::size_t>(stream) + (small ? 1 : 0);
+    if (i >= free_lists_.size()) grow_free_lists(i + 1);  // a stream beyond the schedule's
+    return free_lists_[i];
+  }
+  void grow_free_lists(std::size_t lists);
   void release_pending();  // synchronize_and_free_events: every pending block joins the pool
   struct Pending {
     int block;
