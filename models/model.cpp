@@ -791,7 +791,10 @@ SharedModel::SharedModel() {
   static const auto empty = std::make_shared<const Model>();  // one for every default
   model_ = empty;
 }
-SharedModel::SharedModel(Model model) : model_(std::make_shared<const Model>(std::move(model))) {}
+SharedModel::SharedModel(Model model)
+    : model_(std::make_shared<const Model>(std::move(model))),
+      parameter_count_(model_->parameter_count()),
+      parameter_tensors_(model_->parameters().size()) {}
 
 Model parse_model(const nlohmann::json& json, const std::string& file) {
   JsonReader r(json, file);

@@ -258,9 +258,15 @@ class SharedModel {
   const Model& operator*() const { return *model_; }
   const Model* operator->() const { return model_.get(); }
   const Model* address() const { return model_.get(); }
+  // Model::parameter_count() and Model::parameters().size(), counted once at the parse: every
+  // plan checks its buffer sizes against them and every cost model counts the tensors.
+  std::int64_t parameter_count() const { return parameter_count_; }
+  std::size_t parameter_tensors() const { return parameter_tensors_; }
 
  private:
   std::shared_ptr<const Model> model_;
+  std::int64_t parameter_count_ = 0;
+  std::size_t parameter_tensors_ = 0;
 };
 
 // Builds a Model from its JSON form, expanding "repeat" and checking everything

@@ -265,7 +265,7 @@ CostModel::CostModel(const Scenario& scenario)
   models::for_each_module(scenario.model->root, [&](const models::Module& m) {
     if (m.costs) module_parameter_tensors_[m.full_name] = count_tensors(m);
   });
-  model_parameter_tensors_ = static_cast<int>(scenario.model->parameters().size());
+  model_parameter_tensors_ = static_cast<int>(scenario.model.parameter_tensors());
   fused_optimizer_ = scenario.training.optimizer_kernel == OptimizerKernel::fused;
   optimizer_states_ = optimizer_states_per_param(scenario.training.optimizer);
   // Modules whose costs list their memory-bound kernels (the importer's transformer blocks):

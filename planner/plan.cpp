@@ -103,8 +103,8 @@ class StepBuilder {
   // and dtype bytes (planner/plan_fsdp*.cpp, plan_zero.cpp) cannot wrap.
   void check_buffer_sizes_fit() const {
     constexpr std::int64_t kMaxBytesPerElement = 64;
-    const std::int64_t params = static_cast<std::int64_t>(scenario_.model->parameters().size());
-    const std::int64_t padded = checked_add(scenario_.model->parameter_count(),
+    const std::int64_t params = static_cast<std::int64_t>(scenario_.model.parameter_tensors());
+    const std::int64_t padded = checked_add(scenario_.model.parameter_count(),
                                             checked_mul(params, scenario_.world_size(), "padding elements"),
                                             "the model's padded elements");
     checked_mul(padded, kMaxBytesPerElement, "the model's padded elements x bytes per element");

@@ -370,13 +370,15 @@ TEST(SweepPoints, TemplateFromAParsedScenarioSharesItAndGivesTheSamePoints) {
   auto own = planner::ScenarioTemplate::from_json(gpt2_scenario(), kScenarioFile, base);
   EXPECT_EQ(&shared->base(), parsed.get());
   EXPECT_EQ(shared->base().model->name, "renamed");
-    // One evaluator per instancer: an evaluator keeps plan layouts per cost key, for one model (sim/sweep.h).
+  // One evaluator per template: the two templates parse their models apart.
   auto evaluator_a = make_analytic_evaluator(), evaluator_b = make_analytic_evaluator();
   for (const std::vector<std::string>& o : std::vector<std::vector<std::string>>{
            {}, {"fsdp.cpu_offload=true"}, {"cluster.nodes=4"}, {"model.name=again"}, {"training.micro_batch=2"}}) {
     const planner::Scenario& x = shared->instantiate(o);
     const PointMetrics mx = evaluator_a->evaluate(x, cost_key_of(o));
     const std::string name = x.model->name, calibration_file = x.calibration_file;
+    // Points without a model override hold the template's base model itself, not a copy.
+    if (o != std::vector<std::string>{"model.name=again"}) EXPECT_EQ(x.model.address(), parsed->model.address());
     const planner::Scenario& y = own->instantiate(o);
     const PointMetrics my = evaluator_b->evaluate(y, cost_key_of(o));
     EXPECT_EQ(name, y.model->name);
@@ -393,6 +395,12 @@ TEST(SweepPoints, ModelOverridesParseTheirOwnModel) {
   EXPECT_EQ(t->instantiate({"model.name=renamed"}).model->name, "renamed");
   EXPECT_EQ(t->instantiate({}).model->name, t->base().model->name);
   EXPECT_EQ(t->instantiate({}).model->parameter_count(), t->base().model->parameter_count());
+  // Each set of model overrides is parsed once and shared by its points (models::SharedModel).
+  const planner::Scenario a = t->instantiate({"model.name=renamed"});
+  const planner::Scenario b = t->instantiate({"model.name=renamed", "training.micro_batch=2"});
+  EXPECT_EQ(a.model.address(), b.model.address());
+  EXPECT_NE(a.model.address(), t->base().model.address());
+  EXPECT_EQ(t->instantiate({"training.micro_batch=2"}).model.address(), t->base().model.address());
 }
 
 TEST(SweepPoints, InvalidCombinationsAreSkippedWithTheReason) {
