@@ -203,6 +203,20 @@ struct CollectiveBinding {
 };
 std::vector<CollectiveBinding> bind_collective_buffers(const planner::Schedule& schedule);
 
+// The cuBLAS workspaces of the schedule ([cuBLAS workspaces], planner/plan_context.cpp): PyTorch
+// gives each thread that runs GEMMs its own cuBLAS handle and workspace, allocated through the
+// caching allocator: the main thread's (forward) and autograd's backward thread's. The planner
+// allocates them in that order as MemCategory::workspace; -1 where the schedule has none (a
+// hand-written one), and a schedule with one workspace uses it for both threads.
+struct CublasWorkspaces {
+  int main_thread = -1;
+  int backward_thread = -1;
+};
+CublasWorkspaces cublas_workspaces(const planner::Schedule& schedule);
+// The workspace an op's GEMMs run in: backward and recompute ops run on autograd's thread, the
+// rest on the main thread.
+int cublas_workspace_of(const CublasWorkspaces& workspaces, const planner::Op& op);
+
 // ---- output -------------------------------------------------------------------------------------
 
 // Chrome trace-event JSON (chrome://tracing, Perfetto) in the simulator's layout

@@ -156,6 +156,21 @@ CollectiveBytes collective_bytes(const Schedule& s, const Op& op) {
   return b;
 }
 
+CublasWorkspaces cublas_workspaces(const Schedule& s) {
+  CublasWorkspaces w;
+  for (const auto& a : s.allocations) {
+    if (a.category != planner::MemCategory::workspace) continue;
+    if (w.main_thread < 0) w.main_thread = a.id;
+    else if (w.backward_thread < 0) w.backward_thread = a.id;
+  }
+  if (w.backward_thread < 0) w.backward_thread = w.main_thread;
+  return w;
+}
+
+int cublas_workspace_of(const CublasWorkspaces& w, const Op& op) {
+  return op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute ? w.backward_thread : w.main_thread;
+}
+
 std::vector<CollectiveBinding> bind_collective_buffers(const Schedule& s) {
   using planner::MemCategory;
   std::vector<CollectiveBinding> out(s.ops.size());

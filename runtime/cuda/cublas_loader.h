@@ -12,11 +12,12 @@
 
 namespace fsdpsim::runtime::detail {
 
-// The four cuBLAS entry points the backend uses, resolved from the shared library.
+// The five cuBLAS entry points the backend uses, resolved from the shared library.
 struct Cublas {
   decltype(&cublasCreate_v2) create = nullptr;
   decltype(&cublasDestroy_v2) destroy = nullptr;
   decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
   // cublasGemmEx is overloaded in C++ (a cudaDataType compute-type variant), so the exported
   // C signature is spelled out.
   using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,

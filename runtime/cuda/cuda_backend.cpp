@@ -130,6 +130,7 @@ class CudaRankDevice : public RankDevice {
         comms_(std::move(comms)),
         bindings_(bindings),
         previous_in_group_(planner::previous_on_communicator(s_)),
+        workspaces_(cublas_workspaces(s_)),
         segments_(c, rank_) {}
 
   ~CudaRankDevice() override {
@@ -245,7 +246,7 @@ class CudaRankDevice : public RankDevice {
     } else if (op.kind == OpKind::wait) {
       // An event only.
     } else if (op.flops > 0) {
-      gemms(op, st);
+      gemms(op, st, pointers);
     } else if (op.hbm_bytes > 0) {
       for_chunks(op.hbm_bytes / 2, [&](std::size_t n) {
         check(cudaMemcpyAsync(copy_dst_, copy_src_, n, cudaMemcpyDeviceToDevice, st), op.id, "cudaMemcpyAsync");
@@ -321,11 +322,21 @@ class CudaRankDevice : public RankDevice {
     }
   }
 
-  void gemms(const Op& op, cudaStream_t st) {
+  void gemms(const Op& op, cudaStream_t st, const std::vector<void*>& pointers) {
     if (cublas().set_stream(cublas_, st) != CUBLAS_STATUS_SUCCESS)
       throw RuntimeError(
           FaultKind::cuda, rank_, op.id,
           "CUDA error: rank " + std::to_string(rank_) + ", " + c_.op_text(op.id) + ": cublasSetStream failed");
+    // The plan's workspace for this op's thread, as PyTorch hands its handles theirs (after
+    // cublasSetStream, which resets the workspace to cuBLAS's own pool). Without one (a
+    // hand-written schedule) cuBLAS keeps its own, outside the caching allocator.
+    const int workspace = cublas_workspace_of(workspaces_, op);
+    if (workspace >= 0 && pointers[workspace] &&
+        cublas().set_workspace(cublas_, pointers[workspace],
+                               static_cast<std::size_t>(s_.allocations[workspace].bytes)) != CUBLAS_STATUS_SUCCESS)
+      throw RuntimeError(
+          FaultKind::cuda, rank_, op.id,
+          "CUDA error: rank " + std::to_string(rank_) + ", " + c_.op_text(op.id) + ": cublasSetWorkspace failed");
     const double d = o_.gemm_dim;
     const double tile = 2 * d * d * d;
     const auto full = static_cast<long long>(std::floor(op.flops / tile));
@@ -457,6 +468,7 @@ class CudaRankDevice : public RankDevice {
   RankComms comms_;
   const std::vector<CollectiveBinding>& bindings_;
   const std::vector<int> previous_in_group_;
+  const CublasWorkspaces workspaces_;
   CudaSegments segments_;
   bool initialized_ = false;
   std::vector<cudaStream_t> streams_;

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "runtime/internal/allocator.h"
 #include "runtime/runtime.h"
 #include "runtime_scenarios.h"
@@ -276,6 +278,36 @@ TEST(CachingAllocator, ReleasesItsCacheBeforeGivingUp) {
   EXPECT_EQ(allocator.reserved_bytes(), 30 << 20);
   EXPECT_THROW(allocator.allocate(40 << 20, 1), OutOfMemory);
   allocator.free(b);
+}
+
+// The cuda backend hands cuBLAS the plan's workspaces (cublasSetWorkspace), as PyTorch gives each
+// GEMM thread's handle its own ([cuBLAS workspaces], planner/plan_context.cpp): forward ops the
+// main thread's, backward and recompute ops autograd's. Which allocation is which, on a planned
+// schedule with checkpointing (so it has recompute ops) and on one without workspaces.
+TEST(CublasWorkspaces, EachOpRunsInItsThreadsWorkspace) {
+  const planner::Schedule s = testing::plan(
+      testing::scenario(1, 2, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {{"activation_checkpointing", "full"}}));
+  const CublasWorkspaces w = cublas_workspaces(s);
+  ASSERT_GE(w.main_thread, 0);
+  ASSERT_GE(w.backward_thread, 0);
+  EXPECT_NE(w.main_thread, w.backward_thread);
+  EXPECT_NE(s.allocations[w.main_thread].label.find("forward thread"), std::string::npos);
+  EXPECT_NE(s.allocations[w.backward_thread].label.find("backward thread"), std::string::npos);
+  std::map<planner::OpKind, int> seen;
+  for (const planner::Op& op : s.ops) {
+    if (op.flops <= 0) continue;
+    const bool autograd = op.kind == planner::OpKind::compute_bwd || op.kind == planner::OpKind::recompute;
+    EXPECT_EQ(cublas_workspace_of(w, op), autograd ? w.backward_thread : w.main_thread) << op.name;
+    ++seen[op.kind];
+  }
+  EXPECT_GT(seen[planner::OpKind::compute_fwd], 0);
+  EXPECT_GT(seen[planner::OpKind::compute_bwd], 0);
+  EXPECT_GT(seen[planner::OpKind::recompute], 0);
+
+  planner::Schedule bare = s;  // a hand-written schedule without workspaces: cuBLAS keeps its own
+  for (auto& a : bare.allocations)
+    if (a.category == planner::MemCategory::workspace) a.category = planner::MemCategory::temporary;
+  EXPECT_EQ(cublas_workspace_of(cublas_workspaces(bare), s.ops.front()), -1);
 }
 
 }  // namespace
