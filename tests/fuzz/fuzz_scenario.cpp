@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // What every verb reads next: the world, the replicas, the model's size and work.
     (void)s.world_size();
     (void)s.replicas();
-    (void)s.model.parameter_count();
-    (void)s.model.forward_flops(static_cast<double>(s.training.micro_batch), static_cast<double>(s.training.seq_len));
+    (void)s.model->parameter_count();
+    (void)s.model->forward_flops(static_cast<double>(s.training.micro_batch), static_cast<double>(s.training.seq_len));
   });
 }
