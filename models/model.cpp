@@ -9,10 +9,10 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <utility>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "models/checked_arithmetic.h"
 #include "models/json_input.h"
