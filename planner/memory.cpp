@@ -377,12 +377,10 @@ void CachingAllocatorModel::unmap_free_pages(int block) {
 int CachingAllocatorModel::allocate(std::int64_t bytes, int stream) {
   const std::int64_t size = round_size(bytes);
   const bool small = size <= kSmallSize;
-  int block = take_free_block(size, stream, small);
-  if (block >= 0) {
-    // taken from its free list, in use
-  } else if (!settings_.expandable_segments) {
+  int block = take_free_block(size, stream, small);  // off its free list, in use
+  if (block < 0 && !settings_.expandable_segments) {
     block = allocate_segment(size, stream, small);
-  } else {
+  } else if (block < 0) {
     // malloc's retry for expandable segments: release the cache (release_cached_blocks) and
     // map again. release_available_cached_blocks is left out: it cudaFrees whole blocks, which
     // expandable segments do not have (release_block asserts !expandable_segment_).

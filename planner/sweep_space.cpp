@@ -475,30 +475,28 @@ models::SharedModel ScenarioTemplate::model_for(const std::string& key,
     auto it = models_.find(key);
     if (it != models_.end()) return it->second;
   }
-  {
-    // As parse_scenario: a model= replacement first, then the model.* overrides inside it.
-    nlohmann::json json = model_json_;
-    std::string file = model_file_;
-    if (model_hf_ && eager_import != base_eager_import_) {
-      // The base's hf: config imported again for this attention, the base's model.* overrides on it.
-      json = load_reference(nlohmann::json("hf:" + model_file_), file_, "model", eager_import).json;
-      for (const std::string& o : base_overrides_)
-        if (starts_with(o, "model.")) apply_override(json, o.substr(6), file);
-    }
-    for (const std::string& o : model_overrides) {
-      if (!starts_with(o, "model=")) continue;
-      nlohmann::json holder = nlohmann::json::object();
-      apply_override(holder, o, file_);
-      Reference replaced = load_reference(holder["model"], file_, "model", eager_import);
-      json = std::move(replaced.json);
-      file = replaced.file;
-    }
-    for (const std::string& o : model_overrides)
+  // As parse_scenario: a model= replacement first, then the model.* overrides inside it.
+  nlohmann::json json = model_json_;
+  std::string file = model_file_;
+  if (model_hf_ && eager_import != base_eager_import_) {
+    // The base's hf: config imported again for this attention, the base's model.* overrides on it.
+    json = load_reference(nlohmann::json("hf:" + model_file_), file_, "model", eager_import).json;
+    for (const std::string& o : base_overrides_)
       if (starts_with(o, "model.")) apply_override(json, o.substr(6), file);
-    models::SharedModel parsed = models::parse_model(json, file);
-    std::lock_guard<std::mutex> lock(models_mutex_);
-    return models_.emplace(key, std::move(parsed)).first->second;  // another thread's, if it came first
   }
+  for (const std::string& o : model_overrides) {
+    if (!starts_with(o, "model=")) continue;
+    nlohmann::json holder = nlohmann::json::object();
+    apply_override(holder, o, file_);
+    Reference replaced = load_reference(holder["model"], file_, "model", eager_import);
+    json = std::move(replaced.json);
+    file = replaced.file;
+  }
+  for (const std::string& o : model_overrides)
+    if (starts_with(o, "model.")) apply_override(json, o.substr(6), file);
+  models::SharedModel parsed = models::parse_model(json, file);
+  std::lock_guard<std::mutex> lock(models_mutex_);
+  return models_.emplace(key, std::move(parsed)).first->second;  // another thread's, if it came first
 }
 
 Scenario ScenarioTemplate::instantiate(const std::vector<std::string>& overrides) const {
