@@ -88,6 +88,10 @@ Calibration read_calibration_at(const nlohmann::json& json, const std::string& f
   c.eager_memory_bound_factor = r.positive_number_or("eager_memory_bound_factor", c.eager_memory_bound_factor);
   c.op_issue_seconds = r.nonnegative_number_or("op_issue_seconds", c.op_issue_seconds);
   c.kernel_issue_seconds = r.nonnegative_number_or("kernel_issue_seconds", c.kernel_issue_seconds);
+  c.eager_forward_kernel_issue_seconds =
+      r.nonnegative_number_or("eager_forward_kernel_issue_seconds", c.eager_forward_kernel_issue_seconds);
+  c.eager_backward_kernel_issue_seconds =
+      r.nonnegative_number_or("eager_backward_kernel_issue_seconds", c.eager_backward_kernel_issue_seconds);
   c.kernels_per_parameter_tensor = r.nonnegative_number_or("kernels_per_parameter_tensor", c.kernels_per_parameter_tensor);
   c.eager_kernels_per_fused_kernel =
       r.positive_number_or("eager_kernels_per_fused_kernel", c.eager_kernels_per_fused_kernel);
@@ -137,6 +141,8 @@ nlohmann::json Calibration::to_json() const {
           {"eager_memory_bound_factor", eager_memory_bound_factor},
           {"op_issue_seconds", op_issue_seconds},
           {"kernel_issue_seconds", kernel_issue_seconds},
+          {"eager_forward_kernel_issue_seconds", eager_forward_kernel_issue_seconds},
+          {"eager_backward_kernel_issue_seconds", eager_backward_kernel_issue_seconds},
           {"kernels_per_parameter_tensor", kernels_per_parameter_tensor},
           {"eager_kernels_per_fused_kernel", eager_kernels_per_fused_kernel},
           {"launch_queue_kernels", launch_queue_kernels},
@@ -594,7 +600,13 @@ std::string nvme_untimed_warning(const ClusterSpec& cluster, const Schedule& sch
 double CostModel::issue_seconds(const Op& op) const {
   const bool module_compute =
       op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute;
-  return (module_compute ? 0.0 : calibration_.op_issue_seconds) + kernels(op) * calibration_.kernel_issue_seconds;
+  if (!module_compute) return calibration_.op_issue_seconds + kernels(op) * calibration_.kernel_issue_seconds;
+  // An eager module's kernels cost what eager dispatch costs per kernel (Python in forward and
+  // recompute, the autograd engine in backward); compiled code launches them from Inductor's
+  // wrapper, and a run that does not say is priced as the fused kernels it is costed as.
+  if (execution_ != Execution::eager) return kernels(op) * calibration_.kernel_issue_seconds;
+  return kernels(op) * (op.kind == OpKind::compute_bwd ? calibration_.eager_backward_kernel_issue_seconds
+                                                       : calibration_.eager_forward_kernel_issue_seconds);
 }
 
 }  // namespace fsdpsim::planner

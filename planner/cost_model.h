@@ -82,6 +82,13 @@ struct Calibration {
   // when eager (CostModel::kernels).
   double op_issue_seconds = 0;
   double kernel_issue_seconds = 0;
+  // Eager PyTorch (training.torch_compile false) issues a module's kernels op by op: Python and
+  // the dispatcher record the autograd graph in forward (and in a checkpoint's recompute), the
+  // autograd engine walks it in backward. These replace kernel_issue_seconds for the forward,
+  // recompute and backward ops of modules in an eager run; measured per counted kernel on a
+  // CPU-bound block (scenarios/hardware/calibration.json names the rows).
+  double eager_forward_kernel_issue_seconds = 0;
+  double eager_backward_kernel_issue_seconds = 0;
   double kernels_per_parameter_tensor = 0;
   double eager_kernels_per_fused_kernel = 1;
   // CUDA's launch queue: kernels one stream holds before a launch blocks the CPU (0: unbounded).

@@ -229,22 +229,55 @@ TEST(HardwareData, PeakMemoryWithinBoundsOfEveryMeasuredCase) {
   EXPECT_GT(measured, 0) << "every row of the memory CSVs is a failed, skipped or excluded case";
 }
 
-TEST(HardwareData, BlockTimesAgainstTheCostModel) {
+std::vector<BlockResult> measured_blocks() {
   std::vector<BlockResult> all;
   for (const std::string& file : data_csvs()) {
     const CsvTable t = read_csv(file);
     if (csv_kind(t) != CsvKind::blocks) continue;
     for (BlockResult& r : check_block_csv(t)) all.push_back(std::move(r));
   }
+  return all;
+}
+
+const BlockResult& find_block(const std::vector<BlockResult>& results, const std::string& id) {
+  for (const BlockResult& r : results)
+    if (r.case_id == id && r.checked) return r;
+  throw std::runtime_error("no measured block " + id);
+}
+
+// Every measured block, forward and backward, within 20% of the slower of the CPU issuing its
+// kernels and the GPU running them. Before the eager issue costs were measured (5 us a kernel,
+// assumed), the small blocks at 1,024 tokens were 37-68% short: their time is the CPU's.
+TEST(HardwareData, BlockTimesAgainstTheCostModel) {
+  const std::vector<BlockResult> all = measured_blocks();
   if (all.empty())
     GTEST_SKIP() << "no hardware data recorded yet: tests/data/hardware/ has no block-timing CSV";
-  std::cout << "one transformer block, forward and backward: measured median against the cost model "
-               "(reported; no bound)\n"
+  std::cout << "one transformer block, forward and backward: measured median against the cost model (ms; pred = "
+               "max(GPU, CPU issue); bound 20%)\n"
             << block_table(all);
-  for (const BlockResult& r : all)
-    if (r.status == "ok") {
-      EXPECT_TRUE(r.checked) << r.where << " " << r.case_id << ": " << r.problem;
-    }
+  for (const BlockResult& r : all) {
+    if (r.status != "ok") continue;
+    ASSERT_TRUE(r.checked) << r.where << " " << r.case_id << ": " << r.problem;
+    EXPECT_LT(std::abs(relative_error(r.elapsed_forward(), r.measured_forward)), 0.20) << r.case_id << " forward";
+    EXPECT_LT(std::abs(relative_error(r.elapsed_backward(), r.measured_backward)), 0.20) << r.case_id << " backward";
+  }
+}
+
+// The eager issue costs (scenarios/hardware/calibration.json) are their measurement: the rows
+// their sources name are bound by the CPU, so the kernels fsdpsim counts, times the shipped cost
+// per kernel, give back the measured time. Forward: Llama-3.2-1B at 1,024 tokens (1.480 ms);
+// backward: the mean over Llama-3.2-1B and Llama-3.1-8B at 1,024 tokens (2.167 and 2.105 ms).
+TEST(HardwareData, EagerIssueCostsAreTheirMeasurement) {
+  const std::vector<BlockResult> all = measured_blocks();
+  if (all.empty()) GTEST_SKIP() << "no block-timing CSV in tests/data/hardware/";
+  const BlockResult& small = find_block(all, "llama3.2-1b-block-s1024");
+  const BlockResult& large = find_block(all, "llama3.1-8b-block-s1024");
+  EXPECT_NEAR(small.issue_forward / small.measured_forward, 1.0, 0.01);
+  EXPECT_NEAR((small.issue_backward / small.measured_backward + large.issue_backward / large.measured_backward) / 2,
+              1.0, 0.01);
+  // Both are CPU-bound in the model too: the issue is over twice the 1B block's GPU time.
+  EXPECT_GT(small.issue_forward, 2 * small.predicted_forward);
+  EXPECT_GT(small.issue_backward, 2 * small.predicted_backward);
 }
 
 // Every CSV there is one of the two kinds, with its provenance columns.

@@ -93,8 +93,8 @@ def describe(case, cluster_file, attention="flash2"):
 
 
 def predicted_seconds(fsdpsim, case, cluster):
-    """fsdpsim's nominal duration of the block's forward and backward ops (seconds)."""
-    found = hw.nominal_seconds(fsdpsim, hw.BASE_SCENARIO, case.overrides(cluster), (FORWARD_OP, BACKWARD_OP))
+    """fsdpsim's time of the block's forward and backward ops run alone (seconds): hw.block_seconds."""
+    found = hw.block_seconds(fsdpsim, hw.BASE_SCENARIO, case.overrides(cluster), (FORWARD_OP, BACKWARD_OP))
     return found.get(FORWARD_OP), found.get(BACKWARD_OP)
 
 

@@ -8,10 +8,11 @@
 (a) Blocks (tools/hardware/block_timing.py's CSV, tests/data/hardware/blocks-*.csv): for each row
     with status ok, the measured forward and backward medians against fsdpsim's prediction of the
     same block, obtained exactly as block_timing.py's predicted_seconds() does: `fsdpsim estimate
-    --scenario <fsdpsim_scenario> --set <each ;-separated override> --trace T`, then the
-    `nominal_us` of the trace's ops named by fsdpsim_forward_op / fsdpsim_backward_op ("fwd
-    model.layers.0" / "bwd model.layers.0"): the cost model's duration of the op before any
-    interference. error = (predicted - measured) / measured, the sign convention of `fsdpsim verify`.
+    --scenario <fsdpsim_scenario> --set <each ;-separated override> --trace T`, then for the
+    trace's ops named by fsdpsim_forward_op / fsdpsim_backward_op ("fwd model.layers.0" / "bwd
+    model.layers.0") the slower of their `nominal_us` (the cost model's GPU duration before any
+    interference) and the CPU's issue of their kernels (hwcommon.block_seconds).
+    error = (predicted - measured) / measured, the sign convention of `fsdpsim verify`.
 
 (b) Attention kernels (tools/hardware/kernel_timing.py's CSV, rows of kind "attention"): the
     measured TFLOP/s of each SDPA backend (flash, cudnn, mem_efficient) per seq, head dim, causal
@@ -62,9 +63,9 @@ def pct(predicted, measured):
 # ---- (a) blocks ---------------------------------------------------------------------------------
 
 def predicted_block(fsdpsim, row):
-    """fsdpsim's nominal seconds of the row's forward and backward ops (block_timing.predicted_seconds)."""
+    """fsdpsim's seconds of the row's forward and backward ops run alone (block_timing.predicted_seconds)."""
     ops = (row["fsdpsim_forward_op"], row["fsdpsim_backward_op"])
-    found = hw.nominal_seconds(fsdpsim, row["fsdpsim_scenario"], row["fsdpsim_overrides"].split(";"), ops)
+    found = hw.block_seconds(fsdpsim, row["fsdpsim_scenario"], row["fsdpsim_overrides"].split(";"), ops)
     return found.get(ops[0]), found.get(ops[1])
 
 
@@ -74,7 +75,7 @@ def blocks_table(paths, fsdpsim):
     out.append("Measured: %s (CUDA events, median of `reps` after `warmup`; min..max in brackets)." %
                ", ".join(sorted(set(r["_file"] for r in rows))))
     out.append("Predicted: `%s estimate --scenario <fsdpsim_scenario> --set <each of fsdpsim_overrides> --trace T`,"
-               " `nominal_us` of `<fsdpsim_forward_op>` / `<fsdpsim_backward_op>` (%s)."
+               " the slower of `nominal_us` and the CPU issue of `<fsdpsim_forward_op>` / `<fsdpsim_backward_op>` (%s)."
                % (rel(fsdpsim), "binary " + binary_provenance(fsdpsim)))
     out.append("Error = (predicted - measured) / measured, on time: positive means fsdpsim expects the block slower"
                " than it ran.")

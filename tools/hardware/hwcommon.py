@@ -178,9 +178,12 @@ def estimate_argv(fsdpsim, scenario, overrides, *extra):
     return cmd + list(extra)
 
 
-def nominal_seconds(fsdpsim, scenario, overrides, op_names):
-    """The cost model's duration (the trace's nominal_us, before interference) of the first op of
-    each name in `op_names`, from `estimate --trace`: {name: seconds}; a name not found is absent."""
+def block_seconds(fsdpsim, scenario, overrides, op_names):
+    """fsdpsim's time of the first op of each name in `op_names` run alone, from `estimate --trace`:
+    the slower of the cost model's GPU duration (the op's nominal_us, before interference) and the
+    CPU's issue of its kernels (the issue thread's event of the same op), since the GPU follows the
+    CPU kernel by kernel. {name: seconds}; a name not found is absent. The C++ twin is
+    tests/hardware/hardware_check.h's BlockResult::elapsed_forward/backward."""
     import json
     import tempfile
     with tempfile.TemporaryDirectory() as d:
@@ -191,11 +194,16 @@ def nominal_seconds(fsdpsim, scenario, overrides, op_names):
             raise RuntimeError("fsdpsim estimate exited %d: %s" % (r.returncode, r.stderr.strip()))
         with open(trace) as f:
             events = json.load(f)["traceEvents"]
-    found = {}
+    gpu, op_of = {}, {}
     for e in events:
-        if e.get("ph") == "X" and e.get("name") in op_names and e["name"] not in found:
-            found[e["name"]] = e["args"]["nominal_us"] * 1e-6
-    return found
+        if e.get("ph") == "X" and e.get("name") in op_names and e["name"] not in gpu:
+            gpu[e["name"]] = e["args"]["nominal_us"] * 1e-6
+            op_of[e["args"]["op"]] = e["name"]
+    issue = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_issue" and e["args"].get("op") in op_of:
+            issue[op_of[e["args"]["op"]]] = e["dur"] * 1e-6
+    return {name: max(seconds, issue.get(name, 0.0)) for name, seconds in gpu.items()}
 
 
 def log(*args):
