@@ -425,7 +425,7 @@ void measure_cuda_gemms(const Bench& b, Measurements& m) {
     }
   }
   m.notes.push_back("cuda: GEMMs are the runtime's cuBLAS bf16 tiles (square gemm_dim^3 and M x gemm_dim x gemm_dim); "
-                    "the model's layer shapes enter through the fitted efficiency curve; fp32 GEMMs are not run (the "
+                    "the model's layer shapes enter through the GEMM model at the fitted ceiling and the gemm_table; fp32 GEMMs are not run (the "
                     "runtime's compute is bf16)");
 }
 

@@ -10,8 +10,9 @@
 //   fit(scenario, measurements) per collective and span a robust latency + bandwidth line
 //                               t = alpha + bytes * factor / busbw, split into up to three
 //                               segments (NCCL's LL / LL128 / Simple protocols) where the data
-//                               says so; GEMM efficiency against arithmetic intensity (a
-//                               saturating curve); the interference factor.
+//                               says so; the GEMM model's ceiling (planner/gemm_model.h)
+//                               solved on the largest measured GEMM, every other measured
+//                               shape a check of the model; the interference factor.
 //   calibration_json(fit)       the calibration object, with a "fit" section (goodness of fit:
 //                               the written model's error against every measurement).
 //
@@ -185,16 +186,24 @@ PiecewiseFit fit_piecewise(const std::vector<double>& x, const std::vector<doubl
 // 2(n-1)/n all-reduce, 1 broadcast.
 double bus_factor(planner::CollectiveKind kind, int ranks);
 
-// GEMM efficiency e(I) = max_efficiency * I / (I + half_intensity), I = arithmetic intensity.
-struct GemmCurve {
-  double max_efficiency = 0;
-  double half_intensity = 0;  // FLOP/byte where half of max_efficiency is reached
-  int points = 0;
-  double at(double intensity) const {
-    return intensity > 0 ? max_efficiency * intensity / (intensity + half_intensity) : 0;
-  }
+// The GEMM model's ceiling (planner/gemm_model.h: large_gemm_efficiency, what the cost model's
+// matmul_efficiency feeds) that makes the model give one measured GEMM's time: the model with
+// this ceiling reproduces that measurement, and every other measured shape is a held-out check
+// of the model on this GPU. `device` is the GPU's GemmDevice (its ceiling is ignored). Capped at
+// 1 (`capped`) when the measurement is faster than the model can be at the dense peak.
+struct GemmCeiling {
+  double efficiency = 0;
+  bool capped = false;
 };
-GemmCurve fit_gemm_curve(const std::vector<double>& intensity, const std::vector<double>& efficiency);
+GemmCeiling solve_gemm_ceiling(const planner::GemmShape& shape, double measured_seconds, planner::GemmDevice device);
+
+// Per measured dtype: the ceiling, the GEMM it was solved on and how many were measured.
+struct GemmCeilingFit {
+  std::string dtype;
+  GemmCeiling ceiling;
+  GemmShape solved_on;
+  int points = 0;
+};
 
 // Compute slowdown under a collective: median over pairs of with / alone, minus 1, >= 0.
 double fit_interference(const std::vector<double>& alone_seconds, const std::vector<double>& beside_seconds);
@@ -216,8 +225,7 @@ struct FitError {
 struct FitResult {
   planner::Calibration calibration;  // the defaults for the scenario's GPU with every fitted field set
   std::vector<CollectiveFit> collectives;
-  std::vector<GemmCurve> gemm_curves;  // per dtype, parallel to gemm_dtypes
-  std::vector<std::string> gemm_dtypes;
+  std::vector<GemmCeilingFit> gemm_ceilings;  // per measured dtype
   double hbm_bytes_per_second = 0;
   double launch_seconds = 0;
   double interference = 0;

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "calibrate/calibrate.h"
+#include "planner/gemm_model.h"
 #include "planner/plan.h"
 
 namespace fsdpsim::calibrate {
@@ -393,20 +395,30 @@ double modeled_collective_seconds(const CollectiveMeasurement& x, const planner:
   return planner::CostModel(cluster, c, scenario.training.param_dtype).collective(op, one).seconds;
 }
 
-// The cost model takes one efficiency for a module's matmul FLOPs: the curve over the model's
-// own layer GEMMs (at their full size), weighted by time (FLOPs / efficiency). The curve's
-// ceiling where no layer GEMM has a positive efficiency.
-double layer_weighted_efficiency(const planner::Scenario& scenario, const GemmCurve& curve, int element_bytes) {
-  double flops = 0, time = 0;
-  for (const GemmShape& s : model_gemm_shapes(scenario)) {
-    const double e = curve.at(s.intensity(element_bytes));
-    if (e > 0) {
-      flops += s.flops();
-      time += s.flops() / e;
-    }
+// The cost model's GEMM model for one dtype on the scenario's GPU (CostModel::gemm_device).
+planner::GemmDevice gemm_device_for(const planner::Scenario& scenario, const planner::Calibration& c,
+                                    const std::string& dtype) {
+  const std::optional<models::DType> d = models::parse_dtype(dtype);
+  return planner::CostModel(scenario.cluster, c, d ? *d : scenario.training.param_dtype).gemm_device();
+}
+
+planner::GemmShape model_shape(const GemmShape& g) {
+  return {static_cast<double>(g.m), static_cast<double>(g.n), static_cast<double>(g.k)};
+}
+
+// The GEMM a dtype's ceiling is solved on: the model's normalising 8192^3 when it was measured
+// (the model then reproduces it by construction, as the shipped matmul_efficiency is that
+// measurement), else the measured GEMM with the most FLOPs (the most compute-bound, the least
+// affected by the launch and tile terms).
+const GemmMeasurement* ceiling_gemm(const std::vector<const GemmMeasurement*>& gs) {
+  const GemmMeasurement* best = nullptr;
+  for (const GemmMeasurement* g : gs) {
+    const bool normalising = g->shape.m == planner::kGemmNormalisingSide &&
+                             g->shape.n == planner::kGemmNormalisingSide && g->shape.k == planner::kGemmNormalisingSide;
+    if (normalising) return g;
+    if (!best || g->shape.flops() > best->shape.flops()) best = g;
   }
-  const double e = time > 0 ? flops / time : curve.max_efficiency;
-  return e > 0 ? e : curve.max_efficiency;
+  return best;
 }
 
 // ---- the fit, one group of measurements at a time ----------------------------------------------
@@ -437,7 +449,7 @@ class CalibrationFit {
 
  private:
   void set_source(const std::string& field, const std::string& text);
-  void set_matmul_efficiency(const std::string& dtype, const GemmCurve& curve, int element_bytes);
+  void set_matmul_efficiency(const GemmCeilingFit& fit);
   void write_nccl_model(const std::vector<CollectiveGroup>& spans);
   void add_collective_errors();
 
@@ -456,46 +468,46 @@ void CalibrationFit::set_source(const std::string& field, const std::string& tex
     out_.fitted_fields.push_back(field);
 }
 
-// Per dtype, efficiency against arithmetic intensity (a saturating curve); the compute dtype's
-// curve (bf16 when the compute dtype was not measured) sets matmul_efficiency.
+// Per dtype, the GEMM model's ceiling solved on one measured GEMM (ceiling_gemm); every
+// measured GEMM is then compared with the model at that ceiling. The compute dtype's ceiling
+// (bf16's when the compute dtype was not measured) sets matmul_efficiency.
 void CalibrationFit::gemm_efficiency() {
   std::map<std::string, std::vector<const GemmMeasurement*>> by_dtype;
   for (const GemmMeasurement& g : m_.gemms)
     if (g.time.median_seconds > 0 && g.peak_flops > 0) by_dtype[g.dtype].push_back(&g);
   const std::string compute_dtype = models::dtype_name(scenario_.training.param_dtype);
   for (const auto& [dtype, gs] : by_dtype) {
-    const int elem = dtype == "fp32" ? 4 : 2;
-    std::vector<double> intensity, eff;
-    for (const GemmMeasurement* g : gs) {
-      intensity.push_back(g->shape.intensity(elem));
-      eff.push_back(g->efficiency());
-    }
-    const GemmCurve curve = fit_gemm_curve(intensity, eff);
-    out_.gemm_curves.push_back(curve);
-    out_.gemm_dtypes.push_back(dtype);
+    planner::GemmDevice device = gemm_device_for(scenario_, c_, dtype);
+    device.peak_flops = gs.front()->peak_flops;  // the measurements' denominator
+    const GemmMeasurement* on = ceiling_gemm(gs);
+    GemmCeilingFit fit{dtype, solve_gemm_ceiling(model_shape(on->shape), on->time.median_seconds, device), on->shape,
+                       static_cast<int>(gs.size())};
+    if (fit.ceiling.capped)
+      out_.notes.push_back(dtype + " GEMM " + std::to_string(on->shape.m) + "x" + std::to_string(on->shape.n) + "x" +
+                           std::to_string(on->shape.k) + " ran faster than the GEMM model allows at the dense peak: "
+                           "its ceiling is capped at 1");
+    device.large_gemm_efficiency = fit.ceiling.efficiency;
     for (const GemmMeasurement* g : gs)
-      out_.errors.push_back({"gemm " + dtype + " efficiency (curve)",
+      out_.errors.push_back({"gemm " + dtype + " efficiency (GEMM model)",
                              g->shape.label + " " + std::to_string(g->shape.m) + "x" + std::to_string(g->shape.n) + "x" +
                                  std::to_string(g->shape.k),
-                             g->efficiency(), curve.at(g->shape.intensity(elem))});
-    if (dtype == compute_dtype || (by_dtype.count(compute_dtype) == 0 && dtype == "bf16"))
-      set_matmul_efficiency(dtype, curve, elem);
+                             g->efficiency(), planner::estimate_gemm(model_shape(g->shape), device).efficiency});
+    out_.gemm_ceilings.push_back(fit);
+    if (dtype == compute_dtype || (by_dtype.count(compute_dtype) == 0 && dtype == "bf16")) set_matmul_efficiency(fit);
   }
 }
 
-void CalibrationFit::set_matmul_efficiency(const std::string& dtype, const GemmCurve& curve, int element_bytes) {
-  double e = layer_weighted_efficiency(scenario_, curve, element_bytes);
-  if (e > 1) {
-    out_.notes.push_back("matmul_efficiency fitted above 1 (" + fmt("%.3f", e) + "): capped at 1");
-    e = 1;
-  }
-  if (!(e > 0)) return;
-  c_.matmul_efficiency = e;
+void CalibrationFit::set_matmul_efficiency(const GemmCeilingFit& fit) {
+  if (!(fit.ceiling.efficiency > 0)) return;
+  c_.matmul_efficiency = fit.ceiling.efficiency;
+  const GemmShape& s = fit.solved_on;
   set_source("matmul_efficiency",
-             origin_ + ": " + dtype + " GEMMs over the model's layer shapes and a square grid; efficiency = " +
-                 fmt("%.4g", curve.max_efficiency) + " x I / (I + " + fmt("%.4g", curve.half_intensity) +
-                 " FLOP/B) fitted against arithmetic intensity I, averaged over the model's layer GEMMs "
-                 "weighted by time; peak = the scenario GPU's dense " + dtype + " peak." + host_note_);
+             origin_ + ": the ceiling of the GEMM model (planner/gemm_model.h, normalised on an 8192^3 GEMM) that "
+                 "gives the measured " + fit.dtype + " GEMM " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                 std::to_string(s.k) + " (" + s.label + ") its time" + (fit.ceiling.capped ? ", capped at 1" : "") +
+                 "; the model at this ceiling against all " + std::to_string(fit.points) +
+                 " measured GEMMs is in fit.errors; peak = the scenario GPU's dense " + fit.dtype + " peak." +
+                 host_note_);
 }
 
 // hbm_efficiency: the plateau, the median bandwidth of the largest half of the copies, over the
@@ -675,12 +687,14 @@ nlohmann::json calibration_json(const FitResult& f, const Measurements& m) {
   }
   fit["collectives"] = cols;
   nlohmann::json gemm = nlohmann::json::array();
-  for (std::size_t i = 0; i < f.gemm_curves.size(); ++i)
-    gemm.push_back({{"dtype", f.gemm_dtypes[i]},
-                    {"model", "efficiency = max_efficiency x I / (I + half_intensity), I = FLOPs / operand bytes"},
-                    {"max_efficiency", f.gemm_curves[i].max_efficiency},
-                    {"half_intensity_flops_per_byte", f.gemm_curves[i].half_intensity},
-                    {"points", f.gemm_curves[i].points}});
+  for (const GemmCeilingFit& g : f.gemm_ceilings)
+    gemm.push_back({{"dtype", g.dtype},
+                    {"model", "planner/gemm_model.h estimate_gemm (tiles and waves over the SMs, tile ramps, split-K, "
+                              "an HBM roofline, a kernel floor) with large_gemm_efficiency solved on one measured GEMM"},
+                    {"large_gemm_efficiency", g.ceiling.efficiency},
+                    {"capped", g.ceiling.capped},
+                    {"solved_on", {{"m", g.solved_on.m}, {"n", g.solved_on.n}, {"k", g.solved_on.k}, {"label", g.solved_on.label}}},
+                    {"points", g.points}});
   fit["gemm"] = gemm;
   fit["hbm_bytes_per_second"] = f.hbm_bytes_per_second;
   fit["launch_seconds"] = f.launch_seconds;

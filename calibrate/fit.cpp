@@ -253,27 +253,22 @@ PiecewiseFit fit_piecewise(const std::vector<double>& x_in, const std::vector<do
   return out;
 }
 
-GemmCurve fit_gemm_curve(const std::vector<double>& intensity, const std::vector<double>& efficiency) {
-  check_points(intensity, efficiency, "fit_gemm_curve");
-  // 1/e = 1/e_max + (I_half / e_max) (1/I): a line in 1/I, fitted on relative residuals
-  // (a relative error in 1/e is, to first order, the same relative error in e).
-  std::vector<double> u, y;
-  for (std::size_t i = 0; i < intensity.size(); ++i) {
-    if (!(intensity[i] > 0)) throw std::invalid_argument("fit_gemm_curve: intensity must be positive");
-    u.push_back(1 / intensity[i]);
-    y.push_back(1 / efficiency[i]);
+GemmCeiling solve_gemm_ceiling(const planner::GemmShape& shape, double measured_seconds, planner::GemmDevice device) {
+  if (!(measured_seconds > 0)) throw std::invalid_argument("solve_gemm_ceiling: the measured time must be positive");
+  auto seconds_at = [&](double e) {
+    device.large_gemm_efficiency = e;
+    return planner::estimate_gemm(shape, device).seconds;
+  };
+  if (seconds_at(1.0) > measured_seconds) return {1.0, true};
+  // The model's time falls as the ceiling rises (every plan's k loop runs at a rate that scales
+  // with it), so bisect on log e between a ceiling far too slow and 1.
+  double lo = 1e-9, hi = 1.0;
+  if (seconds_at(lo) < measured_seconds) return {lo, false};
+  for (int i = 0; i < 200 && hi / lo > 1 + 1e-13; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    (seconds_at(mid) > measured_seconds ? lo : hi) = mid;
   }
-  const LineFit f = robust_line(u.data(), y.data(), u.size());
-  GemmCurve c;
-  c.points = static_cast<int>(u.size());
-  if (f.alpha_seconds > 0) {
-    c.max_efficiency = 1 / f.alpha_seconds;
-    c.half_intensity = f.seconds_per_byte / f.alpha_seconds;
-  } else {  // no saturation in range: the best measured efficiency, no intensity dependence
-    c.max_efficiency = *std::max_element(efficiency.begin(), efficiency.end());
-    c.half_intensity = 0;
-  }
-  return c;
+  return {hi, false};
 }
 
 double fit_interference(const std::vector<double>& alone, const std::vector<double>& beside) {

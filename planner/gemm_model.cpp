@@ -27,8 +27,6 @@ constexpr double kFullReuseTileIntensity = 64;
 // Split-K partial sums are fp32, written by every split and read back by the reduction.
 constexpr double kPartialSumBytes = 4;
 
-constexpr double kNormalisingGemmSide = 8192;
-
 double tile_rate_factor(GemmTile tile) {
   const double reuse = double(tile.m) * tile.n / (tile.m + tile.n);
   return std::min(1.0, reuse / kFullReuseTileIntensity);
@@ -116,7 +114,7 @@ GemmPlan best_gemm_plan(const GemmShape& shape, const GemmDevice& device, double
 
 double gemm_sm_efficiency(const GemmDevice& device) {
   check_device(device);
-  const GemmShape square{kNormalisingGemmSide, kNormalisingGemmSide, kNormalisingGemmSide};
+  const GemmShape square{kGemmNormalisingSide, kGemmNormalisingSide, kGemmNormalisingSide};
   const double measured_seconds = square.flops() / (device.peak_flops * device.large_gemm_efficiency);
   // An 8192^3 GEMM is compute bound by two orders of magnitude and fills the SMs without
   // split-K, so its time is waves x (k loop / e_sm + ramp): solve that for e_sm, with the plan the

@@ -40,6 +40,9 @@ inline constexpr double kGemmTileRampSecondsPerOutputElement = 1e-6 / (128.0 * 1
 // splitting a small output's long k loop over every idle SM (H100 256x512x4096: 11.5 us measured,
 // where an ideal split would take ~8.6). Fitted with the floor, same rows.
 inline constexpr double kGemmSplitKStepSeconds = 1e-6;
+// The GEMM the model is normalised on: an 8192^3 GEMM takes exactly its FLOPs over
+// large_gemm_efficiency x peak (the MAMF-style measurement that figure stands for).
+inline constexpr double kGemmNormalisingSide = 8192;
 
 struct GemmDevice {            // what the model needs to know of a GPU, for one dtype
   int sm_count = 0;            // GpuSpec::sm_count (scenarios/hardware/gpus.json)

@@ -229,16 +229,20 @@ TEST(CalibrateCalibration, HalvedInterNodeBandwidthDoublesTheAllGatherTransferTi
 TEST(CalibrateCalibration, GemmEfficiencyScalesComputeTimeByTheRatio) {
   const planner::Scenario s = two_node_scenario();
   const double peak = s.cluster.gpu.peak_flops.at("bf16");
+  // A GPU that runs every GEMM as the GEMM model says at ceiling e_max; the grid stops at
+  // 4096, so the ceiling is solved on the largest (4096^3), not on the normalising 8192^3.
   auto measured = [&](double e_max) {
     Measurements m;
     m.backend = "synthetic";
     m.device = "test";
     m.gpu = s.cluster.gpu.name;
-    for (std::int64_t d = 64; d <= 16384; d *= 2)
+    planner::GemmDevice device = planner::CostModel(s).gemm_device();
+    device.large_gemm_efficiency = e_max;
+    for (std::int64_t d = 64; d <= 4096; d *= 2)
       for (std::int64_t rows : {d / 8, d}) {
         const GemmShape g{std::max<std::int64_t>(rows, 1), d, d, "grid"};
-        const double e = e_max * g.intensity(2) / (g.intensity(2) + 120);
-        m.gemms.push_back({g, "bf16", stats_of({g.flops() / (peak * e)}), peak});
+        const double seconds = planner::estimate_gemm({double(g.m), double(g.n), double(g.k)}, device).seconds;
+        m.gemms.push_back({g, "bf16", stats_of({seconds}), peak});
       }
     // GEMMs alone and beside a collective take the same time: no interference term.
     m.interference.push_back({stats_of({1e-3}), stats_of({1e-3}), "test"});
@@ -246,12 +250,18 @@ TEST(CalibrateCalibration, GemmEfficiencyScalesComputeTimeByTheRatio) {
   };
   const Measurements lo = measured(0.5), hi = measured(0.75);
   const FitResult flo = fit(s, lo), fhi = fit(s, hi);
-  EXPECT_NEAR(flo.gemm_curves[0].max_efficiency, 0.5, 1e-6);
-  EXPECT_NEAR(flo.gemm_curves[0].half_intensity, 120, 1e-3);
+  ASSERT_EQ(flo.gemm_ceilings.size(), 1u);
+  EXPECT_EQ(flo.gemm_ceilings[0].solved_on.m, 4096);
+  EXPECT_FALSE(flo.gemm_ceilings[0].ceiling.capped);
   const double e1 = flo.calibration.matmul_efficiency, e2 = fhi.calibration.matmul_efficiency;
-  EXPECT_NEAR(e2 / e1, 1.5, 1e-9);
-  EXPECT_LT(e1, 0.5);  // the model's GEMMs sit below the saturation
-  EXPECT_GT(e1, 0.45);
+  EXPECT_NEAR(e1, 0.5, 1e-9);
+  EXPECT_NEAR(e2, 0.75, 1e-9);
+  // Every measured shape is the model's own at that ceiling: no error anywhere.
+  for (const FitError& e : flo.errors) {
+    if (e.what.rfind("gemm", 0) == 0) {
+      EXPECT_NEAR(e.error(), 0, 1e-6) << e.item;
+    }
+  }
   EXPECT_EQ(flo.calibration.compute_slowdown_under_comm, 0);
   const std::string f1 = write_file("lo.json", calibration_json(flo, lo));
   const std::string f2 = write_file("hi.json", calibration_json(fhi, hi));
@@ -282,6 +292,76 @@ TEST(CalibrateCalibration, GemmEfficiencyScalesComputeTimeByTheRatio) {
               gemm_seconds(e1), gemm_seconds(e2));
   EXPECT_GT(expected_drop, 0.2 * c1);  // the GEMMs are most of the step's compute
   EXPECT_NEAR(c1 - c2, expected_drop, 1e-6 * c1);
+}
+
+// The GEMMs measured on an H100 (tests/data/hardware/calibration-h100-2026-11-27.json, the
+// measurements `calibrate --backend cuda` recorded), fitted again: matmul_efficiency is the
+// measured 8192^3 GEMM's efficiency, 1,099,511,627,776 FLOPs / 1.394432 ms / 989.4 TFLOP/s =
+// 0.79694 (the shipped H100 value is 0.807, from 798 TFLOP/s on the same machine another day).
+// The saturating curve this replaced fitted 1.22 on the same data and wrote 1, capped: every
+// GEMM of an estimate with that file would have run at the dense peak.
+TEST(CalibrateCalibration, RecordedH100GemmsGiveTheMeasuredCeiling) {
+  const std::string file = std::string(FSDPSIM_SOURCE_ROOT) + "/tests/data/hardware/calibration-h100-2026-11-27.json";
+  std::ifstream in(file);
+  ASSERT_TRUE(in) << file;
+  const nlohmann::json recorded = nlohmann::json::parse(in);
+  const planner::Scenario s = planner::load_scenario(kScenario, {"cluster.gpus_per_node=1", "training.global_batch=2"});
+  const double peak = s.cluster.gpu.peak_flops.at("bf16");
+  EXPECT_DOUBLE_EQ(peak, 989.4e12);
+  Measurements m;
+  m.backend = "cuda";
+  m.device = "recorded H100";
+  m.gpu = s.cluster.gpu.name;
+  for (const nlohmann::json& g : recorded.at("fit").at("measurements").at("gemms")) {
+    const GemmShape shape{g.at("m").get<std::int64_t>(), g.at("n").get<std::int64_t>(), g.at("k").get<std::int64_t>(),
+                          g.at("label").get<std::string>()};
+    m.gemms.push_back({shape, g.at("dtype").get<std::string>(),
+                       stats_of({g.at("time").at("median_seconds").get<double>()}), peak});
+  }
+  ASSERT_EQ(m.gemms.size(), 21u);
+  const FitResult f = fit(s, m);
+  ASSERT_EQ(f.gemm_ceilings.size(), 1u);
+  EXPECT_EQ(f.gemm_ceilings[0].solved_on.label, "square 8192");
+  EXPECT_FALSE(f.gemm_ceilings[0].ceiling.capped);
+  EXPECT_NEAR(f.calibration.matmul_efficiency, 1099511627776.0 / 1.3944320678710936e-3 / 989.4e12, 1e-9);
+  EXPECT_NEAR(f.calibration.matmul_efficiency, 0.79694, 5e-5);
+  // The model at that ceiling against the other large measured shapes (held out; the GEMM
+  // model's constants were fitted to XLA's published H100 table, not to these): within 8%
+  // (-3.3% to -6.8%: the model is a little slow on them). The small shapes are not judged: a
+  // GEMM of a few microseconds timed alone through the runtime waits for its launch (11.5 us a
+  // trivial op on this machine, the same file's kernel_issue_seconds), which the kernel model
+  // does not hold.
+  int large = 0;
+  for (const FitError& e : f.errors) {
+    if (e.what != "gemm bf16 efficiency (GEMM model)") continue;
+    std::printf("[ info ] %-32s measured %.4f model %.4f (%+.1f%%)\n", e.item.c_str(), e.measured, e.fitted,
+                100 * e.error());
+    if (e.measured > 0.7) {
+      EXPECT_LT(std::abs(e.error()), 0.08) << e.item;
+      ++large;
+    }
+  }
+  EXPECT_GE(large, 4);
+}
+
+// The normalising 8192^3 GEMM sets the ceiling when it was measured, even beside a larger
+// one: 8192^3 in 1.5 ms is 2 x 8192^3 / 1.5e-3 / 989.4e12 = 0.74087 by hand; a 16384 x 8192 x
+// 8192 GEMM measured as if at 0.5 does not move it.
+TEST(CalibrateCalibration, GemmCeilingIsTheNormalisingGemmsWhenMeasured) {
+  const planner::Scenario s = two_node_scenario();
+  const double peak = s.cluster.gpu.peak_flops.at("bf16");
+  Measurements m;
+  m.backend = "synthetic";
+  m.device = "test";
+  m.gpu = s.cluster.gpu.name;
+  const GemmShape square{8192, 8192, 8192, "square 8192"}, larger{16384, 8192, 8192, "rows 16384 of 8192"};
+  m.gemms.push_back({larger, "bf16", stats_of({larger.flops() / (peak * 0.5)}), peak});
+  m.gemms.push_back({square, "bf16", stats_of({1.5e-3}), peak});
+  const FitResult f = fit(s, m);
+  ASSERT_EQ(f.gemm_ceilings.size(), 1u);
+  EXPECT_EQ(f.gemm_ceilings[0].solved_on.label, "square 8192");
+  EXPECT_NEAR(f.calibration.matmul_efficiency, 2.0 * 8192 * 8192 * 8192 / 1.5e-3 / 989.4e12, 1e-9);
+  EXPECT_NEAR(f.calibration.matmul_efficiency, 0.74087, 5e-5);
 }
 
 TEST(CalibrateCalibration, LoaderChecksTheFitSection) {
