@@ -96,48 +96,52 @@ def attention_cases(torch, F, sdpa_kernel, SDPBackend):
 
 def eager_cases(torch):
     heads, kv_heads, d = 32, 8, 128  # Llama-3.1-8B
+
+    def chain(q, k, v, mask):
+        s = torch.matmul(q, k.transpose(2, 3)) * (d ** -0.5)
+        s = s + mask
+        p = torch.nn.functional.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype)
+        p = torch.nn.functional.dropout(p, p=0.0, training=True)
+        return torch.matmul(p, v)
+
+    def inputs(grad, seq):
+        q = torch.randn(1, heads, seq, d, device="cuda", dtype=torch.bfloat16, requires_grad=grad)
+        k0, v0 = (torch.randn(1, kv_heads, seq, d, device="cuda", dtype=torch.bfloat16, requires_grad=grad)
+                  for _ in range(2))
+        mask = torch.full((seq, seq), float("-inf"), device="cuda", dtype=torch.bfloat16).triu(1)[None, None]
+        return q, k0, v0, mask
+
+    def rep(x):  # repeat_kv as Hugging Face does it (expand + reshape: a copy)
+        b, h, s, dd = x.shape
+        return x[:, :, None].expand(b, h, heads // kv_heads, s, dd).reshape(b, heads, s, dd)
+
+    # Every helper takes the sequence length as an argument: the cases are all built (the
+    # generator is consumed) before any runs, so a closure over the loop's variable would see its
+    # last value. The first GPU run's chain rows (2026-11-27) did exactly that and timed 4096
+    # tokens under every seq_len (about 8 ms each): those rows are not used.
+    def run_chain(direction, seq):
+        q, k0, v0, mask = inputs(direction != "forward", seq)
+        if direction == "forward":
+            with torch.no_grad():
+                return timed(torch, lambda: chain(q, rep(k0), rep(v0), mask), WARMUP, REPS), 0
+        o = chain(q, rep(k0), rep(v0), mask)
+        do = torch.randn_like(o)
+        return timed(torch, lambda: torch.autograd.grad(o, (q, k0, v0), do, retain_graph=True), WARMUP, REPS), 0
+
+    def run_softmax(direction, seq):
+        s = torch.randn(1, heads, seq, seq, device="cuda", dtype=torch.bfloat16)
+        with torch.no_grad():
+            return timed(torch, lambda: torch.nn.functional.softmax(s, dim=-1, dtype=torch.float32), WARMUP, REPS), 0
+
     for seq in (1024, 2048, 4096):
         base = {"kind": "eager_attention", "dtype": "bf16", "batch": 1, "seq_len": seq, "heads": heads,
                 "kv_heads": kv_heads, "head_dim": d, "causal": "true"}
-
-        def chain(q, k, v, mask):
-            s = torch.matmul(q, k.transpose(2, 3)) * (d ** -0.5)
-            s = s + mask
-            p = torch.nn.functional.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype)
-            p = torch.nn.functional.dropout(p, p=0.0, training=True)
-            return torch.matmul(p, v)
-
-        def inputs(grad, seq=seq):
-            q = torch.randn(1, heads, seq, d, device="cuda", dtype=torch.bfloat16, requires_grad=grad)
-            # repeat_kv as Hugging Face does it (expand + reshape: a copy)
-            k0, v0 = (torch.randn(1, kv_heads, seq, d, device="cuda", dtype=torch.bfloat16, requires_grad=grad)
-                      for _ in range(2))
-            mask = torch.full((seq, seq), float("-inf"), device="cuda", dtype=torch.bfloat16).triu(1)[None, None]
-            return q, k0, v0, mask
-
-        def rep(x):
-            b, h, s, dd = x.shape
-            return x[:, :, None].expand(b, h, heads // kv_heads, s, dd).reshape(b, heads, s, dd)
-
-        def run_chain(direction, seq=seq):
-            q, k0, v0, mask = inputs(direction != "forward")
-            if direction == "forward":
-                with torch.no_grad():
-                    return timed(torch, lambda: chain(q, rep(k0), rep(v0), mask), WARMUP, REPS), 0
-            o = chain(q, rep(k0), rep(v0), mask)
-            do = torch.randn_like(o)
-            return timed(torch, lambda: torch.autograd.grad(o, (q, k0, v0), do, retain_graph=True), WARMUP, REPS), 0
-
-        def run_softmax(direction, seq=seq):
-            s = torch.randn(1, heads, seq, seq, device="cuda", dtype=torch.bfloat16)
-            with torch.no_grad():
-                return timed(torch, lambda: torch.nn.functional.softmax(s, dim=-1, dtype=torch.float32), WARMUP, REPS), 0
-
         for direction in ("forward", "backward"):
             yield dict(base, kernel="eager_chain", direction=direction,
-                       case_id="eager-chain-s%d-%s" % (seq, direction)), run_chain
+                       case_id="eager-chain-s%d-%s" % (seq, direction)), \
+                lambda direction, seq=seq: run_chain(direction, seq)
         yield dict(base, kernel="softmax_bf16_to_fp32", direction="forward",
-                   case_id="eager-softmax-s%d-forward" % seq), run_softmax
+                   case_id="eager-softmax-s%d-forward" % seq), lambda direction, seq=seq: run_softmax(direction, seq)
 
 
 def memory_bound_cases(torch):
