@@ -248,6 +248,32 @@ TrainingSpec parse_training(JsonReader r, int world) {
   return t;
 }
 
+// [FSDP1 at one rank] FullyShardedDataParallel sets every sharding strategy to NO_SHARD when its
+// process group has one rank (torch/distributed/fsdp/_init_utils.py, _init_core_state: "FSDP is
+// switching to use `NO_SHARD` instead of ... since the world size is 1"). On a world of one rank
+// that is all: the run is NO_SHARD, planned as such (no all-gathers, no reduce-scatters). A
+// hybrid strategy whose shard group is one rank in a larger world is clamped the same way, but
+// NO_SHARD then reduces the gradients over that one-rank group, so the replicas never
+// synchronize (pytorch/pytorch#154888, acknowledged as a bug): refused rather than planned as the
+// all-reduce the user meant. DeepSpeed's layout (master_weights optimizer_state) and FSDP2 have
+// no such clamp.
+void clamp_fsdp1_at_one_rank(Scenario& s, const std::string& file) {
+  FsdpSpec& f = s.fsdp;
+  const bool clamps = f.version == 1 && s.training.master_weights == MasterWeights::sharded_param &&
+                      f.shard_group_size == 1 && f.strategy != Strategy::NO_SHARD && f.strategy != Strategy::ZERO1;
+  if (!clamps) return;
+  if (s.cluster.world_size() > 1)
+    throw InputError(file, "fsdp.shard_group_size",
+                     "FSDP1 turns " + strategy_name(f.strategy) + " with a shard group of one rank into NO_SHARD over "
+                     "that one-rank group, so the gradients are never all-reduced across the " +
+                     std::to_string(s.cluster.world_size()) + " replicas (PyTorch's _init_core_state; "
+                     "pytorch/pytorch#154888): expected a shard group of 2 or more ranks, fsdp.strategy NO_SHARD (an "
+                     "all-reduce over every rank) or fsdp.version 2");
+  f.requested_strategy = f.strategy;
+  f.strategy = Strategy::NO_SHARD;
+  f.reshard_after_forward = 0;
+}
+
 FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
   FsdpSpec f;
   const std::int64_t version = r.integer_or("version", 2);
@@ -842,6 +868,7 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
   s.training = parse_training(r.has("training") ? r.object("training") : JsonReader(empty, file, "training"), world);
   s.fsdp = parse_fsdp(r.has("fsdp") ? r.object("fsdp") : JsonReader(empty, file, "fsdp"), world,
                       s.cluster.gpus_per_node);
+  clamp_fsdp1_at_one_rank(s, file);
   s.calibration = calibration;
   s.calibration_file = calibration_file;
   if (r.has("published")) {

@@ -140,6 +140,9 @@ struct FsdpSpec {
   // degree, 1 = none). The EP groups are consecutive ranks within a shard group; the experts'
   // FSDP shards them over the shard group's other ranks (planner/moe.h).
   int expert_parallel = 1;
+  // The strategy the scenario asked for when FSDP1 runs another ([FSDP1 at one rank],
+  // planner/scenario.cpp): FullyShardedDataParallel runs NO_SHARD on a world of one rank.
+  std::optional<Strategy> requested_strategy;
 };
 
 // How the model is built before sharding (the scenario's `init`; planner/job_memory.h):

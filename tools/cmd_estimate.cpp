@@ -60,7 +60,7 @@ void run_estimate(const EstimateOptions& o) {
     return;
   }
   sim::Estimate estimate = sim::estimate_step(scenario);
-  for (const std::string& w : estimate_warnings(estimate)) std::cerr << "warning: " << w << "\n";
+  for (const std::string& w : estimate_warnings(estimate, scenario)) std::cerr << "warning: " << w << "\n";
   if (!o.trace.empty()) write_file(o.trace, sim::chrome_trace(estimate, scenario.name).dump() + "\n");
   if (!o.plot.empty()) write_file(o.plot, sim::timeline_svg(estimate));
   // Advice (sim/advice.h): when it does not fit, or asked for.

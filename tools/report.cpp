@@ -66,8 +66,12 @@ std::string scenario_summary(const planner::Scenario& sc, const planner::Plan& p
   return out.str();
 }
 
-std::vector<std::string> estimate_warnings(const sim::Estimate& e) {
+std::vector<std::string> estimate_warnings(const sim::Estimate& e, const planner::Scenario& sc) {
   std::vector<std::string> warnings = planner::tied_weight_warnings(e.plan.units);
+  if (sc.fsdp.requested_strategy)
+    warnings.push_back("FSDP1 runs NO_SHARD on a world of one rank, whatever the strategy (PyTorch's "
+                       "_init_core_state switches " + planner::strategy_name(*sc.fsdp.requested_strategy) +
+                       " to NO_SHARD): planned as NO_SHARD");
   if (std::string nvme = planner::nvme_untimed_warning(e.cluster, e.plan.schedule); !nvme.empty())
     warnings.push_back(std::move(nvme));
   return warnings;
@@ -153,7 +157,7 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
   j["model"] = {{"name", sc.model->name}, {"parameters", sc.model->parameter_count()}};
   j["world_size"] = sc.world_size();
   j["unit_count"] = planner::units_with_parameters(e.plan.units);
-  j["warnings"] = estimate_warnings(e);
+  j["warnings"] = estimate_warnings(e, sc);
   j["units"] = sim::unit_report_json(sim::unit_report(e));  // per unit (sim/unit_report.h)
   nlohmann::json breakdown = nlohmann::json::object();
   for (int c = 0; c < planner::kMemCategoryCount; ++c)

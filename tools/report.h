@@ -14,8 +14,9 @@ namespace fsdpsim::tools {
 std::string scenario_summary(const planner::Scenario& scenario, const planner::Plan& plan);
 // headroom_bytes: memory to keep free; the step fits when device peak + headroom <= GPU memory.
 // What the user should know about the estimate's inputs: tied weights a wrap request could not
-// honour, NVMe swaps the cluster gives no bandwidth for (printed on stderr, and in --json).
-std::vector<std::string> estimate_warnings(const sim::Estimate& estimate);
+// honour, NVMe swaps the cluster gives no bandwidth for, a strategy FSDP1 replaces on one rank
+// (printed on stderr, and in --json).
+std::vector<std::string> estimate_warnings(const sim::Estimate& estimate, const planner::Scenario& scenario);
 std::string estimate_text(const sim::Estimate& estimate, const planner::Scenario& scenario, double headroom_bytes = 0);
 nlohmann::json estimate_json(const sim::Estimate& estimate, const planner::Scenario& scenario, double headroom_bytes = 0);
 std::string micro_batch_search_text(const sim::MicroBatchSearch& search, const planner::Scenario& scenario);
