@@ -8,7 +8,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 packages=(cmake ninja-build g++ pkg-config libsimgrid-dev nlohmann-json3-dev libboost-graph-dev
-          libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libopenmpi-dev openmpi-bin)
+          libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libopenmpi-dev openmpi-bin
+          libjemalloc-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
