@@ -15,6 +15,8 @@
 #     24.04's). Linking libstdc++ statically was tried and is worse: its std::random_device then
 #     needs glibc 2.36 (arc4random), which Ubuntu 22.04 lacks;
 #   - libcudart.so.13: copied into .hw/lib (0.7 MB) as a fallback behind the machine's own;
+#   - libjemalloc.so.2 (the fsdpsim binary's malloc, CMakeLists.txt): copied into .hw/lib (0.8 MB;
+#     glibc 2.34): the GPU image has no jemalloc of its own;
 #   - libnccl.so.2 and (opened at the first GEMM) libcublas.so.13: the machine's own, from PyTorch's
 #     nvidia-* wheels or /usr/local/cuda (too large to carry: 208 MiB for NCCL alone); run_all.sh
 #     finds them;
@@ -46,6 +48,8 @@ cp "$build/tools/fsdpsim" "$build/tests/test_runtime" .hw/bin/
 strip .hw/bin/fsdpsim .hw/bin/test_runtime
 cudart=$(sed -n 's/^CUDA_cudart_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt")
 cp -L "$(dirname "$cudart")"/libcudart.so.13 .hw/lib/
+jemalloc=$(ldd "$build/tools/fsdpsim" | awk '/libjemalloc/ {print $3}')
+[ -n "$jemalloc" ] && cp -L "$jemalloc" .hw/lib/
 nccl_header=$(sed -n 's/^NCCL_INCLUDE_DIR:PATH=//p' "$build/CMakeCache.txt")/nccl.h
 {
   echo "commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)"
