@@ -395,8 +395,8 @@ void measure_host_gemms(const Bench& b, Measurements& m) {
     for (const GemmShape& s : shapes) {
       CpuGemm g(s, dtype == "bf16");
       GemmMeasurement gm{s, dtype, repeat(b.o.warmup, b.o.repetitions, [&] { return g.run(); }), peak_for(b.scenario, dtype)};
-      say(b.o, "gemm " + dtype + " " + s.label + " " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
-                   std::to_string(s.k) + ": " + std::to_string(gm.time.median_seconds * 1e3) + " ms");
+      say(b.o, "gemm " + dtype + " " + s.label + " " + s.dims() + ": " + std::to_string(gm.time.median_seconds * 1e3) +
+                   " ms");
       m.gemms.push_back(gm);
     }
   }
@@ -442,8 +442,7 @@ void measure_cuda_step_gemms(const Bench& b, Measurements& m) {
     GemmShape s{static_cast<std::int64_t>(g.m), static_cast<std::int64_t>(g.n), static_cast<std::int64_t>(g.k), "step"};
     const Stats t = stats_of(runtime::time_bf16_gemm(b.o.first_device, s.m, s.n, s.k, b.o.warmup, b.o.repetitions));
     GemmMeasurement gm{s, "bf16", t, peak_for(b.scenario, "bf16")};
-    say(b.o, "gemm bf16 step shape " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
-                 ": " + std::to_string(t.median_seconds * 1e6) + " us");
+    say(b.o, "gemm bf16 step shape " + s.dims() + ": " + std::to_string(t.median_seconds * 1e6) + " us");
     m.step_gemms.push_back(gm);
   }
   m.notes.push_back("cuda: the step's " + std::to_string(m.step_gemms.size()) +

@@ -55,8 +55,7 @@ struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;  // C[m,n] = A[m,k] B[k,n]
   std::string label;                 // "layers.*.mlp.up_proj" or "square 1024"
   double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
-  // FLOPs per byte of the three operands moved once (element size `bytes_per_element`).
-  double intensity(int bytes_per_element) const;
+  std::string dims() const { return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k); }  // "MxNxK"
 };
 
 struct GemmMeasurement {

@@ -483,14 +483,11 @@ void CalibrationFit::gemm_efficiency() {
     GemmCeilingFit fit{dtype, solve_gemm_ceiling(model_shape(on->shape), on->time.median_seconds, device), on->shape,
                        static_cast<int>(gs.size())};
     if (fit.ceiling.capped)
-      out_.notes.push_back(dtype + " GEMM " + std::to_string(on->shape.m) + "x" + std::to_string(on->shape.n) + "x" +
-                           std::to_string(on->shape.k) + " ran faster than the GEMM model allows at the dense peak: "
-                           "its ceiling is capped at 1");
+      out_.notes.push_back(dtype + " GEMM " + on->shape.dims() +
+                           " ran faster than the GEMM model allows at the dense peak: its ceiling is capped at 1");
     device.large_gemm_efficiency = fit.ceiling.efficiency;
     for (const GemmMeasurement* g : gs)
-      out_.errors.push_back({"gemm " + dtype + " efficiency (GEMM model)",
-                             g->shape.label + " " + std::to_string(g->shape.m) + "x" + std::to_string(g->shape.n) + "x" +
-                                 std::to_string(g->shape.k),
+      out_.errors.push_back({"gemm " + dtype + " efficiency (GEMM model)", g->shape.label + " " + g->shape.dims(),
                              g->efficiency(), planner::estimate_gemm(model_shape(g->shape), device).efficiency});
     out_.gemm_ceilings.push_back(fit);
     if (dtype == compute_dtype || (by_dtype.count(compute_dtype) == 0 && dtype == "bf16")) set_matmul_efficiency(fit);
@@ -500,11 +497,10 @@ void CalibrationFit::gemm_efficiency() {
 void CalibrationFit::set_matmul_efficiency(const GemmCeilingFit& fit) {
   if (!(fit.ceiling.efficiency > 0)) return;
   c_.matmul_efficiency = fit.ceiling.efficiency;
-  const GemmShape& s = fit.solved_on;
   set_source("matmul_efficiency",
              origin_ + ": the ceiling of the GEMM model (planner/gemm_model.h, normalised on an 8192^3 GEMM) that "
-                 "gives the measured " + fit.dtype + " GEMM " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
-                 std::to_string(s.k) + " (" + s.label + ") its time" + (fit.ceiling.capped ? ", capped at 1" : "") +
+                 "gives the measured " + fit.dtype + " GEMM " + fit.solved_on.dims() + " (" + fit.solved_on.label +
+                 ") its time" + (fit.ceiling.capped ? ", capped at 1" : "") +
                  "; the model at this ceiling against all " + std::to_string(fit.points) +
                  " measured GEMMs is in fit.errors; peak = the scenario GPU's dense " + fit.dtype + " peak." +
                  host_note_);

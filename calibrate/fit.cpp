@@ -110,12 +110,6 @@ Stats stats_of(std::vector<double> seconds) {
   return s;
 }
 
-double GemmShape::intensity(int bytes_per_element) const {
-  const double bytes = static_cast<double>(bytes_per_element) *
-                       (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n);
-  return bytes > 0 ? flops() / bytes : 0;
-}
-
 double bus_factor(planner::CollectiveKind kind, int ranks) {
   if (ranks <= 1) return 0;
   const double n = ranks;
