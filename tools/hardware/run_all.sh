@@ -9,8 +9,10 @@
 # tries to build fsdpsim here (CMake, Ninja, -j16) and, where the dependencies are missing, goes on
 # with the PyTorch measurements alone.
 #
-# Steps, in order of value (each bounded by a timeout, all under one deadline, so that whatever
-# finished is written even if a later step hangs; a failing step is logged and the next one runs):
+# Steps (each bounded by a timeout, all under one deadline, so that whatever finished is written
+# even if a later step hangs; a failing step is logged and the next one runs). They run in the order
+# 1, 2, 3, 5, 6, 7, 4: the memory step is the longest and stops cleanly at the deadline, so it
+# takes whatever time the short steps leave (the steps before it keep at least 250 s for it):
 #   1. provenance: GPU, driver, CUDA, torch, transformers, the binaries' build;
 #   2. the cuda backend's own tests: test_runtime --gtest_filter='CudaBackend.*' (what
 #      `ctest -R CudaBackend` runs; ctest itself needs the build folder, which is not carried);
@@ -52,7 +54,7 @@ exec > >(tee -a "$outdir/run_all.log") 2>&1
 
 export PYTHONUNBUFFERED=1
 export FSDPSIM_ROOT=$root
-export FSDPSIM_HW_COMMAND="bash tools/hardware/run_all.sh${1:+ $1} (device tool run, timeout_s 600, carry .hw)"
+export FSDPSIM_HW_COMMAND="${FSDPSIM_HW_MEMORY_ARGS:+FSDPSIM_HW_MEMORY_ARGS=\"$FSDPSIM_HW_MEMORY_ARGS\" }bash tools/hardware/run_all.sh${1:+ $1} (device tool run, timeout_s 600, carry .hw)"
 export FSDPSIM_COMMIT=$(cat .hw/commit 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)
 
 say() { echo "[run_all +$(($(date +%s) - start))s] $*"; }
@@ -214,22 +216,18 @@ if [ "$quick" = 1 ]; then
   exit 0
 fi
 if [ -n "$fsdpsim_bin" ]; then
-  verify_case 1 llama3.1-8b-n8 "$(cap 90 380)" --scenario "$s8b" --set "cluster=$cluster" \
+  verify_case 1 llama3.1-8b-n8 "$(cap 90 400)" --scenario "$s8b" --set "cluster=$cluster" \
     --virtual-world 8 --steps 2 --trace "$work/verify_trace.json"
   [ -s "$work/verify_trace.json" ] && gzip -c "$work/verify_trace.json" > "$outdir/verify_trace.json.gz"
   verify_case 2 llama3.2-1b-n8 "$(cap 60 360)" --scenario "$s8b" --set "cluster=$cluster" \
     --set model=models/llama3.2-1b.json --virtual-world 8 --steps 2
 fi
 
-# ---- 4. PyTorch memory ground truth ------------------------------------------------------------
-limit=$(cap 240 150)
-step "PyTorch FSDP memory" "$limit" python3 tools/hardware/fsdp_memory.py --out "$outdir" --time-budget $((limit - 25))
-
-# ---- 3 (continued). the N = 64 verifies --------------------------------------------------------
+# ---- 3 (continued). the N = 64 verifies (the memory step is last: below) --------------------------------------------------------
 if [ -n "$fsdpsim_bin" ]; then
-  verify_case 3 llama3.1-8b-n64 "$(cap 60 120)" --scenario "$s8b" --set "cluster=$cluster" \
+  verify_case 3 llama3.1-8b-n64 "$(cap 60 300)" --scenario "$s8b" --set "cluster=$cluster" \
     --set cluster.nodes=8 --set training.global_batch=128 --virtual-world 64 --steps 2
-  verify_case 4 llama3.2-1b-n64 "$(cap 45 110)" --scenario "$s8b" --set "cluster=$cluster" \
+  verify_case 4 llama3.2-1b-n64 "$(cap 45 290)" --scenario "$s8b" --set "cluster=$cluster" \
     --set model=models/llama3.2-1b.json --set cluster.nodes=8 --set training.global_batch=128 --virtual-world 64 --steps 2
 fi
 
@@ -238,7 +236,7 @@ fi
 # put two ranks on one GPU, so the scenario's 8-rank collectives (and the interference benchmark
 # beside them) would fail; the GEMMs, copies and launch overhead are what one GPU can measure.
 if [ -n "$fsdpsim_bin" ]; then
-  step "calibrate" "$(cap 100 60)" "${fsd[@]}" calibrate --backend cuda \
+  step "calibrate" "$(cap 100 280)" "${fsd[@]}" calibrate --backend cuda \
     --scenario "$s8b" --set "cluster=$cluster" --set cluster.gpus_per_node=1 \
     --set training.global_batch=2 -o "$outdir/calibration.json"
   # calibrate makes the file before measuring (to fail early if it cannot be written): a failed
@@ -247,12 +245,23 @@ if [ -n "$fsdpsim_bin" ]; then
 fi
 
 # ---- 6. single-block timings -------------------------------------------------------------------
-limit=$(cap 75 70)
+limit=$(cap 75 270)
 step "block timing" "$limit" python3 tools/hardware/block_timing.py --out "$outdir" --time-budget $((limit - 15))
 
 # ---- 7. kernel timings (issue 13's kernel-level data) -------------------------------------------
-limit=$(cap 90 5)
+limit=$(cap 90 250)
 step "kernel timing" "$limit" python3 tools/hardware/kernel_timing.py --out "$outdir" --time-budget $((limit - 15))
+
+# ---- 4. PyTorch memory ground truth, last -------------------------------------------------------
+# Last because it is the longest (a process per FSDP1 case, about 13 s each) and stops cleanly at
+# its time budget, writing the cases it did not reach as skipped rows: the steps above take about
+# 90 s together and would otherwise be cut by a budget the memory cases overran.
+# FSDPSIM_HW_MEMORY_ARGS: fsdp_memory.py's selection and snapshot options for this call (default:
+# every case), e.g. "--only fsdp1 --snapshot-case ID --snapshot-from init".
+limit=$(cap 600 5)
+# shellcheck disable=SC2086  # the options are words on purpose
+step "PyTorch FSDP memory" "$limit" python3 tools/hardware/fsdp_memory.py --out "$outdir" --time-budget $((limit - 15)) \
+  ${FSDPSIM_HW_MEMORY_ARGS:-}
 
 # ---- what comes back ---------------------------------------------------------------------------
 for f in "$outdir"/*; do
