@@ -503,8 +503,12 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
                                         [](const Allocation& a) { return a.recorded_stream >= 0; });
   const std::vector<StreamClock> clocks = any_recorded ? completion_clocks(s) : std::vector<StreamClock>{};
   const bool made_at_first_step = makes_state_at_first_step(s);
+  // [Job prelude] Before the first step: what it leaves is its persistent state and the
+  // allocator's segments. Its own peaks are not the step's (snapshot(-1) below starts over).
+  for (const PreludeEvent& e : s.prelude) e.free ? release(e.allocation) : make(e.allocation);
+  const std::vector<char> from_prelude = made_in_prelude(s);
   for (const Allocation& a : s.allocations)
-    if (a.persistent && a.first_step_op < 0) make(a.id);
+    if (a.persistent && a.first_step_op < 0 && !from_prelude[a.id]) make(a.id);
   if (made_at_first_step) {
     // [State made at the first step] The job's first step, with that state made at its op: the
     // segments the caching allocator keeps from it are those every later step runs in, and

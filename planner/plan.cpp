@@ -82,6 +82,7 @@ class StepBuilder {
     saved_activations_.assign(layout_.forward.size(), -1);
     reserve_schedule();
     make_persistent_state();
+    make_init_prelude();
     for (int micro = 0; micro < schedule_.micro_steps; ++micro) {
       step_.micro_step = micro;
       step_.has_grad.assign(layout_.param_owner.size(), 0);
@@ -438,6 +439,7 @@ class StepBuilder {
     const int stored = step_.stored_param_dtype_bytes, master = step_.master_dtype_bytes;
     using Device = FsdpSpec::OffloadDevice;
     const FsdpSpec& f = scenario_.fsdp;
+    sharded_params_.assign(step_.plan.units.size(), -1);
     for (const Unit& u : step_.plan.units) {
       const UnitShard& sh = step_.shard(u.index);
       if (sh.numel == 0) continue;
@@ -454,8 +456,8 @@ class StepBuilder {
       else if (f.offload_param == Device::nvme)
         ;  // on NVMe; the host holds the swap buffers (below)
       else if (step_.sharded.params)
-        step_.new_alloc(step_.buffer_bytes(sh.local_numel, stored), MemCategory::sharded_param, Stream::compute,
-                        Name{"sharded params of ", name}, true, true);
+        sharded_params_[u.index] = step_.new_alloc(step_.buffer_bytes(sh.local_numel, stored), MemCategory::sharded_param,
+                                                   Stream::compute, Name{"sharded params of ", name}, true, true);
       else
         step_.new_alloc(step_.buffer_bytes(sh.numel, stored), MemCategory::unsharded_param, Stream::compute,
                         Name{"replicated params of ", name}, true, true);
@@ -486,6 +488,121 @@ class StepBuilder {
       for (std::size_t a = first; a < step_.schedule.allocations.size(); ++a) step_.schedule.allocations[a].unit = u.index;
     }
     make_nvme_swap_buffers();
+  }
+
+  // ---- [Job prelude] FSDP1 building its flat parameters (planner/schedule.h) ---------------------
+  // FSDP1 (use_orig_params=False) wraps units innermost first (_auto_wrap recurses into a
+  // module's children before wrapping it) and builds each unit's flat parameter as it wraps it
+  // (torch/distributed/fsdp/_init_utils.py, _init_param_handle_from_module):
+  //  1. the unit's parameters come to the GPU in the stored dtype, module by module in
+  //     breadth-first order (_get_modules_to_materialize: a meta model's param_init_fn or
+  //     reset_parameters; a CPU model's _move_module_to_device moves them the same way);
+  //  2. flatten_tensors concatenates them into one flat tensor (unpadded: the world-size padding
+  //     is the shard's);
+  //  3. FlatParamHandle.shard() clones this rank's padded shard out of it (_get_shard) and frees
+  //     the flat tensor (_resize_(0));
+  //  4. the modules' parameters become views of the flat parameter: the materialised tensors go,
+  //     last made first.
+  // A model built on the GPU (init cuda) had every parameter allocated at construction, in
+  // module order, before FSDP wraps anything. Measured on an H200 with PyTorch 2.11: the memory
+  // snapshot tests/data/hardware/memory_snapshot-h200-2026-11-28-llama3.1-8b-8layers-fsdp1-
+  // ac_full-reshard_true-n64.pickle.gz holds this sequence allocation by allocation, and the
+  // segments it leaves cached are a quarter of that run's reserved memory.
+  // Not in the prelude: sync_module_states' broadcast buckets (job_memory.cpp's init peak
+  // counts one), CPU offload (the shard goes to the host), FSDP2 (fully_shard on a meta model
+  // allocates only the shards, which the step makes as it starts) and DeepSpeed.
+  void make_init_prelude() {
+    if (scenario_.fsdp.version != 1 || scenario_.deepspeed.stated || !step_.sharded.params || scenario_.fsdp.cpu_offload ||
+        scenario_.fsdp.offload_param != FsdpSpec::OffloadDevice::none)
+      return;
+    const std::vector<Unit>& units = step_.plan.units;
+    const int stored = step_.stored_param_dtype_bytes;
+    std::unordered_map<const models::Parameter*, int> unit_of;
+    for (const Unit& u : units)
+      for (const models::Parameter* p : u.params) unit_of[p] = u.index;
+    std::unordered_map<const models::Parameter*, int> whole;  // parameter -> its materialised allocation
+    auto materialise = [&](const models::Parameter* p, int unit) {
+      const int id = step_.new_alloc(step_.buffer_bytes(p->numel(), stored), MemCategory::temporary, Stream::compute,
+                                     Name{"init: ", p->full_name});
+      schedule_.allocations[id].unit = unit;
+      schedule_.prelude.push_back({id, false});
+      whole[p] = id;
+    };
+    if (scenario_.init.device == InitSpec::Device::cuda)
+      models::for_each_module(scenario_.model->root, [&](const Module& m) {
+        for (const models::Parameter& p : m.params)
+          if (auto it = unit_of.find(&p); it != unit_of.end()) materialise(&p, it->second);
+      });
+    for (int u : units_innermost_first()) {
+      const Unit& unit = units[u];
+      if (sharded_params_[u] < 0) continue;  // no parameters: no flat parameter
+      std::vector<const models::Parameter*> params = unit.params;
+      if (scenario_.init.device != InitSpec::Device::cuda) {
+        // Breadth-first: a module's depth is its parameter's dots (the list is in module order,
+        // and breadth-first order within one depth is module order).
+        std::stable_sort(params.begin(), params.end(), [](const models::Parameter* a, const models::Parameter* b) {
+          return std::count(a->full_name.begin(), a->full_name.end(), '.') <
+                 std::count(b->full_name.begin(), b->full_name.end(), '.');
+        });
+        for (const models::Parameter* p : params) materialise(p, u);
+      }
+      const int flat = step_.new_alloc(step_.buffer_bytes(step_.shard(u).numel, stored), MemCategory::temporary,
+                                       Stream::compute, Name{"init: flat parameter of ", step_.label(u)});
+      schedule_.allocations[flat].unit = u;
+      schedule_.prelude.push_back({flat, false});
+      schedule_.prelude.push_back({sharded_params_[u], false});
+      schedule_.prelude.push_back({flat, true});
+      for (auto p = params.rbegin(); p != params.rend(); ++p) schedule_.prelude.push_back({whole.at(*p), true});
+    }
+    make_lazy_init();
+  }
+
+  // FSDP1's lazy init, in the first forward before the root's first all-gather (_lazy_init,
+  // _share_state_and_init_handle_attrs: the root's handle, then the others in module order):
+  // FlatParamHandle.init_flat_param_attributes sizes each flat parameter's buffers by allocating
+  // them on the compute stream and freeing their storage at once (_free_storage): with
+  // parameter mixed precision the low-precision shard (_mp_shard), then the padded unsharded
+  // parameter in the compute dtype (_full_param_padded), then in the stored dtype
+  // (_full_prec_full_param_padded). Nothing stays allocated, but a model with no init segments
+  // big enough gets new ones (the measured snapshot: 365-445 of its trace, 2026-11-28).
+  void make_lazy_init() {
+    const bool mixed = step_.compute_dtype_bytes != step_.stored_param_dtype_bytes;  // _uses_param_mixed_precision
+    auto sized_and_freed = [&](int u, std::int64_t elements, int dtype_bytes, const char* what) {
+      const int id = step_.new_alloc(step_.buffer_bytes(elements, dtype_bytes), MemCategory::temporary, Stream::compute,
+                                     Name{"lazy init: ", step_.label(u), what});
+      schedule_.allocations[id].unit = u;
+      schedule_.prelude.push_back({id, false});
+      schedule_.prelude.push_back({id, true});
+    };
+    std::vector<int> order;
+    for (const Unit& u : step_.plan.units)
+      if (u.is_root) order.insert(order.begin(), u.index);
+      else order.push_back(u.index);
+    for (int u : order) {
+      if (sharded_params_[u] < 0) continue;
+      const UnitShard& sh = step_.shard(u);
+      if (mixed) sized_and_freed(u, sh.local_numel, step_.compute_dtype_bytes, " low-precision shard");
+      sized_and_freed(u, sh.gathered_numel, mixed ? step_.compute_dtype_bytes : step_.stored_param_dtype_bytes,
+                      " unsharded flat parameter");
+      if (mixed) sized_and_freed(u, sh.gathered_numel, step_.stored_param_dtype_bytes, " full-precision unsharded flat parameter");
+    }
+  }
+
+  // Units in the order FSDP1's auto-wrap wraps them: each after the units inside it, siblings
+  // in forward order.
+  std::vector<int> units_innermost_first() const {
+    const std::vector<Unit>& units = step_.plan.units;
+    std::vector<std::vector<int>> children(units.size());
+    std::vector<int> roots;
+    for (const Unit& u : units) (u.parent >= 0 ? children[u.parent] : roots).push_back(u.index);
+    std::vector<int> order;
+    order.reserve(units.size());
+    auto visit = [&](auto& self, int u) -> void {
+      for (int c : children[u]) self(self, c);
+      order.push_back(u);
+    };
+    for (int r : roots) visit(visit, r);
+    return order;
   }
 
   // ZeRO-Infinity's pinned swap buffers (always page-locked: aio's new_cpu_locked_tensor /
@@ -1022,6 +1139,7 @@ class StepBuilder {
   // Model costs are written for 16-bit activations: activation bytes scale by the compute
   // dtype's bytes over 2.
   const double activation_bytes_scale_;
+  std::vector<int> sharded_params_;  // unit -> its persistent sharded parameters on the GPU (-1: none)
   std::vector<int> saved_activations_;  // compute event -> its saved activations until its backward
   std::vector<int> checkpoint_inputs_;  // region -> its checkpointed input until its backward
   int input_ids_ = -1;                  // the micro-step's input token ids

@@ -92,6 +92,10 @@ class Fsdp1Policy final : public FrameworkPolicy {
     // reality it's still 2x"; planner/memory.h [recordStream]). The shard-sized buffer is treated
     // alike, except the low-precision shard (below).
     const bool low_precision_shard = compute != stored;
+    // [FSDP1 streams] The low-precision shard is made on the pre-unshard stream
+    // (FlatParamHandle._use_low_precision_shard under _pre_unshard_stream, the stream CPU
+    // offload's copies also use: Stream::copy), so its blocks come from that stream's pool.
+    if (low_precision_shard) step_.schedule.allocations[all_gather_input_[u]].stream = Stream::copy;
     step_.schedule.allocations[unsharded_flat_param_[u]].recorded_stream = static_cast<int>(Stream::compute);
     if (!low_precision_shard)
       step_.schedule.allocations[all_gather_input_[u]].recorded_stream = static_cast<int>(Stream::compute);
@@ -149,15 +153,31 @@ class Fsdp1Policy final : public FrameworkPolicy {
     step_.op(copy_in).hbm_bytes = static_cast<double>(sh.gathered_numel) * (compute + reduce);
     int input = step_.alloc_at(copy_in, sh.gathered_numel * compute, MemCategory::unsharded_grad,
                                Name{"flat grad of ", name});
+    // [FSDP1 streams] The flat gradient is the backward of the split that made the parameters'
+    // views of the flat parameter, and autograd runs a backward op on its forward op's stream:
+    // the views were made under the unshard stream (_unshard -> FlatParamHandle.unshard ->
+    // _use_unsharded_views), so the flat gradient comes from the all-gather stream's pool (the
+    // snapshot: 18 allocations of 436 and 2,101 MB there with no Python frame, autograd's).
+    step_.schedule.allocations[input].stream = Stream::all_gather;
     step_.free_unsharded_grads(copy_in, u);
     if (reduce != compute) {
       const int cast = step_.alloc_at(copy_in, sh.gathered_numel * reduce, MemCategory::reduce_scatter_buffer,
                                       Name{"reduce-dtype grad of ", name});
+      step_.schedule.allocations[cast].stream = Stream::reduce_scatter;  // [FSDP1 streams]
       step_.free_at(copy_in, input);
       input = cast;
     }
     step_.free_at(copy_in, step_.accumulated_grad[u]);
     const ReduceScatter rs = issue_reduce_scatter(step_, u, copy_in, Stream::all_gather);
+    // [FSDP1 streams] _post_backward_hook casts the gradient and makes the reduce-scatter's
+    // tensors under _post_backward_stream (_runtime_utils.py, _post_backward_hook and
+    // _get_reduce_scatter_tensors), a stream of its own (_init_streams), so they come from that
+    // stream's pool, which the model calls Stream::reduce_scatter. The ops stay where the
+    // timing model puts them (the reduce-scatter behind the all-gathers of its communicator).
+    // Measured: the H200 snapshot of 2026-11-28 (tests/data/hardware/) has its 874 and 4,205 MB
+    // cast segments and its eight 14 MB reduce-scatter outputs on that stream, none on the
+    // compute stream's, where the replay had reused the init segments for them.
+    step_.schedule.allocations[rs.output].stream = Stream::reduce_scatter;
     step_.free_at(rs.op, input);
     finish_reduction(step_, u, rs);
   }

@@ -309,6 +309,10 @@ nlohmann::json schedule_to_json(const Schedule& s) {
     if (a.first_step_op >= 0) aj["first_step_op"] = a.first_step_op;
     j["allocations"].push_back(std::move(aj));
   }
+  if (!s.prelude.empty()) {  // written only when there is one, so other schedules read as before
+    j["prelude"] = nlohmann::json::array();
+    for (const PreludeEvent& e : s.prelude) j["prelude"].push_back({{e.free ? "free" : "allocate", e.allocation}});
+  }
   j["ops"] = nlohmann::json::array();
   for (const Op& op : s.ops) {
     nlohmann::json o = {{"id", op.id}, {"kind", to_string(op.kind)}, {"stream", to_string(op.stream)},
@@ -391,6 +395,18 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
   if (const int past = allocation_total_overflow(s); past >= 0)
     throw InputError(file, join_json_path(join_json_path("allocations", static_cast<std::size_t>(past)), "bytes"),
                      "the allocations' bytes add up to more than 2^62 here: expected sizes a GPU could hold");
+  if (r.has("prelude")) {
+    const auto& events = r.array("prelude");
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      JsonReader e(events[i], file, join_json_path("prelude", i));
+      const bool free = e.has("free");
+      if (!events[i].is_object() || free == e.has("allocate"))
+        throw InputError(file, join_json_path("prelude", i),
+                         "expected {\"allocate\": id} or {\"free\": id}, got " + describe_json(events[i]));
+      s.prelude.push_back({e.int_in(free ? "free" : "allocate", 0, INT_MAX), free});
+      e.finish();
+    }
+  }
   const auto& ops = r.array("ops");
   for (std::size_t i = 0; i < ops.size(); ++i) {
     JsonReader o(ops[i], file, join_json_path("ops", i));
@@ -454,12 +470,60 @@ std::vector<std::vector<int>> made_at_first_step_by_op(const Schedule& s) {
   return made;
 }
 
+namespace {
+
+// [Job prelude] Its events in order: each allocates a device allocation no one else makes, or
+// frees one it made; persistent state it makes stays, the rest it frees. What it makes and
+// frees is marked in made_by / freed_by (-3), so that an op making or freeing it again is the
+// error validate_schedule reports for twice.
+void validate_prelude(const Schedule& s, const std::string& file, std::vector<int>& made_by, std::vector<int>& freed_by) {
+  const int n_allocs = static_cast<int>(s.allocations.size());
+  std::vector<char> made(static_cast<std::size_t>(n_allocs), 0);
+  for (std::size_t i = 0; i < s.prelude.size(); ++i) {
+    const PreludeEvent& e = s.prelude[i];
+    const std::string path = join_json_path(join_json_path("prelude", i), e.free ? "free" : "allocate");
+    if (e.allocation < 0 || e.allocation >= n_allocs)
+      throw InputError(file, path, "unknown allocation " + std::to_string(e.allocation));
+    const Allocation& a = s.allocations[e.allocation];
+    const std::string which = "allocation " + std::to_string(a.id);
+    if (!e.free) {
+      if (made[a.id]) throw InputError(file, path, which + " is made twice");
+      if (on_host(a.placement)) throw InputError(file, path, which + " is host memory: the prelude holds device memory only");
+      if (a.first_step_op >= 0)
+        throw InputError(file, path, which + " is made at the first step (first_step_op), not before it");
+      made[a.id] = 1;
+      if (!a.persistent) made_by[a.id] = -3;
+    } else {
+      if (!made[a.id]) throw InputError(file, path, "the prelude frees " + which + " before it makes it");
+      if (a.persistent)
+        throw InputError(file, path, which + " is persistent: state the prelude makes stays alive into the step");
+      if (freed_by[a.id] != -1) throw InputError(file, path, which + " is freed twice");
+      freed_by[a.id] = -3;
+    }
+  }
+  for (int a = 0; a < n_allocs; ++a)
+    if (made[a] && !s.allocations[a].persistent && freed_by[a] != -3)
+      throw InputError(file, "prelude", "allocation " + std::to_string(a) +
+                                            " is made by the prelude and never freed there: only persistent state "
+                                            "outlives it");
+}
+
+}  // namespace
+
+std::vector<char> made_in_prelude(const Schedule& s) {
+  std::vector<char> made(s.allocations.size(), 0);
+  for (const PreludeEvent& e : s.prelude)
+    if (!e.free && e.allocation >= 0 && e.allocation < static_cast<int>(made.size())) made[e.allocation] = 1;
+  return made;
+}
+
 void validate_schedule(const Schedule& s, const std::string& file) {
   const int n_ops = static_cast<int>(s.ops.size());
   const int n_allocs = static_cast<int>(s.allocations.size());
   std::vector<int> made_by(n_allocs, -1), freed_by(n_allocs, -1);
   for (const Allocation& a : s.allocations)
     if (a.persistent) made_by[a.id] = -2;  // made before the step
+  validate_prelude(s, file, made_by, freed_by);
   for (const Op& op : s.ops) {
     std::string path = join_json_path("ops", static_cast<std::size_t>(op.id));
     if (is_collective(op.kind) && (op.group < 0 || op.group >= static_cast<int>(s.groups.size())))

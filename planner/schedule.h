@@ -168,6 +168,21 @@ struct AllocatorSettings {
   bool max_split_size_set() const { return max_split_size_bytes != std::numeric_limits<std::int64_t>::max(); }
 };
 
+// [Job prelude] What a job does to GPU memory before its first step that shapes the caching
+// allocator's cache every step then runs in: FSDP1 building its units one by one (each unit's
+// parameters materialised in the stored dtype, flattened into one flat parameter, its shard
+// cloned out, then the whole copies freed: torch/distributed/fsdp/_init_utils.py
+// _init_param_handle_from_module, _flat_param.py flatten_tensors and _get_shard). Nothing the
+// prelude makes stays allocated but the persistent state it makes (the shards), yet the
+// segments it made stay reserved: PyTorch returns them only on empty_cache() or when a later
+// cudaMalloc fails. The planner's replay and the runtime's executor play it, in order, before
+// the first step. Each event allocates or frees one allocation; a persistent allocation made
+// here is not made again at the step's start, and a non-persistent one must be freed here.
+struct PreludeEvent {
+  int allocation = 0;
+  bool free = false;  // false: allocate it
+};
+
 struct Schedule {
   std::string name;
   AllocatorSettings allocator;
@@ -178,6 +193,7 @@ struct Schedule {
   std::vector<ProcessGroup> groups;
   std::vector<KernelSet> kernel_sets;
   std::vector<Allocation> allocations;
+  std::vector<PreludeEvent> prelude;  // [Job prelude]; empty: the step's state is made as it starts
   std::vector<Op> ops;  // CPU issue order; ops[i].id == i
 };
 
@@ -225,6 +241,9 @@ bool makes_state_at_first_step(const Schedule& s);
 // Per op, the allocations the first step makes at it ([State made at the first step]): what the
 // planner's replay and the runtime's executor both make when they play the first step.
 std::vector<std::vector<int>> made_at_first_step_by_op(const Schedule& s);
+// [Job prelude] Per allocation, whether the prelude makes it (persistent state it makes is not
+// made again when the step starts).
+std::vector<char> made_in_prelude(const Schedule& s);
 
 // Structural checks shared by the JSON reader and the planner's own tests: every reference
 // in range, no op depending on itself, every allocation made once and freed at most once

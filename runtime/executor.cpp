@@ -354,8 +354,11 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
       // [State made at the first step] (planner/schedule.h): such state is made by its op in the
       // first step played, and is alive from the start of every later one.
       const std::vector<std::vector<int>> made_at_first_step = planner::made_at_first_step_by_op(s);
+      // [Job prelude] (planner/schedule.h): played before the first step, as the replay does.
+      for (const planner::PreludeEvent& e : s.prelude) e.free ? release(e.allocation) : make(e.allocation, -1);
+      const std::vector<char> from_prelude = planner::made_in_prelude(s);
       for (const auto& al : s.allocations)
-        if (al.persistent && al.first_step_op < 0) make(al.id, -1);
+        if (al.persistent && al.first_step_op < 0 && !from_prelude[al.id]) make(al.id, -1);
       const int warmup = std::max(0, o.warmup_steps);
       for (int step = 0; step < warmup + o.steps; ++step) {
         const bool measured = step >= warmup;
