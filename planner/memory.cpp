@@ -195,6 +195,14 @@ std::vector<std::pair<int, std::int64_t>> CachingAllocatorModel::live_segments()
   return out;
 }
 
+std::array<std::int64_t, kStreamCount> CachingAllocatorModel::reserved_by_stream() const {
+  std::array<std::int64_t, kStreamCount> out{};
+  for (const Segment& seg : segments_)
+    if (!seg.released && seg.stream >= 0 && seg.stream < kStreamCount)
+      out[static_cast<std::size_t>(seg.stream)] += seg.expandable ? seg.mapped_bytes : seg.size;
+  return out;
+}
+
 std::vector<CachingAllocatorModel::PageRange> CachingAllocatorModel::mapped_pages() const {
   std::vector<PageRange> out;
   for (std::size_t i = 0; i < segments_.size(); ++i) {
@@ -446,6 +454,20 @@ std::vector<StreamClock> completion_clocks(const Schedule& s) {
   return clock;
 }
 
+std::vector<std::int64_t> prelude_segments(const Schedule& s) {
+  CachingAllocatorModel allocator(0, nullptr, s.allocator);
+  std::vector<int> handle(s.allocations.size(), -1);
+  for (const PreludeEvent& e : s.prelude) {
+    const Allocation& a = s.allocations[e.allocation];
+    if (e.free) allocator.free(handle[a.id]);
+    else handle[a.id] = allocator.allocate(a.bytes, static_cast<int>(a.stream));
+  }
+  std::vector<std::int64_t> bytes;
+  for (const auto& [segment, size] : allocator.live_segments()) bytes.push_back(size);
+  std::sort(bytes.begin(), bytes.end());
+  return bytes;
+}
+
 MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
   MemoryReport r;
   CachingAllocatorModel allocator(capacity_bytes, nullptr, s.allocator);
@@ -554,6 +576,7 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
     r.peak_pending_bytes = std::max(r.peak_pending_bytes, allocator.pending_bytes());
   }
   r.peak_reserved_bytes = allocator.peak_reserved_bytes();
+  r.reserved_by_stream_at_end = allocator.reserved_by_stream();
   r.allocator_retries = allocator.retries();
   return r;
 }

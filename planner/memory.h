@@ -23,6 +23,9 @@ struct MemoryReport {
   // arithmetic counts): sharded state plus what the strategy keeps unsharded.
   std::int64_t model_state_bytes = 0;
   std::int64_t peak_reserved_bytes = 0;  // caching allocator segments (torch.cuda.max_memory_reserved)
+  // The segments held when the step ends, per stream pool (Stream order): where reserved memory
+  // sits (torch.cuda.memory_snapshot()'s segments, summed by their stream).
+  std::array<std::int64_t, kStreamCount> reserved_by_stream_at_end{};
   std::int64_t allocator_retries = 0;    // times the allocator had to free its cache to fit
   // Per op, the allocated bytes right after its allocations (its high-water mark).
   std::vector<std::int64_t> allocated_at_op;
@@ -53,6 +56,9 @@ std::vector<StreamClock> completion_clocks(const Schedule& schedule);
 // exceed it the allocator releases its unused cached segments first, as PyTorch does.
 // The allocator follows the schedule's AllocatorSettings (PYTORCH_CUDA_ALLOC_CONF).
 MemoryReport replay_memory(const Schedule& schedule, double capacity_bytes = 0);
+// [Job prelude] The caching allocator's segments (bytes each, ascending) once the schedule's
+// prelude has run: what the job has reserved before its first step.
+std::vector<std::int64_t> prelude_segments(const Schedule& schedule);
 
 // PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp), reduced to what sets
 // reserved memory: 512-byte rounding, a small pool (<= 1 MiB, 2 MiB segments) and a large
@@ -132,6 +138,8 @@ class CachingAllocatorModel {
   void release_cached_segments();
   // Fixed segments not released, as (segment, bytes).
   std::vector<std::pair<int, std::int64_t>> live_segments() const;
+  // Per stream pool, the bytes its fixed segments and its expandable segments' mapped pages hold.
+  std::array<std::int64_t, kStreamCount> reserved_by_stream() const;
   // The mapped pages of expandable segments, as runs of adjacent pages.
   struct PageRange {
     int segment;

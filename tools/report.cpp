@@ -167,12 +167,17 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
     const auto& op = e.plan.schedule.ops[m.peak_op];
     peak_op = {{"id", op.id}, {"name", op.name}, {"kind", planner::to_string(op.kind)}, {"micro_step", op.micro_step}};
   }
+  nlohmann::json reserved_by_stream = nlohmann::json::object();
+  for (int st = 0; st < planner::kStreamCount; ++st)
+    if (m.reserved_by_stream_at_end[static_cast<std::size_t>(st)] > 0)
+      reserved_by_stream[planner::to_string(static_cast<planner::Stream>(st))] = m.reserved_by_stream_at_end[static_cast<std::size_t>(st)];
   j.update(sim::timing_json(e.timing));
   j["calibration"] = e.calibration.name;
   j["attention_kernel"] = e.attention_kernel;
   j["gemm_shapes"] = {{"distinct", e.gemm_shapes}, {"from_table", e.gemm_shapes_from_table}};
   j["memory"] = {{"peak_allocated_bytes", m.peak_allocated_bytes},
                  {"peak_reserved_bytes", m.peak_reserved_bytes},
+                 {"reserved_by_stream_at_end", reserved_by_stream},
                  {"breakdown_at_peak", breakdown},
                  {"model_state_bytes", m.model_state_bytes},
                  {"peak_op", peak_op},

@@ -17,8 +17,8 @@
 namespace fsdpsim::planner {
 namespace {
 
-TEST(InitSnapshot, Fsdp1InitLeavesTheSegmentsPyTorchMade) {
-  // The snapshot's case (tools/hardware/fsdp_memory.py --dry-run prints the same overrides).
+// The snapshot's case (tools/hardware/fsdp_memory.py --dry-run prints the same overrides).
+Plan snapshot_case_plan() {
   const std::string root = FSDPSIM_SOURCE_ROOT;
   const Scenario sc = load_scenario(
       root + "/tests/data/hardware/inputs/base-scenario.json",
@@ -27,17 +27,12 @@ TEST(InitSnapshot, Fsdp1InitLeavesTheSegmentsPyTorchMade) {
        "training.param_dtype=bf16", "training.reduce_dtype=fp32", "training.master_dtype=fp32",
        "training.optimizer=adamw", "training.activation_checkpointing=full", "fsdp.version=1",
        "fsdp.strategy=FULL_SHARD", "fsdp.wrap.policy=block", "init=meta"});
-  const Plan plan = plan_step(sc);
-  CachingAllocatorModel allocator;
-  std::vector<int> handle(plan.schedule.allocations.size(), -1);
-  for (const PreludeEvent& e : plan.schedule.prelude) {
-    const Allocation& a = plan.schedule.allocations[e.allocation];
-    if (e.free) allocator.free(handle[a.id]);
-    else handle[a.id] = allocator.allocate(a.bytes, static_cast<int>(a.stream));
-  }
-  std::vector<std::int64_t> modelled;
-  for (const auto& [segment, bytes] : allocator.live_segments()) modelled.push_back(bytes);
-  std::sort(modelled.begin(), modelled.end());
+  return plan_step(sc);
+}
+
+TEST(InitSnapshot, Fsdp1InitLeavesTheSegmentsPyTorchMade) {
+  const Plan plan = snapshot_case_plan();
+  const std::vector<std::int64_t> modelled = prelude_segments(plan.schedule);
   // Measured: the norms' small-pool segment; eight 14 MiB shards; k, v; q, o; gate, up, down;
   // a block's flat copy; the embedding and the output layer; the root's flat copy. The lazy
   // init (events 365-445) made none: its buffers fit the cached blocks.
@@ -46,6 +41,19 @@ TEST(InitSnapshot, Fsdp1InitLeavesTheSegmentsPyTorchMade) {
       14680064,   14680064,   16777216,   16777216,   67108864,   67108864,   234881024,
       234881024,  234881024,  874512384,  2101346304, 2101346304, 4204789760};
   EXPECT_EQ(modelled, measured);
+}
+
+// The same snapshot at its end (after the measured step), its segments summed by the stream that
+// made them (the snapshot's `segments`, each with its `stream`): FSDP1's side streams hold what
+// [FSDP1 streams] (planner/plan_fsdp1.cpp) puts there, to the byte; the compute stream, which
+// holds the init segments and the activations, within 1%.
+TEST(InitSnapshot, Fsdp1StepSegmentsSitInTheStreamsPyTorchUses) {
+  const MemoryReport m = replay_memory(snapshot_case_plan().schedule);
+  auto at = [&](Stream s) { return m.reserved_by_stream_at_end[static_cast<std::size_t>(s)]; };
+  EXPECT_EQ(at(Stream::copy), 33554432);            // pre-unshard: the root's low-precision shard
+  EXPECT_EQ(at(Stream::all_gather), 5960105984);    // unshard: 2 x 2,103 + 4 x 438 MB
+  EXPECT_EQ(at(Stream::reduce_scatter), 5196742656);  // post-backward: 4,205 + 874 + 8 x 14.7 MB
+  EXPECT_NEAR(static_cast<double>(at(Stream::compute)), 10343153664.0, 0.01 * 10343153664.0);
 }
 
 }  // namespace

@@ -77,15 +77,9 @@ TEST(JobPrelude, ItsSegmentsStayReservedWorkedByHand) {
   //  root:     weight 100 (new), flat 100 (new), shard 25 splits a free 50.
   //  lazy init: 100, 50, 50 reuse cached blocks.
   // 50 + 50 + 14 + 14 + 100 + 100 = 328 MiB.
-  CachingAllocatorModel allocator;
-  std::vector<int> handle(plan.schedule.allocations.size(), -1);
-  for (const PreludeEvent& e : plan.schedule.prelude) {
-    const Allocation& a = plan.schedule.allocations[e.allocation];
-    if (e.free) allocator.free(handle[a.id]);
-    else handle[a.id] = allocator.allocate(a.bytes, static_cast<int>(a.stream));
-  }
-  EXPECT_EQ(allocator.reserved_bytes(), 328 * MiB);
-  EXPECT_EQ(allocator.live_segments().size(), 6u);
+  const std::vector<std::int64_t> segments = prelude_segments(plan.schedule);
+  const std::vector<std::int64_t> by_hand = {14 * MiB, 14 * MiB, 50 * MiB, 50 * MiB, 100 * MiB, 100 * MiB};
+  EXPECT_EQ(segments, by_hand);
 
   // The step runs in them: the replay's reserved memory holds them, and without the prelude
   // (the persistent shards made as the step starts) it reserves less.
@@ -95,6 +89,36 @@ TEST(JobPrelude, ItsSegmentsStayReservedWorkedByHand) {
   EXPECT_LT(replay_memory(without).peak_reserved_bytes, replay_memory(plan.schedule).peak_reserved_bytes);
   // Allocated memory is the step's alone.
   EXPECT_EQ(replay_memory(without).peak_allocated_bytes, replay_memory(plan.schedule).peak_allocated_bytes);
+}
+
+TEST(JobPrelude, EachUnitIsMaterialisedBreadthFirst) {
+  // A block whose children are attn (holding proj, one level down) then norm:
+  // _get_modules_to_materialize walks breadth-first, so norm's weight (depth 1) comes before
+  // attn.proj's (depth 2), though module order has proj first.
+  nlohmann::json proj = {{"name", "proj"}, {"type", "Linear"}, {"params", {{{"name", "weight"}, {"shape", {1024, 1024}}}}}};
+  nlohmann::json attn = {{"name", "attn"}, {"type", "Attention"}, {"children", {proj}}};
+  nlohmann::json norm = {{"name", "norm"}, {"type", "Norm"}, {"params", {{{"name", "weight"}, {"shape", {1024}}}}}};
+  nlohmann::json block = {{"name", "{i}"}, {"repeat", 2}, {"type", "Block"}, {"children", {attn, norm}},
+                          {"costs", {{"forward_flops", {{"b*s", 1e6}}}, {"input_bytes", {{"b*s", 8.0}}}}}};
+  nlohmann::json model = {{"name", "bfs"},
+                          {"root", {{"name", ""}, {"type", "Model"},
+                                    {"children", {{{"name", "blocks"}, {"type", "ModuleList"}, {"children", {block}}}}}}}};
+  nlohmann::json scenario = {
+      {"model", model},
+      {"cluster", cluster(1, 4)},
+      {"training", {{"micro_batch", 1}, {"seq_len", 16}, {"param_dtype", "fp32"}, {"reduce_dtype", "fp32"},
+                    {"master_dtype", "fp32"}, {"optimizer", "none"}}},
+      {"fsdp", {{"version", 1}, {"strategy", "FULL_SHARD"}}}};
+  const Plan plan = plan_step(parse_scenario(scenario, "test.json"));
+  const Schedule& s = plan.schedule;
+  ASSERT_GE(s.prelude.size(), 2u);
+  EXPECT_EQ(s.allocations[s.prelude[0].allocation].bytes, 1024 * 4);         // blocks.0's norm
+  EXPECT_EQ(s.allocations[s.prelude[1].allocation].bytes, 1024 * 1024 * 4);  // then attn.proj
+  EXPECT_EQ(s.allocations[s.prelude[2].allocation].bytes, (1024 * 1024 + 1024) * 4);  // the flat copy
+  // After the shard and the flat copy's free, the weights are freed last made first.
+  EXPECT_TRUE(s.prelude[5].free);
+  EXPECT_EQ(s.allocations[s.prelude[5].allocation].bytes, 1024 * 1024 * 4);
+  EXPECT_EQ(s.allocations[s.prelude[6].allocation].bytes, 1024 * 4);
 }
 
 TEST(JobPrelude, AModelBuiltOnTheGpuHasEveryWeightFirst) {
