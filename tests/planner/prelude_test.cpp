@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "models/json_input.h"
+#include "planner/job_memory.h"
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
@@ -156,6 +157,29 @@ TEST(JobPrelude, MixedPrecisionSizesTheLowPrecisionBuffersToo) {
 TEST(JobPrelude, OnlyFsdp1BuildsFlatParameters) {
   EXPECT_TRUE(two_block_plan({"fsdp.version=2"}).schedule.prelude.empty());
   EXPECT_TRUE(two_block_plan({"fsdp.cpu_offload=true"}).schedule.prelude.empty());
+}
+
+// Two methods, one figure: job_memory.cpp's init peak (the sharded parameters + the largest unit
+// materialised and flattened, worked from FSDP1's code) and the prelude's own high-water mark of
+// allocated bytes, when the largest unit (here the root's 100 MiB) is built last, after every
+// other unit's shard exists.
+TEST(JobPrelude, ItsPeakIsTheInitPeakOfJobMemory) {
+  const Scenario sc = parse_scenario(nlohmann::json{
+      {"model", block_model(2, {3200, 4096}, 0, {6400, 4096})},
+      {"cluster", cluster(1, 4)},
+      {"training", {{"micro_batch", 1}, {"seq_len", 16}, {"param_dtype", "fp32"}, {"reduce_dtype", "fp32"},
+                    {"master_dtype", "fp32"}, {"optimizer", "none"}}},
+      {"fsdp", {{"version", 1}, {"strategy", "FULL_SHARD"}}}}, "test.json");
+  const Plan plan = plan_step(sc);
+  std::int64_t live = 0, peak = 0;
+  for (const PreludeEvent& e : plan.schedule.prelude) {
+    live += (e.free ? -1 : 1) * plan.schedule.allocations[e.allocation].bytes;
+    peak = std::max(peak, live);
+
+  }
+  EXPECT_EQ(peak, 200 * MiB + 2 * (50 * MiB / 4) + 100 * MiB / 4);  // the root twice, three shards
+  const PhasePeak init = init_peak(sc, plan, replay_memory(plan.schedule));
+  EXPECT_DOUBLE_EQ(init.device_bytes, static_cast<double>(peak)) << init.device_at;
 }
 
 TEST(JobPrelude, TheScheduleFileCarriesIt) {
