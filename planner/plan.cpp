@@ -540,10 +540,13 @@ class StepBuilder {
       if (scenario_.init.device != InitSpec::Device::cuda) {
         // Breadth-first: a module's depth is its parameter's dots (the list is in module order,
         // and breadth-first order within one depth is module order).
-        std::stable_sort(params.begin(), params.end(), [](const models::Parameter* a, const models::Parameter* b) {
-          return std::count(a->full_name.begin(), a->full_name.end(), '.') <
-                 std::count(b->full_name.begin(), b->full_name.end(), '.');
-        });
+        std::vector<std::pair<std::ptrdiff_t, const models::Parameter*>> by_depth;
+        by_depth.reserve(params.size());
+        for (const models::Parameter* p : params)
+          by_depth.push_back({std::count(p->full_name.begin(), p->full_name.end(), '.'), p});
+        std::stable_sort(by_depth.begin(), by_depth.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+        for (std::size_t i = 0; i < params.size(); ++i) params[i] = by_depth[i].second;
         for (const models::Parameter* p : params) materialise(p, u);
       }
       const int flat = step_.new_alloc(step_.buffer_bytes(step_.shard(u).numel, stored), MemCategory::temporary,
