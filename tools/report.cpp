@@ -90,6 +90,15 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc, d
          m.peak_host_bytes > 0 ? "on the GPU; the host holds " + gib(static_cast<double>(m.peak_host_bytes)) + " per rank"
                                : "params, grads and optimizer state"});
   t.add({"peak reserved (est.)", gib(static_cast<double>(m.peak_reserved_bytes)), "caching-allocator model"});
+  // Where the segments sit when the step ends, by the stream pool that made them (only when more
+  // than one stream holds some: a block cached by one stream cannot serve another's requests).
+  int pools = 0;
+  for (std::int64_t b : m.reserved_by_stream_at_end) pools += b > 0;
+  if (pools > 1)
+    for (int st = 0; st < planner::kStreamCount; ++st)
+      if (const std::int64_t b = m.reserved_by_stream_at_end[static_cast<std::size_t>(st)]; b > 0)
+        t.add({"  " + planner::to_string(static_cast<planner::Stream>(st)) + " stream's pool", gib(static_cast<double>(b)),
+               "segments held at the step's end"});
   t.add({"device overhead", gib(e.device_overhead_bytes),
          e.overhead.measured ? "measured (calibration)" : "outside the replay: the parts below"});
   if (!e.overhead.measured)
