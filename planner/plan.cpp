@@ -517,47 +517,50 @@ class StepBuilder {
       return;
     const std::vector<Unit>& units = step_.plan.units;
     const int stored = step_.stored_param_dtype_bytes;
-    std::unordered_map<const models::Parameter*, int> unit_of;
-    for (const Unit& u : units)
-      for (const models::Parameter* p : u.params) unit_of[p] = u.index;
-    std::unordered_map<const models::Parameter*, int> whole;  // parameter -> its materialised allocation
-    auto materialise = [&](const models::Parameter* p, int unit) {
-      const int id = step_.new_alloc(step_.buffer_bytes(p->numel(), stored), MemCategory::temporary, Stream::compute,
-                                     Name{"init: ", p->full_name});
-      schedule_.allocations[id].unit = unit;
-      schedule_.prelude.push_back({id, false});
-      whole[p] = id;
-    };
-    if (scenario_.init.device == InitSpec::Device::cuda)
+    // init cuda: every parameter allocated at construction, in module order, before any unit.
+    std::unordered_map<const models::Parameter*, int> built_whole;
+    if (scenario_.init.device == InitSpec::Device::cuda) {
+      std::unordered_map<const models::Parameter*, int> unit_of;
+      for (const Unit& u : units)
+        for (const models::Parameter* p : u.params) unit_of[p] = u.index;
       models::for_each_module(scenario_.model->root, [&](const Module& m) {
         for (const models::Parameter& p : m.params)
-          if (auto it = unit_of.find(&p); it != unit_of.end()) materialise(&p, it->second);
+          if (auto it = unit_of.find(&p); it != unit_of.end())
+            built_whole[&p] = prelude_buffer(step_.buffer_bytes(p.numel(), stored), Name{"init: ", p.full_name}, it->second);
       });
+    }
     for (int u : units_innermost_first()) {
-      const Unit& unit = units[u];
       if (sharded_params_[u] < 0) continue;  // no parameters: no flat parameter
-      std::vector<const models::Parameter*> params = unit.params;
-      if (scenario_.init.device != InitSpec::Device::cuda) {
+      std::vector<int> materialised;  // in the order made
+      if (scenario_.init.device == InitSpec::Device::cuda) {
+        for (const models::Parameter* p : units[u].params) materialised.push_back(built_whole.at(p));
+      } else {
         // Breadth-first: a module's depth is its parameter's dots (the list is in module order,
         // and breadth-first order within one depth is module order).
         std::vector<std::pair<std::ptrdiff_t, const models::Parameter*>> by_depth;
-        by_depth.reserve(params.size());
-        for (const models::Parameter* p : params)
+        by_depth.reserve(units[u].params.size());
+        for (const models::Parameter* p : units[u].params)
           by_depth.push_back({std::count(p->full_name.begin(), p->full_name.end(), '.'), p});
         std::stable_sort(by_depth.begin(), by_depth.end(),
                          [](const auto& a, const auto& b) { return a.first < b.first; });
-        for (std::size_t i = 0; i < params.size(); ++i) params[i] = by_depth[i].second;
-        for (const models::Parameter* p : params) materialise(p, u);
+        for (const auto& [depth, p] : by_depth)
+          materialised.push_back(prelude_buffer(step_.buffer_bytes(p->numel(), stored), Name{"init: ", p->full_name}, u));
       }
-      const int flat = step_.new_alloc(step_.buffer_bytes(step_.shard(u).numel, stored), MemCategory::temporary,
-                                       Stream::compute, Name{"init: flat parameter of ", step_.label(u)});
-      schedule_.allocations[flat].unit = u;
-      schedule_.prelude.push_back({flat, false});
+      const int flat = prelude_buffer(step_.buffer_bytes(step_.shard(u).numel, stored),
+                                      Name{"init: flat parameter of ", step_.label(u)}, u);
       schedule_.prelude.push_back({sharded_params_[u], false});
       schedule_.prelude.push_back({flat, true});
-      for (auto p = params.rbegin(); p != params.rend(); ++p) schedule_.prelude.push_back({whole.at(*p), true});
+      for (auto id = materialised.rbegin(); id != materialised.rend(); ++id) schedule_.prelude.push_back({*id, true});
     }
     make_lazy_init();
+  }
+
+  // A device buffer of the prelude on the compute stream, allocated now (the caller frees it).
+  int prelude_buffer(std::int64_t bytes, const Name& label, int unit) {
+    const int id = step_.new_alloc(bytes, MemCategory::temporary, Stream::compute, label);
+    schedule_.allocations[id].unit = unit;
+    schedule_.prelude.push_back({id, false});
+    return id;
   }
 
   // FSDP1's lazy init, in the first forward before the root's first all-gather (_lazy_init,
@@ -571,10 +574,7 @@ class StepBuilder {
   void make_lazy_init() {
     const bool mixed = step_.compute_dtype_bytes != step_.stored_param_dtype_bytes;  // _uses_param_mixed_precision
     auto sized_and_freed = [&](int u, std::int64_t elements, int dtype_bytes, const char* what) {
-      const int id = step_.new_alloc(step_.buffer_bytes(elements, dtype_bytes), MemCategory::temporary, Stream::compute,
-                                     Name{"lazy init: ", step_.label(u), what});
-      schedule_.allocations[id].unit = u;
-      schedule_.prelude.push_back({id, false});
+      const int id = prelude_buffer(step_.buffer_bytes(elements, dtype_bytes), Name{"lazy init: ", step_.label(u), what}, u);
       schedule_.prelude.push_back({id, true});
     };
     std::vector<int> order;
