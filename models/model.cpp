@@ -331,6 +331,28 @@ std::vector<Polynomial> parse_memory_bound_kernels(JsonReader& costs, const Poly
   return kernels;
 }
 
+// "launch_order": "mgggmagmmggmgm" ([Kernel launch order], models/model.h): one letter per
+// kernel the lists above give, each list's kernels exactly once.
+std::string parse_launch_order(JsonReader& costs, const ModuleCosts& c) {
+  std::string order = costs.string("launch_order");
+  std::size_t m = 0, g = 0, a = 0;
+  for (char letter : order) {
+    if (letter == 'm') ++m;
+    else if (letter == 'g') ++g;
+    else if (letter == 'a') ++a;
+    else
+      costs.fail("launch_order", "expected only the letters m (a memory-bound kernel), g (a matmul) and a "
+                                 "(attention), got '" + std::string(1, letter) + "'");
+  }
+  const std::size_t attention = c.attention ? 1 : 0;
+  if (m != c.memory_bound_kernels.size() || g != c.matmuls.size() || a != attention)
+    costs.fail("launch_order", "expected each kernel of the costs once: " + std::to_string(c.memory_bound_kernels.size()) +
+                                   " m (memory_bound_kernels), " + std::to_string(c.matmuls.size()) + " g (matmuls), " +
+                                   std::to_string(attention) + " a (attention); got " + std::to_string(m) + " m, " +
+                                   std::to_string(g) + " g, " + std::to_string(a) + " a");
+  return order;
+}
+
 ModuleCosts parse_costs(JsonReader costs) {
   ModuleCosts c;
   c.json_path = costs.path();
@@ -358,6 +380,8 @@ ModuleCosts parse_costs(JsonReader costs) {
     if (costs.has(key)) *field = parse_polynomial(costs, key);
     else costs.ignore(key);
   }
+  if (costs.has("launch_order")) c.launch_order = parse_launch_order(costs, c);
+  else costs.ignore("launch_order");
   if (costs.has("eager_hbm_factor")) {
     c.eager_hbm_factor = costs.number("eager_hbm_factor");
     if (!(*c.eager_hbm_factor >= 1) || !std::isfinite(*c.eager_hbm_factor))

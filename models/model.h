@@ -129,6 +129,13 @@ struct ModuleCosts {
   // launch order (models/transformer_costs.cpp memory_bound_kernels: fused kernels); they add up
   // to forward_hbm_bytes. Empty: not listed (the bytes are priced as one lump).
   std::vector<Polynomial> memory_bound_kernels;
+  // [Kernel launch order] The order the module's forward launches its kernels in: 'm' the next
+  // of memory_bound_kernels, 'g' the next of matmuls, 'a' the attention call (e.g. a Llama
+  // block "mgggmagmmggmgm"); each appears exactly as often as its list has entries. The cost
+  // model uses it to let the GPU start a module while the CPU still issues its later kernels
+  // (planner/cost_model.h issue_lead_seconds). Empty: not known (the GPU waits for the whole
+  // issue, as it would for one kernel).
+  std::string launch_order;
   Polynomial saved_activation_bytes;  // bytes kept for backward, with 16-bit activations
   Polynomial input_bytes;           // bytes of the module's input (what full checkpointing keeps), 16-bit
   // Op-level selective activation checkpointing (torchtitan's selective_ac_option = "op"; see

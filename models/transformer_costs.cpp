@@ -242,6 +242,17 @@ std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_a
   return items;
 }
 
+namespace {
+
+// How many of block_matmuls() run before attention: q, k, v, or their fused or low-rank forms.
+int attention_input_matmuls(const std::vector<BlockMatmul>& matmuls) {
+  int n = 0;
+  while (n < static_cast<int>(matmuls.size()) && matmuls[n].name != "attention output projection") ++n;
+  return n;
+}
+
+}  // namespace
+
 std::vector<CostItem> memory_bound_kernels(const DecoderBlockShape& block, bool flash_attention) {
   const double E = kActivationBytes;
   const double h = as_double(block.hidden_size), f = as_double(block.ffn_hidden_size);
@@ -251,11 +262,26 @@ std::vector<CostItem> memory_bound_kernels(const DecoderBlockShape& block, bool 
   const double dropout_per_element = 2 * E + kMaskBytes;
   const bool post_norms = norms_the_branch_outputs(block);
   std::vector<CostItem> items;
+  // Where each kernel launches among block_matmuls(): the attention inputs (q, k, v or their
+  // fused or low-rank forms), then the output projection, the MLP's input projection(s) and
+  // its output projection. launched_after(n) places the kernels pushed since the last call.
+  const std::vector<BlockMatmul> matmuls = block_matmuls(block);
+  const int attention_inputs = attention_input_matmuls(matmuls);
+  const int all_matmuls = static_cast<int>(matmuls.size());
+  const int mlp_inputs = block.ffn_hidden_size == 0 ? 0 : all_matmuls - attention_inputs - 2;
+  std::size_t placed = 0;
+  auto launched_after = [&](int n) {
+    for (; placed < items.size(); ++placed) items[placed].after_matmuls = n;
+  };
   if (block.parallel_residual || sequential_norm_before_attention(block))
     items.push_back({block.one_parallel_norm ? "the block's norm: read x, write the normalized x"
                                              : "attention norm: read x, write the normalized x",
                      2 * E * h, 0});
+  // A parallel block's MLP norm is placed with the attention norm (Falcon computes both first;
+  // GPT-NeoX's runs after the attention branch: the difference is one kernel's place).
   if (block.parallel_residual && !block.one_parallel_norm) items.push_back({"MLP norm: read, write", 2 * E * h, 0});
+  launched_after(0);
+  // MLA's two low-rank norms run between its projections; placed with its rotary, after them all.
   if (block.qk_norm != QkNorm::none) items.push_back({"q and k norms: read and write q and k", 2 * E * (q + kv), 0});
   if (block.is_mla()) {
     for (const CostItem& item : mla_memory_bound_kernels(block)) items.push_back(item);
@@ -288,6 +314,7 @@ std::vector<CostItem> memory_bound_kernels(const DecoderBlockShape& block, bool 
     if (block.attention_dropout)
       items.push_back({"attention dropout on the probabilities", 0, dropout_per_element * a});
   }
+  launched_after(attention_inputs);
   if (post_norms) items.push_back({"post-attention norm: read, write", 2 * E * h, 0});
   if (block.residual_dropout)
     items.push_back({"attention output dropout", dropout_per_element * h, 0});
@@ -298,6 +325,7 @@ std::vector<CostItem> memory_bound_kernels(const DecoderBlockShape& block, bool 
                                                                        : "MLP norm: read, write",
                        2 * E * h, 0});
   }
+  launched_after(attention_inputs + 1);
   if (block.ffn_hidden_size == 0) {
     // A MoE block without shared experts: moe_routed_memory_bound_kernels().
   } else if (block.gated_mlp) {
@@ -305,6 +333,7 @@ std::vector<CostItem> memory_bound_kernels(const DecoderBlockShape& block, bool 
   } else {
     items.push_back({"GELU: read f, write f", 2 * E * f, 0});
   }
+  launched_after(attention_inputs + 1 + mlp_inputs);
   if (post_norms) items.push_back({"post-feedforward norm: read, write", 2 * E * h, 0});
   if (block.residual_dropout) items.push_back({"MLP output dropout", dropout_per_element * h, 0});
   if (block.parallel_residual) {
@@ -314,7 +343,23 @@ std::vector<CostItem> memory_bound_kernels(const DecoderBlockShape& block, bool 
   } else {
     items.push_back({"residual add + MLP: read 2, write 1", 3 * E * h, 0});
   }
+  launched_after(all_matmuls);
   return items;
+}
+
+std::string block_launch_order(const DecoderBlockShape& block, bool flash_attention) {
+  if (block.is_moe()) return "";
+  const std::vector<CostItem> kernels = memory_bound_kernels(block, flash_attention);
+  const std::vector<BlockMatmul> matmuls = block_matmuls(block);
+  const int attention_inputs = attention_input_matmuls(matmuls);
+  std::string order;
+  std::size_t next = 0;
+  for (int launched = 0; launched <= static_cast<int>(matmuls.size()); ++launched) {
+    for (; next < kernels.size() && kernels[next].after_matmuls == launched; ++next) order += 'm';
+    if (launched == attention_inputs) order += 'a';  // after rotary (and eager's score chain)
+    if (launched < static_cast<int>(matmuls.size())) order += 'g';
+  }
+  return order;
 }
 
 std::vector<BlockMatmul> block_matmuls(const DecoderBlockShape& block) {
@@ -1361,6 +1406,7 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
                          !block.is_mla() && recomputed[i]});
   }
   c.attention = attention_spec(block);
+  c.launch_order = block_launch_order(block, flash_attention);
   return c;
 }
 
@@ -1570,6 +1616,7 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
     for (const Polynomial& p : costs.memory_bound_kernels) list.push_back(polynomial_to_json(p));
     out["memory_bound_kernels"] = std::move(list);
   }
+  if (!costs.launch_order.empty()) out["launch_order"] = costs.launch_order;
   put("saved_activation_bytes", costs.saved_activation_bytes);
   put("input_bytes", costs.input_bytes);
   put("sac_saved_activation_bytes", costs.sac_saved_activation_bytes);

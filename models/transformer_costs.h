@@ -163,6 +163,9 @@ struct CostItem {
   double bytes_per_token_per_position = 0;
   double bytes_per_position = 0;  // the s term: tensors shared by the batch (GPT-2's position rows)
   double bytes_fixed = 0;         // the constant term: weight-sized buffers (a fused loss's weight gradient)
+  // memory_bound_kernels() only: how many of block_matmuls() the forward launches before this
+  // kernel (-1: not placed), which orders the block's kernels (block_launch_order).
+  int after_matmuls = -1;
 };
 
 // The tensors one block keeps for backward, each with its size; the sum is the block's
@@ -175,8 +178,14 @@ std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_a
 double eager_hbm_factor(const DecoderBlockShape& block, bool flash_attention);
 // The block's memory-bound kernels (norms, residual adds, rotary, activation function,
 // dropout, and the softmax when attention is not fused), each with the bytes it reads and
-// writes once; the sum is the block's forward_hbm_bytes.
+// writes once; the sum is the block's forward_hbm_bytes. Each is placed among the block's
+// matmuls (CostItem::after_matmuls).
 std::vector<CostItem> memory_bound_kernels(const DecoderBlockShape& block, bool flash_attention);
+// The order the block's forward launches its kernels in, as ModuleCosts::launch_order spells it
+// ('m' the next of memory_bound_kernels(), 'g' the next of block_matmuls(), 'a' attention):
+// e.g. a Llama block "mgggmagmmggmgm" (norm; q, k, v; rotary; attention; o; add; norm; gate,
+// up; SiLU-and-multiply; down; add). Empty for a MoE block (its routed kernels are not placed).
+std::string block_launch_order(const DecoderBlockShape& block, bool flash_attention);
 
 // One matrix multiplication of a block, in forward execution order.
 struct BlockMatmul {

@@ -297,6 +297,7 @@ CostModel::CostModel(const Scenario& scenario)
     const double attention = m.costs->attention ? 1.0 : 0.0;
     k.forward_launches = gemms + attention;
     k.backward_launches = 2 * gemms + 3 * attention;
+    k.launch_order = m.costs->launch_order;
     module_kernels_[m.full_name] = std::move(k);
   });
   if (scenario.training.execution == TrainingSpec::Execution::eager) execution_ = Execution::eager;
@@ -361,7 +362,8 @@ NcclAllToAllModel CostModel::all_to_all_model(const Op& op, const Schedule& sche
   return nccl_all_to_all_model(op.comm_bytes, {g.ranks, g.nodes}, view.cluster, view.nccl);
 }
 
-double CostModel::duration_seconds(const Op& op, const Schedule& schedule, std::vector<double>* kernel_memo) const {
+double CostModel::duration_seconds(const Op& op, const Schedule& schedule,
+                                   std::vector<KernelSetTimes>* kernel_memo) const {
   switch (op.kind) {
     case OpKind::all_gather:
     case OpKind::reduce_scatter:
@@ -383,11 +385,9 @@ double CostModel::duration_seconds(const Op& op, const Schedule& schedule, std::
       break;
   }
   if (op.kernel_set >= 0 && op.kernel_set < static_cast<int>(schedule.kernel_sets.size())) {
-    const KernelSet& set = schedule.kernel_sets[op.kernel_set];
-    if (!kernel_memo) return kernel_set_seconds(set) + memory_bound_seconds(op);
-    double& seconds = kernel_memo->at(op.kernel_set);
-    if (seconds < 0) seconds = kernel_set_seconds(set);
-    return seconds + memory_bound_seconds(op);
+    KernelSetTimes local;
+    return times_of(schedule.kernel_sets[op.kernel_set], op.kernel_set, kernel_memo, local).total() +
+           memory_bound_seconds(op);
   }
   // No shapes (a hand-written model, a copy or the optimizer): matrix FLOPs at the GEMM
   // ceiling, attention at the calibrated attention efficiency.
@@ -398,31 +398,43 @@ double CostModel::duration_seconds(const Op& op, const Schedule& schedule, std::
   return (op.flops > 0 ? matmul + attention : 0.0) + memory_bound_seconds(op);
 }
 
-double CostModel::memory_bound_seconds(const Op& op) const {
-  if (!(op.hbm_bytes > 0)) return 0;
+CostModel::MemoryBoundTraffic CostModel::memory_bound_traffic(const Op& op) const {
   const bool module_compute =
       op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute;
   const auto eager_factor = module_compute ? eager_block_.find(op.module) : eager_block_.end();
   const double eager = eager_factor != eager_block_.end() ? eager_factor->second : 1.0;
   const double efficiency = module_compute ? calibration_.memory_bound_efficiency : calibration_.hbm_efficiency;
-  const double bytes_per_second = cluster_.gpu.hbm_bandwidth_bytes_per_second * efficiency;
+  MemoryBoundTraffic t;
+  t.bytes_per_second = cluster_.gpu.hbm_bandwidth_bytes_per_second * efficiency;
   // Eager attention's score-matrix kernels stream b x a x s x s tensors (hundreds of MB and
   // more): they run at the bandwidth a large copy reaches (e_hbm), not at the fitted
   // memory_bound_efficiency, which stands for the block's many small per-token kernels.
   const double scores = std::min(op.score_hbm_bytes, op.hbm_bytes);
-  const double score_seconds = scores / (cluster_.gpu.hbm_bandwidth_bytes_per_second * calibration_.hbm_efficiency);
+  t.score_seconds = scores / (cluster_.gpu.hbm_bandwidth_bytes_per_second * calibration_.hbm_efficiency);
+  t.bytes = eager * (op.hbm_bytes - scores);
   const auto listed = module_compute ? module_kernels_.find(op.module) : module_kernels_.end();
-  if (listed == module_kernels_.end()) return eager * (op.hbm_bytes - scores) / bytes_per_second + score_seconds;
-  // Kernel by kernel: each listed kernel's share of the per-token bytes, each launch at least
-  // the floor. A backward runs two kernels per forward kernel (the schedule's 2x bytes split
-  // between them); eagerly, each fused kernel is eager_kernels_per_fused_kernel kernels
-  // sharing its (eager-factored) bytes.
-  const double per_fused = op.kind == OpKind::compute_bwd ? 2.0 : 1.0;
-  const double launches = per_fused * (eager_block_.count(op.module) ? calibration_.eager_kernels_per_fused_kernel : 1.0);
-  const double floor = calibration_.memory_bound_kernel_floor_seconds;
-  double seconds = score_seconds;
-  for (double share : listed->second.memory_bound_shares)
-    seconds += launches * std::max(share * eager * (op.hbm_bytes - scores) / launches / bytes_per_second, floor);
+  if (listed == module_kernels_.end()) return t;
+  t.listed = &listed->second;
+  // A backward runs two kernels per forward kernel (the schedule's 2x bytes split between
+  // them); eagerly, each fused kernel is eager_kernels_per_fused_kernel kernels sharing its
+  // (eager-factored) bytes.
+  t.launches = (op.kind == OpKind::compute_bwd ? 2.0 : 1.0) *
+               (eager_factor != eager_block_.end() ? calibration_.eager_kernels_per_fused_kernel : 1.0);
+  return t;
+}
+
+double CostModel::listed_kernel_seconds(const MemoryBoundTraffic& t, double share) const {
+  return t.launches *
+         std::max(share * t.bytes / t.launches / t.bytes_per_second, calibration_.memory_bound_kernel_floor_seconds);
+}
+
+double CostModel::memory_bound_seconds(const Op& op) const {
+  if (!(op.hbm_bytes > 0)) return 0;
+  const MemoryBoundTraffic t = memory_bound_traffic(op);
+  if (!t.listed) return t.bytes / t.bytes_per_second + t.score_seconds;
+  // Kernel by kernel: each listed kernel's share of the per-token bytes.
+  double seconds = t.score_seconds;
+  for (double share : t.listed->memory_bound_shares) seconds += listed_kernel_seconds(t, share);
   return seconds;
 }
 
@@ -470,16 +482,34 @@ double CostModel::cast_kernels_seconds(const KernelSet& k) const {
   return seconds;
 }
 
-double CostModel::kernel_set_seconds(const KernelSet& k) const {
+double KernelSetTimes::total() const {
   double seconds = 0;
-  for (const GemmShape& g : k.gemms) seconds += gemm_seconds(g);
+  for (double g : gemms) seconds += g;
+  for (double g : grouped_gemms) seconds += g;
+  return seconds + attention + casts;
+}
+
+KernelSetTimes CostModel::kernel_set_times(const KernelSet& k) const {
+  KernelSetTimes t;
+  t.priced = true;
+  for (const GemmShape& g : k.gemms) t.gemms.push_back(gemm_seconds(g));
   if (!k.grouped_gemms.empty()) {
     const GemmDevice device = gemm_device();
-    for (const GroupedGemmShape& g : k.grouped_gemms) seconds += estimate_grouped_gemm(g, device).seconds;
+    for (const GroupedGemmShape& g : k.grouped_gemms) t.grouped_gemms.push_back(estimate_grouped_gemm(g, device).seconds);
   }
-  if (k.has_attention) seconds += attention_seconds(k);
-  if (!k.cast_kernel_bytes.empty()) seconds += cast_kernels_seconds(k);
-  return seconds;
+  if (k.has_attention) t.attention = attention_seconds(k);
+  if (!k.cast_kernel_bytes.empty()) t.casts = cast_kernels_seconds(k);
+  return t;
+}
+
+double CostModel::kernel_set_seconds(const KernelSet& k) const { return kernel_set_times(k).total(); }
+
+const KernelSetTimes& CostModel::times_of(const KernelSet& set, int index, std::vector<KernelSetTimes>* memo,
+                                          KernelSetTimes& local) const {
+  if (!memo) return local = kernel_set_times(set);
+  KernelSetTimes& times = memo->at(index);
+  if (!times.priced) times = kernel_set_times(set);
+  return times;
 }
 
 // Eager attention's matmuls over every (query, key) pair (the mask is applied to the scores
@@ -607,6 +637,60 @@ double CostModel::issue_seconds(const Op& op) const {
   if (execution_ != Execution::eager) return kernels(op) * calibration_.kernel_issue_seconds;
   return kernels(op) * (op.kind == OpKind::compute_bwd ? calibration_.eager_backward_kernel_issue_seconds
                                                        : calibration_.eager_forward_kernel_issue_seconds);
+}
+
+double CostModel::issue_lead_seconds(const Op& op, const Schedule& schedule, std::vector<KernelSetTimes>* memo) const {
+  const double issue = issue_seconds(op);
+  const bool module_compute =
+      op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute;
+  if (!module_compute || !(issue > 0) || execution_ == Execution::unstated) return issue;
+  const auto listed = module_kernels_.find(op.module);
+  if (listed == module_kernels_.end() || listed->second.launch_order.empty()) return issue;
+  if (op.kernel_set < 0 || op.kernel_set >= static_cast<int>(schedule.kernel_sets.size())) return issue;
+  const KernelSet& set = schedule.kernel_sets[op.kernel_set];
+  const std::string& order = listed->second.launch_order;
+  const bool backward = op.kind == OpKind::compute_bwd;
+  const std::size_t matmuls = static_cast<std::size_t>(std::count(order.begin(), order.end(), 'g'));
+  const bool attention = order.find('a') != std::string::npos;
+  if (set.gemms.size() != (backward ? 2 : 1) * matmuls || !set.grouped_gemms.empty() || set.has_attention != attention)
+    return issue;
+  KernelSetTimes local;
+  const KernelSetTimes& times = times_of(set, op.kernel_set, memo, local);
+  const MemoryBoundTraffic traffic = memory_bound_traffic(op);
+  const bool bytes_priced = op.hbm_bytes > 0;  // as memory_bound_seconds: no bytes, no time
+  const std::vector<double>& shares = listed->second.memory_bound_shares;
+  const double per_kernel = issue / kernels(op);
+  // Kernels issued so far, and the GPU time of the kernels before the next one.
+  double issued = 0, before = 0, lead = 0;
+  // `count` kernels of equal length, `seconds` in all: the lead is linear in j across them, so
+  // its largest value is at the first or the last.
+  auto launch = [&](double count, double seconds) {
+    lead = std::max(lead, (issued + 1) * per_kernel - before);
+    lead = std::max(lead, (issued + count) * per_kernel - before - seconds * (count - 1) / count);
+    issued += count;
+    before += seconds;
+  };
+  const std::size_t n = order.size();
+  std::size_t memory_bound = backward ? shares.size() : 0, gemm = backward ? matmuls : 0;
+  for (std::size_t step = 0; step < n; ++step) {
+    const char kernel = order[backward ? n - 1 - step : step];
+    if (kernel == 'm') {
+      const std::size_t i = backward ? --memory_bound : memory_bound++;
+      launch(traffic.launches, bytes_priced ? listed_kernel_seconds(traffic, shares.at(i)) : 0.0);
+    } else if (kernel == 'g') {
+      // A backward GEMM node runs the input gradient, then the weight gradient.
+      const std::size_t j = backward ? --gemm : gemm++;
+      if (backward) {
+        launch(1, times.gemms.at(2 * j));
+        launch(1, times.gemms.at(2 * j + 1));
+      } else {
+        launch(1, times.gemms.at(j));
+      }
+    } else {
+      launch(backward ? 3 : 1, times.attention + (bytes_priced ? traffic.score_seconds : 0.0));
+    }
+  }
+  return std::min(lead, issue);
 }
 
 }  // namespace fsdpsim::planner

@@ -122,6 +122,17 @@ Calibration read_calibration(const nlohmann::json& json, const std::string& file
 // (the swaps then take no time); "" otherwise.
 std::string nvme_untimed_warning(const ClusterSpec& cluster, const Schedule& schedule);
 
+// A kernel set's kernels priced one by one: what duration_seconds sums and issue_lead_seconds
+// walks in launch order. A caller that prices every op keeps one per schedule.kernel_sets.
+struct KernelSetTimes {
+  bool priced = false;
+  std::vector<double> gemms;          // KernelSet::gemms, in order
+  std::vector<double> grouped_gemms;  // KernelSet::grouped_gemms, in order
+  double attention = 0;               // the attention call (0 without one)
+  double casts = 0;                   // float8's scaling kernels (0 without them)
+  double total() const;               // all of them, summed in that order
+};
+
 class CostModel {
  public:
   CostModel(const ClusterSpec& cluster, Calibration calibration, models::DType compute_dtype);
@@ -131,11 +142,14 @@ class CostModel {
 
   // Seconds the op takes on its stream when nothing else runs. A compute op with a kernel set
   // costs its GEMMs by shape (planner/gemm_model.h), its attention call, and its memory-bound
-  // bytes; `kernel_memo` (one entry per schedule.kernel_sets, -1 = not yet priced) lets a caller
-  // that prices every op price each set once.
-  double duration_seconds(const Op& op, const Schedule& schedule, std::vector<double>* kernel_memo = nullptr) const;
-  // The GEMMs and attention of one kernel set, without the op's memory-bound work.
+  // bytes; `kernel_memo` (one entry per schedule.kernel_sets) lets a caller that prices every op
+  // price each set once.
+  double duration_seconds(const Op& op, const Schedule& schedule,
+                          std::vector<KernelSetTimes>* kernel_memo = nullptr) const;
+  // The GEMMs and attention of one kernel set, without the op's memory-bound work: in all, and
+  // kernel by kernel.
   double kernel_set_seconds(const KernelSet& kernels) const;
+  KernelSetTimes kernel_set_times(const KernelSet& kernels) const;
   // The memory-bound part of an op: its HBM bytes (times the eager factor for an eager block).
   double memory_bound_seconds(const Op& op) const;
   // The GPU as the GEMM model sees it, in the compute dtype; and for fp8 operands (bf16 output,
@@ -167,6 +181,19 @@ class CostModel {
   double nvme_seconds(const Op& op) const;
   // CPU seconds to issue the op (for ops on Stream::host, the CPU time before it runs).
   double issue_seconds(const Op& op) const;
+  // [Kernel pipelining] The part of the op's issue the GPU waits for before it can run the op's
+  // kernels back to back (at most issue_seconds). The CPU issues kernel j of n at (j+1) c after
+  // its issue began (c = issue_seconds / n), and the GPU starts it once it is issued and the
+  // kernels before it are done; so from issue start T, with the GPU free at G, the op ends at
+  //   max(G + D, T + max_j((j+1) c + sum_{i>=j} d_i)) = max(G, T + lead) + D,
+  //   lead = max_j((j+1) c - sum_{i<j} d_i),
+  // d_i the kernels' times in launch order, D their sum. An eager block whose long GEMMs come
+  // last (a Llama block's MLP) waits for most of its issue; one that opens with them, almost
+  // none. Walks the module's launch order (models::ModuleCosts::launch_order; reversed in
+  // backward, where autograd runs the forward's nodes last to first); without it, or for a
+  // kernel set that is not the order's (op-level SAC's recompute), the whole issue.
+  double issue_lead_seconds(const Op& op, const Schedule& schedule,
+                            std::vector<KernelSetTimes>* kernel_memo = nullptr) const;
   // Kernels the op launches (the kernel-count estimate behind issue_seconds).
   double kernels(const Op& op) const;
   double compute_slowdown_under_comm() const { return calibration_.compute_slowdown_under_comm; }
@@ -184,6 +211,9 @@ class CostModel {
   };
   NcclView nccl_view(const ProcessGroup& group) const;
   const ProcessGroup& group_of(const Op& op, const Schedule& schedule) const;
+  // The kernel set's times, from `memo` when given (priced there once).
+  const KernelSetTimes& times_of(const KernelSet& set, int index, std::vector<KernelSetTimes>* memo,
+                                 KernelSetTimes& local) const;
 
   ClusterSpec cluster_;
   Calibration calibration_;
@@ -202,7 +232,20 @@ class CostModel {
   struct ModuleKernels {
     double forward_launches = 0, backward_launches = 0;  // GEMMs and attention calls
     std::vector<double> memory_bound_shares;
+    std::string launch_order;  // models::ModuleCosts::launch_order ("" when not known)
   };
+  // An op's memory-bound traffic as memory_bound_seconds prices it.
+  struct MemoryBoundTraffic {
+    double bytes = 0;                        // per-token chains (eager-factored), score matrix excluded
+    double bytes_per_second = 0;             // at memory_bound_efficiency (hbm_efficiency off modules)
+    double score_seconds = 0;                // eager attention's score-matrix kernels
+    const ModuleKernels* listed = nullptr;   // the module's kernels, when its costs list them
+    double launches = 1;                     // launches of each listed fused kernel
+  };
+  MemoryBoundTraffic memory_bound_traffic(const Op& op) const;
+  // One listed fused kernel (the share of `t.bytes` its costs give it), all its launches, each
+  // at least the launch floor.
+  double listed_kernel_seconds(const MemoryBoundTraffic& t, double share) const;
   std::unordered_map<std::string, ModuleKernels> module_kernels_;
   enum class Execution { unstated, eager, compiled };  // training.torch_compile
   Execution execution_ = Execution::unstated;

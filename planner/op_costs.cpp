@@ -23,20 +23,22 @@ OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMem
   c.bf16_peak_flops = cost.bf16_peak_flops();
   c.duration_seconds.resize(n);
   c.issue_seconds.resize(n);
+  c.issue_lead_seconds.resize(n);
   c.latency_seconds.assign(n, 0.0);
   c.kernels.assign(n, 0.0);
   CollectiveMemo local;
   CollectiveMemo& collectives = memo ? *memo : local;
-  std::vector<double> kernel_seconds(schedule.kernel_sets.size(), -1.0);  // each set priced once
+  std::vector<KernelSetTimes> kernel_times(schedule.kernel_sets.size());  // each set priced once
   for (const Op& op : schedule.ops) {
     if (is_collective(op.kind) && op.group >= 0 && op.group < static_cast<int>(schedule.groups.size())) {
       const CollectiveEstimate& e = memoized_collective(op, schedule, cost, collectives);
       c.duration_seconds[op.id] = e.seconds;
       c.latency_seconds[op.id] = e.latency_seconds;
     } else {
-      c.duration_seconds[op.id] = cost.duration_seconds(op, schedule, &kernel_seconds);
+      c.duration_seconds[op.id] = cost.duration_seconds(op, schedule, &kernel_times);
     }
     c.issue_seconds[op.id] = cost.issue_seconds(op);
+    c.issue_lead_seconds[op.id] = cost.issue_lead_seconds(op, schedule, &kernel_times);
     c.kernels[op.id] = cost.kernels(op);
   }
   return c;
@@ -55,7 +57,7 @@ void check_costs(const Schedule& s, const OpCosts& c) {
   const std::size_t n = s.ops.size();
   auto sized = [n](const std::vector<double>& v, bool optional) { return v.size() == n || (optional && v.empty()); };
   if (!sized(c.duration_seconds, false) || !sized(c.issue_seconds, false) || !sized(c.latency_seconds, true) ||
-      !sized(c.kernels, true))
+      !sized(c.kernels, true) || !sized(c.issue_lead_seconds, true))
     throw std::invalid_argument("the op costs give " + std::to_string(c.duration_seconds.size()) + " durations and " +
                                 std::to_string(c.issue_seconds.size()) + " issue costs for a schedule of " +
                                 std::to_string(n) + " ops");
@@ -68,6 +70,11 @@ void check_costs(const Schedule& s, const OpCosts& c) {
       throw std::invalid_argument("op " + std::to_string(i) + " (" + s.ops[i].name +
                                   ") has a negative or non-finite duration or issue cost: " +
                                   std::to_string(c.duration_seconds[i]) + " s");
+    if (!c.issue_lead_seconds.empty() &&
+        !(finite_nonnegative(c.issue_lead_seconds[i]) && c.issue_lead_seconds[i] <= c.issue_seconds[i]))
+      throw std::invalid_argument("op " + std::to_string(i) + " (" + s.ops[i].name + ") has an issue lead of " +
+                                  std::to_string(c.issue_lead_seconds[i]) + " s; expected one between 0 and its issue (" +
+                                  std::to_string(c.issue_seconds[i]) + " s)");
   }
   if (!finite_nonnegative(c.compute_slowdown_under_comm) || !finite_nonnegative(c.launch_queue_kernels) ||
       !finite_nonnegative(c.bf16_peak_flops))

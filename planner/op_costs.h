@@ -22,11 +22,17 @@ struct OpCosts {
   // Per op, parallel to schedule.ops.
   std::vector<double> duration_seconds;  // on its stream when nothing else runs
   std::vector<double> issue_seconds;     // CPU time to issue it
+  // [Kernel pipelining] The part of issue_seconds the GPU waits for before it runs the op's
+  // kernels back to back (CostModel::issue_lead_seconds): the op starts no earlier than its
+  // issue start plus this, while the CPU stays busy for the whole issue. Empty: the whole issue.
+  std::vector<double> issue_lead_seconds;
   // For collectives, the latency part of duration_seconds (NCCL's latency term); the rest is
   // transfer, which concurrent collectives on different communicators share. Empty: none.
   std::vector<double> latency_seconds;
   // Kernels each op launches (empty: unknown, the launch queue is then unbounded).
   std::vector<double> kernels;
+  // Op i's issue lead (issue_lead_seconds[i], or its whole issue when that is empty).
+  double issue_lead(std::size_t i) const { return issue_lead_seconds.empty() ? issue_seconds[i] : issue_lead_seconds[i]; }
   // CUDA's launch queue: kernels one stream holds before a launch blocks the CPU (0: unbounded).
   double launch_queue_kernels = 0;
   // Compute runs this much slower while a collective is in flight (0.1 = 10%).

@@ -157,16 +157,22 @@ void summarize_step(const planner::Schedule& s, StepTiming& r, double cpu_end, d
       node = Node::cpu;
       op = n - 1;
     }
+    bool from_gpu = false;  // the CPU segment is the issue lead of an op the GPU waited for
     for (int guard = 0; guard < 4 * n + 4 && op >= 0; ++guard) {
       const OpTiming& ot = t[op];
       const bool host = s.ops[op].stream == Stream::host;
       if (node == Node::gpu && !host) {
         r.critical_path.push_back({op, PathSegment::Kind::gpu, ot.start, ot.end});
-        if (ot.started_by == Constraint::cpu_issue) node = Node::cpu;
-        else op = ot.started_by_op;
+        if (ot.started_by == Constraint::cpu_issue) {
+          node = Node::cpu;
+          from_gpu = true;
+        } else {
+          op = ot.started_by_op;
+        }
         continue;
       }
-      const double end = host ? ot.end : ot.enqueue;
+      const double end = host ? ot.end : from_gpu ? ot.enqueue : ot.issue_start + ot.issue_seconds;
+      from_gpu = false;
       if (end > ot.issue_start)
         r.critical_path.push_back({op, host ? PathSegment::Kind::host : PathSegment::Kind::cpu_issue, ot.issue_start, end});
       if (ot.issued_by == Constraint::step_start) break;
@@ -300,7 +306,8 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
         }
         ot.issue_start = std::max(cpu_free, when);
         ot.issue_seconds = in.issue_seconds[next_issue];
-        ot.enqueue = ot.issue_start + ot.issue_seconds;
+        // [Kernel pipelining] the GPU may run the op from its issue lead on; the CPU issues on.
+        ot.enqueue = ot.issue_start + (host ? ot.issue_seconds : in.issue_lead(next_issue));
         ot.nominal_seconds = in.duration_seconds[next_issue];
         issued[next_issue] = 1;
         if (host) {
@@ -310,7 +317,7 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
           cpu_free = ot.end;
           host_running = next_issue;
         } else {
-          cpu_free = ot.enqueue;
+          cpu_free = ot.issue_start + ot.issue_seconds;
         }
         ++next_issue;
         progress = true;

@@ -9,7 +9,9 @@
 // - CUDA queues a bounded number of launches per stream: when the op's kernels would not fit
 //   in its stream's queue (launch_queue_kernels), the CPU blocks until enough queued ops end.
 // - Every other stream runs its ops one at a time in issue order. An op starts at
-//   max(its issue end, the previous op on its stream ends, its deps end).
+//   max(its issue start + its issue lead, the previous op on its stream ends, its deps end):
+//   the issue lead (OpCosts::issue_lead_seconds, [Kernel pipelining] in planner/cost_model.h)
+//   is the part of its issue the GPU waits for; the whole issue unless the kernels are known.
 // - While any NCCL collective (all-gather, reduce-scatter, all-reduce) is running, ops on
 //   the compute stream progress at 1/(1 + compute_slowdown_under_comm) of their speed; the
 //   slowdown applies to exactly the overlapped portion. Compute does not slow collectives.
@@ -51,7 +53,7 @@ const char* to_string(Constraint c);
 
 struct OpTiming {
   double issue_start = 0;    // the CPU begins issuing it; allocations and frees happen here
-  double enqueue = 0;        // issue_start + issue_seconds: on its stream from then on
+  double enqueue = 0;        // issue_start + its issue lead (OpCosts): on its stream from then on
   double start = 0;          // runs on its stream (host ops: on the CPU) ...
   double end = 0;            // ... until here
   double nominal_seconds = 0;  // its duration alone (the cost model's)

@@ -57,6 +57,8 @@ void add_process(nlohmann::json& events, int pid, const TraceProcess& p) {
       nlohmann::json cpu_args = {{"op", op.id},
                                  {"issued_by", to_string(ot.issued_by)},
                                  {"issued_by_op", ot.issued_by_op}};
+      // [Kernel pipelining] the part of the issue the GPU waits for before it can run the op.
+      if (!host) cpu_args["lead_us"] = (ot.enqueue - ot.issue_start) * kUs;
       events.push_back({{"ph", "X"}, {"name", "issue " + op.name}, {"cat", "cpu_issue"}, {"pid", pid}, {"tid", 0},
                         {"ts", ot.issue_start * kUs}, {"dur", ot.issue_seconds * kUs}, {"args", cpu_args}});
     }

@@ -10,6 +10,8 @@
 # searches; the fields that time the run itself (wall_seconds, the SimGrid engine's
 # cpu_seconds and events_per_second, ...) are removed from sweep and simulate output.
 #   tools/compare_outputs.sh BASE_FSDPSIM NEW_FSDPSIM [WORK_DIR]
+# With FSDPSIM_BASE_ROOT=DIR (the base commit's checkout), the base binary runs there, on its
+# own catalog and model files: for a change that also changes those files (a field added).
 # e.g. build the base commit into /tmp/base (git worktree + cmake), then
 #   tools/compare_outputs.sh /tmp/base/build/tools/fsdpsim build/tools/fsdpsim
 # Both binaries read this checkout's catalog (FSDPSIM_ROOT). Exit status 0 when identical,
@@ -132,7 +134,8 @@ dump() {
 }
 
 rm -rf "$work/base" "$work/new"
-dump "$base_bin" "$work/base"
+base_root=${FSDPSIM_BASE_ROOT:-$root}
+(cd "$base_root" && export FSDPSIM_ROOT=$base_root && dump "$base_bin" "$work/base")
 dump "$new_bin" "$work/new"
 files=$(find "$work/base" -type f | wc -l)
 if diff -rq "$work/base" "$work/new"; then

@@ -496,8 +496,9 @@ void StepSimulation::cpu_actor(int rank_index) {
     if (bounded_queue && !host) rs.queued[st] += in->kernels[i];
     // The issue time is not slept: the stream that runs the op starts it no earlier than
     // ot.enqueue (stream_actor). A host op runs on the CPU: done only once the clock is there.
+    // [Kernel pipelining] the GPU may run the op from its issue lead on; the CPU issues on.
+    ot.enqueue = cpu_free + (host ? ot.issue_seconds : in->issue_lead(i));
     cpu_free += ot.issue_seconds > 0 ? ot.issue_seconds : 0;
-    ot.enqueue = cpu_free;
     if (host) {
       ot.start = ot.enqueue;
       ot.started_by = Constraint::cpu_issue;

@@ -148,5 +148,65 @@ TEST(ExecutorContract, HostRuntimeSerializesOneCommunicatorOnly) {
   }
 }
 
+
+// [Kernel pipelining] (planner/cost_model.h): the GPU may run an op from its issue start plus
+// its issue lead, while the CPU stays busy for the whole issue. Two compute ops, worked by hand:
+//   A: issue [0, 30] us, lead 16 us, 40 us of GPU: runs [16, 56];
+//   B: issue [30, 60] us, lead 10 us (on the GPU from 40 us), 5 us: waits for A, runs [56, 61].
+// Waiting for the whole issue, they would run [30, 70] and [70, 75].
+planner::Schedule two_compute_ops() {
+  planner::Schedule s;
+  s.name = "two compute ops";
+  for (int i = 0; i < 2; ++i) {
+    Op op;
+    op.id = i;
+    op.kind = OpKind::compute_fwd;
+    op.stream = Stream::compute;
+    op.name = i == 0 ? "A" : "B";
+    s.ops.push_back(op);
+  }
+  planner::validate_schedule(s, "two compute ops");
+  return s;
+}
+
+planner::OpCosts pipelined_costs(const planner::Schedule& s) {
+  planner::OpCosts c = planner::costs_from_durations(s, {40e-6, 5e-6}, "test");
+  c.issue_seconds = {30e-6, 30e-6};
+  c.issue_lead_seconds = {16e-6, 10e-6};
+  planner::check_costs(s, c);
+  return c;
+}
+
+void expect_pipelined(const std::vector<sim::OpTiming>& t, double step, const std::string& executor, double slack) {
+  SCOPED_TRACE(executor);
+  EXPECT_NEAR(t[0].start, 16e-6, slack);
+  EXPECT_NEAR(t[0].end, 56e-6, slack);
+  EXPECT_NEAR(t[1].issue_start, 30e-6, slack);
+  EXPECT_NEAR(t[1].enqueue, 40e-6, slack);
+  EXPECT_NEAR(t[1].start, 56e-6, slack);
+  EXPECT_NEAR(step, 61e-6, slack);
+}
+
+TEST(ExecutorContract, EnginesStartAnOpAtItsIssueLead) {
+  const planner::Schedule s = two_compute_ops();
+  const sim::StepTiming analytic = sim::simulate(s, pipelined_costs(s));
+  expect_pipelined(analytic.ops, analytic.step_seconds, "analytic", 1e-15);
+  // The critical path tiles the step: A's lead on the CPU, A, then B on the GPU.
+  ASSERT_EQ(analytic.critical_path.size(), 3u);
+  EXPECT_EQ(analytic.critical_path[0].kind, sim::PathSegment::Kind::cpu_issue);
+  EXPECT_NEAR(analytic.critical_path[0].end, 16e-6, 1e-15);
+  const std::string file = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/clusters/dgx-h100.json";
+  planner::ClusterSpec cluster = planner::parse_cluster(load_json_file(file), file, "");
+  cluster.nodes = 1;
+  cluster.gpus_per_node = 1;
+  const sim::SimgridResult r = sim::simulate_simgrid(s, pipelined_costs(s),
+                                                     {cluster, planner::NcclParams::defaults_for(cluster)}, {});
+  expect_pipelined(r.timing.ops, r.timing.step_seconds, "SimGrid", 1e-9);
+  // Costs whose lead exceeds the issue are refused.
+  planner::OpCosts bad = pipelined_costs(s);
+  bad.issue_lead_seconds[1] = 31e-6;
+  EXPECT_THROW(planner::check_costs(s, bad), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace fsdpsim

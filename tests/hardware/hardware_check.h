@@ -331,11 +331,18 @@ struct BlockResult {
   double measured_forward = 0, measured_backward = 0;
   double predicted_forward = 0, predicted_backward = 0;  // GPU time
   double issue_forward = 0, issue_backward = 0;          // the CPU issuing the op's kernels
+  double lead_forward = 0, lead_backward = 0;            // the part of the issue the GPU waits for
   bool checked = false;
-  // A block timed alone runs as fast as the slower of its CPU issuing its kernels and the GPU
-  // running them: the GPU follows the CPU kernel by kernel (one kernel's lag ignored).
-  double elapsed_forward() const { return std::max(predicted_forward, issue_forward); }
-  double elapsed_backward() const { return std::max(predicted_backward, issue_backward); }
+  // The block timed as block_timing.py times it ([Kernel pipelining], planner/cost_model.h).
+  // Forward: from an idle GPU, the CPU starts issuing at once: the GPU waits for its issue
+  // lead, then runs the block's kernels back to back.
+  double elapsed_forward() const { return lead_forward + predicted_forward; }
+  // Backward: timed from the forward's end on the GPU (lead_forward + predicted_forward after
+  // the forward's issue began); the CPU began issuing the backward when it had issued the
+  // forward (issue_forward), so the GPU waits for what is left of the backward's lead.
+  double elapsed_backward() const {
+    return predicted_backward + std::max(0.0, issue_forward + lead_backward - lead_forward - predicted_forward);
+  }
 };
 
 // The cost model's duration (the trace's nominal_us, before interference) of the row's forward
@@ -372,8 +379,15 @@ inline std::vector<BlockResult> check_block_csv(const CsvTable& t) {
     for (const nlohmann::json& e : events) {
       if (e.value("ph", "") != "X" || e.value("cat", "") != "cpu_issue") continue;
       const long op = e.at("args").at("op").get<long>();
-      if (op == fwd_op) r.issue_forward = e.at("dur").get<double>() * 1e-6;
-      if (op == bwd_op) r.issue_backward = e.at("dur").get<double>() * 1e-6;
+      const double issue = e.at("dur").get<double>() * 1e-6, lead = e.at("args").at("lead_us").get<double>() * 1e-6;
+      if (op == fwd_op) {
+        r.issue_forward = issue;
+        r.lead_forward = lead;
+      }
+      if (op == bwd_op) {
+        r.issue_backward = issue;
+        r.lead_backward = lead;
+      }
     }
     r.checked = true;
   });

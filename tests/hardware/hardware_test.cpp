@@ -245,41 +245,26 @@ const BlockResult& find_block(const std::vector<BlockResult>& results, const std
   throw std::runtime_error("no measured block " + id);
 }
 
-// Every measured block, forward and backward, within 20% of the slower of the CPU issuing its
-// kernels and the GPU running them. Before the eager issue costs were measured (5 us a kernel,
-// assumed), the small blocks at 1,024 tokens were 37-68% short: their time is the CPU's.
+// Every measured block, forward and backward, within 20% of the cost model's time for the block
+// timed alone: the GPU runs its kernels after waiting for its issue lead ([Kernel pipelining],
+// planner/cost_model.h). Before the eager issue costs were measured (5 us a kernel, assumed),
+// the small blocks at 1,024 tokens were 37-68% short: their time is the CPU's. Before the
+// lead, with the block priced as the slower of the CPU's issue and the GPU's work, the two H200
+// blocks at the crossover (8B at 1,024 tokens, 1B at 4,096) were 22.5% and 21.4% short: the
+// CPU issues a Llama block's MLP GEMMs, most of its GPU work, last.
 TEST(HardwareData, BlockTimesAgainstTheCostModel) {
   const std::vector<BlockResult> all = measured_blocks();
   if (all.empty())
     GTEST_SKIP() << "no hardware data recorded yet: tests/data/hardware/ has no block-timing CSV";
   std::cout << "one transformer block, forward and backward: measured median against the cost model (ms; pred = "
-               "max(GPU, CPU issue); bound 20%)\n"
+               "the GPU after its issue lead; bound 20%)\n"
             << block_table(all);
-  // Named exceptions, each held to its error of today plus a point (a regression fails). Both are
-  // H200 rows (blocks-h200-2026-11-28.csv: a GPU no constant was fitted on) at the crossover,
-  // where the GPU's time and the CPU's issue are close (0.98 against 1.48 ms; 1.63 against
-  // 1.48 ms) and the block takes longer than either: the CPU issues kernels one by one and the GPU
-  // waits on the short ones, so max(GPU, CPU) is a lower bound there (issue 13: kernel-by-kernel
-  // pipelining is not modelled).
-  struct Exception {
-    const char* file;
-    const char* case_id;
-    bool forward;
-    double bound;
-  };
-  const Exception exceptions[] = {{"blocks-h200-2026-11-28.csv", "llama3.1-8b-block-s1024", true, 0.235},
-                                  {"blocks-h200-2026-11-28.csv", "llama3.2-1b-block-s4096", true, 0.224}};
-  auto bound_of = [&](const BlockResult& r, bool forward) {
-    for (const Exception& e : exceptions)
-      if (r.where.find(e.file) != std::string::npos && r.case_id == e.case_id && e.forward == forward) return e.bound;
-    return 0.20;
-  };
   for (const BlockResult& r : all) {
     if (r.status != "ok") continue;
     ASSERT_TRUE(r.checked) << r.where << " " << r.case_id << ": " << r.problem;
-    EXPECT_LT(std::abs(relative_error(r.elapsed_forward(), r.measured_forward)), bound_of(r, true))
+    EXPECT_LT(std::abs(relative_error(r.elapsed_forward(), r.measured_forward)), 0.20)
         << r.where << " " << r.case_id << " forward";
-    EXPECT_LT(std::abs(relative_error(r.elapsed_backward(), r.measured_backward)), bound_of(r, false))
+    EXPECT_LT(std::abs(relative_error(r.elapsed_backward(), r.measured_backward)), 0.20)
         << r.where << " " << r.case_id << " backward";
   }
 }

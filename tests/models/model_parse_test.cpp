@@ -205,6 +205,27 @@ TEST(ModelParse, MemoryBoundKernelsAddUpToForwardHbmBytes) {
   }, "root.children[1].children[0].costs.memory_bound_kernels", "add up to forward_hbm_bytes' \"b*s^2\" term (0)");
 }
 
+// [Kernel launch order]: one letter per listed kernel, each list's kernels exactly once.
+TEST(ModelParse, LaunchOrderPlacesEachListedKernelOnce) {
+  auto with_kernels = [](nlohmann::json& j) {
+    block(j)["costs"]["forward_hbm_bytes"] = {{"b*s", 16}};
+    block(j)["costs"]["memory_bound_kernels"] = {{{"b*s", 6}}, {{"b*s", 10}}};
+  };
+  nlohmann::json j = tiny_model();
+  with_kernels(j);
+  block(j)["costs"]["launch_order"] = "mm";
+  EXPECT_EQ(parse_model(j, "tiny.json").root.children[1].children[0].costs->launch_order, "mm");
+  const std::string path = "root.children[1].children[0].costs.launch_order";
+  // Three m for two kernels; an 'a' for a block without an attention spec; an unknown letter.
+  expect_error([&](auto& j) { with_kernels(j); block(j)["costs"]["launch_order"] = "mmm"; }, path,
+               "expected each kernel of the costs once: 2 m (memory_bound_kernels), 0 g (matmuls), 0 a (attention); "
+               "got 3 m, 0 g, 0 a");
+  expect_error([&](auto& j) { with_kernels(j); block(j)["costs"]["launch_order"] = "mam"; }, path, "got 2 m, 0 g, 1 a");
+  expect_error([&](auto& j) { with_kernels(j); block(j)["costs"]["launch_order"] = "mxm"; }, path,
+               "expected only the letters m (a memory-bound kernel), g (a matmul) and a (attention), got 'x'");
+  expect_error([&](auto& j) { with_kernels(j); block(j)["costs"]["launch_order"] = 3; }, path, "string");
+}
+
 // A run of layers that does not start at 0 ("first_index": DeepSeek's MoE layers after its
 // dense ones): the copies are named from it; overlapping runs collide by name.
 TEST(ModelParse, FirstIndexNamesARunOfLayers) {

@@ -143,6 +143,23 @@ TEST(ForwardHbmBytes, LedgerTotals) {
             1000 * (188'416.0 + 2 * 2 * 5120) + 1000.0 * 1000 * 22 * 32);
 }
 
+// [Kernel launch order], read off each family's forward in huggingface/transformers:
+// LlamaDecoderLayer: input_layernorm (m); q, k, v projections (g g g); apply_rotary_pos_emb (m);
+// SDPA (a); o_proj (g); residual add (m); post_attention_layernorm (m); gate, up (g g);
+// act_fn(gate) * up (m); down (g); residual add (m).
+// GPT2Block: ln_1 (m); c_attn, one fused qkv (g); SDPA (a); c_proj (g); resid_dropout, add, ln_2
+// (m m m); c_fc (g); gelu (m); c_proj (g); dropout, add (m m).
+// Eager Llama: repeat_kv's copy and the score chain (scale, mask, fp32 softmax, the cast) run
+// after rotary, before attention's matmuls.
+// A MoE block's routed kernels are not placed: no order.
+TEST(LaunchOrder, EachFamilysForwardInOrder) {
+  EXPECT_EQ(costs_of(load("llama3.1-8b", true), "model.layers.0").launch_order, "mgggmagmmggmgm");
+  EXPECT_EQ(costs_of(load("gpt2", true), "transformer.h.0").launch_order, "mgagmmmgmgmm");
+  EXPECT_EQ(costs_of(load("llama3.1-8b", false), "model.layers.0").launch_order, "mgggmmmmmmagmmggmgm");
+  EXPECT_EQ(block_launch_order(llama31_8b_block(), true), "mgggmagmmggmgm");
+  EXPECT_EQ(costs_of(load("mixtral-8x7b", true), "model.layers.0").launch_order, "");
+}
+
 // The b*s^2 coefficient: bytes per token per key, what eager attention's score chain adds.
 double per_token_per_key(const Polynomial& p) {
   double c = 0;

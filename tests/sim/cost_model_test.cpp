@@ -8,6 +8,7 @@
 
 #include "models/json_input.h"
 #include "planner/cost_model.h"
+#include "planner/op_costs.h"
 #include "planner/scenario.h"
 #include "planner/plan.h"
 #include "sim/analytic.h"
@@ -387,6 +388,64 @@ TEST(Calibration, BadValuesNameTheJsonPath) {
   EXPECT_EQ(error_path({{"op_issue_seconds", -1}}), "calibration.op_issue_seconds");
   EXPECT_EQ(error_path({{"matmul_eficiency", 0.5}}), "calibration.matmul_eficiency");
   EXPECT_EQ(error_path({{"nccl", {{"bandwidth_efficiency", -2}}}}), "calibration.nccl.bandwidth_efficiency");
+}
+
+
+// [Kernel pipelining] (planner/cost_model.h issue_lead_seconds), worked by hand. One block of
+// three kernels launched "mgm": a memory-bound kernel of 6,700 bytes per token, a 1000^3 GEMM,
+// one of 10,050 bytes per token; 1,000 tokens, compiled (one launch per fused kernel, 10 us
+// each), memory-bound kernels at 0.5 x 3.35 TB/s, the GEMM from a measured table (30 us).
+//   forward kernels 4, 30, 6 us (6.7 MB and 10.05 MB over 1.675 TB/s), issued at 10, 20, 30 us:
+//     lead = max(10 - 0, 20 - 4, 30 - 34) = 16 us of the 30 us issue; D = 40 us.
+//   backward, the order reversed, each kernel twice: a fused kernel's two launches share twice
+//     its forward bytes (the backward's default 2x), the GEMM's input and weight gradients are
+//     1000^3 each: 6, 6, 30, 30, 4, 4 us (D = 80 us) issued at 10 .. 60 us:
+//     lead = max(10, 20 - 6, 30 - 12, 40 - 42, 50 - 72, 60 - 76) = 18 us of the 60 us issue.
+TEST(CostModelIssue, TheGpuWaitsForTheIssueLeadOnly) {
+  nlohmann::json block = {
+      {"name", "0"}, {"repeat", 1}, {"type", "Block"},
+      {"params", {{{"name", "weight"}, {"shape", {1000, 1000}}}}},
+      {"costs", {{"forward_flops", {{"b*s", 2e6}}},
+                 {"forward_hbm_bytes", {{"b*s", 16750}}},
+                 {"memory_bound_kernels", {{{"b*s", 6700}}, {{"b*s", 10050}}}},
+                 {"matmuls", {{{"name", "proj"}, {"in", 1000}, {"out", 1000}}}},
+                 {"launch_order", "mgm"},
+                 {"input_bytes", {{"b*s", 2000}}}}}};
+  nlohmann::json model = {
+      {"name", "pipelined"},
+      {"root", {{"name", ""}, {"type", "Model"},
+                {"children", {{{"name", "blocks"}, {"type", "ModuleList"}, {"children", {block}}}}}}}};
+  nlohmann::json j = {{"model", model},
+                      {"cluster", testing::cluster(1, 1)},
+                      {"training", {{"micro_batch", 1}, {"seq_len", 1000}, {"param_dtype", "bf16"},
+                                    {"torch_compile", true}}},
+                      {"calibration", {{"kernel_issue_seconds", 1e-5},
+                                       {"memory_bound_efficiency", 0.5},
+                                       {"memory_bound_kernel_floor_seconds", 2e-6},
+                                       {"gemm_table", {{{"m", 1000}, {"n", 1000}, {"k", 1000}, {"seconds", 30e-6}}}}}}};
+  const planner::Scenario scenario = planner::parse_scenario(j, "test.json");
+  const Schedule s = planner::plan_step(scenario).schedule;
+  const CostModel cost(scenario);
+  const planner::OpCosts c = planner::price_ops(s, cost);
+  int fwd = -1, bwd = -1;
+  for (const Op& op : s.ops) {
+    if (op.name == "fwd blocks.0") fwd = op.id;
+    if (op.name == "bwd blocks.0") bwd = op.id;
+  }
+  ASSERT_GE(fwd, 0);
+  ASSERT_GE(bwd, 0);
+  EXPECT_NEAR(c.duration_seconds[fwd], 40e-6, 1e-12);
+  EXPECT_NEAR(c.issue_seconds[fwd], 30e-6, 1e-15);
+  EXPECT_NEAR(c.issue_lead_seconds[fwd], 16e-6, 1e-12);
+  EXPECT_NEAR(c.duration_seconds[bwd], 80e-6, 1e-12);
+  EXPECT_NEAR(c.issue_seconds[bwd], 60e-6, 1e-15);
+  EXPECT_NEAR(c.issue_lead_seconds[bwd], 18e-6, 1e-12);
+  // Without the launch order the GPU waits for the whole issue, as for one kernel.
+  j["model"]["root"]["children"][0]["children"][0]["costs"].erase("launch_order");
+  const planner::Scenario unordered = planner::parse_scenario(j, "test.json");
+  const planner::OpCosts u = planner::price_ops(planner::plan_step(unordered).schedule, CostModel(unordered));
+  EXPECT_DOUBLE_EQ(u.issue_lead_seconds[fwd], u.issue_seconds[fwd]);
+  EXPECT_DOUBLE_EQ(u.issue_lead_seconds[bwd], u.issue_seconds[bwd]);
 }
 
 }  // namespace

@@ -10,8 +10,8 @@
     same block, obtained exactly as block_timing.py's predicted_seconds() does: `fsdpsim estimate
     --scenario <fsdpsim_scenario> --set <each ;-separated override> --trace T`, then for the
     trace's ops named by fsdpsim_forward_op / fsdpsim_backward_op ("fwd model.layers.0" / "bwd
-    model.layers.0") the slower of their `nominal_us` (the cost model's GPU duration before any
-    interference) and the CPU's issue of their kernels (hwcommon.block_seconds).
+    model.layers.0") their `nominal_us` (the cost model's GPU duration before any
+    interference) after the part of the CPU's issue the GPU waits for (hwcommon.block_seconds).
     error = (predicted - measured) / measured, the sign convention of `fsdpsim verify`.
 
 (b) Attention kernels (tools/hardware/kernel_timing.py's CSV, rows of kind "attention"): the
@@ -75,7 +75,8 @@ def blocks_table(paths, fsdpsim):
     out.append("Measured: %s (CUDA events, median of `reps` after `warmup`; min..max in brackets)." %
                ", ".join(sorted(set(r["_file"] for r in rows))))
     out.append("Predicted: `%s estimate --scenario <fsdpsim_scenario> --set <each of fsdpsim_overrides> --trace T`,"
-               " the slower of `nominal_us` and the CPU issue of `<fsdpsim_forward_op>` / `<fsdpsim_backward_op>` (%s)."
+               " `<fsdpsim_forward_op>` / `<fsdpsim_backward_op>` timed alone: `nominal_us` after the GPU waits for the"
+               " issue event's `lead_us` (hwcommon.block_seconds; %s)."
                % (rel(fsdpsim), "binary " + binary_provenance(fsdpsim)))
     out.append("Error = (predicted - measured) / measured, on time: positive means fsdpsim expects the block slower"
                " than it ran.")

@@ -179,10 +179,13 @@ def estimate_argv(fsdpsim, scenario, overrides, *extra):
 
 
 def block_seconds(fsdpsim, scenario, overrides, op_names):
-    """fsdpsim's time of the first op of each name in `op_names` run alone, from `estimate --trace`:
-    the slower of the cost model's GPU duration (the op's nominal_us, before interference) and the
-    CPU's issue of its kernels (the issue thread's event of the same op), since the GPU follows the
-    CPU kernel by kernel. {name: seconds}; a name not found is absent. The C++ twin is
+    """fsdpsim's time of a block's forward and backward ops (`op_names`: the forward's name, the
+    backward's) timed as block_timing.py times them, from `estimate --trace`: each op's GPU duration
+    (nominal_us, before interference), its CPU issue (the issue thread's event of the same op) and
+    the part of it the GPU waits for (that event's lead_us: [Kernel pipelining] in
+    planner/cost_model.h). The forward starts on an idle GPU: lead + duration. The backward is timed
+    from the forward's end on the GPU, and its issue began when the forward's ended, so the GPU waits
+    for what is left of its lead. {name: seconds}; a name not found is absent. The C++ twin is
     tests/hardware/hardware_check.h's BlockResult::elapsed_forward/backward."""
     import json
     import tempfile
@@ -199,11 +202,19 @@ def block_seconds(fsdpsim, scenario, overrides, op_names):
         if e.get("ph") == "X" and e.get("name") in op_names and e["name"] not in gpu:
             gpu[e["name"]] = e["args"]["nominal_us"] * 1e-6
             op_of[e["args"]["op"]] = e["name"]
-    issue = {}
+    issue, lead = {}, {}
     for e in events:
         if e.get("ph") == "X" and e.get("cat") == "cpu_issue" and e["args"].get("op") in op_of:
             issue[op_of[e["args"]["op"]]] = e["dur"] * 1e-6
-    return {name: max(seconds, issue.get(name, 0.0)) for name, seconds in gpu.items()}
+            lead[op_of[e["args"]["op"]]] = e["args"].get("lead_us", 0.0) * 1e-6
+    forward, backward = op_names
+    out = {}
+    if forward in gpu:
+        out[forward] = lead.get(forward, 0.0) + gpu[forward]
+    if backward in gpu:
+        left = issue.get(forward, 0.0) + lead.get(backward, 0.0) - out.get(forward, 0.0)
+        out[backward] = gpu[backward] + max(0.0, left)
+    return out
 
 
 def log(*args):
