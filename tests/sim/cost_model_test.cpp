@@ -391,26 +391,26 @@ TEST(Calibration, BadValuesNameTheJsonPath) {
 }
 
 
-// [Kernel pipelining] (planner/cost_model.h issue_lead_seconds), worked by hand. One block of
-// three kernels launched "mgm": a memory-bound kernel of 6,700 bytes per token, a 1000^3 GEMM,
-// one of 10,050 bytes per token; 1,000 tokens, compiled (one launch per fused kernel, 10 us
-// each), memory-bound kernels at 0.5 x 3.35 TB/s, the GEMM from a measured table (30 us).
-//   forward kernels 4, 30, 6 us (6.7 MB and 10.05 MB over 1.675 TB/s), issued at 10, 20, 30 us:
-//     lead = max(10 - 0, 20 - 4, 30 - 34) = 16 us of the 30 us issue; D = 40 us.
-//   backward, the order reversed, each kernel twice: a fused kernel's two launches share twice
-//     its forward bytes (the backward's default 2x), the GEMM's input and weight gradients are
-//     1000^3 each: 6, 6, 30, 30, 4, 4 us (D = 80 us) issued at 10 .. 60 us:
-//     lead = max(10, 20 - 6, 30 - 12, 40 - 42, 50 - 72, 60 - 76) = 18 us of the 60 us issue.
-TEST(CostModelIssue, TheGpuWaitsForTheIssueLeadOnly) {
-  nlohmann::json block = {
-      {"name", "0"}, {"repeat", 1}, {"type", "Block"},
-      {"params", {{{"name", "weight"}, {"shape", {1000, 1000}}}}},
-      {"costs", {{"forward_flops", {{"b*s", 2e6}}},
-                 {"forward_hbm_bytes", {{"b*s", 16750}}},
-                 {"memory_bound_kernels", {{{"b*s", 6700}}, {{"b*s", 10050}}}},
-                 {"matmuls", {{{"name", "proj"}, {"in", 1000}, {"out", 1000}}}},
-                 {"launch_order", "mgm"},
-                 {"input_bytes", {{"b*s", 2000}}}}}};
+// [Kernel pipelining] (planner/cost_model.h issue_lead_seconds), worked by hand: one block of a
+// 1000^3 GEMM (30 us, from a measured table) and two memory-bound kernels, 1,000 tokens,
+// compiled (one launch per fused kernel, c = 10 us each), the memory-bound kernels at 0.5 x 3.35
+// TB/s = 1.675 TB/s: 6,700 bytes per token take 4 us, 10,050 take 6 us, 33,500 take 20 us. A
+// backward runs each kernel twice: a fused kernel's two launches share twice its forward bytes
+// (the backward's default 2x), the GEMM's input and weight gradients are 1000^3 each.
+struct PipelinedBlock {
+  planner::OpCosts costs;
+  int fwd = -1, bwd = -1;
+};
+PipelinedBlock pipelined_block(const std::string& order, double first_bytes, double second_bytes,
+                               bool with_order = true) {
+  nlohmann::json costs = {{"forward_flops", {{"b*s", 2e6}}},
+                          {"forward_hbm_bytes", {{"b*s", first_bytes + second_bytes}}},
+                          {"memory_bound_kernels", {{{"b*s", first_bytes}}, {{"b*s", second_bytes}}}},
+                          {"matmuls", {{{"name", "proj"}, {"in", 1000}, {"out", 1000}}}},
+                          {"input_bytes", {{"b*s", 2000}}}};
+  if (with_order) costs["launch_order"] = order;
+  nlohmann::json block = {{"name", "0"}, {"repeat", 1}, {"type", "Block"},
+                          {"params", {{{"name", "weight"}, {"shape", {1000, 1000}}}}}, {"costs", costs}};
   nlohmann::json model = {
       {"name", "pipelined"},
       {"root", {{"name", ""}, {"type", "Model"},
@@ -425,27 +425,45 @@ TEST(CostModelIssue, TheGpuWaitsForTheIssueLeadOnly) {
                                        {"gemm_table", {{{"m", 1000}, {"n", 1000}, {"k", 1000}, {"seconds", 30e-6}}}}}}};
   const planner::Scenario scenario = planner::parse_scenario(j, "test.json");
   const Schedule s = planner::plan_step(scenario).schedule;
-  const CostModel cost(scenario);
-  const planner::OpCosts c = planner::price_ops(s, cost);
-  int fwd = -1, bwd = -1;
+  PipelinedBlock b;
+  b.costs = planner::price_ops(s, CostModel(scenario));
   for (const Op& op : s.ops) {
-    if (op.name == "fwd blocks.0") fwd = op.id;
-    if (op.name == "bwd blocks.0") bwd = op.id;
+    if (op.name == "fwd blocks.0") b.fwd = op.id;
+    if (op.name == "bwd blocks.0") b.bwd = op.id;
   }
-  ASSERT_GE(fwd, 0);
-  ASSERT_GE(bwd, 0);
-  EXPECT_NEAR(c.duration_seconds[fwd], 40e-6, 1e-12);
-  EXPECT_NEAR(c.issue_seconds[fwd], 30e-6, 1e-15);
-  EXPECT_NEAR(c.issue_lead_seconds[fwd], 16e-6, 1e-12);
-  EXPECT_NEAR(c.duration_seconds[bwd], 80e-6, 1e-12);
-  EXPECT_NEAR(c.issue_seconds[bwd], 60e-6, 1e-15);
-  EXPECT_NEAR(c.issue_lead_seconds[bwd], 18e-6, 1e-12);
+  EXPECT_GE(b.fwd, 0);
+  EXPECT_GE(b.bwd, 0);
+  return b;
+}
+
+TEST(CostModelIssue, TheGpuWaitsForTheIssueLeadOnly) {
+  // "mgm": kernels of 4, 30 and 6 us, issued at 10, 20 and 30 us:
+  //   lead = max(10 - 0, 20 - 4, 30 - 34) = 16 us of the 30 us issue; D = 40 us.
+  // Backward, the order reversed: 6, 6, 30, 30, 4, 4 us (D = 80 us) issued at 10 .. 60 us:
+  //   lead = max(10, 20 - 6, 30 - 12, 40 - 42, 50 - 72, 60 - 76) = 18 us of the 60 us issue.
+  const PipelinedBlock a = pipelined_block("mgm", 6700, 10050);
+  ASSERT_GE(a.fwd, 0);
+  ASSERT_GE(a.bwd, 0);
+  EXPECT_NEAR(a.costs.duration_seconds[a.fwd], 40e-6, 1e-12);
+  EXPECT_NEAR(a.costs.issue_seconds[a.fwd], 30e-6, 1e-15);
+  EXPECT_NEAR(a.costs.issue_lead_seconds[a.fwd], 16e-6, 1e-12);
+  EXPECT_NEAR(a.costs.duration_seconds[a.bwd], 80e-6, 1e-12);
+  EXPECT_NEAR(a.costs.issue_seconds[a.bwd], 60e-6, 1e-15);
+  EXPECT_NEAR(a.costs.issue_lead_seconds[a.bwd], 18e-6, 1e-12);
+  // "gmm" (the GEMM first, two 4 us kernels): forward lead = max(10, 20 - 30, 30 - 34) = 10 us.
+  // Backward opens with the memory-bound kernels (4 us a launch) and ends with the GEMM's two:
+  //   lead = max(10, 20 - 4, 30 - 8, 40 - 12, 50 - 16, 60 - 46) = 34 us.
+  const PipelinedBlock b = pipelined_block("gmm", 6700, 6700);
+  EXPECT_NEAR(b.costs.issue_lead_seconds[b.fwd], 10e-6, 1e-12);
+  EXPECT_NEAR(b.costs.issue_lead_seconds[b.bwd], 34e-6, 1e-12);
+  // "mgm" with a 20 us last kernel: backward opens with its two 20 us launches, each longer
+  // than an issue: lead = max(10, 20 - 20, 30 - 40, ...) = 10 us, the first kernel's issue.
+  const PipelinedBlock c = pipelined_block("mgm", 6700, 33500);
+  EXPECT_NEAR(c.costs.issue_lead_seconds[c.bwd], 10e-6, 1e-12);
   // Without the launch order the GPU waits for the whole issue, as for one kernel.
-  j["model"]["root"]["children"][0]["children"][0]["costs"].erase("launch_order");
-  const planner::Scenario unordered = planner::parse_scenario(j, "test.json");
-  const planner::OpCosts u = planner::price_ops(planner::plan_step(unordered).schedule, CostModel(unordered));
-  EXPECT_DOUBLE_EQ(u.issue_lead_seconds[fwd], u.issue_seconds[fwd]);
-  EXPECT_DOUBLE_EQ(u.issue_lead_seconds[bwd], u.issue_seconds[bwd]);
+  const PipelinedBlock u = pipelined_block("", 6700, 10050, false);
+  EXPECT_DOUBLE_EQ(u.costs.issue_lead_seconds[u.fwd], u.costs.issue_seconds[u.fwd]);
+  EXPECT_DOUBLE_EQ(u.costs.issue_lead_seconds[u.bwd], u.costs.issue_seconds[u.bwd]);
 }
 
 }  // namespace
