@@ -20,6 +20,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -302,6 +303,102 @@ TEST(AttentionModel, ReportAllRows) {
     std::printf("%-13s %-13s %-7s c%d d%3d s%5.0f published %6.1f predicted %6.1f %+6.1f%%\n", r.kernel.c_str(),
                 r.gpu.c_str(), r.pass.c_str(), r.causal, r.head_dim, r.seq, r.tflops, predicted,
                 100 * (predicted / r.tflops - 1));
+  }
+}
+
+// ---- This workplace's GPUs: the attention kernels timed on them (held out) ----------------------
+
+// One row of kind "attention" of tools/hardware/kernel_timing.py's CSVs (tests/data/hardware/kernels/):
+// PyTorch SDPA with one backend allowed, timed with CUDA events (median of its repetitions).
+struct MeasuredAttention {
+  std::string file, gpu, backend, direction;
+  AttentionShape shape;
+  double seconds = 0;
+};
+
+std::vector<MeasuredAttention> load_measured_attention() {
+  std::vector<MeasuredAttention> rows;
+  const std::string dir = std::string(FSDPSIM_SOURCE_ROOT) + "/tests/data/hardware/kernels/";
+  for (const char* name : {"kernels-h100-2026-11-27.csv", "kernels-h200-2026-11-28.csv"}) {
+    std::ifstream in(dir + name);
+    EXPECT_TRUE(in.good()) << name;
+    std::string line;
+    std::getline(in, line);
+    std::map<std::string, std::size_t> column;
+    {
+      std::stringstream header(line);
+      std::string cell;
+      for (std::size_t i = 0; std::getline(header, cell, ','); ++i) column[cell] = i;
+    }
+    while (std::getline(in, line)) {
+      std::vector<std::string> f;
+      std::stringstream ss(line);
+      std::string cell;
+      while (std::getline(ss, cell, ',') && f.size() <= column.at("median_seconds")) f.push_back(cell);
+      if (f.size() <= column.at("median_seconds") || f[column.at("kind")] != "attention" ||
+          f[column.at("status")] != "ok")
+        continue;
+      MeasuredAttention r;
+      r.file = name;
+      r.gpu = std::string(name).find("h200") != std::string::npos ? "H200-SXM-141GB" : "H100-SXM-80GB";
+      r.backend = f[column.at("kernel")];
+      r.direction = f[column.at("direction")];
+      r.shape.batch = std::stod(f[column.at("batch")]);
+      r.shape.seq_q = r.shape.seq_kv = std::stod(f[column.at("seq_len")]);
+      r.shape.heads = std::stoi(f[column.at("heads")]);
+      r.shape.kv_heads = std::stoi(f[column.at("kv_heads")]);
+      r.shape.head_dim = std::stoi(f[column.at("head_dim")]);
+      r.shape.causal = f[column.at("causal")] == "true";
+      r.seconds = std::stod(f[column.at("median_seconds")]);
+      rows.push_back(r);
+    }
+  }
+  return rows;
+}
+
+// SDPA's backends as the attention model names them.
+std::optional<AttentionKernel> model_kernel(const std::string& backend) {
+  if (backend == "sdpa_flash") return AttentionKernel::flash2;
+  if (backend == "sdpa_cudnn") return AttentionKernel::cudnn;
+  if (backend == "sdpa_mem_efficient") return AttentionKernel::mem_efficient;
+  return std::nullopt;
+}
+
+// Every attention kernel this workplace's H100 (2026-11-27) and H200 (2026-11-28) ran, against
+// the model: nothing in the model saw these rows (its constants come from the published tables
+// above, H100 and A100 only), and the H200 is a GPU no constant was fitted on. Printed row by
+// row with the mean |error| of each (GPU, kernel, direction), held to (errors of 2026-11-28):
+// - forward, SDPA's flash (FlashAttention-2) and cuDNN backends: 12% (8.1-10.1%);
+// - backward, the same two: 20% (12.5-17.9%). The measured flash backward is slower than the
+//   model by 0.3-0.5 ms a call at 512-2,048 tokens (-14..-39%) and 0.1-1.5 ms at 16k (-2..-10%):
+//   time the FlashAttention papers' kernel benchmarks (the model's source) do not show. Not
+//   modelled, not explained (the benchmark's q, k, v are [b, h, s, d]-contiguous, where a model's
+//   are transposed views of [b, s, h, d]: a layout copy is one candidate); docs/accuracy.md.
+// - mem_efficient: printed only. Its constants come from the xformers bars of the
+//   FlashAttention-2 paper's A100 chart; on these Hopper GPUs the kernel ran 35-45% (forward) and
+//   about 60% (backward) slower than the model says.
+TEST(AttentionModel, KernelsTimedOnThisWorkplacesGpus) {
+  const std::vector<MeasuredAttention> rows = load_measured_attention();
+  ASSERT_EQ(rows.size(), 288u);  // 144 per GPU: 3 backends x 2 directions x 24 shapes
+  std::map<std::string, std::pair<double, int>> groups;  // "gpu backend direction" -> (sum |error|, rows)
+  for (const MeasuredAttention& r : rows) {
+    const std::optional<AttentionKernel> k = model_kernel(r.backend);
+    ASSERT_TRUE(k) << r.backend;
+    const AttentionPass pass = r.direction == "backward" ? AttentionPass::backward : AttentionPass::forward;
+    const double predicted = estimate_attention(r.shape, pass, *k, device_for(r.gpu)).seconds;
+    const double error = predicted / r.seconds - 1;
+    std::printf("%-14s %-18s %-8s b%3.0f s%5.0f h%2d kv%2d d%3d c%d measured %8.1f us predicted %8.1f us %+6.1f%%\n",
+                r.gpu.c_str(), r.backend.c_str(), r.direction.c_str(), r.shape.batch, r.shape.seq_q, r.shape.heads,
+                r.shape.kv_heads, r.shape.head_dim, r.shape.causal, 1e6 * r.seconds, 1e6 * predicted, 100 * error);
+    auto& g = groups[r.gpu + " " + r.backend + " " + r.direction];
+    g.first += std::abs(error);
+    g.second += 1;
+  }
+  for (const auto& [name, g] : groups) {
+    const double mean = g.first / g.second;
+    std::printf("%-45s %2d rows, mean |error| %5.1f%%\n", name.c_str(), g.second, 100 * mean);
+    if (name.find("sdpa_mem_efficient") != std::string::npos) continue;
+    EXPECT_LT(mean, name.find("forward") != std::string::npos ? 0.12 : 0.20) << name;
   }
 }
 
