@@ -434,7 +434,8 @@ void TimelineSvg::gantt_panel() {
   for (const Op& op : s_.ops) {
     const OpTiming& ot = t_.ops[op.id];
     if (ot.issue_seconds > 0)
-      bar(0, ot.issue_start, ot.enqueue, kIssueColor, "issue " + op.name + ": " + human_seconds(ot.issue_seconds));
+      bar(0, ot.issue_start, ot.issue_start + ot.issue_seconds, kIssueColor,
+          "issue " + op.name + ": " + human_seconds(ot.issue_seconds));
     const int row = op.stream == Stream::host ? 0 : row_of(static_cast<int>(op.stream));
     if (ot.end > ot.start || op.kind != OpKind::wait)
       bar(row, ot.start, ot.end, style_of(op.kind).color,
