@@ -639,7 +639,8 @@ double CostModel::issue_seconds(const Op& op) const {
                                                        : calibration_.eager_forward_kernel_issue_seconds);
 }
 
-double CostModel::issue_lead_seconds(const Op& op, const Schedule& schedule, std::vector<KernelSetTimes>* memo) const {
+double CostModel::issue_lead_seconds(const Op& op, const Schedule& schedule, std::vector<KernelSetTimes>* memo,
+                                     IssueLeadMemo* lead_memo) const {
   const double issue = issue_seconds(op);
   const bool module_compute =
       op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute;
@@ -648,17 +649,27 @@ double CostModel::issue_lead_seconds(const Op& op, const Schedule& schedule, std
   if (listed == module_kernels_.end() || listed->second.launch_order.empty()) return issue;
   if (op.kernel_set < 0 || op.kernel_set >= static_cast<int>(schedule.kernel_sets.size())) return issue;
   const KernelSet& set = schedule.kernel_sets[op.kernel_set];
-  const std::string& order = listed->second.launch_order;
+  const std::string& order = listed->second.launch_order;  // the module's (ModuleKernels)
   const bool backward = op.kind == OpKind::compute_bwd;
   const std::size_t matmuls = static_cast<std::size_t>(std::count(order.begin(), order.end(), 'g'));
   const bool attention = order.find('a') != std::string::npos;
   if (set.gemms.size() != (backward ? 2 : 1) * matmuls || !set.grouped_gemms.empty() || set.has_attention != attention)
     return issue;
-  KernelSetTimes local;
-  const KernelSetTimes& times = times_of(set, op.kernel_set, memo, local);
   const MemoryBoundTraffic traffic = memory_bound_traffic(op);
   const bool bytes_priced = op.hbm_bytes > 0;  // as memory_bound_seconds: no bytes, no time
-  const std::vector<double>& shares = listed->second.memory_bound_shares;
+  const ModuleKernels& module = listed->second;
+  const IssueLeadMemo::Entry key{op.kernel_set, op.kind, traffic.bytes, traffic.launches, traffic.score_seconds,
+                                 issue, bytes_priced, &module, 0.0};
+  if (lead_memo)
+    for (const IssueLeadMemo::Entry& e : lead_memo->entries)
+      if (e.kernel_set == key.kernel_set && e.kind == key.kind && e.bytes == key.bytes && e.launches == key.launches &&
+          e.score_seconds == key.score_seconds && e.issue == key.issue && e.bytes_priced == key.bytes_priced &&
+          (e.kernels == key.kernels || (e.kernels->launch_order == module.launch_order &&
+                                        e.kernels->memory_bound_shares == module.memory_bound_shares)))
+        return e.lead;
+  KernelSetTimes local;
+  const KernelSetTimes& times = times_of(set, op.kernel_set, memo, local);
+  const std::vector<double>& shares = module.memory_bound_shares;
   const double per_kernel = issue / kernels(op);
   // Kernels issued so far, and the GPU time of the kernels before the next one.
   double issued = 0, before = 0, lead = 0;
@@ -690,7 +701,13 @@ double CostModel::issue_lead_seconds(const Op& op, const Schedule& schedule, std
       launch(backward ? 3 : 1, times.attention + (bytes_priced ? traffic.score_seconds : 0.0));
     }
   }
-  return std::min(lead, issue);
+  lead = std::min(lead, issue);
+  if (lead_memo) {
+    IssueLeadMemo::Entry entry = key;
+    entry.lead = lead;
+    lead_memo->entries.push_back(entry);
+  }
+  return lead;
 }
 
 }  // namespace fsdpsim::planner

@@ -192,8 +192,11 @@ class CostModel {
   // none. Walks the module's launch order (models::ModuleCosts::launch_order; reversed in
   // backward, where autograd runs the forward's nodes last to first); without it, or for a
   // kernel set that is not the order's (op-level SAC's recompute), the whole issue.
-  double issue_lead_seconds(const Op& op, const Schedule& schedule,
-                            std::vector<KernelSetTimes>* kernel_memo = nullptr) const;
+  // `lead_memo` keeps the leads already walked while pricing one schedule (a model's identical
+  // blocks share theirs: the same kernel set, pass, bytes and kernel list give the same lead).
+  struct IssueLeadMemo;
+  double issue_lead_seconds(const Op& op, const Schedule& schedule, std::vector<KernelSetTimes>* kernel_memo = nullptr,
+                            IssueLeadMemo* lead_memo = nullptr) const;
   // Kernels the op launches (the kernel-count estimate behind issue_seconds).
   double kernels(const Op& op) const;
   double compute_slowdown_under_comm() const { return calibration_.compute_slowdown_under_comm; }
@@ -234,6 +237,23 @@ class CostModel {
     std::vector<double> memory_bound_shares;
     std::string launch_order;  // models::ModuleCosts::launch_order ("" when not known)
   };
+
+ public:
+  struct IssueLeadMemo {
+    // What a lead depends on: the kernel set's times, the pass, the op's traffic, its issue and
+    // the module's kernel list (compared by content: each block has its own).
+    struct Entry {
+      int kernel_set = -1;
+      OpKind kind = OpKind::compute_fwd;
+      double bytes = 0, launches = 0, score_seconds = 0, issue = 0;
+      bool bytes_priced = false;
+      const ModuleKernels* kernels = nullptr;
+      double lead = 0;
+    };
+    std::vector<Entry> entries;
+  };
+
+ private:
   // An op's memory-bound traffic as memory_bound_seconds prices it.
   struct MemoryBoundTraffic {
     double bytes = 0;                        // per-token chains (eager-factored), score matrix excluded

@@ -29,6 +29,7 @@ OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMem
   CollectiveMemo local;
   CollectiveMemo& collectives = memo ? *memo : local;
   std::vector<KernelSetTimes> kernel_times(schedule.kernel_sets.size());  // each set priced once
+  CostModel::IssueLeadMemo leads;                                          // each block's lead walked once
   for (const Op& op : schedule.ops) {
     if (is_collective(op.kind) && op.group >= 0 && op.group < static_cast<int>(schedule.groups.size())) {
       const CollectiveEstimate& e = memoized_collective(op, schedule, cost, collectives);
@@ -38,7 +39,7 @@ OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMem
       c.duration_seconds[op.id] = cost.duration_seconds(op, schedule, &kernel_times);
     }
     c.issue_seconds[op.id] = cost.issue_seconds(op);
-    c.issue_lead_seconds[op.id] = cost.issue_lead_seconds(op, schedule, &kernel_times);
+    c.issue_lead_seconds[op.id] = cost.issue_lead_seconds(op, schedule, &kernel_times, &leads);
     c.kernels[op.id] = cost.kernels(op);
   }
   return c;

@@ -400,21 +400,29 @@ TEST(Calibration, BadValuesNameTheJsonPath) {
 struct PipelinedBlock {
   planner::OpCosts costs;
   int fwd = -1, bwd = -1;
+  int second_fwd = -1, second_bwd = -1;
 };
-PipelinedBlock pipelined_block(const std::string& order, double first_bytes, double second_bytes,
-                               bool with_order = true) {
+nlohmann::json pipelined_block_json(const std::string& name, const std::string& order, double first_bytes,
+                                    double second_bytes, bool with_order) {
   nlohmann::json costs = {{"forward_flops", {{"b*s", 2e6}}},
                           {"forward_hbm_bytes", {{"b*s", first_bytes + second_bytes}}},
                           {"memory_bound_kernels", {{{"b*s", first_bytes}}, {{"b*s", second_bytes}}}},
                           {"matmuls", {{{"name", "proj"}, {"in", 1000}, {"out", 1000}}}},
                           {"input_bytes", {{"b*s", 2000}}}};
   if (with_order) costs["launch_order"] = order;
-  nlohmann::json block = {{"name", "0"}, {"repeat", 1}, {"type", "Block"},
-                          {"params", {{{"name", "weight"}, {"shape", {1000, 1000}}}}}, {"costs", costs}};
+  return {{"name", name}, {"repeat", 1}, {"type", "Block"},
+          {"params", {{{"name", "weight"}, {"shape", {1000, 1000}}}}}, {"costs", costs}};
+}
+
+// Blocks "0" (and "1" when `second_order` is given: the same kernels in another order).
+PipelinedBlock pipelined_block(const std::string& order, double first_bytes, double second_bytes,
+                               bool with_order = true, const std::string& second_order = "") {
+  nlohmann::json blocks = {pipelined_block_json("0", order, first_bytes, second_bytes, with_order)};
+  if (!second_order.empty()) blocks.push_back(pipelined_block_json("1", second_order, first_bytes, second_bytes, true));
   nlohmann::json model = {
       {"name", "pipelined"},
       {"root", {{"name", ""}, {"type", "Model"},
-                {"children", {{{"name", "blocks"}, {"type", "ModuleList"}, {"children", {block}}}}}}}};
+                {"children", {{{"name", "blocks"}, {"type", "ModuleList"}, {"children", blocks}}}}}}};
   nlohmann::json j = {{"model", model},
                       {"cluster", testing::cluster(1, 1)},
                       {"training", {{"micro_batch", 1}, {"seq_len", 1000}, {"param_dtype", "bf16"},
@@ -430,6 +438,8 @@ PipelinedBlock pipelined_block(const std::string& order, double first_bytes, dou
   for (const Op& op : s.ops) {
     if (op.name == "fwd blocks.0") b.fwd = op.id;
     if (op.name == "bwd blocks.0") b.bwd = op.id;
+    if (op.name == "fwd blocks.1") b.second_fwd = op.id;
+    if (op.name == "bwd blocks.1") b.second_bwd = op.id;
   }
   EXPECT_GE(b.fwd, 0);
   EXPECT_GE(b.bwd, 0);
@@ -460,6 +470,18 @@ TEST(CostModelIssue, TheGpuWaitsForTheIssueLeadOnly) {
   // than an issue: lead = max(10, 20 - 20, 30 - 40, ...) = 10 us, the first kernel's issue.
   const PipelinedBlock c = pipelined_block("mgm", 6700, 33500);
   EXPECT_NEAR(c.costs.issue_lead_seconds[c.bwd], 10e-6, 1e-12);
+  // Two blocks with the same kernels (one kernel set) in the orders "mgm" and "gmm": price_ops
+  // walks each block's lead once per distinct kernel list, and each keeps its own (16 and 10 us
+  // forward; 18 us backward for "mgm", and for "gmm", whose backward runs the 6 us kernel's two
+  // launches, the 4 us kernel's, then the GEMM's: max(10, 20 - 6, 30 - 12, 40 - 16, 50 - 20,
+  // 60 - 50) = 30 us).
+  const PipelinedBlock two = pipelined_block("mgm", 6700, 10050, true, "gmm");
+  ASSERT_GE(two.second_fwd, 0);
+  ASSERT_GE(two.second_bwd, 0);
+  EXPECT_NEAR(two.costs.issue_lead_seconds[two.fwd], 16e-6, 1e-12);
+  EXPECT_NEAR(two.costs.issue_lead_seconds[two.bwd], 18e-6, 1e-12);
+  EXPECT_NEAR(two.costs.issue_lead_seconds[two.second_fwd], 10e-6, 1e-12);
+  EXPECT_NEAR(two.costs.issue_lead_seconds[two.second_bwd], 30e-6, 1e-12);
   // Without the launch order the GPU waits for the whole issue, as for one kernel.
   const PipelinedBlock u = pipelined_block("", 6700, 10050, false);
   EXPECT_DOUBLE_EQ(u.costs.issue_lead_seconds[u.fwd], u.costs.issue_seconds[u.fwd]);
