@@ -627,6 +627,28 @@ std::string nvme_untimed_warning(const ClusterSpec& cluster, const Schedule& sch
   return "";
 }
 
+std::string borrowed_attention_warning(const ClusterSpec& cluster, AttentionKernel kernel, const Schedule& schedule) {
+  if (kernel == AttentionKernel::eager) return "";
+  const bool fused = std::any_of(schedule.kernel_sets.begin(), schedule.kernel_sets.end(),
+                                 [](const KernelSet& k) { return k.has_attention && !k.scores_materialized; });
+  if (!fused) return "";
+  std::string borrowed;
+  for (AttentionPass pass : {AttentionPass::forward, AttentionPass::backward}) {
+    const AttentionKernelConstants c = attention_constants(kernel, cluster.gpu.arch, pass, 128, true);
+    if (c.fitted_on.find("borrowed") != std::string::npos) {
+      borrowed = c.fitted_on;
+      break;
+    }
+  }
+  if (borrowed.empty()) return "";
+  std::string w = "attention kernel " + to_string(kernel) + " on " + cluster.gpu.name + " (" + cluster.gpu.arch +
+                  ") is priced with constants fitted elsewhere (" + borrowed + ")";
+  if (kernel == AttentionKernel::mem_efficient && cluster.gpu.arch == "hopper")
+    w += "; on an H100 and an H200 this kernel measured 35-60% slower than it is priced here (docs/accuracy.md, "
+         "\"Attention kernels on both GPUs against the model\")";
+  return w;
+}
+
 double CostModel::issue_seconds(const Op& op) const {
   const bool module_compute =
       op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute;

@@ -122,6 +122,13 @@ Calibration read_calibration(const nlohmann::json& json, const std::string& file
 // (the swaps then take no time); "" otherwise.
 std::string nvme_untimed_warning(const ClusterSpec& cluster, const Schedule& schedule);
 
+// A warning when the schedule's blocks run a fused attention kernel (a kernel set with attention
+// whose scores stay on chip) that the attention model prices with constants borrowed from another
+// architecture or kernel (planner/attention_model.h attention_constants: no published rows for it
+// there), naming what they were fitted on, and for SDPA's mem-efficient kernel on Hopper what this
+// workplace measured (docs/accuracy.md: 35-60% slower than priced); "" otherwise.
+std::string borrowed_attention_warning(const ClusterSpec& cluster, AttentionKernel kernel, const Schedule& schedule);
+
 // A kernel set's kernels priced one by one: what duration_seconds sums and issue_lead_seconds
 // walks in launch order. A caller that prices every op keeps one per schedule.kernel_sets.
 struct KernelSetTimes {
