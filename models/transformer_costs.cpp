@@ -347,10 +347,11 @@ std::vector<CostItem> memory_bound_kernels(const DecoderBlockShape& block, bool 
   return items;
 }
 
-std::string block_launch_order(const DecoderBlockShape& block, bool flash_attention) {
-  if (block.is_moe()) return "";
-  const std::vector<CostItem> kernels = memory_bound_kernels(block, flash_attention);
-  const std::vector<BlockMatmul> matmuls = block_matmuls(block);
+namespace {
+
+// The order of a dense block's kernels from its memory_bound_kernels() (placed among the
+// matmuls) and block_matmuls(), as block_launch_order gives it.
+std::string launch_order_of(const std::vector<CostItem>& kernels, const std::vector<BlockMatmul>& matmuls) {
   const int attention_inputs = attention_input_matmuls(matmuls);
   std::string order;
   std::size_t next = 0;
@@ -360,6 +361,13 @@ std::string block_launch_order(const DecoderBlockShape& block, bool flash_attent
     if (launched < static_cast<int>(matmuls.size())) order += 'g';
   }
   return order;
+}
+
+}  // namespace
+
+std::string block_launch_order(const DecoderBlockShape& block, bool flash_attention) {
+  if (block.is_moe()) return "";
+  return launch_order_of(memory_bound_kernels(block, flash_attention), block_matmuls(block));
 }
 
 std::vector<BlockMatmul> block_matmuls(const DecoderBlockShape& block) {
@@ -1406,7 +1414,7 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
                          !block.is_mla() && recomputed[i]});
   }
   c.attention = attention_spec(block);
-  c.launch_order = block_launch_order(block, flash_attention);
+  c.launch_order = launch_order_of(kernels, matmuls);  // a dense block (MoE blocks return above)
   return c;
 }
 

@@ -633,6 +633,7 @@ std::string borrowed_attention_warning(const ClusterSpec& cluster, AttentionKern
                                  [](const KernelSet& k) { return k.has_attention && !k.scores_materialized; });
   if (!fused) return "";
   std::string borrowed;
+  // Whether a pass borrows depends on the kernel, the arch and the pass, not on the shape.
   for (AttentionPass pass : {AttentionPass::forward, AttentionPass::backward}) {
     const AttentionKernelConstants c = attention_constants(kernel, cluster.gpu.arch, pass, 128, true);
     if (c.fitted_on.find("borrowed") != std::string::npos) {
