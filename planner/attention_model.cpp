@@ -188,6 +188,26 @@ AttentionKernelConstants pair(double loop_efficiency, double overhead_blocks, co
   return c;
 }
 
+// PyTorch's memory-efficient kernels (xformers' CUTLASS FMHA) are built for sm80 in 16-bit and
+// have no sm90 variant (pytorch/pytorch aten/src/ATen/native/transformers/cuda/mem_eff_attention/
+// kernels/cutlassF.h and cutlassB.h: "bf16 / sm80"): on Hopper they run Ampere's mma.sync, without
+// wgmma or TMA, as FlashAttention-2 does. A fraction of Hopper's wgmma peak fitted on the A100
+// would price them as if they used it (this workplace's H100 and H200 ran them 35-60% slower than
+// that; carried as below, 6-33% slower, docs/accuracy.md). So their Hopper pair is their A100 pair carried over by the ratio
+// FlashAttention-2's own published A100 and H100 pairs show for the same pass: what moving an
+// sm80 kernel onto Hopper does, from the one sm80 kernel published on both.
+AttentionKernelConstants carried_to_hopper_like_flash2(const AttentionKernelConstants& on_ampere,
+                                                       const AttentionKernelConstants& flash2_ampere,
+                                                       const AttentionKernelConstants& flash2_hopper) {
+  AttentionKernelConstants c = on_ampere;
+  c.loop_efficiency *= flash2_hopper.loop_efficiency / flash2_ampere.loop_efficiency;
+  c.overhead_blocks *= flash2_hopper.overhead_blocks / flash2_ampere.overhead_blocks;
+  c.fitted_on = "borrowed from mem_efficient on ampere (" + on_ampere.fitted_on +
+                "), carried to hopper by flash2's ampere-to-hopper ratio (both sm80 kernels: " + flash2_hopper.fitted_on +
+                ")";
+  return c;
+}
+
 const std::map<Key, AttentionKernelConstants>& shipped_constants() {
   using K = AttentionKernel;
   const auto F = AttentionPass::forward;
@@ -214,7 +234,15 @@ const std::map<Key, AttentionKernelConstants>& shipped_constants() {
       {{K::cudnn, "hopper", B}, pair(0.635, 5.25, h100_bwd)},
       {{K::triton, "hopper", F}, pair(0.525, 2.00, h100_fwd)},
   };
-  return m;
+  static const std::map<Key, AttentionKernelConstants> with_carried = [] {
+    std::map<Key, AttentionKernelConstants> all = m;
+    for (AttentionPass pass : {F, B})
+      all[{K::mem_efficient, "hopper", pass}] =
+          carried_to_hopper_like_flash2(m.at({K::mem_efficient, "ampere", pass}), m.at({K::flash2, "ampere", pass}),
+                                        m.at({K::flash2, "hopper", pass}));
+    return all;
+  }();
+  return with_carried;
 }
 
 }  // namespace

@@ -126,7 +126,7 @@ std::string nvme_untimed_warning(const ClusterSpec& cluster, const Schedule& sch
 // whose scores stay on chip) that the attention model prices with constants borrowed from another
 // architecture or kernel (planner/attention_model.h attention_constants: no published rows for it
 // there), naming what they were fitted on, and for SDPA's mem-efficient kernel on Hopper what this
-// workplace measured (docs/accuracy.md: 35-60% slower than priced); "" otherwise.
+// workplace measured (docs/accuracy.md: 6-33% slower than priced); "" otherwise.
 std::string borrowed_attention_warning(const ClusterSpec& cluster, AttentionKernel kernel, const Schedule& schedule);
 
 // A kernel set's kernels priced one by one: what duration_seconds sums and issue_lead_seconds

@@ -374,9 +374,12 @@ std::optional<AttentionKernel> model_kernel(const std::string& backend) {
 //   time the FlashAttention papers' kernel benchmarks (the model's source) do not show. Not
 //   modelled, not explained (the benchmark's q, k, v are [b, h, s, d]-contiguous, where a model's
 //   are transposed views of [b, s, h, d]: a layout copy is one candidate); docs/accuracy.md.
-// - mem_efficient: printed only. Its constants come from the xformers bars of the
-//   FlashAttention-2 paper's A100 chart; on these Hopper GPUs the kernel ran 35-45% (forward) and
-//   about 60% (backward) slower than the model says.
+// - mem_efficient: forward 20% (16.3-17.9%), backward 25% (20.4-20.6%). Its Hopper constants are
+//   the FlashAttention-2 paper's A100 xformers pair carried by FlashAttention-2's own A100-to-H100
+//   ratio (attention_model.cpp carried_to_hopper_like_flash2; before, the A100 pair as it was:
+//   38.9-40.1% and 59.1-59.2%). Head dim 128 rows are 10-14% off, head dim 64 rows 22-28%: the
+//   A100 pair already prices the xformers kernel's d64 bars 18-34% fast (the published rows above),
+//   and Hopper inherits it.
 TEST(AttentionModel, KernelsTimedOnThisWorkplacesGpus) {
   const std::vector<MeasuredAttention> rows = load_measured_attention();
   ASSERT_EQ(rows.size(), 288u);  // 144 per GPU: 3 backends x 2 directions x 24 shapes
@@ -397,8 +400,11 @@ TEST(AttentionModel, KernelsTimedOnThisWorkplacesGpus) {
   for (const auto& [name, g] : groups) {
     const double mean = g.first / g.second;
     std::printf("%-45s %2d rows, mean |error| %5.1f%%\n", name.c_str(), g.second, 100 * mean);
-    if (name.find("sdpa_mem_efficient") != std::string::npos) continue;
-    EXPECT_LT(mean, name.find("forward") != std::string::npos ? 0.12 : 0.20) << name;
+    const bool forward = name.find("forward") != std::string::npos;
+    if (name.find("sdpa_mem_efficient") != std::string::npos)
+      EXPECT_LT(mean, forward ? 0.20 : 0.25) << name;
+    else
+      EXPECT_LT(mean, forward ? 0.12 : 0.20) << name;
   }
 }
 
@@ -659,6 +665,31 @@ TEST(AttentionModel, AvailabilityAndDefault) {
   EXPECT_EQ(default_attention_kernel(h), AttentionKernel::flash2);
   EXPECT_EQ(default_attention_kernel(h, true), AttentionKernel::cudnn);
   EXPECT_EQ(default_attention_kernel(a100, true), AttentionKernel::flash2);
+}
+
+// SDPA's mem-efficient kernel is an sm80 kernel on Hopper (PyTorch builds its 16-bit CUTLASS FMHA
+// for sm80 only): its Hopper pair is its A100 pair times FlashAttention-2's published
+// H100-over-A100 ratio for the pass. By hand from the shipped pairs (A100 mem_efficient 0.330 /
+// 2.25, A100 flash2 0.725 / 2.25, H100 flash2 forward 0.485 / 2.00, backward 0.365 / 6.00):
+// forward 0.330 * 0.485 / 0.725 = 0.22076 and 2.25 * 2.00 / 2.25 = 2.00; backward
+// 0.330 * 0.365 / 0.725 = 0.16614 and 6.00. Blackwell borrows the carried Hopper pair.
+TEST(AttentionModel, MemEfficientOnHopperIsCarriedLikeFlashAttention2) {
+  const auto f = attention_constants(AttentionKernel::mem_efficient, "hopper", AttentionPass::forward, 128, true);
+  EXPECT_NEAR(f.loop_efficiency, 0.330 * 0.485 / 0.725, 1e-12);
+  EXPECT_NEAR(f.overhead_blocks, 2.00, 1e-12);
+  const auto b = attention_constants(AttentionKernel::mem_efficient, "hopper", AttentionPass::backward, 128, true);
+  EXPECT_NEAR(b.loop_efficiency, 0.330 * 0.365 / 0.725, 1e-12);
+  EXPECT_NEAR(b.overhead_blocks, 6.00, 1e-12);
+  EXPECT_NE(f.fitted_on.find("borrowed from mem_efficient on ampere"), std::string::npos) << f.fitted_on;
+  EXPECT_NE(b.fitted_on.find("carried to hopper by flash2's ampere-to-hopper ratio"), std::string::npos)
+      << b.fitted_on;
+  // Ampere keeps its fitted pair.
+  const auto a = attention_constants(AttentionKernel::mem_efficient, "ampere", AttentionPass::backward, 128, true);
+  EXPECT_DOUBLE_EQ(a.loop_efficiency, 0.330);
+  EXPECT_DOUBLE_EQ(a.overhead_blocks, 2.25);
+  const auto bw = attention_constants(AttentionKernel::mem_efficient, "blackwell", AttentionPass::backward, 128, true);
+  EXPECT_NEAR(bw.loop_efficiency, 0.330 * 0.365 / 0.725, 1e-12);
+  EXPECT_NE(bw.fitted_on.find("borrowed from mem_efficient on hopper"), std::string::npos) << bw.fitted_on;
 }
 
 // A GPU with no published rows is priced from its specs with the nearest arch's constants, and
