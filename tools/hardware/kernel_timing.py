@@ -23,7 +23,9 @@ Choices, and why:
   bf16 copy; forward and backward; bytes as read + written by the op's own kernels are not
   computed here (fsdpsim counts them): the row gives the time and the tensor's elements.
 - Timing: CUDA events on the current stream, 3 warm-up repetitions then --reps (default 10):
-  median, min and max.
+  median, min and max of the kernels' own time, each call queued behind a GPU spin that outlasts
+  its dispatch; and, as columns of their own, the same call on an idle GPU (exposed, the host's
+  dispatch latency in it) and the host's dispatch time (timed() says why).
 """
 
 import argparse
@@ -40,24 +42,80 @@ COLUMNS = [
     "case_id", "status", "error", "kind", "kernel", "direction", "dtype",
     "batch", "seq_len", "heads", "kv_heads", "head_dim", "causal", "rows", "cols",
     "median_seconds", "min_seconds", "max_seconds", "flops", "tflops_per_second", "elements",
-    "warmup", "reps",
+    "warmup", "reps", "exposed_median_seconds", "host_dispatch_seconds", "spin_seconds",
 ] + hw.PROVENANCE_COLUMNS
 
 
-def timed(torch, fn, warmup, reps, before=None):
-    """Median, min, max seconds of fn() over reps (after warmup), CUDA events around each call."""
-    times = []
-    for i in range(warmup + reps):
-        if before:
-            before()
+_spin_rate = None
+
+
+def spin_cycles_per_second(torch):
+    """The GPU clock cycles torch.cuda._sleep spins a second on this GPU, timed once with events."""
+    global _spin_rate
+    if _spin_rate is None:
+        cycles = 20_000_000
+        torch.cuda._sleep(cycles // 10)  # load the kernel
+        torch.cuda.synchronize()
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         e0.record()
+        torch.cuda._sleep(cycles)
+        e1.record()
+        torch.cuda.synchronize()
+        _spin_rate = cycles / (e0.elapsed_time(e1) * 1e-3)
+    return _spin_rate
+
+
+def timed(torch, fn, warmup, reps):
+    """fn() timed three ways over `reps` calls (after `warmup`), each call synchronized:
+
+    - exposed_median_seconds: CUDA events around the call on an idle GPU, so the host's dispatch
+      until the first kernel (Python, the dispatcher, the autograd engine's hand-off to its device
+      thread) is in it, and any gap between kernels the CPU is slower than. The only measure of
+      the rows of 2026-11-27 and 2026-11-28 (their median_seconds).
+    - host_dispatch_seconds: the CPU time the call takes to return (its whole dispatch).
+    - median/min/max_seconds: the same events, the call queued behind a GPU spin
+      (torch.cuda._sleep) that outlasts its dispatch, so that its kernels run back to back as in
+      a step whose queue is full: the kernels' own time, what the kernel benchmarks the cost model
+      is built from measure (they pipeline many calls). A call whose dispatch outran the spin is
+      timed again behind one twice as long.
+    """
+    def events():
+        return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    exposed, host = [], []
+    for i in range(warmup + reps):
+        e0, e1 = events()
+        e0.record()
+        t0 = time.perf_counter()
         fn()
+        t1 = time.perf_counter()
         e1.record()
         torch.cuda.synchronize()
         if i >= warmup:
-            times.append(e0.elapsed_time(e1) * 1e-3)
-    return statistics.median(times), min(times), max(times)
+            exposed.append(e0.elapsed_time(e1) * 1e-3)
+            host.append(t1 - t0)
+    spin = max(2 * max(host), 1e-3)
+    rate = spin_cycles_per_second(torch)
+    gpu, retries = [], 0
+    while len(gpu) < reps:
+        e0, e1 = events()
+        torch.cuda._sleep(int(spin * rate))
+        e0.record()
+        t0 = time.perf_counter()
+        fn()
+        t1 = time.perf_counter()
+        e1.record()
+        torch.cuda.synchronize()
+        if t1 - t0 > 0.8 * spin:  # the GPU may have reached the call before the CPU had queued it
+            retries += 1
+            if retries > reps:
+                raise RuntimeError("the call's dispatch outran a %.1f ms GPU spin %d times" % (1e3 * spin, retries))
+            spin *= 2
+            continue
+        gpu.append(e0.elapsed_time(e1) * 1e-3)
+    return {"median_seconds": statistics.median(gpu), "min_seconds": min(gpu), "max_seconds": max(gpu),
+            "exposed_median_seconds": statistics.median(exposed), "host_dispatch_seconds": statistics.median(host),
+            "spin_seconds": spin}
 
 
 def attention_cases(torch, F, sdpa_kernel, SDPBackend):
@@ -253,8 +311,9 @@ def main():
             writer.write(row)
             continue
         try:
-            (med, lo, hi), flops = run(row["direction"])
-            row["median_seconds"], row["min_seconds"], row["max_seconds"] = med, lo, hi
+            times, flops = run(row["direction"])
+            row.update(times)
+            med = times["median_seconds"]
             if flops:
                 row["flops"] = flops
                 row["tflops_per_second"] = "%.2f" % (flops / med / 1e12)
