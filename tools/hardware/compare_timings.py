@@ -228,6 +228,7 @@ def attention_tables(paths, args):
         out.append("No prediction compared: %s." % source)
         for s in bad:
             out.append("Not measured: " + s)
+        out += host_share_table(rows)
         return "\n".join(out)
 
     # fwd+bwd: the two measured medians added.
@@ -269,7 +270,27 @@ def attention_tables(paths, args):
             key[0], key[1], "yes" if key[2] else "no", key[3], len(es), es[0], med, es[-1]))
     for s in bad:
         out.append("Not measured: " + s)
+    out += host_share_table(rows)
     return "\n".join(out)
+
+
+def host_share_table(rows):
+    """Rows timed both ways (kernel_timing.py from session 18 on): the kernels' own time, the call
+    on an idle GPU, and the host's dispatch, so that the part of an exposed time that is the host's
+    can be read off (docs/accuracy.md, "Attention kernels on both GPUs against the model")."""
+    both = [r for r in rows if r["status"] == "ok" and r.get("exposed_median_seconds")]
+    if not both:
+        return []
+    out = ["", "Kernels against the call on an idle GPU (ms): `exposed - kernels` is what the host's dispatch"
+           " added; `host` the CPU time the call took to return:", "",
+           "| kernel | direction | causal | head dim | seq | kernels | exposed | exposed - kernels | host |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in both:
+        k, e, h = (float(r[c]) * 1e3 for c in ("median_seconds", "exposed_median_seconds", "host_dispatch_seconds"))
+        out.append("| %s | %s | %s | %s | %s | %.3f | %.3f | %.3f | %.3f |" % (
+            r["kernel"], r["direction"], "yes" if r["causal"] == "true" else "no", r["head_dim"], r["seq_len"],
+            k, e, e - k, h))
+    return out
 
 
 def main():
