@@ -527,7 +527,8 @@ class ModelParser {
       // costs ("{i}" appears only in names), and a 126-layer model would parse them 126 times.
       const nlohmann::json* node = &r.raw("costs");
       auto costs = parsed_costs_.find(node);
-      if (costs == parsed_costs_.end()) costs = parsed_costs_.emplace(node, parse_costs(r.object("costs"))).first;
+      if (costs == parsed_costs_.end())
+        costs = parsed_costs_.emplace(node, std::make_shared<const ModuleCosts>(parse_costs(r.object("costs")))).first;
       m.costs = costs->second;
     }
     if (r.has("costs_variants") || r.has("costs_of_copy")) {
@@ -637,7 +638,7 @@ class ModelParser {
   // A repeated module whose copies differ in costs (Gemma's sliding-window and full-attention
   // layers): "costs_variants" lists the costs objects, "costs_of_copy" the variant of each copy
   // (copy k of the repeat takes costs_variants[costs_of_copy[k]]). Each variant is parsed once.
-  ModuleCosts variant_costs(JsonReader& r, std::int64_t copy) {
+  std::shared_ptr<const ModuleCosts> variant_costs(JsonReader& r, std::int64_t copy) {
     if (r.has("costs")) r.fail("costs_variants", "expected either costs or costs_variants, not both");
     const nlohmann::json& variants = r.array("costs_variants");
     const nlohmann::json& of_copy = r.array("costs_of_copy");
@@ -655,7 +656,8 @@ class ModelParser {
     auto parsed = parsed_costs_.find(node);
     if (parsed == parsed_costs_.end())
       parsed = parsed_costs_
-                   .emplace(node, parse_costs(JsonReader(*node, file_, join_json_path(r.path_of("costs_variants"), v))))
+                   .emplace(node, std::make_shared<const ModuleCosts>(
+                                      parse_costs(JsonReader(*node, file_, join_json_path(r.path_of("costs_variants"), v)))))
                    .first;
     return parsed->second;
   }
@@ -695,7 +697,7 @@ class ModelParser {
   std::string file_;
   std::int64_t modules_ = 0;
   int depth_ = 0;
-  std::unordered_map<const nlohmann::json*, ModuleCosts> parsed_costs_;  // costs object -> its parse
+  std::unordered_map<const nlohmann::json*, std::shared_ptr<const ModuleCosts>> parsed_costs_;  // costs object -> its parse
   std::unordered_map<const nlohmann::json*, ParsedModule> parsed_;     // module object -> its first parse
 };
 
@@ -748,7 +750,7 @@ void check_model(const Model& model, const std::string& file) {
     if (m.costs && costed_above)
       throw InputError(file, "root", "module \"" + m.full_name +
                                          "\" has costs but an ancestor already carries costs for it");
-    for (const Module& c : m.children) walk(c, costed_above || m.costs.has_value());
+    for (const Module& c : m.children) walk(c, costed_above || m.costs != nullptr);
   };
   walk(model.root, false);
 }

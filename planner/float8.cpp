@@ -1,5 +1,6 @@
 #include "planner/float8.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "planner/scenario.h"
@@ -65,7 +66,10 @@ Float8Linears::Float8Linears(const Scenario& scenario) {
           if (p.name != "weight" || p.shape.size() != 2) continue;
           const double out = static_cast<double>(p.shape[0]), in = static_cast<double>(p.shape[1]);
           if (!float8_eligible_dims(in, out)) continue;
-          self.linear_shapes_[owner].emplace_back(out, in);
+          // The copies of a repeated block share their costs (models::Module::costs): one
+          // entry per distinct shape, not one per copy's Linear.
+          auto& shapes = self.linear_shapes_[owner];
+          if (std::find(shapes.begin(), shapes.end(), std::pair{out, in}) == shapes.end()) shapes.emplace_back(out, in);
           self.weights_.insert(&p);
         }
       }

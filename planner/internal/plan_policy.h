@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,10 +34,14 @@ namespace fsdpsim::planner {
 struct Name {
   Name(const char* p) : prefix(p) {}  // NOLINT: a plain literal is a name
   Name(const char* p, const std::string& s, const char* x = "") : prefix(p), subject(&s), suffix(x) {}
+  // Sized once: appending to the prefix's string reallocated it up to twice per name.
   std::string str() const {
-    std::string r(prefix);
+    const std::size_t p = std::strlen(prefix), x = std::strlen(suffix);
+    std::string r;
+    r.reserve(p + (subject ? subject->size() : 0) + x);
+    r.append(prefix, p);
     if (subject) r += *subject;
-    return r += suffix;
+    return r.append(suffix, x);
   }
   const char* prefix;
   const std::string* subject = nullptr;

@@ -371,7 +371,7 @@ void expect_same_modules(const Module& a, const Module& b) {
     EXPECT_EQ(a.params[i].tied_to, b.params[i].tied_to);
     EXPECT_EQ(a.params[i].experts, b.params[i].experts);
   }
-  ASSERT_EQ(a.costs.has_value(), b.costs.has_value()) << a.full_name;
+  ASSERT_EQ(a.costs != nullptr, b.costs != nullptr) << a.full_name;
   if (a.costs) {
     // Every copy's costs as its own object's (their json_path aside: one object, or one per copy).
     for (const auto& [x, y] : {std::pair{&a.costs->forward_flops, &b.costs->forward_flops},
