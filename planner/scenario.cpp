@@ -1,5 +1,6 @@
 #include "planner/scenario.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -94,6 +95,30 @@ std::string resolve_path(const std::string& path, const std::string& relative_to
   fs::path candidate = fs::path(catalog_root()) / p;
   if (exists_quietly(candidate)) return candidate.string();
   return path;  // the caller's open fails with a message naming it
+}
+
+nlohmann::json wrap_object(const nlohmann::json& value, const std::string& file, const std::string& path) {
+  const std::string expected = "expected a wrap policy (block, root, every:K, size:N) or a wrap object, got ";
+  if (value.is_object()) return value;
+  if (!value.is_string()) throw InputError(file, path, expected + describe_json(value));
+  const std::string s = value.get<std::string>();
+  if (s == "block" || s == "root") return {{"policy", s}};
+  // K or N of the shorthand: a positive integer, written as text.
+  auto count = [&](const std::string& text, const std::string& what) {
+    char* end = nullptr;
+    const double d = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !(d > 0 && d < 9e18) || std::floor(d) != d)
+      throw InputError(file, path, "expected " + what + " (a positive integer), got " + describe_json(text));
+    return static_cast<std::int64_t>(d);
+  };
+  const auto colon = s.find(':');
+  if (colon != std::string::npos) {
+    const std::string name = s.substr(0, colon), arg = s.substr(colon + 1);
+    if (name == "every" || name == "every_k_blocks")
+      return {{"policy", "every_k_blocks"}, {"every", count(arg, "blocks per unit")}};
+    if (name == "size") return {{"policy", "size"}, {"min_num_params", count(arg, "a parameter count")}};
+  }
+  throw InputError(file, path, expected + "\"" + s + "\"");
 }
 
 namespace {
@@ -292,8 +317,13 @@ FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
   if (f.shard_group_size > world || world % f.shard_group_size != 0)
     r.fail("shard_group_size", "a shard group of " + std::to_string(f.shard_group_size) +
                                    " ranks does not divide the world of " + std::to_string(world) + " ranks");
-  if (r.has("wrap")) f.wrap = parse_wrap(r.object("wrap"));
-  else r.ignore("wrap");
+  if (r.has("wrap")) {
+    const std::string path = r.path_of("wrap");
+    const nlohmann::json wrap = wrap_object(r.raw("wrap"), r.file(), path);
+    f.wrap = parse_wrap(JsonReader(wrap, r.file(), path));
+  } else {
+    r.ignore("wrap");
+  }
 
   const bool keeps_params = f.strategy == Strategy::SHARD_GRAD_OP || f.strategy == Strategy::HYBRID_SHARD_ZERO2;
   const bool params_sharded = f.strategy != Strategy::NO_SHARD && f.strategy != Strategy::ZERO1;

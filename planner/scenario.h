@@ -50,6 +50,11 @@ struct WrapSpec {
   std::vector<std::string> block_types;   // block / every_k_blocks: override the block type
 };
 
+// fsdp.wrap as a scenario, a --set or a sweep axis may write it: a wrap object, or the shorthand
+// for one ("block", "root", "every:K" or "every_k_blocks:K", "size:N"), returned as the object.
+// Anything else is an InputError naming `file` and `path`.
+nlohmann::json wrap_object(const nlohmann::json& value, const std::string& file, const std::string& path);
+
 // full / every_k: checkpoint whole blocks (save the input, recompute the block in
 // backward). selective: torchtitan's op-level SAC (save matmul and attention outputs,
 // recompute the rest), from the model's sac_* costs.

@@ -111,24 +111,9 @@ std::int64_t positive_int_value(const nlohmann::json& v, const AxisSpec& spec, c
   throw InputError(spec.file, path, "expected " + what + " (a positive integer), got " + describe_json(v));
 }
 
-// "block", "root", "every:K", "every_k_blocks:K", "size:N", or an object.
+// "block", "root", "every:K", "every_k_blocks:K", "size:N", or an object: as a scenario writes it.
 nlohmann::json wrap_value(const nlohmann::json& v, const AxisSpec& spec, const std::string& path) {
-  if (v.is_object()) return v;
-  if (!v.is_string())
-    throw InputError(spec.file, path, "expected a wrap policy (block, root, every:K, size:N) or a wrap object, got " +
-                                          describe_json(v));
-  const std::string s = v.get<std::string>();
-  if (s == "block" || s == "root") return {{"policy", s}};
-  const auto colon = s.find(':');
-  if (colon != std::string::npos) {
-    const std::string name = s.substr(0, colon), arg = s.substr(colon + 1);
-    if (name == "every" || name == "every_k_blocks")
-      return {{"policy", "every_k_blocks"}, {"every", positive_int_value(arg, spec, path, "blocks per unit")}};
-    if (name == "size")
-      return {{"policy", "size"}, {"min_num_params", positive_int_value(arg, spec, path, "a parameter count")}};
-  }
-  throw InputError(spec.file, path, "expected a wrap policy (block, root, every:K, size:N) or a wrap object, got \"" +
-                                        s + "\"");
+  return wrap_object(v, spec.file, path);
 }
 
 }  // namespace

@@ -37,6 +37,36 @@ TEST(ScenarioOverrides, SetCalibrationFieldReachesTheCostModel) {
   EXPECT_DOUBLE_EQ(CostModel(s).calibration().hbm_efficiency, CostModel(load_scenario(kScenario)).calibration().hbm_efficiency);
 }
 
+// fsdp.wrap's shorthand (what a sweep axis takes) is the object it stands for, in a --set as in a
+// scenario file; a bad shorthand names the field and what was expected.
+TEST(ScenarioOverrides, WrapShorthandIsTheObjectItStandsFor) {
+  auto units = [](const std::string& set) { return load_scenario(kScenario, {set}).fsdp.wrap; };
+  const WrapSpec every2 = units("fsdp.wrap=every:2");
+  EXPECT_EQ(every2.policy, WrapPolicy::every_k_blocks);
+  EXPECT_EQ(every2.every, 2);
+  const WrapSpec object = units(R"(fsdp.wrap={"policy":"every_k_blocks","every":2})");
+  EXPECT_EQ(object.policy, every2.policy);
+  EXPECT_EQ(object.every, every2.every);
+  const WrapSpec size = units("fsdp.wrap=size:5e7");
+  EXPECT_EQ(size.policy, WrapPolicy::size);
+  EXPECT_EQ(size.min_num_params, 50000000);
+  EXPECT_EQ(units("fsdp.wrap=root").policy, WrapPolicy::root);
+  EXPECT_EQ(units("fsdp.wrap=every_k_blocks:3").every, 3);
+  for (const std::string bad : {"fsdp.wrap=every:0", "fsdp.wrap=every:x", "fsdp.wrap=blocks", "fsdp.wrap=5"}) {
+    try {
+      load_scenario(kScenario, {bad});
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.json_path(), "fsdp.wrap") << bad;
+      EXPECT_NE(std::string(e.what()).find(bad == "fsdp.wrap=every:0" || bad == "fsdp.wrap=every:x"
+                                               ? "blocks per unit (a positive integer)"
+                                               : "expected a wrap policy (block, root, every:K, size:N)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // An hf: model is imported for the scenario's attention kernel, whether training.attention is in
 // the file or set on the command line (the model is loaded before the field overrides apply):
 // eager attention saves Llama's fp32 softmax output and its 16-bit copy, 6 bytes per token per
