@@ -97,6 +97,34 @@ std::string resolve_path(const std::string& path, const std::string& relative_to
   return path;  // the caller's open fails with a message naming it
 }
 
+std::string context_length_warning(const Scenario& scenario) {
+  const std::int64_t seq = scenario.training.seq_len;
+  const models::Model& model = *scenario.model;
+  // A position embedding: an Embedding named for positions (GPT-2's wpe, OPT's embed_positions,
+  // BERT-style position_embeddings), whose rows are the positions it can index.
+  std::string table;
+  std::int64_t rows = 0;
+  models::for_each_module(model.root, [&](const models::Module& m) {
+    const bool positional = m.name == "wpe" || m.name.find("position") != std::string::npos;
+    if (!table.empty() || m.type != "Embedding" || !positional) return;
+    for (const models::Parameter& p : m.params)
+      if (p.name == "weight" && !p.shape.empty()) {
+        table = m.full_name;
+        rows = p.shape[0];
+      }
+  });
+  const std::string asked = "training.seq_len " + std::to_string(seq);
+  if (!table.empty() && seq > rows)
+    return asked + " is longer than the " + std::to_string(rows) + " positions of the model's learned position embedding (" +
+           table + "): the model cannot run it as written (predicted as asked)";
+  const std::int64_t context = model.arch.max_seq_len;
+  if (table.empty() && context > 0 && seq > context)
+    return asked + " is longer than the model's stated context (arch.max_seq_len " + std::to_string(context) +
+           "): it runs past it only with RoPE scaling or another length extension, which the model file does "
+           "not describe (predicted as asked)";
+  return "";
+}
+
 nlohmann::json wrap_object(const nlohmann::json& value, const std::string& file, const std::string& path) {
   const std::string expected = "expected a wrap policy (block, root, every:K, size:N) or a wrap object, got ";
   if (value.is_object()) return value;

@@ -293,6 +293,12 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 Scenario parse_scenario(const nlohmann::json& json, const std::string& file,
                         const std::vector<std::string>& overrides = {}, ScenarioDocuments* documents = nullptr);
 
+// A warning when training.seq_len is longer than the model can run as written: beyond the rows of
+// a learned position embedding (GPT-2's `wpe`: no such run exists), or beyond the context its
+// config states (arch.max_seq_len: a rotary model runs past it only with RoPE scaling, which the
+// model file does not describe); "" otherwise. The step is still planned as asked.
+std::string context_length_warning(const Scenario& scenario);
+
 // Applies one override to a JSON document (exposed for tests and other verbs).
 void apply_override(nlohmann::json& document, const std::string& assignment, const std::string& file);
 

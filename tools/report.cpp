@@ -72,6 +72,8 @@ std::vector<std::string> estimate_warnings(const sim::Estimate& e, const planner
     warnings.push_back("FSDP1 runs NO_SHARD on a world of one rank, whatever the strategy (PyTorch's "
                        "_init_core_state switches " + planner::strategy_name(*sc.fsdp.requested_strategy) +
                        " to NO_SHARD): planned as NO_SHARD");
+  if (std::string context = planner::context_length_warning(sc); !context.empty())
+    warnings.push_back(std::move(context));
   if (std::string nvme = planner::nvme_untimed_warning(e.cluster, e.plan.schedule); !nvme.empty())
     warnings.push_back(std::move(nvme));
   if (const auto kernel = planner::parse_attention_kernel(e.attention_kernel))

@@ -38,7 +38,7 @@ TEST(BorrowedAttentionCli, EstimateWarnsWhenTheKernelsConstantsComeFromElsewhere
   EXPECT_TRUE(warnings_of(" --set training.attention=cudnn").empty());
   // Eager attention materialises the scores: no fused kernel, no warning.
   EXPECT_TRUE(warnings_of(" --set model=" + std::string(FSDPSIM_SOURCE_ROOT) +
-                          "/models/colossalai-gpt2-xl.json --set training.attention=eager")
+                          "/models/colossalai-gpt2-xl.json --set training.attention=eager --set training.seq_len=1024")
                   .empty());
 }
 

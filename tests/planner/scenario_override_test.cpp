@@ -67,6 +67,22 @@ TEST(ScenarioOverrides, WrapShorthandIsTheObjectItStandsFor) {
   }
 }
 
+// A sequence longer than the model can run is said: GPT-2's learned position embedding has 1,024
+// rows (models/gpt2.json transformer.wpe [1024, 768]); Llama-3.1-8B states a 131,072-token
+// context (config.json max_position_embeddings). At the limit, nothing.
+TEST(ScenarioOverrides, ASequenceLongerThanTheModelRunsIsWarned) {
+  const std::string gpt2 = "model=models/gpt2.json";
+  EXPECT_EQ(context_length_warning(load_scenario(kScenario, {gpt2, "training.seq_len=1024"})), "");
+  const std::string past = context_length_warning(load_scenario(kScenario, {gpt2, "training.seq_len=1025"}));
+  EXPECT_NE(past.find("training.seq_len 1025 is longer than the 1024 positions of the model's learned position "
+                      "embedding (transformer.wpe)"),
+            std::string::npos)
+      << past;
+  EXPECT_EQ(context_length_warning(load_scenario(kScenario, {"training.seq_len=131072"})), "");
+  const std::string llama = context_length_warning(load_scenario(kScenario, {"training.seq_len=131073"}));
+  EXPECT_NE(llama.find("longer than the model's stated context (arch.max_seq_len 131072)"), std::string::npos) << llama;
+}
+
 // An hf: model is imported for the scenario's attention kernel, whether training.attention is in
 // the file or set on the command line (the model is loaded before the field overrides apply):
 // eager attention saves Llama's fp32 softmax output and its 16-bit copy, 6 bytes per token per
