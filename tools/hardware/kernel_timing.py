@@ -79,40 +79,36 @@ def timed(torch, fn, warmup, reps):
       is built from measure (they pipeline many calls). A call whose dispatch outran the spin is
       timed again behind one twice as long.
     """
-    def events():
-        return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    def call(spin_seconds=0.0):
+        """(GPU seconds between the events around fn(), host seconds fn() took to return)."""
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if spin_seconds:
+            torch.cuda._sleep(int(spin_seconds * spin_cycles_per_second(torch)))
+        e0.record()
+        t0 = time.perf_counter()
+        fn()
+        t1 = time.perf_counter()
+        e1.record()
+        torch.cuda.synchronize()
+        return e0.elapsed_time(e1) * 1e-3, t1 - t0
 
     exposed, host = [], []
     for i in range(warmup + reps):
-        e0, e1 = events()
-        e0.record()
-        t0 = time.perf_counter()
-        fn()
-        t1 = time.perf_counter()
-        e1.record()
-        torch.cuda.synchronize()
+        gpu_seconds, host_seconds = call()
         if i >= warmup:
-            exposed.append(e0.elapsed_time(e1) * 1e-3)
-            host.append(t1 - t0)
+            exposed.append(gpu_seconds)
+            host.append(host_seconds)
     spin = max(2 * max(host), 1e-3)
-    rate = spin_cycles_per_second(torch)
     gpu, retries = [], 0
     while len(gpu) < reps:
-        e0, e1 = events()
-        torch.cuda._sleep(int(spin * rate))
-        e0.record()
-        t0 = time.perf_counter()
-        fn()
-        t1 = time.perf_counter()
-        e1.record()
-        torch.cuda.synchronize()
-        if t1 - t0 > 0.8 * spin:  # the GPU may have reached the call before the CPU had queued it
+        gpu_seconds, host_seconds = call(spin)
+        if host_seconds > 0.8 * spin:  # the GPU may have reached the call before the CPU had queued it
             retries += 1
             if retries > reps:
                 raise RuntimeError("the call's dispatch outran a %.1f ms GPU spin %d times" % (1e3 * spin, retries))
             spin *= 2
             continue
-        gpu.append(e0.elapsed_time(e1) * 1e-3)
+        gpu.append(gpu_seconds)
     return {"median_seconds": statistics.median(gpu), "min_seconds": min(gpu), "max_seconds": max(gpu),
             "exposed_median_seconds": statistics.median(exposed), "host_dispatch_seconds": statistics.median(host),
             "spin_seconds": spin}
