@@ -61,6 +61,12 @@ constexpr double kSecondsPerFlow = 1.30e-6;
 constexpr double kSecondsPerActivity = 4.70e-6;
 constexpr double kSecondsPerFlowPair = 6.51e-9;
 constexpr double kSecondsPerFlowPairHost = 7.95e-13;
+// Not fitted: what each rank run as actors keeps per op of the schedule (its OpTiming in the
+// rank's StepTiming, and its issued and done flags: sim/simgrid_step). The fit's runs with every
+// rank as actors were of 32-256 ranks of 364 ops, where this is under 6 MiB; 8,192 ranks of
+// Llama-3.1-70B's 893 ops keep 483 MB, which the fitted terms left out (docs/simgrid.md,
+// session 18).
+constexpr double kBytesPerRankOp = sizeof(OpTiming) + 2;
 
 // ---------------------------------------------------------------------------------------
 // Window selection
@@ -364,7 +370,8 @@ SimgridCost estimate_simgrid_cost(const Schedule& s, const ClusterPlatform& p, c
     }
   }
   const double hosts = c.window_ranks;
-  c.memory_bytes = kBaseBytes + kBytesPerFlow * c.flows + kBytesPerHostPair * hosts * hosts;
+  c.memory_bytes = kBaseBytes + kBytesPerFlow * c.flows + kBytesPerHostPair * hosts * hosts +
+                   kBytesPerRankOp * c.simulated_ranks * static_cast<double>(s.ops.size());
   c.seconds = kBaseSeconds + kSecondsPerFlow * c.flows + kSecondsPerActivity * c.other_activities +
               c.flow_pairs * (kSecondsPerFlowPair + kSecondsPerFlowPairHost * hosts);
   c.memory_basis = "SimGrid's route table of " + std::to_string(c.window_ranks) + " x " +

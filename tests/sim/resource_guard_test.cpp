@@ -87,6 +87,22 @@ TEST(ResourceGuard, SimgridFlowsAreTheEnginesOwn) {
   }
 }
 
+// Every rank run as actors keeps, per op of the schedule, its timing and two flags: by hand,
+// OpTiming's six doubles and four 4-byte fields (64 B) plus the issued and done bytes, 66 B. On
+// 2 nodes the window and the flows are the same whether one rank or all 16 run (47,040 flows,
+// 16 hosts), so every rank costs 15 x ops x 66 B more than one.
+TEST(ResourceGuard, EveryRankAsActorsKeepsItsOpsTimings) {
+  const Planned one = plan({"cluster.nodes=2", "training.global_batch=32"});
+  const Planned every = plan({"cluster.nodes=2", "training.global_batch=32", "simulation.symmetry=off"});
+  const SimgridCost a = one.cost(), b = every.cost();
+  ASSERT_EQ(a.simulated_ranks, 1);
+  ASSERT_EQ(b.simulated_ranks, 16);
+  ASSERT_EQ(a.flows, b.flows);
+  ASSERT_EQ(a.window_ranks, b.window_ranks);
+  const double ops = static_cast<double>(every.estimate.plan.schedule.ops.size());
+  EXPECT_DOUBLE_EQ(b.memory_bytes - a.memory_bytes, 15 * ops * 66.0);
+}
+
 // 100,000 GPUs on 12,500 nodes (not a multiple of the 32-node rail leaf) spread over the leaves:
 // no window of chosen nodes is proved (the leaves hold 31 or 32 nodes, and their uplinks carry as
 // many flows), so every node's links would be simulated, and SimGrid's route table alone is
