@@ -193,9 +193,10 @@ AttentionKernelConstants pair(double loop_efficiency, double overhead_blocks, co
 // kernels/cutlassF.h and cutlassB.h: "bf16 / sm80"): on Hopper they run Ampere's mma.sync, without
 // wgmma or TMA, as FlashAttention-2 does. A fraction of Hopper's wgmma peak fitted on the A100
 // would price them as if they used it (this workplace's H100 and H200 ran them 35-60% slower than
-// that; carried as below, 6-33% slower, docs/accuracy.md). So their Hopper pair is their A100 pair carried over by the ratio
-// FlashAttention-2's own published A100 and H100 pairs show for the same pass: what moving an
-// sm80 kernel onto Hopper does, from the one sm80 kernel published on both.
+// that; carried as below, 6-33% slower, docs/accuracy.md). So their Hopper pair is their A100
+// pair carried over by the ratio FlashAttention-2's own published A100 and H100 pairs show for
+// the same pass: what moving an sm80 kernel onto Hopper does, from the one sm80 kernel published
+// on both.
 AttentionKernelConstants carried_to_hopper_like_flash2(const AttentionKernelConstants& on_ampere,
                                                        const AttentionKernelConstants& flash2_ampere,
                                                        const AttentionKernelConstants& flash2_hopper) {

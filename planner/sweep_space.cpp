@@ -111,11 +111,6 @@ std::int64_t positive_int_value(const nlohmann::json& v, const AxisSpec& spec, c
   throw InputError(spec.file, path, "expected " + what + " (a positive integer), got " + describe_json(v));
 }
 
-// "block", "root", "every:K", "every_k_blocks:K", "size:N", or an object: as a scenario writes it.
-nlohmann::json wrap_value(const nlohmann::json& v, const AxisSpec& spec, const std::string& path) {
-  return wrap_object(v, spec.file, path);
-}
-
 }  // namespace
 
 std::string reason_without_file(const std::exception& e) {
@@ -183,7 +178,7 @@ Axis expand_axis(const AxisSpec& spec, const AxisContext& ctx) {
         add({std::to_string(g), {"fsdp.shard_group_size=" + std::to_string(g)}});
       }
     } else if (spec.key == "fsdp.wrap") {
-      nlohmann::json w = wrap_value(v, spec, path);
+      nlohmann::json w = wrap_object(v, spec.file, path);
       add({v.is_string() ? v.get<std::string>() : w.dump(), {assignment("fsdp.wrap", w)}});
     } else if (spec.key == "training.micro_batch") {
       // The global batch stays; gradient accumulation follows (parse_scenario checks that it divides).

@@ -181,7 +181,7 @@ TEST(HfImport, LlamaTreeMirrorsHuggingFaceNames) {
   const Module* layer = m.find_module("model.layers.31");
   ASSERT_NE(layer, nullptr);
   EXPECT_EQ(layer->type, "LlamaDecoderLayer");
-  EXPECT_TRUE(layer->costs != nullptr);
+  EXPECT_NE(layer->costs, nullptr);
   EXPECT_EQ(m.find_module("model.layers.32"), nullptr);
   const Module* k = m.find_module("model.layers.31.self_attn.k_proj");
   ASSERT_NE(k, nullptr);
@@ -189,14 +189,14 @@ TEST(HfImport, LlamaTreeMirrorsHuggingFaceNames) {
   EXPECT_EQ(k->params[0].shape, (std::vector<std::int64_t>{1024, 4096}));  // GQA: 8 kv heads x 128
   EXPECT_EQ(k->params[0].full_name, "model.layers.31.self_attn.k_proj.weight");
   EXPECT_EQ(k->params[0].dtype, DType::bf16);
-  EXPECT_FALSE(k->costs != nullptr);  // the block's costs cover it
+  EXPECT_EQ(k->costs, nullptr);  // the block's costs cover it
   const Module* down = m.find_module("model.layers.0.mlp.down_proj");
   ASSERT_NE(down, nullptr);
   EXPECT_EQ(down->params[0].shape, (std::vector<std::int64_t>{4096, 14336}));
   for (const char* name : {"model.embed_tokens", "model.norm", "lm_head"}) {
     const Module* mod = m.find_module(name);
     ASSERT_NE(mod, nullptr) << name;
-    EXPECT_TRUE(mod->costs != nullptr) << name;
+    EXPECT_NE(mod->costs, nullptr) << name;
   }
   EXPECT_TRUE(m.find_module("lm_head")->params[0].tied_to.empty());
   // Children in forward order: norm, attention, norm, MLP.
@@ -278,7 +278,7 @@ TEST(HfImport, GptNeoxHasSeparateOutputEmbedding) {
   const Module* out = m.find_module("embed_out");
   ASSERT_NE(out, nullptr);
   EXPECT_TRUE(out->params[0].tied_to.empty());
-  EXPECT_TRUE(out->costs != nullptr);
+  EXPECT_NE(out->costs, nullptr);
   EXPECT_EQ(m.parameters().front()->full_name, "gpt_neox.embed_in.weight");
 }
 
