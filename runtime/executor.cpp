@@ -10,6 +10,7 @@
 
 #include "models/bytes_text.h"
 #include "models/json_input.h"
+#include "runtime/internal/modules.h"
 #include "runtime/launch.h"
 
 namespace fsdpsim::runtime {
@@ -516,20 +517,8 @@ RunResult run_schedule(const Schedule& schedule, const RunOptions& options) {
   if (options.steps < 1) throw std::invalid_argument("at least one measured step is needed");
   if (options.gemm_dim < 64) throw std::invalid_argument("the GEMM dimension must be at least 64");
   if (options.copy_chunk_bytes < (1 << 20)) throw std::invalid_argument("the copy chunk must be at least 1 MiB");
-  if (launch.mpi()) {
-#if FSDPSIM_WITH_MPI
-    return detail::run_mpi(schedule, options);
-#endif
-  }
-  if (options.backend == "cuda") {
-#if FSDPSIM_WITH_CUDA
-    return detail::run_cuda(schedule, options);
-#else
-    throw RuntimeError(
-        FaultKind::device, -1, -1,
-        "the cuda backend is not built: the CUDA toolkit or NCCL was not found when fsdpsim was configured");
-#endif
-  }
+  if (launch.mpi()) return detail::mpi_module().run(schedule, options);
+  if (options.backend == "cuda") return detail::cuda_module().run(schedule, options, nullptr);
   return detail::run_host(schedule, options);
 }
 

@@ -1,10 +1,10 @@
-// The launcher: single, or mpi (runtime/mpi/ where MPI was built).
+// The launcher: single, or mpi (the mpi module, runtime/mpi/, where MPI was built).
 #include "runtime/launch.h"
 
 #include <cstdlib>
 #include <stdexcept>
 
-#include "runtime/internal/executor.h"
+#include "runtime/internal/modules.h"
 
 namespace fsdpsim::runtime {
 
@@ -62,7 +62,7 @@ Launch resolve_launch(const std::string& requested) {
         "(libopenmpi-dev), or pass --launcher single to do that on purpose");
   }
 #if FSDPSIM_WITH_MPI
-  const detail::MpiWorld world = detail::mpi_world();
+  const detail::MpiWorld world = detail::mpi_module().world();
   if (requested == "auto" && world.size <= 1) {
     launch.detected_from = source + ", but MPI sees one process";
     return launch;
@@ -77,19 +77,12 @@ Launch resolve_launch(const std::string& requested) {
 
 std::vector<std::string> gather_text_on_process0(const std::string& text, const Launch& launch) {
   if (!launch.mpi()) return {text};
-#if FSDPSIM_WITH_MPI
-  return detail::mpi_gather_text(text);
-#else
-  throw std::logic_error("gather_text_on_process0 under mpi without MPI");
-#endif
+  return detail::mpi_module().gather_text(text);
 }
 
 void end_all_processes(const std::string& message, int exit_code) {
-#if FSDPSIM_WITH_MPI
-  detail::mpi_end(message, exit_code);
-#else
-  throw std::logic_error("end_all_processes without MPI: " + message);
-#endif
+  detail::mpi_module().end(message, exit_code);
+  std::abort();  // end does not return
 }
 
 }  // namespace fsdpsim::runtime

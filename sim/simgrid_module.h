@@ -1,17 +1,9 @@
 // Where the SimGrid engine's step comes from: SimGrid is loaded only by the commands that
-// simulate.
-//
-// Linking libsimgrid cost every fsdpsim process about 21 ms of CPU before main (SimGrid built
-// with ns-3, whose libraries register their types and log components in static initialisers;
-// docs/benchmarks.md, "Issue 19"), on `estimate` and `--help` alike. So the half of the engine
-// that includes SimGrid (sim/internal/simgrid_setup.h) is a module, fsdpsim_simgrid.so, that the
-// fsdpsim binary opens with dlopen the first time a simulation runs, as the cuda backend opens
-// cuBLAS (runtime/cuda/cublas_loader.h). Executables that link that half instead (the tests,
-// the benchmarks) use it directly.
-//
-// The module is looked for at $FSDPSIM_SIMGRID_MODULE when set, else next to the binary at the
-// relative path it is installed under (FSDPSIM_MODULE_DIR_FROM_BIN: ../lib/fsdpsim for
-// `cmake --install`, the .deb and the build tree alike; tools/CMakeLists.txt).
+// simulate. The half of the engine that includes SimGrid (sim/internal/simgrid_setup.h) is a
+// module, fsdpsim_simgrid.so, that the fsdpsim binary opens the first time a simulation runs
+// (models/module_loader.h says why and where it is looked for; FSDPSIM_SIMGRID_MODULE names
+// another path). Executables that link that half instead (the tests, the benchmarks) use it
+// directly.
 #pragma once
 
 #include "planner/op_costs.h"

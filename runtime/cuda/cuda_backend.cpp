@@ -37,6 +37,7 @@
 #include <thread>
 
 #include "runtime/cuda/cublas_loader.h"
+#include "runtime/internal/cuda_entries.h"
 #include "runtime/internal/executor.h"
 
 namespace fsdpsim::runtime::detail {

@@ -1,4 +1,5 @@
-// time_bf16_gemm on a CUDA device (runtime/gemm_timing.h).
+// time_bf16_gemm on a CUDA device (runtime/gemm_timing.h says what it measures), in the cuda
+// module (runtime/internal/modules.h): the binary reaches it through cuda_module().
 #include "runtime/gemm_timing.h"
 
 #include <cuda_runtime.h>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "runtime/cuda/cublas_loader.h"
+#include "runtime/internal/cuda_entries.h"
 
 namespace fsdpsim::runtime {
 
@@ -32,7 +34,7 @@ struct GemmBuffers {
 
 }  // namespace
 
-std::vector<double> time_bf16_gemm(int device, std::int64_t m, std::int64_t n, std::int64_t k, int warmup,
+std::vector<double> detail::cuda_time_bf16_gemm(int device, std::int64_t m, std::int64_t n, std::int64_t k, int warmup,
                                    int repetitions) {
   if (m <= 0 || n <= 0 || k <= 0 || repetitions <= 0 || warmup < 0)
     throw std::invalid_argument("time_bf16_gemm: m, n, k and repetitions must be positive");

@@ -168,26 +168,9 @@ inline float pattern_value(int rank, int op, std::size_t index) {
   return static_cast<float>((rank % 61 + 1) * static_cast<int>(index % 1021 + 1) + op % 13);
 }
 
-// The backends. With a link (an mpi launch) they play the link's rank only and return its
-// result; run_mpi gathers them.
-#if FSDPSIM_WITH_CUDA
-RunResult run_cuda(const planner::Schedule& schedule, const RunOptions& options, ProcessLink* link = nullptr);
-#endif
+// The host backend. With a link (an mpi launch) it plays the link's rank only and returns its
+// result; the mpi launcher gathers them. The cuda backend and the mpi launcher are modules
+// (runtime/internal/modules.h).
 RunResult run_host(const planner::Schedule& schedule, const RunOptions& options, ProcessLink* link = nullptr);
-
-#if FSDPSIM_WITH_MPI
-// runtime/mpi/: this process in the MPI world (MPI initialised on first use, with
-// MPI_THREAD_MULTIPLE, finalised at exit).
-struct MpiWorld {
-  int rank = 0, size = 1, local_rank = 0, nodes = 1;
-};
-MpiWorld mpi_world();
-[[noreturn]] void mpi_end(const std::string& message, int exit_code);
-// Every process's text on rank 0 in rank order (empty elsewhere): launch.h's gather_text_on_process0.
-std::vector<std::string> mpi_gather_text(const std::string& text);
-// Plays this process's rank with the options' backend and gathers every rank's result on
-// rank 0.
-RunResult run_mpi(const planner::Schedule& schedule, const RunOptions& options);
-#endif
 
 }  // namespace fsdpsim::runtime::detail

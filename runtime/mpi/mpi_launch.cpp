@@ -17,6 +17,7 @@
 //                after a header exchange that checks every member joined the same op.
 //   run_mpi      plays this process's rank with the chosen backend and gathers every rank's
 //                RankResult (as JSON) on rank 0.
+#include <dlfcn.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -30,6 +31,7 @@
 
 #include "runtime/internal/executor.h"
 #include "runtime/internal/host_comm.h"
+#include "runtime/internal/modules.h"
 
 namespace fsdpsim::runtime::detail {
 
@@ -37,6 +39,16 @@ namespace {
 
 using planner::OpKind;
 using planner::Schedule;
+
+// This module is opened RTLD_LOCAL (models/module_loader.h), and so is Open MPI with it; but
+// Open MPI opens its own components (mca_*.so), and some of them (mca_pml_ob1) name no library
+// they need and find libmpi's symbols in the process's global scope. So libmpi, and the Open
+// MPI libraries it loads, are made global before MPI starts, as mpi4py does for the same reason.
+void promote_mpi_library() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&MPI_Init_thread), &info) && info.dli_fname)
+    dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+}
 
 constexpr int kTagQuery = 101;     // a 0-byte question: how far did your rank get?
 constexpr int kTagProgress = 102;  // the answer: {step, issued} (int64), -1 where no run is on
@@ -129,6 +141,7 @@ class MpiProcess {
     int initialised = 0;
     MPI_Initialized(&initialised);
     if (!initialised) {
+      promote_mpi_library();
       int provided = 0;
       MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
       if (provided < MPI_THREAD_MULTIPLE) {
@@ -340,9 +353,12 @@ class MpiLink : public ProcessLink {
 
 }  // namespace
 
+namespace {
+
 MpiWorld mpi_world() { return MpiProcess::get().world; }
 
 void mpi_end(const std::string& message, int exit_code) { MpiProcess::get().end(message, exit_code); }
+
 
 std::vector<std::string> mpi_gather_text(const std::string& text) {
   MpiProcess& p = MpiProcess::get();
@@ -390,13 +406,7 @@ RunResult run_mpi(const Schedule& s, const RunOptions& options) {
   MpiLink link(p, options.timeout_seconds);
   RunResult mine;
   if (options.backend == "cuda") {
-#if FSDPSIM_WITH_CUDA
-    mine = run_cuda(s, options, &link);
-#else
-    throw RuntimeError(
-        FaultKind::device, -1, -1,
-        "the cuda backend is not built: the CUDA toolkit or NCCL was not found when fsdpsim was configured");
-#endif
+    mine = cuda_module().run(s, options, &link);  // throws where the cuda backend is not built
   } else {
     mine = run_host(s, options, &link);
   }
@@ -449,4 +459,13 @@ RunResult run_mpi(const Schedule& s, const RunOptions& options) {
   return out;
 }
 
+}  // namespace
+
 }  // namespace fsdpsim::runtime::detail
+
+// The mpi module's entry (runtime/internal/modules.h).
+extern "C" const fsdpsim::runtime::detail::MpiModule* fsdpsim_mpi_module() {
+  namespace d = fsdpsim::runtime::detail;
+  static const d::MpiModule table{&d::mpi_world, &d::mpi_end, &d::mpi_gather_text, &d::run_mpi};
+  return &table;
+}
