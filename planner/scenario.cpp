@@ -125,6 +125,13 @@ std::string context_length_warning(const Scenario& scenario) {
   return "";
 }
 
+std::optional<std::int64_t> positive_integer_text(const std::string& text) {
+  char* end = nullptr;
+  const double d = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(d > 0 && d < 9e18) || std::floor(d) != d) return std::nullopt;
+  return static_cast<std::int64_t>(d);
+}
+
 nlohmann::json wrap_object(const nlohmann::json& value, const std::string& file, const std::string& path) {
   const std::string expected = "expected a wrap policy (block, root, every:K, size:N) or a wrap object, got ";
   if (value.is_object()) return value;
@@ -133,11 +140,8 @@ nlohmann::json wrap_object(const nlohmann::json& value, const std::string& file,
   if (s == "block" || s == "root") return {{"policy", s}};
   // K or N of the shorthand: a positive integer, written as text.
   auto count = [&](const std::string& text, const std::string& what) {
-    char* end = nullptr;
-    const double d = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || !(d > 0 && d < 9e18) || std::floor(d) != d)
-      throw InputError(file, path, "expected " + what + " (a positive integer), got " + describe_json(text));
-    return static_cast<std::int64_t>(d);
+    if (const auto n = positive_integer_text(text)) return *n;
+    throw InputError(file, path, "expected " + what + " (a positive integer), got " + describe_json(text));
   };
   const auto colon = s.find(':');
   if (colon != std::string::npos) {

@@ -55,6 +55,11 @@ struct WrapSpec {
 // Anything else is an InputError naming `file` and `path`.
 nlohmann::json wrap_object(const nlohmann::json& value, const std::string& file, const std::string& path);
 
+// A positive integer written as text ("4", "4.0", "1e3"), as the wrap shorthand and the sweep's
+// axis values take it; nullopt for anything else (empty, trailing characters, zero, a fraction,
+// 9e18 or more).
+std::optional<std::int64_t> positive_integer_text(const std::string& text);
+
 // full / every_k: checkpoint whole blocks (save the input, recompute the block in
 // backward). selective: torchtitan's op-level SAC (save matmul and attention outputs,
 // recompute the rest), from the model's sac_* costs.

@@ -102,12 +102,8 @@ std::int64_t positive_int_value(const nlohmann::json& v, const AxisSpec& spec, c
     const double d = v.get<double>();
     if (d > 0 && d < 9e18 && std::floor(d) == d) return static_cast<std::int64_t>(d);
   }
-  if (v.is_string()) {
-    const std::string s = v.get<std::string>();
-    char* end = nullptr;
-    const double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && *end == '\0' && d > 0 && d < 9e18 && std::floor(d) == d) return static_cast<std::int64_t>(d);
-  }
+  if (v.is_string())
+    if (const auto n = positive_integer_text(v.get<std::string>())) return *n;
   throw InputError(spec.file, path, "expected " + what + " (a positive integer), got " + describe_json(v));
 }
 
