@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -42,30 +43,30 @@ constexpr int kWholeWorldRanks = 512;
 // A window of more ranks than this is refused when every rank must run as actors.
 constexpr int kMaxActorRanks = 8192;
 
-// The resource guard's cost model of a simulation (estimate_simgrid_cost), fitted (weighted
-// least squares on relative error) to 15 runs of this engine on one core: Llama-3.1-8B on
-// 1-600 rail-optimized DGX H100 nodes, 4-32 nodes with every rank as actors, Llama-3.1-70B on
-// 50 and 150 nodes; held out: per-step flows, a fat tree, GPT-2, HSDP (docs/reliability.md,
-// "Resource guard", has every run and its error). Memory is the simulating process's peak RSS:
-// a base, per flow, and per pair of hosts, of which SimGrid's own route table is 8 bytes (a
-// Full zone keeps a table_size x table_size table of route pointers: simgrid/simgrid
-// src/kernel/routing/FullZone.cpp, FullZone::check_routing_table, v3.32). Time is CPU seconds
-// of one core: per flow, per other activity (an exec or sleep of a rank run as actors), and the
-// network solver's work, which grows with the flows in flight squared and, past the caches,
-// with the hosts too.
-constexpr double kBaseBytes = 39.4e6;
-constexpr double kBytesPerFlow = 23.5;
-constexpr double kBytesPerHostPair = 14.7;
-constexpr double kBaseSeconds = 0.0255;
-constexpr double kSecondsPerFlow = 1.30e-6;
-constexpr double kSecondsPerActivity = 4.70e-6;
-constexpr double kSecondsPerFlowPair = 6.51e-9;
-constexpr double kSecondsPerFlowPairHost = 7.95e-13;
-// Not fitted: what each rank run as actors keeps per op of the schedule (its OpTiming in the
-// rank's StepTiming, and its issued and done flags: sim/simgrid_step). The fit's runs with every
-// rank as actors were of 32-256 ranks of 364 ops, where this is under 6 MiB; 8,192 ranks of
-// Llama-3.1-70B's 893 ops keep 483 MB, which the fitted terms left out (docs/simgrid.md,
-// session 18).
+// The resource guard's cost model of a simulation (estimate_simgrid_cost), fitted (least squares
+// on relative error) on 18 runs of this engine (2026-12-05, session 19; docs/reliability.md,
+// "Resource guard", has every run and its error): Llama-3.1-8B on 1-600 rail-optimized DGX
+// H100 nodes, 4-64 of them with every rank as actors, Llama-3.1-70B symmetric on 100 nodes and
+// with every rank as actors on 32-1,024 nodes (256-8,192 ranks); held out: per-step flows, fat
+// trees, GPT-2, HSDP, a straggler's window, 1,000 nodes in a proved window. Memory is the peak
+// RSS of the process and its simulating child: a base, per flow, per pair of hosts (of which
+// SimGrid's own route table is 8 bytes: a Full zone keeps a table_size x table_size table of
+// route pointers, simgrid/simgrid src/kernel/routing/FullZone.cpp, FullZone::check_routing_table,
+// v3.32), and what each rank run as actors keeps per op (below, not fitted). Time is CPU seconds
+// (the planning parent and the simulating child): a base (start-up, planning, opening SimGrid),
+// per flow, per other activity (an exec or sleep of a rank run as actors), and per pair of
+// flows in flight together, whose cost depends on how flows are sent: host-to-host flows pay
+// SimGrid's scan of its detached comms (docs/simgrid.md, "Scale"), matched flows do not but
+// cost more each (two comms, their simcalls and wake-ups).
+constexpr double kBaseBytes = 37.4e6;
+constexpr double kBytesPerFlow = 64.9;
+constexpr double kBytesPerHostPair = 18.5;
+constexpr double kBaseSeconds = 0.103;
+constexpr double kSecondsPerFlow = 1.51e-6;
+constexpr double kSecondsPerActivity = 0.87e-6;
+constexpr double kSecondsPerFlowPair = 7.96e-9;         // host-to-host flows
+constexpr double kSecondsPerMatchedFlow = 13.4e-6;      // on top of kSecondsPerFlow
+constexpr double kSecondsPerMatchedFlowPair = 1.96e-9;  // instead of kSecondsPerFlowPair
 constexpr double kBytesPerRankOp = sizeof(OpTiming) + 2;
 
 // ---------------------------------------------------------------------------------------
@@ -267,6 +268,17 @@ void apply_slow_links(Platform& platform, const SimgridOptions& options) {
       throw no_such_link(options, i, kLinkNames);
 }
 
+// The fewest flows one collective's round must send for matched flows: 2,048. Measured CPU
+// against host-to-host flows: at a window of 256 ranks (512 flows a round) 30-60% more, at
+// 1,024 ranks with `--symmetry off` (2,048 a round) 17-21% less (load 3.5; within the noise at
+// load 8-15), at 8,192 ranks the whole step in 281 s against unfinished after 341 s; the scan
+// they avoid grows with the flows in flight, their own cost does not (docs/simgrid.md, "Scale").
+// FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN overrides it (the tests set 0: matched wherever possible).
+int matched_flows_min() {
+  const char* v = std::getenv("FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN");
+  return v != nullptr && *v != '\0' ? std::max(0, std::atoi(v)) : 2048;
+}
+
 double process_cpu_seconds() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -358,12 +370,14 @@ SimgridCost estimate_simgrid_cost(const Schedule& s, const ClusterPlatform& p, c
   for (const GroupUse& g : collective_groups(s))
     for (int inst : window_instances(g.layout, platform))
       edges[g.flow] += static_cast<double>(collective_edges(g.pattern, g.layout, inst, platform).size());
+  double largest_round = 0;
   for (const Op& op : s.ops) {
     const int flow = planner::is_collective(op.kind) && op.group >= 0 ? flow_group_of(s, op) : -1;
     if (flow >= 0 && edges[flow] > 0) {
       const double rounds = c.flow_mode == FlowMode::per_step ? ring_steps(op.kind, s.groups[op.group].ranks) : 1;
       c.flows += rounds * edges[flow];
       c.flow_pairs += rounds * edges[flow] * edges[flow];
+      largest_round = std::max(largest_round, edges[flow]);
       c.other_activities += rounds;  // the latency sleep of each round
     } else if (op.stream != Stream::host) {
       c.other_activities += c.simulated_ranks;
@@ -372,8 +386,15 @@ SimgridCost estimate_simgrid_cost(const Schedule& s, const ClusterPlatform& p, c
   const double hosts = c.window_ranks;
   c.memory_bytes = kBaseBytes + kBytesPerFlow * c.flows + kBytesPerHostPair * hosts * hosts +
                    kBytesPerRankOp * c.simulated_ranks * static_cast<double>(s.ops.size());
+  // Matched flows as the step chooses them (prepare_matched_flows): every window rank runs, one
+  // aggregated round per collective, and some round sends enough flows. (The step also needs
+  // every edge's receiver in its instance, which holds when the window is the whole cluster, the
+  // only window every rank of which runs past the 2,048 flows: a straggler's is one leaf.)
+  c.matched_flows = !shape.symmetric && c.flow_mode == FlowMode::aggregated && !options.host_to_host_flows &&
+                    largest_round >= detail::matched_flows_min();
   c.seconds = kBaseSeconds + kSecondsPerFlow * c.flows + kSecondsPerActivity * c.other_activities +
-              c.flow_pairs * (kSecondsPerFlowPair + kSecondsPerFlowPairHost * hosts);
+              (c.matched_flows ? kSecondsPerMatchedFlow * c.flows + kSecondsPerMatchedFlowPair * c.flow_pairs
+                               : kSecondsPerFlowPair * c.flow_pairs);
   c.memory_basis = "SimGrid's route table of " + std::to_string(c.window_ranks) + " x " +
                    std::to_string(c.window_ranks) + " hosts, " + std::to_string(c.window_nodes) + " nodes' links, " +
                    std::to_string(static_cast<long long>(c.flows)) + " flows, " + std::to_string(c.simulated_ranks) +

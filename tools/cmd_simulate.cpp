@@ -202,7 +202,8 @@ std::string how_to_go_further(const planner::Scenario& sc, const sim::SimgridOpt
 
 sim::ResourceEstimate resource_estimate(const sim::SimgridCost& c) {
   char time_basis[160];
-  std::snprintf(time_basis, sizeof time_basis, "%.3g flows, %.3g other activities", c.flows, c.other_activities);
+  std::snprintf(time_basis, sizeof time_basis, "%.3g flows%s, %.3g other activities", c.flows,
+                c.matched_flows ? " (matched)" : "", c.other_activities);
   return {c.memory_bytes, c.seconds, c.memory_basis, time_basis};
 }
 
@@ -212,7 +213,8 @@ void print_cost(const sim::SimgridCost& c, const sim::ResourceEstimate& e, bool 
     std::cout << nlohmann::json({{"window_nodes", c.window_nodes}, {"window_node_list", c.window_node_list},
                                  {"window_fallback", c.window_fallback}, {"window_ranks", c.window_ranks},
                                  {"simulated_ranks", c.simulated_ranks}, {"flow_mode", sim::to_string(c.flow_mode)},
-                                 {"links", c.links}, {"flows", c.flows}, {"flow_pairs", c.flow_pairs},
+                                 {"links", c.links}, {"flows", c.flows}, {"matched_flows", c.matched_flows},
+                                 {"flow_pairs", c.flow_pairs},
                                  {"other_activities", c.other_activities}, {"memory_bytes", c.memory_bytes},
                                  {"seconds", c.seconds}})
                      .dump(2)

@@ -59,6 +59,10 @@ FlowMode choose_flow_mode(int world_ranks, const SimgridOptions& options);
 void apply_slow_links(Platform& platform, const SimgridOptions& options);
 InputError no_such_link(const SimgridOptions& options, std::size_t i, const std::string& where);
 double process_cpu_seconds();
+// The fewest flows one collective's round must send for matched flows (StepSimulation::matched):
+// 2,048, or FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN. The step uses it, and the resource guard foresees
+// it (matched flows cost differently: estimate_simgrid_cost).
+int matched_flows_min();
 
 }  // namespace fsdpsim::sim::detail
 

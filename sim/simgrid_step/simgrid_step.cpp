@@ -862,17 +862,6 @@ void prepare_ranks(const Schedule& s, const Platform& platform, bool xml, const 
   }
 }
 
-// The fewest flows one collective's round must send for matched flows: 2,048. Measured CPU
-// against host-to-host flows: at a window of 256 ranks (512 flows a round) 30-60% more, at
-// 1,024 ranks with `--symmetry off` (2,048 a round) 17-21% less (load 3.5; within the noise at
-// load 8-15), at 8,192 ranks the whole step in 281 s against unfinished after 341 s; the scan
-// they avoid grows with the flows in flight, their own cost does not (docs/simgrid.md, "Scale").
-// FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN overrides it (the tests set 0: matched wherever possible).
-int matched_flows_min() {
-  const char* v = std::getenv("FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN");
-  return v != nullptr && *v != '\0' ? std::max(0, std::atoi(v)) : 2048;
-}
-
 // Matched flows (StepSimulation::matched) when every flow's two ends run as actors: ranks differ
 // (every window rank simulated), one aggregated round per collective, and the receiver of every
 // edge (the window image of its destination) a simulated member of the same instance; and when
@@ -1064,7 +1053,7 @@ void run_step(const Schedule& s, const planner::OpCosts& costs, const ClusterPla
   prepare_group_flows(s, platform, ideal, shape.xml, hosts, sg_links, sim);
   prepare_collectives(s, costs, sim);
   prepare_ranks(s, platform, shape.xml, hosts, speed, sim);
-  prepare_matched_flows(platform, options.host_to_host_flows ? -1 : matched_flows_min(), sim);
+  prepare_matched_flows(platform, options.host_to_host_flows ? -1 : detail::matched_flows_min(), sim);
   result.simulated_ranks = static_cast<int>(sim.ranks.size());
   result.matched_flows = sim.matched;
   sim.start_actors();

@@ -82,9 +82,61 @@ TEST(ResourceGuard, SimgridFlowsAreTheEnginesOwn) {
     EXPECT_EQ(c.window_nodes, r.window_nodes);
     EXPECT_EQ(c.simulated_ranks, r.simulated_ranks);
     EXPECT_EQ(c.flow_mode, r.flow_mode);
+    EXPECT_EQ(c.matched_flows, r.matched_flows);
     EXPECT_GT(c.memory_bytes, 0);
     EXPECT_GT(c.seconds, 0);
   }
+}
+
+// Sets FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN for its lifetime (the forked simulating process
+// inherits it): the fewest flows a round sends for matched flows, which the guard foresees.
+struct MatchedFlowsMin {
+  explicit MatchedFlowsMin(const char* value) { setenv("FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN", value, 1); }
+  ~MatchedFlowsMin() { unsetenv("FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN"); }
+  MatchedFlowsMin(const MatchedFlowsMin&) = delete;
+  MatchedFlowsMin& operator=(const MatchedFlowsMin&) = delete;
+};
+
+// Whether the step sends matched flows, as the guard foresees it and as the run reports it: every
+// rank as actors on 4 nodes (32 ranks: aggregated flows) sends far fewer than 2,048 flows a
+// round, matched only when the threshold allows (0), host to host under the default; one rank
+// as actors never matches.
+TEST(ResourceGuard, MatchedFlowsAreForeseen) {
+  const std::vector<std::string> every = {"cluster.nodes=4", "training.global_batch=64", "simulation.symmetry=off"};
+  for (const char* threshold : {"0", "2048"}) {
+    MatchedFlowsMin min(threshold);
+    for (const auto& o : {every, std::vector<std::string>{"cluster.nodes=4", "training.global_batch=64"}}) {
+      SCOPED_TRACE(std::string(threshold) + " " + ::testing::PrintToString(o));
+      const Planned p = plan(o);
+      const SimgridCost c = p.cost();
+      EXPECT_EQ(c.matched_flows, simulate_estimate(p.estimate, p.options).matched_flows);
+      EXPECT_EQ(c.matched_flows, std::string(threshold) == "0" && o.size() == 3);
+    }
+  }
+}
+
+// Matched flows pay no scan of SimGrid's detached comms but cost more each: the same step's two
+// estimates differ by the fitted terms' difference, by hand 13.4 us x flows + (1.96 - 7.96) ns x
+// the flow pairs (sim/simgrid_engine.cpp; docs/reliability.md, "Resource guard"), and nothing else.
+TEST(ResourceGuard, MatchedFlowsArePricedWithoutTheScan) {
+  const std::vector<std::string> every = {"cluster.nodes=4", "training.global_batch=64", "simulation.symmetry=off"};
+  SimgridCost matched, host_to_host;
+  {
+    MatchedFlowsMin min("0");
+    matched = plan(every).cost();
+  }
+  {
+    MatchedFlowsMin min("1000000");
+    host_to_host = plan(every).cost();
+  }
+  ASSERT_TRUE(matched.matched_flows);
+  ASSERT_FALSE(host_to_host.matched_flows);
+  ASSERT_EQ(matched.flows, host_to_host.flows);
+  ASSERT_EQ(matched.flow_pairs, host_to_host.flow_pairs);
+  ASSERT_GT(matched.flow_pairs, 0);
+  EXPECT_NEAR(matched.seconds - host_to_host.seconds, 13.4e-6 * matched.flows + (1.96e-9 - 7.96e-9) * matched.flow_pairs,
+              1e-9 * matched.seconds);
+  EXPECT_EQ(matched.memory_bytes, host_to_host.memory_bytes);
 }
 
 // Every rank run as actors keeps, per op of the schedule, its timing and two flags: by hand,
