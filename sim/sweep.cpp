@@ -1,6 +1,7 @@
 #include "sim/sweep.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cerrno>
 #include <condition_variable>
@@ -11,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -734,33 +736,65 @@ SweepCost estimate_sweep_cost(std::shared_ptr<const planner::ScenarioTemplate> b
     for (const planner::AxisValue& v : a.values) distinct.insert(cost_key_of(v.overrides));
     keys = std::min(64.0, keys * static_cast<double>(distinct.size()));
   }
-  // The sample: one worker, as run_sweep's, on points spread over the space.
-  double grown = 0, sampled_keys = 0;
+  // The sample: points spread evenly over the space, on as many workers as the sweep will run
+  // (each with its own evaluator, as run_sweep's): a sample on one thread left the sweep's other
+  // threads idle while it ran (64 of the 336 points of scenarios/sweeps/llama3.1-8b-64xh100.json:
+  // two threads could not be more than 1.7x one). It stops taking points once its time is up.
+  double grown = 0, keys_per_worker = 1;
   auto sampled_points = std::make_shared<std::map<std::size_t, PointResult>>();
   if (c.points > 0) {
-    std::unique_ptr<Evaluator> evaluator = options.evaluator ? options.evaluator() : make_analytic_evaluator();
-    std::set<std::string> seen_keys;
     const std::size_t most = std::min<std::size_t>(c.points, 64);
+    const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(c.threads), most));
+    auto point_of = [&](std::size_t k) {
+      return static_cast<std::size_t>(static_cast<double>(k) * static_cast<double>(c.points) / most);
+    };
+    std::vector<std::optional<PointResult>> results(most);
+    std::vector<std::set<std::string>> seen_keys(static_cast<std::size_t>(workers));
+    std::atomic<std::size_t> next{0};
+    std::atomic<bool> time_up{false};
+    std::mutex error_mutex;
+    std::exception_ptr error;
     const auto start = std::chrono::steady_clock::now();
-    double elapsed = 0;
-    for (std::size_t k = 0; k < most && elapsed < sample_seconds; ++k) {
-      const std::size_t i = static_cast<std::size_t>(static_cast<double>(k) * static_cast<double>(c.points) / most);
-      // A skipped or failed point costs what it costs: timed as well.
-      PointResult p = unevaluated_point(space, i);
-      evaluate_point(p, *base, *evaluator);
-      if (p.status == PointStatus::ok) seen_keys.insert(cost_key_of(p.overrides));
-      (*sampled_points)[i] = std::move(p);
-      ++c.sampled;
-      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
-    c.seconds_per_point = c.sampled ? elapsed / static_cast<double>(c.sampled) : 0;
+    auto seconds_since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    auto work = [&](int w) {
+      try {
+        std::unique_ptr<Evaluator> evaluator = options.evaluator ? options.evaluator() : make_analytic_evaluator();
+        for (std::size_t k = 0; !time_up && (k = next++) < most;) {
+          // A skipped or failed point costs what it costs: timed as well.
+          PointResult p = unevaluated_point(space, point_of(k));
+          evaluate_point(p, *base, *evaluator);
+          if (p.status == PointStatus::ok) seen_keys[static_cast<std::size_t>(w)].insert(cost_key_of(p.overrides));
+          results[k] = std::move(p);
+          if (seconds_since_start() >= sample_seconds) time_up = true;
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        time_up = true;
+      }
+    };
+    std::vector<std::thread> helpers;
+    for (int w = 1; w < workers; ++w) helpers.emplace_back(work, w);
+    work(0);
+    for (std::thread& t : helpers) t.join();
+    if (error) std::rethrow_exception(error);
+    const double elapsed = seconds_since_start();
+    for (std::size_t k = 0; k < most; ++k)
+      if (results[k]) {
+        (*sampled_points)[point_of(k)] = std::move(*results[k]);
+        ++c.sampled;
+      }
+    // One thread's time a point: the workers' time over the points they evaluated together.
+    c.seconds_per_point = c.sampled ? elapsed * workers / static_cast<double>(c.sampled) : 0;
     c.sampled_points = sampled_points;
-    grown = std::max(0.0, resident_bytes() - before);
-    sampled_keys = static_cast<double>(std::max<std::size_t>(seen_keys.size(), 1));
+    grown = std::max(0.0, resident_bytes() - before) / workers;
+    double keys_seen = 0;
+    for (const std::set<std::string>& k : seen_keys) keys_seen += static_cast<double>(k.size());
+    keys_per_worker = std::max(1.0, keys_seen / workers);
   }
   const double cores = std::max(1u, std::thread::hardware_concurrency());
   c.seconds = c.seconds_per_point * static_cast<double>(c.points) / std::min<double>(c.threads, cores);
-  const double per_worker = grown * std::max(1.0, keys / sampled_keys);
+  const double per_worker = grown * std::max(1.0, keys / keys_per_worker);
   // Ranks: 16 bytes a point while sweeping (SweepOptions::rank_every_point); in flight: the
   // reorder room of 256 points a thread at ~16 KB each (a point with its labels and metrics).
   const double ranks = options.rank_every_point ? 16.0 * static_cast<double>(c.points) : 0;

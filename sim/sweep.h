@@ -201,8 +201,9 @@ SweepResult merge_sweep(const planner::SweepSpace& space, const SweepOptions& op
                         const std::function<std::optional<PointResult>()>& next);
 
 // What a sweep will cost, before it runs (the resource guard of `fsdpsim sweep`;
-// docs/reliability.md): points spread evenly over the space are timed on one thread for up to
-// `sample_seconds`; memory is this process's now, plus what each worker grew by in the sample
+// docs/reliability.md): points spread evenly over the space are timed for up to
+// `sample_seconds` on as many workers as the sweep will run (its threads); memory is this
+// process's now, plus what each worker grew by in the sample
 // (its model copy and caches, scaled to the cost keys the space has), plus the ranks of every
 // point and the points in flight.
 struct SweepCost {

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <set>
+#include <mutex>
+#include <condition_variable>
 #include <thread>
 
 #include "models/json_input.h"
@@ -219,6 +222,53 @@ TEST(ResourceGuard, SweepEstimateTimesASampleOfPoints) {
   const SweepCost brief = estimate_sweep_cost(base, space, o, 0.01);
   EXPECT_LT(brief.sampled, 64u) << "the sample stops when its time is up";
   EXPECT_GE(brief.sampled, 1u);
+}
+
+// The sample runs on the sweep's workers, not on one thread ahead of them: with two threads, each
+// evaluator's first call waits (up to 5 s) until a second thread is evaluating too, which only a
+// sample on two workers gives. One thread's time a point is then the workers' time over the
+// points: each point sleeps 2 ms, so at least 2 ms, not the 1 ms that wall time over points reads.
+TEST(ResourceGuard, SweepSampleRunsOnTheSweepsThreads) {
+  const nlohmann::json scenario = {{"model", "models/gpt2.json"},
+                                   {"cluster", "scenarios/clusters/dgx-h100.json"},
+                                   {"training", {{"global_batch", 64}, {"micro_batch", 1}, {"seq_len", 1024}}}};
+  auto base = planner::ScenarioTemplate::from_json(scenario, kRoot + "/scenarios/guard_test.json", {"cluster.nodes=2"});
+  const planner::SweepSpace space = planner::make_space(
+      {planner::parse_axis_spec("training.activation_checkpointing=none,full,1,2,3,4,5,6,7,8,9,10"),
+       planner::parse_axis_spec("fsdp.backward_prefetch=BACKWARD_PRE,BACKWARD_POST,NONE"),
+       planner::parse_axis_spec("fsdp.forward_prefetch=false,true")},
+      base->context());
+  struct Threads {
+    std::mutex m;
+    std::condition_variable cv;
+    std::set<std::thread::id> ids;
+  };
+  auto threads = std::make_shared<Threads>();
+  struct Slow : Evaluator {
+    std::shared_ptr<Threads> t;
+    bool waited = false;
+    explicit Slow(std::shared_ptr<Threads> t) : t(std::move(t)) {}
+    PointMetrics evaluate(const planner::Scenario&, const std::string&) override {
+      std::unique_lock<std::mutex> lock(t->m);
+      t->ids.insert(std::this_thread::get_id());
+      t->cv.notify_all();
+      if (!waited) t->cv.wait_for(lock, std::chrono::seconds(5), [&] { return t->ids.size() >= 2; });
+      waited = true;
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      return {};
+    }
+    std::string name() const override { return "slow"; }
+  };
+  SweepOptions o;
+  o.threads = 2;
+  o.evaluator = [threads] { return std::make_unique<Slow>(threads); };
+  const SweepCost c = estimate_sweep_cost(base, space, o, 10.0);
+  EXPECT_EQ(threads->ids.size(), 2u);
+  EXPECT_EQ(c.sampled, 64u);
+  ASSERT_TRUE(c.sampled_points);
+  EXPECT_EQ(c.sampled_points->size(), 64u);
+  EXPECT_GE(c.seconds_per_point, 0.002);
 }
 
 }  // namespace
