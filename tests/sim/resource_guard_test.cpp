@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <thread>
 
+#include "matched_flows_min.h"
 #include "models/json_input.h"
 #include "sim/resource_guard.h"
 #include "sim/simgrid_engine.h"
@@ -90,15 +91,6 @@ TEST(ResourceGuard, SimgridFlowsAreTheEnginesOwn) {
     EXPECT_GT(c.seconds, 0);
   }
 }
-
-// Sets FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN for its lifetime (the forked simulating process
-// inherits it): the fewest flows a round sends for matched flows, which the guard foresees.
-struct MatchedFlowsMin {
-  explicit MatchedFlowsMin(const char* value) { setenv("FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN", value, 1); }
-  ~MatchedFlowsMin() { unsetenv("FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN"); }
-  MatchedFlowsMin(const MatchedFlowsMin&) = delete;
-  MatchedFlowsMin& operator=(const MatchedFlowsMin&) = delete;
-};
 
 // Whether the step sends matched flows, as the guard foresees it and as the run reports it: every
 // rank as actors on 4 nodes (32 ranks: aggregated flows) sends far fewer than 2,048 flows a

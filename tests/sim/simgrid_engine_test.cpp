@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "matched_flows_min.h"
 #include "models/json_input.h"
 #include "planner/cost_model.h"
 #include "planner/plan.h"
@@ -33,15 +34,6 @@ SimgridScenario load(const nlohmann::json& json, const std::vector<std::string>&
 SimgridResult run(const SimgridScenario& s) { return simulate_scenario(s.scenario, s.options); }
 
 double rel(double a, double b) { return std::abs(a / b - 1); }
-
-// Sets FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN (the fewest flows a collective's round sends for
-// matched flows; "" the default) for its lifetime; the forked simulating process inherits it.
-struct MatchedFlowsMin {
-  explicit MatchedFlowsMin(const char* value) { setenv("FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN", value, 1); }
-  ~MatchedFlowsMin() { unsetenv("FSDPSIM_SIMGRID_MATCHED_FLOWS_MIN"); }
-  MatchedFlowsMin(const MatchedFlowsMin&) = delete;
-  MatchedFlowsMin& operator=(const MatchedFlowsMin&) = delete;
-};
 
 // ---- agreement with the analytic engine where the topology adds nothing ------------------
 
