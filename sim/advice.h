@@ -40,8 +40,14 @@ struct Advice {
 };
 
 // The changes to `base` that fit with `headroom_bytes` to spare. `threads` 0: the machine's.
+// One by default: the advice sweeps tens of candidates, too few to repay a second worker's cold
+// start (its own cost models and plan layouts, and fresh allocator arenas whose pages fault in).
+// Measured as `estimate` processes on the 2-core machine (docs/benchmarks.md, "Session 19"):
+// Llama-3.1-405B on 1,024 GPUs (46 candidates) 53-56 ms of CPU and 55-59 ms wall on one thread,
+// 101-109 ms and 70-74 ms on two; Llama-3.1-8B at micro-batch 16 (72) 55-57 / 56-60 ms against
+// 91-98 / 62 ms.
 Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double headroom_bytes, std::size_t limit = 5,
-              int threads = 0);
+              int threads = 1);
 
 std::string advice_text(const Advice& advice);
 nlohmann::json advice_json(const Advice& advice);
