@@ -25,12 +25,12 @@ std::string binary_dir() {
   return slash == std::string::npos ? "" : exe.substr(0, slash);
 }
 
-}  // namespace
-
 std::string module_path(const ModuleSpec& spec) {
   if (const char* env = std::getenv(spec.path_env); env && *env) return env;
   return binary_dir() + "/" FSDPSIM_MODULE_DIR_FROM_BIN "/" + spec.file;
 }
+
+}  // namespace
 
 void* open_module_entry(const ModuleSpec& spec) {
   const std::string path = module_path(spec);

@@ -27,15 +27,12 @@ struct ModuleSpec {
   const char* needed_for;    // "running the cuda backend", for errors
 };
 
-// The module's path: $path_env when set, else next to the running binary at the relative path
-// modules are installed under (FSDPSIM_MODULE_DIR_FROM_BIN: ../lib/fsdpsim for
-// `cmake --install`, the .deb and the build tree alike).
-std::string module_path(const ModuleSpec& spec);
-
-// Opens the module (RTLD_NOW | RTLD_LOCAL: a symbol it cannot resolve is reported here, and
-// its libraries' symbols stay out of the process's global scope) and returns its entry. The
-// module stays open for the life of the process. Throws std::runtime_error naming the path
-// and why it failed.
+// Opens the module, found at $path_env when set, else next to the running binary at the
+// relative path modules are installed under (FSDPSIM_MODULE_DIR_FROM_BIN: ../lib/fsdpsim for
+// `cmake --install`, the .deb and the build tree alike), with RTLD_NOW | RTLD_LOCAL (a symbol it
+// cannot resolve is reported here, and its libraries' symbols stay out of the process's global
+// scope), and returns its entry. The module stays open for the life of the process. Throws
+// std::runtime_error naming the path and why it failed.
 void* open_module_entry(const ModuleSpec& spec);
 
 }  // namespace fsdpsim::models
