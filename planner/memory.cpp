@@ -468,7 +468,21 @@ std::vector<std::int64_t> prelude_segments(const Schedule& s) {
   return bytes;
 }
 
-MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
+namespace {
+
+// A replay stopped past its give_up_above_reserved (replay_memory): the allocator's figures as
+// they stand.
+MemoryReport gave_up(MemoryReport& r, const CachingAllocatorModel& allocator) {
+  r.peak_reserved_bytes = allocator.peak_reserved_bytes();
+  r.reserved_by_stream_at_end = allocator.reserved_by_stream();
+  r.allocator_retries = allocator.retries();
+  r.gave_up = true;
+  return std::move(r);
+}
+
+}  // namespace
+
+MemoryReport replay_memory(const Schedule& s, double capacity_bytes, std::int64_t give_up_above_reserved) {
   MemoryReport r;
   CachingAllocatorModel allocator(capacity_bytes, nullptr, s.allocator);
   std::vector<int> handle(s.allocations.size(), -1);
@@ -544,6 +558,7 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
       last_on_stream[static_cast<int>(op.stream)] = op.id;
       for (int id : made_at[op.id]) make(id), alive[id] = 1;
       for (int id : op.allocs) make(id), alive[id] = 1;
+      if (allocator.peak_reserved_bytes() > give_up_above_reserved) return gave_up(r, allocator);
       for (int id : op.frees) release(id), alive[id] = 0;
     }
     StreamClock all;
@@ -572,6 +587,7 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes) {
     r.allocated_at_op.push_back(allocated);
     r.reserved_at_op.push_back(allocator.reserved_bytes());
     if (allocated > r.peak_allocated_bytes) snapshot(op.id);
+    if (allocator.peak_reserved_bytes() > give_up_above_reserved) return gave_up(r, allocator);
     for (int id : op.frees) release(id);
     r.peak_pending_bytes = std::max(r.peak_pending_bytes, allocator.pending_bytes());
   }

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 #include <string>
@@ -42,6 +43,10 @@ struct MemoryReport {
   // Blocks freed under recordStream that were still waiting for their stream's work, at most
   // (reserved but neither allocated nor reusable).
   std::int64_t peak_pending_bytes = 0;
+  // The replay stopped once reserved memory passed replay_memory's give_up_above_reserved:
+  // every figure is then what it was when it stopped, a lower bound of the step's (the peaks
+  // only grow), and the per-op figures stop there.
+  bool gave_up = false;
 };
 
 // [recordStream] What the CPU knows has finished on the GPU. After it waits for op w
@@ -55,7 +60,12 @@ std::vector<StreamClock> completion_clocks(const Schedule& schedule);
 // `capacity_bytes` bounds the reserved model (0: unbounded); when a new segment would
 // exceed it the allocator releases its unused cached segments first, as PyTorch does.
 // The allocator follows the schedule's AllocatorSettings (PYTORCH_CUDA_ALLOC_CONF).
-MemoryReport replay_memory(const Schedule& schedule, double capacity_bytes = 0);
+// `give_up_above_reserved`: stop as soon as the peak of reserved memory passes it (the report
+// says gave_up). For searches that need only to know a configuration is further from fitting
+// than one already found (sim/advice.h): past that, the rest of its replay cannot change that.
+constexpr std::int64_t kNeverGiveUp = std::numeric_limits<std::int64_t>::max();
+MemoryReport replay_memory(const Schedule& schedule, double capacity_bytes = 0,
+                           std::int64_t give_up_above_reserved = kNeverGiveUp);
 // [Job prelude] The caching allocator's segments (bytes each, ascending) once the schedule's
 // prelude has run: what the job has reserved before its first step.
 std::vector<std::int64_t> prelude_segments(const Schedule& schedule);

@@ -90,8 +90,10 @@ struct Swept {
 
 // Sweeps `combos` (each one point) over `base`. Memory-first (make_memory_first_evaluator):
 // the candidates that do not fit are not timed, as the advice shows only the closest of them.
+// `closest` (memory-first only): replays give up past it (ClosestOverage).
 Swept sweep_changes(const std::shared_ptr<const planner::ScenarioTemplate>& base, const std::vector<std::vector<Change>>& combos,
-                    double headroom_bytes, int threads, bool memory_first) {
+                    double headroom_bytes, int threads, bool memory_first,
+                    const std::shared_ptr<ClosestOverage>& closest = nullptr) {
   planner::Axis axis;
   axis.key = "change";
   for (const auto& combo : combos) {
@@ -111,7 +113,8 @@ Swept sweep_changes(const std::shared_ptr<const planner::ScenarioTemplate>& base
   options.headroom_bytes = headroom_bytes;
   options.objective = Objective::throughput;
   options.keep_top = axis.values.size();
-  if (memory_first) options.evaluator = [headroom_bytes] { return make_memory_first_evaluator(headroom_bytes); };
+  if (memory_first)
+    options.evaluator = [headroom_bytes, closest] { return make_memory_first_evaluator(headroom_bytes, closest); };
   SweepResult r = run_sweep(base, space, options);
   out.evaluated = r.evaluated;
   for (std::size_t index : r.ranking) {
@@ -138,29 +141,43 @@ std::vector<std::pair<AdviceItem, std::vector<Change>>>* closest_list(Swept& one
   return &one.over;
 }
 
+bool any_given_up(const Swept& swept) {
+  return std::any_of(swept.over.begin(), swept.over.end(), [](const auto& o) { return o.first.metrics.memory_lower_bound; });
+}
+
 // The closest candidate, timed (it was swept memory-first). One whose timing fails leaves the
 // candidates, as a sweep that timed every candidate would have skipped it; the next closest
-// takes its place.
+// takes its place. But a candidate given up was only known to be further than the closest of
+// its time, which may be the one that left: then `exact_needed` (the candidates must be swept
+// again without giving up) and no answer.
 std::optional<AdviceItem> timed_closest(const std::shared_ptr<const planner::ScenarioTemplate>& base, Swept& one, Swept& two,
-                                        std::size_t& candidates, double headroom_bytes, int threads) {
+                                        std::size_t& candidates, double headroom_bytes, int threads, bool& exact_needed) {
   while (auto* list = closest_list(one, two)) {
     Swept timed = sweep_changes(base, {list->front().second}, headroom_bytes, threads, false);
     if (timed.evaluated == 1) return timed.over.empty() ? timed.fitting.front() : timed.over.front().first;
     list->erase(list->begin());
     --candidates;
+    if (any_given_up(one) || any_given_up(two)) {
+      exact_needed = true;
+      return std::nullopt;
+    }
   }
   return std::nullopt;
 }
 
 }  // namespace
 
-Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double headroom_bytes, std::size_t limit, int threads) {
+Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double headroom_bytes, std::size_t limit, int threads,
+              bool give_up_past_closest) {
   Advice advice;
   advice.headroom_bytes = headroom_bytes;
   const std::vector<Change> singles = single_changes(base->base(), base->context());
   std::vector<std::vector<Change>> combos;
   for (const Change& c : singles) combos.push_back({c});
-  Swept one = sweep_changes(base, combos, headroom_bytes, threads, true), two;
+  // One for singles and pairs: a pair is shown only when strictly closer than every single, or
+  // when it fits.
+  const auto closest = give_up_past_closest ? std::make_shared<ClosestOverage>() : nullptr;
+  Swept one = sweep_changes(base, combos, headroom_bytes, threads, true, closest), two;
   advice.candidates = one.evaluated;
   advice.fitting = one.fitting;
   if (advice.fitting.size() < std::min<std::size_t>(3, limit)) {
@@ -173,13 +190,18 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
       for (std::size_t j = i + 1; j < singles.size(); ++j)
         if (singles[i].kind != singles[j].kind && !fits_alone.count(singles[i].label) && !fits_alone.count(singles[j].label))
           pairs.push_back({singles[i], singles[j]});
-    two = sweep_changes(base, pairs, headroom_bytes, threads, true);
+    two = sweep_changes(base, pairs, headroom_bytes, threads, true, closest);
     advice.pairs_swept = true;
     advice.candidates += two.evaluated;
     advice.fitting.insert(advice.fitting.end(), two.fitting.begin(), two.fitting.end());
   }
   // Only when nothing fits is the closest shown: then, and only for it, the timing.
-  if (advice.fitting.empty()) advice.closest = timed_closest(base, one, two, advice.candidates, headroom_bytes, threads);
+  if (advice.fitting.empty()) {
+    bool exact_needed = false;
+    advice.closest = timed_closest(base, one, two, advice.candidates, headroom_bytes, threads, exact_needed);
+    if (exact_needed) return advise(base, headroom_bytes, limit, threads, false);
+  }
+  if (closest) advice.given_up = closest->given_up;
   // Cheapest first: the most tokens/s per GPU (the fewest GPU-hours per token); then fewer changes.
   std::stable_sort(advice.fitting.begin(), advice.fitting.end(), [](const AdviceItem& a, const AdviceItem& b) {
     if (a.metrics.tokens_per_second_per_gpu != b.metrics.tokens_per_second_per_gpu)

@@ -60,12 +60,14 @@ class AnalyticEvaluator : public Evaluator {
  public:
   // `untimed_past_headroom`: a point that does not fit with that headroom is not timed (see
   // make_memory_first_evaluator); none: every point is timed.
-  explicit AnalyticEvaluator(std::optional<double> untimed_past_headroom = std::nullopt)
-      : untimed_past_headroom_(untimed_past_headroom) {}
+  // `closest` (with `untimed_past_headroom` only): give up replays past it (ClosestOverage).
+  explicit AnalyticEvaluator(std::optional<double> untimed_past_headroom = std::nullopt,
+                             std::shared_ptr<ClosestOverage> closest = nullptr)
+      : untimed_past_headroom_(untimed_past_headroom), closest_(std::move(closest)) {}
 
   PointMetrics evaluate(const planner::Scenario& scenario, const std::string& cost_key) override {
     if (cost_key.empty())
-      return evaluate_with(scenario, planner::plan_step(scenario), planner::CostModel(scenario), nullptr, untimed_past_headroom_);
+      return evaluate_with(scenario, planner::plan_step(scenario), planner::CostModel(scenario), nullptr);
     auto it = costs_.find(cost_key);
     if (it == costs_.end()) {
       if (costs_.size() >= 64) costs_.clear();  // bounded: sweeps over clusters make many
@@ -73,8 +75,7 @@ class AnalyticEvaluator : public Evaluator {
     }
     PerCostKey& k = *it->second;
     // A point keeps only figures: plan without the ops' readable names.
-    return evaluate_with(scenario, planner::plan_step(scenario, plans_, planner::Naming::none), k.cost, &k.collectives,
-                         untimed_past_headroom_);
+    return evaluate_with(scenario, planner::plan_step(scenario, plans_, planner::Naming::none), k.cost, &k.collectives);
   }
   std::string name() const override { return "analytic"; }
 
@@ -87,22 +88,39 @@ class AnalyticEvaluator : public Evaluator {
     planner::CollectiveMemo collectives;
   };
 
-  static PointMetrics evaluate_with(const planner::Scenario& scenario, const planner::Plan& plan,
-                                    const planner::CostModel& cost, planner::CollectiveMemo* memo,
-                                    std::optional<double> untimed_past_headroom) {
+  PointMetrics evaluate_with(const planner::Scenario& scenario, const planner::Plan& plan, const planner::CostModel& cost,
+                             planner::CollectiveMemo* memo) const {
     const double gpu = scenario.cluster.gpu.memory_bytes;
     const double overhead = planner::device_overhead(scenario, plan.schedule, cost, memo).total_bytes;
     // As estimate_step: the allocator model's capacity is the GPU minus the device overhead.
-    const planner::MemoryReport memory = planner::replay_memory(plan.schedule, gpu - overhead);
-    if (untimed_past_headroom) {
+    const planner::MemoryReport memory =
+        planner::replay_memory(plan.schedule, gpu - overhead, give_up_above_reserved(gpu, overhead));
+    if (untimed_past_headroom_) {
       PointMetrics untimed = collect(plan, memory, StepTiming{}, overhead, gpu);
-      if (overage_of(untimed, *untimed_past_headroom) > 0) return untimed;  // judge_fit's verdict: it does not fit
+      untimed.memory_lower_bound = memory.gave_up;
+      const double overage = overage_of(untimed, *untimed_past_headroom_);
+      if (closest_ && memory.gave_up) closest_->given_up += 1;
+      if (closest_ && !memory.gave_up) lower_closest(std::max(overage, 0.0));
+      if (overage > 0) return untimed;  // judge_fit's verdict: it does not fit
     }
     const StepTiming timing = time_step(plan.schedule, cost, memo);
     return collect(plan, memory, timing, overhead, gpu);
   }
 
+  // A replay past the closest overage so far gives up; none without a ClosestOverage.
+  std::int64_t give_up_above_reserved(double gpu, double overhead) const {
+    if (!closest_) return planner::kNeverGiveUp;
+    return reserved_within_overage(gpu, overhead, *untimed_past_headroom_, closest_->bytes.load());
+  }
+
+  void lower_closest(double overage) const {
+    double seen = closest_->bytes.load();
+    while (overage < seen && !closest_->bytes.compare_exchange_weak(seen, overage)) {
+    }
+  }
+
   std::optional<double> untimed_past_headroom_;
+  std::shared_ptr<ClosestOverage> closest_;
   std::map<std::string, std::unique_ptr<PerCostKey>> costs_;
   planner::PlanCache plans_;  // layouts per model (shared by the points' scenarios), wrap and checkpointing
 };
@@ -203,8 +221,23 @@ Recommendation recommend(const SweepResult& r, const std::vector<std::size_t>& c
 
 std::unique_ptr<Evaluator> make_analytic_evaluator() { return std::make_unique<AnalyticEvaluator>(); }
 
-std::unique_ptr<Evaluator> make_memory_first_evaluator(double headroom_bytes) {
-  return std::make_unique<AnalyticEvaluator>(headroom_bytes);
+std::int64_t reserved_within_overage(double gpu_bytes, double overhead_bytes, double headroom_bytes, double bound) {
+  // overage_of, computed as it is: device peak (reserved + overhead), + headroom, - GPU memory.
+  auto overage = [&](std::int64_t reserved) {
+    return static_cast<double>(reserved) + overhead_bytes + headroom_bytes - gpu_bytes;
+  };
+  const double guess = std::floor(gpu_bytes - overhead_bytes - headroom_bytes + bound);
+  if (!(guess < 0x1p62)) return planner::kNeverGiveUp;  // infinite (no bound yet) or beyond any GPU
+  if (guess < 0) return -1;                              // any reserved memory is past it
+  // The guess is off by the sum's rounding at most: step to the exact edge.
+  auto edge = static_cast<std::int64_t>(guess);
+  while (edge >= 0 && overage(edge) > bound) --edge;
+  while (overage(edge + 1) <= bound) ++edge;
+  return edge;
+}
+
+std::unique_ptr<Evaluator> make_memory_first_evaluator(double headroom_bytes, std::shared_ptr<ClosestOverage> closest) {
+  return std::make_unique<AnalyticEvaluator>(headroom_bytes, std::move(closest));
 }
 
 PointMetrics metrics_of(const planner::Scenario& scenario) {

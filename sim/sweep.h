@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,6 +47,9 @@ struct PointMetrics {
   double mfu = 0;
   int units = 0;
   std::vector<double> exposed_comm_by_unit;  // index = unit (0 = root)
+  // The memory replay gave up past a ClosestOverage (make_memory_first_evaluator): the memory
+  // figures are lower bounds, the overage too, and it is more than the closest one's.
+  bool memory_lower_bound = false;
 };
 
 // Times one scenario. One instance per worker thread; it may keep caches between calls.
@@ -68,7 +72,26 @@ std::unique_ptr<Evaluator> make_analytic_evaluator();
 // that look only at the points that fit and at the overage of the rest (sim/advice.h), where
 // timing is most of a point that does not fit. Its errors are the memory's alone: a point whose
 // timing would fail is evaluated when it does not fit.
-std::unique_ptr<Evaluator> make_memory_first_evaluator(double headroom_bytes);
+//
+// With a ClosestOverage shared by the sweep's evaluators, a point's memory replay also gives up
+// as soon as the point is sure to be further from fitting than the closest point evaluated so
+// far (or, once any point fits, as soon as it is sure not to fit): its figures are then lower
+// bounds (PointMetrics::memory_lower_bound). The points that fit, and the closest of those that
+// do not, are evaluated in full whatever the order, so the closest is the one a full sweep
+// finds (the ranking breaks ties by index, and a point given up is strictly further).
+struct ClosestOverage {
+  // The smallest overage (device peak + headroom - GPU memory) of a point evaluated in full,
+  // never below 0: a point that fits is never given up. Infinity: none yet.
+  std::atomic<double> bytes{std::numeric_limits<double>::infinity()};
+  std::atomic<std::size_t> given_up{0};  // points whose replay stopped early
+  explicit ClosestOverage(double start = std::numeric_limits<double>::infinity()) : bytes(start) {}
+};
+std::unique_ptr<Evaluator> make_memory_first_evaluator(double headroom_bytes,
+                                                       std::shared_ptr<ClosestOverage> closest = nullptr);
+// The most reserved memory whose overage, computed as the sweep computes it (reserved + device
+// overhead + headroom - GPU memory, in doubles), is at most `bound`: the edge past which a
+// replay gives up. planner::kNeverGiveUp for an infinite bound, -1 when none is within it.
+std::int64_t reserved_within_overage(double gpu_bytes, double overhead_bytes, double headroom_bytes, double bound);
 // The metrics of a full estimate (for comparison with estimate_step).
 PointMetrics metrics_of(const planner::Scenario& scenario);
 

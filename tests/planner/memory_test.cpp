@@ -446,6 +446,44 @@ TEST(FirstStep, StateMadeAtTheFirstStepSetsTheSegmentsLaterStepsRunIn) {
   EXPECT_FALSE(makes_state_at_first_step(testing::first_step_example(false)));
 }
 
+// replay_memory's give_up_above_reserved on the worked example of first_step_example.h: the
+// replay stops at the first op after whose allocations reserved memory is past the limit, with
+// the figures it had (lower bounds), and one limit at the step's peak changes nothing.
+TEST(FirstStep, ReplayGivesUpOnlyPastTheReservedLimit) {
+  constexpr std::int64_t MiB = 1 << 20;
+  const Schedule before = testing::first_step_example(false);
+  const MemoryReport full = replay_memory(before);
+  ASSERT_EQ(full.peak_reserved_bytes, 240 * MiB);
+  // At the peak itself: not past it, the report is the full one.
+  const MemoryReport at_peak = replay_memory(before, 0, 240 * MiB);
+  EXPECT_FALSE(at_peak.gave_up);
+  EXPECT_EQ(at_peak.peak_reserved_bytes, full.peak_reserved_bytes);
+  EXPECT_EQ(at_peak.peak_allocated_bytes, full.peak_allocated_bytes);
+  EXPECT_EQ(at_peak.peak_op, full.peak_op);
+  EXPECT_EQ(at_peak.breakdown_at_peak, full.breakdown_at_peak);
+  EXPECT_EQ(at_peak.allocated_at_op, full.allocated_at_op);
+  EXPECT_EQ(at_peak.reserved_at_op, full.reserved_at_op);
+  EXPECT_EQ(at_peak.reserved_by_stream_at_end, full.reserved_by_stream_at_end);
+  // A byte below: S's 60 MiB, then X's 100 and Y's 80 at op 0 pass it; nothing after op 0.
+  const MemoryReport below = replay_memory(before, 0, 240 * MiB - 1);
+  EXPECT_TRUE(below.gave_up);
+  EXPECT_EQ(below.peak_reserved_bytes, 240 * MiB);
+  EXPECT_EQ(below.allocated_at_op, (std::vector<std::int64_t>{240 * MiB}));
+  // State made at the first step: the first step reserves 180 MiB (X's and Y's segments), the
+  // second 280 MiB (X's new segment at its op 0). A limit of 200 MiB is passed at the second
+  // step's op 0; one of 179 MiB at the first step's, before the second step has begun.
+  const Schedule lazy = testing::first_step_example(true);
+  const MemoryReport second = replay_memory(lazy, 0, 200 * MiB);
+  EXPECT_TRUE(second.gave_up);
+  EXPECT_EQ(second.peak_reserved_bytes, 280 * MiB);
+  EXPECT_EQ(second.allocated_at_op, (std::vector<std::int64_t>{240 * MiB}));
+  const MemoryReport first = replay_memory(lazy, 0, 179 * MiB);
+  EXPECT_TRUE(first.gave_up);
+  EXPECT_EQ(first.peak_reserved_bytes, 180 * MiB);
+  EXPECT_TRUE(first.allocated_at_op.empty());
+  EXPECT_FALSE(replay_memory(lazy, 0, 280 * MiB).gave_up);
+}
+
 // The planner marks torch.optim's device state (FSDP) with the optimizer op, and not DeepSpeed's
 // (made when its engine is built); the mark survives the schedule's JSON.
 TEST(FirstStep, TorchOptimStateIsMadeAtTheOptimizerOpAndRoundTrips) {

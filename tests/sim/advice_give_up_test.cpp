@@ -1,0 +1,80 @@
+// The advice's candidates give up their memory replay once they are sure to be further from
+// fitting than the closest so far (sim/sweep.h, ClosestOverage): the advice must be the one
+// every candidate evaluated in full gives (the independent method: advise with
+// give_up_past_closest false), and the giving up must happen.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/memory.h"
+#include "planner/sweep_space.h"
+#include "sim/advice.h"
+#include "sim/sweep.h"
+
+namespace fsdpsim::sim {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+const std::string kScenario = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
+
+// The edge is the most reserved memory r with ((r + overhead) + headroom) - gpu <= bound, in
+// doubles as the sweep computes the overage.
+TEST(ReservedWithinOverage, WorkedByHand) {
+  // Exact in doubles: 80 - 2.5 - 4 + 1 = 74.5 GiB.
+  EXPECT_EQ(reserved_within_overage(80 * kGiB, 2.5 * kGiB, 4 * kGiB, 1 * kGiB), static_cast<std::int64_t>(74.5 * kGiB));
+  // Half a byte of overhead: r + 0.5 <= 1000 holds up to r = 999.
+  EXPECT_EQ(reserved_within_overage(1000, 0.5, 0, 0), 999);
+  // Where the sum rounds: above 2^60 doubles are 256 apart, so r = 2^60 + 128 (a tie, to the
+  // even 2^60) plus 0.1 is 2^60, an overage of 0; r = 2^60 + 129 is 2^60 + 256. The guess,
+  // floor(2^60 - 0.1) = 2^60, is 128 short.
+  EXPECT_EQ(reserved_within_overage(0x1p60, 0.1, 0, 0), (std::int64_t{1} << 60) + 128);
+  // And where the guess overshoots: near 3e17 doubles are 64 apart (2^58 <= 3e17 < 2^59), 3e17
+  // one of them. The guess is floor(3e17 - 200 + 100) = 3e17 - 64 (3e17 - 100 rounds to the
+  // nearer of 3e17 - 64 and 3e17 - 128). r = 3e17 - 96 is a tie between 3e17 - 64 and
+  // 3e17 - 128, to the even 3e17 - 128; + 200 = 3e17 + 72, which rounds to 3e17 + 64: an
+  // overage of 64 <= 100. r = 3e17 - 95 rounds to 3e17 - 64; + 200 = 3e17 + 136 rounds to
+  // 3e17 + 128: 128 > 100. The edge is 3e17 - 96, 32 under the guess.
+  EXPECT_EQ(reserved_within_overage(3e17, 200, 0, 100), 300000000000000000 - 96);
+  // No bound yet: never; a device overhead and headroom beyond the GPU: nothing is within.
+  EXPECT_EQ(reserved_within_overage(80 * kGiB, 1 * kGiB, 0, std::numeric_limits<double>::infinity()),
+            planner::kNeverGiveUp);
+  EXPECT_EQ(reserved_within_overage(80 * kGiB, 60 * kGiB, 30 * kGiB, 1 * kGiB), -1);
+}
+
+nlohmann::json advice_of(const std::vector<std::string>& overrides, double headroom_bytes, int threads, bool give_up,
+                         std::size_t* given_up = nullptr) {
+  const auto base = planner::ScenarioTemplate::load(kScenario, overrides);
+  const Advice a = advise(base, headroom_bytes, 5, threads, give_up);
+  if (given_up) *given_up = a.given_up;
+  return advice_json(a);
+}
+
+void expect_same_advice(const std::vector<std::string>& overrides, double headroom_bytes, bool fits) {
+  const nlohmann::json full = advice_of(overrides, headroom_bytes, 1, false);
+  ASSERT_EQ(full["fitting"].empty(), !fits) << full.dump(1);
+  std::size_t given_up = 0;
+  EXPECT_EQ(advice_of(overrides, headroom_bytes, 1, true, &given_up), full);
+  EXPECT_GT(given_up, 0u) << "no candidate's replay gave up";
+  // On two workers which candidates give up depends on the interleaving; the advice does not.
+  EXPECT_EQ(advice_of(overrides, headroom_bytes, 2, true), full);
+}
+
+// Llama-3.1-70B on one node: a few changes fit (each of them, and its figures, must be the full
+// evaluation's); every candidate that does not is given up once one fits.
+TEST(AdviceGivesUp, SameChangesThatFit) {
+  expect_same_advice({"model=models/llama3.1-70b.json"}, 0, true);
+}
+
+// Nothing leaves 1000 GiB to spare: singles and pairs are swept, the closest alone is timed;
+// it must be the full evaluation's closest, timed the same.
+TEST(AdviceGivesUp, SameClosestWhenNothingFits) {
+  expect_same_advice({}, 1000 * kGiB, false);
+}
+
+}  // namespace
+}  // namespace fsdpsim::sim
