@@ -66,8 +66,10 @@ std::int64_t StepContext::gathered_param_bytes(int u) const {
 }
 
 int StepContext::add_op(OpKind kind, Stream stream, const Name& name, int unit, const std::string& module) {
-  Op op;
-  op.id = static_cast<int>(schedule.ops.size());
+  // Made in place: an Op (two strings, four id lists) moved into the vector cost as much as
+  // filling it.
+  Op& op = schedule.ops.emplace_back();
+  op.id = static_cast<int>(schedule.ops.size()) - 1;
   op.kind = kind;
   op.stream = stream;
   if (naming_ == Naming::readable) op.name = name.str();
@@ -76,7 +78,6 @@ int StepContext::add_op(OpKind kind, Stream stream, const Name& name, int unit, 
   op.micro_step = micro_step;
   op.phase = phase;
   last_op = op.id;
-  schedule.ops.push_back(std::move(op));
   return last_op;
 }
 
@@ -100,17 +101,15 @@ int StepContext::copy_offloaded_shard_to_device(int u, int& device_shard) {
 
 int StepContext::new_alloc(std::int64_t bytes, MemCategory category, Stream stream, const Name& label, bool persistent,
                            bool model_state) {
-  Allocation a;
-  a.id = static_cast<int>(schedule.allocations.size());
+  Allocation& a = schedule.allocations.emplace_back();  // in place, as add_op's op
+  a.id = static_cast<int>(schedule.allocations.size()) - 1;
   a.bytes = bytes;
   a.category = category;
   a.stream = stream;
   if (naming_ == Naming::readable) a.label = label.str();
   a.persistent = persistent;
   a.model_state = model_state;
-  const int id = a.id;
-  schedule.allocations.push_back(std::move(a));
-  return id;
+  return a.id;
 }
 
 int StepContext::alloc_at(int op, std::int64_t bytes, MemCategory category, const Name& label, bool model_state) {
