@@ -505,6 +505,29 @@ void evaluate_point(PointResult& p, const planner::ScenarioTemplate& base, Evalu
   }
 }
 
+// Runs work(w) for w = 0 .. workers - 1: worker 0 on the calling thread, the others on threads of
+// their own. Once all have stopped, rethrows the first exception any of them threw;
+// `on_error` runs when one throws (under the lock that keeps the first), e.g. to stop the rest.
+void run_workers(int workers, const std::function<void(int)>& work, const std::function<void()>& on_error = {}) {
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  auto guarded = [&](int w) {
+    try {
+      work(w);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+      if (on_error) on_error();
+    }
+  };
+  std::vector<std::thread> helpers;
+  helpers.reserve(static_cast<std::size_t>(std::max(workers - 1, 0)));
+  for (int w = 1; w < workers; ++w) helpers.emplace_back(guarded, w);
+  guarded(0);
+  for (std::thread& t : helpers) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
 }  // namespace
 
 std::size_t SweepResult::rank_of(std::size_t index) const {
@@ -549,40 +572,25 @@ SweepResult run_sweep(std::shared_ptr<const planner::ScenarioTemplate> base, con
     const auto it = options.evaluated->find(point);
     return it == options.evaluated->end() ? nullptr : &it->second;
   };
-  std::mutex error_mutex;
-  std::exception_ptr error;
-  auto worker = [&] {
-    try {
-      std::unique_ptr<Evaluator> evaluator = options.evaluator ? options.evaluator() : make_analytic_evaluator();
-      while (const std::optional<std::size_t> k = queue.claim()) {
-        PointResult p = unevaluated_point(space, shard.point(*k));
-        p.index = *k;  // the queue's order until it is emitted
-        if (const PointResult* known = already_evaluated(shard.point(*k))) {
-          p.status = known->status;
-          p.reason = known->reason;
-          p.metrics = known->metrics;
-        } else {
-          evaluate_point(p, *base, *evaluator);
-        }
-        if (p.status == PointStatus::ok) judge_fit(p, options.headroom_bytes);
-        queue.finish(std::move(p), emit);
-        const std::size_t d = done.fetch_add(1) + 1;
-        if (options.progress) options.progress(d, mine);
+  // An exception (the sink's or an evaluator's setup) is rethrown once every worker has stopped.
+  run_workers(threads, [&](int) {
+    std::unique_ptr<Evaluator> evaluator = options.evaluator ? options.evaluator() : make_analytic_evaluator();
+    while (const std::optional<std::size_t> k = queue.claim()) {
+      PointResult p = unevaluated_point(space, shard.point(*k));
+      p.index = *k;  // the queue's order until it is emitted
+      if (const PointResult* known = already_evaluated(shard.point(*k))) {
+        p.status = known->status;
+        p.reason = known->reason;
+        p.metrics = known->metrics;
+      } else {
+        evaluate_point(p, *base, *evaluator);
       }
-    } catch (...) {  // the sink or the evaluator's setup: reported after the pool stops
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error) error = std::current_exception();
+      if (p.status == PointStatus::ok) judge_fit(p, options.headroom_bytes);
+      queue.finish(std::move(p), emit);
+      const std::size_t d = done.fetch_add(1) + 1;
+      if (options.progress) options.progress(d, mine);
     }
-  };
-  if (threads == 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(threads);
-    for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
-    for (std::thread& t : pool) t.join();
-  }
-  if (error) std::rethrow_exception(error);
+  });
   // Interrupted: the points never handed out, in order, for the sinks.
   for (std::size_t k = queue.claimed(); k < mine; ++k) {
     PointResult p = unevaluated_point(space, shard.point(k));
@@ -785,32 +793,22 @@ SweepCost estimate_sweep_cost(std::shared_ptr<const planner::ScenarioTemplate> b
     std::vector<std::set<std::string>> seen_keys(static_cast<std::size_t>(workers));
     std::atomic<std::size_t> next{0};
     std::atomic<bool> time_up{false};
-    std::mutex error_mutex;
-    std::exception_ptr error;
     const auto start = std::chrono::steady_clock::now();
     auto seconds_since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-    auto work = [&](int w) {
-      try {
-        std::unique_ptr<Evaluator> evaluator = options.evaluator ? options.evaluator() : make_analytic_evaluator();
-        for (std::size_t k = 0; !time_up && (k = next++) < most;) {
-          // A skipped or failed point costs what it costs: timed as well.
-          PointResult p = unevaluated_point(space, point_of(k));
-          evaluate_point(p, *base, *evaluator);
-          if (p.status == PointStatus::ok) seen_keys[static_cast<std::size_t>(w)].insert(cost_key_of(p.overrides));
-          results[k] = std::move(p);
-          if (seconds_since_start() >= sample_seconds) time_up = true;
-        }
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-        time_up = true;
-      }
-    };
-    std::vector<std::thread> helpers;
-    for (int w = 1; w < workers; ++w) helpers.emplace_back(work, w);
-    work(0);
-    for (std::thread& t : helpers) t.join();
-    if (error) std::rethrow_exception(error);
+    run_workers(
+        workers,
+        [&](int w) {
+          std::unique_ptr<Evaluator> evaluator = options.evaluator ? options.evaluator() : make_analytic_evaluator();
+          for (std::size_t k = 0; !time_up && (k = next++) < most;) {
+            // A skipped or failed point costs what it costs: timed as well.
+            PointResult p = unevaluated_point(space, point_of(k));
+            evaluate_point(p, *base, *evaluator);
+            if (p.status == PointStatus::ok) seen_keys[static_cast<std::size_t>(w)].insert(cost_key_of(p.overrides));
+            results[k] = std::move(p);
+            if (seconds_since_start() >= sample_seconds) time_up = true;
+          }
+        },
+        [&] { time_up = true; });
     const double elapsed = seconds_since_start();
     for (std::size_t k = 0; k < most; ++k)
       if (results[k]) {
