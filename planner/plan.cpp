@@ -151,6 +151,9 @@ class StepBuilder {
   // MFU pass the GEMM ceiling at long sequences; a sliding window leaves its band
   // (models::attention_pair_fraction); attention with no descriptor counts whole.
   double model_forward_flops(double b, double seq) const {
+    auto& known = layout_.forward_flops_at;
+    for (const auto& [kb, kseq, kflops] : known)
+      if (kb == b && kseq == seq) return kflops;
     double flops = 0;
     models::for_each_module(scenario_.model->root, [&](const Module& m) {
       if (!m.costs) return;
@@ -158,6 +161,8 @@ class StepBuilder {
       if (m.costs->attention)
         flops -= (1.0 - models::attention_pair_fraction(*m.costs->attention, seq)) * m.costs->attention_flops.at(b, seq);
     });
+    if (known.size() >= 8) known.erase(known.begin());
+    known.push_back({b, seq, flops});
     return flops;
   }
 

@@ -5,6 +5,7 @@
 // policies read them.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -47,6 +48,10 @@ struct PlanCache::Layout {
   // Compute event -> the units wrapped inside its module (a MoE block's experts under expert
   // parallelism): their hooks run around the compute, which waits for their parameters too.
   std::unordered_map<int, std::vector<int>> inner_units;
+  // The model's forward FLOPs at (micro-batch, sequence) already computed, as {b, seq, flops}:
+  // a sweep's points repeat a few pairs, and walking the module tree for it was a twentieth of
+  // the 405B advice's planning (StepBuilder::model_forward_flops). A few, the latest last.
+  mutable std::vector<std::array<double, 3>> forward_flops_at;
 };
 
 // Builds the layout of the scenario's model, wrap and checkpointing; throws InputError for a
