@@ -794,13 +794,14 @@ class StepBuilder {
     std::int64_t rest = bytes_of(p, b, seq);
     const std::int64_t piece = c.transient_tensor_bytes.empty() ? rest : bytes_of(c.transient_tensor_bytes, b, seq);
     check_transient_tensor_count(c, rest, piece, field, name, b, seq);
-    std::vector<int> pieces;
+    // Each piece is made and freed at the op: its allocs and frees are lists of their own, and
+    // the replay makes all of an op's allocations before its frees.
     while (rest > 0) {
       const std::int64_t n = piece > 0 ? std::min(piece, rest) : rest;
-      pieces.push_back(step_.alloc_at(op, n, MemCategory::temporary, name));
+      int t = step_.alloc_at(op, n, MemCategory::temporary, name);
+      step_.free_at(op, t);
       rest -= n;
     }
-    for (int& t : pieces) step_.free_at(op, t);
   }
 
   // A transient is a handful of tensors (autograd keeps few alive at once: the catalog's largest
