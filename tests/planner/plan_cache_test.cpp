@@ -61,6 +61,10 @@ TEST(PlanCache, CachedPlansEqualFreshOnesAsTheConfigurationChanges) {
          x.training.checkpointing = Checkpointing::none;
        },
        false},
+      // The layout keeps the model's forward FLOPs per (micro-batch, sequence): each pair its own.
+      {"micro-batch 4 (layout unchanged)", [](Scenario& x) { x.training.micro_batch = 4; }, false},
+      {"sequence 2048 (layout unchanged)", [](Scenario& x) { x.training.seq_len = 2048; }, false},
+      {"micro-batch 2 again at sequence 2048", [](Scenario& x) { x.training.micro_batch = 2; }, false},
   };
   std::size_t expected_builds = 0;
   for (const Step& step : steps) {
