@@ -181,10 +181,6 @@ struct PiecewiseFit {
 PiecewiseFit fit_piecewise(const std::vector<double>& x, const std::vector<double>& t, int max_segments = 3,
                            int min_points_per_segment = 3);
 
-// Bus bytes per buffer byte as nccl-tests count them: (n-1)/n all-gather / reduce-scatter,
-// 2(n-1)/n all-reduce, 1 broadcast.
-double bus_factor(planner::CollectiveKind kind, int ranks);
-
 // The GEMM model's ceiling (planner/gemm_model.h: large_gemm_efficiency, what the cost model's
 // matmul_efficiency feeds) that makes the model give one measured GEMM's time: the model with
 // this ceiling reproduces that measurement, and every other measured shape is a held-out check

@@ -162,7 +162,7 @@ std::vector<CollectiveFit> fit_collective_lines(const Measurements& m, const std
       std::vector<double> xs, ts;
       for (const CollectiveMeasurement& x : m.collectives)
         if (x.kind == kind && same_span(x.span, span) && x.time.median_seconds > 0) {
-          xs.push_back(x.bytes * bus_factor(kind, span.ranks));
+          xs.push_back(x.bytes * planner::bus_factor(kind, span.ranks));
           ts.push_back(x.time.median_seconds);
         }
       if (xs.size() < 2) continue;
@@ -665,7 +665,7 @@ nlohmann::json calibration_json(const FitResult& f, const Measurements& m) {
     nlohmann::json segs = nlohmann::json::array();
     for (std::size_t s = 0; s < cf.fit.segments.size(); ++s) {
       const LineFit& l = cf.fit.segments[s];
-      const double factor = bus_factor(cf.kind, cf.span.ranks);
+      const double factor = planner::bus_factor(cf.kind, cf.span.ranks);
       segs.push_back({{"alpha_seconds", l.alpha_seconds},
                       {"bus_bandwidth_gbps", l.bandwidth_bytes_per_second() / 1e9},
                       {"min_bytes", cf.fit.segment_min_x[s] / factor},
@@ -673,7 +673,7 @@ nlohmann::json calibration_json(const FitResult& f, const Measurements& m) {
                       {"points", l.points}});
     }
     nlohmann::json cross = nlohmann::json::array();
-    for (double x : cf.fit.crossovers_x) cross.push_back(x / bus_factor(cf.kind, cf.span.ranks));
+    for (double x : cf.fit.crossovers_x) cross.push_back(x / planner::bus_factor(cf.kind, cf.span.ranks));
     cols.push_back({{"collective", planner::collective_name(cf.kind)},
                     {"ranks", cf.span.ranks},
                     {"nodes", cf.span.nodes},

@@ -110,18 +110,6 @@ Stats stats_of(std::vector<double> seconds) {
   return s;
 }
 
-double bus_factor(planner::CollectiveKind kind, int ranks) {
-  if (ranks <= 1) return 0;
-  const double n = ranks;
-  switch (kind) {
-    case planner::CollectiveKind::all_gather:
-    case planner::CollectiveKind::reduce_scatter: return (n - 1) / n;
-    case planner::CollectiveKind::all_reduce: return 2 * (n - 1) / n;
-    case planner::CollectiveKind::broadcast: return 1;
-  }
-  return 1;
-}
-
 LineFit fit_line(const std::vector<double>& x, const std::vector<double>& t) {
   check_points(x, t, "fit_line");
   return robust_line(x.data(), t.data(), x.size());

@@ -400,6 +400,15 @@ bool proto_enabled(const NcclParams& p, int pr) {
   return pr == kLL ? p.enable_ll : pr == kLL128 ? p.enable_ll128 : p.enable_simple;
 }
 
+CollectiveEstimate zero_estimate() {
+  CollectiveEstimate e;
+  e.algorithm = "none";
+  e.protocol = "none";
+  return e;
+}
+
+}  // namespace
+
 double bus_factor(CollectiveKind kind, int n) {
   switch (kind) {
     case CollectiveKind::all_gather:
@@ -410,15 +419,6 @@ double bus_factor(CollectiveKind kind, int n) {
   }
   return 1.0;
 }
-
-CollectiveEstimate zero_estimate() {
-  CollectiveEstimate e;
-  e.algorithm = "none";
-  e.protocol = "none";
-  return e;
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------
 

@@ -55,6 +55,9 @@ namespace fsdpsim::planner {
 enum class CollectiveKind { all_gather, reduce_scatter, all_reduce, broadcast, all_to_all };
 std::string collective_name(CollectiveKind kind);  // "all_gather", ..., "all_to_all"
 std::optional<CollectiveKind> collective_kind_from_name(std::string_view name);
+// Bus bytes per buffer byte as nccl-tests count them over n ranks: (n-1)/n all-gather,
+// reduce-scatter and all-to-all, 2(n-1)/n all-reduce, 1 broadcast (busbw = algbw x this).
+double bus_factor(CollectiveKind kind, int n);
 
 // A process group: `ranks` GPUs spread evenly over `nodes` nodes (ranks/nodes per node).
 struct CollectiveGroup {

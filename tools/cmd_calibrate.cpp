@@ -130,7 +130,7 @@ void print_summary(const std::string& output, const calibrate::Measurements& m, 
       std::cout << "  [alpha " << number_text(l.alpha_seconds * 1e6) << " us, busbw "
                 << number_text(l.bandwidth_bytes_per_second() / 1e9) << " GB/s]";
     for (double x : cf.fit.crossovers_x)
-      std::cout << "  crossover at " << number_text(x / calibrate::bus_factor(cf.kind, cf.span.ranks)) << " B";
+      std::cout << "  crossover at " << number_text(x / planner::bus_factor(cf.kind, cf.span.ranks)) << " B";
     std::cout << "\n";
   }
   std::cout << "\n" << calibrate::fit_table(f, every_row);

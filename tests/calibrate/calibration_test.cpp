@@ -44,7 +44,7 @@ struct Truth {
     const double se = mult * (g.nodes - 1), si = mult * (g.ranks - 1) - se;
     const double alpha = (base_us[p] + si * hop_us[p] + se * net_us[p]) * 1e-6;
     const double bw = (g.nodes == 1 ? intra_gbps[p] : inter_gbps[p]) * 1e9;
-    return alpha + bytes * bus_factor(kind, g.ranks) / bw;
+    return alpha + bytes * planner::bus_factor(kind, g.ranks) / bw;
   }
   double fastest(CollectiveKind kind, const CollectiveGroup& g, double bytes) const {
     return std::min({seconds(kind, g, bytes, 0), seconds(kind, g, bytes, 1), seconds(kind, g, bytes, 2)});

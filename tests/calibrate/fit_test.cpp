@@ -43,14 +43,6 @@ TEST(CalibrateFit, StatsGiveMedianAndSpread) {
   EXPECT_DOUBLE_EQ(s.spread(), 9 / 2.5);
 }
 
-TEST(CalibrateFit, BusFactorsAreNcclTests) {
-  using planner::CollectiveKind;
-  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::all_gather, 8), 7.0 / 8);
-  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::reduce_scatter, 4), 3.0 / 4);
-  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::all_reduce, 8), 14.0 / 8);
-  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::all_gather, 1), 0);
-}
-
 TEST(CalibrateFit, LineRecoversLatencyAndBandwidthWithin2Percent) {
   std::mt19937 rng(7);
   const double alpha = 25e-6, bandwidth = 150e9;  // 25 us, 150 GB/s

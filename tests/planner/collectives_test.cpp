@@ -105,6 +105,18 @@ void expect_rel_near(double actual, double expected, double rel, const std::stri
 // Ring latency (tuning.cc): base(Simple) 8.4 + (nsteps - nInter) x max(NVLink hop 3.4,
 // netOverhead 1.0 x 3) + nInter x NET hop 14.0; algBw = busBw x nRanks / nsteps.
 
+// nccl-tests' bus factors (src/all_gather.cu AllGatherGetBw, reduce_scatter.cu, all_reduce.cu,
+// alltoall.cu AlltoAllGetBw, broadcast.cu): (n-1)/n, (n-1)/n, 2(n-1)/n, (n-1)/n, 1. The one
+// definition the cost model's busbw and calibrate's line fits share.
+TEST(CollectivesHandWorked, BusFactorsAreNcclTests) {
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::all_gather, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::reduce_scatter, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::all_reduce, 8), 14.0 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::all_to_all, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::broadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::all_gather, 1), 0);
+}
+
 TEST(CollectivesHandWorked, RingGraphsOfAHopperNode) {
   const ClusterSpec c = make_cluster(hopper_gpu("H100-SXM-80GB"), 16);
   const NcclParams p = NcclParams::defaults_for(c);

@@ -377,8 +377,11 @@ TEST(MoeWithoutExpertParallel, Fsdp1FlatParameterCarriesEveryExpert) {
   EXPECT_EQ(flat_params, 4);
   EXPECT_EQ(inputs, 4);
   const Plan fsdp2 = plan_step(parse_scenario(five, "test.json"));
-  for (const Op& op : fsdp2.schedule.ops)
-    if (op.kind == OpKind::all_gather) EXPECT_DOUBLE_EQ(op.comm_bytes, 5760) << op.name;
+  for (const Op& op : fsdp2.schedule.ops) {
+    if (op.kind == OpKind::all_gather) {
+      EXPECT_DOUBLE_EQ(op.comm_bytes, 5760) << op.name;
+    }
+  }
 }
 
 void expect_input_error(const std::vector<std::string>& overrides, const std::string& path) {
