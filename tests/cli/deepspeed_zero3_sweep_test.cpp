@@ -48,7 +48,7 @@ TEST(DeepSpeedZero3Sweep, RanksThePrefetchFirstAndRecommendsTheSmallReduceBucket
   ASSERT_EQ(p.size(), 12u);
   const std::string small = "50000000", big = "500000000", live_default = "1000000000", live_small = "100000000";
 
-  for (const std::string& prefetch : {"0", "5000000", "50000000"})
+  for (const std::string prefetch : {"0", "5000000", "50000000"})
     for (const std::string& live : {live_small, live_default}) {
       SCOPED_TRACE(prefetch + " " + live);
       // The reduce bucket's buffer is made at init and alive all step (stage3.py: torch.empty(
@@ -61,12 +61,12 @@ TEST(DeepSpeedZero3Sweep, RanksThePrefetchFirstAndRecommendsTheSmallReduceBucket
     // Under stage3_max_live_parameters 1e8 (about three blocks) the prefetch bucket changes
     // nothing: the blocks the default reuse distance keeps gathered from forward to backward hold
     // more than 1e8 elements, so min(max_live - gathered, prefetch bucket) leaves no room to prefetch.
-    for (const std::string& prefetch : {"5000000", "50000000"})
+    for (const std::string prefetch : {"5000000", "50000000"})
       EXPECT_EQ(p.at({prefetch, live_small, reduce}).step_seconds, p.at({"0", live_small, reduce}).step_seconds);
     // Under the default limit (1e9) prefetching hides the all-gathers behind compute: less exposed
     // communication, so both prefetch sizes rank above no prefetch.
     const Point& none = p.at({"0", live_default, reduce});
-    for (const std::string& prefetch : {"5000000", "50000000"}) {
+    for (const std::string prefetch : {"5000000", "50000000"}) {
       const Point& with = p.at({prefetch, live_default, reduce});
       EXPECT_LT(with.exposed_comm_seconds, none.exposed_comm_seconds) << prefetch;
       EXPECT_LT(with.rank, none.rank) << prefetch;

@@ -32,8 +32,9 @@ TEST(RuntimeModules, TheCudaBackendOpensItsModule) {
   EXPECT_NE(missing.err.find("FSDPSIM_CUDA_MODULE"), std::string::npos) << missing.err;
   const CommandResult opened = run_command(cli_binary() + run);
   EXPECT_EQ(opened.err.find("module could not be opened"), std::string::npos) << opened.err;
-  if (opened.exit_code != 0)  // no GPU here: the backend itself says so
+  if (opened.exit_code != 0) {  // no GPU here: the backend itself says so
     EXPECT_NE(opened.err.find("no CUDA device"), std::string::npos) << opened.err;
+  }
 }
 
 TEST(RuntimeModules, TheMpiLauncherOpensItsModule) {

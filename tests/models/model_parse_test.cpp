@@ -383,7 +383,9 @@ void expect_same_modules(const Module& a, const Module& b) {
     EXPECT_EQ(a.costs->matmuls.size(), b.costs->matmuls.size());
     EXPECT_EQ(a.costs->memory_bound_kernels.size(), b.costs->memory_bound_kernels.size());
     EXPECT_EQ(a.costs->attention.has_value(), b.costs->attention.has_value());
-    if (a.costs->attention) EXPECT_EQ(a.costs->attention->window, b.costs->attention->window) << a.full_name;
+    if (a.costs->attention) {
+      EXPECT_EQ(a.costs->attention->window, b.costs->attention->window) << a.full_name;
+    }
   }
   ASSERT_EQ(a.children.size(), b.children.size()) << a.full_name;
   for (std::size_t i = 0; i < a.children.size(); ++i) expect_same_modules(a.children[i], b.children[i]);

@@ -83,8 +83,11 @@ TEST(GpuCatalog, EveryClusterFileParsesAndSourcesItsLinks) {
     const nlohmann::json json = load_json_file(f.path().string());
     const ClusterSpec c = parse_cluster(json, f.path().string(), "");
     EXPECT_GT(c.intra_bandwidth_gbps, 0);
-    for (const char* block : {"intra_node", "inter_node"})
-      if (json.contains(block)) EXPECT_TRUE(c.sources.count(block)) << block << " has no source";
+    for (const char* block : {"intra_node", "inter_node"}) {
+      if (json.contains(block)) {
+        EXPECT_TRUE(c.sources.count(block)) << block << " has no source";
+      }
+    }
   }
   EXPECT_GE(clusters, 25);
 }

@@ -128,7 +128,9 @@ TEST(ExpertParallel, AllToAllsCarryTheDispatchedCopies) {
   const Plan skewed =
       plan_step(parse_scenario(moe_scenario(), "test.json", {"fsdp.expert_parallel=2", "training.moe_imbalance=2"}));
   for (const Op& op : skewed.schedule.ops) {
-    if (op.kind == OpKind::all_to_all && !is_split_exchange(op)) EXPECT_NEAR(op.comm_bytes, 1280 * 4.0 / 3, 1e-9);
+    if (op.kind == OpKind::all_to_all && !is_split_exchange(op)) {
+      EXPECT_NEAR(op.comm_bytes, 1280 * 4.0 / 3, 1e-9);
+    }
   }
   const Plan dense = plan_step(parse_scenario(moe_scenario(), "test.json"));
   for (const Op& op : dense.schedule.ops) EXPECT_NE(op.kind, OpKind::all_to_all);

@@ -125,9 +125,11 @@ TEST(NvmeSwaps, UnstatedBandwidthIsUntimedAndSaidSo) {
   const Scenario sc = parse_scenario(scenario_json("nvme", "nvme", false), "test.json", {});
   const Plan plan = plan_step(sc);
   const CostModel cost(sc);
-  for (const Op& op : plan.schedule.ops)
-    if (op.kind == OpKind::nvme_read || op.kind == OpKind::nvme_write)
+  for (const Op& op : plan.schedule.ops) {
+    if (op.kind == OpKind::nvme_read || op.kind == OpKind::nvme_write) {
       EXPECT_EQ(cost.duration_seconds(op, plan.schedule), 0) << op.name;
+    }
+  }
   EXPECT_NE(nvme_untimed_warning(sc.cluster, plan.schedule).find("cluster.nvme.read_gbps"), std::string::npos);
 }
 

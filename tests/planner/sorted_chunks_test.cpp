@@ -36,7 +36,9 @@ void expect_same(const std::vector<Entry>& want, const SortedChunks<Entry>& got)
     EXPECT_EQ(g[i].tag, want[i].tag) << i;
   }
   EXPECT_EQ(got.empty(), want.empty());
-  if (!want.empty()) EXPECT_EQ(got.back().tag, want.back().tag);
+  if (!want.empty()) {
+    EXPECT_EQ(got.back().tag, want.back().tag);
+  }
 }
 
 TEST(SortedChunks, SameOrderAndSearchesAsOneSortedVector) {
@@ -70,7 +72,9 @@ TEST(SortedChunks, SameOrderAndSearchesAsOneSortedVector) {
       const auto v = std::lower_bound(vec.begin(), vec.end(), want, by_key);
       const auto c = chunks.lower_bound(want, by_key);
       ASSERT_EQ(v == vec.end(), c == chunks.end());
-      if (v != vec.end()) EXPECT_EQ(c->tag, v->tag);
+      if (v != vec.end()) {
+        EXPECT_EQ(c->tag, v->tag);
+      }
     }
     expect_same(vec, chunks);
   }

@@ -85,8 +85,12 @@ TEST(Timeline, NvmeSwapsArePlayedInOrderForTheirModeledTime) {
     for (const auto& op : s.ops) {
       if (op.kind != OpKind::nvme_read && op.kind != OpKind::nvme_write) continue;
       EXPECT_GE(t[op.id].end_seconds - t[op.id].start_seconds, 1e-3 - 1e-9) << op.name;
-      if (op.unit < 0 && op.kind == OpKind::nvme_read) EXPECT_LE(t[op.id].end_seconds, t[optimizer].start_seconds + 1e-9);
-      if (op.unit < 0 && op.kind == OpKind::nvme_write) EXPECT_GE(t[op.id].start_seconds, t[optimizer].end_seconds - 1e-9);
+      if (op.unit < 0 && op.kind == OpKind::nvme_read) {
+        EXPECT_LE(t[op.id].end_seconds, t[optimizer].start_seconds + 1e-9);
+      }
+      if (op.unit < 0 && op.kind == OpKind::nvme_write) {
+        EXPECT_GE(t[op.id].start_seconds, t[optimizer].end_seconds - 1e-9);
+      }
     }
   }
 }

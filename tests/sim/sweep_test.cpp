@@ -378,7 +378,9 @@ TEST(SweepPoints, TemplateFromAParsedScenarioSharesItAndGivesTheSamePoints) {
     const PointMetrics mx = evaluator_a->evaluate(x, cost_key_of(o));
     const std::string name = x.model->name, calibration_file = x.calibration_file;
     // Points without a model override hold the template's base model itself, not a copy.
-    if (o != std::vector<std::string>{"model.name=again"}) EXPECT_EQ(x.model.address(), parsed->model.address());
+    if (o != std::vector<std::string>{"model.name=again"}) {
+      EXPECT_EQ(x.model.address(), parsed->model.address());
+    }
     const planner::Scenario& y = own->instantiate(o);
     const PointMetrics my = evaluator_b->evaluate(y, cost_key_of(o));
     EXPECT_EQ(name, y.model->name);
