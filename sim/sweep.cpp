@@ -31,6 +31,16 @@ namespace fsdpsim::sim {
 
 namespace {
 
+// What must fit in the GPU: the caching allocator's reserved memory and the device overhead
+// outside it. And a point's overage, > 0 when it does not fit (judge_fit). One definition for the
+// points' metrics and for the edge where a replay gives up (reserved_within_overage).
+double device_peak_of(std::int64_t reserved_bytes, double overhead_bytes) {
+  return static_cast<double>(reserved_bytes) + overhead_bytes;
+}
+double overage_of(double device_peak_bytes, double headroom_bytes, double gpu_bytes) {
+  return device_peak_bytes + headroom_bytes - gpu_bytes;
+}
+
 PointMetrics collect(const planner::Plan& plan, const planner::MemoryReport& memory, const StepTiming& timing,
                      double overhead_bytes, double gpu_bytes) {
   PointMetrics m;
@@ -39,7 +49,7 @@ PointMetrics collect(const planner::Plan& plan, const planner::MemoryReport& mem
   m.model_state_bytes = memory.model_state_bytes;
   m.device_overhead_bytes = overhead_bytes;
   m.gpu_memory_bytes = gpu_bytes;
-  m.device_peak_bytes = static_cast<double>(memory.peak_reserved_bytes) + overhead_bytes;
+  m.device_peak_bytes = device_peak_of(memory.peak_reserved_bytes, overhead_bytes);
   m.step_seconds = timing.step_seconds;
   m.compute_seconds = timing.compute_seconds;
   m.exposed_comm_seconds = timing.exposed_comm_seconds;
@@ -51,9 +61,8 @@ PointMetrics collect(const planner::Plan& plan, const planner::MemoryReport& mem
   return m;
 }
 
-// Device peak + headroom - GPU memory: > 0 when the point does not fit (judge_fit).
 double overage_of(const PointMetrics& m, double headroom_bytes) {
-  return m.device_peak_bytes + headroom_bytes - m.gpu_memory_bytes;
+  return overage_of(m.device_peak_bytes, headroom_bytes, m.gpu_memory_bytes);
 }
 
 class AnalyticEvaluator : public Evaluator {
@@ -222,9 +231,8 @@ Recommendation recommend(const SweepResult& r, const std::vector<std::size_t>& c
 std::unique_ptr<Evaluator> make_analytic_evaluator() { return std::make_unique<AnalyticEvaluator>(); }
 
 std::int64_t reserved_within_overage(double gpu_bytes, double overhead_bytes, double headroom_bytes, double bound) {
-  // overage_of, computed as it is: device peak (reserved + overhead), + headroom, - GPU memory.
   auto overage = [&](std::int64_t reserved) {
-    return static_cast<double>(reserved) + overhead_bytes + headroom_bytes - gpu_bytes;
+    return overage_of(device_peak_of(reserved, overhead_bytes), headroom_bytes, gpu_bytes);
   };
   const double guess = std::floor(gpu_bytes - overhead_bytes - headroom_bytes + bound);
   if (!(guess < 0x1p62)) return planner::kNeverGiveUp;  // infinite (no bound yet) or beyond any GPU

@@ -84,7 +84,6 @@ struct ClosestOverage {
   // never below 0: a point that fits is never given up. Infinity: none yet.
   std::atomic<double> bytes{std::numeric_limits<double>::infinity()};
   std::atomic<std::size_t> given_up{0};  // points whose replay stopped early
-  explicit ClosestOverage(double start = std::numeric_limits<double>::infinity()) : bytes(start) {}
 };
 std::unique_ptr<Evaluator> make_memory_first_evaluator(double headroom_bytes,
                                                        std::shared_ptr<ClosestOverage> closest = nullptr);
