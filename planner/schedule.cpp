@@ -94,6 +94,15 @@ double KernelSet::flops() const {
   return sum;
 }
 
+double executed_flops(const Op& op, const Schedule& schedule) {
+  if (op.kernel_set < 0 || op.kernel_set >= static_cast<int>(schedule.kernel_sets.size())) return op.flops;
+  const KernelSet& k = schedule.kernel_sets[op.kernel_set];
+  if (!k.has_attention || k.scores_materialized || !k.attention.causal) return op.flops;
+  // Half of the square below the diagonal; a window's band is already in attention_flops
+  // (its share of a causal square, planner/plan.cpp kernel_attention_flops), so the same half.
+  return op.flops - 0.5 * op.attention_flops;
+}
+
 namespace {
 
 nlohmann::json kernel_set_to_json(const KernelSet& k) {

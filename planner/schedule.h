@@ -197,6 +197,16 @@ struct Schedule {
   std::vector<Op> ops;  // CPU issue order; ops[i].id == i
 };
 
+// The FLOPs an op's kernels execute, for HFU and for the runtime's stand-in GEMMs. `Op::flops`
+// counts attention in attention_flops' convention: the whole square, a sliding window's band
+// already taken (what the cost model's kernel pricing and the model files count). A fused causal
+// kernel skips the tiles above the diagonal, so it executes half of that: then, with no
+// recompute, the step's executed FLOPs equal `model_flops_per_rank`, whose causal attention is
+// the same half (models::attention_pair_fraction). Eager attention multiplies the whole score
+// matrix and masks it afterwards (`KernelSet::scores_materialized`), and an op without a kernel
+// set says nothing of a mask: both execute `flops` as they stand.
+double executed_flops(const Op& op, const Schedule& schedule);
+
 // Instances of a group in the world, the members of one (ascending, the ring order) and the
 // instance a rank belongs to; see ProcessGroup's layout.
 int group_instance_count(const Schedule& schedule, int group);

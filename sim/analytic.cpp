@@ -80,7 +80,7 @@ void summarize_step(const planner::Schedule& s, StepTiming& r, double cpu_end, d
     if (op.stream == Stream::compute) r.interference_seconds += (ot.end - ot.start) - ot.nominal_seconds;
     if (is_communication(op.kind)) r.comm_seconds += ot.nominal_seconds;
     if (op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute)
-      r.hardware_flops += op.flops;
+      r.hardware_flops += planner::executed_flops(op, s);
   }
 
   // Exposed communication: communication running while neither the compute stream nor a

@@ -31,7 +31,8 @@ std::string pct(double part, double whole) {
 
 constexpr const char* kFlopConvention =
     "MFU = model FLOPs / (step x dense bf16 peak); model FLOPs = 3 x forward FLOPs (6N + attention, "
-    "causal attention counted at the half a causal kernel computes); HFU counts the FLOPs executed (recompute included)";
+    "causal attention counted at the half a causal kernel computes); HFU counts the FLOPs executed (recompute included, "
+    "eager attention's whole score square)";
 
 }  // namespace
 

@@ -338,10 +338,13 @@ class CudaRankDevice : public RankDevice {
       throw RuntimeError(
           FaultKind::cuda, rank_, op.id,
           "CUDA error: rank " + std::to_string(rank_) + ", " + c_.op_text(op.id) + ": cublasSetWorkspace failed");
+    // The work the op's kernels execute (a causal attention kernel skips its masked half), as
+    // square bf16 GEMMs.
+    const double flops = planner::executed_flops(op, s_);
     const double d = o_.gemm_dim;
     const double tile = 2 * d * d * d;
-    const auto full = static_cast<long long>(std::floor(op.flops / tile));
-    const double rest = op.flops - static_cast<double>(full) * tile;
+    const auto full = static_cast<long long>(std::floor(flops / tile));
+    const double rest = flops - static_cast<double>(full) * tile;
     int rest_rows = static_cast<int>(std::ceil(rest / (2 * d * d)));
     rest_rows = std::min(o_.gemm_dim, (rest_rows + 63) / 64 * 64);
     const float alpha = 1, beta = 0;
@@ -641,7 +644,8 @@ RunResult run_cuda(const Schedule& s, const RunOptions& options, ProcessLink* li
       std::to_string(bound) + " of " + std::to_string(collectives) +
       " collectives worked in their planned buffer; the others in a scratch buffer of the planned size");
   result.notes.push_back("compute: bf16 GEMMs of " + std::to_string(o.gemm_dim) +
-                         "^3 for the op's FLOPs; ops without FLOPs copy hbm_bytes/2");
+                         "^3 for the FLOPs the op's kernels execute (a causal attention kernel's masked half skipped); "
+                         "ops without FLOPs copy hbm_bytes/2");
   if (virtual_world)
     result.notes.push_back("virtual world: " +
                            (link ? "each process plays its own rank of " : std::string("rank 0 of ")) +

@@ -160,6 +160,33 @@ TEST(AnalyticScenario, MfuAndThroughputFollowTheStatedConvention) {
   EXPECT_NEAR(ac.timing.hfu / ac.timing.mfu, 4.0 / 3.0, 1e-9);
 }
 
+// HFU counts what the kernels execute (planner::executed_flops). Llama-3.2-1B (16 layers, 32
+// heads of 64: attention_flops' b*s^2 term 4 x 32 x 64 = 8,192 a layer), one micro-batch of
+// 2,048 tokens, no recompute. A fused causal kernel executes the half of the square that MFU's
+// model FLOPs count, so HFU equals MFU. Eager attention multiplies the whole square: it executes
+// the other half too, forward and backward, 3 x 0.5 x 16 x 8,192 x 2,048^2 = 8.246e11 FLOPs more,
+// while the model FLOPs stay the same. (Before, every attention op counted its whole square:
+// HFU passed MFU with no recompute at all, 0.88 against 0.64 for Llama-3.1-8B at 32k on A100.)
+TEST(AnalyticScenario, HfuCountsTheHalfACausalKernelExecutes) {
+  auto run = [](const std::string& attention) {
+    const nlohmann::json j = {
+        {"model", "hf:" + std::string(FSDPSIM_SOURCE_ROOT) + "/models/hf/llama3.2-1b.json"},
+        {"cluster", std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/clusters/dgx-h100.json"},
+        {"training",
+         {{"global_batch", 8}, {"micro_batch", 1}, {"seq_len", 2048}, {"attention", attention},
+          {"activation_checkpointing", "none"}}}};
+    return estimate_step(parse(j));
+  };
+  const Estimate fused = run("flash2");
+  const Estimate eager = run("eager");
+  EXPECT_GT(fused.timing.hardware_flops, 0);
+  EXPECT_NEAR(fused.timing.hardware_flops, fused.timing.model_flops, 1e-12 * fused.timing.model_flops);
+  EXPECT_NEAR(fused.timing.hfu, fused.timing.mfu, 1e-12);
+  EXPECT_NEAR(eager.timing.model_flops, fused.timing.model_flops, 1e-12 * fused.timing.model_flops);
+  const double whole_square_extra = 3 * 0.5 * 16 * 8192.0 * 2048.0 * 2048.0;
+  EXPECT_NEAR(eager.timing.hardware_flops - eager.timing.model_flops, whole_square_extra, 1e-9 * whole_square_extra);
+}
+
 TEST(AnalyticScenario, CriticalPathTilesTheStep) {
   const std::string file = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
   for (const std::vector<std::string>& o :
