@@ -1,6 +1,8 @@
 #include "planner/sharding.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include "models/checked_arithmetic.h"
 
@@ -71,6 +73,56 @@ UnitShard shard_expert_unit(const Unit& unit, int shard_group, int expert_parall
 bool is_expert_unit(const Unit& unit) {
   return !unit.params.empty() &&
          std::all_of(unit.params.begin(), unit.params.end(), [](const models::Parameter* p) { return p->experts > 0; });
+}
+
+std::string padding_warning(const std::vector<Unit>& units, const std::vector<UnitShard>& shards, int shard_group,
+                            int expert_parallel, int fsdp_version) {
+  if (fsdp_version != 2 || shard_group <= 1) return "";
+  // Rank 0's shard elements against an even split: a unit's numel over the ranks its all-gather
+  // spans (gathered / local), in doubles (a share need not be whole).
+  double held = 0, even = 0, worst_excess = 0;
+  const models::Parameter* worst = nullptr;
+  int worst_ranks = 0;
+  bool worst_in_ep_layout = false;
+  for (std::size_t u = 0; u < units.size() && u < shards.size(); ++u) {
+    const UnitShard& s = shards[u];
+    if (s.local_numel <= 0) continue;
+    const double ranks = static_cast<double>(s.gathered_numel) / static_cast<double>(s.local_numel);
+    held += static_cast<double>(s.local_numel);
+    even += static_cast<double>(s.numel) / ranks;
+    const bool experts = expert_parallel > 1 && is_expert_unit(units[u]);
+    for (const models::Parameter* p : units[u].params) {
+      const double local = experts ? static_cast<double>(expert_local_numel(*p, shard_group, expert_parallel))
+                                   : static_cast<double>(fsdp2_local_numel(*p, shard_group));
+      const double numel = static_cast<double>(p->numel()) / (experts ? expert_parallel : 1);
+      if (local - numel / ranks > worst_excess) {
+        worst_excess = local - numel / ranks;
+        worst = p;
+        worst_ranks = static_cast<int>(ranks);
+        worst_in_ep_layout = experts;
+      }
+    }
+  }
+  if (!(held > 1.25 * even) || !worst) return "";
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.2f", held / even);
+  std::string shape;
+  for (std::int64_t d : worst->shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+  std::string w = "fsdp: FSDP2 pads each parameter's dim 0 to a multiple of the shard group, so rank 0's parameter "
+                  "shards (and its gradients, optimizer state and all-gathers with them) are " + std::string(ratio) +
+                  "x an even split of the model; most of it is \"" + worst->full_name + "\" [" + shape + "]";
+  if (!worst_in_ep_layout) {
+    const std::int64_t rows = worst->shape.front(), per_rank = ceil_div(rows, worst_ranks);
+    const std::int64_t padding_only = worst_ranks - ceil_div(rows, per_rank);
+    w += ", " + std::to_string(rows) + (rows == 1 ? " row over " : " rows over ") + std::to_string(worst_ranks) +
+         " ranks: each holds " +
+         std::to_string(per_rank) + (per_rank == 1 ? " row" : " rows") +
+         (padding_only > 0 ? " (" + std::to_string(padding_only) + " ranks padding only)" : std::string(" (padded)"));
+  }
+  if (worst->experts > 0 && expert_parallel <= 1)
+    w += "; fsdp.expert_parallel splits the routed experts over an EP group and shards them on dim 1 when the "
+         "expert shards outnumber the experts (torchtitan's layout)";
+  return w;
 }
 
 }  // namespace fsdpsim::planner

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "models/model.h"
@@ -35,5 +36,17 @@ std::int64_t expert_local_numel(const models::Parameter& p, int shard_group, int
 UnitShard shard_expert_unit(const Unit& unit, int shard_group, int expert_parallel);
 // Whether the unit holds routed expert weights (models::Parameter::experts).
 bool is_expert_unit(const Unit& unit);
+
+// [FSDP2 dim-0 padding] FSDP2 splits each parameter's dim 0 into shard-group chunks of
+// ceil(d0/W) rows and pads every rank's chunk to that size (torch.chunk leaves the ranks past d0
+// empty; _init_sharded_param pads them). A parameter with fewer rows than ranks (routed experts
+// stacked [E, ...] over more ranks than E, a norm's weight over thousands of ranks) makes every
+// rank hold a whole row, so rank 0's shards, and its gradients, optimizer state and all-gathers
+// with them, outgrow an even split of the model. A warning when rank 0's shards exceed an even
+// split by more than a quarter, naming the parameter that pads the most and, for routed experts
+// outside expert parallelism, the layout that avoids it; empty otherwise (FSDP1 pads one flat
+// parameter by fewer than W elements: never). `shards` parallel to `units`, as Plan holds them.
+std::string padding_warning(const std::vector<Unit>& units, const std::vector<UnitShard>& shards, int shard_group,
+                            int expert_parallel, int fsdp_version);
 
 }  // namespace fsdpsim::planner

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -27,6 +28,34 @@ void add_axis(std::vector<Change>& out, const std::string& kind, const std::stri
   if (values.empty()) return;
   planner::AxisSpec spec{key, values, "", "--advise"};
   for (const planner::AxisValue& v : planner::expand_axis(spec, ctx).values) out.push_back({kind, prefix + v.label, v.overrides});
+}
+
+// Expert parallelism for a MoE model, as torchtitan runs it (FSDP2; FULL_SHARD, SHARD_GRAD_OP or
+// HYBRID_SHARD): each power-of-two degree other than the scenario's that divides every MoE layer's
+// experts and the shard group and spans whole nodes or stays in one (the checks parse_fsdp and
+// the planner make). Without it FSDP2 shards the stacked experts on dim 0, which pads when the
+// experts are fewer than the ranks ([FSDP2 dim-0 padding], planner/sharding.h): the change that
+// most often makes a MoE step fit. From FSDP1 the change includes FSDP2, and says so.
+void add_expert_parallel(std::vector<Change>& out, const planner::Scenario& s) {
+  const auto& f = s.fsdp;
+  if (!(f.strategy == Strategy::FULL_SHARD || f.strategy == Strategy::SHARD_GRAD_OP || f.strategy == Strategy::HYBRID_SHARD))
+    return;
+  if (f.reshard_after_forward != 0 && f.reshard_after_forward != f.shard_group_size) return;
+  std::int64_t experts = 0;  // the gcd of every MoE layer's experts
+  models::for_each_module(s.model->root, [&](const models::Module& m) {
+    if (m.costs && m.costs->moe) experts = std::gcd(experts, static_cast<std::int64_t>(m.costs->moe->experts));
+  });
+  const int node = s.cluster.gpus_per_node;
+  for (int ep = 2; ep <= f.shard_group_size && ep <= experts; ep *= 2) {
+    if (ep == f.expert_parallel || experts % ep != 0 || f.shard_group_size % ep != 0 || (node % ep != 0 && ep % node != 0))
+      continue;
+    Change c{"expert_parallel", "expert parallel " + std::to_string(ep), {"fsdp.expert_parallel=" + std::to_string(ep)}};
+    if (f.version != 2) {
+      c.label += " (FSDP2)";
+      c.overrides.insert(c.overrides.begin(), "fsdp.version=2");
+    }
+    out.push_back(c);
+  }
 }
 
 std::vector<Change> single_changes(const planner::Scenario& s, const planner::AxisContext& ctx) {
@@ -59,6 +88,7 @@ std::vector<Change> single_changes(const planner::Scenario& s, const planner::Ax
   if (reshards && f.reshard_after_forward != f.shard_group_size)
     out.push_back({"reshard", "reshard_after_forward true", {"fsdp.reshard_after_forward=true"}});
   if (!f.cpu_offload) out.push_back({"offload", "CPU offload", {"fsdp.cpu_offload=true"}});
+  add_expert_parallel(out, s);
   // More nodes: the global batch kept where the new world divides it, else one micro-step.
   for (int k : {2, 4, 8, 16, 32}) {
     const std::int64_t nodes = static_cast<std::int64_t>(s.cluster.nodes) * k;

@@ -72,6 +72,10 @@ std::vector<std::string> estimate_warnings(const sim::Estimate& e, const planner
     warnings.push_back("FSDP1 runs NO_SHARD on a world of one rank, whatever the strategy (PyTorch's "
                        "_init_core_state switches " + planner::strategy_name(*sc.fsdp.requested_strategy) +
                        " to NO_SHARD): planned as NO_SHARD");
+  if (std::string padding = planner::padding_warning(e.plan.units, e.plan.shards, sc.fsdp.shard_group_size,
+                                                      sc.fsdp.expert_parallel, sc.fsdp.version);
+      !padding.empty())
+    warnings.push_back(std::move(padding));
   if (std::string context = planner::context_length_warning(sc); !context.empty())
     warnings.push_back(std::move(context));
   if (std::string nvme = planner::nvme_untimed_warning(e.cluster, e.plan.schedule); !nvme.empty())

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
 #include "cli_helpers.h"
 
@@ -44,6 +46,33 @@ void expect_each_advice_fits(const std::string& base, double headroom_gib, std::
     EXPECT_DOUBLE_EQ(again["throughput"]["tokens_per_second_per_gpu"].get<double>(),
                      item["tokens_per_second_per_gpu"].get<double>());
   }
+}
+
+// Mixtral-8x7B under FSDP2 over 64 ranks without expert parallelism
+// (scenarios/mixtral-8x7b-64xh100-fsdp2.json): the 8 stacked experts of each layer are sharded on
+// dim 0 over 64 ranks, one padded row each, so every rank holds 1 of 8 experts, 8x its share
+// (docs/memory-model.md). The estimate says why ([FSDP2 dim-0 padding]), and the advice proposes
+// the degrees of expert parallelism that divide the 8 experts (2, 4, 8), each of which fits and
+// is what an estimate with that degree says. Before, the advice proposed only strategy and
+// offload changes: at best HYBRID_SHARD with CPU offload, at under a quarter of EP 8's tokens/s.
+TEST(Advice, AMoeModelIsAdvisedExpertParallelism) {
+  const std::string base = "--scenario " + std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/mixtral-8x7b-64xh100-fsdp2.json";
+  expect_each_advice_fits(base, 0, 3);
+  const nlohmann::json e = run_cli_json("estimate " + base);
+  bool padding_warned = false;
+  for (const auto& w : e["warnings"])
+    padding_warned |= w.get<std::string>().find("pads each parameter's dim 0") != std::string::npos &&
+                      w.get<std::string>().find("8 rows over 64 ranks") != std::string::npos;
+  EXPECT_TRUE(padding_warned) << e["warnings"].dump();
+  std::set<std::string> degrees;
+  for (const auto& item : e["advice"]["fitting"]) {
+    const std::string change = item["change"].get<std::string>();
+    if (change.rfind("expert parallel ", 0) == 0) degrees.insert(change);
+  }
+  EXPECT_EQ(degrees, (std::set<std::string>{"expert parallel 2", "expert parallel 4", "expert parallel 8"}));
+  // With expert parallelism the padding is gone, and so is the warning.
+  const nlohmann::json ep = run_cli_json("estimate " + base + " --set fsdp.expert_parallel=8");
+  for (const auto& w : ep["warnings"]) EXPECT_EQ(w.get<std::string>().find("dim 0"), std::string::npos) << w;
 }
 
 // Llama-3.1-70B on one DGX H100 node does not fit (the optimizer state alone is 66 GiB a GPU).

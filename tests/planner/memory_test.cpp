@@ -257,6 +257,63 @@ TEST(Fsdp2Padding, DimZeroNotDivisible) {
   EXPECT_EQ(f1.gathered_numel, 48);
 }
 
+// [FSDP2 dim-0 padding] The warning, worked by hand. W = 64: stacked experts [8, 100, 10] (8,000
+// elements) hold 1 row of 1,000 per rank against an even 125; a dense [6400, 10] holds 100 rows,
+// 1,000, its even share. Rank 0 holds 2,000 against 1,125: 1.78x, most of it the experts
+// (56 of 64 ranks hold padding only).
+TEST(Fsdp2Padding, WarningNamesTheParameterThatPadsTheMost) {
+  models::Parameter experts, dense;
+  experts.full_name = "layers.0.experts.w1";
+  experts.shape = {8, 100, 10};
+  experts.experts = 8;
+  dense.full_name = "layers.0.proj.weight";
+  dense.shape = {6400, 10};
+  Unit e, d;
+  e.params = {&experts};
+  d.params = {&dense};
+  const std::vector<Unit> units = {e, d};
+  const std::vector<UnitShard> shards = {shard_fsdp2(e, 64), shard_fsdp2(d, 64)};
+  const std::string w = padding_warning(units, shards, 64, 1, 2);
+  EXPECT_NE(w.find("1.78x an even split"), std::string::npos) << w;
+  EXPECT_NE(w.find("\"layers.0.experts.w1\" [8, 100, 10], 8 rows over 64 ranks: each holds 1 row (56 ranks padding only)"),
+            std::string::npos) << w;
+  EXPECT_NE(w.find("fsdp.expert_parallel"), std::string::npos) << w;
+  // FSDP1 pads one flat parameter by fewer than W elements: no warning.
+  EXPECT_EQ(padding_warning(units, {shard_fsdp1(e, 64), shard_fsdp1(d, 64)}, 64, 1, 1), "");
+  // Expert parallelism 8: each rank keeps 1 expert, sharded on dim 1 over the 8 ranks of its
+  // expert data-parallel group (8 x 8 > 8 experts): ceil(100/8) = 13 rows of 10, 130 against an
+  // even 1,000 / 8 = 125; with the dense unit 1,130 against 1,125: no warning.
+  const std::vector<UnitShard> ep = {shard_expert_unit(e, 64, 8), shard_fsdp2(d, 64)};
+  EXPECT_EQ(ep[0].local_numel, 130);
+  EXPECT_EQ(padding_warning(units, ep, 64, 8, 2), "");
+  // The expert unit alone: its all-gather spans the 8 ranks of its group, so its even share is
+  // 1,000 / 8 = 125 (not 1,000 / 64): 130 against 125, no warning.
+  EXPECT_EQ(padding_warning({e}, {ep[0]}, 64, 8, 2), "");
+}
+
+// The bound is strict: W = 4, a [1, 4] parameter holds its one row (4 elements) against an even
+// 1; with a [44, 1] one (11 and 11) rank 0 holds 15 against 12, exactly 1.25x: no warning. With
+// [40, 1] (10 and 10): 14 against 11, 1.27x: a warning, naming the [1, 4] parameter, whose
+// ranks other than rank 0 hold padding only.
+TEST(Fsdp2Padding, WarningPastAQuarterOverAnEvenSplit) {
+  models::Parameter small, big;
+  small.full_name = "small";
+  small.shape = {1, 4};
+  big.full_name = "big";
+  big.shape = {44, 1};
+  Unit u;
+  u.params = {&small, &big};
+  EXPECT_EQ(padding_warning({u}, {shard_fsdp2(u, 4)}, 4, 1, 2), "");
+  big.shape = {40, 1};
+  const std::string w = padding_warning({u}, {shard_fsdp2(u, 4)}, 4, 1, 2);
+  EXPECT_NE(w.find("1.27x"), std::string::npos) << w;
+  EXPECT_NE(w.find("\"small\" [1, 4], 1 row over 4 ranks: each holds 1 row (3 ranks padding only)"), std::string::npos) << w;
+  EXPECT_EQ(w.find("expert_parallel"), std::string::npos) << w;
+  // FSDP1 pads the flat parameter of 44 elements over 64 ranks to 64 (1 a rank against 44 / 64,
+  // 1.45x), but that is not FSDP2's dim-0 padding (and never matters past a toy): not warned.
+  EXPECT_EQ(padding_warning({u}, {shard_fsdp1(u, 64)}, 64, 1, 1), "");
+}
+
 // Scenario used by the wrap/reshard comparisons: fp32 everywhere (no casts), no optimizer,
 // 16 blocks of 8 MiB weights, a root-owned 4 MiB embedding, and 16 MiB of activations per
 // block, so that both sides of each comparison peak at the start of backward (activations
