@@ -25,7 +25,8 @@ class Fsdp2Policy final : public FrameworkPolicy {
   void pre_forward(int u) override {
     unshard(u);
     wait_for_unshard(u, Phase::forward);
-    if (step_.fsdp.forward_prefetch) prefetch_ahead(step_.layout.forward_units, u);
+    if (prefetches_block_and_experts(u)) prefetch_block_and_experts(step_.layout.forward_units, u);
+    else if (step_.fsdp.forward_prefetch) prefetch_ahead(step_.layout.forward_units, u);
   }
 
   // FSDPParamGroup.post_forward reshards (planner/fsdp_rules.h: reshards_after_forward). The
@@ -42,8 +43,9 @@ class Fsdp2Policy final : public FrameworkPolicy {
   void pre_backward(int u) override {
     unshard(u);
     wait_for_unshard(u, Phase::backward);
-    if (backward_prefetch_hook(step_.fsdp) == BackwardPrefetchHook::pre_backward)
-      prefetch_ahead(step_.layout.backward_units, u);
+    if (backward_prefetch_hook(step_.fsdp) != BackwardPrefetchHook::pre_backward) return;
+    if (prefetches_block_and_experts(u)) prefetch_block_and_experts(step_.layout.backward_units, u);
+    else prefetch_ahead(step_.layout.backward_units, u);
   }
 
   // FSDPParamGroup.post_backward: reshard, then reduce the gradients unless this micro-step
@@ -152,6 +154,29 @@ class Fsdp2Policy final : public FrameworkPolicy {
       unshard(next);
       from = next;
     }
+  }
+
+  // [EP explicit prefetch] Under expert parallelism torchtitan gives every transformer block an
+  // explicit prefetch list: forward [next block, next block's experts], backward [previous block,
+  // previous block's experts] (torchtitan's apply_fsdp: "set up explicit prefetching when EP is
+  // enabled, as D2H syncs in EP could interfere with implicit prefetching in FSDP"). Without it
+  // the implicit prefetch waits for the CPU, which the dispatch's split-size sync holds until the
+  // block's router has run on the GPU (planner/ep_dispatch.h): the next block's all-gathers would
+  // be issued only then, and in backward the experts' all-gather would queue behind the block's
+  // reduce-scatter on their communicator. The experts units and the root keep the default.
+  bool prefetches_block_and_experts(int u) const {
+    return step_.fsdp.expert_parallel > 1 && !step_.unit(u).is_root && !is_expert_unit(step_.unit(u));
+  }
+  // The next block after u in `order` (a unit neither the root nor routed experts) that gathers,
+  // then the routed-expert units nested in it (FSDPState._prefetch_unshard of each, in order).
+  void prefetch_block_and_experts(const std::vector<int>& order, int u) {
+    int block = u;
+    do block = step_.next_unit_to_gather(order, block);
+    while (block >= 0 && (step_.unit(block).is_root || is_expert_unit(step_.unit(block))));
+    if (block < 0) return;
+    unshard(block);
+    for (int e : order)
+      if (step_.unit(e).parent == block && is_expert_unit(step_.unit(e)) && step_.needs_gather(e)) unshard(e);
   }
 
   // Unsharded parameters kept from forward to backward count as model state.

@@ -136,6 +136,38 @@ TEST(ExpertParallel, AllToAllsCarryTheDispatchedCopies) {
   for (const Op& op : dense.schedule.ops) EXPECT_NE(op.kind, OpKind::all_to_all);
 }
 
+// [EP explicit prefetch] torchtitan sets each block's prefetch lists under expert parallelism:
+// forward [next block, its experts], backward [previous block, its experts]. So layers.1's and
+// layers.1.experts' all-gathers are issued at layers.0's pre-forward, before layers.0's forward
+// and its dispatch's device-to-host sync; and layers.0.experts' at layers.1's pre-backward,
+// before layers.1's backward and its reduce-scatter (without it, on the same communicator, the
+// all-gather queued behind the reduce-scatter). Without EP, FSDP2's defaults: no forward
+// prefetch, and backward prefetch of the next unit only.
+TEST(ExpertParallel, TorchtitansExplicitPrefetchUnderEp) {
+  const Plan ep = plan_step(parse_scenario(moe_scenario(), "test.json", {"fsdp.expert_parallel=2"}));
+  auto first = [&](OpKind kind, const std::string& name, Phase phase) {
+    for (const Op& op : ep.schedule.ops)
+      if (op.kind == kind && op.name == name && op.phase == phase) return op.id;
+    ADD_FAILURE() << name;
+    return -1;
+  };
+  const int fwd0 = first(OpKind::compute_fwd, "fwd layers.0", Phase::forward);
+  EXPECT_LT(first(OpKind::all_gather, "all-gather layers.1", Phase::forward), fwd0);
+  EXPECT_LT(first(OpKind::all_gather, "all-gather layers.1.experts", Phase::forward), fwd0);
+  const int bwd1 = first(OpKind::compute_bwd, "bwd layers.1", Phase::backward);
+  EXPECT_LT(first(OpKind::all_gather, "all-gather layers.0", Phase::backward), bwd1);
+  EXPECT_LT(first(OpKind::all_gather, "all-gather layers.0.experts", Phase::backward), bwd1);
+  // The same model without EP (one unit a block): the next block's all-gather follows this
+  // block's forward (implicit prefetch: issued at its own pre-forward).
+  const Plan dense = plan_step(parse_scenario(moe_scenario(), "test.json"));
+  int dense_fwd0 = -1, dense_ag1 = -1;
+  for (const Op& op : dense.schedule.ops) {
+    if (op.name == "fwd layers.0") dense_fwd0 = op.id;
+    if (op.name == "all-gather layers.1" && op.phase == Phase::forward) dense_ag1 = op.id;
+  }
+  EXPECT_GT(dense_ag1, dense_fwd0);
+}
+
 // The whole step's peak by hand, 4 ranks, FSDP2 FULL_SHARD, fp32 (no casts), no optimizer
 // state, 10 tokens per rank (micro_batch 1 x seq_len 10). Per block: w [8, 16] = 128 elements,
 // the experts [4, 16, 16] = 1024 elements; saved activations 64 B/token x 10 x (4/2 for fp32)
@@ -149,21 +181,34 @@ TEST(ExpertParallel, AllToAllsCarryTheDispatchedCopies) {
 // workspaces (kCublasWorkspacesHopper, 64 MiB) in both cases.
 //
 // With EP 2 each experts module is a unit of its own holding 2 of the 4 experts (persistent the
-// same 2304 B: w's 32 + the experts' 256 elements per block). The peak moves to layers.1's
-// forward combine all-to-all: persistent 2304 + token ids 80 + activations 2560 + layers.1's
-// unsharded w 512 + unsharded experts (2 x 256 x 4 B) 2048 + the experts' all-gather output
-// 2048 (FSDP2 keeps the last forward all-gather output until the root's post-forward) + the
-// dispatch's and the combine's receive buffers, 10 tokens x top 2 x 16 x 4 B = 1280 B each
-// (planner/collectives.h: the all-to-all allocates its receive buffer) = 12112 B. Backward
-// holds less: the expert gradients are the rank's 2 experts (2048 B, not 4096).
+// same 2304 B: w's 32 + the experts' 256 elements per block). Forward is highest at layers.0's
+// combine all-to-all, since layers.0's pre-forward prefetched layers.1 and its experts ([EP
+// explicit prefetch], planner/plan_fsdp2.cpp): persistent 2304 + token ids 80 + layers.0's
+// activations 1280 + its unsharded w 512 and experts (2 x 256 x 4 B) 2048 + the experts'
+// all-gather output 2048 (FSDP2 keeps the last all-gather output until the next one's copy-out)
+// + layers.1's all-gather outputs, w 512 and experts 2048 + the dispatch's and the combine's
+// receive buffers, 10 tokens x top 2 x 16 x 4 B = 1280 B each (planner/collectives.h: the
+// all-to-all allocates its receive buffer) = 13392 B. (Before the explicit prefetch, 12112 B at
+// layers.1's combine.) The step peaks in backward, at layers.1's dispatch all-to-all: layers.1's pre-backward
+// prefetched layers.0 and its experts ([EP explicit prefetch], planner/plan_fsdp2.cpp), so
+// persistent 2304 + token ids 80 + layers.0's activations 1280 + layers.1's unsharded w 512
+// and experts 2048 + layers.0's all-gather outputs, w 512 and experts 2048 + layers.1's
+// gradients, w 512 and its 2 experts 2048 + the combine-backward's and the dispatch-backward's
+// receive buffers 2 x 1280 (the first is freed at the op that allocates the second) = 13904 B.
 TEST(ExpertParallel, WholeStepPeakByHand) {
   const MemoryReport dense = replay_memory(plan_step(parse_scenario(moe_scenario(), "test.json")).schedule);
   EXPECT_EQ(dense.peak_allocated_bytes, 2304 + 80 + 2560 + 4608 + 4608 + 4608 + 640 + kCublasWorkspacesHopper);
   const Plan ep = plan_step(parse_scenario(moe_scenario(), "test.json", {"fsdp.expert_parallel=2"}));
   validate_schedule(ep.schedule, "test.json");
   const MemoryReport m = replay_memory(ep.schedule);
-  EXPECT_EQ(m.peak_allocated_bytes, 2304 + 80 + 2560 + 512 + 2048 + 2048 + 2 * 1280 + kCublasWorkspacesHopper);
-  EXPECT_EQ(ep.schedule.ops.at(m.peak_op).name, "all-to-all combine layers.1");
+  EXPECT_EQ(m.peak_allocated_bytes,
+            2304 + 80 + 1280 + 512 + 2048 + 512 + 2048 + 512 + 2048 + 2 * 1280 + kCublasWorkspacesHopper);
+  EXPECT_EQ(ep.schedule.ops.at(m.peak_op).name, "all-to-all dispatch backward layers.1");
+  // The forward's highest point, the combine of layers.0, as worked above.
+  std::int64_t forward_highest = 0;
+  for (std::size_t i = 0; i < ep.schedule.ops.size(); ++i)
+    if (ep.schedule.ops[i].phase == Phase::forward) forward_highest = std::max(forward_highest, m.allocated_at_op[i]);
+  EXPECT_EQ(forward_highest, 2304 + 80 + 1280 + 512 + 2048 + 2048 + 512 + 2048 + 2 * 1280 + kCublasWorkspacesHopper);
   // Every all-to-all allocates its 1280-byte receive buffer (the split sizes' exchange its
   // 4 experts x 8 bytes, freed by the permutation before the combine).
   for (const Op& op : ep.schedule.ops) {
