@@ -73,6 +73,18 @@ TEST(Advice, AMoeModelIsAdvisedExpertParallelism) {
   // With expert parallelism the padding is gone, and so is the warning.
   const nlohmann::json ep = run_cli_json("estimate " + base + " --set fsdp.expert_parallel=8");
   for (const auto& w : ep["warnings"]) EXPECT_EQ(w.get<std::string>().find("dim 0"), std::string::npos) << w;
+  // From FSDP1 (16 GPUs, where it fits; --advise) the change includes FSDP2, and says so; its
+  // figures are those of an estimate with its two assignments.
+  const std::string fsdp1 = base + " --set fsdp.version=1 --set cluster.nodes=2 --set training.global_batch=16";
+  const nlohmann::json a = run_cli_json("estimate " + fsdp1 + " --advise");
+  const nlohmann::json* item = nullptr;
+  for (const auto& i : a["advice"]["fitting"])
+    if (i["change"] == "expert parallel 8 (FSDP2)") item = &i;
+  ASSERT_NE(item, nullptr) << a["advice"].dump();
+  EXPECT_EQ((*item)["overrides"], nlohmann::json({"fsdp.version=2", "fsdp.expert_parallel=8"}));
+  const nlohmann::json again = run_cli_json("estimate " + fsdp1 + sets_of(*item));
+  EXPECT_DOUBLE_EQ(again["throughput"]["tokens_per_second_per_gpu"].get<double>(),
+                   (*item)["tokens_per_second_per_gpu"].get<double>());
 }
 
 // Llama-3.1-70B on one DGX H100 node does not fit (the optimizer state alone is 66 GiB a GPU).
