@@ -34,8 +34,8 @@ void add_axis(std::vector<Change>& out, const std::string& kind, const std::stri
 // HYBRID_SHARD): each power-of-two degree other than the scenario's that divides every MoE layer's
 // experts and the shard group and spans whole nodes or stays in one (the checks parse_fsdp and
 // the planner make). Without it FSDP2 shards the stacked experts on dim 0, which pads when the
-// experts are fewer than the ranks ([FSDP2 dim-0 padding], planner/sharding.h): the change that
-// most often makes a MoE step fit. From FSDP1 the change includes FSDP2, and says so.
+// experts are fewer than the ranks ([FSDP2 dim-0 padding], planner/sharding.h), and every rank
+// gathers every expert: EP removes both. From FSDP1 the change includes FSDP2, and says so.
 void add_expert_parallel(std::vector<Change>& out, const planner::Scenario& s) {
   const auto& f = s.fsdp;
   if (!(f.strategy == Strategy::FULL_SHARD || f.strategy == Strategy::SHARD_GRAD_OP || f.strategy == Strategy::HYBRID_SHARD))
