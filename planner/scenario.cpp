@@ -331,6 +331,28 @@ void clamp_fsdp1_at_one_rank(Scenario& s, const std::string& file) {
   f.reshard_after_forward = 0;
 }
 
+}  // namespace
+
+std::string expert_parallel_error(const FsdpSpec& f, int gpus_per_node) {
+  const int ep = f.expert_parallel;
+  if (ep > 1 && (f.version != 2 || !(f.strategy == Strategy::FULL_SHARD || f.strategy == Strategy::SHARD_GRAD_OP ||
+                                     f.strategy == Strategy::HYBRID_SHARD)))
+    return "expert parallelism is planned as torchtitan runs it: FSDP2 (version 2) with FULL_SHARD, SHARD_GRAD_OP or "
+           "HYBRID_SHARD";
+  if (ep > 1 && gpus_per_node % ep != 0 && ep % gpus_per_node != 0)
+    return "expected a divisor or a multiple of gpus_per_node (" + std::to_string(gpus_per_node) +
+           "): an EP group of consecutive ranks spans whole nodes or stays in one, got " + std::to_string(ep);
+  if (ep > 1 && f.reshard_after_forward != 0 && f.reshard_after_forward != f.shard_group_size)
+    return "with reshard_after_forward=" + std::to_string(f.reshard_after_forward) +
+           " (a smaller reshard group) is not modelled; use true or false";
+  if (f.shard_group_size % ep != 0)
+    return "expected a divisor of the shard group size (" + std::to_string(f.shard_group_size) +
+           "): an EP group is ranks of one shard group, got " + std::to_string(ep);
+  return "";
+}
+
+namespace {
+
 FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
   FsdpSpec f;
   const std::int64_t version = r.integer_or("version", 2);
@@ -436,21 +458,7 @@ FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
   }
   // Whether the degree divides the model's experts is checked by the planner, which has the model.
   f.expert_parallel = r.int_in_or("expert_parallel", 1, kMaxWorld, 1);
-  if (f.expert_parallel > 1 &&
-      (f.version != 2 || !(f.strategy == Strategy::FULL_SHARD || f.strategy == Strategy::SHARD_GRAD_OP ||
-                           f.strategy == Strategy::HYBRID_SHARD)))
-    r.fail("expert_parallel", "expert parallelism is planned as torchtitan runs it: FSDP2 (version 2) with "
-                              "FULL_SHARD, SHARD_GRAD_OP or HYBRID_SHARD");
-  if (f.expert_parallel > 1 && gpus_per_node % f.expert_parallel != 0 && f.expert_parallel % gpus_per_node != 0)
-    r.fail("expert_parallel", "expected a divisor or a multiple of gpus_per_node (" + std::to_string(gpus_per_node) +
-                                  "): an EP group of consecutive ranks spans whole nodes or stays in one, got " +
-                                  std::to_string(f.expert_parallel));
-  if (f.expert_parallel > 1 && f.reshard_after_forward != 0 && f.reshard_after_forward != f.shard_group_size)
-    r.fail("expert_parallel", "with reshard_after_forward=" + std::to_string(f.reshard_after_forward) +
-                                  " (a smaller reshard group) is not modelled; use true or false");
-  if (f.shard_group_size % f.expert_parallel != 0)
-    r.fail("expert_parallel", "expected a divisor of the shard group size (" + std::to_string(f.shard_group_size) +
-                                  "): an EP group is ranks of one shard group, got " + std::to_string(f.expert_parallel));
+  if (std::string why = expert_parallel_error(f, gpus_per_node); !why.empty()) r.fail("expert_parallel", why);
   r.finish();
   return f;
 }

@@ -303,6 +303,11 @@ Scenario parse_scenario(const nlohmann::json& json, const std::string& file,
 // config states (arch.max_seq_len: a rotary model runs past it only with RoPE scaling, which the
 // model file does not describe); "" otherwise. The step is still planned as asked.
 std::string context_length_warning(const Scenario& scenario);
+// Why FSDP settings `f` cannot run expert parallelism of degree f.expert_parallel on nodes of
+// gpus_per_node GPUs, "" when they can: what parse_fsdp refuses, and what the advice checks
+// before it proposes a degree. Whether the degree divides the model's experts is the planner's
+// check (it has the model).
+std::string expert_parallel_error(const FsdpSpec& f, int gpus_per_node);
 
 // Applies one override to a JSON document (exposed for tests and other verbs).
 void apply_override(nlohmann::json& document, const std::string& assignment, const std::string& file);

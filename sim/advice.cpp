@@ -32,25 +32,24 @@ void add_axis(std::vector<Change>& out, const std::string& kind, const std::stri
 
 // Expert parallelism for a MoE model, as torchtitan runs it (FSDP2; FULL_SHARD, SHARD_GRAD_OP or
 // HYBRID_SHARD): each power-of-two degree other than the scenario's that divides every MoE layer's
-// experts and the shard group and spans whole nodes or stays in one (the checks parse_fsdp and
-// the planner make). Without it FSDP2 shards the stacked experts on dim 0, which pads when the
-// experts are fewer than the ranks ([FSDP2 dim-0 padding], planner/sharding.h), and every rank
-// gathers every expert: EP removes both. From FSDP1 the change includes FSDP2, and says so.
+// experts and passes parse_fsdp's checks (planner::expert_parallel_error: the strategy, the shard
+// group, whole nodes or one). Without it FSDP2 shards the stacked experts on dim 0, which pads
+// when the experts are fewer than the ranks ([FSDP2 dim-0 padding], planner/sharding.h), and
+// every rank gathers every expert: EP removes both. From FSDP1 the change includes FSDP2, and
+// says so.
 void add_expert_parallel(std::vector<Change>& out, const planner::Scenario& s) {
-  const auto& f = s.fsdp;
-  if (!(f.strategy == Strategy::FULL_SHARD || f.strategy == Strategy::SHARD_GRAD_OP || f.strategy == Strategy::HYBRID_SHARD))
-    return;
-  if (f.reshard_after_forward != 0 && f.reshard_after_forward != f.shard_group_size) return;
   std::int64_t experts = 0;  // the gcd of every MoE layer's experts
   models::for_each_module(s.model->root, [&](const models::Module& m) {
     if (m.costs && m.costs->moe) experts = std::gcd(experts, static_cast<std::int64_t>(m.costs->moe->experts));
   });
-  const int node = s.cluster.gpus_per_node;
-  for (int ep = 2; ep <= f.shard_group_size && ep <= experts; ep *= 2) {
-    if (ep == f.expert_parallel || experts % ep != 0 || f.shard_group_size % ep != 0 || (node % ep != 0 && ep % node != 0))
-      continue;
+  planner::FsdpSpec with = s.fsdp;
+  with.version = 2;
+  for (int ep = 2; ep <= s.fsdp.shard_group_size && ep <= experts; ep *= 2) {
+    with.expert_parallel = ep;
+    if (ep == s.fsdp.expert_parallel || experts % ep != 0) continue;
+    if (!planner::expert_parallel_error(with, s.cluster.gpus_per_node).empty()) continue;
     Change c{"expert_parallel", "expert parallel " + std::to_string(ep), {"fsdp.expert_parallel=" + std::to_string(ep)}};
-    if (f.version != 2) {
+    if (s.fsdp.version != 2) {
       c.label += " (FSDP2)";
       c.overrides.insert(c.overrides.begin(), "fsdp.version=2");
     }
