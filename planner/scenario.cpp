@@ -276,10 +276,12 @@ TrainingSpec parse_training(JsonReader r, int world) {
   if (r.has("loss")) t.loss = *models::parse_loss_kind(r.choice("loss", models::loss_kind_names()));
   else r.ignore("loss");
   t.attention = r.choice_or("attention", kAttentionKernelNames, "auto");
-  t.matmul_dtype = dtype_field(r, "matmul_dtype", t.param_dtype);
+  // "param_dtype" (the word docs/schema.md gives for the default) or the param_dtype's own name.
+  if (r.string_or("matmul_dtype") == std::optional<std::string>("param_dtype")) r.ignore("matmul_dtype");
+  else t.matmul_dtype = dtype_field(r, "matmul_dtype", t.param_dtype);
   if (t.matmul_dtype != t.param_dtype && t.matmul_dtype != models::DType::fp8)
-    r.fail("matmul_dtype", "expected fp8 or the param_dtype (" + models::dtype_name(t.param_dtype) + "); got " +
-                               models::dtype_name(t.matmul_dtype));
+    r.fail("matmul_dtype", "expected fp8 or the param_dtype (\"param_dtype\" or " + models::dtype_name(t.param_dtype) +
+                               "); got " + models::dtype_name(t.matmul_dtype));
   t.moe_imbalance = r.number_or("moe_imbalance", 1.0);
   if (!(t.moe_imbalance >= 1 && t.moe_imbalance <= 1e6))
     r.fail("moe_imbalance", "expected the busiest expert's tokens over the mean expert's: a number >= 1, got " +
@@ -451,8 +453,9 @@ FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
     // Checked against training.matmul_dtype and fsdp.version by check_float8 below.
     const std::string dtype = r.string("all_gather_dtype");
     if (dtype == "fp8") f.float8_all_gather = true;
-    else if (!models::parse_dtype(dtype) || *models::parse_dtype(dtype) == models::DType::fp8)
-      r.fail("all_gather_dtype", "expected fp8 or the param_dtype; got \"" + dtype + "\"");
+    else if (dtype != "param_dtype" && !models::parse_dtype(dtype))
+      r.fail("all_gather_dtype", "expected \"param_dtype\", the param_dtype's name or fp8; got \"" + dtype + "\"");
+    else if (dtype != "param_dtype") f.all_gather_dtype_named = *models::parse_dtype(dtype);
   } else {
     r.ignore("all_gather_dtype");
   }
@@ -475,6 +478,13 @@ void check_float8(const Scenario& s) {
     throw InputError(s.file, "fsdp.all_gather_dtype",
                      "fp8 all-gathers the weights of float8 linears: it needs training.matmul_dtype fp8 (with a "
                      "16-bit param_dtype)");
+  // Any other all-gather dtype is the param_dtype (MixedPrecision casts to it before gathering):
+  // a dtype named here that is not it would be silently ignored.
+  if (s.fsdp.all_gather_dtype_named && *s.fsdp.all_gather_dtype_named != s.training.param_dtype)
+    throw InputError(s.file, "fsdp.all_gather_dtype",
+                     "expected fp8 or the param_dtype (\"param_dtype\" or " + models::dtype_name(s.training.param_dtype) +
+                         "); got " + models::dtype_name(*s.fsdp.all_gather_dtype_named) +
+                         ": parameters are all-gathered in training.param_dtype");
   if (s.fsdp.float8_all_gather && s.fsdp.version != 2)
     throw InputError(s.file, "fsdp.all_gather_dtype",
                      "fp8 all-gather is FSDP2's (torchao enable_fsdp_float8_all_gather hooks fully_shard): it needs "

@@ -146,6 +146,9 @@ struct FsdpSpec {
   // unsharded weight is that fp8 tensor, and the scales come from one all-reduce of amaxes per
   // step (precompute_float8_dynamic_scale_for_fsdp). Other parameters gather in param_dtype.
   bool float8_all_gather = false;
+  // A 16-bit dtype named in fsdp.all_gather_dtype (checked against training.param_dtype); absent:
+  // "param_dtype", fp8, or not stated.
+  std::optional<models::DType> all_gather_dtype_named;
   // fsdp.expert_parallel: ranks the routed experts of a MoE layer are split over (torchtitan's EP
   // degree, 1 = none). The EP groups are consecutive ranks within a shard group; the experts'
   // FSDP shards them over the shard group's other ranks (planner/moe.h).

@@ -172,6 +172,28 @@ TEST(Float8, InputErrorsNameThePath) {
   fsdp1["fsdp"]["version"] = 1;
   EXPECT_NE(error_path(fsdp1).find("fsdp.all_gather_dtype"), std::string::npos);
   EXPECT_NE(error_path(llama8b_json("fp16", "")).find("training.matmul_dtype"), std::string::npos);
+  // Parameters are all-gathered in param_dtype (bf16 here): naming another dtype is refused
+  // rather than ignored.
+  const std::string fp32_gather = error_path(llama8b_json("", "fp32"));
+  EXPECT_NE(fp32_gather.find("fsdp.all_gather_dtype"), std::string::npos) << fp32_gather;
+  EXPECT_NE(fp32_gather.find("got fp32"), std::string::npos) << fp32_gather;
+  EXPECT_NE(error_path(llama8b_json("", "int8")).find("fsdp.all_gather_dtype"), std::string::npos);
+}
+
+// docs/schema.md names the defaults "param_dtype": that word, and the param_dtype's own name,
+// plan exactly what leaving the fields out plans.
+TEST(Float8, TheWordParamDtypeIsTheDefault) {
+  const Plan unstated = plan_step(parse_scenario(llama8b_json("", ""), "test.json"));
+  for (const auto& [matmul, gather] : std::vector<std::pair<std::string, std::string>>{
+           {"param_dtype", "param_dtype"}, {"bf16", "bf16"}, {"param_dtype", "bf16"}}) {
+    const Plan p = plan_step(parse_scenario(llama8b_json(matmul, gather), "test.json"));
+    ASSERT_EQ(p.schedule.ops.size(), unstated.schedule.ops.size()) << matmul << " " << gather;
+    for (std::size_t i = 0; i < p.schedule.ops.size(); ++i) {
+      EXPECT_DOUBLE_EQ(p.schedule.ops[i].flops, unstated.schedule.ops[i].flops) << matmul << " " << gather;
+      EXPECT_DOUBLE_EQ(p.schedule.ops[i].comm_bytes, unstated.schedule.ops[i].comm_bytes) << matmul << " " << gather;
+    }
+    for (const GemmShape& g : set_of(p.schedule, "fwd model.layers.3").gemms) EXPECT_FALSE(g.fp8);
+  }
 }
 
 TEST(Float8, ScalingKernelsCostTheirBytesOrTheLaunchFloor) {
