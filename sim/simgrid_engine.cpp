@@ -3,6 +3,7 @@
 // itself runs in the SimGrid half, opened on demand (sim/simgrid_module.h).
 #include "sim/simgrid_engine.h"
 
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -429,6 +430,16 @@ void compare_with_analytic(SimgridResult& result, const Schedule& s, const StepT
   }
 }
 
+// The fsdpsim binary asks jemalloc for transparent huge pages (tools/main.cpp), which a planning
+// command's small heap gains from. A simulation with every rank runs thousands of actors whose
+// stacks and activities spread over the heap: with 2 MiB pages the 1,024-GPU run of
+// docs/simgrid.md took 1.2 GB instead of 160 MB. The simulating child turns them off for itself
+// (prctl PR_SET_THP_DISABLE: no huge page is faulted in for the process from then on, whatever
+// madvise said).
+namespace {
+void without_huge_pages() { prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0); }
+}  // namespace
+
 SimgridResult simulate_simgrid(const Schedule& schedule, const planner::OpCosts& costs, const ClusterPlatform& platform,
                                const SimgridOptions& options) {
   if (options.in_process) return simulate_simgrid_in_process(schedule, costs, platform, options);
@@ -447,6 +458,7 @@ SimgridResult simulate_simgrid(const Schedule& schedule, const planner::OpCosts&
   }
   if (pid == 0) {
     close(fds[0]);
+    without_huge_pages();
     nlohmann::json out;
     try {
       out = {{"result", simgrid_result_to_json(simulate_simgrid_in_process(schedule, costs, platform, options))}};

@@ -6,6 +6,19 @@
 #include "models/json_input.h"
 #include "tools/commands.h"
 
+#if defined(FSDPSIM_WITH_JEMALLOC)
+// jemalloc reads its options from this symbol before main (then from MALLOC_CONF, which still
+// overrides them). Transparent huge pages for its arenas: a planning command touches a few MB of
+// fresh heap, and this VM's first-touch faults of 4 KiB pages were a quarter of a Llama-3.1-405B
+// `estimate` (1,571 faults and 39.6 ms of CPU against 603 and 28.5 ms, docs/benchmarks.md,
+// "Session 22"). Where THP is off (`never`) the kernel ignores the advice. The SimGrid engine
+// turns huge pages off for its simulation (sim/simgrid_engine.cpp, without_huge_pages): its
+// thousands of actor stacks would each take a 2 MiB page.
+extern "C" {
+const char* malloc_conf = "thp:always,metadata_thp:always";
+}
+#endif
+
 int main(int argc, char** argv) {
   CLI::App app{"fsdpsim: memory and step-time planner for PyTorch FSDP and DeepSpeed ZeRO training"};
   app.require_subcommand(1);
