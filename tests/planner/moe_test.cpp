@@ -2,6 +2,9 @@
 // parallelism's sharding, groups and all-to-alls, each against hand arithmetic.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "models/json_input.h"
 #include "planner/ep_dispatch.h"
 #include "planner/gemm_model.h"
@@ -220,6 +223,73 @@ TEST(ExpertParallel, WholeStepPeakByHand) {
   for (const Allocation& a : ep.schedule.allocations)
     if (a.category == MemCategory::unsharded_grad) largest_grad = std::max(largest_grad, a.bytes);
   EXPECT_EQ(largest_grad, 2 * 256 * 4) << "a rank's expert gradients cover its 2 local experts";
+}
+
+// HYBRID_SHARD with expert parallelism, torchtitan's HSDP + EP layout, on 2 nodes of 4 GPUs (the
+// 2-block model above, fp32). The shard group is a node (ranks 0-3); EP 2 splits the 4 experts
+// over consecutive pairs {0,1} and {2,3}, so ranks 0 and 2 hold experts 0-1 and shard them over
+// the 2 of them (expert_shard: 2 ranks, stride 2); the replicas of every shard are the same
+// ranks of the other node (replicate: ranks r and r + 4). Per block, by hand:
+//   w [8, 16]: 128 elements = 512 bytes gathered and reduce-scattered over the node's 4 ranks, the
+//     rank's 32-element shard (128 bytes) all-reduced with its replica;
+//   experts: 2 local experts x 256 = 512 elements = 2048 bytes gathered and reduce-scattered over
+//     expert_shard, the rank's 1-expert shard (1024 bytes) all-reduced over the same replicate
+//     group as w (torchtitan's dp_replicate mesh dimension is shared);
+//   dispatch and combine: 10 tokens x top 2 x 16 features x 4 bytes = 1280 bytes on the EP pair,
+//     inside the node; the split sizes 4 experts x 8 bytes = 32.
+// Sharded parameters: (32 + 256) elements x 4 bytes x 2 blocks = 2304 bytes, as on one node.
+TEST(ExpertParallel, HybridShardGroupsByHand) {
+  nlohmann::json j = moe_scenario();
+  j["cluster"] = cluster(2, 4);
+  j["fsdp"]["strategy"] = "HYBRID_SHARD";
+  const Plan p = plan_step(parse_scenario(j, "test.json", {"fsdp.expert_parallel=2"}));
+  validate_schedule(p.schedule, "test.json");
+  EXPECT_EQ(persistent_param_bytes(p.schedule), 2 * (32 + 256) * 4);
+  auto group = [&](const Op& op) -> const ProcessGroup& { return p.schedule.groups.at(op.group); };
+  std::map<std::string, int> count;
+  for (const Op& op : p.schedule.ops) {
+    if (!is_collective(op.kind) && op.kind != OpKind::all_to_all) continue;
+    const ProcessGroup& g = group(op);
+    const bool experts = op.name.find(".experts") != std::string::npos;
+    const std::string what = to_string(op.kind) + std::string(experts ? " experts" : "") + " on " + g.name;
+    ++count[what];
+    if (op.kind == OpKind::all_to_all) {
+      EXPECT_EQ(g.name, "expert");
+      EXPECT_EQ(g.ranks, 2);
+      EXPECT_EQ(g.nodes, 1);
+      EXPECT_DOUBLE_EQ(op.comm_bytes, is_split_exchange(op) ? 32 : 1280) << op.name;
+    } else if (op.kind == OpKind::all_reduce) {
+      EXPECT_EQ(g.name, "replicate") << op.name;
+      EXPECT_EQ(g.ranks, 2);
+      EXPECT_EQ(g.nodes, 2);
+      EXPECT_EQ(g.stride, 4);
+      EXPECT_DOUBLE_EQ(op.comm_bytes, experts ? 1024 : 128) << op.name;
+      // The replicas reduce the shard the reduce-scatter just made.
+      ASSERT_EQ(op.deps.size(), 1u) << op.name;
+      EXPECT_EQ(p.schedule.ops.at(op.deps[0]).kind, OpKind::reduce_scatter) << op.name;
+      EXPECT_EQ(p.schedule.ops.at(op.deps[0]).module, op.module) << op.name;
+    } else if (experts) {
+      EXPECT_EQ(g.name, "expert_shard") << op.name;
+      EXPECT_EQ(g.ranks, 2);
+      EXPECT_EQ(g.stride, 2);
+      EXPECT_EQ(g.nodes, 1);
+      EXPECT_DOUBLE_EQ(op.comm_bytes, 2048) << op.name;
+    } else {
+      EXPECT_EQ(g.name, "shard") << op.name;
+      EXPECT_EQ(g.ranks, 4);
+      EXPECT_EQ(g.nodes, 1);
+      EXPECT_DOUBLE_EQ(op.comm_bytes, 512) << op.name;
+    }
+  }
+  // 2 blocks: gathered in forward and again in backward (resharded after forward), reduced once.
+  EXPECT_EQ(count["all_gather on shard"], 4);
+  EXPECT_EQ(count["all_gather experts on expert_shard"], 4);
+  EXPECT_EQ(count["reduce_scatter on shard"], 2);
+  EXPECT_EQ(count["reduce_scatter experts on expert_shard"], 2);
+  EXPECT_EQ(count["all_reduce on replicate"], 2);
+  EXPECT_EQ(count["all_reduce experts on replicate"], 2);
+  EXPECT_EQ(count["all_to_all on expert"], 2 * (1 + 2 + 2));  // split sizes, dispatch, combine; both ways
+  EXPECT_EQ(count.size(), 7u);
 }
 
 // DeepSeek-V2-Lite (scenarios/deepseek-v2-lite-8xh100-fsdp2{,-ep8}.json; MLA, layer 0 dense, 26 MoE
