@@ -90,8 +90,11 @@ int CachingAllocatorModel::take_free_block(std::int64_t size, int stream, bool s
   if (size < max_split && found >= max_split) return -1;  // "Do not return an oversized block for a large request"
   if (size >= max_split && found >= size + kLargeBuffer) return -1;  // oversize: rounded up by less than kLargeBuffer
   const int block = it->block;
-  list.erase(it);
   blocks_[block].free = false;
+  // split: the rest keeps the block's place in the list under its own key (SortedChunks::replace,
+  // what erasing the block and listing the rest leaves); else the block leaves the list.
+  if (should_split(block, size)) split(block, size, &it);
+  else list.erase(it);
   return block;
 }
 
@@ -104,10 +107,8 @@ bool CachingAllocatorModel::should_split(int block, std::int64_t size) const {
   return size < settings_.max_split_size_bytes && remaining > kSmallSize;
 }
 
-// Cuts `size` bytes off the front of a block in use; the rest, when worth keeping apart,
-// becomes a free block right after it.
-void CachingAllocatorModel::split(int block, std::int64_t size) {
-  if (!should_split(block, size)) return;
+void CachingAllocatorModel::split(int block, std::int64_t size, const FreeList::const_iterator* listed) {
+  if (!should_split(block, size)) return;  // (take_free_block passes `listed` only to a split)
   const Block& blk = blocks_[block];
   const std::int64_t remaining = blk.size - size;
   const int rest = static_cast<int>(blocks_.size());
@@ -116,7 +117,10 @@ void CachingAllocatorModel::split(int block, std::int64_t size) {
   if (b.next >= 0) blocks_[b.next].prev = rest;
   b.next = rest;
   b.size = size;
-  mark_free(rest);
+  if (!listed) return mark_free(rest);
+  blocks_[rest].free = true;  // mark_free's flag; the rest has a neighbour, so no candidate
+  const Segment& seg = segments_[b.segment];
+  free_list(seg.stream, seg.small).replace(*listed, free_entry(rest));
 }
 
 void CachingAllocatorModel::free_after(int handle, int stream, int event_op) {
@@ -385,10 +389,11 @@ void CachingAllocatorModel::unmap_free_pages(int block) {
 int CachingAllocatorModel::allocate(std::int64_t bytes, int stream) {
   const std::int64_t size = round_size(bytes);
   const bool small = size <= kSmallSize;
-  int block = take_free_block(size, stream, small);  // off its free list, in use
-  if (block < 0 && !settings_.expandable_segments) {
+  int block = take_free_block(size, stream, small);  // off its free list, in use, split
+  if (block >= 0) return block;
+  if (!settings_.expandable_segments) {
     block = allocate_segment(size, stream, small);
-  } else if (block < 0) {
+  } else {
     // malloc's retry for expandable segments: release the cache (release_cached_blocks) and
     // map again. release_available_cached_blocks is left out: it cudaFrees whole blocks, which
     // expandable segments do not have (release_block asserts !expandable_segment_).
@@ -408,7 +413,8 @@ int CachingAllocatorModel::allocate(std::int64_t bytes, int stream) {
 // Merges a free block with its free neighbours of the same kind (mapped or not;
 // try_merge_blocks) and lists the result; returns the block that holds it.
 int CachingAllocatorModel::coalesce(int block) {
-  const bool mapped = blocks_[block].mapped;
+  if (blocks_[block].mapped) return coalesce_listed(block);
+  const bool mapped = false;
   const int next = blocks_[block].next;
   if (next >= 0 && blocks_[next].free && blocks_[next].mapped == mapped) {
     mark_used(next);  // leaves the free list; absorbed
@@ -429,6 +435,46 @@ int CachingAllocatorModel::coalesce(int block) {
   }
   mark_free(block);
   return block;
+}
+
+// coalesce for a mapped block (every block but expandable segments' address space): the result
+// takes the free-list entry of the neighbour it absorbs, replaced in place (SortedChunks::replace),
+// instead of that entry's removal and the result's insertion; the list ends as coalesce's
+// unlisting and listing leave it.
+int CachingAllocatorModel::coalesce_listed(int block) {
+  const int next = blocks_[block].next;
+  const int prev = blocks_[block].prev;
+  const bool merge_next = next >= 0 && blocks_[next].free && blocks_[next].mapped;
+  const bool merge_prev = prev >= 0 && blocks_[prev].free && blocks_[prev].mapped;
+  const Segment& seg = segments_[blocks_[block].segment];
+  FreeList& list = free_list(seg.stream, seg.small);
+  if (merge_next && merge_prev) unlist(next);
+  const int kept = merge_prev ? prev : block;  // the block that holds the merged range
+  const int absorbed_entry = merge_prev ? prev : merge_next ? next : -1;  // whose entry the result takes
+  FreeList::const_iterator listed = list.end();
+  if (absorbed_entry >= 0) listed = list.lower_bound(free_entry(absorbed_entry));
+  // A free mapped block is always listed; were one not, the result is listed anew (as unlist
+  // and mark_free would do).
+  const bool replace = listed != list.end() && listed->block == absorbed_entry;
+  if (merge_next) {
+    blocks_[next].free = false;  // absorbed
+    Block& b = blocks_[block];
+    b.size += blocks_[next].size;
+    b.next = blocks_[next].next;
+    if (b.next >= 0) blocks_[b.next].prev = block;
+  }
+  if (merge_prev) {
+    Block& p = blocks_[prev];
+    p.size += blocks_[block].size;
+    p.next = blocks_[block].next;
+    if (p.next >= 0) blocks_[p.next].prev = prev;
+  }
+  Block& k = blocks_[kept];
+  k.free = true;
+  if (k.prev < 0 && k.next < 0) wholly_free_candidates_.push_back(k.segment);
+  if (replace) list.replace(listed, free_entry(kept));
+  else list.insert(free_entry(kept));
+  return kept;
 }
 
 void CachingAllocatorModel::free(int handle) { coalesce(handle); }

@@ -192,7 +192,8 @@ class CachingAllocatorModel {
     bool expandable = false;
     std::int64_t mapped_bytes = 0;  // an expandable segment's pages
   };
-  // The best-fitting free block for `size`, taken off its free list and marked in use; -1: none.
+  // The best-fitting free block for `size`, taken off its free list, marked in use and split;
+  // -1: none.
   int take_free_block(std::int64_t size, int stream, bool small);
   // A new segment's bytes from the provider, or within the capacity; false: none to be had.
   bool obtain_segment(int segment, std::int64_t bytes, std::int64_t request_size, int stream, bool small);
@@ -213,7 +214,6 @@ class CachingAllocatorModel {
   bool release_oversize_segments(std::int64_t size, int stream, bool small);
   void release_segment(int segment);
   bool should_split(int block, std::int64_t size) const;
-  void split(int block, std::int64_t size);
   // Free blocks of live segments, one list per (stream, pool) ordered as the best-fit
   // search visits them: by size, then segment and address (the first of equal sizes wins,
   // as in a scan). Sorted vectors rather than one std::set: a step splits and frees blocks
@@ -232,6 +232,10 @@ class CachingAllocatorModel {
     }
   };
   using FreeList = SortedChunks<FreeEntry>;
+  // Cuts `size` bytes off the front of a block in use; the rest, when worth keeping apart, is a
+  // free block after it. `listed`: the block's own free-list entry, given only when it splits,
+  // which the rest's then replaces (the block leaves the list).
+  void split(int block, std::int64_t size, const FreeList::const_iterator* listed = nullptr);
   FreeList& free_list(int stream, bool small) {  // inline: called at every list operation
     const std::size_t i = 2 * static_cast<std::size_t>(stream) + (small ? 1 : 0);
     if (i >= free_lists_.size()) grow_free_lists(i + 1);  // a stream beyond the schedule's
@@ -250,6 +254,7 @@ class CachingAllocatorModel {
   void mark_free(int block);
   void mark_used(int block);
   int coalesce(int block);
+  int coalesce_listed(int block);  // coalesce for a mapped block
   void unlist(int block);  // out of its free list (the flag unchanged)
   std::vector<FreeList> free_lists_;  // index 2 * stream + small
   // Segments that were one free block at some moment since the last release_cached_segments:

@@ -84,6 +84,35 @@ class SortedChunks {
     }
   }
 
+  // The sequence erase(at) then insert(value) leaves, the elements between the two places moved
+  // once instead of the chunk's tail twice. The caching-allocator model's free lists change an
+  // entry's key in place at most allocations (a split leaves the remainder where the block was)
+  // and frees (a merge grows the free neighbour's block). Across a chunk boundary: erase, insert.
+  void replace(const_iterator at, const T& value) {
+    std::vector<T>& c = chunks_[at.chunk_];
+    const std::size_t p = at.pos_;
+    const bool fits_after_previous_chunk = at.chunk_ == 0 || chunks_[at.chunk_ - 1].back() < value;
+    const bool fits_before_next_chunk = at.chunk_ + 1 == chunks_.size() || !(chunks_[at.chunk_ + 1].front() < value);
+    if (!fits_after_previous_chunk || !fits_before_next_chunk) {
+      erase(at);
+      insert(value);
+      return;
+    }
+    const auto begin = c.begin();
+    const auto here = begin + static_cast<std::ptrdiff_t>(p);
+    if (p > 0 && !(c[p - 1] < value)) {  // moves towards the front: before its first non-smaller
+      const auto to = std::lower_bound(begin, here, value);
+      std::move_backward(to, here, here + 1);
+      *to = value;
+    } else if (p + 1 < c.size() && c[p + 1] < value) {  // towards the back: after the smaller ones
+      const auto to = std::lower_bound(here + 1, c.end(), value);
+      std::move(here + 1, to, here);
+      *(to - 1) = value;
+    } else {
+      *here = value;
+    }
+  }
+
   void erase(const_iterator at) {
     std::vector<T>& c = chunks_[at.chunk_];
     c.erase(c.begin() + static_cast<std::ptrdiff_t>(at.pos_));

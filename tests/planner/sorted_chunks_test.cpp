@@ -80,5 +80,44 @@ TEST(SortedChunks, SameOrderAndSearchesAsOneSortedVector) {
   }
 }
 
+// replace(at, value) leaves what erase(at) then insert(value) leaves: the same elements in the
+// same order (equal keys: the new one before its equals), whether the value moves towards the
+// front, towards the back, stays, or crosses into another chunk (the list grows past several).
+TEST(SortedChunks, ReplaceIsEraseThenInsert) {
+  std::mt19937 rng(22);
+  SortedChunks<Entry> chunks;
+  std::vector<Entry> vec;
+  int tag = 0;
+  int moved_front = 0, moved_back = 0;
+  for (const int target : {40, 700, 3, 300}) {
+    for (int step = 0; step < 4000; ++step) {
+      if (static_cast<int>(vec.size()) < target || vec.empty()) {
+        const Entry e{static_cast<std::int64_t>(rng() % 997), tag++};
+        chunks.insert(e);
+        vec.insert(std::lower_bound(vec.begin(), vec.end(), e), e);
+        continue;
+      }
+      const Entry probe{static_cast<std::int64_t>(rng() % 1000), -1};
+      auto v = std::lower_bound(vec.begin(), vec.end(), probe);
+      if (v == vec.end()) v = vec.begin();
+      const auto c = chunks.lower_bound(*v);  // the first of v's equals: the same element
+      ASSERT_EQ(c->tag, vec[static_cast<std::size_t>(std::lower_bound(vec.begin(), vec.end(), *v) - vec.begin())].tag);
+      const std::size_t at = static_cast<std::size_t>(std::lower_bound(vec.begin(), vec.end(), *v) - vec.begin());
+      // Mostly small moves (an allocator's split or merge), sometimes far, sometimes onto equals.
+      const std::int64_t delta = rng() % 3 == 0 ? static_cast<std::int64_t>(rng() % 997) - 498
+                                                : static_cast<std::int64_t>(rng() % 7) - 3;
+      const Entry e{std::clamp<std::int64_t>(vec[at].key + delta, 0, 996), tag++};
+      moved_front += e.key < vec[at].key;
+      moved_back += e.key > vec[at].key;
+      vec.erase(vec.begin() + static_cast<std::ptrdiff_t>(at));
+      vec.insert(std::lower_bound(vec.begin(), vec.end(), e), e);
+      chunks.replace(c, e);
+    }
+    expect_same(vec, chunks);
+  }
+  EXPECT_GT(moved_front, 1000);
+  EXPECT_GT(moved_back, 1000);
+}
+
 }  // namespace
 }  // namespace fsdpsim::planner
