@@ -410,26 +410,27 @@ int CachingAllocatorModel::allocate(std::int64_t bytes, int stream) {
   return block;
 }
 
+// `left` takes over the range of `right`, the block after it.
+void CachingAllocatorModel::absorb(int left, int right) {
+  Block& l = blocks_[left];
+  l.size += blocks_[right].size;
+  l.next = blocks_[right].next;
+  if (l.next >= 0) blocks_[l.next].prev = left;
+}
+
 // Merges a free block with its free neighbours of the same kind (mapped or not;
 // try_merge_blocks) and lists the result; returns the block that holds it.
 int CachingAllocatorModel::coalesce(int block) {
   if (blocks_[block].mapped) return coalesce_listed(block);
-  const bool mapped = false;
   const int next = blocks_[block].next;
-  if (next >= 0 && blocks_[next].free && blocks_[next].mapped == mapped) {
+  if (next >= 0 && blocks_[next].free && !blocks_[next].mapped) {
     mark_used(next);  // leaves the free list; absorbed
-    Block& b = blocks_[block];
-    b.size += blocks_[next].size;
-    b.next = blocks_[next].next;
-    if (b.next >= 0) blocks_[b.next].prev = block;
+    absorb(block, next);
   }
   const int prev = blocks_[block].prev;
-  if (prev >= 0 && blocks_[prev].free && blocks_[prev].mapped == mapped) {
+  if (prev >= 0 && blocks_[prev].free && !blocks_[prev].mapped) {
     mark_used(prev);
-    Block& p = blocks_[prev];
-    p.size += blocks_[block].size;
-    p.next = blocks_[block].next;
-    if (p.next >= 0) blocks_[p.next].prev = prev;
+    absorb(prev, block);
     mark_free(prev);
     return prev;
   }
@@ -458,17 +459,9 @@ int CachingAllocatorModel::coalesce_listed(int block) {
   const bool replace = listed != list.end() && listed->block == absorbed_entry;
   if (merge_next) {
     blocks_[next].free = false;  // absorbed
-    Block& b = blocks_[block];
-    b.size += blocks_[next].size;
-    b.next = blocks_[next].next;
-    if (b.next >= 0) blocks_[b.next].prev = block;
+    absorb(block, next);
   }
-  if (merge_prev) {
-    Block& p = blocks_[prev];
-    p.size += blocks_[block].size;
-    p.next = blocks_[block].next;
-    if (p.next >= 0) blocks_[p.next].prev = prev;
-  }
+  if (merge_prev) absorb(prev, block);
   Block& k = blocks_[kept];
   k.free = true;
   if (k.prev < 0 && k.next < 0) wholly_free_candidates_.push_back(k.segment);

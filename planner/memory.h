@@ -255,6 +255,7 @@ class CachingAllocatorModel {
   void mark_used(int block);
   int coalesce(int block);
   int coalesce_listed(int block);  // coalesce for a mapped block
+  void absorb(int left, int right);  // left's range grows over right's, the block after it
   void unlist(int block);  // out of its free list (the flag unchanged)
   std::vector<FreeList> free_lists_;  // index 2 * stream + small
   // Segments that were one free block at some moment since the last release_cached_segments:

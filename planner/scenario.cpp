@@ -159,6 +159,11 @@ std::string directory_of(const std::string& file) {
   return fs::path(file).parent_path().string();
 }
 
+// What training.matmul_dtype and fsdp.all_gather_dtype accept besides fp8.
+std::string fp8_or_param_dtype(models::DType param_dtype) {
+  return "expected fp8 or the param_dtype (\"param_dtype\" or " + models::dtype_name(param_dtype) + ")";
+}
+
 models::DType dtype_field(JsonReader& r, const std::string& key, models::DType fallback) {
   auto name = r.string_or(key);
   if (!name) return fallback;
@@ -280,8 +285,7 @@ TrainingSpec parse_training(JsonReader r, int world) {
   if (r.string_or("matmul_dtype") == std::optional<std::string>("param_dtype")) r.ignore("matmul_dtype");
   else t.matmul_dtype = dtype_field(r, "matmul_dtype", t.param_dtype);
   if (t.matmul_dtype != t.param_dtype && t.matmul_dtype != models::DType::fp8)
-    r.fail("matmul_dtype", "expected fp8 or the param_dtype (\"param_dtype\" or " + models::dtype_name(t.param_dtype) +
-                               "); got " + models::dtype_name(t.matmul_dtype));
+    r.fail("matmul_dtype", fp8_or_param_dtype(t.param_dtype) + "; got " + models::dtype_name(t.matmul_dtype));
   t.moe_imbalance = r.number_or("moe_imbalance", 1.0);
   if (!(t.moe_imbalance >= 1 && t.moe_imbalance <= 1e6))
     r.fail("moe_imbalance", "expected the busiest expert's tokens over the mean expert's: a number >= 1, got " +
@@ -482,8 +486,8 @@ void check_float8(const Scenario& s) {
   // a dtype named here that is not it would be silently ignored.
   if (s.fsdp.all_gather_dtype_named && *s.fsdp.all_gather_dtype_named != s.training.param_dtype)
     throw InputError(s.file, "fsdp.all_gather_dtype",
-                     "expected fp8 or the param_dtype (\"param_dtype\" or " + models::dtype_name(s.training.param_dtype) +
-                         "); got " + models::dtype_name(*s.fsdp.all_gather_dtype_named) +
+                     fp8_or_param_dtype(s.training.param_dtype) + "; got " +
+                         models::dtype_name(*s.fsdp.all_gather_dtype_named) +
                          ": parameters are all-gathered in training.param_dtype");
   if (s.fsdp.float8_all_gather && s.fsdp.version != 2)
     throw InputError(s.file, "fsdp.all_gather_dtype",
