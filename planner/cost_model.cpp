@@ -309,6 +309,39 @@ CostModel::CostModel(const Scenario& scenario)
         eager_block_[m.full_name] = m.costs->eager_hbm_factor.value_or(calibration_.eager_memory_bound_factor);
     });
   }
+  classify_modules();
+}
+
+void CostModel::classify_modules() {
+  // What a module's ops are priced by beyond the op's own fields: its entry (or none) in each map.
+  struct Class {
+    const int* tensors = nullptr;
+    const double* eager = nullptr;
+    const ModuleKernels* kernels = nullptr;
+    bool operator==(const Class& o) const {
+      auto same = [](const auto* a, const auto* b) { return a == b || (a && b && *a == *b); };
+      return same(tensors, o.tensors) && same(eager, o.eager) &&
+             (kernels == o.kernels ||
+              (kernels && o.kernels && kernels->forward_launches == o.kernels->forward_launches &&
+               kernels->backward_launches == o.kernels->backward_launches &&
+               kernels->memory_bound_shares == o.kernels->memory_bound_shares &&
+               kernels->launch_order == o.kernels->launch_order));
+    }
+  };
+  std::vector<Class> classes;  // a model has a handful (its block types, its head, its embedding)
+  auto classify = [&](const std::string& name) {
+    if (module_class_.count(name)) return;
+    Class c;
+    if (auto it = module_parameter_tensors_.find(name); it != module_parameter_tensors_.end()) c.tensors = &it->second;
+    if (auto it = eager_block_.find(name); it != eager_block_.end()) c.eager = &it->second;
+    if (auto it = module_kernels_.find(name); it != module_kernels_.end()) c.kernels = &it->second;
+    const auto found = std::find(classes.begin(), classes.end(), c);
+    module_class_[name] = static_cast<int>(found - classes.begin());
+    if (found == classes.end()) classes.push_back(c);
+  };
+  for (const auto& [name, tensors] : module_parameter_tensors_) classify(name);
+  for (const auto& [name, factor] : eager_block_) classify(name);
+  for (const auto& [name, kernels] : module_kernels_) classify(name);
 }
 
 double CostModel::bf16_peak_flops() const {

@@ -206,6 +206,14 @@ class CostModel {
                             IssueLeadMemo* lead_memo = nullptr) const;
   // Kernels the op launches (the kernel-count estimate behind issue_seconds).
   double kernels(const Op& op) const;
+  // Modules the cost model prices alike: two modules of one class have the same parameter
+  // tensors, the same eager factor and the same kernel list (a model's identical blocks), so
+  // every op cost above reads the same for their ops. -1: a module none of those name (priced
+  // as no module is). price_ops keys its memo on it instead of the module's name.
+  int module_class(const std::string& module) const {
+    const auto it = module_class_.find(module);
+    return it == module_class_.end() ? -1 : it->second;
+  }
   double compute_slowdown_under_comm() const { return calibration_.compute_slowdown_under_comm; }
   const Calibration& calibration() const { return calibration_; }
   const ClusterSpec& cluster() const { return cluster_; }
@@ -274,6 +282,10 @@ class CostModel {
   // at least the launch floor.
   double listed_kernel_seconds(const MemoryBoundTraffic& t, double share) const;
   std::unordered_map<std::string, ModuleKernels> module_kernels_;
+  // module_class(): each module the three maps above name -> its class; built once they are
+  // (classify_modules).
+  std::unordered_map<std::string, int> module_class_;
+  void classify_modules();
   enum class Execution { unstated, eager, compiled };  // training.torch_compile
   Execution execution_ = Execution::unstated;
   int model_parameter_tensors_ = 0;

@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
 
 namespace fsdpsim::planner {
 
@@ -13,6 +16,50 @@ const CollectiveEstimate& memoized_collective(const Op& op, const Schedule& sche
   if (it == memo.end()) it = memo.emplace(key, cost.collective(op, schedule)).first;
   return it->second;
 }
+
+namespace {
+
+// [Op signature] Everything CostModel reads of an op to price it, but its name, id and (for
+// collectives, priced through the collective memo) its group: the kind, stream, kernel set,
+// FLOPs, bytes, and the module's class (CostModel::module_class; only module compute reads the
+// module). A model's identical blocks repeat the same few signatures, so a schedule's ops are
+// priced once per signature: a sweep prices every point's schedule, and pricing op by op was a
+// tenth of it (each op's module name hashed a dozen times). The memo returns the very doubles
+// the calls return, so the costs are those of pricing each op.
+struct OpSignature {
+  int module_class = -2;  // -2: not module compute (the module is not read)
+  OpKind kind = OpKind::compute_fwd;
+  Stream stream = Stream::compute;
+  int kernel_set = -1;
+  double flops = 0, attention_flops = 0, hbm_bytes = 0, score_hbm_bytes = 0, comm_bytes = 0;
+  // The fields both the comparison and the hash read (one list, so neither can miss one).
+  auto fields() const {
+    return std::make_tuple(module_class, kind, stream, kernel_set, flops, attention_flops, hbm_bytes, score_hbm_bytes, comm_bytes);
+  }
+  bool operator==(const OpSignature& o) const { return fields() == o.fields(); }
+};
+
+struct OpSignatureHash {
+  std::size_t operator()(const OpSignature& s) const {
+    return std::apply(
+        [](const auto&... field) {
+          std::size_t h = 0xcbf29ce484222325ull;
+          ((h = (h ^ std::hash<std::decay_t<decltype(field)>>{}(field)) * 0x100000001B3ull), ...);
+          return h;
+        },
+        s.fields());
+  }
+};
+
+// An op's costs that depend on its signature alone (a collective's duration does not: its group).
+struct SignatureCosts {
+  double duration = 0;  // unused for collectives
+  double issue = 0, issue_lead = 0, kernels = 0;
+};
+
+bool module_compute(OpKind k) { return k == OpKind::compute_fwd || k == OpKind::compute_bwd || k == OpKind::recompute; }
+
+}  // namespace
 
 OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMemo* memo) {
   const std::size_t n = schedule.ops.size();
@@ -30,17 +77,39 @@ OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMem
   CollectiveMemo& collectives = memo ? *memo : local;
   std::vector<KernelSetTimes> kernel_times(schedule.kernel_sets.size());  // each set priced once
   CostModel::IssueLeadMemo leads;                                          // each block's lead walked once
+  std::unordered_map<OpSignature, SignatureCosts, OpSignatureHash> priced;  // [Op signature]
+  const std::string* last_module = nullptr;  // consecutive ops of one module: its class looked up once
+  int last_class = -1;
   for (const Op& op : schedule.ops) {
-    if (is_collective(op.kind) && op.group >= 0 && op.group < static_cast<int>(schedule.groups.size())) {
+    const bool collective = is_collective(op.kind) && op.group >= 0 && op.group < static_cast<int>(schedule.groups.size());
+    OpSignature key{-2, op.kind, op.stream, op.kernel_set, op.flops, op.attention_flops, op.hbm_bytes, op.score_hbm_bytes,
+                    op.comm_bytes};
+    if (module_compute(op.kind)) {
+      if (!last_module || *last_module != op.module) {
+        last_module = &op.module;
+        last_class = cost.module_class(op.module);
+      }
+      key.module_class = last_class;
+    }
+    auto [entry, added] = priced.try_emplace(key);
+    SignatureCosts& p = entry->second;
+    if (added) {
+      if (!collective) p.duration = cost.duration_seconds(op, schedule, &kernel_times);
+      p.issue = cost.issue_seconds(op);
+      p.issue_lead = cost.issue_lead_seconds(op, schedule, &kernel_times, &leads);
+      p.kernels = cost.kernels(op);
+    }
+    if (collective) {
       const CollectiveEstimate& e = memoized_collective(op, schedule, cost, collectives);
       c.duration_seconds[op.id] = e.seconds;
       c.latency_seconds[op.id] = e.latency_seconds;
     } else {
-      c.duration_seconds[op.id] = cost.duration_seconds(op, schedule, &kernel_times);
+      // A collective without a group of the schedule: duration_seconds says so (it throws).
+      c.duration_seconds[op.id] = is_collective(op.kind) ? cost.duration_seconds(op, schedule, &kernel_times) : p.duration;
     }
-    c.issue_seconds[op.id] = cost.issue_seconds(op);
-    c.issue_lead_seconds[op.id] = cost.issue_lead_seconds(op, schedule, &kernel_times, &leads);
-    c.kernels[op.id] = cost.kernels(op);
+    c.issue_seconds[op.id] = p.issue;
+    c.issue_lead_seconds[op.id] = p.issue_lead;
+    c.kernels[op.id] = p.kernels;
   }
   return c;
 }

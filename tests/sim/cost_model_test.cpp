@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "models/json_input.h"
 #include "planner/cost_model.h"
@@ -486,6 +487,146 @@ TEST(CostModelIssue, TheGpuWaitsForTheIssueLeadOnly) {
   const PipelinedBlock u = pipelined_block("", 6700, 10050, false);
   EXPECT_DOUBLE_EQ(u.costs.issue_lead_seconds[u.fwd], u.costs.issue_seconds[u.fwd]);
   EXPECT_DOUBLE_EQ(u.costs.issue_lead_seconds[u.bwd], u.costs.issue_seconds[u.bwd]);
+}
+
+// [Op signature] (planner/op_costs.cpp): price_ops prices each signature once, so every op must
+// still cost what the cost model says of it alone. Llama-3.1-8B, eager (the eager factors and
+// the blocks' kernel lists are read) with torch.optim's foreach step on 2 nodes (HSDP, so
+// collectives of two groups share a size). Then, in a copy of the schedule, one op of a
+// repeated signature at a time gets one field of another op's (or a changed value): the memo
+// must not hand it the first op's costs.
+TEST(PriceOps, EveryOpCostsWhatTheCostModelSaysOfItAlone) {
+  const planner::Scenario sc = planner::load_scenario(
+      std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json",
+      {"cluster.nodes=2", "training.global_batch=32", "training.torch_compile=false", "fsdp.strategy=HYBRID_SHARD"});
+  const CostModel cost(sc);
+  const Schedule base = planner::plan_step(sc).schedule;
+  auto expect_alone = [&](const Schedule& s, const std::string& what) {
+    const planner::OpCosts c = planner::price_ops(s, cost);
+    for (const Op& op : s.ops) {
+      const double duration = planner::is_collective(op.kind) ? cost.collective(op, s).seconds : cost.duration_seconds(op, s);
+      ASSERT_EQ(c.duration_seconds[op.id], duration) << what << ": " << op.name;
+      ASSERT_EQ(c.issue_seconds[op.id], cost.issue_seconds(op)) << what << ": " << op.name;
+      ASSERT_EQ(c.issue_lead_seconds[op.id], cost.issue_lead_seconds(op, s)) << what << ": " << op.name;
+      ASSERT_EQ(c.kernels[op.id], cost.kernels(op)) << what << ": " << op.name;
+    }
+  };
+  expect_alone(base, "as planned");
+  // The second forward of a block (its signature already priced) and ops to borrow fields from.
+  int fwd = -1, first_fwd = -1, bwd = -1, head = -1, gather = -1, other_gather = -1;
+  for (const Op& op : base.ops) {
+    if (op.kind == OpKind::compute_fwd && op.module.find("layers.") != std::string::npos) (first_fwd < 0 ? first_fwd : fwd) = op.id;
+    if (op.kind == OpKind::compute_bwd && op.module.find("layers.") != std::string::npos && bwd < 0) bwd = op.id;
+    if (op.kind == OpKind::compute_fwd && op.module.find("lm_head") != std::string::npos) head = op.id;
+    if (op.kind == OpKind::all_gather) (gather < 0 ? gather : other_gather) = op.id;
+  }
+  ASSERT_TRUE(fwd >= 0 && bwd >= 0 && head >= 0 && gather >= 0 && other_gather >= 0);
+  ASSERT_NE(cost.module_class(base.ops[fwd].module), cost.module_class(base.ops[head].module));
+  auto changed = [&](int id, const std::string& what, auto&& change) {
+    Schedule s = base;
+    change(s.ops[id]);
+    expect_alone(s, what);
+  };
+  changed(fwd, "flops", [](Op& op) { op.flops *= 1.5; });
+  changed(fwd, "attention_flops", [](Op& op) { op.attention_flops *= 0.5; });
+  changed(fwd, "hbm_bytes", [](Op& op) { op.hbm_bytes *= 2; });
+  changed(fwd, "score_hbm_bytes", [&](Op& op) { op.score_hbm_bytes = op.hbm_bytes / 2; });
+  changed(fwd, "kernel_set", [&](Op& op) { op.kernel_set = base.ops[head].kernel_set; });
+  changed(fwd, "kind", [](Op& op) { op.kind = OpKind::compute_bwd; });
+  changed(fwd, "module", [&](Op& op) { op.module = base.ops[head].module; });
+  // The step's optimizer on the CPU (the optimizer's signature but its stream, priced first).
+  int optimizer = -1;
+  for (const Op& op : base.ops)
+    if (op.kind == OpKind::optimizer) optimizer = op.id;
+  ASSERT_GT(optimizer, fwd);
+  changed(fwd, "stream", [&](Op& op) {
+    const Op& o = base.ops[optimizer];
+    op.kind = o.kind;
+    op.kernel_set = o.kernel_set;
+    op.flops = o.flops;
+    op.attention_flops = o.attention_flops;
+    op.hbm_bytes = o.hbm_bytes;
+    op.score_hbm_bytes = o.score_hbm_bytes;
+    op.comm_bytes = o.comm_bytes;
+    op.stream = Stream::host;
+  });
+  changed(other_gather, "comm_bytes", [](Op& op) { op.comm_bytes *= 3; });
+  // A copy is priced by its bytes alone: two host-to-device copies, the second three times the first.
+  Schedule copies = base;
+  for (int id : {fwd, bwd}) {
+    Op& op = copies.ops[id];
+    op = Op{};  // nothing but the kind and the bytes, so the two differ in their bytes alone
+    op.id = id;
+    op.name = "copy";
+    op.kind = OpKind::h2d;
+    op.stream = base.ops[id].stream;
+    op.comm_bytes = id == fwd ? 1e8 : 3e8;
+  }
+  expect_alone(copies, "copy bytes");
+  changed(other_gather, "kind", [](Op& op) { op.kind = OpKind::reduce_scatter; });
+  Schedule two_groups = base;
+  two_groups.ops[other_gather].comm_bytes = base.ops[gather].comm_bytes;
+  for (const Op& op : base.ops)
+    if (op.kind == OpKind::all_reduce) two_groups.ops[other_gather].group = op.group;  // the replicate group
+  ASSERT_NE(two_groups.ops[other_gather].group, base.ops[gather].group);
+  expect_alone(two_groups, "group");
+  // A collective naming no group of the schedule is an error, even where its signature is priced.
+  Schedule no_group = base;
+  no_group.ops[other_gather].group = static_cast<int>(base.groups.size());
+  EXPECT_THROW(planner::price_ops(no_group, cost), std::invalid_argument);
+}
+
+// CostModel::module_class: blocks alike in what prices their ops share a class; a different
+// eager factor, kernel list or (for a module without one) parameter tensor count each makes
+// another (eager execution, so every one is read), and price_ops gives each block's ops what the cost model says of them.
+TEST(PriceOps, ModulesShareAClassOnlyWhenPricedAlike) {
+  auto block = [](const std::string& name) {
+    nlohmann::json b = pipelined_block_json(name, "mgm", 6700, 10050, true);
+    b["costs"]["eager_hbm_factor"] = 2.0;
+    return b;
+  };
+  // Without a kernel list a module's launches are counted by its parameter tensors (5 and 6).
+  auto unlisted = [&](const std::string& name) {
+    nlohmann::json b = block(name);
+    b["costs"].erase("memory_bound_kernels");
+    b["costs"].erase("launch_order");
+    return b;
+  };
+  nlohmann::json blocks = {block("0"), block("1"), block("2"), block("4"), unlisted("5"), unlisted("6")};
+  blocks[2]["costs"]["eager_hbm_factor"] = 3.0;
+  blocks[3]["costs"]["memory_bound_kernels"] = {{{"b*s", 10050}}, {{"b*s", 6700}}};
+  blocks[5]["params"].push_back({{"name", "bias"}, {"shape", {1000}}});
+  nlohmann::json model = {
+      {"name", "classes"},
+      {"root", {{"name", ""}, {"type", "Model"}, {"children", {{{"name", "blocks"}, {"type", "ModuleList"}, {"children", blocks}}}}}}};
+  nlohmann::json j = {{"model", model},
+                      {"cluster", testing::cluster(1, 1)},
+                      {"training", {{"micro_batch", 1}, {"seq_len", 1000}, {"param_dtype", "bf16"}, {"torch_compile", false}}}};
+  const planner::Scenario sc = planner::parse_scenario(j, "test.json");
+  const CostModel cost(sc);
+  auto cls = [&](const std::string& b) { return cost.module_class("blocks." + b); };
+  EXPECT_GE(cls("0"), 0);
+  EXPECT_EQ(cls("0"), cls("1"));
+  for (const std::string a : {"0", "2", "4", "5", "6"})
+    for (const std::string b : {"0", "2", "4", "5", "6"})
+      if (a != b) EXPECT_NE(cls(a), cls(b)) << a << " " << b;
+  EXPECT_EQ(cost.module_class("no such module"), -1);
+  const Schedule s = planner::plan_step(sc).schedule;
+  const planner::OpCosts c = planner::price_ops(s, cost);
+  std::map<std::string, double> fwd;
+  for (const Op& op : s.ops) {
+    if (op.kind != OpKind::compute_fwd) continue;
+    EXPECT_EQ(c.duration_seconds[op.id], cost.duration_seconds(op, s)) << op.name;
+    EXPECT_EQ(c.issue_seconds[op.id], cost.issue_seconds(op)) << op.name;
+    EXPECT_EQ(c.issue_lead_seconds[op.id], cost.issue_lead_seconds(op, s)) << op.name;
+    EXPECT_EQ(c.kernels[op.id], cost.kernels(op)) << op.name;
+    fwd[op.module] = c.duration_seconds[op.id] + c.issue_seconds[op.id] + c.issue_lead_seconds[op.id] + c.kernels[op.id];
+  }
+  // Each difference shows in the costs (else a class could ignore it and no test would tell).
+  ASSERT_EQ(fwd.size(), 6u);
+  EXPECT_EQ(fwd["blocks.0"], fwd["blocks.1"]);
+  for (const std::string b : {"2", "4"}) EXPECT_NE(fwd["blocks.0"], fwd["blocks." + b]) << b;
+  EXPECT_NE(fwd["blocks.5"], fwd["blocks.6"]);
 }
 
 }  // namespace
