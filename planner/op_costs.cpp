@@ -1,6 +1,8 @@
 #include "planner/op_costs.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <tuple>
 #include <type_traits>
@@ -39,13 +41,25 @@ struct OpSignature {
   bool operator==(const OpSignature& o) const { return fields() == o.fields(); }
 };
 
+// A field's bits: libstdc++'s std::hash<double> hashes the bytes out of line (a call per
+// field per op); equal doubles must give equal bits, so -0.0 counts as 0.0 as == does.
+std::uint64_t bits_of(double d) {
+  std::uint64_t b = 0;
+  if (d != 0) std::memcpy(&b, &d, sizeof b);
+  return b;
+}
+template <typename T>
+std::uint64_t bits_of(T v) {
+  return static_cast<std::uint64_t>(v);
+}
+
 struct OpSignatureHash {
   std::size_t operator()(const OpSignature& s) const {
     return std::apply(
         [](const auto&... field) {
-          std::size_t h = 0xcbf29ce484222325ull;
-          ((h = (h ^ std::hash<std::decay_t<decltype(field)>>{}(field)) * 0x100000001B3ull), ...);
-          return h;
+          std::uint64_t h = 0xcbf29ce484222325ull;
+          ((h = (h ^ bits_of(field)) * 0x9E3779B97F4A7C15ull, h ^= h >> 29), ...);
+          return static_cast<std::size_t>(h);
         },
         s.fields());
   }

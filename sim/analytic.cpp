@@ -261,109 +261,106 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
   };
 
   while (true) {
-    bool progress = true;
-    while (progress) {
-      progress = false;
-      // The CPU issues what it can at `now`.
-      while (next_issue < n && host_running < 0 && cpu_free <= now) {
-        const Op& op = s.ops[next_issue];
-        const bool host = op.stream == Stream::host;
-        if (!all_done(op.cpu_waits) || (host && !all_done(op.deps))) break;
-        const int st_i = static_cast<int>(op.stream);
-        if (bounded_queue && !host && queued_kernels[st_i] > 0 &&
-            queued_kernels[st_i] + in.kernels[next_issue] > in.launch_queue_kernels) {
-          queue_blocked = st_i;
-          break;
-        }
-        OpTiming& ot = t[next_issue];
-        double when = cpu_free;
-        int who = -1;
-        latest(op.cpu_waits, when, who);
-        Constraint by = Constraint::cpu_wait;
-        if (host && !op.deps.empty()) {
-          const int before = who;
-          latest(op.deps, when, who);
-          if (who != before) by = Constraint::dependency;
-        }
-        if (queue_blocked >= 0) {
-          const int q = last_finished[queue_blocked];
-          if (q >= 0 && t[q].end > when) {
-            when = t[q].end;
-            who = q;
-            by = Constraint::launch_queue;
-          }
-          queue_blocked = -1;
-        }
-        if (bounded_queue && !host) queued_kernels[st_i] += in.kernels[next_issue];
-        if (who >= 0 && t[who].end > cpu_free) {
-          ot.issued_by = by;
-          ot.issued_by_op = who;
-        } else if (next_issue > 0) {
-          ot.issued_by = Constraint::previous_issue;
-          ot.issued_by_op = next_issue - 1;
-        } else {
-          ot.issued_by = Constraint::step_start;
-        }
-        ot.issue_start = std::max(cpu_free, when);
-        ot.issue_seconds = in.issue_seconds[next_issue];
-        // [Kernel pipelining] the GPU may run the op from its issue lead on; the CPU issues on.
-        ot.enqueue = ot.issue_start + (host ? ot.issue_seconds : in.issue_lead(next_issue));
-        ot.nominal_seconds = in.duration_seconds[next_issue];
-        issued[next_issue] = 1;
-        if (host) {
-          ot.start = ot.enqueue;
-          ot.end = ot.start + ot.nominal_seconds;
-          ot.started_by = Constraint::cpu_issue;
-          cpu_free = ot.end;
-          host_running = next_issue;
-        } else {
-          cpu_free = ot.issue_start + ot.issue_seconds;
-        }
-        ++next_issue;
-        progress = true;
+    // One pass at `now`: what the CPU issues, then what the streams start. Nothing a stream
+    // starts lets the CPU issue more (the CPU waits for ops to end, never to start), and a
+    // stream's start waits for ends too, never for another stream's start: a second pass
+    // would change nothing.
+    while (next_issue < n && host_running < 0 && cpu_free <= now) {
+      const Op& op = s.ops[next_issue];
+      const bool host = op.stream == Stream::host;
+      if (!all_done(op.cpu_waits) || (host && !all_done(op.deps))) break;
+      const int st_i = static_cast<int>(op.stream);
+      if (bounded_queue && !host && queued_kernels[st_i] > 0 &&
+          queued_kernels[st_i] + in.kernels[next_issue] > in.launch_queue_kernels) {
+        queue_blocked = st_i;
+        break;
       }
-      // Streams start their next op where it is issued and its events have fired.
-      for (int k = 0; k < stream_count; ++k) {
-        const int st = streams[k];
-        if (running[st] >= 0 || head[st] >= queue[st].size()) continue;
-        const int i = queue[st][head[st]];
-        if (!issued[i] || t[i].enqueue > now) continue;
-        const Op& op = s.ops[i];
-        if (!all_done(op.deps)) continue;
-        const int communicator_previous = previous_on_communicator[i];
-        if (communicator_previous >= 0 && !done[communicator_previous]) continue;
-        OpTiming& ot = t[i];
-        ot.start = now;
-        double when = ot.enqueue;
+      OpTiming& ot = t[next_issue];
+      double when = cpu_free;
+      int who = -1;
+      latest(op.cpu_waits, when, who);
+      Constraint by = Constraint::cpu_wait;
+      if (host && !op.deps.empty()) {
+        const int before = who;
+        latest(op.deps, when, who);
+        if (who != before) by = Constraint::dependency;
+      }
+      if (queue_blocked >= 0) {
+        const int q = last_finished[queue_blocked];
+        if (q >= 0 && t[q].end > when) {
+          when = t[q].end;
+          who = q;
+          by = Constraint::launch_queue;
+        }
+        queue_blocked = -1;
+      }
+      if (bounded_queue && !host) queued_kernels[st_i] += in.kernels[next_issue];
+      if (who >= 0 && t[who].end > cpu_free) {
+        ot.issued_by = by;
+        ot.issued_by_op = who;
+      } else if (next_issue > 0) {
+        ot.issued_by = Constraint::previous_issue;
+        ot.issued_by_op = next_issue - 1;
+      } else {
+        ot.issued_by = Constraint::step_start;
+      }
+      ot.issue_start = std::max(cpu_free, when);
+      ot.issue_seconds = in.issue_seconds[next_issue];
+      // [Kernel pipelining] the GPU may run the op from its issue lead on; the CPU issues on.
+      ot.enqueue = ot.issue_start + (host ? ot.issue_seconds : in.issue_lead(next_issue));
+      ot.nominal_seconds = in.duration_seconds[next_issue];
+      issued[next_issue] = 1;
+      if (host) {
+        ot.start = ot.enqueue;
+        ot.end = ot.start + ot.nominal_seconds;
         ot.started_by = Constraint::cpu_issue;
-        ot.started_by_op = -1;
-        if (head[st] > 0) {
-          const int prev = queue[st][head[st] - 1];
-          if (t[prev].end >= when) {
-            when = t[prev].end;
-            ot.started_by = Constraint::stream_order;
-            ot.started_by_op = prev;
-          }
-        }
-        for (int d : op.deps)
-          if (t[d].end >= when) {
-            when = t[d].end;
-            ot.started_by = Constraint::dependency;
-            ot.started_by_op = d;
-          }
-        if (communicator_previous >= 0 && t[communicator_previous].end > when) {
-          when = t[communicator_previous].end;
-          ot.started_by = Constraint::communicator;
-          ot.started_by_op = communicator_previous;
-        }
-        running[st] = i;
-        ++head[st];
-        latency_left[i] = collective[i] && has_latency
-                              ? std::min(ot.nominal_seconds, in.latency_seconds[i])
-                              : 0.0;
-        work_left[i] = ot.nominal_seconds - latency_left[i];
-        progress = true;
+        cpu_free = ot.end;
+        host_running = next_issue;
+      } else {
+        cpu_free = ot.issue_start + ot.issue_seconds;
       }
+      ++next_issue;
+    }
+    // Streams start their next op where it is issued and its events have fired.
+    for (int k = 0; k < stream_count; ++k) {
+      const int st = streams[k];
+      if (running[st] >= 0 || head[st] >= queue[st].size()) continue;
+      const int i = queue[st][head[st]];
+      if (!issued[i] || t[i].enqueue > now) continue;
+      const Op& op = s.ops[i];
+      if (!all_done(op.deps)) continue;
+      const int communicator_previous = previous_on_communicator[i];
+      if (communicator_previous >= 0 && !done[communicator_previous]) continue;
+      OpTiming& ot = t[i];
+      ot.start = now;
+      double when = ot.enqueue;
+      ot.started_by = Constraint::cpu_issue;
+      ot.started_by_op = -1;
+      if (head[st] > 0) {
+        const int prev = queue[st][head[st] - 1];
+        if (t[prev].end >= when) {
+          when = t[prev].end;
+          ot.started_by = Constraint::stream_order;
+          ot.started_by_op = prev;
+        }
+      }
+      for (int d : op.deps)
+        if (t[d].end >= when) {
+          when = t[d].end;
+          ot.started_by = Constraint::dependency;
+          ot.started_by_op = d;
+        }
+      if (communicator_previous >= 0 && t[communicator_previous].end > when) {
+        when = t[communicator_previous].end;
+        ot.started_by = Constraint::communicator;
+        ot.started_by_op = communicator_previous;
+      }
+      running[st] = i;
+      ++head[st];
+      latency_left[i] = collective[i] && has_latency
+                            ? std::min(ot.nominal_seconds, in.latency_seconds[i])
+                            : 0.0;
+      work_left[i] = ot.nominal_seconds - latency_left[i];
     }
     if (next_issue == n && host_running < 0) {
       bool idle = true;
