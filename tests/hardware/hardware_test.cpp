@@ -189,6 +189,17 @@ TEST(HardwareChecker, TheScriptsWriteTheColumnsTheCheckerReads) {
   }
 }
 
+// kernel_timing.py's sustained-GEMM rows aggregate nvidia-smi's samples per window (median clock and
+// power, largest limit and temperature, the clock-event reasons OR-ed): its self-test checks that
+// on hand-made samples, since no GPU runs here.
+TEST(HardwareChecker, TheSustainedGemmRowsAggregateTheirSamples) {
+  if (run_command("python3 --version").exit_code != 0) GTEST_SKIP() << "no python3";
+  const CommandResult c =
+      run_command("python3 " + std::string(FSDPSIM_SOURCE_ROOT) + "/tools/hardware/kernel_timing.py --self-test");
+  EXPECT_EQ(c.exit_code, 0) << c.out << c.err;
+  EXPECT_NE(c.out.find("self-test: ok"), std::string::npos) << c.out;
+}
+
 // Every case the memory script would measure is a scenario fsdpsim accepts (the dry run runs
 // `estimate --json` on each): a schema change that breaks the recipe shows here, before a GPU
 // session spends its minutes on it.

@@ -22,6 +22,14 @@ Choices, and why:
   Face's Python RMSNorm, SiLU-and-multiply, rotary (apply_rotary_pos_emb), a residual add and a
   bf16 copy; forward and backward; bytes as read + written by the op's own kernels are not
   computed here (fsdpsim counts them): the row gives the time and the tensor's elements.
+- Sustained GEMMs (--sustained-seconds, first, before the other cases): one 8192^3 bf16 GEMM
+  back to back for that long, a row per window of about a second: its TFLOP/s (CUDA events) and
+  what nvidia-smi sampled during the window (SM clock and its maximum, power draw and the
+  enforced limit, temperature, the clock-event reasons). The question (docs/accuracy.md,
+  "Memory-bound kernels measured"): published steps hold 15-20% more time than the kernels
+  fsdpsim prices at their measured speed, and every kernel here (and calibrate's) is timed for
+  milliseconds after a short warm-up; whether minutes of tensor-core load lower the clock the
+  GPU sustains is what these rows say. nvidia-smi is only read: the GPU's settings stay as they are.
 - Timing: CUDA events on the current stream, 3 warm-up repetitions then --reps (default 10):
   median, min and max of the kernels' own time, each call queued behind a GPU spin that outlasts
   its dispatch; and, as columns of their own, the same call on an idle GPU (exposed, the host's
@@ -29,9 +37,13 @@ Choices, and why:
 """
 
 import argparse
+import functools
+import operator
 import os
 import statistics
+import subprocess
 import sys
+import threading
 import time
 import traceback
 
@@ -43,7 +55,175 @@ COLUMNS = [
     "batch", "seq_len", "heads", "kv_heads", "head_dim", "causal", "rows", "cols",
     "median_seconds", "min_seconds", "max_seconds", "flops", "tflops_per_second", "elements",
     "warmup", "reps", "exposed_median_seconds", "host_dispatch_seconds", "spin_seconds",
+    # sustained_gemm rows: the GEMM's k, the window, and nvidia-smi's samples during it
+    "k", "window", "start_seconds", "smi_samples", "sm_clock_mhz", "max_sm_clock_mhz", "power_draw_watts",
+    "power_limit_watts", "temperature_c", "clock_event_reasons",
 ] + hw.PROVENANCE_COLUMNS
+
+# What nvidia-smi is asked during the sustained GEMMs; drivers before 535 call the last field
+# clocks_throttle_reasons.active (SmiSampler tries both, then goes without it).
+SMI_FIELDS = ["clocks.sm", "clocks.max.sm", "power.draw", "enforced.power.limit", "temperature.gpu"]
+SMI_REASONS = ["clocks_event_reasons.active", "clocks_throttle_reasons.active"]
+
+
+def parse_smi_line(line, fields):
+    """One line of `nvidia-smi --query-gpu=F1,F2,... --format=csv,noheader,nounits` as {field: value};
+    a value nvidia-smi cannot read ('[N/A]', '[Not Supported]') is left out."""
+    values = [v.strip() for v in line.split(",")]
+    if len(values) != len(fields):
+        return None
+    out = {}
+    for f, v in zip(fields, values):
+        if v.startswith("["):
+            continue
+        out[f] = v if f in SMI_REASONS else float(v)
+    return out
+
+
+def window_summary(samples, t0, t1):
+    """What the samples (monotonic time, {field: value}) taken in [t0, t1] say of that window: the
+    median SM clock and power draw, the largest maximum clock, power limit and temperature, the
+    clock-event reason masks OR-ed (hex, as nvidia-smi prints them); empty when none fell in it."""
+    inside = [v for t, v in samples if t0 <= t <= t1]
+    row = {"smi_samples": len(inside)}
+    def med(field):
+        xs = [v[field] for v in inside if field in v]
+        return "%.0f" % statistics.median(xs) if xs else ""
+    def top(field):
+        xs = [v[field] for v in inside if field in v]
+        return "%.0f" % max(xs) if xs else ""
+    row["sm_clock_mhz"] = med("clocks.sm")
+    row["power_draw_watts"] = med("power.draw")
+    row["max_sm_clock_mhz"] = top("clocks.max.sm")
+    row["power_limit_watts"] = top("enforced.power.limit")
+    row["temperature_c"] = top("temperature.gpu")
+    masks = [int(v[f], 16) for v in inside for f in SMI_REASONS if f in v]
+    row["clock_event_reasons"] = "0x%016x" % (functools.reduce(operator.or_, masks, 0)) if masks else ""
+    return row
+
+
+class SmiSampler:
+    """`nvidia-smi ... -lms PERIOD` in the background for one GPU (its PCI bus id), each line stamped
+    with time.monotonic() as it arrives. Reads only; without nvidia-smi, no samples."""
+
+    def __init__(self, gpu_id, period_ms=250):
+        self.samples, self.proc, self.fields = [], None, None
+        for reasons in SMI_REASONS + [None]:
+            fields = SMI_FIELDS + ([reasons] if reasons else [])
+            cmd = ["nvidia-smi", "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits", "-i", gpu_id]
+            try:
+                probe = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+            except (OSError, subprocess.SubprocessError):
+                return
+            if probe.returncode == 0 and parse_smi_line(probe.stdout.strip().splitlines()[0], fields) is not None:
+                self.fields = fields
+                self.proc = subprocess.Popen(cmd + ["-lms", str(period_ms)], stdout=subprocess.PIPE,
+                                             stderr=subprocess.DEVNULL, text=True)
+                threading.Thread(target=self._read, daemon=True).start()
+                return
+
+    def _read(self):
+        for line in self.proc.stdout:
+            v = parse_smi_line(line.strip(), self.fields)
+            if v is not None:
+                self.samples.append((time.monotonic(), v))
+
+    def stop(self):
+        if self.proc:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def pci_bus_id(torch):
+    """The current GPU as nvidia-smi -i names it (CUDA_VISIBLE_DEVICES may renumber it)."""
+    p = torch.cuda.get_device_properties(torch.cuda.current_device())
+    if all(hasattr(p, a) for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")):
+        return "%08X:%02X:%02X.0" % (p.pci_domain_id, p.pci_bus_id, p.pci_device_id)
+    return str(torch.cuda.current_device())
+
+
+def sustained_gemm_rows(torch, seconds, size=8192, window=1.0):
+    """Rows of kind sustained_gemm: size^3 bf16 GEMMs back to back for `seconds`, one row per
+    window. The GPU never waits between windows: the next window's GEMMs are queued before the
+    CPU waits for the previous window's end event."""
+    a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
+    flops = 2.0 * size ** 3
+    for _ in range(3):
+        torch.matmul(a, b, out=c)
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(10):
+        torch.matmul(a, b, out=c)
+    e1.record()
+    e1.synchronize()
+    per_window = max(1, int(window / (e0.elapsed_time(e1) * 1e-3 / 10)))
+    sampler = SmiSampler(pci_bus_id(torch))
+    windows = []  # (start event, end event, host time queued)
+    start = time.monotonic()
+
+    def queue():
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(per_window):
+            torch.matmul(a, b, out=c)
+        e.record()
+        windows.append((s, e))
+
+    rows = []
+    try:
+        queue()
+        while True:
+            more = time.monotonic() - start < seconds
+            if more:
+                queue()  # queued behind the window below: the GPU stays busy while the CPU waits
+            s, e = windows[len(rows)]
+            e.synchronize()
+            t1 = time.monotonic()
+            secs = s.elapsed_time(e) * 1e-3
+            row = {"kind": "sustained_gemm", "kernel": "torch.matmul", "direction": "forward", "dtype": "bf16",
+                   "rows": size, "cols": size, "k": size, "window": len(rows),
+                   "start_seconds": "%.3f" % (t1 - secs - start), "median_seconds": secs / per_window,
+                   "flops": flops, "tflops_per_second": "%.2f" % (flops * per_window / secs / 1e12),
+                   "reps": per_window, "warmup": 3, "case_id": "sustained-gemm-%d-w%d" % (size, len(rows)),
+                   "status": "ok"}
+            row.update(window_summary(sampler.samples, t1 - secs, t1))
+            rows.append(row)
+            if not more and len(rows) == len(windows):
+                return rows
+    finally:
+        sampler.stop()
+
+
+def self_test():
+    """window_summary and parse_smi_line on hand-made samples (no GPU, no torch): run by the
+    hardware CTest, so that the rows' aggregation is checked where the GPU is not."""
+    fields = SMI_FIELDS + [SMI_REASONS[0]]
+    v = parse_smi_line("1755, 1980, 690.12, 700.00, 71, 0x0000000000000004", fields)
+    assert v == {"clocks.sm": 1755.0, "clocks.max.sm": 1980.0, "power.draw": 690.12, "enforced.power.limit": 700.0,
+                 "temperature.gpu": 71.0, "clocks_event_reasons.active": "0x0000000000000004"}, v
+    assert parse_smi_line("1755, [N/A], 690, 700, 71, 0x0", fields)["clocks.sm"] == 1755.0
+    assert "clocks.max.sm" not in parse_smi_line("1755, [N/A], 690, 700, 71, 0x0", fields)
+    assert parse_smi_line("1755, 1980", fields) is None
+    samples = [(0.5, parse_smi_line("1980, 1980, 400, 700, 40, 0x0", fields)),
+               (1.0, parse_smi_line("1800, 1980, 700, 700, 60, 0x4", fields)),
+               (1.5, parse_smi_line("1700, 1980, 701, 700, 65, 0x4", fields)),
+               (2.0, parse_smi_line("1650, 1980, 699, 700, 66, 0x20", fields)),
+               (3.5, parse_smi_line("1500, 1980, 650, 700, 90, 0x0", fields))]
+    w = window_summary(samples, 1.0, 2.0)
+    # three samples: clocks 1800, 1700, 1650 (median 1700); power 700, 701, 699 (median 700);
+    # temperature at most 66; reasons 0x4 | 0x4 | 0x20 = 0x24
+    assert w == {"smi_samples": 3, "sm_clock_mhz": "1700", "power_draw_watts": "700", "max_sm_clock_mhz": "1980",
+                 "power_limit_watts": "700", "temperature_c": "66", "clock_event_reasons": "0x0000000000000024"}, w
+    empty = window_summary(samples, 2.5, 3.0)
+    assert empty["smi_samples"] == 0 and empty["sm_clock_mhz"] == "" and empty["clock_event_reasons"] == "", empty
+    print("kernel_timing.py self-test: ok")
+    return 0
+
 
 
 _spin_rate = None
@@ -281,11 +461,16 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--time-budget", type=float, default=0)
+    ap.add_argument("--sustained-seconds", type=float, default=0,
+                    help="first, 8192^3 bf16 GEMMs back to back for this long, a row a second (0: none)")
     ap.add_argument("--columns", action="store_true", help="print the header of kernels.csv and exit (no torch)")
+    ap.add_argument("--self-test", action="store_true", help="check the sustained rows' aggregation (no torch)")
     args = ap.parse_args()
     if args.columns:
         print(",".join(COLUMNS))
         return 0
+    if args.self_test:
+        return self_test()
     REPS = args.reps
     t_start = time.time()
     import torch
@@ -297,6 +482,22 @@ def main():
     prov = hw.provenance(torch)
     os.makedirs(args.out, exist_ok=True)
     writer = hw.CsvWriter(os.path.join(args.out, "kernels.csv"), COLUMNS)
+    if args.sustained_seconds > 0:
+        try:
+            rows = sustained_gemm_rows(torch, args.sustained_seconds)
+        except Exception as e:  # noqa: BLE001 (the other cases still run)
+            traceback.print_exc(file=sys.stderr)
+            rows = [{"kind": "sustained_gemm", "case_id": "sustained-gemm", "status": "error",
+                     "error": ("%s: %s" % (type(e).__name__, e))[:300]}]
+        for row in rows:
+            row.update(prov)
+            writer.write(row)
+        if len(rows) > 1:
+            last = rows[len(rows) * 2 // 3:]
+            hw.log("sustained GEMM: first window %s TFLOP/s at %s MHz; last third median %.2f TFLOP/s at %s MHz" % (
+                rows[0]["tflops_per_second"], rows[0]["sm_clock_mhz"] or "?",
+                statistics.median(float(r["tflops_per_second"]) for r in last), last[-1]["sm_clock_mhz"] or "?"))
+        torch.cuda.empty_cache()
     cases = list(memory_bound_cases(torch)) + list(eager_cases(torch)) + \
         list(attention_cases(torch, F, sdpa_kernel, SDPBackend))
     for row, run in cases:

@@ -24,8 +24,9 @@
 #   5. fsdpsim calibrate --backend cuda on one GPU (world 1: GEMMs of the 8B scenario's step,
 #      the square grid, copies, launch; one GPU has no collective or interference to measure);
 #   6. single-block forward/backward timings (tools/hardware/block_timing.py) -> blocks.csv;
-#   7. kernel timings: SDPA attention backends, eager attention's chain, memory-bound ops
-#      (tools/hardware/kernel_timing.py) -> kernels.csv.
+#   7. kernel timings: 30 s of sustained 8192^3 GEMMs with nvidia-smi's clock and power samples
+#      (does minutes of load lower the clock?), SDPA attention backends, eager attention's chain,
+#      memory-bound ops (tools/hardware/kernel_timing.py) -> kernels.csv.
 #
 # Output (at most 8 files, each under 16 MiB, flat: what the device tool returns): run_all.log,
 # verify.json, verify_trace.json.gz, memory.csv, memory_snapshot.pickle.gz, calibration.json,
@@ -249,8 +250,9 @@ limit=$(cap 75 270)
 step "block timing" "$limit" python3 tools/hardware/block_timing.py --out "$outdir" --time-budget $((limit - 15))
 
 # ---- 7. kernel timings (issue 13's kernel-level data) -------------------------------------------
-limit=$(cap 90 250)
-step "kernel timing" "$limit" python3 tools/hardware/kernel_timing.py --out "$outdir" --time-budget $((limit - 15))
+limit=$(cap 120 250)
+step "kernel timing" "$limit" python3 tools/hardware/kernel_timing.py --out "$outdir" --time-budget $((limit - 15)) \
+  --sustained-seconds 30
 
 # ---- 4. PyTorch memory ground truth, last -------------------------------------------------------
 # Last because it is the longest (a process per FSDP1 case, about 13 s each) and stops cleanly at
