@@ -269,7 +269,7 @@ CostModel::CostModel(const Scenario& scenario)
     attention_kernel_ = *kernel;
   }
   models::for_each_module(scenario.model->root, [&](const models::Module& m) {
-    if (m.costs) module_parameter_tensors_[m.full_name] = count_tensors(m);
+    if (m.costs) modules_[m.full_name].parameter_tensors = count_tensors(m);
   });
   model_parameter_tensors_ = static_cast<int>(scenario.model.parameter_tensors());
   fused_optimizer_ = scenario.training.optimizer_kernel == OptimizerKernel::fused;
@@ -298,7 +298,7 @@ CostModel::CostModel(const Scenario& scenario)
     k.forward_launches = gemms + attention;
     k.backward_launches = 2 * gemms + 3 * attention;
     k.launch_order = m.costs->launch_order;
-    module_kernels_[m.full_name] = std::move(k);
+    modules_[m.full_name].kernels = std::move(k);
   });
   if (scenario.training.execution == TrainingSpec::Execution::eager) execution_ = Execution::eager;
   if (scenario.training.execution == TrainingSpec::Execution::compiled) execution_ = Execution::compiled;
@@ -306,42 +306,28 @@ CostModel::CostModel(const Scenario& scenario)
     const std::vector<std::string> types = block_types(*scenario.model, scenario.fsdp.wrap);
     models::for_each_module(scenario.model->root, [&](const models::Module& m) {
       if (m.costs && &m != &scenario.model->root && std::find(types.begin(), types.end(), m.type) != types.end())
-        eager_block_[m.full_name] = m.costs->eager_hbm_factor.value_or(calibration_.eager_memory_bound_factor);
+        modules_[m.full_name].eager_factor = m.costs->eager_hbm_factor.value_or(calibration_.eager_memory_bound_factor);
     });
   }
   classify_modules();
 }
 
+bool CostModel::ModuleKernels::operator==(const ModuleKernels& o) const {
+  return forward_launches == o.forward_launches && backward_launches == o.backward_launches &&
+         memory_bound_shares == o.memory_bound_shares && launch_order == o.launch_order;
+}
+
+bool CostModel::ModuleInfo::same_pricing(const ModuleInfo& o) const {
+  return parameter_tensors == o.parameter_tensors && eager_factor == o.eager_factor && kernels == o.kernels;
+}
+
 void CostModel::classify_modules() {
-  // What a module's ops are priced by beyond the op's own fields: its entry (or none) in each map.
-  struct Class {
-    const int* tensors = nullptr;
-    const double* eager = nullptr;
-    const ModuleKernels* kernels = nullptr;
-    bool operator==(const Class& o) const {
-      auto same = [](const auto* a, const auto* b) { return a == b || (a && b && *a == *b); };
-      return same(tensors, o.tensors) && same(eager, o.eager) &&
-             (kernels == o.kernels ||
-              (kernels && o.kernels && kernels->forward_launches == o.kernels->forward_launches &&
-               kernels->backward_launches == o.kernels->backward_launches &&
-               kernels->memory_bound_shares == o.kernels->memory_bound_shares &&
-               kernels->launch_order == o.kernels->launch_order));
-    }
-  };
-  std::vector<Class> classes;  // a model has a handful (its block types, its head, its embedding)
-  auto classify = [&](const std::string& name) {
-    if (module_class_.count(name)) return;
-    Class c;
-    if (auto it = module_parameter_tensors_.find(name); it != module_parameter_tensors_.end()) c.tensors = &it->second;
-    if (auto it = eager_block_.find(name); it != eager_block_.end()) c.eager = &it->second;
-    if (auto it = module_kernels_.find(name); it != module_kernels_.end()) c.kernels = &it->second;
-    const auto found = std::find(classes.begin(), classes.end(), c);
-    module_class_[name] = static_cast<int>(found - classes.begin());
-    if (found == classes.end()) classes.push_back(c);
-  };
-  for (const auto& [name, tensors] : module_parameter_tensors_) classify(name);
-  for (const auto& [name, factor] : eager_block_) classify(name);
-  for (const auto& [name, kernels] : module_kernels_) classify(name);
+  std::vector<const ModuleInfo*> classes;  // one of each; a model has a handful (its block types, head, embedding)
+  for (auto& [name, info] : modules_) {
+    const auto same = std::find_if(classes.begin(), classes.end(), [&](const ModuleInfo* c) { return c->same_pricing(info); });
+    info.module_class = static_cast<int>(same - classes.begin());
+    if (same == classes.end()) classes.push_back(&info);
+  }
 }
 
 double CostModel::bf16_peak_flops() const {
@@ -434,8 +420,9 @@ double CostModel::duration_seconds(const Op& op, const Schedule& schedule,
 CostModel::MemoryBoundTraffic CostModel::memory_bound_traffic(const Op& op) const {
   const bool module_compute =
       op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute;
-  const auto eager_factor = module_compute ? eager_block_.find(op.module) : eager_block_.end();
-  const double eager = eager_factor != eager_block_.end() ? eager_factor->second : 1.0;
+  const ModuleInfo* module = module_compute ? module_info(op.module) : nullptr;
+  const bool eager_block = module && module->eager_factor;
+  const double eager = eager_block ? *module->eager_factor : 1.0;
   const double efficiency = module_compute ? calibration_.memory_bound_efficiency : calibration_.hbm_efficiency;
   MemoryBoundTraffic t;
   t.bytes_per_second = cluster_.gpu.hbm_bandwidth_bytes_per_second * efficiency;
@@ -445,14 +432,13 @@ CostModel::MemoryBoundTraffic CostModel::memory_bound_traffic(const Op& op) cons
   const double scores = std::min(op.score_hbm_bytes, op.hbm_bytes);
   t.score_seconds = scores / (cluster_.gpu.hbm_bandwidth_bytes_per_second * calibration_.hbm_efficiency);
   t.bytes = eager * (op.hbm_bytes - scores);
-  const auto listed = module_compute ? module_kernels_.find(op.module) : module_kernels_.end();
-  if (listed == module_kernels_.end()) return t;
-  t.listed = &listed->second;
+  if (!module || !module->kernels) return t;
+  t.listed = &*module->kernels;
   // A backward runs two kernels per forward kernel (the schedule's 2x bytes split between
   // them); eagerly, each fused kernel is eager_kernels_per_fused_kernel kernels sharing its
   // (eager-factored) bytes.
   t.launches = (op.kind == OpKind::compute_bwd ? 2.0 : 1.0) *
-               (eager_factor != eager_block_.end() ? calibration_.eager_kernels_per_fused_kernel : 1.0);
+               (eager_block ? calibration_.eager_kernels_per_fused_kernel : 1.0);
   return t;
 }
 
@@ -603,17 +589,16 @@ double CostModel::kernels(const Op& op) const {
     case OpKind::recompute:
     case OpKind::compute_bwd: {
       // Counted when the costs list the kernels and the scenario says whether it is compiled.
-      const auto listed = module_kernels_.find(op.module);
-      if (listed != module_kernels_.end() && execution_ != Execution::unstated) {
-        const ModuleKernels& k = listed->second;
+      const ModuleInfo* module = module_info(op.module);
+      if (module && module->kernels && execution_ != Execution::unstated) {
+        const ModuleKernels& k = *module->kernels;
         const double memory_bound = static_cast<double>(k.memory_bound_shares.size()) *
                                     (op.kind == OpKind::compute_bwd ? 2.0 : 1.0) *
-                                    (eager_block_.count(op.module) ? calibration_.eager_kernels_per_fused_kernel : 1.0);
+                                    (module->eager_factor ? calibration_.eager_kernels_per_fused_kernel : 1.0);
         return (op.kind == OpKind::compute_bwd ? k.backward_launches : k.forward_launches) + memory_bound;
       }
       int tensors = 1;
-      auto it = module_parameter_tensors_.find(op.module);
-      if (it != module_parameter_tensors_.end()) tensors = std::max(1, it->second);
+      if (module) tensors = std::max(1, module->parameter_tensors);
       const double k = std::max(1.0, tensors * calibration_.kernels_per_parameter_tensor);
       return op.kind == OpKind::compute_bwd ? 2 * k : k;
     }
@@ -701,11 +686,11 @@ double CostModel::issue_lead_seconds(const Op& op, const Schedule& schedule, std
   const bool module_compute =
       op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute;
   if (!module_compute || !(issue > 0) || execution_ == Execution::unstated) return issue;
-  const auto listed = module_kernels_.find(op.module);
-  if (listed == module_kernels_.end() || listed->second.launch_order.empty()) return issue;
+  const ModuleInfo* info = module_info(op.module);
+  if (!info || !info->kernels || info->kernels->launch_order.empty()) return issue;
   if (op.kernel_set < 0 || op.kernel_set >= static_cast<int>(schedule.kernel_sets.size())) return issue;
   const KernelSet& set = schedule.kernel_sets[op.kernel_set];
-  const std::string& order = listed->second.launch_order;  // the module's (ModuleKernels)
+  const std::string& order = info->kernels->launch_order;  // the module's (ModuleKernels)
   const bool backward = op.kind == OpKind::compute_bwd;
   const std::size_t matmuls = static_cast<std::size_t>(std::count(order.begin(), order.end(), 'g'));
   const bool attention = order.find('a') != std::string::npos;
@@ -713,7 +698,7 @@ double CostModel::issue_lead_seconds(const Op& op, const Schedule& schedule, std
     return issue;
   const MemoryBoundTraffic traffic = memory_bound_traffic(op);
   const bool bytes_priced = op.hbm_bytes > 0;  // as memory_bound_seconds: no bytes, no time
-  const ModuleKernels& module = listed->second;
+  const ModuleKernels& module = *info->kernels;
   const IssueLeadMemo::Entry key{op.kernel_set, op.kind, traffic.bytes, traffic.launches, traffic.score_seconds,
                                  issue, bytes_priced, &module, 0.0};
   if (lead_memo)

@@ -10,8 +10,8 @@
 #pragma once
 
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -211,8 +211,8 @@ class CostModel {
   // every op cost above reads the same for their ops. -1: a module none of those name (priced
   // as no module is). price_ops keys its memo on it instead of the module's name.
   int module_class(const std::string& module) const {
-    const auto it = module_class_.find(module);
-    return it == module_class_.end() ? -1 : it->second;
+    const ModuleInfo* m = module_info(module);
+    return m ? m->module_class : -1;
   }
   double compute_slowdown_under_comm() const { return calibration_.compute_slowdown_under_comm; }
   const Calibration& calibration() const { return calibration_; }
@@ -240,10 +240,6 @@ class CostModel {
   std::string compute_dtype_name_ = "bf16";
   GemmTable compute_gemm_table_, fp8_gemm_table_;  // calibration.gemm_table split by dtype
   AttentionKernel attention_kernel_ = AttentionKernel::flash2;
-  std::unordered_map<std::string, int> module_parameter_tensors_;  // costed module -> tensors
-  // Costed transformer blocks that run eagerly (not compiled), each with the factor its
-  // per-token memory-bound bytes take: the model's own eager_hbm_factor, else the calibration's.
-  std::unordered_map<std::string, double> eager_block_;
   // Costed modules whose costs list their kernels: the forward's and the backward's GEMM and
   // attention launches, and each memory-bound kernel's share of the module's per-token
   // memory-bound bytes (empty: the costs list none; the bytes are then priced as one lump).
@@ -251,7 +247,24 @@ class CostModel {
     double forward_launches = 0, backward_launches = 0;  // GEMMs and attention calls
     std::vector<double> memory_bound_shares;
     std::string launch_order;  // models::ModuleCosts::launch_order ("" when not known)
+    bool operator==(const ModuleKernels& o) const;
   };
+  // What the cost model holds of a costed module, by its full name: one map, so that an op's
+  // module is looked up once (a 126-block model has about a thousand of them).
+  struct ModuleInfo {
+    int parameter_tensors = 0;  // its parameter tensors (counted as at least one)
+    // A transformer block run eagerly (not compiled): the factor its per-token memory-bound
+    // bytes take, the model's own eager_hbm_factor, else the calibration's.
+    std::optional<double> eager_factor;
+    std::optional<ModuleKernels> kernels;  // when its costs list its kernels
+    int module_class = -1;                 // module_class()
+    // Whether every op cost reads the same of the two (classify_modules).
+    bool same_pricing(const ModuleInfo& o) const;
+  };
+  const ModuleInfo* module_info(const std::string& module) const {
+    const auto it = modules_.find(module);
+    return it == modules_.end() ? nullptr : &it->second;
+  }
 
  public:
   struct IssueLeadMemo {
@@ -281,11 +294,8 @@ class CostModel {
   // One listed fused kernel (the share of `t.bytes` its costs give it), all its launches, each
   // at least the launch floor.
   double listed_kernel_seconds(const MemoryBoundTraffic& t, double share) const;
-  std::unordered_map<std::string, ModuleKernels> module_kernels_;
-  // module_class(): each module the three maps above name -> its class; built once they are
-  // (classify_modules).
-  std::unordered_map<std::string, int> module_class_;
-  void classify_modules();
+  std::unordered_map<std::string, ModuleInfo> modules_;
+  void classify_modules();  // numbers modules_' classes once the entries are filled
   enum class Execution { unstated, eager, compiled };  // training.torch_compile
   Execution execution_ = Execution::unstated;
   int model_parameter_tensors_ = 0;

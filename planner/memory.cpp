@@ -164,8 +164,9 @@ void CachingAllocatorModel::release_cached_segments() {
   // wholly free (wholly_free_candidates_); in segment order, as a scan of every segment would
   // release (and unmap) them. Expandable segments (one per stream and pool, all of them when
   // the setting is on): each, for the whole pages inside its free blocks.
-  std::vector<int> candidates;
-  candidates.swap(wholly_free_candidates_);
+  std::vector<int>& candidates = release_candidates_;
+  candidates.clear();
+  candidates.swap(wholly_free_candidates_);  // which keeps the cleared list's room for the next ones
   if (settings_.expandable_segments) {
     candidates.resize(segments_.size());
     for (std::size_t i = 0; i < segments_.size(); ++i) candidates[i] = static_cast<int>(i);

@@ -264,6 +264,9 @@ class CachingAllocatorModel {
   // alone instead of every segment (a replay past the capacity retries at each new segment,
   // and scanning them all made it quadratic: 17% of `fsdpsim estimate` of 405B on 1,024 GPUs).
   std::vector<int> wholly_free_candidates_;
+  // release_cached_segments' list, kept between calls: past the capacity every new segment
+  // releases the cached ones first, and a fresh vector each time was a malloc and a free per call.
+  std::vector<int> release_candidates_;
 
   double capacity_bytes_;
   SegmentProvider* provider_;
