@@ -323,7 +323,8 @@ bool CostModel::ModuleInfo::same_pricing(const ModuleInfo& o) const {
 
 void CostModel::classify_modules() {
   std::vector<const ModuleInfo*> classes;  // one of each; a model has a handful (its block types, head, embedding)
-  for (auto& [name, info] : modules_) {
+  for (auto& entry : modules_) {
+    ModuleInfo& info = entry.second;  // a named reference: clang before 16 cannot capture a structured binding
     const auto same = std::find_if(classes.begin(), classes.end(), [&](const ModuleInfo* c) { return c->same_pricing(info); });
     info.module_class = static_cast<int>(same - classes.begin());
     if (same == classes.end()) classes.push_back(&info);
