@@ -419,8 +419,7 @@ double CostModel::duration_seconds(const Op& op, const Schedule& schedule,
 }
 
 CostModel::MemoryBoundTraffic CostModel::memory_bound_traffic(const Op& op) const {
-  const bool module_compute =
-      op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute;
+  const bool module_compute = is_module_compute(op.kind);
   const ModuleInfo* module = module_compute ? module_info(op.module) : nullptr;
   const bool eager_block = module && module->eager_factor;
   const double eager = eager_block ? *module->eager_factor : 1.0;
@@ -670,8 +669,7 @@ std::string borrowed_attention_warning(const ClusterSpec& cluster, AttentionKern
 }
 
 double CostModel::issue_seconds(const Op& op) const {
-  const bool module_compute =
-      op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute;
+  const bool module_compute = is_module_compute(op.kind);
   if (!module_compute) return calibration_.op_issue_seconds + kernels(op) * calibration_.kernel_issue_seconds;
   // An eager module's kernels cost what eager dispatch costs per kernel (Python in forward and
   // recompute, the autograd engine in backward); compiled code launches them from Inductor's
@@ -684,8 +682,7 @@ double CostModel::issue_seconds(const Op& op) const {
 double CostModel::issue_lead_seconds(const Op& op, const Schedule& schedule, std::vector<KernelSetTimes>* memo,
                                      IssueLeadMemo* lead_memo) const {
   const double issue = issue_seconds(op);
-  const bool module_compute =
-      op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute;
+  const bool module_compute = is_module_compute(op.kind);
   if (!module_compute || !(issue > 0) || execution_ == Execution::unstated) return issue;
   const ModuleInfo* info = module_info(op.module);
   if (!info || !info->kernels || info->kernels->launch_order.empty()) return issue;

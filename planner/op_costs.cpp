@@ -71,8 +71,6 @@ struct SignatureCosts {
   double issue = 0, issue_lead = 0, kernels = 0;
 };
 
-bool module_compute(OpKind k) { return k == OpKind::compute_fwd || k == OpKind::compute_bwd || k == OpKind::recompute; }
-
 }  // namespace
 
 OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMemo* memo) {
@@ -98,7 +96,7 @@ OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMem
     const bool collective = is_collective(op.kind) && op.group >= 0 && op.group < static_cast<int>(schedule.groups.size());
     OpSignature key{-2, op.kind, op.stream, op.kernel_set, op.flops, op.attention_flops, op.hbm_bytes, op.score_hbm_bytes,
                     op.comm_bytes};
-    if (module_compute(op.kind)) {
+    if (is_module_compute(op.kind)) {
       if (!last_module || *last_module != op.module) {
         last_module = &op.module;
         last_class = cost.module_class(op.module);

@@ -64,6 +64,11 @@ inline bool is_collective(OpKind k) {
   return k == OpKind::all_gather || k == OpKind::reduce_scatter || k == OpKind::all_reduce ||
          k == OpKind::all_to_all;
 }
+// A module's own kernels (forward, backward, or the forward again under checkpointing): the ops
+// the cost model prices by the module's GEMMs, attention and memory-bound kernels.
+inline bool is_module_compute(OpKind k) {
+  return k == OpKind::compute_fwd || k == OpKind::compute_bwd || k == OpKind::recompute;
+}
 
 // A process group: `ranks` GPUs over `nodes` nodes, laid out with `stride`.
 //

@@ -79,7 +79,7 @@ void summarize_step(const planner::Schedule& s, StepTiming& r, double cpu_end, d
     else if (op.stream == Stream::compute) r.compute_seconds += ot.end - ot.start;
     if (op.stream == Stream::compute) r.interference_seconds += (ot.end - ot.start) - ot.nominal_seconds;
     if (is_communication(op.kind)) r.comm_seconds += ot.nominal_seconds;
-    if (op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute)
+    if (planner::is_module_compute(op.kind))
       r.hardware_flops += planner::executed_flops(op, s);
   }
 

@@ -46,9 +46,7 @@ Role role_of(const Op& op) {
 }
 
 // Compute of the modules themselves: the same whatever the wrapping.
-bool fixed_cost(const Op& op) {
-  return op.kind == OpKind::compute_fwd || op.kind == OpKind::compute_bwd || op.kind == OpKind::recompute;
-}
+bool fixed_cost(const Op& op) { return planner::is_module_compute(op.kind); }
 
 std::vector<int> starts_of(const Partition& p) {
   std::vector<int> s;
