@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <simgrid/s4u.hpp>
+#include <simgrid/simix.hpp>
 #include <xbt/log.h>
 
 #include "models/json_input.h"
@@ -42,6 +43,21 @@ using planner::Stream;
 namespace {
 
 constexpr double kHostSpeed = 1e9;  // host flop/s per nominal second of work
+
+// [Fewer simcalls] Most s4u calls an actor makes are simcalls: the actor hands the call to the
+// maestro and waits for its next scheduling round (two context switches), even when the call
+// answers at once (SimGrid 3.32, src/simix/libsmx.cpp). They cost about 1,000 instructions
+// each: in a 128-rank run with matched flows (callgrind), 916k simcalls for 185k events were
+// about 30% of its 3.17G instructions, the network solver's 2,658 solves about 12%.
+// `this_actor::execute` alone makes five (the exec's flops, host, priority, start, then the
+// wait). Calls that answer at once and follow one another without the clock moving are
+// therefore made as one simcall (`in_kernel`): inside it the maestro runs them directly.
+// What stays in the actor: what records the calling actor (`Exec::init` the exec's issuer,
+// `Mailbox::put_init` and `get_init` a comm's sender and receiver), and every blocking call.
+template <class F>
+void in_kernel(F&& code) {
+  simgrid::kernel::actor::simcall_answered(std::forward<F>(code));
+}
 
 // ---------------------------------------------------------------------------------------
 // Simulation state
@@ -70,7 +86,10 @@ struct Waiters {
       else blocked[kept++] = blocked[i];
     }
     blocked.resize(kept);
-    for (sg4::Semaphore* w : wake) w->release();
+    if (wake.empty()) return;
+    in_kernel([&wake] {  // [Fewer simcalls] one simcall for every actor woken
+      for (sg4::Semaphore* w : wake) w->release();
+    });
   }
 };
 
@@ -257,19 +276,21 @@ void StepSimulation::send_flows(int op, const std::vector<int>& which_instances)
     if (bytes_per_rank <= 0) continue;
     comms.clear();
     which.clear();
-    for (int inst : which_instances) {
-      const auto& edges = g.edges[inst];
-      for (std::size_t e = 0; e < edges.size(); ++e) {
-        const double bytes = bytes_per_rank * edges[e].fraction;
-        if (bytes < 1) continue;
-        const auto& [from, to] = g.ends[inst][e];
-        sg4::CommPtr c = sg4::Comm::sendto_init(from, to);
-        c->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
-        c->start();
-        comms.push_back(c);
-        which.push_back({inst, static_cast<int>(e)});
+    in_kernel([&] {  // [Fewer simcalls] the round's flows started in one simcall
+      for (int inst : which_instances) {
+        const auto& edges = g.edges[inst];
+        for (std::size_t e = 0; e < edges.size(); ++e) {
+          const double bytes = bytes_per_rank * edges[e].fraction;
+          if (bytes < 1) continue;
+          const auto& [from, to] = g.ends[inst][e];
+          sg4::CommPtr c = sg4::Comm::sendto_init(from, to);
+          c->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
+          c->start();
+          comms.push_back(c);
+          which.push_back({inst, static_cast<int>(e)});
+        }
       }
-    }
+    });
     for (auto it = comms.rbegin(); it != comms.rend(); ++it) (*it)->wait();
     events += static_cast<double>(comms.size());
     flows += static_cast<double>(comms.size());
@@ -292,8 +313,13 @@ void StepSimulation::account(const GroupFlows& g, int inst, int edge, double byt
 }
 
 // Matched flows: the calling member's share of one aggregated round of its instance (the
-// edges it sends, the edges it receives), posted at once and waited for. The sizes are
-// send_flows' (one round), so both ends skip the same sub-byte edges.
+// edges it sends, the edges it receives), posted at once and waited for. The member accounts
+// the flows it receives (a matched put and get are one comm: the same start and finish), so
+// every flow is accounted once. The sizes are send_flows' (one round), so both ends skip the
+// same sub-byte edges. The sends are waited for too, although the instance's end implies them:
+// SimGrid drops a comm from its sender's list of activities only when the sender waits for it
+// (CommImpl::finish, v3.32), and sends left there made a 2,048-rank run 1.5x slower and 2.3x
+// larger (tried).
 void StepSimulation::exchange_flows(const RankState& rs, int op, int inst) {
   const CollInfo& ci = coll[op];
   const GroupFlows& g = groups[ci.group];
@@ -306,24 +332,32 @@ void StepSimulation::exchange_flows(const RankState& rs, int op, int inst) {
   const std::vector<int>& got = in == g.receives[inst].end() ? none : in->second;
   static char payload;  // a mailbox message carries a pointer; the simulated size is the flow's
   std::vector<void*> sink(got.size(), nullptr);
-  std::vector<sg4::CommPtr> comms;
-  std::vector<int> which;  // the edge of each of the first which.size() comms (the sends)
-  comms.reserve(sent.size() + got.size());
+  std::vector<sg4::CommPtr> sends, receives;
+  std::vector<int> which;  // the edge of each receive
+  sends.reserve(sent.size());
+  // The comms are made here (a comm's sender or receiver is the actor that makes it) and
+  // started together in one simcall ([Fewer simcalls]).
   for (int e : sent) {
     const double bytes = bytes_per_rank * g.edges[inst][e].fraction;
     if (bytes < 1) continue;
-    comms.push_back(g.mailboxes[inst][e]->put_async(&payload, static_cast<std::uint64_t>(std::llround(bytes))));
-    which.push_back(e);
+    sends.push_back(g.mailboxes[inst][e]->put_init(&payload, static_cast<std::uint64_t>(std::llround(bytes))));
   }
   for (std::size_t k = 0; k < got.size(); ++k)
-    if (bytes_per_rank * g.edges[inst][got[k]].fraction >= 1)
-      comms.push_back(g.mailboxes[inst][got[k]]->get_async<void>(&sink[k]));
-  for (const sg4::CommPtr& c : comms) c->wait();
+    if (bytes_per_rank * g.edges[inst][got[k]].fraction >= 1) {
+      receives.push_back(g.mailboxes[inst][got[k]]->get_init()->set_dst_data(&sink[k], sizeof(void*)));
+      which.push_back(got[k]);
+    }
+  in_kernel([&] {
+    for (const sg4::CommPtr& c : sends) c->start();
+    for (const sg4::CommPtr& c : receives) c->start();
+  });
+  for (const sg4::CommPtr& c : receives) c->wait();
+  for (const sg4::CommPtr& c : sends) c->wait();
   events += static_cast<double>(which.size());
   flows += static_cast<double>(which.size());
   for (std::size_t k = 0; k < which.size(); ++k)
-    account(g, inst, which[k], bytes_per_rank * g.edges[inst][which[k]].fraction, comms[k]->get_start_time(),
-            comms[k]->get_finish_time());
+    account(g, inst, which[k], bytes_per_rank * g.edges[inst][which[k]].fraction, receives[k]->get_start_time(),
+            receives[k]->get_finish_time());
 }
 
 void StepSimulation::run_collective(RankState& rs, int op) {
@@ -370,6 +404,14 @@ void StepSimulation::run_collective(RankState& rs, int op) {
   comm_end(rs);
 }
 
+// The rank's compute: an exec of `flops` on its host at the host's current pstate.
+// [Fewer simcalls] two simcalls where this_actor::execute makes five.
+void compute(sg4::Host* host, double flops) {
+  sg4::ExecPtr exec = sg4::Exec::init();  // in the actor: the exec's issuer is the calling actor
+  in_kernel([&] { exec->set_flops_amount(flops)->set_host(host)->start(); });
+  exec->wait();
+}
+
 void StepSimulation::run_op(RankState& rs, int i) {
   const Op& op = s->ops[i];
   if (planner::is_collective(op.kind)) {
@@ -380,7 +422,7 @@ void StepSimulation::run_op(RankState& rs, int i) {
   if (d <= 0) return;
   if (op.stream == Stream::compute) {
     events += 1;
-    sg4::this_actor::execute(d * rs.work_per_second);
+    compute(rs.host, d * rs.work_per_second);
   } else if (op.kind == OpKind::h2d || op.kind == OpKind::d2h || op.kind == OpKind::nvme_read ||
              op.kind == OpKind::nvme_write) {
     sleep_seconds(d);  // PCIe and NVMe run at their own speed on a slow GPU
