@@ -73,6 +73,10 @@ struct SignatureCosts {
 
 }  // namespace
 
+int link_domain(const ProcessGroup& group, const ClusterSpec& cluster) {
+  return group.nodes > 1 && cluster.intra_kind != IntraNodeKind::pcie ? kNetwork : kNodeFabric;
+}
+
 OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMemo* memo) {
   const std::size_t n = schedule.ops.size();
   OpCosts c;
@@ -84,6 +88,7 @@ OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMem
   c.issue_seconds.resize(n);
   c.issue_lead_seconds.resize(n);
   c.latency_seconds.assign(n, 0.0);
+  c.link_domain.assign(n, kNodeFabric);
   c.kernels.assign(n, 0.0);
   CollectiveMemo local;
   CollectiveMemo& collectives = memo ? *memo : local;
@@ -115,6 +120,7 @@ OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMem
       const CollectiveEstimate& e = memoized_collective(op, schedule, cost, collectives);
       c.duration_seconds[op.id] = e.seconds;
       c.latency_seconds[op.id] = e.latency_seconds;
+      c.link_domain[op.id] = link_domain(schedule.groups[op.group], cost.cluster());
     } else {
       // A collective without a group of the schedule: duration_seconds says so (it throws).
       c.duration_seconds[op.id] = is_collective(op.kind) ? cost.duration_seconds(op, schedule, &kernel_times) : p.duration;
@@ -139,7 +145,8 @@ void check_costs(const Schedule& s, const OpCosts& c) {
   const std::size_t n = s.ops.size();
   auto sized = [n](const std::vector<double>& v, bool optional) { return v.size() == n || (optional && v.empty()); };
   if (!sized(c.duration_seconds, false) || !sized(c.issue_seconds, false) || !sized(c.latency_seconds, true) ||
-      !sized(c.kernels, true) || !sized(c.issue_lead_seconds, true))
+      !sized(c.kernels, true) || !sized(c.issue_lead_seconds, true) ||
+      !(c.link_domain.empty() || c.link_domain.size() == n))
     throw std::invalid_argument("the op costs give " + std::to_string(c.duration_seconds.size()) + " durations and " +
                                 std::to_string(c.issue_seconds.size()) + " issue costs for a schedule of " +
                                 std::to_string(n) + " ops");
@@ -152,6 +159,10 @@ void check_costs(const Schedule& s, const OpCosts& c) {
       throw std::invalid_argument("op " + std::to_string(i) + " (" + s.ops[i].name +
                                   ") has a negative or non-finite duration or issue cost: " +
                                   std::to_string(c.duration_seconds[i]) + " s");
+    if (!c.link_domain.empty() && c.link_domain[i] != kNodeFabric && c.link_domain[i] != kNetwork)
+      throw std::invalid_argument("op " + std::to_string(i) + " (" + s.ops[i].name + ") has link domain " +
+                                  std::to_string(c.link_domain[i]) + " (expected " + std::to_string(kNodeFabric) +
+                                  ", the node's links, or " + std::to_string(kNetwork) + ", the network)");
     if (!c.issue_lead_seconds.empty() &&
         !(finite_nonnegative(c.issue_lead_seconds[i]) && c.issue_lead_seconds[i] <= c.issue_seconds[i]))
       throw std::invalid_argument("op " + std::to_string(i) + " (" + s.ops[i].name + ") has an issue lead of " +

@@ -38,8 +38,11 @@ struct OpCosts {
   // Compute runs this much slower while a collective is in flight (0.1 = 10%).
   double compute_slowdown_under_comm = 0;
   // Collectives transferring at once (on different communicators: [Communicator order]) share
-  // the links, each progressing at 1/k while k transfer.
+  // the links, each progressing at 1/k while k of one link domain transfer.
   bool share_bandwidth = true;
+  // [Link domains] For collectives, the links their transfers are bound by, numbered: only
+  // collectives of one domain share bandwidth. Empty: every collective in one domain.
+  std::vector<int> link_domain;
   // The dense bf16 peak MFU and HFU divide by (0: unknown).
   double bf16_peak_flops = 0;
 };
@@ -53,6 +56,18 @@ using CollectiveMemo = std::map<std::tuple<int, double, int, int>, CollectiveEst
 // `memo` (which must belong to `cost`) or priced and kept there.
 const CollectiveEstimate& memoized_collective(const Op& op, const Schedule& schedule, const CostModel& cost,
                                               CollectiveMemo& memo);
+
+// [Link domains] What bounds a collective of `group`'s transfers, as OpCosts::link_domain numbers
+// it: kNodeFabric, the node's own GPU links, for a group within one node, and for any group where
+// the GPUs talk over PCIe (the NICs hang off the same PCIe switches and host bridge that carry
+// the GPUs' own traffic); kNetwork, the NICs and the fabric between nodes, for a group across
+// NVLink or xGMI nodes. A cross-node ring's hops inside a node also use the node's links, but at
+// the NIC's rate, a small share of NVLink's (50 of 450 GB/s per GPU on a DGX H100), so it is
+// counted in the network's domain alone. HSDP's all-reduce across nodes then transfers beside
+// the reduce-scatter and all-gathers inside a node at full speed, as the SimGrid engine's
+// flows on the built platform do.
+constexpr int kNodeFabric = 0, kNetwork = 1;
+int link_domain(const ProcessGroup& group, const ClusterSpec& cluster);
 
 // Prices every op with the cost model; collective estimates are memoised in `memo` (which must
 // belong to `cost`), or per call when it is null.

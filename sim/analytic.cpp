@@ -238,6 +238,8 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
   std::vector<double> latency_left(n, 0), work_left(n, 0), projected(n, kInf);
   const double slow_rate = 1.0 / (1.0 + in.compute_slowdown_under_comm);
   const bool has_latency = !in.latency_seconds.empty();
+  // [Link domains] The domain a collective's transfer loads (check_costs: kNodeFabric or kNetwork).
+  auto domain_of = [&](int i) { return in.link_domain.empty() ? planner::kNodeFabric : in.link_domain[i]; };
   const bool bounded_queue = in.launch_queue_kernels > 0 && !in.kernels.empty();
   std::array<double, kGpuStreams> queued_kernels{};  // issued, not finished
   std::array<int, kGpuStreams> last_finished;        // the last op that left the queue
@@ -368,18 +370,20 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
         if (running[streams[k]] >= 0 || head[streams[k]] < queue[streams[k]].size()) idle = false;
       if (idle) break;
     }
-    // Rates while nothing changes, and the next event.
-    int collectives = 0, transferring = 0;
+    // Rates while nothing changes, and the next event. Collectives transferring in one link
+    // domain share it ([Link domains], planner/op_costs.h).
+    int collectives = 0;
+    std::array<int, 2> transferring{};
     for (int k = 0; k < stream_count; ++k) {
       const int i = running[streams[k]];
       if (i < 0 || !collective[i]) continue;
       ++collectives;
-      if (latency_left[i] <= 0) ++transferring;
+      if (latency_left[i] <= 0) ++transferring[domain_of(i)];
     }
     auto rate_of = [&](int i, int st) {
       if (st == compute_stream) return collectives > 0 ? slow_rate : 1.0;
-      if (in.share_bandwidth && transferring > 1 && collective[i])
-        return 1.0 / transferring;
+      if (in.share_bandwidth && collective[i] && transferring[domain_of(i)] > 1)
+        return 1.0 / transferring[domain_of(i)];
       return 1.0;
     };
     double next = kInf;

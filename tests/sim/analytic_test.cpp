@@ -76,6 +76,30 @@ TEST(AnalyticEngine, ConcurrentCollectivesShareBandwidthAfterTheirLatency) {
   EXPECT_NEAR(t.ops[rs].end, 1.5, kTol);
 }
 
+TEST(AnalyticEngine, CollectivesShareOnlyTheLinksOfTheirDomain) {
+  // [Link domains] The schedule of the test above: an all-gather (latency 0.2, 1 s) and, after a
+  // 0.5 s backward, a reduce-scatter (latency 0.2, 1 s) on another communicator. In different
+  // link domains (HSDP's all-reduce across nodes beside a reduce-scatter inside one) neither
+  // slows the other: the AG ends at 1.0, the RS at 0.5 + 1.0. In one domain they share as
+  // before: 1.3 and 1.8.
+  Builder b;
+  const int ag = b.add(OpKind::all_gather, Stream::all_gather, 1.0);
+  const int c = b.add(OpKind::compute_bwd, Stream::compute, 0.5);
+  const int rs = b.add(OpKind::reduce_scatter, Stream::reduce_scatter, 1.0, {c}, -1, 1);
+  b.in.latency_seconds = {0.2, 0.0, 0.2};
+  b.in.link_domain = {planner::kNodeFabric, planner::kNodeFabric, planner::kNetwork};
+  StepTiming t = b.run();
+  EXPECT_NEAR(t.ops[ag].end, 1.0, kTol);
+  EXPECT_NEAR(t.ops[rs].end, 1.5, kTol);
+  b.in.link_domain = {planner::kNetwork, planner::kNodeFabric, planner::kNetwork};
+  t = b.run();
+  EXPECT_NEAR(t.ops[ag].end, 1.3, kTol);
+  EXPECT_NEAR(t.ops[rs].end, 1.8, kTol);
+  // A domain the engine does not know is refused, not indexed.
+  b.in.link_domain = {planner::kNodeFabric, planner::kNodeFabric, 2};
+  EXPECT_THROW(b.run(), std::invalid_argument);
+}
+
 TEST(AnalyticEngine, CollectivesOfOneCommunicatorRunOneAtATime) {
   // [Communicator order]: the same all-gather and reduce-scatter on ONE communicator. The RS is
   // ready at 0.5 (after the compute) on its own stream, but waits for the AG to end at 1.0,

@@ -579,6 +579,37 @@ TEST(PriceOps, EveryOpCostsWhatTheCostModelSaysOfItAlone) {
 // CostModel::module_class: blocks alike in what prices their ops share a class; a different
 // eager factor, kernel list or (for a module without one) parameter tensor count each makes
 // another (eager execution, so every one is read), and price_ops gives each block's ops what the cost model says of them.
+// [Link domains] HSDP on two DGX H100 nodes: the shard group (8 ranks, one node) moves over
+// NVLink, the replicate group (2 ranks, one per node) over the NICs, so their collectives are in
+// different domains; on PCIe nodes the NICs hang off the GPUs' own PCIe switches, one domain.
+TEST(PriceOps, CollectivesAcrossNvlinkNodesAreInTheNetworksDomain) {
+  planner::ClusterSpec nvswitch, pcie;
+  pcie.intra_kind = planner::IntraNodeKind::pcie;
+  const planner::ProcessGroup shard{"shard", 8, 1, 1}, replicate{"replicate", 2, 2, 8};
+  EXPECT_EQ(planner::link_domain(shard, nvswitch), planner::kNodeFabric);
+  EXPECT_EQ(planner::link_domain(replicate, nvswitch), planner::kNetwork);
+  EXPECT_EQ(planner::link_domain(shard, pcie), planner::kNodeFabric);
+  EXPECT_EQ(planner::link_domain(replicate, pcie), planner::kNodeFabric);
+
+  const std::string file = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
+  for (const bool on_pcie : {false, true}) {
+    std::vector<std::string> sets = {"cluster.nodes=2", "training.global_batch=32", "fsdp.strategy=HYBRID_SHARD"};
+    if (on_pcie) sets.push_back("cluster.intra_node.kind=pcie");
+    const planner::Scenario sc = planner::load_scenario(file, sets);
+    const Schedule s = planner::plan_step(sc).schedule;
+    const planner::OpCosts c = planner::price_ops(s, CostModel(sc));
+    int across = 0, within = 0;
+    for (const Op& op : s.ops) {
+      if (!planner::is_collective(op.kind)) continue;
+      const bool crosses = s.groups[op.group].nodes > 1;
+      (crosses ? across : within) += 1;
+      EXPECT_EQ(c.link_domain[op.id], crosses && !on_pcie ? planner::kNetwork : planner::kNodeFabric) << op.name;
+    }
+    EXPECT_GT(across, 0);  // the replicate group's all-reduces
+    EXPECT_GT(within, 0);  // the shard group's all-gathers and reduce-scatters
+  }
+}
+
 TEST(PriceOps, ModulesShareAClassOnlyWhenPricedAlike) {
   auto block = [](const std::string& name) {
     nlohmann::json b = pipelined_block_json(name, "mgm", 6700, 10050, true);
