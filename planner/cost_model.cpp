@@ -645,6 +645,27 @@ std::string nvme_untimed_warning(const ClusterSpec& cluster, const Schedule& sch
   return "";
 }
 
+std::string shared_nic_warning(const ClusterSpec& cluster, const Schedule& schedule) {
+  const int nics = std::max(1, cluster.nics_per_node);
+  for (std::size_t g = 0; g < schedule.groups.size(); ++g) {
+    const ProcessGroup& group = schedule.groups[g];
+    if (group.nodes <= 1 || group.ranks % group.nodes != 0) continue;
+    const int instances = cluster.gpus_per_node / (group.ranks / group.nodes);  // per node
+    if (instances <= nics) continue;
+    const bool used = std::any_of(schedule.ops.begin(), schedule.ops.end(), [&](const Op& op) {
+      return is_collective(op.kind) && op.group == static_cast<int>(g);
+    });
+    if (!used) continue;
+    return std::to_string(instances) + " instances of the " + group.name + " group (" + std::to_string(group.ranks) +
+           " ranks over " + std::to_string(group.nodes) + " nodes) cross nodes at once through each node's " +
+           std::to_string(nics) + " NIC" + (nics == 1 ? "" : "s") +
+           ": their collectives are priced as if each had the NICs alone (NCCL's own model of one communicator); "
+           "sharing them, their transfers would take up to " + std::to_string(instances / nics) +
+           "x longer. `fsdpsim simulate` shares the NICs (docs/simgrid.md, \"2026-12-06\")";
+  }
+  return "";
+}
+
 std::string borrowed_attention_warning(const ClusterSpec& cluster, AttentionKernel kernel, const Schedule& schedule) {
   if (kernel == AttentionKernel::eager) return "";
   const bool fused = std::any_of(schedule.kernel_sets.begin(), schedule.kernel_sets.end(),

@@ -122,6 +122,13 @@ Calibration read_calibration(const nlohmann::json& json, const std::string& file
 // (the swaps then take no time); "" otherwise.
 std::string nvme_untimed_warning(const ClusterSpec& cluster, const Schedule& schedule);
 
+// A warning when more instances of a group that crosses nodes run on each node than the node
+// has NICs (HSDP's replicate groups, one per local rank, on nodes with fewer NICs than GPUs):
+// the cost model prices each NCCL communicator alone, as NCCL's tuner does, while the instances
+// run at once and share the NICs, which the SimGrid engine models (docs/simgrid.md,
+// "2026-12-06"); "" otherwise.
+std::string shared_nic_warning(const ClusterSpec& cluster, const Schedule& schedule);
+
 // A warning when the schedule's blocks run a fused attention kernel (a kernel set with attention
 // whose scores stay on chip) that the attention model prices with constants borrowed from another
 // architecture or kernel (planner/attention_model.h attention_constants: no published rows for it

@@ -80,6 +80,8 @@ std::vector<std::string> estimate_warnings(const sim::Estimate& e, const planner
     warnings.push_back(std::move(context));
   if (std::string nvme = planner::nvme_untimed_warning(e.cluster, e.plan.schedule); !nvme.empty())
     warnings.push_back(std::move(nvme));
+  if (std::string nic = planner::shared_nic_warning(e.cluster, e.plan.schedule); !nic.empty())
+    warnings.push_back(std::move(nic));
   if (const auto kernel = planner::parse_attention_kernel(e.attention_kernel))
     if (std::string a = planner::borrowed_attention_warning(e.cluster, *kernel, e.plan.schedule); !a.empty())
       warnings.push_back(std::move(a));

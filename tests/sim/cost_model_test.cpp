@@ -610,6 +610,27 @@ TEST(PriceOps, CollectivesAcrossNvlinkNodesAreInTheNetworksDomain) {
   }
 }
 
+// HSDP on two nodes: the replicate group has one rank per node, so 8 of its instances (one per
+// local rank) cross each node's NICs at once. With 8 NICs (DGX) each has one; with 1 or 4 they
+// share, 8x or 2x, which the cost model (one communicator alone) does not price: a warning.
+// FULL_SHARD's one group has one instance per node: nothing to share.
+TEST(SharedNicWarning, NamesTheInstancesThatShareANodesNics) {
+  const std::string file = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
+  auto warning = [&](const std::string& strategy, int nics) {
+    const planner::Scenario sc = planner::load_scenario(
+        file, {"cluster.nodes=2", "training.global_batch=32", "fsdp.strategy=" + strategy,
+               "cluster.inter_node.nics_per_node=" + std::to_string(nics)});
+    return planner::shared_nic_warning(sc.cluster, planner::plan_step(sc).schedule);
+  };
+  EXPECT_EQ(warning("HYBRID_SHARD", 8), "");
+  const std::string one = warning("HYBRID_SHARD", 1);
+  EXPECT_NE(one.find("8 instances of the replicate group (2 ranks over 2 nodes)"), std::string::npos) << one;
+  EXPECT_NE(one.find("each node's 1 NIC:"), std::string::npos) << one;
+  EXPECT_NE(one.find("up to 8x longer"), std::string::npos) << one;
+  EXPECT_NE(warning("HYBRID_SHARD", 4).find("up to 2x longer"), std::string::npos);
+  EXPECT_EQ(warning("FULL_SHARD", 1), "");
+}
+
 TEST(PriceOps, ModulesShareAClassOnlyWhenPricedAlike) {
   auto block = [](const std::string& name) {
     nlohmann::json b = pipelined_block_json(name, "mgm", 6700, 10050, true);
