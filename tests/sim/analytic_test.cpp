@@ -54,16 +54,23 @@ TEST(AnalyticEngine, InterferenceSlowsOnlyTheOverlappedPart) {
   EXPECT_NEAR(t.exposed_comm_seconds, 0.0, kTol);
 }
 
-TEST(AnalyticEngine, ConcurrentCollectivesShareBandwidthAfterTheirLatency) {
-  // All-gather (1 s, 0.2 s of it latency) from 0; a reduce-scatter on ANOTHER communicator
-  // (1 s, 0.2 s latency) waits for a 0.5 s compute op. AG: latency to 0.2, transfers alone to
-  // 0.5 (0.3 done) and through the RS's latency to 0.7 (0.5 done); then both transfer at half
-  // speed: the AG's last 0.3 s take 0.6 s -> 1.3. RS: 0.3 of 0.8 done by 1.3, 0.5 alone -> 1.8.
+// All-gather (1 s, 0.2 s of it latency) from 0 (op 0); a reduce-scatter on ANOTHER communicator
+// (1 s, 0.2 s latency; op 2) waits for a 0.5 s compute op (op 1).
+Builder gather_beside_reduce_scatter() {
   Builder b;
-  const int ag = b.add(OpKind::all_gather, Stream::all_gather, 1.0);
+  b.add(OpKind::all_gather, Stream::all_gather, 1.0);
   const int c = b.add(OpKind::compute_bwd, Stream::compute, 0.5);
-  const int rs = b.add(OpKind::reduce_scatter, Stream::reduce_scatter, 1.0, {c}, -1, 1);
+  b.add(OpKind::reduce_scatter, Stream::reduce_scatter, 1.0, {c}, -1, 1);
   b.in.latency_seconds = {0.2, 0.0, 0.2};
+  return b;
+}
+
+TEST(AnalyticEngine, ConcurrentCollectivesShareBandwidthAfterTheirLatency) {
+  // AG: latency to 0.2, transfers alone to 0.5 (0.3 done) and through the RS's latency to 0.7
+  // (0.5 done); then both transfer at half speed: the AG's last 0.3 s take 0.6 s -> 1.3.
+  // RS: 0.3 of 0.8 done by 1.3, 0.5 alone -> 1.8.
+  Builder b = gather_beside_reduce_scatter();
+  const int ag = 0, rs = 2;
   StepTiming t = b.run();
   EXPECT_NEAR(t.ops[ag].end, 1.3, kTol);
   EXPECT_NEAR(t.ops[rs].start, 0.5, kTol);
@@ -77,16 +84,11 @@ TEST(AnalyticEngine, ConcurrentCollectivesShareBandwidthAfterTheirLatency) {
 }
 
 TEST(AnalyticEngine, CollectivesShareOnlyTheLinksOfTheirDomain) {
-  // [Link domains] The schedule of the test above: an all-gather (latency 0.2, 1 s) and, after a
-  // 0.5 s backward, a reduce-scatter (latency 0.2, 1 s) on another communicator. In different
-  // link domains (HSDP's all-reduce across nodes beside a reduce-scatter inside one) neither
-  // slows the other: the AG ends at 1.0, the RS at 0.5 + 1.0. In one domain they share as
-  // before: 1.3 and 1.8.
-  Builder b;
-  const int ag = b.add(OpKind::all_gather, Stream::all_gather, 1.0);
-  const int c = b.add(OpKind::compute_bwd, Stream::compute, 0.5);
-  const int rs = b.add(OpKind::reduce_scatter, Stream::reduce_scatter, 1.0, {c}, -1, 1);
-  b.in.latency_seconds = {0.2, 0.0, 0.2};
+  // [Link domains] The schedule of the test above. In different link domains (HSDP's all-reduce
+  // across nodes beside a reduce-scatter inside one) neither slows the other: the AG ends at
+  // 1.0, the RS at 0.5 + 1.0. In one domain they share as before: 1.3 and 1.8.
+  Builder b = gather_beside_reduce_scatter();
+  const int ag = 0, rs = 2;
   b.in.link_domain = {planner::kNodeFabric, planner::kNodeFabric, planner::kNetwork};
   StepTiming t = b.run();
   EXPECT_NEAR(t.ops[ag].end, 1.0, kTol);
