@@ -373,7 +373,7 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
     // Rates while nothing changes, and the next event. Collectives transferring in one link
     // domain share it ([Link domains], planner/op_costs.h).
     int collectives = 0;
-    std::array<int, 2> transferring{};
+    std::array<int, planner::kNetwork + 1> transferring{};  // per link domain (kNodeFabric, kNetwork)
     for (int k = 0; k < stream_count; ++k) {
       const int i = running[streams[k]];
       if (i < 0 || !collective[i]) continue;
