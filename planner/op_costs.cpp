@@ -147,9 +147,13 @@ void check_costs(const Schedule& s, const OpCosts& c) {
   if (!sized(c.duration_seconds, false) || !sized(c.issue_seconds, false) || !sized(c.latency_seconds, true) ||
       !sized(c.kernels, true) || !sized(c.issue_lead_seconds, true) ||
       !(c.link_domain.empty() || c.link_domain.size() == n))
-    throw std::invalid_argument("the op costs give " + std::to_string(c.duration_seconds.size()) + " durations and " +
-                                std::to_string(c.issue_seconds.size()) + " issue costs for a schedule of " +
-                                std::to_string(n) + " ops");
+    throw std::invalid_argument(
+        "the op costs give " + std::to_string(c.duration_seconds.size()) + " durations, " +
+        std::to_string(c.issue_seconds.size()) + " issue costs, " + std::to_string(c.latency_seconds.size()) +
+        " latencies, " + std::to_string(c.kernels.size()) + " kernel counts, " +
+        std::to_string(c.issue_lead_seconds.size()) + " issue leads and " + std::to_string(c.link_domain.size()) +
+        " link domains for a schedule of " + std::to_string(n) +
+        " ops (expected one per op; latencies, kernel counts, issue leads and link domains may be empty)");
   auto finite_nonnegative = [](double x) { return x >= 0 && std::isfinite(x); };
   for (std::size_t i = 0; i < n; ++i) {
     const bool ok = finite_nonnegative(c.duration_seconds[i]) && finite_nonnegative(c.issue_seconds[i]) &&

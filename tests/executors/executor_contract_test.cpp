@@ -206,6 +206,18 @@ TEST(ExecutorContract, EnginesStartAnOpAtItsIssueLead) {
   planner::OpCosts bad = pipelined_costs(s);
   bad.issue_lead_seconds[1] = 31e-6;
   EXPECT_THROW(planner::check_costs(s, bad), std::invalid_argument);
+  // A mis-sized vector is named with its count, whichever it is: here the link domains.
+  planner::OpCosts extra_domain = pipelined_costs(s);
+  extra_domain.link_domain.assign(s.ops.size() + 1, planner::kNodeFabric);
+  try {
+    planner::check_costs(s, extra_domain);
+    ADD_FAILURE() << "a link domain more than the schedule's ops was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(s.ops.size() + 1) + " link domains for a schedule of " +
+                                         std::to_string(s.ops.size()) + " ops"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
