@@ -1,0 +1,47 @@
+// MosaicML llm-foundry's published MPT benchmarks as a held-out judge (tools/llm_foundry_holdout.py,
+// tests/data/validation/llm_foundry_runs.csv, docs/accuracy.md "llm-foundry held out"). Every one
+// of these runs completed on its GPUs (the README publishes their measured throughput), so a plan
+// that says one of them does not fit is wrong: the worst answer a planner gives. The script also
+// checks that the MPT it writes has the README's parameter count for every row (it exits non-zero
+// otherwise), so the scenarios describe the models that ran.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_helpers.h"
+
+namespace fsdpsim::testing {
+namespace {
+
+TEST(LlmFoundryHoldout, EveryPublishedRunFitsItsGpus) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("fsdpsim_llm_foundry_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string root = FSDPSIM_SOURCE_ROOT;
+  const CommandResult made =
+      run_command("python3 " + root + "/tools/llm_foundry_holdout.py --csv " + root +
+                  "/tests/data/validation/llm_foundry_runs.csv --scenarios " + dir.string());
+  ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
+  // 216 published rows, of which the 7 of the FP8 table (Transformer Engine) are left out.
+  EXPECT_NE(made.out.find("209 scenarios written"), std::string::npos) << made.out;
+  EXPECT_NE(made.out.find("7 FP8 rows left out"), std::string::npos) << made.out;
+
+  const CommandResult r = run_cli("validate " + dir.string() + "/*.json --json");
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 209u);
+  int fits = 0;
+  for (const auto& row : j["rows"]) {
+    EXPECT_FALSE(row.contains("error")) << row.dump();
+    EXPECT_TRUE(row.value("holdout", false)) << row["name"];
+    EXPECT_TRUE(row.value("predicted_fits", false)) << row["name"] << " ran on its GPUs but is predicted not to fit";
+    fits += row.value("predicted_fits", false) ? 1 : 0;
+  }
+  EXPECT_EQ(fits, 209);
+}
+
+}  // namespace
+}  // namespace fsdpsim::testing
