@@ -197,13 +197,19 @@ AttentionKernelConstants pair(double loop_efficiency, double overhead_blocks, co
 // pair carried over by the ratio FlashAttention-2's own published A100 and H100 pairs show for
 // the same pass: what moving an sm80 kernel onto Hopper does, from the one sm80 kernel published
 // on both.
-AttentionKernelConstants carried_to_hopper_like_flash2(const AttentionKernelConstants& on_ampere,
+// FlashAttention's 2022 Triton kernel (flash1_triton) is carried the same way: llm-foundry, whose
+// runs are its published use on H100, builds it with triton-pre-mlir (llmfoundry/models/layers/
+// flash_attn_triton.py@b2a43a1, a copy of flash-attention's flash_attn_triton.py@eff9fe6 "tested
+// with triton==2.0.0.dev20221202"): a Triton from before its Hopper backend, which emits sm80's
+// mma; nothing publishes the kernel's own speed on Hopper.
+AttentionKernelConstants carried_to_hopper_like_flash2(const std::string& kernel,
+                                                       const AttentionKernelConstants& on_ampere,
                                                        const AttentionKernelConstants& flash2_ampere,
                                                        const AttentionKernelConstants& flash2_hopper) {
   AttentionKernelConstants c = on_ampere;
   c.loop_efficiency *= flash2_hopper.loop_efficiency / flash2_ampere.loop_efficiency;
   c.overhead_blocks *= flash2_hopper.overhead_blocks / flash2_ampere.overhead_blocks;
-  c.fitted_on = "borrowed from mem_efficient on ampere (" + on_ampere.fitted_on +
+  c.fitted_on = "borrowed from " + kernel + " on ampere (" + on_ampere.fitted_on +
                 "), carried to hopper by flash2's ampere-to-hopper ratio (both sm80 kernels: " + flash2_hopper.fitted_on +
                 ")";
   return c;
@@ -219,6 +225,9 @@ const std::map<Key, AttentionKernelConstants>& shipped_constants() {
   static const std::string a100_xf =
       "A100 fwd+bwd, non-causal, head dim 128, xformers bars (flash-attention assets/flash2_a100_fwd_bwd_benchmark.png "
       "(b)); forward and backward share the pair";
+  static const std::string a100_fa_triton =
+      "A100 fwd+bwd, non-causal, head dim 128, FlashAttention Triton bars (flash-attention "
+      "assets/flash2_a100_fwd_bwd_benchmark.png (b)); forward and backward share the pair";
   static const std::string h100_fwd = "H100 forward, non-causal, head dim 128 (FA3 paper arXiv:2407.08608 Fig. 5c)";
   static const std::string h100_bwd =
       "H100 backward, head dim 128 (FA3 paper arXiv:2407.08608 backward figure, transcribed bar labels)";
@@ -227,6 +236,8 @@ const std::map<Key, AttentionKernelConstants>& shipped_constants() {
       {{K::flash2, "ampere", B}, pair(0.725, 2.25, a100_fa2)},
       {{K::mem_efficient, "ampere", F}, pair(0.330, 2.25, a100_xf)},
       {{K::mem_efficient, "ampere", B}, pair(0.330, 2.25, a100_xf)},
+      {{K::flash1_triton, "ampere", F}, pair(0.320, 3.00, a100_fa_triton)},
+      {{K::flash1_triton, "ampere", B}, pair(0.320, 3.00, a100_fa_triton)},
       {{K::flash2, "hopper", F}, pair(0.485, 2.00, h100_fwd)},
       {{K::flash2, "hopper", B}, pair(0.365, 6.00, h100_bwd)},
       {{K::flash3, "hopper", F}, pair(1.105, 2.00, h100_fwd)},
@@ -238,9 +249,10 @@ const std::map<Key, AttentionKernelConstants>& shipped_constants() {
   static const std::map<Key, AttentionKernelConstants> with_carried = [] {
     std::map<Key, AttentionKernelConstants> all = m;
     for (AttentionPass pass : {F, B})
-      all[{K::mem_efficient, "hopper", pass}] =
-          carried_to_hopper_like_flash2(m.at({K::mem_efficient, "ampere", pass}), m.at({K::flash2, "ampere", pass}),
-                                        m.at({K::flash2, "hopper", pass}));
+      for (K sm80_kernel : {K::mem_efficient, K::flash1_triton})
+        all[{sm80_kernel, "hopper", pass}] =
+            carried_to_hopper_like_flash2(to_string(sm80_kernel), m.at({sm80_kernel, "ampere", pass}),
+                                          m.at({K::flash2, "ampere", pass}), m.at({K::flash2, "hopper", pass}));
     return all;
   }();
   return with_carried;
@@ -252,7 +264,8 @@ std::optional<AttentionKernel> parse_attention_kernel(const std::string& name) {
   static const std::map<std::string, AttentionKernel> names = {
       {"flash2", AttentionKernel::flash2}, {"flash3", AttentionKernel::flash3},
       {"cudnn", AttentionKernel::cudnn},   {"mem_efficient", AttentionKernel::mem_efficient},
-      {"triton", AttentionKernel::triton}, {"eager", AttentionKernel::eager}};
+      {"triton", AttentionKernel::triton}, {"flash1_triton", AttentionKernel::flash1_triton},
+      {"eager", AttentionKernel::eager}};
   auto it = names.find(name);
   if (it == names.end()) return std::nullopt;
   return it->second;
@@ -265,6 +278,7 @@ std::string to_string(AttentionKernel kernel) {
     case AttentionKernel::cudnn: return "cudnn";
     case AttentionKernel::mem_efficient: return "mem_efficient";
     case AttentionKernel::triton: return "triton";
+    case AttentionKernel::flash1_triton: return "flash1_triton";
     case AttentionKernel::eager: return "eager";
   }
   return "?";
@@ -399,6 +413,7 @@ bool attention_kernel_available(AttentionKernel kernel, const AttentionDevice& d
     case AttentionKernel::flash2: return nvidia_sm80_plus || a == "cdna3";  // ROCm: CK / AOTriton flash
     case AttentionKernel::mem_efficient:
     case AttentionKernel::triton:
+    case AttentionKernel::flash1_triton:
     case AttentionKernel::eager: return true;
   }
   return false;

@@ -1,4 +1,5 @@
-// Time of one fused attention call (FlashAttention-2/3, cuDNN, memory-efficient, Triton) or of
+// Time of one fused attention call (FlashAttention-2/3, cuDNN, memory-efficient, Triton,
+// FlashAttention's 2022 Triton kernel) or of
 // eager attention, from the kernel's structure rather than one efficiency per GPU.
 //
 // A fused kernel launches one CTA per (batch, head, query block of kAttentionBlockRows rows);
@@ -28,9 +29,14 @@
 
 namespace fsdpsim::planner {
 
-enum class AttentionKernel { flash2, flash3, cudnn, mem_efficient, triton, eager };
+// triton: Triton's FlashAttention-2-style kernel (the FA3 paper's "Triton" on H100).
+// flash1_triton: the flash-attention repository's 2022 Triton kernel, FlashAttention-1's
+// algorithm (flash_attn/flash_attn_triton.py; llm-foundry's `attn_impl: triton`), timed in the
+// FlashAttention-2 paper's A100 figure as "FlashAttention Triton".
+enum class AttentionKernel { flash2, flash3, cudnn, mem_efficient, triton, flash1_triton, eager };
 
-// "flash2", "flash3", "cudnn", "mem_efficient", "triton", "eager"; nullopt for anything else.
+// "flash2", "flash3", "cudnn", "mem_efficient", "triton", "flash1_triton", "eager"; nullopt for
+// anything else.
 std::optional<AttentionKernel> parse_attention_kernel(const std::string& name);
 std::string to_string(AttentionKernel kernel);
 

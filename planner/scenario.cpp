@@ -37,8 +37,8 @@ std::string strategy_name(Strategy s) {
   return "FULL_SHARD";
 }
 
-const std::vector<std::string> kAttentionKernelNames = {"auto",          "flash2", "flash3", "cudnn",
-                                                       "mem_efficient", "triton", "eager"};
+const std::vector<std::string> kAttentionKernelNames = {"auto",   "flash2", "flash3",        "cudnn", "mem_efficient",
+                                                       "triton", "flash1_triton", "eager"};
 
 bool is_hybrid(Strategy s) { return s == Strategy::HYBRID_SHARD || s == Strategy::HYBRID_SHARD_ZERO2; }
 

@@ -21,7 +21,9 @@ mpt-*.yaml):
   precision LayerNorm); the README's NumParams column equals this model's count for every row
   (checked when the scenarios are written);
 - attention: llm-foundry's Triton flash attention (`attn_impl: triton`, the submit script's
-  default, which sweep.sh does not change) -> training.attention "triton";
+  default, which sweep.sh does not change): llmfoundry/models/layers/flash_attn_triton.py, a copy
+  of the flash-attention repository's 2022 Triton kernel (flash_attn_triton.py@eff9fe6, built
+  with triton-pre-mlir) -> training.attention "flash1_triton";
 - FSDP1 as Composer configures it: block wrap (MPTBlock), limit_all_gathers true, Composer's
   default backward prefetch BACKWARD_POST, no forward prefetch, the row's sharding strategy;
   activation checkpointing of whole blocks when the row says True;
@@ -116,7 +118,7 @@ def scenario(row, root):
                      "seq_len": row["seq_len"], "param_dtype": "bf16", "reduce_dtype": "bf16",
                      "master_dtype": "fp32", "optimizer": "adamw", "optimizer_kernel": "foreach",
                      "activation_checkpointing": "full" if row["activation_checkpointing"] else "none",
-                     "torch_compile": False, "attention": "triton", "loss": "fused"},
+                     "torch_compile": False, "attention": "flash1_triton", "loss": "fused"},
         "fsdp": {"version": 1, "strategy": row["sharding"], "wrap": {"policy": "block"},
                  "forward_prefetch": False, "backward_prefetch": "BACKWARD_POST", "limit_all_gathers": True,
                  "cpu_offload": False},
