@@ -241,7 +241,7 @@ AttentionMemo& attention_memo() {
 }  // namespace
 
 CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models::DType compute_dtype)
-    : cluster_(cluster), calibration_(std::move(calibration)) {
+    : cluster_(cluster), calibration_(std::move(calibration)), fp8_matmuls_(compute_dtype == models::DType::fp8) {
   auto it = cluster_.gpu.peak_flops.find(models::dtype_name(compute_dtype));
   if (it == cluster_.gpu.peak_flops.end()) it = cluster_.gpu.peak_flops.find("bf16");
   peak_flops_ = it == cluster_.gpu.peak_flops.end() ? 0 : it->second;
@@ -256,6 +256,7 @@ CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models
 
 CostModel::CostModel(const Scenario& scenario)
     : CostModel(scenario.cluster, calibration_for(scenario), scenario.training.param_dtype) {
+  fp8_matmuls_ = scenario.training.fp8_matmuls();
   // training.attention names the fused kernel ("auto": what PyTorch's SDPA picks; "eager":
   // the model's costs materialise the scores, which the kernel sets say themselves).
   const std::string& attention = scenario.training.attention;
@@ -331,8 +332,8 @@ void CostModel::classify_modules() {
   }
 }
 
-double CostModel::bf16_peak_flops() const {
-  auto it = cluster_.gpu.peak_flops.find("bf16");
+double CostModel::mfu_peak_flops() const {
+  auto it = cluster_.gpu.peak_flops.find(mfu_peak_dtype());
   return it == cluster_.gpu.peak_flops.end() ? peak_flops_ : it->second;
 }
 

@@ -188,4 +188,17 @@ DeviceOverhead device_overhead(const NcclBufferSettings& nccl, const Schedule& s
   return o;
 }
 
+std::string near_capacity_warning(double gpu_memory_bytes, double device_peak_bytes, double peak_reserved_bytes) {
+  const double spare = gpu_memory_bytes - device_peak_bytes;
+  const double tolerance = kReservedModelTolerance * peak_reserved_bytes;
+  if (spare < 0 || spare >= tolerance) return "";
+  auto mib = [](double b) { return std::to_string(static_cast<long long>(std::llround(b / (1024.0 * 1024.0)))) + " MiB"; };
+  return "the step fits with " + mib(spare) + " to spare, less than the reserved-memory model's tolerance (" +
+         std::to_string(static_cast<int>(std::lround(kReservedModelTolerance * 100))) + "% of the predicted reserved " +
+         mib(peak_reserved_bytes) + " = " + mib(tolerance) +
+         "): the run may retry allocations (the caching allocator frees its cache and calls cudaMalloc again, "
+         "which synchronizes the device; num_alloc_retries in torch.cuda.memory_stats) or run out of memory, "
+         "and the step time includes neither";
+}
+
 }  // namespace fsdpsim::planner

@@ -83,7 +83,7 @@ OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMem
   c.source = "cost model (calibration: " + cost.calibration().name + ")";
   c.compute_slowdown_under_comm = cost.compute_slowdown_under_comm();
   c.launch_queue_kernels = cost.calibration().launch_queue_kernels;
-  c.bf16_peak_flops = cost.bf16_peak_flops();
+  c.mfu_peak_flops = cost.mfu_peak_flops();
   c.duration_seconds.resize(n);
   c.issue_seconds.resize(n);
   c.issue_lead_seconds.resize(n);
@@ -174,7 +174,7 @@ void check_costs(const Schedule& s, const OpCosts& c) {
                                   std::to_string(c.issue_seconds[i]) + " s)");
   }
   if (!finite_nonnegative(c.compute_slowdown_under_comm) || !finite_nonnegative(c.launch_queue_kernels) ||
-      !finite_nonnegative(c.bf16_peak_flops))
+      !finite_nonnegative(c.mfu_peak_flops))
     throw std::invalid_argument("the op costs' slowdown, launch queue and peak must be finite and non-negative");
 }
 

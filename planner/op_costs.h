@@ -43,8 +43,8 @@ struct OpCosts {
   // [Link domains] For collectives, the links their transfers are bound by, numbered: only
   // collectives of one domain share bandwidth. Empty: every collective in one domain.
   std::vector<int> link_domain;
-  // The dense bf16 peak MFU and HFU divide by (0: unknown).
-  double bf16_peak_flops = 0;
+  // The dense peak MFU and HFU divide by (CostModel::mfu_peak_flops; 0: unknown).
+  double mfu_peak_flops = 0;
 };
 
 // NCCL estimates by (collective kind, bytes, group ranks, group nodes): a step repeats the same

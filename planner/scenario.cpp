@@ -42,6 +42,11 @@ const std::vector<std::string> kAttentionKernelNames = {"auto",   "flash2", "fla
 
 bool is_hybrid(Strategy s) { return s == Strategy::HYBRID_SHARD || s == Strategy::HYBRID_SHARD_ZERO2; }
 
+bool shard_group_spreads_evenly(int group, int world, int gpus_per_node) {
+  if (gpus_per_node <= 0 || world <= gpus_per_node) return true;
+  return group <= gpus_per_node ? gpus_per_node % group == 0 : group % gpus_per_node == 0;
+}
+
 int optimizer_states_per_param(Optimizer o) {
   switch (o) {
     case Optimizer::adamw:
@@ -377,6 +382,11 @@ FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
   if (f.shard_group_size > world || world % f.shard_group_size != 0)
     r.fail("shard_group_size", "a shard group of " + std::to_string(f.shard_group_size) +
                                    " ranks does not divide the world of " + std::to_string(world) + " ranks");
+  if (!shard_group_spreads_evenly(f.shard_group_size, world, gpus_per_node))
+    r.fail("shard_group_size", "a shard group of " + std::to_string(f.shard_group_size) + " ranks straddles nodes of " +
+                                   std::to_string(gpus_per_node) + " GPUs unevenly; expected a divisor of " +
+                                   std::to_string(gpus_per_node) + " (within a node) or a multiple of it that divides the world of " +
+                                   std::to_string(world) + " ranks");
   if (r.has("wrap")) {
     const std::string path = r.path_of("wrap");
     const nlohmann::json wrap = wrap_object(r.raw("wrap"), r.file(), path);
@@ -581,13 +591,15 @@ DeepSpeedSpec parse_deepspeed(JsonReader& r, const Scenario& s) {
                "layout) and fsdp.strategy ZERO1, SHARD_GRAD_OP (ZeRO-2) or FULL_SHARD (ZeRO-3); this scenario is " +
                strategy_name(s.fsdp.strategy) +
                (s.training.master_weights == MasterWeights::optimizer_state ? "" : " with FSDP's layout"));
-  if (stage >= 2 && s.fsdp.offload_optimizer != FsdpSpec::OffloadDevice::none)
-    r.fail("deepspeed", "ZeRO-" + std::to_string(stage) + "'s buckets are not modelled with offload_optimizer yet (DeepSpeed "
+  if (stage >= 2 && (s.fsdp.offload_optimizer != FsdpSpec::OffloadDevice::none || s.fsdp.cpu_offload))
+    r.fail("deepspeed", "ZeRO-" + std::to_string(stage) + "'s buckets are not modelled with offload_optimizer or "
+                        "fsdp.cpu_offload yet (DeepSpeed "
                         "then copies each bucket's reduced partition into the host's fp32 gradients, which the bucket "
                         "plan does not route); leave the object out: the reduction is then planned per unit");
-  if (stage == 3 && s.fsdp.offload_param != FsdpSpec::OffloadDevice::none)
-    r.fail("deepspeed", "ZeRO-3's fetch limits are not modelled with offload_param yet (each fetch would first copy the "
-                        "partition from the host); leave the object out: ZeRO-3 is then planned as FSDP2");
+  if (stage == 3 && (s.fsdp.offload_param != FsdpSpec::OffloadDevice::none || s.fsdp.cpu_offload))
+    r.fail("deepspeed", "ZeRO-3's fetch limits are not modelled with offload_param or fsdp.cpu_offload yet (each fetch "
+                        "would first copy the partition from the host); leave the object out: ZeRO-3 is then planned "
+                        "as FSDP2");
   if (stage >= 2 && !s.fsdp.sync_grads_every_micro_step)
     r.fail("deepspeed", "DeepSpeed ZeRO-" + std::to_string(stage) + " reduces its buckets in every micro-step: "
                         "fsdp.grad_sync last_micro_step does not apply");

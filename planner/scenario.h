@@ -23,6 +23,12 @@ enum class Strategy { NO_SHARD, ZERO1, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD, 
 std::string strategy_name(Strategy s);
 bool is_hybrid(Strategy s);
 
+// Whether consecutive groups of `group` ranks (a shard group: ranks g*k .. g*k + group - 1)
+// lie evenly on nodes of `gpus_per_node` GPUs: within a node, a divisor of it; across nodes,
+// a multiple of it. Otherwise groups straddle nodes unevenly, which no NCCL communicator
+// layout the cost model prices (planner::check_group) describes. One node: any group.
+bool shard_group_spreads_evenly(int group, int world, int gpus_per_node);
+
 enum class Optimizer { adamw, adam, sgd_momentum, none };
 // Optimizer state tensors per parameter element (AdamW: exp_avg and exp_avg_sq).
 int optimizer_states_per_param(Optimizer o);
@@ -101,6 +107,9 @@ struct TrainingSpec {
   // float8 linears on top of a 16-bit param_dtype (param_dtype fp8 is the older, whole-model
   // fp8 of the memory model: every GEMM priced at the fp8 peak).
   bool float8_linears() const { return matmul_dtype == models::DType::fp8 && param_dtype != models::DType::fp8; }
+  // Some of the model's matmuls run in fp8 (either way above): MFU and HFU then divide by the
+  // GPU's dense fp8 peak (CostModel::mfu_peak_flops), which bounds them by 1.
+  bool fp8_matmuls() const { return matmul_dtype == models::DType::fp8 || param_dtype == models::DType::fp8; }
   // training.moe_imbalance: the busiest expert's routed tokens over the mean expert's (1: every
   // expert gets tokens x top_k / experts). It skews the grouped GEMMs and, under expert
   // parallelism, loads the busiest rank's experts and all-to-alls (planner/moe.h).

@@ -83,9 +83,11 @@ std::vector<int> group_sizes(const std::string& text, const AxisContext& ctx, co
                              const std::string& path) {
   if (text == "*" || text == "all") {
     std::vector<int> d = proper_divisors(ctx.world_size);
+    std::erase_if(d, [&](int g) { return !shard_group_spreads_evenly(g, ctx.world_size, ctx.gpus_per_node); });
     if (d.empty())
       throw InputError(spec.file, path, "no shard group size divides the world of " + std::to_string(ctx.world_size) +
-                                            " ranks other than 1 and the world itself");
+                                            " ranks other than 1 and the world itself and lies evenly on its nodes of " +
+                                            std::to_string(ctx.gpus_per_node) + " GPUs");
     return d;
   }
   char* end = nullptr;
@@ -392,7 +394,9 @@ void ScenarioTemplate::init(std::shared_ptr<const Scenario> base, ScenarioDocume
   models_[""] = base_->model;  // the base's own
 }
 
-AxisContext ScenarioTemplate::context() const { return {base_->world_size(), base_->training.global_batch}; }
+AxisContext ScenarioTemplate::context() const {
+  return {base_->world_size(), base_->training.global_batch, base_->cluster.gpus_per_node};
+}
 
 Scenario ScenarioTemplate::parse_point(const std::vector<std::string>& overrides, std::string& model_key,
                                        std::vector<std::string>& model_overrides) const {

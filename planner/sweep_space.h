@@ -57,6 +57,7 @@ struct AxisSpec {
 struct AxisContext {
   int world_size = 1;
   std::int64_t global_batch = 0;
+  int gpus_per_node = 0;  // "*" shard groups: only those that lie evenly on the nodes
 };
 
 // "key=v1,v2,...": commas inside brackets, braces or quotes do not split; each value is

@@ -53,7 +53,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
-void summarize_step(const planner::Schedule& s, StepTiming& r, double cpu_end, double bf16_peak_flops) {
+void summarize_step(const planner::Schedule& s, StepTiming& r, double cpu_end, double mfu_peak_flops) {
   const int n = static_cast<int>(s.ops.size());
   std::vector<OpTiming>& t = r.ops;
   double step = cpu_end;
@@ -82,6 +82,9 @@ void summarize_step(const planner::Schedule& s, StepTiming& r, double cpu_end, d
     if (planner::is_module_compute(op.kind))
       r.hardware_flops += planner::executed_flops(op, s);
   }
+  // An op never runs faster than its nominal time; what the sum of end - start - nominal leaves
+  // below zero is the rounding of the ops' absolute times (-1e-14 s seen), not a time.
+  r.interference_seconds = std::max(0.0, r.interference_seconds);
 
   // Exposed communication: communication running while neither the compute stream nor a
   // host op runs; concurrent communication ops share the stretch equally.
@@ -197,13 +200,13 @@ void summarize_step(const planner::Schedule& s, StepTiming& r, double cpu_end, d
   }
 
   r.tokens_per_second_per_gpu = r.model_flops = r.mfu = r.hfu = 0;
-  r.bf16_peak_flops = bf16_peak_flops;
+  r.mfu_peak_flops = mfu_peak_flops;
   if (r.step_seconds > 0) {
     r.tokens_per_second_per_gpu = s.tokens_per_rank / r.step_seconds;
     r.model_flops = s.model_flops_per_rank;
-    if (bf16_peak_flops > 0) {
-      r.mfu = s.model_flops_per_rank / (r.step_seconds * bf16_peak_flops);
-      r.hfu = r.hardware_flops / (r.step_seconds * bf16_peak_flops);
+    if (mfu_peak_flops > 0) {
+      r.mfu = s.model_flops_per_rank / (r.step_seconds * mfu_peak_flops);
+      r.hfu = r.hardware_flops / (r.step_seconds * mfu_peak_flops);
     }
   }
 }
@@ -444,7 +447,7 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
     }
   }
 
-  summarize_step(s, r, cpu_free, in.bf16_peak_flops);
+  summarize_step(s, r, cpu_free, in.mfu_peak_flops);
   return r;
 }
 

@@ -101,24 +101,24 @@ struct StepTiming {
   double tokens_per_second_per_gpu = 0;
   double model_flops = 0;     // schedule.model_flops_per_rank: 3 x forward (6N + attention, causal attention halved)
   double hardware_flops = 0;  // FLOPs the GPU executes: forward, backward, recompute
-  double mfu = 0;             // model_flops / (step x dense bf16 peak)
-  double hfu = 0;             // hardware_flops / (step x dense bf16 peak)
-  double bf16_peak_flops = 0;  // the peak MFU and HFU divide by
+  double mfu = 0;             // model_flops / (step x mfu_peak_flops)
+  double hfu = 0;             // hardware_flops / (step x mfu_peak_flops)
+  double mfu_peak_flops = 0;  // the peak MFU and HFU divide by: dense bf16, or fp8 for fp8 matmuls
   std::vector<OpTiming> ops;  // parallel to schedule.ops
   std::vector<PathSegment> critical_path;  // in time order
   CriticalPathSummary critical_path_summary;
 };
 
 // Times the schedule with its op costs (the executor contract: planner/op_costs.h). MFU and HFU
-// use costs.bf16_peak_flops (0: not computed). Throws std::invalid_argument when the costs do
+// use costs.mfu_peak_flops (0: not computed). Throws std::invalid_argument when the costs do
 // not match the schedule or the schedule deadlocks (an op waits for one issued after it).
 StepTiming simulate(const planner::Schedule& schedule, const planner::OpCosts& costs);
 
 // The step summary from op timings, shared by the analytic and SimGrid engines: `t.ops` holds
 // every op's times and constraints, `cpu_end` is when the CPU finished issuing; fills every
 // other field of `t` (breakdown, exposed communication by unit and phase, critical path from
-// the constraints that set each start, throughput, MFU/HFU with `bf16_peak_flops`).
-void summarize_step(const planner::Schedule& schedule, StepTiming& t, double cpu_end, double bf16_peak_flops);
+// the constraints that set each start, throughput, MFU/HFU with `mfu_peak_flops`).
+void summarize_step(const planner::Schedule& schedule, StepTiming& t, double cpu_end, double mfu_peak_flops);
 
 // planner::price_ops + simulate.
 StepTiming time_step(const planner::Schedule& schedule, const planner::CostModel& cost,

@@ -39,6 +39,7 @@ nlohmann::json step_timing_to_json(const StepTiming& t) {
           {"hardware_flops", t.hardware_flops},
           {"mfu", t.mfu},
           {"hfu", t.hfu},
+          {"mfu_peak_flops", t.mfu_peak_flops},
           {"ops", ops},
           {"critical_path", path},
           {"critical_path_summary",
@@ -63,6 +64,7 @@ StepTiming step_timing_from_json(const nlohmann::json& j) {
   t.hardware_flops = j.at("hardware_flops");
   t.mfu = j.at("mfu");
   t.hfu = j.at("hfu");
+  t.mfu_peak_flops = j.at("mfu_peak_flops");
   for (const auto& o : j.at("ops")) {
     OpTiming x;
     x.issue_start = o.at(0);

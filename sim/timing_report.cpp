@@ -30,7 +30,7 @@ std::string pct(double part, double whole) {
 }
 
 constexpr const char* kFlopConvention =
-    "MFU = model FLOPs / (step x dense bf16 peak); model FLOPs = 3 x forward FLOPs (6N + attention, "
+    "MFU = model FLOPs / (step x peak_flops: the dense bf16 peak, the dense fp8 peak when matmuls run in fp8); model FLOPs = 3 x forward FLOPs (6N + attention, "
     "causal attention counted at the half a causal kernel computes); HFU counts the FLOPs executed (recompute included, "
     "eager attention's whole score square)";
 
@@ -65,7 +65,7 @@ nlohmann::json timing_json(const StepTiming& t) {
             {"hfu", t.hfu},
             {"model_flops_per_step", t.model_flops},
             {"hardware_flops_per_step", t.hardware_flops},
-            {"peak_flops", t.bf16_peak_flops},
+            {"peak_flops", t.mfu_peak_flops},
             {"flop_convention", kFlopConvention}}}};
 }
 

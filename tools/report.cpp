@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "planner/device_memory.h"
 #include "sim/timing_report.h"
 #include "sim/unit_report.h"
 #include "tools/format.h"
@@ -82,6 +83,10 @@ std::vector<std::string> estimate_warnings(const sim::Estimate& e, const planner
     warnings.push_back(std::move(nvme));
   if (std::string nic = planner::shared_nic_warning(e.cluster, e.plan.schedule); !nic.empty())
     warnings.push_back(std::move(nic));
+  if (std::string near = planner::near_capacity_warning(e.gpu_memory_bytes, e.device_peak_bytes(),
+                                                        static_cast<double>(e.memory.peak_reserved_bytes));
+      !near.empty())
+    warnings.push_back(std::move(near));
   if (const auto kernel = planner::parse_attention_kernel(e.attention_kernel))
     if (std::string a = planner::borrowed_attention_warning(e.cluster, *kernel, e.plan.schedule); !a.empty())
       warnings.push_back(std::move(a));
@@ -135,7 +140,8 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc, d
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.0f", tm.tokens_per_second_per_gpu);
   time.add({"tokens/s per GPU", buf, ""});
-  time.add({"MFU", percent(tm.mfu), "6N + attention FLOPs (causal: half the square) / dense bf16 peak"});
+  time.add({"MFU", percent(tm.mfu), std::string("6N + attention FLOPs (causal: half the square) / dense ") +
+                                       (sc.training.fp8_matmuls() ? "fp8" : "bf16") + " peak"});
   out << time.str();
   // The one constant fitted to end-to-end runs (docs/accuracy.md): say so where the time is read.
   std::snprintf(buf, sizeof buf, "%.2f", e.calibration.memory_bound_efficiency);

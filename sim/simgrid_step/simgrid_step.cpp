@@ -961,7 +961,7 @@ void collect_timings(const Schedule& s, const Platform& platform, const SimgridO
       if (!rs.done[i] && s.ops[i].stream != Stream::host)
         throw std::runtime_error("the SimGrid run ended before rank " + std::to_string(rs.rank) + " finished op " +
                                  std::to_string(i) + " (" + s.ops[i].name + ")");
-    summarize_step(s, rs.timing, rs.cpu_end, sim.in->bf16_peak_flops);
+    summarize_step(s, rs.timing, rs.cpu_end, sim.in->mfu_peak_flops);
     result.ranks.push_back({rs.rank, rs.timing.step_seconds, rs.timing.compute_seconds, rs.timing.exposed_comm_seconds,
                             rs.speed});
     if (rs.timing.step_seconds > sim.ranks[slowest].timing.step_seconds) slowest = static_cast<int>(k);

@@ -58,6 +58,16 @@ std::vector<BadCase> bad_cases() {
   };
   nlohmann::json unknown = good_scenario();
   unknown["training"]["micro_bach"] = 2;
+  // 3 nodes of 8: a shard group of 3 divides the world of 24 but straddles the nodes unevenly
+  // (ranks 6-8 span two), which used to fail later, in the cost model, without a key.
+  nlohmann::json straddling = good_scenario();
+  straddling["cluster"] = {{"gpu", "H100-SXM-80GB"},
+                           {"nodes", 3},
+                           {"gpus_per_node", 8},
+                           {"intra_node", {{"kind", "nvswitch"}, {"bandwidth_gbps", 450}}},
+                           {"inter_node", {{"nic_gbps", 50}, {"nics_per_node", 8}}}};
+  straddling["training"]["global_batch"] = 48;
+  straddling["fsdp"] = {{"strategy", "HYBRID_SHARD"}, {"shard_group_size", 3}};
   return {
       {"malformed", "{\"model\": \"models/gpt2.json\",\n  \"cluster\": }", "line 2", "malformed JSON"},
       {"unknown_field", unknown.dump(), "training.micro_bach", "unknown field"},
@@ -70,6 +80,7 @@ std::vector<BadCase> bad_cases() {
       {"bad_strategy", with("/fsdp/strategy", "ZERO4"), "fsdp.strategy", "expected one of"},
       {"shard_group_not_dividing", with("/fsdp", nlohmann::json{{"strategy", "HYBRID_SHARD"}, {"shard_group_size", 3}}),
        "fsdp.shard_group_size", "does not divide"},
+      {"shard_group_straddling_nodes", straddling.dump(), "fsdp.shard_group_size", "straddles nodes of 8 GPUs unevenly"},
       {"bad_dtype", with("/training/param_dtype", "int4"), "training.param_dtype", "expected fp32"},
       {"unknown_gpu", with("/cluster", nlohmann::json{{"gpu", "Z100"}, {"nodes", 1}, {"gpus_per_node", 8}}),
        "gpu", "no GPU of that name"},

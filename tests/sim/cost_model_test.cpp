@@ -144,7 +144,7 @@ TEST(CostModelCompute, Fp32ComputeUsesTheTf32Peak) {
   op.kind = OpKind::compute_fwd;
   op.flops = 494.7e12;  // the test GPU's fp32 (TF32 tensor core) peak
   EXPECT_NEAR(cost.duration_seconds(op, Schedule{}), 1.0, 1e-12);
-  EXPECT_DOUBLE_EQ(cost.bf16_peak_flops(), 989.4e12);
+  EXPECT_DOUBLE_EQ(cost.mfu_peak_flops(), 989.4e12);
 }
 
 TEST(CostModelIssue, KernelEstimateFromTheModulesParameterTensors) {

@@ -96,6 +96,12 @@ TEST(SweepAxes, ShorthandsExpand) {
   planner::Axis raf = planner::expand_axis(planner::parse_axis_spec("fsdp.reshard_after_forward=true,false,2,true"), ctx);
   EXPECT_EQ(raf.values.size(), 3u) << "duplicates dropped";
   EXPECT_THROW(planner::expand_axis(planner::parse_axis_spec("fsdp.strategy=FULL_SHARD:8"), ctx), InputError);
+  // On 3 nodes of 8 GPUs the groups that lie evenly on the nodes: 2, 4, 8 (3, 6 and 12 divide
+  // the world of 24 but straddle nodes; planner::shard_group_spreads_evenly).
+  planner::Axis three_nodes = planner::expand_axis(planner::parse_axis_spec("fsdp.strategy=HYBRID_SHARD:*"), {24, 48, 8});
+  std::vector<std::string> groups;
+  for (const auto& v : three_nodes.values) groups.push_back(v.label);
+  EXPECT_EQ(groups, (std::vector<std::string>{"HYBRID_SHARD:2", "HYBRID_SHARD:4", "HYBRID_SHARD:8"}));
   EXPECT_THROW(planner::parse_axis_spec("no_equals_sign"), InputError);
   // A shard-group axis of its own decides the group: the strategy values do not reset it.
   planner::SweepSpace both = planner::make_space(
