@@ -31,10 +31,17 @@ mpt-*.yaml):
   the 16-bit logits (llmfoundry/models/mpt/modeling_mpt.py) -> training.loss "fused" (fsdpsim's
   fused kind writes the logits' gradient in place; flash-attn's default inplace_backward=False
   allocates it: one 16-bit logits tensor more at the loss's backward than the plan holds);
-- mixed precision: bf16 parameters, fp32 master weights and AdamW state (decoupled_adamw);
-  Composer's DEFAULT mode gathered fp32 parameters under bf16 autocast in 2023 (composer
-  mosaic_fsdp_utils.get_mixed_precision: param_dtype None), which fsdpsim cannot state: those
-  rows are planned with bf16 gathers (half the all-gather bytes of the run, no autocast casts);
+- mixed precision: bf16 parameters gathered and computed in, fp32 master weights and AdamW state
+  (decoupled_adamw). Composer's MP modes as the runs' Composer ran them (composer
+  trainer/mosaic_fsdp_utils.py get_mixed_precision): PURE reduces gradients in bf16; DEFAULT has
+  gathered bf16 parameters since Composer 0.14 (aaa8dcc, March 2023; before it DEFAULT gathered
+  fp32 parameters under autocast) and reduces them in fp32 since 0.16.4 (d745fcb, "patch default",
+  2023-10-11; reduce_dtype None, i.e. bf16, before it). The large-scale H100 table (llm-foundry
+  5e85bd6, January 2024) ran llm-foundry main, which required Composer >= 0.17.2: its DEFAULT rows
+  reduce in fp32. The October 2023 tables (b2a43a1) ran llm-foundry v0.3.0 (Composer >= 0.16.3,
+  < 0.17, resolved when each run installed it, in the weeks 0.16.4 was released): which of the two
+  their DEFAULT rows ran is not known; they are planned with bf16 reductions, and docs/accuracy.md
+  gives the figures with fp32 ones too;
 - the FP8 table (Transformer Engine) is left out: fsdpsim's float8 is torchao's.
 """
 import argparse
@@ -98,6 +105,14 @@ def mpt_config(model, seq):
             "attn_config": {"alibi": False, "attn_impl": "triton", "attn_type": "multihead_attention"}}
 
 
+LARGE_SCALE_TABLE = "H100 80GB BF16 (Large Scale, >= 128 GPUs)"  # added by llm-foundry 5e85bd6 (2024-01-06)
+
+
+def reduce_dtype(row):
+    """The gradient reduction dtype of the row's Composer MP mode (the docstring says why)."""
+    return "fp32" if row["mp_mode"] == "DEFAULT" and row["table"] == LARGE_SCALE_TABLE else "bf16"
+
+
 def scenario(row, root):
     gpu, cluster_file = GPUS[row["gpu"]]
     with open(os.path.join(root, cluster_file)) as f:
@@ -115,7 +130,7 @@ def scenario(row, root):
         "model": f"hf:configs/mpt-{row['model']}-s{row['seq_len']}.json",
         "cluster": cluster,
         "training": {"global_batch": row["global_batch"], "micro_batch": row["micro_batch"],
-                     "seq_len": row["seq_len"], "param_dtype": "bf16", "reduce_dtype": "bf16",
+                     "seq_len": row["seq_len"], "param_dtype": "bf16", "reduce_dtype": reduce_dtype(row),
                      "master_dtype": "fp32", "optimizer": "adamw", "optimizer_kernel": "foreach",
                      "activation_checkpointing": "full" if row["activation_checkpointing"] else "none",
                      "torch_compile": False, "attention": "flash1_triton", "loss": "fused"},
