@@ -392,14 +392,14 @@ double modeled_collective_seconds(const CollectiveMeasurement& x, const planner:
                                                        : planner::OpKind::all_reduce;
   op.comm_bytes = x.bytes;
   op.group = 0;
-  return planner::CostModel(cluster, c, scenario.training.param_dtype).collective(op, one).seconds;
+  return planner::CostModel(cluster, c, scenario.training.compute_dtype()).collective(op, one).seconds;
 }
 
 // The cost model's GEMM model for one dtype on the scenario's GPU (CostModel::gemm_device).
 planner::GemmDevice gemm_device_for(const planner::Scenario& scenario, const planner::Calibration& c,
                                     const std::string& dtype) {
   const std::optional<models::DType> d = models::parse_dtype(dtype);
-  return planner::CostModel(scenario.cluster, c, d ? *d : scenario.training.param_dtype).gemm_device();
+  return planner::CostModel(scenario.cluster, c, d ? *d : scenario.training.compute_dtype()).gemm_device();
 }
 
 planner::GemmShape model_shape(const GemmShape& g) {
@@ -475,7 +475,7 @@ void CalibrationFit::gemm_efficiency() {
   std::map<std::string, std::vector<const GemmMeasurement*>> by_dtype;
   for (const GemmMeasurement& g : m_.gemms)
     if (g.time.median_seconds > 0 && g.peak_flops > 0) by_dtype[g.dtype].push_back(&g);
-  const std::string compute_dtype = models::dtype_name(scenario_.training.param_dtype);
+  const std::string compute_dtype = models::dtype_name(scenario_.training.compute_dtype());
   for (const auto& [dtype, gs] : by_dtype) {
     planner::GemmDevice device = gemm_device_for(scenario_, c_, dtype);
     device.peak_flops = gs.front()->peak_flops;  // the measurements' denominator

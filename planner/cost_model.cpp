@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <mutex>
 #include <stdexcept>
+#include <string_view>
 #include <tuple>
 
 #include "planner/scenario.h"
@@ -198,14 +199,23 @@ Calibration calibration_for(const Scenario& scenario) {
 }
 
 bool override_changes_cost_model(const std::string& assignment) {
-  static const char* const kReadByCostModel[] = {"cluster",          "calibration",         "model",
-                                                 "training.param_dtype", "training.attention", "training.torch_compile",
-                                                 "training.optimizer_kernel", "training.optimizer", "fsdp.wrap"};
-  const std::string key = assignment.substr(0, assignment.find('='));
-  for (const char* field : kReadByCostModel) {
-    const std::size_t n = std::char_traits<char>::length(field);
-    if (key.compare(0, n, field) == 0 && (key.size() == n || key[n] == '.')) return true;
-  }
+  static const char* const kReadByCostModel[] = {"cluster",
+                                                 "calibration",
+                                                 "model",
+                                                 "training.param_dtype",
+                                                 "training.matmul_dtype",
+                                                 "training.attention",
+                                                 "training.torch_compile",
+                                                 "training.optimizer_kernel",
+                                                 "training.optimizer",
+                                                 "fsdp.wrap"};
+  const std::string_view key = std::string_view(assignment).substr(0, assignment.find('='));
+  // `path` is `outer` or a field inside it.
+  auto within = [](std::string_view outer, std::string_view path) {
+    return path.substr(0, outer.size()) == outer && (path.size() == outer.size() || path[outer.size()] == '.');
+  };
+  for (const char* field : kReadByCostModel)
+    if (within(field, key) || within(key, field)) return true;  // "cluster.gpu", or "training" (holds them)
   return false;
 }
 
@@ -255,7 +265,7 @@ CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models
 }
 
 CostModel::CostModel(const Scenario& scenario)
-    : CostModel(scenario.cluster, calibration_for(scenario), scenario.training.param_dtype) {
+    : CostModel(scenario.cluster, calibration_for(scenario), scenario.training.compute_dtype()) {
   fp8_matmuls_ = scenario.training.fp8_matmuls();
   // training.attention names the fused kernel ("auto": what PyTorch's SDPA picks; "eager":
   // the model's costs materialise the scores, which the kernel sets say themselves).

@@ -317,10 +317,12 @@ class CostModel {
 
 // Whether a scenario override ("a.b=value") can change the CostModel made from the scenario.
 // CostModel(const Scenario&) reads the cluster, the calibration, the model (its modules'
-// parameter tensors), training.param_dtype (the compute dtype), training.attention,
+// parameter tensors), training.param_dtype and training.matmul_dtype (the compute dtype,
+// TrainingSpec::compute_dtype; MFU's peak), training.attention,
 // training.torch_compile (eager blocks), training.optimizer and training.optimizer_kernel (the
 // step's kernel launches) and fsdp.wrap (which modules are blocks); nothing else.
-// A sweep shares one cost model among points whose overrides differ only in other fields.
+// An override of an object that holds one of them ("training") can too. A sweep shares one cost
+// model among points whose overrides differ only in other fields.
 bool override_changes_cost_model(const std::string& assignment);
 
 // Which collective an op kind is (all_gather, reduce_scatter, all_reduce); throws

@@ -54,7 +54,8 @@ class StepBuilder {
         training_(scenario.training),
         layout_(layout),
         schedule_(plan.schedule),
-        activation_bytes_scale_(step_.compute_dtype_bytes / 2.0),
+        activation_bytes_scale_(models::dtype_bytes(scenario.training.compute_dtype()) / 2.0),
+        residual_bytes_scale_(step_.param_dtype_bytes / 2.0),
         float8_(scenario) {
     resolve_loss();
     check_attention_kernel();
@@ -80,6 +81,7 @@ class StepBuilder {
                            " forward events is too long a schedule to simulate op by op (limit 4M events)");
     check_buffer_sizes_fit();
     saved_activations_.assign(layout_.forward.size(), -1);
+    saved_weight_copies_.assign(layout_.forward.size(), -1);
     reserve_schedule();
     make_persistent_state();
     make_init_prelude();
@@ -304,6 +306,8 @@ class StepBuilder {
       if (m.routed) {
         if (pass == KernelPass::selective_recompute) continue;  // refused for MoE blocks (check_moe)
         for (GroupedGemmShape& g : routed_gemms(*c.moe, m, pass, tokens)) k.grouped_gemms.push_back(std::move(g));
+        if (training_.autocast())
+          k.cast_kernel_bytes.push_back(autocast_cast_bytes(routed_weight_numel(*c.moe, m)));
         continue;
       }
       const std::size_t first_gemm = k.gemms.size();
@@ -318,6 +322,8 @@ class StepBuilder {
           break;
       }
       if (first_gemm < k.gemms.size() && float8_.runs_in_fp8(c, m)) add_float8_kernels(k, first_gemm, m, pass, tokens);
+      if (first_gemm < k.gemms.size() && training_.autocast())
+        k.cast_kernel_bytes.push_back(autocast_cast_bytes(m.in_features * m.out_features));
     }
     // SAC keeps a fused attention's output; eager attention (bmm, not in the save list) runs
     // again, which the module's sac_recompute_flops then count in its b*s^2 term.
@@ -340,6 +346,39 @@ class StepBuilder {
     }
     cache.emplace(&c, index);
     return index;
+  }
+
+  // ---- [Autocast over fp32 parameters] (TrainingSpec::autocast) -------------------------------
+  // FSDP1 hands the modules fp32 views of the gathered flat parameter; under torch.autocast each
+  // F.linear casts its weight to the 16-bit matmul_dtype at every call (the views are not leaves,
+  // so at::autocast::cached_cast caches nothing), and the GEMM saves that copy for its input
+  // gradient. So per Linear weight of numel n, in a pass:
+  //  - forward and a recompute: a cast kernel reading n fp32 and writing n 16-bit elements; the
+  //    copy lives until the module's backward (inside a checkpointed block, run under no_grad,
+  //    until the GEMM is done: one at a time), and the recompute makes it again;
+  //  - backward: the weight gradient comes out of the GEMM in 16 bits and the cast's backward
+  //    writes it in fp32 (the same bytes), before FSDP1 reduces it in reduce_dtype.
+  // Not planned: casts of activations (a norm's fp32 output before its GEMM), of biases and norm
+  // weights, and the cast kernels' CPU issue (docs/cost-model.md, "Autocast over fp32 parameters").
+  double autocast_cast_bytes(double numel) const {
+    return numel * (models::dtype_bytes(models::DType::fp32) + models::dtype_bytes(training_.compute_dtype()));
+  }
+  // This rank's elements of a routed expert projection: its local experts' weights.
+  double routed_weight_numel(const models::MoeSpec& moe, const models::Matmul& m) const {
+    const int ep = scenario_.fsdp.expert_parallel;
+    return m.in_features * m.out_features * static_cast<double>(ep > 1 ? moe.experts / ep : moe.experts);
+  }
+  // The 16-bit copies of the module's Linear weights (`largest_only`: its largest one), allocated
+  // at `op`; -1 when the module runs no GEMM.
+  int autocast_weight_copies(int op, const models::ModuleCosts& c, bool largest_only, const Name& name) {
+    double numel = 0;
+    for (const models::Matmul& m : c.matmuls) {
+      const double n = m.routed ? routed_weight_numel(*c.moe, m) : m.in_features * m.out_features;
+      numel = largest_only ? std::max(numel, n) : numel + n;
+    }
+    if (!(numel > 0)) return -1;
+    return step_.alloc_at(op, checked_to_int64(numel * models::dtype_bytes(training_.compute_dtype()), "autocast weight copy bytes"),
+                          MemCategory::activation, name);
   }
 
   // A Float8Linear (planner/float8.h): its GEMMs from `first_gemm` on run in fp8, beside the
@@ -577,7 +616,7 @@ class StepBuilder {
   // (_full_prec_full_param_padded). Nothing stays allocated, but a model with no init segments
   // big enough gets new ones (the measured snapshot: 365-445 of its trace, 2026-11-28).
   void make_lazy_init() {
-    const bool mixed = step_.compute_dtype_bytes != step_.stored_param_dtype_bytes;  // _uses_param_mixed_precision
+    const bool mixed = step_.param_dtype_bytes != step_.stored_param_dtype_bytes;  // _uses_param_mixed_precision
     auto sized_and_freed = [&](int u, std::int64_t elements, int dtype_bytes, const char* what) {
       const int id = prelude_buffer(step_.buffer_bytes(elements, dtype_bytes), Name{"lazy init: ", step_.label(u), what}, u);
       schedule_.prelude.push_back({id, true});
@@ -589,8 +628,8 @@ class StepBuilder {
     for (int u : order) {
       if (sharded_params_[u] < 0) continue;
       const UnitShard& sh = step_.shard(u);
-      if (mixed) sized_and_freed(u, sh.local_numel, step_.compute_dtype_bytes, " low-precision shard");
-      sized_and_freed(u, sh.gathered_numel, mixed ? step_.compute_dtype_bytes : step_.stored_param_dtype_bytes,
+      if (mixed) sized_and_freed(u, sh.local_numel, step_.param_dtype_bytes, " low-precision shard");
+      sized_and_freed(u, sh.gathered_numel, mixed ? step_.param_dtype_bytes : step_.stored_param_dtype_bytes,
                       " unsharded flat parameter");
       if (mixed) sized_and_freed(u, sh.gathered_numel, step_.stored_param_dtype_bytes, " full-precision unsharded flat parameter");
     }
@@ -631,7 +670,7 @@ class StepBuilder {
                        Placement::pinned_host, "NVMe optimizer swap buffers", false);
     }
     if (scenario_.fsdp.offload_param == Device::nvme)
-      step_.host_alloc(-1, kDeepSpeedParamSwapBuffers * kDeepSpeedParamSwapBufferElements * step_.compute_dtype_bytes,
+      step_.host_alloc(-1, kDeepSpeedParamSwapBuffers * kDeepSpeedParamSwapBufferElements * step_.param_dtype_bytes,
                        MemCategory::temporary, Placement::pinned_host, "NVMe parameter swap buffers", false);
   }
 
@@ -666,8 +705,18 @@ class StepBuilder {
         saved_activations_[i] = step_.alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
                                                Name{"activations of ", e.module->full_name});
       } else if (checkpoint_inputs_[e.region] < 0) {
-        checkpoint_inputs_[e.region] = step_.alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::activation,
-                                                      Name{"checkpointed input of ", e.module->full_name});
+        checkpoint_inputs_[e.region] = step_.alloc_at(op, bytes_of(c.input_bytes, b, seq, residual_bytes_scale_),
+                                                      MemCategory::activation, Name{"checkpointed input of ", e.module->full_name});
+      }
+      if (training_.autocast()) {
+        // Saved for backward outside a checkpointed block; inside one (no_grad) each copy is
+        // freed after its GEMM, so only the largest lives at a time.
+        if (e.region < 0) {
+          saved_weight_copies_[i] = autocast_weight_copies(op, c, false, Name{"autocast weight copies of ", e.module->full_name});
+        } else {
+          int copy = autocast_weight_copies(op, c, true, Name{"autocast weight copy in ", e.module->full_name});
+          step_.free_at(op, copy);
+        }
       }
       transient_at(op, c, c.forward_transient_bytes, "forward_transient_bytes", b, seq,
                    Name{"forward transients of ", e.module->full_name});
@@ -703,10 +752,11 @@ class StepBuilder {
     const int ep = scenario_.fsdp.expert_parallel;
     const ExpertRouting r = expert_routing(*c.moe, tokens, ep, training_.moe_imbalance);
     const double rows = r.rank_load_factor * tokens * c.moe->top_k;
-    const double bytes = rows * static_cast<double>(c.moe->hidden_size) * step_.compute_dtype_bytes;
+    const int token_bytes = models::dtype_bytes(training_.compute_dtype());  // hidden states: activations
+    const double bytes = rows * static_cast<double>(c.moe->hidden_size) * token_bytes;
     const std::int64_t receive_bytes = checked_to_int64(std::ceil(bytes), "the all-to-all receive buffer's bytes");
     const TokenPermutation permutation =
-        ep_token_permutation(rows, c.moe->hidden_size, r.local_experts, step_.compute_dtype_bytes);
+        ep_token_permutation(rows, c.moe->hidden_size, r.local_experts, token_bytes);
     const std::string& module = e.module->full_name;
     int previous = compute_op, received = -1, splits = -1, host_copy = -1;
     if (!backward) {
@@ -834,9 +884,10 @@ class StepBuilder {
     return std::max<std::int64_t>(0, saved);
   }
 
-  // Activation bytes of a model polynomial at the scenario's activation dtype.
-  std::int64_t bytes_of(const models::Polynomial& p, double b, double seq) const {
-    const double bytes = p.at(b, seq) * activation_bytes_scale_;
+  // Activation bytes of a model polynomial at the scenario's activation dtype (`scale`: the
+  // residual stream's, residual_bytes_scale_, for a block's input and its gradient).
+  std::int64_t bytes_of(const models::Polynomial& p, double b, double seq, double scale = 0) const {
+    const double bytes = p.at(b, seq) * (scale > 0 ? scale : activation_bytes_scale_);
     if (!(bytes < 1e18))  // 1 EB: far past any GPU (the step's total is bounded in build())
       throw InputError(scenario_.file, "training.micro_batch",
                        "activation sizes overflow: micro_batch x seq_len is far too large for this model");
@@ -912,12 +963,13 @@ class StepBuilder {
       } else {
         // A model without transient costs: the gradient w.r.t. the module's input lives while
         // the op runs.
-        int grad_input = step_.alloc_at(op, bytes_of(c.input_bytes, b, seq), MemCategory::temporary,
+        int grad_input = step_.alloc_at(op, bytes_of(c.input_bytes, b, seq, residual_bytes_scale_), MemCategory::temporary,
                                         Name{"input grad of ", e.module->full_name});
         step_.free_at(op, grad_input);
       }
       expert_all_to_alls(op, e, c, b * seq, true);
       step_.free_at(op, saved_activations_[i]);
+      step_.free_at(op, saved_weight_copies_[i]);
       step_.free_at(op, recomputed_activations);
       if (e.region >= 0 && first_of_region(e)) step_.free_at(op, checkpoint_inputs_[e.region]);
     }
@@ -958,6 +1010,8 @@ class StepBuilder {
       expert_all_to_alls(op, f, c, b * seq, false);
       saved_activations_[i] = step_.alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
                                              Name{"recomputed activations of ", f.module->full_name});
+      if (training_.autocast())
+        saved_weight_copies_[i] = autocast_weight_copies(op, c, false, Name{"autocast weight copies of ", f.module->full_name});
       transient_at(op, c, c.forward_transient_bytes, "forward_transient_bytes", b, seq,
                    Name{"recompute transients of ", f.module->full_name});
     }
@@ -985,7 +1039,7 @@ class StepBuilder {
                             : -1;
     const bool master_in_optimizer = training_.master_weights == MasterWeights::optimizer_state;
     const double per_element = optimizer_step_bytes_per_element(master, step_.stored_param_dtype_bytes, host) +
-                               (master_in_optimizer ? step_.compute_dtype_bytes : 0);
+                               (master_in_optimizer ? step_.param_dtype_bytes : 0);
     const double step_hbm_bytes = training_.optimizer == Optimizer::none ? 0 : per_element * static_cast<double>(elements);
     const std::vector<OptimizerSubGroup> sub_groups = host ? std::vector<OptimizerSubGroup>{} : policy_->optimizer_sub_groups();
     int op = -1;
@@ -1009,7 +1063,7 @@ class StepBuilder {
     // offload_param nvme: the updated compute-dtype partitions go back to NVMe
     // (stage3.py _partitioned_params_swap_out).
     if (step_.params_on_nvme())
-      step_.nvme_swap(OpKind::nvme_write, static_cast<double>(elements * step_.compute_dtype_bytes),
+      step_.nvme_swap(OpKind::nvme_write, static_cast<double>(elements * step_.param_dtype_bytes),
                       "NVMe write updated params", -1, op);
     int updated = op;
     if (step_.deepspeed_offload() && !step_.params_on_host()) {
@@ -1018,7 +1072,7 @@ class StepBuilder {
       // stage_1_and_2.py step: bit16 partitions copied from the fp32 CPU partitions).
       updated = step_.add_op(OpKind::h2d, Stream::copy, "host-to-device updated params", -1);
       step_.op(updated).deps.push_back(op);
-      step_.op(updated).comm_bytes = static_cast<double>(elements * step_.compute_dtype_bytes);
+      step_.op(updated).comm_bytes = static_cast<double>(elements * step_.param_dtype_bytes);
     }
     if (!step_.sharded.params && step_.sharded.optimizer_state) all_gather_updated_params(step_, updated);
     policy_->after_optimizer_step(updated);
@@ -1104,7 +1158,7 @@ class StepBuilder {
   //  - _optimizer_step: optimizer.step() on the sub-group's one flat fp32 partition: its share of
   //    the step's bytes and, with a foreach optimizer, its intermediates for n elements (b_m).
   int step_sub_groups(const std::vector<OptimizerSubGroup>& sub_groups, double step_hbm_bytes) {
-    const int grad_bytes = step_.compute_dtype_bytes, master = step_.master_dtype_bytes;
+    const int grad_bytes = step_.param_dtype_bytes, master = step_.master_dtype_bytes;
     const bool cast = training_.param_dtype != training_.master_dtype;
     std::int64_t total = 0;
     for (const OptimizerSubGroup& g : sub_groups) total += g.numel;
@@ -1146,10 +1200,15 @@ class StepBuilder {
   const PlanCache::Layout& layout_;  // units, forward program, parameter indices
   Schedule& schedule_;
   // Model costs are written for 16-bit activations: activation bytes scale by the compute
-  // dtype's bytes over 2.
+  // dtype's bytes over 2 (TrainingSpec::compute_dtype). The residual stream between blocks (a
+  // checkpointed block's saved input, the gradient w.r.t. a block's input) is in param_dtype:
+  // the same but under autocast, where the fp32 embedding output and the residual adds keep it
+  // fp32 (an fp32 tensor plus a 16-bit one is fp32) while the GEMMs' outputs are 16-bit.
   const double activation_bytes_scale_;
+  const double residual_bytes_scale_;
   std::vector<int> sharded_params_;  // unit -> its persistent sharded parameters on the GPU (-1: none)
   std::vector<int> saved_activations_;  // compute event -> its saved activations until its backward
+  std::vector<int> saved_weight_copies_;  // compute event -> autocast's 16-bit weight copies until its backward
   std::vector<int> checkpoint_inputs_;  // region -> its checkpointed input until its backward
   int input_ids_ = -1;                  // the micro-step's input token ids
   const Float8Linears float8_;  // training.matmul_dtype fp8: which linears run in fp8

@@ -16,11 +16,11 @@ StepContext::StepContext(const Scenario& scenario, const PlanCache::Layout& layo
       plan(plan),
       schedule(plan.schedule),
       sharded(sharded_model_state(scenario.fsdp, scenario.training)),
-      compute_dtype_bytes(models::dtype_bytes(scenario.training.param_dtype)),
+      param_dtype_bytes(models::dtype_bytes(scenario.training.param_dtype)),
       reduce_dtype_bytes(models::dtype_bytes(scenario.training.reduce_dtype)),
       master_dtype_bytes(models::dtype_bytes(scenario.training.master_dtype)),
       stored_param_dtype_bytes(scenario.training.master_weights == MasterWeights::sharded_param ? master_dtype_bytes
-                                                                                                : compute_dtype_bytes),
+                                                                                                : param_dtype_bytes),
       naming_(naming) {
   param_numel_.reserve(layout.params.size());
   // Under expert parallelism a rank holds E/ep of each routed expert weight (sharding.h,
@@ -61,7 +61,7 @@ void StepContext::count_float8_gathered_numel() {
 
 std::int64_t StepContext::gathered_param_bytes(int u) const {
   const std::int64_t fp8 = float8_gathered_numel.empty() ? 0 : float8_gathered_numel[u];
-  return checked_add(buffer_bytes(shard(u).gathered_numel - fp8, compute_dtype_bytes),
+  return checked_add(buffer_bytes(shard(u).gathered_numel - fp8, param_dtype_bytes),
                      buffer_bytes(fp8, models::dtype_bytes(models::DType::fp8)), "a unit's gathered parameter bytes");
 }
 
@@ -153,7 +153,7 @@ void StepContext::allocate_grads(int op, const std::vector<int>& params, const N
   }
   std::sort(numel_by_unit.begin(), numel_by_unit.end());
   for (const auto& [u, numel] : numel_by_unit) {
-    unsharded_grads[u].push_back(alloc_at(op, buffer_bytes(numel, compute_dtype_bytes), MemCategory::unsharded_grad, name));
+    unsharded_grads[u].push_back(alloc_at(op, buffer_bytes(numel, param_dtype_bytes), MemCategory::unsharded_grad, name));
     schedule.allocations[unsharded_grads[u].back()].unit = u;  // the parameters' unit, not the op's
   }
 }

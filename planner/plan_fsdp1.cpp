@@ -53,7 +53,7 @@ class Fsdp1Policy final : public FrameworkPolicy {
       prefetch_next(step_.layout.backward_units, u);
     if (step_.shard(u).numel == 0) return;
     allocate_uncovered_grads(step_, u);
-    if (!reduces_this_micro_step(step_, u, step_.compute_dtype_bytes)) return;
+    if (!reduces_this_micro_step(step_, u, step_.param_dtype_bytes)) return;
     reduce_scatter_grads(u);
   }
 
@@ -65,7 +65,7 @@ class Fsdp1Policy final : public FrameworkPolicy {
     if (!step_.needs_gather(u) || unsharded_flat_param_[u] >= 0) return;
     const UnitShard& sh = step_.shard(u);
     const std::string& name = step_.label(u);
-    const int compute = step_.compute_dtype_bytes, stored = step_.stored_param_dtype_bytes;
+    const int compute = step_.param_dtype_bytes, stored = step_.stored_param_dtype_bytes;
     int cpu_wait = -1;
     if (step_.fsdp.limit_all_gathers && pending_frees_.size() >= 2) {
       cpu_wait = pending_frees_.front();
@@ -148,7 +148,7 @@ class Fsdp1Policy final : public FrameworkPolicy {
   void reduce_scatter_grads(int u) {
     const UnitShard& sh = step_.shard(u);
     const std::string& name = step_.label(u);
-    const int compute = step_.compute_dtype_bytes, reduce = step_.reduce_dtype_bytes;
+    const int compute = step_.param_dtype_bytes, reduce = step_.reduce_dtype_bytes;
     const int copy_in = step_.add_op(OpKind::copy_in, Stream::compute, Name{"reduce-scatter copy-in ", name}, u);
     step_.op(copy_in).hbm_bytes = static_cast<double>(sh.gathered_numel) * (compute + reduce);
     int input = step_.alloc_at(copy_in, sh.gathered_numel * compute, MemCategory::unsharded_grad,

@@ -79,7 +79,7 @@ class Fsdp2Policy final : public FrameworkPolicy {
     const UnitShard& sh = step_.shard(u);
     const std::string& name = step_.label(u);
     const bool from_post_forward_shard = post_forward_shard_[u] >= 0;
-    const int compute = step_.compute_dtype_bytes, stored = step_.stored_param_dtype_bytes;
+    const int compute = step_.param_dtype_bytes, stored = step_.stored_param_dtype_bytes;
     int offloaded_shard = -1;
     // CPUOffloadPolicy: the sharded parameters live in host memory and are copied in first.
     if (step_.params_on_host()) step_.copy_offloaded_shard_to_device(u, offloaded_shard);
@@ -192,7 +192,7 @@ class Fsdp2Policy final : public FrameworkPolicy {
     step_.free_now(last_reduce_scatter_input_);
     const int copy_in = step_.add_op(OpKind::copy_in, Stream::compute, Name{"reduce-scatter copy-in ", name}, u);
     step_.op(copy_in).hbm_bytes =
-        static_cast<double>(sh.gathered_numel) * (step_.compute_dtype_bytes + step_.reduce_dtype_bytes);
+        static_cast<double>(sh.gathered_numel) * (step_.param_dtype_bytes + step_.reduce_dtype_bytes);
     const int input = step_.alloc_at(copy_in, step_.buffer_bytes(sh.gathered_numel, step_.reduce_dtype_bytes),
                                      MemCategory::reduce_scatter_buffer, Name{"reduce-scatter input of ", name});
     step_.free_unsharded_grads(copy_in, u);

@@ -19,7 +19,7 @@ bool reduces_this_micro_step(StepContext& step, int u, int accumulated_dtype_byt
   const int acc = step.add_op(OpKind::copy_out, Stream::compute, Name{"accumulate unsharded grads ", step.label(u)}, u);
   // Reads this micro-step's gradient; writes the sum (the first micro-step only copies).
   const int sum_bytes = step.first_micro_step() ? accumulated_dtype_bytes : 2 * accumulated_dtype_bytes;
-  step.op(acc).hbm_bytes = static_cast<double>(gathered_numel) * (step.compute_dtype_bytes + sum_bytes);
+  step.op(acc).hbm_bytes = static_cast<double>(gathered_numel) * (step.param_dtype_bytes + sum_bytes);
   if (step.accumulated_grad[u] < 0)
     step.accumulated_grad[u] = step.alloc_at(acc, step.buffer_bytes(gathered_numel, accumulated_dtype_bytes), MemCategory::unsharded_grad,
                                              Name{"accumulated unsharded grads of ", step.label(u)});

@@ -98,7 +98,7 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
       zero2_ = step.sharded.grads;
       buckets_ = deepspeed_buckets(step, sc.deepspeed.reduce_bucket_size);
       // The bucket buffer has the optimizer's 16-bit dtype and is reduced as it is (average_tensor).
-      bucket_dtype_bytes_ = step.compute_dtype_bytes;
+      bucket_dtype_bytes_ = step.param_dtype_bytes;
       overlap_ = sc.deepspeed.overlap_comm;
     }
   }
@@ -114,7 +114,7 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
     const DeepSpeedSpec& ds = step_.scenario.deepspeed;
     if (!ds.stated || !ds.contiguous_gradients || ipg_buffer_ >= 0 || step_.last_op < 0) return;
     const int buffers = ds.overlap_comm ? 2 : 1;
-    ipg_buffer_ = step_.alloc_at(step_.last_op, step_.buffer_bytes(ds.reduce_bucket_size, buffers * step_.compute_dtype_bytes),
+    ipg_buffer_ = step_.alloc_at(step_.last_op, step_.buffer_bytes(ds.reduce_bucket_size, buffers * step_.param_dtype_bytes),
                                  MemCategory::reduce_scatter_buffer, "DeepSpeed ipg bucket buffers");
   }
 
@@ -181,7 +181,7 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
       // first copy (copy_grads_in_partition) and kept to the optimizer step.
       std::int64_t partition_numel = 0;
       for (const Unit& unit : step_.plan.units) partition_numel += step_.shard(unit.index).optimizer_numel;
-      grads_in_partition_ = step_.alloc_at(op, step_.buffer_bytes(partition_numel, step_.compute_dtype_bytes), MemCategory::sharded_grad,
+      grads_in_partition_ = step_.alloc_at(op, step_.buffer_bytes(partition_numel, step_.param_dtype_bytes), MemCategory::sharded_grad,
                                            "DeepSpeed grads_in_partition", true);
       step_.sharded_grad[u] = grads_in_partition_;  // the optimizer step frees it (zero_grad)
     }
@@ -236,7 +236,7 @@ void all_gather_updated_params(StepContext& step, int optimizer_op) {
     const int all_gather =
         step.add_op(OpKind::all_gather, Stream::all_gather, Name{"param all-gather ", step.label(u.index)}, u.index);
     step.op(all_gather).deps.push_back(optimizer_op);
-    step.op(all_gather).comm_bytes = static_cast<double>(sh.gathered_numel * step.compute_dtype_bytes);
+    step.op(all_gather).comm_bytes = static_cast<double>(sh.gathered_numel * step.param_dtype_bytes);
     step.op(all_gather).group = step.groups.world;
   }
 }

@@ -70,7 +70,7 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
     if (persistent_total_numel_ == 0) return;
     const int op = step_.add_op(OpKind::all_gather, Stream::all_gather, "all-gather persistent params", -1);
     step_.op(op).deps.push_back(updated);
-    step_.op(op).comm_bytes = static_cast<double>(step_.buffer_bytes(persistent_total_numel_, step_.compute_dtype_bytes));
+    step_.op(op).comm_bytes = static_cast<double>(step_.buffer_bytes(persistent_total_numel_, step_.param_dtype_bytes));
     step_.op(op).group = step_.groups.shard;
   }
 
@@ -108,7 +108,7 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
   //    ...), dtype=self.gradient_accumulation_dtype)`, the model's dtype unless grad_accum_dtype
   //    is set (engine.py get_data_types).
   void make_persistent_buffers() {
-    const int bytes = step_.compute_dtype_bytes;
+    const int bytes = step_.param_dtype_bytes;
     if (persistent_total_numel_ > 0)
       step_.new_alloc(step_.buffer_bytes(persistent_total_numel_, bytes), MemCategory::unsharded_param, Stream::compute,
                       "DeepSpeed persistent params (whole)", true, true);
@@ -168,7 +168,7 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
                                 first);
     std::int64_t numel = 0;
     for (int v : units) {
-      gathered_[v] = step_.alloc_at(op, step_.buffer_bytes(gathered_numel_[v], step_.compute_dtype_bytes), MemCategory::unsharded_param,
+      gathered_[v] = step_.alloc_at(op, step_.buffer_bytes(gathered_numel_[v], step_.param_dtype_bytes), MemCategory::unsharded_param,
                                     Name{"gathered params of ", step_.label(v)});
       // free_param record_stream()s the data on the current stream before dropping it
       // (partition_parameters.py), so the block is reused only after the compute queued there.
@@ -176,7 +176,7 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
       step_.params_ready_op[v] = op;
       numel += gathered_numel_[v];
     }
-    step_.op(op).comm_bytes = static_cast<double>(step_.buffer_bytes(numel, step_.compute_dtype_bytes));
+    step_.op(op).comm_bytes = static_cast<double>(step_.buffer_bytes(numel, step_.param_dtype_bytes));
     step_.op(op).group = step_.groups.shard;
     n_available_ += numel;
   }
@@ -263,7 +263,7 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
   void reduce_bucket(std::size_t index) {
     const GradientBucket& b = buckets_[index];
     const int u = b.closing_unit;
-    const int bytes = step_.compute_dtype_bytes;
+    const int bytes = step_.param_dtype_bytes;
     const std::int64_t w = step_.fsdp.shard_group_size;
     const bool in_place = bucket_params_[index] == 1 && b.numel % w == 0;
     const std::int64_t flat_numel = in_place ? b.numel : bucket_padded_numel_[index];

@@ -289,8 +289,9 @@ TrainingSpec parse_training(JsonReader r, int world) {
   // "param_dtype" (the word docs/schema.md gives for the default) or the param_dtype's own name.
   if (r.string_or("matmul_dtype") == std::optional<std::string>("param_dtype")) r.ignore("matmul_dtype");
   else t.matmul_dtype = dtype_field(r, "matmul_dtype", t.param_dtype);
-  if (t.matmul_dtype != t.param_dtype && t.matmul_dtype != models::DType::fp8)
-    r.fail("matmul_dtype", fp8_or_param_dtype(t.param_dtype) + "; got " + models::dtype_name(t.matmul_dtype));
+  if (t.matmul_dtype != t.param_dtype && t.matmul_dtype != models::DType::fp8 && !t.autocast())
+    r.fail("matmul_dtype", fp8_or_param_dtype(t.param_dtype) + ", or bf16 or fp16 with param_dtype fp32 (autocast); got " +
+                               models::dtype_name(t.matmul_dtype));
   t.moe_imbalance = r.number_or("moe_imbalance", 1.0);
   if (!(t.moe_imbalance >= 1 && t.moe_imbalance <= 1e6))
     r.fail("moe_imbalance", "expected the busiest expert's tokens over the mean expert's: a number >= 1, got " +
@@ -503,6 +504,29 @@ void check_float8(const Scenario& s) {
     throw InputError(s.file, "fsdp.all_gather_dtype",
                      "fp8 all-gather is FSDP2's (torchao enable_fsdp_float8_all_gather hooks fully_shard): it needs "
                      "fsdp.version 2");
+}
+
+// [Autocast over fp32 parameters] is planned for FSDP1's sharded strategies, whose gathered
+// parameters reach the modules as views of the flat parameter (not leaves): autocast casts them
+// at every use and caches nothing, so each cast copy lives as long as autograd keeps it. FSDP2's
+// gathered parameters are leaf nn.Parameters, whose casts autocast caches until its region ends
+// (at::autocast::cached_cast), and DDP's (NO_SHARD, ZERO1) and DeepSpeed's are leaves too: their
+// copies' lifetimes differ and are not planned. Op-level SAC decides per op what to save, which
+// the saved copies would need to follow: not planned either.
+void check_autocast(const Scenario& s) {
+  if (!s.training.autocast()) return;
+  const std::string mode = "autocast over fp32 parameters (training.param_dtype fp32 with matmul_dtype " +
+                           models::dtype_name(s.training.matmul_dtype) + ")";
+  auto refuse = [&](const std::string& why) { throw InputError(s.file, "training.matmul_dtype", mode + " " + why); };
+  if (s.deepspeed.stated) refuse("is planned for FSDP1, not DeepSpeed ZeRO (the deepspeed object)");
+  if (s.fsdp.version != 1)
+    refuse("is planned for FSDP1 (fsdp.version 1): FSDP2's gathered parameters are leaf nn.Parameters whose casts "
+           "autocast caches for the whole forward, which is not planned");
+  if (s.fsdp.strategy == Strategy::NO_SHARD || s.fsdp.strategy == Strategy::ZERO1)
+    refuse("is planned for FSDP1's sharded strategies, not " + strategy_name(s.fsdp.strategy) +
+           " (replicated parameters are leaf tensors whose casts autocast caches)");
+  if (s.training.checkpointing == Checkpointing::selective)
+    refuse("is not planned with op-level selective checkpointing (training.activation_checkpointing)");
 }
 
 // `init`: "meta" | "cpu" | "cuda", or {"device": ..., "sync_module_states": bool}.
@@ -1004,6 +1028,7 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
   }
   r.finish();
   check_float8(s);
+  check_autocast(s);
   if (documents) {
     documents->document = std::move(json);
     documents->model = std::move(model_ref);

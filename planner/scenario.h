@@ -77,7 +77,7 @@ struct TrainingSpec {
   std::int64_t micro_batch = 1;   // sequences per rank per forward/backward
   std::int64_t seq_len = 2048;
   std::int64_t grad_accum = 1;    // micro-steps per step (derived when not given)
-  models::DType param_dtype = models::DType::bf16;   // compute / all-gather dtype
+  models::DType param_dtype = models::DType::bf16;   // all-gather dtype; compute dtype unless autocast()
   models::DType reduce_dtype = models::DType::fp32;  // gradient reduction dtype
   models::DType master_dtype = models::DType::fp32;  // stored parameter / optimizer dtype
   Optimizer optimizer = Optimizer::adamw;
@@ -110,6 +110,17 @@ struct TrainingSpec {
   // Some of the model's matmuls run in fp8 (either way above): MFU and HFU then divide by the
   // GPU's dense fp8 peak (CostModel::mfu_peak_flops), which bounds them by 1.
   bool fp8_matmuls() const { return matmul_dtype == models::DType::fp8 || param_dtype == models::DType::fp8; }
+  // [Autocast over fp32 parameters] param_dtype fp32 with a 16-bit matmul_dtype: torch.autocast
+  // runs the GEMMs and attention in matmul_dtype over parameters FSDP gathers in fp32 (Lightning's
+  // FSDPStrategy "bf16-mixed": MixedPrecision(param_dtype=float32, reduce_dtype=bfloat16);
+  // llama-recipes' bfSixteen_mixed; Composer's DEFAULT before 0.14). docs/cost-model.md says what
+  // the plan holds: each Linear's weight cast at every use and its copy saved for backward.
+  bool autocast() const {
+    return param_dtype == models::DType::fp32 &&
+           (matmul_dtype == models::DType::bf16 || matmul_dtype == models::DType::fp16);
+  }
+  // What GEMMs, attention and activations run in: matmul_dtype under autocast, else param_dtype.
+  models::DType compute_dtype() const { return autocast() ? matmul_dtype : param_dtype; }
   // training.moe_imbalance: the busiest expert's routed tokens over the mean expert's (1: every
   // expert gets tokens x top_k / experts). It skews the grouped GEMMs and, under expert
   // parallelism, loads the busiest rank's experts and all-to-alls (planner/moe.h).

@@ -61,7 +61,9 @@ std::string scenario_summary(const planner::Scenario& sc, const planner::Plan& p
       << ", reshard_after_forward " << (f.reshard_after_forward == 0 ? "false" : f.reshard_after_forward == f.shard_group_size ? "true" : std::to_string(f.reshard_after_forward))
       << (f.cpu_offload ? ", CPU offload" : "") << "\n";
   out << "micro-batch " << t.micro_batch << " x seq " << t.seq_len << ", grad accum " << t.grad_accum << ", global batch "
-      << t.global_batch << "; " << models::dtype_name(t.param_dtype) << " params / " << models::dtype_name(t.reduce_dtype)
+      << t.global_batch << "; " << models::dtype_name(t.param_dtype) << " params"
+      << (t.autocast() ? " (" + models::dtype_name(t.matmul_dtype) + " autocast)" : std::string()) << " / "
+      << models::dtype_name(t.reduce_dtype)
       << " reduce / " << models::dtype_name(t.master_dtype) << " master; activation checkpointing " << checkpointing_text(t)
       << "\n";
   return out.str();

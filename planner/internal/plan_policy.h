@@ -73,7 +73,7 @@ class StepContext {
   StepGroups groups;
 
   // ---- bytes per element
-  const int compute_dtype_bytes;       // param_dtype: all-gathers, unsharded parameters and gradients
+  const int param_dtype_bytes;       // param_dtype: all-gathers, unsharded parameters and gradients
   const int reduce_dtype_bytes;        // reduce_dtype: reduce-scatter and all-reduce
   const int master_dtype_bytes;        // master_dtype: optimizer state (and DeepSpeed's master copy)
   // The parameters as stored between steps (FSDP2's orig_dtype): FSDP stores them in the

@@ -26,6 +26,12 @@ Every choice, and why (fsdpsim must model exactly what is measured):
 - Precision: the model is built in fp32 (master weights = the sharded parameters, fsdpsim
   master_dtype fp32); FSDP mixed precision param_dtype bf16, reduce_dtype fp32 (FSDP2
   MixedPrecisionPolicy, FSDP1 MixedPrecision, buffers left alone).
+- Autocast cases (FSDP1, N = 8, `-autocast` in the id): Lightning's FSDPStrategy "bf16-mixed"
+  (lightning/fabric/plugins/precision/fsdp.py: MixedPrecision(param_dtype=float32,
+  reduce_dtype=bfloat16, buffer_dtype=bfloat16), the forward and the loss under
+  torch.autocast("cuda", dtype=torch.bfloat16), backward outside it). fsdpsim
+  training.param_dtype fp32, matmul_dtype bf16, reduce_dtype bf16 (docs/cost-model.md section 10:
+  fp32 gathers, each Linear's bf16 weight copy saved for backward).
 - Construction: on the meta device, then sharded, then materialised on the GPU (fsdpsim `init:
   meta`): FSDP2 fully_shard then model.to_empty(cuda), as torchtitan does; FSDP1 with a
   param_init_fn that materialises each module's own tensors on the GPU and keeps tied weights
@@ -128,13 +134,20 @@ COLUMNS = [
 
 
 class Case:
-    def __init__(self, model, hf_config, layers, version, ac, reshard, world, attention="flash2", seq_len=SEQ_LEN):
+    def __init__(self, model, hf_config, layers, version, ac, reshard, world, attention="flash2", seq_len=SEQ_LEN,
+                 autocast=False):
         self.model, self.hf_config, self.layers = model, hf_config, layers
         self.version, self.ac, self.reshard, self.world = version, ac, reshard, world
         self.micro_batch, self.seq_len, self.attention = MICRO_BATCH, seq_len, attention
+        # autocast: fp32 parameters under bf16 autocast (Lightning's "bf16-mixed"); else FSDP's
+        # bf16 mixed precision. The dtypes each means, as fsdpsim states them.
+        self.autocast = autocast
+        self.param_dtype, self.reduce_dtype = ("fp32", "bf16") if autocast else ("bf16", "fp32")
         self.id = "%s-fsdp%d-ac_%s-reshard_%s-n%d" % (model, version, ac, "true" if reshard else "false", world)
         if attention != "flash2" or seq_len != SEQ_LEN:
             self.id += "-%s-s%d" % (attention, seq_len)
+        if autocast:
+            self.id += "-autocast"
 
     def strategy(self):
         # FSDP1 expresses "keep the parameters after forward" as a sharding strategy.
@@ -150,7 +163,8 @@ class Case:
             "training.micro_batch=%d" % self.micro_batch,
             "training.seq_len=%d" % self.seq_len,
             "training.global_batch=%d" % (self.micro_batch * self.world),
-            "training.param_dtype=bf16", "training.reduce_dtype=fp32", "training.master_dtype=fp32",
+            "training.param_dtype=%s" % self.param_dtype, "training.reduce_dtype=%s" % self.reduce_dtype,
+            "training.master_dtype=fp32",
             "training.optimizer=adamw",
             "training.activation_checkpointing=%s" % self.ac,
             "training.loss=fp32_upcast",
@@ -167,6 +181,8 @@ class Case:
         ]
         if self.version == 1:
             o.append("fsdp.limit_all_gathers=true")
+        if self.autocast:
+            o.append("training.matmul_dtype=bf16")
         return o
 
 
@@ -185,6 +201,9 @@ def all_cases():
         if world == 8:  # after N = 8's cases, before the larger worlds (a time budget cuts from the end)
             for name, cfg, layers in MODELS:
                 cases.append(Case(name, cfg, layers, 2, "none", True, 8, attention="eager", seq_len=EAGER_SEQ_LEN))
+            for name, cfg, layers in MODELS:
+                for ac in ("none", "full"):
+                    cases.append(Case(name, cfg, layers, 1, ac, True, 8, autocast=True))
     return cases
 
 
@@ -201,8 +220,8 @@ def describe(case, cluster_file, attention=None):
         "seq_len": case.seq_len,
         "activation_checkpointing": case.ac,
         "reshard_after_forward": "true" if case.reshard else "false",
-        "param_dtype": "bf16",
-        "reduce_dtype": "fp32",
+        "param_dtype": case.param_dtype,
+        "reduce_dtype": case.reduce_dtype,
         "master_dtype": "fp32",
         "optimizer": "adamw",
         "loss": "fp32_upcast",
@@ -409,7 +428,9 @@ def wrap_fsdp1(T, case, model):
     model = T.FSDP(
         model,
         auto_wrap_policy=T.ModuleWrapPolicy({layer_cls}),
-        mixed_precision=T.MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32),
+        mixed_precision=(T.MixedPrecision(param_dtype=torch.float32, reduce_dtype=torch.bfloat16,
+                                          buffer_dtype=torch.bfloat16) if case.autocast
+                         else T.MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)),
         sharding_strategy=T.ShardingStrategy.FULL_SHARD if case.reshard else T.ShardingStrategy.SHARD_GRAD_OP,
         backward_prefetch=T.BackwardPrefetch.BACKWARD_PRE,
         forward_prefetch=False,
@@ -456,7 +477,8 @@ def train_step(T, case, model, opt, vocab, force_flash, peaks=None):
             peaks.reset()
             out["start"] = (torch.cuda.memory_allocated(), torch.cuda.memory_reserved())
         ids = torch.randint(0, vocab, (case.micro_batch, case.seq_len), device="cuda")
-        loss = model(input_ids=ids, labels=ids, use_cache=False).loss  # only the loss is kept
+        with torch.autocast("cuda", dtype=torch.bfloat16) if case.autocast else _null():
+            loss = model(input_ids=ids, labels=ids, use_cache=False).loss  # only the loss is kept
         if peaks:
             out["forward"] = peaks.read()
             peaks.reset()
