@@ -287,7 +287,7 @@ TrainingSpec parse_training(JsonReader r, int world) {
   else r.ignore("loss");
   t.attention = r.choice_or("attention", kAttentionKernelNames, "auto");
   // "param_dtype" (the word docs/schema.md gives for the default) or the param_dtype's own name.
-  if (r.string_or("matmul_dtype") == std::optional<std::string>("param_dtype")) r.ignore("matmul_dtype");
+  if (r.string_or("matmul_dtype") == std::optional<std::string>("param_dtype")) t.matmul_dtype = t.param_dtype;
   else t.matmul_dtype = dtype_field(r, "matmul_dtype", t.param_dtype);
   if (t.matmul_dtype != t.param_dtype && t.matmul_dtype != models::DType::fp8 && !t.autocast())
     r.fail("matmul_dtype", fp8_or_param_dtype(t.param_dtype) + ", or bf16 or fp16 with param_dtype fp32 (autocast); got " +

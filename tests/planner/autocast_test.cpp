@@ -181,6 +181,12 @@ TEST(Autocast, WhereTheCopiesLiveDifferentlyItIsRefused) {
   refused(ddp, "not NO_SHARD");
   nlohmann::json sac = llama8b(true, "selective");
   refused(sac, "selective");
+  // "param_dtype" names the parameters' own dtype: over fp32 parameters, fp32 GEMMs, not autocast.
+  nlohmann::json own = llama8b(true);
+  own["training"]["matmul_dtype"] = "param_dtype";
+  const Scenario fp32 = parse_scenario(own, "test.json");
+  EXPECT_FALSE(fp32.training.autocast());
+  EXPECT_EQ(fp32.training.compute_dtype(), models::DType::fp32);
   // A 16-bit matmul_dtype over 16-bit parameters other than their own is not autocast.
   nlohmann::json fp16 = llama8b(false);
   fp16["training"]["matmul_dtype"] = "fp16";
