@@ -129,7 +129,7 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc, d
   if (margin >= headroom_bytes) out << "step fits: " << gib_or_mib(margin) << " to spare" << headroom << "\n";
   else if (margin >= 0) out << "WARNING: the step does not fit the headroom: " << gib_or_mib(margin) << " to spare" << headroom << "\n";
   else out << "WARNING: the step does not fit: the peak exceeds GPU memory by " << gib(-margin) << "\n";
-  out << job_memory_text(e, sc);
+  out << job_memory_text(e, sc, headroom_bytes);
 
   const auto& tm = e.timing;
   out << "\nStep time (analytic engine, calibration: " << e.calibration.name << ")\n";
@@ -217,7 +217,7 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
                  {"overage_bytes", std::max(0.0, e.device_peak_bytes() + headroom_bytes - e.gpu_memory_bytes)},
                  {"allocated_at_start_bytes", m.allocated_at_start},
                  {"timeline_allocated_bytes", m.allocated_at_op}};
-  j["job"] = job_memory_json(e, sc);
+  j["job"] = job_memory_json(e, sc, headroom_bytes);
   return j;
 }
 

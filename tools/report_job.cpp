@@ -39,9 +39,17 @@ nlohmann::json phase_json(const planner::PhasePeak& p) {
           {"host_at", p.host_at}};
 }
 
+// The job's verdict with `headroom_bytes` kept free on the GPU in every phase (the estimate's
+// own, e.job, keeps none).
+planner::JobFit job_fit_with_headroom(const sim::Estimate& e, const planner::Scenario& sc, double headroom_bytes) {
+  if (!(headroom_bytes > 0)) return e.job;
+  return planner::job_fit(e.job.phases, e.device_overhead_bytes, e.gpu_memory_bytes - headroom_bytes,
+                          sc.cluster.host_memory_bytes);
+}
+
 }  // namespace
 
-std::string job_memory_text(const sim::Estimate& e, const planner::Scenario& sc) {
+std::string job_memory_text(const sim::Estimate& e, const planner::Scenario& sc, double headroom_bytes) {
   std::ostringstream out;
   out << "\nHost memory per node (" << sc.cluster.gpus_per_node << " ranks; node memory " << host_capacity_text(sc)
       << ")\n";
@@ -73,18 +81,22 @@ std::string job_memory_text(const sim::Estimate& e, const planner::Scenario& sc)
     else
       out << "; write time not estimated: the cluster does not state storage.write_gbps\n";
   }
-  const planner::JobFit& j = e.job;
+  const planner::JobFit j = job_fit_with_headroom(e, sc, headroom_bytes);
   const std::string where = j.binding_phase + " (" + j.binding_resource + ")";
+  const std::string headroom = headroom_bytes > 0 ? ", with the " + gib(headroom_bytes) + " GPU headroom asked" : "";
   if (j.fits)
-    out << "job fits (every phase): the tightest is " << where << ", " << gib_or_mib(j.binding_margin_bytes) << " to spare\n";
+    out << "job fits (every phase" << headroom << "): the tightest is " << where << ", "
+        << gib_or_mib(j.binding_margin_bytes) << " to spare\n";
   else
-    out << "WARNING: the job does not fit: " << where << " exceeds its memory by " << gib(-j.binding_margin_bytes) << "\n";
+    out << "WARNING: the job does not fit" << headroom << ": " << where << " exceeds its memory by "
+        << gib(-j.binding_margin_bytes) << "\n";
   if (sc.cluster.host_memory_bytes <= 0)
     out << "host memory not judged: the cluster does not state host_memory_gb\n";
   return out.str();
 }
 
-nlohmann::json job_memory_json(const sim::Estimate& e, const planner::Scenario& sc) {
+nlohmann::json job_memory_json(const sim::Estimate& e, const planner::Scenario& sc, double headroom_bytes) {
+  const planner::JobFit j = job_fit_with_headroom(e, sc, headroom_bytes);
   nlohmann::json options = nlohmann::json::array();
   for (const planner::OffloadOption& o : e.offload_options)
     options.push_back({{"name", o.name},
@@ -127,10 +139,11 @@ nlohmann::json job_memory_json(const sim::Estimate& e, const planner::Scenario& 
             {"host_bytes_per_node", e.init.host_bytes_per_node}}},
           {"checkpoint", checkpoint},
           {"phases", phases},
-          {"fits", e.job.fits},
-          {"binding_phase", e.job.binding_phase},
-          {"binding_resource", e.job.binding_resource},
-          {"binding_margin_bytes", e.job.binding_margin_bytes}};
+          {"headroom_bytes", headroom_bytes},
+          {"fits", j.fits},
+          {"binding_phase", j.binding_phase},
+          {"binding_resource", j.binding_resource},
+          {"binding_margin_bytes", j.binding_margin_bytes}};
 }
 
 }  // namespace fsdpsim::tools

@@ -12,7 +12,9 @@
 
 namespace fsdpsim::tools {
 
-std::string job_memory_text(const sim::Estimate& estimate, const planner::Scenario& scenario);
-nlohmann::json job_memory_json(const sim::Estimate& estimate, const planner::Scenario& scenario);
+// `headroom_bytes` (estimate --headroom-gib) is kept free on the GPU in every phase, as the
+// step's verdict keeps it (memory.fits): the job's verdict is judged against GPU memory less it.
+std::string job_memory_text(const sim::Estimate& estimate, const planner::Scenario& scenario, double headroom_bytes = 0);
+nlohmann::json job_memory_json(const sim::Estimate& estimate, const planner::Scenario& scenario, double headroom_bytes = 0);
 
 }  // namespace fsdpsim::tools

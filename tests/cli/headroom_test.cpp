@@ -27,8 +27,19 @@ TEST(Headroom, AFitNeedsTheHeadroomSpare) {
   EXPECT_FALSE(tight["memory"]["fits"].get<bool>());
   EXPECT_NEAR(tight["memory"]["overage_bytes"].get<double>(), above * kGiB - spare, 1.0);
   EXPECT_EQ(tight["memory"]["headroom_bytes"].get<double>(), above * kGiB);
+  // The job's verdict keeps the same headroom free (it judged physical capacity only, so it
+  // said the job fits while memory.fits said the step did not): the step binds it here, by the
+  // same overage.
+  EXPECT_TRUE(loose["job"]["fits"].get<bool>());
+  EXPECT_FALSE(tight["job"]["fits"].get<bool>());
+  EXPECT_EQ(tight["job"]["headroom_bytes"].get<double>(), above * kGiB);
+  EXPECT_EQ(tight["job"]["binding_phase"], "step");
+  EXPECT_NEAR(tight["job"]["binding_margin_bytes"].get<double>(), -tight["memory"]["overage_bytes"].get<double>(), 1.0);
+  EXPECT_NEAR(plain["job"]["binding_margin_bytes"].get<double>() - loose["job"]["binding_margin_bytes"].get<double>(),
+              below * kGiB, 1.0);
   const CommandResult text = run_cli("estimate --scenario " + kScenario + " --headroom-gib " + std::to_string(above));
   EXPECT_NE(text.out.find("does not fit the headroom"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("WARNING: the job does not fit, with the"), std::string::npos) << text.out;
   EXPECT_EQ(run_cli("estimate --scenario " + kScenario + " --headroom-gib -1").exit_code, 105);  // CLI11's validation error
 }
 
