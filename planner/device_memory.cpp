@@ -188,17 +188,24 @@ DeviceOverhead device_overhead(const NcclBufferSettings& nccl, const Schedule& s
   return o;
 }
 
-std::string near_capacity_warning(double gpu_memory_bytes, double device_peak_bytes, double peak_reserved_bytes) {
+std::string near_capacity_warning(double gpu_memory_bytes, double device_peak_bytes, double peak_reserved_bytes,
+                                  std::int64_t allocator_retries) {
   const double spare = gpu_memory_bytes - device_peak_bytes;
   const double tolerance = kReservedModelTolerance * peak_reserved_bytes;
-  if (spare < 0 || spare >= tolerance) return "";
+  const bool within_tolerance = spare < tolerance;
+  if (spare < 0 || (!within_tolerance && allocator_retries <= 0)) return "";
   auto mib = [](double b) { return std::to_string(static_cast<long long>(std::llround(b / (1024.0 * 1024.0)))) + " MiB"; };
-  return "the step fits with " + mib(spare) + " to spare, less than the reserved-memory model's tolerance (" +
+  std::string w = "the step fits with " + mib(spare) + " to spare";
+  if (within_tolerance)
+    w += ", less than the reserved-memory model's tolerance (" +
          std::to_string(static_cast<int>(std::lround(kReservedModelTolerance * 100))) + "% of the predicted reserved " +
-         mib(peak_reserved_bytes) + " = " + mib(tolerance) +
-         "): the run may retry allocations (the caching allocator frees its cache and calls cudaMalloc again, "
-         "which synchronizes the device; num_alloc_retries in torch.cuda.memory_stats) or run out of memory, "
-         "and the step time includes neither";
+         mib(peak_reserved_bytes) + " = " + mib(tolerance) + ")";
+  if (allocator_retries > 0)
+    w += (within_tolerance ? ", and " : ", but ") + std::string("the caching-allocator model fits it only by freeing its cache ") +
+         std::to_string(allocator_retries) + (allocator_retries == 1 ? " time" : " times") + " in the step";
+  return w + ": the run may retry allocations (the caching allocator frees its cache and calls cudaMalloc again, "
+             "which synchronizes the device; num_alloc_retries in torch.cuda.memory_stats) or run out of memory, "
+             "and the step time includes neither";
 }
 
 }  // namespace fsdpsim::planner

@@ -126,10 +126,12 @@ DeviceOverhead device_overhead(const NcclBufferSettings& nccl, const Schedule& s
 inline constexpr double kReservedModelTolerance = 0.05;
 
 // A warning ("" for none) when the step fits with less to spare than kReservedModelTolerance
-// of its predicted reserved memory: a real run may then free the allocator's cache and retry
-// (cudaFree and cudaMalloc again, which synchronize the device; torch.cuda.memory_stats
-// num_alloc_retries) or run out of memory, and the step time includes neither. A step that
-// does not fit gets its own message, not this one.
-std::string near_capacity_warning(double gpu_memory_bytes, double device_peak_bytes, double peak_reserved_bytes);
+// of its predicted reserved memory, or when the replay itself had to free the allocator's cache
+// to fit (`allocator_retries`, MemoryReport::allocator_retries, in the step): a real run may then
+// free the cache and retry (cudaFree and cudaMalloc again, which synchronize the device;
+// torch.cuda.memory_stats num_alloc_retries) or run out of memory, and the step time includes
+// neither. A step that does not fit gets its own message, not this one.
+std::string near_capacity_warning(double gpu_memory_bytes, double device_peak_bytes, double peak_reserved_bytes,
+                                  std::int64_t allocator_retries = 0);
 
 }  // namespace fsdpsim::planner

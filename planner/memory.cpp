@@ -614,6 +614,7 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes, std::int64_
     // The report's figures are the second step's: the first step's peaks of host memory and
     // model state (kept by `account`) are never above them, its device peaks are not recorded.
   }
+  const std::int64_t retries_before_step = allocator.retries();
   r.allocated_at_start = allocated;
   r.allocated_at_start_host = host[static_cast<int>(Placement::pinned_host)] + host[static_cast<int>(Placement::pageable_host)];
   snapshot(-1);
@@ -633,7 +634,7 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes, std::int64_
   }
   r.peak_reserved_bytes = allocator.peak_reserved_bytes();
   r.reserved_by_stream_at_end = allocator.reserved_by_stream();
-  r.allocator_retries = allocator.retries();
+  r.allocator_retries = allocator.retries() - retries_before_step;
   return r;
 }
 

@@ -27,7 +27,9 @@ struct MemoryReport {
   // The segments held when the step ends, per stream pool (Stream order): where reserved memory
   // sits (torch.cuda.memory_snapshot()'s segments, summed by their stream).
   std::array<std::int64_t, kStreamCount> reserved_by_stream_at_end{};
-  std::int64_t allocator_retries = 0;    // times the allocator had to free its cache to fit
+  // Times the allocator had to free its cache to fit (PyTorch's num_alloc_retries) in the step
+  // the report is of: a torch.optim plan's first step, replayed before it, not counted.
+  std::int64_t allocator_retries = 0;
   // Per op, the allocated bytes right after its allocations (its high-water mark).
   std::vector<std::int64_t> allocated_at_op;
   // Per op, the caching-allocator model's reserved bytes right after its allocations.

@@ -86,7 +86,8 @@ std::vector<std::string> estimate_warnings(const sim::Estimate& e, const planner
   if (std::string nic = planner::shared_nic_warning(e.cluster, e.plan.schedule); !nic.empty())
     warnings.push_back(std::move(nic));
   if (std::string near = planner::near_capacity_warning(e.gpu_memory_bytes, e.device_peak_bytes(),
-                                                        static_cast<double>(e.memory.peak_reserved_bytes));
+                                                        static_cast<double>(e.memory.peak_reserved_bytes),
+                                                        e.memory.allocator_retries);
       !near.empty())
     warnings.push_back(std::move(near));
   if (const auto kernel = planner::parse_attention_kernel(e.attention_kernel))
@@ -215,6 +216,7 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
                  {"headroom_bytes", headroom_bytes},
                  {"fits", e.device_peak_bytes() + headroom_bytes <= e.gpu_memory_bytes},
                  {"overage_bytes", std::max(0.0, e.device_peak_bytes() + headroom_bytes - e.gpu_memory_bytes)},
+                 {"allocator_retries", m.allocator_retries},
                  {"allocated_at_start_bytes", m.allocated_at_start},
                  {"timeline_allocated_bytes", m.allocated_at_op}};
   j["job"] = job_memory_json(e, sc, headroom_bytes);

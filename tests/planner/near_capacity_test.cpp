@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "planner/device_memory.h"
+#include "planner/memory.h"
+#include "planner/schedule.h"
 
 namespace fsdpsim::planner {
 namespace {
@@ -28,6 +30,57 @@ TEST(NearCapacity, SilentWithTheToleranceToSpareOrWhenTheStepDoesNotFit) {
   EXPECT_EQ(near_capacity_warning(80 * kGiB, 81 * kGiB, 77 * kGiB), "");
   // Nothing reserved and the GPU nearly full of overhead: no tolerance to be within.
   EXPECT_EQ(near_capacity_warning(80 * kGiB, 79 * kGiB, 0), "");
+}
+
+// The replay freed its cache to fit (MemoryReport::allocator_retries): warned with any margin,
+// the count said; with none, as before.
+TEST(NearCapacity, WarnsWhenTheReplayRetriedWhateverTheMargin) {
+  // 40 GiB reserved, 10 GiB = 10,240 MiB spare (well over 5% = 2,048 MiB), 2 retries.
+  const std::string roomy = near_capacity_warning(80 * kGiB, 70 * kGiB, 40 * kGiB, 2);
+  EXPECT_NE(roomy.find("10240 MiB to spare, but the caching-allocator model fits it only by freeing its cache 2 times"),
+            std::string::npos) << roomy;
+  EXPECT_EQ(roomy.find("tolerance"), std::string::npos) << roomy;
+  EXPECT_EQ(near_capacity_warning(80 * kGiB, 70 * kGiB, 40 * kGiB, 0), "");
+  // Within the tolerance too: both said.
+  const std::string tight = near_capacity_warning(80 * kGiB, 79 * kGiB, 77 * kGiB, 1);
+  EXPECT_NE(tight.find("= 3942 MiB), and the caching-allocator model fits it only by freeing its cache 1 time"),
+            std::string::npos) << tight;
+  // A step that does not fit: reported apart, retries or not.
+  EXPECT_EQ(near_capacity_warning(80 * kGiB, 81 * kGiB, 77 * kGiB, 3), "");
+}
+
+// MemoryReport::allocator_retries counts the step's retries, not the job prelude's. Capacity
+// 120 MiB, by hand. Prelude: a 100 MiB init temporary on the compute stream, freed (a cached
+// 100 MiB segment), then the 50 MiB persistent shard on the all-gather stream: 150 > 120, so the
+// cache is freed first (a retry; 50 reserved). Step: 40 MiB on the compute stream, freed (cached:
+// 90), then 40 MiB on the copy stream: 130 > 120, the cache freed again (the step's one retry;
+// 90 reserved).
+TEST(NearCapacity, TheReplaysRetriesAreTheStepsNotThePreludes) {
+  constexpr std::int64_t kMiB = 1 << 20;
+  Schedule s;
+  auto allocation = [&](std::int64_t mib, Stream stream, bool persistent) {
+    Allocation a;
+    a.id = static_cast<int>(s.allocations.size());
+    a.bytes = mib * kMiB;
+    a.stream = stream;
+    a.persistent = persistent;
+    s.allocations.push_back(a);
+    return a.id;
+  };
+  const int init = allocation(100, Stream::compute, false), shard = allocation(50, Stream::all_gather, true);
+  const int first = allocation(40, Stream::compute, false), second = allocation(40, Stream::copy, false);
+  s.prelude = {{init, false}, {init, true}, {shard, false}};
+  for (const int a : {first, second}) {
+    Op op;
+    op.id = static_cast<int>(s.ops.size());
+    op.stream = s.allocations[a].stream;
+    op.allocs = {a};
+    op.frees = {a};
+    s.ops.push_back(op);
+  }
+  const MemoryReport r = replay_memory(s, 120.0 * kMiB);
+  EXPECT_EQ(r.allocator_retries, 1);
+  EXPECT_EQ(r.allocated_at_start, 50 * kMiB);
 }
 
 }  // namespace
