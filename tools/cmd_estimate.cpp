@@ -33,6 +33,7 @@ struct EstimateOptions {
   bool advise = false;  // also when it fits
   std::string trace;  // Chrome/Perfetto trace file
   std::string plot;   // SVG: memory timeline + stream Gantt chart
+  double train_tokens = 0;  // --train-tokens: the run's length in tokens (0: not asked)
 };
 
 void write_file(const std::string& path, const std::string& text) {
@@ -69,13 +70,18 @@ void run_estimate(const EstimateOptions& o) {
     advice = sim::advise(scenario_template(input, parsed), headroom_bytes);
   const std::vector<sim::CollectiveChoice> collectives =
       sim::collective_choices(estimate.plan.schedule, planner::CostModel(scenario));
+  const std::optional<TrainingRun> run =
+      o.train_tokens > 0 ? std::optional<TrainingRun>(training_run(estimate, scenario, o.train_tokens)) : std::nullopt;
   if (o.json) {
     nlohmann::json j = estimate_json(estimate, scenario, headroom_bytes);
+    if (run) j["training_run"] = training_run_json(*run);
     j["collectives"] = sim::collective_choices_json(collectives);
     if (advice) j["advice"] = sim::advice_json(*advice);
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << estimate_text(estimate, scenario, headroom_bytes) << sim::collective_choices_text(collectives);
+    std::cout << estimate_text(estimate, scenario, headroom_bytes);
+    if (run) std::cout << training_run_text(*run);
+    std::cout << sim::collective_choices_text(collectives);
     if (o.by_unit) std::cout << "\n" << sim::unit_report_text(sim::unit_report(estimate));
     if (advice) std::cout << sim::advice_text(*advice);
   }
@@ -100,6 +106,9 @@ void add_estimate_command(CLI::App& app) {
                 "(--json always has units[])");
   cmd->add_option("--trace", options->trace, "Write a Chrome/Perfetto trace (open in ui.perfetto.dev or chrome://tracing)");
   cmd->add_option("--plot", options->plot, "Write an SVG of the memory timeline and the stream Gantt chart");
+  cmd->add_option("--train-tokens", options->train_tokens,
+                  "The whole run's length in tokens (e.g. 1e12): its optimizer steps, days and GPU-hours at this step time")
+      ->check(positive_number());
   cmd->callback([options] { run_estimate(*options); });
 }
 

@@ -1,5 +1,6 @@
 #include "tools/report.h"
 
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -221,6 +222,34 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
                  {"timeline_allocated_bytes", m.allocated_at_op}};
   j["job"] = job_memory_json(e, sc, headroom_bytes);
   return j;
+}
+
+TrainingRun training_run(const sim::Estimate& e, const planner::Scenario& sc, double tokens) {
+  TrainingRun r;
+  r.tokens = tokens;
+  r.tokens_per_step = static_cast<double>(sc.training.global_batch) * static_cast<double>(sc.training.seq_len);
+  r.steps = std::ceil(tokens / r.tokens_per_step);
+  r.step_seconds = e.timing.step_seconds;
+  r.seconds = r.steps * r.step_seconds;
+  r.gpus = sc.world_size();
+  r.gpu_hours = r.seconds * r.gpus / 3600.0;
+  return r;
+}
+
+std::string training_run_text(const TrainingRun& r) {
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "\nTraining run (--train-tokens)\n%.4g tokens: %.0f optimizer steps of %.0f tokens (global batch x "
+                "sequence), %.1f days (%.1f hours) at %s a step, %.0f GPU-hours on %d GPUs\n"
+                "optimizer steps only: checkpoint saves, evaluation, data loading stalls and restarts are not counted\n",
+                r.tokens, r.steps, r.tokens_per_step, r.seconds / 86400.0, r.seconds / 3600.0,
+                seconds_text(r.step_seconds).c_str(), r.gpu_hours, r.gpus);
+  return line;
+}
+
+nlohmann::json training_run_json(const TrainingRun& r) {
+  return {{"tokens", r.tokens},   {"tokens_per_step", r.tokens_per_step}, {"steps", r.steps},
+          {"step_seconds", r.step_seconds}, {"seconds", r.seconds}, {"gpus", r.gpus}, {"gpu_hours", r.gpu_hours}};
 }
 
 std::string micro_batch_search_text(const sim::MicroBatchSearch& s, const planner::Scenario& sc) {

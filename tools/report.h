@@ -19,6 +19,20 @@ std::string scenario_summary(const planner::Scenario& scenario, const planner::P
 std::vector<std::string> estimate_warnings(const sim::Estimate& estimate, const planner::Scenario& scenario);
 std::string estimate_text(const sim::Estimate& estimate, const planner::Scenario& scenario, double headroom_bytes = 0);
 nlohmann::json estimate_json(const sim::Estimate& estimate, const planner::Scenario& scenario, double headroom_bytes = 0);
+// estimate --train-tokens: the whole run at this step time. Optimizer steps only: checkpoint
+// saves, evaluation, data loading stalls and restarts are not in it.
+struct TrainingRun {
+  double tokens = 0;           // asked for
+  double tokens_per_step = 0;  // global_batch x seq_len
+  double steps = 0;            // ceil(tokens / tokens_per_step): the last step runs whole
+  double step_seconds = 0;
+  double seconds = 0;  // steps x step_seconds
+  int gpus = 0;
+  double gpu_hours = 0;  // seconds x gpus / 3600
+};
+TrainingRun training_run(const sim::Estimate& estimate, const planner::Scenario& scenario, double tokens);
+std::string training_run_text(const TrainingRun& run);
+nlohmann::json training_run_json(const TrainingRun& run);
 std::string micro_batch_search_text(const sim::MicroBatchSearch& search, const planner::Scenario& scenario);
 nlohmann::json micro_batch_search_json(const sim::MicroBatchSearch& search);
 
