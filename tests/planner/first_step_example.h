@@ -6,6 +6,7 @@
 #include <string>
 
 #include "planner/schedule.h"
+#include "synthetic.h"
 
 namespace fsdpsim::testing {
 
@@ -28,13 +29,7 @@ inline planner::Schedule first_step_example(bool made_at_first_step) {
   Schedule s;
   s.world_size = 1;
   auto alloc = [&](std::int64_t bytes, MemCategory category, bool persistent) {
-    Allocation a;
-    a.id = static_cast<int>(s.allocations.size());
-    a.bytes = bytes * MiB;
-    a.category = category;
-    a.persistent = persistent;
-    s.allocations.push_back(a);
-    return a.id;
+    return add_allocation(s, bytes * MiB, persistent, Stream::compute, category);
   };
   const int state = alloc(60, MemCategory::optimizer_state, true);
   const int x = alloc(100, MemCategory::activation, false);

@@ -6,6 +6,7 @@
 #include "planner/device_memory.h"
 #include "planner/memory.h"
 #include "planner/schedule.h"
+#include "synthetic.h"
 
 namespace fsdpsim::planner {
 namespace {
@@ -59,13 +60,7 @@ TEST(NearCapacity, TheReplaysRetriesAreTheStepsNotThePreludes) {
   constexpr std::int64_t kMiB = 1 << 20;
   Schedule s;
   auto allocation = [&](std::int64_t mib, Stream stream, bool persistent) {
-    Allocation a;
-    a.id = static_cast<int>(s.allocations.size());
-    a.bytes = mib * kMiB;
-    a.stream = stream;
-    a.persistent = persistent;
-    s.allocations.push_back(a);
-    return a.id;
+    return fsdpsim::testing::add_allocation(s, mib * kMiB, persistent, stream);
   };
   const int init = allocation(100, Stream::compute, false), shard = allocation(50, Stream::all_gather, true);
   const int first = allocation(40, Stream::compute, false), second = allocation(40, Stream::copy, false);

@@ -1,5 +1,5 @@
-// Synthetic models and scenarios for planner tests: sizes chosen so that hand
-// arithmetic gives the expected bytes.
+// Synthetic models, scenarios and hand-made schedules for planner tests: sizes chosen so that
+// hand arithmetic gives the expected bytes.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,23 @@
 
 #include <nlohmann/json.hpp>
 
+#include "planner/schedule.h"
+
 namespace fsdpsim::testing {
+
+// Appends an allocation of `bytes` to a hand-made schedule; returns its id.
+inline int add_allocation(planner::Schedule& s, std::int64_t bytes, bool persistent,
+                          planner::Stream stream = planner::Stream::compute,
+                          planner::MemCategory category = planner::MemCategory::temporary) {
+  planner::Allocation a;
+  a.id = static_cast<int>(s.allocations.size());
+  a.bytes = bytes;
+  a.stream = stream;
+  a.category = category;
+  a.persistent = persistent;
+  s.allocations.push_back(a);
+  return a.id;
+}
 
 // A model of `blocks` repeated "Block" modules, each with one weight of `shape`, plus an
 // optional root-owned embedding; activations as given (bytes per b*s, 16-bit).

@@ -65,16 +65,10 @@ planner::Schedule moe_layer() {
   s.world_size = 8;
   s.groups = {{"ep", 4, 1, 1}};
   auto alloc = [&](const char* label, std::int64_t bytes, MemCategory c, Stream st, bool persistent) {
-    planner::Allocation a;
-    a.id = static_cast<int>(s.allocations.size());
-    a.label = label;
-    a.bytes = bytes;
-    a.category = c;
-    a.stream = st;
-    a.persistent = persistent;
-    a.model_state = persistent;
-    s.allocations.push_back(a);
-    return a.id;
+    const int id = fsdpsim::testing::add_allocation(s, bytes, persistent, st, c);
+    s.allocations[id].label = label;
+    s.allocations[id].model_state = persistent;
+    return id;
   };
   const int experts = alloc("experts", 10 * MiB, MemCategory::sharded_param, Stream::compute, true);
   (void)experts;
