@@ -251,7 +251,11 @@ AttentionMemo& attention_memo() {
 }  // namespace
 
 CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models::DType compute_dtype)
-    : cluster_(cluster), calibration_(std::move(calibration)), fp8_matmuls_(compute_dtype == models::DType::fp8) {
+    : CostModel(cluster, std::move(calibration), compute_dtype, compute_dtype == models::DType::fp8 ? "fp8" : "bf16") {}
+
+CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models::DType compute_dtype,
+                     const char* mfu_peak_dtype)
+    : cluster_(cluster), calibration_(std::move(calibration)), mfu_peak_dtype_(mfu_peak_dtype) {
   auto it = cluster_.gpu.peak_flops.find(models::dtype_name(compute_dtype));
   if (it == cluster_.gpu.peak_flops.end()) it = cluster_.gpu.peak_flops.find("bf16");
   peak_flops_ = it == cluster_.gpu.peak_flops.end() ? 0 : it->second;
@@ -265,8 +269,8 @@ CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models
 }
 
 CostModel::CostModel(const Scenario& scenario)
-    : CostModel(scenario.cluster, calibration_for(scenario), scenario.training.compute_dtype()) {
-  fp8_matmuls_ = scenario.training.fp8_matmuls();
+    : CostModel(scenario.cluster, calibration_for(scenario), scenario.training.compute_dtype(),
+                scenario.training.mfu_peak_dtype()) {
   // training.attention names the fused kernel ("auto": what PyTorch's SDPA picks; "eager":
   // the model's costs materialise the scores, which the kernel sets say themselves).
   const std::string& attention = scenario.training.attention;

@@ -226,13 +226,16 @@ class CostModel {
   const ClusterSpec& cluster() const { return cluster_; }
   double peak_flops() const { return peak_flops_; }  // dense peak of the compute dtype
   // The denominator of MFU and HFU: the GPU's dense bf16 peak, or its dense fp8 peak when some
-  // of the model's matmuls run in fp8 (TrainingSpec::fp8_matmuls), so that neither exceeds 1
-  // (divided by the bf16 peak an fp8 step's MFU can: the GEMMs run at twice that rate).
+  // of the model's matmuls run in fp8 (TrainingSpec::mfu_peak_dtype; without a scenario, when
+  // the compute dtype is fp8), so that neither exceeds 1 (divided by the bf16 peak an fp8
+  // step's MFU can: the GEMMs run at twice that rate).
   double mfu_peak_flops() const;
   // "bf16" or "fp8": the peak mfu_peak_flops is.
-  const char* mfu_peak_dtype() const { return fp8_matmuls_ ? "fp8" : "bf16"; }
+  const char* mfu_peak_dtype() const { return mfu_peak_dtype_; }
 
  private:
+  CostModel(const ClusterSpec& cluster, Calibration calibration, models::DType compute_dtype, const char* mfu_peak_dtype);
+
   // The cluster and NCCL constants one communicator of `group` sees.
   struct NcclView {
     ClusterSpec cluster;
@@ -247,7 +250,7 @@ class CostModel {
   ClusterSpec cluster_;
   Calibration calibration_;
   double peak_flops_ = 0;
-  bool fp8_matmuls_ = false;  // MFU's peak (mfu_peak_flops)
+  const char* mfu_peak_dtype_ = "bf16";  // MFU's peak (mfu_peak_flops)
   int compute_dtype_bytes_ = 2;
   std::string compute_dtype_name_ = "bf16";
   GemmTable compute_gemm_table_, fp8_gemm_table_;  // calibration.gemm_table split by dtype

@@ -145,7 +145,7 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc, d
   std::snprintf(buf, sizeof buf, "%.0f", tm.tokens_per_second_per_gpu);
   time.add({"tokens/s per GPU", buf, ""});
   time.add({"MFU", percent(tm.mfu), std::string("6N + attention FLOPs (causal: half the square) / dense ") +
-                                       (sc.training.fp8_matmuls() ? "fp8" : "bf16") + " peak"});
+                                       sc.training.mfu_peak_dtype() + " peak"});
   out << time.str();
   // The one constant fitted to end-to-end runs (docs/accuracy.md): say so where the time is read.
   std::snprintf(buf, sizeof buf, "%.2f", e.calibration.memory_bound_efficiency);
