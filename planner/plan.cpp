@@ -349,15 +349,19 @@ class StepBuilder {
   }
 
   // ---- [Autocast over fp32 parameters] (TrainingSpec::autocast) -------------------------------
-  // FSDP1 hands the modules fp32 views of the gathered flat parameter; under torch.autocast each
-  // F.linear casts its weight to the 16-bit matmul_dtype at every call (the views are not leaves,
-  // so at::autocast::cached_cast caches nothing), and the GEMM saves that copy for its input
-  // gradient. So per Linear weight of numel n, in a pass:
+  // Under torch.autocast each F.linear casts its fp32 weight to the 16-bit matmul_dtype, and the
+  // GEMM saves that copy for its input gradient. So per Linear weight of numel n, in a pass:
   //  - forward and a recompute: a cast kernel reading n fp32 and writing n 16-bit elements; the
-  //    copy lives until the module's backward (inside a checkpointed block, run under no_grad,
-  //    until the GEMM is done: one at a time), and the recompute makes it again;
+  //    copy lives until the module's backward, and the recompute makes it again;
   //  - backward: the weight gradient comes out of the GEMM in 16 bits and the cast's backward
-  //    writes it in fp32 (the same bytes), before FSDP1 reduces it in reduce_dtype.
+  //    writes it in fp32 (the same bytes), before FSDP reduces it in reduce_dtype.
+  // Inside a checkpointed block's forward nothing is saved; what keeps a copy then is autocast's
+  // cache (at::autocast::cached_cast), which holds the casts of leaf, non-view fp32 tensors that
+  // require grad until the autocast region ends (the forward and the loss):
+  //  - FSDP1 hands the modules views of the gathered flat parameter, not leaves: nothing is
+  //    cached, each copy dies after its GEMM, one at a time;
+  //  - FSDP2's gathered parameters are leaf nn.Parameters: every copy stays in the cache until
+  //    the forward ends, the whole model's 16-bit weights at once.
   // Not planned: casts of activations (a norm's fp32 output before its GEMM), of biases and norm
   // weights, and the cast kernels' CPU issue (docs/cost-model.md, "Autocast over fp32 parameters").
   double autocast_cast_bytes(double numel) const {
@@ -680,6 +684,7 @@ class StepBuilder {
     const double b = static_cast<double>(training_.micro_batch), seq = static_cast<double>(training_.seq_len);
     int input = -1;
     checkpoint_inputs_.assign(layout_.blocks, -1);  // region (block index) -> allocation
+    std::vector<int> cached_weight_copies;  // [Autocast over fp32 parameters] FSDP2's, until forward ends
     for (std::size_t i = 0; i < layout_.forward.size(); ++i) {
       const Event& e = layout_.forward[i];
       if (e.kind == Event::pre) {
@@ -713,6 +718,9 @@ class StepBuilder {
         // freed after its GEMM, so only the largest lives at a time.
         if (e.region < 0) {
           saved_weight_copies_[i] = autocast_weight_copies(op, c, false, Name{"autocast weight copies of ", e.module->full_name});
+        } else if (scenario_.fsdp.version == 2) {
+          cached_weight_copies.push_back(
+              autocast_weight_copies(op, c, false, Name{"autocast cache: weight copies of ", e.module->full_name}));
         } else {
           int copy = autocast_weight_copies(op, c, true, Name{"autocast weight copy in ", e.module->full_name});
           step_.free_at(op, copy);
@@ -722,6 +730,7 @@ class StepBuilder {
                    Name{"forward transients of ", e.module->full_name});
     }
     input_ids_ = input;
+    for (int& copies : cached_weight_copies) step_.free_now(copies);  // the autocast region ends
   }
 
   // Expert parallelism: a MoE block's all-to-alls on the EP group. Forward (and a recompute)

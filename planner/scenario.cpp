@@ -506,25 +506,19 @@ void check_float8(const Scenario& s) {
                      "fsdp.version 2");
 }
 
-// [Autocast over fp32 parameters] is planned for FSDP1's sharded strategies, whose gathered
-// parameters reach the modules as views of the flat parameter (not leaves): autocast casts them
-// at every use and caches nothing, so each cast copy lives as long as autograd keeps it. FSDP2's
-// gathered parameters are leaf nn.Parameters, whose casts autocast caches until its region ends
-// (at::autocast::cached_cast), and DDP's (NO_SHARD, ZERO1) and DeepSpeed's are leaves too: their
-// copies' lifetimes differ and are not planned. Op-level SAC decides per op what to save, which
-// the saved copies would need to follow: not planned either.
+// [Autocast over fp32 parameters] is planned for FSDP's sharded strategies (planner/plan.cpp says
+// how long each copy lives under FSDP1 and FSDP2). DDP's replicated parameters (NO_SHARD, ZERO1)
+// and DeepSpeed's are not planned. Op-level SAC decides per op what to save, which the saved
+// copies would need to follow: not planned either.
 void check_autocast(const Scenario& s) {
   if (!s.training.autocast()) return;
   const std::string mode = "autocast over fp32 parameters (training.param_dtype fp32 with matmul_dtype " +
                            models::dtype_name(s.training.matmul_dtype) + ")";
   auto refuse = [&](const std::string& why) { throw InputError(s.file, "training.matmul_dtype", mode + " " + why); };
-  if (s.deepspeed.stated) refuse("is planned for FSDP1, not DeepSpeed ZeRO (the deepspeed object)");
-  if (s.fsdp.version != 1)
-    refuse("is planned for FSDP1 (fsdp.version 1): FSDP2's gathered parameters are leaf nn.Parameters whose casts "
-           "autocast caches for the whole forward, which is not planned");
+  if (s.deepspeed.stated) refuse("is planned for FSDP, not DeepSpeed ZeRO (the deepspeed object)");
   if (s.fsdp.strategy == Strategy::NO_SHARD || s.fsdp.strategy == Strategy::ZERO1)
-    refuse("is planned for FSDP1's sharded strategies, not " + strategy_name(s.fsdp.strategy) +
-           " (replicated parameters are leaf tensors whose casts autocast caches)");
+    refuse("is planned for FSDP's sharded strategies, not " + strategy_name(s.fsdp.strategy) +
+           " (planned as replicated parameters, whose copies are not)");
   if (s.training.checkpointing == Checkpointing::selective)
     refuse("is not planned with op-level selective checkpointing (training.activation_checkpointing)");
 }

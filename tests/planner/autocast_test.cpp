@@ -1,6 +1,7 @@
 // [Autocast over fp32 parameters] (planner/scenario.h TrainingSpec::autocast, planner/plan.cpp):
 // FSDP1 with training.param_dtype fp32 and matmul_dtype bf16, as Lightning's FSDPStrategy runs
-// "bf16-mixed" (MixedPrecision(param_dtype=float32, reduce_dtype=bfloat16) under torch.autocast).
+// "bf16-mixed" (MixedPrecision(param_dtype=float32, reduce_dtype=bfloat16) under torch.autocast),
+// and FSDP2's cached copies under checkpointing.
 // Every figure is worked out by hand for Llama-3.1-8B (models/llama3.1-8b.json: h 4096, q/o
 // 4096x4096, k/v 1024x4096, gate/up 14336x4096, down 4096x14336, vocab 128256) on a DGX H100.
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 
 #include "input_error_of.h"
 #include "planner/cost_model.h"
+#include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
 
@@ -20,7 +22,7 @@ using fsdpsim::testing::input_error_of;
 
 // FSDP1 FULL_SHARD on 8 H100s, micro-batch 1 x 4096 tokens; `autocast`: fp32 parameters under
 // bf16 autocast, else bf16 parameters (FSDP's MixedPrecision), bf16 reductions either way.
-nlohmann::json llama8b(bool autocast, const std::string& checkpointing = "none") {
+nlohmann::json llama8b(bool autocast, const std::string& checkpointing = "none", int fsdp_version = 1) {
   nlohmann::json j = {{"model", "models/llama3.1-8b.json"},
                       {"cluster", "scenarios/clusters/dgx-h100.json"},
                       {"training",
@@ -30,7 +32,7 @@ nlohmann::json llama8b(bool autocast, const std::string& checkpointing = "none")
                         {"param_dtype", autocast ? "fp32" : "bf16"},
                         {"reduce_dtype", "bf16"},
                         {"activation_checkpointing", checkpointing}}},
-                      {"fsdp", {{"version", 1}}}};
+                      {"fsdp", {{"version", fsdp_version}}}};
   if (autocast) j["training"]["matmul_dtype"] = "bf16";
   return j;
 }
@@ -166,6 +168,44 @@ TEST(Autocast, UnderFullCheckpointingTheRecomputeMakesTheCopiesAndTheInputIsFp32
   EXPECT_DOUBLE_EQ(sum(set_of(a.schedule, "recompute model.layers.3").cast_kernel_bytes), 6 * kBlockWeights);
 }
 
+// FSDP2's gathered parameters are leaf nn.Parameters, so autocast caches their casts until its
+// region ends: under full checkpointing each block's copies (2 x 218,103,808 bytes) live from
+// its forward to the end of the forward, then the recompute makes them again until the block's
+// backward. Without checkpointing the copies are saved for backward, as under FSDP1.
+TEST(Autocast, Fsdp2CachesTheCopiesUntilTheForwardEnds) {
+  const Plan a = plan_step(parse_scenario(llama8b(true, "full", 2), "test.json"));
+  const Lifetime cached = lifetime_of(a.schedule, "autocast cache: weight copies of model.layers.3");
+  EXPECT_EQ(cached.bytes, static_cast<std::int64_t>(2 * kBlockWeights));
+  EXPECT_EQ(cached.made_by, "fwd model.layers.3");
+  const int freed = op_index(a.schedule, cached.freed_by);
+  // Freed by the forward's last op, the output layer's (an op's frees come after its
+  // allocations: the copies are there through it), before backward.
+  EXPECT_EQ(cached.freed_by, "fwd lm_head");
+  EXPECT_LT(freed, op_index(a.schedule, "bwd lm_head (loss)"));
+  EXPECT_EQ(lifetime_of(a.schedule, "autocast weight copy in model.layers.3").bytes, -1);  // FSDP1's
+  const Lifetime saved = lifetime_of(a.schedule, "autocast weight copies of model.layers.3");
+  EXPECT_EQ(saved.made_by, "recompute model.layers.3");
+  EXPECT_EQ(saved.freed_by, "bwd model.layers.3");
+  // So the forward's high-water mark holds every block's copies: 32 x 436,207,616 bytes more
+  // than FSDP1's one-at-a-time copy, less the largest one FSDP1 holds at a time.
+  const Plan f1 = plan_step(parse_scenario(llama8b(true, "full", 1), "test.json"));
+  auto forward_peak = [](const Plan& p) {
+    const MemoryReport m = replay_memory(p.schedule);
+    std::int64_t peak = 0;
+    for (std::size_t i = 0; i < p.schedule.ops.size(); ++i)
+      if (p.schedule.ops[i].phase == Phase::forward && p.schedule.ops[i].micro_step == 0)
+        peak = std::max(peak, m.allocated_at_op[i]);
+    return peak;
+  };
+  EXPECT_GE(forward_peak(a) - forward_peak(f1), 31 * static_cast<std::int64_t>(2 * kBlockWeights));
+  // Without checkpointing: saved for backward, the same lifetimes as FSDP1's.
+  const Plan none = plan_step(parse_scenario(llama8b(true, "none", 2), "test.json"));
+  const Lifetime plain = lifetime_of(none.schedule, "autocast weight copies of model.layers.3");
+  EXPECT_EQ(plain.made_by, "fwd model.layers.3");
+  EXPECT_EQ(plain.freed_by, "bwd model.layers.3");
+  EXPECT_EQ(lifetime_of(none.schedule, "autocast cache: weight copies of model.layers.3").bytes, -1);
+}
+
 // What autocast's copies would do elsewhere is not planned: refused, naming the key.
 TEST(Autocast, WhereTheCopiesLiveDifferentlyItIsRefused) {
   auto refused = [](nlohmann::json j, const std::string& why) {
@@ -173,9 +213,6 @@ TEST(Autocast, WhereTheCopiesLiveDifferentlyItIsRefused) {
     EXPECT_EQ(e.json_path(), "training.matmul_dtype") << e.what();
     EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
   };
-  nlohmann::json fsdp2 = llama8b(true);
-  fsdp2["fsdp"]["version"] = 2;
-  refused(fsdp2, "leaf nn.Parameters");
   nlohmann::json ddp = llama8b(true);
   ddp["fsdp"]["strategy"] = "NO_SHARD";
   refused(ddp, "not NO_SHARD");

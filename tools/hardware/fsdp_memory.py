@@ -26,12 +26,14 @@ Every choice, and why (fsdpsim must model exactly what is measured):
 - Precision: the model is built in fp32 (master weights = the sharded parameters, fsdpsim
   master_dtype fp32); FSDP mixed precision param_dtype bf16, reduce_dtype fp32 (FSDP2
   MixedPrecisionPolicy, FSDP1 MixedPrecision, buffers left alone).
-- Autocast cases (FSDP1, N = 8, `-autocast` in the id): Lightning's FSDPStrategy "bf16-mixed"
-  (lightning/fabric/plugins/precision/fsdp.py: MixedPrecision(param_dtype=float32,
-  reduce_dtype=bfloat16, buffer_dtype=bfloat16), the forward and the loss under
-  torch.autocast("cuda", dtype=torch.bfloat16), backward outside it). fsdpsim
-  training.param_dtype fp32, matmul_dtype bf16, reduce_dtype bf16 (docs/cost-model.md section 10:
-  fp32 gathers, each Linear's bf16 weight copy saved for backward).
+- Autocast cases (FSDP2 and FSDP1, N = 8, `-autocast` in the id): fp32 parameters gathered, the
+  forward and the loss under torch.autocast("cuda", dtype=torch.bfloat16), backward outside it.
+  FSDP1 as Lightning's FSDPStrategy "bf16-mixed" (lightning/fabric/plugins/precision/fsdp.py:
+  MixedPrecision(param_dtype=float32, reduce_dtype=bfloat16, buffer_dtype=bfloat16)); FSDP2 with
+  MixedPrecisionPolicy(param_dtype=None, reduce_dtype=bfloat16). fsdpsim training.param_dtype
+  fp32, matmul_dtype bf16, reduce_dtype bf16 (docs/cost-model.md section 10: fp32 gathers, each
+  Linear's bf16 weight copy saved for backward, and under FSDP2 with checkpointing autocast's
+  cache holding every copy until the forward ends: the claim these cases test).
 - Construction: on the meta device, then sharded, then materialised on the GPU (fsdpsim `init:
   meta`): FSDP2 fully_shard then model.to_empty(cuda), as torchtitan does; FSDP1 with a
   param_init_fn that materialises each module's own tensors on the GPU and keeps tied weights
@@ -201,9 +203,10 @@ def all_cases():
         if world == 8:  # after N = 8's cases, before the larger worlds (a time budget cuts from the end)
             for name, cfg, layers in MODELS:
                 cases.append(Case(name, cfg, layers, 2, "none", True, 8, attention="eager", seq_len=EAGER_SEQ_LEN))
-            for name, cfg, layers in MODELS:
-                for ac in ("none", "full"):
-                    cases.append(Case(name, cfg, layers, 1, ac, True, 8, autocast=True))
+            for version in (2, 1):
+                for name, cfg, layers in MODELS:
+                    for ac in ("none", "full"):
+                        cases.append(Case(name, cfg, layers, version, ac, True, 8, autocast=True))
     return cases
 
 
@@ -379,7 +382,8 @@ def init_params(T, model):
 
 def wrap_fsdp2(T, case, model):
     torch = T.torch
-    mp = T.MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    mp = (T.MixedPrecisionPolicy(param_dtype=None, reduce_dtype=torch.bfloat16) if case.autocast
+          else T.MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32))
     layers = decoder_layers(model)
     for i in range(len(layers)):
         layer = layers[i]
