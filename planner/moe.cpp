@@ -5,7 +5,7 @@ namespace fsdpsim::planner {
 ExpertRouting expert_routing(const models::MoeSpec& moe, double tokens, int degree, double imbalance) {
   ExpertRouting r;
   const double experts = moe.experts;
-  r.local_experts = moe.experts / degree;
+  r.local_experts = local_experts(moe, degree);
   r.mean_tokens_per_expert = tokens * moe.top_k * degree / experts;
   r.busiest_expert_tokens = imbalance * r.mean_tokens_per_expert;
   r.other_expert_tokens =

@@ -30,6 +30,9 @@ struct ExpertRouting {
   double rank_load_factor = 1;
 };
 
+// The routed experts one rank of a `degree`-wide expert-parallel group holds (1: all of them).
+inline int local_experts(const models::MoeSpec& moe, int degree) { return moe.experts / degree; }
+
 // `tokens` routed by each rank (micro_batch x seq_len); `degree` divides moe.experts and
 // 1 <= imbalance <= moe.experts (the planner checks both, naming the scenario's fields).
 ExpertRouting expert_routing(const models::MoeSpec& moe, double tokens, int degree, double imbalance);

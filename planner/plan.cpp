@@ -369,8 +369,7 @@ class StepBuilder {
   }
   // This rank's elements of a routed expert projection: its local experts' weights.
   double routed_weight_numel(const models::MoeSpec& moe, const models::Matmul& m) const {
-    const int ep = scenario_.fsdp.expert_parallel;
-    return m.in_features * m.out_features * static_cast<double>(ep > 1 ? moe.experts / ep : moe.experts);
+    return m.in_features * m.out_features * static_cast<double>(local_experts(moe, scenario_.fsdp.expert_parallel));
   }
   // The 16-bit copies of the module's Linear weights (`largest_only`: its largest one), allocated
   // at `op`; -1 when the module runs no GEMM.
@@ -714,8 +713,9 @@ class StepBuilder {
                                                       MemCategory::activation, Name{"checkpointed input of ", e.module->full_name});
       }
       if (training_.autocast()) {
-        // Saved for backward outside a checkpointed block; inside one (no_grad) each copy is
-        // freed after its GEMM, so only the largest lives at a time.
+        // Saved for backward outside a checkpointed block; inside one (no_grad) kept by autocast's
+        // cache under FSDP2 until the forward ends, under FSDP1 freed after its GEMM, so only the
+        // largest lives at a time.
         if (e.region < 0) {
           saved_weight_copies_[i] = autocast_weight_copies(op, c, false, Name{"autocast weight copies of ", e.module->full_name});
         } else if (scenario_.fsdp.version == 2) {
