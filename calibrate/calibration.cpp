@@ -546,7 +546,10 @@ void CalibrationFit::launch_overhead() {
                          c_.kernel_issue_seconds});
 }
 
-// compute_slowdown_under_comm: a GEMM beside a collective against the same GEMM alone.
+// gemm_slowdown_under_comm: a GEMM beside a collective against the same GEMM alone; and
+// compute_slowdown_under_comm, the other kernels', the same figure (nothing else is measured beside
+// a collective): the effective slowdown is the measured one, whatever the shipped defaults of the
+// GPU say ([GEMMs beside NCCL], planner/cost_model.h).
 void CalibrationFit::compute_slowdown() {
   if (m_.interference.empty()) return;
   std::vector<double> alone, beside;
@@ -556,9 +559,11 @@ void CalibrationFit::compute_slowdown() {
   }
   out_.interference = fit_interference(alone, beside);
   c_.compute_slowdown_under_comm = out_.interference;
-  set_source("compute_slowdown_under_comm",
-             origin_ + ": a GEMM timed alone and beside " + m_.interference.front().collective +
-                 "; median over pairs of (beside / alone) - 1." + host_note_);
+  c_.gemm_slowdown_under_comm = out_.interference;
+  const std::string how = origin_ + ": a GEMM timed alone and beside " + m_.interference.front().collective +
+                          "; median over pairs of (beside / alone) - 1." + host_note_;
+  set_source("gemm_slowdown_under_comm", how);
+  set_source("compute_slowdown_under_comm", how + " The other kernels are not timed beside a collective: the GEMM's figure.");
   for (const InterferenceMeasurement& i : m_.interference)
     out_.errors.push_back({"interference", "GEMM beside " + i.collective, i.gemm_beside_collective.median_seconds,
                            i.gemm_alone.median_seconds * (1 + out_.interference)});

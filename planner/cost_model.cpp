@@ -98,6 +98,8 @@ Calibration read_calibration_at(const nlohmann::json& json, const std::string& f
       r.positive_number_or("eager_kernels_per_fused_kernel", c.eager_kernels_per_fused_kernel);
   c.launch_queue_kernels = r.nonnegative_number_or("launch_queue_kernels", c.launch_queue_kernels);
   c.compute_slowdown_under_comm = r.nonnegative_number_or("compute_slowdown_under_comm", c.compute_slowdown_under_comm);
+  if (r.has("gemm_slowdown_under_comm"))
+    c.gemm_slowdown_under_comm = r.nonnegative_number_or("gemm_slowdown_under_comm", 0);
   c.pcie_gbps = r.positive_number_or("pcie_gbps", c.pcie_gbps);
   c.host_optimizer_bytes_per_second =
       r.positive_number_or("host_optimizer_bytes_per_second", c.host_optimizer_bytes_per_second);
@@ -156,6 +158,7 @@ nlohmann::json Calibration::to_json() const {
           {"sources", sources}};
   if (fp8_matmul_efficiency > 0) j["fp8_matmul_efficiency"] = fp8_matmul_efficiency;
   if (device_overhead_bytes) j["device_overhead_bytes"] = *device_overhead_bytes;
+  if (gemm_slowdown_under_comm) j["gemm_slowdown_under_comm"] = *gemm_slowdown_under_comm;
   if (!gemm_table.empty()) j["gemm_table"] = table;
   return j;
 }
@@ -537,6 +540,25 @@ KernelSetTimes CostModel::kernel_set_times(const KernelSet& k) const {
 }
 
 double CostModel::kernel_set_seconds(const KernelSet& k) const { return kernel_set_times(k).total(); }
+
+double CostModel::gemm_seconds_of(const Op& op, const Schedule& schedule, std::vector<KernelSetTimes>* kernel_memo) const {
+  if (op.kernel_set >= 0 && op.kernel_set < static_cast<int>(schedule.kernel_sets.size())) {
+    KernelSetTimes local;
+    const KernelSetTimes& t = times_of(schedule.kernel_sets[op.kernel_set], op.kernel_set, kernel_memo, local);
+    double seconds = 0;
+    for (double g : t.gemms) seconds += g;
+    for (double g : t.grouped_gemms) seconds += g;
+    return seconds;
+  }
+  return op.flops > 0 ? std::max(0.0, op.flops - op.attention_flops) / (peak_flops_ * calibration_.matmul_efficiency) : 0.0;
+}
+
+double CostModel::effective_compute_slowdown_under_comm(double gemm_share) const {
+  const double others = calibration_.compute_slowdown_under_comm;
+  if (!calibration_.gemm_slowdown_under_comm) return others;
+  const double share = std::clamp(gemm_share, 0.0, 1.0);
+  return share * *calibration_.gemm_slowdown_under_comm + (1 - share) * others;
+}
 
 const KernelSetTimes& CostModel::times_of(const KernelSet& set, int index, std::vector<KernelSetTimes>* memo,
                                           KernelSetTimes& local) const {

@@ -95,6 +95,12 @@ struct Calibration {
   double launch_queue_kernels = 0;
   // Interference: compute runs this much slower while a collective is in flight (0.1 = 10%).
   double compute_slowdown_under_comm = 0;
+  // [GEMMs beside NCCL] The GEMM kernels' own slowdown while a collective is in flight, where it
+  // differs from the other kernels' (compute_slowdown_under_comm): on Hopper, cuBLAS launches
+  // persistent GEMMs (one CTA per SM), and beside NCCL's CTAs the last of them wait for a second
+  // wave (1 = twice the time). Absent: GEMMs slow as the other kernels do. price_ops weighs the
+  // two by the GEMMs' share of the compute stream's time (effective_compute_slowdown_under_comm).
+  std::optional<double> gemm_slowdown_under_comm;
   // Host <-> device copies (CPU offload) and the CPU optimizer step.
   double pcie_gbps = 0;
   double host_optimizer_bytes_per_second = 0;
@@ -160,6 +166,9 @@ class CostModel {
   // price each set once.
   double duration_seconds(const Op& op, const Schedule& schedule,
                           std::vector<KernelSetTimes>* kernel_memo = nullptr) const;
+  // The GEMM part of duration_seconds: a kernel set's GEMMs and grouped GEMMs, or, for an op
+  // without shapes, its matrix FLOPs at the GEMM ceiling ([GEMMs beside NCCL] weighs it).
+  double gemm_seconds_of(const Op& op, const Schedule& schedule, std::vector<KernelSetTimes>* kernel_memo = nullptr) const;
   // The GEMMs and attention of one kernel set, without the op's memory-bound work: in all, and
   // kernel by kernel.
   double kernel_set_seconds(const KernelSet& kernels) const;
@@ -222,6 +231,10 @@ class CostModel {
     return m ? m->module_class : -1;
   }
   double compute_slowdown_under_comm() const { return calibration_.compute_slowdown_under_comm; }
+  // [GEMMs beside NCCL] The slowdown of module compute whose GEMMs take `gemm_share` of its time
+  // (0..1): the GEMMs' (Calibration::gemm_slowdown_under_comm) and the other kernels'
+  // (compute_slowdown_under_comm), weighed by their shares of the time alone.
+  double effective_compute_slowdown_under_comm(double gemm_share) const;
   const Calibration& calibration() const { return calibration_; }
   const ClusterSpec& cluster() const { return cluster_; }
   double peak_flops() const { return peak_flops_; }  // dense peak of the compute dtype

@@ -68,6 +68,7 @@ struct OpSignatureHash {
 // An op's costs that depend on its signature alone (a collective's duration does not: its group).
 struct SignatureCosts {
   double duration = 0;  // unused for collectives
+  double gemm = 0;      // the GEMM part of duration ([GEMMs beside NCCL])
   double issue = 0, issue_lead = 0, kernels = 0;
 };
 
@@ -81,7 +82,6 @@ OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMem
   const std::size_t n = schedule.ops.size();
   OpCosts c;
   c.source = "cost model (calibration: " + cost.calibration().name + ")";
-  c.compute_slowdown_under_comm = cost.compute_slowdown_under_comm();
   c.launch_queue_kernels = cost.calibration().launch_queue_kernels;
   c.mfu_peak_flops = cost.mfu_peak_flops();
   c.duration_seconds.resize(n);
@@ -95,6 +95,7 @@ OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMem
   std::vector<KernelSetTimes> kernel_times(schedule.kernel_sets.size());  // each set priced once
   CostModel::IssueLeadMemo leads;                                          // each block's lead walked once
   std::unordered_map<OpSignature, SignatureCosts, OpSignatureHash> priced;  // [Op signature]
+  double module_compute_seconds = 0, module_gemm_seconds = 0;  // [GEMMs beside NCCL]
   const std::string* last_module = nullptr;  // consecutive ops of one module: its class looked up once
   int last_class = -1;
   for (const Op& op : schedule.ops) {
@@ -111,7 +112,10 @@ OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMem
     auto [entry, added] = priced.try_emplace(key);
     SignatureCosts& p = entry->second;
     if (added) {
-      if (!collective) p.duration = cost.duration_seconds(op, schedule, &kernel_times);
+      if (!collective) {
+        p.duration = cost.duration_seconds(op, schedule, &kernel_times);
+        p.gemm = cost.gemm_seconds_of(op, schedule, &kernel_times);
+      }
       p.issue = cost.issue_seconds(op);
       p.issue_lead = cost.issue_lead_seconds(op, schedule, &kernel_times, &leads);
       p.kernels = cost.kernels(op);
@@ -128,7 +132,16 @@ OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMem
     c.issue_seconds[op.id] = p.issue;
     c.issue_lead_seconds[op.id] = p.issue_lead;
     c.kernels[op.id] = p.kernels;
+    if (is_module_compute(op.kind)) {
+      module_compute_seconds += p.duration;
+      module_gemm_seconds += p.gemm;
+    }
   }
+  // [GEMMs beside NCCL] The engines slow every compute op alike while a collective runs; the
+  // GEMMs' share of the module compute (forward, backward, recompute: what FSDP's collectives run
+  // beside) weighs the GEMMs' slowdown against the other kernels'.
+  c.compute_slowdown_under_comm = cost.effective_compute_slowdown_under_comm(
+      module_compute_seconds > 0 ? module_gemm_seconds / module_compute_seconds : 0.0);
   return c;
 }
 

@@ -137,7 +137,9 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc, d
   out << "\nStep time (analytic engine, calibration: " << e.calibration.name << ")\n";
   Table time({"", "value", "note"});
   time.add({"step", seconds_text(tm.step_seconds), std::to_string(e.plan.schedule.micro_steps) + " micro-step(s)"});
-  time.add({"compute", seconds_text(tm.compute_seconds), "compute stream busy, incl. " + seconds_text(tm.interference_seconds) + " slowdown beside NCCL"});
+  time.add({"compute", seconds_text(tm.compute_seconds),
+            "compute stream busy, incl. " + seconds_text(tm.interference_seconds) + " slowdown beside NCCL (" +
+                percent(e.costs.compute_slowdown_under_comm) + " slower while a collective runs)"});
   time.add({"exposed communication", seconds_text(tm.exposed_comm_seconds), "of " + seconds_text(tm.comm_seconds) + " communication in all"});
   time.add({"optimizer", seconds_text(tm.optimizer_seconds), ""});
   time.add({"other exposed", seconds_text(tm.exposed_other_seconds), "CPU-bound gaps, exposed copies and NVMe swaps"});
@@ -202,6 +204,9 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
     if (m.reserved_by_stream_at_end[static_cast<std::size_t>(st)] > 0)
       reserved_by_stream[planner::to_string(static_cast<planner::Stream>(st))] = m.reserved_by_stream_at_end[static_cast<std::size_t>(st)];
   j.update(sim::timing_json(e.timing));
+  // [GEMMs beside NCCL] what the engine slowed compute by while a collective ran (the GEMMs' and
+  // the other kernels' slowdowns weighed by the GEMMs' share of the module compute).
+  j["time"]["compute_slowdown_under_comm"] = e.costs.compute_slowdown_under_comm;
   j["calibration"] = e.calibration.name;
   j["attention_kernel"] = e.attention_kernel;
   j["gemm_shapes"] = {{"distinct", e.gemm_shapes}, {"from_table", e.gemm_shapes_from_table}};

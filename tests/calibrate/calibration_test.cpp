@@ -294,6 +294,30 @@ TEST(CalibrateCalibration, GemmEfficiencyScalesComputeTimeByTheRatio) {
   EXPECT_NEAR(c1 - c2, expected_drop, 1e-6 * c1);
 }
 
+// A GEMM measured 25% slower beside a collective: calibrate writes it as the GEMMs' slowdown and
+// the other kernels' ([GEMMs beside NCCL], planner/cost_model.h), so on an H100, whose shipped
+// defaults give its GEMMs 0.70, the engines slow compute by the measured 0.25 whatever the share.
+TEST(CalibrateCalibration, MeasuredInterferenceReplacesTheShippedGemmSlowdown) {
+  const planner::Scenario s = two_node_scenario();
+  ASSERT_EQ(planner::default_calibration(s.cluster).gemm_slowdown_under_comm, 0.70);
+  Measurements m;
+  m.backend = "synthetic";
+  m.device = "test";
+  m.gpu = s.cluster.gpu.name;
+  m.interference.push_back({stats_of({1e-3}), stats_of({1.25e-3}), "all_gather"});
+  const FitResult f = fit(s, m);
+  EXPECT_NEAR(f.calibration.compute_slowdown_under_comm, 0.25, 1e-12);
+  ASSERT_TRUE(f.calibration.gemm_slowdown_under_comm.has_value());
+  EXPECT_NEAR(*f.calibration.gemm_slowdown_under_comm, 0.25, 1e-12);
+  EXPECT_TRUE(f.calibration.sources.count("gemm_slowdown_under_comm"));
+  const std::string file = write_file("interference.json", calibration_json(f, m));
+  const testing::CommandResult r = testing::run_cli("estimate --scenario " + kScenario +
+                                                    " --set cluster.nodes=2 --set training.global_batch=32 --set calibration=" +
+                                                    file + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NEAR(nlohmann::json::parse(r.out)["time"]["compute_slowdown_under_comm"].get<double>(), 0.25, 1e-12);
+}
+
 // The GEMMs measured on an H100 (tests/data/hardware/calibration-h100-2026-11-27.json, the
 // measurements `calibrate --backend cuda` recorded), fitted again: matmul_efficiency is the
 // measured 8192^3 GEMM's efficiency, 1,099,511,627,776 FLOPs / 1.394432 ms / 989.4 TFLOP/s =

@@ -339,7 +339,7 @@ TEST(Calibration, EveryShippedGpuHasSourcedDefaultsInRange) {
                                            "eager_backward_kernel_issue_seconds", "kernels_per_parameter_tensor",
                                            "eager_kernels_per_fused_kernel", "launch_queue_kernels", "compute_slowdown_under_comm", "pcie_gbps",
                                            "host_optimizer_bytes_per_second", "cuda_context_bytes"};
-  int checked = 0;
+  int checked = 0, hopper = 0;
   for (const auto& [name, entry] : gpus.items()) {
     if (name.rfind("_", 0) == 0) continue;
     planner::ClusterSpec c;
@@ -354,9 +354,16 @@ TEST(Calibration, EveryShippedGpuHasSourcedDefaultsInRange) {
       EXPECT_GT(eff, 0.2) << name;
       EXPECT_LE(eff, 1.0) << name;
     }
+    // [GEMMs beside NCCL] Hopper's cuBLAS GEMMs, and only theirs, carry a slowdown of their own.
+    EXPECT_EQ(cal.gemm_slowdown_under_comm.has_value(), c.gpu.arch == "hopper") << name;
+    if (cal.gemm_slowdown_under_comm) {
+      EXPECT_TRUE(cal.sources.count("gemm_slowdown_under_comm")) << name;
+      ++hopper;
+    }
     ++checked;
   }
   EXPECT_GE(checked, 7);
+  EXPECT_EQ(hopper, 5);  // H100 SXM 80 and 96 GB, H100 PCIe, H100 NVL, H200
   // The H100 figure is the workplace's measured 8192^3 GEMM: 798 / 989.4 TFLOP/s.
   planner::ClusterSpec h100;
   h100.gpu = planner::find_gpu("H100-SXM-80GB");
@@ -387,6 +394,7 @@ TEST(Calibration, BadValuesNameTheJsonPath) {
   };
   EXPECT_EQ(error_path({{"matmul_efficiency", 1.5}}), "calibration.matmul_efficiency");
   EXPECT_EQ(error_path({{"op_issue_seconds", -1}}), "calibration.op_issue_seconds");
+  EXPECT_EQ(error_path({{"gemm_slowdown_under_comm", -0.5}}), "calibration.gemm_slowdown_under_comm");
   EXPECT_EQ(error_path({{"matmul_eficiency", 0.5}}), "calibration.matmul_eficiency");
   EXPECT_EQ(error_path({{"nccl", {{"bandwidth_efficiency", -2}}}}), "calibration.nccl.bandwidth_efficiency");
 }
@@ -574,6 +582,79 @@ TEST(PriceOps, EveryOpCostsWhatTheCostModelSaysOfItAlone) {
   Schedule no_group = base;
   no_group.ops[other_gather].group = static_cast<int>(base.groups.size());
   EXPECT_THROW(planner::price_ops(no_group, cost), std::invalid_argument);
+}
+
+// [GEMMs beside NCCL] (planner/cost_model.h) By hand: module compute of two ops, a forward of
+// GEMMs alone (494.7 GFLOP at 0.5 of the 989.4 TFLOP/s peak: 1 ms) and a backward of memory-bound
+// bytes alone (5.025 GB at 0.5 of 3.35 TB/s: 3 ms), and a copy-out, which is not module compute
+// and is not weighed. GEMMs slow by 0.70 beside a collective, the other kernels by 0.19:
+// (0.70 x 1 + 0.19 x 3) / 4 = 0.3175, the slowdown the engines apply.
+TEST(GemmsBesideNccl, TheGemmsShareOfModuleComputeWeighsTheTwoSlowdowns) {
+  const nlohmann::json calibration = {{"matmul_efficiency", 0.5},
+                                      {"memory_bound_efficiency", 0.5},
+                                      {"memory_bound_kernel_floor_seconds", 0},
+                                      {"compute_slowdown_under_comm", 0.19},
+                                      {"gemm_slowdown_under_comm", 0.70}};
+  Schedule s;
+  auto add = [&](OpKind kind, double flops, double bytes) {
+    Op& op = s.ops.emplace_back();
+    op.id = static_cast<int>(s.ops.size()) - 1;
+    op.kind = kind;
+    op.stream = Stream::compute;
+    op.flops = flops;
+    op.hbm_bytes = bytes;
+  };
+  add(OpKind::compute_fwd, 494.7e9, 0);
+  add(OpKind::compute_bwd, 0, 5.025e9);
+  add(OpKind::copy_out, 0, 1e11);
+  const planner::OpCosts c = planner::price_ops(s, CostModel(scenario_on(1, calibration)));
+  EXPECT_NEAR(c.duration_seconds[0], 1e-3, 1e-15);
+  EXPECT_NEAR(c.duration_seconds[1], 3e-3, 1e-15);
+  EXPECT_NEAR(c.compute_slowdown_under_comm, 0.3175, 1e-12);
+  // A recompute is module compute as the forward is: the same share, the same slowdown.
+  s.ops[0].kind = OpKind::recompute;
+  EXPECT_NEAR(planner::price_ops(s, CostModel(scenario_on(1, calibration))).compute_slowdown_under_comm, 0.3175, 1e-12);
+  // Without a GEMM figure of their own the GEMMs slow as the rest do: the calibration's 0.19.
+  nlohmann::json plain = calibration;
+  plain.erase("gemm_slowdown_under_comm");
+  EXPECT_EQ(planner::price_ops(s, CostModel(scenario_on(1, plain))).compute_slowdown_under_comm, 0.19);
+}
+
+// The shipped calibration gives Hopper's GEMMs 0.70 and no other GPU a figure of its own; on an
+// H100 the slowdown is the two weighed by the GEMMs' share of the step's module compute, counted
+// here from the cost model's kernel-set times (an independent walk of the ops: price_ops keeps
+// its own memo); on an A100 it is the other kernels' 0.19 whatever the share.
+// DeepSeek-V2-Lite's routed experts run grouped GEMMs, counted as GEMMs too.
+TEST(GemmsBesideNccl, ShippedHopperSlowdownFollowsTheStepsGemmShare) {
+  const std::string file = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
+  for (const std::string& scenario : {file, std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/deepseek-v2-lite-8xh100-fsdp2-ep8.json"}) {
+    const planner::Scenario h100 = planner::load_scenario(scenario, {});
+    const CostModel cost(h100);
+    ASSERT_TRUE(cost.calibration().gemm_slowdown_under_comm.has_value());
+    EXPECT_EQ(*cost.calibration().gemm_slowdown_under_comm, 0.70);
+    EXPECT_EQ(cost.calibration().compute_slowdown_under_comm, 0.19);
+    const Schedule s = planner::plan_step(h100).schedule;
+    double gemm = 0, grouped = 0, all = 0;
+    for (const Op& op : s.ops) {
+      if (!planner::is_module_compute(op.kind)) continue;
+      all += cost.duration_seconds(op, s);
+      if (op.kernel_set < 0) continue;
+      const planner::KernelSetTimes t = cost.kernel_set_times(s.kernel_sets[op.kernel_set]);
+      for (double g : t.gemms) gemm += g;
+      for (double g : t.grouped_gemms) grouped += g;
+    }
+    const double share = (gemm + grouped) / all;
+    std::printf("[ info ] %s: GEMMs %.1f%% of module compute (grouped %.1f%%)\n", h100.model->name.c_str(),
+                100 * share, 100 * grouped / all);
+    EXPECT_GT(share, 0.4);   // GEMMs are the largest part of a block at 4-8k tokens ...
+    EXPECT_LT(share, 0.95);  // ... and not only: attention and the memory-bound kernels
+    if (scenario != file) EXPECT_GT(grouped / all, 0.05);  // the routed experts' grouped GEMMs
+    EXPECT_NEAR(planner::price_ops(s, cost).compute_slowdown_under_comm, 0.70 * share + 0.19 * (1 - share), 1e-12);
+  }
+  const planner::Scenario a100 = planner::load_scenario(file, {"cluster=" + std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/clusters/dgx-a100.json"});
+  const CostModel a100_cost(a100);
+  EXPECT_FALSE(a100_cost.calibration().gemm_slowdown_under_comm.has_value());
+  EXPECT_EQ(planner::price_ops(planner::plan_step(a100).schedule, a100_cost).compute_slowdown_under_comm, 0.19);
 }
 
 // CostModel::module_class: blocks alike in what prices their ops share a class; a different

@@ -10,6 +10,7 @@
 #include "matched_flows_min.h"
 #include "models/json_input.h"
 #include "planner/cost_model.h"
+#include "planner/op_costs.h"
 #include "planner/plan.h"
 #include "sim/estimate.h"
 #include "sim/simgrid_engine.h"
@@ -219,13 +220,22 @@ TEST(SimgridEngine, AStragglerSlowsEveryRanksStep) {
     EXPECT_LT(rs.step_seconds, even.step_seconds / 0.8 * 1.05) << "rank " << rs.rank;
   }
   EXPECT_DOUBLE_EQ(slow.ranks[3].compute_speed, 0.8);
-  // Rank 3 computes 1/0.8 as long; rank 0 computes at full speed (a little slower than
-  // alone: its collectives, waiting for rank 3, stay in flight beside its compute longer) and
-  // waits in its collectives instead.
+  // Rank 3 computes 1/0.8 as long; rank 0 computes at full speed, slowed only where its
+  // collectives, waiting for rank 3, stay in flight beside its compute longer: more than alone,
+  // at most 1 + s times as long (s: the slowdown beside NCCL, [GEMMs beside NCCL]); the rest of
+  // its wait is exposed communication.
   EXPECT_GT(slow.ranks[3].compute_seconds, 1.2 * even.timing.compute_seconds);
   EXPECT_LT(slow.ranks[3].compute_seconds, 1.35 * even.timing.compute_seconds);
-  EXPECT_LT(slow.timing.compute_seconds, 1.15 * even.timing.compute_seconds);
-  EXPECT_GT(slow.timing.exposed_comm_seconds, even.timing.exposed_comm_seconds + 0.1 * even.step_seconds);
+  const SimgridScenario two_nodes = load(base, {"cluster.nodes=2"});
+  const double s = planner::price_ops(planner::plan_step(two_nodes.scenario).schedule, planner::CostModel(two_nodes.scenario))
+                       .compute_slowdown_under_comm;
+  std::printf("[ info ] slowdown beside NCCL %.3f; even: step %.4f compute %.4f exposed %.4f; rank 0 beside the "
+              "straggler: step %.4f compute %.4f exposed %.4f\n",
+              s, even.step_seconds, even.timing.compute_seconds, even.timing.exposed_comm_seconds, slow.step_seconds,
+              slow.timing.compute_seconds, slow.timing.exposed_comm_seconds);
+  EXPECT_GT(slow.timing.compute_seconds, even.timing.compute_seconds);
+  EXPECT_LE(slow.timing.compute_seconds, (1 + s) * even.timing.compute_seconds);
+  EXPECT_GT(slow.timing.exposed_comm_seconds, even.timing.exposed_comm_seconds + 0.02 * even.step_seconds);
 }
 
 // ---- HSDP: contention only where links are shared ------------------------------------------
