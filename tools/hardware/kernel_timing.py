@@ -22,6 +22,11 @@ Choices, and why:
   Face's Python RMSNorm, SiLU-and-multiply, rotary (apply_rotary_pos_emb), a residual add and a
   bf16 copy; forward and backward; bytes as read + written by the op's own kernels are not
   computed here (fsdpsim counts them): the row gives the time and the tensor's elements.
+- GEMMs beside held SMs (kind gemm_beside_held_sms): cuBLAS GEMMs of a Llama-3.1-8B and an
+  MPT-13B block, the forum's two and 8192^3, alone and beside a spinning kernel that holds 8, 16,
+  24 or 32 SMs, as an NCCL collective's blocks do: the slowdown the cost model's
+  gemm_slowdown_under_comm stands for (held_sm_gemm_cases says how; docs/accuracy.md, "GEMMs beside
+  NCCL on Hopper").
 - Sustained GEMMs (--sustained-seconds, first, before the other cases): one 8192^3 bf16 GEMM
   back to back for that long, a row per window of about a second: its TFLOP/s (CUDA events) and
   what nvidia-smi sampled during the window (SM clock and its maximum, power draw and the
@@ -58,6 +63,8 @@ COLUMNS = [
     # sustained_gemm rows: the GEMM's k, the window, and nvidia-smi's samples during it
     "k", "window", "start_seconds", "smi_samples", "sm_clock_mhz", "max_sm_clock_mhz", "power_draw_watts",
     "power_limit_watts", "temperature_c", "clock_event_reasons",
+    # gemm_beside_held_sms rows: the SMs a spinning kernel held, the GEMM alone, beside / alone - 1
+    "held_sms", "alone_median_seconds", "slowdown",
 ] + hw.PROVENANCE_COLUMNS
 
 # What nvidia-smi is asked during the sustained GEMMs; drivers before 535 call the last field
@@ -343,6 +350,95 @@ def attention_cases(torch, F, sdpa_kernel, SDPBackend):
                                                                         "causal" if causal else "full", direction)), run
 
 
+# [GEMMs beside NCCL] (planner/cost_model.h): cuBLAS GEMMs beside a kernel that holds SMs, as an
+# NCCL collective's blocks do for its whole run. The shipped gemm_slowdown_under_comm (0.70 on every
+# Hopper part) is one user's Nsight trace of one GEMM (NVIDIA developer forum thread 337991); these
+# rows are the measurement that would replace it: per shape, the GEMM alone, then beside a Triton
+# kernel of `held` blocks that spins three times as long as the GEMM, launched first on another
+# stream so that its blocks are resident when the GEMM's are scheduled. Each block is 512 threads,
+# as NCCL's are (512-640): however few registers a thread takes, 16 warps take thousands, and a
+# cuBLAS Hopper block that uses nearly all of an SM's 65,536 cannot share the SM with it. NCCL
+# itself needs two GPUs; the held SMs are what it takes from a GEMM.
+HELD_SMS = (8, 16, 24, 32)
+HELD_SM_SHAPES = [  # (m, n, k, what)
+    (2560, 27648, 5120, "forum thread 339078's GEMM"),
+    (2500, 5120, 5120, "forum thread 339078's smaller GEMM"),
+    (8192, 6144, 4096, "Llama-3.1-8B qkv, 8192 tokens"),
+    (8192, 4096, 4096, "Llama-3.1-8B o_proj"),
+    (8192, 28672, 4096, "Llama-3.1-8B gate_up"),
+    (8192, 4096, 14336, "Llama-3.1-8B down_proj"),
+    (4096, 15360, 5120, "MPT-13B Wqkv, micro-batch 2 x 2048"),
+    (4096, 5120, 20480, "MPT-13B down"),
+    (8192, 8192, 8192, "square 8192"),
+]
+
+
+def held_sm_gemm_cases(torch):
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def hold(x_ptr, iters, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        acc = tl.load(x_ptr + offs)
+        for _ in range(iters):
+            acc = acc * 0.999999 + 1e-7
+        tl.store(x_ptr + offs, acc)
+
+    block = 4096
+    scratch = torch.zeros(max(HELD_SMS) * block, device="cuda", dtype=torch.float32)
+    side = torch.cuda.Stream()
+
+    def launch_hold(held, iters):
+        with torch.cuda.stream(side):
+            hold[(held,)](scratch, iters, BLOCK=block, num_warps=16)
+
+    def hold_seconds(iters):
+        launch_hold(1, iters)  # compiled and loaded
+        torch.cuda.synchronize()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record(side)
+        launch_hold(1, iters)
+        e1.record(side)
+        torch.cuda.synchronize()
+        return e0.elapsed_time(e1) * 1e-3
+
+    def gemm_seconds(a, b, c, held, iters):
+        """The GEMM's own time (events on its stream), after WARMUP calls; beside `held` SMs when held > 0."""
+        times = []
+        for i in range(WARMUP + REPS):
+            if held:
+                launch_hold(held, iters)
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            torch.matmul(a, b, out=c)
+            e1.record()
+            torch.cuda.synchronize()
+            if i >= WARMUP:
+                times.append(e0.elapsed_time(e1) * 1e-3)
+        return times
+
+    for m, n, k, what in HELD_SM_SHAPES:
+        for held in HELD_SMS:
+            row = {"kind": "gemm_beside_held_sms", "kernel": "torch.matmul (" + what + ")", "direction": "forward",
+                   "dtype": "bf16", "rows": m, "cols": n, "k": k, "held_sms": held,
+                   "case_id": "gemm-held-%dx%dx%d-sms%d" % (m, n, k, held)}
+
+            def run(direction, m=m, n=n, k=k, held=held):
+                a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+                b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+                c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+                alone = statistics.median(gemm_seconds(a, b, c, 0, 0))
+                iters = 1000
+                while hold_seconds(iters) < 3 * alone and iters < 1 << 30:
+                    iters *= 2
+                beside = gemm_seconds(a, b, c, held, iters)
+                med = statistics.median(beside)
+                return {"median_seconds": med, "min_seconds": min(beside), "max_seconds": max(beside),
+                        "alone_median_seconds": alone, "slowdown": "%.3f" % (med / alone - 1)}, 2.0 * m * n * k
+            yield row, run
+
+
 def eager_cases(torch):
     heads, kv_heads, d = 32, 8, 128  # Llama-3.1-8B
 
@@ -498,7 +594,15 @@ def main():
                 rows[0]["tflops_per_second"], rows[0]["sm_clock_mhz"] or "?",
                 statistics.median(float(r["tflops_per_second"]) for r in last), last[-1]["sm_clock_mhz"] or "?"))
         torch.cuda.empty_cache()
-    cases = list(memory_bound_cases(torch)) + list(eager_cases(torch)) + \
+    try:
+        held_sm_cases = list(held_sm_gemm_cases(torch))
+    except Exception as e:  # noqa: BLE001 (no Triton: one error row, the other cases still run)
+        traceback.print_exc(file=sys.stderr)
+
+        def refused(direction, e=e):
+            raise e
+        held_sm_cases = [({"kind": "gemm_beside_held_sms", "case_id": "gemm-held", "direction": "forward"}, refused)]
+    cases = list(memory_bound_cases(torch)) + list(eager_cases(torch)) + held_sm_cases + \
         list(attention_cases(torch, F, sdpa_kernel, SDPBackend))
     for row, run in cases:
         row.update(prov)

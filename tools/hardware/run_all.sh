@@ -26,7 +26,8 @@
 #   6. single-block forward/backward timings (tools/hardware/block_timing.py) -> blocks.csv;
 #   7. kernel timings: 30 s of sustained 8192^3 GEMMs with nvidia-smi's clock and power samples
 #      (does minutes of load lower the clock?), SDPA attention backends, eager attention's chain,
-#      memory-bound ops (tools/hardware/kernel_timing.py) -> kernels.csv.
+#      memory-bound ops, GEMMs beside a kernel that holds SMs as NCCL's do
+#      (tools/hardware/kernel_timing.py) -> kernels.csv.
 #
 # Output (at most 8 files, each under 16 MiB, flat: what the device tool returns): run_all.log,
 # verify.json, verify_trace.json.gz, memory.csv, memory_snapshot.pickle.gz, calibration.json,
