@@ -98,8 +98,13 @@ Calibration read_calibration_at(const nlohmann::json& json, const std::string& f
       r.positive_number_or("eager_kernels_per_fused_kernel", c.eager_kernels_per_fused_kernel);
   c.launch_queue_kernels = r.nonnegative_number_or("launch_queue_kernels", c.launch_queue_kernels);
   c.compute_slowdown_under_comm = r.nonnegative_number_or("compute_slowdown_under_comm", c.compute_slowdown_under_comm);
+  // A calibration that states the compute's slowdown and not the GEMMs' means it for all compute
+  // (a calibration file written before the GEMMs had a figure of their own, a user's --set): the
+  // GEMM figure of the entries under it (Hopper's) does not stay behind it.
   if (r.has("gemm_slowdown_under_comm"))
     c.gemm_slowdown_under_comm = r.nonnegative_number_or("gemm_slowdown_under_comm", 0);
+  else if (r.has("compute_slowdown_under_comm"))
+    c.gemm_slowdown_under_comm.reset();
   c.pcie_gbps = r.positive_number_or("pcie_gbps", c.pcie_gbps);
   c.host_optimizer_bytes_per_second =
       r.positive_number_or("host_optimizer_bytes_per_second", c.host_optimizer_bytes_per_second);

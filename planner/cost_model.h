@@ -98,8 +98,10 @@ struct Calibration {
   // [GEMMs beside NCCL] The GEMM kernels' own slowdown while a collective is in flight, where it
   // differs from the other kernels' (compute_slowdown_under_comm): on Hopper, cuBLAS launches
   // persistent GEMMs (one CTA per SM), and beside NCCL's CTAs the last of them wait for a second
-  // wave (1 = twice the time). Absent: GEMMs slow as the other kernels do. price_ops weighs the
-  // two by the GEMMs' share of the compute stream's time (effective_compute_slowdown_under_comm).
+  // wave (1 = twice the time). Absent: GEMMs slow as the other kernels do; a calibration that
+  // states compute_slowdown_under_comm alone unsets it (its figure is then for all compute).
+  // price_ops weighs the two by the GEMMs' share of the module compute
+  // (effective_compute_slowdown_under_comm).
   std::optional<double> gemm_slowdown_under_comm;
   // Host <-> device copies (CPU offload) and the CPU optimizer step.
   double pcie_gbps = 0;

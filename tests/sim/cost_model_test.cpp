@@ -651,6 +651,11 @@ TEST(GemmsBesideNccl, ShippedHopperSlowdownFollowsTheStepsGemmShare) {
     if (scenario != file) EXPECT_GT(grouped / all, 0.05);  // the routed experts' grouped GEMMs
     EXPECT_NEAR(planner::price_ops(s, cost).compute_slowdown_under_comm, 0.70 * share + 0.19 * (1 - share), 1e-12);
   }
+  // A scenario that states the compute's slowdown alone states it for all compute, GEMMs included
+  // (a calibration file from before the GEMMs had their own figure; --set ...=0 turns it off).
+  const planner::Scenario stated = planner::load_scenario(file, {"calibration.compute_slowdown_under_comm=0.3"});
+  EXPECT_FALSE(planner::calibration_for(stated).gemm_slowdown_under_comm.has_value());
+  EXPECT_EQ(planner::price_ops(planner::plan_step(stated).schedule, CostModel(stated)).compute_slowdown_under_comm, 0.3);
   const planner::Scenario a100 = planner::load_scenario(file, {"cluster=" + std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/clusters/dgx-a100.json"});
   const CostModel a100_cost(a100);
   EXPECT_FALSE(a100_cost.calibration().gemm_slowdown_under_comm.has_value());
