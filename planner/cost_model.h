@@ -232,7 +232,6 @@ class CostModel {
     const ModuleInfo* m = module_info(module);
     return m ? m->module_class : -1;
   }
-  double compute_slowdown_under_comm() const { return calibration_.compute_slowdown_under_comm; }
   // [GEMMs beside NCCL] The slowdown of module compute whose GEMMs take `gemm_share` of its time
   // (0..1): the GEMMs' (Calibration::gemm_slowdown_under_comm) and the other kernels'
   // (compute_slowdown_under_comm), weighed by their shares of the time alone.

@@ -7,11 +7,18 @@ lengths 512-65,536, with and without activation checkpointing: the kind of wide 
 runs issue 13 judged the model on. None of these rows was used to build or fit anything in
 fsdpsim: `validate` only reports them (docs/accuracy.md, "llm-foundry held out").
 
-Two steps:
+Three steps:
   --from-readme README.md   parse the README's tables into the CSV (tests/data/validation/
                             llm_foundry_runs.csv), keeping each row's table and line
   --scenarios DIR           write one scenario per CSV row into DIR (and the MPT configs they
                             import into DIR/configs), for `fsdpsim validate DIR/*.json`
+  --report DIR              judge fsdpsim (--fsdpsim, default build/tools/fsdpsim) on the scenarios
+                            in DIR: mean |error|, bias and rows within 15% in all and by GPU,
+                            sequence, GPU count and checkpointing; and per GPU, for the rows of
+                            sequence 4,096 or less, the least-squares line of the throughput error
+                            on the step's communication over its compute (estimate --json's
+                            time.comm_seconds / time.compute_seconds): the figures docs/accuracy.md
+                            quotes ("GEMMs beside NCCL on Hopper")
 
 What each scenario states, and why (the benchmark's own scripts at llm-foundry b2a43a1,
 scripts/train/benchmarking/{sweep.sh,submit_benchmarks.py} and scripts/train/yamls/pretrain/
@@ -46,9 +53,12 @@ mpt-*.yaml):
 """
 import argparse
 import csv
+import glob
 import json
+import math
 import os
 import re
+import subprocess
 import sys
 
 README_SOURCE = ("github.com/mosaicml/llm-foundry/blob/495218376830947dce625efabc4d86be7c47cc45/"
@@ -64,6 +74,10 @@ GPUS = {"h100_80gb": ("H100-SXM-80GB", "scenarios/clusters/dgx-h100.json"),
 COLUMNS = ["row", "table", "readme_line", "model", "seq_len", "gpus", "gpu", "mfu_pct", "hfu_pct", "micro_batch",
            "grad_accum", "global_batch", "tokens_per_second", "tokens_per_second_per_gpu", "precision",
            "mp_mode", "sharding", "activation_checkpointing", "activation_cpu_offload", "num_params"]
+
+
+# A scenario's validation row_id: the CSV's row plus this, apart from scenarios/published's ids.
+ROW_OFFSET = 9000
 
 
 def parse_readme(path):
@@ -138,7 +152,7 @@ def scenario(row, root):
                  "forward_prefetch": False, "backward_prefetch": "BACKWARD_POST", "limit_all_gathers": True,
                  "cpu_offload": False},
         "published": {"source": f"MosaicML llm-foundry MPT training benchmarks; {README_SOURCE}",
-                      "row_id": 9000 + row["row"], "tokens_per_second_per_gpu": row["tokens_per_second_per_gpu"],
+                      "row_id": ROW_OFFSET + row["row"], "tokens_per_second_per_gpu": row["tokens_per_second_per_gpu"],
                       "mfu": row["mfu_pct"] / 100, "holdout": True, "trust": "high",
                       "notes": f"llm-foundry table '{row['table']}', README line {row['readme_line']}"},
     }
@@ -170,13 +184,71 @@ def write_scenarios(csv_path, out, root):
     print(f"{written} scenarios written to {out}; {skipped} FP8 rows left out")
 
 
+def least_squares(xs, ys):
+    """(intercept, slope, correlation) of the least-squares line of ys on xs."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    slope = sxy / sxx
+    return my - slope * mx, slope, sxy / math.sqrt(sxx * syy)
+
+
+def self_test():
+    """least_squares on points worked by hand (no fsdpsim): run by the llm-foundry CTest."""
+    a, b, r = least_squares([0, 1, 2], [1, 3, 5])  # y = 1 + 2x exactly
+    assert abs(a - 1) < 1e-12 and abs(b - 2) < 1e-12 and abs(r - 1) < 1e-12, (a, b, r)
+    # (0,0), (1,2), (2,1): mean (1, 1); sxy = 1, sxx = 2, syy = 2: slope 0.5, intercept 0.5, r 0.5
+    a, b, r = least_squares([0, 1, 2], [0, 2, 1])
+    assert abs(a - 0.5) < 1e-12 and abs(b - 0.5) < 1e-12 and abs(r - 0.5) < 1e-12, (a, b, r)
+    print("llm_foundry_holdout.py self-test: ok")
+
+
+def report(directory, fsdpsim, csv_path):
+    """Prints how fsdpsim's predictions of the scenarios in `directory` compare with the runs."""
+    runs = {int(r["row"]): r for r in csv.DictReader(open(csv_path))}
+    files = sorted(glob.glob(os.path.join(directory, "f*.json")))
+    validated = json.loads(subprocess.run([fsdpsim, "validate", *files, "--json"], check=True,
+                                          capture_output=True, text=True).stdout)
+    rows = []
+    for v in validated["rows"]:
+        e = v["metrics"]["tokens_per_second_per_gpu"]["signed_error"]
+        t = json.loads(subprocess.run([fsdpsim, "estimate", "--scenario", v["file"], "--json"], check=True,
+                                      capture_output=True, text=True).stdout)["time"]
+        rows.append((e, runs[v["row_id"] - ROW_OFFSET], t["comm_seconds"] / t["compute_seconds"]))
+
+    def summary(errors):
+        return "%3d rows  mean |error| %5.1f%%  bias %+6.1f%%  within 15%% %3d" % (
+            len(errors), 100 * sum(map(abs, errors)) / len(errors), 100 * sum(errors) / len(errors),
+            sum(abs(x) <= 0.15 for x in errors))
+
+    print("all     ", summary([e for e, _, _ in rows]))
+    for key in ("gpu", "seq_len", "gpus", "activation_checkpointing"):
+        print("by", key)
+        values = sorted({r[key] for _, r, _ in rows}, key=lambda x: (len(x), x))
+        for value in values:
+            print("  %-12s %s" % (value, summary([e for e, r, _ in rows if r[key] == value])))
+    print("error on comm/compute, rows of sequence <= 4,096 (least squares)")
+    for gpu in sorted({r["gpu"] for _, r, _ in rows}):
+        pts = [(x, e) for e, r, x in rows if r["gpu"] == gpu and int(r["seq_len"]) <= 4096]
+        a, b, corr = least_squares([x for x, _ in pts], [e for _, e in pts])
+        print("  %-12s %3d rows  intercept %+.3f  slope %.3f  correlation %.2f" % (gpu, len(pts), a, b, corr))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--from-readme", help="llm-foundry's scripts/train/benchmarking/README.md")
     p.add_argument("--csv", default=os.path.join(os.path.dirname(__file__), "..", "tests", "data", "validation",
                                                  "llm_foundry_runs.csv"))
     p.add_argument("--scenarios", help="directory to write the scenarios into")
+    p.add_argument("--report", help="directory of scenarios (--scenarios) to judge fsdpsim on")
+    p.add_argument("--fsdpsim", default=os.path.join(os.path.dirname(__file__), "..", "build", "tools", "fsdpsim"))
+    p.add_argument("--self-test", action="store_true", help="check the report's least squares (no fsdpsim)")
     a = p.parse_args()
+    if a.self_test:
+        self_test()
+        return
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
     if a.from_readme:
         rows = parse_readme(a.from_readme)
@@ -187,6 +259,8 @@ def main():
         print(f"{len(rows)} rows written to {a.csv}")
     if a.scenarios:
         write_scenarios(a.csv, a.scenarios, root)
+    if a.report:
+        report(a.report, a.fsdpsim, a.csv)
 
 
 if __name__ == "__main__":

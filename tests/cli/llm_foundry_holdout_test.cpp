@@ -65,5 +65,14 @@ TEST(LlmFoundryHoldout, EveryPublishedRunFitsItsGpus) {
   EXPECT_EQ(fits, 209);
 }
 
+// `--report` (the figures docs/accuracy.md quotes) regresses the throughput error on the step's
+// communication over its compute; its least squares is checked on lines worked by hand.
+TEST(LlmFoundryHoldout, TheReportsLeastSquaresIsWorkedByHand) {
+  const CommandResult r =
+      run_command("python3 " + std::string(FSDPSIM_SOURCE_ROOT) + "/tools/llm_foundry_holdout.py --self-test");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("self-test: ok"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace fsdpsim::testing
