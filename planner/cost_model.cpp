@@ -436,9 +436,12 @@ double CostModel::duration_seconds(const Op& op, const Schedule& schedule,
   // ceiling, attention at the calibrated attention efficiency.
   const double c = calibration_.causal_attention_work *
                    (op.kind == OpKind::compute_bwd ? calibration_.attention_backward_work : 1.0);
-  const double matmul = std::max(0.0, op.flops - op.attention_flops) / (peak_flops_ * calibration_.matmul_efficiency);
   const double attention = op.attention_flops * c / (peak_flops_ * calibration_.attention_efficiency);
-  return (op.flops > 0 ? matmul + attention : 0.0) + memory_bound_seconds(op);
+  return (op.flops > 0 ? shapeless_matmul_seconds(op) + attention : 0.0) + memory_bound_seconds(op);
+}
+
+double CostModel::shapeless_matmul_seconds(const Op& op) const {
+  return std::max(0.0, op.flops - op.attention_flops) / (peak_flops_ * calibration_.matmul_efficiency);
 }
 
 CostModel::MemoryBoundTraffic CostModel::memory_bound_traffic(const Op& op) const {
@@ -524,12 +527,14 @@ double CostModel::cast_kernels_seconds(const KernelSet& k) const {
   return seconds;
 }
 
-double KernelSetTimes::total() const {
+double KernelSetTimes::gemm_seconds() const {
   double seconds = 0;
   for (double g : gemms) seconds += g;
   for (double g : grouped_gemms) seconds += g;
-  return seconds + attention + casts;
+  return seconds;
 }
+
+double KernelSetTimes::total() const { return gemm_seconds() + attention + casts; }
 
 KernelSetTimes CostModel::kernel_set_times(const KernelSet& k) const {
   KernelSetTimes t;
@@ -549,13 +554,9 @@ double CostModel::kernel_set_seconds(const KernelSet& k) const { return kernel_s
 double CostModel::gemm_seconds_of(const Op& op, const Schedule& schedule, std::vector<KernelSetTimes>* kernel_memo) const {
   if (op.kernel_set >= 0 && op.kernel_set < static_cast<int>(schedule.kernel_sets.size())) {
     KernelSetTimes local;
-    const KernelSetTimes& t = times_of(schedule.kernel_sets[op.kernel_set], op.kernel_set, kernel_memo, local);
-    double seconds = 0;
-    for (double g : t.gemms) seconds += g;
-    for (double g : t.grouped_gemms) seconds += g;
-    return seconds;
+    return times_of(schedule.kernel_sets[op.kernel_set], op.kernel_set, kernel_memo, local).gemm_seconds();
   }
-  return op.flops > 0 ? std::max(0.0, op.flops - op.attention_flops) / (peak_flops_ * calibration_.matmul_efficiency) : 0.0;
+  return op.flops > 0 ? shapeless_matmul_seconds(op) : 0.0;
 }
 
 double CostModel::effective_compute_slowdown_under_comm(double gemm_share) const {

@@ -152,6 +152,7 @@ struct KernelSetTimes {
   std::vector<double> grouped_gemms;  // KernelSet::grouped_gemms, in order
   double attention = 0;               // the attention call (0 without one)
   double casts = 0;                   // float8's scaling kernels (0 without them)
+  double gemm_seconds() const;        // the GEMMs and grouped GEMMs, summed in that order
   double total() const;               // all of them, summed in that order
 };
 
@@ -257,6 +258,8 @@ class CostModel {
   };
   NcclView nccl_view(const ProcessGroup& group) const;
   const ProcessGroup& group_of(const Op& op, const Schedule& schedule) const;
+  // An op without shapes: its matrix FLOPs at the GEMM ceiling (duration_seconds' GEMM part).
+  double shapeless_matmul_seconds(const Op& op) const;
   // The kernel set's times, from `memo` when given (priced there once).
   const KernelSetTimes& times_of(const KernelSet& set, int index, std::vector<KernelSetTimes>* memo,
                                  KernelSetTimes& local) const;
