@@ -494,6 +494,15 @@ std::vector<StreamClock> completion_clocks(const Schedule& s) {
   return clock;
 }
 
+std::int64_t state_bytes_before_first_op(const Schedule& s) {
+  const std::vector<char> from_prelude = made_in_prelude(s);
+  std::int64_t bytes = 0;
+  for (const Allocation& a : s.allocations)
+    if (a.persistent && !on_host(a.placement) && a.category != MemCategory::optimizer_state && !from_prelude[a.id])
+      bytes = checked_add(bytes, a.bytes, "the step's persistent device bytes");
+  return bytes;
+}
+
 std::vector<std::int64_t> prelude_segments(const Schedule& s) {
   CachingAllocatorModel allocator(0, nullptr, s.allocator);
   std::vector<int> handle(s.allocations.size(), -1);
@@ -512,11 +521,13 @@ namespace {
 
 // A replay stopped past its give_up_above_reserved (replay_memory): the allocator's figures as
 // they stand.
-MemoryReport gave_up(MemoryReport& r, const CachingAllocatorModel& allocator) {
+MemoryReport gave_up(MemoryReport& r, const CachingAllocatorModel& allocator, int op, bool first_step) {
   r.peak_reserved_bytes = allocator.peak_reserved_bytes();
   r.reserved_by_stream_at_end = allocator.reserved_by_stream();
   r.allocator_retries = allocator.retries();
   r.gave_up = true;
+  r.gave_up_at_op = op;
+  r.gave_up_in_first_step = first_step;
   return std::move(r);
 }
 
@@ -598,7 +609,7 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes, std::int64_
       last_on_stream[static_cast<int>(op.stream)] = op.id;
       for (int id : made_at[op.id]) make(id), alive[id] = 1;
       for (int id : op.allocs) make(id), alive[id] = 1;
-      if (allocator.peak_reserved_bytes() > give_up_above_reserved) return gave_up(r, allocator);
+      if (allocator.peak_reserved_bytes() > give_up_above_reserved) return gave_up(r, allocator, op.id, true);
       for (int id : op.frees) release(id), alive[id] = 0;
     }
     StreamClock all;
@@ -628,7 +639,7 @@ MemoryReport replay_memory(const Schedule& s, double capacity_bytes, std::int64_
     r.allocated_at_op.push_back(allocated);
     r.reserved_at_op.push_back(allocator.reserved_bytes());
     if (allocated > r.peak_allocated_bytes) snapshot(op.id);
-    if (allocator.peak_reserved_bytes() > give_up_above_reserved) return gave_up(r, allocator);
+    if (allocator.peak_reserved_bytes() > give_up_above_reserved) return gave_up(r, allocator, op.id, false);
     for (int id : op.frees) release(id);
     r.peak_pending_bytes = std::max(r.peak_pending_bytes, allocator.pending_bytes());
   }

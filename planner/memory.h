@@ -49,6 +49,10 @@ struct MemoryReport {
   // every figure is then what it was when it stopped, a lower bound of the step's (the peaks
   // only grow), and the per-op figures stop there.
   bool gave_up = false;
+  // Where it stopped: the op whose allocations passed the bound, and whether in the first step a
+  // torch.optim plan replays before the one reported ([State made at the first step]).
+  int gave_up_at_op = -1;
+  bool gave_up_in_first_step = false;
 };
 
 // [recordStream] What the CPU knows has finished on the GPU. After it waits for op w
@@ -68,6 +72,14 @@ std::vector<StreamClock> completion_clocks(const Schedule& schedule);
 constexpr std::int64_t kNeverGiveUp = std::numeric_limits<std::int64_t>::max();
 MemoryReport replay_memory(const Schedule& schedule, double capacity_bytes = 0,
                            std::int64_t give_up_above_reserved = kNeverGiveUp);
+// A lower bound of the device memory replay_memory holds when it checks give_up_above_reserved
+// at the step's first op, known once the persistent state and the prelude are planned (the
+// step's ops need not exist): the persistent device allocations it makes before that op, but
+// the prelude's (which the prelude may free) and the optimizer state (torch.optim makes it at
+// the first step, [State made at the first step]). Reserved memory is never below the
+// allocations it holds, so a replay given a give_up_above_reserved below this gives up at the
+// first op at the latest ([Hopeless before the step], planner/plan.h).
+std::int64_t state_bytes_before_first_op(const Schedule& schedule);
 // [Job prelude] The caching allocator's segments (bytes each, ascending) once the schedule's
 // prelude has run: what the job has reserved before its first step.
 std::vector<std::int64_t> prelude_segments(const Schedule& schedule);

@@ -48,8 +48,11 @@ std::unique_ptr<FrameworkPolicy> make_policy(StepContext& step) {
 
 class StepBuilder {
  public:
-  StepBuilder(const Scenario& scenario, const PlanCache::Layout& layout, Naming naming, Plan& plan)
+  StepBuilder(const Scenario& scenario, const PlanCache::Layout& layout, Naming naming, Plan& plan,
+              std::int64_t stop_above_state_bytes = kNeverGiveUp)
       : step_(scenario, layout, naming, plan),
+        plan_(plan),
+        stop_above_state_bytes_(stop_above_state_bytes),
         scenario_(scenario),
         training_(scenario.training),
         layout_(layout),
@@ -85,6 +88,14 @@ class StepBuilder {
     reserve_schedule();
     make_persistent_state();
     make_init_prelude();
+    // [Hopeless before the step] A search's bound that the starting state alone passes.
+    if (stop_above_state_bytes_ != kNeverGiveUp) {
+      const std::int64_t state = state_bytes_before_first_op(schedule_);
+      if (state > stop_above_state_bytes_) {
+        plan_.stopped_at_state_bytes = state;
+        return;
+      }
+    }
     for (int micro = 0; micro < schedule_.micro_steps; ++micro) {
       step_.micro_step = micro;
       step_.has_grad.assign(layout_.param_owner.size(), 0);
@@ -1203,6 +1214,8 @@ class StepBuilder {
   }
 
   StepContext step_;  // the schedule being written; shared with the policy
+  Plan& plan_;
+  const std::int64_t stop_above_state_bytes_;  // [Hopeless before the step]
   std::unique_ptr<FrameworkPolicy> policy_;
   const Scenario& scenario_;
   const TrainingSpec& training_;
@@ -1227,7 +1240,8 @@ class StepBuilder {
   std::vector<std::pair<const Module*, models::ModuleCosts>> swapped_costs_;
 };
 
-Plan plan_with(const Scenario& scenario, const PlanCache::Layout& layout, Naming naming) {
+Plan plan_with(const Scenario& scenario, const PlanCache::Layout& layout, Naming naming,
+               std::int64_t stop_above_state_bytes = kNeverGiveUp) {
   Plan plan;
   plan.units = layout.units;
   plan.shards.reserve(plan.units.size());
@@ -1235,7 +1249,7 @@ Plan plan_with(const Scenario& scenario, const PlanCache::Layout& layout, Naming
   for (const Unit& u : plan.units)
     plan.shards.push_back(ep > 1 && is_expert_unit(u) ? shard_expert_unit(u, scenario.fsdp.shard_group_size, ep)
                                                       : shard_unit(u, scenario.fsdp.shard_group_size, scenario.fsdp.version));
-  StepBuilder(scenario, layout, naming, plan).build();
+  StepBuilder(scenario, layout, naming, plan, stop_above_state_bytes).build();
   return plan;
 }
 
@@ -1249,7 +1263,7 @@ void PlanCache::clear() { layouts_.clear(); }
 
 Plan plan_step(const Scenario& scenario) { return plan_with(scenario, *make_layout(scenario), Naming::readable); }
 
-Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming) {
+Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming, std::int64_t stop_above_state_bytes) {
   constexpr std::size_t kLayouts = 16;
   auto& layouts = cache.layouts_;
   auto it = std::find_if(layouts.begin(), layouts.end(), [&](const auto& l) {
@@ -1264,7 +1278,7 @@ Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming) {
   } else {
     std::rotate(it, it + 1, layouts.end());  // most recently used last
   }
-  return plan_with(scenario, *layouts.back(), naming);
+  return plan_with(scenario, *layouts.back(), naming, stop_above_state_bytes);
 }
 
 }  // namespace fsdpsim::planner

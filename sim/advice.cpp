@@ -230,7 +230,10 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
     advice.closest = timed_closest(base, one, two, advice.candidates, headroom_bytes, threads, exact_needed);
     if (exact_needed) return advise(base, headroom_bytes, limit, threads, false);
   }
-  if (closest) advice.given_up = closest->given_up;
+  if (closest) {
+    advice.given_up = closest->given_up;
+    advice.given_up_before_the_step = closest->before_the_step;
+  }
   // Cheapest first: the most tokens/s per GPU (the fewest GPU-hours per token); then fewer changes.
   std::stable_sort(advice.fitting.begin(), advice.fitting.end(), [](const AdviceItem& a, const AdviceItem& b) {
     if (a.metrics.tokens_per_second_per_gpu != b.metrics.tokens_per_second_per_gpu)

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/memory.h"
+#include "planner/plan.h"
 #include "planner/sweep_space.h"
 #include "sim/advice.h"
 #include "sim/sweep.h"
@@ -74,6 +75,55 @@ TEST(AdviceGivesUp, SameChangesThatFit) {
 // it must be the full evaluation's closest, timed the same.
 TEST(AdviceGivesUp, SameClosestWhenNothingFits) {
   expect_same_advice({}, 1000 * kGiB, false);
+}
+
+// [Hopeless before the step] (planner/plan.h): Llama-3.1-405B on 1,024 H100s at micro-batch 1
+// (issue 19's `estimate`) fits with no change; many candidates (hybrid sharding over a node
+// alone holds an eighth of the fp32 parameters, 202 GB) are not planned past the state their
+// step starts with. The advice is still the one of every candidate evaluated in full.
+TEST(AdviceGivesUp, SameClosestWhenCandidatesStopBeforeTheirStep) {
+  const std::vector<std::string> overrides = {"model=models/llama3.1-405b.json", "cluster.nodes=128",
+                                              "training.global_batch=1024", "training.micro_batch=1"};
+  const auto base = planner::ScenarioTemplate::load(kScenario, overrides);
+  const nlohmann::json full = advice_json(advise(base, 0, 5, 1, false));
+  ASSERT_TRUE(full["fitting"].empty()) << full.dump(1);
+  const Advice a = advise(base, 0, 5, 1, true);
+  EXPECT_EQ(advice_json(a), full);
+  EXPECT_GT(a.given_up_before_the_step, 0u);
+  EXPECT_LT(a.given_up_before_the_step, a.given_up);  // others gave up in their replay
+  EXPECT_EQ(advice_json(advise(base, 0, 5, 2, true)), full);
+}
+
+// The evaluator's stop, at its edge: before the schedule exists the device overhead is not known,
+// and taking it as 0 gives the highest edge reserved memory has (an overhead only lowers it),
+// so a plan stops only where a replay at any overhead gives up at its first op. Llama-3.1-405B
+// on 1,024 H100s with hybrid sharding over a node: its starting state (an eighth of the fp32
+// parameters and the cuBLAS workspaces) is the edge when the closest overage is the one that
+// state has with no overhead (it is planned), one byte past it when that overage is one byte
+// less (it stops, and its full replay at that edge gives up at the first op).
+TEST(AdviceGivesUp, AStateOnlyPastTheEdgeWithNoOverheadStopsThePlan) {
+  const auto base = planner::ScenarioTemplate::load(
+      kScenario, {"model=models/llama3.1-405b.json", "cluster.nodes=128", "training.global_batch=1024",
+                  "training.micro_batch=1", "fsdp.strategy=HYBRID_SHARD"});
+  const planner::Scenario s = base->instantiate({});
+  const planner::Plan full = planner::plan_step(s);
+  const std::int64_t state = planner::state_bytes_before_first_op(full.schedule);
+  const double gpu = s.cluster.gpu.memory_bytes;
+  ASSERT_GT(static_cast<double>(state), gpu);
+  const double overage_of_state = static_cast<double>(state) - gpu;  // (state + 0 overhead) + 0 headroom - gpu
+  for (const bool one_byte_less : {false, true}) {
+    auto closest = std::make_shared<ClosestOverage>();
+    closest->bytes = overage_of_state - (one_byte_less ? 1 : 0);
+    const PointMetrics m = make_memory_first_evaluator(0, closest)->evaluate(s, "key");
+    EXPECT_EQ(closest->before_the_step.load(), one_byte_less ? 1u : 0u);
+    if (!one_byte_less) continue;
+    EXPECT_TRUE(m.memory_lower_bound);
+    EXPECT_EQ(m.peak_reserved_bytes, state);
+    EXPECT_GT(m.device_peak_bytes - m.gpu_memory_bytes, closest->bytes.load());  // ranked after the closest
+    const planner::MemoryReport replay = planner::replay_memory(full.schedule, gpu, state - 1);
+    EXPECT_TRUE(replay.gave_up);
+    EXPECT_EQ(replay.gave_up_at_op, 0);
+  }
 }
 
 }  // namespace
