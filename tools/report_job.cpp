@@ -51,7 +51,7 @@ planner::JobFit job_fit_with_headroom(const sim::Estimate& e, const planner::Sce
 
 std::string job_memory_text(const sim::Estimate& e, const planner::Scenario& sc, double headroom_bytes) {
   std::ostringstream out;
-  out << "\nHost memory per node (" << sc.cluster.gpus_per_node << " ranks; node memory " << host_capacity_text(sc)
+  out << "\nHost memory per node (" << sc.cluster.gpus_per_node << (sc.cluster.gpus_per_node == 1 ? " rank" : " ranks") << "; node memory " << host_capacity_text(sc)
       << ")\n";
   Table h({"offload", "pinned", "pageable", "NVMe", "GPU state per rank", ""});
   for (const planner::OffloadOption& o : e.offload_options)
