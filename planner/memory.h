@@ -78,7 +78,7 @@ MemoryReport replay_memory(const Schedule& schedule, double capacity_bytes = 0,
 // the prelude's (which the prelude may free) and the optimizer state (torch.optim makes it at
 // the first step, [State made at the first step]). Reserved memory is never below the
 // allocations it holds, so a replay given a give_up_above_reserved below this gives up at the
-// first op at the latest ([Hopeless before the step], planner/plan.h).
+// first op at the latest ([Hopeless plans], planner/plan.h).
 std::int64_t state_bytes_before_first_op(const Schedule& schedule);
 // [Job prelude] The caching allocator's segments (bytes each, ascending) once the schedule's
 // prelude has run: what the job has reserved before its first step.

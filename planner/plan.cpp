@@ -49,10 +49,10 @@ std::unique_ptr<FrameworkPolicy> make_policy(StepContext& step) {
 class StepBuilder {
  public:
   StepBuilder(const Scenario& scenario, const PlanCache::Layout& layout, Naming naming, Plan& plan,
-              std::int64_t stop_above_state_bytes = kNeverGiveUp)
+              std::int64_t stop_above_bytes = kNeverGiveUp)
       : step_(scenario, layout, naming, plan),
         plan_(plan),
-        stop_above_state_bytes_(stop_above_state_bytes),
+        stop_above_bytes_(stop_above_bytes),
         scenario_(scenario),
         training_(scenario.training),
         layout_(layout),
@@ -88,18 +88,16 @@ class StepBuilder {
     reserve_schedule();
     make_persistent_state();
     make_init_prelude();
-    // [Hopeless before the step] A search's bound that the starting state alone passes.
-    if (stop_above_state_bytes_ != kNeverGiveUp) {
-      const std::int64_t state = state_bytes_before_first_op(schedule_);
-      if (state > stop_above_state_bytes_) {
-        plan_.stopped_at_state_bytes = state;
-        return;
-      }
-    }
+    // [Hopeless plans] What the replay is sure to hold at the step's first op, then at the end of
+    // the first forward: past the search's bound, the rest is not planned.
+    const std::int64_t state = stops_planning() ? state_bytes_before_first_op(schedule_) : 0;
+    if (stops_holding(state)) return;
     for (int micro = 0; micro < schedule_.micro_steps; ++micro) {
       step_.micro_step = micro;
       step_.has_grad.assign(layout_.param_owner.size(), 0);
       forward();
+      if (micro == 0 && stops_planning() && stops_holding(checked_add(state, saved_for_backward_bytes(), "held bytes")))
+        return;
       backward();
     }
     optimizer_step();
@@ -111,6 +109,25 @@ class StepBuilder {
   }
 
  private:
+  // ---- [Hopeless plans] (planner/plan.h) ---------------------------------------------------------
+  bool stops_planning() const { return stop_above_bytes_ != kNeverGiveUp; }
+  // Whether the replay, sure to hold `bytes`, passes the search's bound: then the plan stops here.
+  bool stops_holding(std::int64_t bytes) {
+    if (!stops_planning() || bytes <= stop_above_bytes_) return false;
+    plan_.stopped_holding_bytes = bytes;
+    return true;
+  }
+  // What the forward just planned keeps for its backward: the saved activations, checkpointed
+  // inputs and autocast's saved weight copies. Only backward frees them (at its own ops, which
+  // come after every forward op), so the replay holds all of them at the forward's last op.
+  std::int64_t saved_for_backward_bytes() const {
+    std::int64_t bytes = 0;
+    for (const std::vector<int>* held : {&saved_activations_, &saved_weight_copies_, &checkpoint_inputs_})
+      for (const int id : *held)
+        if (id >= 0) bytes = checked_add(bytes, schedule_.allocations[id].bytes, "saved bytes");
+    return bytes;
+  }
+
   // Every parameter-sized buffer is elements x at most kMaxBytesPerElement bytes (the optimizer
   // state: two fp32 moments and an fp32 master copy is 12; padding adds at most `world`
   // elements per parameter). Checked once here, so the policies' products of element counts
@@ -1215,7 +1232,7 @@ class StepBuilder {
 
   StepContext step_;  // the schedule being written; shared with the policy
   Plan& plan_;
-  const std::int64_t stop_above_state_bytes_;  // [Hopeless before the step]
+  const std::int64_t stop_above_bytes_;  // [Hopeless plans]
   std::unique_ptr<FrameworkPolicy> policy_;
   const Scenario& scenario_;
   const TrainingSpec& training_;
@@ -1241,7 +1258,7 @@ class StepBuilder {
 };
 
 Plan plan_with(const Scenario& scenario, const PlanCache::Layout& layout, Naming naming,
-               std::int64_t stop_above_state_bytes = kNeverGiveUp) {
+               std::int64_t stop_above_bytes = kNeverGiveUp) {
   Plan plan;
   plan.units = layout.units;
   plan.shards.reserve(plan.units.size());
@@ -1249,7 +1266,7 @@ Plan plan_with(const Scenario& scenario, const PlanCache::Layout& layout, Naming
   for (const Unit& u : plan.units)
     plan.shards.push_back(ep > 1 && is_expert_unit(u) ? shard_expert_unit(u, scenario.fsdp.shard_group_size, ep)
                                                       : shard_unit(u, scenario.fsdp.shard_group_size, scenario.fsdp.version));
-  StepBuilder(scenario, layout, naming, plan, stop_above_state_bytes).build();
+  StepBuilder(scenario, layout, naming, plan, stop_above_bytes).build();
   return plan;
 }
 
@@ -1263,7 +1280,7 @@ void PlanCache::clear() { layouts_.clear(); }
 
 Plan plan_step(const Scenario& scenario) { return plan_with(scenario, *make_layout(scenario), Naming::readable); }
 
-Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming, std::int64_t stop_above_state_bytes) {
+Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming, std::int64_t stop_above_bytes) {
   constexpr std::size_t kLayouts = 16;
   auto& layouts = cache.layouts_;
   auto it = std::find_if(layouts.begin(), layouts.end(), [&](const auto& l) {
@@ -1278,7 +1295,7 @@ Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming, std::i
   } else {
     std::rotate(it, it + 1, layouts.end());  // most recently used last
   }
-  return plan_with(scenario, *layouts.back(), naming, stop_above_state_bytes);
+  return plan_with(scenario, *layouts.back(), naming, stop_above_bytes);
 }
 
 }  // namespace fsdpsim::planner

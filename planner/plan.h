@@ -19,10 +19,10 @@ struct Plan {
   std::vector<Unit> units;
   std::vector<UnitShard> shards;  // parallel to units
   Schedule schedule;
-  // Set (>= 0) only when plan_step was given a `stop_above_state_bytes` that the step's starting
-  // state already passes ([Hopeless before the step]): that state's bytes. The schedule then
-  // holds the persistent state and the prelude, and no op.
-  std::int64_t stopped_at_state_bytes = -1;
+  // Set (>= 0) only when plan_step was given a `stop_above_bytes` and stopped ([Hopeless plans]):
+  // the bytes the replay is sure to hold, past that bound. The schedule then holds the persistent
+  // state and the prelude, and the first micro-step's forward when it stopped after it.
+  std::int64_t stopped_holding_bytes = -1;
 };
 
 Plan plan_step(const Scenario& scenario);
@@ -50,24 +50,29 @@ class PlanCache {
   struct Layout;  // planner/plan_layout.h
 
  private:
-  friend Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming, std::int64_t stop_above_state_bytes);
+  friend Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming, std::int64_t stop_above_bytes);
   std::vector<std::unique_ptr<Layout>> layouts_;  // most recently used last
   std::size_t layouts_built_ = 0;
 };
 
 // As plan_step(scenario), reusing `cache` when it was built for this model, wrap and checkpointing.
 //
-// [Hopeless before the step] `stop_above_state_bytes` (planner::kNeverGiveUp: never): once the
-// persistent state and the prelude are planned, the step's ops are not planned when the device
-// state the step starts with (state_bytes_before_first_op, planner/memory.h) is already more
-// than it; Plan::stopped_at_state_bytes says so. For the searches whose replays give up past a
-// bound (replay_memory's give_up_above_reserved; the advice, sim/advice.h): given that bound, or
-// any above it, a plan stops only where its replay would give up at the step's first op, since
-// reserved memory is never below the allocations it holds. Many of the advice's candidates for
-// a large model are so (Llama-3.1-405B on 1,024 H100s: 24 of 46; hybrid sharding over a node
-// alone holds an eighth of the fp32 parameters, 202 GB): their plans were a sixth of that
+// [Hopeless plans] `stop_above_bytes` (planner::kNeverGiveUp: never): for the searches whose
+// memory replays give up past a bound (replay_memory's give_up_above_reserved; the advice,
+// sim/advice.h), the plan stops where its replay is already sure to hold more device memory than
+// that, and Plan::stopped_holding_bytes says how much. Reserved memory is never below the
+// allocations it holds, so given that bound, or any above it, the replay of the whole plan would
+// give up by then. Two points are checked:
+//  - before the step's ops: the state the step starts with (state_bytes_before_first_op,
+//    planner/memory.h), held at its first op;
+//  - after the first micro-step's forward: that state and what the forward saves for the
+//    backward (activations, checkpointed inputs, autocast's weight copies), which only the
+//    backward frees, all held at the forward's last op.
+// Many of the advice's candidates for a large model stop at one of them (Llama-3.1-405B on
+// 1,024 H100s: hybrid sharding over a node alone holds an eighth of the fp32 parameters, 202 GB,
+// and no checkpointing saves 126 blocks' activations); their plans were a sixth of that
 // `estimate` (docs/benchmarks.md, session 28).
 Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming = Naming::readable,
-               std::int64_t stop_above_state_bytes = kNeverGiveUp);
+               std::int64_t stop_above_bytes = kNeverGiveUp);
 
 }  // namespace fsdpsim::planner

@@ -232,7 +232,7 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
   }
   if (closest) {
     advice.given_up = closest->given_up;
-    advice.given_up_before_the_step = closest->before_the_step;
+    advice.plans_stopped = closest->plans_stopped;
   }
   // Cheapest first: the most tokens/s per GPU (the fewest GPU-hours per token); then fewer changes.
   std::stable_sort(advice.fitting.begin(), advice.fitting.end(), [](const AdviceItem& a, const AdviceItem& b) {

@@ -41,7 +41,7 @@ struct Advice {
   // Candidates whose memory replay gave up, sure to be further from fitting than the closest
   // (advise's give_up_past_closest). Not printed: how many depends on the threads' interleaving.
   std::size_t given_up = 0;
-  std::size_t given_up_before_the_step = 0;  // of those, the ones not planned past their state
+  std::size_t plans_stopped = 0;  // of those, the ones not even planned whole ([Hopeless plans])
 };
 
 // The changes to `base` that fit with `headroom_bytes` to spare. `threads` 0: the machine's.

@@ -86,7 +86,7 @@ class AnalyticEvaluator : public Evaluator {
     // A point keeps only figures: plan without the ops' readable names.
     const double gpu = scenario.cluster.gpu.memory_bytes;
     planner::Plan plan = planner::plan_step(scenario, plans_, planner::Naming::none, give_up_above_reserved(gpu, 0));
-    if (plan.stopped_at_state_bytes >= 0) return given_up_before_the_step(plan, gpu);
+    if (plan.stopped_holding_bytes >= 0) return given_up_while_planning(plan, gpu);
     return evaluate_with(scenario, plan, k.cost, &k.collectives);
   }
   std::string name() const override { return "analytic"; }
@@ -119,18 +119,18 @@ class AnalyticEvaluator : public Evaluator {
     return collect(plan, memory, timing, overhead, gpu);
   }
 
-  // [Hopeless before the step] The plan stopped before the step's ops: its starting state alone
-  // passes give_up_above_reserved with no device overhead, so with the overhead (which only
-  // lowers that edge, reserved_within_overage) the replay would give up at the first op. Its
-  // figures are lower bounds, as a replay's that gave up.
-  PointMetrics given_up_before_the_step(const planner::Plan& plan, double gpu) const {
+  // [Hopeless plans] The plan stopped where its replay is sure to hold more than
+  // give_up_above_reserved with no device overhead; with the overhead (which only lowers that
+  // edge, reserved_within_overage) the whole plan's replay would give up by then. Its figures are
+  // lower bounds, as a replay's that gave up.
+  PointMetrics given_up_while_planning(const planner::Plan& plan, double gpu) const {
     planner::MemoryReport memory;
-    memory.peak_reserved_bytes = plan.stopped_at_state_bytes;
+    memory.peak_reserved_bytes = plan.stopped_holding_bytes;
     memory.gave_up = true;
     PointMetrics untimed = collect(plan, memory, StepTiming{}, 0, gpu);
     untimed.memory_lower_bound = true;
     closest_->given_up += 1;
-    closest_->before_the_step += 1;
+    closest_->plans_stopped += 1;
     return untimed;
   }
 

@@ -84,9 +84,9 @@ struct ClosestOverage {
   // never below 0: a point that fits is never given up. Infinity: none yet.
   std::atomic<double> bytes{std::numeric_limits<double>::infinity()};
   std::atomic<std::size_t> given_up{0};  // points whose replay stopped early
-  // Of those, the points whose starting state alone passed the bound: not planned past it
-  // (planner::plan_step's stop_above_state_bytes, [Hopeless before the step]).
-  std::atomic<std::size_t> before_the_step{0};
+  // Of those, the points not even planned whole: their plan stopped where it was sure to pass the
+  // bound (planner::plan_step's stop_above_bytes, [Hopeless plans]).
+  std::atomic<std::size_t> plans_stopped{0};
 };
 std::unique_ptr<Evaluator> make_memory_first_evaluator(double headroom_bytes,
                                                        std::shared_ptr<ClosestOverage> closest = nullptr);

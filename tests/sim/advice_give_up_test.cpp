@@ -77,52 +77,73 @@ TEST(AdviceGivesUp, SameClosestWhenNothingFits) {
   expect_same_advice({}, 1000 * kGiB, false);
 }
 
-// [Hopeless before the step] (planner/plan.h): Llama-3.1-405B on 1,024 H100s at micro-batch 1
-// (issue 19's `estimate`) fits with no change; many candidates (hybrid sharding over a node
-// alone holds an eighth of the fp32 parameters, 202 GB) are not planned past the state their
-// step starts with. The advice is still the one of every candidate evaluated in full.
-TEST(AdviceGivesUp, SameClosestWhenCandidatesStopBeforeTheirStep) {
-  const std::vector<std::string> overrides = {"model=models/llama3.1-405b.json", "cluster.nodes=128",
-                                              "training.global_batch=1024", "training.micro_batch=1"};
-  const auto base = planner::ScenarioTemplate::load(kScenario, overrides);
-  const nlohmann::json full = advice_json(advise(base, 0, 5, 1, false));
-  ASSERT_TRUE(full["fitting"].empty()) << full.dump(1);
-  const Advice a = advise(base, 0, 5, 1, true);
-  EXPECT_EQ(advice_json(a), full);
-  EXPECT_GT(a.given_up_before_the_step, 0u);
-  EXPECT_LT(a.given_up_before_the_step, a.given_up);  // others gave up in their replay
-  EXPECT_EQ(advice_json(advise(base, 0, 5, 2, true)), full);
+// [Hopeless plans] (planner/plan.h): candidates whose plan stops where its replay is sure to
+// pass the closest overage. Llama-3.1-405B on 1,024 H100s at micro-batch 1 (issue 19's
+// `estimate`), where hybrid sharding over a node alone holds an eighth of the fp32 parameters
+// (202 GB), and Llama-3.1-70B on 32 H100s at 16,384 tokens without checkpointing, where the
+// first forward's saved activations do: nothing fits with no change or one, and the advice is
+// still the one of every candidate evaluated in full.
+TEST(AdviceGivesUp, SameClosestWhenCandidatesStopPlanning) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"model=models/llama3.1-405b.json", "cluster.nodes=128", "training.global_batch=1024", "training.micro_batch=1"},
+      {"model=models/llama3.1-70b.json", "cluster.nodes=4", "training.global_batch=64", "training.micro_batch=2",
+       "training.activation_checkpointing=none", "training.seq_len=16384"}};
+  for (const auto& overrides : cases) {
+    const auto base = planner::ScenarioTemplate::load(kScenario, overrides);
+    const nlohmann::json full = advice_json(advise(base, 0, 5, 1, false));
+    ASSERT_TRUE(full["fitting"].empty()) << full.dump(1);
+    const Advice a = advise(base, 0, 5, 1, true);
+    EXPECT_EQ(advice_json(a), full) << overrides[0];
+    EXPECT_GT(a.plans_stopped, 0u) << overrides[0];
+    EXPECT_LE(a.plans_stopped, a.given_up) << overrides[0];
+    EXPECT_EQ(advice_json(advise(base, 0, 5, 2, true)), full) << overrides[0];
+  }
 }
 
-// The evaluator's stop, at its edge: before the schedule exists the device overhead is not known,
-// and taking it as 0 gives the highest edge reserved memory has (an overhead only lowers it),
-// so a plan stops only where a replay at any overhead gives up at its first op. Llama-3.1-405B
-// on 1,024 H100s with hybrid sharding over a node: its starting state (an eighth of the fp32
-// parameters and the cuBLAS workspaces) is the edge when the closest overage is the one that
-// state has with no overhead (it is planned), one byte past it when that overage is one byte
-// less (it stops, and its full replay at that edge gives up at the first op).
-TEST(AdviceGivesUp, AStateOnlyPastTheEdgeWithNoOverheadStopsThePlan) {
-  const auto base = planner::ScenarioTemplate::load(
-      kScenario, {"model=models/llama3.1-405b.json", "cluster.nodes=128", "training.global_batch=1024",
-                  "training.micro_batch=1", "fsdp.strategy=HYBRID_SHARD"});
-  const planner::Scenario s = base->instantiate({});
-  const planner::Plan full = planner::plan_step(s);
-  const std::int64_t state = planner::state_bytes_before_first_op(full.schedule);
-  const double gpu = s.cluster.gpu.memory_bytes;
-  ASSERT_GT(static_cast<double>(state), gpu);
-  const double overage_of_state = static_cast<double>(state) - gpu;  // (state + 0 overhead) + 0 headroom - gpu
-  for (const bool one_byte_less : {false, true}) {
-    auto closest = std::make_shared<ClosestOverage>();
-    closest->bytes = overage_of_state - (one_byte_less ? 1 : 0);
-    const PointMetrics m = make_memory_first_evaluator(0, closest)->evaluate(s, "key");
-    EXPECT_EQ(closest->before_the_step.load(), one_byte_less ? 1u : 0u);
-    if (!one_byte_less) continue;
-    EXPECT_TRUE(m.memory_lower_bound);
-    EXPECT_EQ(m.peak_reserved_bytes, state);
-    EXPECT_GT(m.device_peak_bytes - m.gpu_memory_bytes, closest->bytes.load());  // ranked after the closest
-    const planner::MemoryReport replay = planner::replay_memory(full.schedule, gpu, state - 1);
-    EXPECT_TRUE(replay.gave_up);
-    EXPECT_EQ(replay.gave_up_at_op, 0);
+// The evaluator's stops, at their edges: before the schedule exists the device overhead is not
+// known, and taking it as 0 gives the highest edge reserved memory has (an overhead only lowers
+// it), so a plan stops only where a replay at any overhead gives up. Llama-3.1-405B on 1,024 H100s
+// with hybrid sharding over a node, and without it: each plan holds `held` where it stops (its
+// starting state, or that and what the first forward saves); when the closest overage is what
+// `held` has with no overhead, the plan is not stopped there; one byte less, it is, its figures
+// are lower bounds of that much, ranked after the closest, and its whole plan's replay at that
+// edge gives up by the same op.
+TEST(AdviceGivesUp, APlanStopsOnlyPastTheEdgeWithNoOverhead) {
+  for (const char* strategy : {"fsdp.strategy=HYBRID_SHARD", "fsdp.strategy=FULL_SHARD"}) {
+    const auto base = planner::ScenarioTemplate::load(
+        kScenario, {"model=models/llama3.1-405b.json", "cluster.nodes=128", "training.global_batch=1024",
+                    "training.micro_batch=1", "training.activation_checkpointing=none", strategy});
+    const planner::Scenario s = base->instantiate({});
+    const planner::Plan full = planner::plan_step(s);
+    const std::int64_t state = planner::state_bytes_before_first_op(full.schedule);
+    planner::PlanCache cache;
+    // Where the plan stops for a bound just under its starting state, or at it.
+    std::int64_t held = planner::plan_step(s, cache, planner::Naming::none, state - 1).stopped_holding_bytes;
+    if (std::string(strategy) == "fsdp.strategy=FULL_SHARD") {
+      held = planner::plan_step(s, cache, planner::Naming::none, state).stopped_holding_bytes;
+      ASSERT_GT(held, state) << strategy;  // after the forward
+    }
+    const double gpu = s.cluster.gpu.memory_bytes;
+    ASSERT_GT(static_cast<double>(held), gpu) << strategy;
+    const double overage_of_held = static_cast<double>(held) - gpu;  // (held + 0 overhead) + 0 headroom - gpu
+    for (const bool one_byte_less : {false, true}) {
+      auto closest = std::make_shared<ClosestOverage>();
+      closest->bytes = overage_of_held - (one_byte_less ? 1 : 0);
+      const PointMetrics m = make_memory_first_evaluator(0, closest)->evaluate(s, "key");
+      EXPECT_TRUE(m.memory_lower_bound) << strategy;  // past the edge with the overhead anyway
+      if (!one_byte_less) {
+        // Not stopped there: the whole plan (after the forward), or its forward's end (where the
+        // starting state is the edge, the forward's saved activations pass it).
+        if (held > state) EXPECT_EQ(closest->plans_stopped.load(), 0u) << strategy;
+        else EXPECT_GT(m.peak_reserved_bytes, held) << strategy;
+        continue;
+      }
+      EXPECT_EQ(closest->plans_stopped.load(), 1u) << strategy;
+      EXPECT_EQ(m.peak_reserved_bytes, held) << strategy;
+      EXPECT_GT(m.device_peak_bytes - m.gpu_memory_bytes, closest->bytes.load()) << strategy;  // after the closest
+      const planner::MemoryReport replay = planner::replay_memory(full.schedule, gpu, held - 1);
+      EXPECT_TRUE(replay.gave_up) << strategy;
+    }
   }
 }
 

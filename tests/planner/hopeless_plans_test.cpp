@@ -1,7 +1,9 @@
-// [Hopeless before the step] (planner/plan.h): the device state a step starts with
+// [Hopeless plans] (planner/plan.h): the device state a step starts with
 // (state_bytes_before_first_op) is a lower bound of what the memory replay holds at the step's
-// first op, so a replay given a bound below it gives up there; and plan_step stops before the
-// step's ops exactly when that state passes the bound it is given, the plan otherwise unchanged.
+// first op, so a replay given a bound below it gives up there; plan_step stops before the step's
+// ops when that state passes the bound it is given, after the first forward when that state and
+// what the forward saves for the backward pass it, where the whole plan's replay gives up too; and
+// the plan is otherwise unchanged.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -21,7 +23,7 @@ Scenario llama1b(const std::vector<std::string>& overrides = {}) {
                             {"cluster", "scenarios/clusters/dgx-h100.json"},
                             {"training", {{"global_batch", 16}, {"micro_batch", 2}, {"seq_len", 2048}}},
                             {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}};
-  return parse_scenario(j, kRoot + "/scenarios/hopeless_before_step_test.json", overrides);
+  return parse_scenario(j, kRoot + "/scenarios/hopeless_plans_test.json", overrides);
 }
 
 std::int64_t bytes_of(const Schedule& s, MemCategory category) {
@@ -35,7 +37,7 @@ std::int64_t bytes_of(const Schedule& s, MemCategory category) {
 // on 8 GPUs: the step starts with each rank's eighth of the fp32 parameters, 1,235,814,400 x 4 /
 // 8 = 617,907,200 bytes, and the two cuBLAS workspaces; not the AdamW state (2 x 4 bytes an
 // element, twice as much), which torch.optim makes at the first step.
-TEST(HopelessBeforeTheStep, TheStartingStateIsTheShardedParametersNotTheOptimizerState) {
+TEST(HopelessPlans, TheStartingStateIsTheShardedParametersNotTheOptimizerState) {
   const Scenario s = llama1b();
   ASSERT_EQ(s.model->parameter_count(), 1235814400);
   const Plan plan = plan_step(s);
@@ -52,7 +54,7 @@ TEST(HopelessBeforeTheStep, TheStartingStateIsTheShardedParametersNotTheOptimize
 // replicated gradients (NO_SHARD), hybrid sharding, DeepSpeed ZeRO-3 (its state made before the
 // step), CPU offload. A replay whose bound is one byte under the starting state gives up at the
 // step's first op (in the first step, where a torch.optim plan replays one).
-TEST(HopelessBeforeTheStep, AReplayBoundBelowTheStartingStateGivesUpAtTheFirstOp) {
+TEST(HopelessPlans, AReplayBoundBelowTheStartingStateGivesUpAtTheFirstOp) {
   const std::vector<std::vector<std::string>> cases = {
       {},
       {"fsdp.version=1"},
@@ -77,23 +79,54 @@ TEST(HopelessBeforeTheStep, AReplayBoundBelowTheStartingStateGivesUpAtTheFirstOp
   }
 }
 
-// plan_step stops before the step's ops exactly when the starting state passes the bound; at the
-// bound the plan is the plan made without one, byte for byte.
-TEST(HopelessBeforeTheStep, PlanStepStopsOnlyAboveTheStartingState) {
-  for (const auto& overrides : std::vector<std::vector<std::string>>{{}, {"fsdp.version=1", "init=cuda"}}) {
+// plan_step's two stops, against the whole plan's replay (the independent method), across
+// frameworks and checkpointing: one byte under the starting state, the plan stops before the step
+// holding that state. At the starting state, it goes on to the first forward's end, and stops there
+// holding more than the state when the forward saved anything; the whole plan's replay, one byte
+// under what it holds, gives up by the last op the stopped plan has (the forward's). At what it
+// holds, the plan is the plan made without a bound, byte for byte.
+TEST(HopelessPlans, PlanStepStopsOnlyWhereTheWholePlansReplayGivesUp) {
+  const std::vector<std::vector<std::string>> cases = {
+      {},
+      {"training.activation_checkpointing=none"},
+      {"training.activation_checkpointing=full", "fsdp.version=1", "init=cuda"},
+      {"fsdp.strategy=NO_SHARD"},
+      {"fsdp.cpu_offload=true", "training.grad_accum=2", "training.global_batch=null"},
+      {"deepspeed.reduce_bucket_size=200000000", "training.master_weights=optimizer_state"},
+  };
+  int stopped_after_forward = 0;
+  for (const auto& overrides : cases) {
+    std::string what;
+    for (const std::string& o : overrides) what += o + " ";
     const Scenario s = llama1b(overrides);
     const Plan full = plan_step(s);
+    const std::string full_json = schedule_to_json(full.schedule).dump();
+    EXPECT_EQ(full.stopped_holding_bytes, -1) << what;
     const std::int64_t state = state_bytes_before_first_op(full.schedule);
-    EXPECT_EQ(full.stopped_at_state_bytes, -1);
     PlanCache cache;
-    const Plan stopped = plan_step(s, cache, Naming::readable, state - 1);
-    EXPECT_EQ(stopped.stopped_at_state_bytes, state);
-    EXPECT_TRUE(stopped.schedule.ops.empty());
-    EXPECT_EQ(state_bytes_before_first_op(stopped.schedule), state);
-    const Plan at = plan_step(s, cache, Naming::readable, state);
-    EXPECT_EQ(at.stopped_at_state_bytes, -1);
-    EXPECT_EQ(schedule_to_json(at.schedule).dump(), schedule_to_json(full.schedule).dump());
+    const Plan before = plan_step(s, cache, Naming::readable, state - 1);
+    EXPECT_EQ(before.stopped_holding_bytes, state) << what;
+    EXPECT_TRUE(before.schedule.ops.empty()) << what;
+    const Plan after = plan_step(s, cache, Naming::readable, state);
+    std::int64_t held = after.stopped_holding_bytes;
+    if (held >= 0) {
+      ++stopped_after_forward;
+      EXPECT_GT(held, state) << what;
+      ASSERT_FALSE(after.schedule.ops.empty()) << what;
+      ASSERT_LT(after.schedule.ops.size(), full.schedule.ops.size()) << what;
+      const MemoryReport replay = replay_memory(full.schedule, 0, held - 1);
+      EXPECT_TRUE(replay.gave_up) << what;
+      EXPECT_LT(replay.gave_up_at_op, static_cast<int>(after.schedule.ops.size())) << what;
+      if (makes_state_at_first_step(full.schedule)) EXPECT_TRUE(replay.gave_up_in_first_step) << what;
+      EXPECT_EQ(plan_step(s, cache, Naming::readable, held - 1).stopped_holding_bytes, held) << what;
+    } else {
+      held = state;
+    }
+    const Plan whole = plan_step(s, cache, Naming::readable, held);
+    EXPECT_EQ(whole.stopped_holding_bytes, -1) << what;
+    EXPECT_EQ(schedule_to_json(whole.schedule).dump(), full_json) << what;
   }
+  EXPECT_EQ(stopped_after_forward, static_cast<int>(cases.size()));  // every forward saves something
 }
 
 }  // namespace
