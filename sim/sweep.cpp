@@ -85,7 +85,7 @@ class AnalyticEvaluator : public Evaluator {
     PerCostKey& k = *it->second;
     // A point keeps only figures: plan without the ops' readable names.
     const double gpu = scenario.cluster.gpu.memory_bytes;
-    planner::Plan plan = planner::plan_step(scenario, plans_, planner::Naming::none, give_up_above_reserved(gpu, 0));
+    const planner::Plan plan = planner::plan_step(scenario, plans_, planner::Naming::none, give_up_above_reserved(gpu, 0));
     if (plan.stopped_holding_bytes >= 0) return given_up_while_planning(plan, gpu);
     return evaluate_with(scenario, plan, k.cost, &k.collectives);
   }
