@@ -998,6 +998,18 @@ CostItem input_gradient(const LossShape& x) {
   return per_token("gradient of the output layer's input", kActivationBytes * x.h);
 }
 
+// Where a loss's backward ends, whatever its kind writes the logits' gradient in: a softcap's
+// backward (Gemma 2) from `d_logits16`, then the output projection's, whose weight gradient
+// appears there (weight_gradient_moment).
+void end_loss_backward(const LossShape& x, const CostItem& d_logits16, TransientLedger& ledger) {
+  if (x.softcap) add_softcap_backward(x, ledger.backward);
+  ledger.weight_gradient_moment = static_cast<int>(ledger.backward.size());
+  ledger.backward.push_back(
+      {"output projection backward (MmBackward0; its weight gradient is a parameter gradient)",
+       {x.softcap ? per_token("gradient of the projection's output", kActivationBytes * x.V) : d_logits16,
+        input_gradient(x)}});
+}
+
 TransientLedger fp32_upcast_loss_transients(const LossShape& x) {
   const double E = kActivationBytes, V = x.V;
   const CostItem logits16 = per_token("16-bit logits", E * V);
@@ -1017,11 +1029,7 @@ TransientLedger fp32_upcast_loss_transients(const LossShape& x) {
        {d_log_probs, d_logits32}},
       {"logits.float() backward (ToCopyBackward0): the gradient cast to 16 bits", {d_logits32, d_logits16}},
   };
-  if (x.softcap) add_softcap_backward(x, ledger.backward);
-  ledger.weight_gradient_moment = static_cast<int>(ledger.backward.size());
-  ledger.backward.push_back({"output projection backward (MmBackward0; its weight gradient is a parameter gradient)",
-                             {x.softcap ? per_token("gradient of the projection's output", E * V) : d_logits16,
-                              input_gradient(x)}});
+  end_loss_backward(x, d_logits16, ledger);
   return ledger;
 }
 
@@ -1041,11 +1049,7 @@ TransientLedger bf16_loss_transients(const LossShape& x) {
       {"log_softmax backward (LogSoftmaxBackward0): its input gradient is held while it writes its output",
        {d_log_probs, d_logits16}},
   };
-  if (x.softcap) add_softcap_backward(x, ledger.backward);
-  ledger.weight_gradient_moment = static_cast<int>(ledger.backward.size());
-  ledger.backward.push_back({"output projection backward (MmBackward0; its weight gradient is a parameter gradient)",
-                             {x.softcap ? per_token("gradient of the projection's output", E * V) : d_logits16,
-                              input_gradient(x)}});
+  end_loss_backward(x, d_logits16, ledger);
   return ledger;
 }
 
