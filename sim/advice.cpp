@@ -197,7 +197,7 @@ std::optional<AdviceItem> timed_closest(const std::shared_ptr<const planner::Sce
 }  // namespace
 
 Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double headroom_bytes, std::size_t limit, int threads,
-              bool give_up_past_closest) {
+              bool give_up_past_closest, std::optional<double> base_overage) {
   Advice advice;
   advice.headroom_bytes = headroom_bytes;
   const std::vector<Change> singles = single_changes(base->base(), base->context());
@@ -206,6 +206,7 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
   // One for singles and pairs: a pair is shown only when strictly closer than every single, or
   // when it fits.
   const auto closest = give_up_past_closest ? std::make_shared<ClosestOverage>() : nullptr;
+  if (closest && base_overage && *base_overage > 0) closest->bytes = *base_overage;  // as if the base were swept
   Swept one = sweep_changes(base, combos, headroom_bytes, threads, true, closest), two;
   advice.candidates = one.evaluated;
   advice.fitting = one.fitting;
@@ -226,6 +227,12 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
   }
   // Only when nothing fits is the closest shown: then, and only for it, the timing.
   if (advice.fitting.empty()) {
+    // No candidate came closer than the base's overage: the closest was given up past it.
+    if (closest && base_overage) {
+      const auto* list = closest_list(one, two);
+      if (list && list->front().first.metrics.memory_lower_bound)
+        return advise(base, headroom_bytes, limit, threads, true, std::nullopt);
+    }
     bool exact_needed = false;
     advice.closest = timed_closest(base, one, two, advice.candidates, headroom_bytes, threads, exact_needed);
     if (exact_needed) return advise(base, headroom_bytes, limit, threads, false);

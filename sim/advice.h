@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,8 +58,15 @@ struct Advice {
 // ClosestOverage): the advice is the same, for less work (the replay is most of a candidate's
 // cost, and in a configuration far from fitting the peak comes early). False: every candidate
 // in full (the tests' independent check).
+//
+// `base_overage`: the overage of `base` itself, already estimated (`estimate` passes it). Above
+// 0, it is the first bound the candidates give up past, as if the base were a candidate: the
+// changes that only make it worse, often the first ones swept, then stop early instead of being
+// evaluated in full (Llama-3.1-405B on 1,024 H100s: 9% fewer instructions). When no candidate
+// comes closer than the base, the closest is among those given up, and the candidates are swept
+// again without it: the advice is the same either way.
 Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double headroom_bytes, std::size_t limit = 5,
-              int threads = 1, bool give_up_past_closest = true);
+              int threads = 1, bool give_up_past_closest = true, std::optional<double> base_overage = std::nullopt);
 
 std::string advice_text(const Advice& advice);
 nlohmann::json advice_json(const Advice& advice);

@@ -15,6 +15,7 @@
 #include "planner/plan.h"
 #include "planner/sweep_space.h"
 #include "sim/advice.h"
+#include "sim/estimate.h"
 #include "sim/sweep.h"
 
 namespace fsdpsim::sim {
@@ -47,6 +48,12 @@ TEST(ReservedWithinOverage, WorkedByHand) {
   EXPECT_EQ(reserved_within_overage(80 * kGiB, 60 * kGiB, 30 * kGiB, 1 * kGiB), -1);
 }
 
+// The base's overage as `estimate` computes it before it advises (tools/cmd_estimate.cpp).
+double base_overage(const planner::ScenarioTemplate& base, double headroom_bytes) {
+  const Estimate e = estimate_step(base.instantiate({}));
+  return e.device_peak_bytes() + headroom_bytes - e.gpu_memory_bytes;
+}
+
 nlohmann::json advice_of(const std::vector<std::string>& overrides, double headroom_bytes, int threads, bool give_up,
                          std::size_t* given_up = nullptr) {
   const auto base = planner::ScenarioTemplate::load(kScenario, overrides);
@@ -63,6 +70,9 @@ void expect_same_advice(const std::vector<std::string>& overrides, double headro
   EXPECT_GT(given_up, 0u) << "no candidate's replay gave up";
   // On two workers which candidates give up depends on the interleaving; the advice does not.
   EXPECT_EQ(advice_of(overrides, headroom_bytes, 2, true), full);
+  // Nor on the base's overage as the first bound (`estimate` passes it).
+  const auto base = planner::ScenarioTemplate::load(kScenario, overrides);
+  EXPECT_EQ(advice_json(advise(base, headroom_bytes, 5, 1, true, base_overage(*base, headroom_bytes))), full);
 }
 
 // Llama-3.1-70B on one node: a few changes fit (each of them, and its figures, must be the full
@@ -97,7 +107,23 @@ TEST(AdviceGivesUp, SameClosestWhenCandidatesStopPlanning) {
     EXPECT_GT(a.plans_stopped, 0u) << overrides[0];
     EXPECT_LE(a.plans_stopped, a.given_up) << overrides[0];
     EXPECT_EQ(advice_json(advise(base, 0, 5, 2, true)), full) << overrides[0];
+    // Seeded with the base's own overage, as `estimate` passes it.
+    const Advice seeded = advise(base, 0, 5, 1, true, base_overage(*base, 0));
+    EXPECT_EQ(advice_json(seeded), full) << overrides[0];
+    EXPECT_GE(seeded.given_up, a.given_up) << overrides[0];
   }
+}
+
+// A seed no candidate comes closer than (one byte over: every candidate of Llama-3.1-405B on
+// 1,024 H100s is further), so every candidate gives up past it and the closest is among them:
+// the candidates are swept again without the seed, and the advice is the full one.
+TEST(AdviceGivesUp, ASeedNoCandidateBeatsSweepsAgainWithoutIt) {
+  const auto base = planner::ScenarioTemplate::load(
+      kScenario, {"model=models/llama3.1-405b.json", "cluster.nodes=128", "training.global_batch=1024",
+                  "training.micro_batch=1"});
+  const nlohmann::json full = advice_json(advise(base, 0, 5, 1, false));
+  ASSERT_TRUE(full["fitting"].empty()) << full.dump(1);
+  EXPECT_EQ(advice_json(advise(base, 0, 5, 1, true, 1.0)), full);
 }
 
 // The evaluator's stops, at their edges: before the schedule exists the device overhead is not
