@@ -206,7 +206,8 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
   // One for singles and pairs: a pair is shown only when strictly closer than every single, or
   // when it fits.
   const auto closest = give_up_past_closest ? std::make_shared<ClosestOverage>() : nullptr;
-  if (closest && base_overage && *base_overage > 0) closest->bytes = *base_overage;  // as if the base were swept
+  const bool seeded = closest && base_overage && *base_overage > 0;
+  if (seeded) closest->bytes = *base_overage;  // as if the base were swept
   Swept one = sweep_changes(base, combos, headroom_bytes, threads, true, closest), two;
   advice.candidates = one.evaluated;
   advice.fitting = one.fitting;
@@ -228,7 +229,7 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
   // Only when nothing fits is the closest shown: then, and only for it, the timing.
   if (advice.fitting.empty()) {
     // No candidate came closer than the base's overage: the closest was given up past it.
-    if (closest && base_overage) {
+    if (seeded) {
       const auto* list = closest_list(one, two);
       if (list && list->front().first.metrics.memory_lower_bound)
         return advise(base, headroom_bytes, limit, threads, true, std::nullopt);

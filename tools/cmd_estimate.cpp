@@ -66,9 +66,8 @@ void run_estimate(const EstimateOptions& o) {
   if (!o.plot.empty()) write_file(o.plot, sim::timeline_svg(estimate));
   // Advice (sim/advice.h): when it does not fit, or asked for.
   std::optional<sim::Advice> advice;
-  if (o.advise || estimate.device_peak_bytes() + headroom_bytes > estimate.gpu_memory_bytes)
-    advice = sim::advise(scenario_template(input, parsed), headroom_bytes, 5, 1, true,
-                         estimate.device_peak_bytes() + headroom_bytes - estimate.gpu_memory_bytes);
+  const double overage = estimate.device_peak_bytes() + headroom_bytes - estimate.gpu_memory_bytes;
+  if (o.advise || overage > 0) advice = sim::advise(scenario_template(input, parsed), headroom_bytes, 5, 1, true, overage);
   const std::vector<sim::CollectiveChoice> collectives =
       sim::collective_choices(estimate.plan.schedule, planner::CostModel(scenario));
   const std::optional<TrainingRun> run =
