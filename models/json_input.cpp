@@ -5,7 +5,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 namespace fsdpsim {
@@ -46,9 +45,12 @@ std::string line_and_column(const std::string& text, std::size_t byte) {
   return "line " + std::to_string(line) + ", column " + std::to_string(column);
 }
 
-// A SAX pass over the text before the value is built: it keeps the JSON path of the value
-// being read, so that what it refuses (too deep, a key twice, a number out of range) is
-// reported where it is. Syntax errors keep nlohmann's wording with a line and column.
+// A SAX pass that builds the value and checks it as it goes: what it refuses (too deep, a key
+// twice, a number out of range) is reported at its JSON path. Syntax errors keep nlohmann's
+// wording with a line and column. One pass, where a checking pass followed by
+// nlohmann::json::parse took twice the time: the shipped catalogs are read by every process,
+// and their parse was 5% of a 405B `estimate` (docs/benchmarks.md, session 29). The paths are
+// put together only for an error.
 class CheckingSax : public nlohmann::json_sax<nlohmann::json> {
  public:
   // `words_allowed`: a syntax error means the text is a bare word, not JSON (an override's
@@ -57,26 +59,30 @@ class CheckingSax : public nlohmann::json_sax<nlohmann::json> {
       : text_(text), file_(file), base_path_(base_path), words_allowed_(words_allowed) {}
 
   bool saw_a_word() const { return saw_a_word_; }
+  // The value read (complete once sax_parse returned true).
+  nlohmann::json take() { return std::move(root_); }
 
-  bool null() override { return scalar(); }
-  bool boolean(bool) override { return scalar(); }
-  bool number_integer(number_integer_t) override { return scalar(); }
-  bool number_unsigned(number_unsigned_t) override { return scalar(); }
-  bool number_float(number_float_t, const string_t&) override { return scalar(); }
-  bool string(string_t&) override { return scalar(); }
-  bool binary(binary_t&) override { return scalar(); }
+  bool null() override { return add(nullptr); }
+  bool boolean(bool v) override { return add(v); }
+  bool number_integer(number_integer_t v) override { return add(v); }
+  bool number_unsigned(number_unsigned_t v) override { return add(v); }
+  bool number_float(number_float_t v, const string_t&) override { return add(v); }
+  bool string(string_t& v) override { return add(v); }
+  bool binary(binary_t& v) override { return add(nlohmann::json::binary_t(v)); }
 
-  bool start_object(std::size_t) override { return open(true); }
+  bool start_object(std::size_t) override { return open(nlohmann::json::value_t::object); }
   bool key(string_t& key) override {
     Frame& top = stack_.back();
-    if (!top.keys.insert(key).second)
-      throw InputError(file_, join_json_path(top.path, key),
+    auto [it, inserted] = top.container->get_ref<nlohmann::json::object_t&>().emplace(key, nullptr);
+    if (!inserted)
+      throw InputError(file_, join_json_path(path_of(stack_.size() - 1), key),
                        "duplicate key: expected each key once in an object (the last would silently win)");
-    top.last_key = key;
+    top.last_key = &it->first;
+    top.member = &it->second;
     return true;
   }
   bool end_object() override { return close(); }
-  bool start_array(std::size_t) override { return open(false); }
+  bool start_array(std::size_t) override { return open(nlohmann::json::value_t::array); }
   bool end_array() override { return close(); }
 
   bool parse_error(std::size_t byte, const std::string& token, const nlohmann::detail::exception& e) override {
@@ -95,34 +101,57 @@ class CheckingSax : public nlohmann::json_sax<nlohmann::json> {
 
  private:
   struct Frame {
-    bool object;
-    std::string path;
-    std::set<std::string> keys;  // an object's keys so far
-    std::string last_key;
-    std::size_t next_index = 0;  // an array's next element
+    nlohmann::json* container;              // an object or an array being read
+    const std::string* last_key = nullptr;  // an object's key being read (in the object)
+    nlohmann::json* member = nullptr;       // ... and its value's place
   };
 
-  // The path of the value about to be read.
-  std::string value_path() const {
-    if (stack_.empty()) return base_path_;
-    const Frame& top = stack_.back();
-    return top.object ? join_json_path(top.path, top.last_key) : join_json_path(top.path, top.next_index);
+  // Puts a value where the one about to be read goes; returns it.
+  template <typename Value>
+  nlohmann::json* place(Value&& v) {
+    if (stack_.empty()) {
+      root_ = nlohmann::json(std::forward<Value>(v));
+      return &root_;
+    }
+    Frame& top = stack_.back();
+    if (top.container->is_array()) {
+      top.container->get_ref<nlohmann::json::array_t&>().emplace_back(std::forward<Value>(v));
+      return &top.container->back();
+    }
+    *top.member = nlohmann::json(std::forward<Value>(v));
+    return top.member;
   }
-  bool scalar() {
-    if (!stack_.empty() && !stack_.back().object) ++stack_.back().next_index;
+  template <typename Value>
+  bool add(Value&& v) {
+    place(std::forward<Value>(v));
     return true;
   }
-  bool open(bool object) {
-    const std::string path = value_path();
+  bool open(nlohmann::json::value_t type) {
     if (static_cast<int>(stack_.size()) >= kMaxJsonDepth)
-      throw InputError(file_, abbreviated(path), "expected at most " + std::to_string(kMaxJsonDepth) +
-                                        " levels of nested objects and arrays");
-    stack_.push_back({object, path, {}, {}, 0});
+      throw InputError(file_, abbreviated(value_path()), "expected at most " + std::to_string(kMaxJsonDepth) +
+                                                             " levels of nested objects and arrays");
+    stack_.push_back({place(type)});
     return true;
   }
   bool close() {
     stack_.pop_back();
-    return scalar();
+    return true;
+  }
+
+  // The path of the container of stack_[depth]; of the value about to be read (value_path).
+  std::string path_of(std::size_t depth) const {
+    std::string path = base_path_;
+    for (std::size_t i = 0; i < depth; ++i) path = child_path(path, stack_[i], /*read=*/true);
+    return path;
+  }
+  std::string value_path() const {
+    if (stack_.empty()) return base_path_;
+    return child_path(path_of(stack_.size() - 1), stack_.back(), /*read=*/false);
+  }
+  // The path of a frame's child: the one being read (`read`, already placed) or the next.
+  static std::string child_path(const std::string& path, const Frame& f, bool read) {
+    if (!f.container->is_array()) return join_json_path(path, f.last_key ? *f.last_key : std::string());
+    return join_json_path(path, f.container->size() - (read ? 1 : 0));
   }
   // A path 256 levels deep is mostly "[0][0]...": its start and its end say where it is.
   static std::string abbreviated(const std::string& path) {
@@ -135,6 +164,7 @@ class CheckingSax : public nlohmann::json_sax<nlohmann::json> {
   const std::string& base_path_;
   const bool words_allowed_;
   bool saw_a_word_ = false;
+  nlohmann::json root_;
   std::vector<Frame> stack_;
 };
 
@@ -144,8 +174,7 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& file,
   CheckingSax checker(text, file, base_path, /*words_allowed=*/false);
   nlohmann::json::sax_parse(text, &checker, nlohmann::json::input_format_t::json, /*strict=*/true,
                             /*ignore_comments=*/true);
-  // The text is known good: this parse cannot fail.
-  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  return checker.take();
 }
 
 nlohmann::json load_json_file(const std::string& path) {
@@ -165,7 +194,7 @@ nlohmann::json parse_json_or_word(const std::string& text, const std::string& fi
   nlohmann::json::sax_parse(text, &checker, nlohmann::json::input_format_t::json, /*strict=*/true,
                             /*ignore_comments=*/false);
   if (checker.saw_a_word()) return text;
-  return nlohmann::json::parse(text);
+  return checker.take();
 }
 
 std::string join_json_path(const std::string& parent, const std::string& key) {

@@ -268,6 +268,9 @@ class SharedModel {
   const Model& operator*() const { return *model_; }
   const Model* operator->() const { return model_.get(); }
   const Model* address() const { return model_.get(); }
+  // Whether a memo entry made for this model still is for it: a live weak pointer is never to a
+  // model that was freed and another allocated at its address.
+  std::weak_ptr<const Model> weak() const { return model_; }
   // Model::parameter_count() and Model::parameters().size(), counted once at the parse: every
   // plan checks its buffer sizes against them and every cost model counts the tensors.
   std::int64_t parameter_count() const { return parameter_count_; }

@@ -264,6 +264,8 @@ CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models
 CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models::DType compute_dtype,
                      const char* mfu_peak_dtype)
     : cluster_(cluster), calibration_(std::move(calibration)), mfu_peak_dtype_(mfu_peak_dtype) {
+  static const auto no_modules = std::make_shared<const ModuleTable>();  // a cost model built without a model
+  modules_ = no_modules;
   auto it = cluster_.gpu.peak_flops.find(models::dtype_name(compute_dtype));
   if (it == cluster_.gpu.peak_flops.end()) it = cluster_.gpu.peak_flops.find("bf16");
   peak_flops_ = it == cluster_.gpu.peak_flops.end() ? 0 : it->second;
@@ -291,12 +293,59 @@ CostModel::CostModel(const Scenario& scenario)
                            "): " + attention + " does not (default here: " + to_string(attention_kernel_) + ")");
     attention_kernel_ = *kernel;
   }
-  models::for_each_module(scenario.model->root, [&](const models::Module& m) {
-    if (m.costs) modules_[m.full_name].parameter_tensors = count_tensors(m);
-  });
   model_parameter_tensors_ = static_cast<int>(scenario.model.parameter_tensors());
   fused_optimizer_ = scenario.training.optimizer_kernel == OptimizerKernel::fused;
   optimizer_states_ = optimizer_states_per_param(scenario.training.optimizer);
+  if (scenario.training.execution == TrainingSpec::Execution::eager) execution_ = Execution::eager;
+  if (scenario.training.execution == TrainingSpec::Execution::compiled) execution_ = Execution::compiled;
+  // Run eagerly, the blocks take an eager factor: none otherwise.
+  const bool eager = execution_ == Execution::eager;
+  modules_ = module_table(scenario.model, eager ? block_types(*scenario.model, scenario.fsdp.wrap) : std::vector<std::string>{},
+                          eager ? calibration_.eager_memory_bound_factor : 0.0);
+}
+
+// [Module tables] What the cost model holds of each costed module depends on the model and, run
+// eagerly, the blocks' types and the calibration's default eager factor: build_module_table's
+// arguments, which are this memo's key. The cost models of a sweep or of
+// the advice's candidates are many (one per cluster or calibration) over one model, and walking
+// its thousand-odd modules into the table was 3% of the 405B advice (docs/benchmarks.md,
+// session 29). The entry for a model no longer alive never matches (SharedModel::weak).
+std::shared_ptr<const CostModel::ModuleTable> CostModel::module_table(const models::SharedModel& model,
+                                                                      const std::vector<std::string>& eager_block_types,
+                                                                      double default_eager_factor) {
+  struct Entry {
+    std::weak_ptr<const models::Model> model;
+    std::vector<std::string> eager_block_types;
+    double default_eager_factor;
+    std::shared_ptr<const ModuleTable> table;
+  };
+  static std::mutex mutex;
+  static std::vector<Entry> entries;  // a few, the latest last
+  constexpr std::size_t kEntries = 8;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const Entry& e : entries) {
+      const std::shared_ptr<const models::Model> alive = e.model.lock();
+      if (alive && alive.get() == model.address() && e.eager_block_types == eager_block_types &&
+          e.default_eager_factor == default_eager_factor)
+        return e.table;
+    }
+  }
+  auto table = std::make_shared<const ModuleTable>(
+      build_module_table(*model, eager_block_types, default_eager_factor));
+  std::lock_guard<std::mutex> lock(mutex);
+  if (entries.size() == kEntries) entries.erase(entries.begin());
+  entries.push_back({model.weak(), eager_block_types, default_eager_factor, table});
+  return table;
+}
+
+CostModel::ModuleTable CostModel::build_module_table(const models::Model& model,
+                                                     const std::vector<std::string>& eager_block_types,
+                                                     double default_eager_factor) {
+  ModuleTable modules;
+  models::for_each_module(model.root, [&](const models::Module& m) {
+    if (m.costs) modules[m.full_name].parameter_tensors = count_tensors(m);
+  });
   // Modules whose costs list their memory-bound kernels (the importer's transformer blocks):
   // their kernels are counted (kernels(), memory_bound_seconds()). Each memory-bound kernel's
   // share of the module's per-token ("b*s") memory-bound bytes; its GEMMs: one per matmul in
@@ -304,7 +353,7 @@ CostModel::CostModel(const Scenario& scenario)
   // gradients); its attention: one kernel in forward, three in backward (FlashAttention-2's
   // flash_bwd_dot_do_o_kernel, the dq/dk/dv kernel and flash_bwd_convert_dq_kernel:
   // Dao-AILab/flash-attention csrc/flash_attn/src/flash_bwd_launch_template.h).
-  models::for_each_module(scenario.model->root, [&](const models::Module& m) {
+  models::for_each_module(model.root, [&](const models::Module& m) {
     if (!m.costs || m.costs->memory_bound_kernels.empty()) return;
     ModuleKernels k;
     double per_token = 0;
@@ -321,18 +370,18 @@ CostModel::CostModel(const Scenario& scenario)
     k.forward_launches = gemms + attention;
     k.backward_launches = 2 * gemms + 3 * attention;
     k.launch_order = m.costs->launch_order;
-    modules_[m.full_name].kernels = std::move(k);
+    modules[m.full_name].kernels = std::move(k);
   });
-  if (scenario.training.execution == TrainingSpec::Execution::eager) execution_ = Execution::eager;
-  if (scenario.training.execution == TrainingSpec::Execution::compiled) execution_ = Execution::compiled;
-  if (scenario.training.execution == TrainingSpec::Execution::eager) {
-    const std::vector<std::string> types = block_types(*scenario.model, scenario.fsdp.wrap);
-    models::for_each_module(scenario.model->root, [&](const models::Module& m) {
-      if (m.costs && &m != &scenario.model->root && std::find(types.begin(), types.end(), m.type) != types.end())
-        modules_[m.full_name].eager_factor = m.costs->eager_hbm_factor.value_or(calibration_.eager_memory_bound_factor);
+  // The blocks run eagerly (none when compiled or unstated): their eager factor.
+  if (!eager_block_types.empty()) {
+    models::for_each_module(model.root, [&](const models::Module& m) {
+      if (m.costs && &m != &model.root &&
+          std::find(eager_block_types.begin(), eager_block_types.end(), m.type) != eager_block_types.end())
+        modules[m.full_name].eager_factor = m.costs->eager_hbm_factor.value_or(default_eager_factor);
     });
   }
-  classify_modules();
+  classify_modules(modules);
+  return modules;
 }
 
 bool CostModel::ModuleKernels::operator==(const ModuleKernels& o) const {
@@ -344,9 +393,9 @@ bool CostModel::ModuleInfo::same_pricing(const ModuleInfo& o) const {
   return parameter_tensors == o.parameter_tensors && eager_factor == o.eager_factor && kernels == o.kernels;
 }
 
-void CostModel::classify_modules() {
+void CostModel::classify_modules(ModuleTable& modules) {
   std::vector<const ModuleInfo*> classes;  // one of each; a model has a handful (its block types, head, embedding)
-  for (auto& entry : modules_) {
+  for (auto& entry : modules) {
     ModuleInfo& info = entry.second;  // a named reference: clang before 16 cannot capture a structured binding
     const auto same = std::find_if(classes.begin(), classes.end(), [&](const ModuleInfo* c) { return c->same_pricing(info); });
     info.module_class = static_cast<int>(same - classes.begin());

@@ -294,8 +294,8 @@ class CostModel {
     bool same_pricing(const ModuleInfo& o) const;
   };
   const ModuleInfo* module_info(const std::string& module) const {
-    const auto it = modules_.find(module);
-    return it == modules_.end() ? nullptr : &it->second;
+    const auto it = modules_->find(module);
+    return it == modules_->end() ? nullptr : &it->second;
   }
 
  public:
@@ -326,10 +326,18 @@ class CostModel {
   // One listed fused kernel (the share of `t.bytes` its costs give it), all its launches, each
   // at least the launch floor.
   double listed_kernel_seconds(const MemoryBoundTraffic& t, double share) const;
-  std::unordered_map<std::string, ModuleInfo> modules_;
-  void classify_modules();  // numbers modules_' classes once the entries are filled
   enum class Execution { unstated, eager, compiled };  // training.torch_compile
   Execution execution_ = Execution::unstated;
+  using ModuleTable = std::unordered_map<std::string, ModuleInfo>;
+  // [Module tables] Built once per model and, run eagerly, blocks' types and default eager factor
+  // (empty and 0 otherwise), and shared by every cost model that has them (cost_model.cpp).
+  std::shared_ptr<const ModuleTable> modules_;
+  static std::shared_ptr<const ModuleTable> module_table(const models::SharedModel& model,
+                                                         const std::vector<std::string>& eager_block_types,
+                                                         double default_eager_factor);
+  static ModuleTable build_module_table(const models::Model& model, const std::vector<std::string>& eager_block_types,
+                                        double default_eager_factor);
+  static void classify_modules(ModuleTable& modules);  // numbers the modules' classes once the entries are filled
   int model_parameter_tensors_ = 0;
   bool fused_optimizer_ = false;  // training.optimizer_kernel fused
   int optimizer_states_ = 2;  // state tensors per parameter of training.optimizer

@@ -1257,15 +1257,34 @@ class StepBuilder {
   std::vector<std::pair<const Module*, models::ModuleCosts>> swapped_costs_;
 };
 
+// Each unit's shard (planner/sharding.h), from the layout's memo when it has them.
+const std::vector<UnitShard>& unit_shards(const PlanCache::Layout& layout, int shard_group, int fsdp_version,
+                                          int expert_parallel) {
+  constexpr std::size_t kShardings = 16;
+  auto& memo = layout.shards_at;
+  const auto it = std::find_if(memo.begin(), memo.end(), [&](const PlanCache::Layout::ShardsAt& s) {
+    return s.shard_group == shard_group && s.fsdp_version == fsdp_version && s.expert_parallel == expert_parallel;
+  });
+  if (it != memo.end()) {
+    std::rotate(it, it + 1, memo.end());  // the latest last
+    return memo.back().shards;
+  }
+  if (memo.size() == kShardings) memo.erase(memo.begin());
+  PlanCache::Layout::ShardsAt computed{shard_group, fsdp_version, expert_parallel, {}};
+  computed.shards.reserve(layout.units.size());
+  for (const Unit& u : layout.units)
+    computed.shards.push_back(expert_parallel > 1 && is_expert_unit(u)
+                                  ? shard_expert_unit(u, shard_group, expert_parallel)
+                                  : shard_unit(u, shard_group, fsdp_version));
+  memo.push_back(std::move(computed));
+  return memo.back().shards;
+}
+
 Plan plan_with(const Scenario& scenario, const PlanCache::Layout& layout, Naming naming,
                std::int64_t stop_above_bytes = kNeverGiveUp) {
   Plan plan;
   plan.units = layout.units;
-  plan.shards.reserve(plan.units.size());
-  const int ep = scenario.fsdp.expert_parallel;
-  for (const Unit& u : plan.units)
-    plan.shards.push_back(ep > 1 && is_expert_unit(u) ? shard_expert_unit(u, scenario.fsdp.shard_group_size, ep)
-                                                      : shard_unit(u, scenario.fsdp.shard_group_size, scenario.fsdp.version));
+  plan.shards = unit_shards(layout, scenario.fsdp.shard_group_size, scenario.fsdp.version, scenario.fsdp.expert_parallel);
   StepBuilder(scenario, layout, naming, plan, stop_above_bytes).build();
   return plan;
 }

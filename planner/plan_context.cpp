@@ -26,8 +26,8 @@ StepContext::StepContext(const Scenario& scenario, const PlanCache::Layout& layo
   // Under expert parallelism a rank holds E/ep of each routed expert weight (sharding.h,
   // shard_expert_unit), so its gradients cover those experts only.
   const int ep = scenario.fsdp.expert_parallel;
-  for (const models::Parameter* p : layout.params)
-    param_numel_.push_back(ep > 1 && p->experts > 0 ? p->numel() / ep : p->numel());
+  for (std::size_t i = 0; i < layout.params.size(); ++i)
+    param_numel_.push_back(ep > 1 && layout.params[i]->experts > 0 ? layout.param_numel[i] / ep : layout.param_numel[i]);
   const std::size_t units = plan.units.size();
   params_ready_op.assign(units, -1);
   unsharded_grads.assign(units, {});

@@ -98,6 +98,7 @@ void index_parameters(PlanCache::Layout& l) {
       index.emplace_back(p, i);
       l.param_owner.push_back(u.index);
       l.params.push_back(p);
+      l.param_numel.push_back(p->numel());
       l.unit_params[u.index].push_back(i);
     }
   std::sort(index.begin(), index.end());

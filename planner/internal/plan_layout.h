@@ -42,6 +42,7 @@ struct PlanCache::Layout {
   std::vector<std::vector<int>> region_events;
   // Canonical parameters by dense index (index_parameters).
   std::vector<const models::Parameter*> params;  // parameter -> the model's
+  std::vector<std::int64_t> param_numel;         // parameter -> its elements (numel(), counted once)
   std::vector<int> param_owner;                  // parameter -> unit
   std::vector<std::vector<int>> unit_params;     // unit -> parameters it owns
   std::vector<std::vector<int>> event_params;    // forward event -> parameters its module uses (compute events)
@@ -52,6 +53,14 @@ struct PlanCache::Layout {
   // a sweep's points repeat a few pairs, and walking the module tree for it was a twentieth of
   // the 405B advice's planning (StepBuilder::model_forward_flops). A few, the latest last.
   mutable std::vector<std::array<double, 3>> forward_flops_at;
+  // Every unit's shard at (shard group, FSDP version, expert parallel) already computed: the
+  // points of a sweep and the advice's candidates meet a few, and sharding walks every
+  // parameter (4% of the 405B advice, docs/benchmarks.md, session 29). A few, the latest last.
+  struct ShardsAt {
+    int shard_group = 0, fsdp_version = 0, expert_parallel = 0;
+    std::vector<UnitShard> shards;  // by unit
+  };
+  mutable std::vector<ShardsAt> shards_at;
 };
 
 // Builds the layout of the scenario's model, wrap and checkpointing; throws InputError for a

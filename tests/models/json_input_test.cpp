@@ -6,7 +6,10 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <string>
 
 #include "models/checked_arithmetic.h"
@@ -52,6 +55,45 @@ TEST(JsonReader, NestingDeeperThanTheLimitIsRefusedWithItsPath) {
 }
 
 // Issue 16 item 9: a key twice in one object was accepted, the last silently winning.
+// The reader builds the value in its checking pass (one pass, session 29): what it builds is
+// nlohmann's own parse of the same text, for every JSON file the project ships (scenarios,
+// models, catalogs, test data) and for texts made to reach each kind of value: nested arrays
+// of objects, unsigned integers past 2^63, floats, escapes, comments, empty containers.
+TEST(JsonReader, TheValueBuiltIsNlohmannsParse) {
+  const std::vector<std::string> texts = {
+      "0", "-7", "18446744073709551615", "1.5e-300", "\"s\"", "null", "true", "[]", "{}",
+      R"({"a": [], "b": {}, "c": [[], [{}], [{"x": [1, 2.5, "y", null, false]}]]})",
+      R"([{"k": "\u00e9\n\"q\""}, [[[1]]], {"n": {"m": {"o": -0.0}}}])",
+      "// a comment\n{\"a\": 1, /* another */ \"b\": [2, 3]}",
+      R"({"z": 1, "a": 2, "m": [3, {"b": 4, "a": 5}]})"};
+  int files = 0;
+  for (const char* dir : {"scenarios", "models", "tests/data"})
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(std::string(FSDPSIM_SOURCE_ROOT) + "/" + dir)) {
+      if (entry.path().extension() != ".json") continue;
+      std::ifstream in(entry.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      nlohmann::json expected;
+      try {
+        expected = nlohmann::json::parse(text.str(), nullptr, true, true);
+      } catch (const nlohmann::json::exception&) {
+        continue;  // a file made malformed on purpose (the fuzzers' seeds, bad-input cases)
+      }
+      try {
+        EXPECT_EQ(parse_json_text(text.str(), entry.path().string()), expected) << entry.path();
+        ++files;
+      } catch (const InputError&) {
+        // refused by the reader's own checks (a duplicate key, too deep): other tests' cases
+      }
+    }
+  EXPECT_GT(files, 150);  // 155 files on 2026-12-06
+  for (const std::string& text : texts)
+    EXPECT_EQ(parse_json_text(text, "t.json"), nlohmann::json::parse(text, nullptr, true, true)) << text;
+  // An override's value, which is JSON unless it is a word.
+  EXPECT_EQ(parse_json_or_word(R"({"policy": "every_k_blocks", "every": 2})", "s.json", "fsdp.wrap"),
+            nlohmann::json::parse(R"({"policy": "every_k_blocks", "every": 2})"));
+}
+
 TEST(JsonReader, DuplicateKeysAreRefusedWhereTheyAre) {
   const InputError e = error_of([] {
     parse_json_text(R"({"training": {"seq_len": 8192, "micro_batch": 2, "seq_len": 4096}})", "s.json");
