@@ -187,23 +187,33 @@ std::string unit_report_text(const UnitReport& r, bool merge_equal) {
 
 nlohmann::json unit_report_json(const UnitReport& r) {
   nlohmann::json list = nlohmann::json::array();
-  auto row_json = [](const UnitRow& u) {
-    return nlohmann::json{{"unit", u.unit},
-                          {"name", u.name},
-                          {"parent", u.parent},
-                          {"parameters", u.parameters},
-                          {"sharded_param_bytes", u.sharded_param_bytes},
-                          {"optimizer_state_bytes", u.optimizer_state_bytes},
-                          {"replicated_grad_bytes", u.replicated_grad_bytes},
-                          {"unsharded_param_bytes", u.unsharded_param_bytes},
-                          {"grad_bytes", u.grad_bytes},
-                          {"saved_activation_bytes", u.saved_activation_bytes},
-                          {"all_gather", {{"count", u.all_gathers}, {"bytes", u.all_gather_bytes}}},
-                          {"reduce_scatter", {{"count", u.reduce_scatters}, {"bytes", u.reduce_scatter_bytes}}},
-                          {"all_reduce", {{"count", u.all_reduces}, {"bytes", u.all_reduce_bytes}}},
-                          {"compute_seconds", u.compute_seconds},
-                          {"comm_seconds", u.comm_seconds},
-                          {"exposed_comm_seconds", u.exposed_comm_seconds}};
+  // Field by field: nlohmann's initializer lists copy every value they hold once more, which was
+  // 3% of a 405B `estimate --json` (docs/benchmarks.md, session 29).
+  auto counted = [](int count, double bytes) {
+    nlohmann::json j = nlohmann::json::object();
+    j["count"] = count;
+    j["bytes"] = bytes;
+    return j;
+  };
+  auto row_json = [&](const UnitRow& u) {
+    nlohmann::json j = nlohmann::json::object();
+    j["unit"] = u.unit;
+    j["name"] = u.name;
+    j["parent"] = u.parent;
+    j["parameters"] = u.parameters;
+    j["sharded_param_bytes"] = u.sharded_param_bytes;
+    j["optimizer_state_bytes"] = u.optimizer_state_bytes;
+    j["replicated_grad_bytes"] = u.replicated_grad_bytes;
+    j["unsharded_param_bytes"] = u.unsharded_param_bytes;
+    j["grad_bytes"] = u.grad_bytes;
+    j["saved_activation_bytes"] = u.saved_activation_bytes;
+    j["all_gather"] = counted(u.all_gathers, u.all_gather_bytes);
+    j["reduce_scatter"] = counted(u.reduce_scatters, u.reduce_scatter_bytes);
+    j["all_reduce"] = counted(u.all_reduces, u.all_reduce_bytes);
+    j["compute_seconds"] = u.compute_seconds;
+    j["comm_seconds"] = u.comm_seconds;
+    j["exposed_comm_seconds"] = u.exposed_comm_seconds;
+    return j;
   };
   for (const UnitRow& u : r.units) list.push_back(row_json(u));
   list.push_back(row_json(r.outside));

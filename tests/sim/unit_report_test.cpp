@@ -104,6 +104,36 @@ TEST(UnitReport, TextMergesEqualBlocksAndJsonHasEveryUnit) {
   ASSERT_EQ(j.size(), r.units.size() + 1);
   EXPECT_EQ(j[5]["name"], r.units[5].name);
   EXPECT_EQ(j.back()["unit"], -1);
+  // Every field of every row is the row's own (the JSON is built field by field).
+  for (std::size_t k = 0; k <= r.units.size(); ++k) {
+    const UnitRow& u = k < r.units.size() ? r.units[k] : r.outside;
+    const nlohmann::json& row = j[k];
+    EXPECT_EQ(row.size(), 16u);
+    EXPECT_EQ(row["unit"], u.unit);
+    EXPECT_EQ(row["name"], u.name);
+    EXPECT_EQ(row["parent"], u.parent);
+    EXPECT_EQ(row["parameters"], u.parameters);
+    EXPECT_EQ(row["sharded_param_bytes"], u.sharded_param_bytes);
+    EXPECT_EQ(row["optimizer_state_bytes"], u.optimizer_state_bytes);
+    EXPECT_EQ(row["replicated_grad_bytes"], u.replicated_grad_bytes);
+    EXPECT_EQ(row["unsharded_param_bytes"], u.unsharded_param_bytes);
+    EXPECT_EQ(row["grad_bytes"], u.grad_bytes);
+    EXPECT_EQ(row["saved_activation_bytes"], u.saved_activation_bytes);
+    EXPECT_EQ(row["all_gather"]["count"], u.all_gathers);
+    EXPECT_EQ(row["all_gather"]["bytes"], u.all_gather_bytes);
+    EXPECT_EQ(row["reduce_scatter"]["count"], u.reduce_scatters);
+    EXPECT_EQ(row["reduce_scatter"]["bytes"], u.reduce_scatter_bytes);
+    EXPECT_EQ(row["all_reduce"]["count"], u.all_reduces);
+    EXPECT_EQ(row["all_reduce"]["bytes"], u.all_reduce_bytes);
+    EXPECT_EQ(row["compute_seconds"], u.compute_seconds);
+    EXPECT_EQ(row["comm_seconds"], u.comm_seconds);
+    EXPECT_EQ(row["exposed_comm_seconds"], u.exposed_comm_seconds);
+  }
+  // The 8B step on one node hides some of a block's communication, not all of it, so the two
+  // communication fields differ somewhere.
+  bool exposed_differs = false;
+  for (const UnitRow& u : r.units) exposed_differs |= u.exposed_comm_seconds != u.comm_seconds;
+  EXPECT_TRUE(exposed_differs);
 }
 
 }  // namespace
