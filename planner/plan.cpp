@@ -102,6 +102,7 @@ class StepBuilder {
     }
     optimizer_step();
     check_costs_are_finite();
+    note_schedule_size();
     if (allocation_total_overflow(schedule_) >= 0)
       throw InputError(scenario_.file, "training.micro_batch",
                        "the step's allocations add up to more than 2^62 bytes: micro_batch x seq_len is far too "
@@ -171,8 +172,18 @@ class StepBuilder {
     const std::size_t computes = static_cast<std::size_t>(std::count_if(
         layout_.forward.begin(), layout_.forward.end(), [](const Event& e) { return e.kind == Event::compute; }));
     const std::size_t micro = static_cast<std::size_t>(schedule_.micro_steps), units = step_.plan.units.size();
-    schedule_.ops.reserve((3 * computes + 10 * units) * micro + 16);
-    schedule_.allocations.reserve((8 * computes + 8 * units) * micro + 3 * units);
+    // The layout's earlier plans say better (full checkpointing's recomputes, hybrid sharding's
+    // all-reduces, offload's copies): at least as many as the most they made a micro-step.
+    schedule_.ops.reserve(std::max((3 * computes + 10 * units) * micro + 16, layout_.most_ops_per_micro_step * micro + 16));
+    schedule_.allocations.reserve(std::max((8 * computes + 8 * units) * micro + 3 * units,
+                                           layout_.most_allocations_per_micro_step * micro + 3 * units));
+  }
+  // What reserve_schedule reads of this plan in the layout's later ones.
+  void note_schedule_size() const {
+    const std::size_t micro = static_cast<std::size_t>(std::max(1, schedule_.micro_steps));
+    layout_.most_ops_per_micro_step = std::max(layout_.most_ops_per_micro_step, schedule_.ops.size() / micro + 1);
+    layout_.most_allocations_per_micro_step =
+        std::max(layout_.most_allocations_per_micro_step, schedule_.allocations.size() / micro + 1);
   }
 
   // The forward FLOPs MFU counts: 6N-style matmul FLOPs, plus attention as the kernel does it.

@@ -61,6 +61,10 @@ struct PlanCache::Layout {
     std::vector<UnitShard> shards;  // by unit
   };
   mutable std::vector<ShardsAt> shards_at;
+  // The most ops and allocations a whole plan of this layout made per micro-step so far: what the
+  // next plan reserves (StepBuilder::reserve_schedule), sparing it the vectors' regrowth copies
+  // (8 of the 22 whole plans of the 405B advice regrew both; docs/benchmarks.md, session 29).
+  mutable std::size_t most_ops_per_micro_step = 0, most_allocations_per_micro_step = 0;
 };
 
 // Builds the layout of the scenario's model, wrap and checkpointing; throws InputError for a
