@@ -12,18 +12,13 @@
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
+#include "tests/planner/llama1b_scenario.h"
 
 namespace fsdpsim::planner {
 namespace {
 
-const std::string kRoot = FSDPSIM_SOURCE_ROOT;
-
 Scenario llama1b(const std::vector<std::string>& overrides = {}) {
-  const nlohmann::json j = {{"model", "models/llama3.2-1b.json"},
-                            {"cluster", "scenarios/clusters/dgx-h100.json"},
-                            {"training", {{"global_batch", 16}, {"micro_batch", 2}, {"seq_len", 2048}}},
-                            {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}};
-  return parse_scenario(j, kRoot + "/scenarios/hopeless_plans_test.json", overrides);
+  return testing::llama1b_scenario("hopeless_plans_test", overrides);
 }
 
 std::int64_t bytes_of(const Schedule& s, MemCategory category) {

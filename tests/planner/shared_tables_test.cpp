@@ -14,18 +14,13 @@
 #include "planner/cost_model.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
+#include "tests/planner/llama1b_scenario.h"
 
 namespace fsdpsim::planner {
 namespace {
 
-const std::string kRoot = FSDPSIM_SOURCE_ROOT;
-
 Scenario llama1b(const std::vector<std::string>& overrides = {}) {
-  const nlohmann::json j = {{"model", "models/llama3.2-1b.json"},
-                            {"cluster", "scenarios/clusters/dgx-h100.json"},
-                            {"training", {{"global_batch", 16}, {"micro_batch", 2}, {"seq_len", 2048}}},
-                            {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}}}};
-  return parse_scenario(j, kRoot + "/scenarios/shared_tables_test.json", overrides);
+  return testing::llama1b_scenario("shared_tables_test", overrides);
 }
 
 // What a cost model says of every op of `schedule` that reads its module table.
