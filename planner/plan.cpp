@@ -1308,7 +1308,12 @@ PlanCache::PlanCache(PlanCache&&) noexcept = default;
 PlanCache& PlanCache::operator=(PlanCache&&) noexcept = default;
 void PlanCache::clear() { layouts_.clear(); }
 
-Plan plan_step(const Scenario& scenario) { return plan_with(scenario, *make_layout(scenario), Naming::readable); }
+PlanCache& thread_plan_cache() {
+  thread_local PlanCache cache;
+  return cache;
+}
+
+Plan plan_step(const Scenario& scenario) { return plan_step(scenario, thread_plan_cache(), Naming::readable); }
 
 Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming, std::int64_t stop_above_bytes) {
   constexpr std::size_t kLayouts = 16;

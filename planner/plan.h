@@ -75,4 +75,10 @@ class PlanCache {
 Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming = Naming::readable,
                std::int64_t stop_above_bytes = kNeverGiveUp);
 
+// The calling thread's PlanCache: what plan_step(scenario) plans with, and the sweeps' evaluators
+// on that thread, so that `estimate`'s own plan and its advice's candidates (swept on the calling
+// thread) share their layouts. It holds the models of its layouts (the last 16) until the
+// thread ends.
+PlanCache& thread_plan_cache();
+
 }  // namespace fsdpsim::planner

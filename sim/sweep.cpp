@@ -85,7 +85,8 @@ class AnalyticEvaluator : public Evaluator {
     PerCostKey& k = *it->second;
     // A point keeps only figures: plan without the ops' readable names.
     const double gpu = scenario.cluster.gpu.memory_bytes;
-    const planner::Plan plan = planner::plan_step(scenario, plans_, planner::Naming::none, give_up_above_reserved(gpu, 0));
+    const planner::Plan plan =
+        planner::plan_step(scenario, planner::thread_plan_cache(), planner::Naming::none, give_up_above_reserved(gpu, 0));
     if (plan.stopped_holding_bytes >= 0) return given_up_while_planning(plan, gpu);
     return evaluate_with(scenario, plan, k.cost, &k.collectives);
   }
@@ -149,7 +150,6 @@ class AnalyticEvaluator : public Evaluator {
   std::optional<double> untimed_past_headroom_;
   std::shared_ptr<ClosestOverage> closest_;
   std::map<std::string, std::unique_ptr<PerCostKey>> costs_;
-  planner::PlanCache plans_;  // layouts per model (shared by the points' scenarios), wrap and checkpointing
 };
 
 std::string fixed(double v, int digits) {

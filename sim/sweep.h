@@ -65,7 +65,8 @@ using EvaluatorFactory = std::function<std::unique_ptr<Evaluator>()>;
 
 // plan_step + replay_memory + the analytic engine: what sim::estimate_step computes
 // (without the timed memory timeline), with the cost model and its NCCL estimates cached per
-// cost_key, and the planner's layouts (planner::PlanCache) per model, wrap and checkpointing.
+// cost_key, and the planner's layouts per model, wrap and checkpointing (the calling thread's,
+// planner::thread_plan_cache).
 std::unique_ptr<Evaluator> make_analytic_evaluator();
 // The same, but a point that does not fit with `headroom_bytes` to spare (as the sweep judges
 // the fit) is not timed: its memory figures and units only, every timing figure 0. For searches

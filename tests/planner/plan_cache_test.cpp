@@ -3,6 +3,8 @@
 // when the model is replaced; a layout is built exactly when none seen fits.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "planner/plan.h"
 #include "planner/scenario.h"
 
@@ -21,6 +23,12 @@ Scenario gpt2(const std::vector<std::string>& overrides = {}) {
 }
 
 std::string dump(const Plan& p) { return schedule_to_json(p.schedule).dump(); }
+
+// A plan made with no layout seen before: plan_step(scenario) plans with the thread's cache.
+Plan fresh_plan(const Scenario& s) {
+  PlanCache none_yet;
+  return plan_step(s, none_yet);
+}
 
 TEST(PlanCache, CachedPlansEqualFreshOnesAsTheConfigurationChanges) {
   Scenario s = gpt2();
@@ -70,7 +78,7 @@ TEST(PlanCache, CachedPlansEqualFreshOnesAsTheConfigurationChanges) {
   for (const Step& step : steps) {
     step.apply(s);
     const Plan cached = plan_step(s, cache);
-    const Plan fresh = plan_step(s);
+    const Plan fresh = fresh_plan(s);
     if (step.rebuilds) ++expected_builds;
     EXPECT_EQ(cache.layouts_built(), expected_builds) << step.what;
     EXPECT_EQ(dump(cached), dump(fresh)) << step.what;
@@ -90,7 +98,7 @@ TEST(PlanCache, PlansWithoutNamesDifferOnlyInNames) {
     const Scenario s = gpt2({std::string("fsdp.strategy=") + strategy, "training.activation_checkpointing=2"});
     PlanCache cache;
     const Plan unnamed = plan_step(s, cache, Naming::none);
-    Plan named = plan_step(s);
+    Plan named = fresh_plan(s);
     ASSERT_FALSE(named.schedule.ops.empty());
     EXPECT_FALSE(named.schedule.ops.front().name.empty());
     for (Op& op : named.schedule.ops) op.name.clear();
@@ -106,7 +114,7 @@ TEST(PlanCache, AnotherModelIsReplannedFromScratch) {
   const Scenario bigger = gpt2({"model=models/gpt2-medium.json"});  // 24 blocks, other addresses
   const Plan b = plan_step(bigger, cache);
   EXPECT_EQ(cache.layouts_built(), 2u);
-  EXPECT_EQ(dump(b), dump(plan_step(bigger)));
+  EXPECT_EQ(dump(b), dump(fresh_plan(bigger)));
   EXPECT_EQ(b.units.size(), 25u);  // the root and 24 blocks
   EXPECT_EQ(a.units.size(), 13u);  // the root and 12 blocks
 }
@@ -124,11 +132,34 @@ TEST(PlanCache, LayoutsAreKeptPerModelParse) {
   const Scenario small_again = gpt2();  // parsed again: an equal model, not the same
   EXPECT_NE(small_again.model.address(), small.model.address());
   plan_step(small, cache);
-  EXPECT_EQ(dump(plan_step(bigger, cache)), dump(plan_step(bigger)));
-  EXPECT_EQ(dump(plan_step(small_copy, cache)), dump(plan_step(small)));
+  EXPECT_EQ(dump(plan_step(bigger, cache)), dump(fresh_plan(bigger)));
+  EXPECT_EQ(dump(plan_step(small_copy, cache)), dump(fresh_plan(small)));
   EXPECT_EQ(cache.layouts_built(), 2u);  // small's layout was kept beside bigger's
-  EXPECT_EQ(dump(plan_step(small_again, cache)), dump(plan_step(small)));
+  EXPECT_EQ(dump(plan_step(small_again, cache)), dump(fresh_plan(small)));
   EXPECT_EQ(cache.layouts_built(), 3u);
+}
+
+// plan_step(scenario) plans with the calling thread's cache (thread_plan_cache): a second plan
+// of the same model, wrap and checkpointing builds no layout and is the same plan; another
+// thread has a cache of its own.
+TEST(PlanCache, PlanStepAlonePlansWithTheThreadsCache) {
+  const Scenario s = gpt2();
+  PlanCache& mine = thread_plan_cache();
+  const std::size_t before = mine.layouts_built();
+  const std::string first = dump(plan_step(s));
+  EXPECT_EQ(mine.layouts_built(), before + 1);  // a model parsed here: no layout of it yet
+  EXPECT_EQ(dump(plan_step(s)), first);
+  EXPECT_EQ(mine.layouts_built(), before + 1);
+  EXPECT_EQ(first, dump(fresh_plan(s)));
+  const PlanCache* theirs = nullptr;
+  std::size_t built_there = 0;
+  std::thread([&] {
+    theirs = &thread_plan_cache();
+    (void)plan_step(s);
+    built_there = theirs->layouts_built();
+  }).join();
+  EXPECT_NE(theirs, &mine);
+  EXPECT_EQ(built_there, 1u);
 }
 
 }  // namespace

@@ -118,7 +118,8 @@ void expect_cached_plans_equal_plans_alone(const std::vector<std::vector<std::st
   PlanCache cache;
   for (const auto& overrides : cases) {
     Scenario s = llama1b(with_common(overrides));
-    const Plan alone = plan_step(s);
+    PlanCache none_yet;
+    const Plan alone = plan_step(s, none_yet);
     s.model = base.model;  // one model: the cache keeps one layout for every case
     const Plan cached = plan_step(s, cache);
     ASSERT_EQ(cached.shards.size(), alone.shards.size());
