@@ -96,8 +96,10 @@ class StepBuilder {
       step_.micro_step = micro;
       step_.has_grad.assign(layout_.param_owner.size(), 0);
       forward();
-      if (micro == 0 && stops_planning() && stops_holding(checked_add(state, saved_for_backward_bytes(), "held bytes")))
-        return;
+      if (micro == 0) {
+        step_.free_floor = static_cast<int>(schedule_.ops.size());  // [Frees in planning order]
+        if (stops_planning() && stops_holding(checked_add(state, live_step_bytes(), "held bytes"))) return;
+      }
       backward();
     }
     optimizer_step();
@@ -118,14 +120,22 @@ class StepBuilder {
     plan_.stopped_holding_bytes = bytes;
     return true;
   }
-  // What the forward just planned keeps for its backward: the saved activations, checkpointed
-  // inputs and autocast's saved weight copies. Only backward frees them (at its own ops, which
-  // come after every forward op), so the replay holds all of them at the forward's last op.
-  std::int64_t saved_for_backward_bytes() const {
+  // What the ops planned so far leave allocated on the device: made at one of them and freed at
+  // none. No later free is attached to an op planned by now ([Frees in planning order],
+  // planner/internal/plan_policy.h), so the replay holds all of it at the last of them: what the
+  // forward saves for its backward (activations, checkpointed inputs, autocast's weight copies)
+  // and what is still gathered or in flight. Host memory is not the device's (no forward op makes
+  // any today; offloaded state is persistent, in `state`).
+  std::int64_t live_step_bytes() const {
+    std::vector<char> freed(schedule_.allocations.size(), 0);
+    for (const Op& op : schedule_.ops)
+      for (const int id : op.frees) freed[static_cast<std::size_t>(id)] = 1;
     std::int64_t bytes = 0;
-    for (const std::vector<int>* held : {&saved_activations_, &saved_weight_copies_, &checkpoint_inputs_})
-      for (const int id : *held)
-        if (id >= 0) bytes = checked_add(bytes, schedule_.allocations[id].bytes, "saved bytes");
+    for (const Op& op : schedule_.ops)
+      for (const int id : op.allocs) {
+        const Allocation& a = schedule_.allocations[static_cast<std::size_t>(id)];
+        if (!freed[static_cast<std::size_t>(id)] && !on_host(a.placement)) bytes = checked_add(bytes, a.bytes, "live bytes");
+      }
     return bytes;
   }
 

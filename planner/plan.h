@@ -65,9 +65,10 @@ class PlanCache {
 // give up by then. Two points are checked:
 //  - before the step's ops: the state the step starts with (state_bytes_before_first_op,
 //    planner/memory.h), held at its first op;
-//  - after the first micro-step's forward: that state and what the forward saves for the
-//    backward (activations, checkpointed inputs, autocast's weight copies), which only the
-//    backward frees, all held at the forward's last op.
+//  - after the first micro-step's forward: that state and everything the forward's ops left
+//    allocated on the device (what it saves for the backward, what is still gathered or in
+//    flight), all held at the forward's last op: no later free is attached to an op planned by
+//    then ([Frees in planning order], planner/internal/plan_policy.h, checked in every plan).
 // Many of the advice's candidates for a large model stop at one of them (Llama-3.1-405B on
 // 1,024 H100s: hybrid sharding over a node alone holds an eighth of the fp32 parameters, 202 GB,
 // and no checkpointing saves 126 blocks' activations); their plans were a sixth of that

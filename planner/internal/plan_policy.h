@@ -20,6 +20,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <stdexcept>
 #include <vector>
 
 #include "models/checked_arithmetic.h"
@@ -161,8 +162,19 @@ class StepContext {
                  bool model_state = true);
   // Frees happen in CPU order: `alloc` is released when `op` is issued (the op issued last:
   // free_now), and reset to -1. Nothing for -1.
+  //
+  // [Frees in planning order] A free is attached to an op planned at or after `free_floor`, which
+  // the step builder sets to the op count once the first forward is planned: what the forward's
+  // ops leave allocated stays allocated through all of them, in the plan and in its replay. The
+  // [Hopeless plans] stop after the first forward (planner/plan.h) counts on it, and a plan that
+  // broke it would be refused here, whether or not it stops.
+  int free_floor = 0;
   void free_at(int op, int& alloc) {
     if (alloc < 0) return;
+    if (op < free_floor)
+      throw std::logic_error("the planner freed allocation " + std::to_string(alloc) + " at op " + std::to_string(op) +
+                             ", planned before the first forward's end (op " + std::to_string(free_floor) +
+                             "): [Frees in planning order]");
     schedule.ops[op].frees.push_back(alloc);
     alloc = -1;
   }

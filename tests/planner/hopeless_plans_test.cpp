@@ -2,7 +2,7 @@
 // (state_bytes_before_first_op) is a lower bound of what the memory replay holds at the step's
 // first op, so a replay given a bound below it gives up there; plan_step stops before the step's
 // ops when that state passes the bound it is given, after the first forward when that state and
-// what the forward saves for the backward pass it, where the whole plan's replay gives up too; and
+// what the forward's ops left allocated pass it, where the whole plan's replay gives up too; and
 // the plan is otherwise unchanged.
 #include <gtest/gtest.h>
 
