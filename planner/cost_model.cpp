@@ -306,10 +306,10 @@ CostModel::CostModel(const Scenario& scenario)
 
 // [Module tables] What the cost model holds of each costed module depends on the model and, run
 // eagerly, the blocks' types and the calibration's default eager factor: build_module_table's
-// arguments, which are this memo's key. The cost models of a sweep or of
-// the advice's candidates are many (one per cluster or calibration) over one model, and walking
-// its thousand-odd modules into the table was 3% of the 405B advice (docs/benchmarks.md,
-// session 29). The entry for a model no longer alive never matches (SharedModel::weak).
+// arguments, which are this memo's key. The cost models of a sweep or of the advice's candidates
+// are many (one per cluster or calibration) over one model, and walking its thousand-odd modules
+// into the table was 3% of the 405B advice (docs/benchmarks.md, session 29). The entry for a
+// model no longer alive never matches (SharedModel::weak).
 std::shared_ptr<const CostModel::ModuleTable> CostModel::module_table(const models::SharedModel& model,
                                                                       const std::vector<std::string>& eager_block_types,
                                                                       double default_eager_factor) {
