@@ -22,12 +22,6 @@ StepContext::StepContext(const Scenario& scenario, const PlanCache::Layout& layo
       stored_param_dtype_bytes(scenario.training.master_weights == MasterWeights::sharded_param ? master_dtype_bytes
                                                                                                 : param_dtype_bytes),
       naming_(naming) {
-  param_numel_.reserve(layout.params.size());
-  // Under expert parallelism a rank holds E/ep of each routed expert weight (sharding.h,
-  // shard_expert_unit), so its gradients cover those experts only.
-  const int ep = scenario.fsdp.expert_parallel;
-  for (std::size_t i = 0; i < layout.params.size(); ++i)
-    param_numel_.push_back(ep > 1 && layout.params[i]->experts > 0 ? layout.param_numel[i] / ep : layout.param_numel[i]);
   const std::size_t units = plan.units.size();
   params_ready_op.assign(units, -1);
   unsharded_grads.assign(units, {});
@@ -140,6 +134,14 @@ int StepContext::last_compute_before(int op) const {
   return 0;
 }
 
+// Under expert parallelism a rank holds E/ep of each routed expert weight (sharding.h,
+// shard_expert_unit), so its gradients cover those experts only.
+std::int64_t StepContext::local_param_numel(int p) const {
+  const int ep = fsdp.expert_parallel;
+  const std::int64_t numel = layout.param_numel[static_cast<std::size_t>(p)];
+  return ep > 1 && layout.params[static_cast<std::size_t>(p)]->experts > 0 ? numel / ep : numel;
+}
+
 void StepContext::allocate_grads(int op, const std::vector<int>& params, const Name& name) {
   // (unit, elements) in unit order; a module's parameters are nearly always in one unit.
   std::vector<std::pair<int, std::int64_t>> numel_by_unit;
@@ -148,8 +150,8 @@ void StepContext::allocate_grads(int op, const std::vector<int>& params, const N
     has_grad[p] = 1;
     const int u = layout.param_owner[p];
     auto it = std::find_if(numel_by_unit.begin(), numel_by_unit.end(), [&](const auto& e) { return e.first == u; });
-    if (it == numel_by_unit.end()) numel_by_unit.emplace_back(u, param_numel_[p]);
-    else it->second = checked_add(it->second, param_numel_[p], "a unit's gradient elements");
+    if (it == numel_by_unit.end()) numel_by_unit.emplace_back(u, local_param_numel(p));
+    else it->second = checked_add(it->second, local_param_numel(p), "a unit's gradient elements");
   }
   std::sort(numel_by_unit.begin(), numel_by_unit.end());
   for (const auto& [u, numel] : numel_by_unit) {

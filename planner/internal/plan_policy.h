@@ -206,7 +206,7 @@ class StepContext {
  private:
   void count_float8_gathered_numel();  // fills float8_gathered_numel
   const Naming naming_;
-  std::vector<std::int64_t> param_numel_;  // canonical parameter -> elements
+  std::int64_t local_param_numel(int p) const;  // canonical parameter -> this rank's elements of it
 };
 
 // ---- DeepSpeed ZeRO-3's optimizer sub-groups (plan_zero3.cpp) --------------------------------
