@@ -229,6 +229,14 @@ def report(directory, fsdpsim, csv_path):
         values = sorted({r[key] for _, r, _ in rows}, key=lambda x: (len(x), x))
         for value in values:
             print("  %-12s %s" % (value, summary([e for e, r, _ in rows if r[key] == value])))
+    # Long sequences, where attention is most of the step: with full checkpointing the forward
+    # runs twice, so a forward priced apart from its backward shows here (docs/accuracy.md,
+    # "Checkpointing at long sequences").
+    print("by activation_checkpointing, rows of sequence >= 16,384")
+    for value in ("True", "False"):
+        errors = [e for e, r, _ in rows if r["activation_checkpointing"] == value and int(r["seq_len"]) >= 16384]
+        if errors:
+            print("  %-12s %s" % (value, summary(errors)))
     print("error on comm/compute, rows of sequence <= 4,096 (least squares)")
     for gpu in sorted({r["gpu"] for _, r, _ in rows}):
         pts = [(x, e) for e, r, x in rows if r["gpu"] == gpu and int(r["seq_len"]) <= 4096]
