@@ -295,6 +295,24 @@ struct Hw {
   Arch arch = Arch::hopper;
 };
 
+// [Stated node bandwidth] NCCL rates a GPU's NVLink (or xGMI) by its link count times its own
+// per-link figure (topo.h ncclTopoNVLinkBw), which already counts the protocol's overhead. The
+// cluster file's intra-node bandwidth is a datasheet figure per GPU and direction (DGX H100: 18
+// links x 25 GB/s = 450). Where it states less than the GPU's links carry (an H800's 8 links, a
+// node wired with fewer, a what-if), it is read as that many datasheet links' worth and caps
+// NCCL's figure at the same rate per datasheet GB/s: 200 GB/s on Hopper gives 8 x 20.6 = 164.8
+// GB/s. It never raises the figure past the GPU's links. Every shipped cluster states exactly
+// links x datasheet rate, so their figures are the links' (the audit of session 30 found the
+// stated figure ignored: an NVSwitch node at 5 GB/s priced as at 450).
+// The comparison is made in datasheet GB/s, where shipped figures are exact (450 = 18 x 25), so
+// a stated figure equal to the links' gives the links' NCCL figure bit for bit.
+double stated_node_cap(int links, const ClusterSpec& c, Arch a) {
+  const double stated = c.intra_bandwidth_gbps;
+  if (stated > 0 && stated < links * spec_nvlink_bw_per_link(a))
+    return stated * nccl_nvlink_bw_per_link(a) / spec_nvlink_bw_per_link(a);
+  return links * nccl_nvlink_bw_per_link(a);
+}
+
 Hw resolve_hw(const NcclParams& p, const ClusterSpec& c) {
   Hw hw;
   const Arch cluster_arch = derive_arch(c.gpu).first;
@@ -308,14 +326,13 @@ Hw resolve_hw(const NcclParams& p, const ClusterSpec& c) {
   hw.intra = p.intra_bandwidth_gbps;
   if (hw.intra <= 0) {
     if (mesh) {
-      hw.intra = c.gpu.xgmi_links > 0 ? c.gpu.xgmi_links * nccl_nvlink_bw_per_link(cluster_arch)
-                                      : c.intra_bandwidth_gbps;
+      hw.intra = c.gpu.xgmi_links > 0 ? stated_node_cap(c.gpu.xgmi_links, c, cluster_arch) : c.intra_bandwidth_gbps;
     } else if (hw.nvlink) {
       int links = c.gpu.nvlink_links;
       if (links <= 0 && c.gpu.nvlink_bandwidth_gbps > 0)
         links = static_cast<int>(std::lround(c.gpu.nvlink_bandwidth_gbps /
                                              spec_nvlink_bw_per_link(cluster_arch)));
-      hw.intra = links > 0 ? links * nccl_nvlink_bw_per_link(cluster_arch) : c.intra_bandwidth_gbps;
+      hw.intra = links > 0 ? stated_node_cap(links, c, cluster_arch) : c.intra_bandwidth_gbps;
     } else {
       hw.intra = c.intra_bandwidth_gbps;
     }
@@ -535,7 +552,11 @@ NcclParams NcclParams::defaults_for(const ClusterSpec& cluster, const std::strin
     p.sources["intra_bandwidth_gbps"] =
         cluster.gpu.xgmi_links > 0
             ? std::to_string(cluster.gpu.xgmi_links) +
-                  " xGMI links (gpu.xgmi.links) x 48.0 GB/s (RCCL topo.h GFX94X_XGMI_WIDTH, ncclTopoXGMISpeed)"
+                  " xGMI links (gpu.xgmi.links) x 48.0 GB/s (RCCL topo.h GFX94X_XGMI_WIDTH, ncclTopoXGMISpeed)" +
+                  (cluster.intra_bandwidth_gbps > 0 &&
+                           cluster.intra_bandwidth_gbps < cluster.gpu.xgmi_links * spec_nvlink_bw_per_link(arch)
+                       ? ", capped by cluster.intra_bandwidth_gbps read as datasheet links ([Stated node bandwidth])"
+                       : "")
             : "cluster.intra_bandwidth_gbps as is (the GPU lists no xGMI links)";
   } else if (nvswitch) {
     int links = cluster.gpu.nvlink_links;
@@ -549,6 +570,9 @@ NcclParams NcclParams::defaults_for(const ClusterSpec& cluster, const std::strin
       std::snprintf(buf, sizeof buf, "%.1f", nccl_nvlink_bw_per_link(arch));
       p.sources["intra_bandwidth_gbps"] = std::to_string(links) + " NVLink links (" + how + ") x " + buf +
                                           " GB/s (NCCL topo.h ncclTopoNVLinkBw, " + arch_name(arch) + ")";
+      if (cluster.intra_bandwidth_gbps > 0 && cluster.intra_bandwidth_gbps < links * spec_nvlink_bw_per_link(arch))
+        p.sources["intra_bandwidth_gbps"] +=
+            ", capped by cluster.intra_bandwidth_gbps read as datasheet links ([Stated node bandwidth])";
     } else {
       p.sources["intra_bandwidth_gbps"] =
           "cluster.intra_bandwidth_gbps as is (the GPU lists no NVLink links)";

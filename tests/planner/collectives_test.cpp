@@ -131,6 +131,38 @@ TEST(CollectivesHandWorked, RingGraphsOfAHopperNode) {
   }
 }
 
+// [Stated node bandwidth] (planner/collectives.cpp): the cluster's intra-node figure, a
+// datasheet figure per GPU and direction, caps NCCL's link figure where it states less than the
+// GPU's links carry. Hopper: 25 GB/s per link on the datasheet, 20.6 in NCCL (topo.h).
+//   450 GB/s = 18 x 25: the 18 links', 18 x 20.6 = 370.8 (unchanged, bit for bit);
+//   200 GB/s (an H800's 8 links): 200 x 20.6 / 25 = 164.8;
+//   900 GB/s: never more than the links, 370.8.
+// Ring graph of one node at 164.8 (search.cc, sm90SpeedArrayIntra 60, 50, 40, 30, ...):
+//   60 -> floor(164.8/60) = 2 channels (120); 50 -> 3 (150); 40 -> 4 (160); 30 -> 5 (150);
+//   24/60 = .4 < .49 stops. Best 4 x 40; ncclTopoDupChannels doubles it (40 >= 25, and on
+//   cc > 80 it declines only past 4 channels): 8 x 20 = 160 GB/s, against 12 x 30 = 360 at 450.
+TEST(CollectivesHandWorked, StatedNodeBandwidthCapsTheLinks) {
+  ClusterSpec c = make_cluster(hopper_gpu("H100-SXM-80GB"), 1);
+  c.intra_bandwidth_gbps = 450;
+  EXPECT_EQ(NcclParams::defaults_for(c).intra_bandwidth_gbps, 18 * 20.6);
+  c.intra_bandwidth_gbps = 900;
+  EXPECT_EQ(NcclParams::defaults_for(c).intra_bandwidth_gbps, 18 * 20.6);
+  c.intra_bandwidth_gbps = 200;
+  const NcclParams p = NcclParams::defaults_for(c);
+  EXPECT_NEAR(p.intra_bandwidth_gbps, 164.8, 1e-9);
+  EXPECT_NE(p.sources.at("intra_bandwidth_gbps").find("capped by cluster.intra_bandwidth_gbps"), std::string::npos);
+  const NcclGraph one = nccl_ring_graph({8, 1}, c, p);
+  EXPECT_EQ(one.channels, 8);
+  EXPECT_DOUBLE_EQ(one.bw_intra_gbps, 20.0);
+  // And the all-gather of 1 GiB is the slower for it: busBw 160 against 360.
+  ClusterSpec full = c;
+  full.intra_bandwidth_gbps = 450;
+  const double bytes = 1 * GiB;
+  const double slow = estimate_collective(CollectiveKind::all_gather, bytes, {8, 1}, c, ring_only(c)).seconds;
+  const double fast = estimate_collective(CollectiveKind::all_gather, bytes, {8, 1}, full, ring_only(full)).seconds;
+  EXPECT_GT(slow, 2 * fast);
+}
+
 TEST(CollectivesHandWorked, RingOneNodeEightGpus) {
   const ClusterSpec c = make_cluster(hopper_gpu("H100-SXM-80GB"), 1);
   const NcclParams p = ring_only(c);
