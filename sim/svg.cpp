@@ -371,7 +371,7 @@ void TimelineSvg::category_bands() {
              << num(Y(static_cast<double>(below[kk])), 2) << " ";
     }
     svg_ << "<path d=\"" << top.str() << bottom.str() << "Z\" fill=\"" << kCategoryColors[c]
-         << "\" stroke=\"none\" opacity=\"0.9\"><title>" << planner::to_string(static_cast<MemCategory>(c))
+         << "\" stroke=\"none\" opacity=\"0.9\"><title>" << esc(planner::to_string(static_cast<MemCategory>(c)))
          << "</title></path>\n";
     below = above;
   }
@@ -467,7 +467,7 @@ void TimelineSvg::legends() {
     svg_ << "<rect x=\"" << num(lx, 1) << "\" y=\"" << num(ly, 1) << "\" width=\"12\" height=\"12\" fill=\""
          << kCategoryColors[c] << "\"/>\n";
     svg_ << "<text x=\"" << num(lx + 18, 1) << "\" y=\"" << num(ly + 10, 1) << "\">"
-         << planner::to_string(static_cast<MemCategory>(c)) << "</text>\n";
+         << esc(planner::to_string(static_cast<MemCategory>(c))) << "</text>\n";
     ly += 18;
   }
   ly = gantt_top_ + 4;
@@ -479,7 +479,7 @@ void TimelineSvg::legends() {
     seen.push_back(label);
     svg_ << "<rect x=\"" << num(lx, 1) << "\" y=\"" << num(ly, 1) << "\" width=\"12\" height=\"12\" fill=\"" << color
          << "\"/>\n";
-    svg_ << "<text x=\"" << num(lx + 18, 1) << "\" y=\"" << num(ly + 10, 1) << "\">" << label << "</text>\n";
+    svg_ << "<text x=\"" << num(lx + 18, 1) << "\" y=\"" << num(ly + 10, 1) << "\">" << esc(label) << "</text>\n";
     ly += 18;
   };
   bool any_issue = false;

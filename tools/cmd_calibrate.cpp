@@ -12,6 +12,7 @@
 #include "tools/commands.h"
 #include "tools/option_checks.h"
 #include "tools/runtime_options.h"
+#include "tools/output_file.h"
 
 namespace fsdpsim::tools {
 
@@ -142,9 +143,7 @@ void print_summary(const std::string& output, const calibrate::Measurements& m, 
 }
 
 void write_calibration(const std::string& output, const nlohmann::json& calibration) {
-  std::ofstream out(output, std::ios::trunc);
-  if (!out) throw InputError(output, "", "cannot write the calibration file here");
-  out << calibration.dump(2) << "\n";
+  write_output_file(output, calibration.dump(2) + "\n", "the calibration file");
 }
 
 void run_calibrate(const CalibrateCommandOptions& o, const runtime::Launch& launch) {

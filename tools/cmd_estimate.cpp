@@ -1,6 +1,5 @@
 // `fsdpsim estimate`: peak memory per GPU (breakdown, timeline, fits or not) and, with
 // the analytic engine, the step time.
-#include <fstream>
 #include <iostream>
 #include <optional>
 
@@ -19,6 +18,7 @@
 #include "tools/format.h"
 #include "tools/option_checks.h"
 #include "tools/scenario_input.h"
+#include "tools/output_file.h"
 
 namespace fsdpsim::tools {
 
@@ -36,10 +36,8 @@ struct EstimateOptions {
   double train_tokens = 0;  // --train-tokens: the run's length in tokens (0: not asked)
 };
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out) throw InputError(path, "", "cannot write the file");
-  out << text;
+void write_file(const std::string& path, const std::string& text, const std::string& what) {
+  write_output_file(path, text, what);
   std::cerr << "wrote " << path << "\n";
 }
 
@@ -62,8 +60,8 @@ void run_estimate(const EstimateOptions& o) {
   }
   sim::Estimate estimate = sim::estimate_step(scenario);
   for (const std::string& w : estimate_warnings(estimate, scenario)) std::cerr << "warning: " << w << "\n";
-  if (!o.trace.empty()) write_file(o.trace, sim::chrome_trace(estimate, scenario.name).dump() + "\n");
-  if (!o.plot.empty()) write_file(o.plot, sim::timeline_svg(estimate));
+  if (!o.trace.empty()) write_file(o.trace, sim::chrome_trace(estimate, scenario.name).dump() + "\n", "the trace file");
+  if (!o.plot.empty()) write_file(o.plot, sim::timeline_svg(estimate), "the plot");
   // Advice (sim/advice.h): when it does not fit, or asked for.
   std::optional<sim::Advice> advice;
   const double overage = estimate.device_peak_bytes() + headroom_bytes - estimate.gpu_memory_bytes;

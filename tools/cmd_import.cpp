@@ -1,6 +1,5 @@
 // `fsdpsim import-hf`: turn a Hugging Face config.json into a model JSON.
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -8,6 +7,7 @@
 #include "models/json_format.h"
 #include "models/json_input.h"
 #include "tools/commands.h"
+#include "tools/output_file.h"
 
 namespace fsdpsim::tools {
 
@@ -62,9 +62,7 @@ void add_import_command(CLI::App& app) {
     if (o->output.empty()) {
       std::cout << text;
     } else {
-      std::ofstream out(o->output);
-      if (!out) throw InputError(o->output, "", "cannot write the file");
-      out << text;
+      write_output_file(o->output, text, "the model file");
     }
     // The summary goes to stderr, so stdout stays the model JSON when no -o is given.
     std::cerr << import_summary(parsed, o->output.empty() ? std::string("stdout") : o->output);

@@ -1,5 +1,4 @@
 // `fsdpsim schedule`: export the step's Schedule IR as JSON (what `run` executes).
-#include <fstream>
 #include <iostream>
 
 #include "models/json_format.h"
@@ -7,6 +6,7 @@
 #include "planner/plan.h"
 #include "sim/scenario_loader.h"
 #include "tools/commands.h"
+#include "tools/output_file.h"
 
 namespace fsdpsim::tools {
 
@@ -27,9 +27,7 @@ void add_schedule_command(CLI::App& app) {
       std::cout << text;
       return;
     }
-    std::ofstream out(o->output);
-    if (!out) throw InputError(o->output, "", "cannot write the file");
-    out << text;
+    write_output_file(o->output, text, "the schedule file");
     std::cerr << "wrote " << plan.schedule.ops.size() << " ops, " << plan.schedule.allocations.size()
               << " allocations to " << o->output << "\n";
   });

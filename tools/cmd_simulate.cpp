@@ -24,6 +24,7 @@
 #include "tools/format.h"
 #include "tools/option_checks.h"
 #include "tools/report.h"
+#include "tools/output_file.h"
 
 namespace fsdpsim::tools {
 
@@ -246,9 +247,9 @@ void run_simulate(const SimulateOptions& o) {
   // Planned and priced once: the SimGrid engine plays the estimate's schedule and op costs.
   const sim::Estimate analytic = sim::estimate_step(scenario);
   if (!o.export_platform.empty()) {
-    std::ofstream out(o.export_platform);
-    if (!out) throw InputError(o.export_platform, "", "cannot write the file");
-    out << sim::simgrid_platform_xml(analytic.plan.schedule, {analytic.cluster, analytic.calibration.nccl}, options);
+    write_output_file(o.export_platform,
+                      sim::simgrid_platform_xml(analytic.plan.schedule, {analytic.cluster, analytic.calibration.nccl}, options),
+                      "the platform file");
     std::cerr << "wrote the SimGrid platform to " << o.export_platform << "\n";
   }
   // The guard: the simulation's memory and time from its setup, before it starts.
@@ -281,9 +282,7 @@ void run_simulate(const SimulateOptions& o) {
       processes.push_back({names.back(), &e.plan.schedule, &d.timing});
     }
     processes.push_back({"analytic engine: " + e.plan.schedule.name, &e.plan.schedule, &r.analytic});
-    std::ofstream out(o.trace);
-    if (!out) throw InputError(o.trace, "", "cannot write the trace file");
-    out << sim::chrome_trace(processes).dump() << "\n";
+    write_output_file(o.trace, sim::chrome_trace(processes).dump() + "\n", "the trace file");
     std::cerr << "wrote the trace to " << o.trace << " (open it in ui.perfetto.dev)\n";
   }
   if (o.json) std::cout << simulate_json(e, r, scenario).dump(2) << "\n";

@@ -1,7 +1,6 @@
 #include "tools/runtime_options.h"
 
 #include <climits>
-#include <fstream>
 #include <optional>
 #include <stdexcept>
 
@@ -12,6 +11,7 @@
 #include "planner/scenario.h"
 #include "sim/scenario_loader.h"
 #include "tools/option_checks.h"
+#include "tools/output_file.h"
 
 namespace fsdpsim::tools {
 
@@ -126,9 +126,7 @@ runtime::RunOptions run_options(const RuntimeCommandOptions& o, const runtime::L
 }
 
 void write_trace(const std::string& path, const planner::Schedule& s, const runtime::RunResult& r) {
-  std::ofstream out(path);
-  if (!out) throw InputError(path, "", "cannot write the file");
-  out << runtime::trace_json(s, r).dump() << "\n";
+  write_output_file(path, runtime::trace_json(s, r).dump() + "\n", "the trace file");
 }
 
 void run_under_launcher(const std::string& launcher, const std::function<void(const runtime::Launch&)>& verb) {

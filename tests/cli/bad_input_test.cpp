@@ -439,5 +439,25 @@ TEST(Hardening, AOneLayerModelIsPlanned) {
   EXPECT_NE(imported.out.find("wrap per block (2 units)"), std::string::npos) << imported.out;
 }
 
+// The files written beside the output (tools/output_file.h): a full disk is an error naming the
+// file, exit 2, not "wrote /dev/full" and exit 0 (the session-30 audit). /dev/full accepts the
+// open and fails every write, so the failure shows only when the buffered text is flushed.
+TEST(Hardening, AFullDiskIsAnErrorForEveryFileWritten) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this system";
+  const std::string scenario = quick_start_scenario();
+  for (const std::string& args :
+       {"estimate --scenario " + scenario + " --trace /dev/full", "estimate --scenario " + scenario + " --plot /dev/full",
+        "simulate --scenario " + scenario + " --export-platform /dev/full",
+        "schedule --scenario " + scenario + " -o /dev/full",
+        "import-hf " + source_path("models/hf/llama3.1-8b.json") + " -o /dev/full"}) {
+    SCOPED_TRACE(args);
+    const CommandResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("error: /dev/full: cannot write"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("is the disk full?"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("wrote"), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace fsdpsim::testing

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <set>
 
 #include "planner/scenario.h"
@@ -92,6 +94,36 @@ TEST(TimelineSvg, AxesLegendPeakAndOneBarPerOp) {
   EXPECT_EQ(bars, expected);
   // Names are escaped.
   EXPECT_EQ(svg.find("<title>fwd <"), std::string::npos);
+}
+
+// Well-formed XML whatever the rows and op kinds: every '<' opens a tag, every '&' an entity.
+// The CPU-offload and expert-parallel plans draw the "host <-> device" copy row, whose legend
+// went out unescaped before session 30 (xmllint: "StartTag: invalid element name").
+void expect_well_formed(const std::string& svg, const std::string& what) {
+  for (std::size_t p = svg.find('<'); p != std::string::npos; p = svg.find('<', p + 1)) {
+    const char next = p + 1 < svg.size() ? svg[p + 1] : '\0';
+    EXPECT_TRUE(std::isalpha(static_cast<unsigned char>(next)) || next == '/' || next == '?' || next == '!')
+        << what << ": a bare '<' at " << p << ": " << svg.substr(p > 40 ? p - 40 : 0, 80);
+  }
+  for (std::size_t p = svg.find('&'); p != std::string::npos; p = svg.find('&', p + 1)) {
+    bool entity = false;
+    for (const char* e : {"&lt;", "&gt;", "&amp;", "&quot;", "&apos;"}) entity = entity || svg.compare(p, std::strlen(e), e) == 0;
+    EXPECT_TRUE(entity) << what << ": a bare '&' at " << p;
+  }
+}
+
+TEST(TimelineSvg, EveryTextIsEscaped) {
+  const std::string root = FSDPSIM_SOURCE_ROOT;
+  for (const auto& [file, overrides] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"/scenarios/llama3.1-8b-8xh100.json", {}},
+           {"/scenarios/llama3.1-8b-8xh100.json", {"fsdp.cpu_offload=true"}},
+           {"/scenarios/deepseek-v2-lite-8xh100-fsdp2-ep8.json", {}}}) {
+    const std::string svg = timeline_svg(estimate_step(planner::load_scenario(root + file, overrides)));
+    expect_well_formed(svg, file);
+    if (!overrides.empty()) {
+      EXPECT_NE(svg.find("host &lt;-&gt; device"), std::string::npos) << file;
+    }
+  }
 }
 
 // The memory panel is on the Gantt chart's clock (GPU time): the peak is drawn while its op runs

@@ -1,0 +1,18 @@
+#include "tools/output_file.h"
+
+#include <fstream>
+
+#include "models/json_input.h"
+
+namespace fsdpsim::tools {
+
+void write_output_file(const std::string& path, const std::string& text, const std::string& what) {
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) throw InputError(path, "", "cannot write " + what + " here");
+  out << text;
+  out.flush();
+  out.close();
+  if (!out) throw InputError(path, "", "cannot write " + what + " (is the disk full?)");
+}
+
+}  // namespace fsdpsim::tools
