@@ -28,10 +28,11 @@ constexpr double kBroadcastBucketBytes = 250.0 * 1024 * 1024;
 struct RankShape {
   double param_elements = 0;      // the parameters this rank stores (its shard, or all when replicated)
   double optimizer_elements = 0;  // what its optimizer state covers
-  double model_elements = 0;      // the whole model, unpadded
+  double model_elements = 0;      // the whole model, unpadded: every expert (what a full state dict holds)
+  double local_model_elements = 0;  // the parameters this rank's units cover, unpadded: its EP-local experts
   double largest_unit_elements = 0;          // the largest unit's parameters, unpadded
   double largest_unit_shard_elements = 0;    // the largest local shard
-  double largest_unit_gathered_elements = 0; // the largest all-gather output of a non-root unit
+  double largest_unit_gathered_elements = 0;  // the largest non-root unit gathered whole (every expert)
   double root_gathered_elements = 0;
   double largest_sub_group_elements = 0;     // DeepSpeed ZeRO-3's largest optimizer sub-group (partition elements)
   int stored_bytes = 4, master_bytes = 4, compute_bytes = 2, states = 2, master_copy = 0;
@@ -53,13 +54,22 @@ RankShape rank_shape(const Scenario& sc, const Plan& plan) {
     const UnitShard& sh = plan.shards[i];
     r.param_elements += static_cast<double>(sharded.params ? sh.local_numel : sh.numel);
     r.optimizer_elements += static_cast<double>(sharded.optimizer_state ? sh.optimizer_numel : sh.numel);
-    r.model_elements += static_cast<double>(sh.numel);
+    // Under expert parallelism a unit's shard counts the rank's local experts (UnitShard::numel);
+    // the unit itself holds them all (Unit::numel): a full state dict and a model built whole
+    // before parallelize hold every expert (the session-30 audit: a full checkpoint of Mixtral
+    // at EP 8 came out 81 GiB instead of 522).
+    const double whole = static_cast<double>(plan.units[i].numel());
+    r.model_elements += whole;
+    r.local_model_elements += static_cast<double>(sh.numel);
+    // A full state dict gathers each unit whole: over the shard group, and an expert unit also
+    // over the expert-parallel group (DTensor::full_tensor on both mesh dimensions).
+    const double whole_gathered = std::max(static_cast<double>(sh.gathered_numel), whole);
+    if (plan.units[i].is_root)
+      r.root_gathered_elements = whole_gathered;
+    else
+      r.largest_unit_gathered_elements = std::max(r.largest_unit_gathered_elements, whole_gathered);
     r.largest_unit_elements = std::max(r.largest_unit_elements, static_cast<double>(sh.numel));
     r.largest_unit_shard_elements = std::max(r.largest_unit_shard_elements, static_cast<double>(sh.local_numel));
-    if (plan.units[i].is_root)
-      r.root_gathered_elements = static_cast<double>(sh.gathered_numel);
-    else
-      r.largest_unit_gathered_elements = std::max(r.largest_unit_gathered_elements, static_cast<double>(sh.gathered_numel));
   }
   if (deepspeed_layout)
     r.largest_sub_group_elements = static_cast<double>(
@@ -95,7 +105,7 @@ OffloadOption option_of(const OffloadSetting& s, const RankShape& r, const Scena
   const double gpn = sc.cluster.gpus_per_node;
   const double params = r.param_elements * r.stored_bytes;
   const double state = r.optimizer_elements * (r.states + r.master_copy) * r.master_bytes;
-  const double replicated_grads = r.grads_sharded ? 0 : r.model_elements * r.stored_bytes;
+  const double replicated_grads = r.grads_sharded ? 0 : r.local_model_elements * r.stored_bytes;
   if (s.fsdp_cpu_offload) {
     // Pinned parameter shard and gradient shard; torch.optim's state in ordinary memory.
     o.pinned_bytes_per_node = gpn * 2 * params;
@@ -252,7 +262,8 @@ CheckpointSave checkpoint_save(const Scenario& sc, const Plan& plan, const Memor
   if (c.kind == CheckpointSpec::Kind::full) {
     const double model = r.model_elements * r.stored_bytes;
     const double optimizer = r.model_elements * state_tensors * r.master_bytes;
-    const double gathered_model = (r.root_gathered_elements + r.largest_unit_gathered_elements) * r.stored_bytes;
+    const double gathered_model =
+        (r.root_gathered_elements + r.largest_unit_gathered_elements) * r.stored_bytes;
     const double model_pass = base + gathered_model + (c.offload_to_cpu ? 0 : model);
     const double largest_gathered = std::max(r.root_gathered_elements, r.largest_unit_gathered_elements);
     const double optimizer_pass = base + largest_gathered * state_tensors * r.master_bytes +
@@ -277,9 +288,10 @@ CheckpointSave checkpoint_save(const Scenario& sc, const Plan& plan, const Memor
       // tensor in the master dtype, over the shard group.
       const int ranks = sc.fsdp.shard_group_size;
       const CollectiveGroup group{ranks, (ranks + sc.cluster.gpus_per_node - 1) / sc.cluster.gpus_per_node};
-      for (const UnitShard& sh : plan.shards) {
+      for (std::size_t u = 0; u < plan.shards.size(); ++u) {
+        const UnitShard& sh = plan.shards[u];
         if (sh.numel == 0) continue;
-        const double gathered = static_cast<double>(sh.gathered_numel);
+        const double gathered = std::max(static_cast<double>(sh.gathered_numel), static_cast<double>(plan.units[u].numel()));
         save.gather_seconds +=
             estimate_collective(CollectiveKind::all_gather, gathered * r.stored_bytes, group, sc.cluster, *nccl).seconds;
         if (state_tensors > 0)
@@ -289,7 +301,12 @@ CheckpointSave checkpoint_save(const Scenario& sc, const Plan& plan, const Memor
       }
     }
   } else {
-    const double rank_bytes = r.param_elements * r.stored_bytes + r.optimizer_elements * state_tensors * r.master_bytes;
+    // DCP writes each tensor's own elements once (torch.distributed.checkpoint: a DTensor's
+    // local chunk without FSDP2's dim-0 padding, which is not part of the tensor; what replicas
+    // hold once, dedup_save_plans): the whole model and its state, spread over the ranks. (It
+    // was every rank's padded shard: Mixtral at EP 1 on 64 GPUs, 8 expert rows over 64 ranks,
+    // came out 7.76x the model, 4,050 GiB.)
+    const double whole = r.model_elements * r.stored_bytes + r.model_elements * state_tensors * r.master_bytes;
     save.peak.device_bytes = base;
     save.peak.device_at = "state only (each rank writes its shards as they are)";
     const double largest_tensor =
@@ -298,9 +315,9 @@ CheckpointSave checkpoint_save(const Scenario& sc, const Plan& plan, const Memor
     save.rank0_host_bytes = largest_tensor;
     save.peak.host_bytes_per_node = gpn * largest_tensor;
     save.peak.host_at = "each rank stages its largest shard";
-    save.bytes_written_per_node = gpn * rank_bytes;
-    save.bytes_written_total = sc.world_size() * rank_bytes;
-    copied = rank_bytes;
+    save.bytes_written_total = whole;
+    save.bytes_written_per_node = whole / sc.cluster.nodes;
+    copied = whole / static_cast<double>(sc.world_size());
   }
   // Offloaded state is already on the host: it stays there during the save.
   save.peak.host_bytes_per_node += static_cast<double>(step.allocated_at_start_host) * gpn;

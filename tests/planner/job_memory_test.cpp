@@ -122,6 +122,58 @@ TEST(ShardedStateDict, EachRankWritesItsShards) {
   EXPECT_DOUBLE_EQ(s.copy_seconds, 12 * kN / kW / 50e9);
 }
 
+// A checkpoint holds every expert whatever the expert parallelism, and DCP writes each tensor's
+// own elements once. The tiny MoE of synthetic.h: 2 blocks of w [8, 16] (128) and experts
+// [4, 16, 16] (1,024): 2,304 parameters; fp32 with AdamW: 4 + 2 x 4 = 12 bytes each, 27,648
+// bytes. (The session-30 audit: a full save of Mixtral at EP 8 counted rank 0's experts only,
+// 81 GiB of 522; a sharded save at EP 1 on 64 GPUs counted FSDP2's dim-0 padding, 4,050 GiB;
+// replicas each counted their copy.)
+constexpr double kTinyMoe = 2 * (8 * 16 + 4 * 16 * 16);  // 2,304
+
+nlohmann::json tiny_moe(int nodes, const std::string& state_dict) {
+  nlohmann::json sc = testing::moe_scenario();
+  sc["cluster"] = cluster(nodes, 4);
+  sc["training"]["optimizer"] = "adamw";
+  sc["checkpoint"] = {{"state_dict", state_dict}};
+  return sc;
+}
+
+// On the GPU (offload_to_cpu) the optimizer pass binds: it gathers the largest unit's two AdamW
+// states whole. Under EP the layer's experts are their own unit, gathered over the shard group
+// and the expert-parallel group: 1,024 x 2 x 4 bytes beside the state at EP 2 and 4 (rank 0
+// holds 512 of the 1,024 at EP 2, 256 at EP 4). At EP 1 the block unit holds them with w:
+// 1,152 x 2 x 4.
+TEST(FullStateDict, EveryExpertAtAnyExpertParallelism) {
+  for (int ep : {1, 2, 4}) {
+    Planned p = plan_of(tiny_moe(1, "full"), {"fsdp.expert_parallel=" + std::to_string(ep)});
+    const CheckpointSave s = checkpoint_save(p.scenario, p.plan, p.memory, 50);
+    EXPECT_DOUBLE_EQ(s.bytes_written_total, 12 * kTinyMoe) << "EP " << ep;
+    EXPECT_DOUBLE_EQ(s.rank0_host_bytes, 12 * kTinyMoe) << "EP " << ep;
+    EXPECT_DOUBLE_EQ(s.peak.device_bytes - static_cast<double>(p.memory.allocated_at_start),
+                     (ep == 1 ? 1152 : 1024) * 2 * 4)
+        << "EP " << ep;
+  }
+}
+
+// Sharded: on 8 ranks at EP 1 the experts' 4 rows give every rank one row, half of it padding
+// (rank 0 holds 2 x (16 + 256) = 544 elements where an even split is 288), yet the save writes
+// the model once. HYBRID_SHARD over 2 replicas of 4 ranks writes it once too (dedup_save_plans).
+TEST(ShardedStateDict, WritesTheModelOnceWithoutPaddingOrReplicas) {
+  for (const std::vector<std::string>& overrides :
+       std::vector<std::vector<std::string>>{{}, {"fsdp.strategy=HYBRID_SHARD", "fsdp.shard_group_size=4"}}) {
+    Planned p = plan_of(tiny_moe(2, "sharded"), overrides);
+    if (overrides.empty()) {
+      double held = 0;
+      for (const UnitShard& sh : p.plan.shards) held += static_cast<double>(sh.local_numel);
+      EXPECT_EQ(held, 544);  // the padding is there to leave out
+    }
+    const CheckpointSave s = checkpoint_save(p.scenario, p.plan, p.memory, 50);
+    EXPECT_DOUBLE_EQ(s.bytes_written_total, 12 * kTinyMoe) << overrides.size();
+    EXPECT_DOUBLE_EQ(s.bytes_written_per_node, 12 * kTinyMoe / 2) << overrides.size();
+    EXPECT_DOUBLE_EQ(s.copy_seconds, 12 * kTinyMoe / 8 / 50e9) << overrides.size();
+  }
+}
+
 // Init. meta under FSDP1 (param_init_fn): unit by unit, a block is materialised (875e6 x 4)
 // and flattened into a FlatParameter (as much again), beside the shards: S + 2 x 3.5 GB.
 // meta under FSDP2: fully_shard first, to_empty allocates the shards only: S.
