@@ -35,6 +35,32 @@ std::string source_of(const std::string& file) {
   return stem.substr(first + 1, second == std::string::npos ? std::string::npos : second - first - 1);
 }
 
+// The figures a row is judged on, checked before anything is estimated (the session-30 audit:
+// a throughput of 0 printed "+inf%" and exit 0, -1 an error of 1,582,994%, an MFU of 2 and an
+// unknown memory metric passed, and a figure written as a string was silently not compared).
+// Each present figure is a positive finite number; a memory figure names its metric; an MFU is
+// a fraction of the peak.
+void check_published_figures(const nlohmann::json& p, const std::string& file) {
+  for (const char* key : {"tokens_per_second_per_gpu", "step_time_seconds", "peak_memory_bytes", "mfu"}) {
+    if (!p.contains(key) || p[key].is_null()) continue;  // null: not published
+    const nlohmann::json& v = p[key];
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0))
+      throw InputError(file, std::string("published.") + key, "expected a positive number, got " + v.dump());
+  }
+  if (p.contains("mfu") && p["mfu"].is_number() && p["mfu"].get<double>() > 1)
+    throw InputError(file, "published.mfu", "expected a fraction of the peak (0 to 1), got " + p["mfu"].dump());
+  const bool has_memory = p.contains("peak_memory_bytes") && !p["peak_memory_bytes"].is_null();
+  if ((p.contains("peak_memory_metric") && !p["peak_memory_metric"].is_null()) || has_memory) {
+    const nlohmann::json metric = p.value("peak_memory_metric", nlohmann::json());
+    if (!(metric == "allocated" || metric == "reserved"))
+      throw InputError(file, "published.peak_memory_metric",
+                       "expected \"allocated\" or \"reserved\"" + std::string(has_memory ? " beside peak_memory_bytes" : "") +
+                           (metric.is_null() ? std::string() : ", got " + metric.dump()));
+    if (!has_memory)
+      throw InputError(file, "published.peak_memory_bytes", "expected the figure peak_memory_metric names");
+  }
+}
+
 }  // namespace
 
 RowValidation validate_scenario(const std::string& file, const std::vector<std::string>& overrides) {
@@ -66,6 +92,7 @@ RowValidation validate_scenario(const std::string& file, const std::vector<std::
         row.excluded.emplace_back(metric, reason.get<std::string>());
       }
     }
+    check_published_figures(p, file);
     auto number = [&](const nlohmann::json& j, const char* key) -> std::optional<double> {
       if (excluded.count(key)) return std::nullopt;
       return fsdpsim::sim::number(j, key);
@@ -78,13 +105,10 @@ RowValidation validate_scenario(const std::string& file, const std::vector<std::
     if (auto step = number(p, "step_time_seconds"))
       row.metrics.push_back({"step_time_seconds", *step, e.timing.step_seconds});
     if (auto mem = number(p, "peak_memory_bytes")) {
-      const std::string metric = p.value("peak_memory_metric", "");
-      if (metric == "allocated")
+      if (p.value("peak_memory_metric", "") == "allocated")
         row.metrics.push_back({"peak_allocated_bytes", *mem, static_cast<double>(e.memory.peak_allocated_bytes)});
-      else if (metric == "reserved")
-        row.metrics.push_back({"peak_reserved_bytes", *mem, static_cast<double>(e.memory.peak_reserved_bytes)});
       else
-        throw InputError(file, "published.peak_memory_metric", "expected \"allocated\" or \"reserved\"");
+        row.metrics.push_back({"peak_reserved_bytes", *mem, static_cast<double>(e.memory.peak_reserved_bytes)});
     }
   } catch (const std::exception& ex) {
     row.error = ex.what();

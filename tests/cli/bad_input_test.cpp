@@ -284,6 +284,37 @@ TEST(Hardening, ValidateOfAMalformedFileFailsAndPredictsNothing) {
   EXPECT_NE(r.out.find("malformed JSON"), std::string::npos) << r.out;  // the table's error row
 }
 
+// A published figure that cannot be a measurement is bad input naming the field, exit 2, and no
+// row of the report compares it (the session-30 audit: a throughput of 0 printed "+inf%", -1 an
+// error of 1,582,994%, an MFU of 2 and an unknown memory metric passed, all with exit 0).
+TEST(Hardening, ValidateRefusesPublishedFiguresThatCannotBeMeasurements) {
+  const nlohmann::json row = load(source_path("scenarios/published/r217-torchtitan-llama3.1-8b-8xh100-96gb.json"));
+  struct Case {
+    const char* key;
+    nlohmann::json value;
+    const char* path;
+  };
+  for (const Case& c : std::vector<Case>{{"tokens_per_second_per_gpu", 0, "published.tokens_per_second_per_gpu"},
+                                         {"tokens_per_second_per_gpu", -1, "published.tokens_per_second_per_gpu"},
+                                         {"tokens_per_second_per_gpu", "5095", "published.tokens_per_second_per_gpu"},
+                                         {"step_time_seconds", 0, "published.step_time_seconds"},
+                                         {"mfu", 2, "published.mfu"},
+                                         {"peak_memory_bytes", -5, "published.peak_memory_bytes"},
+                                         {"peak_memory_metric", "bogus", "published.peak_memory_metric"}}) {
+    nlohmann::json bad = row;
+    bad["published"][c.key] = c.value;
+    if (std::string(c.key) == "peak_memory_metric") bad["published"].erase("peak_memory_bytes");
+    const std::string path = write_temp(std::string("published_") + c.key + ".json", bad.dump());
+    SCOPED_TRACE(std::string(c.key) + " = " + c.value.dump());
+    const CommandResult r = run_cli("validate " + path + " --json");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    expect_clean_error(r, path + ": " + c.path + ": expected");
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["rows"].size(), 1u);
+    EXPECT_TRUE(j["rows"][0].value("metrics", nlohmann::json::array()).empty()) << j["rows"][0].dump();
+  }
+}
+
 // Item 9: duplicate JSON keys were accepted silently (the last won).
 TEST(Hardening, DuplicateKeysAreRefused) {
   std::string text = good_scenario().dump();
