@@ -262,8 +262,7 @@ CheckpointSave checkpoint_save(const Scenario& sc, const Plan& plan, const Memor
   if (c.kind == CheckpointSpec::Kind::full) {
     const double model = r.model_elements * r.stored_bytes;
     const double optimizer = r.model_elements * state_tensors * r.master_bytes;
-    const double gathered_model =
-        (r.root_gathered_elements + r.largest_unit_gathered_elements) * r.stored_bytes;
+    const double gathered_model = (r.root_gathered_elements + r.largest_unit_gathered_elements) * r.stored_bytes;
     const double model_pass = base + gathered_model + (c.offload_to_cpu ? 0 : model);
     const double largest_gathered = std::max(r.root_gathered_elements, r.largest_unit_gathered_elements);
     const double optimizer_pass = base + largest_gathered * state_tensors * r.master_bytes +

@@ -270,6 +270,15 @@ TrainingSpec parse_training(JsonReader r, int world) {
                                std::to_string(t.global_batch) + " / " + std::to_string(per_micro_step) + " = " +
                                std::to_string(t.grad_accum));
   t.param_dtype = dtype_field(r, "param_dtype", models::DType::bf16);
+  // FSDP computes in its param_dtype (MixedPrecision): all of the model, attention, norms and the
+  // loss included, which PyTorch has no fp8 kernels for (no fp8 addmm, no fp8 SDPA). fp8 training
+  // is float8 linears over 16-bit parameters (the session-30 audit: param_dtype fp8 was planned
+  // 34% faster than torchao's recipe, silently).
+  if (t.param_dtype == models::DType::fp8)
+    r.fail("param_dtype",
+           "expected fp32, bf16 or fp16: FSDP computes the whole model in its param_dtype, and PyTorch has no fp8 "
+           "attention, norms or loss; for float8 training (torchao's convert_to_float8_training) set "
+           "training.matmul_dtype fp8, and fsdp.all_gather_dtype fp8 to gather the float8 linears' weights in fp8");
   t.reduce_dtype = dtype_field(r, "reduce_dtype", models::DType::fp32);
   t.master_dtype = dtype_field(r, "master_dtype", models::DType::fp32);
   std::string opt = r.choice_or("optimizer", {"adamw", "adam", "sgd_momentum", "none"}, "adamw");

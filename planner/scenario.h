@@ -109,7 +109,7 @@ struct TrainingSpec {
   bool float8_linears() const { return matmul_dtype == models::DType::fp8 && param_dtype != models::DType::fp8; }
   // Some of the model's matmuls run in fp8 (either way above): MFU and HFU then divide by the
   // GPU's dense fp8 peak (CostModel::mfu_peak_flops), which bounds them by 1.
-  bool fp8_matmuls() const { return matmul_dtype == models::DType::fp8 || param_dtype == models::DType::fp8; }
+  bool fp8_matmuls() const { return matmul_dtype == models::DType::fp8; }
   // "fp8" or "bf16": the dense peak MFU and HFU divide by (CostModel::mfu_peak_flops), named
   // once for the cost model and the reports.
   const char* mfu_peak_dtype() const { return fp8_matmuls() ? "fp8" : "bf16"; }

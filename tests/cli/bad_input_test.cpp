@@ -82,6 +82,8 @@ std::vector<BadCase> bad_cases() {
        "fsdp.shard_group_size", "does not divide"},
       {"shard_group_straddling_nodes", straddling.dump(), "fsdp.shard_group_size", "straddles nodes of 8 GPUs unevenly"},
       {"bad_dtype", with("/training/param_dtype", "int4"), "training.param_dtype", "expected fp32"},
+      // Whole-model fp8 (the session-30 audit): refused, pointing at the float8 recipe.
+      {"fp8_param_dtype", with("/training/param_dtype", "fp8"), "training.param_dtype", "set training.matmul_dtype fp8"},
       {"unknown_gpu", with("/cluster", nlohmann::json{{"gpu", "Z100"}, {"nodes", 1}, {"gpus_per_node", 8}}),
        "gpu", "no GPU of that name"},
       {"wrong_type", with("/training/micro_batch", "two"), "training.micro_batch", "expected an integer"},

@@ -22,7 +22,7 @@ TEST(ThroughputFigures, MfuDividesByThePeakOfTheMatmulDtype) {
   // The audit's case: Llama-2-70B in fp8 on 32 H200s read MFU 1.01 and HFU 1.35 against the bf16 peak.
   const nlohmann::json fp8 = run_cli_json(
       "estimate --scenario " + quick_start_scenario() +
-      " --set training.param_dtype=fp8 --set model=models/llama2-70b.json --set training.seq_len=4096 "
+      " --set training.matmul_dtype=fp8 --set fsdp.all_gather_dtype=fp8 --set model=models/llama2-70b.json --set training.seq_len=4096 "
       "--set training.micro_batch=4 --set training.global_batch=128 --set cluster.nodes=4 --set cluster.gpu=H200-SXM-141GB");
   EXPECT_DOUBLE_EQ(fp8["throughput"]["peak_flops"].get<double>(), kH100Fp8);  // the H200's fp8 peak is the H100's
   EXPECT_LE(fp8["throughput"]["mfu"].get<double>(), 1.0);
