@@ -347,4 +347,21 @@ JobFit job_fit(const std::vector<PhasePeak>& phases, double device_overhead_byte
   return fit;
 }
 
+std::string job_remedy(const Scenario& sc, const JobFit& fit) {
+  if (fit.fits || fit.binding_phase == "step") return "";
+  const bool gpu = fit.binding_resource == "GPU";
+  const CheckpointSpec& c = sc.checkpoint;
+  if (fit.binding_phase == "checkpoint save" && c.kind == CheckpointSpec::Kind::full) {
+    if (gpu && !c.offload_to_cpu) return "checkpoint.offload_to_cpu true (each clone goes to the host as it is made)";
+    if (!gpu && !c.rank0_only) return "checkpoint.rank0_only true (rank 0 alone keeps the gathered state)";
+    return "checkpoint.state_dict sharded (nothing gathered: each rank writes its shards)";
+  }
+  if (fit.binding_phase == "init") {
+    if (!gpu && sc.init.device == InitSpec::Device::cpu && !sc.init.sync_module_states)
+      return "init.sync_module_states true (rank 0 builds the model on the host alone), or init.device meta";
+    if (sc.init.device != InitSpec::Device::meta) return "init.device meta (each unit materialised as it is sharded)";
+  }
+  return "";
+}
+
 }  // namespace fsdpsim::planner

@@ -75,4 +75,10 @@ struct JobFit {
 JobFit job_fit(const std::vector<PhasePeak>& phases, double device_overhead_bytes, double gpu_memory_bytes,
                double host_memory_bytes);
 
+// What the scenario could change to bring the job's binding phase down, when the step does not
+// bind (the step's own changes are `estimate`'s advice): e.g. "checkpoint.offload_to_cpu true
+// (each clone goes to the host as it is made)". Empty when the job fits, the step binds or no
+// setting of that phase helps.
+std::string job_remedy(const Scenario& sc, const JobFit& fit);
+
 }  // namespace fsdpsim::planner

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "models/bytes_text.h"
+#include "sim/estimate.h"
 
 namespace fsdpsim::sim {
 
@@ -196,6 +197,29 @@ std::optional<AdviceItem> timed_closest(const std::shared_ptr<const planner::Sce
 
 }  // namespace
 
+namespace {
+
+// [Advice and the job] The changes are swept and ranked on the step's memory, as a sweep's
+// points are. The job has other phases: a change that fits the step can leave the init or a
+// checkpoint save over (the session-30 audit: EP 2 fitted the step of DeepSeek-V2-Lite and left
+// its full checkpoint save 42 GiB over the GPU). So each advised change is estimated whole once
+// more, and its job verdict goes beside it. This is done only where some phase besides the step
+// is judged: a stated checkpoint, an init on cpu or cuda, or a cluster that states its host memory.
+void judge_jobs(const planner::ScenarioTemplate& base, double headroom_bytes, Advice& advice) {
+  const planner::Scenario& s = base.base();
+  const bool other_phases = s.checkpoint.enabled || s.init.device != planner::InitSpec::Device::meta ||
+                            s.cluster.host_memory_bytes > 0;
+  if (!other_phases) return;
+  for (AdviceItem& item : advice.fitting) {
+    const planner::Scenario changed = base.instantiate(item.overrides);
+    const Estimate e = estimate_step(changed);
+    item.job = planner::job_fit(e.job.phases, e.device_overhead_bytes, e.gpu_memory_bytes - headroom_bytes,
+                                changed.cluster.host_memory_bytes);
+  }
+}
+
+}  // namespace
+
 Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double headroom_bytes, std::size_t limit, int threads,
               bool give_up_past_closest, std::optional<double> base_overage) {
   Advice advice;
@@ -249,6 +273,7 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
     return a.changes < b.changes;
   });
   if (advice.fitting.size() > limit) advice.fitting.resize(limit);
+  judge_jobs(*base, headroom_bytes, advice);
   return advice;
 }
 
@@ -286,6 +311,9 @@ std::string advice_text(const Advice& a) {
                   i + 1, item.change.c_str(), gib(item.metrics.device_peak_bytes).c_str(), gib(item.spare_bytes).c_str(),
                   item.metrics.tokens_per_second_per_gpu, item.metrics.step_seconds, 100 * item.metrics.mfu);
     out << line << "     " << shell_words(item.overrides).substr(1) << "\n";
+    if (item.job && !item.job->fits)
+      out << "     but the job does not fit: " << item.job->binding_phase << " (" << item.job->binding_resource
+          << ") exceeds its memory by " << gib(-item.job->binding_margin_bytes) << "\n";
   }
   return out.str();
 }
@@ -299,7 +327,11 @@ nlohmann::json advice_json(const Advice& a) {
                           {"spare_bytes", item.spare_bytes},
                           {"step_seconds", item.metrics.step_seconds},
                           {"tokens_per_second_per_gpu", item.metrics.tokens_per_second_per_gpu},
-                          {"mfu", item.metrics.mfu}};
+                          {"mfu", item.metrics.mfu},
+                          {"job_fits", item.job ? nlohmann::json(item.job->fits) : nlohmann::json(nullptr)},
+                          {"job_binding_phase", item.job ? nlohmann::json(item.job->binding_phase) : nlohmann::json(nullptr)},
+                          {"job_margin_bytes",
+                           item.job ? nlohmann::json(item.job->binding_margin_bytes) : nlohmann::json(nullptr)}};
   };
   nlohmann::json fitting = nlohmann::json::array();
   for (const AdviceItem& item : a.fitting) fitting.push_back(item_json(item));

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "planner/job_memory.h"
 #include "planner/sweep_space.h"
 #include "sim/sweep.h"
 
@@ -31,6 +32,10 @@ struct AdviceItem {
   int changes = 1;                     // how many changes it combines
   PointMetrics metrics;
   double spare_bytes = 0;              // GPU memory - device peak - headroom (>= 0: it fits)
+  // The whole job's verdict with the change ([Advice and the job], sim/advice.cpp): set for the
+  // advised changes where a phase besides the step is judged (a checkpoint, an init on cpu or
+  // cuda, the host's memory); the step alone decides which changes are advised.
+  std::optional<planner::JobFit> job;
 };
 
 struct Advice {

@@ -90,6 +90,7 @@ std::string job_memory_text(const sim::Estimate& e, const planner::Scenario& sc,
   else
     out << "WARNING: the job does not fit" << headroom << ": " << where << " exceeds its memory by "
         << gib(-j.binding_margin_bytes) << "\n";
+  if (const std::string remedy = planner::job_remedy(sc, j); !remedy.empty()) out << "  to bring it down: " << remedy << "\n";
   if (sc.cluster.host_memory_bytes <= 0)
     out << "host memory not judged: the cluster does not state host_memory_gb\n";
   return out.str();

@@ -133,6 +133,32 @@ TEST(Advice, WhenNothingFitsTheClosestIsTimedAsItsOwnEstimate) {
   EXPECT_DOUBLE_EQ(again["throughput"]["mfu"].get<double>(), closest["mfu"].get<double>());
 }
 
+// [Advice and the job] (sim/advice.cpp): the changes are advised on the step's memory, and each
+// carries the whole job's verdict where a phase besides the step is judged. The session-30
+// audit's case: DeepSeek-V2-Lite at micro-batch 6 saving a full checkpoint with its clones on
+// the GPU. Every step change leaves that save over (its clones are the whole model: 175.5 GiB
+// with AdamW's fp32 state, more than an H100 holds). The estimate says what brings it down. Without a
+// checkpoint the verdict is not judged (null).
+TEST(Advice, EachAdvisedChangeCarriesTheJobsVerdict) {
+  const std::string base = "estimate --scenario " + std::string(FSDPSIM_SOURCE_ROOT) +
+                           "/scenarios/deepseek-v2-lite-8xh100-fsdp2-ep8.json --set training.micro_batch=6"
+                           " --set training.global_batch=null --advise";
+  const nlohmann::json with_save =
+      run_cli_json(base + " --set 'checkpoint={\"state_dict\":\"full\",\"offload_to_cpu\":false}'");
+  ASSERT_FALSE(with_save["advice"]["fitting"].empty());
+  for (const nlohmann::json& item : with_save["advice"]["fitting"]) {
+    EXPECT_EQ(item["job_fits"], false) << item.dump();
+    EXPECT_EQ(item["job_binding_phase"], "checkpoint save") << item.dump();
+    EXPECT_LT(item["job_margin_bytes"].get<double>(), 0) << item.dump();
+  }
+  const CommandResult text = run_cli(base + " --set 'checkpoint={\"state_dict\":\"full\",\"offload_to_cpu\":false}'");
+  EXPECT_NE(text.out.find("but the job does not fit: checkpoint save (GPU)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("to bring it down: checkpoint.offload_to_cpu true"), std::string::npos) << text.out;
+  const nlohmann::json without = run_cli_json(base);
+  ASSERT_FALSE(without["advice"]["fitting"].empty());
+  for (const nlohmann::json& item : without["advice"]["fitting"]) EXPECT_TRUE(item["job_fits"].is_null()) << item.dump();
+}
+
 TEST(Advice, OnlyWhenAskedForAConfigurationThatFits) {
   EXPECT_FALSE(run_cli_json("estimate --scenario " + kScenario).contains("advice"));
   const nlohmann::json asked = run_cli_json("estimate --advise --scenario " + kScenario);

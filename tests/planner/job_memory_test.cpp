@@ -315,6 +315,31 @@ TEST(JobFit, NamesTheBindingPhase) {
                             meta.scenario.cluster.gpu.memory_bytes, meta.scenario.cluster.host_memory_bytes);
   EXPECT_TRUE(ok.fits);
   EXPECT_EQ(ok.binding_resource, "GPU");
+  // What brings the binding phase down: init on the host without sync_module_states (each of
+  // the node's ranks builds the model) -> rank 0 alone, or meta.
+  EXPECT_EQ(job_remedy(p.scenario, fit).rfind("init.sync_module_states true", 0), 0u) << job_remedy(p.scenario, fit);
+  EXPECT_EQ(job_remedy(meta.scenario, ok), "");  // it fits
+}
+
+// The remedy for each checkpoint binding (planner::job_remedy): the setting that takes the
+// binding resource's peak down, in the order a user would try them.
+TEST(JobFit, TheRemedyNamesTheSettingThatBindsThePhase) {
+  auto scenario_with = [](nlohmann::json checkpoint) {
+    nlohmann::json sc = seventy_b({{"version", 1}});
+    sc["checkpoint"] = std::move(checkpoint);
+    return parse_scenario(sc, "test.json", {});
+  };
+  const JobFit save_gpu{{}, false, "checkpoint save", "GPU", -1};
+  const JobFit save_host{{}, false, "checkpoint save", "host", -1};
+  const JobFit step{{}, false, "step", "GPU", -1};
+  const Scenario clones_on_gpu = scenario_with({{"state_dict", "full"}, {"offload_to_cpu", false}});
+  EXPECT_EQ(job_remedy(clones_on_gpu, save_gpu).rfind("checkpoint.offload_to_cpu true", 0), 0u);
+  const Scenario offloaded = scenario_with({{"state_dict", "full"}});
+  EXPECT_EQ(job_remedy(offloaded, save_gpu).rfind("checkpoint.state_dict sharded", 0), 0u);
+  const Scenario every_rank = scenario_with({{"state_dict", "full"}, {"rank0_only", false}});
+  EXPECT_EQ(job_remedy(every_rank, save_host).rfind("checkpoint.rank0_only true", 0), 0u);
+  EXPECT_EQ(job_remedy(offloaded, save_host).rfind("checkpoint.state_dict sharded", 0), 0u);
+  EXPECT_EQ(job_remedy(clones_on_gpu, step), "");  // the step's own changes are the advice
 }
 
 TEST(JobScenario, BadOffloadSettingsNameTheField) {
