@@ -29,6 +29,13 @@ InputError InputError::option(const std::string& option, const std::string& expe
   return InputError("", option, expected);
 }
 
+InputError::InputError(Message, const std::string& message, std::string file, std::string json_path)
+    : std::runtime_error(message), file_(std::move(file)), json_path_(std::move(json_path)) {}
+
+InputError InputError::with_note(const InputError& error, const std::string& note) {
+  return InputError(Message{}, std::string(error.what()) + note, error.file(), error.json_path());
+}
+
 namespace {
 
 // "line 3, column 14" for a byte offset into `text` (editors understand lines and columns).

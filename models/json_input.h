@@ -24,10 +24,15 @@ class InputError : public std::runtime_error {
   // A bad command-line option: "--threads: expected ..." (no file, no "<input>"; any
   // InputError without a file whose path starts with "--" reads so).
   static InputError option(const std::string& option, const std::string& expected);
+  // The same error with `note` after its message: what else the reader should know, e.g. which
+  // command-line override put the value in the file named (" (with --set cluster.nodes=0)").
+  static InputError with_note(const InputError& error, const std::string& note);
   const std::string& file() const { return file_; }
   const std::string& json_path() const { return json_path_; }
 
  private:
+  struct Message {};
+  InputError(Message, const std::string& message, std::string file, std::string json_path);
   std::string file_;
   std::string json_path_;
 };

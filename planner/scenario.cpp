@@ -740,19 +740,20 @@ Reference load_reference(const nlohmann::json& value, const std::string& scenari
 }
 
 
-void apply_override(nlohmann::json& document, const std::string& assignment, const std::string& file) {
+void apply_override(nlohmann::json& document, const std::string& assignment, const std::string& file,
+                    const std::string& path_prefix) {
   auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw InputError(file, "", "override \"" + assignment + "\" must look like key.path=value");
+    throw InputError(file, path_prefix, "override \"" + assignment + "\" must look like key.path=value");
   std::string path = assignment.substr(0, eq);
-  nlohmann::json value = parse_json_or_word(assignment.substr(eq + 1), file, path);
+  nlohmann::json value = parse_json_or_word(assignment.substr(eq + 1), file, join_json_path(path_prefix, path));
   nlohmann::json* node = &document;
-  std::string walked;
+  std::string walked = path_prefix;
   std::size_t pos = 0;
   while (true) {
     std::size_t dot = path.find('.', pos);
     std::string key = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
-    if (key.empty()) throw InputError(file, path, "override path has an empty component");
+    if (key.empty()) throw InputError(file, join_json_path(path_prefix, path), "override path has an empty component");
     walked = join_json_path(walked, key);
     if (!node->is_object()) throw InputError(file, walked, "cannot set a field inside a non-object value");
     if (dot == std::string::npos) {
@@ -964,17 +965,34 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
     calibration = ref.json;
     calibration_file = ref.file;
   }
+  // [Overrides in errors] An override into a referenced document is applied there, so an error
+  // in it names that document's file and the path inside it. The error also names the overrides
+  // that went into the document ("(with --set cluster.nodes=0)"), and an override that cannot be
+  // applied names itself ("(in --set ...)"): the value came from the command line, not the file.
+  std::string cluster_overrides, model_overrides;
   for (const std::string& o : overrides) {
     auto starts = [&](const char* prefix) { return o.rfind(prefix, 0) == 0; };
     if (replaces_reference(o)) continue;
-    if (starts("cluster.")) apply_override(cluster_ref.json, o.substr(8), cluster_ref.file);
-    else if (starts("model.")) apply_override(model_ref.json, o.substr(6), model_ref.file);
-    else if (starts("calibration.")) {
-      // Into the scenario's calibration (a file's or inline), or a new one over the GPU's defaults.
-      if (calibration.is_null()) calibration = nlohmann::json::object();
-      apply_override(calibration, o.substr(12), calibration_file.empty() ? file : calibration_file);
-    } else apply_override(json, o, file);
+    try {
+      if (starts("cluster.")) {
+        apply_override(cluster_ref.json, o.substr(8), cluster_ref.file, cluster_ref.file == file ? "cluster" : "");
+        cluster_overrides += (cluster_overrides.empty() ? "" : " ") + std::string("--set ") + o;
+      } else if (starts("model.")) {
+        apply_override(model_ref.json, o.substr(6), model_ref.file, model_ref.file == file ? "model" : "");
+        model_overrides += (model_overrides.empty() ? "" : " ") + std::string("--set ") + o;
+      } else if (starts("calibration.")) {
+        // Into the scenario's calibration (a file's or inline), or a new one over the GPU's defaults.
+        if (calibration.is_null()) calibration = nlohmann::json::object();
+        apply_override(calibration, o.substr(12), calibration_file.empty() ? file : calibration_file,
+                       calibration_file.empty() || calibration_file == file ? "calibration" : "");
+      } else {
+        apply_override(json, o, file);
+      }
+    } catch (const InputError& e) {
+      throw InputError::with_note(e, " (in --set " + o + ")");
+    }
   }
+  auto noted = [](const std::string& applied) { return applied.empty() ? "" : " (with " + applied + ")"; };
 
   JsonReader r(json, file);
   Scenario s;
@@ -984,8 +1002,18 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
   r.ignore("cluster");
   r.ignore("calibration");
   r.ignore("description");
-  s.model = models::parse_model(model_ref.json, model_ref.file);
-  s.cluster = parse_cluster(cluster_ref.json, cluster_ref.file, cluster_ref.file == file ? "cluster" : "");
+  try {
+    s.model = models::parse_model(model_ref.json, model_ref.file);
+  } catch (const InputError& e) {
+    if (model_overrides.empty()) throw;
+    throw InputError::with_note(e, noted(model_overrides));
+  }
+  try {
+    s.cluster = parse_cluster(cluster_ref.json, cluster_ref.file, cluster_ref.file == file ? "cluster" : "");
+  } catch (const InputError& e) {
+    if (cluster_overrides.empty()) throw;
+    throw InputError::with_note(e, noted(cluster_overrides));
+  }
   const int world = s.cluster.world_size();
   nlohmann::json empty = nlohmann::json::object();
   s.training = parse_training(r.has("training") ? r.object("training") : JsonReader(empty, file, "training"), world);

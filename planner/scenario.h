@@ -336,7 +336,10 @@ std::string context_length_warning(const Scenario& scenario);
 std::string expert_parallel_error(const FsdpSpec& f, int gpus_per_node);
 
 // Applies one override to a JSON document (exposed for tests and other verbs).
-void apply_override(nlohmann::json& document, const std::string& assignment, const std::string& file);
+// `path_prefix`: where `document` sits in the file named, for the errors' paths ("cluster" for
+// a scenario's inline cluster, so that an error reads cluster.nodes, not nodes).
+void apply_override(nlohmann::json& document, const std::string& assignment, const std::string& file,
+                    const std::string& path_prefix = "");
 
 // Whether an override replaces a whole reference (model=, cluster=, calibration=). These apply
 // first, then the overrides that reach inside the references (model.x=, cluster.x=, ...).

@@ -110,9 +110,22 @@ TEST(BadInput, OverrideReachesIntoTheReferencedClusterFile) {
   std::string path = write_temp("good.json", good_scenario().dump());
   CommandResult r = run_cli("estimate --scenario " + path + " --set cluster.gpus_per_node=0");
   EXPECT_NE(r.exit_code, 0);
-  // The error names the cluster file, where the field lives.
+  // The error names the cluster file, where the field lives, and the override that put the
+  // value there ([Overrides in errors]: the session-30 audit read it as blaming the shipped file).
   EXPECT_NE(r.err.find("dgx-h100.json"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("gpus_per_node"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(with --set cluster.gpus_per_node=0)"), std::string::npos) << r.err;
+  // An inline cluster's field is named by its whole path, and a value no double holds names
+  // the override it came from.
+  nlohmann::json inline_cluster = good_scenario();
+  inline_cluster["cluster"] = {{"gpu", "H100-SXM-80GB"}, {"nodes", 1}, {"gpus_per_node", 8}};
+  const std::string inline_path = write_temp("inline_cluster.json", inline_cluster.dump());
+  r = run_cli("estimate --scenario " + inline_path + " --set cluster.nodes=1e400");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("error: " + inline_path + ": cluster.nodes: expected a number within the range of a double"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("(in --set cluster.nodes=1e400)"), std::string::npos) << r.err;
 }
 
 TEST(Estimate, JsonCarriesTheStableKeys) {
