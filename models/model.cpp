@@ -569,9 +569,26 @@ class ModelParser {
         parsed.children.push_back(std::move(kid));
       }
     }
+    check_moe_experts(m, r);
     r.finish();
     parsed_.emplace(&json, std::move(parsed));
     return m;
+  }
+
+  // A block's costs.moe.experts is the count its experts module stacks on dim 0: the cost model
+  // routes tokens over the one, the planner shards the other (the session-30 audit: 16 against
+  // 8 stacked was accepted, and 4 made the expert-parallel error name the wrong count).
+  void check_moe_experts(const Module& m, JsonReader& r) {
+    if (!m.costs || !m.costs->moe) return;
+    const int routed = m.costs->moe->experts;
+    std::function<void(const Module&)> visit = [&](const Module& mod) {
+      if (mod.experts > 0 && mod.experts != routed)
+        throw InputError(file_, r.path_of("costs") + ".moe.experts",
+                         "expected " + std::to_string(mod.experts) + " (module " + mod.full_name + " stacks " +
+                             std::to_string(mod.experts) + " experts), got " + std::to_string(routed));
+      for (const Module& child : mod.children) visit(child);
+    };
+    visit(m);
   }
 
  private:

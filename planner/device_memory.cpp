@@ -105,9 +105,13 @@ DeviceOverheadPart communicator_part(const ProcessGroup& group, const GroupUse& 
 
 NcclBufferSettings parse_nccl_buffer_settings(JsonReader& r) {
   NcclBufferSettings s;
-  s.ll_buffsize_bytes = r.positive_number_or("ll_buffsize", s.ll_buffsize_bytes);
-  s.ll128_buffsize_bytes = r.positive_number_or("ll128_buffsize", s.ll128_buffsize_bytes);
-  s.buffsize_bytes = r.positive_number_or("buffsize", s.buffsize_bytes);
+  // Bytes, as NCCL_BUFFSIZE and its LL kin take them: whole numbers (1.5 was accepted).
+  auto bytes_or = [&](const char* key, double fallback) {
+    return r.has(key) ? static_cast<double>(r.positive_integer(key)) : fallback;
+  };
+  s.ll_buffsize_bytes = bytes_or("ll_buffsize", s.ll_buffsize_bytes);
+  s.ll128_buffsize_bytes = bytes_or("ll128_buffsize", s.ll128_buffsize_bytes);
+  s.buffsize_bytes = bytes_or("buffsize", s.buffsize_bytes);
   s.min_nchannels = r.int_in_or("min_nchannels", 1, kNcclMaxChannels, 0);
   s.max_nchannels = r.int_in_or("max_nchannels", 1, kNcclMaxChannels, 0);
   if (s.min_nchannels > 0 && s.max_nchannels > 0 && s.min_nchannels > s.max_nchannels)

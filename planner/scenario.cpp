@@ -880,6 +880,9 @@ ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, c
     if (c.intra_kind == IntraNodeKind::xgmi) check_xgmi_mesh(n, c);
     if (c.intra_kind == IntraNodeKind::nvswitch && c.gpu.xgmi_links > 0)
       n.fail("kind", "the GPU's peers are reached over xGMI links, not an NVSwitch: expected \"xgmi\" (or \"pcie\")");
+    // A GPU without NVLink (L40S, A10G, the PCIe parts without a bridge) has no NVSwitch port.
+    if (c.intra_kind == IntraNodeKind::nvswitch && c.gpu.nvlink_links == 0 && c.gpu.nvlink_bandwidth_gbps == 0)
+      n.fail("kind", "the GPU (" + c.gpu.name + ") lists no NVLink, so no NVSwitch port: expected \"pcie\"");
     n.finish();
   } else if (c.gpu.xgmi_links > 0) {
     c.intra_kind = IntraNodeKind::xgmi;

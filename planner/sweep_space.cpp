@@ -238,6 +238,11 @@ SweepSpace make_space(const std::vector<AxisSpec>& specs, const AxisContext& con
   for (const AxisSpec& s : specs) {
     if (!keys.insert(s.key).second)
       throw InputError(s.file, s.path, "the axis " + s.key + " is given twice; list all its values in one axis");
+    // A value twice would evaluate the same points twice and rank them side by side.
+    for (std::size_t i = 0; i < s.values.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if (s.values[i] == s.values[j])
+          throw InputError(s.file, s.path, "the axis " + s.key + " lists " + s.values[i].dump() + " twice");
     space.axes.push_back(expand_axis(s, context));
   }
   // A strategy value resets the shard group and reshard_after_forward to the strategy's

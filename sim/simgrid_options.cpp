@@ -73,6 +73,10 @@ SimgridOptions parse_simgrid_options(const nlohmann::json& simulation, const std
       const std::int64_t rank = s.integer("rank");
       if (rank < 0 || rank > (1 << 24)) s.fail("rank", "expected a rank >= 0, got " + std::to_string(rank));
       st.rank = static_cast<int>(rank);
+      // One entry a rank: of two, one would silently win (the reader refuses duplicate keys for
+      // the same reason).
+      for (const Straggler& earlier : o.stragglers)
+        if (earlier.rank == st.rank) s.fail("rank", "rank " + std::to_string(rank) + " is already a straggler; give each rank once");
       st.compute_speed = fraction_field(s, "compute_speed");
       s.finish();
       o.stragglers.push_back(st);

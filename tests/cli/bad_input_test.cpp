@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -327,6 +328,44 @@ TEST(Hardening, ValidateRefusesPublishedFiguresThatCannotBeMeasurements) {
     const nlohmann::json j = nlohmann::json::parse(r.out);
     ASSERT_EQ(j["rows"].size(), 1u);
     EXPECT_TRUE(j["rows"][0].value("metrics", nlohmann::json::array()).empty()) << j["rows"][0].dump();
+  }
+}
+
+// Inputs that contradict themselves were accepted, and one reading silently won (the session-30
+// audit): each is now an error naming the field, exit 2.
+TEST(Hardening, SelfContradictingInputsAreRefusedNamingTheField) {
+  const std::string llama = quick_start_scenario();
+  nlohmann::json moe = load(source_path("models/mixtral-8x7b.json"));
+  // The block's costs route over 16 experts; its experts module stacks 8.
+  bool edited = false;
+  std::function<void(nlohmann::json&)> edit = [&](nlohmann::json& module) {
+    if (module.contains("costs") && module["costs"].is_object() && module["costs"].contains("moe")) {
+      module["costs"]["moe"]["experts"] = 16;
+      edited = true;
+    }
+    if (module.contains("children"))
+      for (nlohmann::json& child : module["children"]) edit(child);
+  };
+  edit(moe["root"]);
+  ASSERT_TRUE(edited);
+  const std::string mismatched = write_temp("moe_16_of_8.json", moe.dump());
+  struct Case {
+    std::string args, says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"estimate --scenario " + llama + " --set model=" + mismatched, ".costs.moe.experts: expected 8 (module"},
+           {"estimate --scenario " + llama + " --set nccl.buffsize=1.5", "nccl.buffsize: expected an integer, got 1.5"},
+           {"estimate --scenario " + llama + " --set cluster.gpu=L40S-48GB",
+            "intra_node.kind: the GPU (L40S-48GB) lists no NVLink"},
+           {"simulate --scenario " + llama +
+                " --set 'simulation.stragglers=[{\"rank\":1,\"compute_speed\":0.5},{\"rank\":1,\"compute_speed\":0.9}]'",
+            "simulation.stragglers[1].rank: rank 1 is already a straggler"},
+           {"sweep --scenario " + llama + " --axis training.micro_batch=1,1,2",
+            "--axis training.micro_batch: the axis training.micro_batch lists 1 twice"}}) {
+    SCOPED_TRACE(c.args);
+    const CommandResult r = run_cli(c.args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
   }
 }
 
