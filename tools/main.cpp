@@ -40,8 +40,12 @@ int main(int argc, char** argv) {
   fsdpsim::tools::add_collectives_command(app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {
+    return app.exit(e);  // a command's own exit status (validate --check: 1 when a bound is not met)
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every bad option or value is bad input, exit 2 as a bad file
+    // is (CLI11's own codes were 105 for a value out of range, 106 for a missing option...).
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const fsdpsim::InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

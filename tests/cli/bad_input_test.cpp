@@ -500,6 +500,7 @@ TEST(Hardening, OutOfRangeOptionsAreRefusedNamingTheOption) {
       SCOPED_TRACE(verb + " " + c.args);
       const CommandResult r = run_cli(verb + " " + c.args);
       expect_clean_error(r, c.option + ": ");
+      EXPECT_EQ(r.exit_code, 2) << "bad input exits 2, whoever checks it (CLI11 exited 105): " << r.err;
       EXPECT_TRUE(r.out.empty()) << r.out;
     }
 }

@@ -69,7 +69,7 @@ TEST(ResourceGuardCli, SimulateOverAGivenBudgetIsRefusedAndEstimateCostSaysWhatI
   EXPECT_EQ(j["window_ranks"], 8);
   EXPECT_GT(j["flows"].get<double>(), 0);
   EXPECT_GT(j["memory_bytes"].get<double>(), 0);
-  EXPECT_EQ(run_cli("simulate --scenario " + kScenario + " --max-memory -1").exit_code, 105) << "CLI11: out of range";
+  EXPECT_EQ(run_cli("simulate --scenario " + kScenario + " --max-memory -1").exit_code, 2) << "CLI11: out of range, as bad input";
 }
 
 // A sweep past --max-memory is refused before any point is swept (the time refusal is tested
