@@ -202,7 +202,7 @@ namespace {
 // [Advice and the job] The changes are swept and ranked on the step's memory, as a sweep's
 // points are. The job has other phases: a change that fits the step can leave the init or a
 // checkpoint save over (the session-30 audit: EP 2 fitted the step of DeepSeek-V2-Lite and left
-// its full checkpoint save 42 GiB over the GPU). So each advised change is estimated whole once
+// its full checkpoint save, clones on the GPU, over it). So each advised change is estimated whole once
 // more, and its job verdict goes beside it. This is done only where some phase besides the step
 // is judged: a stated checkpoint, an init on cpu or cuda, or a cluster that states its host memory.
 void judge_jobs(const planner::ScenarioTemplate& base, double headroom_bytes, Advice& advice) {
