@@ -38,7 +38,7 @@ std::vector<PublishedCollective> load_published_collectives(const std::string& p
   };
   const std::size_t c_row = col("row_id"), c_source = col("source"), c_coll = col("collective"), c_n = col("n_gpus"),
                     c_nodes = col("n_nodes"), c_gpu = col("gpu"), c_algo = col("algorithm"), c_size = col("message_size"),
-                    c_bus = col("busbw_GBps"), c_trust = col("trust");
+                    c_bus = col("busbw_GBps"), c_trust = col("trust"), c_intra = col("intra_node");
   std::vector<PublishedCollective> out;
   for (int line_no = 2; std::getline(in, line); ++line_no) {
     if (line.empty()) continue;
@@ -50,6 +50,7 @@ std::vector<PublishedCollective> load_published_collectives(const std::string& p
     p.ranks = static_cast<int>(number_or_zero(f[c_n]));
     p.nodes = static_cast<int>(number_or_zero(f[c_nodes]));
     p.gpu = f[c_gpu];
+    p.intra_node = f[c_intra];
     p.bytes = message_size_bytes(f[c_size]);
     p.nvls_off = f[c_algo].find("NVLS disabled") != std::string::npos;
     p.trust = f[c_trust];

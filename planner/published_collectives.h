@@ -19,6 +19,7 @@ struct PublishedCollective {
   CollectiveKind kind = CollectiveKind::all_reduce;
   int ranks = 0, nodes = 0;
   std::string gpu;       // as the row writes it ("H200 SXM 141GB")
+  std::string intra_node;  // the node's GPU interconnect as the row writes it ("NVLink4 NV18 via NVSwitch")
   double bytes = 0;      // nccl-tests' size ("large (>256M)" and "up to 16GB": 16 GiB, the peak rows)
   double busbw_gbps = 0;
   bool nvls_off = false;  // the source disabled NVLS (NCCL_NVLS_ENABLE=0) or named the ring figure

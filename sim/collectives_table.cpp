@@ -41,6 +41,16 @@ bool same_gpu_family(const std::string& catalog_gpu, const std::string& publishe
   return !family.empty() && published_gpu.find(family) != std::string::npos;
 }
 
+// Whether a published row ran on the node's kind of interconnect: an H100 PCIe node is not
+// judged by NVSwitch figures (the session-30 audit: -87% against rows 66 and 67). A row that
+// names no interconnect is taken as NVLink, as every shipped one is.
+bool same_interconnect(planner::IntraNodeKind kind, const std::string& published_intra) {
+  auto says = [&](const char* word) { return published_intra.find(word) != std::string::npos; };
+  if (says("PCIe")) return kind == planner::IntraNodeKind::pcie;
+  if (says("xGMI") || says("Infinity Fabric")) return kind == planner::IntraNodeKind::xgmi;
+  return kind == planner::IntraNodeKind::nvswitch;
+}
+
 CollectivesTable collectives_table(const planner::ClusterSpec& cluster, const planner::CollectiveGroup& group,
                                    const std::vector<CollectiveKind>& kinds, const std::vector<double>& sizes,
                                    const std::vector<PublishedCollective>& published) {
@@ -50,7 +60,9 @@ CollectivesTable collectives_table(const planner::ClusterSpec& cluster, const pl
   t.params = planner::NcclParams::defaults_for(cluster);
   std::vector<const PublishedCollective*> mine;
   for (const PublishedCollective& p : published)
-    if (p.ranks == group.ranks && p.nodes == group.nodes && same_gpu_family(cluster.gpu.name, p.gpu)) mine.push_back(&p);
+    if (p.ranks == group.ranks && p.nodes == group.nodes && same_gpu_family(cluster.gpu.name, p.gpu) &&
+        same_interconnect(cluster.intra_kind, p.intra_node))
+      mine.push_back(&p);
   for (CollectiveKind kind : kinds) {
     for (double bytes : sizes) {
       CollectiveRow row;

@@ -22,6 +22,9 @@ using planner::PublishedCollective;
 // Whether a row was measured on this GPU (the part before the first '-' of the catalog name,
 // "H100" of "H100-SXM-80GB", appears in the row's GPU).
 bool same_gpu_family(const std::string& catalog_gpu, const std::string& published_gpu);
+// Whether a published row's interconnect ("NVLink4 NV18 via NVSwitch", "PCIe Gen5") is the
+// node's kind; rows are compared only on their own kind of node.
+bool same_interconnect(planner::IntraNodeKind kind, const std::string& published_intra);
 
 struct CollectiveRow {
   planner::CollectiveKind kind = planner::CollectiveKind::all_reduce;
