@@ -125,6 +125,11 @@ class ScenarioTemplate {
   const std::vector<std::string>& base_overrides() const { return base_overrides_; }
   AxisContext context() const;
 
+  // The base's documents as read, the base overrides applied (scenario with its calibration,
+  // cluster, model), as text: what tells two sweeps of one file apart when the file, or one it
+  // references, changed between them (a distributed sweep's shard fingerprint).
+  std::string documents_text() const { return document_.dump() + "\n" + cluster_.dump() + "\n" + model_json_.dump(); }
+
   // The base scenario with `overrides` applied, as parse_scenario(file, base + overrides)
   // would give it. Every scenario with the same model= and model.* overrides shares one
   // parsed model (models::SharedModel): a sweep's points parse their model once.

@@ -732,13 +732,19 @@ PointResult parse_point_record(const std::string& line, const planner::SweepSpac
   constexpr std::size_t kFixed = 3 + 3 + 9 + 2;  // tag, index, status; integers; doubles; units, count
   if (f.size() < kFixed) throw std::invalid_argument("a record with too few metrics: " + line);
   PointMetrics& m = p.metrics;
-  m.peak_allocated_bytes = read_int(f[3], line);
-  m.peak_reserved_bytes = read_int(f[4], line);
-  m.model_state_bytes = read_int(f[5], line);
+  // Every figure a point has is a finite, non-negative number: a shard file edited or damaged
+  // otherwise (nan, inf, -5 bytes merged with exit 0 before, the session-30 audit) is refused.
+  auto figure = [&](double v) {
+    if (!std::isfinite(v) || v < 0) throw std::invalid_argument("a figure that no point has (" + std::to_string(v) + ") in the record: " + line);
+    return v;
+  };
+  m.peak_allocated_bytes = static_cast<std::int64_t>(figure(static_cast<double>(read_int(f[3], line))));
+  m.peak_reserved_bytes = static_cast<std::int64_t>(figure(static_cast<double>(read_int(f[4], line))));
+  m.model_state_bytes = static_cast<std::int64_t>(figure(static_cast<double>(read_int(f[5], line))));
   double* doubles[] = {&m.device_overhead_bytes, &m.gpu_memory_bytes, &m.device_peak_bytes,
                        &m.step_seconds,          &m.compute_seconds,  &m.exposed_comm_seconds,
                        &m.optimizer_seconds,     &m.tokens_per_second_per_gpu, &m.mfu};
-  for (std::size_t k = 0; k < 9; ++k) *doubles[k] = read_double(f[6 + k], line);
+  for (std::size_t k = 0; k < 9; ++k) *doubles[k] = figure(read_double(f[6 + k], line));
   const std::int64_t units = read_int(f[15], line);
   if (units < 0 || units > std::numeric_limits<int>::max())
     throw std::invalid_argument("a unit count outside 0.." + std::to_string(std::numeric_limits<int>::max()) +
@@ -748,7 +754,7 @@ PointResult parse_point_record(const std::string& line, const planner::SweepSpac
   if (by_unit < 0 || f.size() != kFixed + static_cast<std::size_t>(by_unit))
     throw std::invalid_argument("a record whose per-unit list does not have its length: " + line);
   for (std::size_t k = 0; k < static_cast<std::size_t>(by_unit); ++k)
-    m.exposed_comm_by_unit.push_back(read_double(f[kFixed + k], line));
+    m.exposed_comm_by_unit.push_back(figure(read_double(f[kFixed + k], line)));
   return p;
 }
 

@@ -672,9 +672,12 @@ void run_wrap_search(const SweepOptionsCli& o, const std::string& scenario_file,
 
 constexpr const char* kShardFormat = "fsdpsim-sweep-shard-1";
 
-// What must be equal for shards to belong to one sweep: the scenario, the base overrides and
-// the axes (FNV-1a over their text). The headroom, objective, tolerance and top are the
-// merge's own: they rank the points, they do not change them.
+// What must be equal for shards to belong to one sweep: the scenario (its path and the
+// documents read from it and its references: an edit between two shards' runs made a merged
+// recommendation no sweep gives, the session-30 audit), the base overrides and the axes (FNV-1a
+// over their text). Files an axis value names (model=...) are read per point, not hashed. The
+// headroom, objective, tolerance and top are the merge's own: they rank the points, they do not
+// change them.
 std::string sweep_fingerprint(const planner::ScenarioTemplate& base, const planner::SweepSpace& space) {
   std::uint64_t h = 1469598103934665603ULL;
   auto add = [&h](const std::string& text) {
@@ -682,6 +685,7 @@ std::string sweep_fingerprint(const planner::ScenarioTemplate& base, const plann
     h = (h ^ 0xff) * 1099511628211ULL;  // a separator no text holds
   };
   add(base.file());
+  add(base.documents_text());
   for (const std::string& o : base.base_overrides()) add("set " + o);
   for (const planner::Axis& a : space.axes) {
     add("axis " + a.key);
@@ -754,7 +758,8 @@ class ShardReader {
     r.finish();
     if (sweep != fingerprint || count < 0 || static_cast<std::uint64_t>(count) != points)
       throw InputError(name_, "sweep",
-                       "a shard of another sweep: merge with the scenario, --set and axes the shards ran with");
+                       "a shard of another sweep: merge with the scenario, --set and axes the shards ran with "
+                       "(and the files as they were then: the scenario or a file it references changed since)");
     try {
       return sim::parse_shard(shard);
     } catch (const std::invalid_argument& e) {

@@ -89,6 +89,46 @@ TEST(SweepShards, MissingDoubledUnfinishedOrForeignShardsAreRefused) {
   EXPECT_NE(other.exit_code, 0);
   EXPECT_NE(other.err.find("a shard of another sweep"), std::string::npos) << other.err;
 
+  // A scenario file edited between two shards' runs (a job array while someone changes the
+  // file): the same path, --set and axes, other contents. Refused (the session-30 audit found
+  // such shards merged into a recommendation no sweep gives).
+  nlohmann::json scenario =
+      nlohmann::json::parse(read_file(kRoot + "/scenarios/llama3.1-8b-8xh100.json"), nullptr, true, true);
+  scenario["model"] = kRoot + "/models/llama3.1-8b.json";
+  scenario["cluster"] = kRoot + "/scenarios/clusters/dgx-h100.json";
+  const std::string edited = write_temp("edited_scenario.json", scenario.dump());
+  const std::string small = "sweep --scenario " + edited + " --set training.global_batch=null --axis training.micro_batch=1,2";
+  auto shard_of = [&](int i) {
+    const CommandResult r = run_cli(small + " --threads 1 --shard " + std::to_string(i) + "/2");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return write_temp("edited_shard_" + std::to_string(i), r.out);
+  };
+  const std::string first = shard_of(0);
+  scenario["training"]["seq_len"] = 1024;
+  write_temp("edited_scenario.json", scenario.dump());
+  const std::string second = shard_of(1);
+  const CommandResult edited_merge = run_cli(small + " --merge " + first + " " + second);
+  EXPECT_EQ(edited_merge.exit_code, 2) << edited_merge.err;
+  EXPECT_NE(edited_merge.err.find("a shard of another sweep"), std::string::npos) << edited_merge.err;
+
+  // A record damaged in a way no point can be (a negative byte count, nan): refused, naming the
+  // file, not merged into the report.
+  for (const char* damage : {"-5", "nan", "inf"}) {
+    std::string damaged = read_file(b);
+    std::size_t at = damaged.find("\np ");
+    while (at != std::string::npos && damaged.compare(damaged.find(' ', damaged.find(' ', at + 3) + 1) - 3, 3, " ok") != 0)
+      at = damaged.find("\np ", at + 1);
+    ASSERT_NE(at, std::string::npos) << "no evaluated point in the shard";
+    // "p INDEX ok PEAK_ALLOCATED ...": the fourth field.
+    const std::size_t field = damaged.find(" ok ", at) + 4;
+    damaged.replace(field, damaged.find(' ', field) - field, damage);
+    const std::string file = write_temp(std::string("damaged_") + (damage[0] == '-' ? "neg" : damage), damaged);
+    const CommandResult r = run_cli(kSweep + " --merge " + a + " " + file);
+    EXPECT_EQ(r.exit_code, 2) << damage << ": " << r.err;
+    EXPECT_NE(r.err.find(file), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("a figure that no point has"), std::string::npos) << r.err;
+  }
+
   const CommandResult bad = run_cli(kSweep + " --shard 2/2");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("expected i/N"), std::string::npos) << bad.err;
