@@ -119,8 +119,10 @@ TEST(SweepShards, MissingDoubledUnfinishedOrForeignShardsAreRefused) {
     while (at != std::string::npos && damaged.compare(damaged.find(' ', damaged.find(' ', at + 3) + 1) - 3, 3, " ok") != 0)
       at = damaged.find("\np ", at + 1);
     ASSERT_NE(at, std::string::npos) << "no evaluated point in the shard";
-    // "p INDEX ok PEAK_ALLOCATED ...": the fourth field.
-    const std::size_t field = damaged.find(" ok ", at) + 4;
+    // "p INDEX ok PEAK_ALLOCATED RESERVED STATE OVERHEAD GPU_MEMORY DEVICE_PEAK STEP ...": -5 goes
+    // into the peak (an integer), nan and inf into the step (a double, as %a writes it).
+    std::size_t field = at + 1;
+    for (int k = 0; k < (damage[0] == '-' ? 3 : 9); ++k) field = damaged.find(' ', field) + 1;
     damaged.replace(field, damaged.find(' ', field) - field, damage);
     const std::string file = write_temp(std::string("damaged_") + (damage[0] == '-' ? "neg" : damage), damaged);
     const CommandResult r = run_cli(kSweep + " --merge " + a + " " + file);
