@@ -1,5 +1,7 @@
 #include "runtime/internal/executor.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <limits>
 #include <cmath>
@@ -95,8 +97,7 @@ RunControl::~RunControl() {
 }
 
 Clock::time_point RunControl::deadline() const {
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.timeout_seconds));
+  return Clock::now() + clock_seconds(options.timeout_seconds);
 }
 
 void RunControl::fail(const RuntimeError& e) {
@@ -387,8 +388,7 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
         for (const Op& op : s.ops) {
           if (rank == o.hooks.stall_rank && op.id == o.hooks.stall_op) {
             // Test hook: this rank's CPU never issues the op (as if stuck outside the step).
-            c.wait_for_abort(c.deadline() + std::chrono::duration_cast<Clock::duration>(
-                                                std::chrono::duration<double>(o.timeout_seconds)));
+            c.wait_for_abort(c.deadline() + clock_seconds(o.timeout_seconds));
             if (c.aborted()) throw Aborted{};
             throw RuntimeError(
                 FaultKind::timeout, rank, op.id,
@@ -493,6 +493,38 @@ std::vector<double> durations_for(const Schedule& s, const RunOptions& o) {
 
 }  // namespace detail
 
+namespace {
+
+// [Host buffers] The host backend's ranks are threads of this process (one with
+// --virtual-world), each with a send and a receive buffer as large as the largest collective it
+// runs: its planned bytes x byte_scale, at most max_buffer_bytes (0: no cap). Refused before
+// anything is allocated when they would take more than half this machine's memory (the
+// session-30 audit: --byte-scale 1e4 with a 1 TiB cap grew to 23.6 GB and was killed by the
+// kernel; 1e30 wrapped the element count and "passed" its data checks).
+void check_host_buffers(const Schedule& schedule, const RunOptions& options) {
+  double largest = 0;
+  for (const planner::Op& op : schedule.ops)
+    if (planner::is_collective(op.kind))
+      largest = std::max({largest, op.comm_bytes, collective_bytes(schedule, op).traffic_bytes});
+  double per_buffer = largest * options.byte_scale;
+  if (options.max_buffer_bytes > 0) per_buffer = std::min(per_buffer, static_cast<double>(options.max_buffer_bytes));
+  const double ranks = options.virtual_world > 0 ? 1 : schedule.world_size;
+  const double needed = ranks * 2 * per_buffer;
+  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (memory > 0 && needed > memory / 2) {
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%g", options.byte_scale);
+    throw std::invalid_argument(
+        std::string("--byte-scale ") + scale + " / --max-buffer-bytes " + std::to_string(options.max_buffer_bytes) +
+        ": the host backend's buffers would take " + bytes_text(needed) + " (" +
+        std::to_string(static_cast<long long>(ranks)) + " ranks x 2 buffers of the largest collective, " +
+        bytes_text(per_buffer) + "), more than half this machine's memory (" + bytes_text(memory) +
+        "): lower --byte-scale or cap the buffers with --max-buffer-bytes");
+  }
+}
+
+}  // namespace
+
 RunResult run_schedule(const Schedule& schedule, const RunOptions& options) {
   check_playable(schedule, schedule.name.empty() ? "<schedule>" : schedule.name);
   const Launch launch = resolve_launch(options.launcher);
@@ -509,6 +541,7 @@ RunResult run_schedule(const Schedule& schedule, const RunOptions& options) {
   if (!(options.byte_scale > 0) || !std::isfinite(options.byte_scale))
     throw std::invalid_argument("the byte scale must be a positive finite number");
   if (options.max_buffer_bytes < 0) throw std::invalid_argument("the buffer cap must be non-negative");
+  if (options.backend != "cuda") check_host_buffers(schedule, options);
   if (!(options.capacity_bytes >= 0) || !std::isfinite(options.capacity_bytes))
     throw std::invalid_argument("the memory capacity must be a non-negative finite number of bytes");
   if (!(options.timeout_seconds > 0) || !std::isfinite(options.timeout_seconds))

@@ -272,8 +272,7 @@ class HostRankDevice : public RankDevice {
       start_[op.id] = seconds_since_base(start);
     }
     if (planner::is_collective(op.kind)) collective(op, w);
-    const auto modeled =
-        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(durations_[op.id] * o_.time_scale));
+    const Clock::duration modeled = clock_seconds(durations_[op.id] * o_.time_scale);
     if (modeled.count() > 0) sleep_until(start + modeled);
     {
       std::lock_guard<std::mutex> lock(m_);

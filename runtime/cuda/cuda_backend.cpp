@@ -60,7 +60,7 @@ std::string nccl_text(ncclResult_t r, ncclComm_t comm) {
 }
 
 void CUDART_CB host_sleep(void* seconds) {
-  std::this_thread::sleep_for(std::chrono::duration<double>(*static_cast<const double*>(seconds)));
+  std::this_thread::sleep_for(clock_seconds(*static_cast<const double*>(seconds)));
 }
 
 std::uint16_t to_bf16(float f) {

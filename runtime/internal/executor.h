@@ -4,6 +4,7 @@
 // holds what the ranks share: the first fault, the abort, progress for diagnosing hangs.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -26,6 +27,15 @@ class HostGroupComm;  // runtime/host_comm.h
 namespace fsdpsim::runtime::detail {
 
 using Clock = std::chrono::steady_clock;
+
+// A wait of `seconds` as the clock counts it. The clock's nanosecond count overflows past about
+// 292 years, and a modeled op of 1e10 s was not waited for at all, nor a --timeout of 1e10 s
+// kept (the session-30 audit). Past a billion seconds (31 years) a wait is as good as forever:
+// it is saturated there, so a run's timeout fires as it should.
+inline Clock::duration clock_seconds(double seconds) {
+  constexpr double kForever = 1e9;
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::min(seconds, kForever)));
+}
 
 // Thrown to unwind a thread once the run is aborted; the fault that aborted it is kept in
 // RunControl.

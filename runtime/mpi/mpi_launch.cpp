@@ -66,9 +66,7 @@ Barrier::Result wait_request(MPI_Request& request, Clock::time_point deadline, c
   }
 }
 
-Clock::time_point after(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
+Clock::time_point after(double seconds) { return Clock::now() + clock_seconds(seconds); }
 
 class MpiProcess {
  public:

@@ -2,6 +2,12 @@
 // model timed by the analytic engine), and the measured peak memory is the planned one.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_helpers.h"
@@ -49,6 +55,46 @@ TEST(VerifyCommand, WarnsWhenHostOverheadDominates) {
   const CommandResult text = run_cli("verify " + kArgs + " --time-scale 0.001");
   EXPECT_NE(text.out.find("WARNING: host overhead dominates"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("--time-scale 0.001"), std::string::npos) << text.out;
+}
+
+// Waits the clock cannot count, and buffers the machine cannot hold (the session-30 audit):
+// - an op modeled at 1e10 s (past the clock's nanosecond range) was not waited for, and verify
+//   exited 0 with a "measured" 4 ms: now its group's peers time out at --timeout;
+// - a --timeout of 1e300 s failed at once: now it is as good as forever and the run completes;
+// - --byte-scale 1e4 with a 1 TiB buffer cap grew until the kernel killed the process: now it is
+//   refused before anything is allocated, naming the options ([Host buffers], runtime/executor.cpp).
+TEST(VerifyCommand, WaitsAndBuffersPastWhatTheMachineHoldsAreHandled) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("fsdpsim_verify_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string schedule = dir + "/gpt2.sched.json";
+  const std::string two_ranks = kArgs + " --set cluster.gpus_per_node=2 --set training.global_batch=null";
+  ASSERT_EQ(run_cli("schedule " + two_ranks + " -o " + schedule).exit_code, 0);
+  const nlohmann::json s = nlohmann::json::parse(std::ifstream(schedule));
+  std::vector<double> durations(s["ops"].size(), 1e-5);
+  int compute = -1;
+  for (std::size_t i = 0; i < s["ops"].size() && compute < 0; ++i)
+    if (s["ops"][i]["stream"] == "compute") compute = static_cast<int>(i);
+  ASSERT_GE(compute, 0);
+  durations[static_cast<std::size_t>(compute)] = 1e10;
+  const std::string long_op = dir + "/long_op.json";
+  std::ofstream(long_op) << nlohmann::json(durations).dump();
+  const CommandResult forever =
+      run_cli("verify --schedule " + schedule + " --durations " + long_op + " --time-scale 1 --timeout 2");
+  EXPECT_NE(forever.exit_code, 0) << forever.out;
+  EXPECT_NE(forever.err.find("timeout"), std::string::npos) << forever.err;
+
+  const std::string cluster = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/clusters/dgx-h100.json";
+  const CommandResult patient =
+      run_cli("verify --schedule " + schedule + " --cluster " + cluster + " --time-scale 0.001 --timeout 1e300");
+  EXPECT_EQ(patient.exit_code, 0) << patient.err;
+
+  const CommandResult huge = run_cli("run --schedule " + schedule + " --cluster " + cluster +
+                                     " --byte-scale 1e30 --max-buffer-bytes 0");
+  EXPECT_NE(huge.exit_code, 0);
+  EXPECT_NE(huge.err.find("--byte-scale 1e+30 / --max-buffer-bytes 0: the host backend's buffers would take"),
+            std::string::npos)
+      << huge.err;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
