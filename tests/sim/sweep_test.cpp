@@ -792,10 +792,10 @@ TEST(SweepShards, RecordsReadBackBitForBit) {
   p.index = 5;
   p.status = PointStatus::ok;
   p.metrics.peak_allocated_bytes = 123456789012;
-  p.metrics.peak_reserved_bytes = -1;
+  p.metrics.peak_reserved_bytes = 0;
   p.metrics.step_seconds = 0.1 + 0.2;  // not a short decimal
   p.metrics.mfu = std::nextafter(0.5, 1.0);
-  p.metrics.tokens_per_second_per_gpu = std::numeric_limits<double>::infinity();
+  p.metrics.tokens_per_second_per_gpu = std::numeric_limits<double>::max();
   p.metrics.compute_seconds = std::numeric_limits<double>::denorm_min();
   p.metrics.units = 3;
   p.metrics.exposed_comm_by_unit = {1e-300, -0.0, 3.5};
@@ -803,7 +803,7 @@ TEST(SweepShards, RecordsReadBackBitForBit) {
   EXPECT_EQ(q.index, 5u);
   EXPECT_EQ(q.label, space.label(space.choice(5)));  // from the space, not the record
   EXPECT_EQ(q.metrics.peak_allocated_bytes, p.metrics.peak_allocated_bytes);
-  EXPECT_EQ(q.metrics.peak_reserved_bytes, -1);
+  EXPECT_EQ(q.metrics.peak_reserved_bytes, 0);
   EXPECT_EQ(q.metrics.step_seconds, p.metrics.step_seconds);
   EXPECT_EQ(q.metrics.mfu, p.metrics.mfu);
   EXPECT_EQ(q.metrics.tokens_per_second_per_gpu, p.metrics.tokens_per_second_per_gpu);
@@ -812,6 +812,13 @@ TEST(SweepShards, RecordsReadBackBitForBit) {
   ASSERT_EQ(q.metrics.exposed_comm_by_unit.size(), 3u);
   EXPECT_TRUE(std::signbit(q.metrics.exposed_comm_by_unit[1]));
   EXPECT_EQ(q.metrics.exposed_comm_by_unit[0], 1e-300);
+  // A figure no point has (a negative byte count, an infinite rate) is refused, not read back.
+  PointResult negative = p;
+  negative.metrics.peak_reserved_bytes = -1;
+  EXPECT_THROW(parse_point_record(point_record(negative), space), std::invalid_argument);
+  PointResult infinite = p;
+  infinite.metrics.tokens_per_second_per_gpu = std::numeric_limits<double>::infinity();
+  EXPECT_THROW(parse_point_record(point_record(infinite), space), std::invalid_argument);
 
   PointResult skipped;
   skipped.index = 1;
