@@ -1850,4 +1850,14 @@ Model load_hf_config(const std::string& path, const HfImportOptions& options) {
   return parse_model(import_hf_config(load_json_file(path), path, options), path);
 }
 
+HfImportOptions import_options_of(const nlohmann::json& config, const std::string& file) {
+  HfImportOptions options;
+  if (!config.is_object() || !config.contains("_import_options")) return options;
+  JsonReader r(config["_import_options"], file, "_import_options");
+  options.flash_attention = r.boolean_or("flash_attention", options.flash_attention);
+  options.fp32_loss = r.boolean_or("fp32_loss", options.fp32_loss);
+  r.finish();
+  return options;
+}
+
 }  // namespace fsdpsim::models

@@ -42,6 +42,14 @@ struct HfImportOptions {
   bool fp32_loss = true;
 };
 
+// How the config says its model is imported: its "_import_options" object ({"flash_attention":
+// false, "fp32_loss": false}: the configs of models/hf/ whose runs used eager attention or a loss
+// on 16-bit logits), else the defaults. What the catalog entry of that name was made with, so an
+// hf: reference or `import-hf` of the config gives the catalog's model (the session-30 audit:
+// hf:models/hf/kempnerforge-7b.json peaked at 44.7 GB where the catalog's kempnerforge-7b does at
+// 32.1). Throws InputError naming the file and the key for another key or a value not a boolean.
+HfImportOptions import_options_of(const nlohmann::json& config, const std::string& file);
+
 // The model JSON (the schema parse_model reads) for a Hugging Face config; `file` names
 // the config in errors and in the model's "source". Throws InputError naming the file and
 // the config key for an unsupported model_type or a missing or malformed field.

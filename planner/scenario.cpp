@@ -732,9 +732,10 @@ Reference load_reference(const nlohmann::json& value, const std::string& scenari
     throw InputError(scenario_file, key, "no file \"" + wanted + "\" (looked beside the scenario, in the current "
                                          "directory and under " + catalog_root() + ")");
   if (hf) {
-    models::HfImportOptions options;
-    options.flash_attention = !eager_attention;
-    return {models::import_hf_config(load_json_file(path), path, options), path, true};
+    const nlohmann::json config = load_json_file(path);
+    models::HfImportOptions options = models::import_options_of(config, path);  // the catalog entry's
+    if (eager_attention) options.flash_attention = false;
+    return {models::import_hf_config(config, path, options), path, true};
   }
   return {load_json_file(path), path};
 }

@@ -48,15 +48,19 @@ void add_import_command(CLI::App& app) {
   cmd->add_option("config", o->config, "config.json")->required();
   cmd->add_option("-o,--output", o->output, "Write to this file instead of stdout");
   cmd->add_flag("--eager-attention", o->eager_attention, "Save the s^2 attention scores (no flash attention)");
-  cmd->add_option("--loss", o->loss,
+  CLI::Option* loss = cmd->add_option("--loss", o->loss,
                   "The loss the output layer's costs are computed for: fp32_upcast (logits.float(), the default) "
-                  "or bf16 (cross-entropy on the 16-bit logits); a scenario's training.loss can swap in any kind")
+                  "or bf16 (cross-entropy on the 16-bit logits); a scenario's training.loss can swap in any kind. "
+                  "Without it, and without --eager-attention, the config's own \"_import_options\" decide")
       ->check(CLI::IsMember({"fp32_upcast", "bf16"}));
-  cmd->callback([o] {
-    models::HfImportOptions options;
-    options.flash_attention = !o->eager_attention;
-    options.fp32_loss = o->loss == "fp32_upcast";
-    nlohmann::json model = models::import_hf_config(load_json_file(o->config), o->config, options);
+  cmd->callback([o, loss] {
+    const nlohmann::json config = load_json_file(o->config);
+    // The config's own _import_options first (what its catalog entry was made with), then the
+    // flags given.
+    models::HfImportOptions options = models::import_options_of(config, o->config);
+    if (o->eager_attention) options.flash_attention = false;
+    if (loss->count() > 0) options.fp32_loss = o->loss == "fp32_upcast";
+    nlohmann::json model = models::import_hf_config(config, o->config, options);
     const models::Model parsed = models::parse_model(model, o->config);  // check it before writing it
     std::string text = models::format_json(model) + "\n";
     if (o->output.empty()) {

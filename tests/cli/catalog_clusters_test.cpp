@@ -45,5 +45,30 @@ TEST(CatalogClusters, EstimateRunsOnEachNewClusterWithTheCatalogsMemory) {
   }
 }
 
+// A config that says how its catalog entry was imported ("_import_options": eager attention,
+// a loss on 16-bit logits) gives that entry through `import-hf` and an hf: reference too (the
+// session-30 audit: hf:models/hf/kempnerforge-7b.json peaked at 44.7 GB where the catalog's
+// kempnerforge-7b does at 32.1, its loss upcast to fp32 by default).
+TEST(CatalogModels, ImportOptionsOfTheConfigGiveTheCatalogEntry) {
+  const std::string root = FSDPSIM_SOURCE_ROOT;
+  for (const char* name : {"kempnerforge-7b", "colossalai-gpt2-xl"}) {
+    SCOPED_TRACE(name);
+    const CommandResult imported = run_cli("import-hf " + root + "/models/hf/" + name + ".json");
+    ASSERT_EQ(imported.exit_code, 0) << imported.err;
+    nlohmann::json catalog = load_json_file(root + "/models/" + name + ".json");
+    nlohmann::json mine = nlohmann::json::parse(imported.out);
+    // "source" names the config by the path it was given (here absolute).
+    EXPECT_NE(mine["source"].get<std::string>().find("imported by fsdpsim with"), std::string::npos);
+    catalog.erase("source");
+    mine.erase("source");
+    EXPECT_EQ(mine, catalog);
+    const std::string base = "estimate --scenario " + root + "/scenarios/llama3.1-8b-8xh100.json --set model=";
+    const nlohmann::json by_config = run_cli_json(base + "hf:" + root + "/models/hf/" + name + ".json");
+    const nlohmann::json by_name = run_cli_json(base + root + "/models/" + name + ".json");
+    EXPECT_EQ(by_config["memory"]["peak_allocated_bytes"], by_name["memory"]["peak_allocated_bytes"]);
+    EXPECT_EQ(by_config["time"]["step_seconds"], by_name["time"]["step_seconds"]);
+  }
+}
+
 }  // namespace
 }  // namespace fsdpsim::testing

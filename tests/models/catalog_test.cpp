@@ -38,17 +38,12 @@ std::set<std::string> hf_config_names() {
 
 // The catalog entry as the importer makes it; the config is named by its repository path
 // so the entry's "source" does not depend on where the checkout lives. A config may say how
-// its entry is imported: "_import_options": {"flash_attention": false, "fp32_loss": false} (the importer itself
-// ignores "_" keys).
+// its entry is imported: "_import_options": {"flash_attention": false, "fp32_loss": false}
+// (models::import_options_of, which hf: references and `import-hf` read too).
 nlohmann::json imported(const std::string& name) {
   const std::string relative = "models/hf/" + name + ".json";
   const nlohmann::json config = load_json_file(repo_path(relative));
-  HfImportOptions options;
-  if (config.contains("_import_options")) {
-    options.flash_attention = config["_import_options"].value("flash_attention", true);
-    options.fp32_loss = config["_import_options"].value("fp32_loss", true);
-  }
-  return import_hf_config(config, relative, options);
+  return import_hf_config(config, relative, import_options_of(config, relative));
 }
 
 TEST(Catalog, ShipsTheListedModels) {
