@@ -1170,7 +1170,15 @@ void add_sweep_command(CLI::App& app) {
       ->expected(1, -1);
   cmd->add_flag("--brute-force", o->brute_force,
                 "Wrap search: also time every wrapping (at most 14 blocks) and compare with the search");
-  cmd->callback([o] { run_sweep_command(*o); });
+  // The wrap search's options mean nothing to a sweep: given without --wrap-search they were
+  // silently ignored (the session-30 audit); now they name what they need.
+  cmd->callback([o, cmd] {
+    if (!o->wrap_search)
+      for (const char* name : {"--wrap-objective", "--wrap-candidates", "--wrap-max-unit", "--wrap-local-search",
+                               "--brute-force"})
+        if (cmd->count(name) > 0) throw InputError::option(name, "is an option of the wrap search: add --wrap-search");
+    run_sweep_command(*o);
+  });
 }
 
 }  // namespace fsdpsim::tools

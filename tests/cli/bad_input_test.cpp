@@ -361,7 +361,12 @@ TEST(Hardening, SelfContradictingInputsAreRefusedNamingTheField) {
                 " --set 'simulation.stragglers=[{\"rank\":1,\"compute_speed\":0.5},{\"rank\":1,\"compute_speed\":0.9}]'",
             "simulation.stragglers[1].rank: rank 1 is already a straggler"},
            {"sweep --scenario " + llama + " --axis training.micro_batch=1,1,2",
-            "--axis training.micro_batch: the axis training.micro_batch lists 1 twice"}}) {
+            "--axis training.micro_batch: the axis training.micro_batch lists 1 twice"},
+           // The wrap search's options on a sweep were silently ignored.
+           {"sweep --scenario " + llama + " --axis training.micro_batch=1,2 --brute-force",
+            "--brute-force: is an option of the wrap search: add --wrap-search"},
+           {"sweep --scenario " + llama + " --axis training.micro_batch=1,2 --wrap-candidates 3",
+            "--wrap-candidates: is an option of the wrap search"}}) {
     SCOPED_TRACE(c.args);
     const CommandResult r = run_cli(c.args);
     EXPECT_EQ(r.exit_code, 2) << r.err;
