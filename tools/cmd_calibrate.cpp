@@ -1,7 +1,6 @@
 // `fsdpsim calibrate`: micro-benchmarks on this machine through the runtime's backends, fits,
 // and a calibration JSON that estimate / simulate / sweep read (a scenario's "calibration").
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 #include "calibrate/calibrate.h"
@@ -156,10 +155,7 @@ void run_calibrate(const CalibrateCommandOptions& o, const runtime::Launch& laun
   if (!o.quiet && root)
     bench.progress = [](const std::string& line) { std::cerr << "calibrate: " << line << std::endl; };
   // Check the output can be written before spending minutes measuring.
-  if (root) {
-    std::ofstream probe(o.output, std::ios::app);
-    if (!probe) throw InputError(o.output, "", "cannot write the calibration file here");
-  }
+  if (root) check_writable(o.output, "the calibration file");
   const calibrate::Measurements m = calibrate::measure(scenario, bench);
   if (!m.reports) return;  // a rank other than the one that reports
   const calibrate::FitResult f = calibrate::fit(scenario, m);

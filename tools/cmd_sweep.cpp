@@ -32,6 +32,7 @@
 #include "tools/commands.h"
 #include "tools/format.h"
 #include "tools/option_checks.h"
+#include "tools/output_file.h"
 
 
 namespace fsdpsim::tools {
@@ -221,8 +222,7 @@ class CsvPoints {
  public:
   CsvPoints(const std::string& path, const planner::SweepSpace& space)
       : path_(path), space_(space), side_(directory_of(path)) {
-    std::ofstream probe(path, std::ios::app);  // an unwritable path fails before the sweep runs
-    if (!probe) throw InputError(path, "", "cannot write the CSV file");
+    check_writable(path, "the CSV file");  // an unwritable path fails before the sweep runs
   }
 
   // The row up to `units`. Records are length-prefixed: a quoted reason may hold newlines.

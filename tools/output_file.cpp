@@ -1,5 +1,6 @@
 #include "tools/output_file.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include "models/json_input.h"
@@ -13,6 +14,16 @@ void write_output_file(const std::string& path, const std::string& text, const s
   out.flush();
   out.close();
   if (!out) throw InputError(path, "", "cannot write " + what + " (is the disk full?)");
+}
+
+void check_writable(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  {
+    std::ofstream probe(path, std::ios::app);
+    if (!probe) throw InputError(path, "", "cannot write " + what + " here");
+  }
+  if (!existed) std::filesystem::remove(path, ec);
 }
 
 }  // namespace fsdpsim::tools

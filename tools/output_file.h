@@ -14,4 +14,9 @@ namespace fsdpsim::tools {
 // the message ("the trace file").
 void write_output_file(const std::string& path, const std::string& text, const std::string& what);
 
+// Throws InputError naming the path when `path` cannot be written, before a long run that would
+// write it at the end. Leaves no trace: a file that was not there is not left behind empty (a
+// failed calibrate left a 0-byte file, the session-30 audit), one that was is not changed.
+void check_writable(const std::string& path, const std::string& what);
+
 }  // namespace fsdpsim::tools

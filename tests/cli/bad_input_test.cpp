@@ -533,6 +533,17 @@ TEST(Hardening, AOneLayerModelIsPlanned) {
 // The files written beside the output (tools/output_file.h): a full disk is an error naming the
 // file, exit 2, not "wrote /dev/full" and exit 0 (the session-30 audit). /dev/full accepts the
 // open and fails every write, so the failure shows only when the buffered text is flushed.
+// A command that fails after checking it can write its output leaves no empty file behind (a
+// failed calibrate left a 0-byte calibration file, the session-30 audit).
+TEST(Hardening, AFailedRunLeavesNoEmptyOutputFile) {
+  const std::string out = std::filesystem::temp_directory_path() / ("fsdpsim_no_trace_" + std::to_string(::getpid()) + ".json");
+  std::filesystem::remove(out);
+  const CommandResult r = run_cli("calibrate --scenario " + quick_start_scenario() + " -o " + out + " --host-max-copy-bytes 1");
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out)) << "left behind: " << out;
+  std::filesystem::remove(out);
+}
+
 TEST(Hardening, AFullDiskIsAnErrorForEveryFileWritten) {
   if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this system";
   const std::string scenario = quick_start_scenario();
