@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include "models/bytes_text.h"
@@ -462,8 +463,18 @@ RunResult execute(RunControl& c, std::vector<std::unique_ptr<RankDevice>>& devic
   for (std::size_t i = 0; i < devices.size(); ++i) c.devices[i] = devices[i].get();
   std::vector<RankResult> results(devices.size());
   std::vector<std::thread> threads;
-  for (std::size_t i = 0; i < devices.size(); ++i)
-    threads.emplace_back([&, i] { rank_main(c, *devices[i], static_cast<int>(i), results[i]); });
+  try {
+    for (std::size_t i = 0; i < devices.size(); ++i)
+      threads.emplace_back([&, i] { rank_main(c, *devices[i], static_cast<int>(i), results[i]); });
+  } catch (const std::system_error& e) {
+    // The system refused another rank thread: the run is aborted and the ranks started are
+    // joined, so the error is one line, not std::terminate on a joinable thread.
+    c.abort();
+    for (auto& t : threads) t.join();
+    throw std::runtime_error("cannot start rank thread " + std::to_string(threads.size()) + " of " +
+                             std::to_string(devices.size()) + " (" + e.what() +
+                             "): run fewer ranks (--virtual-world plays one) or raise the process's limits");
+  }
   for (auto& t : threads) t.join();
   if (auto e = c.error()) {
     // The stream thread that recorded the fault may still be in abort(), waking the devices the

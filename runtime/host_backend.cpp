@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <system_error>
 #include <thread>
 
 #include "runtime/internal/executor.h"
@@ -126,18 +127,31 @@ class HostRankDevice : public RankDevice {
         end_(s_.ops.size(), -1) {
     std::vector<bool> used(planner::kStreamCount, false);
     for (const Op& op : s_.ops) used[static_cast<int>(op.stream)] = true;
-    for (int i = 0; i < planner::kStreamCount; ++i) {
-      if (!used[i]) continue;
-      workers_[i] = std::make_unique<Worker>();
-      Worker* w = workers_[i].get();
-      w->thread = std::thread([this, w] { worker_main(*w); });
+    try {
+      for (int i = 0; i < planner::kStreamCount; ++i) {
+        if (!used[i]) continue;
+        workers_[i] = std::make_unique<Worker>();
+        Worker* w = workers_[i].get();
+        w->thread = std::thread([this, w] { worker_main(*w); });
+      }
+    } catch (const std::system_error& e) {
+      // The system refused another thread (a process limit, an address-space limit): the
+      // workers already started are stopped and joined, so the error reaches the user as one
+      // line instead of std::terminate on a joinable thread (the session-30 audit: 1,024 ranks
+      // under an 8 GiB address-space limit died with SIGABRT).
+      stop_workers();
+      throw std::runtime_error("cannot start the host backend's stream threads (" + std::string(e.what()) +
+                               "): the schedule's ranks x streams are threads of this process; run fewer ranks "
+                               "(--virtual-world plays one) or raise the process's limits");
     }
     c_.add_waker([this] { wake(); });
   }
 
-  ~HostRankDevice() override {
+  ~HostRankDevice() override { stop_workers(); }
+
+  void stop_workers() {
     for (auto& w : workers_) {
-      if (!w) continue;
+      if (!w || !w->thread.joinable()) continue;
       {
         std::lock_guard<std::mutex> lock(w->m);
         w->stop = true;

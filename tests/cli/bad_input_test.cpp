@@ -396,6 +396,37 @@ std::string edited_gpt2(const std::string& name, Edit edit) {
   return write_temp(name + ".json", model.dump());
 }
 
+// The host backend plays every rank as threads of this process. When the system refuses another
+// thread (here an 8 GB address-space limit against 1,024 ranks of 8 MiB stacks), the run ends
+// with an error line, not std::terminate on a joinable thread (SIGABRT, the session-30 audit).
+TEST(Hardening, ThreadsTheSystemRefusesAreAnErrorNotAnAbort) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: no run fits an 8 GB limit";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: no run fits an 8 GB limit";
+#endif
+#endif
+  const std::string model = edited_gpt2("gpt2_one_layer_threads", [](nlohmann::json& block) {
+    block["repeat"] = 1;
+    block["name"] = "0";
+  });
+  nlohmann::json scenario = good_scenario();
+  scenario["model"] = model;
+  const std::string scenario_file = write_temp("threads_scenario.json", scenario.dump());
+  const std::string schedule = std::filesystem::temp_directory_path() / ("fsdpsim_threads_" + std::to_string(::getpid()) + ".json");
+  ASSERT_EQ(run_cli("schedule --scenario " + scenario_file + " -o " + schedule).exit_code, 0);
+  nlohmann::json s = load(schedule);
+  s["world_size"] = 1024;
+  std::ofstream(schedule) << s.dump();
+  const CommandResult r = run_command("ulimit -v 8000000 && " + cli_binary() + " run --schedule " + schedule +
+                                      " --cluster " + source_path("scenarios/clusters/dgx-h100.json") + " --time-scale 0.001");
+  std::filesystem::remove(schedule);
+  EXPECT_LT(r.exit_code, 128) << "killed by a signal: " << r.err;
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("error: cannot start"), std::string::npos) << r.err;
+}
+
 // Item 10: attention_flops > forward_flops was accepted: step 2.96e7 s.
 TEST(Hardening, AttentionFlopsAboveForwardFlopsAreRefused) {
   const std::string model = edited_gpt2("attention_model", [](nlohmann::json& block) {
