@@ -901,6 +901,8 @@ void resimulate_top(SweepResult& r, std::size_t k, const Resimulator& resimulate
       m->gpu_memory_bytes = p.metrics.gpu_memory_bytes;
       m->device_peak_bytes = p.metrics.device_peak_bytes;
     }
+    // So is the wrapping (its units: the resimulated JSON read 0, the session-30 audit).
+    if (m->units <= 0) m->units = p.metrics.units;
     p.resimulated = m;
     r.resimulated_ranking.push_back(i);
   }

@@ -758,6 +758,7 @@ TEST(SweepRanking, ResimulationHookReordersTheTop) {
           m.tokens_per_second_per_gpu *= 2;
         }
         m.device_peak_bytes = 0;  // memory: keep the schedule's
+        m.units = 0;              // and the wrapping's units (the engine reports none)
         note = "fake engine";
         return m;
       },
@@ -766,6 +767,8 @@ TEST(SweepRanking, ResimulationHookReordersTheTop) {
   EXPECT_EQ(r.resimulated_ranking.front(), third);
   EXPECT_EQ(r.recommendation.point, third);
   EXPECT_EQ(r.point(third).resimulated->device_peak_bytes, r.point(third).metrics.device_peak_bytes);
+  EXPECT_GT(r.point(third).metrics.units, 0);
+  EXPECT_EQ(r.point(third).resimulated->units, r.point(third).metrics.units);
   EXPECT_EQ(r.point(first).resimulation_note, "fake engine");
   EXPECT_NE(r.recommendation.why.find("re-simulated"), std::string::npos);
 }
