@@ -306,10 +306,16 @@ struct Hw {
 // stated figure ignored: an NVSwitch node at 5 GB/s priced as at 450).
 // The comparison is made in datasheet GB/s, where shipped figures are exact (450 = 18 x 25), so
 // a stated figure equal to the links' gives the links' NCCL figure bit for bit.
+constexpr const char* kStatedCapNote =
+    ", capped by cluster.intra_bandwidth_gbps read as datasheet links ([Stated node bandwidth])";
+
+bool stated_below_links(int links, const ClusterSpec& c, Arch a) {
+  return c.intra_bandwidth_gbps > 0 && c.intra_bandwidth_gbps < links * spec_nvlink_bw_per_link(a);
+}
+
 double stated_node_cap(int links, const ClusterSpec& c, Arch a) {
-  const double stated = c.intra_bandwidth_gbps;
-  if (stated > 0 && stated < links * spec_nvlink_bw_per_link(a))
-    return stated * nccl_nvlink_bw_per_link(a) / spec_nvlink_bw_per_link(a);
+  if (stated_below_links(links, c, a))
+    return c.intra_bandwidth_gbps * nccl_nvlink_bw_per_link(a) / spec_nvlink_bw_per_link(a);
   return links * nccl_nvlink_bw_per_link(a);
 }
 
@@ -553,10 +559,7 @@ NcclParams NcclParams::defaults_for(const ClusterSpec& cluster, const std::strin
         cluster.gpu.xgmi_links > 0
             ? std::to_string(cluster.gpu.xgmi_links) +
                   " xGMI links (gpu.xgmi.links) x 48.0 GB/s (RCCL topo.h GFX94X_XGMI_WIDTH, ncclTopoXGMISpeed)" +
-                  (cluster.intra_bandwidth_gbps > 0 &&
-                           cluster.intra_bandwidth_gbps < cluster.gpu.xgmi_links * spec_nvlink_bw_per_link(arch)
-                       ? ", capped by cluster.intra_bandwidth_gbps read as datasheet links ([Stated node bandwidth])"
-                       : "")
+                  (stated_below_links(cluster.gpu.xgmi_links, cluster, arch) ? kStatedCapNote : "")
             : "cluster.intra_bandwidth_gbps as is (the GPU lists no xGMI links)";
   } else if (nvswitch) {
     int links = cluster.gpu.nvlink_links;
@@ -570,9 +573,7 @@ NcclParams NcclParams::defaults_for(const ClusterSpec& cluster, const std::strin
       std::snprintf(buf, sizeof buf, "%.1f", nccl_nvlink_bw_per_link(arch));
       p.sources["intra_bandwidth_gbps"] = std::to_string(links) + " NVLink links (" + how + ") x " + buf +
                                           " GB/s (NCCL topo.h ncclTopoNVLinkBw, " + arch_name(arch) + ")";
-      if (cluster.intra_bandwidth_gbps > 0 && cluster.intra_bandwidth_gbps < links * spec_nvlink_bw_per_link(arch))
-        p.sources["intra_bandwidth_gbps"] +=
-            ", capped by cluster.intra_bandwidth_gbps read as datasheet links ([Stated node bandwidth])";
+      if (stated_below_links(links, cluster, arch)) p.sources["intra_bandwidth_gbps"] += kStatedCapNote;
     } else {
       p.sources["intra_bandwidth_gbps"] =
           "cluster.intra_bandwidth_gbps as is (the GPU lists no NVLink links)";

@@ -39,6 +39,13 @@ struct RankShape {
   bool params_sharded = true, grads_sharded = true;
 };
 
+// What a full state dict gathers of a unit: the unit whole, over the shard group (its all-gather
+// output, padding included), and an expert unit also over the expert-parallel group
+// (DTensor::full_tensor on both mesh dimensions: every expert).
+double gathered_whole(const Unit& unit, const UnitShard& shard) {
+  return std::max(static_cast<double>(shard.gathered_numel), static_cast<double>(unit.numel()));
+}
+
 RankShape rank_shape(const Scenario& sc, const Plan& plan) {
   RankShape r;
   const ShardedModelState sharded = sharded_model_state(sc.fsdp, sc.training);
@@ -61,9 +68,7 @@ RankShape rank_shape(const Scenario& sc, const Plan& plan) {
     const double whole = static_cast<double>(plan.units[i].numel());
     r.model_elements += whole;
     r.local_model_elements += static_cast<double>(sh.numel);
-    // A full state dict gathers each unit whole: over the shard group, and an expert unit also
-    // over the expert-parallel group (DTensor::full_tensor on both mesh dimensions).
-    const double whole_gathered = std::max(static_cast<double>(sh.gathered_numel), whole);
+    const double whole_gathered = gathered_whole(plan.units[i], sh);
     if (plan.units[i].is_root)
       r.root_gathered_elements = whole_gathered;
     else
@@ -290,7 +295,7 @@ CheckpointSave checkpoint_save(const Scenario& sc, const Plan& plan, const Memor
       for (std::size_t u = 0; u < plan.shards.size(); ++u) {
         const UnitShard& sh = plan.shards[u];
         if (sh.numel == 0) continue;
-        const double gathered = std::max(static_cast<double>(sh.gathered_numel), static_cast<double>(plan.units[u].numel()));
+        const double gathered = gathered_whole(plan.units[u], sh);
         save.gather_seconds +=
             estimate_collective(CollectiveKind::all_gather, gathered * r.stored_bytes, group, sc.cluster, *nccl).seconds;
         if (state_tensors > 0)

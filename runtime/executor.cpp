@@ -517,8 +517,7 @@ void check_host_buffers(const Schedule& schedule, const RunOptions& options) {
   for (const planner::Op& op : schedule.ops)
     if (planner::is_collective(op.kind))
       largest = std::max({largest, op.comm_bytes, collective_bytes(schedule, op).traffic_bytes});
-  double per_buffer = largest * options.byte_scale;
-  if (options.max_buffer_bytes > 0) per_buffer = std::min(per_buffer, static_cast<double>(options.max_buffer_bytes));
+  const double per_buffer = detail::host_buffer_bytes(largest, options);
   const double ranks = options.virtual_world > 0 ? 1 : schedule.world_size;
   const double needed = ranks * 2 * per_buffer;
   const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));

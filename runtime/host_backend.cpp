@@ -300,9 +300,7 @@ class HostRankDevice : public RankDevice {
     const CollectiveBytes b = collective_bytes(s_, op);
     const std::size_t k = static_cast<std::size_t>(b.ranks);
     auto scaled_elements = [&](double bytes) {
-      double scaled = bytes * o_.byte_scale;
-      if (o_.max_buffer_bytes > 0) scaled = std::min(scaled, static_cast<double>(o_.max_buffer_bytes));
-      return static_cast<std::size_t>(std::floor(scaled / sizeof(float)));
+      return static_cast<std::size_t>(std::floor(host_buffer_bytes(bytes, o_) / sizeof(float)));
     };
     if (o_.virtual_world > 0 || op.comm_bytes <= 0) {
       // A local copy of the bytes this rank would send and receive.

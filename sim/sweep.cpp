@@ -734,13 +734,20 @@ PointResult parse_point_record(const std::string& line, const planner::SweepSpac
   PointMetrics& m = p.metrics;
   // Every figure a point has is a finite, non-negative number: a shard file edited or damaged
   // otherwise (nan, inf, -5 bytes merged with exit 0 before, the session-30 audit) is refused.
+  auto no_point_has = [&](const std::string& v) {
+    return std::invalid_argument("a figure that no point has (" + v + ") in the record: " + line);
+  };
   auto figure = [&](double v) {
-    if (!std::isfinite(v) || v < 0) throw std::invalid_argument("a figure that no point has (" + std::to_string(v) + ") in the record: " + line);
+    if (!std::isfinite(v) || v < 0) throw no_point_has(std::to_string(v));
     return v;
   };
-  m.peak_allocated_bytes = static_cast<std::int64_t>(figure(static_cast<double>(read_int(f[3], line))));
-  m.peak_reserved_bytes = static_cast<std::int64_t>(figure(static_cast<double>(read_int(f[4], line))));
-  m.model_state_bytes = static_cast<std::int64_t>(figure(static_cast<double>(read_int(f[5], line))));
+  auto count = [&](std::int64_t v) {  // kept an integer: bytes past 2^53 would not survive a double
+    if (v < 0) throw no_point_has(std::to_string(v));
+    return v;
+  };
+  m.peak_allocated_bytes = count(read_int(f[3], line));
+  m.peak_reserved_bytes = count(read_int(f[4], line));
+  m.model_state_bytes = count(read_int(f[5], line));
   double* doubles[] = {&m.device_overhead_bytes, &m.gpu_memory_bytes, &m.device_peak_bytes,
                        &m.step_seconds,          &m.compute_seconds,  &m.exposed_comm_seconds,
                        &m.optimizer_seconds,     &m.tokens_per_second_per_gpu, &m.mfu};

@@ -28,6 +28,14 @@ namespace fsdpsim::runtime::detail {
 
 using Clock = std::chrono::steady_clock;
 
+// The bytes a host-backend buffer holds for `planned_bytes` of a collective: scaled by
+// byte_scale, at most max_buffer_bytes (0: no cap). What the host backend allocates, and what
+// [Host buffers] (runtime/executor.cpp) sizes a run by before it starts.
+inline double host_buffer_bytes(double planned_bytes, const RunOptions& o) {
+  const double scaled = planned_bytes * o.byte_scale;
+  return o.max_buffer_bytes > 0 ? std::min(scaled, static_cast<double>(o.max_buffer_bytes)) : scaled;
+}
+
 // A wait of `seconds` as the clock counts it. The clock's nanosecond count overflows past about
 // 292 years, and a modeled op of 1e10 s was not waited for at all, nor a --timeout of 1e10 s
 // kept (the session-30 audit). Past a billion seconds (31 years) a wait is as good as forever:
