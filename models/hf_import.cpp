@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "models/checked_arithmetic.h"
@@ -274,23 +275,22 @@ void require_false(JsonReader& r, const std::string& key, const std::string& wha
 }
 
 // Parameter dtype: torch_dtype (or "dtype", its newer name), the dtype the checkpoint is
-// stored in; fp32 when absent, as transformers loads without a torch_dtype argument.
+// stored in; fp32 when absent, as transformers loads without a torch_dtype argument. A config
+// may carry both (transformers writes the new name beside the old); they must then agree.
 DType read_dtype(JsonReader& r) {
-  DType dtype = DType::fp32;
-  bool found = false;
+  std::optional<DType> dtype;
   for (const std::string key : {"torch_dtype", "dtype"}) {
-    if (!r.has(key) || found) {
-      r.ignore(key);
-      continue;
-    }
+    if (!r.has(key)) continue;
     std::string name = r.string(key);
     if (name.rfind("torch.", 0) == 0) name = name.substr(6);
     auto parsed = parse_dtype(name);
     if (!parsed) r.fail(key, "expected float32, bfloat16 or float16; got \"" + name + "\"");
+    if (dtype && *dtype != *parsed)
+      r.fail(key, "is \"" + name + "\" where torch_dtype says " + dtype_name(*dtype) +
+                      ": expected the same dtype under both names (dtype is torch_dtype's newer name)");
     dtype = *parsed;
-    found = true;
   }
-  return dtype;
+  return dtype.value_or(DType::fp32);
 }
 
 // Heads and head size; head_dim defaults to hidden/heads, which must then divide evenly.

@@ -255,19 +255,28 @@ class StepBuilder {
                            scenario_.model->name + "\" lacks; re-import it with fsdpsim import-hf, or leave training.loss out");
   }
 
-  // training.attention "eager": only for a model whose attention costs were computed for eager
-  // attention (saved score matrices, a b*s^2 term in the blocks' saved activations); a model
-  // imported for fused attention would be priced as fused under the name "eager".
+  // training.attention against the attention the model was costed for (a b*s^2 term in the
+  // attention modules' saved activations: the score matrices). "eager" needs a model costed for
+  // eager attention, a fused kernel's name one costed for fused attention: otherwise the step
+  // would be priced as the other kind under the name asked for. "auto" takes the model's.
   void check_attention_kernel() const {
-    if (training_.attention != "eager") return;
+    if (training_.attention == "auto") return;
+    bool eager = false;
     for (const Event& e : layout_.forward) {
       if (e.kind != Event::compute || e.module->costs->attention_flops.empty()) continue;
-      if (has_score_term(e.module->costs->saved_activation_bytes)) return;
+      eager = eager || has_score_term(e.module->costs->saved_activation_bytes);
     }
-    throw InputError(scenario_.file, "training.attention",
-                     "\"eager\" needs a model whose attention costs materialise the score matrices; model \"" +
-                         scenario_.model->name + "\" was costed for fused attention: import it with fsdpsim import-hf "
-                         "--eager-attention");
+    if (training_.attention == "eager" && !eager)
+      throw InputError(scenario_.file, "training.attention",
+                       "\"eager\" needs a model whose attention costs materialise the score matrices; model \"" +
+                           scenario_.model->name + "\" was costed for fused attention: import it with fsdpsim import-hf "
+                           "--eager-attention");
+    if (training_.attention != "eager" && eager)
+      throw InputError(scenario_.file, "training.attention",
+                       "\"" + training_.attention + "\" is a fused kernel, but model \"" + scenario_.model->name +
+                           "\" was costed for eager attention (its blocks save the score matrices): set training.attention "
+                           "to \"eager\" or \"auto\", or give the model as hf:<config.json>, which is imported for the "
+                           "kernel named");
   }
 
   // MoE blocks: fsdp.expert_parallel must divide every MoE layer's experts and

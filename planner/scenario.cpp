@@ -718,8 +718,14 @@ bool replaces_reference(const std::string& assignment) {
   return false;
 }
 
+AttentionImport attention_import_for(const std::string& training_attention) {
+  if (training_attention == "eager") return AttentionImport::eager;
+  if (training_attention == "auto") return AttentionImport::as_configured;
+  return AttentionImport::fused;  // a kernel's name (an unknown one is refused by the cost model)
+}
+
 Reference load_reference(const nlohmann::json& value, const std::string& scenario_file,
-                         const std::string& key, bool eager_attention) {
+                         const std::string& key, AttentionImport attention) {
   if (value.is_object()) return {value, scenario_file};
   if (!value.is_string())
     throw InputError(scenario_file, key, "expected a file path or an inline object, got " + describe_json(value));
@@ -734,7 +740,7 @@ Reference load_reference(const nlohmann::json& value, const std::string& scenari
   if (hf) {
     const nlohmann::json config = load_json_file(path);
     models::HfImportOptions options = models::import_options_of(config, path);  // the catalog entry's
-    if (eager_attention) options.flash_attention = false;
+    if (attention != AttentionImport::as_configured) options.flash_attention = attention == AttentionImport::fused;
     return {models::import_hf_config(config, path, options), path, true};
   }
   return {load_json_file(path), path};
@@ -934,18 +940,19 @@ ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, c
 namespace {
 
 // training.attention as the scenario will have it once its overrides are applied (they come
-// after the references are loaded): whether an hf: model must be imported for eager attention.
-bool asks_for_eager_attention(const nlohmann::json& json, const std::vector<std::string>& overrides) {
-  bool eager = false;
+// after the references are loaded): what an hf: model must be imported for.
+AttentionImport attention_import_of(const nlohmann::json& json, const std::vector<std::string>& overrides) {
+  std::string attention = "auto";
   if (const auto t = json.find("training"); t != json.end() && t->is_object())
-    if (const auto a = t->find("attention"); a != t->end() && a->is_string()) eager = a->get<std::string>() == "eager";
+    if (const auto a = t->find("attention"); a != t->end() && a->is_string()) attention = a->get<std::string>();
   constexpr std::string_view kKey = "training.attention=";
   for (const std::string& o : overrides) {
     if (o.rfind(kKey, 0) != 0) continue;
-    const std::string value = o.substr(kKey.size());
-    eager = value == "eager" || value == "\"eager\"";
+    attention = o.substr(kKey.size());
+    if (attention.size() >= 2 && attention.front() == '"' && attention.back() == '"')
+      attention = attention.substr(1, attention.size() - 2);
   }
-  return eager;
+  return attention_import_for(attention);
 }
 
 }  // namespace
@@ -960,7 +967,7 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
     if (replaces_reference(o)) apply_override(json, o, file);
   if (!json.contains("model")) throw InputError(file, "model", "is required: a catalog path, an inline object or hf:config.json");
   if (!json.contains("cluster")) throw InputError(file, "cluster", "is required: a catalog path or an inline object");
-  Reference model_ref = load_reference(json["model"], file, "model", asks_for_eager_attention(json, overrides));
+  Reference model_ref = load_reference(json["model"], file, "model", attention_import_of(json, overrides));
   Reference cluster_ref = load_reference(json["cluster"], file, "cluster");
   nlohmann::json calibration;
   std::string calibration_file;

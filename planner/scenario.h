@@ -301,10 +301,15 @@ struct Reference {
   std::string file;
   bool hf = false;  // imported from a Hugging Face config (hf:): its costs follow the attention it was imported for
 };
-// An hf: model (key "model", "hf:config.json") is imported for the scenario's attention kernel:
-// eager_attention true (training.attention "eager") costs the materialised score matrices.
+// The attention an hf: model is imported for (HfImportOptions::flash_attention), from the
+// scenario's training.attention: "eager" costs the materialised score matrices, a fused kernel's
+// name (flash2, cudnn, ...) keeps them out of HBM, and "auto" imports it as the config's own
+// "_import_options" say.
+enum class AttentionImport { as_configured, eager, fused };
+AttentionImport attention_import_for(const std::string& training_attention);
+// An hf: model (key "model", "hf:config.json") is imported for `attention`.
 Reference load_reference(const nlohmann::json& value, const std::string& scenario_file, const std::string& key,
-                         bool eager_attention = false);
+                         AttentionImport attention = AttentionImport::as_configured);
 
 // What parse_scenario read on the way, the overrides applied: the scenario document (those
 // inside the references apart), the model and cluster references and the calibration. A

@@ -533,8 +533,24 @@ void validate_schedule(const Schedule& s, const std::string& file) {
   for (const Allocation& a : s.allocations)
     if (a.persistent) made_by[a.id] = -2;  // made before the step
   validate_prelude(s, file, made_by, freed_by);
+  // Unit ids index per-unit reports (exposed communication by unit, estimate --by-unit), so an
+  // id past the schedule's ops would size them by a number no plan has: every unit has ops, so a
+  // schedule of N ops has at most N units.
+  auto check_unit = [&](int unit, const std::string& path) {
+    if (unit >= n_ops)
+      throw InputError(file, path, "expected a unit id from -1 to " + std::to_string(n_ops - 1) +
+                                       " (units are numbered from 0 and each has ops; the schedule has " +
+                                       std::to_string(n_ops) + " ops), got " + std::to_string(unit));
+  };
+  for (const Allocation& a : s.allocations)
+    check_unit(a.unit, join_json_path(join_json_path("allocations", static_cast<std::size_t>(a.id)), "unit"));
   for (const Op& op : s.ops) {
     std::string path = join_json_path("ops", static_cast<std::size_t>(op.id));
+    check_unit(op.unit, path + ".unit");
+    if (op.micro_step >= s.micro_steps)
+      throw InputError(file, path + ".micro_step",
+                       "expected a micro-step from 0 to " + std::to_string(s.micro_steps - 1) + " (micro_steps is " +
+                           std::to_string(s.micro_steps) + "), got " + std::to_string(op.micro_step));
     if (is_collective(op.kind) && (op.group < 0 || op.group >= static_cast<int>(s.groups.size())))
       throw InputError(file, path + ".group", "collective op \"" + op.name + "\" needs a process group index");
     for (int d : op.deps)

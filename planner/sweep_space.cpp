@@ -25,9 +25,17 @@ std::string trim(const std::string& s) {
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
-// An hf: model is imported for eager attention (its costs then materialise the score matrices)
-// when the scenario's training.attention is "eager" (load_reference).
-bool imports_for_eager_attention(const Scenario& s) { return s.training.attention == "eager"; }
+// What an hf: model is imported for under the scenario's training.attention (load_reference).
+AttentionImport attention_import(const Scenario& s) { return attention_import_for(s.training.attention); }
+
+const char* import_key(AttentionImport a) {
+  switch (a) {
+    case AttentionImport::eager: return "imported for eager attention\n";
+    case AttentionImport::fused: return "imported for fused attention\n";
+    case AttentionImport::as_configured: break;
+  }
+  return "imported as its config says\n";
+}
 
 // Splits on commas that are not inside brackets, braces or a quoted string.
 std::vector<std::string> split_values(const std::string& text) {
@@ -378,7 +386,7 @@ void ScenarioTemplate::init(std::shared_ptr<const Scenario> base, ScenarioDocume
   model_json_ = std::move(documents.model.json);
   model_file_ = std::move(documents.model.file);
   model_hf_ = documents.model.hf;
-  base_eager_import_ = imports_for_eager_attention(*base_);
+  base_import_ = attention_import(*base_);
   cluster_ = std::move(documents.cluster.json);
   if (documents.calibration_file != file) calibration_file_ = std::move(documents.calibration_file);
   document_ = std::move(documents.document);
@@ -445,16 +453,16 @@ Scenario ScenarioTemplate::parse_point(const std::vector<std::string>& overrides
   if (!calibration_file_.empty() && !new_calibration) s.calibration_file = calibration_file_;
   // An hf: model is imported for the point's attention (load_reference): a point whose
   // training.attention asks for another import than the base's, or that replaces the model
-  // under eager attention, has a model of its own.
-  const bool eager = imports_for_eager_attention(s);
-  if (eager != base_eager_import_ || (eager && !model_key.empty()))
-    model_key += eager ? "imported for eager attention\n" : "imported for fused attention\n";
+  // under an attention that decides its import, has a model of its own.
+  const AttentionImport import = attention_import(s);
+  if (import != base_import_ || (import != AttentionImport::as_configured && !model_key.empty()))
+    model_key += import_key(import);
   return s;
 }
 
 models::SharedModel ScenarioTemplate::model_for(const std::string& key,
                                                 const std::vector<std::string>& model_overrides,
-                                                bool eager_import) const {
+                                                AttentionImport import) const {
   {
     std::lock_guard<std::mutex> lock(models_mutex_);
     auto it = models_.find(key);
@@ -463,9 +471,9 @@ models::SharedModel ScenarioTemplate::model_for(const std::string& key,
   // As parse_scenario: a model= replacement first, then the model.* overrides inside it.
   nlohmann::json json = model_json_;
   std::string file = model_file_;
-  if (model_hf_ && eager_import != base_eager_import_) {
+  if (model_hf_ && import != base_import_) {
     // The base's hf: config imported again for this attention, the base's model.* overrides on it.
-    json = load_reference(nlohmann::json("hf:" + model_file_), file_, "model", eager_import).json;
+    json = load_reference(nlohmann::json("hf:" + model_file_), file_, "model", import).json;
     for (const std::string& o : base_overrides_)
       if (starts_with(o, "model.")) apply_override(json, o.substr(6), file);
   }
@@ -473,7 +481,7 @@ models::SharedModel ScenarioTemplate::model_for(const std::string& key,
     if (!starts_with(o, "model=")) continue;
     nlohmann::json holder = nlohmann::json::object();
     apply_override(holder, o, file_);
-    Reference replaced = load_reference(holder["model"], file_, "model", eager_import);
+    Reference replaced = load_reference(holder["model"], file_, "model", import);
     json = std::move(replaced.json);
     file = replaced.file;
   }
@@ -488,7 +496,7 @@ Scenario ScenarioTemplate::instantiate(const std::vector<std::string>& overrides
   std::string key;
   std::vector<std::string> model_overrides;
   Scenario s = parse_point(overrides, key, model_overrides);
-  s.model = model_for(key, model_overrides, imports_for_eager_attention(s));
+  s.model = model_for(key, model_overrides, attention_import(s));
   return s;
 }
 

@@ -143,9 +143,9 @@ class ScenarioTemplate {
   // the attention an hf: model must be imported for where it is not the base's.
   Scenario parse_point(const std::vector<std::string>& overrides, std::string& model_key,
                        std::vector<std::string>& model_overrides) const;
-  // `eager_import`: the point's training.attention is "eager" (an hf: model is imported for it).
+  // `import`: what the point's training.attention imports an hf: model for.
   models::SharedModel model_for(const std::string& key, const std::vector<std::string>& model_overrides,
-                                bool eager_import) const;
+                                AttentionImport import) const;
 
   std::string file_;
   std::vector<std::string> base_overrides_;
@@ -155,7 +155,7 @@ class ScenarioTemplate {
   nlohmann::json model_json_;  // the model JSON, base model.* overrides applied
   std::string model_file_;
   bool model_hf_ = false;           // the base model is an hf: import ...
-  bool base_eager_import_ = false;  // ... for eager attention (the base's training.attention)
+  AttentionImport base_import_ = AttentionImport::as_configured;  // ... for the base's training.attention
   std::string calibration_file_;
   const nlohmann::json* gpu_catalog_ = nullptr;  // scenarios/hardware/gpus.json (gpu_catalog()), for cluster.gpu overrides
   mutable std::mutex models_mutex_;

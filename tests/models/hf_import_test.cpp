@@ -222,6 +222,25 @@ TEST(HfImport, DtypeFromTorchDtypeElseFp32) {
   config["dtype"] = "bfloat16";  // the newer key
   Model m = parse_model(import_hf_config(config, "x.json"), "x.json");
   EXPECT_EQ(m.parameters()[0]->dtype, DType::bf16);
+  // Both keys (transformers writes the new one beside the old): they must agree. Before session
+  // 31 the second was ignored, so a float16 torch_dtype beside a bfloat16 dtype imported fp16.
+  config["torch_dtype"] = "bfloat16";
+  EXPECT_EQ(parse_model(import_hf_config(config, "x.json"), "x.json").parameters()[0]->dtype, DType::bf16);
+  config["torch_dtype"] = "float16";
+  try {
+    import_hf_config(config, "x.json");
+    ADD_FAILURE() << "torch_dtype float16 beside dtype bfloat16 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.json_path(), "dtype");
+    EXPECT_NE(std::string(e.what()).find("where torch_dtype says fp16"), std::string::npos) << e.what();
+  }
+  config["dtype"] = "int4";
+  try {
+    import_hf_config(config, "x.json");
+    ADD_FAILURE() << "dtype int4 beside a valid torch_dtype was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.json_path(), "dtype");
+  }
 }
 
 TEST(HfImport, Qwen2HasQkvBiasesOnly) {

@@ -144,6 +144,33 @@ TEST(ScheduleReader, ASelfDependencyIsNamedAsOne) {
   EXPECT_NE(std::string(e.what()).find("depends on itself"), std::string::npos) << e.what();
 }
 
+// Session 31 (the second session-30 audit's "unchecked schedule fields"): a unit id sizes the
+// per-unit reports, so unit 2e9 made the analytic engine ask for 16 GB of exposure counters; a
+// micro-step past micro_steps was taken as it stood. Both are refused where they are written.
+TEST(ScheduleReader, UnitsAndMicroStepsOutsideTheScheduleAreRefused) {
+  const nlohmann::json base = small_schedule();
+  const int n_ops = static_cast<int>(base["ops"].size());
+  nlohmann::json j = base;
+  j["ops"][3]["unit"] = 2000000000;
+  InputError e = error_of([&] { schedule_from_json(j, "s.json"); });
+  EXPECT_EQ(e.json_path(), "ops[3].unit");
+  EXPECT_NE(std::string(e.what()).find("from -1 to " + std::to_string(n_ops - 1)), std::string::npos) << e.what();
+  j = base;
+  j["ops"][3]["unit"] = n_ops - 1;  // the largest id a schedule of n_ops ops can have
+  EXPECT_NO_THROW(schedule_from_json(j, "s.json"));
+  j = base;
+  j["allocations"][1]["unit"] = n_ops;
+  EXPECT_EQ(error_of([&] { schedule_from_json(j, "s.json"); }).json_path(), "allocations[1].unit");
+  j = base;
+  const int micro_steps = j.value("micro_steps", 1);
+  j["ops"][2]["micro_step"] = micro_steps;
+  e = error_of([&] { schedule_from_json(j, "s.json"); });
+  EXPECT_EQ(e.json_path(), "ops[2].micro_step");
+  EXPECT_NE(std::string(e.what()).find("from 0 to " + std::to_string(micro_steps - 1)), std::string::npos) << e.what();
+  j["ops"][2]["micro_step"] = micro_steps - 1;
+  EXPECT_NO_THROW(schedule_from_json(j, "s.json"));
+}
+
 // Item 10's schedule form: attention FLOPs are a part of an op's FLOPs.
 TEST(ScheduleReader, AttentionFlopsAboveFlopsAreRefused) {
   nlohmann::json j = small_schedule();

@@ -5,6 +5,7 @@
 
 #include "models/json_input.h"
 #include "planner/cost_model.h"
+#include "planner/plan.h"
 #include "planner/scenario.h"
 
 namespace fsdpsim::planner {
@@ -108,6 +109,46 @@ TEST(ScenarioOverrides, AnHfModelIsImportedForTheScenariosAttention) {
   // A later override wins, as every override does.
   eager.push_back("training.attention=flash2");
   EXPECT_EQ(quadratic(load_scenario(kScenario, eager)), 0.0);
+}
+
+// An explicit fused kernel imports an hf: model for fused attention even where its config's
+// "_import_options" say eager (ColossalAI's GPT-2 XL: transformers' 2022 eager GPT2Attention);
+// "auto" keeps the config's. Before session 31 flash2 kept the eager import: the step was priced
+// with the score matrices under the name flash2. GPT-2's eager attention saves its fp32 softmax
+// output and the 16-bit dropout output and mask: the block's b*s^2 coefficient is the importer's,
+// 25 heads; fused attention has none.
+TEST(ScenarioOverrides, AnExplicitFusedKernelImportsAnHfModelForFusedAttention) {
+  auto quadratic = [](const Scenario& s) {
+    const models::Module* block = s.model->find_module("transformer.h.0");
+    EXPECT_TRUE(block && block->costs);
+    double coefficient = 0;
+    for (const models::Polynomial::Term& t : block->costs->saved_activation_bytes.terms)
+      if (t.s_pow == 2) coefficient += t.coeff;
+    return coefficient;
+  };
+  const std::string gpt2 = "model=hf:models/hf/colossalai-gpt2-xl.json";
+  EXPECT_GT(quadratic(load_scenario(kScenario, {gpt2})), 0.0);  // auto: as its config says (eager)
+  EXPECT_GT(quadratic(load_scenario(kScenario, {gpt2, "training.attention=eager"})), 0.0);
+  EXPECT_EQ(quadratic(load_scenario(kScenario, {gpt2, "training.attention=flash2"})), 0.0);
+  EXPECT_EQ(quadratic(load_scenario(kScenario, {gpt2, "training.attention=\"cudnn\""})), 0.0);
+  EXPECT_NO_THROW(plan_step(load_scenario(kScenario, {gpt2, "training.attention=flash2", "training.seq_len=1024"})));
+}
+
+// A model file costed for eager attention cannot be priced as a fused kernel: a fused kernel's
+// name is refused naming the field, where it used to be priced eager under that name.
+TEST(ScenarioOverrides, AFusedKernelIsRefusedForAModelCostedForEagerAttention) {
+  const std::vector<std::string> gpt2 = {"model=models/colossalai-gpt2-xl.json", "training.seq_len=1024"};
+  EXPECT_NO_THROW(plan_step(load_scenario(kScenario, gpt2)));  // auto: the model's (eager)
+  std::vector<std::string> flash = gpt2;
+  flash.push_back("training.attention=flash2");
+  const Scenario s = load_scenario(kScenario, flash);
+  try {
+    plan_step(s);
+    ADD_FAILURE() << "flash2 was priced for a model costed for eager attention";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.json_path(), "training.attention");
+    EXPECT_NE(std::string(e.what()).find("was costed for eager attention"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

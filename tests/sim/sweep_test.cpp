@@ -364,6 +364,35 @@ TEST(SweepPoints, AnHfModelIsImportedForEachPointsAttention) {
   }
 }
 
+// The same for a config whose "_import_options" import it for eager attention (ColossalAI's
+// GPT-2 XL): "auto" keeps the config's import, an explicit fused kernel imports it fused, from a
+// base of either. (Before session 31 every non-eager point kept the config's eager import.)
+TEST(SweepPoints, AnHfModelConfiguredEagerIsImportedFusedForAFusedKernel) {
+  for (const std::string base_attention : {"auto", "flash2"}) {
+    SCOPED_TRACE("base attention " + base_attention);
+    const nlohmann::json scenario = {
+        {"model", "hf:models/hf/colossalai-gpt2-xl.json"},
+        {"cluster", "scenarios/clusters/dgx-a100.json"},
+        {"training", {{"global_batch", 8}, {"micro_batch", 1}, {"seq_len", 1024}, {"attention", base_attention}}}};
+    auto t = planner::ScenarioTemplate::from_json(scenario, kScenarioFile, {});
+    auto evaluator = make_analytic_evaluator();
+    std::int64_t eager_bytes = 0, fused_bytes = 0;
+    for (const std::vector<std::string>& o : std::vector<std::vector<std::string>>{
+             {"training.attention=flash2"}, {"training.attention=auto"}, {}, {"training.attention=eager"},
+             {"training.attention=flash2"}}) {
+      const planner::Scenario want = planner::parse_scenario(scenario, kScenarioFile, o);
+      const planner::Scenario& got = t->instantiate(o);
+      const PointMetrics a = evaluator->evaluate(got, cost_key_of(o));
+      const PointMetrics b = metrics_of(want);
+      EXPECT_EQ(a.peak_allocated_bytes, b.peak_allocated_bytes);
+      EXPECT_EQ(a.step_seconds, b.step_seconds);
+      (want.training.attention == "flash2" ? fused_bytes : eager_bytes) = a.peak_allocated_bytes;
+    }
+    // The score matrices (25 heads x 1,024^2 per layer, 48 layers) make the eager import larger.
+    EXPECT_GT(eager_bytes, fused_bytes + (std::int64_t{1} << 28));
+  }
+}
+
 // `estimate` parses its scenario once and advises from a template of that parse
 // (ScenarioTemplate::from_parsed): the template shares the scenario and gives the points a
 // template parsing the JSON itself gives.
