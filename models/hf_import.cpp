@@ -28,7 +28,7 @@ constexpr std::int64_t kMaxDimension = std::int64_t{1} << 24;
 constexpr std::int64_t kMaxLayers = 10000;
 
 enum class Family {
-  llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, olmo2, falcon, gpt2, gpt_neox, mpt,
+  llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3, phi3, olmo2, falcon, gpt2, gpt_neox, mpt,
   // Mixture-of-Experts: imported and planned (Llama-4 through its text_config); counted too.
   mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, llama4, llama4_text,
 };
@@ -48,6 +48,7 @@ constexpr FamilyName kFamilies[] = {
     {Family::qwen3, "qwen3", "Qwen3ForCausalLM", false},
     {Family::gemma2, "gemma2", "Gemma2ForCausalLM", false},
     {Family::gemma3_text, "gemma3_text", "Gemma3ForCausalLM", false},
+    {Family::gemma3, "gemma3", "Gemma3ForConditionalGeneration", false},
     {Family::phi3, "phi3", "Phi3ForCausalLM", false},
     {Family::olmo2, "olmo2", "Olmo2ForCausalLM", false},
     {Family::falcon, "falcon", "FalconForCausalLM", false},
@@ -116,6 +117,9 @@ const std::set<std::string>& harmless_for(Family family) {
       {Family::gemma2,
        {"rope_theta", "rope_parameters", "rms_norm_eps", "hidden_act", "hidden_activation", "query_pre_attn_scalar",
         "cache_implementation"}},
+      // Gemma-3's image-text config around its text model: the image side's keys.
+      {Family::gemma3,
+       {"vision_config", "mm_tokens_per_image", "boi_token_index", "eoi_token_index", "image_token_index"}},
       {Family::gemma3_text,
        {"rope_theta", "rope_scaling", "rope_parameters", "rope_local_base_freq", "rms_norm_eps", "hidden_act",
         "hidden_activation", "query_pre_attn_scalar", "cache_implementation"}},
@@ -694,9 +698,6 @@ Family detect_family(JsonReader& r) {
     const std::string type = r.string("model_type");
     for (const FamilyName& f : kFamilies)
       if (type == f.model_type) return f.family;
-    if (type == "gemma3")
-      r.fail("model_type", "\"gemma3\" is Gemma 3's image-text model: its vision tower is not modelled; import its "
-                           "text_config as a gemma3_text config (supported: " + supported_list() + ")");
     r.fail("model_type", "unsupported model_type \"" + type + "\"; supported: " + supported_list());
   }
   r.ignore("model_type");
@@ -1287,6 +1288,38 @@ HfArch read_llama4(JsonReader& r, const HfImportOptions& options) {
   return a;
 }
 
+const char* const kGemma3TextOnly =
+    "the text model (text_config) only: the vision tower (SigLIP) and its projector are not modelled";
+
+// Gemma-3's image-text config (transformers' Gemma3Config, Gemma3ForConditionalGeneration: the
+// 4B, 12B and 27B checkpoints) imported as its text model, Gemma3ForCausalLM over text_config,
+// as a text-only fine-tune runs it. Its text_config is written as a diff against
+// Gemma3TextConfig's defaults (google/gemma-3-27b-it states no vocab_size), so the sizes it
+// leaves out take those defaults (transformers models/gemma3/configuration_gemma3.py,
+// Gemma3TextConfig.__init__: vocab_size 262,208, hidden_size 2,304, intermediate_size 9,216, 26
+// layers, 8 heads, 4 KV heads, head_dim 256). The parameters' dtype is the text config's, else
+// the outer config's.
+HfArch read_gemma3(JsonReader& r, const HfImportOptions& options) {
+  r.object("text_config");  // an object, or the error names it
+  json text = r.raw("text_config");
+  const std::pair<const char*, std::int64_t> defaults[] = {
+      {"vocab_size", 262208}, {"hidden_size", 2304},        {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+      {"num_attention_heads", 8}, {"num_key_value_heads", 4}, {"head_dim", 256}};
+  for (const auto& [key, value] : defaults)
+    if (!text.contains(key) || text[key].is_null()) text[key] = value;
+  JsonReader reader(text, r.file(), r.path_of("text_config"));
+  reader.choice_or("model_type", {"gemma3_text"}, "gemma3_text");
+  const bool text_dtype = reader.has("torch_dtype") || reader.has("dtype");
+  HfArch a = read_dense_arch(reader, Family::gemma3_text, options);
+  const DType outer_dtype = read_dtype(r);
+  if (!text_dtype) a.dtype = outer_dtype;
+  if (!r.boolean_or("tie_word_embeddings", true))
+    r.fail("tie_word_embeddings", "an untied output layer of the image-text model is not modelled; expected true");
+  for (const std::string key : {"architectures", "model_type"}) r.ignore(key);
+  refuse_unread_keys(r, Family::gemma3);
+  return a;
+}
+
 // ---- building the module tree ----------------------------------------------------
 
 const char* const kBlockCostSource =
@@ -1821,6 +1854,7 @@ HfParameterCount count_hf_parameters(const nlohmann::json& config, const std::st
   HfParameterCount c;
   c.total = c.active = parse_model(imported, file).parameter_count();
   c.input_embedding = imported["arch"]["vocab_size"].get<std::int64_t>() * imported["arch"]["hidden_size"].get<std::int64_t>();
+  if (family == Family::gemma3) c.note = kGemma3TextOnly;
   return c;
 }
 
@@ -1828,7 +1862,9 @@ nlohmann::json import_hf_config(const nlohmann::json& config, const std::string&
                                 const HfImportOptions& options) {
   JsonReader r(config, file);
   const Family family = detect_family(r);
-  const HfArch a = family == Family::llama4 ? read_llama4(r, options) : read_dense_arch(r, family, options);
+  const HfArch a = family == Family::llama4   ? read_llama4(r, options)
+                   : family == Family::gemma3 ? read_gemma3(r, options)
+                                              : read_dense_arch(r, family, options);
   json root;
   switch (a.family) {
     case Family::falcon: root = falcon_root(a, options); break;
@@ -1842,7 +1878,9 @@ nlohmann::json import_hf_config(const nlohmann::json& config, const std::string&
                              "), imported by fsdpsim with flash_attention=" +
                              (options.flash_attention ? "true" : "false") +
                              (options.fp32_loss ? "" : ", fp32_loss=false") + not_modelled_note(config) +
-                             (family == Family::llama4 ? std::string("; ") + kLlama4TextOnly : "");
+                             (family == Family::llama4   ? std::string("; ") + kLlama4TextOnly
+                              : family == Family::gemma3 ? std::string("; ") + kGemma3TextOnly
+                                                         : std::string());
   return {{"name", model_name_from(file)}, {"source", source}, {"arch", arch_summary(a)}, {"root", root}};
 }
 

@@ -1015,10 +1015,56 @@ TEST(HfImportErrors, UnreadKeysThatMatterAreRefusedByName) {
   } catch (const InputError& e) {
     EXPECT_EQ(e.json_path(), "attn_logit_softcapping");
   }
-  // A Gemma 3 image-text config names what is missing.
+  // A Gemma 3 image-text config carries its text model in text_config: a flat one is refused there.
   nlohmann::json gemma3 = load_json_file(hf_config_path("gemma3-1b"));
   gemma3["model_type"] = "gemma3";
-  expect_error(gemma3, "model_type", "vision tower is not modelled");
+  expect_error(gemma3, "text_config", "");
+}
+
+// Gemma 3's image-text configs (4B, 12B, 27B: Gemma3ForConditionalGeneration) are imported as
+// their text model, Gemma3ForCausalLM over text_config; the vision tower is left out, and the
+// source says so. Before session 31 they were refused. By hand, gemma3-27b: h 5376, q 32*128 =
+// 4096, kv 16*128 = 2048, f 21504, L 62, V 262208 (Gemma3TextConfig's default: the config states
+// none), tied; a layer q 22,020,096 + k 11,010,048 + v 11,010,048 + o 22,020,096 + MLP
+// 3*5376*21504 = 346,816,512 + four norms 21,504 + q/k norms 256 = 412,898,560;
+// 62*412,898,560 + embedding 1,409,630,208 + final norm 5,376 = 27,009,346,304. The shapes are
+// those Google's module printout of the 27B shows (Google Developers Blog, "Gemma explained:
+// What's new in Gemma 3": Gemma3TextScaledWordEmbedding(262208, 5376), 62 x Gemma3DecoderLayer,
+// q_proj 5376 -> 4096, k_proj and v_proj 5376 -> 2048, q_norm and k_norm of 128).
+TEST(HfImport, Gemma3ImageTextConfigIsImportedAsItsTextModel) {
+  const Model m = load("gemma3-27b");
+  EXPECT_EQ(m.parameter_count(), 27'009'346'304);
+  EXPECT_EQ(m.root.type, "Gemma3ForCausalLM");
+  EXPECT_NE(m.source.find("vision tower (SigLIP) and its projector are not modelled"), std::string::npos) << m.source;
+  const Module* embed = m.find_module("model.embed_tokens");
+  ASSERT_TRUE(embed);
+  EXPECT_EQ(embed->params[0].shape, (std::vector<std::int64_t>{262208, 5376}));
+  const Module* k = m.find_module("model.layers.61.self_attn.k_proj");
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->params[0].shape, (std::vector<std::int64_t>{2048, 5376}));
+  EXPECT_EQ(m.parameters()[0]->dtype, DType::bf16);  // the outer config's torch_dtype
+  // Five sliding layers of 1,024 tokens, then a global one (sliding_window_pattern 6).
+  EXPECT_EQ(m.find_module("model.layers.0")->costs->attention->window, 1024);
+  EXPECT_EQ(m.find_module("model.layers.5")->costs->attention->window, 0);
+
+  // Every size the text_config leaves out takes Gemma3TextConfig's default (transformers
+  // models/gemma3/configuration_gemma3.py): h 2304, 8 heads and 4 KV heads of 256, f 9216, L 26,
+  // V 262208. By hand: a layer q 2304*2048 = 4,718,592 + k 2,359,296 + v 2,359,296 + o 4,718,592
+  // + MLP 3*2304*9216 = 63,700,992 + four norms 9,216 + q/k norms 512 = 77,866,496;
+  // 26*77,866,496 + 262208*2304 = 604,127,232 + final norm 2,304 = 2,628,658,432.
+  nlohmann::json bare = load_json_file(hf_config_path("gemma3-27b"));
+  bare["text_config"] = {{"model_type", "gemma3_text"}};
+  EXPECT_EQ(parse_model(import_hf_config(bare, "g.json"), "g.json").parameter_count(), 2'628'658'432);
+  // The image side's keys are known; an untied output layer and another text model are not.
+  nlohmann::json c = load_json_file(hf_config_path("gemma3-27b"));
+  c["tie_word_embeddings"] = false;
+  expect_error(c, "tie_word_embeddings", "untied output layer");
+  c = load_json_file(hf_config_path("gemma3-27b"));
+  c["text_config"]["model_type"] = "llama";
+  expect_error(c, "text_config.model_type", "gemma3_text");
+  c = load_json_file(hf_config_path("gemma3-27b"));
+  c["text_config"]["num_hidden_layers"] = "many";
+  expect_error(c, "text_config.num_hidden_layers", "integer");
 }
 
 TEST(HfImport, GemmaAlternatesSlidingWindowLayers) {
