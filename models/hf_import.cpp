@@ -30,7 +30,7 @@ constexpr std::int64_t kMaxLayers = 10000;
 enum class Family {
   llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3, phi3, olmo2, falcon, gpt2, gpt_neox, mpt,
   // Mixture-of-Experts: imported and planned (Llama-4 through its text_config); counted too.
-  mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, llama4, llama4_text,
+  mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, llama4, llama4_text, glm4_moe,
 };
 
 struct FamilyName {
@@ -63,6 +63,7 @@ constexpr FamilyName kFamilies[] = {
     {Family::gpt_oss, "gpt_oss", "GptOssForCausalLM", true},
     {Family::llama4, "llama4", "Llama4ForConditionalGeneration", true},
     {Family::llama4_text, "llama4_text", "Llama4ForCausalLM", true},
+    {Family::glm4_moe, "glm4_moe", "Glm4MoeForCausalLM", true},
 };
 
 const FamilyName& family_name(Family family) {
@@ -159,6 +160,11 @@ const std::set<std::string>& harmless_for(Family family) {
       // quantization_config: the checkpoint's MXFP4 storage of the experts; counts do not change.
       // quantization_config: the released checkpoints store the experts in MXFP4; training holds
       // them in torch_dtype, and the counts do not change. initial_context_length: YaRN's base.
+      // partial_rotary_factor: rotary on half of each head, priced as on all of it; the router's
+      // numerics (sigmoid scores, groups, scaling) change no count and no FLOP of the ledgers.
+      {Family::glm4_moe,
+       {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act", "partial_rotary_factor",
+        "routed_scaling_factor", "n_group", "topk_group", "norm_topk_prob"}},
       {Family::gpt_oss,
        {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act", "router_aux_loss_coef",
         "output_router_logits", "initial_context_length", "quantization_config"}},
@@ -245,7 +251,8 @@ struct HfArch {
            family == Family::qwen3 || family == Family::gemma2 || family == Family::gemma3_text ||
            family == Family::phi3 || family == Family::olmo2 || family == Family::mixtral ||
            family == Family::qwen2_moe || family == Family::qwen3_moe || family == Family::deepseek_v2 ||
-           family == Family::deepseek_v3 || family == Family::gpt_oss || family == Family::llama4_text;
+           family == Family::deepseek_v3 || family == Family::gpt_oss || family == Family::llama4_text ||
+           family == Family::glm4_moe;
   }
 };
 
@@ -797,6 +804,16 @@ bool deepseek_correction_bias(JsonReader& r, Family family) {
                      family == Family::deepseek_v3 ? "noaux_tc" : "greedy") == "noaux_tc";
 }
 
+// DeepSeek's shared_experts and GLM-4.5's copy of them: one SwiGLU MLP n_shared_experts x
+// moe_intermediate_size wide (`a.ffn`), every token through it; `fallback` is the config class's
+// default count.
+void read_shared_experts(JsonReader& r, HfArch& a, std::int64_t fallback) {
+  const std::int64_t shared = r.integer_or("n_shared_experts", fallback);
+  if (shared < 0 || shared * a.expert_ffn > kMaxDimension)
+    r.fail("n_shared_experts", "expected 0.." + std::to_string(kMaxDimension / a.expert_ffn) + " shared experts");
+  a.ffn = shared * a.expert_ffn;
+}
+
 // DeepSeek-V2 / V2-Lite / V2.5 / V3 (transformers' modeling_deepseek_v2.py / modeling_deepseek_v3.py):
 // MLA, then a dense SwiGLU MLP of intermediate_size in the first first_k_dense_replace layers
 // (and those off moe_layer_freq), else the MoE block: the router `gate` (h -> n_routed_experts;
@@ -822,10 +839,7 @@ HfArch read_deepseek(JsonReader& r, Family family) {
   a.top_k = a.experts > 0 ? top_k_of(r, "num_experts_per_tok", a.experts, "n_routed_experts") : 0;
   r.ignore("num_experts_per_tok");
   a.expert_ffn = dimension(r, "moe_intermediate_size");
-  const std::int64_t shared = r.integer_or("n_shared_experts", 0);
-  if (shared < 0 || shared * a.expert_ffn > kMaxDimension)
-    r.fail("n_shared_experts", "expected 0.." + std::to_string(kMaxDimension / a.expert_ffn) + " shared experts");
-  a.ffn = shared * a.expert_ffn;
+  read_shared_experts(r, a, 0);
   a.sparse_layers = deepseek_sparse_layers(r, a.layers, a.experts > 0);
   a.router_correction_bias = deepseek_correction_bias(r, family);
   // V3's multi-token-prediction module is not built by transformers (not_modelled_note says so
@@ -836,6 +850,37 @@ HfArch read_deepseek(JsonReader& r, Family family) {
     a.ffn = a.dense_ffn;
     a.sparse_layers.clear();
   }
+  return a;
+}
+
+// GLM-4.5 / GLM-4.5-Air (transformers' Glm4MoeConfig and modeling_glm4_moe.py): Llama's
+// attention with q, k and v biases (attention_bias) and none on o_proj, q/k RMSNorms per head
+// after the three projections when use_qk_norm, rotary on partial_rotary_factor of each head;
+// the first first_k_dense_replace layers a SwiGLU MLP of intermediate_size, the others
+// DeepSeek-V3's block: the router (Glm4MoeTopkRouter: weight [E, h] and an [E] score-correction
+// bias the checkpoints store), E experts of moe_intermediate_size, top num_experts_per_tok, and
+// shared_experts, one SwiGLU MLP of n_shared_experts x moe_intermediate_size. The multi-token-
+// prediction layer (num_nextn_predict_layers) is not built by transformers (Glm4MoeModel ignores
+// its weights); not_modelled_note says so.
+HfArch read_glm4_moe(JsonReader& r) {
+  HfArch a;
+  a.family = Family::glm4_moe;
+  read_decoder_sizes(r, a, 131072, false, 128);
+  a.qkv_bias = r.boolean_or("attention_bias", false);
+  a.out_bias = false;
+  if (r.boolean_or("use_qk_norm", false)) a.qk_norm = QkNorm::after_all_projections;
+  a.windows.assign(static_cast<std::size_t>(a.layers), 0);
+  a.experts = expert_count(r, "n_routed_experts");
+  a.top_k = top_k_of(r, "num_experts_per_tok", a.experts, "n_routed_experts");
+  a.expert_ffn = dimension(r, "moe_intermediate_size");
+  a.dense_ffn = a.ffn;
+  read_shared_experts(r, a, 1);
+  const std::int64_t first_dense = r.integer_or("first_k_dense_replace", 1);
+  if (first_dense < 0) r.fail("first_k_dense_replace", "expected a number of layers >= 0");
+  for (std::int64_t i = 0; i < a.layers; ++i) a.sparse_layers.push_back(i >= first_dense);
+  a.router_correction_bias = true;
+  if (r.integer_or("num_nextn_predict_layers", 0) < 0)
+    r.fail("num_nextn_predict_layers", "expected a number of layers >= 0");
   return a;
 }
 
@@ -1042,6 +1087,7 @@ HfArch read_dense_arch(JsonReader& r, Family family, const HfImportOptions& opti
     case Family::deepseek_v3: a = read_deepseek(r, family); break;
     case Family::gpt_oss: a = read_gpt_oss(r); break;
     case Family::llama4_text: a = read_llama4_text(r); break;
+    case Family::glm4_moe: a = read_glm4_moe(r); break;
     default: break;
   }
   a.family = family;
@@ -1173,6 +1219,39 @@ HfParameterCount count_deepseek(JsonReader& r, Family family) {
   return total_and_active(layers, a.vocab * h, edges(a.vocab, h, a.tie));
 }
 
+// GLM-4.5 (modeling_glm4_moe.py), counted from the config alone: q, k, v (biases when
+// attention_bias) and o; per-head q/k norms (use_qk_norm); two norms; the first
+// first_k_dense_replace layers a SwiGLU MLP of intermediate_size, the others the router (h -> E
+// and the [E] correction bias), E experts of moe_intermediate_size and n_shared_experts of them
+// shared.
+HfParameterCount count_glm4_moe(JsonReader& r) {
+  HfArch a;
+  read_decoder_sizes(r, a, 131072, false, 128);
+  const bool qkv_bias = r.boolean_or("attention_bias", false);
+  const bool qk_norm = r.boolean_or("use_qk_norm", false);
+  const std::int64_t h = a.hidden, n = expert_count(r, "n_routed_experts");
+  const std::int64_t top_k = top_k_of(r, "num_experts_per_tok", static_cast<int>(n), "n_routed_experts");
+  const std::int64_t fe = dimension(r, "moe_intermediate_size"), shared = r.integer_or("n_shared_experts", 1);
+  const std::int64_t first_dense = r.integer_or("first_k_dense_replace", 1);
+  r.integer_or("num_nextn_predict_layers", 0);
+  std::vector<MoeLayerCount> layers;
+  for (std::int64_t i = 0; i < a.layers; ++i) {
+    MoeLayerCount l;
+    l.shared = h * a.q_dim() + 2 * h * a.kv_dim() + a.q_dim() * h + (qkv_bias ? a.q_dim() + 2 * a.kv_dim() : 0) +
+               (qk_norm ? 2 * a.head_dim : 0) + 2 * h;
+    if (i >= first_dense) {
+      l.shared += h * n + n + 3 * h * (shared * fe);
+      l.per_expert = 3 * h * fe;
+      l.experts = n;
+      l.top_k = top_k;
+    } else {
+      l.shared += 3 * h * a.ffn;
+    }
+    layers.push_back(l);
+  }
+  return total_and_active(layers, a.vocab * h, edges(a.vocab, h, a.tie));
+}
+
 // gpt-oss (read_gpt_oss): attention with biases on q, k, v and o and a sink logit per head; the
 // router (h -> E, with bias); E experts, each gate_up_proj (h x 2f) and down_proj (f x h) with biases.
 HfParameterCount count_gpt_oss(JsonReader& r) {
@@ -1214,7 +1293,7 @@ HfParameterCount count_llama4_text(JsonReader& r) {
 bool imports_moe(Family family) {
   return family == Family::mixtral || family == Family::qwen2_moe || family == Family::qwen3_moe ||
          family == Family::deepseek_v2 || family == Family::deepseek_v3 || family == Family::gpt_oss ||
-         family == Family::llama4 || family == Family::llama4_text;
+         family == Family::llama4 || family == Family::llama4_text || family == Family::glm4_moe;
 }
 
 HfParameterCount count_moe(JsonReader& r, Family family) {
@@ -1228,12 +1307,14 @@ HfParameterCount count_moe(JsonReader& r, Family family) {
       case Family::deepseek_v3: c = count_deepseek(r, family); break;
       case Family::gpt_oss: c = count_gpt_oss(r); break;
       case Family::llama4_text: c = count_llama4_text(r); break;
+      case Family::glm4_moe: c = count_glm4_moe(r); break;
       default: break;
     }
   } catch (const ArithmeticOverflow& e) {
     // The routed experts are what a count past 2^63 is made of: named at the experts' key.
     const char* experts = family == Family::qwen2_moe || family == Family::qwen3_moe ? "num_experts"
-                          : family == Family::deepseek_v2 || family == Family::deepseek_v3 ? "n_routed_experts"
+                          : family == Family::deepseek_v2 || family == Family::deepseek_v3 || family == Family::glm4_moe
+                              ? "n_routed_experts"
                                                                                            : "num_local_experts";
     r.fail(experts, std::string("expected a model whose parameter count fits in 64-bit integers: ") + e.what());
   }
@@ -1619,7 +1700,8 @@ json moe_block(const std::string& prefix, const HfArch& a) {
   if (a.family == Family::gpt_oss) return gpt_oss_moe_block(a);
   if (a.family == Family::llama4_text) return llama4_moe_block(a);
   const std::int64_t h = a.hidden, fe = a.expert_ffn, f = a.ffn, n = a.experts;
-  const bool deepseek = a.family == Family::deepseek_v2 || a.family == Family::deepseek_v3;
+  // DeepSeek's block and GLM-4.5's copy of it: shared_experts, class ...MoE.
+  const bool deepseek = a.family == Family::deepseek_v2 || a.family == Family::deepseek_v3 || a.family == Family::glm4_moe;
   json experts = module("experts", prefix + "Experts");
   experts["experts"] = n;
   experts["params"] = json::array({param("gate_up_proj", {n, 2 * fe, h}, a.dtype), param("down_proj", {n, h, fe}, a.dtype)});
@@ -1666,7 +1748,7 @@ json llama_like_root(const HfArch& a, const HfImportOptions& options) {
       {Family::phi3, "Phi3"},   {Family::olmo2, "Olmo2"},     {Family::mixtral, "Mixtral"},
       {Family::qwen2_moe, "Qwen2Moe"}, {Family::qwen3_moe, "Qwen3Moe"},
       {Family::deepseek_v2, "DeepseekV2"}, {Family::deepseek_v3, "DeepseekV3"},
-      {Family::gpt_oss, "GptOss"}, {Family::llama4_text, "Llama4Text"}};
+      {Family::gpt_oss, "GptOss"}, {Family::llama4_text, "Llama4Text"}, {Family::glm4_moe, "Glm4Moe"}};
   const std::string prefix = prefixes.at(a.family);
   const std::int64_t h = a.hidden, q = a.q_dim(), kv = a.kv_dim(), f = a.ffn;
   const std::string norm_type = prefix + a.norm_type;
@@ -1813,11 +1895,12 @@ json arch_summary(const HfArch& a) {
 // multi-token-prediction module (num_nextn_predict_layers: model.layers.61 in the checkpoint),
 // which transformers' DeepseekV3ForCausalLM does not build (DeepseekV3Model makes
 // num_hidden_layers layers; its _keys_to_ignore_on_load_unexpected skips model.layers.61).
-std::string not_modelled_note(const json& config) {
+std::string not_modelled_note(const json& config, Family family) {
   auto it = config.find("num_nextn_predict_layers");
   if (it == config.end() || !it->is_number_integer() || it->get<std::int64_t>() <= 0) return "";
   return "; num_nextn_predict_layers=" + std::to_string(it->get<std::int64_t>()) +
-         ": the multi-token-prediction module is not modelled (transformers' DeepseekV3ForCausalLM does not build it)";
+         ": the multi-token-prediction module is not modelled (transformers' " + family_name(family).architecture +
+         " does not build it)";
 }
 
 // "models/hf/llama3.1-8b.json" -> "llama3.1-8b"; ".../Llama-3.1-8B/config.json" -> "Llama-3.1-8B".
@@ -1877,7 +1960,7 @@ nlohmann::json import_hf_config(const nlohmann::json& config, const std::string&
   const std::string source = "Hugging Face config " + file + " (model_type " + family_name(family).model_type +
                              "), imported by fsdpsim with flash_attention=" +
                              (options.flash_attention ? "true" : "false") +
-                             (options.fp32_loss ? "" : ", fp32_loss=false") + not_modelled_note(config) +
+                             (options.fp32_loss ? "" : ", fp32_loss=false") + not_modelled_note(config, family) +
                              (family == Family::llama4   ? std::string("; ") + kLlama4TextOnly
                               : family == Family::gemma3 ? std::string("; ") + kGemma3TextOnly
                                                          : std::string());

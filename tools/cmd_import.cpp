@@ -44,7 +44,10 @@ void add_import_command(CLI::App& app) {
     std::string loss = "fp32_upcast";
   };
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("import-hf", "Convert a Hugging Face config.json (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3 (its text model), phi3, olmo2, falcon, gpt2, gpt_neox, mpt, mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3) to a model JSON");
+  // The families the importer plans, from the importer itself (a list written here went stale).
+  std::string families;
+  for (const std::string& type : models::supported_hf_model_types()) families += (families.empty() ? "" : ", ") + type;
+  CLI::App* cmd = app.add_subcommand("import-hf", "Convert a Hugging Face config.json (" + families + ") to a model JSON");
   cmd->add_option("config", o->config, "config.json")->required();
   cmd->add_option("-o,--output", o->output, "Write to this file instead of stdout");
   cmd->add_flag("--eager-attention", o->eager_attention, "Save the s^2 attention scores (no flash attention)");

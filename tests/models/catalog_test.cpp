@@ -53,7 +53,7 @@ TEST(Catalog, ShipsTheListedModels) {
                            "gpt-neox-20b", "mpt-7b", "llama2-34b", "kempnerforge-7b", "kempnerforge-13b",
                            "kempnerforge-70b", "colossalai-gpt2-xl", "colossalai-gpt2-12b", "qwen3-0.6b", "gemma2-9b",
                            "gemma3-1b", "phi3.5-mini", "olmo2-7b", "falcon-7b", "llama3.2-1b", "mixtral-8x7b",
-                           "qwen1.5-moe-a2.7b", "deepseek-v2-lite", "deepseek-v3", "gemma3-27b"}) {
+                           "qwen1.5-moe-a2.7b", "deepseek-v2-lite", "deepseek-v3", "gemma3-27b", "glm-4.5-air"}) {
     EXPECT_TRUE(configs.count(name)) << "models/hf/" << name << ".json is missing";
     EXPECT_TRUE(std::filesystem::exists(catalog_path(name))) << "models/" << name << ".json is missing";
   }

@@ -428,7 +428,10 @@ TEST(HfImportErrors, MissingOrMalformedFields) {
 // What a model card's figure counts.
 // non_embedding_nor_output: without the input embedding and the (untied) output layer, which
 // has the same V x h elements; Qwen's model cards count "Non-Embedding" that way.
-enum class Counted { total, active, non_embedding, active_without_input_embedding, non_embedding_nor_output };
+enum class Counted {
+  total, active, non_embedding, active_without_input_embedding, non_embedding_nor_output,
+  active_without_embeddings  // active less the input embedding and the (untied) output layer
+};
 
 struct CardCase {
   const char* config;     // under models/hf/
@@ -447,6 +450,7 @@ std::int64_t counted(const HfParameterCount& c, Counted what) {
     case Counted::non_embedding: return c.total - c.input_embedding;
     case Counted::active_without_input_embedding: return c.active - c.input_embedding;
     case Counted::non_embedding_nor_output: return c.total - 2 * c.input_embedding;
+    case Counted::active_without_embeddings: return c.active - 2 * c.input_embedding;
   }
   return 0;
 }
@@ -494,6 +498,17 @@ INSTANTIATE_TEST_SUITE_P(
         // activated parameters during runtime".
         CardCase{"qwen1.5-moe-a2.7b", Counted::total, 14.3e9, 0.1e9, "Qwen1.5-MoE blog"},
         CardCase{"qwen1.5-moe-a2.7b", Counted::active, 2.7e9, 0.1e9, "Qwen1.5-MoE blog"},
+        // transformers docs/source/en/model_doc/glm4_moe.md (and zai-org/GLM-4.5's README):
+        // "GLM-4.5-Air ... 106 billion total parameters and 12 billion active parameters". The
+        // active figure leaves both (untied) embedding tables out: 12,182,611,584 counted. The
+        // total, 106,852,251,264 counted (by hand in MoeImport.Glm45AirByHand), is the card's
+        // 106B truncated rather than rounded, which the half-digit rule cannot hold: not listed.
+        CardCase{"glm-4.5-air", Counted::active_without_embeddings, 12e9, 1e9, "GLM-4.5 model doc, transformers"},
+        // The same page: "GLM-4.5 has 355 billion total parameters with 32 billion active"; the
+        // config is written from slime's training script (its _source), not copied. Counted:
+        // 32,080,368,544 active without the embeddings. The total, 352,797,829,024 without the
+        // MTP layer transformers does not build (about 356.8B with it), is not held to the card's 355B.
+        CardCase{"moe/glm-4.5", Counted::active_without_embeddings, 32e9, 1e9, "GLM-4.5 model doc, transformers"},
         // huggingface.co/Qwen/Qwen3-30B-A3B model card: "Number of Parameters: 30.5B in total and
         // 3.3B activated", "Number of Paramaters (Non-Embedding): 29.9B" (the same lines on its
         // -Instruct-2507 and -Thinking-2507 cards). By hand (h 2048, 32 heads and 4 kv heads of
@@ -673,6 +688,50 @@ TEST(MoeCount, SmallConfigsByHand) {
   EXPECT_FALSE(c.moe);
   EXPECT_EQ(c.total, c.active);
   EXPECT_EQ(c.input_embedding, 256'000LL * 3584);
+}
+
+// GLM-4.5-Air (Glm4MoeForCausalLM, session 31), by hand: h 4096, q 96*128 = 12288, kv 8*128 =
+// 1024; attention q 50,331,648 + k 4,194,304 + v 4,194,304 + o 50,331,648 + q/k/v biases 14,336
+// (none on o_proj) = 109,066,240; two norms 8,192. Layer 0 dense: SwiGLU 3*4096*10944 =
+// 134,479,872, 243,554,304 in all. Layers 1-45 MoE: router 128*4096 + its correction bias 128 =
+// 524,416; 128 experts of 3*4096*1408 = 17,301,504 each, 2,214,592,512; one shared expert of
+// 1408, 17,301,504; 2,341,492,864 a layer, 105,367,178,880 for 45. Untied embedding and output
+// layer 2*151552*4096 = 1,241,513,984, final norm 4,096: 106,852,251,264. The MTP layer
+// (num_nextn_predict_layers 1) is not built by transformers; the source says so.
+TEST(MoeImport, Glm45AirByHand) {
+  const std::string path = testing_paths::repo_path("models/hf/glm-4.5-air.json");
+  const Model m = load_hf_config(path);
+  EXPECT_EQ(m.parameter_count(), 106'852'251'264);
+  EXPECT_EQ(count_hf_parameters(load_json_file(path), path).total, 106'852'251'264);  // the independent count
+  EXPECT_NE(m.source.find("multi-token-prediction module is not modelled"), std::string::npos) << m.source;
+  const Module* dense = m.find_module("model.layers.0.mlp.gate_proj");
+  ASSERT_TRUE(dense);
+  EXPECT_EQ(dense->params[0].shape, (std::vector<std::int64_t>{10944, 4096}));
+  EXPECT_FALSE(m.find_module("model.layers.0.mlp.experts"));
+  const Module* experts = m.find_module("model.layers.1.mlp.experts");
+  ASSERT_TRUE(experts);
+  EXPECT_EQ(experts->experts, 128);
+  const Module* shared = m.find_module("model.layers.1.mlp.shared_experts.down_proj");
+  ASSERT_TRUE(shared);
+  EXPECT_EQ(shared->params[0].shape, (std::vector<std::int64_t>{4096, 1408}));
+  EXPECT_EQ(m.find_module("model.layers.1.self_attn.q_proj")->params.size(), 2u);  // weight and bias
+  EXPECT_EQ(m.find_module("model.layers.1.self_attn.o_proj")->params.size(), 1u);  // no bias
+  EXPECT_FALSE(m.find_module("model.layers.1.self_attn.q_norm"));
+  const Module* block = m.find_module("model.layers.1");
+  ASSERT_TRUE(block && block->costs && block->costs->moe);
+  EXPECT_EQ(block->costs->moe->top_k, 8);
+  // GLM-4.5 (355B) normalises q and k per head (use_qk_norm): 2 x 128 more a layer.
+  nlohmann::json qk = load_json_file(path);
+  qk["use_qk_norm"] = true;
+  const Model with_norms = parse_model(import_hf_config(qk, "g.json"), "g.json");
+  EXPECT_EQ(with_norms.parameter_count(), 106'852'251'264 + 46 * 2 * 128);
+  EXPECT_EQ(count_hf_parameters(qk, "g.json").total, 106'852'251'264 + 46 * 2 * 128);
+  ASSERT_TRUE(with_norms.find_module("model.layers.1.self_attn.k_norm"));
+  EXPECT_EQ(with_norms.find_module("model.layers.1.self_attn.k_norm")->params[0].shape, (std::vector<std::int64_t>{128}));
+  // A key the family does not read is refused, naming it.
+  nlohmann::json extra = load_json_file(path);
+  extra["moe_layer_freq"] = 2;
+  expect_error(extra, "moe_layer_freq", "glm4_moe");
 }
 
 // The imported MoE models hold every parameter count_hf_parameters counts, experts included,
