@@ -28,7 +28,7 @@ constexpr std::int64_t kMaxDimension = std::int64_t{1} << 24;
 constexpr std::int64_t kMaxLayers = 10000;
 
 enum class Family {
-  llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3, phi3, olmo2, falcon, gpt2, gpt_neox, mpt,
+  llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3, phi3, olmo2, olmo3, falcon, gpt2, gpt_neox, mpt,
   // Mixture-of-Experts: imported and planned (Llama-4 through its text_config); counted too.
   mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, llama4, llama4_text, glm4_moe,
 };
@@ -51,6 +51,7 @@ constexpr FamilyName kFamilies[] = {
     {Family::gemma3, "gemma3", "Gemma3ForConditionalGeneration", false},
     {Family::phi3, "phi3", "Phi3ForCausalLM", false},
     {Family::olmo2, "olmo2", "Olmo2ForCausalLM", false},
+    {Family::olmo3, "olmo3", "Olmo3ForCausalLM", false},
     {Family::falcon, "falcon", "FalconForCausalLM", false},
     {Family::gpt2, "gpt2", "GPT2LMHeadModel", false},
     {Family::gpt_neox, "gpt_neox", "GPTNeoXForCausalLM", false},
@@ -129,6 +130,7 @@ const std::set<std::string>& harmless_for(Family family) {
        {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act", "original_max_position_embeddings",
         "partial_rotary_factor"}},
       {Family::olmo2, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act"}},
+      {Family::olmo3, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act"}},
       {Family::falcon, {"rope_theta", "rope_scaling", "layer_norm_epsilon", "activation"}},
       {Family::gpt2,
        {"activation_function", "layer_norm_epsilon", "n_ctx", "summary_activation", "summary_first_dropout",
@@ -249,7 +251,7 @@ struct HfArch {
   bool llama_like() const {
     return family == Family::llama || family == Family::mistral || family == Family::qwen2 ||
            family == Family::qwen3 || family == Family::gemma2 || family == Family::gemma3_text ||
-           family == Family::phi3 || family == Family::olmo2 || family == Family::mixtral ||
+           family == Family::phi3 || family == Family::olmo2 || family == Family::olmo3 || family == Family::mixtral ||
            family == Family::qwen2_moe || family == Family::qwen3_moe || family == Family::deepseek_v2 ||
            family == Family::deepseek_v3 || family == Family::gpt_oss || family == Family::llama4_text ||
            family == Family::glm4_moe;
@@ -511,17 +513,27 @@ HfArch read_phi3(JsonReader& r) {
   return a;
 }
 
-// OLMo-2: norms after each branch only (no norm before attention or MLP), q and k normalized
-// over all heads.
-HfArch read_olmo2(JsonReader& r) {
+// OLMo-2 and OLMo-3: norms after each branch only (no norm before attention or MLP), q and k
+// normalized over all heads. OLMo-3 (transformers' Olmo3Config) adds sliding-window attention:
+// layer_types, else three sliding layers of sliding_window (4096) and a full one, in turn.
+HfArch read_olmo(JsonReader& r, Family family) {
   HfArch a;
-  a.family = Family::olmo2;
+  a.family = family;
   read_decoder_sizes(r, a, 2048, false);
   a.qkv_bias = a.out_bias = r.boolean_or("attention_bias", false);
   a.norm_placement = NormPlacement::post;
   a.qk_norm = QkNorm::after_each_projection;
   a.qk_norm_over_heads = true;
   a.windows.assign(static_cast<std::size_t>(a.layers), 0);
+  if (family == Family::olmo3) {
+    const std::int64_t window = r.has("sliding_window") ? window_size(r, "sliding_window") : 4096;
+    r.ignore("sliding_window");
+    if (r.has("layer_types")) {
+      a.windows = windows_from_layer_types(r, a.layers, window);
+    } else {
+      for (std::int64_t i = 0; i < a.layers; ++i) a.windows[static_cast<std::size_t>(i)] = (i + 1) % 4 != 0 ? window : 0;
+    }
+  }
   return a;
 }
 
@@ -1075,7 +1087,8 @@ HfArch read_dense_arch(JsonReader& r, Family family, const HfImportOptions& opti
     case Family::gemma2:
     case Family::gemma3_text: a = read_gemma(r, family, options); break;
     case Family::phi3: a = read_phi3(r); break;
-    case Family::olmo2: a = read_olmo2(r); break;
+    case Family::olmo2:
+    case Family::olmo3: a = read_olmo(r, family); break;
     case Family::falcon: a = read_falcon(r, options); break;
     case Family::gpt2: a = read_gpt2(r); break;
     case Family::gpt_neox: a = read_gpt_neox(r); break;
@@ -1745,7 +1758,7 @@ json llama_like_root(const HfArch& a, const HfImportOptions& options) {
   static const std::map<Family, std::string> prefixes = {
       {Family::llama, "Llama"}, {Family::mistral, "Mistral"}, {Family::qwen2, "Qwen2"},
       {Family::qwen3, "Qwen3"}, {Family::gemma2, "Gemma2"},   {Family::gemma3_text, "Gemma3"},
-      {Family::phi3, "Phi3"},   {Family::olmo2, "Olmo2"},     {Family::mixtral, "Mixtral"},
+      {Family::phi3, "Phi3"},   {Family::olmo2, "Olmo2"},     {Family::olmo3, "Olmo3"},     {Family::mixtral, "Mixtral"},
       {Family::qwen2_moe, "Qwen2Moe"}, {Family::qwen3_moe, "Qwen3Moe"},
       {Family::deepseek_v2, "DeepseekV2"}, {Family::deepseek_v3, "DeepseekV3"},
       {Family::gpt_oss, "GptOss"}, {Family::llama4_text, "Llama4Text"}, {Family::glm4_moe, "Glm4Moe"}};

@@ -1080,6 +1080,35 @@ TEST(HfImportErrors, UnreadKeysThatMatterAreRefusedByName) {
   expect_error(gemma3, "text_config", "");
 }
 
+// OLMo-3 (Olmo3ForCausalLM, session 31): OLMo-2's block (post-norms, q and k normalized over all
+// heads) with sliding-window attention, three layers of sliding_window (4096) then a full one
+// unless layer_types says otherwise (transformers' Olmo3Config.__post_init__). Olmo3Config's
+// defaults, its "7B style" (h 4096, 32 layers of 32 heads, f 11008, V 50304, untied), by hand:
+// OLMo-2-7B's layer, 202,391,552, times 32 = 6,476,529,664, plus 2 x 50304 x 4096 =
+// 412,090,368 and the final norm 4,096: 6,888,624,128.
+TEST(HfImport, Olmo3SlidesThreeLayersInFour) {
+  const nlohmann::json config = {{"model_type", "olmo3"},   {"hidden_size", 4096},   {"num_hidden_layers", 32},
+                                 {"num_attention_heads", 32}, {"intermediate_size", 11008}, {"vocab_size", 50304}};
+  const Model m = parse_model(import_hf_config(config, "olmo3.json"), "olmo3.json");
+  EXPECT_EQ(m.parameter_count(), 6'888'624'128);
+  EXPECT_EQ(m.root.type, "Olmo3ForCausalLM");
+  for (int layer : {0, 1, 2, 4, 30}) EXPECT_EQ(m.find_module("model.layers." + std::to_string(layer))->costs->attention->window, 4096) << layer;
+  for (int layer : {3, 7, 31}) EXPECT_EQ(m.find_module("model.layers." + std::to_string(layer))->costs->attention->window, 0) << layer;
+  EXPECT_TRUE(m.find_module("model.layers.0.self_attn.k_norm"));
+  EXPECT_FALSE(m.find_module("model.layers.0.input_layernorm"));  // OLMo's norms follow the branches
+  // layer_types and sliding_window, when given, decide.
+  nlohmann::json typed = config;
+  typed["sliding_window"] = 1024;
+  typed["layer_types"] = nlohmann::json::array();
+  for (int i = 0; i < 32; ++i) typed["layer_types"].push_back(i % 2 ? "full_attention" : "sliding_attention");
+  const Model t = parse_model(import_hf_config(typed, "olmo3.json"), "olmo3.json");
+  EXPECT_EQ(t.find_module("model.layers.0")->costs->attention->window, 1024);
+  EXPECT_EQ(t.find_module("model.layers.1")->costs->attention->window, 0);
+  EXPECT_EQ(t.find_module("model.layers.3")->costs->attention->window, 0);
+  typed["layer_types"][5] = "chunked_attention";
+  expect_error(typed, "layer_types[5]", "sliding_attention");
+}
+
 // Gemma 3's image-text configs (4B, 12B, 27B: Gemma3ForConditionalGeneration) are imported as
 // their text model, Gemma3ForCausalLM over text_config; the vision tower is left out, and the
 // source says so. Before session 31 they were refused. By hand, gemma3-27b: h 5376, q 32*128 =
