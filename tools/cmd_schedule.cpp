@@ -4,24 +4,23 @@
 #include "models/json_format.h"
 #include "models/json_input.h"
 #include "planner/plan.h"
-#include "sim/scenario_loader.h"
 #include "tools/commands.h"
 #include "tools/output_file.h"
+#include "tools/scenario_input.h"
 
 namespace fsdpsim::tools {
 
 void add_schedule_command(CLI::App& app) {
   struct Options {
-    std::string scenario, output;
-    std::vector<std::string> overrides;
+    ScenarioInputOptions input;  // --scenario, or --model with --gpus (tools/scenario_input.h)
+    std::string output;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("schedule", "Export one step's schedule (ops, streams, dependencies, memory events) as JSON");
-  cmd->add_option("-s,--scenario", o->scenario, "Scenario JSON file")->required();
-  cmd->add_option("--set", o->overrides, "Override a scenario field: a.b.c=value (repeatable)");
+  add_scenario_input_options(cmd, o->input);
   cmd->add_option("-o,--output", o->output, "Write to this file instead of stdout");
   cmd->callback([o] {
-    planner::Plan plan = planner::plan_step(sim::load_scenario(o->scenario, o->overrides));
+    planner::Plan plan = planner::plan_step(*parse_scenario_input(resolve_scenario_input(o->input)).scenario);
     std::string text = models::format_json(planner::schedule_to_json(plan.schedule), 1, 160) + "\n";
     if (o->output.empty()) {
       std::cout << text;

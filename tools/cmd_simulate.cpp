@@ -24,6 +24,7 @@
 #include "tools/format.h"
 #include "tools/option_checks.h"
 #include "tools/report.h"
+#include "tools/scenario_input.h"
 #include "tools/output_file.h"
 
 namespace fsdpsim::tools {
@@ -31,8 +32,7 @@ namespace fsdpsim::tools {
 namespace {
 
 struct SimulateOptions {
-  std::string scenario;
-  std::vector<std::string> overrides;
+  ScenarioInputOptions input;  // --scenario, or --model with --gpus (tools/scenario_input.h)
   bool json = false;
   std::string trace;
   std::string platform;
@@ -226,7 +226,9 @@ void print_cost(const sim::SimgridCost& c, const sim::ResourceEstimate& e, bool 
 }
 
 void run_simulate(const SimulateOptions& o) {
-  const planner::Scenario scenario = sim::load_scenario(o.scenario, o.overrides);
+  const ScenarioInput input = resolve_scenario_input(o.input);
+  const ParsedScenarioInput parsed = parse_scenario_input(input);
+  const planner::Scenario& scenario = *parsed.scenario;
   sim::SimgridOptions options = sim::simgrid_options(scenario);
   if (!o.platform.empty()) {
     options.platform_xml = planner::resolve_path(o.platform, "");
@@ -262,7 +264,7 @@ void run_simulate(const SimulateOptions& o) {
   }
   const sim::ResourceBudget budget = sim::budget_from_options(o.max_memory_gib, o.max_seconds);
   if (const std::string over = sim::over_budget(expected, budget); !over.empty())
-    throw InputError(o.scenario, "", "not simulated: it would need " + over + ". To go further: " +
+    throw InputError(input.file, "", "not simulated: it would need " + over + ". To go further: " +
                                          how_to_go_further(scenario, options, cost));
   if (cost.seconds > 10)
     std::cerr << "simulate: expected to take about " << sim::duration_text(cost.seconds) << " and "
@@ -293,10 +295,9 @@ void run_simulate(const SimulateOptions& o) {
 
 void add_simulate_command(CLI::App& app) {
   auto o = std::make_shared<SimulateOptions>();
-  CLI::App* cmd = app.add_subcommand("simulate", "The step on a simulated cluster (SimGrid): topology, link contention, stragglers");
-  cmd->add_option("-s,--scenario", o->scenario, "Scenario JSON file (its \"simulation\" object sets stragglers, slow links, fabric)")
-      ->required();
-  cmd->add_option("--set", o->overrides, "Override a scenario field: a.b.c=value (repeatable; simulation.* too)");
+  CLI::App* cmd = app.add_subcommand("simulate", "The step on a simulated cluster (SimGrid): topology, link contention, stragglers (a scenario's \"simulation\" object, or --set simulation.*)");
+  // A scenario file's "simulation" object (or --set simulation.*) sets stragglers, slow links, fabric.
+  add_scenario_input_options(cmd, o->input);
   cmd->add_flag("--json", o->json, "Print one JSON object for tools");
   cmd->add_option("--trace", o->trace, "Write a Chrome/Perfetto trace of the simulated step");
   cmd->add_option("--platform", o->platform, "A SimGrid platform XML file instead of the platform built from the cluster");

@@ -33,6 +33,32 @@ TEST(OneLineEstimate, EqualsTheScenarioFileItStandsFor) {
   EXPECT_EQ(line["scenario"], "(command line)");
 }
 
+// `simulate` and `schedule` take the one-line form too (session 31; they required --scenario):
+// the same scenario, so the same SimGrid step and the same schedule but for its name.
+TEST(OneLineEstimate, SimulateAndScheduleTakeItToo) {
+  const std::string line = "--model llama3.1-8b --gpus 8xH100 --seq-len 8192 --micro-batch 2 --global-batch 16 --checkpointing full";
+  const std::string file = "--scenario " + kRoot + "/scenarios/llama3.1-8b-8xh100.json";
+  const nlohmann::json by_line = run_json("simulate " + line);
+  const nlohmann::json by_file = run_json("simulate " + file);
+  ASSERT_TRUE(by_line.contains("simgrid"));
+  for (const char* key : {"step_seconds", "ranks", "collectives", "flows", "links", "platform"})
+    EXPECT_EQ(by_line["simgrid"][key], by_file["simgrid"][key]) << key;  // all but the run's own clock
+  EXPECT_EQ(by_line["time"]["step_seconds"], by_file["time"]["step_seconds"]);
+  const CommandResult a = run_cli("schedule " + line);
+  const CommandResult b = run_cli("schedule " + file);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  nlohmann::json sa = nlohmann::json::parse(a.out), sb = nlohmann::json::parse(b.out);
+  EXPECT_EQ(sa["name"], "llama3.1-8b on 8 x dgx-h100");
+  sa.erase("name");
+  sb.erase("name");
+  EXPECT_EQ(sa, sb);
+  // Neither form: an error naming what to give, exit 2.
+  const CommandResult none = run_cli("simulate");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("--model NAME --gpus 64xH100"), std::string::npos) << none.err;
+}
+
 // 64xH100 is 8 DGX H100 nodes: the same as --cluster dgx-h100 --gpus 64 and as the scenario
 // file with cluster.nodes=8. Names are matched ignoring case, '-', '.' and a "owner/" prefix.
 TEST(OneLineEstimate, GpuKindsAndClusterNamesResolveToTheSameCluster) {
