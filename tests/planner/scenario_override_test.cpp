@@ -89,15 +89,19 @@ TEST(ScenarioOverrides, ASequenceLongerThanTheModelRunsIsWarned) {
 // eager attention saves Llama's fp32 softmax output and its 16-bit copy, 6 bytes per token per
 // key per head (tests/models/transformer_costs_test.cpp, SavedActivations.LlamaGeneralization);
 // Llama-3.2-1B has 32 heads, so the block's b*s^2 coefficient is 6 x 32 = 192.
-TEST(ScenarioOverrides, AnHfModelIsImportedForTheScenariosAttention) {
-  auto quadratic = [](const Scenario& s) {
-    const models::Module* block = s.model->find_module("model.layers.0");
-    EXPECT_TRUE(block && block->costs);
-    double coefficient = 0;
+// The b*s^2 coefficient of a block's saved activations: the score matrices eager attention keeps.
+double score_coefficient(const Scenario& s, const std::string& block_name) {
+  const models::Module* block = s.model->find_module(block_name);
+  EXPECT_TRUE(block && block->costs) << block_name;
+  double coefficient = 0;
+  if (block && block->costs)
     for (const models::Polynomial::Term& t : block->costs->saved_activation_bytes.terms)
       if (t.s_pow == 2) coefficient += t.coeff;
-    return coefficient;
-  };
+  return coefficient;
+}
+
+TEST(ScenarioOverrides, AnHfModelIsImportedForTheScenariosAttention) {
+  auto quadratic = [](const Scenario& s) { return score_coefficient(s, "model.layers.0"); };
   const std::vector<std::string> hf = {"model=hf:models/hf/llama3.2-1b.json"};
   EXPECT_EQ(quadratic(load_scenario(kScenario, hf)), 0.0);  // flash attention: nothing quadratic
   std::vector<std::string> eager = hf;
@@ -118,14 +122,7 @@ TEST(ScenarioOverrides, AnHfModelIsImportedForTheScenariosAttention) {
 // output and the 16-bit dropout output and mask: the block's b*s^2 coefficient is the importer's,
 // 25 heads; fused attention has none.
 TEST(ScenarioOverrides, AnExplicitFusedKernelImportsAnHfModelForFusedAttention) {
-  auto quadratic = [](const Scenario& s) {
-    const models::Module* block = s.model->find_module("transformer.h.0");
-    EXPECT_TRUE(block && block->costs);
-    double coefficient = 0;
-    for (const models::Polynomial::Term& t : block->costs->saved_activation_bytes.terms)
-      if (t.s_pow == 2) coefficient += t.coeff;
-    return coefficient;
-  };
+  auto quadratic = [](const Scenario& s) { return score_coefficient(s, "transformer.h.0"); };
   const std::string gpt2 = "model=hf:models/hf/colossalai-gpt2-xl.json";
   EXPECT_GT(quadratic(load_scenario(kScenario, {gpt2})), 0.0);  // auto: as its config says (eager)
   EXPECT_GT(quadratic(load_scenario(kScenario, {gpt2, "training.attention=eager"})), 0.0);
