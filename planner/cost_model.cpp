@@ -172,6 +172,33 @@ Calibration read_calibration(const nlohmann::json& json, const std::string& file
   return read_calibration_at(json, file, "", base);
 }
 
+namespace {
+
+// The figures that make a GPU the part it is (its name and sources aside).
+bool same_part(const GpuSpec& a, const GpuSpec& b) {
+  return a.arch == b.arch && a.memory_bytes == b.memory_bytes && a.sm_count == b.sm_count &&
+         a.peak_flops == b.peak_flops && a.hbm_bandwidth_bytes_per_second == b.hbm_bandwidth_bytes_per_second &&
+         a.nvlink_generation == b.nvlink_generation && a.nvlink_links == b.nvlink_links &&
+         a.nvlink_bandwidth_gbps == b.nvlink_bandwidth_gbps && a.nvls == b.nvls && a.xgmi_links == b.xgmi_links &&
+         a.xgmi_bandwidth_gbps == b.xgmi_bandwidth_gbps;
+}
+
+// [Catalog twin] A GPU under a name the calibration catalog does not know, whose figures are a
+// catalog GPU's (a cluster file that wrote the part out under its own name), is that part: it
+// takes that GPU's calibration rather than the generic defaults meant for parts never measured.
+// "" when no catalog GPU has its figures.
+std::string catalog_twin(const GpuSpec& gpu) {
+  std::string file;
+  const nlohmann::json& catalog = gpu_catalog(file);
+  for (const auto& [name, entry] : catalog.items()) {
+    if (name.rfind("_", 0) == 0 || !entry.is_object()) continue;
+    if (same_part(parse_gpu(entry, name, file, name), gpu)) return name;
+  }
+  return "";
+}
+
+}  // namespace
+
 Calibration default_calibration(const ClusterSpec& cluster) {
   std::string file;
   const nlohmann::json& catalog = calibration_catalog(file);
@@ -187,6 +214,9 @@ Calibration default_calibration(const ClusterSpec& cluster) {
   if (!gpu.empty() && catalog.contains(gpu)) {
     c = read_calibration_at(catalog[gpu], file, gpu, c);
     if (c.name.empty() || c.name == base.name) c.name = "defaults for " + gpu;
+  } else if (const std::string twin = catalog_twin(cluster.gpu); !twin.empty() && catalog.contains(twin)) {
+    c = read_calibration_at(catalog[twin], file, twin, c);
+    c.name = "defaults for " + twin + " (GPU \"" + gpu + "\" has its figures: [Catalog twin])";
   } else {
     c.name = "generic defaults (no calibration entry for GPU \"" + gpu + "\")";
   }

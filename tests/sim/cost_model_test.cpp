@@ -370,6 +370,28 @@ TEST(Calibration, EveryShippedGpuHasSourcedDefaultsInRange) {
   EXPECT_NEAR(planner::default_calibration(h100).matmul_efficiency, 798.0 / 989.4, 5e-4);
 }
 
+// [Catalog twin] (planner/cost_model.cpp): a GPU written out under its own name with a catalog
+// GPU's figures is that part and takes its calibration; before session 31 it got the generic
+// defaults meant for parts never measured (Mixtral at EP 8 read 7% faster). One figure changed,
+// it is another part: the generic defaults, named as such.
+TEST(Calibration, AGpuWithACatalogPartsFiguresIsThatPart) {
+  planner::ClusterSpec catalog, twin;
+  catalog.gpu = twin.gpu = planner::find_gpu("H100-SXM-80GB");
+  twin.gpu.name = "my-h100";
+  twin.gpu.sources.clear();
+  const planner::Calibration expected = planner::default_calibration(catalog);
+  const planner::Calibration got = planner::default_calibration(twin);
+  EXPECT_EQ(got.name, "defaults for H100-SXM-80GB (GPU \"my-h100\" has its figures: [Catalog twin])");
+  nlohmann::json a = got.to_json(), b = expected.to_json();
+  a.erase("name");
+  b.erase("name");
+  EXPECT_EQ(a, b);
+  twin.gpu.sm_count = 131;
+  const planner::Calibration other = planner::default_calibration(twin);
+  EXPECT_EQ(other.name, "generic defaults (no calibration entry for GPU \"my-h100\")");
+  EXPECT_NE(other.matmul_efficiency, expected.matmul_efficiency);
+}
+
 TEST(Calibration, ScenarioOverridesFieldsAndNcclParams) {
   const planner::Scenario sc = scenario_on(2, {{"name", "my cluster, calibrated"},
                                                {"matmul_efficiency", 0.61},
