@@ -184,9 +184,67 @@ const std::set<std::string>& harmless_for(Family family) {
 }
 
 // Throws naming the first key neither read nor known to be harmless.
+// The JSON type a harmless key has in transformers' config classes. A key the importer does not
+// read still must not be malformed: `rope_theta: "x"` is a broken config (transformers would fail
+// on it), not a number to ignore. Keys not listed here take any type.
+enum class HarmlessType { number, string, boolean, object, token_ids };
+const std::map<std::string, HarmlessType>& harmless_types() {
+  using T = HarmlessType;
+  static const std::map<std::string, HarmlessType> types = {
+      {"rope_theta", T::number}, {"rms_norm_eps", T::number}, {"layer_norm_eps", T::number},
+      {"layer_norm_epsilon", T::number}, {"initializer_range", T::number}, {"router_aux_loss_coef", T::number},
+      {"router_jitter_noise", T::number}, {"routed_scaling_factor", T::number}, {"partial_rotary_factor", T::number},
+      {"query_pre_attn_scalar", T::number}, {"rope_local_base_freq", T::number}, {"aux_loss_alpha", T::number},
+      {"embedding_fraction", T::number}, {"rotary_emb_base", T::number}, {"summary_first_dropout", T::number},
+      {"classifier_dropout", T::number}, {"attn_scale", T::number}, {"floor_scale", T::number},
+      {"original_max_position_embeddings", T::number}, {"initial_context_length", T::number}, {"n_group", T::number},
+      {"topk_group", T::number}, {"pretraining_tp", T::number}, {"ep_size", T::number}, {"n_ctx", T::number},
+      {"mm_tokens_per_image", T::number},
+      {"hidden_act", T::string}, {"hidden_activation", T::string}, {"activation", T::string},
+      {"activation_function", T::string}, {"transformers_version", T::string}, {"tokenizer_class", T::string},
+      {"cache_implementation", T::string}, {"scoring_func", T::string}, {"summary_type", T::string},
+      {"use_cache", T::boolean}, {"norm_topk_prob", T::boolean}, {"output_router_logits", T::boolean},
+      {"seq_aux", T::boolean}, {"return_dict", T::boolean}, {"output_attentions", T::boolean},
+      {"output_hidden_states", T::boolean}, {"torchscript", T::boolean}, {"gradient_checkpointing", T::boolean},
+      {"use_return_dict", T::boolean}, {"scale_attn_weights", T::boolean}, {"reorder_and_upcast_attn", T::boolean},
+      {"scale_attn_by_inverse_layer_idx", T::boolean}, {"rope_interleave", T::boolean},
+      {"rope_scaling", T::object}, {"rope_parameters", T::object}, {"quantization_config", T::object},
+      {"vision_config", T::object}, {"id2label", T::object}, {"label2id", T::object}, {"auto_map", T::object},
+      {"bos_token_id", T::token_ids}, {"eos_token_id", T::token_ids}, {"pad_token_id", T::token_ids},
+      {"sep_token_id", T::token_ids}, {"decoder_start_token_id", T::token_ids}};
+  return types;
+}
+
+void check_harmless_type(const JsonReader& r, const std::string& key, const json& value) {
+  const auto it = harmless_types().find(key);
+  if (it == harmless_types().end() || value.is_null()) return;
+  const auto token_id = [](const json& v) { return v.is_number_integer(); };
+  switch (it->second) {
+    case HarmlessType::number:
+      if (!value.is_number()) r.fail(key, "expected a number, got " + describe_json(value));
+      break;
+    case HarmlessType::string:
+      if (!value.is_string()) r.fail(key, "expected a string, got " + describe_json(value));
+      break;
+    case HarmlessType::boolean:
+      if (!value.is_boolean()) r.fail(key, "expected true or false, got " + describe_json(value));
+      break;
+    case HarmlessType::object:
+      if (!value.is_object()) r.fail(key, "expected an object, got " + describe_json(value));
+      break;
+    case HarmlessType::token_ids:
+      if (!token_id(value) && !(value.is_array() && std::all_of(value.begin(), value.end(), token_id)))
+        r.fail(key, "expected a token id or a list of them, got " + describe_json(value));
+      break;
+  }
+}
+
 void refuse_unread_keys(const JsonReader& r, Family family) {
   for (const std::string& key : r.unread_keys()) {
-    if (harmless_everywhere().count(key) || harmless_for(family).count(key)) continue;
+    if (harmless_everywhere().count(key) || harmless_for(family).count(key)) {
+      check_harmless_type(r, key, r.object_value().at(key));
+      continue;
+    }
     r.fail(key, std::string("is not read by fsdpsim's ") + family_name(family).model_type +
                     " importer: it may change the parameter count or the compute, and fsdpsim does not guess "
                     "(docs/model-schema.md lists the keys each family reads and those it knows to be harmless)");

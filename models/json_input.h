@@ -111,6 +111,7 @@ class JsonReader {
   std::string path_of(std::string_view key) const { return join_json_path(path_, std::string(key)); }
   const std::string& file() const { return file_; }
   const std::string& path() const { return path_; }
+  const nlohmann::json& object_value() const { return value_; }  // the object read (keys unmarked)
 
  private:
   // The key's value, marked read when present; null when absent or null.

@@ -415,6 +415,36 @@ TEST(HfImportErrors, MissingOrMalformedFields) {
 }
 
 
+// A key the importer does not read must still be well formed (session 31; the session-30 audit
+// found `rope_theta: "x"` imported as if it were a number): the type transformers' config
+// classes give it, or null. Every shipped config passes (Catalog and ModelCardCount import them).
+TEST(HfImportErrors, IgnoredKeysMustHaveTheirType) {
+  const nlohmann::json llama = load_json_file(hf_config_path("llama3.1-8b"));
+  nlohmann::json c = llama;
+  c["rope_theta"] = "x";
+  expect_error(c, "rope_theta", "expected a number");
+  c = llama;
+  c["hidden_act"] = 3;
+  expect_error(c, "hidden_act", "expected a string");
+  c = llama;
+  c["use_cache"] = "yes";
+  expect_error(c, "use_cache", "expected true or false");
+  c = llama;
+  c["rope_scaling"] = 8;
+  expect_error(c, "rope_scaling", "expected an object");
+  c = llama;
+  c["eos_token_id"] = nlohmann::json::array({128001, "x"});
+  expect_error(c, "eos_token_id", "a token id or a list of them");
+  c = llama;
+  c["eos_token_id"] = nlohmann::json::array({128001, 128008, 128009});  // a list is a token-id value
+  c["rope_scaling"] = nullptr;                                          // null counts as absent
+  EXPECT_NO_THROW(import_hf_config(c, "cfg.json"));
+  // The image-text wrappers' outer keys too.
+  nlohmann::json gemma = load_json_file(hf_config_path("gemma3-27b"));
+  gemma["mm_tokens_per_image"] = "256";
+  expect_error(gemma, "mm_tokens_per_image", "expected a number");
+}
+
 // ---- issue 15: model cards, MoE counts, refused keys ----------------------------------------
 
 // What a model card's figure counts.
