@@ -1290,33 +1290,26 @@ HfParameterCount count_deepseek(JsonReader& r, Family family) {
   return total_and_active(layers, a.vocab * h, edges(a.vocab, h, a.tie));
 }
 
-// GLM-4.5 (modeling_glm4_moe.py), counted from the config alone: q, k, v (biases when
+// GLM-4.5 (read_glm4_moe), counted from its shapes apart from the module tree: q, k, v (biases when
 // attention_bias) and o; per-head q/k norms (use_qk_norm); two norms; the first
 // first_k_dense_replace layers a SwiGLU MLP of intermediate_size, the others the router (h -> E
 // and the [E] correction bias), E experts of moe_intermediate_size and n_shared_experts of them
 // shared.
 HfParameterCount count_glm4_moe(JsonReader& r) {
-  HfArch a;
-  read_decoder_sizes(r, a, 131072, false, 128);
-  const bool qkv_bias = r.boolean_or("attention_bias", false);
-  const bool qk_norm = r.boolean_or("use_qk_norm", false);
-  const std::int64_t h = a.hidden, n = expert_count(r, "n_routed_experts");
-  const std::int64_t top_k = top_k_of(r, "num_experts_per_tok", static_cast<int>(n), "n_routed_experts");
-  const std::int64_t fe = dimension(r, "moe_intermediate_size"), shared = r.integer_or("n_shared_experts", 1);
-  const std::int64_t first_dense = r.integer_or("first_k_dense_replace", 1);
-  r.integer_or("num_nextn_predict_layers", 0);
+  const HfArch a = read_glm4_moe(r);
+  const std::int64_t h = a.hidden;
   std::vector<MoeLayerCount> layers;
   for (std::int64_t i = 0; i < a.layers; ++i) {
     MoeLayerCount l;
-    l.shared = h * a.q_dim() + 2 * h * a.kv_dim() + a.q_dim() * h + (qkv_bias ? a.q_dim() + 2 * a.kv_dim() : 0) +
-               (qk_norm ? 2 * a.head_dim : 0) + 2 * h;
-    if (i >= first_dense) {
-      l.shared += h * n + n + 3 * h * (shared * fe);
-      l.per_expert = 3 * h * fe;
-      l.experts = n;
-      l.top_k = top_k;
+    l.shared = attention_params(h, a.q_dim(), a.kv_dim(), a.qkv_bias, a.out_bias) +
+               (a.qk_norm != QkNorm::none ? 2 * a.head_dim : 0) + 2 * h;
+    if (a.sparse(i)) {
+      l.shared += h * a.experts + a.experts + gated_mlp_params(h, a.ffn);  // router, its correction bias, shared experts
+      l.per_expert = gated_mlp_params(h, a.expert_ffn);
+      l.experts = a.experts;
+      l.top_k = a.top_k;
     } else {
-      l.shared += 3 * h * a.ffn;
+      l.shared += gated_mlp_params(h, a.dense_ffn);
     }
     layers.push_back(l);
   }
