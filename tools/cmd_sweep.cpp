@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "models/json_input.h"
+#include "planner/catalog.h"
 #include "planner/sweep_space.h"
 #include "runtime/launch.h"
 #include "sim/resource_guard.h"
@@ -33,6 +34,7 @@
 #include "tools/format.h"
 #include "tools/option_checks.h"
 #include "tools/output_file.h"
+#include "tools/scenario_input.h"
 
 
 namespace fsdpsim::tools {
@@ -46,9 +48,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr std::size_t kMaxPoints = 4'294'967'295;
 
 struct SweepOptionsCli {
-  std::string scenario;
+  ScenarioInputOptions input;  // --scenario or the one-line form, the shorthands and --set
   std::string sweep_file;
-  std::vector<std::string> overrides;
   std::vector<std::string> axes;
   double headroom_gib = 0;
   std::string objective = "throughput";
@@ -419,7 +420,64 @@ std::vector<std::string> header_with_axes(const sim::SweepResult& r, std::vector
   return before;
 }
 
-std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplate& base, int top, bool inline_scenario) {
+// The sweep's base scenario: where it comes from and how to run one of its points.
+struct SweepBase {
+  std::string file;            // the scenario file, the sweep file (inline scenario) or planner::kCommandLineFile
+  nlohmann::json inline_doc;   // the scenario document when it is not read from `file`
+  std::vector<std::string> overrides;  // the one-line form's shape, the sweep file's "set", the command line's
+  std::size_t form_overrides = 0;      // of `overrides`, the one-line form's own (--gpus stands for them)
+  // What `fsdpsim estimate` is given to run a point ("--scenario FILE" or "--model .. --gpus .."); empty
+  // for a sweep file's inline scenario, which no command line names.
+  std::string run_source;
+};
+
+// Which scenario the sweep runs on: the command line's (a file or the one-line form), else the
+// sweep file's. The sweep file's "set" comes after the one-line form's shape and before the
+// command line's shorthands and --set.
+SweepBase resolve_sweep_base(const SweepOptionsCli& o, const std::optional<planner::SweepFile>& f) {
+  SweepBase b;
+  std::vector<std::string> file_sets = f ? f->overrides : std::vector<std::string>{};
+  if (names_a_scenario(o.input)) {
+    ScenarioInput in = resolve_scenario_input(o.input);
+    b.file = in.file;
+    b.form_overrides = in.form_overrides;
+    b.overrides.assign(in.overrides.begin(), in.overrides.begin() + static_cast<std::ptrdiff_t>(in.form_overrides));
+    b.overrides.insert(b.overrides.end(), file_sets.begin(), file_sets.end());
+    b.overrides.insert(b.overrides.end(), in.overrides.begin() + static_cast<std::ptrdiff_t>(in.form_overrides),
+                       in.overrides.end());
+    if (in.file == planner::kCommandLineFile) {
+      b.inline_doc = std::move(in.document);
+      b.run_source = "--model " + shell_quote(o.input.model);
+      if (!o.input.cluster.empty()) b.run_source += " --cluster " + shell_quote(o.input.cluster);
+      if (!o.input.gpus.empty()) b.run_source += " --gpus " + shell_quote(o.input.gpus);
+    } else {
+      b.run_source = "--scenario " + shell_quote(in.file);
+    }
+    return b;
+  }
+  if (!f) throw InputError::option("--scenario", "no scenario: give --scenario FILE, or --model NAME --gpus 64xH100");
+  if (f->scenario.empty() && f->scenario_inline.is_null())
+    throw InputError(o.sweep_file, "scenario",
+                     "no scenario: give --scenario FILE, or --model NAME --gpus 64xH100 (or \"scenario\" in the sweep file)");
+  b.overrides = file_sets;
+  const std::vector<std::string> command_line = command_line_overrides(o.input);
+  b.overrides.insert(b.overrides.end(), command_line.begin(), command_line.end());
+  if (!f->scenario_inline.is_null()) {
+    b.file = o.sweep_file;
+    b.inline_doc = f->scenario_inline;
+  } else {
+    b.file = f->scenario;
+    b.run_source = "--scenario " + shell_quote(f->scenario);
+  }
+  return b;
+}
+
+// The file errors about the sweep as a whole name.
+std::string sweep_error_file(const SweepOptionsCli& o, const SweepBase& b) {
+  return o.sweep_file.empty() ? b.file : o.sweep_file;
+}
+
+std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplate& base, int top, const SweepBase& from) {
   std::ostringstream out;
   const planner::Scenario& sc = base.base();
   const double gpu = sc.cluster.gpu.memory_bytes;
@@ -505,11 +563,12 @@ std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplat
     const sim::PointResult& p = r.point(r.recommendation.point);
     out << "Recommended: #" << p.index << (p.label.empty() ? " (the base scenario)" : " " + p.label) << "\n";
     out << "  why: " << r.recommendation.why << "\n";
-    if (inline_scenario)
-      out << "  on the sweep file's scenario:" << set_args(base.base_overrides()) << set_args(p.overrides) << "\n";
+    const std::vector<std::string> user_sets(base.base_overrides().begin() + static_cast<std::ptrdiff_t>(from.form_overrides),
+                                             base.base_overrides().end());
+    if (from.run_source.empty())
+      out << "  on the sweep file's scenario:" << set_args(user_sets) << set_args(p.overrides) << "\n";
     else
-      out << "  run: fsdpsim estimate --scenario " << shell_quote(base.file()) << set_args(base.base_overrides())
-          << set_args(p.overrides) << "\n";
+      out << "  run: fsdpsim estimate " << from.run_source << set_args(user_sets) << set_args(p.overrides) << "\n";
   } else if (r.smallest_overage) {
     out << sim::no_fit_message(r) << "\n";
     out << "  try: more GPUs (--set cluster.nodes=...), activation checkpointing, a smaller micro-batch, FULL_SHARD, or "
@@ -551,11 +610,12 @@ nlohmann::json candidate_json(const sim::WrapCandidate& c) {
   return j;
 }
 
-void run_wrap_search(const SweepOptionsCli& o, const std::string& scenario_file, const nlohmann::json& scenario_inline,
-                     const std::vector<std::string>& overrides, double headroom_bytes) {
-  const planner::Scenario sc = scenario_inline.is_null()
+void run_wrap_search(const SweepOptionsCli& o, const SweepBase& from, double headroom_bytes) {
+  const std::string& scenario_file = from.file;
+  const std::vector<std::string>& overrides = from.overrides;
+  const planner::Scenario sc = from.inline_doc.is_null()
                                    ? sim::load_scenario(scenario_file, overrides)
-                                   : planner::parse_scenario(scenario_inline, scenario_file, overrides);
+                                   : planner::parse_scenario(from.inline_doc, scenario_file, overrides);
   sim::WrapSearchOptions w;
   if (o.wrap_objective == "step_time") w.objective = sim::WrapObjective::step_time;
   else if (o.wrap_objective == "exposed_comm") w.objective = sim::WrapObjective::exposed_comm;
@@ -880,7 +940,7 @@ std::shared_ptr<const std::map<std::size_t, sim::PointResult>> guard_sweep(
   }
   const sim::ResourceBudget budget = sim::budget_from_options(o.max_memory_gib, o.max_seconds);
   if (const std::string over = sim::over_budget(expected, budget); !over.empty())
-    throw InputError(o.sweep_file.empty() ? o.scenario : o.sweep_file, "",
+    throw InputError(o.sweep_file.empty() ? base->file() : o.sweep_file, "",
                      "not swept: it would need " + over +
                          ". To go further: raise --max-time (seconds; 0: no limit) or --max-memory (GiB); run fewer "
                          "points at a time (fix an axis with --set and run each of its values); or more --threads "
@@ -941,33 +1001,22 @@ bool run_mpi_share(const std::shared_ptr<const planner::ScenarioTemplate>& base,
 // ---- the sweep ------------------------------------------------------------------------------
 
 void run_sweep_command(const SweepOptionsCli& o) {
-  std::string scenario = o.scenario;
-  nlohmann::json scenario_inline;  // a sweep file's inline scenario (its references resolve beside it)
-  std::vector<std::string> overrides;
   std::vector<planner::AxisSpec> specs;
   double headroom_gib = o.headroom_gib;
   std::string objective = o.objective;
   double tolerance = o.tolerance;
   int top = o.top;
+  std::optional<planner::SweepFile> file;
   if (!o.sweep_file.empty()) {
-    const planner::SweepFile f = planner::load_sweep_file(o.sweep_file);
-    if (scenario.empty()) {
-      scenario = f.scenario;
-      if (!f.scenario_inline.is_null()) {
-        scenario_inline = f.scenario_inline;
-        scenario = o.sweep_file;
-      }
-    }
-    overrides = f.overrides;
+    file = planner::load_sweep_file(o.sweep_file);
+    const planner::SweepFile& f = *file;
     specs = f.axes;
     if (f.headroom_gib && !o.headroom_opt->count()) headroom_gib = *f.headroom_gib;
     if (f.objective && !o.objective_opt->count()) objective = *f.objective;
     if (f.tolerance && !o.tolerance_opt->count()) tolerance = *f.tolerance;
     if (f.top && !o.top_opt->count()) top = *f.top;
   }
-  if (scenario.empty())
-    throw InputError(o.sweep_file, "scenario", "no scenario: give --scenario FILE (or \"scenario\" in the sweep file)");
-  overrides.insert(overrides.end(), o.overrides.begin(), o.overrides.end());
+  const SweepBase from = resolve_sweep_base(o, file);
   for (const std::string& a : o.axes) specs.push_back(planner::parse_axis_spec(a));
   // The sweep file's headroom is checked where it is read (planner/sweep_space.cpp); this
   // guards the sum of both sources.
@@ -980,17 +1029,17 @@ void run_sweep_command(const SweepOptionsCli& o) {
       throw InputError::option("--wrap-search", "searches the wrapping of one configuration: drop the axes (use --set)");
     if (!o.shard.empty() || !o.merge.empty())
       throw InputError::option("--wrap-search", "runs in one process: drop --shard and --merge");
-    run_wrap_search(o, scenario, scenario_inline, overrides, headroom_bytes);
+    run_wrap_search(o, from, headroom_bytes);
     return;
   }
 
-  const auto base = scenario_inline.is_null() ? planner::ScenarioTemplate::load(scenario, overrides)
-                                              : planner::ScenarioTemplate::from_json(scenario_inline, scenario, overrides);
+  const auto base = from.inline_doc.is_null() ? planner::ScenarioTemplate::load(from.file, from.overrides)
+                                              : planner::ScenarioTemplate::from_json(from.inline_doc, from.file, from.overrides);
   sim::simgrid_options(base->base());  // the "simulation" object is checked as every command checks it
   const planner::SweepSpace space = planner::make_space(specs, base->context());
   const std::size_t n = space.size();
   if (n > kMaxPoints)
-    throw InputError(o.sweep_file, "axes", "the sweep has " + (n == SIZE_MAX ? std::string("too many") : std::to_string(n)) +
+    throw InputError(sweep_error_file(o, from), "axes", "the sweep has " + (n == SIZE_MAX ? std::string("too many") : std::to_string(n)) +
                                                " points; at most " + std::to_string(kMaxPoints) +
                                                " (split it: fix one axis with --set and run each value)");
   sim::SweepOptions so;
@@ -1094,7 +1143,7 @@ void run_sweep_command(const SweepOptionsCli& o) {
 
   if (csv) csv->finish(result);
   if (json_points) write_sweep_json(std::cout, result, *base, *json_points);
-  else std::cout << sweep_text(result, *base, top, !scenario_inline.is_null());
+  else std::cout << sweep_text(result, *base, top, from);
   if (csv && !o.json) std::cout << "wrote " << result.total << " rows to " << o.csv << "\n";
   if (result.interrupted || g_interrupted.load()) {
     std::cout << std::flush;
@@ -1106,7 +1155,7 @@ void run_sweep_command(const SweepOptionsCli& o) {
   // Nothing could be evaluated (every point invalid or failed): the report says why per
   // point; scripts get a failing exit status.
   if (result.evaluated == 0 && result.total > 0)
-    throw InputError(o.sweep_file.empty() ? o.scenario : o.sweep_file, "",
+    throw InputError(sweep_error_file(o, from), "",
                      "none of the " + std::to_string(result.total) + " points could be evaluated (reasons above)");
 }
 
@@ -1116,9 +1165,8 @@ void add_sweep_command(CLI::App& app) {
   auto o = std::make_shared<SweepOptionsCli>();
   CLI::App* cmd = app.add_subcommand(
       "sweep", "Evaluate many configurations (a product of axes) and recommend one; or search the optimal wrapping");
-  cmd->add_option("-s,--scenario", o->scenario, "Base scenario JSON file (or \"scenario\" in the sweep file)");
+  add_scenario_input_options(cmd, o->input);
   cmd->add_option("--sweep", o->sweep_file, "Sweep JSON file: scenario, set, axes, headroom_gib, objective, top");
-  cmd->add_option("--set", o->overrides, "Override a base scenario field: a.b.c=value (repeatable)");
   cmd->add_option("--axis", o->axes,
                   "An axis: key=v1,v2,... e.g. fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP,HYBRID_SHARD:* or "
                   "training.micro_batch=1,2,4 (repeatable; see docs/sweep.md)");

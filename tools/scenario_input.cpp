@@ -35,11 +35,21 @@ std::vector<std::string> shorthand_overrides(const ScenarioInputOptions& o) {
   return sets;
 }
 
+bool one_line_form(const ScenarioInputOptions& o) { return !o.model.empty() || !o.gpus.empty() || !o.cluster.empty(); }
+
 }  // namespace
+
+bool names_a_scenario(const ScenarioInputOptions& o) { return !o.scenario.empty() || one_line_form(o); }
+
+std::vector<std::string> command_line_overrides(const ScenarioInputOptions& o) {
+  std::vector<std::string> sets = shorthand_overrides(o);
+  sets.insert(sets.end(), o.overrides.begin(), o.overrides.end());
+  return sets;
+}
 
 ScenarioInput resolve_scenario_input(const ScenarioInputOptions& o) {
   ScenarioInput in;
-  const bool one_line = !o.model.empty() || !o.gpus.empty() || !o.cluster.empty();
+  const bool one_line = one_line_form(o);
   if (!o.scenario.empty() && one_line)
     throw InputError::option("--scenario", "give a scenario file or --model with --gpus, not both "
                                            "(to change a scenario's model or cluster: --set model=NAME.json)");
@@ -56,6 +66,7 @@ ScenarioInput resolve_scenario_input(const ScenarioInputOptions& o) {
     in.file = planner::kCommandLineFile;
     in.document = q.document;
     in.overrides = q.overrides;
+    in.form_overrides = q.overrides.size() - shorthands.size();  // quick_scenario's: the shape, then the sets
     in.source = "--model " + o.model + (o.cluster.empty() ? "" : " --cluster " + o.cluster) +
                 (o.gpus.empty() ? "" : " --gpus " + o.gpus);
   }

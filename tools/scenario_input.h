@@ -36,10 +36,18 @@ struct ScenarioInput {
   nlohmann::json document;
   std::string file;                    // the scenario file, or planner::kCommandLineFile
   std::vector<std::string> overrides;  // the one-liner's, the shorthands', then --set
+  // How many of `overrides` come first from the one-line form itself (the cluster's shape):
+  // what stands for --gpus, not what the user set. 0 for a scenario file.
+  std::size_t form_overrides = 0;
   std::string source;                  // for reports: "scenarios/x.json" or "--model ... --gpus ..."
 };
+// Whether the options name a scenario: a file, or the one-line form.
+bool names_a_scenario(const ScenarioInputOptions& o);
 // Throws InputError: neither or both forms, an unknown name (with the close ones).
 ScenarioInput resolve_scenario_input(const ScenarioInputOptions& o);
+// The shorthands' overrides, then --set: what the command line sets on any scenario (`sweep`
+// applies them to its sweep file's scenario when the command line names none).
+std::vector<std::string> command_line_overrides(const ScenarioInputOptions& o);
 
 // The scenario parsed once (and its "simulation" object checked, as sim::load_scenario does),
 // with what a template of it needs: `estimate` estimates it and advises from a template built

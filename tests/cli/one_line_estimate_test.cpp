@@ -59,6 +59,70 @@ TEST(OneLineEstimate, SimulateAndScheduleTakeItToo) {
   EXPECT_NE(none.err.find("--model NAME --gpus 64xH100"), std::string::npos) << none.err;
 }
 
+// `sweep` takes the one-line form too (session 32; it required --scenario or a sweep file's):
+// the same points as the scenario file it stands for, a "run:" line that gives the recommended
+// point again, the sweep file's "set" between the form's shape and the command line's options,
+// and shards that merge into the one-process report.
+TEST(OneLineEstimate, SweepTakesItToo) {
+  const std::string line = "--model llama3.1-8b --gpus 8xH100 --seq-len 8192 --micro-batch 2 --global-batch 16 --checkpointing full";
+  const std::string file = "--scenario " + kRoot + "/scenarios/llama3.1-8b-8xh100.json";
+  const std::string axes = " --axis training.micro_batch=1,2 --axis fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP --threads 1";
+  const nlohmann::json by_line = run_json("sweep " + line + axes);
+  const nlohmann::json by_file = run_json("sweep " + file + axes);
+  ASSERT_TRUE(by_line.contains("points"));
+  ASSERT_EQ(by_line["points"].size(), 4u);
+  EXPECT_EQ(by_line["points"], by_file["points"]);
+  EXPECT_EQ(by_line["scenario"], "(command line)");
+
+  // The recommendation's "run:" line, run, is the recommended point.
+  const CommandResult text = run_cli("sweep " + line + axes);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const std::size_t at = text.out.find("  run: fsdpsim estimate --model llama3.1-8b --gpus 8xH100 ");
+  ASSERT_NE(at, std::string::npos) << text.out;
+  const std::size_t from = text.out.find("estimate", at);
+  const std::string run = text.out.substr(from, text.out.find('\n', at) - from);
+  EXPECT_EQ(run.find("cluster.nodes"), std::string::npos) << run;  // --gpus stands for the shape
+  const nlohmann::json rerun = run_json(run);
+  const std::size_t recommended = by_line["recommendation"]["point"].get<std::size_t>();
+  ASSERT_LT(recommended, by_line["points"].size());
+  const nlohmann::json& point = by_line["points"][recommended];
+  EXPECT_EQ(rerun["throughput"]["tokens_per_second_per_gpu"], point["throughput"]["tokens_per_second_per_gpu"]);
+  EXPECT_EQ(rerun["memory"]["peak_reserved_bytes"], point["memory"]["peak_reserved_bytes"]);
+
+  // With a sweep file: its "set" (cluster.nodes=8, global batch 256) comes after the one-line
+  // form's shape (one node) and before the command line's options. The sweep file on the
+  // one-liner of its own scenario gives its own points.
+  const std::string sweep = " --sweep " + kRoot + "/scenarios/sweeps/llama3.1-8b-64xh100.json --threads 2";
+  const nlohmann::json file_scenario = run_json("sweep" + sweep);
+  const nlohmann::json line_scenario =
+      run_json("sweep --model llama3.1-8b --gpus 8xH100 --seq-len 8192 --micro-batch 2 --checkpointing full" + sweep);
+  ASSERT_TRUE(file_scenario.contains("points"));
+  EXPECT_EQ(line_scenario["points"], file_scenario["points"]);
+  // A shorthand on the command line wins over the sweep file's "set": a global batch of 64.
+  const nlohmann::json smaller = run_json("sweep --model llama3.1-8b --gpus 8xH100 --global-batch 64" + sweep);
+  ASSERT_TRUE(smaller.contains("base_overrides"));
+  EXPECT_EQ(smaller["base_overrides"].back(), "training.global_batch=64");
+
+  // Shards of a one-line sweep merge into the one-process report, byte for byte.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fsdpsim_one_line_sweep_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (int i = 0; i < 2; ++i) {
+    const CommandResult shard = run_cli("sweep " + line + axes + " --shard " + std::to_string(i) + "/2 > " +
+                                        (dir / ("s" + std::to_string(i))).string());
+    ASSERT_EQ(shard.exit_code, 0) << shard.err;
+  }
+  const CommandResult merged = run_cli("sweep " + line + axes + " --json --merge " + (dir / "s0").string() + " " +
+                                       (dir / "s1").string());
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  EXPECT_EQ(nlohmann::json::parse(merged.out)["points"], by_line["points"]);
+  std::filesystem::remove_all(dir);
+
+  // Neither a scenario nor a sweep file: an error naming both forms, exit 2.
+  const CommandResult none = run_cli("sweep --axis training.micro_batch=1,2");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("--model NAME --gpus 64xH100"), std::string::npos) << none.err;
+}
+
 // 64xH100 is 8 DGX H100 nodes: the same as --cluster dgx-h100 --gpus 64 and as the scenario
 // file with cluster.nodes=8. Names are matched ignoring case, '-', '.' and a "owner/" prefix.
 TEST(OneLineEstimate, GpuKindsAndClusterNamesResolveToTheSameCluster) {
