@@ -23,7 +23,10 @@ struct CollectivesOptions {
   bool json = false;
 };
 
-// "1K", "256M", "16G", "1048576": nccl-tests' -b / -e (K, M, G are binary).
+// The largest size the table prices: 64 TiB.
+constexpr double kMaxTableBytes = 64.0 * 1024 * 1024 * 1024 * 1024;
+
+// "1K", "256M", "16G", "1T", "1048576": nccl-tests' -b / -e (K, M, G, T are binary).
 double parse_bytes(const std::string& text, const std::string& option) {
   std::size_t used = 0;
   double v = 0;
@@ -36,8 +39,9 @@ double parse_bytes(const std::string& text, const std::string& option) {
   const double scale = unit.empty() || unit == "B" ? 1 : unit == "K" || unit == "KiB" ? 1024.0
                        : unit == "M" || unit == "MiB"                            ? 1024.0 * 1024
                        : unit == "G" || unit == "GiB"                            ? 1024.0 * 1024 * 1024
+                       : unit == "T" || unit == "TiB"                            ? 1024.0 * 1024 * 1024 * 1024
                                                                                  : -1;
-  if (scale < 0 || !std::isfinite(v) || v < 1 || v * scale > 1e14)
+  if (scale < 0 || !std::isfinite(v) || v * scale < 1 || v * scale > kMaxTableBytes)
     throw InputError::option(option, "expected a size from 1 B to 64 TiB such as 1K, 256M or 16G, got \"" + text + "\"");
   return std::floor(v * scale);
 }

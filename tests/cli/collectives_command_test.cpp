@@ -113,6 +113,17 @@ TEST(CollectivesCommand, BadOptionsAreErrors) {
   EXPECT_EQ(run_cli("collectives --ranks 12").exit_code, 2);  // not whole nodes of 8
   EXPECT_EQ(run_cli("collectives --kind all_to_everyone").exit_code, 2);
   EXPECT_EQ(run_cli("collectives -b 1X").exit_code, 2);
+  // Sizes up to the 64 TiB the error names, in every unit it names: 1T is 2^40 bytes; 65T and
+  // 0.1 B are outside, each an error naming the option.
+  const nlohmann::json t = run_cli_json("collectives --ranks 8 --kind all_gather -b 1T -e 1T");
+  ASSERT_TRUE(t.contains("rows")) << t.dump();
+  ASSERT_EQ(t["rows"].size(), 1u);
+  EXPECT_EQ(t["rows"][0]["bytes"].get<double>(), 1099511627776.0);
+  const CommandResult too_large = run_cli("collectives -e 65T");
+  EXPECT_EQ(too_large.exit_code, 2);
+  EXPECT_NE(too_large.err.find("--max-bytes"), std::string::npos) << too_large.err;
+  EXPECT_NE(too_large.err.find("64 TiB"), std::string::npos) << too_large.err;
+  EXPECT_EQ(run_cli("collectives -b 0.1").exit_code, 2);
 }
 
 }  // namespace
