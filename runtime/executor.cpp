@@ -524,9 +524,9 @@ void check_host_buffers(const Schedule& schedule, const RunOptions& options) {
   if (memory > 0 && needed > memory / 2) {
     char scale[32];
     std::snprintf(scale, sizeof scale, "%g", options.byte_scale);
-    throw std::invalid_argument(
-        std::string("--byte-scale ") + scale + " / --max-buffer-bytes " + std::to_string(options.max_buffer_bytes) +
-        ": the host backend's buffers would take " + bytes_text(needed) + " (" +
+    throw InputError::option(
+        std::string("--byte-scale ") + scale + " / --max-buffer-bytes " + std::to_string(options.max_buffer_bytes),
+        "the host backend's buffers would take " + bytes_text(needed) + " (" +
         std::to_string(static_cast<long long>(ranks)) + " ranks x 2 buffers of the largest collective, " +
         bytes_text(per_buffer) + "), more than half this machine's memory (" + bytes_text(memory) +
         "): lower --byte-scale or cap the buffers with --max-buffer-bytes");
@@ -539,10 +539,10 @@ RunResult run_schedule(const Schedule& schedule, const RunOptions& options) {
   check_playable(schedule, schedule.name.empty() ? "<schedule>" : schedule.name);
   const Launch launch = resolve_launch(options.launcher);
   if (options.backend != "host" && options.backend != "cuda")
-    throw std::invalid_argument("unknown backend \"" + options.backend + "\" (expected host or cuda)");
+    throw InputError::option("--backend", "expected host or cuda, got \"" + options.backend + "\"");
   if (options.virtual_world < 0 || (options.virtual_world > 0 && options.virtual_world != schedule.world_size))
-    throw std::invalid_argument(
-        "--virtual-world " + std::to_string(options.virtual_world) + ": the schedule was planned for a world of " +
+    throw InputError::option(
+        "--virtual-world " + std::to_string(options.virtual_world), "the schedule was planned for a world of " +
         std::to_string(schedule.world_size) +
         " ranks (plan it for another world with --set cluster.nodes=... / cluster.gpus_per_node=...)");
   // Finite as well as positive: an infinite time scale divides every measured time to 0.

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "models/json_input.h"
 #include "runtime/internal/modules.h"
 
 namespace fsdpsim::runtime {
@@ -37,21 +38,26 @@ bool mpi_built() {
 
 Launch resolve_launch(const std::string& requested) {
   if (requested != "auto" && requested != "single" && requested != "mpi")
-    throw std::invalid_argument("unknown launcher \"" + requested + "\" (expected auto, single or mpi)");
+    throw InputError::option("--launcher", "expected auto, single or mpi, got \"" + requested + "\"");
   Launch launch;
   if (requested == "single") {
     launch.detected_from = "--launcher single";
     return launch;
   }
   const auto [source, count] = launched_processes();
-  if (requested == "auto" && (count == 0 || count == 1)) {
+  // MPI started by hand, without mpirun or srun, is one process: what --launcher single does,
+  // through an MPI singleton whose teardown prints Open MPI's errors. Refused before MPI starts.
+  if (requested == "mpi" && count == 0)
+    throw InputError::option("--launcher mpi",
+                             "this process was not started by mpirun or srun (no OMPI_COMM_WORLD_SIZE, PMI_SIZE, "
+                             "srun step or PMIx rank in its environment): start it with mpirun -np N or srun -n N, or "
+                             "use --launcher single (with --virtual-world N to play one rank of N)");  if (requested == "auto" && (count == 0 || count == 1)) {
     launch.detected_from = "no multi-process launch in the environment";
     return launch;
   }
   if (!mpi_built()) {
     if (requested == "mpi")
-      throw std::invalid_argument(
-          "--launcher mpi: this fsdpsim was built without MPI (install libopenmpi-dev and reconfigure)");
+      throw InputError::option("--launcher mpi", "this fsdpsim was built without MPI (install libopenmpi-dev and reconfigure)");
     if (count < 0) {  // a PMIx launch of unknown size: without MPI, say nothing and play every rank
       launch.detected_from = source + ", but fsdpsim was built without MPI";
       return launch;

@@ -32,8 +32,9 @@ struct Launch {
 bool mpi_built();
 
 // Resolves "auto", "single" or "mpi"; initialises MPI (MPI_THREAD_MULTIPLE, finalised at exit)
-// when the answer is mpi. Throws std::invalid_argument for an unknown name, or for mpi (asked
-// for, or several processes detected under auto) where MPI was not built. Idempotent.
+// when the answer is mpi. Throws InputError (an option error) for an unknown name, for mpi asked
+// for in a process no mpirun or srun started, or where MPI was not built; std::invalid_argument
+// for several processes detected under auto where MPI was not built. Idempotent.
 Launch resolve_launch(const std::string& requested);
 
 // Every process's `text` on process 0, in process order (an empty list on the others), under an

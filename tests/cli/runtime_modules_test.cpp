@@ -41,12 +41,19 @@ TEST(RuntimeModules, TheMpiLauncherOpensItsModule) {
   if (!FSDPSIM_CLI_MPI) GTEST_SKIP() << "built without MPI";
   const std::string run = " run --backend host --launcher mpi --time-scale 0.001 --timeout 20 --json --scenario " +
                           quick_start_scenario();
-  const CommandResult missing = run_command("FSDPSIM_MPI_MODULE=" + kMissing + " " + cli_binary() + run);
+  // One process under mpirun (without it, --launcher mpi is refused before any module is opened:
+  // VerifyCommand.RuntimeOptionErrorsExitTwo).
+  auto under_mpirun = [&](const std::string& env) {
+    return run_command("env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent= " + env +
+                       " timeout 60 " + std::string(FSDPSIM_TEST_MPIEXEC) + " --allow-run-as-root -np 1 " +
+                       cli_binary() + run);
+  };
+  const CommandResult missing = under_mpirun("FSDPSIM_MPI_MODULE=" + kMissing);
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.err.find(kMissing), std::string::npos) << missing.err;
-  // One process started without mpirun is an MPI world of one (a singleton): the module opens,
-  // MPI starts, and the schedule's world of 8 is refused by the launcher, not by the loader.
-  const CommandResult opened = run_command(cli_binary() + run);
+  // With the module: it opens, MPI starts, and the schedule's world of 8 is refused by the
+  // launcher, not by the loader.
+  const CommandResult opened = under_mpirun("");
   EXPECT_EQ(opened.err.find("module could not be opened"), std::string::npos) << opened.err;
   EXPECT_NE(opened.err.find("MPI started 1 processes"), std::string::npos) << opened.err;
 }

@@ -90,11 +90,30 @@ TEST(VerifyCommand, WaitsAndBuffersPastWhatTheMachineHoldsAreHandled) {
 
   const CommandResult huge = run_cli("run --schedule " + schedule + " --cluster " + cluster +
                                      " --byte-scale 1e30 --max-buffer-bytes 0");
-  EXPECT_NE(huge.exit_code, 0);
+  EXPECT_EQ(huge.exit_code, 2);  // an option error, as every bad option is
   EXPECT_NE(huge.err.find("--byte-scale 1e+30 / --max-buffer-bytes 0: the host backend's buffers would take"),
             std::string::npos)
       << huge.err;
   std::filesystem::remove_all(dir);
+}
+
+// Options the runtime refuses are option errors, exit 2 as every bad option (they exited 1, as a
+// failed run does): a virtual world that is not the schedule's, and --launcher mpi in a process no
+// mpirun or srun started (which also printed Open MPI's teardown errors from its singleton).
+TEST(VerifyCommand, RuntimeOptionErrorsExitTwo) {
+  for (const char* verb : {"run", "verify"}) {
+    const CommandResult world = run_cli(std::string(verb) + " " + kArgs + " --virtual-world 3");
+    EXPECT_EQ(world.exit_code, 2) << verb << ": " << world.err;
+    EXPECT_NE(world.err.find("--virtual-world 3: the schedule was planned for a world of"), std::string::npos)
+        << world.err;
+  }
+  const CommandResult mpi = run_command("env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u SLURM_STEP_ID -u PMIX_RANK " +
+                                        cli_binary() + " run " + kArgs + " --launcher mpi");
+  EXPECT_EQ(mpi.exit_code, 2) << mpi.err;
+  EXPECT_NE(mpi.err.find("--launcher mpi: this process was not started by mpirun or srun"), std::string::npos)
+      << mpi.err;
+  EXPECT_EQ(mpi.err.find("ORTE"), std::string::npos) << mpi.err;
+  EXPECT_EQ(run_cli(std::string("run ") + kArgs + " --launcher mpi --virtual-world 2").exit_code, 2);
 }
 
 }  // namespace

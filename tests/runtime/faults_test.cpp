@@ -204,7 +204,7 @@ TEST(Faults, UnknownBackendAndBadOptionsAreRefused) {
   const planner::Schedule s = testing::plan(testing::scenario(1, 2, {{"version", 2}}));
   RunOptions o = testing::fast_host(s);
   o.backend = "tpu";
-  EXPECT_THROW(run_schedule(s, o), std::invalid_argument);
+  EXPECT_THROW(run_schedule(s, o), InputError);  // an option error: the CLI exits 2
   o = testing::fast_host(s);
   o.costs.duration_seconds.pop_back();
   EXPECT_THROW(run_schedule(s, o), std::invalid_argument);

@@ -20,10 +20,9 @@ TEST(Launch, SingleUnlessSeveralProcessesWereStartedTogether) {
   EXPECT_EQ(single.processes, 1);
   const Launch automatic = resolve_launch("auto");
   EXPECT_EQ(automatic.launcher, "single") << automatic.detected_from;
-  EXPECT_THROW(resolve_launch("slurm"), std::invalid_argument);
-  if (!mpi_built()) {
-    EXPECT_THROW(resolve_launch("mpi"), std::invalid_argument);
-  }
+  EXPECT_THROW(resolve_launch("slurm"), InputError);
+  // No mpirun or srun started this process: mpi is refused (built or not) before MPI starts.
+  EXPECT_THROW(resolve_launch("mpi"), InputError);
 }
 
 TEST(Launch, RankResultsRoundTripThroughJsonWhole) {

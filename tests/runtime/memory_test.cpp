@@ -226,7 +226,7 @@ TEST(HostMemory, VirtualWorldPlaysRankZeroWithTheSameMemory) {
   EXPECT_TRUE(r.virtual_world);
   EXPECT_EQ(r.ranks[0].peak_allocated_bytes, planner::replay_memory(s).peak_allocated_bytes);
   o.virtual_world = s.world_size * 2;
-  EXPECT_THROW(run_schedule(s, o), std::invalid_argument);
+  EXPECT_THROW(run_schedule(s, o), InputError);  // an option error: the CLI exits 2
 }
 
 // The runtime's allocator and the planner's model follow the same policy: on a random
