@@ -439,6 +439,12 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
     op.hbm_bytes = cost("hbm_bytes");
     op.score_hbm_bytes = cost("score_hbm_bytes");
     op.comm_bytes = cost("comm_bytes");
+    // A collective moves its buffer: without one it would be priced as its latency alone.
+    if (is_collective(op.kind) && !(op.comm_bytes > 0))
+      o.fail("comm_bytes", std::string("expected the collective's buffer in bytes (> 0: the gathered output of an "
+                                       "all-gather, the input of a reduce-scatter, the buffer of an all-reduce, one "
+                                       "rank's send buffer of an all-to-all), got ") +
+                               (o.has("comm_bytes") ? describe_json(o.raw("comm_bytes")) : std::string("none")));
     if (!(op.attention_flops <= op.flops))
       o.fail("attention_flops", "expected at most flops (attention is a part of them), got " +
                                     describe_json(o.raw("attention_flops")));

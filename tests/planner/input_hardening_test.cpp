@@ -171,6 +171,33 @@ TEST(ScheduleReader, UnitsAndMicroStepsOutsideTheScheduleAreRefused) {
   EXPECT_NO_THROW(schedule_from_json(j, "s.json"));
 }
 
+// A collective without its buffer (comm_bytes absent or 0) was priced as its latency alone, a
+// step that moved nothing (session 32): refused at the op's comm_bytes. Other ops need none.
+TEST(ScheduleReader, ACollectiveWithoutItsBufferIsRefused) {
+  const nlohmann::json base = small_schedule();
+  int collective = -1, compute = -1;
+  for (std::size_t i = 0; i < base["ops"].size(); ++i) {
+    const std::string kind = base["ops"][i]["kind"];
+    if (collective < 0 && (kind == "all_gather" || kind == "reduce_scatter" || kind == "all_reduce")) collective = int(i);
+    if (compute < 0 && kind == "compute_fwd") compute = int(i);
+  }
+  ASSERT_GE(collective, 0);
+  ASSERT_GE(compute, 0);
+  const std::string path = "ops[" + std::to_string(collective) + "].comm_bytes";
+  nlohmann::json j = base;
+  j["ops"][collective].erase("comm_bytes");
+  InputError e = error_of([&] { schedule_from_json(j, "s.json"); });
+  EXPECT_EQ(e.json_path(), path);
+  EXPECT_NE(std::string(e.what()).find("got none"), std::string::npos) << e.what();
+  j["ops"][collective]["comm_bytes"] = 0;
+  EXPECT_EQ(error_of([&] { schedule_from_json(j, "s.json"); }).json_path(), path);
+  j["ops"][collective]["comm_bytes"] = 1;
+  EXPECT_NO_THROW(schedule_from_json(j, "s.json"));
+  j = base;
+  j["ops"][compute].erase("comm_bytes");  // a compute op moves no buffer
+  EXPECT_NO_THROW(schedule_from_json(j, "s.json"));
+}
+
 // Item 10's schedule form: attention FLOPs are a part of an op's FLOPs.
 TEST(ScheduleReader, AttentionFlopsAboveFlopsAreRefused) {
   nlohmann::json j = small_schedule();
