@@ -369,7 +369,11 @@ constexpr double kEps = 1e-6;  // search.cc rounds link budgets to 1e-3 (SUB_ROU
 
 int floor_div(double capacity, double per_channel) {
   if (per_channel <= 0) return 0;
-  return static_cast<int>(std::floor(capacity / per_channel + kEps));
+  // How many channels a link's budget fits, past any channel count NCCL uses (MAXCHANNELS 64):
+  // a budget of 1e12 GB/s made the quotient overflow an int, and the search fell back to one
+  // 0.1 GB/s channel (a 582 s step).
+  constexpr double kMoreThanAnyChannelCount = 1 << 20;
+  return static_cast<int>(std::min(std::floor(capacity / per_channel + kEps), kMoreThanAnyChannelCount));
 }
 
 // Channels a ring (or tree) search fits at per-channel bandwidth s (search.cc followPath on

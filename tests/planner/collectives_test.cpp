@@ -221,6 +221,22 @@ TEST(CollectivesHandWorked, RingTwoNodes) {
   expect_rel_near(ar.latency_seconds, 184.24e-6, 1e-9, "all_reduce latency");
 }
 
+// A NIC of any speed past the GPU's PCIe path is that path (min(NIC, 48 GB/s) above): 1e12 and
+// 1e300 GB/s price as 50 does. The link budget's channel count overflowed an int past ~2e9 GB/s,
+// and the search fell back to one 0.1 GB/s channel (session 32: a 582 s step).
+TEST(CollectivesHandWorked, ANicFasterThanItsPciePathIsThatPath) {
+  const GpuSpec h100 = hopper_gpu("H100-SXM-80GB");
+  const ClusterSpec base = make_cluster(h100, 2);
+  const NcclParams p = ring_only(base);
+  const CollectiveEstimate expected = estimate_collective(CollectiveKind::all_gather, 1 * GiB, {16, 2}, base, p);
+  for (double nic : {1e12, 1e300}) {
+    const ClusterSpec c = make_cluster(h100, 2, nic);
+    const CollectiveEstimate e = estimate_collective(CollectiveKind::all_gather, 1 * GiB, {16, 2}, c, ring_only(c));
+    EXPECT_EQ(e.channels, expected.channels) << nic;
+    EXPECT_DOUBLE_EQ(e.seconds, expected.seconds) << nic;
+  }
+}
+
 TEST(CollectivesHandWorked, RingSixteenNodes) {
   const ClusterSpec c = make_cluster(hopper_gpu("H100-SXM-80GB"), 16);
   const NcclParams p = ring_only(c);
