@@ -12,14 +12,15 @@
 #include "tools/option_checks.h"
 #include "tools/runtime_options.h"
 #include "tools/output_file.h"
+#include "tools/scenario_input.h"
 
 namespace fsdpsim::tools {
 
 namespace {
 
 struct CalibrateCommandOptions {
-  std::string scenario, output;
-  std::vector<std::string> overrides;
+  ScenarioInputOptions input;  // --scenario FILE or --model NAME --gpus 64xH100, and --set
+  std::string output;
   std::string launcher = "auto";
   bool json = false, quiet = false, every_row = false;
   calibrate::Options bench;
@@ -39,9 +40,8 @@ void add_calibrate_command(CLI::App& app) {
   auto o = std::make_shared<CalibrateCommandOptions>();
   CLI::App* cmd = app.add_subcommand(
       "calibrate", "Micro-benchmarks (GEMM, copies, collectives, launch, interference) -> calibration JSON");
-  cmd->add_option("-s,--scenario", o->scenario, "Scenario JSON: its GPU, model layer shapes and process groups")
-      ->required();
-  cmd->add_option("--set", o->overrides, "Override a scenario field: a.b.c=value (repeatable)");
+  // The scenario gives the GPU, the model's layer shapes and the process groups measured.
+  add_scenario_input_options(cmd, o->input);
   cmd->add_option("-o,--output", o->output, "Calibration JSON to write")->required();
   cmd->add_option("--backend", o->bench.backend, "host (CPU threads, shared memory) or cuda (GPUs, NCCL)")
       ->check(CLI::IsMember({"host", "cuda"}))
@@ -146,7 +146,7 @@ void write_calibration(const std::string& output, const nlohmann::json& calibrat
 }
 
 void run_calibrate(const CalibrateCommandOptions& o, const runtime::Launch& launch) {
-  const planner::Scenario scenario = sim::load_scenario(o.scenario, o.overrides);
+  const planner::Scenario scenario = *parse_scenario_input(resolve_scenario_input(o.input)).scenario;
   calibrate::Options bench = o.bench;
   bench.launcher = launch.launcher;
   bench.processes = launch.processes;

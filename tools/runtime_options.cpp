@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "models/json_input.h"
+#include "planner/catalog.h"
 #include "planner/cost_model.h"
 #include "planner/device_memory.h"
 #include "planner/plan.h"
@@ -17,8 +18,10 @@ namespace fsdpsim::tools {
 
 void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o) {
   cmd->add_option("--schedule", o.schedule, "Schedule JSON file (what `fsdpsim schedule` writes)");
-  cmd->add_option("-s,--scenario", o.scenario, "Scenario JSON file: plan it, then run the schedule");
-  cmd->add_option("--set", o.overrides, "Override a scenario field: a.b.c=value (repeatable)");
+  add_scenario_input_options(cmd, o.input);
+  cmd->get_option("--cluster")
+      ->description("Cluster: a catalog name (`fsdpsim clusters`) or a cluster JSON file; with --gpus the one-line "
+                    "scenario's, with --schedule the hardware whose cost model (its GPU's shipped calibration) prices it");
   cmd->add_option("--backend", o.run.backend, "host (threads, shared memory) or cuda (GPUs, NCCL)")
       ->check(CLI::IsMember({"host", "cuda"}))
       ->capture_default_str();
@@ -29,8 +32,6 @@ void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o) {
   cmd->add_option(
       "--durations", o.durations,
       "JSON file: modeled seconds per op (an array, or {\"durations_seconds\": [...]}); default: the cost model's");
-  cmd->add_option("--cluster", o.cluster,
-                  "Cluster JSON file whose cost model (its GPU's shipped calibration) prices a bare --schedule");
   cmd->add_option("--time-scale", o.run.time_scale, "host: wall seconds per modeled second (0.01 plays 100x faster)")
       ->check(positive_number())
       ->capture_default_str();
@@ -74,36 +75,48 @@ void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o) {
 
 namespace {
 
-planner::ClusterSpec load_cluster(const std::string& file) {
-  const std::string path = planner::resolve_path(file, "");
+// A catalog name (`fsdpsim clusters`) or a cluster file.
+planner::ClusterSpec load_cluster(const std::string& name_or_file) {
+  const std::string path = planner::resolve_path(planner::resolve_cluster_reference(name_or_file), "");
   return planner::parse_cluster(load_json_file(path), path, "");
+}
+
+// The scenario options a bare --schedule cannot take: it names no model, and its GPUs are its own.
+void refuse_scenario_options_for_a_schedule(const ScenarioInputOptions& in) {
+  if (!in.scenario.empty() || !in.model.empty() || !in.gpus.empty())
+    throw InputError::option("--schedule", "give either --schedule FILE or a scenario (--scenario FILE, or --model "
+                                           "NAME --gpus 64xH100), not both");
+  if (!command_line_overrides(in).empty())
+    throw InputError::option("--set (and --seq-len, --micro-batch, ...)",
+                             "applies to a scenario, not to a schedule file (plan it again: fsdpsim schedule ... --set "
+                             "... -o FILE)");
 }
 
 }  // namespace
 
 PlayableStep load_playable_step(const RuntimeCommandOptions& o) {
-  if (o.schedule.empty() == o.scenario.empty())
-    throw InputError::option("--schedule", "give either --schedule FILE or --scenario FILE");
+  if (o.schedule.empty() && !names_a_scenario(o.input))
+    throw InputError::option("--schedule", "give --schedule FILE, or a scenario: --scenario FILE, or --model NAME "
+                                           "--gpus 64xH100");
   PlayableStep step;
   std::optional<planner::CostModel> cost;
   if (!o.schedule.empty()) {
-    if (!o.overrides.empty()) throw InputError::option("--set", "applies to --scenario, not to a schedule file");
+    refuse_scenario_options_for_a_schedule(o.input);
     step.file = o.schedule;
     step.schedule = runtime::load_schedule(o.schedule);
     if (o.durations.empty()) {
-      if (o.cluster.empty())
-        throw InputError::option("--schedule", "a schedule file carries no hardware: give --cluster FILE (its GPU's "
-                                               "cost model prices the ops) or --durations FILE (seconds per op)");
-      const planner::ClusterSpec cluster = load_cluster(o.cluster);
+      if (o.input.cluster.empty())
+        throw InputError::option("--schedule", "a schedule file carries no hardware: give --cluster NAME or FILE (its "
+                                               "GPU's cost model prices the ops) or --durations FILE (seconds per op)");
+      const planner::ClusterSpec cluster = load_cluster(o.input.cluster);
       cost.emplace(cluster, planner::default_calibration(cluster), models::DType::bf16);
     }
   } else {
-    if (!o.cluster.empty())
-      throw InputError::option("--cluster", "prices a bare --schedule; a scenario names its own cluster");
-    const planner::Scenario scenario = sim::load_scenario(o.scenario, o.overrides);
-    step.file = o.scenario;
+    const ScenarioInput input = resolve_scenario_input(o.input);
+    const planner::Scenario scenario = *parse_scenario_input(input).scenario;
+    step.file = input.file;
     step.schedule = planner::plan_step(scenario).schedule;
-    runtime::check_playable(step.schedule, o.scenario);
+    runtime::check_playable(step.schedule, input.file);
     if (o.durations.empty()) cost.emplace(scenario);
     step.device_overhead = cost ? planner::device_overhead(scenario, step.schedule, *cost)
                                 : planner::device_overhead(scenario, step.schedule, planner::CostModel(scenario));

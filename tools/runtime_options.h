@@ -14,12 +14,15 @@
 #include "planner/schedule.h"
 #include "runtime/launch.h"
 #include "runtime/runtime.h"
+#include "tools/scenario_input.h"
 
 namespace fsdpsim::tools {
 
 struct RuntimeCommandOptions {
-  std::string schedule, scenario, durations, cluster, trace;
-  std::vector<std::string> overrides;
+  std::string schedule, durations, trace;
+  // --scenario or the one-line form (--model NAME --gpus 64xH100), the short options and --set;
+  // its --cluster also names the hardware that prices a bare --schedule.
+  ScenarioInputOptions input;
   bool json = false, no_check_data = false;
   runtime::RunOptions run;
   std::string launcher = "auto";
@@ -30,9 +33,11 @@ struct RuntimeCommandOptions {
 void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o);
 
 // What `run` and `verify` play (the executor contract: a schedule and its op costs):
-// - the schedule: a --schedule file, or a --scenario planned now (with --set overrides);
+// - the schedule: a --schedule file, or a scenario planned now (--scenario FILE or the one-line
+//   form, with --set overrides);
 // - its costs: --durations (a file of seconds per op), else the scenario's cost model, else
-//   (a bare schedule) the cost model of --cluster's GPU with its shipped calibration.
+//   (a bare schedule) the cost model of --cluster's GPU (a catalog name or a cluster file) with
+//   its shipped calibration.
 struct PlayableStep {
   planner::Schedule schedule;
   planner::OpCosts costs;

@@ -123,6 +123,44 @@ TEST(OneLineEstimate, SweepTakesItToo) {
   EXPECT_NE(none.err.find("--model NAME --gpus 64xH100"), std::string::npos) << none.err;
 }
 
+// `run`, `verify` and `calibrate` take the one-line form too (session 32): the host backend plays
+// the planned step (its peak allocated is the plan's, to the byte, as `estimate` gives it); a bare
+// schedule's --cluster takes a catalog name as well as a file; a schedule with scenario options
+// is refused.
+TEST(OneLineEstimate, RunVerifyAndCalibrateTakeItToo) {
+  const std::string line = "--model gpt2 --gpus 2xH100";
+  const nlohmann::json planned = run_json("estimate " + line);
+  const nlohmann::json ran = run_json("run " + line + " --time-scale 0.001");
+  ASSERT_TRUE(ran.contains("memory")) << ran.dump();
+  EXPECT_EQ(ran["memory"]["peak_allocated_bytes"], planned["memory"]["peak_allocated_bytes"]);
+  const CommandResult verified = run_cli("verify " + line + " --time-scale 0.001");
+  EXPECT_EQ(verified.exit_code, 0) << verified.err;
+
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fsdpsim_one_line_run_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string schedule = (dir / "gpt2.json").string();
+  ASSERT_EQ(run_cli("schedule " + line + " -o " + schedule).exit_code, 0);
+  const nlohmann::json by_name = run_json("verify --schedule " + schedule + " --cluster dgx-h100 --time-scale 0.001");
+  const nlohmann::json by_file = run_json("verify --schedule " + schedule + " --cluster " + kRoot +
+                                          "/scenarios/clusters/dgx-h100.json --time-scale 0.001");
+  ASSERT_TRUE(by_name.contains("op_classes")) << by_name.dump();
+  ASSERT_EQ(by_name["op_classes"].size(), by_file["op_classes"].size());
+  for (std::size_t i = 0; i < by_file["op_classes"].size(); ++i)
+    EXPECT_EQ(by_name["op_classes"][i]["predicted"], by_file["op_classes"][i]["predicted"]) << i;
+  for (const std::string& bad : std::vector<std::string>{" --model gpt2", " --cluster dgx-h100 --seq-len 512", " --scenario " + schedule}) {
+    const CommandResult r = run_cli("run --schedule " + schedule + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+  }
+
+  const std::string calibration = (dir / "calibration.json").string();
+  const CommandResult calibrated = run_cli("calibrate " + line + " --backend host --reps 1 --max-bytes 1048576 -o " +
+                                           calibration);
+  EXPECT_EQ(calibrated.exit_code, 0) << calibrated.err;
+  const CommandResult with_it = run_cli("estimate " + line + " --set calibration=" + calibration);
+  EXPECT_EQ(with_it.exit_code, 0) << with_it.err;
+  std::filesystem::remove_all(dir);
+}
+
 // 64xH100 is 8 DGX H100 nodes: the same as --cluster dgx-h100 --gpus 64 and as the scenario
 // file with cluster.nodes=8. Names are matched ignoring case, '-', '.' and a "owner/" prefix.
 TEST(OneLineEstimate, GpuKindsAndClusterNamesResolveToTheSameCluster) {
