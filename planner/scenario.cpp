@@ -102,32 +102,41 @@ std::string resolve_path(const std::string& path, const std::string& relative_to
   return path;  // the caller's open fails with a message naming it
 }
 
-std::string context_length_warning(const Scenario& scenario) {
-  const std::int64_t seq = scenario.training.seq_len;
-  const models::Model& model = *scenario.model;
+ModelContext model_context(const models::Model& model) {
   // A position embedding: an Embedding named for positions (GPT-2's wpe, OPT's embed_positions,
   // BERT-style position_embeddings), whose rows are the positions it can index.
-  std::string table;
-  std::int64_t rows = 0;
+  ModelContext c;
   models::for_each_module(model.root, [&](const models::Module& m) {
     const bool positional = m.name == "wpe" || m.name.find("position") != std::string::npos;
-    if (!table.empty() || m.type != "Embedding" || !positional) return;
+    if (!c.table.empty() || m.type != "Embedding" || !positional) return;
     for (const models::Parameter& p : m.params)
       if (p.name == "weight" && !p.shape.empty()) {
-        table = m.full_name;
-        rows = p.shape[0];
+        c.table = m.full_name;
+        c.tokens = p.shape[0];
       }
   });
+  if (!c.table.empty()) {
+    c.learned_positions = true;
+    c.what = "learned position embedding (" + c.table + ", " + std::to_string(c.tokens) + " positions)";
+  } else if (model.arch.max_seq_len > 0) {
+    c.tokens = model.arch.max_seq_len;
+    c.what = "stated context (arch.max_seq_len " + std::to_string(c.tokens) + ")";
+  }
+  return c;
+}
+
+std::string context_length_warning(const Scenario& scenario) {
+  const std::int64_t seq = scenario.training.seq_len;
+  const ModelContext context = model_context(*scenario.model);
   const std::string asked = "training.seq_len " + std::to_string(seq);
-  if (!table.empty() && seq > rows)
-    return asked + " is longer than the " + std::to_string(rows) + " positions of the model's learned position embedding (" +
-           table + "): the model cannot run it as written (predicted as asked)";
-  const std::int64_t context = model.arch.max_seq_len;
-  if (table.empty() && context > 0 && seq > context)
-    return asked + " is longer than the model's stated context (arch.max_seq_len " + std::to_string(context) +
-           "): it runs past it only with RoPE scaling or another length extension, which the model file does "
-           "not describe (predicted as asked)";
-  return "";
+  if (context.tokens <= 0 || seq <= context.tokens) return "";
+  if (context.learned_positions)
+    return asked + " is longer than the " + std::to_string(context.tokens) +
+           " positions of the model's learned position embedding (" + context.table +
+           "): the model cannot run it as written (predicted as asked)";
+  return asked + " is longer than the model's stated context (arch.max_seq_len " + std::to_string(context.tokens) +
+         "): it runs past it only with RoPE scaling or another length extension, which the model file does "
+         "not describe (predicted as asked)";
 }
 
 std::optional<std::int64_t> positive_integer_text(const std::string& text) {

@@ -329,6 +329,17 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 Scenario parse_scenario(const nlohmann::json& json, const std::string& file,
                         const std::vector<std::string>& overrides = {}, ScenarioDocuments* documents = nullptr);
 
+// The longest sequence a model can run as its file describes it: the rows of a learned position
+// embedding (GPT-2's wpe: a hard limit), else the stated context (arch.max_seq_len: a rotary model
+// runs past it only with a length extension the file does not describe); 0 when neither is stated.
+struct ModelContext {
+  std::int64_t tokens = 0;
+  bool learned_positions = false;  // the limit is a position table's rows
+  std::string table;               // the position embedding's module, when learned_positions
+  std::string what;                // "learned position embedding (wpe, 1024 positions)", "stated context (...)"
+};
+ModelContext model_context(const models::Model& model);
+
 // A warning when training.seq_len is longer than the model can run as written: beyond the rows of
 // a learned position embedding (GPT-2's `wpe`: no such run exists), or beyond the context its
 // config states (arch.max_seq_len: a rotary model runs past it only with RoPE scaling, which the

@@ -2,6 +2,7 @@
 #include "sim/estimate.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -71,44 +72,83 @@ SimgridResult simulate_scenario(const planner::Scenario& scenario, const Simgrid
   return simulate_estimate(estimate_step(scenario), options);
 }
 
-MicroBatchSearch find_max_micro_batch(const planner::ScenarioTemplate& base, double headroom_bytes) {
-  MicroBatchSearch search;
+namespace {
+
+// Doubling from `step` (step, 2 step, 4 step, ...) while the value fits, up to `max_value`, then
+// bisection in multiples of `step` between the last that fits and the first that does not.
+// `overrides(value)` are the --set assignments that make the scenario of a value.
+FitSearch largest_fitting(const planner::ScenarioTemplate& base, double headroom_bytes, std::int64_t step,
+                          std::int64_t max_value,
+                          const std::function<std::vector<std::string>(std::int64_t)>& overrides) {
+  FitSearch search;
   search.headroom_bytes = headroom_bytes;
-  const std::int64_t accum = base.base().training.grad_accum;
   std::map<std::int64_t, bool> fits;
-  auto try_batch = [&](std::int64_t mb) {
-    if (fits.count(mb)) return fits[mb];
-    const Estimate e = estimate_step(base.instantiate({"training.micro_batch=" + std::to_string(mb), "training.global_batch=null",
-                                                       "training.grad_accum=" + std::to_string(accum)}));
-    MicroBatchSearch::Trial t;
-    t.micro_batch = mb;
+  auto try_value = [&](std::int64_t value) {
+    if (fits.count(value)) return fits[value];
+    const Estimate e = estimate_step(base.instantiate(overrides(value)));
+    FitSearch::Trial t;
+    t.value = value;
     t.device_peak_bytes = e.device_peak_bytes();
     t.fits = t.device_peak_bytes + headroom_bytes <= e.gpu_memory_bytes;
     t.order = static_cast<int>(search.tried.size());
     search.tried.push_back(t);
     search.gpu_memory_bytes = e.gpu_memory_bytes;
-    return fits[mb] = t.fits;
+    return fits[value] = t.fits;
   };
   std::int64_t good = 0, bad = 0;
-  for (std::int64_t mb = 1; mb <= kMaxMicroBatchSearched; mb *= 2) {
-    if (try_batch(mb)) good = mb;
+  for (std::int64_t k = 1; k * step <= max_value; k *= 2) {
+    if (try_value(k * step)) good = k;
     else {
-      bad = mb;
+      bad = k;
       break;
     }
   }
   if (bad == 0) {
-    search.capped = true;
+    // Doubling stopped below max_value: try it too, so that a fitting max_value is found.
+    const std::int64_t last = max_value / step;
+    if (good < last && !try_value(last * step)) bad = last;
+    else good = std::max(good, last);
+  }
+  if (bad == 0) {
+    search.capped = good > 0;
   } else {
     while (bad - good > 1) {
       const std::int64_t mid = (good + bad) / 2;
-      if (try_batch(mid)) good = mid;
+      if (try_value(mid * step)) good = mid;
       else bad = mid;
     }
   }
-  search.largest_fitting = good;
+  search.largest_fitting = good * step;
   std::sort(search.tried.begin(), search.tried.end(),
-            [](const MicroBatchSearch::Trial& a, const MicroBatchSearch::Trial& b) { return a.micro_batch < b.micro_batch; });
+            [](const FitSearch::Trial& a, const FitSearch::Trial& b) { return a.value < b.value; });
+  return search;
+}
+
+}  // namespace
+
+FitSearch find_max_micro_batch(const planner::ScenarioTemplate& base, double headroom_bytes) {
+  const std::string accum = std::to_string(base.base().training.grad_accum);
+  return largest_fitting(base, headroom_bytes, 1, kMaxMicroBatchSearched, [&](std::int64_t mb) {
+    return std::vector<std::string>{"training.micro_batch=" + std::to_string(mb), "training.global_batch=null",
+                                    "training.grad_accum=" + accum};
+  });
+}
+
+FitSearch find_max_seq_len(const planner::ScenarioTemplate& base, double headroom_bytes) {
+  const planner::ModelContext context = planner::model_context(*base.base().model);
+  std::int64_t max_value = kMaxSeqLenSearched;
+  std::string cap;
+  if (context.tokens > 0) {
+    max_value = context.tokens;
+    cap = context.learned_positions
+              ? "the model's " + context.what + ": no longer sequence runs"
+              : "the model's " + context.what + ": longer needs a length extension (RoPE scaling), which the model "
+                                                "file does not describe";
+  }
+  FitSearch search = largest_fitting(base, headroom_bytes, kSeqLenSearchStep, max_value, [](std::int64_t seq) {
+    return std::vector<std::string>{"training.seq_len=" + std::to_string(seq)};
+  });
+  if (search.capped) search.cap = cap.empty() ? "the longest searched: it may fit longer" : cap;
   return search;
 }
 

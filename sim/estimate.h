@@ -63,26 +63,43 @@ SimgridResult simulate_estimate(const Estimate& estimate, const SimgridOptions& 
 // estimate_step + simulate_estimate.
 SimgridResult simulate_scenario(const planner::Scenario& scenario, const SimgridOptions& options);
 
-struct MicroBatchSearch {
+// The largest value of one setting that fits with `headroom_bytes` to spare (device peak + headroom
+// <= GPU memory), the scenario otherwise kept: doubling from the smallest value, then bisection
+// (memory grows with the setting, so the values between a fitting and a failing one are bisected).
+struct FitSearch {
   struct Trial {
-    std::int64_t micro_batch = 0;
+    std::int64_t value = 0;
     double device_peak_bytes = 0;
     bool fits = false;  // device peak + headroom <= GPU memory
     int order = 0;      // when it was tried (0 first)
   };
-  std::int64_t largest_fitting = 0;  // 0: not even micro-batch 1 fits
-  std::vector<Trial> tried;          // by micro-batch, ascending
+  std::int64_t largest_fitting = 0;  // 0: not even the smallest value fits
+  std::vector<Trial> tried;          // by value, ascending
   double gpu_memory_bytes = 0;
   double headroom_bytes = 0;
-  bool capped = false;               // the largest tried (kMaxMicroBatchSearched) fits: the search stopped there
+  bool capped = false;  // the largest value searched fits: the search stopped there
+  std::string cap;      // what the largest value searched is, in words (set when it is not the search's own limit)
 };
 
 // The largest micro-batch searched.
 constexpr std::int64_t kMaxMicroBatchSearched = 4096;
 
-// The largest micro-batch that fits with `headroom_bytes` to spare (device peak + headroom <= GPU
-// memory), keeping the scenario's gradient accumulation (the global batch follows). Doubling,
-// then bisection.
-MicroBatchSearch find_max_micro_batch(const planner::ScenarioTemplate& base, double headroom_bytes = 0);
+// The largest micro-batch that fits, keeping the scenario's gradient accumulation (the global
+// batch follows). Values 1, 2, 4, ... up to kMaxMicroBatchSearched, then bisection.
+FitSearch find_max_micro_batch(const planner::ScenarioTemplate& base, double headroom_bytes = 0);
+
+// Sequences are searched in multiples of this: the query and key block of FlashAttention's
+// kernels (planner/attention_model.h, kAttentionBlockRows), and the granularity training configs
+// pick lengths at.
+constexpr std::int64_t kSeqLenSearchStep = 128;
+// The longest sequence searched when the model states no context: 2^21 tokens.
+constexpr std::int64_t kMaxSeqLenSearched = std::int64_t{1} << 21;
+
+// The longest sequence (a multiple of kSeqLenSearchStep) that fits, keeping the micro-batch,
+// gradient accumulation and global batch in sequences. Up to the model's context where it states
+// one (planner::model_context: a learned position table cannot go past it; a rotary model's stated
+// context needs a length extension past it, which the model file does not describe), else up to
+// kMaxSeqLenSearched; FitSearch::cap says which.
+FitSearch find_max_seq_len(const planner::ScenarioTemplate& base, double headroom_bytes = 0);
 
 }  // namespace fsdpsim::sim

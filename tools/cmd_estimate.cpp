@@ -29,6 +29,7 @@ struct EstimateOptions {
   double headroom_gib = 0;
   bool json = false;
   bool max_micro_batch = false;
+  bool max_seq_len = false;
   bool by_unit = false;
   bool advise = false;  // also when it fits
   std::string trace;  // Chrome/Perfetto trace file
@@ -49,13 +50,16 @@ void run_estimate(const EstimateOptions& o) {
   ParsedScenarioInput parsed = parse_scenario_input(input);
   const planner::Scenario& scenario = *parsed.scenario;
   const double headroom_bytes = o.headroom_gib * kGiB;
+  if (o.max_micro_batch && o.max_seq_len)
+    throw InputError::option("--max-seq-len", "searches one setting at a time: drop --max-micro-batch");
   if (o.max_micro_batch) {
-    sim::MicroBatchSearch search = sim::find_max_micro_batch(*scenario_template(input, parsed), headroom_bytes);
-    if (o.json) {
-      std::cout << micro_batch_search_json(search).dump(2) << "\n";
-    } else {
-      std::cout << micro_batch_search_text(search, scenario);
-    }
+    const sim::FitSearch search = sim::find_max_micro_batch(*scenario_template(input, parsed), headroom_bytes);
+    std::cout << (o.json ? micro_batch_search_json(search).dump(2) + "\n" : micro_batch_search_text(search, scenario));
+    return;
+  }
+  if (o.max_seq_len) {
+    const sim::FitSearch search = sim::find_max_seq_len(*scenario_template(input, parsed), headroom_bytes);
+    std::cout << (o.json ? seq_len_search_json(search).dump(2) + "\n" : seq_len_search_text(search, scenario));
     return;
   }
   sim::Estimate estimate = sim::estimate_step(scenario);
@@ -97,6 +101,9 @@ void add_estimate_command(CLI::App& app) {
   cmd->add_flag("--json", options->json, "Print one JSON object for tools");
   cmd->add_flag("--max-micro-batch", options->max_micro_batch,
                 "Find the largest micro-batch that fits in GPU memory (gradient accumulation kept)");
+  cmd->add_flag("--max-seq-len", options->max_seq_len,
+                "Find the longest sequence (multiples of 128 tokens, up to the model's context) that fits in GPU "
+                "memory (micro-batch and grad accum kept)");
   cmd->add_flag("--advise", options->advise,
                 "Also when it fits: the cheapest changes that fit (printed anyway when it does not fit)");
   cmd->add_flag("--by-unit", options->by_unit,

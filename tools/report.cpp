@@ -257,28 +257,65 @@ nlohmann::json training_run_json(const TrainingRun& r) {
           {"step_seconds", r.step_seconds}, {"seconds", r.seconds}, {"gpus", r.gpus}, {"gpu_hours", r.gpu_hours}};
 }
 
-std::string micro_batch_search_text(const sim::MicroBatchSearch& s, const planner::Scenario& sc) {
+namespace {
+
+// The trials of a largest-that-fits search as a table, with what the search found.
+std::string fit_search_text(const sim::FitSearch& s, const std::string& title, const std::string& column,
+                            const std::string& found) {
   std::ostringstream out;
-  out << "Largest micro-batch that fits (grad accum " << sc.training.grad_accum << " kept; doubling, then bisection";
+  out << title;
   if (s.headroom_bytes > 0) out << "; fits: device peak + " << gib(s.headroom_bytes) << " headroom <= GPU memory";
   out << ")\n";
-  Table t({"micro-batch", "device peak", "spare", "fits", "tried"});
+  Table t({column, "device peak", "spare", "fits", "tried"});
   for (const auto& trial : s.tried)
-    t.add({std::to_string(trial.micro_batch), gib(trial.device_peak_bytes), gib(s.gpu_memory_bytes - trial.device_peak_bytes),
+    t.add({std::to_string(trial.value), gib(trial.device_peak_bytes), gib(s.gpu_memory_bytes - trial.device_peak_bytes),
            trial.fits ? "yes" : "no", "#" + std::to_string(trial.order + 1)});
-  out << t.str();
-  if (s.largest_fitting == 0) out << "not even micro-batch 1 fits in " << gib(s.gpu_memory_bytes - s.headroom_bytes) << "\n";
-  else out << "largest micro-batch that fits: " << s.largest_fitting << (s.capped ? " (the largest searched)" : "") << "\n";
+  out << t.str() << found;
   return out.str();
 }
 
-nlohmann::json micro_batch_search_json(const sim::MicroBatchSearch& s) {
+nlohmann::json fit_search_json(const sim::FitSearch& s, const std::string& value_key) {
   nlohmann::json tried = nlohmann::json::array();
   for (const auto& trial : s.tried)
-    tried.push_back({{"micro_batch", trial.micro_batch}, {"device_peak_bytes", trial.device_peak_bytes},
+    tried.push_back({{value_key, trial.value}, {"device_peak_bytes", trial.device_peak_bytes},
                      {"fits", trial.fits}, {"order", trial.order}});
-  return {{"largest_fitting_micro_batch", s.largest_fitting}, {"gpu_memory_bytes", s.gpu_memory_bytes},
+  return {{"largest_fitting_" + value_key, s.largest_fitting}, {"gpu_memory_bytes", s.gpu_memory_bytes},
           {"headroom_bytes", s.headroom_bytes}, {"capped", s.capped}, {"tried", tried}};
+}
+
+}  // namespace
+
+std::string micro_batch_search_text(const sim::FitSearch& s, const planner::Scenario& sc) {
+  std::string found;
+  if (s.largest_fitting == 0) found = "not even micro-batch 1 fits in " + gib(s.gpu_memory_bytes - s.headroom_bytes) + "\n";
+  else found = "largest micro-batch that fits: " + std::to_string(s.largest_fitting) + (s.capped ? " (the largest searched)" : "") + "\n";
+  return fit_search_text(s,
+                         "Largest micro-batch that fits (grad accum " + std::to_string(sc.training.grad_accum) +
+                             " kept; doubling, then bisection",
+                         "micro-batch", found);
+}
+
+nlohmann::json micro_batch_search_json(const sim::FitSearch& s) { return fit_search_json(s, "micro_batch"); }
+
+std::string seq_len_search_text(const sim::FitSearch& s, const planner::Scenario& sc) {
+  std::string found;
+  if (s.largest_fitting == 0)
+    found = "not even " + std::to_string(sim::kSeqLenSearchStep) + " tokens fit in " +
+            gib(s.gpu_memory_bytes - s.headroom_bytes) + "\n";
+  else
+    found = "longest sequence that fits: " + std::to_string(s.largest_fitting) + " tokens" +
+            (s.capped ? " (" + s.cap + ")" : "") + "\n";
+  return fit_search_text(s,
+                         "Longest sequence that fits (multiples of " + std::to_string(sim::kSeqLenSearchStep) +
+                             " tokens; micro-batch " + std::to_string(sc.training.micro_batch) + ", grad accum " +
+                             std::to_string(sc.training.grad_accum) + " kept; doubling, then bisection",
+                         "tokens", found);
+}
+
+nlohmann::json seq_len_search_json(const sim::FitSearch& s) {
+  nlohmann::json j = fit_search_json(s, "seq_len");
+  if (s.capped) j["cap"] = s.cap;
+  return j;
 }
 
 }  // namespace fsdpsim::tools

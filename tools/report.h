@@ -33,7 +33,10 @@ struct TrainingRun {
 TrainingRun training_run(const sim::Estimate& estimate, const planner::Scenario& scenario, double tokens);
 std::string training_run_text(const TrainingRun& run);
 nlohmann::json training_run_json(const TrainingRun& run);
-std::string micro_batch_search_text(const sim::MicroBatchSearch& search, const planner::Scenario& scenario);
-nlohmann::json micro_batch_search_json(const sim::MicroBatchSearch& search);
+std::string micro_batch_search_text(const sim::FitSearch& search, const planner::Scenario& scenario);
+nlohmann::json micro_batch_search_json(const sim::FitSearch& search);
+// --max-seq-len: the longest sequence that fits (sim::find_max_seq_len).
+std::string seq_len_search_text(const sim::FitSearch& search, const planner::Scenario& scenario);
+nlohmann::json seq_len_search_json(const sim::FitSearch& search);
 
 }  // namespace fsdpsim::tools

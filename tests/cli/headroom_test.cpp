@@ -93,6 +93,43 @@ TEST(Headroom, MaxMicroBatchRespectsTheHeadroomAndListsTrialsInOrder) {
                                   .get<std::int64_t>());
 }
 
+// --max-seq-len (session 32): the longest sequence, in multiples of 128 tokens, that fits; each
+// trial fits exactly when device peak + headroom <= GPU memory; the answer fits as a plain
+// estimate at that length, and 128 tokens more does not (or the search was capped); the search
+// stops at the model's context: GPT-2's 1,024 learned positions, Qwen3-0.6B's stated 40,960
+// (not a power of two times 128: the cap itself is tried).
+TEST(Headroom, MaxSeqLenIsTheLongestThatFitsUpToTheModelsContext) {
+  const std::string line = "estimate --model llama3.1-8b --gpus 8xH100";
+  std::int64_t previous = std::int64_t{1} << 40;
+  for (const double headroom : {0.0, 8.0}) {
+    SCOPED_TRACE(headroom);
+    const std::string args = line + " --headroom-gib " + std::to_string(headroom);
+    const nlohmann::json s = run_cli_json(args + " --max-seq-len");
+    ASSERT_TRUE(s.contains("tried")) << s.dump();
+    const std::int64_t longest = s["largest_fitting_seq_len"].get<std::int64_t>();
+    ASSERT_GT(longest, 0);
+    EXPECT_EQ(longest % 128, 0);
+    EXPECT_FALSE(s["capped"].get<bool>());
+    const double gpu = s["gpu_memory_bytes"].get<double>();
+    for (const auto& t : s["tried"]) {
+      EXPECT_EQ(t["seq_len"].get<std::int64_t>() % 128, 0);
+      EXPECT_EQ(t["fits"].get<bool>(), t["device_peak_bytes"].get<double>() + headroom * kGiB <= gpu);
+    }
+    EXPECT_TRUE(run_cli_json(args + " --seq-len " + std::to_string(longest))["memory"]["fits"].get<bool>());
+    EXPECT_FALSE(run_cli_json(args + " --seq-len " + std::to_string(longest + 128))["memory"]["fits"].get<bool>());
+    EXPECT_LT(longest, previous);  // more headroom, a shorter sequence
+    previous = longest;
+  }
+  const nlohmann::json gpt2 = run_cli_json("estimate --model gpt2 --gpus 8xH100 --max-seq-len");
+  EXPECT_EQ(gpt2["largest_fitting_seq_len"], 1024);
+  EXPECT_TRUE(gpt2["capped"].get<bool>());
+  EXPECT_NE(gpt2["cap"].get<std::string>().find("learned position embedding"), std::string::npos) << gpt2.dump();
+  const nlohmann::json qwen = run_cli_json("estimate --model qwen3-0.6b --gpus 8xB200 --max-seq-len");
+  EXPECT_EQ(qwen["largest_fitting_seq_len"], 40960);
+  EXPECT_NE(qwen["cap"].get<std::string>().find("arch.max_seq_len 40960"), std::string::npos) << qwen.dump();
+  EXPECT_EQ(run_cli("estimate --model gpt2 --gpus 8xH100 --max-seq-len --max-micro-batch").exit_code, 2);
+}
+
 // --json units[]: one object per unit plus the outside row; they add up to the model's
 // parameters and the step's communication seconds (tests/sim/unit_report_test.cpp does the rest).
 TEST(ByUnit, JsonUnitsAddUpAndTextPrintsTheTable) {
