@@ -499,6 +499,10 @@ void StepSimulation::cpu_actor(int rank_index) {
     // it: what lets it issue now still lets it at cpu_free (ops only get done, the launch
     // queue only drains between its own issues). Otherwise it catches up with cpu_free and
     // waits there, as a CPU that had slept through its issue time would.
+    // Where the CPU was free before any wait: what set the issue is judged against it, as the
+    // analytic engine judges it (a wait that ended at the clock would otherwise never be later than
+    // the clock, and the critical path would name the previous issue across the wait's gap).
+    const double free_before_wait = cpu_free;
     if (!may_issue()) {
       sleep_until(cpu_free);
       queue_blocked = false;
@@ -506,7 +510,7 @@ void StepSimulation::cpu_actor(int rank_index) {
       cpu_free = std::max(cpu_free, sg4::Engine::get_clock());
     }
     OpTiming& ot = rs.timing.ops[i];
-    double when = cpu_free;
+    double when = free_before_wait;
     int who = -1;
     latest(rs, op.cpu_waits, when, who);
     Constraint by = Constraint::cpu_wait;
@@ -523,7 +527,7 @@ void StepSimulation::cpu_actor(int rank_index) {
         by = Constraint::launch_queue;
       }
     }
-    if (who >= 0 && rs.timing.ops[who].end > cpu_free) {
+    if (who >= 0 && rs.timing.ops[who].end > free_before_wait) {
       ot.issued_by = by;
       ot.issued_by_op = who;
     } else if (i > 0) {
