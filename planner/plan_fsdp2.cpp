@@ -133,7 +133,8 @@ class Fsdp2Policy final : public FrameworkPolicy {
     if (phase == Phase::forward && reshards_to_smaller_group(step_.fsdp))
       post_forward_shard_[u] =
           step_.alloc_at(step_.last_op, step_.gathered_param_bytes(u) / step_.fsdp.reshard_after_forward,
-                         MemCategory::unsharded_param, Name{"post-forward 1/k copy of ", step_.label(u)});
+                         MemCategory::unsharded_param, Name{"post-forward 1/k copy of ", step_.label(u)},
+                         /*model_state=*/true);  // held from forward to backward, as k = 1's whole copy is
     step_.free_now(unsharded_params_[u]);
     step_.params_ready_op[u] = -1;
   }

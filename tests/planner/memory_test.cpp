@@ -63,6 +63,28 @@ INSTANTIATE_TEST_SUITE_P(Stages, ZeroPaperFigure1,
                                            std::make_pair("ZERO2", 16.6), std::make_pair("ZERO3", 1.9)),
                          stage_name);
 
+// FSDP2's reshard_after_forward=k keeps each rank's 1/k slice of a unit's unsharded parameters
+// from forward to backward (FSDPParam.to_sharded_post_forward): model state, as k = 1's whole copy
+// is (the session-32 audit: k = 1 counted 14 GB of held parameters as model state, k = 2 none of
+// its 7 GB). ZeRO paper Figure 1's model (Psi = 7.5e9, 64 GPUs, fp16 params, Adam's K = 12 in the
+// optimizer state) under FSDP2 FULL_SHARD: at the end of the forward the sharded parameters and the
+// optimizer state, (2 + 12) Psi / 64, and every block's 1/k slice, 2 Psi / k (FSDP2's sharded
+// gradients are made in the backward, after the first slice is freed). For k = 2 and 8 that is
+// more than ZeRO-3's (2 + 2 + 12) Psi / 64 of the backward.
+TEST(ModelState, FsdpTwosPostForwardSlicesAreModelState) {
+  const double psi = 7.5e9;
+  for (const int k : {2, 8}) {
+    nlohmann::json scenario = {
+        {"model", block_model(60, {64, 1953125})},
+        {"cluster", cluster(8, 8, 1024)},
+        {"training", {{"micro_batch", 1}, {"seq_len", 1024}, {"param_dtype", "fp16"}, {"reduce_dtype", "fp16"},
+                      {"master_dtype", "fp32"}, {"optimizer", "adam"}, {"master_weights", "optimizer_state"}}},
+        {"fsdp", {{"version", 2}, {"strategy", "FULL_SHARD"}, {"reshard_after_forward", k}}}};
+    const MemoryReport m = replay(scenario);
+    EXPECT_DOUBLE_EQ(static_cast<double>(m.model_state_bytes), (2 + 12) * psi / 64 + 2 * psi / k) << k;
+  }
+}
+
 // PyTorch FSDP notes (docs/source/notes/fsdp.rst, "FSDP buffers sizes"): blocks of 1.6B fp32
 // parameters on 8 GPUs under FSDP1 FULL_SHARD hold 2 x 0.8 GB of all-gather buffers and
 // 2 x 6.4 GB of unsharded blocks at the forward peak = 14.4 GB (two blocks in flight: the
