@@ -48,6 +48,9 @@ nlohmann::json timing_json(const StepTiming& t) {
             {"interference_seconds", t.interference_seconds},
             {"cpu_issue_seconds", t.cpu_issue_seconds},
             {"exposed_comm_by_unit_seconds", t.exposed_comm_by_unit},
+            // The rest of exposed_comm_seconds: communication of no unit (the optimizer's, DeepSpeed's
+            // offload copies), so that the list and this add up to it.
+            {"exposed_comm_outside_units_seconds", t.exposed_comm_outside_units},
             {"exposed_comm_by_phase",
              {{"forward", t.exposed_comm_by_phase[0]},
               {"backward", t.exposed_comm_by_phase[1]},
