@@ -920,7 +920,9 @@ ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, c
     if (c.oversubscription < 1) n.fail("oversubscription", "expected 1 (non-blocking) or more");
     n.finish();
   } else if (c.nodes > 1) {
-    r.fail("inter_node", "a cluster of more than one node needs inter_node links (nic_gbps, ...)");
+    r.fail("inter_node", "a cluster of more than one node needs inter_node links: state them in the cluster file, or "
+                         "on the command line (--set cluster.inter_node.nic_gbps=N: GB/s per NIC, one direction; 400 "
+                         "Gb/s = 50, 100 GbE = 12.5; and cluster.inter_node.nics_per_node=M)");
   }
   c.host_memory_bytes = r.number_or("host_memory_gb", 0) * 1e9;
   if (c.host_memory_bytes < 0) r.fail("host_memory_gb", "expected a non-negative size in GB");

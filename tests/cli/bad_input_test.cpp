@@ -129,6 +129,18 @@ TEST(BadInput, OverrideReachesIntoTheReferencedClusterFile) {
   EXPECT_NE(r.err.find("(in --set cluster.nodes=1e400)"), std::string::npos) << r.err;
 }
 
+// Several nodes of a cluster file that states no links between nodes (the catalog's 8-GPU PCIe
+// L40S node): the error says how to state them from the command line, and that works (the
+// session-32 audit: it named the fields only).
+TEST(BadInput, NodesWithoutLinksSayHowToStateThem) {
+  const CommandResult r = run_cli("estimate --model llama3.1-8b --gpus 16xL40S");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("inter_node: a cluster of more than one node needs inter_node links"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--set cluster.inter_node.nic_gbps=N"), std::string::npos) << r.err;
+  const CommandResult stated = run_cli("estimate --model llama3.1-8b --gpus 16xL40S --set cluster.inter_node.nic_gbps=12.5");
+  EXPECT_EQ(stated.exit_code, 0) << stated.err;
+}
+
 TEST(Estimate, JsonCarriesTheStableKeys) {
   std::string path = write_temp("good.json", good_scenario().dump());
   CommandResult r = run_cli("estimate --scenario " + path + " --json");
