@@ -120,12 +120,20 @@ TEST(Headroom, MaxSeqLenIsTheLongestThatFitsUpToTheModelsContext) {
     EXPECT_LT(longest, previous);  // more headroom, a shorter sequence
     previous = longest;
   }
+  // The answer is always a value the search tried and saw fit, the cap included.
+  auto tried_and_fits = [](const nlohmann::json& search) {
+    for (const auto& t : search["tried"])
+      if (t["seq_len"] == search["largest_fitting_seq_len"]) return t["fits"].get<bool>();
+    return false;
+  };
   const nlohmann::json gpt2 = run_cli_json("estimate --model gpt2 --gpus 8xH100 --max-seq-len");
+  EXPECT_TRUE(tried_and_fits(gpt2)) << gpt2.dump();
   EXPECT_EQ(gpt2["largest_fitting_seq_len"], 1024);
   EXPECT_TRUE(gpt2["capped"].get<bool>());
   EXPECT_NE(gpt2["cap"].get<std::string>().find("learned position embedding"), std::string::npos) << gpt2.dump();
   const nlohmann::json qwen = run_cli_json("estimate --model qwen3-0.6b --gpus 8xB200 --max-seq-len");
   EXPECT_EQ(qwen["largest_fitting_seq_len"], 40960);
+  EXPECT_TRUE(tried_and_fits(qwen)) << qwen.dump();
   EXPECT_NE(qwen["cap"].get<std::string>().find("arch.max_seq_len 40960"), std::string::npos) << qwen.dump();
   EXPECT_EQ(run_cli("estimate --model gpt2 --gpus 8xH100 --max-seq-len --max-micro-batch").exit_code, 2);
 }
