@@ -52,11 +52,13 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--warmup", o->bench.warmup, "Untimed repetitions first")->check(CLI::Range(0, 1000000))->capture_default_str();
   // Byte sizes up to 2^50 (1 PiB): far past any buffer, and the size loop stays finite.
   constexpr double kMaxBenchBytes = 1125899906842624.0;
-  cmd->add_option("--min-bytes", o->bench.min_bytes, "Smallest collective buffer")
+  cmd->add_option("--min-bytes", o->bench.min_bytes, "Smallest collective buffer (bytes, or with a unit: 1K, 256M, 4G, 1GiB: binary)")
+      ->transform(CLI::AsSizeValue(false))
       ->check(finite_number())
       ->check(CLI::Range(4.0, kMaxBenchBytes))
       ->capture_default_str();
-  cmd->add_option("--max-bytes", o->bench.max_bytes, "Largest collective buffer")
+  cmd->add_option("--max-bytes", o->bench.max_bytes, "Largest collective buffer (bytes, or with a unit: 1K, 256M, 4G, 1GiB: binary)")
+      ->transform(CLI::AsSizeValue(false))
       ->check(finite_number())
       ->check(CLI::Range(4.0, kMaxBenchBytes))
       ->capture_default_str();
@@ -65,7 +67,8 @@ void add_calibrate_command(CLI::App& app) {
       ->check(CLI::Range(1.000001, 1024.0))
       ->capture_default_str();
   cmd->add_option("--host-max-bytes", o->bench.host_max_bytes,
-                  "host: cap on collective sizes (keeps CI quick; said in the output; 0: none)")
+                  "host: cap on collective sizes (keeps CI quick; said in the output; 0: none; 16M works too)")
+      ->transform(CLI::AsSizeValue(false))
       ->check(finite_number())
       ->check(CLI::Range(0.0, kMaxBenchBytes))
       ->capture_default_str();
@@ -76,7 +79,8 @@ void add_calibrate_command(CLI::App& app) {
                   "host: scale the model's GEMM shapes down to at most this many FLOPs")
       ->check(positive_number())
       ->capture_default_str();
-  cmd->add_option("--host-max-copy-bytes", o->bench.host_max_copy_bytes, "host: largest memcpy")
+  cmd->add_option("--host-max-copy-bytes", o->bench.host_max_copy_bytes, "host: largest memcpy (64M works too)")
+      ->transform(CLI::AsSizeValue(false))
       ->check(finite_number())
       ->check(CLI::Range(1.0, kMaxBenchBytes))
       ->capture_default_str();

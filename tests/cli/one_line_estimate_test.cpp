@@ -3,6 +3,9 @@
 // that lists the close ones. `fsdpsim models` and `fsdpsim clusters` list the catalogs.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_helpers.h"
@@ -153,9 +156,19 @@ TEST(OneLineEstimate, RunVerifyAndCalibrateTakeItToo) {
   }
 
   const std::string calibration = (dir / "calibration.json").string();
-  const CommandResult calibrated = run_cli("calibrate " + line + " --backend host --reps 1 --max-bytes 1048576 -o " +
+  // Sizes with units, as `collectives -b/-e` takes them: 4K .. 1M is 4,096 .. 1,048,576 bytes,
+  // nine sizes doubling.
+  const CommandResult calibrated = run_cli("calibrate " + line + " --backend host --reps 1 --min-bytes 4K --max-bytes 1M -o " +
                                            calibration);
   EXPECT_EQ(calibrated.exit_code, 0) << calibrated.err;
+  const nlohmann::json fit = nlohmann::json::parse(std::ifstream(calibration))["fit"];
+  ASSERT_TRUE(fit.contains("collectives")) << fit.dump();
+  for (const auto& c : fit["collectives"]) {
+    ASSERT_FALSE(c["segments"].empty()) << c.dump();
+    EXPECT_EQ(c["segments"].front()["min_bytes"].get<double>(), 4096.0) << c.dump();
+    EXPECT_EQ(c["segments"].back()["max_bytes"].get<double>(), 1048576.0) << c.dump();
+  }
+  EXPECT_EQ(run_cli("calibrate " + line + " --backend host -o " + calibration + " --max-bytes 1X").exit_code, 2);
   const CommandResult with_it = run_cli("estimate " + line + " --set calibration=" + calibration);
   EXPECT_EQ(with_it.exit_code, 0) << with_it.err;
   std::filesystem::remove_all(dir);
