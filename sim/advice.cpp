@@ -266,11 +266,14 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
     advice.given_up = closest->given_up;
     advice.plans_stopped = closest->plans_stopped;
   }
-  // Cheapest first: the most tokens/s per GPU (the fewest GPU-hours per token); then fewer changes.
+  // Cheapest first: the most tokens/s per GPU (the fewest GPU-hours per token); then fewer changes;
+  // then the most memory to spare (a step bound by communication runs as fast with full as with
+  // selective checkpointing: the one further from the GPU's edge first, as the sweep recommends).
   std::stable_sort(advice.fitting.begin(), advice.fitting.end(), [](const AdviceItem& a, const AdviceItem& b) {
     if (a.metrics.tokens_per_second_per_gpu != b.metrics.tokens_per_second_per_gpu)
       return a.metrics.tokens_per_second_per_gpu > b.metrics.tokens_per_second_per_gpu;
-    return a.changes < b.changes;
+    if (a.changes != b.changes) return a.changes < b.changes;
+    return a.spare_bytes > b.spare_bytes;
   });
   if (advice.fitting.size() > limit) advice.fitting.resize(limit);
   judge_jobs(*base, headroom_bytes, advice);

@@ -7,7 +7,7 @@
 // nodes (2x to 32x, keeping the global batch where it divides, else saying it grows). They go as one axis
 // (each value a change) to sim::run_sweep; when fewer than three single changes fit, pairs of
 // changes of different kinds are swept too. "Cheapest" is the most tokens/s per GPU (GPU-hours
-// per token), single changes before pairs. The candidates are swept memory-first
+// per token), single changes before pairs, then the most memory to spare. The candidates are swept memory-first
 // (make_memory_first_evaluator): one that does not fit is not timed; when none fits, the closest
 // alone is timed afterwards. A candidate's memory replay stops once it is sure to be further from
 // fitting than the closest so far (sim/sweep.h, ClosestOverage).

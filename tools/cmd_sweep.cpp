@@ -477,6 +477,15 @@ std::string sweep_error_file(const SweepOptionsCli& o, const SweepBase& b) {
   return o.sweep_file.empty() ? b.file : o.sweep_file;
 }
 
+// " --headroom-gib G" for a sweep judged with headroom, so that the run: line's estimate judges its
+// fit the same way; "" without.
+std::string headroom_arg(double headroom_bytes) {
+  if (!(headroom_bytes > 0)) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " --headroom-gib %.15g", headroom_bytes / kGiB);
+  return buf;
+}
+
 std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplate& base, int top, const SweepBase& from) {
   std::ostringstream out;
   const planner::Scenario& sc = base.base();
@@ -568,7 +577,8 @@ std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplat
     if (from.run_source.empty())
       out << "  on the sweep file's scenario:" << set_args(user_sets) << set_args(p.overrides) << "\n";
     else
-      out << "  run: fsdpsim estimate " << from.run_source << set_args(user_sets) << set_args(p.overrides) << "\n";
+      out << "  run: fsdpsim estimate " << from.run_source << set_args(user_sets) << set_args(p.overrides)
+          << headroom_arg(r.headroom_bytes) << "\n";
   } else if (r.smallest_overage) {
     out << sim::no_fit_message(r) << "\n";
     out << "  try: more GPUs (--set cluster.nodes=...), activation checkpointing, a smaller micro-batch, FULL_SHARD, or "

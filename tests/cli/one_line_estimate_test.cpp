@@ -120,6 +120,18 @@ TEST(OneLineEstimate, SweepTakesItToo) {
   EXPECT_EQ(nlohmann::json::parse(merged.out)["points"], by_line["points"]);
   std::filesystem::remove_all(dir);
 
+  // A sweep judged with headroom says so on its run: line, so that the estimate judges the same fit.
+  const CommandResult roomy = run_cli("sweep " + line + axes + " --headroom-gib 8");
+  ASSERT_EQ(roomy.exit_code, 0) << roomy.err;
+  const std::size_t at_roomy = roomy.out.find("  run: fsdpsim estimate ");
+  ASSERT_NE(at_roomy, std::string::npos) << roomy.out;
+  const std::string roomy_run = roomy.out.substr(at_roomy, roomy.out.find('\n', at_roomy) - at_roomy);
+  EXPECT_NE(roomy_run.find(" --headroom-gib 8"), std::string::npos) << roomy_run;
+  const std::size_t from_roomy = roomy_run.find("estimate");
+  const nlohmann::json roomy_estimate = run_json(roomy_run.substr(from_roomy));
+  EXPECT_EQ(roomy_estimate["memory"]["headroom_bytes"].get<double>(), 8.0 * 1024 * 1024 * 1024);
+  EXPECT_TRUE(roomy_estimate["memory"]["fits"].get<bool>());
+
   // Neither a scenario nor a sweep file: an error naming both forms, exit 2.
   const CommandResult none = run_cli("sweep --axis training.micro_batch=1,2");
   EXPECT_EQ(none.exit_code, 2);
