@@ -171,6 +171,15 @@ std::string resolve_model_reference(const std::string& name, const std::string& 
                                        suggestion(name, names, "models"));
 }
 
+std::optional<std::string> catalog_reference(const std::string& key, const std::string& name, std::string* hint) {
+  const std::string folder = key == "model" ? "models" : key == "cluster" ? "scenarios/clusters" : "";
+  if (folder.empty() || name.empty() || looks_like_path(name)) return std::nullopt;
+  const std::vector<std::string> names = catalog_names(folder);
+  if (auto found = find_name(name, names)) return folder + "/" + *found + ".json";
+  if (hint) *hint = suggestion(name, names, key == "model" ? "models" : "clusters");
+  return std::nullopt;
+}
+
 std::string resolve_cluster_reference(const std::string& name, const std::string& option) {
   if (name.empty()) throw InputError::option(option, "expected a cluster name (`fsdpsim clusters`) or a cluster JSON file");
   if (looks_like_path(name)) return name;

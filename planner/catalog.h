@@ -58,6 +58,13 @@ std::string resolve_model_reference(const std::string& name, const std::string& 
 // A cluster name ("dgx-h100") or a path to a cluster file, as the scenario's "cluster" field.
 std::string resolve_cluster_reference(const std::string& name, const std::string& option = "--cluster");
 
+// The catalog file a scenario's `model` or `cluster` reference names when it is not a file
+// ("llama3.1-8b" -> "models/llama3.1-8b.json", "dgx-h200" -> "scenarios/clusters/dgx-h200.json"),
+// as --model and --cluster read names: `--set cluster=dgx-h200`, `--axis cluster=dgx-h100,dgx-h200`.
+// nullopt when the catalog has no such name (or `key` has no catalog); `hint` then receives the
+// close names, for the error.
+std::optional<std::string> catalog_reference(const std::string& key, const std::string& name, std::string* hint = nullptr);
+
 // "64xH100", "64", "16xdgx-a100": how many GPUs and, optionally, of what (the text after 'x').
 struct GpuCountSpec {
   int count = 0;

@@ -10,6 +10,7 @@
 #include "models/checked_arithmetic.h"
 #include "models/hf_import.h"
 #include "models/json_input.h"
+#include "planner/catalog.h"
 
 namespace fsdpsim::planner {
 
@@ -743,9 +744,12 @@ Reference load_reference(const nlohmann::json& value, const std::string& scenari
   const std::string wanted = hf ? text.substr(3) : text;
   std::string path = resolve_path(wanted, directory_of(scenario_file));
   std::error_code ec;
+  std::string hint;
+  if (!fs::is_regular_file(path, ec) && !hf)
+    if (const std::optional<std::string> entry = catalog_reference(key, wanted, &hint)) path = resolve_path(*entry, "");
   if (!fs::is_regular_file(path, ec))
     throw InputError(scenario_file, key, "no file \"" + wanted + "\" (looked beside the scenario, in the current "
-                                         "directory and under " + catalog_root() + ")");
+                                         "directory and under " + catalog_root() + ")" + hint);
   if (hf) {
     const nlohmann::json config = load_json_file(path);
     models::HfImportOptions options = models::import_options_of(config, path);  // the catalog entry's

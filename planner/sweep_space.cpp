@@ -420,6 +420,18 @@ Scenario ScenarioTemplate::parse_point(const std::vector<std::string>& overrides
   // which applies the replacement first.
   const bool new_cluster = std::any_of(overrides.begin(), overrides.end(),
                                        [](const std::string& o) { return starts_with(o, "cluster="); });
+  // [Replaced references keep the base's overrides] A point that replaces the cluster or the
+  // calibration gets the base's overrides inside it again, before its own, as `estimate` applies
+  // `--set cluster.nodes=8 --set cluster=other.json` (the replacement first, then every
+  // cluster.* override): --gpus 64xH100 with a cluster axis stays 64 GPUs (it was the cluster
+  // file's one node). The model's are applied in model_for.
+  for (const char* reference : {"cluster", "calibration"}) {
+    const std::string replaced = std::string(reference) + "=", inside = std::string(reference) + ".";
+    if (std::none_of(overrides.begin(), overrides.end(), [&](const std::string& o) { return starts_with(o, replaced); }))
+      continue;
+    for (const std::string& o : base_overrides_)
+      if (starts_with(o, inside)) rest.push_back(o);
+  }
   for (const std::string& o : overrides) {
     if (starts_with(o, "model.") || starts_with(o, "model=")) {
       model_overrides.push_back(o);
@@ -477,6 +489,7 @@ models::SharedModel ScenarioTemplate::model_for(const std::string& key,
     for (const std::string& o : base_overrides_)
       if (starts_with(o, "model.")) apply_override(json, o.substr(6), file);
   }
+  bool replaced_model = false;
   for (const std::string& o : model_overrides) {
     if (!starts_with(o, "model=")) continue;
     nlohmann::json holder = nlohmann::json::object();
@@ -484,7 +497,12 @@ models::SharedModel ScenarioTemplate::model_for(const std::string& key,
     Reference replaced = load_reference(holder["model"], file_, "model", import);
     json = std::move(replaced.json);
     file = replaced.file;
+    replaced_model = true;
   }
+  // [Replaced references keep the base's overrides] (parse_point): the base's model.* again.
+  if (replaced_model)
+    for (const std::string& o : base_overrides_)
+      if (starts_with(o, "model.")) apply_override(json, o.substr(6), file);
   for (const std::string& o : model_overrides)
     if (starts_with(o, "model.")) apply_override(json, o.substr(6), file);
   models::SharedModel parsed = models::parse_model(json, file);

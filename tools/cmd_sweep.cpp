@@ -498,8 +498,13 @@ std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplat
       << "; " << r.threads << " thread" << (r.threads == 1 ? "" : "s") << ", " << seconds_text(r.wall_seconds) << " ("
       << fixed(r.wall_seconds > 0 ? static_cast<double>(r.evaluated + r.skipped + r.failed) / r.wall_seconds : 0, 0)
       << " points/s)\n";
-  out << "fits: device peak (reserved + CUDA/NCCL overhead) + headroom " << gib(r.headroom_bytes) << " <= GPU "
-      << gib(gpu) << "; " << r.fitting << " of " << r.evaluated << " fit\n";
+  // A cluster (or GPU) axis gives points GPUs of other sizes: each is judged by its own.
+  const bool gpu_varies = std::any_of(r.space.axes.begin(), r.space.axes.end(), [](const planner::Axis& a) {
+    return a.key == "cluster" || a.key.rfind("cluster.gpu", 0) == 0;
+  });
+  out << "fits: device peak (reserved + CUDA/NCCL overhead) + headroom " << gib(r.headroom_bytes) << " <= "
+      << (gpu_varies ? "the point's GPU memory (the base's " + gib(gpu) + ")" : "GPU " + gib(gpu)) << "; "
+      << r.fitting << " of " << r.evaluated << " fit\n";
   if (r.interrupted)
     out << "INTERRUPTED: " << (r.evaluated + r.skipped + r.failed) << " of " << r.total
         << " points done; the results below cover those\n";

@@ -62,6 +62,35 @@ TEST(OneLineEstimate, SimulateAndScheduleTakeItToo) {
   EXPECT_NE(none.err.find("--model NAME --gpus 64xH100"), std::string::npos) << none.err;
 }
 
+// Which GPU to book: a cluster axis of catalog names (as --cluster reads them) at the one-line
+// form's GPU count. Each point is that many GPUs of the named node, as `--gpus 16xH200` gives
+// (the points were planned on the cluster file's one node before: [Replaced references keep
+// the base's overrides], planner/sweep_space.cpp), and is judged by its own GPU's memory.
+TEST(OneLineEstimate, AClusterAxisComparesGpusAtTheSameCount) {
+  const std::string line = "--model llama3.1-8b --gpus 16xH100 --seq-len 8192 --checkpointing full";
+  const nlohmann::json swept = run_json("sweep " + line + " --axis cluster=dgx-h100,dgx-h200 --threads 1");
+  ASSERT_TRUE(swept.contains("points"));
+  ASSERT_EQ(swept["points"].size(), 2u);
+  const char* kinds[] = {"16xH100", "16xH200"};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const nlohmann::json alone = run_json("estimate --model llama3.1-8b --gpus " + std::string(kinds[i]) +
+                                          " --seq-len 8192 --checkpointing full");
+    const nlohmann::json& point = swept["points"][i];
+    EXPECT_EQ(point["memory"]["peak_reserved_bytes"], alone["memory"]["peak_reserved_bytes"]) << kinds[i];
+    EXPECT_EQ(point["memory"]["gpu_memory_bytes"], alone["memory"]["gpu_memory_bytes"]) << kinds[i];
+    EXPECT_EQ(point["throughput"]["tokens_per_second_per_gpu"], alone["throughput"]["tokens_per_second_per_gpu"])
+        << kinds[i];
+  }
+  EXPECT_NE(swept["points"][0]["memory"]["gpu_memory_bytes"], swept["points"][1]["memory"]["gpu_memory_bytes"]);
+  const CommandResult text = run_cli("sweep " + line + " --axis cluster=dgx-h100,dgx-h200 --threads 1");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("<= the point's GPU memory (the base's 79.65 GiB)"), std::string::npos) << text.out;
+  // `--set cluster=NAME` reads a catalog name too, and a name that is neither says what is close.
+  const CommandResult typo = run_cli("estimate " + line + " --set cluster=dgx-h20");
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.err.find("close: dgx-h200"), std::string::npos) << typo.err;
+}
+
 // `sweep` takes the one-line form too (session 32; it required --scenario or a sweep file's):
 // the same points as the scenario file it stands for, a "run:" line that gives the recommended
 // point again, the sweep file's "set" between the form's shape and the command line's options,

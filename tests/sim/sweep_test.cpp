@@ -171,6 +171,9 @@ TEST(SweepPoints, TemplateMatchesParseScenarioAndEstimate) {
       {"model=models/gpt2-medium.json"},
       {"model.name=renamed", "model=models/gpt2-medium.json"},
       {"cluster.nodes=4", "cluster=scenarios/clusters/dgx-a100.json"},
+      // ... and keep the base's overrides inside them, as estimate does: 2 nodes, 16 GPUs.
+      {"cluster=scenarios/clusters/dgx-a100.json"},
+      {"cluster=dgx-h200"},  // a catalog name, as --cluster takes it
   };
   auto evaluator = make_analytic_evaluator();
   for (const auto& o : points) {
@@ -194,6 +197,44 @@ TEST(SweepPoints, TemplateMatchesParseScenarioAndEstimate) {
     EXPECT_EQ(a.mfu, b.mfu);
     EXPECT_GT(a.step_seconds, 0);
   }
+}
+
+// [Replaced references keep the base's overrides] A point that replaces the model, the cluster
+// or the calibration gets the base's model.*, cluster.* and calibration.* overrides inside the
+// replacement, as parse_scenario (estimate) applies a replacement before the overrides beside
+// it. Before, `sweep --gpus 64xH100 --axis cluster=...` planned each cluster on its file's one
+// node (Llama-3.1-70B: 167 GiB a GPU where estimate's same point has 49 GiB).
+TEST(SweepPoints, AReplacedReferenceKeepsTheBaseOverridesInsideIt) {
+  const std::vector<std::string> base = {"cluster.nodes=2", "model.name=renamed", "calibration.pcie_gbps=7"};
+  auto t = planner::ScenarioTemplate::from_json(gpt2_scenario(), kScenarioFile, base);
+  const std::string calibration = "tests/data/hardware/calibration-h100-2026-11-27.json";
+  auto evaluator = make_analytic_evaluator();
+  for (const std::vector<std::string>& o : std::vector<std::vector<std::string>>{
+           {"model=models/gpt2-medium.json"},
+           {"cluster=scenarios/clusters/dgx-a100.json"},
+           {"calibration=" + calibration},
+           {"calibration=" + calibration, "calibration.pcie_gbps=9"},
+           {"model=models/gpt2-medium.json", "model.name=again", "cluster=dgx-h200", "cluster.nodes=4"}}) {
+    const planner::Scenario want = parsed_point(base, o);
+    const planner::Scenario got = t->instantiate(o);
+    SCOPED_TRACE(o.front());
+    EXPECT_EQ(got.world_size(), want.world_size());
+    EXPECT_EQ(got.cluster.gpu.name, want.cluster.gpu.name);
+    EXPECT_EQ(got.model->name, want.model->name);
+    EXPECT_EQ(got.calibration, want.calibration);
+    const PointMetrics a = evaluator->evaluate(got, cost_key_of(o));
+    const PointMetrics b = metrics_of(want);
+    EXPECT_EQ(a.device_peak_bytes, b.device_peak_bytes);
+    EXPECT_EQ(a.step_seconds, b.step_seconds);
+  }
+  // The figures themselves, by hand: 2 nodes of 8, the base's name, its PCIe figure unless the
+  // point states its own.
+  EXPECT_EQ(t->instantiate({"cluster=scenarios/clusters/dgx-a100.json"}).world_size(), 16);
+  EXPECT_EQ(t->instantiate({"model=models/gpt2-medium.json"}).model->name, "renamed");
+  EXPECT_EQ(t->instantiate({"calibration=" + calibration}).calibration["pcie_gbps"], 7);
+  EXPECT_EQ(t->instantiate({"calibration=" + calibration, "calibration.pcie_gbps=9"}).calibration["pcie_gbps"], 9);
+  EXPECT_EQ(t->instantiate({"model=models/gpt2-medium.json", "model.name=again", "cluster=dgx-h200",
+                            "cluster.nodes=4"}).world_size(), 32);
 }
 
 // Points that share a cost key share the worker's cost model and its NCCL estimates; group
