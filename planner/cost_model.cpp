@@ -1,6 +1,7 @@
 #include "planner/cost_model.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <mutex>
@@ -778,12 +779,14 @@ std::string shared_nic_warning(const ClusterSpec& cluster, const Schedule& sched
       return is_collective(op.kind) && op.group == static_cast<int>(g);
     });
     if (!used) continue;
+    // What CostModel::nccl_view gives each instance: one NIC of nics x bandwidth / instances.
+    char share[64];
+    std::snprintf(share, sizeof share, "%.3g GB/s", cluster.nic_bandwidth_gbps * nics / instances);
     return std::to_string(instances) + " instances of the " + group.name + " group (" + std::to_string(group.ranks) +
            " ranks over " + std::to_string(group.nodes) + " nodes) cross nodes at once through each node's " +
-           std::to_string(nics) + " NIC" + (nics == 1 ? "" : "s") +
-           ": their collectives are priced as if each had the NICs alone (NCCL's own model of one communicator); "
-           "sharing them, their transfers would take up to " + std::to_string(instances / nics) +
-           "x longer. `fsdpsim simulate` shares the NICs (docs/simgrid.md, \"2026-12-06\")";
+           std::to_string(nics) + " NIC" + (nics == 1 ? "" : "s") + ": each instance's collectives are priced with " +
+           "its share, " + share + " (`fsdpsim simulate` shares the NICs flow by flow); the share is as right as " +
+           "cluster.inter_node.nics_per_node (" + std::to_string(nics) + ")";
   }
   return "";
 }

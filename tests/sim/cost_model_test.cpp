@@ -720,8 +720,10 @@ TEST(PriceOps, CollectivesAcrossNvlinkNodesAreInTheNetworksDomain) {
 
 // HSDP on two nodes: the replicate group has one rank per node, so 8 of its instances (one per
 // local rank) cross each node's NICs at once. With 8 NICs (DGX) each has one; with 1 or 4 they
-// share, 8x or 2x, which the cost model (one communicator alone) does not price: a warning.
-// FULL_SHARD's one group has one instance per node: nothing to share.
+// share them, and the cost model prices each with its share (CostModel::nccl_view): 50 GB/s x
+// 1 / 8 = 6.25 GB/s, 50 x 4 / 8 = 25 GB/s. The warning says so, and which cluster figure the
+// share rests on (it said "priced as if each had the NICs alone" before session 33, which was
+// not what the cost model did). FULL_SHARD's one group has one instance per node: nothing to share.
 TEST(SharedNicWarning, NamesTheInstancesThatShareANodesNics) {
   const std::string file = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
   auto warning = [&](const std::string& strategy, int nics) {
@@ -734,8 +736,8 @@ TEST(SharedNicWarning, NamesTheInstancesThatShareANodesNics) {
   const std::string one = warning("HYBRID_SHARD", 1);
   EXPECT_NE(one.find("8 instances of the replicate group (2 ranks over 2 nodes)"), std::string::npos) << one;
   EXPECT_NE(one.find("each node's 1 NIC:"), std::string::npos) << one;
-  EXPECT_NE(one.find("up to 8x longer"), std::string::npos) << one;
-  EXPECT_NE(warning("HYBRID_SHARD", 4).find("up to 2x longer"), std::string::npos);
+  EXPECT_NE(one.find("priced with its share, 6.25 GB/s"), std::string::npos) << one;
+  EXPECT_NE(warning("HYBRID_SHARD", 4).find("its share, 25 GB/s"), std::string::npos);
   EXPECT_EQ(warning("FULL_SHARD", 1), "");
 }
 
