@@ -2,7 +2,8 @@
 // Every rank holds the whole model and a persistent gradient buffer the backward accumulates
 // into in place (DDP's gradient buckets), so there is nothing to gather and nothing to
 // reshard. Gradients are reduced once per step, in the last micro-step (DDP's no_sync() on
-// the others, torch/nn/parallel/distributed.py): DDP all-reduces them, ZeRO-1 reduce-scatters
+// the others, torch/nn/parallel/distributed.py), or in every micro-step when the scenario says
+// fsdp.grad_sync every_micro_step (NO_SHARD only): DDP all-reduces them, ZeRO-1 reduce-scatters
 // them to the rank that owns each optimizer partition. After the step, ZeRO-1 and DeepSpeed's
 // ZeRO-2 gather the updated parameters.
 // With the scenario's `ddp` or `deepspeed` object the reduction is bucketed instead of one
@@ -130,7 +131,7 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
     }
     if (buckets_.empty()) {
       reduce_unit(u);
-    } else if (zero2_ || step_.last_micro_step()) {
+    } else if (zero2_ || reduces_now()) {
       for (std::size_t b = 0; b < buckets_.size(); ++b)
         if (buckets_[b].closing_unit == u) (overlap_ || zero2_ ? issue_bucket(b) : pending_.push_back(b));
     }
@@ -138,11 +139,15 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
   }
 
  private:
+  // Replicated gradients are reduced in the last micro-step, or in every one when the scenario
+  // says so (DDP without no_sync; [Gradient sync by strategy], planner/scenario.cpp).
+  bool reduces_now() const { return step_.last_micro_step() || step_.fsdp.sync_grads_every_micro_step; }
+
   // Without buckets: the unit's gradients are reduced after its last backward compute of the
   // step: one all-reduce (DDP) or reduce-scatter (ZeRO-1) over every rank, in the reduce dtype.
   void reduce_unit(int u) {
     const UnitShard& sh = step_.shard(u);
-    if (sh.numel == 0 || !step_.last_micro_step()) return;
+    if (sh.numel == 0 || !reduces_now()) return;
     const bool zero1 = step_.fsdp.strategy == Strategy::ZERO1;
     const int op = step_.add_op(zero1 ? OpKind::reduce_scatter : OpKind::all_reduce,
                                 zero1 ? Stream::reduce_scatter : Stream::all_reduce,

@@ -462,6 +462,16 @@ FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
                              "set_modules_to_backward_prefetch); FSDP1 (version 1) prefetches one unit and "
                              "limit_all_gathers caps it at two in flight: use version 2 or drop prefetch_depth");
   f.cpu_offload = r.boolean_or("cpu_offload", false);
+  // FSDP's CPUOffload is planned for the sharded strategies: the offloaded state is the rank's
+  // shard, copied in and out with the all-gathers and reduce-scatters. Replicated parameters
+  // (NO_SHARD) would be copied to the GPU whole for every forward and backward, which the plan
+  // does not route (it held a 1/world slice on the host and none on the GPU); ZeRO-1 offloads
+  // through DeepSpeed's offload_optimizer.
+  if (f.cpu_offload && f.strategy == Strategy::NO_SHARD)
+    r.fail("cpu_offload", "is planned for the sharded strategies (FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD); NO_SHARD's "
+                          "CPU offload (the whole model copied to the GPU in every forward and backward) is not modelled");
+  if (f.cpu_offload && f.strategy == Strategy::ZERO1)
+    r.fail("cpu_offload", "is FSDP's offload; ZeRO-1 offloads its optimizer through DeepSpeed's offload_optimizer");
   auto offload_device = [&](const char* key) {
     const std::string d = r.choice_or(key, {"none", "cpu", "nvme"}, "none");
     return d == "cpu" ? FsdpSpec::OffloadDevice::cpu : d == "nvme" ? FsdpSpec::OffloadDevice::nvme
@@ -481,8 +491,18 @@ FsdpSpec parse_fsdp(JsonReader r, int world, int gpus_per_node) {
                                 strategy_name(f.strategy));
   if (f.offload_param != FsdpSpec::OffloadDevice::none && (keeps_params || f.reshard_after_forward == 0))
     r.fail("offload_param", "needs the parameters resharded after forward (ZeRO-3)");
-  std::string sync = r.choice_or("grad_sync", {"every_micro_step", "last_micro_step"}, "every_micro_step");
+  // [Gradient sync by strategy] Replicated gradients (NO_SHARD, ZeRO-1) are reduced once per
+  // step unless stated otherwise: DDP's accumulation idiom is no_sync() on all but the last
+  // micro-step (torch/nn/parallel/distributed.py), and DeepSpeed ZeRO-1 reduces at the
+  // accumulation boundary only (stage_1_and_2.py, is_gradient_accumulation_boundary). A stated
+  // every_micro_step is DDP without no_sync: an all-reduce in every micro-step.
+  const bool replicated_grads = f.strategy == Strategy::NO_SHARD || f.strategy == Strategy::ZERO1;
+  const std::string sync = r.choice_or("grad_sync", {"every_micro_step", "last_micro_step"},
+                                       replicated_grads ? "last_micro_step" : "every_micro_step");
   f.sync_grads_every_micro_step = sync == "every_micro_step";
+  if (f.strategy == Strategy::ZERO1 && f.sync_grads_every_micro_step)
+    r.fail("grad_sync", "ZeRO-1 reduces the gradients once per step, at the accumulation boundary (DeepSpeed "
+                        "stage_1_and_2.py): every_micro_step does not apply; leave grad_sync out");
   if (r.has("all_gather_dtype")) {
     // Checked against training.matmul_dtype and fsdp.version by check_float8 below.
     const std::string dtype = r.string("all_gather_dtype");
@@ -1063,6 +1083,10 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
                                                                                     : "fsdp.offload_param",
                      "is DeepSpeed's offload, for its layout: set training.master_weights to \"optimizer_state\" "
                      "(FSDP's offload is fsdp.cpu_offload)");
+  if (s.fsdp.cpu_offload && s.training.master_weights == MasterWeights::optimizer_state)
+    throw InputError(file, "fsdp.cpu_offload",
+                     "is FSDP's offload; DeepSpeed's layout (training.master_weights \"optimizer_state\") offloads "
+                     "through fsdp.offload_optimizer (ZeRO-Offload) and fsdp.offload_param (ZeRO-Infinity)");
   if (s.fsdp.offload_param != FsdpSpec::OffloadDevice::none && s.fsdp.offload_optimizer == FsdpSpec::OffloadDevice::none)
     throw InputError(file, "fsdp.offload_param",
                      "DeepSpeed's parameter offload needs offload_optimizer too (\"cpu\" or \"nvme\"): the "

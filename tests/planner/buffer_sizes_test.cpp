@@ -602,9 +602,11 @@ TEST(BufferSizeInput, TheObjectsBelongToTheirFrameworks) {
   EXPECT_EQ(path_of_error(zero3, {"deepspeed.sub_group_size=-1"}), "deepspeed.sub_group_size");
   EXPECT_EQ(path_of_error(zero3, {"deepspeed.sub_group_size=1.5"}), "deepspeed.sub_group_size");
   EXPECT_EQ(path_of_error(zero3, {"fsdp.offload_optimizer=\"cpu\""}), "deepspeed");
-  // FSDP's cpu_offload puts the parameters and the optimizer on the host as offload_param and
-  // offload_optimizer do: refused the same way (it used to reach the planner's own check).
-  EXPECT_EQ(path_of_error(zero3, {"fsdp.cpu_offload=true"}), "deepspeed");
+  // FSDP's cpu_offload is not DeepSpeed's: refused at the field itself under DeepSpeed's layout,
+  // object or not (session 33; it was refused at the object, and without it planned a host
+  // copy of a parameter shard that DeepSpeed does not keep).
+  EXPECT_EQ(path_of_error(zero3, {"fsdp.cpu_offload=true"}), "fsdp.cpu_offload");
+  EXPECT_EQ(path_of_error(scenario("SHARD_GRAD_OP", true), {"fsdp.cpu_offload=true"}), "fsdp.cpu_offload");
   // FSDP's gathering fields have no effect under DeepSpeed's coordinator: refused, not ignored.
   EXPECT_EQ(path_of_error(zero3, {"fsdp.reshard_after_forward=false"}), "deepspeed");
   EXPECT_EQ(path_of_error(zero3, {"fsdp.forward_prefetch=true"}), "deepspeed");

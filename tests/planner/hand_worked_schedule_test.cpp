@@ -10,6 +10,7 @@
 #include "planner/memory.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
+#include "input_error_of.h"
 #include "synthetic.h"
 
 namespace fsdpsim::planner {
@@ -91,6 +92,31 @@ TEST(HandWorkedGradSync, NoShardAllReducesEachUnitOncePerStepUnderAccumulation) 
     EXPECT_EQ(s.groups[op.group].ranks, 8) << op.name;
   }
   EXPECT_EQ(count_ops(s, OpKind::reduce_scatter), 0);
+}
+
+// [Gradient sync by strategy] NO_SHARD's once-per-step reduction is DDP's no_sync() idiom, and
+// the default; a stated grad_sync every_micro_step is DDP without no_sync: 4 units x 2
+// micro-steps of all-reduces (it was ignored, and the step planned as no_sync: session 33's
+// audit). ZeRO-1 reduces at DeepSpeed's accumulation boundary only: the statement is refused.
+// FSDP's CPU offload is planned for the sharded strategies only: NO_SHARD's (the whole model
+// copied in) and ZeRO-1's are refused naming the field (they were planned with a 1/world
+// parameter slice on the host and none on the GPU).
+TEST(HandWorkedGradSync, NoShardHonoursAStatedSyncInEveryMicroStep) {
+  const Plan every = plan(scenario(4, 0, {{"strategy", "NO_SHARD"}, {"grad_sync", "every_micro_step"}}, {{"grad_accum", 2}}));
+  EXPECT_EQ(count_ops(every.schedule, OpKind::all_reduce, 0), 4);
+  EXPECT_EQ(count_ops(every.schedule, OpKind::all_reduce, 1), 4);
+  const Plan last = plan(scenario(4, 0, {{"strategy", "NO_SHARD"}, {"grad_sync", "last_micro_step"}}, {{"grad_accum", 2}}));
+  EXPECT_EQ(count_ops(last.schedule, OpKind::all_reduce, 0), 0);
+  EXPECT_EQ(count_ops(last.schedule, OpKind::all_reduce, 1), 4);
+  auto error_path = [](const nlohmann::json& json) {
+    return testing::input_error_of([&] { (void)parse_scenario(json, "test.json"); }).json_path();
+  };
+  EXPECT_EQ(error_path(scenario(4, 0, {{"strategy", "ZERO1"}, {"grad_sync", "every_micro_step"}}, {{"grad_accum", 2}})),
+            "fsdp.grad_sync");
+  EXPECT_EQ(error_path(scenario(4, 0, {{"strategy", "NO_SHARD"}, {"cpu_offload", true}})), "fsdp.cpu_offload");
+  EXPECT_EQ(error_path(scenario(4, 0, {{"strategy", "ZERO1"}, {"cpu_offload", true}})), "fsdp.cpu_offload");
+  // The sharded strategies take it as before.
+  EXPECT_NO_THROW((void)parse_scenario(scenario(4, 0, {{"strategy", "FULL_SHARD"}, {"cpu_offload", true}}), "test.json"));
 }
 
 // ZeRO-1 (DeepSpeed's stage 1: only the optimizer state is partitioned; ZeRO paper Sec. 5.1)
