@@ -13,6 +13,7 @@
 #include "planner/scenario.h"
 #include "planner/plan.h"
 #include "sim/analytic.h"
+#include "sim/estimate.h"
 #include "tests/planner/synthetic.h"
 
 namespace fsdpsim::sim {
@@ -368,6 +369,36 @@ TEST(Calibration, EveryShippedGpuHasSourcedDefaultsInRange) {
   planner::ClusterSpec h100;
   h100.gpu = planner::find_gpu("H100-SXM-80GB");
   EXPECT_NEAR(planner::default_calibration(h100).matmul_efficiency, 798.0 / 989.4, 5e-4);
+}
+
+// A part without a GEMM measurement of its own that is the same compute die as a measured part
+// takes that part's measured fraction of the peak, named as borrowed, not the generic default
+// derived from NVIDIA A100/H100 measurements: the MI325X is the MI300X's CDNA3 die at the same
+// 1307.4 TFLOPS peak (it read 21% faster than the MI300X at 0.80, session 33's audit), the
+// GB200's GPU the B200's Blackwell die. At the same peak and fraction the MI325X's compute-bound
+// step is the MI300X's but for its faster HBM: within 5%.
+TEST(Calibration, ADieTwinTakesItsTwinsGemmMeasurement) {
+  for (const auto& [part, twin] : std::vector<std::pair<std::string, std::string>>{
+           {"MI325X-256GB", "MI300X-192GB"}, {"GB200-186GB", "B200-SXM-180GB"}}) {
+    planner::ClusterSpec a, b;
+    a.gpu = planner::find_gpu(part);
+    b.gpu = planner::find_gpu(twin);
+    const planner::Calibration ca = planner::default_calibration(a), cb = planner::default_calibration(b);
+    EXPECT_EQ(ca.matmul_efficiency, cb.matmul_efficiency) << part;
+    ASSERT_TRUE(ca.sources.count("matmul_efficiency")) << part;
+    EXPECT_NE(ca.sources.at("matmul_efficiency").find("borrowed from the " + twin.substr(0, twin.find('-'))),
+              std::string::npos)
+        << ca.sources.at("matmul_efficiency");
+  }
+  const std::string file = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
+  auto tokens = [&](const std::string& cluster) {
+    return sim::estimate_step(planner::load_scenario(file, {"cluster=" + cluster, "training.micro_batch=1",
+                                                           "training.seq_len=4096", "training.global_batch=8"}))
+        .timing.tokens_per_second_per_gpu;
+  };
+  const double mi325x = tokens("scenarios/clusters/mi325x-8gpu.json"), mi300x = tokens("scenarios/clusters/mi300x-8gpu.json");
+  EXPECT_GT(mi325x, mi300x);  // faster HBM
+  EXPECT_LT(mi325x, 1.05 * mi300x);
 }
 
 // [Catalog twin] (planner/cost_model.cpp): a GPU written out under its own name with a catalog
