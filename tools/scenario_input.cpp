@@ -1,5 +1,7 @@
 #include "tools/scenario_input.h"
 
+#include <cstdlib>
+
 #include "models/json_input.h"
 #include "planner/catalog.h"
 #include "sim/scenario_loader.h"
@@ -33,6 +35,27 @@ std::vector<std::string> shorthand_overrides(const ScenarioInputOptions& o) {
   if (o.global_batch) sets.push_back("training.global_batch=" + std::to_string(o.global_batch));
   if (!o.checkpointing.empty()) sets.push_back("training.activation_checkpointing=" + o.checkpointing);
   return sets;
+}
+
+// --gpus N is a GPU count: a --set that changes the GPUs per node without the nodes keeps it
+// (N / K nodes of K), as the form itself sizes the nodes from the cluster file's GPUs per node.
+// It read N / G nodes of K GPUs: --gpus 64 --set cluster.gpus_per_node=2 planned 16 GPUs.
+void keep_the_gpu_count(const ScenarioInputOptions& o, ScenarioInput& in) {
+  std::string per_node;
+  for (const std::string& set : o.overrides) {
+    if (set.rfind("cluster.nodes=", 0) == 0 || set.rfind("cluster=", 0) == 0) return;  // the user sized it
+    if (set.rfind("cluster.gpus_per_node=", 0) == 0) per_node = set.substr(std::string("cluster.gpus_per_node=").size());
+  }
+  if (per_node.empty()) return;
+  const int count = planner::parse_gpu_count(o.gpus).count;
+  char* end = nullptr;
+  const long k = std::strtol(per_node.c_str(), &end, 10);
+  if (end == per_node.c_str() || *end != '\0' || k < 1) return;  // the scenario's reader names what is wrong
+  if (count % k != 0)
+    throw InputError::option("--gpus", std::to_string(count) + " GPUs do not fill whole nodes of " + per_node +
+                                           " (--set cluster.gpus_per_node=" + per_node + "); give a multiple of " + per_node +
+                                           ", or --set cluster.nodes too");
+  in.overrides.push_back("cluster.nodes=" + std::to_string(count / k));
 }
 
 bool one_line_form(const ScenarioInputOptions& o) { return !o.model.empty() || !o.gpus.empty() || !o.cluster.empty(); }
@@ -71,6 +94,7 @@ ScenarioInput resolve_scenario_input(const ScenarioInputOptions& o) {
                 (o.gpus.empty() ? "" : " --gpus " + o.gpus);
   }
   in.overrides.insert(in.overrides.end(), o.overrides.begin(), o.overrides.end());
+  if (one_line && !o.gpus.empty()) keep_the_gpu_count(o, in);
   return in;
 }
 

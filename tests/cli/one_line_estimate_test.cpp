@@ -91,6 +91,21 @@ TEST(OneLineEstimate, AClusterAxisComparesGpusAtTheSameCount) {
   EXPECT_NE(typo.err.find("close: dgx-h200"), std::string::npos) << typo.err;
 }
 
+// --gpus N is a count: a --set of the GPUs per node alone keeps it (N / K nodes), as the form sizes
+// nodes from the file's GPUs per node. It planned N / 8 nodes of K GPUs (16 for K = 2: session
+// 33's audit). Stated nodes win; a K that does not divide N is an error naming both.
+TEST(OneLineEstimate, GpusPerNodeSetAloneKeepsTheGpuCount) {
+  for (int k : {1, 2, 16}) {
+    const nlohmann::json e =
+        run_json("estimate --model llama3.1-8b --cluster dgx-h100 --gpus 64 --set cluster.gpus_per_node=" + std::to_string(k));
+    EXPECT_EQ(e["world_size"], 64) << k;
+  }
+  EXPECT_EQ(run_json("estimate --model llama3.1-8b --gpus 64xH100 --set cluster.gpus_per_node=4 --set cluster.nodes=2")["world_size"], 8);
+  const CommandResult odd = run_cli("estimate --model llama3.1-8b --cluster dgx-h100 --gpus 64 --set cluster.gpus_per_node=3");
+  EXPECT_EQ(odd.exit_code, 2);
+  EXPECT_NE(odd.err.find("64 GPUs do not fill whole nodes of 3"), std::string::npos) << odd.err;
+}
+
 // `sweep` takes the one-line form too (session 32; it required --scenario or a sweep file's):
 // the same points as the scenario file it stands for, a "run:" line that gives the recommended
 // point again, the sweep file's "set" between the form's shape and the command line's options,
