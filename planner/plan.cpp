@@ -1287,7 +1287,17 @@ class StepBuilder {
   std::vector<std::pair<const Module*, models::ModuleCosts>> swapped_costs_;
 };
 
-// Each unit's shard (planner/sharding.h), from the layout's memo when it has them.
+}  // namespace
+
+int shard_rule_of(const Scenario& s) {
+  const bool params_sharded = s.fsdp.strategy == Strategy::FULL_SHARD || s.fsdp.strategy == Strategy::HYBRID_SHARD;
+  return shard_rule(s.fsdp.version, s.training.master_weights == MasterWeights::optimizer_state, params_sharded);
+}
+
+namespace {
+
+// Each unit's shard (planner/sharding.h), from the layout's memo when it has them. `fsdp_version`:
+// the shard rule (shard_rule_of).
 const std::vector<UnitShard>& unit_shards(const PlanCache::Layout& layout, int shard_group, int fsdp_version,
                                           int expert_parallel) {
   constexpr std::size_t kShardings = 16;
@@ -1314,7 +1324,7 @@ Plan plan_with(const Scenario& scenario, const PlanCache::Layout& layout, Naming
                std::int64_t stop_above_bytes = kNeverGiveUp) {
   Plan plan;
   plan.units = layout.units;
-  plan.shards = unit_shards(layout, scenario.fsdp.shard_group_size, scenario.fsdp.version, scenario.fsdp.expert_parallel);
+  plan.shards = unit_shards(layout, scenario.fsdp.shard_group_size, shard_rule_of(scenario), scenario.fsdp.expert_parallel);
   StepBuilder(scenario, layout, naming, plan, stop_above_bytes).build();
   return plan;
 }

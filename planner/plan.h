@@ -25,6 +25,10 @@ struct Plan {
   std::int64_t stopped_holding_bytes = -1;
 };
 
+// The rule that cuts the scenario's shards (planner/sharding.h: FSDP1's flat parameter, FSDP2's
+// rows, DeepSpeed ZeRO-3's flattened parameters under DeepSpeed's layout).
+int shard_rule_of(const Scenario& scenario);
+
 Plan plan_step(const Scenario& scenario);
 
 // Whether ops and allocations get their readable names ("fwd model.layers.3", "activations

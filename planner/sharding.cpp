@@ -40,8 +40,26 @@ UnitShard shard_fsdp1(const Unit& unit, int world) {
   return s;
 }
 
-UnitShard shard_unit(const Unit& unit, int world, int fsdp_version) {
-  return fsdp_version == 1 ? shard_fsdp1(unit, world) : shard_fsdp2(unit, world);
+UnitShard shard_per_parameter(const Unit& unit, int world) {
+  UnitShard s;
+  for (const models::Parameter* p : unit.params) {
+    s.numel = checked_add(s.numel, p->numel(), "a unit's elements");
+    s.local_numel = checked_add(s.local_numel, ceil_div(p->numel(), world), "a unit's shard elements");
+  }
+  s.gathered_numel = checked_mul(s.local_numel, world, "a unit's shard elements x world");
+  s.optimizer_numel = s.local_numel;  // DeepSpeed's fp32 partitions are the padded partitions
+  return s;
+}
+
+int shard_rule(int fsdp_version, bool deepspeed_layout, bool params_sharded) {
+  if (deepspeed_layout) return params_sharded ? kPerParameterShards : kFlatShards;
+  return fsdp_version == 1 ? kFlatShards : kRowShards;
+}
+
+UnitShard shard_unit(const Unit& unit, int world, int rule) {
+  return rule == kFlatShards ? shard_fsdp1(unit, world)
+       : rule == kPerParameterShards ? shard_per_parameter(unit, world)
+                                     : shard_fsdp2(unit, world);
 }
 
 std::int64_t expert_local_numel(const models::Parameter& p, int shard_group, int expert_parallel) {

@@ -24,7 +24,20 @@ std::int64_t fsdp2_local_numel(const models::Parameter& p, int world);
 UnitShard shard_fsdp2(const Unit& unit, int world);
 // FSDP1 (use_orig_params=False): N padded up to a multiple of W, s = N_padded / W.
 UnitShard shard_fsdp1(const Unit& unit, int world);
-UnitShard shard_unit(const Unit& unit, int world, int fsdp_version);
+// DeepSpeed ZeRO-3 (its layout, training.master_weights optimizer_state, with the parameters
+// partitioned): each parameter flattened, padded to a multiple of W and split evenly
+// (deepspeed/runtime/zero/partition_parameters.py, _aligned_size / _padding_size:
+// numel + (W - numel % W) % W, partition_size = that / W): s = sum ceil(numel_p / W).
+UnitShard shard_per_parameter(const Unit& unit, int world);
+
+// Which rule cuts a step's shards: FSDP1's flat parameter (kFlatShards; also DeepSpeed ZeRO-1/2,
+// which partition one flat buffer of the gradients and optimizer state), FSDP2's rows
+// (kRowShards), DeepSpeed ZeRO-3's flattened parameters (kPerParameterShards). FSDP2's rows
+// priced DeepSpeed's layout with up to a quarter too much state where small parameters meet
+// large worlds (gemma3-1b on 1,024 GPUs: session 33's audit).
+constexpr int kFlatShards = 1, kRowShards = 2, kPerParameterShards = 3;
+int shard_rule(int fsdp_version, bool deepspeed_layout, bool params_sharded);
+UnitShard shard_unit(const Unit& unit, int world, int rule);
 
 // Expert parallelism (FSDP2, torchtitan's layout: torchtitan/models/llama4/infra/parallelize.py,
 // apply_fsdp, read at 05a6cb38): a unit of routed expert weights [E, d1, ...] holds E/ep experts

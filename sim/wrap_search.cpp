@@ -312,7 +312,7 @@ std::vector<SeparableModel::UnitTerms> all_group_terms(const SeparableModel& m, 
       if (!m.can_group(s0, e)) break;
       const planner::Unit& u = plan.units[unit_of_block[e - 1]];
       group.params.insert(group.params.end(), u.params.begin(), u.params.end());
-      const double gathered = static_cast<double>(planner::shard_unit(group, W, sc.fsdp.version).gathered_numel);
+      const double gathered = static_cast<double>(planner::shard_unit(group, W, planner::shard_rule_of(sc)).gathered_numel);
       // The template: the group's first block that gathers anything.
       int t = s0;
       for (int b = s0; b < e; ++b)

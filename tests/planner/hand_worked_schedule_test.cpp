@@ -119,6 +119,24 @@ TEST(HandWorkedGradSync, NoShardHonoursAStatedSyncInEveryMicroStep) {
   EXPECT_NO_THROW((void)parse_scenario(scenario(4, 0, {{"strategy", "FULL_SHARD"}, {"cpu_offload", true}}), "test.json"));
 }
 
+// The plan takes DeepSpeed's partition rule under its layout: a block's one [1, 100] weight over
+// 8 ranks is ceil(100/8) = 13 elements a rank under ZeRO-3 (FULL_SHARD, master_weights
+// optimizer_state), one whole row (100) under FSDP2's rows, ceil(100/8) = 13 under FSDP1's flat
+// parameter and ZeRO-1's flat partition.
+TEST(HandWorkedShards, DeepSpeedsLayoutTakesItsPartitionRule) {
+  auto block_shard = [](const nlohmann::json& fsdp, const nlohmann::json& training) {
+    const Plan p = plan(scenario(4, 0, fsdp, training, {}, 1, 8, {1, 100}));
+    for (std::size_t u = 0; u < p.units.size(); ++u)
+      if (p.shards[u].numel == 100) return p.shards[u].local_numel;
+    return std::int64_t{-1};
+  };
+  const nlohmann::json deepspeed = {{"master_weights", "optimizer_state"}};
+  EXPECT_EQ(block_shard({{"strategy", "FULL_SHARD"}, {"version", 2}}, deepspeed), 13);
+  EXPECT_EQ(block_shard({{"strategy", "FULL_SHARD"}, {"version", 2}}, nlohmann::json::object()), 100);
+  EXPECT_EQ(block_shard({{"strategy", "FULL_SHARD"}, {"version", 1}}, nlohmann::json::object()), 13);
+  EXPECT_EQ(block_shard({{"strategy", "ZERO1"}, {"version", 2}}, deepspeed), 13);
+}
+
 // ZeRO-1 (DeepSpeed's stage 1: only the optimizer state is partitioned; ZeRO paper Sec. 5.1)
 // reduces the gradient once per step as well: one reduce-scatter per unit, in the last
 // micro-step, of the whole padded gradient (NCCL's nBytes: the input buffer).

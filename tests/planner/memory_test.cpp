@@ -279,6 +279,32 @@ TEST(Fsdp2Padding, DimZeroNotDivisible) {
   EXPECT_EQ(f1.gathered_numel, 48);
 }
 
+// DeepSpeed ZeRO-3 pads each flattened parameter to a multiple of W
+// (partition_parameters.py _aligned_size): two [1, 100] rows over 8 ranks hold ceil(100/8) = 13
+// elements each per rank, 26 in all, where FSDP2's rows give each rank a whole row (200, rank 0
+// with every element) and FSDP1's flat parameter ceil(200/8) = 25. Which rule a step takes: the
+// DeepSpeed layout's partitioned parameters (ZeRO-3) are per parameter, its ZeRO-1/2 partitions
+// one flat buffer; FSDP by version.
+TEST(DeepSpeedPartitions, EachParameterPaddedToTheWorld) {
+  models::Parameter a, b;
+  a.shape = {1, 100};
+  b.shape = {1, 100};
+  Unit u;
+  u.params = {&a, &b};
+  const UnitShard ds = shard_unit(u, 8, kPerParameterShards);
+  EXPECT_EQ(ds.numel, 200);
+  EXPECT_EQ(ds.local_numel, 26);
+  EXPECT_EQ(ds.gathered_numel, 8 * 26);
+  EXPECT_EQ(ds.optimizer_numel, 26);
+  EXPECT_EQ(shard_unit(u, 8, kRowShards).local_numel, 200);
+  EXPECT_EQ(shard_unit(u, 8, kFlatShards).local_numel, 25);
+  EXPECT_EQ(shard_rule(2, true, true), kPerParameterShards);
+  EXPECT_EQ(shard_rule(1, true, true), kPerParameterShards);
+  EXPECT_EQ(shard_rule(2, true, false), kFlatShards);
+  EXPECT_EQ(shard_rule(2, false, true), kRowShards);
+  EXPECT_EQ(shard_rule(1, false, true), kFlatShards);
+}
+
 // [FSDP2 dim-0 padding] The warning, worked by hand. W = 64: stacked experts [8, 100, 10] (8,000
 // elements) hold 1 row of 1,000 per rank against an even 125; a dense [6400, 10] holds 100 rows,
 // 1,000, its even share. Rank 0 holds 2,000 against 1,125: 1.78x, most of it the experts
