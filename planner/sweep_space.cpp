@@ -411,6 +411,11 @@ AxisContext ScenarioTemplate::context() const {
   return {base_->world_size(), base_->training.global_batch, base_->cluster.gpus_per_node};
 }
 
+bool SweepSpace::gpu_varies() const {
+  return std::any_of(axes.begin(), axes.end(),
+                     [](const Axis& a) { return a.key == "cluster" || starts_with(a.key, "cluster.gpu"); });
+}
+
 Scenario ScenarioTemplate::parse_point(const std::vector<std::string>& overrides, std::string& model_key,
                                        std::vector<std::string>& model_overrides) const {
   std::vector<std::string> rest, cluster_overrides;

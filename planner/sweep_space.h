@@ -77,6 +77,9 @@ struct SweepSpace {
   std::vector<std::string> overrides(const std::vector<int>& choice) const;
   // "fsdp.strategy=FULL_SHARD training.micro_batch=2"
   std::string label(const std::vector<int>& choice) const;
+  // Whether the points' GPUs may differ (a `cluster` or `cluster.gpu...` axis): each point is
+  // then judged by its own GPU's memory, and reports say so.
+  bool gpu_varies() const;
 };
 
 // Expands every axis; two axes on the same key are an error.

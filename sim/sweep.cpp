@@ -218,7 +218,8 @@ Recommendation recommend(const SweepResult& r, const std::vector<std::size_t>& c
     why = "within " + pct(tolerance) + " of the fastest (#" + std::to_string(best) + ", " +
           fixed(bm.tokens_per_second_per_gpu, 0) + " tokens/s/GPU) with " +
           gib(bm.device_peak_bytes - m.device_peak_bytes) + " less memory, of " + n + " that fit";
-  why += " in " + gib(cap) + " (GPU " + gib(gpu) + " - headroom " + gib(r.headroom_bytes) + ")" + engine_note + ": " +
+  why += (r.space.gpu_varies() ? ", each in its own GPU's memory; this one in " : " in ") + gib(cap) + " (GPU " +
+         gib(gpu) + " - headroom " + gib(r.headroom_bytes) + ")" + engine_note + ": " +
          fixed(m.tokens_per_second_per_gpu, 0) + " tokens/s/GPU, MFU " + pct(m.mfu) + ", step " +
          fixed(m.step_seconds, 4) + " s; device peak " + gib(m.device_peak_bytes) + " (" +
          gib(cap - m.device_peak_bytes) + " to spare).";

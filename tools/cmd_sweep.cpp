@@ -499,9 +499,7 @@ std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplat
       << fixed(r.wall_seconds > 0 ? static_cast<double>(r.evaluated + r.skipped + r.failed) / r.wall_seconds : 0, 0)
       << " points/s)\n";
   // A cluster (or GPU) axis gives points GPUs of other sizes: each is judged by its own.
-  const bool gpu_varies = std::any_of(r.space.axes.begin(), r.space.axes.end(), [](const planner::Axis& a) {
-    return a.key == "cluster" || a.key.rfind("cluster.gpu", 0) == 0;
-  });
+  const bool gpu_varies = r.space.gpu_varies();
   out << "fits: device peak (reserved + CUDA/NCCL overhead) + headroom " << gib(r.headroom_bytes) << " <= "
       << (gpu_varies ? "the point's GPU memory (the base's " + gib(gpu) + ")" : "GPU " + gib(gpu)) << "; "
       << r.fitting << " of " << r.evaluated << " fit\n";
