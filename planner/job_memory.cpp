@@ -189,7 +189,7 @@ std::vector<OffloadOption> offload_options(const Scenario& sc, const Plan& plan)
 // - cuda: the whole model on each GPU (N b), plus the largest unit's flat copy (FSDP1) or new
 //   shard (FSDP2) while it is sharded.
 // sync_module_states (FSDP1) adds the broadcast's bucket: at most 250 MiB or the largest unit.
-PhasePeak init_peak(const Scenario& sc, const Plan& plan, const MemoryReport& step) {
+PhasePeak init_peak(const Scenario& sc, const Plan& plan) {
   const RankShape r = rank_shape(sc, plan);
   const double b = r.master_bytes;
   const double model = r.model_elements * b;
@@ -204,7 +204,17 @@ PhasePeak init_peak(const Scenario& sc, const Plan& plan, const MemoryReport& st
   switch (sc.init.device) {
     case InitSpec::Device::meta:
     case InitSpec::Device::cpu:
-      if (per_unit_materialisation) {
+      if (sc.init.device == InitSpec::Device::cpu && sc.training.master_weights == MasterWeights::optimizer_state) {
+        // DeepSpeed without zero.Init: the engine casts the module to the 16-bit dtype and moves it
+        // to the GPU whole (engine.py _configure_distributed_model: module.to(device)); ZeRO-3 then
+        // partitions it (its partitions made while the whole model is there); ZeRO-1/2 keep it as
+        // their replicated parameters. (Session 33: priced as zero.Init, 9 GB a GPU for
+        // Llama-2-70B on 64 H100s where the move needs 138 GB.)
+        const double whole = r.model_elements * r.stored_bytes;
+        p.device_bytes = r.params_sharded ? whole + shards : std::max(whole, shards);
+        p.device_at = "the whole model moved to the GPU by DeepSpeed's engine (no zero.Init: init \"meta\")" +
+                      std::string(r.params_sharded ? " + the partitions made from it" : "");
+      } else if (per_unit_materialisation) {
         p.device_bytes = shards + 2 * unit;
         p.device_at = "the sharded parameters + the largest unit materialised and flattened (" + gb_text(2 * unit) + ")";
       } else if (sc.init.device == InitSpec::Device::meta) {
@@ -239,8 +249,15 @@ PhasePeak init_peak(const Scenario& sc, const Plan& plan, const MemoryReport& st
   } else {
     p.host_at = "nothing (the model is not built on the CPU)";
   }
-  // Offloaded state made during init lives on the host from then on: the step's host state.
-  p.host_bytes_per_node += static_cast<double>(step.allocated_at_start_host) * sc.cluster.gpus_per_node;
+  // Offloaded state made during init lives on the host from then on: the step's persistent host
+  // state, but for torch.optim's state, made at the first step() (Optimizer._init_group), not
+  // at init. DeepSpeed makes its partitions and states when the engine is built.
+  const bool lazy_optimizer = sc.training.master_weights != MasterWeights::optimizer_state;
+  double host_state = 0;
+  for (const Allocation& a : plan.schedule.allocations)
+    if (a.persistent && on_host(a.placement) && !(lazy_optimizer && a.category == MemCategory::optimizer_state))
+      host_state += static_cast<double>(a.bytes);
+  p.host_bytes_per_node += host_state * sc.cluster.gpus_per_node;
   return p;
 }
 
@@ -362,7 +379,8 @@ std::string job_remedy(const Scenario& sc, const JobFit& fit) {
     return "checkpoint.state_dict sharded (nothing gathered: each rank writes its shards)";
   }
   if (fit.binding_phase == "init") {
-    if (!gpu && sc.init.device == InitSpec::Device::cpu && !sc.init.sync_module_states)
+    const bool fsdp1 = sc.fsdp.version == 1 && sc.training.master_weights != MasterWeights::optimizer_state;
+    if (!gpu && sc.init.device == InitSpec::Device::cpu && !sc.init.sync_module_states && fsdp1)
       return "init.sync_module_states true (rank 0 builds the model on the host alone), or init.device meta";
     if (sc.init.device != InitSpec::Device::meta) return "init.device meta (each unit materialised as it is sharded)";
   }

@@ -43,7 +43,7 @@ struct PhasePeak {
 };
 
 // Building the model and sharding it, under the scenario's `init`.
-PhasePeak init_peak(const Scenario& scenario, const Plan& plan, const MemoryReport& step);
+PhasePeak init_peak(const Scenario& scenario, const Plan& plan);
 
 // Saving a checkpoint under the scenario's `checkpoint`: the peaks, and the bytes and time of
 // the save. `pcie_gbps`: the device-to-host copy bandwidth (the calibration's).

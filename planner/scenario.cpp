@@ -1092,6 +1092,19 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
                      "DeepSpeed's parameter offload needs offload_optimizer too (\"cpu\" or \"nvme\"): the "
                      "updated partitions are written on the host");
   s.init = parse_init(r);
+  // sync_module_states is FSDP1's constructor argument (rank 0 builds the model, the others on
+  // meta, then it is broadcast): FSDP2's fully_shard and DeepSpeed have none, so it would only
+  // lower the planned host memory (8x on 8-GPU nodes) for a run that cannot ask for it.
+  if (s.init.sync_module_states && (s.fsdp.version != 1 || s.training.master_weights == MasterWeights::optimizer_state))
+    throw InputError(file, "init.sync_module_states",
+                     "is FSDP1's argument (FullyShardedDataParallel(sync_module_states=True)); FSDP2's fully_shard and "
+                     "DeepSpeed have none: init \"meta\" builds no whole model on the host");
+  // FSDP2 with expert parallelism built on the CPU: distribute_tensor places each rank's experts on
+  // the GPU whole before fully_shard shards them, which the init figures do not hold; torchtitan
+  // builds on meta.
+  if (s.init.device == InitSpec::Device::cpu && s.fsdp.version == 2 && s.fsdp.expert_parallel > 1)
+    throw InputError(file, "init", "\"cpu\" with fsdp.expert_parallel is not modelled (each rank's experts reach the GPU "
+                                   "whole before fully_shard); use \"meta\", as torchtitan does");
   s.checkpoint = parse_checkpoint(r);
   if (r.has("allocator")) {
     JsonReader a = r.object("allocator");

@@ -22,7 +22,7 @@ void count_gemm_sources(Estimate& e, const planner::CostModel& cost) {
 // The job outside the step: offload options, init, checkpoint save, and the verdict over all.
 void add_job_phases(Estimate& e, const planner::Scenario& scenario) {
   e.offload_options = planner::offload_options(scenario, e.plan);
-  e.init = planner::init_peak(scenario, e.plan, e.memory);
+  e.init = planner::init_peak(scenario, e.plan);
   planner::PhasePeak step;
   step.phase = "step";
   step.device_bytes = static_cast<double>(e.memory.peak_reserved_bytes);

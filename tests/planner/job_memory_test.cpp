@@ -182,31 +182,87 @@ TEST(ShardedStateDict, WritesTheModelOnceWithoutPaddingOrReplicas) {
 TEST(Init, MetaAgainstCpu) {
   const double shards = 4 * kN / kW;  // the fp32 sharded parameters: 4.41 GB
   Planned fsdp1 = plan_of(seventy_b({{"version", 1}}), {"init=meta"});
-  PhasePeak meta1 = init_peak(fsdp1.scenario, fsdp1.plan, fsdp1.memory);
+  PhasePeak meta1 = init_peak(fsdp1.scenario, fsdp1.plan);
   EXPECT_DOUBLE_EQ(meta1.device_bytes, shards + 2 * kBlock * 4);
   EXPECT_DOUBLE_EQ(meta1.host_bytes_per_node, 0);
 
   Planned fsdp2 = plan_of(seventy_b({{"version", 2}}), {"init=meta"});
-  EXPECT_DOUBLE_EQ(init_peak(fsdp2.scenario, fsdp2.plan, fsdp2.memory).device_bytes, shards);
+  EXPECT_DOUBLE_EQ(init_peak(fsdp2.scenario, fsdp2.plan).device_bytes, shards);
   // FSDP2 from the CPU: fully_shard moves a block to the GPU whole (3.5 GB), then makes its
   // shard (875e6 / 64 x 4 bytes) before the whole one is freed.
   Planned fsdp2_cpu = plan_of(seventy_b({{"version", 2}}), {"init=cpu"});
-  EXPECT_DOUBLE_EQ(init_peak(fsdp2_cpu.scenario, fsdp2_cpu.plan, fsdp2_cpu.memory).device_bytes,
+  EXPECT_DOUBLE_EQ(init_peak(fsdp2_cpu.scenario, fsdp2_cpu.plan).device_bytes,
                    shards + kBlock * 4 + kBlock / kW * 4);
 
   Planned cpu = plan_of(seventy_b({{"version", 1}}), {"init=cpu"});
-  PhasePeak cpu1 = init_peak(cpu.scenario, cpu.plan, cpu.memory);
+  PhasePeak cpu1 = init_peak(cpu.scenario, cpu.plan);
   EXPECT_DOUBLE_EQ(cpu1.host_bytes_per_node, kGpn * 4 * kN);  // 2,256,777,216,000
   EXPECT_DOUBLE_EQ(cpu1.device_bytes, meta1.device_bytes);
 
   Planned synced = plan_of(seventy_b({{"version", 1}}), {"init={\"device\": \"cpu\", \"sync_module_states\": true}"});
-  PhasePeak sync1 = init_peak(synced.scenario, synced.plan, synced.memory);
+  PhasePeak sync1 = init_peak(synced.scenario, synced.plan);
   EXPECT_DOUBLE_EQ(sync1.host_bytes_per_node, 4 * kN);
   EXPECT_DOUBLE_EQ(sync1.device_bytes, meta1.device_bytes + 250.0 * 1024 * 1024);
 
   // cuda: the whole fp32 model on each GPU (282 GB) plus the largest unit's flat copy.
   Planned cuda = plan_of(seventy_b({{"version", 1}}), {"init=cuda"});
-  EXPECT_DOUBLE_EQ(init_peak(cuda.scenario, cuda.plan, cuda.memory).device_bytes, 4 * kN + 4 * kBlock);
+  EXPECT_DOUBLE_EQ(init_peak(cuda.scenario, cuda.plan).device_bytes, 4 * kN + 4 * kBlock);
+}
+
+// Init by framework (session 33's audit):
+// - DeepSpeed's layout built on the CPU (no zero.Init): the engine moves the whole 16-bit model to
+//   each GPU (2 N = 141 GB), and ZeRO-3's partitions (2 N / 64) are made beside it. It was priced
+//   as zero.Init, S + 2 blocks.
+// - FSDP2 with cpu_offload built on the CPU: each rank's whole fp32 model (4 N) and its offloaded
+//   parameter shard (4 N / 64) on the host; torch.optim's states (8 N / 64) are made at the first
+//   step, not at init (they were counted), and so are the gradients.
+// - sync_module_states is FSDP1's: refused for FSDP2 and DeepSpeed, and not advised for them.
+// - FSDP2 with expert parallelism built on the CPU: refused (each rank's experts reach the GPU
+//   whole before fully_shard).
+TEST(Init, WhatEachFrameworkHoldsAtInit) {
+  const nlohmann::json ds = {{"master_weights", "optimizer_state"}};
+  Planned zero3 = plan_of(seventy_b({{"version", 2}, {"strategy", "FULL_SHARD"}}, ds), {"init=cpu"});
+  EXPECT_DOUBLE_EQ(init_peak(zero3.scenario, zero3.plan).device_bytes, 2 * kN + 2 * kN / kW);
+  Planned zero3_meta = plan_of(seventy_b({{"version", 2}, {"strategy", "FULL_SHARD"}}, ds), {"init=meta"});
+  EXPECT_DOUBLE_EQ(init_peak(zero3_meta.scenario, zero3_meta.plan).device_bytes, 2 * kN / kW + 2 * kBlock * 4);
+
+  Planned offloaded = plan_of(seventy_b({{"version", 2}, {"cpu_offload", true}}), {"init=cpu"});
+  EXPECT_DOUBLE_EQ(init_peak(offloaded.scenario, offloaded.plan).host_bytes_per_node,
+                   kGpn * (4 * kN + 4 * kN / kW));
+
+  auto error_path = [](const nlohmann::json& json, std::vector<std::string> overrides) {
+    try {
+      (void)parse_scenario(json, "test.json", overrides);
+    } catch (const InputError& e) {
+      return e.json_path();
+    }
+    return std::string("no error");
+  };
+  const std::string synced = "init={\"device\": \"cpu\", \"sync_module_states\": true}";
+  EXPECT_EQ(error_path(seventy_b({{"version", 2}}), {synced}), "init.sync_module_states");
+  EXPECT_EQ(error_path(seventy_b({{"version", 1}}, ds), {synced}), "init.sync_module_states");
+  EXPECT_EQ(error_path(seventy_b({{"version", 1}}), {synced}), "no error");
+  EXPECT_EQ(error_path(tiny_moe(2, "sharded"), {"fsdp.expert_parallel=2", "init=cpu"}), "init");
+  EXPECT_EQ(error_path(tiny_moe(2, "sharded"), {"fsdp.expert_parallel=2", "init=meta"}), "no error");
+  // The host-bound CPU init of FSDP2 is advised meta, not FSDP1's sync_module_states.
+  JobFit host_bound;
+  host_bound.fits = false;
+  host_bound.binding_phase = "init";
+  host_bound.binding_resource = "host";
+  Planned fsdp2_cpu = plan_of(seventy_b({{"version", 2}}), {"init=cpu"});
+  EXPECT_EQ(job_remedy(fsdp2_cpu.scenario, host_bound).find("sync_module_states"), std::string::npos);
+  Planned fsdp1_cpu = plan_of(seventy_b({{"version", 1}}), {"init=cpu"});
+  EXPECT_NE(job_remedy(fsdp1_cpu.scenario, host_bound).find("sync_module_states"), std::string::npos);
+}
+
+// ZeRO-1 is no FSDP mode: its optimizer partitions are a flat buffer's under fsdp.version 2 too.
+// The tiny MoE on 8 ranks: per block unit ceil(1,152 / 8) = 144, 288 in all, where FSDP2's rows
+// give each rank one row of every tensor, 544 (the sharded-save test's figure).
+TEST(ZeroOne, PartitionsAFlatBufferUnderEitherVersion) {
+  Planned zero1 = plan_of(tiny_moe(2, "sharded"), {"fsdp.strategy=ZERO1"});
+  double held = 0;
+  for (const UnitShard& sh : zero1.plan.shards) held += static_cast<double>(sh.local_numel);
+  EXPECT_EQ(held, 288);
 }
 
 // The offload options' host memory per node, and the step's replay agreeing with them (two
@@ -289,7 +345,7 @@ TEST(OffloadHostMemory, DeepSpeedVariantsAgainstItsEstimator) {
 
   // Not zero_init: DeepSpeed's 4 x gpus_per_node x N is fsdpsim's cpu init of an fp32 model.
   Planned cpu_init = plan_of(seventy_b({{"version", 2}, {"strategy", "FULL_SHARD"}}, ds), {"init=cpu"});
-  EXPECT_DOUBLE_EQ(init_peak(cpu_init.scenario, cpu_init.plan, cpu_init.memory).host_bytes_per_node,
+  EXPECT_DOUBLE_EQ(init_peak(cpu_init.scenario, cpu_init.plan).host_bytes_per_node,
                    4 * kGpn * kN);
 
   // And the planned step holds, per rank, what its option says.
@@ -304,14 +360,14 @@ TEST(JobFit, NamesTheBindingPhase) {
   scenario["cluster"]["host_memory_gb"] = 2000;
   Planned p = plan_of(scenario, {"init=cpu"});
   PhasePeak step{"step", static_cast<double>(p.memory.peak_reserved_bytes), "", 0, ""};
-  const JobFit fit = job_fit({step, init_peak(p.scenario, p.plan, p.memory)}, 1 << 30,
+  const JobFit fit = job_fit({step, init_peak(p.scenario, p.plan)}, 1 << 30,
                              p.scenario.cluster.gpu.memory_bytes, p.scenario.cluster.host_memory_bytes);
   EXPECT_FALSE(fit.fits);
   EXPECT_EQ(fit.binding_phase, "init");
   EXPECT_EQ(fit.binding_resource, "host");
   EXPECT_DOUBLE_EQ(fit.binding_margin_bytes, 2000e9 - kGpn * 4 * kN);
   Planned meta = plan_of(scenario, {"init=meta"});
-  const JobFit ok = job_fit({step, init_peak(meta.scenario, meta.plan, meta.memory)}, 1 << 30,
+  const JobFit ok = job_fit({step, init_peak(meta.scenario, meta.plan)}, 1 << 30,
                             meta.scenario.cluster.gpu.memory_bytes, meta.scenario.cluster.host_memory_bytes);
   EXPECT_TRUE(ok.fits);
   EXPECT_EQ(ok.binding_resource, "GPU");

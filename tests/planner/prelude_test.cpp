@@ -178,7 +178,7 @@ TEST(JobPrelude, ItsPeakIsTheInitPeakOfJobMemory) {
 
   }
   EXPECT_EQ(peak, 200 * MiB + 2 * (50 * MiB / 4) + 100 * MiB / 4);  // the root twice, three shards
-  const PhasePeak init = init_peak(sc, plan, replay_memory(plan.schedule));
+  const PhasePeak init = init_peak(sc, plan);
   EXPECT_DOUBLE_EQ(init.device_bytes, static_cast<double>(peak)) << init.device_at;
 }
 
