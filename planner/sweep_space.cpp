@@ -465,6 +465,17 @@ Scenario ScenarioTemplate::parse_point(const std::vector<std::string>& overrides
     doc["cluster"] = std::move(cluster);
     s = parse_scenario(doc, file_, rest);
   }
+  // A replaced cluster of other GPUs per node with the base's node count (re-applied above) is not
+  // the base's GPU count: the point must say its nodes (--gpus 64xH100 --axis cluster=... gave a
+  // 4-GPU node's cluster 8 x 4 = 32 GPUs).
+  if (new_cluster && s.cluster.gpus_per_node != base_->cluster.gpus_per_node &&
+      std::none_of(overrides.begin(), overrides.end(), [](const std::string& o) { return starts_with(o, "cluster.nodes="); }) &&
+      std::any_of(base_overrides_.begin(), base_overrides_.end(), [](const std::string& o) { return starts_with(o, "cluster.nodes="); }))
+    throw InputError(file_, "cluster",
+                     "the point's cluster has " + std::to_string(s.cluster.gpus_per_node) + " GPUs per node where the base has " +
+                         std::to_string(base_->cluster.gpus_per_node) + ": the base's " + std::to_string(s.cluster.nodes) +
+                         " nodes make " + std::to_string(s.world_size()) + " GPUs, not its " +
+                         std::to_string(base_->world_size()) + "; give cluster.nodes in the point");
   const bool new_calibration = std::any_of(overrides.begin(), overrides.end(),
                                            [](const std::string& o) { return starts_with(o, "calibration="); });
   if (!calibration_file_.empty() && !new_calibration) s.calibration_file = calibration_file_;

@@ -1,5 +1,6 @@
 #include "tools/scenario_input.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "models/json_input.h"
@@ -94,7 +95,10 @@ ScenarioInput resolve_scenario_input(const ScenarioInputOptions& o) {
                 (o.gpus.empty() ? "" : " --gpus " + o.gpus);
   }
   in.overrides.insert(in.overrides.end(), o.overrides.begin(), o.overrides.end());
-  if (one_line && !o.gpus.empty()) keep_the_gpu_count(o, in);
+  if (one_line && !o.gpus.empty()) {
+    keep_the_gpu_count(o, in);
+    in.gpu_count = planner::parse_gpu_count(o.gpus).count;
+  }
   return in;
 }
 
@@ -104,6 +108,22 @@ ParsedScenarioInput parse_scenario_input(const ScenarioInput& input) {
   auto scenario = std::make_shared<planner::Scenario>(
       planner::parse_scenario(input.document, input.file, input.overrides, &parsed.documents));
   sim::simgrid_options(*scenario);
+  // --gpus N is a count: a cluster replaced with other GPUs per node keeps the form's node count,
+  // which no longer makes N GPUs (--gpus 64xH100 --set cluster=kempner-h200-2nodes read 32). The
+  // nodes are the user's to state then.
+  if (input.gpu_count > 0 && scenario->world_size() != input.gpu_count) {
+    const bool nodes_stated = std::any_of(input.overrides.begin() + static_cast<std::ptrdiff_t>(input.form_overrides),
+                                          input.overrides.end(),
+                                          [](const std::string& o) { return o.rfind("cluster.nodes=", 0) == 0; });
+    const int per_node = scenario->cluster.gpus_per_node;
+    if (!nodes_stated)
+      throw InputError::option(
+          "--gpus", std::to_string(input.gpu_count) + " GPUs asked, but the cluster has " + std::to_string(per_node) +
+                        " GPUs per node, so the form's " + std::to_string(scenario->cluster.nodes) + " nodes make " +
+                        std::to_string(scenario->world_size()) + ": give --set cluster.nodes" +
+                        (input.gpu_count % per_node == 0 ? "=" + std::to_string(input.gpu_count / per_node) : "") +
+                        ", or --gpus with that cluster");
+  }
   parsed.scenario = std::move(scenario);
   return parsed;
 }

@@ -39,6 +39,7 @@ struct ScenarioInput {
   // How many of `overrides` come first from the one-line form itself (the cluster's shape):
   // what stands for --gpus, not what the user set. 0 for a scenario file.
   std::size_t form_overrides = 0;
+  int gpu_count = 0;                   // --gpus's count (the one-line form's), 0 when none was given
   std::string source;                  // for reports: "scenarios/x.json" or "--model ... --gpus ..."
 };
 // Whether the options name a scenario: a file, or the one-line form.

@@ -85,6 +85,24 @@ TEST(OneLineEstimate, AClusterAxisComparesGpusAtTheSameCount) {
   const CommandResult text = run_cli("sweep " + line + " --axis cluster=dgx-h100,dgx-h200 --threads 1");
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("<= the point's GPU memory (the base's 79.65 GiB)"), std::string::npos) << text.out;
+  // A cluster of other GPUs per node would keep the form's 8 nodes and not make 64 GPUs
+  // (kempner-h200-2nodes has 4 a node: 2 x 4 = 8 of the 16 asked): `estimate` asks for the nodes, and such a sweep point is
+  // skipped saying so, unless it states them.
+  const CommandResult fewer = run_cli("estimate " + line + " --set cluster=kempner-h200-2nodes");
+  EXPECT_EQ(fewer.exit_code, 2);
+  EXPECT_NE(fewer.err.find("16 GPUs asked, but the cluster has 4 GPUs per node, so the form's 2 nodes make 8: "
+                           "give --set cluster.nodes=4"),
+            std::string::npos)
+      << fewer.err;
+  EXPECT_EQ(run_json("estimate " + line + " --set cluster=kempner-h200-2nodes --set cluster.nodes=4")["world_size"], 16);
+  const CommandResult odd = run_cli("sweep " + line + " --axis cluster=dgx-h100,kempner-h200-2nodes --threads 1 --json");
+  ASSERT_EQ(odd.exit_code, 0) << odd.err;
+  const nlohmann::json odd_json = nlohmann::json::parse(odd.out);
+  ASSERT_EQ(odd_json["points"].size(), 2u);
+  EXPECT_EQ(odd_json["points"][1]["status"], "skipped");
+  EXPECT_NE(odd_json["points"][1]["reason"].get<std::string>().find("the base's 2 nodes make 8 GPUs, not its 16"),
+            std::string::npos)
+      << odd_json["points"][1];
   // `--set cluster=NAME` reads a catalog name too, and a name that is neither says what is close.
   const CommandResult typo = run_cli("estimate " + line + " --set cluster=dgx-h20");
   EXPECT_EQ(typo.exit_code, 2);
