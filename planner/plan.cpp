@@ -1299,26 +1299,26 @@ int shard_rule_of(const Scenario& s) {
 
 namespace {
 
-// Each unit's shard (planner/sharding.h), from the layout's memo when it has them. `fsdp_version`:
-// the shard rule (shard_rule_of).
-const std::vector<UnitShard>& unit_shards(const PlanCache::Layout& layout, int shard_group, int fsdp_version,
+// Each unit's shard (planner/sharding.h) under `rule` (shard_rule_of), from the layout's memo
+// when it has them.
+const std::vector<UnitShard>& unit_shards(const PlanCache::Layout& layout, int shard_group, int rule,
                                           int expert_parallel) {
   constexpr std::size_t kShardings = 16;
   auto& memo = layout.shards_at;
   const auto it = std::find_if(memo.begin(), memo.end(), [&](const PlanCache::Layout::ShardsAt& s) {
-    return s.shard_group == shard_group && s.fsdp_version == fsdp_version && s.expert_parallel == expert_parallel;
+    return s.shard_group == shard_group && s.shard_rule == rule && s.expert_parallel == expert_parallel;
   });
   if (it != memo.end()) {
     std::rotate(it, it + 1, memo.end());  // the latest last
     return memo.back().shards;
   }
   if (memo.size() == kShardings) memo.erase(memo.begin());
-  PlanCache::Layout::ShardsAt computed{shard_group, fsdp_version, expert_parallel, {}};
+  PlanCache::Layout::ShardsAt computed{shard_group, rule, expert_parallel, {}};
   computed.shards.reserve(layout.units.size());
   for (const Unit& u : layout.units)
     computed.shards.push_back(expert_parallel > 1 && is_expert_unit(u)
                                   ? shard_expert_unit(u, shard_group, expert_parallel)
-                                  : shard_unit(u, shard_group, fsdp_version));
+                                  : shard_unit(u, shard_group, rule));
   memo.push_back(std::move(computed));
   return memo.back().shards;
 }

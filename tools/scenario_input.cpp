@@ -41,14 +41,14 @@ std::vector<std::string> shorthand_overrides(const ScenarioInputOptions& o) {
 // --gpus N is a GPU count: a --set that changes the GPUs per node without the nodes keeps it
 // (N / K nodes of K), as the form itself sizes the nodes from the cluster file's GPUs per node.
 // It read N / G nodes of K GPUs: --gpus 64 --set cluster.gpus_per_node=2 planned 16 GPUs.
-void keep_the_gpu_count(const ScenarioInputOptions& o, ScenarioInput& in) {
+void keep_the_gpu_count(const std::vector<std::string>& sets, ScenarioInput& in) {
   std::string per_node;
-  for (const std::string& set : o.overrides) {
+  for (const std::string& set : sets) {
     if (set.rfind("cluster.nodes=", 0) == 0 || set.rfind("cluster=", 0) == 0) return;  // the user sized it
     if (set.rfind("cluster.gpus_per_node=", 0) == 0) per_node = set.substr(std::string("cluster.gpus_per_node=").size());
   }
   if (per_node.empty()) return;
-  const int count = planner::parse_gpu_count(o.gpus).count;
+  const int count = in.gpu_count;
   char* end = nullptr;
   const long k = std::strtol(per_node.c_str(), &end, 10);
   if (end == per_node.c_str() || *end != '\0' || k < 1) return;  // the scenario's reader names what is wrong
@@ -93,12 +93,10 @@ ScenarioInput resolve_scenario_input(const ScenarioInputOptions& o) {
     in.form_overrides = q.overrides.size() - shorthands.size();  // quick_scenario's: the shape, then the sets
     in.source = "--model " + o.model + (o.cluster.empty() ? "" : " --cluster " + o.cluster) +
                 (o.gpus.empty() ? "" : " --gpus " + o.gpus);
+    if (!o.gpus.empty()) in.gpu_count = q.gpus;  // the world quick_scenario sized: --gpus's count
   }
   in.overrides.insert(in.overrides.end(), o.overrides.begin(), o.overrides.end());
-  if (one_line && !o.gpus.empty()) {
-    keep_the_gpu_count(o, in);
-    in.gpu_count = planner::parse_gpu_count(o.gpus).count;
-  }
+  if (in.gpu_count > 0) keep_the_gpu_count(o.overrides, in);
   return in;
 }
 

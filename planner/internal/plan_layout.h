@@ -57,7 +57,7 @@ struct PlanCache::Layout {
   // points of a sweep and the advice's candidates meet a few, and sharding walks every
   // parameter (4% of the 405B advice, docs/benchmarks.md, session 29). A few, the latest last.
   struct ShardsAt {
-    int shard_group = 0, fsdp_version = 0, expert_parallel = 0;
+    int shard_group = 0, shard_rule = 0, expert_parallel = 0;  // shard_rule: planner/sharding.h
     std::vector<UnitShard> shards;  // by unit
   };
   mutable std::vector<ShardsAt> shards_at;
