@@ -76,10 +76,12 @@ DeviceOverheadPart communicator_part(const ProcessGroup& group, const GroupUse& 
     detail = "ring: " + std::to_string(channels) + " channels (graph " + std::to_string(graph.channels) + ") x " +
              mib(nccl_p2p_channel_bytes(settings, read)) + " (send + receive, LL + LL128 + Simple" +
              (read ? ", P2P read" : "") + ")";
+    // NCCL runs a ring's node-crossing connections over its net transport, which sizes its device
+    // buffers its own way (src/transport/net.cc sendProxySetup / recvProxySetup); they are counted
+    // as the P2P connections above. The report names this without the source path.
     if (group.nodes > 1)
-      not_counted.push_back(who + ": the ring's node-crossing connections are priced as P2P ones; NCCL runs them "
-                                  "over the net transport, whose device buffers differ (src/transport/net.cc "
-                                  "sendProxySetup / recvProxySetup)");
+      not_counted.push_back(who + ": the ring's node-crossing connections are counted as on-node ones; NCCL's "
+                                  "network transport sizes their buffers its own way (not modelled)");
   }
   if (use.algorithms.count("P2P")) {
     const int ranks_per_node = std::max(1, group.ranks / std::max(1, group.nodes));
@@ -91,12 +93,13 @@ DeviceOverheadPart communicator_part(const ProcessGroup& group, const GroupUse& 
     if (group.nodes > 1)
       not_counted.push_back(who + ": p2p connections to peers on other nodes (net transport, shared buffers)");
   }
+  // Tree: src/transport/generic.cc ncclTransportTreeConnect (a parent and up to NCCL_MAX_TREE_ARITY
+  // children per channel). NVLS: src/transport/nvls.cc ncclNvlsBufferSetup (nvlsChannels x 2 x
+  // NCCL_NVLS_CHUNKSIZE x NCCL_STEPS x heads, rounded to the multicast granularity).
   if (use.algorithms.count("Tree"))
-    not_counted.push_back(who + ": Tree connections (src/transport/generic.cc ncclTransportTreeConnect: up to "
-                                "NCCL_MAX_TREE_ARITY children and a parent per channel; not modelled)");
+    not_counted.push_back(who + ": Tree connections (a parent and up to 3 children per channel; not modelled)");
   if (use.algorithms.count("NVLS"))
-    not_counted.push_back(who + ": NVLS buffers (src/transport/nvls.cc ncclNvlsBufferSetup: nvlsChannels x 2 x "
-                                "NCCL_NVLS_CHUNKSIZE x NCCL_STEPS x heads, rounded to the multicast granularity; not modelled)");
+    not_counted.push_back(who + ": NVLS multicast buffers (not modelled)");
   part.detail = detail.empty() ? "no Ring or p2p connection" : detail;
   return part;
 }
@@ -192,12 +195,18 @@ DeviceOverhead device_overhead(const NcclBufferSettings& nccl, const Schedule& s
   return o;
 }
 
+bool near_capacity(double gpu_memory_bytes, double device_peak_bytes, double peak_reserved_bytes,
+                   std::int64_t allocator_retries) {
+  const double spare = gpu_memory_bytes - device_peak_bytes;
+  return spare >= 0 && (spare < kReservedModelTolerance * peak_reserved_bytes || allocator_retries > 0);
+}
+
 std::string near_capacity_warning(double gpu_memory_bytes, double device_peak_bytes, double peak_reserved_bytes,
                                   std::int64_t allocator_retries) {
+  if (!near_capacity(gpu_memory_bytes, device_peak_bytes, peak_reserved_bytes, allocator_retries)) return "";
   const double spare = gpu_memory_bytes - device_peak_bytes;
   const double tolerance = kReservedModelTolerance * peak_reserved_bytes;
   const bool within_tolerance = spare < tolerance;
-  if (spare < 0 || (!within_tolerance && allocator_retries <= 0)) return "";
   auto mib = [](double b) { return std::to_string(static_cast<long long>(std::llround(b / (1024.0 * 1024.0)))) + " MiB"; };
   std::string w = "the step fits with " + mib(spare) + " to spare";
   if (within_tolerance)

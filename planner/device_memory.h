@@ -134,4 +134,9 @@ inline constexpr double kReservedModelTolerance = 0.05;
 std::string near_capacity_warning(double gpu_memory_bytes, double device_peak_bytes, double peak_reserved_bytes,
                                   std::int64_t allocator_retries = 0);
 
+// Whether a step that fits gets that warning: its fit is not sure, and its step time leaves out
+// what a near miss costs. Sweeps and the advice recommend such a point only when no other fits.
+bool near_capacity(double gpu_memory_bytes, double device_peak_bytes, double peak_reserved_bytes,
+                   std::int64_t allocator_retries);
+
 }  // namespace fsdpsim::planner

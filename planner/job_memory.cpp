@@ -257,6 +257,10 @@ PhasePeak init_peak(const Scenario& sc, const Plan& plan) {
   for (const Allocation& a : plan.schedule.allocations)
     if (a.persistent && on_host(a.placement) && !(lazy_optimizer && a.category == MemCategory::optimizer_state))
       host_state += static_cast<double>(a.bytes);
+  if (host_state > 0) {
+    const std::string offloaded = "the offloaded state of " + std::to_string(sc.cluster.gpus_per_node) + " ranks";
+    p.host_at = sc.init.device == InitSpec::Device::cpu ? p.host_at + " + " + offloaded : offloaded;
+  }
   p.host_bytes_per_node += host_state * sc.cluster.gpus_per_node;
   return p;
 }

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <numeric>
 #include <set>
 #include <sstream>
 
 #include "models/bytes_text.h"
+#include "planner/device_memory.h"
 #include "sim/estimate.h"
 
 namespace fsdpsim::sim {
@@ -21,7 +23,41 @@ struct Change {
   std::string kind;
   std::string label;
   std::vector<std::string> overrides;
+  int world = 0;  // the world size it gives (kind "gpus"); 0: the scenario's
+  std::int64_t micro_batch = 0;  // kind "micro_batch": the micro-batch it sets
 };
+
+// More nodes (kind "gpus"), at `micro_batch`: the global batch kept where the new world divides
+// it, else one micro-step (the global batch grows to micro-batch x world, said in the label).
+// A hybrid strategy's shard group stays what it was (a node), not the new world.
+Change more_nodes(const planner::Scenario& s, std::int64_t nodes, std::int64_t micro_batch) {
+  const std::int64_t world = nodes * s.cluster.gpus_per_node;
+  const std::int64_t global = s.training.global_batch;
+  Change c{"gpus", std::to_string(world) + " GPUs (" + std::to_string(nodes) + " nodes)",
+           {"cluster.nodes=" + std::to_string(nodes)}, static_cast<int>(world)};
+  if (global % (micro_batch * world) == 0) {
+    c.overrides.push_back("training.global_batch=" + std::to_string(global));
+    c.overrides.push_back("training.grad_accum=null");
+    if (micro_batch != s.training.micro_batch) c.label += ", grad accum " + std::to_string(global / (micro_batch * world));
+  } else {
+    c.overrides.push_back("training.global_batch=null");
+    c.overrides.push_back("training.grad_accum=1");
+    c.label += ", global batch " + std::to_string(micro_batch * world);
+  }
+  return c;
+}
+
+// A pair of changes as one. A smaller micro-batch with more nodes: the nodes' batch settle with
+// the pair's micro-batch, and say the gradient accumulation of the new world (the micro-batch's
+// own label gave the old world's).
+std::vector<Change> pair_of(const planner::Scenario& s, const Change& a, const Change& b) {
+  const Change* micro = a.kind == "micro_batch" ? &a : b.kind == "micro_batch" ? &b : nullptr;
+  const Change* nodes = a.kind == "gpus" ? &a : b.kind == "gpus" ? &b : nullptr;
+  if (!micro || !nodes) return {a, b};
+  Change m = *micro;
+  m.label = "micro-batch " + std::to_string(m.micro_batch);
+  return {m, more_nodes(s, nodes->world / s.cluster.gpus_per_node, m.micro_batch)};
+}
 
 // Axis values from the sweep's own expansion (planner/sweep_space.h), each as a change.
 void add_axis(std::vector<Change>& out, const std::string& kind, const std::string& key, const std::vector<nlohmann::json>& values,
@@ -74,7 +110,8 @@ std::vector<Change> single_changes(const planner::Scenario& s, const planner::Ax
   add_axis(out, "micro_batch", "training.micro_batch", mb, ctx, "micro-batch ");
   for (Change& c : out)
     if (c.kind == "micro_batch") {
-      const std::int64_t m = std::stoll(c.label.substr(c.label.rfind(' ') + 1)), per_step = m * s.world_size();
+      c.micro_batch = std::stoll(c.label.substr(c.label.rfind(' ') + 1));
+      const std::int64_t per_step = c.micro_batch * s.world_size();
       if (per_step > 0 && t.global_batch % per_step == 0) c.label += " (grad accum " + std::to_string(t.global_batch / per_step) + ")";
     }
   // Every other strategy (with its default shard group and resharding).
@@ -89,23 +126,11 @@ std::vector<Change> single_changes(const planner::Scenario& s, const planner::Ax
     out.push_back({"reshard", "reshard_after_forward true", {"fsdp.reshard_after_forward=true"}});
   if (!f.cpu_offload) out.push_back({"offload", "CPU offload", {"fsdp.cpu_offload=true"}});
   add_expert_parallel(out, s);
-  // More nodes: the global batch kept where the new world divides it, else one micro-step.
+  // More nodes.
   for (int k : {2, 4, 8, 16, 32}) {
     const std::int64_t nodes = static_cast<std::int64_t>(s.cluster.nodes) * k;
-    const std::int64_t world = nodes * s.cluster.gpus_per_node;
-    if (world > (1 << 20)) break;
-    Change c{"gpus", std::to_string(world) + " GPUs (" + std::to_string(nodes) + " nodes)",
-             {"cluster.nodes=" + std::to_string(nodes)}};
-    if (t.global_batch % (t.micro_batch * world) == 0) {
-      c.overrides.push_back("training.global_batch=" + std::to_string(t.global_batch));
-      c.overrides.push_back("training.grad_accum=null");
-    } else {
-      c.overrides.push_back("training.global_batch=null");
-      c.overrides.push_back("training.grad_accum=1");
-      c.label += ", global batch " + std::to_string(t.micro_batch * world);
-    }
-    // A hybrid strategy's shard group stays what it was (a node), not the new world.
-    out.push_back(c);
+    if (nodes * s.cluster.gpus_per_node > (1 << 20)) break;
+    out.push_back(more_nodes(s, nodes, t.micro_batch));
   }
   return out;
 }
@@ -121,6 +146,12 @@ struct Swept {
 // Sweeps `combos` (each one point) over `base`. Memory-first (make_memory_first_evaluator):
 // the candidates that do not fit are not timed, as the advice shows only the closest of them.
 // `closest` (memory-first only): replays give up past it (ClosestOverage).
+// Whether a fitting candidate counts toward the advice's first list: it fits with a margin and
+// keeps the GPU count. Pairs are swept when fewer than three do, so that the advice holds a way to
+// stay on the GPUs the user has (the session-34 audit: 70B on 16 H100s was advised only more GPUs,
+// while full checkpointing with CPU offload fits on the 16).
+bool keeps_gpus_with_margin(const AdviceItem& item, int world) { return !item.near_capacity && item.gpus == world; }
+
 Swept sweep_changes(const std::shared_ptr<const planner::ScenarioTemplate>& base, const std::vector<std::vector<Change>>& combos,
                     double headroom_bytes, int threads, bool memory_first,
                     const std::shared_ptr<ClosestOverage>& closest = nullptr) {
@@ -128,9 +159,19 @@ Swept sweep_changes(const std::shared_ptr<const planner::ScenarioTemplate>& base
   axis.key = "change";
   for (const auto& combo : combos) {
     planner::AxisValue v;
+    std::map<std::string, std::string> last;  // key -> the value it was last set to
     for (const Change& c : combo) {
       v.label += (v.label.empty() ? "" : " + ") + c.label;
-      v.overrides.insert(v.overrides.end(), c.overrides.begin(), c.overrides.end());
+      for (const std::string& o : c.overrides) {
+        // An assignment repeating the key's current value says nothing (the pair's two changes
+        // both keep the global batch): left out of the point's --set line.
+        const std::size_t eq = o.find('=');
+        const std::string key = o.substr(0, eq), value = eq == std::string::npos ? "" : o.substr(eq + 1);
+        const auto it = last.find(key);
+        if (it != last.end() && it->second == value) continue;
+        last[key] = value;
+        v.overrides.push_back(o);
+      }
     }
     axis.values.push_back(v);
   }
@@ -157,6 +198,10 @@ Swept sweep_changes(const std::shared_ptr<const planner::ScenarioTemplate>& base
     item.changes = static_cast<int>(combo.size());
     item.metrics = p.metrics;
     item.spare_bytes = -p.overage_bytes;
+    item.near_capacity = p.near_capacity;
+    item.gpus = base->base().world_size();
+    for (const Change& c : combo)
+      if (c.world > 0) item.gpus = c.world;
     if (p.fits) out.fitting.push_back(item);
     else out.over.emplace_back(item, combo);
   }
@@ -197,6 +242,34 @@ std::optional<AdviceItem> timed_closest(const std::shared_ptr<const planner::Sce
 
 }  // namespace
 
+// Cheapest first: changes that fit with a margin before those that fit only near capacity
+// ([Near capacity]: their fit is not sure and their step time leaves out what a near miss
+// costs); then the most tokens/s per GPU (the fewest GPU-hours per token), changes within 1% of
+// each other's being the same cost (below the model's error), of which the fewest GPUs first
+// (the same GPU-hours per token on a smaller booking); then fewer changes; then the most memory
+// to spare (a step bound by communication runs as fast with full as with selective
+// checkpointing: the one further from the GPU's edge first, as the sweep recommends).
+void order_cheapest_first(std::vector<AdviceItem>& items) {
+  constexpr double kSameCost = 0.01;
+  auto by_throughput = [](const AdviceItem& a, const AdviceItem& b) {
+    if (a.near_capacity != b.near_capacity) return !a.near_capacity;
+    if (a.metrics.tokens_per_second_per_gpu != b.metrics.tokens_per_second_per_gpu)
+      return a.metrics.tokens_per_second_per_gpu > b.metrics.tokens_per_second_per_gpu;
+    if (a.changes != b.changes) return a.changes < b.changes;
+    return a.spare_bytes > b.spare_bytes;
+  };
+  std::stable_sort(items.begin(), items.end(), by_throughput);
+  // The groups of the same cost, each led by its fastest change, in that order.
+  for (auto group = items.begin(); group != items.end();) {
+    const double floor = (1.0 - kSameCost) * group->metrics.tokens_per_second_per_gpu;
+    auto end = std::find_if(group, items.end(), [&](const AdviceItem& i) {
+      return i.near_capacity != group->near_capacity || i.metrics.tokens_per_second_per_gpu < floor;
+    });
+    std::stable_sort(group, end, [](const AdviceItem& a, const AdviceItem& b) { return a.gpus < b.gpus; });
+    group = end;
+  }
+}
+
 namespace {
 
 // [Advice and the job] The changes are swept and ranked on the step's memory, as a sweep's
@@ -235,7 +308,10 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
   Swept one = sweep_changes(base, combos, headroom_bytes, threads, true, closest), two;
   advice.candidates = one.evaluated;
   advice.fitting = one.fitting;
-  if (advice.fitting.size() < std::min<std::size_t>(3, limit)) {
+  const int world = base->base().world_size();
+  const auto kept = static_cast<std::size_t>(std::count_if(
+      advice.fitting.begin(), advice.fitting.end(), [&](const AdviceItem& i) { return keeps_gpus_with_margin(i, world); }));
+  if (kept < std::min<std::size_t>(3, limit)) {
     // Pairs of changes of different kinds, leaving out those holding a change that fits alone
     // (that change is advice already; the pair only adds a cost).
     std::set<std::string> fits_alone;
@@ -244,7 +320,7 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
     for (std::size_t i = 0; i < singles.size(); ++i)
       for (std::size_t j = i + 1; j < singles.size(); ++j)
         if (singles[i].kind != singles[j].kind && !fits_alone.count(singles[i].label) && !fits_alone.count(singles[j].label))
-          pairs.push_back({singles[i], singles[j]});
+          pairs.push_back(pair_of(base->base(), singles[i], singles[j]));
     two = sweep_changes(base, pairs, headroom_bytes, threads, true, closest);
     advice.pairs_swept = true;
     advice.candidates += two.evaluated;
@@ -266,16 +342,19 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
     advice.given_up = closest->given_up;
     advice.plans_stopped = closest->plans_stopped;
   }
-  // Cheapest first: the most tokens/s per GPU (the fewest GPU-hours per token); then fewer changes;
-  // then the most memory to spare (a step bound by communication runs as fast with full as with
-  // selective checkpointing: the one further from the GPU's edge first, as the sweep recommends).
-  std::stable_sort(advice.fitting.begin(), advice.fitting.end(), [](const AdviceItem& a, const AdviceItem& b) {
-    if (a.metrics.tokens_per_second_per_gpu != b.metrics.tokens_per_second_per_gpu)
-      return a.metrics.tokens_per_second_per_gpu > b.metrics.tokens_per_second_per_gpu;
-    if (a.changes != b.changes) return a.changes < b.changes;
-    return a.spare_bytes > b.spare_bytes;
-  });
-  if (advice.fitting.size() > limit) advice.fitting.resize(limit);
+  order_cheapest_first(advice.fitting);
+  const auto keeps_world = [&](const AdviceItem& i) { return !i.near_capacity && i.gpus == world; };
+  if (advice.fitting.size() > limit) {
+    const auto first_kept = std::find_if(advice.fitting.begin(), advice.fitting.end(), keeps_world);
+    const bool kept_in_limit = first_kept < advice.fitting.begin() + static_cast<std::ptrdiff_t>(limit);
+    std::optional<AdviceItem> extra;
+    if (first_kept != advice.fitting.end() && !kept_in_limit) extra = *first_kept;
+    advice.fitting.resize(limit);
+    if (extra) {
+      advice.fitting.push_back(*extra);
+      advice.kept_gpus_added = true;
+    }
+  }
   judge_jobs(*base, headroom_bytes, advice);
   return advice;
 }
@@ -309,11 +388,20 @@ std::string advice_text(const Advice& a) {
   }
   for (std::size_t i = 0; i < a.fitting.size(); ++i) {
     const AdviceItem& item = a.fitting[i];
+    if (a.kept_gpus_added && i + 1 == a.fitting.size())
+      out << "  and the cheapest that keeps the " << item.gpus << " GPUs:\n";
     char line[256];
     std::snprintf(line, sizeof line, "  %zu. %s\n     device peak %s (%s spare), %.0f tokens/s per GPU, step %.3f s, MFU %.1f%%\n",
                   i + 1, item.change.c_str(), gib(item.metrics.device_peak_bytes).c_str(), gib(item.spare_bytes).c_str(),
                   item.metrics.tokens_per_second_per_gpu, item.metrics.step_seconds, 100 * item.metrics.mfu);
-    out << line << "     " << shell_words(item.overrides).substr(1) << "\n";
+    out << line;
+    if (item.near_capacity)
+      out << "     fits only near capacity: "
+          << planner::near_capacity_warning(item.metrics.gpu_memory_bytes, item.metrics.device_peak_bytes,
+                                            static_cast<double>(item.metrics.peak_reserved_bytes),
+                                            item.metrics.allocator_retries)
+          << "\n";
+    out << "     " << shell_words(item.overrides).substr(1) << "\n";
     if (item.job && !item.job->fits)
       out << "     but the job does not fit: " << item.job->binding_phase << " (" << item.job->binding_resource
           << ") exceeds its memory by " << gib(-item.job->binding_margin_bytes) << "\n";
@@ -328,6 +416,8 @@ nlohmann::json advice_json(const Advice& a) {
                           {"changes", item.changes},
                           {"device_peak_bytes", item.metrics.device_peak_bytes},
                           {"spare_bytes", item.spare_bytes},
+                          {"near_capacity", item.near_capacity},
+                          {"gpus", item.gpus},
                           {"step_seconds", item.metrics.step_seconds},
                           {"tokens_per_second_per_gpu", item.metrics.tokens_per_second_per_gpu},
                           {"mfu", item.metrics.mfu},
@@ -341,6 +431,7 @@ nlohmann::json advice_json(const Advice& a) {
   return {{"fitting", fitting},
           {"candidates", a.candidates},
           {"pairs_swept", a.pairs_swept},
+          {"last_keeps_the_gpu_count", a.kept_gpus_added},
           {"headroom_bytes", a.headroom_bytes},
           {"closest", a.closest ? item_json(*a.closest) : nlohmann::json(nullptr)}};
 }

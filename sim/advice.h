@@ -32,6 +32,10 @@ struct AdviceItem {
   int changes = 1;                     // how many changes it combines
   PointMetrics metrics;
   double spare_bytes = 0;              // GPU memory - device peak - headroom (>= 0: it fits)
+  int gpus = 0;                        // the world size with the change
+  // It fits only near capacity ([Near capacity], planner/device_memory.h): listed after every
+  // change that fits with a margin.
+  bool near_capacity = false;
   // The whole job's verdict with the change ([Advice and the job], sim/advice.cpp): set for the
   // advised changes where a phase besides the step is judged (a checkpoint, an init on cpu or
   // cuda, the host's memory); the step alone decides which changes are advised.
@@ -39,7 +43,10 @@ struct AdviceItem {
 };
 
 struct Advice {
-  std::vector<AdviceItem> fitting;      // best first, at most `limit`
+  // Best first, at most `limit`, and then, when none of those keeps the scenario's GPU count,
+  // the best change that does (`kept_gpus_added`).
+  std::vector<AdviceItem> fitting;
+  bool kept_gpus_added = false;
   std::size_t candidates = 0;           // configurations evaluated (singles, and pairs when swept)
   bool pairs_swept = false;
   std::optional<AdviceItem> closest;    // when nothing fits: the smallest overage
@@ -49,6 +56,11 @@ struct Advice {
   std::size_t given_up = 0;
   std::size_t plans_stopped = 0;  // of those, the ones not even planned whole ([Hopeless plans])
 };
+
+// The advice's order, cheapest first: changes that fit with a margin before those that fit only
+// near capacity; then the most tokens/s per GPU, changes within 1% of the faster one's counting
+// as the same cost, of which the fewest GPUs first; then fewer changes; then the most to spare.
+void order_cheapest_first(std::vector<AdviceItem>& items);
 
 // The changes to `base` that fit with `headroom_bytes` to spare. `threads` 0: the machine's.
 // One by default: the advice sweeps tens of candidates, too few to repay a second worker's cold

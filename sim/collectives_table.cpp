@@ -87,7 +87,7 @@ CollectivesTable collectives_table(const planner::ClusterSpec& cluster, const pl
 
 std::string collectives_table_text(const CollectivesTable& t, const std::string& published_file) {
   std::ostringstream out;
-  out << "NCCL's cost model (planner/collectives.h, NCCL " << t.params.nccl_version << " tables, library "
+  out << "NCCL's cost model (NCCL " << t.params.nccl_version << " tables, library "
       << t.params.library << ") on " << t.group.ranks << " x " << t.cluster.gpu.name << " (" << t.group.nodes << " node"
       << (t.group.nodes > 1 ? "s" : "") << "); sizes as nccl-tests counts them (all-gather, reduce-scatter: the "
       << "gathered buffer); busbw = algbw x (n-1)/n, x 2(n-1)/n for all-reduce\n";

@@ -58,6 +58,7 @@ PointMetrics collect(const planner::Plan& plan, const planner::MemoryReport& mem
   m.mfu = timing.mfu;
   m.units = static_cast<int>(plan.units.size());
   m.exposed_comm_by_unit = timing.exposed_comm_by_unit;
+  m.allocator_retries = memory.allocator_retries;
   return m;
 }
 
@@ -182,12 +183,31 @@ std::string differences(const SweepResult& r, std::size_t a, std::size_t b) {
   return out.empty() ? "same settings" : out;
 }
 
+bool near_capacity_of(const PointMetrics& m) {
+  return planner::near_capacity(m.gpu_memory_bytes, m.device_peak_bytes, static_cast<double>(m.peak_reserved_bytes),
+                                m.allocator_retries);
+}
+
+// [Near capacity] (planner/device_memory.h) What a point that fits only near capacity risks, for
+// the recommendation: "" for a point with a margin.
+std::string near_capacity_note(const PointMetrics& m) {
+  if (!near_capacity_of(m)) return "";
+  const double spare_mib = (m.gpu_memory_bytes - m.device_peak_bytes) / (1024.0 * 1024.0);
+  std::string note = fixed(spare_mib, 0) + " MiB to spare";
+  if (m.allocator_retries > 0)
+    note += ", and the allocator model frees its cache " + std::to_string(m.allocator_retries) +
+            (m.allocator_retries == 1 ? " time" : " times") + " in the step";
+  return note + ": a real run may retry allocations (each synchronizes the device) or run out of memory, "
+                "and the step time includes neither";
+}
+
 // Recommends among `candidates` (fitting points, best first by `metric`), or none. The
 // candidates need not be every point that fits (`fitting` of them): the best two, and every
 // point not dominated by an earlier one in memory, give the same choice (StreamingRanking).
+// `fit_phrase` says which points the candidates are ("that fit", "that fit with a margin").
 Recommendation recommend(const SweepResult& r, const std::vector<std::size_t>& candidates, std::size_t fitting,
                          const std::function<const PointMetrics&(std::size_t)>& metric, double tolerance,
-                         const std::string& engine_note) {
+                         const std::string& engine_note, const std::string& fit_phrase = "that fit") {
   Recommendation rec;
   if (candidates.empty()) return rec;
   const Objective o = r.objective;
@@ -211,13 +231,13 @@ Recommendation recommend(const SweepResult& r, const std::vector<std::size_t>& c
   std::string why;
   const std::string n = std::to_string(fitting) + " configuration" + (fitting == 1 ? "" : "s");
   if (o == Objective::memory)
-    why = "least memory of " + n + " that fit";
+    why = "least memory of " + n + " " + fit_phrase;
   else if (pick == best)
-    why = (o == Objective::throughput ? "highest tokens/s/GPU of " : "shortest step of ") + n + " that fit";
+    why = (o == Objective::throughput ? "highest tokens/s/GPU of " : "shortest step of ") + n + " " + fit_phrase;
   else
     why = "within " + pct(tolerance) + " of the fastest (#" + std::to_string(best) + ", " +
           fixed(bm.tokens_per_second_per_gpu, 0) + " tokens/s/GPU) with " +
-          gib(bm.device_peak_bytes - m.device_peak_bytes) + " less memory, of " + n + " that fit";
+          gib(bm.device_peak_bytes - m.device_peak_bytes) + " less memory, of " + n + " " + fit_phrase;
   why += (r.space.gpu_varies() ? ", each in its own GPU's memory; this one in " : " in ") + gib(cap) + " (GPU " +
          gib(gpu) + " - headroom " + gib(r.headroom_bytes) + ")" + engine_note + ": " +
          fixed(m.tokens_per_second_per_gpu, 0) + " tokens/s/GPU, MFU " + pct(m.mfu) + ", step " +
@@ -342,7 +362,13 @@ class StreamingRanking {
         ++r_.fitting;
         keep_best(best_fitting_, {cost_of(m, r_.objective), i});
         add_to_front(front_fitting_, m, i);
-        add_to_candidates(m, i);
+        add_to_candidates(candidates_, m, i);
+        if (p.near_capacity) {
+          ++r_.fitting_near_capacity;
+        } else {
+          keep_best(best_with_margin_, {cost_of(m, r_.objective), i});
+          add_to_candidates(candidates_with_margin_, m, i);
+        }
       } else {
         keep_best(best_other_, {p.overage_bytes, i});
       }
@@ -359,13 +385,31 @@ class StreamingRanking {
     if (r_.ranking.size() > keep_top_) r_.ranking.resize(keep_top_);
     if (r_.fitting == 0 && !best_other_.empty()) r_.smallest_overage = best_other_.begin()->second;
     for (const auto& [key, tokens] : r_.fitting ? front_fitting_ : front_all_) r_.pareto.push_back(std::get<2>(key));
-    // Candidates for the recommendation, best first: the undominated points and the best ones.
-    std::set<std::pair<double, std::size_t>> candidates(best_fitting_.begin(), best_fitting_.end());
-    for (const auto& [key, memory] : candidates_) candidates.insert(key);
-    std::vector<std::size_t> order;
-    for (const auto& [key, i] : candidates) order.push_back(i);
-    r_.recommendation = recommend(r_, order, r_.fitting,
-                                  [&](std::size_t i) -> const PointMetrics& { return r_.point(i).metrics; }, tolerance, "");
+    // [Near capacity] The recommendation is a point that fits with a margin when one does; a
+    // faster one that fits only near capacity is named beside it. With none, the best that fits,
+    // saying so.
+    const std::size_t with_margin = r_.fitting - r_.fitting_near_capacity;
+    auto metric = [&](std::size_t i) -> const PointMetrics& { return r_.point(i).metrics; };
+    if (with_margin > 0) {
+      const std::string phrase = r_.fitting_near_capacity == 0
+                                     ? "that fit"
+                                     : "that fit with a margin (" + std::to_string(r_.fitting_near_capacity) +
+                                           " more fit only near capacity)";
+      r_.recommendation = recommend(r_, candidate_order(best_with_margin_, candidates_with_margin_), with_margin, metric,
+                                    tolerance, "", phrase);
+      const std::size_t fastest = best_fitting_.begin()->second;
+      const PointMetrics& f = r_.point(fastest).metrics;
+      const PointMetrics& m = r_.point(r_.recommendation.point).metrics;
+      if (r_.point(fastest).near_capacity && r_.objective != Objective::memory)
+        r_.recommendation.why += " Not recommended: #" + std::to_string(fastest) + " (" + r_.point(fastest).label + "), " +
+                                 pct(f.tokens_per_second_per_gpu / m.tokens_per_second_per_gpu - 1.0) +
+                                 " more tokens/s/GPU, fits only near capacity (" + near_capacity_note(f) + ").";
+    } else {
+      r_.recommendation = recommend(r_, candidate_order(best_fitting_, candidates_), r_.fitting, metric, tolerance, "");
+      if (r_.recommendation.found)
+        r_.recommendation.why += " Every point that fits does so only near capacity; this one with " +
+                                 near_capacity_note(r_.point(r_.recommendation.point).metrics) + ".";
+    }
     if (rank_every_point_) fill_ranks();
   }
 
@@ -414,17 +458,27 @@ class StreamingRanking {
   // memory, ties to the earlier in the ranking. A point with at least the memory of one ranked
   // before it can never be that pick: only the points with less memory than every point ranked
   // before them are candidates (a front in (objective, memory), kept as add_to_front keeps its).
-  void add_to_candidates(const PointMetrics& m, std::size_t i) {
+  void add_to_candidates(std::map<Ranked, double>& candidates, const PointMetrics& m, std::size_t i) {
     const Ranked key{cost_of(m, r_.objective), i};
     const double memory = m.device_peak_bytes;
-    auto next = candidates_.upper_bound(key);
-    if (next != candidates_.begin() && std::prev(next)->second <= memory) return;
-    while (next != candidates_.end() && next->second >= memory) {
+    auto next = candidates.upper_bound(key);
+    if (next != candidates.begin() && std::prev(next)->second <= memory) return;
+    while (next != candidates.end() && next->second >= memory) {
       release(next->first.second);
-      next = candidates_.erase(next);
+      next = candidates.erase(next);
     }
-    candidates_.emplace(key, memory);
+    candidates.emplace(key, memory);
     hold(i);
+  }
+
+  // Candidates for the recommendation, best first: the undominated points and the best ones.
+  static std::vector<std::size_t> candidate_order(const std::set<Ranked>& best,
+                                                  const std::map<Ranked, double>& undominated) {
+    std::set<Ranked> all(best.begin(), best.end());
+    for (const auto& [key, memory] : undominated) all.insert(key);
+    std::vector<std::size_t> order;
+    for (const auto& [key, i] : all) order.push_back(i);
+    return order;
   }
 
   // Every evaluated point's rank: the points that fit by the objective, then the rest by overage.
@@ -449,8 +503,10 @@ class StreamingRanking {
   bool rank_every_point_;
   std::map<std::size_t, int> held_;  // kept point -> how many of the structures below hold it
   std::set<Ranked> best_fitting_, best_other_;
+  std::set<Ranked> best_with_margin_;                     // of best_fitting_'s kind, not near capacity
   std::map<FrontKey, double> front_fitting_, front_all_;  // -> tokens/s/GPU
   std::map<Ranked, double> candidates_;                   // -> device peak
+  std::map<Ranked, double> candidates_with_margin_;       // the same among points not near capacity
   std::vector<RankKey> keys_;
 };
 
@@ -514,6 +570,9 @@ PointResult unevaluated_point(const planner::SweepSpace& space, std::size_t i) {
 void judge_fit(PointResult& p, double headroom_bytes) {
   p.overage_bytes = overage_of(p.metrics, headroom_bytes);
   p.fits = p.overage_bytes <= 0;
+  const PointMetrics& m = p.metrics;
+  p.near_capacity = p.fits && planner::near_capacity(m.gpu_memory_bytes, m.device_peak_bytes,
+                                                     static_cast<double>(m.peak_reserved_bytes), m.allocator_retries);
 }
 
 // Evaluates a point (p.overrides): its metrics, or why it was skipped (bad input) or failed.
@@ -689,7 +748,7 @@ std::string point_record(const PointResult& p) {
   std::string out = std::string(kRecordTag) + " " + std::to_string(p.index) + " " + to_string(p.status);
   if (p.status == PointStatus::ok) {
     out += " " + std::to_string(m.peak_allocated_bytes) + " " + std::to_string(m.peak_reserved_bytes) + " " +
-           std::to_string(m.model_state_bytes);
+           std::to_string(m.model_state_bytes) + " " + std::to_string(m.allocator_retries);
     for (double v : {m.device_overhead_bytes, m.gpu_memory_bytes, m.device_peak_bytes, m.step_seconds, m.compute_seconds,
                      m.exposed_comm_seconds, m.optimizer_seconds, m.tokens_per_second_per_gpu, m.mfu})
       out += " " + hex_double(v);
@@ -730,7 +789,7 @@ PointResult parse_point_record(const std::string& line, const planner::SweepSpac
     if (f.size() != 3) throw std::invalid_argument("a record with metrics for a point not evaluated: " + line);
     return p;
   }
-  constexpr std::size_t kFixed = 3 + 3 + 9 + 2;  // tag, index, status; integers; doubles; units, count
+  constexpr std::size_t kFixed = 3 + 4 + 9 + 2;  // tag, index, status; integers; doubles; units, count
   if (f.size() < kFixed) throw std::invalid_argument("a record with too few metrics: " + line);
   PointMetrics& m = p.metrics;
   // Every figure a point has is a finite, non-negative number: a shard file edited or damaged
@@ -749,16 +808,17 @@ PointResult parse_point_record(const std::string& line, const planner::SweepSpac
   m.peak_allocated_bytes = count(read_int(f[3], line));
   m.peak_reserved_bytes = count(read_int(f[4], line));
   m.model_state_bytes = count(read_int(f[5], line));
+  m.allocator_retries = count(read_int(f[6], line));
   double* doubles[] = {&m.device_overhead_bytes, &m.gpu_memory_bytes, &m.device_peak_bytes,
                        &m.step_seconds,          &m.compute_seconds,  &m.exposed_comm_seconds,
                        &m.optimizer_seconds,     &m.tokens_per_second_per_gpu, &m.mfu};
-  for (std::size_t k = 0; k < 9; ++k) *doubles[k] = figure(read_double(f[6 + k], line));
-  const std::int64_t units = read_int(f[15], line);
+  for (std::size_t k = 0; k < 9; ++k) *doubles[k] = figure(read_double(f[7 + k], line));
+  const std::int64_t units = read_int(f[16], line);
   if (units < 0 || units > std::numeric_limits<int>::max())
     throw std::invalid_argument("a unit count outside 0.." + std::to_string(std::numeric_limits<int>::max()) +
                                 " in the record: " + line);
   m.units = static_cast<int>(units);
-  const std::int64_t by_unit = read_int(f[16], line);
+  const std::int64_t by_unit = read_int(f[17], line);
   if (by_unit < 0 || f.size() != kFixed + static_cast<std::size_t>(by_unit))
     throw std::invalid_argument("a record whose per-unit list does not have its length: " + line);
   for (std::size_t k = 0; k < static_cast<std::size_t>(by_unit); ++k)
@@ -908,6 +968,7 @@ void resimulate_top(SweepResult& r, std::size_t k, const Resimulator& resimulate
       m->device_overhead_bytes = p.metrics.device_overhead_bytes;
       m->gpu_memory_bytes = p.metrics.gpu_memory_bytes;
       m->device_peak_bytes = p.metrics.device_peak_bytes;
+      m->allocator_retries = p.metrics.allocator_retries;
     }
     // So is the wrapping (its units: the resimulated JSON read 0, the session-30 audit).
     if (m->units <= 0) m->units = p.metrics.units;
@@ -919,10 +980,15 @@ void resimulate_top(SweepResult& r, std::size_t k, const Resimulator& resimulate
     const double ca = cost_of(*r.point(a).resimulated, o), cb = cost_of(*r.point(b).resimulated, o);
     return ca < cb || (ca == cb && a < b);
   });
-  std::vector<std::size_t> fitting;
-  for (std::size_t i : r.resimulated_ranking)
-    if (r.point(i).resimulated->device_peak_bytes + r.headroom_bytes <= r.point(i).resimulated->gpu_memory_bytes)
-      fitting.push_back(i);
+  // [Near capacity] As the ranking's recommendation: among points that fit with a margin when any does.
+  std::vector<std::size_t> fitting, with_margin;
+  for (std::size_t i : r.resimulated_ranking) {
+    const PointMetrics& m = *r.point(i).resimulated;
+    if (m.device_peak_bytes + r.headroom_bytes > m.gpu_memory_bytes) continue;
+    fitting.push_back(i);
+    if (!near_capacity_of(m)) with_margin.push_back(i);
+  }
+  if (!with_margin.empty()) fitting = with_margin;
   if (!fitting.empty())
     r.recommendation =
         recommend(r, fitting, fitting.size(), [&](std::size_t i) -> const PointMetrics& { return *r.point(i).resimulated; },

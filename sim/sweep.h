@@ -50,6 +50,8 @@ struct PointMetrics {
   // The memory replay gave up past a ClosestOverage (make_memory_first_evaluator): the memory
   // figures are lower bounds, the overage too, and it is more than the closest one's.
   bool memory_lower_bound = false;
+  // Times the allocator model freed its cache to fit the step (MemoryReport::allocator_retries).
+  std::int64_t allocator_retries = 0;
 };
 
 // Times one scenario. One instance per worker thread; it may keep caches between calls.
@@ -159,6 +161,10 @@ struct PointResult {
   PointMetrics metrics;
   bool fits = false;
   double overage_bytes = 0;            // device peak + headroom - GPU memory (> 0: does not fit)
+  // It fits, but only near capacity (planner::near_capacity: within the reserved model's
+  // tolerance of the GPU, or by freeing the allocator's cache): recommended only when no point
+  // fits with a margin.
+  bool near_capacity = false;
   // The top points re-simulated by another engine (SimGrid): its timing, when it ran.
   std::optional<PointMetrics> resimulated;
   std::string resimulation_note;       // which engine, or why it did not run
@@ -185,6 +191,7 @@ struct SweepResult {
   std::vector<std::size_t> resimulated_ranking;  // the re-simulated points, best first by their new timing
   std::vector<std::size_t> not_evaluated;        // the first skipped or failed points (at most 8)
   std::size_t evaluated = 0, skipped = 0, failed = 0, fitting = 0;
+  std::size_t fitting_near_capacity = 0;  // of `fitting`
   bool interrupted = false;
   int threads = 1;
   double wall_seconds = 0;

@@ -24,6 +24,7 @@
 
 #include "models/json_input.h"
 #include "planner/catalog.h"
+#include "planner/device_memory.h"
 #include "planner/sweep_space.h"
 #include "runtime/launch.h"
 #include "sim/resource_guard.h"
@@ -159,7 +160,8 @@ nlohmann::json metrics_json(const sim::PointMetrics& m) {
             {"model_state_bytes", m.model_state_bytes},
             {"device_overhead_bytes", m.device_overhead_bytes},
             {"device_peak_bytes", m.device_peak_bytes},
-            {"gpu_memory_bytes", m.gpu_memory_bytes}}},
+            {"gpu_memory_bytes", m.gpu_memory_bytes},
+            {"allocator_retries", m.allocator_retries}}},
           {"time",
            {{"step_seconds", m.step_seconds},
             {"compute_seconds", m.compute_seconds},
@@ -217,6 +219,8 @@ std::string csv_number(double v) {
   return buf;
 }
 
+std::string whole_bytes(double v) { return std::to_string(std::llround(v)); }
+
 // --csv FILE: `index`, the axes, status, reason, the metrics, then rank, pareto and the
 // re-simulation (docs/sweep.md).
 class CsvPoints {
@@ -233,13 +237,15 @@ class CsvPoints {
     row += "," + sim::to_string(p.status) + "," + csv_field(p.reason);
     if (p.status == sim::PointStatus::ok) {
       const sim::PointMetrics& m = p.metrics;
-      row += std::string(",") + (p.fits ? "true" : "false") + "," + csv_number(m.device_peak_bytes) + "," +
-             std::to_string(m.peak_reserved_bytes) + "," + std::to_string(m.peak_allocated_bytes) + "," +
-             csv_number(std::max(0.0, p.overage_bytes)) + "," + csv_number(m.step_seconds) + "," +
+      // Bytes as whole numbers, as the other byte columns (the overhead made them doubles).
+      row += std::string(",") + (p.fits ? "true" : "false") + "," + (p.near_capacity ? "true" : "false") + "," +
+             whole_bytes(m.device_peak_bytes) + "," + std::to_string(m.peak_reserved_bytes) + "," +
+             std::to_string(m.peak_allocated_bytes) + "," + whole_bytes(std::max(0.0, p.overage_bytes)) + "," +
+             csv_number(m.step_seconds) + "," +
              csv_number(m.tokens_per_second_per_gpu) + "," + csv_number(m.mfu) + "," +
              csv_number(m.exposed_comm_seconds) + "," + csv_number(m.compute_seconds) + "," + std::to_string(m.units);
     } else {
-      row += ",,,,,,,,,,,";
+      row += ",,,,,,,,,,,,";
     }
     side_.out() << row.size() << "\n" << row;
   }
@@ -250,7 +256,7 @@ class CsvPoints {
     if (!out) throw InputError(path_, "", "cannot write the CSV file");
     out << "index";
     for (const planner::Axis& a : r.space.axes) out << "," << csv_field(a.key);
-    out << ",status,reason,fits,device_peak_bytes,peak_reserved_bytes,peak_allocated_bytes,overage_bytes,step_seconds,"
+    out << ",status,reason,fits,near_capacity,device_peak_bytes,peak_reserved_bytes,peak_allocated_bytes,overage_bytes,step_seconds,"
            "tokens_per_second_per_gpu,mfu,exposed_comm_seconds,compute_seconds,units,rank,pareto,"
            "resimulated_step_seconds,resimulated_tokens_per_second_per_gpu,resimulated_mfu\n";
     std::string row;
@@ -297,6 +303,7 @@ class JsonPoints {
     } else {
       pj.update(metrics_json(p.metrics));
       pj["fits"] = p.fits;
+      pj["near_capacity"] = p.near_capacity;
       pj["overage_bytes"] = std::max(0.0, p.overage_bytes);
     }
     side_.out() << pj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
@@ -502,14 +509,19 @@ std::string sweep_text(const sim::SweepResult& r, const planner::ScenarioTemplat
   const bool gpu_varies = r.space.gpu_varies();
   out << "fits: device peak (reserved + CUDA/NCCL overhead) + headroom " << gib(r.headroom_bytes) << " <= "
       << (gpu_varies ? "the point's GPU memory (the base's " + gib(gpu) + ")" : "GPU " + gib(gpu)) << "; "
-      << r.fitting << " of " << r.evaluated << " fit\n";
+      << r.fitting << " of " << r.evaluated << " fit";
+  if (r.fitting_near_capacity > 0)
+    out << ", " << r.fitting_near_capacity << " of them only near capacity (within the reserved model's "
+        << static_cast<int>(planner::kReservedModelTolerance * 100)
+        << "% tolerance of the GPU, or by freeing the allocator's cache: not recommended while another fits)";
+  out << "\n";
   if (r.interrupted)
     out << "INTERRUPTED: " << (r.evaluated + r.skipped + r.failed) << " of " << r.total
         << " points done; the results below cover those\n";
 
   auto metric_cells = [&](const sim::PointResult& p) {
     const sim::PointMetrics& m = p.metrics;
-    return std::vector<std::string>{p.fits ? "yes" : "no (+" + gib(p.overage_bytes) + ")",
+    return std::vector<std::string>{p.fits ? (p.near_capacity ? "near capacity" : "yes") : "no (+" + gib(p.overage_bytes) + ")",
                                     gib(m.device_peak_bytes),
                                     seconds_text(m.step_seconds),
                                     fixed(m.tokens_per_second_per_gpu, 0),

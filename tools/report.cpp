@@ -57,10 +57,16 @@ std::string scenario_summary(const planner::Scenario& sc, const planner::Plan& p
   out.precision(2);
   out << sc.model->parameter_count() / 1e9 << "B params) on " << sc.world_size() << " x " << sc.cluster.gpu.name << " ("
       << sc.cluster.nodes << " node" << (sc.cluster.nodes > 1 ? "s" : "") << " x " << sc.cluster.gpus_per_node << ")\n";
-  out << "FSDP" << f.version << " " << planner::strategy_name(f.strategy) << ", shard group " << f.shard_group_size
-      << ", wrap " << wrap_text(f.wrap) << " (" << planner::units_with_parameters(plan.units) << " units)"
-      << ", reshard_after_forward " << (f.reshard_after_forward == 0 ? "false" : f.reshard_after_forward == f.shard_group_size ? "true" : std::to_string(f.reshard_after_forward))
-      << (f.cpu_offload ? ", CPU offload" : "") << "\n";
+  // DeepSpeed's layout (training.master_weights optimizer_state) runs ZeRO, not FSDP: named as such,
+  // without FSDP's reshard_after_forward (ZeRO-3 always releases after use).
+  if (const int stage = planner::deepspeed_zero_stage(sc); stage > 0)
+    out << "DeepSpeed ZeRO-" << stage << ", partition group " << f.shard_group_size << ", units "
+        << wrap_text(f.wrap) << " (" << planner::units_with_parameters(plan.units) << " units)" << "\n";
+  else
+    out << "FSDP" << f.version << " " << planner::strategy_name(f.strategy) << ", shard group " << f.shard_group_size
+        << ", wrap " << wrap_text(f.wrap) << " (" << planner::units_with_parameters(plan.units) << " units)"
+        << ", reshard_after_forward " << (f.reshard_after_forward == 0 ? "false" : f.reshard_after_forward == f.shard_group_size ? "true" : std::to_string(f.reshard_after_forward))
+        << (f.cpu_offload ? ", CPU offload" : "") << "\n";
   out << "micro-batch " << t.micro_batch << " x seq " << t.seq_len << ", grad accum " << t.grad_accum << ", global batch "
       << t.global_batch << "; " << models::dtype_name(t.param_dtype) << " params"
       << (t.autocast() ? " (" + models::dtype_name(t.matmul_dtype) + " autocast)" : std::string()) << " / "
@@ -106,9 +112,11 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc, d
   std::string where = m.peak_op < 0 ? "before the step" : "at op " + std::to_string(m.peak_op) + " \"" + ops[m.peak_op].name + "\" (" + phase_of(ops[m.peak_op]) + ", micro-step " + std::to_string(ops[m.peak_op].micro_step) + ")";
   Table t({"", "size", "note"});
   t.add({"peak allocated", gib(static_cast<double>(m.peak_allocated_bytes)), where});
-  t.add({"model state at peak", gib(static_cast<double>(m.model_state_bytes)),
-         m.peak_host_bytes > 0 ? "on the GPU; the host holds " + gib(static_cast<double>(m.peak_host_bytes)) + " per rank"
-                               : "params, grads and optimizer state"});
+  // model_state_bytes is the model state's own highest point in the step, which need not be at the
+  // allocation peak (gradients are freed before activations peak again): said so in the note.
+  t.add({"peak model state", gib(static_cast<double>(m.model_state_bytes)),
+         m.peak_host_bytes > 0 ? "on the GPU, at its highest; the host holds " + gib(static_cast<double>(m.peak_host_bytes)) + " per rank"
+                               : "params, grads and optimizer state at their highest (the breakdown below is at the allocation peak)"});
   t.add({"peak reserved (est.)", gib(static_cast<double>(m.peak_reserved_bytes)), "caching-allocator model"});
   // Where the segments sit when the step ends, by the stream pool that made them (only when more
   // than one stream holds some: a block cached by one stream cannot serve another's requests).

@@ -229,6 +229,16 @@ TEST(Init, WhatEachFrameworkHoldsAtInit) {
   Planned offloaded = plan_of(seventy_b({{"version", 2}, {"cpu_offload", true}}), {"init=cpu"});
   EXPECT_DOUBLE_EQ(init_peak(offloaded.scenario, offloaded.plan).host_bytes_per_node,
                    kGpn * (4 * kN + 4 * kN / kW));
+  // What holds the host memory is named with it: the ranks' models and their offloaded state,
+  // and on meta the offloaded state alone (it read "nothing" beside 263 GiB).
+  EXPECT_EQ(init_peak(offloaded.scenario, offloaded.plan).host_at,
+            std::to_string(static_cast<int>(kGpn)) + " ranks' whole models + the offloaded state of " + std::to_string(static_cast<int>(kGpn)) + " ranks");
+  Planned offloaded_meta = plan_of(seventy_b({{"version", 2}, {"cpu_offload", true}}), {"init=meta"});
+  EXPECT_EQ(init_peak(offloaded_meta.scenario, offloaded_meta.plan).host_at,
+            "the offloaded state of " + std::to_string(static_cast<int>(kGpn)) + " ranks");
+  EXPECT_DOUBLE_EQ(init_peak(offloaded_meta.scenario, offloaded_meta.plan).host_bytes_per_node, kGpn * 4 * kN / kW);
+  Planned on_gpu_meta = plan_of(seventy_b({{"version", 2}}), {"init=meta"});
+  EXPECT_EQ(init_peak(on_gpu_meta.scenario, on_gpu_meta.plan).host_at, "nothing (the model is not built on the CPU)");
 
   auto error_path = [](const nlohmann::json& json, std::vector<std::string> overrides) {
     try {

@@ -871,8 +871,10 @@ TEST(SweepShards, RecordsReadBackBitForBit) {
   p.metrics.tokens_per_second_per_gpu = std::numeric_limits<double>::max();
   p.metrics.compute_seconds = std::numeric_limits<double>::denorm_min();
   p.metrics.units = 3;
+  p.metrics.allocator_retries = 7;
   p.metrics.exposed_comm_by_unit = {1e-300, -0.0, 3.5};
   const PointResult q = parse_point_record(point_record(p), space);
+  EXPECT_EQ(q.metrics.allocator_retries, 7);  // what judges a merged point near capacity
   EXPECT_EQ(q.index, 5u);
   EXPECT_EQ(q.label, space.label(space.choice(5)));  // from the space, not the record
   EXPECT_EQ(q.metrics.peak_allocated_bytes, p.metrics.peak_allocated_bytes);
