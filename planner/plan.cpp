@@ -101,6 +101,7 @@ class StepBuilder {
         if (stops_planning() && stops_holding(checked_add(state, live_step_bytes(), "held bytes"))) return;
       }
       backward();
+      if (micro + 1 < schedule_.micro_steps) policy_->after_backward();
     }
     optimizer_step();
     check_costs_are_finite();

@@ -20,7 +20,8 @@ class Fsdp1Policy final : public FrameworkPolicy {
   explicit Fsdp1Policy(StepContext& step)
       : FrameworkPolicy(step),
         unsharded_flat_param_(step.plan.units.size(), -1),
-        all_gather_input_(step.plan.units.size(), -1) {
+        all_gather_input_(step.plan.units.size(), -1),
+        pre_backward_in_micro_step_(step.plan.units.size(), -1) {
     // scenario.cpp refuses an integer reshard_after_forward for fsdp.version 1.
     if (reshards_to_smaller_group(step.fsdp))
       throw std::logic_error("FSDP1 has no reshard_after_forward=k (an FSDP2 option)");
@@ -39,6 +40,7 @@ class Fsdp1Policy final : public FrameworkPolicy {
 
   // _pre_backward_hook: unshard (a no-op when prefetched), then BACKWARD_PRE's prefetch.
   void pre_backward(int u) override {
+    pre_backward_in_micro_step_[u] = step_.micro_step;
     unshard(u);
     if (backward_prefetch_hook(step_.fsdp) == BackwardPrefetchHook::pre_backward)
       prefetch_next(step_.layout.backward_units, u);
@@ -49,8 +51,16 @@ class Fsdp1Policy final : public FrameworkPolicy {
   // compute dtype).
   void post_backward(int u) override {
     reshard(u);
-    if (backward_prefetch_hook(step_.fsdp) == BackwardPrefetchHook::post_backward)
-      prefetch_next(step_.layout.backward_units, u);
+    if (backward_prefetch_hook(step_.fsdp) == BackwardPrefetchHook::post_backward) {
+      // [Mistargeted prefetch] _prefetch_handle unshards the target only while its
+      // _needs_pre_backward_unshard holds, which its pre-backward hook clears ("to ensure that a
+      // mistargeted prefetch does not actually unshard these handles", _runtime_utils.py). The
+      // root's post-backward runs last (its embeddings' gradient comes last), after every unit's
+      // pre-backward: its prefetch gathered the last layer again, never freed (+1 unit to the
+      // optimizer step; the session-34 audit).
+      const int next = step_.next_unit_to_gather(step_.layout.backward_units, u);
+      if (next >= 0 && pre_backward_in_micro_step_[next] != step_.micro_step) unshard(next);
+    }
     if (step_.shard(u).numel == 0) return;
     allocate_uncovered_grads(step_, u);
     if (!reduces_this_micro_step(step_, u, step_.param_dtype_bytes)) return;
@@ -141,9 +151,19 @@ class Fsdp1Policy final : public FrameworkPolicy {
   // An unsharded flat parameter kept from forward to backward counts as model state.
   bool held_from_forward_to_backward() const { return !reshards_after_forward(step_.fsdp, /*is_root=*/false); }
 
-  // _post_backward_hook's reduction: the per-parameter gradients are concatenated into the
-  // flat gradient (transiently both) and cast to the reduce dtype on the compute stream, then
-  // reduce-scattered on the stream all-gathers use. The input is freed at once: FSDP1
+  // _post_backward_hook's reduction. [FSDP1 flat gradient] Autograd concatenates the
+  // per-parameter gradients into the flat gradient (the backward of the split that made the
+  // parameters' views of the flat parameter) and releases them before the flat parameter's
+  // AccumulateGrad hook runs: both are alive at the concatenation, 2 + 2 bytes an element in
+  // bf16. The hook then casts it to the reduce dtype (`flat_param.grad.data =
+  // flat_param.grad.to(reduce_dtype)`, the bf16 gradient still referenced while the
+  // reduce-scatter's tensors are made: 2 + 4), and reduce-scatters it on the stream all-gathers
+  // use. The copy-in op prices the concatenation and the cast together; the cast is made with
+  // the reduce-scatter. Before, the cast was made beside the per-parameter gradients too (8
+  // bytes an element): the session-34 audit found Llama-3.2-1B wrapped at the root 18.6% over its
+  // hand figure (torch/distributed/fsdp/_runtime_utils.py _post_backward_hook). Under no_sync
+  // the last micro-step's gradients were summed into the accumulated flat gradient already
+  // (reduces_this_micro_step), which is then the one cast. The input is freed at once: FSDP1
   // record_stream()s it, so the caching allocator reuses it after the reduce-scatter.
   void reduce_scatter_grads(int u) {
     const UnitShard& sh = step_.shard(u);
@@ -151,24 +171,29 @@ class Fsdp1Policy final : public FrameworkPolicy {
     const int compute = step_.param_dtype_bytes, reduce = step_.reduce_dtype_bytes;
     const int copy_in = step_.add_op(OpKind::copy_in, Stream::compute, Name{"reduce-scatter copy-in ", name}, u);
     step_.op(copy_in).hbm_bytes = static_cast<double>(sh.gathered_numel) * (compute + reduce);
-    int input = step_.alloc_at(copy_in, sh.gathered_numel * compute, MemCategory::unsharded_grad,
-                               Name{"flat grad of ", name});
-    // [FSDP1 streams] The flat gradient is the backward of the split that made the parameters'
-    // views of the flat parameter, and autograd runs a backward op on its forward op's stream:
-    // the views were made under the unshard stream (_unshard -> FlatParamHandle.unshard ->
-    // _use_unsharded_views), so the flat gradient comes from the all-gather stream's pool (the
-    // snapshot: 18 allocations of 436 and 2,101 MB there with no Python frame, autograd's).
-    step_.schedule.allocations[input].stream = Stream::all_gather;
-    step_.free_unsharded_grads(copy_in, u);
+    int input = step_.accumulated_grad[u];
+    step_.accumulated_grad[u] = -1;
+    if (input < 0) {
+      input = step_.alloc_at(copy_in, sh.gathered_numel * compute, MemCategory::unsharded_grad, Name{"flat grad of ", name});
+      // [FSDP1 streams] The flat gradient is the backward of the split that made the parameters'
+      // views of the flat parameter, and autograd runs a backward op on its forward op's stream:
+      // the views were made under the unshard stream (_unshard -> FlatParamHandle.unshard ->
+      // _use_unsharded_views), so the flat gradient comes from the all-gather stream's pool (the
+      // snapshot: 18 allocations of 436 and 2,101 MB there with no Python frame, autograd's).
+      step_.schedule.allocations[input].stream = Stream::all_gather;
+      step_.free_unsharded_grads(copy_in, u);
+    }
+    const ReduceScatter rs = issue_reduce_scatter(step_, u, copy_in, Stream::all_gather);
     if (reduce != compute) {
-      const int cast = step_.alloc_at(copy_in, sh.gathered_numel * reduce, MemCategory::reduce_scatter_buffer,
-                                      Name{"reduce-dtype grad of ", name});
-      step_.schedule.allocations[cast].stream = Stream::reduce_scatter;  // [FSDP1 streams]
-      step_.free_at(copy_in, input);
+      // Made as the reduce-scatter is issued, before its output (the op's allocations in order).
+      const int cast = step_.new_alloc(sh.gathered_numel * reduce, MemCategory::reduce_scatter_buffer, Stream::reduce_scatter,
+                                       Name{"reduce-dtype grad of ", name});  // [FSDP1 streams]
+      step_.schedule.allocations[cast].unit = u;
+      auto& allocs = step_.op(rs.op).allocs;
+      allocs.insert(allocs.begin(), cast);
+      step_.free_at(rs.op, input);
       input = cast;
     }
-    step_.free_at(copy_in, step_.accumulated_grad[u]);
-    const ReduceScatter rs = issue_reduce_scatter(step_, u, copy_in, Stream::all_gather);
     // [FSDP1 streams] _post_backward_hook casts the gradient and makes the reduce-scatter's
     // tensors under _post_backward_stream (_runtime_utils.py, _post_backward_hook and
     // _get_reduce_scatter_tensors), a stream of its own (_init_streams), so they come from that
@@ -187,6 +212,8 @@ class Fsdp1Policy final : public FrameworkPolicy {
   std::vector<int> all_gather_input_;  // the shard-sized communication buffer
   // limit_all_gathers: ops whose frees the next unshards wait for, oldest first.
   std::deque<int> pending_frees_;
+  // The micro-step whose backward has run the unit's pre-backward hook (-1: none yet).
+  std::vector<int> pre_backward_in_micro_step_;
 };
 
 }  // namespace

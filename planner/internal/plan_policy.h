@@ -240,6 +240,9 @@ class FrameworkPolicy {
   virtual void post_forward(int unit) = 0;
   virtual void pre_backward(int unit) = 0;
   virtual void post_backward(int unit) = 0;
+  // After a micro-step's backward, its last post-backward done (FSDP2's root post-backward
+  // final callback); not after the last micro-step's, which before_optimizer_step follows.
+  virtual void after_backward() {}
   // Before the optimizer step: release what the last post-backward left for a later hook.
   virtual void before_optimizer_step() {}
   // After the optimizer step (`updated`: the op after which the updated partitions are in place).

@@ -161,6 +161,50 @@ TEST(HandWorkedGradSync, FullShardReduceScattersEveryMicroStepByDefault) {
   EXPECT_EQ(count_ops(p.schedule, OpKind::reduce_scatter, 1), 4);
 }
 
+// [End of backward] (planner/plan_fsdp2.cpp) FSDP2 at grad accum 2 reduce-scatters in both
+// micro-steps. Its root post-backward callback (FSDPState._root_post_backward_final_callback)
+// makes the compute stream wait for the last reduce-scatter and clears its state, so no
+// reduce-scatter input of micro-step 0 is alive in micro-step 1: the fp32 input of the last
+// unit reduced (4096 x 4 B here) was carried to micro-step 1's first reduce-scatter before.
+TEST(HandWorkedFsdp2, NoReduceScatterInputOutlivesItsBackward) {
+  const Plan p = plan(scenario(4, 16, {{"version", 2}, {"strategy", "FULL_SHARD"}}, {{"grad_accum", 2}}));
+  const Schedule& s = p.schedule;
+  int wait = -1, last_reduce_scatter = -1, first_forward_1 = -1;
+  for (const Op& op : s.ops) {
+    if (op.micro_step == 0 && op.kind == OpKind::reduce_scatter) last_reduce_scatter = op.id;
+    if (op.micro_step == 0 && op.kind == OpKind::wait && op.name == "wait for the last reduce-scatter") wait = op.id;
+    if (op.micro_step == 1 && op.kind == OpKind::compute_fwd && first_forward_1 < 0) first_forward_1 = op.id;
+  }
+  ASSERT_GE(wait, 0);
+  EXPECT_EQ(s.ops[wait].stream, Stream::compute);
+  ASSERT_EQ(s.ops[wait].deps.size(), 1u);
+  EXPECT_EQ(s.ops[wait].deps[0], last_reduce_scatter);
+  EXPECT_LT(wait, first_forward_1);
+  ASSERT_GE(first_forward_1, 0);
+  EXPECT_EQ(live_bytes(s, first_forward_1, MemCategory::reduce_scatter_buffer), 0);
+  EXPECT_EQ(live_bytes(s, wait, MemCategory::reduce_scatter_buffer), kWeight * 4);  // freed as it is issued
+  // The last micro-step's is released before the optimizer step, as before: one wait op only.
+  EXPECT_EQ(count_ops(s, OpKind::wait), 1);
+}
+
+// [Mistargeted prefetch] (planner/plan_fsdp1.cpp) FSDP1 with BACKWARD_POST: each unit's
+// post-backward prefetches the next unit in backward order, but the root's runs last (its
+// embeddings' gradient comes last), after every unit's pre-backward, and PyTorch unshards a
+// target only while its pre-backward has not run (_needs_pre_backward_unshard). So a step
+// gathers each of the 4 blocks twice, forward and backward (the root holds no parameters here):
+// 8 all-gathers, and nothing gathered is still alive at the optimizer step. Before, the root's
+// post-backward gathered blocks.3 a third time and never freed it.
+TEST(HandWorkedFsdp1, BackwardPostPrefetchesNothingAfterTheRootsPostBackward) {
+  const Plan p = plan(scenario(4, 16, {{"version", 1}, {"strategy", "FULL_SHARD"}, {"backward_prefetch", "BACKWARD_POST"}}));
+  const Schedule& s = p.schedule;
+  EXPECT_EQ(count_ops(s, OpKind::all_gather), 8);
+  int optimizer = -1;
+  for (const Op& op : s.ops)
+    if (op.kind == OpKind::optimizer && optimizer < 0) optimizer = op.id;
+  ASSERT_GE(optimizer, 0);
+  EXPECT_EQ(live_bytes(s, optimizer, MemCategory::unsharded_param), 0);
+}
+
 // ---- activation checkpointing -----------------------------------------------------------
 // Full activation checkpointing (torch.utils.checkpoint; Chen et al. 2016, "Training Deep Nets
 // with Sublinear Memory Cost", Sec. 3; Korthikanti et al. 2022, Sec. 5): forward keeps only each
@@ -324,20 +368,29 @@ TEST(HandWorkedDefaults, Fsdp1RateLimiterWaitsForTheFreeTwoUnitsBack) {
 // ---- FSDP1's flat gradient ----------------------------------------------------------------
 // FSDP1 (REFERENCE.md, "FSDP1 (FlatParameter)"; torch/distributed/fsdp/_flat_param.py: the
 // parameters are views of the flat parameter): autograd makes each parameter's gradient as its
-// own tensor and concatenates them into the flat gradient, so at the reduce-scatter copy-in
-// both are live (2x the unit's gradient in param_dtype), beside the flat gradient cast to the
-// reduce dtype. One 64 x 64 block on 8 GPUs (no padding: 4096 = 8 x 512), bf16 grads, fp32
-// reduce: unsharded grads 2 x 4096 x 2 B, reduce-scatter input 4096 x 4 B.
+// own tensor and concatenates them into the flat gradient (the split's backward), so at the
+// reduce-scatter copy-in both are live (2x the unit's gradient in param_dtype). Autograd then
+// releases the parameters' gradients before the flat parameter's AccumulateGrad hook, which
+// casts the flat gradient to the reduce dtype beside it ([FSDP1 flat gradient],
+// planner/plan_fsdp1.cpp): at the reduce-scatter the flat gradient and its cast, not the
+// parameters' gradients. One 64 x 64 block on 8 GPUs (no padding: 4096 = 8 x 512), bf16 grads,
+// fp32 reduce: unsharded grads 2 x 4096 x 2 B at the copy-in; 4096 x 2 B and the cast 4096 x 4 B
+// at the reduce-scatter (8 bytes an element before: the cast beside both).
 // Kills buf.fsdp1-flat-grad-copy-dropped.
 TEST(HandWorkedFsdp1, FlatGradientIsTransientlyASecondCopy) {
   const Plan p = plan(scenario(4, 16, {{"version", 1}, {"strategy", "FULL_SHARD"}}));
   const Schedule& s = p.schedule;
-  int copy_in = -1;
-  for (const Op& op : s.ops)
+  int copy_in = -1, reduce_scatter = -1;
+  for (const Op& op : s.ops) {
     if (op.name == "reduce-scatter copy-in blocks.3") copy_in = op.id;
+    if (op.name == "reduce-scatter blocks.3") reduce_scatter = op.id;
+  }
   ASSERT_GE(copy_in, 0);
+  ASSERT_GT(reduce_scatter, copy_in);
   EXPECT_EQ(live_bytes(s, copy_in, MemCategory::unsharded_grad), 2 * kWeight * 2);
-  EXPECT_EQ(live_bytes(s, copy_in, MemCategory::reduce_scatter_buffer), kWeight * 4);
+  EXPECT_EQ(live_bytes(s, copy_in, MemCategory::reduce_scatter_buffer), 0);
+  EXPECT_EQ(live_bytes(s, reduce_scatter, MemCategory::unsharded_grad), kWeight * 2);
+  EXPECT_EQ(live_bytes(s, reduce_scatter, MemCategory::reduce_scatter_buffer), kWeight * 4);
 }
 
 // ---- HSDP ---------------------------------------------------------------------------------
