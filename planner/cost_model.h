@@ -255,8 +255,17 @@ class CostModel {
   struct NcclView {
     ClusterSpec cluster;
     NcclParams nccl;
+    // [Shared NIC sharers] Instances of the group that cross each NIC at once, when more than
+    // one: the view is one instance's NIC whole (what its communicator sees), and the
+    // collective's transfer is then stretched to the NIC's share (CostModel::collective).
+    double nic_sharers = 1;
   };
-  NcclView nccl_view(const ProcessGroup& group) const;
+  // What one instance of the group has. `whole_nics`: a NIC shared by several instances is seen
+  // whole, with nic_sharers set (NCCL's own view, for its graph search); else it is one NIC of
+  // its share of the bandwidth (the all-to-all model, which takes the links' figures as they are).
+  NcclView nccl_view(const ProcessGroup& group, bool whole_nics) const;
+  // One instance's collective, priced on its NIC whole, stretched to its share of the NIC.
+  CollectiveEstimate share_the_nic(CollectiveEstimate e, const NcclView& view) const;
   const ProcessGroup& group_of(const Op& op, const Schedule& schedule) const;
   // An op without shapes: its matrix FLOPs at the GEMM ceiling (duration_seconds' GEMM part).
   double shapeless_matmul_seconds(const Op& op) const;

@@ -1,5 +1,6 @@
 #include "planner/op_costs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -78,6 +79,14 @@ int link_domain(const ProcessGroup& group, const ClusterSpec& cluster) {
   return group.nodes > 1 && cluster.intra_kind != IntraNodeKind::pcie ? kNetwork : kNodeFabric;
 }
 
+double link_load(const ProcessGroup& group, const ClusterSpec& cluster, const CollectiveEstimate& e) {
+  if (group.nodes <= 1 || cluster.intra_kind != IntraNodeKind::pcie || !(cluster.intra_bandwidth_gbps > 0)) return 1.0;
+  const double transfer = e.seconds - e.latency_seconds;
+  if (!(transfer > 0) || !(e.bus_bandwidth_gbps > 0)) return 1.0;
+  const double busbw_of_transfer = e.bus_bandwidth_gbps * e.seconds / transfer;
+  return std::clamp(busbw_of_transfer / cluster.intra_bandwidth_gbps, 1e-9, 1.0);
+}
+
 OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMemo* memo) {
   const std::size_t n = schedule.ops.size();
   OpCosts c;
@@ -89,6 +98,7 @@ OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMem
   c.issue_lead_seconds.resize(n);
   c.latency_seconds.assign(n, 0.0);
   c.link_domain.assign(n, kNodeFabric);
+  c.link_load.assign(n, 1.0);
   c.kernels.assign(n, 0.0);
   CollectiveMemo local;
   CollectiveMemo& collectives = memo ? *memo : local;
@@ -125,6 +135,7 @@ OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMem
       c.duration_seconds[op.id] = e.seconds;
       c.latency_seconds[op.id] = e.latency_seconds;
       c.link_domain[op.id] = link_domain(schedule.groups[op.group], cost.cluster());
+      c.link_load[op.id] = link_load(schedule.groups[op.group], cost.cluster(), e);
     } else {
       // A collective without a group of the schedule: duration_seconds says so (it throws).
       c.duration_seconds[op.id] = is_collective(op.kind) ? cost.duration_seconds(op, schedule, &kernel_times) : p.duration;
@@ -159,14 +170,14 @@ void check_costs(const Schedule& s, const OpCosts& c) {
   auto sized = [n](const std::vector<double>& v, bool optional) { return v.size() == n || (optional && v.empty()); };
   if (!sized(c.duration_seconds, false) || !sized(c.issue_seconds, false) || !sized(c.latency_seconds, true) ||
       !sized(c.kernels, true) || !sized(c.issue_lead_seconds, true) ||
-      !(c.link_domain.empty() || c.link_domain.size() == n))
+      !(c.link_domain.empty() || c.link_domain.size() == n) || !sized(c.link_load, true))
     throw std::invalid_argument(
         "the op costs give " + std::to_string(c.duration_seconds.size()) + " durations, " +
         std::to_string(c.issue_seconds.size()) + " issue costs, " + std::to_string(c.latency_seconds.size()) +
         " latencies, " + std::to_string(c.kernels.size()) + " kernel counts, " +
-        std::to_string(c.issue_lead_seconds.size()) + " issue leads and " + std::to_string(c.link_domain.size()) +
-        " link domains for a schedule of " + std::to_string(n) +
-        " ops (expected one per op; latencies, kernel counts, issue leads and link domains may be empty)");
+        std::to_string(c.issue_lead_seconds.size()) + " issue leads, " + std::to_string(c.link_domain.size()) +
+        " link domains and " + std::to_string(c.link_load.size()) + " link loads for a schedule of " + std::to_string(n) +
+        " ops (expected one per op; latencies, kernel counts, issue leads, link domains and loads may be empty)");
   auto finite_nonnegative = [](double x) { return x >= 0 && std::isfinite(x); };
   for (std::size_t i = 0; i < n; ++i) {
     const bool ok = finite_nonnegative(c.duration_seconds[i]) && finite_nonnegative(c.issue_seconds[i]) &&
@@ -180,6 +191,9 @@ void check_costs(const Schedule& s, const OpCosts& c) {
       throw std::invalid_argument("op " + std::to_string(i) + " (" + s.ops[i].name + ") has link domain " +
                                   std::to_string(c.link_domain[i]) + " (expected " + std::to_string(kNodeFabric) +
                                   ", the node's links, or " + std::to_string(kNetwork) + ", the network)");
+    if (!c.link_load.empty() && !(c.link_load[i] > 0 && c.link_load[i] <= 1))
+      throw std::invalid_argument("op " + std::to_string(i) + " (" + s.ops[i].name + ") has a link load of " +
+                                  std::to_string(c.link_load[i]) + " (expected a share of its link in (0, 1])");
     if (!c.issue_lead_seconds.empty() &&
         !(finite_nonnegative(c.issue_lead_seconds[i]) && c.issue_lead_seconds[i] <= c.issue_seconds[i]))
       throw std::invalid_argument("op " + std::to_string(i) + " (" + s.ops[i].name + ") has an issue lead of " +

@@ -38,11 +38,18 @@ struct OpCosts {
   // Compute runs this much slower while a collective is in flight (0.1 = 10%).
   double compute_slowdown_under_comm = 0;
   // Collectives transferring at once (on different communicators: [Communicator order]) share
-  // the links, each progressing at 1/k while k of one link domain transfer.
+  // the links of their domain max-min fairly: each takes its link_load of the domain's link
+  // alone, and while those loads add up past the link, each gets the same share of it or its
+  // whole load if smaller (k collectives that each saturate it progress at 1/k).
   bool share_bandwidth = true;
   // [Link domains] For collectives, the links their transfers are bound by, numbered: only
   // collectives of one domain share bandwidth. Empty: every collective in one domain.
   std::vector<int> link_domain;
+  // [Link loads] For collectives, the fraction of its domain's link a transfer takes when it
+  // runs alone, in (0, 1]: 1 where the domain's link bounds it; less for a collective bound
+  // elsewhere that crosses it (HSDP's all-reduce across PCIe nodes, bound by its share of the
+  // NIC, crosses its GPU's PCIe link at a tenth of that link's speed). Empty: 1 for all.
+  std::vector<double> link_load;
   // The dense peak MFU and HFU divide by (CostModel::mfu_peak_flops; 0: unknown).
   double mfu_peak_flops = 0;
 };
@@ -68,6 +75,12 @@ const CollectiveEstimate& memoized_collective(const Op& op, const Schedule& sche
 // flows on the built platform do.
 constexpr int kNodeFabric = 0, kNetwork = 1;
 int link_domain(const ProcessGroup& group, const ClusterSpec& cluster);
+
+// [Link loads] The share of its domain's link a collective of `group` takes alone, given its
+// NCCL estimate: on PCIe nodes a group across nodes crosses each GPU's PCIe link at its bus
+// bandwidth (the transfer's, the latency aside) out of the link's; 1 everywhere else (the
+// domain's link is what bounds the transfer).
+double link_load(const ProcessGroup& group, const ClusterSpec& cluster, const CollectiveEstimate& estimate);
 
 // Prices every op with the cost model; collective estimates are memoised in `memo` (which must
 // belong to `cost`), or per call when it is null.

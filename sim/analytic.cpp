@@ -53,6 +53,22 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
+double fair_share_level(const double* loads, int count) {
+  // Water-filling: the smallest loads are served whole while they are below an equal split of
+  // what is left; the rest split it equally.
+  std::array<double, planner::kStreamCount> sorted{};
+  const int m = std::min(count, planner::kStreamCount);
+  std::copy(loads, loads + m, sorted.begin());
+  std::sort(sorted.begin(), sorted.begin() + m);
+  double left = 1.0;
+  for (int k = 0; k < m; ++k) {
+    const double equal = left / (m - k);
+    if (sorted[k] > equal) return equal;
+    left -= sorted[k];
+  }
+  return kInf;
+}
+
 void summarize_step(const planner::Schedule& s, StepTiming& r, double cpu_end, double mfu_peak_flops) {
   const int n = static_cast<int>(s.ops.size());
   std::vector<OpTiming>& t = r.ops;
@@ -243,6 +259,7 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
   const bool has_latency = !in.latency_seconds.empty();
   // [Link domains] The domain a collective's transfer loads (check_costs: kNodeFabric or kNetwork).
   auto domain_of = [&](int i) { return in.link_domain.empty() ? planner::kNodeFabric : in.link_domain[i]; };
+  auto load_of = [&](int i) { return in.link_load.empty() ? 1.0 : in.link_load[i]; };
   const bool bounded_queue = in.launch_queue_kernels > 0 && !in.kernels.empty();
   std::array<double, kGpuStreams> queued_kernels{};  // issued, not finished
   std::array<int, kGpuStreams> last_finished;        // the last op that left the queue
@@ -383,10 +400,23 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
       ++collectives;
       if (latency_left[i] <= 0) ++transferring[domain_of(i)];
     }
+    // [Link loads] Max-min sharing of each domain's link among the collectives transferring in
+    // it: the level each gets of the link (its load if smaller), infinite while the loads fit.
+    std::array<double, planner::kNetwork + 1> level;
+    level.fill(kInf);
+    if (in.share_bandwidth)
+      for (int d = 0; d <= planner::kNetwork; ++d) {
+        if (transferring[d] < 2) continue;
+        std::array<double, kGpuStreams> loads{};
+        int m = 0;
+        for (int k = 0; k < stream_count; ++k)
+          if (const int i = running[streams[k]]; i >= 0 && collective[i] && latency_left[i] <= 0 && domain_of(i) == d)
+            loads[m++] = load_of(i);
+        level[d] = fair_share_level(loads.data(), m);
+      }
     auto rate_of = [&](int i, int st) {
       if (st == compute_stream) return collectives > 0 ? slow_rate : 1.0;
-      if (in.share_bandwidth && collective[i] && transferring[domain_of(i)] > 1)
-        return 1.0 / transferring[domain_of(i)];
+      if (collective[i] && level[domain_of(i)] < load_of(i)) return level[domain_of(i)] / load_of(i);
       return 1.0;
     };
     double next = kInf;

@@ -17,9 +17,11 @@
 //   slowdown applies to exactly the overlapped portion. Compute does not slow collectives.
 // - Collectives of one process group (one NCCL communicator) run one at a time in issue order,
 //   whichever stream issues them (planner/schedule.h, [Communicator order]).
-// - A collective first spends its latency term (NCCL's model), then transfers; k collectives
-//   transferring at once (on different communicators) share the links, each progressing at
-//   1/k (processor sharing).
+// - A collective first spends its latency term (NCCL's model), then transfers; collectives
+//   transferring at once (on different communicators) in one link domain share its link
+//   max-min fairly by their link loads (planner/op_costs.h, [Link loads]): k that each
+//   saturate it progress at 1/k (processor sharing); one that takes a small share alone keeps
+//   it, and the others share the rest.
 // - The step ends when the last op ends (or the CPU finishes issuing, if later).
 // The critical path follows, from the last op back to time 0, the constraint that actually
 // set each start (CPU issue, the previous op on the stream, a dependency, a CPU wait), so
@@ -50,6 +52,11 @@ enum class Constraint {
   launch_queue     // CPU: its stream's launch queue was full until the named op ended
 };
 const char* to_string(Constraint c);
+
+// [Link loads] Max-min fair sharing of one link (capacity 1) among `count` transfers that each
+// take loads[i] of it alone: the level L each gets (its own load when that is less), L being
+// such that the shares, min(load, L), add up to the link; infinity when the loads fit alone.
+double fair_share_level(const double* loads, int count);
 
 struct OpTiming {
   double issue_start = 0;    // the CPU begins issuing it; allocations and frees happen here

@@ -4,6 +4,8 @@
 // communication per unit, the critical path, and refusing a deadlocked schedule.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "sim/analytic.h"
 
 namespace fsdpsim::sim {
@@ -99,6 +101,41 @@ TEST(AnalyticEngine, CollectivesShareOnlyTheLinksOfTheirDomain) {
   EXPECT_NEAR(t.ops[rs].end, 1.8, kTol);
   // A domain the engine does not know is refused, not indexed.
   b.in.link_domain = {planner::kNodeFabric, planner::kNodeFabric, 2};
+  EXPECT_THROW(b.run(), std::invalid_argument);
+}
+
+// [Link loads] Max-min sharing of one link, worked by hand: two that saturate it get half each;
+// 0.1 beside 1: the small one is served whole, the other gets the 0.9 left; three where one
+// takes 0.065 alone (HSDP's all-reduce across PCIe nodes at 1.5625 of its GPU's 24 GB/s beside
+// the node's all-gather and reduce-scatter): (1 - 0.065) / 2 = 0.4675 each; loads that fit
+// together: no level.
+TEST(AnalyticEngine, FairShareLevelIsMaxMinWaterFilling) {
+  const double halves[] = {1, 1}, small_and_full[] = {1, 0.1}, hsdp[] = {1, 0.065, 1}, fit[] = {0.3, 0.3};
+  EXPECT_NEAR(fair_share_level(halves, 2), 0.5, kTol);
+  EXPECT_NEAR(fair_share_level(small_and_full, 2), 0.9, kTol);
+  EXPECT_NEAR(fair_share_level(hsdp, 3), 0.4675, kTol);
+  EXPECT_EQ(fair_share_level(fit, 2), std::numeric_limits<double>::infinity());
+}
+
+TEST(AnalyticEngine, ACollectiveThatTakesLittleOfTheLinkKeepsItsSpeed) {
+  // The schedule of ConcurrentCollectivesShareBandwidthAfterTheirLatency, one domain, but the RS
+  // takes 0.1 of the link alone. From 0.7 both transfer: the RS at full speed (0.1 <= 0.9), the
+  // AG at 0.9: its last 0.3 s take 1/3 s -> 1.0333; the RS's 0.8 s -> 1.5. With loads of 1 both:
+  // 1.3 and 1.8, as that test has it.
+  Builder b = gather_beside_reduce_scatter();
+  const int ag = 0, rs = 2;
+  b.in.link_load = {1.0, 1.0, 0.1};
+  StepTiming t = b.run();
+  EXPECT_NEAR(t.ops[ag].end, 0.7 + 0.3 / 0.9, kTol);
+  EXPECT_NEAR(t.ops[rs].end, 1.5, kTol);
+  b.in.link_load = {1.0, 1.0, 1.0};
+  t = b.run();
+  EXPECT_NEAR(t.ops[ag].end, 1.3, kTol);
+  EXPECT_NEAR(t.ops[rs].end, 1.8, kTol);
+  // A load outside (0, 1] is refused.
+  b.in.link_load = {1.0, 1.0, 0.0};
+  EXPECT_THROW(b.run(), std::invalid_argument);
+  b.in.link_load = {1.0, 1.0, 1.5};
   EXPECT_THROW(b.run(), std::invalid_argument);
 }
 
