@@ -261,6 +261,7 @@ TrainingSpec parse_training(JsonReader r, int world) {
   const std::int64_t per_micro_step = checked_mul(t.micro_batch, world, "micro_batch x ranks");
   if (r.has("global_batch")) {
     t.global_batch = r.positive_integer("global_batch");
+    t.global_batch_stated = true;
     if (t.global_batch % per_micro_step != 0)
       r.fail("global_batch", "global batch " + std::to_string(t.global_batch) +
                                  " is not a multiple of micro_batch x data-parallel ranks = " +

@@ -74,6 +74,7 @@ enum class BackwardPrefetch { none, pre, post };
 
 struct TrainingSpec {
   std::int64_t global_batch = 0;  // sequences per optimizer step, all ranks
+  bool global_batch_stated = false;  // given (training.global_batch), not derived from grad_accum
   std::int64_t micro_batch = 1;   // sequences per rank per forward/backward
   std::int64_t seq_len = 2048;
   std::int64_t grad_accum = 1;    // micro-steps per step (derived when not given)

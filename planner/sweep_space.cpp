@@ -187,11 +187,19 @@ Axis expand_axis(const AxisSpec& spec, const AxisContext& ctx) {
       nlohmann::json w = wrap_object(v, spec.file, path);
       add({v.is_string() ? v.get<std::string>() : w.dump(), {assignment("fsdp.wrap", w)}});
     } else if (spec.key == "training.micro_batch") {
-      // The global batch stays; gradient accumulation follows (parse_scenario checks that it divides).
+      // A stated global batch stays; gradient accumulation follows (parse_scenario checks that
+      // it divides). A derived one follows the micro-batch at the base's accumulation: the
+      // one-line form states none, and its sweep skipped every larger micro-batch (the global
+      // batch of one micro-step at micro-batch 1 does not divide by 2 x the ranks; session 34).
       const std::int64_t mb = positive_int_value(v, spec, path, "a micro-batch");
-      add({std::to_string(mb),
-           {"training.micro_batch=" + std::to_string(mb), "training.global_batch=" + std::to_string(ctx.global_batch),
-            "training.grad_accum=null"}});
+      if (ctx.global_batch_stated)
+        add({std::to_string(mb),
+             {"training.micro_batch=" + std::to_string(mb), "training.global_batch=" + std::to_string(ctx.global_batch),
+              "training.grad_accum=null"}});
+      else
+        add({std::to_string(mb),
+             {"training.micro_batch=" + std::to_string(mb), "training.global_batch=null",
+              "training.grad_accum=" + std::to_string(ctx.grad_accum)}});
     } else if (spec.key == "training.activation_checkpointing") {
       nlohmann::json ac = v;
       if (v.is_string() && starts_with(v.get<std::string>(), "every:"))
@@ -408,7 +416,8 @@ void ScenarioTemplate::init(std::shared_ptr<const Scenario> base, ScenarioDocume
 }
 
 AxisContext ScenarioTemplate::context() const {
-  return {base_->world_size(), base_->training.global_batch, base_->cluster.gpus_per_node};
+  return {base_->world_size(), base_->training.global_batch, base_->cluster.gpus_per_node,
+          base_->training.global_batch_stated, base_->training.grad_accum};
 }
 
 bool SweepSpace::gpu_varies() const {

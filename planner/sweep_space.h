@@ -58,6 +58,11 @@ struct AxisContext {
   int world_size = 1;
   std::int64_t global_batch = 0;
   int gpus_per_node = 0;  // "*" shard groups: only those that lie evenly on the nodes
+  // A micro-batch axis keeps the global batch where the base states one (gradient accumulation
+  // follows); where it was derived (grad_accum micro-steps of micro_batch x ranks), it keeps
+  // grad_accum and the global batch follows, as `estimate --micro-batch` does.
+  bool global_batch_stated = true;
+  std::int64_t grad_accum = 1;
 };
 
 // "key=v1,v2,...": commas inside brackets, braces or quotes do not split; each value is

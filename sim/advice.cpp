@@ -297,7 +297,11 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
               bool give_up_past_closest, std::optional<double> base_overage) {
   Advice advice;
   advice.headroom_bytes = headroom_bytes;
-  const std::vector<Change> singles = single_changes(base->base(), base->context());
+  // A smaller micro-batch is advised keeping the global batch, stated or not: the batch the
+  // run trains with is not the advice's to change.
+  planner::AxisContext context = base->context();
+  context.global_batch_stated = true;
+  const std::vector<Change> singles = single_changes(base->base(), context);
   std::vector<std::vector<Change>> combos;
   for (const Change& c : singles) combos.push_back({c});
   // One for singles and pairs: a pair is shown only when strictly closer than every single, or

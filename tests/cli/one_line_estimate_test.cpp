@@ -204,6 +204,40 @@ TEST(OneLineEstimate, SweepTakesItToo) {
 // the planned step (its peak allocated is the plan's, to the byte, as `estimate` gives it); a bare
 // schedule's --cluster takes a catalog name as well as a file; a schedule with scenario options
 // is refused.
+// The one-line form states no global batch: `estimate --micro-batch m` runs one micro-step of m
+// x the GPUs. A micro-batch axis of its sweep does the same for each value (the base's
+// accumulation kept), so every point is evaluated and each equals its `estimate`. Before, the
+// axis kept the base's derived global batch (8 sequences at micro-batch 1 on 8 GPUs) and skipped
+// micro-batch 2 and 4 ("not a multiple of micro_batch x data-parallel ranks"). With
+// --global-batch stated, it is kept and accumulation follows.
+TEST(OneLineEstimate, AMicroBatchAxisFollowsTheFormsBatchLikeEstimate) {
+  const std::string line = "--model llama3.2-1b --gpus 8xH100 --seq-len 2048";
+  const nlohmann::json r = run_json("sweep " + line + " --axis training.micro_batch=1,2,4 --threads 1");
+  ASSERT_EQ(r["points"].size(), 3u);
+  for (const auto& p : r["points"]) {
+    ASSERT_EQ(p["status"], "ok") << p.dump();
+    const std::string mb = p["values"]["training.micro_batch"];
+    const nlohmann::json alone = run_json("estimate " + line + " --micro-batch " + mb);
+    EXPECT_EQ(alone["throughput"]["tokens_per_second_per_gpu"], p["throughput"]["tokens_per_second_per_gpu"]) << mb;
+    EXPECT_EQ(alone["memory"]["peak_reserved_bytes"], p["memory"]["peak_reserved_bytes"]) << mb;
+    // Sequences a step trains: step x tokens/s/GPU x 8 GPUs / 2,048 tokens.
+    const double sequences = p["time"]["step_seconds"].get<double>() *
+                             p["throughput"]["tokens_per_second_per_gpu"].get<double>() * 8 / 2048;
+    EXPECT_NEAR(sequences, 8 * std::stoi(mb), 1e-6) << mb;
+  }
+  const nlohmann::json stated = run_json("sweep " + line + " --global-batch 32 --axis training.micro_batch=1,2,4 --threads 1");
+  ASSERT_EQ(stated["points"].size(), 3u);
+  for (const auto& p : stated["points"]) {
+    ASSERT_EQ(p["status"], "ok") << p.dump();
+    const std::string mb = p["values"]["training.micro_batch"];
+    const nlohmann::json alone = run_json("estimate " + line + " --global-batch 32 --micro-batch " + mb);
+    EXPECT_EQ(alone["throughput"]["tokens_per_second_per_gpu"], p["throughput"]["tokens_per_second_per_gpu"]) << mb;
+    const double sequences = p["time"]["step_seconds"].get<double>() *
+                             p["throughput"]["tokens_per_second_per_gpu"].get<double>() * 8 / 2048;
+    EXPECT_NEAR(sequences, 32, 1e-6) << mb;
+  }
+}
+
 TEST(OneLineEstimate, RunVerifyAndCalibrateTakeItToo) {
   const std::string line = "--model gpt2 --gpus 2xH100";
   const nlohmann::json planned = run_json("estimate " + line);
