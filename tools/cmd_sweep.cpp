@@ -1054,6 +1054,10 @@ void run_sweep_command(const SweepOptionsCli& o) {
       throw InputError::option("--wrap-search", "searches the wrapping of one configuration: drop the axes (use --set)");
     if (!o.shard.empty() || !o.merge.empty())
       throw InputError::option("--wrap-search", "runs in one process: drop --shard and --merge");
+    // The resource guard sizes sweeps of points; the wrap search times a bounded number of
+    // candidate wrappings (--wrap-candidates) and has no estimate to print: it ran in full.
+    if (o.estimate_cost)
+      throw InputError::option("--estimate-cost", "estimates a sweep's points, not the wrap search's: drop it");
     run_wrap_search(o, from, headroom_bytes);
     return;
   }

@@ -1,10 +1,12 @@
 #include "tools/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
 #include "planner/device_memory.h"
+#include "sim/simgrid_platform.h"
 #include "sim/timing_report.h"
 #include "sim/unit_report.h"
 #include "tools/format.h"
@@ -76,6 +78,37 @@ std::string scenario_summary(const planner::Scenario& sc, const planner::Plan& p
   return out.str();
 }
 
+namespace {
+
+// [Spine not priced] `estimate` prices the NICs and the links inside a node, not a fabric's
+// spine. A ring sends one node's traffic out of a leaf, so an oversubscribed spine slows it only
+// where a leaf holds fewer nodes than the oversubscription; all-to-alls across leaves load it
+// whatever the leaf. Said where the job crosses leaves of an oversubscribed fabric (the
+// session-34 audit: a 4:1 tree read the same as a non-blocking one, without a word).
+std::string spine_warning(const planner::Scenario& sc, const planner::Schedule& schedule) {
+  const planner::ClusterSpec& c = sc.cluster;
+  if (!(c.oversubscription > 1) || c.nodes <= 1) return "";
+  int leaf = sim::default_nodes_per_leaf(c);
+  if (sc.simulation.is_object() && sc.simulation.contains("fabric") && sc.simulation["fabric"].is_object() &&
+      sc.simulation["fabric"].contains("nodes_per_leaf") && sc.simulation["fabric"]["nodes_per_leaf"].is_number_integer())
+    leaf = std::max(1, sc.simulation["fabric"]["nodes_per_leaf"].get<int>());
+  if (c.nodes <= leaf) return "";
+  const bool all_to_all = std::any_of(schedule.ops.begin(), schedule.ops.end(), [&](const planner::Op& op) {
+    return op.kind == planner::OpKind::all_to_all && op.group >= 0 && schedule.groups[op.group].nodes > 1;
+  });
+  const bool rings_slowed = leaf < c.oversubscription;
+  if (!rings_slowed && !all_to_all) return "";
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%g:1", c.oversubscription);
+  return std::string("the fabric's spine (") + ratio + " oversubscribed, " + std::to_string(leaf) +
+         (leaf == 1 ? " node" : " nodes") + " a leaf) is not priced here: " +
+         (rings_slowed ? "with fewer nodes a leaf than the oversubscription, the rings across leaves are slower"
+                       : "the all-to-alls across leaves load it") +
+         " than this step says; `fsdpsim simulate` builds the fabric and prices it";
+}
+
+}  // namespace
+
 std::vector<std::string> estimate_warnings(const sim::Estimate& e, const planner::Scenario& sc) {
   std::vector<std::string> warnings = planner::tied_weight_warnings(e.plan.units);
   if (sc.fsdp.requested_strategy)
@@ -92,6 +125,7 @@ std::vector<std::string> estimate_warnings(const sim::Estimate& e, const planner
     warnings.push_back(std::move(nvme));
   if (std::string nic = planner::shared_nic_warning(e.cluster, e.plan.schedule); !nic.empty())
     warnings.push_back(std::move(nic));
+  if (std::string spine = spine_warning(sc, e.plan.schedule); !spine.empty()) warnings.push_back(std::move(spine));
   if (std::string near = planner::near_capacity_warning(e.gpu_memory_bytes, e.device_peak_bytes(),
                                                         static_cast<double>(e.memory.peak_reserved_bytes),
                                                         e.memory.allocator_retries);
@@ -156,6 +190,12 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc, d
   time.add({"tokens/s per GPU", buf, ""});
   time.add({"MFU", percent(tm.mfu), std::string("6N + attention FLOPs (causal: half the square) / dense ") +
                                        sc.training.mfu_peak_dtype() + " peak"});
+  // What bounds the step: the critical path's parts (README; the JSON's time.critical_path).
+  const sim::CriticalPathSummary& path = tm.critical_path_summary;
+  auto share = [&](double x) { return tm.step_seconds > 0 ? percent(x / tm.step_seconds) : std::string("-"); };
+  time.add({"critical path", share(path.compute_seconds) + " compute",
+            share(path.communication_seconds) + " communication, " + share(path.other_gpu_seconds) + " other GPU work, " +
+                share(path.cpu_issue_seconds) + " CPU issue, " + share(path.host_seconds) + " host"});
   out << time.str();
   // The one constant fitted to end-to-end runs (docs/accuracy.md): say so where the time is read.
   std::snprintf(buf, sizeof buf, "%.2f", e.calibration.memory_bound_efficiency);

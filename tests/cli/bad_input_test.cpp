@@ -378,7 +378,10 @@ TEST(Hardening, SelfContradictingInputsAreRefusedNamingTheField) {
            {"sweep --scenario " + llama + " --axis training.micro_batch=1,2 --brute-force",
             "--brute-force: is an option of the wrap search: add --wrap-search"},
            {"sweep --scenario " + llama + " --axis training.micro_batch=1,2 --wrap-candidates 3",
-            "--wrap-candidates: is an option of the wrap search"}}) {
+            "--wrap-candidates: is an option of the wrap search"},
+           // --estimate-cost with the wrap search ran the whole search (the session-34 audit).
+           {"sweep --scenario " + llama + " --wrap-search --estimate-cost",
+            "--estimate-cost: estimates a sweep's points, not the wrap search's"}}) {
     SCOPED_TRACE(c.args);
     const CommandResult r = run_cli(c.args);
     EXPECT_EQ(r.exit_code, 2) << r.err;
