@@ -409,10 +409,13 @@ StepTiming simulate(const Schedule& s, const planner::OpCosts& in) {
         if (transferring[d] < 2) continue;
         std::array<double, kGpuStreams> loads{};
         int m = 0;
+        bool saturating = true;  // every one takes the whole link: 1/k each, without the water-filling
         for (int k = 0; k < stream_count; ++k)
-          if (const int i = running[streams[k]]; i >= 0 && collective[i] && latency_left[i] <= 0 && domain_of(i) == d)
+          if (const int i = running[streams[k]]; i >= 0 && collective[i] && latency_left[i] <= 0 && domain_of(i) == d) {
             loads[m++] = load_of(i);
-        level[d] = fair_share_level(loads.data(), m);
+            saturating = saturating && loads[m - 1] == 1.0;
+          }
+        level[d] = saturating ? 1.0 / m : fair_share_level(loads.data(), m);
       }
     auto rate_of = [&](int i, int st) {
       if (st == compute_stream) return collectives > 0 ? slow_rate : 1.0;
