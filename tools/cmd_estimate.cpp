@@ -35,6 +35,7 @@ struct EstimateOptions {
   std::string trace;  // Chrome/Perfetto trace file
   std::string plot;   // SVG: memory timeline + stream Gantt chart
   double train_tokens = 0;  // --train-tokens: the run's length in tokens (0: not asked)
+  double gpu_hour_usd = 0;  // --gpu-hour-usd: the price of a GPU-hour, for the run's cost (0: not given)
 };
 
 void write_file(const std::string& path, const std::string& text, const std::string& what) {
@@ -73,7 +74,8 @@ void run_estimate(const EstimateOptions& o) {
   const std::vector<sim::CollectiveChoice> collectives =
       sim::collective_choices(estimate.plan.schedule, planner::CostModel(scenario));
   const std::optional<TrainingRun> run =
-      o.train_tokens > 0 ? std::optional<TrainingRun>(training_run(estimate, scenario, o.train_tokens)) : std::nullopt;
+      o.train_tokens > 0 ? std::optional<TrainingRun>(training_run(estimate, scenario, o.train_tokens, o.gpu_hour_usd))
+                         : std::nullopt;
   if (o.json) {
     nlohmann::json j = estimate_json(estimate, scenario, headroom_bytes);
     if (run) j["training_run"] = training_run_json(*run);
@@ -114,7 +116,16 @@ void add_estimate_command(CLI::App& app) {
   cmd->add_option("--train-tokens", options->train_tokens,
                   "The whole run's length in tokens (e.g. 1e12): its optimizer steps, days and GPU-hours at this step time")
       ->check(positive_number());
-  cmd->callback([options] { run_estimate(*options); });
+  cmd->add_option("--gpu-hour-usd", options->gpu_hour_usd,
+                  "With --train-tokens: the price of one GPU-hour (e.g. 2.5), for the run's cost and its cost per "
+                  "million tokens")
+      ->check(positive_number());
+  cmd->callback([options] {
+    // A price without a run to price meant nothing: said so, as the wrap search's options are.
+    if (options->gpu_hour_usd > 0 && !(options->train_tokens > 0))
+      throw InputError::option("--gpu-hour-usd", "prices the run --train-tokens states: add --train-tokens");
+    run_estimate(*options);
+  });
 }
 
 }  // namespace fsdpsim::tools

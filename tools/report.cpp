@@ -277,7 +277,7 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
   return j;
 }
 
-TrainingRun training_run(const sim::Estimate& e, const planner::Scenario& sc, double tokens) {
+TrainingRun training_run(const sim::Estimate& e, const planner::Scenario& sc, double tokens, double usd_per_gpu_hour) {
   TrainingRun r;
   r.tokens = tokens;
   r.tokens_per_step = static_cast<double>(sc.training.global_batch) * static_cast<double>(sc.training.seq_len);
@@ -286,6 +286,8 @@ TrainingRun training_run(const sim::Estimate& e, const planner::Scenario& sc, do
   r.seconds = r.steps * r.step_seconds;
   r.gpus = sc.world_size();
   r.gpu_hours = r.seconds * r.gpus / 3600.0;
+  r.usd_per_gpu_hour = usd_per_gpu_hour;
+  r.usd = r.gpu_hours * usd_per_gpu_hour;
   return r;
 }
 
@@ -297,12 +299,23 @@ std::string training_run_text(const TrainingRun& r) {
                 "optimizer steps only: checkpoint saves, evaluation, data loading stalls and restarts are not counted\n",
                 r.tokens, r.steps, r.tokens_per_step, r.seconds / 86400.0, r.seconds / 3600.0,
                 seconds_text(r.step_seconds).c_str(), r.gpu_hours, r.gpus);
-  return line;
+  std::string out = line;
+  if (r.usd_per_gpu_hour > 0) {
+    std::snprintf(line, sizeof line, "cost: $%.0f at $%.2f a GPU-hour ($%.3g per million tokens)\n", r.usd,
+                  r.usd_per_gpu_hour, r.usd / r.tokens * 1e6);
+    out += line;
+  }
+  return out;
 }
 
 nlohmann::json training_run_json(const TrainingRun& r) {
-  return {{"tokens", r.tokens},   {"tokens_per_step", r.tokens_per_step}, {"steps", r.steps},
-          {"step_seconds", r.step_seconds}, {"seconds", r.seconds}, {"gpus", r.gpus}, {"gpu_hours", r.gpu_hours}};
+  nlohmann::json j = {{"tokens", r.tokens},   {"tokens_per_step", r.tokens_per_step}, {"steps", r.steps},
+                      {"step_seconds", r.step_seconds}, {"seconds", r.seconds}, {"gpus", r.gpus}, {"gpu_hours", r.gpu_hours}};
+  if (r.usd_per_gpu_hour > 0) {
+    j["usd_per_gpu_hour"] = r.usd_per_gpu_hour;
+    j["usd"] = r.usd;
+  }
+  return j;
 }
 
 namespace {

@@ -29,8 +29,11 @@ struct TrainingRun {
   double seconds = 0;  // steps x step_seconds
   int gpus = 0;
   double gpu_hours = 0;  // seconds x gpus / 3600
+  double usd_per_gpu_hour = 0;  // --gpu-hour-usd (0: not given)
+  double usd = 0;               // gpu_hours x usd_per_gpu_hour
 };
-TrainingRun training_run(const sim::Estimate& estimate, const planner::Scenario& scenario, double tokens);
+TrainingRun training_run(const sim::Estimate& estimate, const planner::Scenario& scenario, double tokens,
+                         double usd_per_gpu_hour = 0);
 std::string training_run_text(const TrainingRun& run);
 nlohmann::json training_run_json(const TrainingRun& run);
 std::string micro_batch_search_text(const sim::FitSearch& search, const planner::Scenario& scenario);

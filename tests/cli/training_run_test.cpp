@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
+
 #include "cli_helpers.h"
 
 namespace fsdpsim::testing {
@@ -31,6 +33,30 @@ TEST(TrainingRun, StepsDaysAndGpuHoursByHand) {
   EXPECT_NE(text.out.find("7630 optimizer steps of 131072 tokens"), std::string::npos) << text.out;
   // Without the option, no training_run.
   EXPECT_FALSE(run_cli_json("estimate --scenario " + quick_start_scenario()).contains("training_run"));
+}
+
+// --gpu-hour-usd: the run's cost, GPU-hours x the price (7,630 steps x step x 8 GPUs / 3,600 x
+// $2.50), and per million tokens (that / 1e9 x 1e6). A price without --train-tokens is refused.
+TEST(TrainingRun, TheCostIsGpuHoursTimesThePrice) {
+  const std::string base = "estimate --scenario " + quick_start_scenario() + " --train-tokens 1e9";
+  const nlohmann::json j = run_cli_json(base + " --gpu-hour-usd 2.5");
+  const nlohmann::json& r = j["training_run"];
+  const double step = j["time"]["step_seconds"].get<double>();
+  EXPECT_DOUBLE_EQ(r["usd_per_gpu_hour"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(r["usd"].get<double>(), 7630 * step * 8 / 3600 * 2.5);
+  const CommandResult text = run_cli(base + " --gpu-hour-usd 2.5");
+  char cost[64];
+  std::snprintf(cost, sizeof cost, "cost: $%.0f at $2.50 a GPU-hour", 7630 * step * 8 / 3600 * 2.5);
+  EXPECT_NE(text.out.find(cost), std::string::npos) << cost << "\n" << text.out;
+  EXPECT_FALSE(run_cli_json(base)["training_run"].contains("usd"));  // no price, no cost
+  const CommandResult alone = run_cli("estimate --scenario " + quick_start_scenario() + " --gpu-hour-usd 2.5");
+  EXPECT_EQ(alone.exit_code, 2) << alone.err;
+  EXPECT_NE(alone.err.find("--gpu-hour-usd: prices the run --train-tokens states"), std::string::npos) << alone.err;
+  for (const char* bad : {"0", "-1", "nan"}) {
+    const CommandResult r = run_cli(base + " --gpu-hour-usd " + bad);
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_NE(r.err.find("--gpu-hour-usd"), std::string::npos) << bad << ": " << r.err;
+  }
 }
 
 TEST(TrainingRun, ALengthThatIsNotAPositiveNumberIsRefused) {
