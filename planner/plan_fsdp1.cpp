@@ -51,16 +51,8 @@ class Fsdp1Policy final : public FrameworkPolicy {
   // compute dtype).
   void post_backward(int u) override {
     reshard(u);
-    if (backward_prefetch_hook(step_.fsdp) == BackwardPrefetchHook::post_backward) {
-      // [Mistargeted prefetch] _prefetch_handle unshards the target only while its
-      // _needs_pre_backward_unshard holds, which its pre-backward hook clears ("to ensure that a
-      // mistargeted prefetch does not actually unshard these handles", _runtime_utils.py). The
-      // root's post-backward runs last (its embeddings' gradient comes last), after every unit's
-      // pre-backward: its prefetch gathered the last layer again, never freed (+1 unit to the
-      // optimizer step; the session-34 audit).
-      const int next = step_.next_unit_to_gather(step_.layout.backward_units, u);
-      if (next >= 0 && pre_backward_in_micro_step_[next] != step_.micro_step) unshard(next);
-    }
+    if (backward_prefetch_hook(step_.fsdp) == BackwardPrefetchHook::post_backward)
+      prefetch_next(step_.layout.backward_units, u);
     if (step_.shard(u).numel == 0) return;
     allocate_uncovered_grads(step_, u);
     if (!reduces_this_micro_step(step_, u, step_.param_dtype_bytes)) return;
@@ -137,10 +129,16 @@ class Fsdp1Policy final : public FrameworkPolicy {
     step_.params_ready_op[u] = -1;
   }
 
-  // _prefetch_handles: unshard the next unit in `order` that gathers.
+  // _prefetch_handles: unshard the next unit in `order` that gathers. [Mistargeted prefetch]
+  // _prefetch_handle unshards a backward target only while its _needs_pre_backward_unshard holds,
+  // which its pre-backward hook clears ("to ensure that a mistargeted prefetch does not actually
+  // unshard these handles", _runtime_utils.py). The root's post-backward runs last (its
+  // embeddings' gradient comes last), after every unit's pre-backward: under BACKWARD_POST its
+  // prefetch gathered the last layer again, never freed (+1 unit to the optimizer step; the
+  // session-34 audit). A forward prefetch's target has not run this micro-step's pre-backward.
   void prefetch_next(const std::vector<int>& order, int u) {
     const int next = step_.next_unit_to_gather(order, u);
-    if (next >= 0) unshard(next);
+    if (next >= 0 && pre_backward_in_micro_step_[next] != step_.micro_step) unshard(next);
   }
 
   void wait_on_cpu(int op, int& cpu_wait) {

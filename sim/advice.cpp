@@ -143,15 +143,15 @@ struct Swept {
   std::size_t evaluated = 0;
 };
 
+// Whether a fitting candidate keeps the GPU count with a margin. Pairs are swept when fewer than
+// three singles do, and when none of the advice's first few does, the best that does is added:
+// the advice holds a way to stay on the GPUs the user has (the session-34 audit: 70B on 16 H100s
+// was advised only more GPUs, while full checkpointing with CPU offload fits on the 16).
+bool keeps_gpus_with_margin(const AdviceItem& item, int world) { return !item.near_capacity && item.gpus == world; }
+
 // Sweeps `combos` (each one point) over `base`. Memory-first (make_memory_first_evaluator):
 // the candidates that do not fit are not timed, as the advice shows only the closest of them.
 // `closest` (memory-first only): replays give up past it (ClosestOverage).
-// Whether a fitting candidate counts toward the advice's first list: it fits with a margin and
-// keeps the GPU count. Pairs are swept when fewer than three do, so that the advice holds a way to
-// stay on the GPUs the user has (the session-34 audit: 70B on 16 H100s was advised only more GPUs,
-// while full checkpointing with CPU offload fits on the 16).
-bool keeps_gpus_with_margin(const AdviceItem& item, int world) { return !item.near_capacity && item.gpus == world; }
-
 Swept sweep_changes(const std::shared_ptr<const planner::ScenarioTemplate>& base, const std::vector<std::vector<Change>>& combos,
                     double headroom_bytes, int threads, bool memory_first,
                     const std::shared_ptr<ClosestOverage>& closest = nullptr) {
@@ -347,9 +347,9 @@ Advice advise(std::shared_ptr<const planner::ScenarioTemplate> base, double head
     advice.plans_stopped = closest->plans_stopped;
   }
   order_cheapest_first(advice.fitting);
-  const auto keeps_world = [&](const AdviceItem& i) { return !i.near_capacity && i.gpus == world; };
   if (advice.fitting.size() > limit) {
-    const auto first_kept = std::find_if(advice.fitting.begin(), advice.fitting.end(), keeps_world);
+    const auto first_kept = std::find_if(advice.fitting.begin(), advice.fitting.end(),
+                                         [&](const AdviceItem& i) { return keeps_gpus_with_margin(i, world); });
     const bool kept_in_limit = first_kept < advice.fitting.begin() + static_cast<std::ptrdiff_t>(limit);
     std::optional<AdviceItem> extra;
     if (first_kept != advice.fitting.end() && !kept_in_limit) extra = *first_kept;

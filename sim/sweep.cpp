@@ -570,9 +570,7 @@ PointResult unevaluated_point(const planner::SweepSpace& space, std::size_t i) {
 void judge_fit(PointResult& p, double headroom_bytes) {
   p.overage_bytes = overage_of(p.metrics, headroom_bytes);
   p.fits = p.overage_bytes <= 0;
-  const PointMetrics& m = p.metrics;
-  p.near_capacity = p.fits && planner::near_capacity(m.gpu_memory_bytes, m.device_peak_bytes,
-                                                     static_cast<double>(m.peak_reserved_bytes), m.allocator_retries);
+  p.near_capacity = p.fits && near_capacity_of(p.metrics);
 }
 
 // Evaluates a point (p.overrides): its metrics, or why it was skipped (bad input) or failed.
