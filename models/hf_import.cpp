@@ -113,7 +113,9 @@ const std::set<std::string>& harmless_for(Family family) {
   static const std::map<Family, std::set<std::string>> keys = {
       {Family::llama, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "pretraining_tp", "hidden_act"}},
       {Family::mistral, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act"}},
-      {Family::qwen2, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act"}},
+      // use_mrope: Qwen2.5's released configs carry it (false); Qwen2Config does not define it and
+      // Qwen2's modelling code never reads it (M-RoPE is Qwen2-VL's, priced per token as rotary is).
+      {Family::qwen2, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act", "use_mrope"}},
       {Family::qwen3, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act"}},
       // query_pre_attn_scalar sets the attention's scale; cache_implementation is for generation.
       {Family::gemma2,
@@ -207,7 +209,7 @@ const std::map<std::string, HarmlessType>& harmless_types() {
       {"seq_aux", T::boolean}, {"return_dict", T::boolean}, {"output_attentions", T::boolean},
       {"output_hidden_states", T::boolean}, {"torchscript", T::boolean}, {"gradient_checkpointing", T::boolean},
       {"use_return_dict", T::boolean}, {"scale_attn_weights", T::boolean}, {"reorder_and_upcast_attn", T::boolean},
-      {"scale_attn_by_inverse_layer_idx", T::boolean}, {"rope_interleave", T::boolean},
+      {"scale_attn_by_inverse_layer_idx", T::boolean}, {"rope_interleave", T::boolean}, {"use_mrope", T::boolean},
       {"rope_scaling", T::object}, {"rope_parameters", T::object}, {"quantization_config", T::object},
       {"vision_config", T::object}, {"id2label", T::object}, {"label2id", T::object}, {"auto_map", T::object},
       {"bos_token_id", T::token_ids}, {"eos_token_id", T::token_ids}, {"pad_token_id", T::token_ids},
@@ -448,10 +450,15 @@ std::vector<std::int64_t> uniform_windows(JsonReader& r, std::int64_t layers) {
 }
 
 // Gemma: sliding layers alternate with full ones. Gemma-2: even layers slide (pattern 2);
-// Gemma-3: every sliding_window_pattern-th layer is full ((i + 1) % pattern == 0).
+// Gemma-3: every sliding_window_pattern-th layer is full ((i + 1) % pattern == 0). The window's
+// default applies to an absent key only: transformers keeps an explicit null, and a layer whose
+// window is None attends to every earlier token (Gemma2Attention / Gemma3Attention:
+// `config.sliding_window if self.is_sliding else None`).
 std::vector<std::int64_t> gemma_windows(JsonReader& r, std::int64_t layers, std::int64_t default_window,
                                         std::int64_t default_pattern, bool reads_pattern) {
-  const std::int64_t window = r.has("sliding_window") ? window_size(r, "sliding_window") : default_window;
+  const std::int64_t window = r.has("sliding_window")        ? window_size(r, "sliding_window")
+                              : r.contains("sliding_window") ? 0  // null: no window
+                                                             : default_window;
   r.ignore("sliding_window");
   std::int64_t pattern = default_pattern;
   if (reads_pattern) pattern = r.positive_integer_or("sliding_window_pattern", default_pattern);
@@ -1389,7 +1396,7 @@ HfParameterCount count_moe(JsonReader& r, Family family) {
 }
 
 const char* const kLlama4TextOnly =
-    "the text model (text_config) only: the vision tower and its projector are not modelled";
+    "the vision tower and its projector: the text model (text_config) only is imported";
 
 // Llama-4's image-text config (Llama4Config) around its text model: the keys of the image side,
 // which the text model does not read, and the output layer's tie (Llama4ForConditionalGeneration
@@ -1434,7 +1441,7 @@ HfArch read_llama4(JsonReader& r, const HfImportOptions& options) {
 }
 
 const char* const kGemma3TextOnly =
-    "the text model (text_config) only: the vision tower (SigLIP) and its projector are not modelled";
+    "the vision tower (SigLIP) and its projector: the text model (text_config) only is imported";
 
 // Gemma-3's image-text config (transformers' Gemma3Config, Gemma3ForConditionalGeneration: the
 // 4B, 12B and 27B checkpoints) imported as its text model, Gemma3ForCausalLM over text_config,
@@ -1955,16 +1962,21 @@ json arch_summary(const HfArch& a) {
   return summary;
 }
 
-// What the config describes that the imported model leaves out, for its "source": DeepSeek-V3's
-// multi-token-prediction module (num_nextn_predict_layers: model.layers.61 in the checkpoint),
-// which transformers' DeepseekV3ForCausalLM does not build (DeepseekV3Model makes
-// num_hidden_layers layers; its _keys_to_ignore_on_load_unexpected skips model.layers.61).
-std::string not_modelled_note(const json& config, Family family) {
+// What the config describes that the imported model leaves out (the model's "not_modelled"):
+// DeepSeek-V3's and GLM-4.5's multi-token-prediction module (num_nextn_predict_layers:
+// model.layers.61 in V3's checkpoint), which transformers' causal-LM classes do not build
+// (DeepseekV3Model makes num_hidden_layers layers; its _keys_to_ignore_on_load_unexpected skips
+// model.layers.61); the vision tower of an image-text config imported as its text model.
+std::vector<std::string> not_modelled(const json& config, Family family) {
+  std::vector<std::string> out;
   auto it = config.find("num_nextn_predict_layers");
-  if (it == config.end() || !it->is_number_integer() || it->get<std::int64_t>() <= 0) return "";
-  return "; num_nextn_predict_layers=" + std::to_string(it->get<std::int64_t>()) +
-         ": the multi-token-prediction module is not modelled (transformers' " + family_name(family).architecture +
-         " does not build it)";
+  if (it != config.end() && it->is_number_integer() && it->get<std::int64_t>() > 0)
+    out.push_back("num_nextn_predict_layers=" + std::to_string(it->get<std::int64_t>()) +
+                  ": the multi-token-prediction module (transformers' " + family_name(family).architecture +
+                  " does not build it)");
+  if (family == Family::llama4) out.push_back(kLlama4TextOnly);
+  if (family == Family::gemma3) out.push_back(kGemma3TextOnly);
+  return out;
 }
 
 // "models/hf/llama3.1-8b.json" -> "llama3.1-8b"; ".../Llama-3.1-8B/config.json" -> "Llama-3.1-8B".
@@ -2024,11 +2036,13 @@ nlohmann::json import_hf_config(const nlohmann::json& config, const std::string&
   const std::string source = "Hugging Face config " + file + " (model_type " + family_name(family).model_type +
                              "), imported by fsdpsim with flash_attention=" +
                              (options.flash_attention ? "true" : "false") +
-                             (options.fp32_loss ? "" : ", fp32_loss=false") + not_modelled_note(config, family) +
-                             (family == Family::llama4   ? std::string("; ") + kLlama4TextOnly
-                              : family == Family::gemma3 ? std::string("; ") + kGemma3TextOnly
-                                                         : std::string());
-  return {{"name", model_name_from(file)}, {"source", source}, {"arch", arch_summary(a)}, {"root", root}};
+                             (options.fp32_loss ? "" : ", fp32_loss=false");
+  json model = {{"name", model_name_from(file)}, {"source", source}};
+  if (const std::vector<std::string> left_out = not_modelled(config, family); !left_out.empty())
+    model["not_modelled"] = left_out;
+  model["arch"] = arch_summary(a);
+  model["root"] = root;
+  return model;
 }
 
 Model load_hf_config(const std::string& path, const HfImportOptions& options) {

@@ -845,6 +845,15 @@ Model parse_model(const nlohmann::json& json, const std::string& file) {
   model.file = file;
   model.name = r.string("name");
   model.source = r.string_or("source", "");
+  if (r.has("not_modelled")) {
+    const nlohmann::json& left_out = r.array("not_modelled");
+    for (std::size_t i = 0; i < left_out.size(); ++i) {
+      if (!left_out[i].is_string() || left_out[i].get<std::string>().empty())
+        throw InputError(file, join_json_path("not_modelled", i), "expected a non-empty string, got " +
+                                                                      describe_json(left_out[i]));
+      model.not_modelled.push_back(left_out[i].get<std::string>());
+    }
+  }
   r.ignore("arch");  // null means absent
   if (r.has("arch")) model.arch = parse_arch(r.object("arch"));
   if (expanded_module_count(r.raw("root"), 0) > kMaxModules)

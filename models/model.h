@@ -243,6 +243,9 @@ struct Model {
   std::string file;  // the file it was read from, for errors
   std::string name;
   std::string source;  // where it came from (config file, paper)
+  // What the described model has that this one leaves out (an imported image-text model's vision
+  // tower, DeepSeek-V3's multi-token-prediction module): said beside every estimate of it.
+  std::vector<std::string> not_modelled;
   ArchSummary arch;
   Module root;
 

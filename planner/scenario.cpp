@@ -765,6 +765,13 @@ Reference load_reference(const nlohmann::json& value, const std::string& scenari
   const std::string wanted = hf ? text.substr(3) : text;
   std::string path = resolve_path(wanted, directory_of(scenario_file));
   std::error_code ec;
+  // A model's folder, as from_pretrained takes it: its config.json.
+  if (hf && fs::is_directory(path, ec)) {
+    path = (fs::path(path) / "config.json").string();
+    if (!fs::is_regular_file(path, ec))
+      throw InputError(scenario_file, key, "no config.json in the folder \"" + wanted + "\" (hf: takes a config file or "
+                                           "the folder that holds its config.json)");
+  }
   std::string hint;
   if (!fs::is_regular_file(path, ec) && !hf)
     if (const std::optional<std::string> entry = catalog_reference(key, wanted, &hint)) path = resolve_path(*entry, "");

@@ -9,6 +9,7 @@
 #include "planner/plan.h"
 #include "tools/commands.h"
 #include "sim/estimate.h"
+#include "sim/training_run.h"
 #include "sim/advice.h"
 #include "sim/collectives_table.h"
 #include "sim/svg.h"
@@ -36,6 +37,7 @@ struct EstimateOptions {
   std::string plot;   // SVG: memory timeline + stream Gantt chart
   double train_tokens = 0;  // --train-tokens: the run's length in tokens (0: not asked)
   double gpu_hour_usd = 0;  // --gpu-hour-usd: the price of a GPU-hour, for the run's cost (0: not given)
+  double deadline_days = 0;  // --deadline-days: search the fewest nodes that train --train-tokens by then (0: not asked)
 };
 
 void write_file(const std::string& path, const std::string& text, const std::string& what) {
@@ -53,6 +55,15 @@ void run_estimate(const EstimateOptions& o) {
   const double headroom_bytes = o.headroom_gib * kGiB;
   if (o.max_micro_batch && o.max_seq_len)
     throw InputError::option("--max-seq-len", "searches one setting at a time: drop --max-micro-batch");
+  if (o.deadline_days > 0 && (o.max_micro_batch || o.max_seq_len))
+    throw InputError::option("--deadline-days", std::string("searches one setting at a time: drop ") +
+                                                    (o.max_micro_batch ? "--max-micro-batch" : "--max-seq-len"));
+  if (o.deadline_days > 0) {
+    const sim::DeadlineSearch search = sim::find_nodes_for_deadline(
+        *scenario_template(input, parsed), o.train_tokens, o.deadline_days * 86400.0, o.gpu_hour_usd, headroom_bytes);
+    std::cout << (o.json ? deadline_search_json(search).dump(2) + "\n" : deadline_search_text(search, scenario));
+    return;
+  }
   if (o.max_micro_batch) {
     const sim::FitSearch search = sim::find_max_micro_batch(*scenario_template(input, parsed), headroom_bytes);
     std::cout << (o.json ? micro_batch_search_json(search).dump(2) + "\n" : micro_batch_search_text(search, scenario));
@@ -73,9 +84,10 @@ void run_estimate(const EstimateOptions& o) {
   if (o.advise || overage > 0) advice = sim::advise(scenario_template(input, parsed), headroom_bytes, 5, 1, true, overage);
   const std::vector<sim::CollectiveChoice> collectives =
       sim::collective_choices(estimate.plan.schedule, planner::CostModel(scenario));
-  const std::optional<TrainingRun> run =
-      o.train_tokens > 0 ? std::optional<TrainingRun>(training_run(estimate, scenario, o.train_tokens, o.gpu_hour_usd))
-                         : std::nullopt;
+  const std::optional<sim::TrainingRun> run =
+      o.train_tokens > 0
+          ? std::optional<sim::TrainingRun>(sim::training_run(estimate, scenario, o.train_tokens, o.gpu_hour_usd))
+          : std::nullopt;
   if (o.json) {
     nlohmann::json j = estimate_json(estimate, scenario, headroom_bytes);
     if (run) j["training_run"] = training_run_json(*run);
@@ -120,10 +132,16 @@ void add_estimate_command(CLI::App& app) {
                   "With --train-tokens: the price of one GPU-hour (e.g. 2.5), for the run's cost and its cost per "
                   "million tokens")
       ->check(positive_number());
+  cmd->add_option("--deadline-days", options->deadline_days,
+                  "With --train-tokens: find the fewest nodes (this node's GPUs, micro-batch and the rest kept) that "
+                  "train the tokens within this many days and fit in GPU memory; a stated global batch is kept")
+      ->check(positive_number());
   cmd->callback([options] {
     // A price without a run to price meant nothing: said so, as the wrap search's options are.
     if (options->gpu_hour_usd > 0 && !(options->train_tokens > 0))
       throw InputError::option("--gpu-hour-usd", "prices the run --train-tokens states: add --train-tokens");
+    if (options->deadline_days > 0 && !(options->train_tokens > 0))
+      throw InputError::option("--deadline-days", "is the deadline of the run --train-tokens states: add --train-tokens");
     run_estimate(*options);
   });
 }

@@ -1,5 +1,6 @@
 // `fsdpsim import-hf`: turn a Hugging Face config.json into a model JSON.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -32,6 +33,7 @@ std::string import_summary(const models::Model& m, const std::string& destinatio
   if (blocks > 0) out << ", " << blocks << " x " << block_type;
   out << ", " << (tied > 0 ? std::to_string(tied) + " tied parameter(s)" : std::string("no tied parameters"));
   out << "; wrote " << destination << "\n";
+  for (const std::string& left_out : m.not_modelled) out << "not modelled: " << left_out << "\n";
   return out.str();
 }
 
@@ -48,7 +50,7 @@ void add_import_command(CLI::App& app) {
   std::string families;
   for (const std::string& type : models::supported_hf_model_types()) families += (families.empty() ? "" : ", ") + type;
   CLI::App* cmd = app.add_subcommand("import-hf", "Convert a Hugging Face config.json (" + families + ") to a model JSON");
-  cmd->add_option("config", o->config, "config.json")->required();
+  cmd->add_option("config", o->config, "config.json, or the folder that holds it")->required();
   cmd->add_option("-o,--output", o->output, "Write to this file instead of stdout");
   cmd->add_flag("--eager-attention", o->eager_attention, "Save the s^2 attention scores (no flash attention)");
   CLI::Option* loss = cmd->add_option("--loss", o->loss,
@@ -57,6 +59,9 @@ void add_import_command(CLI::App& app) {
                   "Without it, and without --eager-attention, the config's own \"_import_options\" decide")
       ->check(CLI::IsMember({"fp32_upcast", "bf16"}));
   cmd->callback([o, loss] {
+    // A model's folder, as from_pretrained takes it (and as hf: does): its config.json.
+    std::error_code ec;
+    if (std::filesystem::is_directory(o->config, ec)) o->config = (std::filesystem::path(o->config) / "config.json").string();
     const nlohmann::json config = load_json_file(o->config);
     // The config's own _import_options first (what its catalog entry was made with), then the
     // flags given.

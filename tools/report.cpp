@@ -111,6 +111,10 @@ std::string spine_warning(const planner::Scenario& sc, const planner::Schedule& 
 
 std::vector<std::string> estimate_warnings(const sim::Estimate& e, const planner::Scenario& sc) {
   std::vector<std::string> warnings = planner::tied_weight_warnings(e.plan.units);
+  // What the model leaves out is in none of the figures (its parameters, memory and compute).
+  for (const std::string& left_out : sc.model->not_modelled)
+    warnings.push_back("the model " + sc.model->name + " leaves out " + left_out +
+                       "; its parameters, memory and compute are in none of these figures");
   if (sc.fsdp.requested_strategy)
     warnings.push_back("FSDP1 runs NO_SHARD on a world of one rank, whatever the strategy (PyTorch's "
                        "_init_core_state switches " + planner::strategy_name(*sc.fsdp.requested_strategy) +
@@ -277,21 +281,7 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
   return j;
 }
 
-TrainingRun training_run(const sim::Estimate& e, const planner::Scenario& sc, double tokens, double usd_per_gpu_hour) {
-  TrainingRun r;
-  r.tokens = tokens;
-  r.tokens_per_step = static_cast<double>(sc.training.global_batch) * static_cast<double>(sc.training.seq_len);
-  r.steps = std::ceil(tokens / r.tokens_per_step);
-  r.step_seconds = e.timing.step_seconds;
-  r.seconds = r.steps * r.step_seconds;
-  r.gpus = sc.world_size();
-  r.gpu_hours = r.seconds * r.gpus / 3600.0;
-  r.usd_per_gpu_hour = usd_per_gpu_hour;
-  r.usd = r.gpu_hours * usd_per_gpu_hour;
-  return r;
-}
-
-std::string training_run_text(const TrainingRun& r) {
+std::string training_run_text(const sim::TrainingRun& r) {
   char line[512];
   std::snprintf(line, sizeof line,
                 "\nTraining run (--train-tokens)\n%.4g tokens: %.0f optimizer steps of %.0f tokens (global batch x "
@@ -308,13 +298,111 @@ std::string training_run_text(const TrainingRun& r) {
   return out;
 }
 
-nlohmann::json training_run_json(const TrainingRun& r) {
+nlohmann::json training_run_json(const sim::TrainingRun& r) {
   nlohmann::json j = {{"tokens", r.tokens},   {"tokens_per_step", r.tokens_per_step}, {"steps", r.steps},
                       {"step_seconds", r.step_seconds}, {"seconds", r.seconds}, {"gpus", r.gpus}, {"gpu_hours", r.gpu_hours}};
   if (r.usd_per_gpu_hour > 0) {
     j["usd_per_gpu_hour"] = r.usd_per_gpu_hour;
     j["usd"] = r.usd;
   }
+  return j;
+}
+
+std::string deadline_search_text(const sim::DeadlineSearch& s, const planner::Scenario& sc) {
+  std::ostringstream out;
+  char head[256];
+  std::snprintf(head, sizeof head, "\nFewest nodes that train %.4g tokens within %.4g days (%d GPUs a node, micro-batch %lld kept; ",
+                s.tokens, s.deadline_seconds / 86400.0, sc.cluster.gpus_per_node,
+                static_cast<long long>(sc.training.micro_batch));
+  out << head;
+  if (s.batch_stated)
+    out << "the stated global batch of " << sc.training.global_batch
+        << " sequences kept, gradient accumulation follows the nodes";
+  else
+    out << "grad accum " << sc.training.grad_accum
+        << " kept, the global batch follows the GPUs: state training.global_batch to keep it";
+  if (s.headroom_bytes > 0) out << "; fits: device peak + " << gib(s.headroom_bytes) << " headroom <= GPU memory";
+  out << "; doubling, then bisection)\n";
+  const bool priced = !s.tried.empty() && s.tried.front().run.usd_per_gpu_hour > 0;
+  std::vector<std::string> columns{"nodes", "GPUs", "global batch", "grad accum", "device peak", "fits", "step", "days",
+                                   "GPU-hours"};
+  if (priced) columns.push_back("cost");
+  columns.push_back("tried");
+  Table t(columns);
+  char cell[64];
+  for (const sim::DeadlineSearch::Trial& trial : s.tried) {
+    std::vector<std::string> row{std::to_string(trial.nodes), std::to_string(trial.gpus),
+                                 std::to_string(trial.global_batch), std::to_string(trial.grad_accum),
+                                 gib(trial.device_peak_bytes), trial.fits ? "yes" : "no",
+                                 seconds_text(trial.run.step_seconds)};
+    std::snprintf(cell, sizeof cell, "%.1f", trial.run.seconds / 86400.0);
+    row.push_back(cell);
+    std::snprintf(cell, sizeof cell, "%.0f", trial.run.gpu_hours);
+    row.push_back(cell);
+    if (priced) {
+      std::snprintf(cell, sizeof cell, "$%.0f", trial.run.usd);
+      row.push_back(cell);
+    }
+    row.push_back("#" + std::to_string(trial.order + 1));
+    t.add(row);
+  }
+  out << t.str();
+  char line[512];
+  if (const sim::DeadlineSearch::Trial* a = s.answer()) {
+    std::snprintf(line, sizeof line, "fewest nodes: %lld (%d GPUs): %.1f days, %.0f GPU-hours", static_cast<long long>(a->nodes),
+                  a->gpus, a->run.seconds / 86400.0, a->run.gpu_hours);
+    out << line;
+    if (priced) {
+      std::snprintf(line, sizeof line, ", $%.0f", a->run.usd);
+      out << line;
+    }
+    out << "\n";
+  } else {
+    if (s.stopped.empty())
+      std::snprintf(line, sizeof line, "no node count up to %lld trains it within %.4g days (%s)",
+                    static_cast<long long>(s.max_nodes), s.deadline_seconds / 86400.0, s.max_nodes_reason.c_str());
+    else
+      std::snprintf(line, sizeof line, "no node count tried trains it within %.4g days: %s",
+                    s.deadline_seconds / 86400.0, s.stopped.c_str());
+    out << line;
+    if (const sim::DeadlineSearch::Trial* f = s.fastest()) {
+      std::snprintf(line, sizeof line, "; the shortest run tried: %lld node%s, %.1f days",
+                    static_cast<long long>(f->nodes), f->nodes == 1 ? "" : "s", f->run.seconds / 86400.0);
+      out << line;
+    } else {
+      out << "; no node count tried fits in GPU memory";
+    }
+    out << "\n";
+  }
+  out << "optimizer steps only: checkpoint saves, evaluation, data loading stalls and restarts are not counted; the "
+         "search assumes more nodes never make the run longer (each point tried is listed)\n";
+  return out.str();
+}
+
+nlohmann::json deadline_search_json(const sim::DeadlineSearch& s) {
+  nlohmann::json tried = nlohmann::json::array();
+  for (const sim::DeadlineSearch::Trial& trial : s.tried) {
+    nlohmann::json t = {{"nodes", trial.nodes},
+                        {"gpus", trial.gpus},
+                        {"global_batch", trial.global_batch},
+                        {"grad_accum", trial.grad_accum},
+                        {"device_peak_bytes", trial.device_peak_bytes},
+                        {"gpu_memory_bytes", trial.gpu_memory_bytes},
+                        {"fits", trial.fits},
+                        {"meets", trial.meets},
+                        {"training_run", training_run_json(trial.run)},
+                        {"order", trial.order}};
+    tried.push_back(t);
+  }
+  nlohmann::json j = {{"tokens", s.tokens},
+                      {"deadline_seconds", s.deadline_seconds},
+                      {"headroom_bytes", s.headroom_bytes},
+                      {"global_batch_kept", s.batch_stated},
+                      {"max_nodes", s.max_nodes},
+                      {"max_nodes_reason", s.max_nodes_reason},
+                      {"stopped", s.stopped},
+                      {"fewest_nodes", s.fewest_nodes},
+                      {"tried", tried}};
   return j;
 }
 

@@ -8,6 +8,7 @@
 
 #include "planner/scenario.h"
 #include "sim/estimate.h"
+#include "sim/training_run.h"
 
 namespace fsdpsim::tools {
 
@@ -19,23 +20,12 @@ std::string scenario_summary(const planner::Scenario& scenario, const planner::P
 std::vector<std::string> estimate_warnings(const sim::Estimate& estimate, const planner::Scenario& scenario);
 std::string estimate_text(const sim::Estimate& estimate, const planner::Scenario& scenario, double headroom_bytes = 0);
 nlohmann::json estimate_json(const sim::Estimate& estimate, const planner::Scenario& scenario, double headroom_bytes = 0);
-// estimate --train-tokens: the whole run at this step time. Optimizer steps only: checkpoint
-// saves, evaluation, data loading stalls and restarts are not in it.
-struct TrainingRun {
-  double tokens = 0;           // asked for
-  double tokens_per_step = 0;  // global_batch x seq_len
-  double steps = 0;            // ceil(tokens / tokens_per_step): the last step runs whole
-  double step_seconds = 0;
-  double seconds = 0;  // steps x step_seconds
-  int gpus = 0;
-  double gpu_hours = 0;  // seconds x gpus / 3600
-  double usd_per_gpu_hour = 0;  // --gpu-hour-usd (0: not given)
-  double usd = 0;               // gpu_hours x usd_per_gpu_hour
-};
-TrainingRun training_run(const sim::Estimate& estimate, const planner::Scenario& scenario, double tokens,
-                         double usd_per_gpu_hour = 0);
-std::string training_run_text(const TrainingRun& run);
-nlohmann::json training_run_json(const TrainingRun& run);
+// estimate --train-tokens: the whole run at this step time (sim/training_run.h).
+std::string training_run_text(const sim::TrainingRun& run);
+nlohmann::json training_run_json(const sim::TrainingRun& run);
+// estimate --deadline-days: the fewest nodes that train --train-tokens by the deadline.
+std::string deadline_search_text(const sim::DeadlineSearch& search, const planner::Scenario& scenario);
+nlohmann::json deadline_search_json(const sim::DeadlineSearch& search);
 std::string micro_batch_search_text(const sim::FitSearch& search, const planner::Scenario& scenario);
 nlohmann::json micro_batch_search_json(const sim::FitSearch& search);
 // --max-seq-len: the longest sequence that fits (sim::find_max_seq_len).

@@ -313,6 +313,37 @@ TEST(OneLineEstimate, HuggingFaceConfigsWork) {
   EXPECT_EQ(hf["model"]["parameters"], catalog["model"]["parameters"]);
 }
 
+// A model's folder stands for its config.json, as from_pretrained takes it; what the import
+// leaves out (Gemma-3's vision tower) is said beside the estimate and the import, not only in the
+// model's "source" (the session-35 audit: gemma-3-12b's 0.42B of SigLIP went unmentioned).
+TEST(OneLineEstimate, AModelFolderIsItsConfigAndWhatTheImportLeavesOutIsSaid) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fsdpsim-hf-folder" / "gemma-3-27b-it";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(kRoot + "/models/hf/gemma3-27b.json", dir / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  const nlohmann::json by_folder = run_json("estimate --model hf:" + dir.string() + " --gpus 8xH100");
+  const nlohmann::json by_file = run_json("estimate --model hf:" + kRoot + "/models/hf/gemma3-27b.json --gpus 8xH100");
+  EXPECT_EQ(by_folder["model"]["parameters"], by_file["model"]["parameters"]);
+  EXPECT_EQ(by_folder["time"]["step_seconds"], by_file["time"]["step_seconds"]);
+  bool said = false;
+  for (const nlohmann::json& w : by_folder["warnings"])
+    said = said || w.get<std::string>().find("leaves out the vision tower (SigLIP)") != std::string::npos;
+  EXPECT_TRUE(said) << by_folder["warnings"].dump();
+  // A model without anything left out has no such warning.
+  for (const nlohmann::json& w : run_json("estimate --model llama3.1-8b --gpus 8xH100")["warnings"])
+    EXPECT_EQ(w.get<std::string>().find("leaves out"), std::string::npos) << w;
+  const CommandResult imported = run_cli("import-hf " + dir.string());
+  EXPECT_EQ(imported.exit_code, 0) << imported.err;
+  EXPECT_NE(imported.err.find("imported gemma-3-27b-it:"), std::string::npos) << imported.err;
+  EXPECT_NE(imported.err.find("not modelled: the vision tower (SigLIP)"), std::string::npos) << imported.err;
+  // A folder without a config.json says what it looked for.
+  std::filesystem::remove(dir / "config.json");
+  const CommandResult empty = run_cli("estimate --model hf:" + dir.string() + " --gpus 8xH100");
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.err.find("no config.json in the folder"), std::string::npos) << empty.err;
+  std::filesystem::remove_all(dir.parent_path());
+}
+
 TEST(OneLineEstimate, UnknownNamesListTheCloseOnes) {
   CommandResult r = run_cli("estimate --model llama-70b --gpus 64xH100");
   EXPECT_EQ(r.exit_code, 2);

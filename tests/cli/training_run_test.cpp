@@ -1,5 +1,5 @@
 // estimate --train-tokens: the whole run's optimizer steps, time and GPU-hours at the estimated
-// step time (tools/report.h TrainingRun), worked by hand on the quick-start scenario
+// step time (sim/training_run.h TrainingRun), worked by hand on the quick-start scenario
 // (scenarios/llama3.1-8b-8xh100.json: 8 GPUs, global batch 16 x 8,192 tokens).
 #include <gtest/gtest.h>
 
@@ -65,6 +65,76 @@ TEST(TrainingRun, ALengthThatIsNotAPositiveNumberIsRefused) {
     EXPECT_NE(r.exit_code, 0) << bad;
     EXPECT_NE(r.err.find("--train-tokens"), std::string::npos) << bad << ": " << r.err;
   }
+}
+
+
+// --deadline-days: the fewest nodes that train the tokens by the deadline. Checked against
+// independent estimates of the answer and of the next smaller allowed node count, each at its own
+// --set cluster.nodes: the answer meets the deadline, one fewer allowed count does not. The
+// quick-start scenario at a stated global batch of 1,024 sequences and micro-batch 2 allows the
+// node counts whose 16 sequences a micro-step divide 1,024: 1, 2, 4, ..., 64; each trial keeps
+// the batch, its accumulation 1,024 / (16 n).
+TEST(DeadlineSearch, TheFewestNodesMeetTheDeadlineAndTheNextFewerDoNot) {
+  const std::string scenario = "estimate --scenario " + quick_start_scenario() + " --set training.global_batch=1024";
+  const nlohmann::json one_node = run_cli_json(scenario + " --train-tokens 1e11");
+  // A deadline between the 4- and 8-node runs' days (each about half the one before).
+  const double one_node_days = one_node["training_run"]["seconds"].get<double>() / 86400.0;
+  const double deadline = one_node_days / 6;
+  char args[128];
+  std::snprintf(args, sizeof args, " --train-tokens 1e11 --deadline-days %.17g", deadline);
+  const nlohmann::json j = run_cli_json(scenario + args);
+  EXPECT_TRUE(j["global_batch_kept"].get<bool>());
+  EXPECT_EQ(j["max_nodes"].get<int>(), 64);  // 1,024 sequences / (2 a micro-step x 8 GPUs)
+  const int answer = j["fewest_nodes"].get<int>();
+  EXPECT_EQ(answer, 8);
+  for (const nlohmann::json& t : j["tried"]) {
+    const int nodes = t["nodes"].get<int>();
+    EXPECT_EQ(64 % nodes, 0) << nodes;  // only the allowed counts
+    EXPECT_EQ(t["global_batch"].get<int>(), 1024);
+    EXPECT_EQ(t["grad_accum"].get<int>(), 1024 / (16 * nodes));
+    // days = ceil(tokens / (1,024 x 8,192)) steps x the step, by hand: 11,921 steps.
+    EXPECT_EQ(t["training_run"]["steps"].get<double>(), 11921.0);
+    EXPECT_DOUBLE_EQ(t["training_run"]["seconds"].get<double>(), 11921.0 * t["training_run"]["step_seconds"].get<double>());
+    EXPECT_EQ(t["meets"].get<bool>(), t["fits"].get<bool>() && t["training_run"]["seconds"].get<double>() <= deadline * 86400);
+  }
+  for (const int nodes : {answer, answer / 2}) {
+    const nlohmann::json alone =
+        run_cli_json(scenario + " --set cluster.nodes=" + std::to_string(nodes) + " --train-tokens 1e11");
+    const double days = alone["training_run"]["seconds"].get<double>() / 86400.0;
+    if (nodes == answer) EXPECT_LE(days, deadline) << nodes;
+    else EXPECT_GT(days, deadline) << nodes;
+    EXPECT_TRUE(alone["memory"]["fits"].get<bool>()) << nodes;
+  }
+  const CommandResult text = run_cli(scenario + args);
+  EXPECT_NE(text.out.find("fewest nodes: 8 (64 GPUs)"), std::string::npos) << text.out;
+}
+
+// A batch that is not stated follows the world (the micro-batch and accumulation kept, as the
+// one-line form derives it); a run that cannot fit however many nodes stops the doubling and
+// says why; the deadline without tokens, or beside another search, is refused.
+TEST(DeadlineSearch, ADerivedBatchFollowsTheGpusAndHopelessSearchesStop) {
+  const nlohmann::json grows =
+      run_cli_json("estimate --model llama3.2-1b --gpus 8xH100 --seq-len 4096 --train-tokens 1e11 --deadline-days 3");
+  EXPECT_FALSE(grows["global_batch_kept"].get<bool>());
+  ASSERT_GT(grows["fewest_nodes"].get<int>(), 0);
+  for (const nlohmann::json& t : grows["tried"]) EXPECT_EQ(t["global_batch"].get<int>(), t["gpus"].get<int>());  // mb 1, accum 1
+  // Llama-3.1-70B at 8,192 tokens without checkpointing: about 260 GiB of activations a GPU.
+  const nlohmann::json hopeless =
+      run_cli_json("estimate --model llama3.1-70b --gpus 8xH100 --seq-len 8192 --train-tokens 1e12 --deadline-days 60");
+  EXPECT_EQ(hopeless["fewest_nodes"].get<int>(), 0);
+  EXPECT_NE(hopeless["stopped"].get<std::string>().find("stopped lowering the device peak"), std::string::npos);
+  EXPECT_LT(hopeless["tried"].size(), 15u);  // not every doubling up to 131,072 GPUs
+  for (const nlohmann::json& t : hopeless["tried"]) EXPECT_FALSE(t["fits"].get<bool>());
+  CommandResult r = run_cli("estimate --scenario " + quick_start_scenario() + " --deadline-days 30");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--deadline-days: is the deadline of the run --train-tokens states"), std::string::npos) << r.err;
+  r = run_cli("estimate --scenario " + quick_start_scenario() + " --train-tokens 1e9 --deadline-days 30 --max-micro-batch");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--deadline-days: searches one setting at a time"), std::string::npos) << r.err;
+  // The quick start's own batch (16 sequences) cannot spread past its node: said so.
+  r = run_cli("estimate --scenario " + quick_start_scenario() + " --train-tokens 1e12 --deadline-days 1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("spreads over 8 GPUs at most"), std::string::npos) << r.out;
 }
 
 }  // namespace

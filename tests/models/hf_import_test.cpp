@@ -237,6 +237,14 @@ TEST(HfImport, DtypeFromTorchDtypeElseFp32) {
 
 TEST(HfImport, Qwen2HasQkvBiasesOnly) {
   Model m = load("qwen2-7b");
+  // Qwen2.5's released configs (Qwen/Qwen2.5-7B config.json) carry "use_mrope": false, a key
+  // Qwen2Config does not define and Qwen2's modelling code never reads: it changes nothing (the
+  // session-35 audit found the official configs refused). It must still be a boolean.
+  nlohmann::json qwen25 = load_json_file(hf_config_path("qwen2-7b"));
+  qwen25["use_mrope"] = false;
+  EXPECT_EQ(parse_model(import_hf_config(qwen25, "q.json"), "q.json").parameter_count(), m.parameter_count());
+  qwen25["use_mrope"] = "no";
+  expect_error(qwen25, "use_mrope", "expected true or false");
   EXPECT_EQ(m.find_module("model.layers.0")->type, "Qwen2DecoderLayer");
   for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
     const Module* p = m.find_module(std::string("model.layers.0.self_attn.") + proj);
@@ -719,13 +727,14 @@ TEST(MoeCount, SmallConfigsByHand) {
 // 524,416; 128 experts of 3*4096*1408 = 17,301,504 each, 2,214,592,512; one shared expert of
 // 1408, 17,301,504; 2,341,492,864 a layer, 105,367,178,880 for 45. Untied embedding and output
 // layer 2*151552*4096 = 1,241,513,984, final norm 4,096: 106,852,251,264. The MTP layer
-// (num_nextn_predict_layers 1) is not built by transformers; the source says so.
+// (num_nextn_predict_layers 1) is not built by transformers; the model's not_modelled says so.
 TEST(MoeImport, Glm45AirByHand) {
   const std::string path = testing_paths::repo_path("models/hf/glm-4.5-air.json");
   const Model m = load_hf_config(path);
   EXPECT_EQ(m.parameter_count(), 106'852'251'264);
   EXPECT_EQ(count_hf_parameters(load_json_file(path), path).total, 106'852'251'264);  // the independent count
-  EXPECT_NE(m.source.find("multi-token-prediction module is not modelled"), std::string::npos) << m.source;
+  ASSERT_EQ(m.not_modelled.size(), 1u);
+  EXPECT_NE(m.not_modelled[0].find("multi-token-prediction module"), std::string::npos) << m.not_modelled[0];
   const Module* dense = m.find_module("model.layers.0.mlp.gate_proj");
   ASSERT_TRUE(dense);
   EXPECT_EQ(dense->params[0].shape, (std::vector<std::int64_t>{10944, 4096}));
@@ -832,7 +841,8 @@ TEST(MoeImport, Llama4LayersByHand) {
   const Model maverick = load_hf_config(hf_config_path("moe/llama4-maverick"));
   EXPECT_EQ(maverick.parameter_count(), 400'711'848'960);
   EXPECT_EQ(maverick.root.type, "Llama4ForCausalLM");
-  EXPECT_NE(maverick.source.find("vision"), std::string::npos) << maverick.source;
+  ASSERT_EQ(maverick.not_modelled.size(), 1u);
+  EXPECT_NE(maverick.not_modelled[0].find("vision tower"), std::string::npos) << maverick.not_modelled[0];
   const Module* dense = maverick.find_module("model.layers.0");
   const Module* sparse = maverick.find_module("model.layers.1");
   const Module* nope = maverick.find_module("model.layers.3");
@@ -999,7 +1009,8 @@ TEST(DeepSeekImport, ImportedModelsHoldTheCountedParameters) {
   ASSERT_NE(v3.find_module("model.layers"), nullptr);
   EXPECT_EQ(v3.find_module("model.layers")->children.size(), 61u);
   // The multi-token-prediction module is named as left out.
-  EXPECT_NE(v3.source.find("num_nextn_predict_layers=1"), std::string::npos) << v3.source;
+  ASSERT_EQ(v3.not_modelled.size(), 1u);
+  EXPECT_NE(v3.not_modelled[0].find("num_nextn_predict_layers=1"), std::string::npos) << v3.not_modelled[0];
 }
 
 // DeepSeek-V2-Lite's layers by hand (h 2048, 16 heads, no q_lora_rank: one q_proj, kv_lora_rank
@@ -1133,7 +1144,7 @@ TEST(HfImport, Olmo3SlidesThreeLayersInFour) {
 
 // Gemma 3's image-text configs (4B, 12B, 27B: Gemma3ForConditionalGeneration) are imported as
 // their text model, Gemma3ForCausalLM over text_config; the vision tower is left out, and the
-// source says so. Before session 31 they were refused. By hand, gemma3-27b: h 5376, q 32*128 =
+// model's not_modelled says so. Before session 31 they were refused. By hand, gemma3-27b: h 5376, q 32*128 =
 // 4096, kv 16*128 = 2048, f 21504, L 62, V 262208 (Gemma3TextConfig's default: the config states
 // none), tied; a layer q 22,020,096 + k 11,010,048 + v 11,010,048 + o 22,020,096 + MLP
 // 3*5376*21504 = 346,816,512 + four norms 21,504 + q/k norms 256 = 412,898,560;
@@ -1145,7 +1156,8 @@ TEST(HfImport, Gemma3ImageTextConfigIsImportedAsItsTextModel) {
   const Model m = load("gemma3-27b");
   EXPECT_EQ(m.parameter_count(), 27'009'346'304);
   EXPECT_EQ(m.root.type, "Gemma3ForCausalLM");
-  EXPECT_NE(m.source.find("vision tower (SigLIP) and its projector are not modelled"), std::string::npos) << m.source;
+  ASSERT_EQ(m.not_modelled.size(), 1u);
+  EXPECT_NE(m.not_modelled[0].find("vision tower (SigLIP) and its projector"), std::string::npos) << m.not_modelled[0];
   const Module* embed = m.find_module("model.embed_tokens");
   ASSERT_TRUE(embed);
   EXPECT_EQ(embed->params[0].shape, (std::vector<std::int64_t>{262208, 5376}));
@@ -1197,6 +1209,18 @@ TEST(HfImport, GemmaAlternatesSlidingWindowLayers) {
         << i;
   EXPECT_EQ(g3.find_module("model.layers.0.self_attn.q_norm")->params[0].shape, std::vector<std::int64_t>{256});
   EXPECT_FALSE(g3.find_module("lm_head")->costs->loss->logit_softcap);
+  // An explicit null window is kept by transformers' config, and a sliding layer whose window is
+  // None attends to every earlier token (Gemma3Attention: `config.sliding_window if
+  // self.is_sliding else None`): no layer slides. Only an absent key takes the default (the
+  // session-35 audit found null read as 4,096 tokens).
+  nlohmann::json no_window = load_json_file(hf_config_path("gemma3-1b"));
+  no_window["sliding_window"] = nullptr;
+  const Model unwindowed = parse_model(import_hf_config(no_window, "g.json"), "g.json");
+  for (int i = 0; i < 26; ++i)
+    EXPECT_EQ(unwindowed.find_module("model.layers." + std::to_string(i))->costs->attention->window, 0) << i;
+  no_window.erase("sliding_window");
+  EXPECT_EQ(parse_model(import_hf_config(no_window, "g.json"), "g.json").find_module("model.layers.0")->costs->attention->window,
+            4096);  // Gemma3TextConfig's default
 }
 
 TEST(HfImport, FalconPhi3Olmo2AndQwen3Trees) {
