@@ -107,6 +107,10 @@ TEST(DeadlineSearch, TheFewestNodesMeetTheDeadlineAndTheNextFewerDoNot) {
   }
   const CommandResult text = run_cli(scenario + args);
   EXPECT_NE(text.out.find("fewest nodes: 8 (64 GPUs)"), std::string::npos) << text.out;
+  // A deadline between the 2- and 4-node runs: the doubling meets first at 8 nodes (it tries 1,
+  // 2, then the fourth allowed count), the bisection comes down to 4.
+  std::snprintf(args, sizeof args, " --train-tokens 1e11 --deadline-days %.17g", one_node_days / 3);
+  EXPECT_EQ(run_cli_json(scenario + args)["fewest_nodes"].get<int>(), 4);
 }
 
 // A batch that is not stated follows the world (the micro-batch and accumulation kept, as the
