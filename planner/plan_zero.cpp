@@ -13,6 +13,7 @@
 #include "planner/internal/plan_policy.h"
 
 #include <algorithm>
+#include <map>
 
 namespace fsdpsim::planner {
 
@@ -38,6 +39,7 @@ std::vector<GradientBucket> deepspeed_buckets(const StepContext& step, std::int6
   int last_unit = -1;
   for (int u : post_backward_order(step)) {
     const std::vector<const models::Parameter*>& params = step.unit(u).params;
+    bool any = false;
     for (auto it = params.rbegin(); it != params.rend(); ++it) {
       const std::int64_t n = (*it)->numel();
       if (n == 0) continue;
@@ -48,7 +50,9 @@ std::vector<GradientBucket> deepspeed_buckets(const StepContext& step, std::int6
       }
       open.numel += n;
       last_unit = u;
+      any = true;
     }
+    if (any) open.completes_units.push_back(u);
   }
   if (open.numel > 0) {
     open.closing_unit = last_unit;
@@ -101,6 +105,7 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
       // The bucket buffer has the optimizer's 16-bit dtype and is reduced as it is (average_tensor).
       bucket_dtype_bytes_ = step.param_dtype_bytes;
       overlap_ = sc.deepspeed.overlap_comm;
+      all_reduce_fallback_ = !sc.deepspeed.contiguous_gradients;
     }
   }
 
@@ -127,7 +132,14 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
       // .copy_(grad); grad.data = new_grad_tensor.data), so they are freed here, and every
       // micro-step reduces (partition_gradients: the hooks reduce in each backward).
       allocate_uncovered_grads(step_, u);
-      step_.free_unsharded_grads(step_.last_op, u);
+      if (all_reduce_fallback_) {
+        // [DeepSpeed's all-reduce fallback] Without contiguous_gradients autograd's gradients
+        // themselves wait in the bucket until it is reduced (grads_in_ipg_bucket.append(grad)).
+        waiting_grads_[u] = step_.unsharded_grads[u];
+        step_.unsharded_grads[u].clear();
+      } else {
+        step_.free_unsharded_grads(step_.last_op, u);
+      }
     }
     if (buckets_.empty()) {
       reduce_unit(u);
@@ -159,9 +171,14 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
   }
 
   // One bucket's reduction: DDP all-reduces the bucket (reducer.cpp, mark_variable_ready ->
-  // all_reduce_bucket once every gradient of the bucket is ready); DeepSpeed ZeRO-1 reduces it to
-  // the partitions' owners (stage_1_and_2.py reduce_ipg_grads -> average_tensor).
+  // all_reduce_bucket once every gradient of the bucket is ready); DeepSpeed ZeRO-1/2 reduces it to
+  // the partitions' owners (stage_1_and_2.py reduce_ipg_grads -> average_tensor), or all-reduces
+  // it without contiguous_gradients ([DeepSpeed's all-reduce fallback]).
   void issue_bucket(std::size_t b) {
+    if (all_reduce_fallback_) {
+      all_reduce_and_copy(b);
+      return;
+    }
     const bool zero1 = step_.fsdp.strategy == Strategy::ZERO1 || zero2_;
     const int u = buckets_[b].closing_unit;
     const int op = step_.add_op(zero1 ? OpKind::reduce_scatter : OpKind::all_reduce,
@@ -180,15 +197,57 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
       const int wait = step_.add_op(OpKind::wait, Stream::compute, Name{"wait for the bucket ending in ", step_.label(u)}, u);
       step_.op(wait).deps.push_back(op);
     }
-    if (zero2_ && grads_in_partition_ < 0) {
-      // ZeRO-2 with contiguous_gradients: the rank's part of each reduced bucket is copied into
-      // grads_in_partition, one buffer of the rank's partition in the 16-bit dtype made at the
-      // first copy (copy_grads_in_partition) and kept to the optimizer step.
-      std::int64_t partition_numel = 0;
-      for (const Unit& unit : step_.plan.units) partition_numel += step_.shard(unit.index).optimizer_numel;
-      grads_in_partition_ = step_.alloc_at(op, step_.buffer_bytes(partition_numel, step_.param_dtype_bytes), MemCategory::sharded_grad,
-                                           "DeepSpeed grads_in_partition", true);
-      step_.sharded_grad[u] = grads_in_partition_;  // the optimizer step frees it (zero_grad)
+    if (zero2_) keep_partition_grads(op, u);
+  }
+
+  // ZeRO-2: the rank's part of each reduced bucket is kept to the optimizer step. With
+  // contiguous_gradients it is copied into grads_in_partition, one buffer of the rank's partition
+  // in the 16-bit dtype made at the first copy (copy_grads_in_partition); without, the gradients
+  // of the parameters in the rank's partition are kept whole until the epilogue flattens their
+  // slices into averaged_gradients and zero_grad drops them: taken here as one partition-sized
+  // buffer from the first reduction on (a parameter that straddles partitions is held whole, not
+  // modelled).
+  void keep_partition_grads(int reduction, int u) {
+    if (grads_in_partition_ >= 0) return;
+    std::int64_t partition_numel = 0;
+    for (const Unit& unit : step_.plan.units) partition_numel += step_.shard(unit.index).optimizer_numel;
+    grads_in_partition_ = step_.alloc_at(reduction, step_.buffer_bytes(partition_numel, step_.param_dtype_bytes),
+                                         MemCategory::sharded_grad,
+                                         all_reduce_fallback_ ? "DeepSpeed gradients of the partition" : "DeepSpeed grads_in_partition", true);
+    step_.sharded_grad[u] = grads_in_partition_;  // the optimizer step frees it (zero_grad)
+  }
+
+  // [DeepSpeed's all-reduce fallback] Without contiguous_gradients, reduce_ipg_grads calls
+  // buffered_reduce_fallback(None, grads_in_ipg_bucket): allreduce_and_copy flattens the bucket's
+  // gradients into one temporary (allreduce_bucket: self.flatten(bucket)), all-reduces it over the
+  // data-parallel group (rank None: dist.all_reduce, twice a reduce-scatter's bytes) and copies the
+  // result back into each gradient (buf.copy_(synced)), on the reduction stream under overlap_comm
+  // and the current stream otherwise (deepspeedai/DeepSpeed@edaa722, stage_1_and_2.py). Then the
+  // gradients outside the rank's partition are dropped (`param.grad = None`).
+  void all_reduce_and_copy(std::size_t b) {
+    const int u = buckets_[b].closing_unit;
+    const double bytes = static_cast<double>(buckets_[b].numel * bucket_dtype_bytes_);
+    const int op = step_.add_op(OpKind::all_reduce, Stream::all_reduce, Name{"all-reduce bucket ending in ", step_.label(u)}, u);
+    step_.op(op).deps.push_back(step_.last_compute_before(op));
+    step_.op(op).comm_bytes = bytes;
+    step_.op(op).group = step_.groups.world;
+    int flat = step_.alloc_at(op, step_.buffer_bytes(buckets_[b].numel, bucket_dtype_bytes_),
+                                    MemCategory::reduce_scatter_buffer, Name{"flattened bucket ending in ", step_.label(u)});
+    const int copy = step_.add_op(OpKind::copy_out, Stream::all_reduce, Name{"copy back the bucket ending in ", step_.label(u)}, u);
+    step_.op(copy).deps.push_back(op);
+    step_.op(copy).hbm_bytes = 2.0 * bytes;
+    step_.free_at(copy, flat);
+    step_.gradient_ready_ops.push_back(copy);
+    if (zero2_) {
+      keep_partition_grads(copy, u);
+      for (int done : buckets_[b].completes_units) {
+        for (int g : waiting_grads_[done]) step_.free_at(copy, g);
+        waiting_grads_[done].clear();
+      }
+    }
+    if (!overlap_ && zero2_) {
+      const int wait = step_.add_op(OpKind::wait, Stream::compute, Name{"wait for the bucket ending in ", step_.label(u)}, u);
+      step_.op(wait).deps.push_back(copy);
     }
   }
 
@@ -222,6 +281,8 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
   int ipg_buffer_ = -1;               // DeepSpeed's bucket buffers while alive
   int post_backwards_ = 0;            // post-backward hooks run this micro-step
   bool zero2_ = false;                // DeepSpeed ZeRO-2: gradients partitioned, reduced every micro-step
+  bool all_reduce_fallback_ = false;  // DeepSpeed without contiguous_gradients: buckets all-reduced
+  std::map<int, std::vector<int>> waiting_grads_;  // per unit: autograd's gradients waiting for their last bucket
   int grads_in_partition_ = -1;       // ZeRO-2's partition gradient buffer, once made
 };
 

@@ -272,6 +272,9 @@ std::unique_ptr<FrameworkPolicy> make_deepspeed_zero3_policy(StepContext& step);
 struct GradientBucket {
   std::int64_t numel = 0;
   int closing_unit = -1;
+  // DeepSpeed's buckets: the units whose last gradient the bucket holds (their gradients are all
+  // reduced once it is).
+  std::vector<int> completes_units;
 };
 // The units in the order their post-backward hooks run.
 std::vector<int> post_backward_order(const StepContext& step);

@@ -229,6 +229,75 @@ TEST(DeepSpeedZero2Buckets, EveryMicroStepReducesItsBucketsIntoOnePartitionBuffe
   EXPECT_EQ(ops_of(plan(j).schedule, OpKind::reduce_scatter).size(), 8u);
 }
 
+// [DeepSpeed's all-reduce fallback] contiguous_gradients false (stage_1_and_2.py,
+// deepspeedai/DeepSpeed@edaa722: reduce_ipg_grads -> buffered_reduce_fallback(None, ...) ->
+// allreduce_and_copy): no ipg bucket buffer; autograd's gradients wait in the bucket; each bucket
+// is flattened into a temporary, all-reduced (rank None: dist.all_reduce) and copied back. The
+// session-35 audit found it planned as the contiguous path's reduce-scatter, without the
+// waiting gradients. By hand, buckets of 2 blocks ([blocks.3, .2], [.1, .0]), bf16 gradients:
+//   2 all-reduces of 2 x 512 KiB = 1 MiB, no reduce-scatter;
+//   each with a 1 MiB flattened temporary, freed by its copy back (2 x 1 MiB of HBM traffic);
+//   at the first all-reduce blocks.3's and .2's autograd gradients are alive: 1 MiB (the
+//     contiguous path has copied them into its buffer: 0);
+//   the rank's partition gradients: 4 x 262,144 x 2 B / 8 = 256 KiB.
+TEST(DeepSpeedZero2Buckets, WithoutContiguousGradientsBucketsAreAllReducedFromAutogradsGradients) {
+  nlohmann::json j = scenario("SHARD_GRAD_OP", true);
+  j["deepspeed"] = {{"reduce_bucket_size", 2 * kWeight}, {"contiguous_gradients", false}};
+  const Plan p = plan(j);
+  const Schedule& s = p.schedule;
+  EXPECT_TRUE(ops_of(s, OpKind::reduce_scatter).empty());
+  const auto ar = ops_of(s, OpKind::all_reduce);
+  ASSERT_EQ(ar.size(), 2u);
+  for (const Op* op : ar) {
+    EXPECT_EQ(op->comm_bytes, 1.0 * MiB) << op->name;
+    ASSERT_EQ(op->allocs.size(), 1u) << op->name;
+    const Allocation& flat = s.allocations[op->allocs[0]];
+    EXPECT_EQ(flat.bytes, 1 * MiB);
+    const Op& copy = s.ops[op->id + 1];
+    EXPECT_EQ(copy.kind, OpKind::copy_out);
+    EXPECT_EQ(copy.hbm_bytes, 2.0 * MiB);
+    EXPECT_EQ(std::count(copy.frees.begin(), copy.frees.end(), flat.id), 1);
+  }
+  for (const Allocation& a : s.allocations) EXPECT_EQ(a.label.find("ipg bucket"), std::string::npos) << a.label;
+  auto autograd_grads_at = [&](const Schedule& sched, int at) {
+    std::vector<bool> live(sched.allocations.size(), false);
+    for (const Op& op : sched.ops) {
+      for (int a : op.allocs) live[a] = true;
+      if (op.id == at) break;
+      for (int a : op.frees) live[a] = false;
+    }
+    std::int64_t bytes = 0;
+    for (const Allocation& a : sched.allocations)
+      if (live[a.id] && a.category == MemCategory::unsharded_grad) bytes += a.bytes;
+    return bytes;
+  };
+  EXPECT_EQ(autograd_grads_at(s, ar[0]->id), 1 * MiB);
+  int partitions = 0;
+  for (const Allocation& a : s.allocations)
+    if (a.label == "DeepSpeed gradients of the partition") {
+      ++partitions;
+      EXPECT_EQ(a.bytes, 256 * 1024);
+    }
+  EXPECT_EQ(partitions, 1);
+  // Every autograd gradient is freed in the step (none left to the optimizer).
+  std::vector<bool> freed(s.allocations.size(), false);
+  for (const Op& op : s.ops)
+    for (int a : op.frees) freed[a] = true;
+  for (const Allocation& a : s.allocations)
+    if (a.category == MemCategory::unsharded_grad && !a.persistent) EXPECT_TRUE(freed[a.id]) << a.label;
+  // The contiguous path, beside it: reduce-scatters, the gradients already copied away.
+  j["deepspeed"]["contiguous_gradients"] = true;
+  const Plan contiguous = plan(j);
+  const auto rs = ops_of(contiguous.schedule, OpKind::reduce_scatter);
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(autograd_grads_at(contiguous.schedule, rs[0]->id), 0);
+  // ZeRO-1 falls back the same way (its gradients stay whole: nothing waits).
+  nlohmann::json z1 = scenario("ZERO1", true);
+  z1["deepspeed"] = {{"reduce_bucket_size", 2 * kWeight}, {"contiguous_gradients", false}};
+  EXPECT_EQ(ops_of(plan(z1).schedule, OpKind::all_reduce).size(), 2u);
+  EXPECT_TRUE(ops_of(plan(z1).schedule, OpKind::reduce_scatter).empty());
+}
+
 // ---- DeepSpeed ZeRO-3 ----------------------------------------------------------------------
 // partitioned_param_coordinator.py (deepspeedai/DeepSpeed@edaa722), worked on the 4-block model:
 // each block's weight is 262,144 elements, above the default persistence threshold (1e5), so it
