@@ -1353,6 +1353,7 @@ Plan plan_step(const Scenario& scenario, PlanCache& cache, Naming naming, std::i
   auto& layouts = cache.layouts_;
   auto it = std::find_if(layouts.begin(), layouts.end(), [&](const auto& l) {
     return l->model.address() == scenario.model.address() && l->experts_wrapped == wraps_experts(scenario) &&
+           l->modules_apart == fetches_per_module(scenario) &&
            same_layout_inputs(l->wrap, l->checkpointing, l->checkpoint_every, scenario.fsdp.wrap,
                               scenario.training.checkpointing, scenario.training.checkpoint_every);
   });

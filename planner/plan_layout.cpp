@@ -146,8 +146,9 @@ std::unique_ptr<PlanCache::Layout> make_layout(const Scenario& scenario) {
   l->checkpointing = scenario.training.checkpointing;
   l->checkpoint_every = scenario.training.checkpoint_every;
   l->experts_wrapped = wraps_experts(scenario);
+  l->modules_apart = fetches_per_module(scenario);
   l->model = scenario.model;
-  l->units = build_units(*scenario.model, scenario.fsdp.wrap, scenario.file, l->experts_wrapped);
+  l->units = build_units(*scenario.model, scenario.fsdp.wrap, scenario.file, l->experts_wrapped, l->modules_apart);
   make_forward_program(scenario, *l);
   index_parameters(*l);
   return l;

@@ -142,7 +142,8 @@ struct ModuleIndex {
 
 }  // namespace
 
-std::vector<Unit> build_units(const Model& model, const WrapSpec& wrap, const std::string& file, bool wrap_experts) {
+std::vector<Unit> build_units(const Model& model, const WrapSpec& wrap, const std::string& file, bool wrap_experts,
+                              bool modules_apart) {
   std::vector<std::vector<const Module*>> groups = wrapped_groups(model, wrap, file);
   const ModuleIndex tree(model.root);
   if (wrap_experts) {
@@ -153,6 +154,26 @@ std::vector<Unit> build_units(const Model& model, const WrapSpec& wrap, const st
           return;  // the wrap policy already made it a unit
       groups.push_back({&m});
     });
+  }
+  if (modules_apart) {
+    std::vector<char> grouped(tree.order.size(), 0);  // in a group, or below a grouped module
+    for (const auto& group : groups)
+      for (const Module* m : group) grouped[tree.of(m)] = 1;
+    std::set<std::string> tie_targets;
+    for (const Module* m : tree.order)
+      for (const Parameter& p : m->params)
+        if (!p.tied_to.empty()) tie_targets.insert(p.tied_to);
+    for (std::size_t i = 1; i < tree.order.size(); ++i) {
+      if (grouped[tree.parent[i]]) grouped[i] = 1;
+      const Module& m = *tree.order[i];
+      if (grouped[i] || m.params.empty()) continue;
+      const bool tied = std::any_of(m.params.begin(), m.params.end(), [&](const Parameter& p) {
+        return !p.tied_to.empty() || tie_targets.count(p.full_name) > 0;
+      });
+      if (tied) continue;
+      groups.push_back({&m});
+      grouped[i] = 1;
+    }
   }
 
   for (auto& group : groups) {

@@ -40,9 +40,13 @@ std::vector<std::string> tied_weight_warnings(const std::vector<Unit>& units);
 // Builds the units for a model; throws InputError (file, "fsdp.wrap...") when the policy
 // names modules the model does not have. `wrap_experts`: every module holding routed experts
 // (models::Module::experts) is a unit of its own, as torchtitan wraps `moe.experts` under expert
-// parallelism (its own fully_shard on the expert data-parallel mesh).
+// parallelism (its own fully_shard on the expert data-parallel mesh). `modules_apart`: every
+// module outside the wrapped groups that owns parameters directly is a unit of its own, as
+// DeepSpeed ZeRO-3 fetches each module's parameters in that module's own hooks (the embedding
+// before the first block, the final norm and output layer after the last); a module with a tied
+// parameter stays in the root unit, where the tie keeps it.
 std::vector<Unit> build_units(const models::Model& model, const WrapSpec& wrap, const std::string& file,
-                              bool wrap_experts = false);
+                              bool wrap_experts = false, bool modules_apart = false);
 
 // The block type(s) the "block" policies wrap: `wrap.block_types` if given, else the type of
 // the costed modules that repeat or are written with "repeat", even once (the transformer

@@ -22,6 +22,7 @@ struct PlanCache::Layout {
   Checkpointing checkpointing = Checkpointing::none;
   int checkpoint_every = 1;
   bool experts_wrapped = false;  // expert parallelism: each experts module is its own unit
+  bool modules_apart = false;    // DeepSpeed ZeRO-3: each module outside the groups its own unit
 
   // One step of the forward program: a unit's pre/post-forward hook or a module's compute.
   struct Event {
@@ -76,5 +77,11 @@ bool same_layout_inputs(const WrapSpec& a, Checkpointing ca, int every_a, const 
                         int every_b);
 // Whether the scenario wraps the experts as units of their own (expert parallelism).
 inline bool wraps_experts(const Scenario& scenario) { return scenario.fsdp.expert_parallel > 1; }
+// DeepSpeed ZeRO-3 (its `deepspeed` object, parameters partitioned): the coordinator fetches
+// and releases each module's parameters in that module's hooks (plan_zero3.cpp), so the modules
+// outside the wrapped blocks are units of their own (build_units' modules_apart).
+inline bool fetches_per_module(const Scenario& scenario) {
+  return scenario.deepspeed.stated && scenario.fsdp.strategy == Strategy::FULL_SHARD;
+}
 
 }  // namespace fsdpsim::planner

@@ -59,10 +59,13 @@ TEST(DeepSpeedZero3Sweep, RanksThePrefetchFirstAndRecommendsTheSmallReduceBucket
   for (const std::string& reduce : {small, big}) {
     SCOPED_TRACE(reduce);
     // Under stage3_max_live_parameters 1e8 (about three blocks) the prefetch bucket changes
-    // nothing: the blocks the default reuse distance keeps gathered from forward to backward hold
-    // more than 1e8 elements, so min(max_live - gathered, prefetch bucket) leaves no room to prefetch.
+    // almost nothing: the blocks the default reuse distance keeps gathered from forward to backward
+    // hold more than 1e8 elements, so min(max_live - gathered, prefetch bucket) leaves no room to
+    // prefetch a block; only the small modules outside the blocks (the position embedding, 1.6M
+    // elements, fetched in its own hooks) can be, a few microseconds of a 0.5 s step.
     for (const std::string prefetch : {"5000000", "50000000"})
-      EXPECT_EQ(p.at({prefetch, live_small, reduce}).step_seconds, p.at({"0", live_small, reduce}).step_seconds);
+      EXPECT_NEAR(p.at({prefetch, live_small, reduce}).step_seconds, p.at({"0", live_small, reduce}).step_seconds,
+                  1e-4 * p.at({"0", live_small, reduce}).step_seconds);
     // Under the default limit (1e9) prefetching hides the all-gathers behind compute: less exposed
     // communication, so both prefetch sizes rank above no prefetch.
     const Point& none = p.at({"0", live_default, reduce});

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -227,6 +228,52 @@ TEST(DeepSpeedZero2Buckets, EveryMicroStepReducesItsBucketsIntoOnePartitionBuffe
   // Without the object: FSDP-style, one reduce-scatter per unit and micro-step (as before).
   j.erase("deepspeed");
   EXPECT_EQ(ops_of(plan(j).schedule, OpKind::reduce_scatter).size(), 8u);
+}
+
+// DeepSpeed ZeRO-3 fetches each module's parameters in its own hooks: outside the blocks the
+// embedding is gathered for its forward and released (its next use, in backward, is past the
+// reuse distance), the final norm is persistent (4,096 elements, under 1e5), the output layer
+// is gathered after the last block. The planner's root unit held embedding and output layer
+// together from the first op to the embedding's backward: 2 x 128,256 x 4,096 = 1.05e9 elements,
+// past stage3_max_live_parameters (1e9), so min(max_live - available, bucket) was negative and
+// no block was ever prefetched (the session-35 audit: 59 ms of exposed all-gathers for about 8).
+// With the modules outside the blocks as units of their own, the blocks are prefetched. A tied
+// embedding (GPT-2's wte and lm_head) stays in the root unit, where the tie keeps it.
+TEST(DeepSpeedZero3Buffers, ModulesOutsideTheBlocksAreFetchedInTheirOwnHooks) {
+  const std::string scenario = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json";
+  const std::vector<std::string> ds = {"training.master_weights=optimizer_state", "training.reduce_dtype=bf16",
+                                       "deepspeed={}"};
+  auto unit_names = [](const Plan& p) {
+    std::set<std::string> names;
+    for (const Unit& u : p.units)
+      if (!u.params.empty()) names.insert(u.name);
+    return names;
+  };
+  // A prefetch: layers.1's all-gather issued before layers.0's forward (in its fetch), not at
+  // its own.
+  auto prefetched = [](const Plan& p) {
+    return op_named(p.schedule, "all-gather model.layers.1") < op_named(p.schedule, "fwd model.layers.0");
+  };
+  const Plan zero3 = plan_step(load_scenario(scenario, ds));
+  const std::set<std::string> names = unit_names(zero3);
+  for (const char* m : {"model.embed_tokens", "model.norm", "lm_head", "model.layers.0"})
+    EXPECT_EQ(names.count(m), 1u) << m;
+  EXPECT_TRUE(zero3.units[0].params.empty());  // the root keeps nothing
+  EXPECT_TRUE(prefetched(zero3));
+  // FSDP's root unit holds them, as fully_shard(model) does.
+  const Plan fsdp = plan_step(load_scenario(scenario, {}));
+  EXPECT_EQ(unit_names(fsdp).count("lm_head"), 0u);
+  EXPECT_EQ(fsdp.units[0].params.size(), 3u);  // embed_tokens, norm, lm_head weights
+  // GPT-2: wte is tied to lm_head (the root keeps it); wpe and ln_f are their own units.
+  std::vector<std::string> gpt2 = ds;
+  gpt2.push_back("model=" + std::string(FSDPSIM_SOURCE_ROOT) + "/models/gpt2-xl.json");
+  const Plan tied = plan_step(load_scenario(scenario, gpt2));
+  const std::set<std::string> tied_names = unit_names(tied);
+  EXPECT_EQ(tied_names.count("transformer.wpe"), 1u);
+  EXPECT_EQ(tied_names.count("transformer.wte"), 0u);
+  EXPECT_EQ(tied_names.count("lm_head"), 0u);
+  EXPECT_FALSE(tied.units[0].params.empty());
+  EXPECT_TRUE(tied_weight_warnings(tied.units).empty());  // no wrap request was refused: none was made
 }
 
 // [DeepSpeed's all-reduce fallback] contiguous_gradients false (stage_1_and_2.py,
