@@ -186,6 +186,12 @@ struct CollectiveEstimate {
   // (n-1)/n (all-gather, reduce-scatter, all-to-all), 2(n-1)/n (all-reduce), 1 (broadcast).
   double bus_bandwidth_gbps = 0;
   double alg_bandwidth_gbps = 0;
+  // The bus bandwidth of the transfer alone, the latency term left out: what the call's data
+  // takes of the links it crosses (busbw x seconds / (seconds - latency)); 0 without a transfer.
+  double transfer_bus_bandwidth_gbps() const {
+    const double transfer = seconds - latency_seconds;
+    return transfer > 0 && bus_bandwidth_gbps > 0 ? bus_bandwidth_gbps * seconds / transfer : 0.0;
+  }
 };
 
 // bytes = the whole buffer as NCCL and nccl-tests count it (gathered size for all-gather and

@@ -488,9 +488,9 @@ CollectiveEstimate CostModel::share_the_nic(CollectiveEstimate e, const NcclView
   // the graph search ran on the share itself, which NCCL's speed arrays round down (1.5625 GB/s
   // of a 12.5 GB/s NIC for 8 instances searched as 1.2: 23% slower) and which SimGrid, sizing
   // its flows by these times, inherited (the session-34 audit).
+  const double busbw_of_transfer = e.transfer_bus_bandwidth_gbps();  // GB/s across the NIC alone
+  if (!(busbw_of_transfer > 0)) return e;
   const double transfer = e.seconds - e.latency_seconds;
-  if (!(transfer > 0) || !(e.bus_bandwidth_gbps > 0)) return e;
-  const double busbw_of_transfer = e.bus_bandwidth_gbps * e.seconds / transfer;  // GB/s across the NIC alone
   const double nic = view.nccl.nic_bandwidth_gbps > 0 ? view.nccl.nic_bandwidth_gbps : view.cluster.nic_bandwidth_gbps;
   const double share = nic / view.nic_sharers;
   const double stretch = busbw_of_transfer / share;

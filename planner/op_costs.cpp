@@ -81,9 +81,8 @@ int link_domain(const ProcessGroup& group, const ClusterSpec& cluster) {
 
 double link_load(const ProcessGroup& group, const ClusterSpec& cluster, const CollectiveEstimate& e) {
   if (group.nodes <= 1 || cluster.intra_kind != IntraNodeKind::pcie || !(cluster.intra_bandwidth_gbps > 0)) return 1.0;
-  const double transfer = e.seconds - e.latency_seconds;
-  if (!(transfer > 0) || !(e.bus_bandwidth_gbps > 0)) return 1.0;
-  const double busbw_of_transfer = e.bus_bandwidth_gbps * e.seconds / transfer;
+  const double busbw_of_transfer = e.transfer_bus_bandwidth_gbps();
+  if (!(busbw_of_transfer > 0)) return 1.0;
   return std::clamp(busbw_of_transfer / cluster.intra_bandwidth_gbps, 1e-9, 1.0);
 }
 
