@@ -81,7 +81,7 @@ inline bool wraps_experts(const Scenario& scenario) { return scenario.fsdp.exper
 // and releases each module's parameters in that module's hooks (plan_zero3.cpp), so the modules
 // outside the wrapped blocks are units of their own (build_units' modules_apart).
 inline bool fetches_per_module(const Scenario& scenario) {
-  return scenario.deepspeed.stated && scenario.fsdp.strategy == Strategy::FULL_SHARD;
+  return scenario.deepspeed.stated && deepspeed_zero_stage(scenario) == 3;
 }
 
 }  // namespace fsdpsim::planner
