@@ -1,3 +1,4 @@
+#include "planner/float8.h"
 #include "planner/cost_model.h"
 
 #include <algorithm>
@@ -309,9 +310,21 @@ CostModel::CostModel(const ClusterSpec& cluster, Calibration calibration, models
   attention_kernel_ = default_attention_kernel(attention_device());
 }
 
+namespace {
+
+// MFU's peak: the dense fp8 one where some linear runs in fp8. A model none of whose matmuls
+// convert (GPT-2's Conv1D layers are not nn.Linear) runs every GEMM in 16-bit and keeps that
+// peak (the session-35 fp8 audit: GPT-2 XL's MFU read half, divided by the fp8 peak).
+const char* mfu_peak_dtype_of(const Scenario& s) {
+  if (s.training.float8_linears() && !Float8Linears(s).converts_any()) return "bf16";
+  return s.training.mfu_peak_dtype();
+}
+
+}  // namespace
+
 CostModel::CostModel(const Scenario& scenario)
     : CostModel(scenario.cluster, calibration_for(scenario), scenario.training.compute_dtype(),
-                scenario.training.mfu_peak_dtype()) {
+                mfu_peak_dtype_of(scenario)) {
   // training.attention names the fused kernel ("auto": what PyTorch's SDPA picks; "eager":
   // the model's costs materialise the scores, which the kernel sets say themselves).
   const std::string& attention = scenario.training.attention;

@@ -55,6 +55,8 @@ class Float8Linears {
   bool runs_in_fp8(const models::ModuleCosts& costs, const models::Matmul& m) const;
   // Whether `p` is a converted linear's weight (the float8 all-gather gathers it in fp8).
   bool is_float8_weight(const models::Parameter* p) const { return weights_.count(p) > 0; }
+  // Whether any linear converts (none where the model has no eligible nn.Linear: GPT-2's Conv1D).
+  bool converts_any() const { return !weights_.empty(); }
 
  private:
   bool enabled_ = false;

@@ -46,6 +46,7 @@ Estimate estimate_step(const planner::Scenario& scenario) {
   e.cluster = scenario.cluster;
   e.calibration = cost.calibration();
   e.attention_kernel = planner::to_string(cost.attention_kernel());
+  e.mfu_peak_dtype = cost.mfu_peak_dtype();
   // A model costed for eager attention materialises its scores: no fused kernel runs it.
   for (const planner::KernelSet& k : e.plan.schedule.kernel_sets)
     if (k.has_attention && k.scores_materialized) e.attention_kernel = "eager";

@@ -34,6 +34,7 @@ struct Estimate {
   planner::Calibration calibration;
   planner::OpCosts costs;
   std::string attention_kernel;  // the fused attention kernel the cost model priced ("flash2", ...)
+  std::string mfu_peak_dtype;    // the dense peak MFU divides by: "fp8" where some linear runs in fp8, else "bf16"
   // Distinct GEMM shapes (with dtype) the step runs, and how many of them the calibration's
   // measured gemm_table priced (the rest: the shape model).
   int gemm_shapes = 0;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "planner/device_memory.h"
+#include "planner/float8.h"
 #include "sim/simgrid_platform.h"
 #include "sim/timing_report.h"
 #include "sim/unit_report.h"
@@ -159,6 +160,18 @@ std::vector<std::string> estimate_warnings(const sim::Estimate& e, const planner
       !near.empty())
     warnings.push_back(std::move(near));
   if (std::string lead = cpu_lead_warning(e, sc); !lead.empty()) warnings.push_back(std::move(lead));
+  if (sc.training.float8_linears()) {
+    if (!planner::Float8Linears(sc).converts_any())
+      warnings.push_back("training.matmul_dtype fp8: no linear of " + sc.model->name +
+                         " converts (torchao converts nn.Linear layers whose dimensions are multiples of 16, the "
+                         "output layer excepted): every GEMM runs in 16-bit, and MFU divides by the bf16 peak");
+    else if (sc.training.execution == planner::TrainingSpec::Execution::eager)
+      warnings.push_back("training.matmul_dtype fp8 without torch.compile: torchao's scaling kernels (amax, scale, "
+                         "cast) then run unfused, several times the bytes priced here (torch.compile's fused "
+                         "kernels, as torchao's roofline counts them; torchao asks for torch.compile \"for "
+                         "competitive performance\"); measured eager float8 ran slower than bf16 (pytorch/ao#685, "
+                         "pytorch/torchtitan#778): the fp8 gain here is an upper bound");
+  }
   if (const auto kernel = planner::parse_attention_kernel(e.attention_kernel))
     if (std::string a = planner::borrowed_attention_warning(e.cluster, *kernel, e.plan.schedule); !a.empty())
       warnings.push_back(std::move(a));
@@ -216,8 +229,7 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc, d
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.0f", tm.tokens_per_second_per_gpu);
   time.add({"tokens/s per GPU", buf, ""});
-  time.add({"MFU", percent(tm.mfu), std::string("6N + attention FLOPs (causal: half the square) / dense ") +
-                                       sc.training.mfu_peak_dtype() + " peak"});
+  time.add({"MFU", percent(tm.mfu), "6N + attention FLOPs (causal: half the square) / dense " + e.mfu_peak_dtype + " peak"});
   // What bounds the step: the critical path's parts (README; the JSON's time.critical_path).
   const sim::CriticalPathSummary& path = tm.critical_path_summary;
   auto share = [&](double x) { return tm.step_seconds > 0 ? percent(x / tm.step_seconds) : std::string("-"); };

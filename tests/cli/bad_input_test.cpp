@@ -57,6 +57,12 @@ std::vector<BadCase> bad_cases() {
     j[nlohmann::json::json_pointer(pointer)] = value;
     return j.dump();
   };
+  // FSDP1's CPU offload accumulates only under no_sync() (FullyShardedDataParallel's docstring:
+  // outside it "yields incorrect results"); the session-35 offload audit found it planned.
+  nlohmann::json fsdp1_offload = good_scenario();
+  fsdp1_offload["training"]["global_batch"] = 32;  // 2 micro-steps
+  fsdp1_offload["fsdp"]["version"] = 1;
+  fsdp1_offload["fsdp"]["cpu_offload"] = true;
   nlohmann::json unknown = good_scenario();
   unknown["training"]["micro_bach"] = 2;
   // 3 nodes of 8: a shard group of 3 divides the world of 24 but straddles the nodes unevenly
@@ -85,6 +91,8 @@ std::vector<BadCase> bad_cases() {
       {"bad_dtype", with("/training/param_dtype", "int4"), "training.param_dtype", "expected fp32"},
       // Whole-model fp8 (the session-30 audit): refused, pointing at the float8 recipe.
       {"fp8_param_dtype", with("/training/param_dtype", "fp8"), "training.param_dtype", "set training.matmul_dtype fp8"},
+      {"fsdp1_offload_accumulating_outside_no_sync", fsdp1_offload.dump(), "fsdp.grad_sync",
+       "accumulates gradients only under no_sync()"},
       {"unknown_gpu", with("/cluster", nlohmann::json{{"gpu", "Z100"}, {"nodes", 1}, {"gpus_per_node", 8}}),
        "gpu", "no GPU of that name"},
       {"wrong_type", with("/training/micro_batch", "two"), "training.micro_batch", "expected an integer"},

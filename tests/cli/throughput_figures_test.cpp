@@ -40,6 +40,30 @@ TEST(ThroughputFigures, MfuDividesByThePeakOfTheMatmulDtype) {
   }
 }
 
+// A model none of whose matmuls torchao converts (GPT-2's Conv1D layers are not nn.Linear) runs
+// every GEMM in 16-bit under matmul_dtype fp8: the same step, the bf16 peak, and a warning that
+// nothing converted (the session-35 fp8 audit: GPT-2 XL's MFU read 12.0% against 23.9%, divided by
+// the fp8 peak, silently). fp8 without torch.compile is said to run torchao's scaling unfused.
+TEST(ThroughputFigures, Fp8WithNothingConvertedKeepsTheBf16PeakAndSaysSo) {
+  const std::string s = "estimate --scenario " + quick_start_scenario() + " --set model=models/gpt2-xl.json";
+  const nlohmann::json bf16 = run_cli_json(s);
+  const nlohmann::json fp8 = run_cli_json(s + " --set training.matmul_dtype=fp8");
+  EXPECT_EQ(fp8["time"]["step_seconds"], bf16["time"]["step_seconds"]);
+  EXPECT_DOUBLE_EQ(fp8["throughput"]["peak_flops"].get<double>(), kH100Bf16);
+  EXPECT_DOUBLE_EQ(fp8["throughput"]["mfu"].get<double>(), bf16["throughput"]["mfu"].get<double>());
+  auto said = [](const nlohmann::json& j, const std::string& words) {
+    for (const nlohmann::json& w : j["warnings"])
+      if (w.get<std::string>().find(words) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(said(fp8, "no linear of gpt2-xl converts")) << fp8["warnings"].dump();
+  EXPECT_FALSE(said(bf16, "no linear of"));
+  const std::string llama = "estimate --scenario " + quick_start_scenario() + " --set training.matmul_dtype=fp8";
+  EXPECT_TRUE(said(run_cli_json(llama + " --set training.torch_compile=false"), "without torch.compile"));
+  EXPECT_FALSE(said(run_cli_json(llama + " --set training.torch_compile=true"), "without torch.compile"));
+  EXPECT_FALSE(said(run_cli_json(llama), "no linear of"));
+}
+
 TEST(ThroughputFigures, SimulateCarriesThePeakFromItsChild) {
   const nlohmann::json j = run_cli_json("simulate --scenario " + quick_start_scenario() + " --max-time 20");
   EXPECT_DOUBLE_EQ(j["throughput"]["peak_flops"].get<double>(), kH100Bf16);

@@ -331,7 +331,9 @@ TEST(DeepSpeedZero2Buckets, WithoutContiguousGradientsBucketsAreAllReducedFromAu
   for (const Op& op : s.ops)
     for (int a : op.frees) freed[a] = true;
   for (const Allocation& a : s.allocations)
-    if (a.category == MemCategory::unsharded_grad && !a.persistent) EXPECT_TRUE(freed[a.id]) << a.label;
+    if (a.category == MemCategory::unsharded_grad && !a.persistent) {
+      EXPECT_TRUE(freed[a.id]) << a.label;
+    }
   // The contiguous path, beside it: reduce-scatters, the gradients already copied away.
   j["deepspeed"]["contiguous_gradients"] = true;
   const Plan contiguous = plan(j);
