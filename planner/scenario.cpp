@@ -1091,6 +1091,10 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
                                                                                     : "fsdp.offload_param",
                      "is DeepSpeed's offload, for its layout: set training.master_weights to \"optimizer_state\" "
                      "(FSDP's offload is fsdp.cpu_offload)");
+  if (s.fsdp.cpu_offload && s.training.master_weights == MasterWeights::optimizer_state)
+    throw InputError(file, "fsdp.cpu_offload",
+                     "is FSDP's offload; DeepSpeed's layout (training.master_weights \"optimizer_state\") offloads "
+                     "through fsdp.offload_optimizer (ZeRO-Offload) and fsdp.offload_param (ZeRO-Infinity)");
   // FSDP1's CPUOffload accumulates only under no_sync(): FullyShardedDataParallel's docstring
   // (torch/distributed/fsdp/fully_sharded_data_parallel.py), "FSDP does not support gradient
   // accumulation outside no_sync() when using CPU offloading. Trying to do so yields incorrect
@@ -1099,13 +1103,9 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
   if (s.fsdp.version == 1 && s.fsdp.cpu_offload && s.training.grad_accum > 1 && s.fsdp.sync_grads_every_micro_step)
     throw InputError(file, "fsdp.grad_sync",
                      "FSDP1 with cpu_offload accumulates gradients only under no_sync(): with grad_sync "
-                     "every_micro_step (the default) over " + std::to_string(s.training.grad_accum) +
+                     "every_micro_step (FSDP's default) over " + std::to_string(s.training.grad_accum) +
                          " micro-steps it would keep the last micro-step's gradient instead of the sum (PyTorch's "
                          "FullyShardedDataParallel docstring); set fsdp.grad_sync to \"last_micro_step\"");
-  if (s.fsdp.cpu_offload && s.training.master_weights == MasterWeights::optimizer_state)
-    throw InputError(file, "fsdp.cpu_offload",
-                     "is FSDP's offload; DeepSpeed's layout (training.master_weights \"optimizer_state\") offloads "
-                     "through fsdp.offload_optimizer (ZeRO-Offload) and fsdp.offload_param (ZeRO-Infinity)");
   if (s.fsdp.offload_param != FsdpSpec::OffloadDevice::none && s.fsdp.offload_optimizer == FsdpSpec::OffloadDevice::none)
     throw InputError(file, "fsdp.offload_param",
                      "DeepSpeed's parameter offload needs offload_optimizer too (\"cpu\" or \"nvme\"): the "
