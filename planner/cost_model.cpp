@@ -543,6 +543,9 @@ double CostModel::duration_seconds(const Op& op, const Schedule& schedule,
     case OpKind::wait:
       return 0;
     case OpKind::optimizer:
+    case OpKind::copy_out:
+      // The CPU's own work (the offloaded optimizer step; FSDP2's host gradient accumulation,
+      // [FSDP2 offload accumulation]): the bytes it moves at the host's rate.
       if (op.stream == Stream::host) return op.hbm_bytes / calibration_.host_optimizer_bytes_per_second;
       break;
     default:
@@ -748,6 +751,7 @@ double CostModel::attention_seconds(const KernelSet& k) const {
 }
 
 double CostModel::kernels(const Op& op) const {
+  if (op.stream == Stream::host) return 0;  // the CPU's own work launches no kernel
   switch (op.kind) {
     case OpKind::compute_fwd:
     case OpKind::recompute:
@@ -767,7 +771,6 @@ double CostModel::kernels(const Op& op) const {
       return op.kind == OpKind::compute_bwd ? 2 * k : k;
     }
     case OpKind::optimizer: {
-      if (op.stream == Stream::host) return 0;
       const int tensors = std::max(1, model_parameter_tensors_);
       // A fused step is one multi-tensor kernel per chunk of tensors over its lists (params,
       // grads and each state: depth 4 for AdamW, 3 for SGD with momentum), which packs

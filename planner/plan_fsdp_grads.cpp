@@ -46,6 +46,31 @@ ReduceScatter issue_reduce_scatter(StepContext& step, int u, int copy_in, Stream
   return rs;
 }
 
+namespace {
+
+// [FSDP2 offload accumulation] FSDP2's foreach_reduce (torch/distributed/fsdp/_fully_shard/
+// _fsdp_collectives.py) copies the reduced shard to the host with `non_blocking =
+// fsdp_param.pin_memory and not to_accumulate_grad` ("Only overlap the D2H copy ... if not
+// accumulating gradients since the CPU add kernel depends on the copy result"), then adds it in
+// on the CPU (`sharded_param.grad._local_tensor += new_sharded_grad`). So once the host holds
+// a gradient (every micro-step after the first that reduces), the copy goes into a new pageable
+// tensor, the CPU waits for it, and the CPU adds it: the host op below (it depends on the copy;
+// a host op runs on the CPU once its deps are done), reading both and writing the sum (12 bytes an
+// fp32 element) at the host's rate. The session-35 offload audit found neither in the step.
+int accumulate_on_host(StepContext& step, int u, int d2h) {
+  const std::int64_t bytes = step.shard(u).local_numel * step.stored_param_dtype_bytes;
+  const std::string& name = step.label(u);
+  int staged = step.host_alloc(d2h, bytes, MemCategory::reduce_scatter_buffer, Placement::pageable_host,
+                                     Name{"host copy of the reduced grads of ", name});
+  const int add = step.add_op(OpKind::copy_out, Stream::host, Name{"accumulate host grads ", name}, u);
+  step.op(add).deps.push_back(d2h);
+  step.op(add).hbm_bytes = 3.0 * static_cast<double>(bytes);
+  step.free_at(add, staged);
+  return add;
+}
+
+}  // namespace
+
 void finish_reduction(StepContext& step, int u, const ReduceScatter& rs) {
   const UnitShard& sh = step.shard(u);
   const std::string& name = step.label(u);
@@ -58,6 +83,7 @@ void finish_reduction(StepContext& step, int u, const ReduceScatter& rs) {
     last = all_reduce;
   }
   int output = rs.output;
+  int host_accumulate = -1;
   if (step.optimizer_on_host()) {
     const int d2h = step.add_op(OpKind::d2h, step.op(last).stream, Name{"device-to-host grads ", name}, u);
     if (step.deepspeed_offload()) {
@@ -70,9 +96,12 @@ void finish_reduction(StepContext& step, int u, const ReduceScatter& rs) {
       // .to("cpu", non_blocking=True) (a pinned destination), FSDP1's _cpu_grad (pinned). The
       // sharded gradient lives on the host until the optimizer's zero_grad.
       step.op(d2h).comm_bytes = static_cast<double>(sh.local_numel * step.stored_param_dtype_bytes);
-      if (step.sharded_grad[u] < 0)
+      if (step.sharded_grad[u] < 0) {
         step.sharded_grad[u] = step.host_alloc(d2h, sh.local_numel * step.stored_param_dtype_bytes, MemCategory::sharded_grad,
                                                Placement::pinned_host, Name{"host sharded grads of ", name});
+      } else if (step.fsdp.version == 2) {
+        host_accumulate = accumulate_on_host(step, u, d2h);
+      }
     }
     step.free_at(d2h, output);
     // ZeRO-Infinity's offload_optimizer nvme: the fp32 gradient partition is swapped out to NVMe
@@ -81,7 +110,8 @@ void finish_reduction(StepContext& step, int u, const ReduceScatter& rs) {
     const int ready = step.optimizer_on_nvme()
                           ? step.nvme_swap(OpKind::nvme_write, static_cast<double>(sh.local_numel * step.master_dtype_bytes),
                                            Name{"NVMe write grads ", name}, u, d2h)
-                          : d2h;
+                      : host_accumulate >= 0 ? host_accumulate
+                                             : d2h;
     step.gradient_ready_ops.push_back(ready);
     return;
   }

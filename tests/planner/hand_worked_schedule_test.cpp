@@ -8,6 +8,8 @@
 #include <string>
 
 #include "planner/memory.h"
+#include "planner/cost_model.h"
+#include "planner/op_costs.h"
 #include "planner/plan.h"
 #include "planner/scenario.h"
 #include "input_error_of.h"
@@ -185,6 +187,48 @@ TEST(HandWorkedFsdp2, NoReduceScatterInputOutlivesItsBackward) {
   EXPECT_EQ(live_bytes(s, wait, MemCategory::reduce_scatter_buffer), kWeight * 4);  // freed as it is issued
   // The last micro-step's is released before the optimizer step, as before: one wait op only.
   EXPECT_EQ(count_ops(s, OpKind::wait), 1);
+}
+
+// [FSDP2 offload accumulation] (planner/plan_fsdp_grads.cpp) FSDP2 with CPU offload at grad accum
+// 2 (reduce-scatter in both micro-steps): micro-step 0 copies each reduced shard into the pinned
+// host gradient (non_blocking); micro-step 1 finds it there, so foreach_reduce's copy is blocking
+// into a new pageable tensor and the CPU adds it in. By hand, per block: a shard of 4,096 / 8 =
+// 512 fp32 elements, 2,048 B; the host add reads both and writes the sum, 6,144 B, at the host's
+// rate (host_optimizer_bytes_per_second); the staged copy is pageable, freed by the add.
+TEST(HandWorkedFsdp2, OffloadedGradientsAccumulateOnTheCpuAfterABlockingCopy) {
+  const Scenario sc = parse_scenario(scenario(4, 0, {{"version", 2}, {"strategy", "FULL_SHARD"}, {"cpu_offload", true}},
+                                              {{"grad_accum", 2}, {"optimizer", "adamw"}}),
+                                     "test.json");
+  const Plan p = plan_step(sc);
+  const Schedule& s = p.schedule;
+  const CostModel cost(sc);
+  const OpCosts priced = price_ops(s, cost);
+  int adds = 0;
+  for (const Op& op : s.ops) {
+    if (op.name.rfind("accumulate host grads", 0) != 0) continue;
+    ++adds;
+    EXPECT_EQ(op.micro_step, 1) << op.name;
+    EXPECT_EQ(op.stream, Stream::host);
+    EXPECT_EQ(op.hbm_bytes, 3.0 * 2048);
+    // The CPU's work at the host's rate, no kernel launched.
+    EXPECT_DOUBLE_EQ(priced.duration_seconds[op.id], 3.0 * 2048 / cost.calibration().host_optimizer_bytes_per_second);
+    EXPECT_EQ(priced.kernels[op.id], 0.0);
+    ASSERT_EQ(op.deps.size(), 1u);
+    const Op& copy = s.ops[op.deps[0]];
+    EXPECT_EQ(copy.kind, OpKind::d2h);
+    EXPECT_EQ(copy.comm_bytes, 2048.0);
+    ASSERT_EQ(copy.allocs.size(), 1u);
+    const Allocation& staged = s.allocations[copy.allocs[0]];
+    EXPECT_EQ(staged.placement, Placement::pageable_host);
+    EXPECT_EQ(staged.bytes, 2048);
+    EXPECT_EQ(std::count(op.frees.begin(), op.frees.end(), staged.id), 1);
+  }
+  EXPECT_EQ(adds, 4);
+  // Without accumulation nothing is added on the host; nor under FSDP1, whose offload accumulates
+  // under no_sync() only (the unsharded gradients on the GPU, reduced once).
+  const Plan once = plan(scenario(4, 0, {{"version", 2}, {"strategy", "FULL_SHARD"}, {"cpu_offload", true}},
+                                  {{"optimizer", "adamw"}}));
+  for (const Op& op : once.schedule.ops) EXPECT_NE(op.name.rfind("accumulate host grads", 0), 0u) << op.name;
 }
 
 // [Mistargeted prefetch] (planner/plan_fsdp1.cpp) FSDP1 with BACKWARD_POST: each unit's
