@@ -118,14 +118,15 @@ DeadlineSearch find_nodes_for_deadline(const planner::ScenarioTemplate& base, do
   // so a first meet past it has a miss below it.
   std::optional<std::size_t> met;
   std::size_t missed = 0;
-  const DeadlineSearch::Trial* previous = nullptr;
+  // The trial before the last, by copy: `tried` grows (and may move) with every trial.
+  std::optional<DeadlineSearch::Trial> previous;
   for (std::size_t k = 1; k <= nodes.size() && !met; k *= 2) {
     if (try_index(k - 1)) {
       met = k - 1;
       break;
     }
     missed = k - 1;
-    const DeadlineSearch::Trial& last = search.tried.back();
+    const DeadlineSearch::Trial last = search.tried.back();
     if (previous && !previous->fits && !last.fits && last.device_peak_bytes >= previous->device_peak_bytes) {
       search.stopped = "more nodes stopped lowering the device peak (" + std::to_string(previous->nodes) + " and " +
                        std::to_string(last.nodes) +
@@ -133,7 +134,7 @@ DeadlineSearch find_nodes_for_deadline(const planner::ScenarioTemplate& base, do
                        "or a smaller micro-batch may (estimate --advise)";
       break;
     }
-    previous = &last;
+    previous = last;
   }
   if (!met && search.stopped.empty() && !nodes.empty() && missed + 1 < nodes.size() && try_index(nodes.size() - 1))
     met = nodes.size() - 1;

@@ -223,9 +223,10 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc, d
   time.add({"compute", seconds_text(tm.compute_seconds),
             "compute stream busy, incl. " + seconds_text(tm.interference_seconds) + " slowdown beside NCCL (" +
                 percent(e.costs.compute_slowdown_under_comm) + " slower while a collective runs)"});
-  time.add({"exposed communication", seconds_text(tm.exposed_comm_seconds), "of " + seconds_text(tm.comm_seconds) + " communication in all"});
+  time.add({"exposed communication", seconds_text(tm.exposed_comm_seconds), "of " + seconds_text(tm.comm_seconds) +
+                                                                              " communication in all (collectives and host-device copies)"});
   time.add({"optimizer", seconds_text(tm.optimizer_seconds), ""});
-  time.add({"other exposed", seconds_text(tm.exposed_other_seconds), "CPU-bound gaps, exposed copies and NVMe swaps"});
+  time.add({"other exposed", seconds_text(tm.exposed_other_seconds), "CPU-bound gaps, exposed on-device copies on side streams and NVMe swaps"});
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.0f", tm.tokens_per_second_per_gpu);
   time.add({"tokens/s per GPU", buf, ""});
