@@ -6,7 +6,6 @@
 #include <sstream>
 
 #include "planner/device_memory.h"
-#include "planner/float8.h"
 #include "sim/simgrid_platform.h"
 #include "sim/timing_report.h"
 #include "sim/unit_report.h"
@@ -161,7 +160,7 @@ std::vector<std::string> estimate_warnings(const sim::Estimate& e, const planner
     warnings.push_back(std::move(near));
   if (std::string lead = cpu_lead_warning(e, sc); !lead.empty()) warnings.push_back(std::move(lead));
   if (sc.training.float8_linears()) {
-    if (!planner::Float8Linears(sc).converts_any())
+    if (e.mfu_peak_dtype != "fp8")  // the cost model found no linear to convert (CostModel, mfu_peak_dtype_of)
       warnings.push_back("training.matmul_dtype fp8: no linear of " + sc.model->name +
                          " converts (torchao converts nn.Linear layers whose dimensions are multiples of 16, the "
                          "output layer excepted): every GEMM runs in 16-bit, and MFU divides by the bf16 peak");
