@@ -190,14 +190,17 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
     step_.op(op).comm_bytes = static_cast<double>(buckets_[b].numel * bucket_dtype_bytes_);
     step_.op(op).group = step_.groups.world;
     step_.gradient_ready_ops.push_back(op);
-    if (zero2_ && !overlap_) {
-      // ZeRO-2 reduces from its gradient hooks whatever overlap_comm says; without it the
-      // reduction runs on the current stream (average_tensor: stream = current_stream()), so the
-      // rest of the backward waits for it.
-      const int wait = step_.add_op(OpKind::wait, Stream::compute, Name{"wait for the bucket ending in ", step_.label(u)}, u);
-      step_.op(wait).deps.push_back(op);
-    }
+    wait_without_overlap(op, u);
     if (zero2_) keep_partition_grads(op, u);
+  }
+
+  // ZeRO-2 reduces from its gradient hooks whatever overlap_comm says; without it the reduction
+  // runs on the current stream (average_tensor: stream = current_stream(); allreduce_and_copy
+  // likewise), so the rest of the backward waits for the bucket's last op.
+  void wait_without_overlap(int last_op_of_bucket, int u) {
+    if (!zero2_ || overlap_) return;
+    const int wait = step_.add_op(OpKind::wait, Stream::compute, Name{"wait for the bucket ending in ", step_.label(u)}, u);
+    step_.op(wait).deps.push_back(last_op_of_bucket);
   }
 
   // ZeRO-2: the rank's part of each reduced bucket is kept to the optimizer step. With
@@ -232,7 +235,7 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
     step_.op(op).comm_bytes = bytes;
     step_.op(op).group = step_.groups.world;
     int flat = step_.alloc_at(op, step_.buffer_bytes(buckets_[b].numel, bucket_dtype_bytes_),
-                                    MemCategory::reduce_scatter_buffer, Name{"flattened bucket ending in ", step_.label(u)});
+                              MemCategory::reduce_scatter_buffer, Name{"flattened bucket ending in ", step_.label(u)});
     const int copy = step_.add_op(OpKind::copy_out, Stream::all_reduce, Name{"copy back the bucket ending in ", step_.label(u)}, u);
     step_.op(copy).deps.push_back(op);
     step_.op(copy).hbm_bytes = 2.0 * bytes;
@@ -245,10 +248,7 @@ class ReplicatedGradientsPolicy final : public FrameworkPolicy {
         waiting_grads_[done].clear();
       }
     }
-    if (!overlap_ && zero2_) {
-      const int wait = step_.add_op(OpKind::wait, Stream::compute, Name{"wait for the bucket ending in ", step_.label(u)}, u);
-      step_.op(wait).deps.push_back(copy);
-    }
+    wait_without_overlap(copy, u);
   }
 
   // After the micro-step's last post-backward: without overlap_comm ZeRO-1 reduces every bucket

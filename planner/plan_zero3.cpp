@@ -205,13 +205,11 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
   // ---- gradients (stage3.py) -------------------------------------------------------------------
 
   // The buckets' parameters (the walk of deepspeed_buckets, plan_zero.cpp): per bucket how many
-  // and their elements padded each to a multiple of W (what reduce_scatter_coalesced reduces), and
-  // per unit the last bucket that holds one of its gradients.
+  // and their elements padded each to a multiple of W (what reduce_scatter_coalesced reduces).
   void describe_buckets() {
     const std::int64_t w = step_.fsdp.shard_group_size;
     bucket_params_.assign(buckets_.size(), 0);
     bucket_padded_numel_.assign(buckets_.size(), 0);
-    last_bucket_of_unit_.assign(units_, -1);
     std::size_t b = 0;
     std::int64_t open = 0;
     for (int u : post_backward_order(step_)) {
@@ -227,7 +225,6 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
         open += n;
         ++bucket_params_[b];
         bucket_padded_numel_[b] += checked_round_up(n, w, "a bucket parameter's padded elements");
-        last_bucket_of_unit_[u] = static_cast<int>(b);
       }
     }
   }
@@ -284,7 +281,7 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
     // Without contiguous_gradients: autograd's gradients of the units whose last gradient this
     // bucket holds (partition_grads: `param.grad = None`).
     for (auto it = waiting_grads_.begin(); it != waiting_grads_.end();) {
-      if (last_bucket_of_unit_[it->first] == static_cast<int>(index)) {
+      if (std::find(b.completes_units.begin(), b.completes_units.end(), it->first) != b.completes_units.end()) {
         step_.free_at(copy, it->second);
         it = waiting_grads_.erase(it);
       } else {
@@ -330,7 +327,6 @@ class DeepSpeedZero3Policy final : public FrameworkPolicy {
   std::vector<GradientBucket> buckets_;
   std::vector<int> bucket_params_;                 // per bucket: its parameters
   std::vector<std::int64_t> bucket_padded_numel_;  // per bucket: its elements, each parameter's padded to W
-  std::vector<int> last_bucket_of_unit_;           // per unit: the last bucket holding its gradients (-1: none)
   std::vector<std::pair<int, int>> waiting_grads_;  // no contiguous_gradients: (unit, autograd's gradient) until reduced
   // Coordinator state, per micro-step.
   std::vector<int> gathered_;                     // per unit: its gathered parameters' allocation, -1 if released
