@@ -110,6 +110,7 @@ Calibration read_calibration_at(const nlohmann::json& json, const std::string& f
   c.pcie_gbps = r.positive_number_or("pcie_gbps", c.pcie_gbps);
   c.host_optimizer_bytes_per_second =
       r.positive_number_or("host_optimizer_bytes_per_second", c.host_optimizer_bytes_per_second);
+  c.host_memory_bytes_per_second = r.positive_number_or("host_memory_bytes_per_second", c.host_memory_bytes_per_second);
   c.cuda_context_bytes = r.nonnegative_number_or("cuda_context_bytes", c.cuda_context_bytes);
   if (r.has("device_overhead_bytes")) c.device_overhead_bytes = r.nonnegative_number_or("device_overhead_bytes", 0);
   if (r.has("nccl")) {
@@ -159,6 +160,7 @@ nlohmann::json Calibration::to_json() const {
           {"compute_slowdown_under_comm", compute_slowdown_under_comm},
           {"pcie_gbps", pcie_gbps},
           {"host_optimizer_bytes_per_second", host_optimizer_bytes_per_second},
+          {"host_memory_bytes_per_second", host_memory_bytes_per_second},
           {"cuda_context_bytes", cuda_context_bytes},
           {"memory_bound_kernel_floor_seconds", memory_bound_kernel_floor_seconds},
           {"nccl", nccl.to_json()},
@@ -545,8 +547,8 @@ double CostModel::duration_seconds(const Op& op, const Schedule& schedule,
     case OpKind::optimizer:
     case OpKind::copy_out:
       // The CPU's own work (the offloaded optimizer step; FSDP2's host gradient accumulation,
-      // [FSDP2 offload accumulation]): the bytes it moves at the host's rate.
-      if (op.stream == Stream::host) return op.hbm_bytes / calibration_.host_optimizer_bytes_per_second;
+      // [FSDP2 offload accumulation]): the bytes it moves at the rank's host rate.
+      if (op.stream == Stream::host) return op.hbm_bytes / host_bytes_per_second(schedule);
       break;
     default:
       break;
@@ -562,6 +564,16 @@ double CostModel::duration_seconds(const Op& op, const Schedule& schedule,
                    (op.kind == OpKind::compute_bwd ? calibration_.attention_backward_work : 1.0);
   const double attention = op.attention_flops * c / (peak_flops_ * calibration_.attention_efficiency);
   return (op.flops > 0 ? shapeless_matmul_seconds(op) + attention : 0.0) + memory_bound_seconds(op);
+}
+
+// [CPU optimizer threads] A rank's CPU ops stream their bytes on its threads, each at one
+// thread's rate, and every rank of the node steps at once (they leave the same backward), so
+// together they are bounded by the node's memory bandwidth: a rank gets at most its share.
+// With every hardware thread (0) the share is the rate.
+double CostModel::host_bytes_per_second(const Schedule& schedule) const {
+  const double node_share = calibration_.host_memory_bytes_per_second / std::max(1, cluster_.gpus_per_node);
+  if (schedule.host_threads_per_rank == 0) return node_share;
+  return std::min(node_share, schedule.host_threads_per_rank * calibration_.host_optimizer_bytes_per_second);
 }
 
 double CostModel::shapeless_matmul_seconds(const Op& op) const {

@@ -105,7 +105,10 @@ struct Calibration {
   std::optional<double> gemm_slowdown_under_comm;
   // Host <-> device copies (CPU offload) and the CPU optimizer step.
   double pcie_gbps = 0;
+  // One CPU thread's streaming rate (a rank's host ops on host_threads_per_rank threads), and
+  // the node's sustained memory bandwidth its ranks' threads share ([CPU optimizer threads]).
   double host_optimizer_bytes_per_second = 0;
+  double host_memory_bytes_per_second = 0;
   // GPU memory outside the step's allocations (planner/device_memory.h). The CUDA context's
   // share has no public figure: an assumption the calibration states and a user may set.
   double cuda_context_bytes = 0;
@@ -269,6 +272,8 @@ class CostModel {
   const ProcessGroup& group_of(const Op& op, const Schedule& schedule) const;
   // An op without shapes: its matrix FLOPs at the GEMM ceiling (duration_seconds' GEMM part).
   double shapeless_matmul_seconds(const Op& op) const;
+  // A rank's rate for its CPU ops (Stream::host), bytes per second.
+  double host_bytes_per_second(const Schedule& schedule) const;
   // The kernel set's times, from `memo` when given (priced there once).
   const KernelSetTimes& times_of(const KernelSet& set, int index, std::vector<KernelSetTimes>* memo,
                                  KernelSetTimes& local) const;

@@ -74,6 +74,7 @@ class StepBuilder {
     const double b = static_cast<double>(training_.micro_batch), seq = static_cast<double>(training_.seq_len);
     schedule_.tokens_per_rank = b * seq * training_.grad_accum;
     schedule_.model_flops_per_rank = 3.0 * model_forward_flops(b, seq) * training_.grad_accum;
+    schedule_.host_threads_per_rank = host_threads_per_rank();
     make_groups();
     // The schedule is op by op; bound its size so a typo cannot exhaust memory.
     constexpr double kMaxEvents = 4e6;
@@ -1106,7 +1107,12 @@ class StepBuilder {
                                               "NVMe read optimizer state and grads", -1, -1)
                             : -1;
     const bool master_in_optimizer = training_.master_weights == MasterWeights::optimizer_state;
-    const double per_element = optimizer_step_bytes_per_element(master, step_.stored_param_dtype_bytes, host) +
+    // The gradient the step reads: the stored parameters' dtype on the GPU; on the host the
+    // offloaded fp32 gradient (FSDP's sharded gradient in the parameters' dtype; DeepSpeed's fp32
+    // host buffer, stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu, stage3.py
+    // fp32_partitioned_groups_flat[i].grad).
+    const int grad = host ? master : step_.stored_param_dtype_bytes;
+    const double per_element = optimizer_step_bytes_per_element(master, grad, host) +
                                (master_in_optimizer ? step_.param_dtype_bytes : 0);
     const double step_hbm_bytes = training_.optimizer == Optimizer::none ? 0 : per_element * static_cast<double>(elements);
     const std::vector<OptimizerSubGroup> sub_groups = host ? std::vector<OptimizerSubGroup>{} : policy_->optimizer_sub_groups();
@@ -1192,12 +1198,21 @@ class StepBuilder {
   //    (sgd.py _multi_tensor_sgd, pytorch@0316fdc, weight_decay 0, dampening 0, no nesterov):
   //    _foreach_mul_(bufs, momentum) 2, _foreach_add_(bufs, device_grads, alpha=1 - dampening)
   //    2 + 1 gradient, _foreach_add_(device_params, device_grads = bufs, alpha=-lr) 3: 7 and 1.
-  //  - a CPU step (offload): the fused count, the unit calibration.host_optimizer_bytes_per_second
-  //    is stated in.
+  //  - a CPU step (offload), [CPU optimizer kernels]: DeepSpeed's offload steps Adam and AdamW
+  //    with DeepSpeedCPUAdam (zero_force_ds_cpu_optimizer, true by default), one fused pass
+  //    (csrc/includes/cpu_adam.h, Step_AVX: loads grad, exp_avg, exp_avg_sq and param, stores
+  //    param, exp_avg and exp_avg_sq; deepspeedai/DeepSpeed@edaa722): the fused count. torch.optim
+  //    on CPU tensors (FSDP's cpu_offload) runs foreach only on CUDA-like devices
+  //    (optimizer.py _default_to_fused_or_foreach), so it takes the single-tensor loop
+  //    (adamw.py _single_tensor_adamw: param.mul_ 2, exp_avg.lerp_ 2 + 1 gradient,
+  //    exp_avg_sq.mul_ 2, .addcmul_ 2 + 1 gradient, sqrt 2, div 2, add_ 2, param.addcdiv_ 4: the
+  //    foreach count above, pass by pass), unless fused=True (torch >= 2.4 has a fused CPU AdamW):
+  //    the fused count.
   double optimizer_step_bytes_per_element(int master, int grad, bool host) const {
     const int states = optimizer_states_per_param(training_.optimizer);
     if (training_.optimizer == Optimizer::none) return 0;
-    if (host || training_.optimizer_kernel == OptimizerKernel::fused) return (2.0 + 2.0 * states) * master + grad;
+    const bool deepspeed_cpu_adam = host && step_.deepspeed_offload() && training_.optimizer != Optimizer::sgd_momentum;
+    if (deepspeed_cpu_adam || training_.optimizer_kernel == OptimizerKernel::fused) return (2.0 + 2.0 * states) * master + grad;
     switch (training_.optimizer) {
       case Optimizer::adamw: return 18.0 * master + 2.0 * grad;
       case Optimizer::adam: return 16.0 * master + 2.0 * grad;
@@ -1205,6 +1220,17 @@ class StepBuilder {
       case Optimizer::none: break;
     }
     return 0;
+  }
+
+  // [CPU optimizer threads] The threads a rank's CPU ops run on when the scenario does not say
+  // (training.host_threads_per_rank): torchrun sets OMP_NUM_THREADS=1 for every process when it
+  // starts more than one per node and the variable is unset (torch/distributed/run.py), so FSDP's
+  // offloaded step runs on one thread; DeepSpeed's launcher leaves it unset unless
+  // --bind_cores_to_rank (deepspeed/launcher/launch.py), and DeepSpeedCPUAdam's loop is an OpenMP
+  // parallel for (cpu_adam.h): every hardware thread, the node's memory bandwidth shared.
+  int host_threads_per_rank() const {
+    if (training_.host_threads_per_rank) return *training_.host_threads_per_rank;
+    return step_.deepspeed_offload() ? 0 : 1;
   }
 
   // Whether the GPU step holds an intermediate list as large as the parameters it updates:

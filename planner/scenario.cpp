@@ -299,6 +299,8 @@ TrainingSpec parse_training(JsonReader r, int world) {
                                       : Optimizer::none;
   t.optimizer_kernel = r.choice_or("optimizer_kernel", {"foreach", "fused"}, "foreach") == "fused" ? OptimizerKernel::fused
                                                                                                 : OptimizerKernel::foreach;
+  if (r.has("host_threads_per_rank")) t.host_threads_per_rank = r.int_in("host_threads_per_rank", 0, 4096);
+  else r.ignore("host_threads_per_rank");
   if (r.has("torch_compile"))
     t.execution = r.boolean_or("torch_compile", false) ? TrainingSpec::Execution::compiled : TrainingSpec::Execution::eager;
   else

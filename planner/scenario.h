@@ -84,6 +84,11 @@ struct TrainingSpec {
   Optimizer optimizer = Optimizer::adamw;
   OptimizerKernel optimizer_kernel = OptimizerKernel::foreach;
   MasterWeights master_weights = MasterWeights::sharded_param;
+  // training.host_threads_per_rank: the CPU threads each rank's optimizer step (and FSDP2's host
+  // gradient accumulation) runs on under offload, OMP_NUM_THREADS; 0: every hardware thread
+  // (OpenMP's default), the node's memory bandwidth then shared by its ranks. Unstated: the
+  // launcher's default, which the planner picks ([CPU optimizer threads], planner/plan.cpp).
+  std::optional<int> host_threads_per_rank;
   Checkpointing checkpointing = Checkpointing::none;
   int checkpoint_every = 1;  // every_k: checkpoint one block in k
   // Whether the transformer blocks run under torch.compile. compiled: fused elementwise

@@ -299,6 +299,7 @@ nlohmann::json schedule_to_json(const Schedule& s) {
   j["micro_steps"] = s.micro_steps;
   j["tokens_per_rank"] = s.tokens_per_rank;
   j["model_flops_per_rank"] = s.model_flops_per_rank;
+  j["host_threads_per_rank"] = s.host_threads_per_rank;
   j["groups"] = nlohmann::json::array();
   for (const ProcessGroup& g : s.groups) {
     nlohmann::json gj = {{"name", g.name}, {"ranks", g.ranks}, {"nodes", g.nodes}};
@@ -357,6 +358,7 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
   s.micro_steps = r.int_in_or("micro_steps", 1, 100000, 1);
   s.tokens_per_rank = r.number_or("tokens_per_rank", 0);
   s.model_flops_per_rank = r.number_or("model_flops_per_rank", 0);
+  s.host_threads_per_rank = r.int_in_or("host_threads_per_rank", 0, 4096, 0);
   const auto& groups = r.array("groups");
   for (std::size_t i = 0; i < groups.size(); ++i) {
     JsonReader g(groups[i], file, join_json_path("groups", i));

@@ -195,6 +195,10 @@ struct Schedule {
   int micro_steps = 1;
   double tokens_per_rank = 0;      // tokens one rank processes in the step
   double model_flops_per_rank = 0;  // 3 x forward FLOPs (6N + attention), for MFU
+  // The CPU threads a rank's host ops (Stream::host: the offloaded optimizer step, FSDP2's host
+  // gradient accumulation) run on; 0: every hardware thread of the node, its memory bandwidth
+  // shared by the node's ranks. What the cost model prices those ops at ([CPU optimizer threads]).
+  int host_threads_per_rank = 0;
   std::vector<ProcessGroup> groups;
   std::vector<KernelSet> kernel_sets;
   std::vector<Allocation> allocations;

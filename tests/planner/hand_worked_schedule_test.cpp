@@ -539,5 +539,68 @@ TEST(HandWorkedOptimizer, FusedAdamHoldsNoIntermediates) {
   EXPECT_EQ(foreach_memory.allocated_at_op[foreach_step.id] - fused.allocated_at_op[step.id], 4 * 512 * 4);
 }
 
+// [CPU optimizer kernels] and [CPU optimizer threads] (planner/plan.cpp, planner/cost_model.cpp).
+// 4 blocks of 4,096 elements on 8 GPUs: 2,048 optimizer elements per rank, fp32 master and
+// gradients. FSDP's cpu_offload steps torch.optim's AdamW on CPU tensors: foreach is off there
+// (torch/optim/optimizer.py _default_to_fused_or_foreach), and _single_tensor_adamw moves the
+// foreach count, 80 B an element, unless fused=True (one pass, 28 B). torchrun's OMP_NUM_THREADS=1
+// gives each rank one thread; a rank never gets more than its eighth of the node's bandwidth.
+TEST(HandWorkedCpuOptimizer, TorchOnTheCpuIsTheSingleTensorLoopOnOneThreadByDefault) {
+  struct Case {
+    nlohmann::json training;
+    double bytes_per_element;
+    double threads;  // 0: every hardware thread
+  };
+  for (const Case& c : {Case{{{"optimizer", "adamw"}}, 80, 1}, Case{{{"optimizer", "adamw"}, {"optimizer_kernel", "fused"}}, 28, 1},
+                        Case{{{"optimizer", "adamw"}, {"host_threads_per_rank", 2}}, 80, 2},
+                        Case{{{"optimizer", "adamw"}, {"host_threads_per_rank", 0}}, 80, 0},
+                        Case{{{"optimizer", "sgd_momentum"}}, 32, 1}}) {
+    const Scenario sc = parse_scenario(scenario(4, 0, {{"version", 2}, {"strategy", "FULL_SHARD"}, {"cpu_offload", true}}, c.training),
+                                       "test.json");
+    const Plan p = plan_step(sc);
+    const CostModel cost(sc);
+    const Calibration& cal = cost.calibration();
+    // The shipped figures make one or two threads slower than a rank's share of the node, so the
+    // cases below tell the two bounds apart.
+    ASSERT_LT(2 * cal.host_optimizer_bytes_per_second, cal.host_memory_bytes_per_second / 8);
+    const double rate = c.threads == 0 ? cal.host_memory_bytes_per_second / 8 : c.threads * cal.host_optimizer_bytes_per_second;
+    const Op& step = first_op(p.schedule, OpKind::optimizer);
+    EXPECT_EQ(step.stream, Stream::host);
+    EXPECT_EQ(step.hbm_bytes, c.bytes_per_element * 2048) << c.training.dump();
+    EXPECT_DOUBLE_EQ(price_ops(p.schedule, cost).duration_seconds[step.id], c.bytes_per_element * 2048 / rate) << c.training.dump();
+  }
+  // Many threads: the node's bandwidth bounds the rank, 64 threads are its eighth.
+  const Scenario many = parse_scenario(scenario(4, 0, {{"version", 2}, {"strategy", "FULL_SHARD"}, {"cpu_offload", true}},
+                                                {{"optimizer", "adamw"}, {"host_threads_per_rank", 64}}),
+                                       "test.json");
+  const CostModel cost(many);
+  const Plan p = plan_step(many);
+  const Op& step = first_op(p.schedule, OpKind::optimizer);
+  EXPECT_DOUBLE_EQ(price_ops(p.schedule, cost).duration_seconds[step.id],
+                   80.0 * 2048 / (cost.calibration().host_memory_bytes_per_second / 8));
+}
+
+// DeepSpeed's offload steps AdamW with DeepSpeedCPUAdam: one fused AVX pass (cpu_adam.h Step_AVX
+// loads grad, exp_avg, exp_avg_sq and param and stores the last three: 28 B), plus the 16-bit
+// partition the step writes (master_weights optimizer_state: 2 B), on every hardware thread by
+// default (deepspeed's launcher leaves OMP_NUM_THREADS unset): the rank's eighth of the node.
+TEST(HandWorkedCpuOptimizer, DeepSpeedCpuAdamIsOneFusedPassOnTheNodesShare) {
+  for (const int threads : {-1, 1}) {
+    nlohmann::json training = {{"optimizer", "adamw"}, {"master_weights", "optimizer_state"}};
+    if (threads > 0) training["host_threads_per_rank"] = threads;
+    const Scenario sc = parse_scenario(
+        scenario(4, 0, {{"version", 2}, {"strategy", "FULL_SHARD"}, {"offload_optimizer", "cpu"}}, training), "test.json");
+    const Plan p = plan_step(sc);
+    const CostModel cost(sc);
+    const Op& step = first_op(p.schedule, OpKind::optimizer);
+    EXPECT_EQ(step.stream, Stream::host);
+    EXPECT_EQ(step.hbm_bytes, 30.0 * 2048);
+    const double rate = threads > 0 ? cost.calibration().host_optimizer_bytes_per_second
+                                    : cost.calibration().host_memory_bytes_per_second / 8;
+    EXPECT_DOUBLE_EQ(price_ops(p.schedule, cost).duration_seconds[step.id], 30.0 * 2048 / rate) << threads;
+    EXPECT_EQ(p.schedule.host_threads_per_rank, threads > 0 ? threads : 0);
+  }
+}
+
 }  // namespace
 }  // namespace fsdpsim::planner

@@ -339,7 +339,7 @@ TEST(Calibration, EveryShippedGpuHasSourcedDefaultsInRange) {
                                            "kernel_issue_seconds", "eager_forward_kernel_issue_seconds",
                                            "eager_backward_kernel_issue_seconds", "kernels_per_parameter_tensor",
                                            "eager_kernels_per_fused_kernel", "launch_queue_kernels", "compute_slowdown_under_comm", "pcie_gbps",
-                                           "host_optimizer_bytes_per_second", "cuda_context_bytes"};
+                                           "host_optimizer_bytes_per_second", "host_memory_bytes_per_second", "cuda_context_bytes"};
   int checked = 0, hopper = 0;
   for (const auto& [name, entry] : gpus.items()) {
     if (name.rfind("_", 0) == 0) continue;
