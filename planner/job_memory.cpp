@@ -301,10 +301,15 @@ CheckpointSave checkpoint_save(const Scenario& sc, const Plan& plan, const Memor
       save.peak.device_bytes = optimizer_pass;
       save.peak.device_at = "state + the largest unit's optimizer state gathered";
     }
-    save.rank0_host_bytes = model + optimizer;
+    // Without offload_to_cpu the clones stay on the GPU (FSDP1's param_hook clones the unsharded
+    // parameter where it is; FSDP2's _iterate_state_dict moves a tensor to the CPU only with
+    // cpu_offload): the host holds none of it (torch.save later copies one storage at a time).
+    save.rank0_host_bytes = c.offload_to_cpu ? model + optimizer : 0;
     save.peak.host_bytes_per_node = (c.rank0_only ? 1 : gpn) * save.rank0_host_bytes;
-    save.peak.host_at = c.rank0_only ? "rank 0: the whole model" : "every rank: the whole model";
-    if (c.optimizer) save.peak.host_at += " and optimizer state";
+    save.peak.host_at = !c.offload_to_cpu ? "nothing: the gathered clones stay on the GPU"
+                        : c.rank0_only    ? "rank 0: the whole model"
+                                          : "every rank: the whole model";
+    if (c.optimizer && c.offload_to_cpu) save.peak.host_at += " and optimizer state";
     save.bytes_written_per_node = model + optimizer;  // rank 0 writes it
     save.bytes_written_total = save.bytes_written_per_node;
     copied = model + optimizer;
@@ -331,7 +336,12 @@ CheckpointSave checkpoint_save(const Scenario& sc, const Plan& plan, const Memor
     // hold once, dedup_save_plans): the whole model and its state, spread over the ranks. (It
     // was every rank's padded shard: Mixtral at EP 1 on 64 GPUs, 8 expert rows over 64 ranks,
     // came out 7.76x the model, 4,050 GiB.)
-    const double whole = r.model_elements * r.stored_bytes + r.model_elements * state_tensors * r.master_bytes;
+    // DeepSpeed ZeRO-3 saves each rank's fp32 flat groups and optimizer state, not its 16-bit
+    // partitions (stage3.py _rigid_state_dict: OPTIMIZER_STATE_DICT and FP32_FLAT_GROUPS; the
+    // module state dict holds ZeRO-3's empty placeholders).
+    const bool params_in_master_only = deepspeed_zero_stage(sc) == 3 && state_tensors > 0;
+    const double whole = (params_in_master_only ? 0.0 : r.model_elements * r.stored_bytes) +
+                         r.model_elements * state_tensors * r.master_bytes;
     save.peak.device_bytes = base;
     save.peak.device_at = "state only (each rank writes its shards as they are)";
     const double largest_tensor =

@@ -587,8 +587,10 @@ InitSpec parse_init(JsonReader& r) {
   return init;
 }
 
+int stage_of(const Scenario& s);
+
 // `checkpoint`: {"state_dict": "full" | "sharded", "rank0_only", "offload_to_cpu", "optimizer"}.
-CheckpointSpec parse_checkpoint(JsonReader& r) {
+CheckpointSpec parse_checkpoint(JsonReader& r, const Scenario& s) {
   CheckpointSpec c;
   if (!r.has("checkpoint")) {
     r.ignore("checkpoint");
@@ -604,6 +606,19 @@ CheckpointSpec parse_checkpoint(JsonReader& r) {
   if (c.kind == CheckpointSpec::Kind::sharded) {
     if (k.has("rank0_only")) k.fail("rank0_only", "applies to a full state dict (state_dict \"full\")");
     if (k.has("offload_to_cpu")) k.fail("offload_to_cpu", "applies to a full state dict (state_dict \"full\")");
+  } else if (stage_of(s) > 0) {
+    // DeepSpeed's save_checkpoint writes each rank's partitions (engine.py _save_zero_checkpoint);
+    // it has no full optimizer state dict, and its consolidated 16-bit save (save_16bit_model with
+    // stage3_gather_16bit_weights_on_model_save) is another mechanism, not modelled.
+    k.fail("state_dict", "\"full\" is FSDP's FULL_STATE_DICT; DeepSpeed's save_checkpoint writes each rank's ZeRO "
+                         "partitions (\"sharded\"), and its consolidated 16-bit save (save_16bit_model) is not modelled");
+  } else if (s.fsdp.version == 2 && k.has("rank0_only") && !c.rank0_only) {
+    // FSDP2's full state dict (torch/distributed/checkpoint/state_dict.py, StateDictOptions) has
+    // no rank0_only: with cpu_offload it is kept on rank 0 (_maybe_full_or_cpu_state_dict:
+    // ranks_only=(0,)), without on every rank's GPU.
+    k.fail("rank0_only", "is FSDP1's FullStateDictConfig option; FSDP2's get_state_dict keeps a full state dict on rank 0 "
+                         "when it offloads to the CPU (StateDictOptions(cpu_offload=True)) and on every rank's GPU when "
+                         "it does not (offload_to_cpu false)");
   }
   k.finish();
   return c;
@@ -1126,7 +1141,7 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
   if (s.init.device == InitSpec::Device::cpu && s.fsdp.version == 2 && s.fsdp.expert_parallel > 1)
     throw InputError(file, "init", "\"cpu\" with fsdp.expert_parallel is not modelled (each rank's experts reach the GPU "
                                    "whole before fully_shard); use \"meta\", as torchtitan does");
-  s.checkpoint = parse_checkpoint(r);
+  s.checkpoint = parse_checkpoint(r, s);
   if (r.has("allocator")) {
     JsonReader a = r.object("allocator");
     s.allocator = parse_allocator_settings(a);

@@ -58,6 +58,21 @@ void run_estimate(const EstimateOptions& o) {
   if (o.deadline_days > 0 && (o.max_micro_batch || o.max_seq_len))
     throw InputError::option("--deadline-days", std::string("searches one setting at a time: drop ") +
                                                     (o.max_micro_batch ? "--max-micro-batch" : "--max-seq-len"));
+  // The searches print their table only: an output asked beside one would be silently dropped
+  // (the session-36 audit found --trace and --plot written by nobody, exit 0).
+  if (o.deadline_days > 0 || o.max_micro_batch || o.max_seq_len) {
+    const char* search = o.deadline_days > 0 ? "--deadline-days" : o.max_micro_batch ? "--max-micro-batch" : "--max-seq-len";
+    const auto refuse = [&](bool asked, const char* option, const char* what) {
+      if (asked)
+        throw InputError::option(option, std::string(what) + " of one estimate; " + search +
+                                             " prints its search only: estimate the answer it gives with " + option);
+    };
+    refuse(!o.trace.empty(), "--trace", "writes the trace");
+    refuse(!o.plot.empty(), "--plot", "writes the plot");
+    refuse(o.advise, "--advise", "prints the advice");
+    refuse(o.by_unit, "--by-unit", "prints the units");
+    refuse(o.deadline_days <= 0 && o.train_tokens > 0, "--train-tokens", "prices the run");
+  }
   if (o.deadline_days > 0) {
     const sim::DeadlineSearch search = sim::find_nodes_for_deadline(
         *scenario_template(input, parsed), o.train_tokens, o.deadline_days * 86400.0, o.gpu_hour_usd, headroom_bytes);

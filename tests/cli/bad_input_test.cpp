@@ -93,6 +93,18 @@ std::vector<BadCase> bad_cases() {
       {"fp8_param_dtype", with("/training/param_dtype", "fp8"), "training.param_dtype", "set training.matmul_dtype fp8"},
       {"fsdp1_offload_accumulating_outside_no_sync", fsdp1_offload.dump(), "fsdp.grad_sync",
        "accumulates gradients only under no_sync()"},
+      // The session-36 job-memory audit: FSDP2's full state dict has no rank0_only (with
+      // cpu_offload it is rank 0's: torch/distributed/checkpoint/state_dict.py
+      // _maybe_full_or_cpu_state_dict), and DeepSpeed has no full optimizer state dict.
+      {"fsdp2_full_state_dict_on_every_rank",
+       with("/checkpoint", nlohmann::json{{"state_dict", "full"}, {"rank0_only", false}}), "checkpoint.rank0_only",
+       "is FSDP1's FullStateDictConfig option"},
+      {"deepspeed_full_state_dict", [&] {
+         nlohmann::json j = good_scenario();
+         j["training"]["master_weights"] = "optimizer_state";
+         j["checkpoint"] = {{"state_dict", "full"}};
+         return j.dump();
+       }(), "checkpoint.state_dict", "DeepSpeed's save_checkpoint writes each rank's ZeRO partitions"},
       {"unknown_gpu", with("/cluster", nlohmann::json{{"gpu", "Z100"}, {"nodes", 1}, {"gpus_per_node", 8}}),
        "gpu", "no GPU of that name"},
       {"wrong_type", with("/training/micro_batch", "two"), "training.micro_batch", "expected an integer"},

@@ -141,5 +141,29 @@ TEST(DeadlineSearch, ADerivedBatchFollowsTheGpusAndHopelessSearchesStop) {
   EXPECT_NE(r.out.find("spreads over 8 GPUs at most"), std::string::npos) << r.out;
 }
 
+// A search prints its table only, so an output asked beside it is refused instead of dropped
+// (exit 0 with no trace file written, the session-36 audit), naming the option.
+TEST(SearchOptions, OutputsOfOneEstimateAreRefusedBesideASearch) {
+  const std::string base = "estimate --scenario " + quick_start_scenario();
+  const std::string trace = ::testing::TempDir() + "search-trace.json";
+  std::remove(trace.c_str());
+  struct Case {
+    std::string args, message;
+  };
+  for (const Case& c : {Case{" --max-seq-len --trace " + trace, "--trace: writes the trace of one estimate; --max-seq-len prints its search only"},
+                        Case{" --max-micro-batch --plot " + trace, "--plot: writes the plot of one estimate; --max-micro-batch"},
+                        Case{" --max-micro-batch --advise", "--advise: prints the advice of one estimate"},
+                        Case{" --max-seq-len --by-unit", "--by-unit: prints the units of one estimate"},
+                        Case{" --max-micro-batch --train-tokens 1e12", "--train-tokens: prices the run of one estimate"},
+                        Case{" --train-tokens 1e12 --deadline-days 30 --by-unit", "--by-unit: prints the units of one estimate; --deadline-days"}}) {
+    const CommandResult r = run_cli(base + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+  }
+  std::FILE* f = std::fopen(trace.c_str(), "r");
+  EXPECT_EQ(f, nullptr);
+  if (f) std::fclose(f);
+}
+
 }  // namespace
 }  // namespace fsdpsim::testing

@@ -3,6 +3,8 @@
 // and DeepSpeed's offload options, compared with DeepSpeed's own estimator.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "planner/job_memory.h"
 #include "planner/memory.h"
 #include "planner/plan.h"
@@ -100,8 +102,26 @@ TEST(FullStateDict, SeventyBRankZeroOnly) {
   EXPECT_DOUBLE_EQ(checkpoint_save(all.scenario, all.plan, all.memory, 50).peak.host_bytes_per_node, kGpn * 4 * kN);
   // Without offload_to_cpu the clones stay on the GPU: the whole fp32 model on top (the classic OOM).
   Planned gpu = plan_of(scenario, {"checkpoint.offload_to_cpu=false"});
-  EXPECT_DOUBLE_EQ(checkpoint_save(gpu.scenario, gpu.plan, gpu.memory, 50).peak.device_bytes,
-                   state + (kRoot + kBlock) * 4 + 4 * kN);
+  const CheckpointSave on_gpu = checkpoint_save(gpu.scenario, gpu.plan, gpu.memory, 50);
+  EXPECT_DOUBLE_EQ(on_gpu.peak.device_bytes, state + (kRoot + kBlock) * 4 + 4 * kN);
+  // ... and none of it on the host (FSDP1's param_hook clones the unsharded parameter where it
+  // is; the session-36 audit found it counted on the GPU and on the host at once).
+  EXPECT_EQ(on_gpu.rank0_host_bytes, 0);
+  EXPECT_EQ(on_gpu.peak.host_bytes_per_node, 0);
+  EXPECT_DOUBLE_EQ(on_gpu.bytes_written_total, 4 * kN);  // rank 0 still writes it
+}
+
+// DeepSpeed ZeRO-3's save_checkpoint: each rank's fp32 flat groups and AdamW's two states, 12 N
+// in all; its 16-bit partitions are not saved (stage3.py _rigid_state_dict: OPTIMIZER_STATE_DICT
+// and FP32_FLAT_GROUPS). ZeRO-1/2's layout saves the 16-bit model beside them (14 N).
+TEST(ShardedStateDict, DeepSpeedZero3SavesItsFp32PartitionsNotItsSixteenBitOnes) {
+  for (const char* strategy : {"FULL_SHARD", "SHARD_GRAD_OP"}) {
+    nlohmann::json scenario = seventy_b({{"version", 1}, {"strategy", strategy}}, {{"master_weights", "optimizer_state"}});
+    scenario["checkpoint"] = {{"state_dict", "sharded"}};
+    Planned p = plan_of(scenario);
+    const CheckpointSave s = checkpoint_save(p.scenario, p.plan, p.memory, 50);
+    EXPECT_DOUBLE_EQ(s.bytes_written_total, (std::string(strategy) == "FULL_SHARD" ? 12 : 14) * kN) << strategy;
+  }
 }
 
 // SHARDED_STATE_DICT / DCP: each rank writes its fp32 shard and its states, 12 N / 64 bytes;
