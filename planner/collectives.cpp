@@ -244,7 +244,12 @@ void apply_rccl_tables(NcclParams& p, const std::string& why) {
   // tuning_model_5.hwLat: NVLINK (RCCL's xGMI links are LINK_NVL), PCI, NET.
   p.nvlink_latency_us = {{{0.9, 0.0, 2.3}, {0.8, 0.0, 2.1}, {0.0, 0.0, 0.0}}};
   p.pcie_latency_us = {{{2.2, 2.2, 5.7}, {2.2, 2.2, 5.7}, {0.0, 0.0, 0.0}}};
-  p.net_latency_us = {{{10.5, 0.0, 25.0}, {9.5, 0.0, 320.0}, {0.0, 0.0, 0.0}}};
+  // [RCCL's network hop] net_latency_us stays NCCL 2.28.3's (NcclParams()): RCCL's own
+  // tuning_model_5.hwLat[NET] (Tree 10.5 / - / 25, Ring 9.5 / - / 320 us) is a weight of its
+  // protocol choice, paired with its per-size ringCorrectionFactor (Simple x0.1 below 512 MiB
+  // across nodes): taken as a time, 320 us a network step priced a 256 MiB all-gather over 64
+  // MI300X nodes at 11.0 ms on Ring/LL, 3.6x an all-reduce of the same buffer (the session-36
+  // audit). A network hop is the fabric's, so it is priced as NCCL prices it.
   // tuning_model_5.bwRatio [2 nodes or fewer / more than 2 nodes]: Tree, Ring x LL, LL128, Simple.
   p.rccl_bandwidth_ratio[0] = {{{0.06, 0.0, 0.11}, {0.08, 0.0, 1.00}, {0.0, 0.0, 0.0}}};
   p.rccl_bandwidth_ratio[1] = {{{0.06, 0.0, 0.59}, {0.08, 0.0, 1.00}, {0.0, 0.0, 0.0}}};
@@ -265,7 +270,10 @@ void apply_rccl_tables(NcclParams& p, const std::string& why) {
   p.sources["nvlink_latency_us"] = std::string(kSrcRccl) +
                                    " tuning_model_5.hwLat[NVLINK] (xGMI hops; rome_models.cc rome_model_79 'tuning=5')";
   p.sources["pcie_latency_us"] = std::string(kSrcRccl) + " tuning_model_5.hwLat[PCI]";
-  p.sources["net_latency_us"] = std::string(kSrcRccl) + " tuning_model_5.hwLat[NET]";
+  p.sources["net_latency_us"] = std::string(kSrcTuning) +
+                               " hwLatencies[NCCL_HW_NET]: a network hop is the fabric's (RCCL's tuning_model_5.hwLat[NET], "
+                               "320 us for Ring/Simple, weighs its protocol choice with its ringCorrectionFactor; "
+                               "[RCCL's network hop], docs/collectives.md)";
   p.sources["rccl_bandwidth_ratio"] = std::string(kSrcRccl) + " tuning_model_5.bwRatio";
   p.sources["tree_correction"] =
       "none: RCCL's per-size correction factors are protocol-selection weights, not times (docs/collectives.md)";

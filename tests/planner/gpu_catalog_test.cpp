@@ -186,6 +186,27 @@ TEST(CollectivesXgmi, Mi300xAllReduceHasNoTreeSimpleOnOneNode) {
   EXPECT_NEAR(e.seconds, (46.4 + GiB / (1000.0 * 192.0)) * 1e-6, 1e-9);
 }
 
+// [RCCL's network hop] (planner/collectives.cpp) Across nodes a network step is priced as
+// NCCL 2.28.3 prices it (hwLatencies[NET], Ring/Simple 14 us): RCCL's 320 us is a weight of its
+// protocol choice. A 256 MiB all-gather over 64 MI300X nodes (512 ranks), Ring/Simple on 14
+// channels x 24 GB/s = 336 GB/s: latency 17 + 448 intra-node steps x max(2.1 xGMI hop, 3 x 1 us
+// net overhead) + 63 network steps x 14 = 2,243 us; transfer 2^28 B / (336 x 512/511 GB/s) =
+// 797.4 us: 3,040.4 us (the session-36 audit's hand figure; 11,025 us on Ring/LL before, 3.6x an
+// all-reduce of the same buffer).
+TEST(CollectivesXgmi, Mi300xNetworkStepsArePricedAsTheFabricsNotAsRcclsChoiceWeight) {
+  ClusterSpec c = load_cluster("mi300x-8gpu.json");
+  c.nodes = 64;
+  const NcclParams p = NcclParams::defaults_for(c);
+  EXPECT_DOUBLE_EQ(p.net_latency_us[1][2], 14.0);
+  const double bytes = 256 * MiB;
+  const CollectiveEstimate e = estimate_collective(CollectiveKind::all_gather, bytes, {512, 64}, c, p);
+  EXPECT_EQ(e.algorithm, "Ring");
+  EXPECT_EQ(e.protocol, "Simple");
+  EXPECT_EQ(e.channels, 14);
+  EXPECT_NEAR(e.latency_seconds, 2243e-6, 1e-12);
+  EXPECT_NEAR(e.seconds, (2243.0 + bytes / (1000.0 * 336.0 * 512.0 / 511.0)) * 1e-6, 1e-10);
+}
+
 TEST(CollectivesXgmi, NvidiaNodesKeepNcclsModel) {
   const NcclParams h = NcclParams::defaults_for(load_cluster("dgx-h100.json"));
   EXPECT_EQ(h.library, "nccl");
