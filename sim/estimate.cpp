@@ -75,11 +75,12 @@ SimgridResult simulate_scenario(const planner::Scenario& scenario, const Simgrid
 
 namespace {
 
-// Doubling from `step` (step, 2 step, 4 step, ...) while the value fits, up to `max_value`, then
-// bisection in multiples of `step` between the last that fits and the first that does not.
-// `overrides(value)` are the --set assignments that make the scenario of a value.
-FitSearch largest_fitting(const planner::ScenarioTemplate& base, double headroom_bytes, std::int64_t step,
-                          std::int64_t max_value,
+// Doubling over the candidate values (values[0], values[1], values[3], values[7], ...: the k-th
+// value for k = 1, 2, 4, ...) while they fit, then bisection between the last that fits and the
+// first that does not. `values` ascend; `overrides(value)` are the --set assignments that make
+// the scenario of a value.
+FitSearch largest_fitting(const planner::ScenarioTemplate& base, double headroom_bytes,
+                          const std::vector<std::int64_t>& values,
                           const std::function<std::vector<std::string>(std::int64_t)>& overrides) {
   FitSearch search;
   search.headroom_bytes = headroom_bytes;
@@ -96,30 +97,32 @@ FitSearch largest_fitting(const planner::ScenarioTemplate& base, double headroom
     search.gpu_memory_bytes = e.gpu_memory_bytes;
     return fits[value] = t.fits;
   };
+  // good and bad count values: the k-th is values[k - 1]; 0 is "none".
+  const auto value_at = [&](std::int64_t k) { return values[static_cast<std::size_t>(k - 1)]; };
+  const std::int64_t count = static_cast<std::int64_t>(values.size());
   std::int64_t good = 0, bad = 0;
-  for (std::int64_t k = 1; k * step <= max_value; k *= 2) {
-    if (try_value(k * step)) good = k;
+  for (std::int64_t k = 1; k <= count; k *= 2) {
+    if (try_value(value_at(k))) good = k;
     else {
       bad = k;
       break;
     }
   }
-  if (bad == 0) {
-    // Doubling stopped below max_value: try it too, so that a fitting max_value is found.
-    const std::int64_t last = max_value / step;
-    if (good < last && !try_value(last * step)) bad = last;
-    else good = std::max(good, last);
+  if (bad == 0 && count > 0) {
+    // Doubling stopped below the last value: try it too, so that a fitting last value is found.
+    if (good < count && !try_value(value_at(count))) bad = count;
+    else good = std::max(good, count);
   }
   if (bad == 0) {
     search.capped = good > 0;
   } else {
     while (bad - good > 1) {
       const std::int64_t mid = (good + bad) / 2;
-      if (try_value(mid * step)) good = mid;
+      if (try_value(value_at(mid))) good = mid;
       else bad = mid;
     }
   }
-  search.largest_fitting = good * step;
+  search.largest_fitting = good > 0 ? value_at(good) : 0;
   std::sort(search.tried.begin(), search.tried.end(),
             [](const FitSearch::Trial& a, const FitSearch::Trial& b) { return a.value < b.value; });
   return search;
@@ -127,9 +130,32 @@ FitSearch largest_fitting(const planner::ScenarioTemplate& base, double headroom
 
 }  // namespace
 
+// Every multiple of `step` up to `max_value`.
+std::vector<std::int64_t> multiples(std::int64_t step, std::int64_t max_value) {
+  std::vector<std::int64_t> v;
+  for (std::int64_t x = step; x <= max_value; x += step) v.push_back(x);
+  return v;
+}
+
 FitSearch find_max_micro_batch(const planner::ScenarioTemplate& base, double headroom_bytes) {
-  const std::string accum = std::to_string(base.base().training.grad_accum);
-  return largest_fitting(base, headroom_bytes, 1, kMaxMicroBatchSearched, [&](std::int64_t mb) {
+  const planner::TrainingSpec& t = base.base().training;
+  if (t.global_batch_stated) {
+    // The stated global batch is kept, as --micro-batch, a sweep's micro-batch axis and the
+    // deadline search keep it: the micro-batches that divide each rank's share of it, the gradient
+    // accumulation following (the session-36 audit: the search kept the accumulation, so its
+    // answer changed the batch and `estimate --micro-batch` refused it).
+    const std::int64_t per_rank = t.global_batch / base.base().world_size();
+    std::vector<std::int64_t> divisors;
+    for (std::int64_t m = 1; m <= std::min(per_rank, kMaxMicroBatchSearched); ++m)
+      if (per_rank % m == 0) divisors.push_back(m);
+    FitSearch search = largest_fitting(base, headroom_bytes, divisors, [](std::int64_t mb) {
+      return std::vector<std::string>{"training.micro_batch=" + std::to_string(mb), "training.grad_accum=null"};
+    });
+    search.global_batch_kept = t.global_batch;
+    return search;
+  }
+  const std::string accum = std::to_string(t.grad_accum);
+  return largest_fitting(base, headroom_bytes, multiples(1, kMaxMicroBatchSearched), [&](std::int64_t mb) {
     return std::vector<std::string>{"training.micro_batch=" + std::to_string(mb), "training.global_batch=null",
                                     "training.grad_accum=" + accum};
   });
@@ -146,7 +172,7 @@ FitSearch find_max_seq_len(const planner::ScenarioTemplate& base, double headroo
               : "the model's " + context.what + ": longer needs a length extension (RoPE scaling), which the model "
                                                 "file does not describe";
   }
-  FitSearch search = largest_fitting(base, headroom_bytes, kSeqLenSearchStep, max_value, [](std::int64_t seq) {
+  FitSearch search = largest_fitting(base, headroom_bytes, multiples(kSeqLenSearchStep, max_value), [](std::int64_t seq) {
     return std::vector<std::string>{"training.seq_len=" + std::to_string(seq)};
   });
   if (search.capped) search.cap = cap.empty() ? "the longest searched: it may fit longer" : cap;

@@ -80,13 +80,16 @@ struct FitSearch {
   double headroom_bytes = 0;
   bool capped = false;  // the largest value searched fits: the search stopped there
   std::string cap;      // what the largest value searched is, in words (set when it is not the search's own limit)
+  std::int64_t global_batch_kept = 0;  // micro-batch search: the stated global batch it kept (0: accumulation kept)
 };
 
 // The largest micro-batch searched.
 constexpr std::int64_t kMaxMicroBatchSearched = 4096;
 
-// The largest micro-batch that fits, keeping the scenario's gradient accumulation (the global
-// batch follows). Values 1, 2, 4, ... up to kMaxMicroBatchSearched, then bisection.
+// The largest micro-batch that fits. A stated global batch is kept: the micro-batches that divide
+// each rank's share of it (the accumulation follows). Otherwise the scenario's gradient
+// accumulation is kept (the global batch follows), values 1 up to kMaxMicroBatchSearched. Doubling
+// over the values, then bisection.
 FitSearch find_max_micro_batch(const planner::ScenarioTemplate& base, double headroom_bytes = 0);
 
 // Sequences are searched in multiples of this: the query and key block of FlashAttention's

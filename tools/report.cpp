@@ -474,14 +474,24 @@ nlohmann::json fit_search_json(const sim::FitSearch& s, const std::string& value
 std::string micro_batch_search_text(const sim::FitSearch& s, const planner::Scenario& sc) {
   std::string found;
   if (s.largest_fitting == 0) found = "not even micro-batch 1 fits in " + gib(s.gpu_memory_bytes - s.headroom_bytes) + "\n";
-  else found = "largest micro-batch that fits: " + std::to_string(s.largest_fitting) + (s.capped ? " (the largest searched)" : "") + "\n";
-  return fit_search_text(s,
-                         "Largest micro-batch that fits (grad accum " + std::to_string(sc.training.grad_accum) +
-                             " kept; doubling, then bisection",
-                         "micro-batch", found);
+  else
+    found = "largest micro-batch that fits: " + std::to_string(s.largest_fitting) +
+            (!s.capped                  ? ""
+             : s.global_batch_kept > 0 ? " (each rank's whole share of the global batch)"
+                                       : " (the largest searched)") +
+            "\n";
+  const std::string kept = s.global_batch_kept > 0
+                               ? "global batch " + std::to_string(s.global_batch_kept) +
+                                     " kept: the micro-batches that divide it over the ranks, grad accum following"
+                               : "grad accum " + std::to_string(sc.training.grad_accum) + " kept";
+  return fit_search_text(s, "Largest micro-batch that fits (" + kept + "; doubling, then bisection", "micro-batch", found);
 }
 
-nlohmann::json micro_batch_search_json(const sim::FitSearch& s) { return fit_search_json(s, "micro_batch"); }
+nlohmann::json micro_batch_search_json(const sim::FitSearch& s) {
+  nlohmann::json j = fit_search_json(s, "micro_batch");
+  j["global_batch_kept"] = s.global_batch_kept > 0 ? nlohmann::json(s.global_batch_kept) : nlohmann::json(nullptr);
+  return j;
+}
 
 std::string seq_len_search_text(const sim::FitSearch& s, const planner::Scenario& sc) {
   std::string found;

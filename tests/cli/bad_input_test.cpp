@@ -190,20 +190,38 @@ TEST(Estimate, OverrideChangesTheAnswerTheWayItShould) {
   EXPECT_NEAR(replicated / sharded, 8.0, 0.1);
 }
 
+// Without a stated global batch the accumulation is kept and every micro-batch is a candidate:
+// the answer fits and the next one does not. With one (session 36) the batch is kept: the
+// candidates divide each rank's share (4,096 / 8 = 512: 1, 2, 4, ..., 512), the next candidate
+// above the answer does not fit, and `estimate --micro-batch` takes the answer with the batch.
 TEST(Estimate, MaxMicroBatchFindsTheLargestThatFits) {
   std::string path = write_temp("good.json", good_scenario().dump());
-  CommandResult r = run_cli("estimate --scenario " + path + " --json --max-micro-batch --set cluster.gpu=A100-SXM-40GB");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  nlohmann::json j = nlohmann::json::parse(r.out);
-  const int largest = j["largest_fitting_micro_batch"];
-  ASSERT_GT(largest, 0);
-  bool saw_largest = false, saw_next_fail = false;
-  for (const auto& t : j["tried"]) {
-    if (t["micro_batch"] == largest) saw_largest = t["fits"];
-    if (t["micro_batch"] == largest + 1) saw_next_fail = !t["fits"].get<bool>();
+  const std::string a100 = " --set cluster.gpu=A100-SXM-40GB";
+  for (const bool stated : {false, true}) {
+    SCOPED_TRACE(stated);
+    const std::string batch = stated ? " --set training.global_batch=4096" : " --set training.global_batch=null";
+    CommandResult r = run_cli("estimate --scenario " + path + " --json --max-micro-batch" + a100 + batch);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    const int largest = j["largest_fitting_micro_batch"];
+    ASSERT_GT(largest, 0);
+    const int next = stated ? 2 * largest : largest + 1;  // the next candidate (512 is a power of two)
+    bool saw_largest = false, saw_next_fail = false;
+    for (const auto& t : j["tried"]) {
+      if (stated) EXPECT_EQ(512 % t["micro_batch"].get<int>(), 0) << t["micro_batch"];
+      if (t["micro_batch"] == largest) saw_largest = t["fits"];
+      if (t["micro_batch"] == next) saw_next_fail = !t["fits"].get<bool>();
+    }
+    EXPECT_TRUE(saw_largest);
+    EXPECT_TRUE(saw_next_fail);
+    EXPECT_EQ(j["global_batch_kept"], stated ? nlohmann::json(4096) : nlohmann::json(nullptr));
+    if (stated) {
+      const CommandResult at = run_cli("estimate --scenario " + path + " --json" + a100 + batch +
+                                       " --micro-batch " + std::to_string(largest));
+      ASSERT_EQ(at.exit_code, 0) << at.err;
+      EXPECT_TRUE(nlohmann::json::parse(at.out)["memory"]["fits"].get<bool>());
+    }
   }
-  EXPECT_TRUE(saw_largest);
-  EXPECT_TRUE(saw_next_fail);
 }
 
 TEST(BadArguments, ValidateOfAMissingFileIsAnErrorNotAFailedRow) {
