@@ -114,11 +114,23 @@ std::vector<Change> single_changes(const planner::Scenario& s, const planner::Ax
       const std::int64_t per_step = c.micro_batch * s.world_size();
       if (per_step > 0 && t.global_batch % per_step == 0) c.label += " (grad accum " + std::to_string(t.global_batch / per_step) + ")";
     }
-  // Every other strategy (with its default shard group and resharding).
+  // Every other strategy (with its default shard group and resharding). On one node a hybrid's
+  // default shard group, the node, is the world, and it is its plain twin (no replicas to
+  // all-reduce across): the same plan, listed once (the session-36 audit found HYBRID_SHARD
+  // advised as a change to the FULL_SHARD it equals, and HYBRID_SHARD_ZERO2 beside SHARD_GRAD_OP).
+  const auto plan_of = [&](Strategy st) {
+    if (s.cluster.nodes > 1) return st;
+    return st == Strategy::HYBRID_SHARD ? Strategy::FULL_SHARD : st == Strategy::HYBRID_SHARD_ZERO2 ? Strategy::SHARD_GRAD_OP : st;
+  };
   std::vector<nlohmann::json> strategies;
+  // The scenario's own strategy is its plain twin only with the whole world as its shard group.
+  std::vector<Strategy> listed = {f.shard_group_size == s.world_size() ? plan_of(f.strategy) : f.strategy};
   for (Strategy st : {Strategy::FULL_SHARD, Strategy::HYBRID_SHARD, Strategy::SHARD_GRAD_OP, Strategy::HYBRID_SHARD_ZERO2,
-                      Strategy::ZERO1, Strategy::NO_SHARD})
-    if (st != f.strategy) strategies.push_back(planner::strategy_name(st));
+                      Strategy::ZERO1, Strategy::NO_SHARD}) {
+    if (std::find(listed.begin(), listed.end(), plan_of(st)) != listed.end()) continue;
+    listed.push_back(plan_of(st));
+    strategies.push_back(planner::strategy_name(st));
+  }
   add_axis(out, "strategy", "fsdp.strategy", strategies, ctx, "strategy ");
   // Reshard after forward, where the strategy can.
   const bool reshards = f.strategy == Strategy::FULL_SHARD || f.strategy == Strategy::HYBRID_SHARD;

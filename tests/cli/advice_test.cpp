@@ -226,5 +226,25 @@ TEST(Advice, OnlyWhenAskedForAConfigurationThatFits) {
   EXPECT_NE(text.out.find("--set "), std::string::npos) << text.out;
 }
 
+// On one node a hybrid strategy's default shard group is the world: HYBRID_SHARD is FULL_SHARD and
+// HYBRID_SHARD_ZERO2 is SHARD_GRAD_OP, the same plan. The advice lists each plan once and never
+// the base's own (the session-36 audit found both twins advised). On two nodes they differ: 10
+// single changes for the quick start on one node (12 on two: the two hybrids).
+TEST(Advice, OnOneNodeAHybridStrategyIsNotAdvisedBesideItsTwin) {
+  const nlohmann::json one = run_cli_json("estimate --advise --scenario " + kScenario);
+  const nlohmann::json two =
+      run_cli_json("estimate --advise --scenario " + kScenario + " --set cluster.nodes=2 --set training.global_batch=32");
+  EXPECT_EQ(two["advice"]["candidates"].get<int>() - one["advice"]["candidates"].get<int>(), 2);
+  for (const char* list : {"fitting", "closest"})
+    for (const nlohmann::json& item : one["advice"][list]) {
+      const std::string change = item["change"];
+      EXPECT_EQ(change.find("HYBRID_SHARD"), std::string::npos) << change;
+    }
+  bool hybrid_on_two = false;
+  for (const nlohmann::json& item : two["advice"]["fitting"])
+    hybrid_on_two |= item["change"].get<std::string>().find("HYBRID_SHARD") != std::string::npos;
+  EXPECT_TRUE(hybrid_on_two);
+}
+
 }  // namespace
 }  // namespace fsdpsim::testing
