@@ -35,6 +35,7 @@ struct RankShape {
   double largest_unit_gathered_elements = 0;  // the largest non-root unit gathered whole (every expert)
   double root_gathered_elements = 0;
   double largest_sub_group_elements = 0;     // DeepSpeed ZeRO-3's largest optimizer sub-group (partition elements)
+  double fsdp_offload_pinned_bytes = 0;      // FSDP cpu_offload: the parameter and gradient shards' pinned blocks
   int stored_bytes = 4, master_bytes = 4, compute_bytes = 2, states = 2, master_copy = 0;
   bool params_sharded = true, grads_sharded = true;
 };
@@ -75,6 +76,10 @@ RankShape rank_shape(const Scenario& sc, const Plan& plan) {
       r.largest_unit_gathered_elements = std::max(r.largest_unit_gathered_elements, whole_gathered);
     r.largest_unit_elements = std::max(r.largest_unit_elements, static_cast<double>(sh.numel));
     r.largest_unit_shard_elements = std::max(r.largest_unit_shard_elements, static_cast<double>(sh.local_numel));
+    if (!deepspeed_layout && sh.numel > 0)
+      r.fsdp_offload_pinned_bytes += 2.0 * static_cast<double>(pinned_shard_bytes(
+                                               plan.units[i], sh, sc.fsdp.version, sc.fsdp.shard_group_size,
+                                               sc.fsdp.expert_parallel, r.stored_bytes));
   }
   if (deepspeed_layout)
     r.largest_sub_group_elements = static_cast<double>(
@@ -112,8 +117,9 @@ OffloadOption option_of(const OffloadSetting& s, const RankShape& r, const Scena
   const double state = r.optimizer_elements * (r.states + r.master_copy) * r.master_bytes;
   const double replicated_grads = r.grads_sharded ? 0 : r.local_model_elements * r.stored_bytes;
   if (s.fsdp_cpu_offload) {
-    // Pinned parameter shard and gradient shard; torch.optim's state in ordinary memory.
-    o.pinned_bytes_per_node = gpn * 2 * params;
+    // Pinned parameter shard and gradient shard, in the host allocator's power-of-two blocks
+    // ([Pinned host blocks]); torch.optim's state in ordinary memory.
+    o.pinned_bytes_per_node = gpn * r.fsdp_offload_pinned_bytes;
     o.pageable_bytes_per_node = gpn * state;
     o.device_state_bytes = replicated_grads;
     return o;

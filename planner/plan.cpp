@@ -555,7 +555,7 @@ class StepBuilder {
       const std::int64_t optimizer_numel = step_.sharded.optimizer_state ? sh.optimizer_numel : sh.numel;
       // Parameters.
       if (f.cpu_offload)  // FSDP pins the offloaded shard (FSDP1 _local_shard, FSDP2 pin_memory=True)
-        step_.host_alloc(-1, step_.buffer_bytes(sh.local_numel, stored), MemCategory::sharded_param,
+        step_.host_alloc(-1, step_.pinned_shard_bytes(u.index, stored), MemCategory::sharded_param,
                          Placement::pinned_host, Name{"host sharded params of ", name});
       else if (f.offload_param == Device::cpu)
         step_.host_alloc(-1, step_.buffer_bytes(sh.local_numel, stored), MemCategory::sharded_param,

@@ -97,8 +97,9 @@ void finish_reduction(StepContext& step, int u, const ReduceScatter& rs) {
       // sharded gradient lives on the host until the optimizer's zero_grad.
       step.op(d2h).comm_bytes = static_cast<double>(sh.local_numel * step.stored_param_dtype_bytes);
       if (step.sharded_grad[u] < 0) {
-        step.sharded_grad[u] = step.host_alloc(d2h, sh.local_numel * step.stored_param_dtype_bytes, MemCategory::sharded_grad,
-                                               Placement::pinned_host, Name{"host sharded grads of ", name});
+        step.sharded_grad[u] = step.host_alloc(d2h, step.pinned_shard_bytes(u, step.stored_param_dtype_bytes),
+                                               MemCategory::sharded_grad, Placement::pinned_host,
+                                               Name{"host sharded grads of ", name});
       } else if (step.fsdp.version == 2) {
         host_accumulate = accumulate_on_host(step, u, d2h);
       }

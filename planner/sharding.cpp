@@ -93,6 +93,26 @@ bool is_expert_unit(const Unit& unit) {
          std::all_of(unit.params.begin(), unit.params.end(), [](const models::Parameter* p) { return p->experts > 0; });
 }
 
+std::int64_t pinned_block_bytes(std::int64_t bytes) {
+  if (bytes <= 0) return 0;
+  std::int64_t block = 1;
+  while (block < bytes) block = checked_mul(block, 2, "a pinned block's bytes");
+  return block;
+}
+
+std::int64_t pinned_shard_bytes(const Unit& unit, const UnitShard& shard, int fsdp_version, int shard_group,
+                                int expert_parallel, int bytes_per_element) {
+  if (fsdp_version == 1) return pinned_block_bytes(checked_mul(shard.local_numel, bytes_per_element, "a shard's bytes"));
+  const bool experts = expert_parallel > 1 && is_expert_unit(unit);
+  std::int64_t total = 0;
+  for (const models::Parameter* p : unit.params) {
+    const std::int64_t local = experts ? expert_local_numel(*p, shard_group, expert_parallel) : fsdp2_local_numel(*p, shard_group);
+    total = checked_add(total, pinned_block_bytes(checked_mul(local, bytes_per_element, "a shard's bytes")),
+                        "a unit's pinned bytes");
+  }
+  return total;
+}
+
 std::string padding_warning(const std::vector<Unit>& units, const std::vector<UnitShard>& shards, int shard_group,
                             int expert_parallel, int fsdp_version) {
   if (fsdp_version != 2 || shard_group <= 1) return "";

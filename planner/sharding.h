@@ -50,6 +50,17 @@ UnitShard shard_expert_unit(const Unit& unit, int shard_group, int expert_parall
 // Whether the unit holds routed expert weights (models::Parameter::experts).
 bool is_expert_unit(const Unit& unit);
 
+// [Pinned host blocks] PyTorch's CachingHostAllocator rounds every pinned allocation up to a
+// power of two before cudaHostAlloc (aten/src/ATen/core/CachingHostAllocator.h, allocate:
+// `roundSize = c10::llvm::PowerOf2Ceil(size)`): the host memory FSDP's cpu_offload pins for one
+// unit's shard in `bytes_per_element`. FSDP1 pins the unit's flat shard, one block
+// (FlatParamHandle: _local_shard.pin_memory(), and _cpu_grad alike); FSDP2 each parameter's
+// padded shard, one block each (FSDPParam._init_sharded_param: pin_memory() per parameter;
+// foreach_reduce's .to("cpu", non_blocking=True) per gradient).
+std::int64_t pinned_block_bytes(std::int64_t bytes);
+std::int64_t pinned_shard_bytes(const Unit& unit, const UnitShard& shard, int fsdp_version, int shard_group,
+                                int expert_parallel, int bytes_per_element);
+
 // [FSDP2 dim-0 padding] FSDP2 splits each parameter's dim 0 into shard-group chunks of
 // ceil(d0/W) rows and pads every rank's chunk to that size (torch.chunk leaves the ranks past d0
 // empty; _init_sharded_param pads them). A parameter with fewer rows than ranks (routed experts

@@ -160,6 +160,11 @@ class StepContext {
   // persistent, alive when the step starts.
   int host_alloc(int op, std::int64_t bytes, MemCategory category, Placement placement, const Name& label,
                  bool model_state = true);
+  // What FSDP's cpu_offload pins for unit u's shard ([Pinned host blocks], planner/sharding.h).
+  std::int64_t pinned_shard_bytes(int u, int bytes_per_element) const {
+    return planner::pinned_shard_bytes(unit(u), shard(u), fsdp.version, fsdp.shard_group_size, fsdp.expert_parallel,
+                                       bytes_per_element);
+  }
   // Frees happen in CPU order: `alloc` is released when `op` is issued (the op issued last:
   // free_now), and reset to -1. Nothing for -1.
   //

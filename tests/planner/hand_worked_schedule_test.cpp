@@ -604,5 +604,29 @@ TEST(HandWorkedCpuOptimizer, DeepSpeedCpuAdamIsOneFusedPassOnTheNodesShare) {
   }
 }
 
+// [Pinned host blocks] (planner/sharding.h) PyTorch's CachingHostAllocator pins in powers of two.
+// Four blocks of two weights, [24, 64] and [40, 64], 4,096 elements, on 8 GPUs, fp32 shards:
+// FSDP2 pins each parameter's shard: 3 rows x 64 x 4 B = 768 B -> 1,024 and 5 x 64 x 4 = 1,280 B
+// -> 2,048: 3,072 B a block; FSDP1 the flat shard, 512 x 4 = 2,048 B, already a power of two.
+// Parameters and gradients alike.
+TEST(HandWorkedOffload, PinnedShardsTakePowerOfTwoBlocks) {
+  nlohmann::json json = scenario(4, 0, {{"strategy", "FULL_SHARD"}, {"cpu_offload", true}});
+  json["model"]["root"]["children"][0]["children"][0]["params"] = {{{"name", "w1"}, {"shape", {24, 64}}},
+                                                                   {{"name", "w2"}, {"shape", {40, 64}}}};
+  for (const int version : {1, 2}) {
+    json["fsdp"]["version"] = version;
+    const Plan p = plan(json);
+    int params = 0, grads = 0;
+    for (const Allocation& a : p.schedule.allocations) {
+      if (a.placement != Placement::pinned_host) continue;
+      EXPECT_EQ(a.bytes, version == 2 ? 3072 : 2048) << a.label;
+      params += a.label.rfind("host sharded params", 0) == 0;
+      grads += a.label.rfind("host sharded grads", 0) == 0;
+    }
+    EXPECT_EQ(params, 4) << version;
+    EXPECT_EQ(grads, 4) << version;
+  }
+}
+
 }  // namespace
 }  // namespace fsdpsim::planner

@@ -48,6 +48,13 @@ Planned plan_of(const nlohmann::json& json, std::vector<std::string> overrides =
   return p;
 }
 
+// [Pinned host blocks] (planner/sharding.h) FSDP2's cpu_offload pins each parameter's fp32 shard
+// on its own, and PyTorch's CachingHostAllocator rounds each pinned block up to a power of two:
+// a block's shard of 125 rows x 109,375 x 4 B = 54,687,500 B takes 64 MiB, the root's 1,000 rows
+// x 8,192 x 4 B = 32,768,000 B takes 32 MiB: 80 x 2^26 + 2^25 = 5,402,263,552 B a rank (4 N / 64
+// = 4,407,768,000 B unrounded, 22.6% less).
+constexpr double kPinnedParamShards = 80.0 * (1 << 26) + (1 << 25);
+
 // PyTorch's two cuBLAS workspaces (2 x 32 MiB on the H100s here), made at the first GEMMs and
 // kept: part of what a GPU holds between steps ([cuBLAS workspaces] in planner/plan_context.cpp).
 constexpr double kCublasWorkspaces = static_cast<double>(testing::kCublasWorkspacesHopper);
@@ -248,7 +255,7 @@ TEST(Init, WhatEachFrameworkHoldsAtInit) {
 
   Planned offloaded = plan_of(seventy_b({{"version", 2}, {"cpu_offload", true}}), {"init=cpu"});
   EXPECT_DOUBLE_EQ(init_peak(offloaded.scenario, offloaded.plan).host_bytes_per_node,
-                   kGpn * (4 * kN + 4 * kN / kW));
+                   kGpn * (4 * kN + kPinnedParamShards));
   // What holds the host memory is named with it: the ranks' models and their offloaded state,
   // and on meta the offloaded state alone (it read "nothing" beside 263 GiB).
   EXPECT_EQ(init_peak(offloaded.scenario, offloaded.plan).host_at,
@@ -256,7 +263,7 @@ TEST(Init, WhatEachFrameworkHoldsAtInit) {
   Planned offloaded_meta = plan_of(seventy_b({{"version", 2}, {"cpu_offload", true}}), {"init=meta"});
   EXPECT_EQ(init_peak(offloaded_meta.scenario, offloaded_meta.plan).host_at,
             "the offloaded state of " + std::to_string(static_cast<int>(kGpn)) + " ranks");
-  EXPECT_DOUBLE_EQ(init_peak(offloaded_meta.scenario, offloaded_meta.plan).host_bytes_per_node, kGpn * 4 * kN / kW);
+  EXPECT_DOUBLE_EQ(init_peak(offloaded_meta.scenario, offloaded_meta.plan).host_bytes_per_node, kGpn * kPinnedParamShards);
   Planned on_gpu_meta = plan_of(seventy_b({{"version", 2}}), {"init=meta"});
   EXPECT_EQ(init_peak(on_gpu_meta.scenario, on_gpu_meta.plan).host_at, "nothing (the model is not built on the CPU)");
 
@@ -304,14 +311,16 @@ const OffloadOption& option(const std::vector<OffloadOption>& options, const std
 }
 
 // FSDP CPU offload: the fp32 parameter shard and gradient shard pinned, AdamW's state in
-// ordinary memory: per node 8 x (4 + 4) N / 64 pinned and 8 x 8 N / 64 pageable (8.8 GB each
-// for 70B on 8 nodes; on one node of 8 GPUs it would be 564 GB pinned + 564 GB pageable).
+// ordinary memory: per node 8 x 2 x 5,402,263,552 B pinned (each parameter's shard in its
+// power-of-two block, kPinnedParamShards: 86.4 GB against 70.5 GB unrounded) and 8 x 8 N / 64
+// pageable (35.3 GB). FSDP1 pins one flat shard a unit: a block's 875e6 / 64 x 4 B = 54,687,500 B
+// and the root's 32,768,000 B round as FSDP2's do here (one parameter a unit).
 TEST(OffloadHostMemory, FsdpCpuOffload) {
   Planned p = plan_of(seventy_b({{"version", 2}, {"cpu_offload", true}}));
   const auto options = offload_options(p.scenario, p.plan);
   const OffloadOption& o = option(options, "fsdp cpu_offload");
   EXPECT_TRUE(o.is_scenario);
-  EXPECT_DOUBLE_EQ(o.pinned_bytes_per_node, kGpn * 8 * kN / kW);
+  EXPECT_DOUBLE_EQ(o.pinned_bytes_per_node, kGpn * 2 * kPinnedParamShards);
   EXPECT_DOUBLE_EQ(o.pageable_bytes_per_node, kGpn * 8 * kN / kW);
   EXPECT_DOUBLE_EQ(o.device_state_bytes, 0);
   // The step's replay holds the same on the host at its highest (the optimizer step: params,
