@@ -36,6 +36,7 @@ struct RankShape {
   double root_gathered_elements = 0;
   double largest_sub_group_elements = 0;     // DeepSpeed ZeRO-3's largest optimizer sub-group (partition elements)
   double fsdp_offload_pinned_bytes = 0;      // FSDP cpu_offload: the parameter and gradient shards' pinned blocks
+  double largest_param_elements = 0;         // the largest parameter, whole (every expert)
   int stored_bytes = 4, master_bytes = 4, compute_bytes = 2, states = 2, master_copy = 0;
   bool params_sharded = true, grads_sharded = true;
 };
@@ -76,6 +77,8 @@ RankShape rank_shape(const Scenario& sc, const Plan& plan) {
       r.largest_unit_gathered_elements = std::max(r.largest_unit_gathered_elements, whole_gathered);
     r.largest_unit_elements = std::max(r.largest_unit_elements, static_cast<double>(sh.numel));
     r.largest_unit_shard_elements = std::max(r.largest_unit_shard_elements, static_cast<double>(sh.local_numel));
+    for (const models::Parameter* p : plan.units[i].params)
+      r.largest_param_elements = std::max(r.largest_param_elements, static_cast<double>(p->numel()));
     if (!deepspeed_layout && sh.numel > 0)
       r.fsdp_offload_pinned_bytes += 2.0 * static_cast<double>(pinned_shard_bytes(
                                                plan.units[i], sh, sc.fsdp.version, sc.fsdp.shard_group_size,
@@ -272,7 +275,8 @@ PhasePeak init_peak(const Scenario& sc, const Plan& plan) {
 }
 
 // FULL_STATE_DICT (FSDP1 FullStateDictConfig; FSDP2's get_model_state_dict with
-// full_state_dict=True behaves alike): the state-dict hooks unshard each unit in full precision
+// full_state_dict=True holds the same on the host, gathering tensor by tensor on the GPU): the
+// state-dict hooks unshard each unit in full precision
 // (_unshard_fsdp_state_params, writeback=False: the stored dtype), clone its parameters and
 // reshard it. The root's pre-hook unshards the root and its post-hook reshards it, so the
 // root stays gathered while every other unit is (torch/distributed/fsdp/_state_dict_utils.py,
@@ -294,18 +298,30 @@ CheckpointSave checkpoint_save(const Scenario& sc, const Plan& plan, const Memor
   if (c.kind == CheckpointSpec::Kind::full) {
     const double model = r.model_elements * r.stored_bytes;
     const double optimizer = r.model_elements * state_tensors * r.master_bytes;
-    const double gathered_model = (r.root_gathered_elements + r.largest_unit_gathered_elements) * r.stored_bytes;
-    const double model_pass = base + gathered_model + (c.offload_to_cpu ? 0 : model);
-    const double largest_gathered = std::max(r.root_gathered_elements, r.largest_unit_gathered_elements);
-    const double optimizer_pass = base + largest_gathered * state_tensors * r.master_bytes +
-                                  (c.offload_to_cpu ? 0 : model + optimizer);
-    if (model_pass >= optimizer_pass) {
-      save.peak.device_bytes = model_pass;
-      save.peak.device_at = c.offload_to_cpu ? "state + the root and the largest unit all-gathered in full precision"
-                                             : "state + the root and largest unit gathered + the whole model's clones on the GPU";
+    if (sc.fsdp.version == 2) {
+      // FSDP2's get_state_dict gathers one DTensor at a time (_gather_state_dict: full_tensor()
+      // per tensor, each moved to the CPU or dropped before the next), the optimizer state's
+      // tensors alike: the largest parameter whole, in the larger of its dtypes (the session-36
+      // audit: FSDP1's unit-at-a-time figure read 30.1 GB for 17.4 GB on 70B over 64 GPUs).
+      const double largest_tensor =
+          r.largest_param_elements * std::max(r.stored_bytes, state_tensors > 0 ? r.master_bytes : 0);
+      save.peak.device_bytes = base + largest_tensor + (c.offload_to_cpu ? 0 : model + optimizer);
+      save.peak.device_at = c.offload_to_cpu ? "state + the largest parameter gathered (FSDP2 gathers tensor by tensor)"
+                                             : "state + the largest parameter gathered + the whole model's clones on the GPU";
     } else {
-      save.peak.device_bytes = optimizer_pass;
-      save.peak.device_at = "state + the largest unit's optimizer state gathered";
+      const double gathered_model = (r.root_gathered_elements + r.largest_unit_gathered_elements) * r.stored_bytes;
+      const double model_pass = base + gathered_model + (c.offload_to_cpu ? 0 : model);
+      const double largest_gathered = std::max(r.root_gathered_elements, r.largest_unit_gathered_elements);
+      const double optimizer_pass = base + largest_gathered * state_tensors * r.master_bytes +
+                                    (c.offload_to_cpu ? 0 : model + optimizer);
+      if (model_pass >= optimizer_pass) {
+        save.peak.device_bytes = model_pass;
+        save.peak.device_at = c.offload_to_cpu ? "state + the root and the largest unit all-gathered in full precision"
+                                               : "state + the root and largest unit gathered + the whole model's clones on the GPU";
+      } else {
+        save.peak.device_bytes = optimizer_pass;
+        save.peak.device_at = "state + the largest unit's optimizer state gathered";
+      }
     }
     // Without offload_to_cpu the clones stay on the GPU (FSDP1's param_hook clones the unsharded
     // parameter where it is; FSDP2's _iterate_state_dict moves a tensor to the CPU only with

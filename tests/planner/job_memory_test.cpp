@@ -118,6 +118,24 @@ TEST(FullStateDict, SeventyBRankZeroOnly) {
   EXPECT_DOUBLE_EQ(on_gpu.bytes_written_total, 4 * kN);  // rank 0 still writes it
 }
 
+// FSDP2's get_state_dict gathers tensor by tensor (torch/distributed/checkpoint/state_dict.py
+// _gather_state_dict: full_tensor() per DTensor, moved to the CPU before the next), its optimizer
+// state's tensors alike: the GPU holds its state + the largest parameter whole, 875e6 fp32
+// elements (3.5 GB), not FSDP1's root and largest unit at once (the session-36 audit: 30.1 GB for
+// 17.4 GB on a 70B model). Without offload_to_cpu the clones stay: + 4 N (+ 8 N with AdamW's).
+TEST(FullStateDict, Fsdp2GathersOneTensorAtATime) {
+  nlohmann::json scenario = seventy_b({{"version", 2}, {"strategy", "FULL_SHARD"}});
+  scenario["checkpoint"] = {{"state_dict", "full"}};
+  Planned p = plan_of(scenario);
+  const double state = 12 * kN / kW + kCublasWorkspaces;
+  const CheckpointSave save = checkpoint_save(p.scenario, p.plan, p.memory, 50);
+  EXPECT_DOUBLE_EQ(save.peak.device_bytes, state + kBlock * 4);
+  EXPECT_DOUBLE_EQ(save.rank0_host_bytes, 12 * kN);
+  Planned gpu = plan_of(scenario, {"checkpoint.offload_to_cpu=false"});
+  EXPECT_DOUBLE_EQ(checkpoint_save(gpu.scenario, gpu.plan, gpu.memory, 50).peak.device_bytes,
+                   state + kBlock * 4 + 12 * kN);
+}
+
 // DeepSpeed ZeRO-3's save_checkpoint: each rank's fp32 flat groups and AdamW's two states, 12 N
 // in all; its 16-bit partitions are not saved (stage3.py _rigid_state_dict: OPTIMIZER_STATE_DICT
 // and FP32_FLAT_GROUPS). ZeRO-1/2's layout saves the 16-bit model beside them (14 N).
@@ -165,20 +183,18 @@ nlohmann::json tiny_moe(int nodes, const std::string& state_dict) {
   return sc;
 }
 
-// On the GPU (offload_to_cpu) the optimizer pass binds: it gathers the largest unit's two AdamW
-// states whole. Under EP the layer's experts are their own unit, gathered over the shard group
-// and the expert-parallel group: 1,024 x 2 x 4 bytes beside the state at EP 2 and 4 (rank 0
-// holds 512 of the 1,024 at EP 2, 256 at EP 4). At EP 1 the block unit holds them with w:
-// 1,152 x 2 x 4.
+// On the GPU (offload_to_cpu) FSDP2 gathers one tensor at a time, the largest the experts'
+// [4, 16, 16] whole over the shard group and the expert-parallel group (full_tensor() on both
+// mesh dimensions): 1,024 x 4 bytes beside the state at every EP (rank 0 holds 512 of the 1,024
+// at EP 2, 256 at EP 4). (Before session 36, FSDP1's unit-at-a-time figure: the unit's two AdamW
+// states, 1,152 x 2 x 4 at EP 1.)
 TEST(FullStateDict, EveryExpertAtAnyExpertParallelism) {
   for (int ep : {1, 2, 4}) {
     Planned p = plan_of(tiny_moe(1, "full"), {"fsdp.expert_parallel=" + std::to_string(ep)});
     const CheckpointSave s = checkpoint_save(p.scenario, p.plan, p.memory, 50);
     EXPECT_DOUBLE_EQ(s.bytes_written_total, 12 * kTinyMoe) << "EP " << ep;
     EXPECT_DOUBLE_EQ(s.rank0_host_bytes, 12 * kTinyMoe) << "EP " << ep;
-    EXPECT_DOUBLE_EQ(s.peak.device_bytes - static_cast<double>(p.memory.allocated_at_start),
-                     (ep == 1 ? 1152 : 1024) * 2 * 4)
-        << "EP " << ep;
+    EXPECT_DOUBLE_EQ(s.peak.device_bytes - static_cast<double>(p.memory.allocated_at_start), 1024 * 4) << "EP " << ep;
   }
 }
 
