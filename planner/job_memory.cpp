@@ -131,7 +131,14 @@ OffloadOption option_of(const OffloadSetting& s, const RankShape& r, const Scena
   double& deepspeed_host = sc.fsdp.offload_pin_memory ? pinned : pageable;
   const double fp32_grads = r.optimizer_elements * r.master_bytes;
   if (s.optimizer == Device::cpu) {
-    deepspeed_host += state + fp32_grads;
+    // [DeepSpeed's host buffers] (planner/plan.cpp): the states in ordinary memory, the fp32
+    // master pinned under ZeRO-1/2 only, the fp32 gradient pinned, and ZeRO-3's gradient
+    // partitions in the model's dtype pinned too.
+    const bool zero3 = deepspeed_zero_stage(sc) == 3;
+    const double master = r.optimizer_elements * r.master_copy * r.master_bytes;
+    pageable += state - master;
+    (zero3 ? pageable : deepspeed_host) += master;
+    deepspeed_host += fp32_grads + (zero3 ? r.optimizer_elements * r.compute_bytes : 0.0);
   } else if (s.optimizer == Device::nvme) {
     nvme += state + fp32_grads;
     pinned += kOptimizerSwapBuffers * r.largest_sub_group_elements * 4;

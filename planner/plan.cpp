@@ -576,13 +576,29 @@ class StepBuilder {
           step_.host_alloc(-1, state_bytes, MemCategory::optimizer_state, Placement::pageable_host,
                            Name{"host optimizer state of ", name});
       } else if (f.offload_optimizer == Device::cpu) {
-        // DeepSpeed's CPU partitions: fp32 master and Adam's two states, and the fp32 gradient
-        // (stage3.py _create_fp32_partitions / stage_1_and_2.py single_partition_of_fp32_groups).
-        if (state_bytes > 0)
-          step_.host_alloc(-1, state_bytes, MemCategory::optimizer_state, step_.deepspeed_host_placement(),
+        // [DeepSpeed's host buffers] (deepspeedai/DeepSpeed@edaa722), what offload_optimizer cpu
+        // keeps on the host, pinned with offload_pin_memory (get_accelerator().pin_memory):
+        //  - the fp32 master: ZeRO-1/2 pins it (stage_1_and_2.py: weights_partition pinned);
+        //    ZeRO-3 does not (stage3.py _create_fp32_partitions: .to(cpu, fp32).clone());
+        //  - the optimizer states: DeepSpeedCPUAdam's zeros_like on the CPU, ordinary memory;
+        //  - the fp32 gradient partition, pinned (stage_1_and_2.py single_grad_partition;
+        //    stage3.py initialize_optimizer_states: subgroup_gradient_buffer);
+        //  - ZeRO-3 also accumulates the reduced gradients on the host in the model's dtype
+        //    (stage3.py _setup_for_real_optimizer: grad_partitions_flat_buffer, pinned).
+        const bool zero3 = deepspeed_zero_stage(scenario_) == 3;
+        const std::int64_t master_bytes = master_copy > 0 ? step_.buffer_bytes(optimizer_numel, master) : 0;
+        if (state_bytes - master_bytes > 0)
+          step_.host_alloc(-1, state_bytes - master_bytes, MemCategory::optimizer_state, Placement::pageable_host,
                            Name{"host optimizer state of ", name});
+        if (master_bytes > 0)
+          step_.host_alloc(-1, master_bytes, MemCategory::optimizer_state,
+                           zero3 ? Placement::pageable_host : step_.deepspeed_host_placement(),
+                           Name{"host fp32 master of ", name});
         step_.host_alloc(-1, step_.buffer_bytes(optimizer_numel, master), MemCategory::sharded_grad,
                          step_.deepspeed_host_placement(), Name{"host fp32 grads of ", name});
+        if (zero3)
+          step_.host_alloc(-1, step_.buffer_bytes(optimizer_numel, step_.param_dtype_bytes), MemCategory::sharded_grad,
+                           step_.deepspeed_host_placement(), Name{"host grad partitions of ", name});
       } else if (f.offload_optimizer == Device::nvme) {
         ;  // on NVMe, swapped through pinned buffers (below)
       } else if (states + master_copy > 0) {

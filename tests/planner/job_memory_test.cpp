@@ -354,8 +354,12 @@ TEST(OffloadHostMemory, FsdpCpuOffload) {
 //   deepspeed/runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs:
 //     cpu_offload: cpu_mem = N x max(4 x total_gpus, 16) x 1.5
 // fsdpsim counts what the offloaded partitions are: per element an fp32 master, two fp32 Adam
-// states and an fp32 gradient (16 bytes), plus the bf16 parameter (2) under offload_param, times
-// the node's share N / nodes. Where it differs:
+// states and an fp32 gradient (16 bytes), ZeRO-3's gradient partitions in bf16 (2: stage3.py
+// _setup_for_real_optimizer's grad_partitions_flat_buffer, on the host under offload), plus the
+// bf16 parameter (2) under offload_param, times the node's share N / nodes. Pinned (pin_memory's
+// default): the fp32 and bf16 gradients and the offloaded parameter (8 bytes); ZeRO-3's master
+// and DeepSpeedCPUAdam's states are ordinary memory ([DeepSpeed's host buffers]). Where it differs:
+// - the estimator leaves ZeRO-3's bf16 gradient buffer out (18 and 20 bytes here, 16 and 18 there);
 // - no additional_buffer_factor 1.5: DeepSpeed's is a flat margin, not memory anything holds;
 // - not zero_init's 4 x gpus_per_node x N: that is every process loading the fp32 model before
 //   partitioning, an init peak, reported under init (cpu) rather than added to the step;
@@ -371,9 +375,15 @@ TEST(OffloadHostMemory, DeepSpeedVariantsAgainstItsEstimator) {
   const double ds_optimizer_only = kN * 16 * gpus_factor * additional_buffer_factor;
   const OffloadOption& both = option(options, "offload_optimizer=cpu, offload_param=cpu");
   const OffloadOption& opt = option(options, "offload_optimizer=cpu");
-  EXPECT_DOUBLE_EQ(both.host_bytes_per_node() * additional_buffer_factor, ds_optimizer_and_params);
-  EXPECT_DOUBLE_EQ(opt.host_bytes_per_node() * additional_buffer_factor, ds_optimizer_only);
-  EXPECT_DOUBLE_EQ(both.pinned_bytes_per_node, kGpn * 18 * kN / kW);  // pin_memory default true
+  EXPECT_DOUBLE_EQ(both.host_bytes_per_node() * additional_buffer_factor, ds_optimizer_and_params * 20 / 18);
+  EXPECT_DOUBLE_EQ(opt.host_bytes_per_node() * additional_buffer_factor, ds_optimizer_only * 18 / 16);
+  EXPECT_DOUBLE_EQ(both.pinned_bytes_per_node, kGpn * 8 * kN / kW);  // pin_memory default true
+  EXPECT_DOUBLE_EQ(both.pageable_bytes_per_node, kGpn * 12 * kN / kW);
+  // The step's replay holds the same on the host.
+  EXPECT_DOUBLE_EQ(static_cast<double>(z3.memory.peak_host_pinned_bytes) * kGpn, 0);  // the scenario offloads nothing
+  Planned z3_off = plan_of(seventy_b({{"version", 2}, {"strategy", "FULL_SHARD"}, {"offload_optimizer", "cpu"}}, ds));
+  EXPECT_DOUBLE_EQ(static_cast<double>(z3_off.memory.peak_host_pinned_bytes) * kGpn, kGpn * 6 * kN / kW);
+  EXPECT_DOUBLE_EQ(static_cast<double>(z3_off.memory.peak_host_pageable_bytes) * kGpn, kGpn * 12 * kN / kW);
   EXPECT_DOUBLE_EQ(both.device_state_bytes, 0);
   EXPECT_DOUBLE_EQ(opt.device_state_bytes, 2 * kN / kW);  // the bf16 partition stays on the GPU
   // DeepSpeed's GPU side for offload without params: 2 x total_params / total_gpus (+ the largest layer).
@@ -394,6 +404,9 @@ TEST(OffloadHostMemory, DeepSpeedVariantsAgainstItsEstimator) {
   const std::vector<OffloadOption> z2_options = offload_options(z2.scenario, z2.plan);
   const OffloadOption& z2_opt = option(z2_options, "offload_optimizer=cpu");
   EXPECT_DOUBLE_EQ(z2_opt.host_bytes_per_node(), 16 * kN / kNodes);
+  // ZeRO-1/2 pins its fp32 master and gradient (stage_1_and_2.py), not DeepSpeedCPUAdam's states.
+  EXPECT_DOUBLE_EQ(z2_opt.pinned_bytes_per_node, 8 * kN / kNodes);
+  EXPECT_DOUBLE_EQ(z2_opt.pageable_bytes_per_node, 8 * kN / kNodes);
   const double ds_zero2 = kN * std::max(4 * kGpn * kNodes, 16.0) * additional_buffer_factor;
   EXPECT_DOUBLE_EQ(ds_zero2 / z2_opt.host_bytes_per_node(), 384.0 / 2.0);
   EXPECT_DOUBLE_EQ(z2_opt.device_state_bytes, 2 * kN);  // ZeRO-2 keeps the whole bf16 model
