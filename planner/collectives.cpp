@@ -301,6 +301,15 @@ struct Hw {
   int nics = 0;          // per node
   double pcie = 0;       // GPU's PCIe link
   Arch arch = Arch::hopper;
+  int sockets = 1;       // PCIe: CPU sockets the GPUs hang under
+  double cpu_link = 0;   // PCIe: the CPUs' link
+  // [PCIe across sockets] A ring over more of a PCIe node's GPUs than one socket holds crosses
+  // the CPUs' link (both directions of the ring once), which bounds every channel together:
+  // NCCL's path to a GPU under the other CPU is the SYS link (topo.h SRP_QPI_BW and kin).
+  double intra_for(int ranks_per_node, int gpus_per_node) const {
+    if (nvlink || mesh_links > 0 || sockets <= 1 || cpu_link <= 0) return intra;
+    return ranks_per_node > gpus_per_node / sockets ? std::min(intra, cpu_link) : intra;
+  }
 };
 
 // [Stated node bandwidth] NCCL rates a GPU's NVLink (or xGMI) by its link count times its own
@@ -351,6 +360,8 @@ Hw resolve_hw(const NcclParams& p, const ClusterSpec& c) {
       hw.intra = c.intra_bandwidth_gbps;
     }
   }
+  hw.sockets = c.sockets;
+  hw.cpu_link = c.cpu_link_gbps;
   hw.nic = p.nic_bandwidth_gbps > 0 ? p.nic_bandwidth_gbps : c.nic_bandwidth_gbps;
   hw.nics = p.nics_per_node > 0 ? p.nics_per_node : c.nics_per_node;
   hw.pcie = p.gpu_pcie_bandwidth_gbps;
@@ -623,9 +634,10 @@ NcclParams NcclParams::defaults_for(const ClusterSpec& cluster, const std::strin
 NcclGraph nccl_ring_graph(const CollectiveGroup& group, const ClusterSpec& cluster,
                           const NcclParams& params) {
   check_group(group, cluster);
-  const Hw hw = resolve_hw(params, cluster);
+  Hw hw = resolve_hw(params, cluster);
   const int nodes = group.nodes;
   const int ppn = group.ranks / group.nodes;
+  hw.intra = hw.intra_for(ppn, cluster.gpus_per_node);  // [PCIe across sockets]
   if (hw.mesh_links > 0 && nodes == 1 && ppn >= 2) return xgmi_mesh_ring_graph(ppn, hw, params);
   const std::vector<double>& speeds =
       nodes > 1 ? (params.speed_array_inter_gbps.empty() ? speed_array_inter(hw.arch)
@@ -913,7 +925,8 @@ NcclAllToAllModel nccl_all_to_all_model(double bytes, const CollectiveGroup& gro
   if (n <= 1 || bytes == 0) return m;
   const int nodes = group.nodes;
   const int ppn = n / nodes;
-  const Hw hw = resolve_hw(params, cluster);
+  Hw hw = resolve_hw(params, cluster);
+  hw.intra = hw.intra_for(ppn, cluster.gpus_per_node);  // [PCIe across sockets]
 
   // Channels (paths.cc ncclTopoComputeP2pChannels): p2p channels from the communicator's
   // collective channels; per peer, the fewest any peer gets, both rounded up to powers of 2.

@@ -47,6 +47,10 @@ struct ClusterSpec {
   int gpus_per_node = 8;
   IntraNodeKind intra_kind = IntraNodeKind::nvswitch;
   double intra_bandwidth_gbps = 0;  // per GPU, one direction (NVSwitch port, PCIe link, all xGMI links)
+  // PCIe nodes: the CPU sockets the GPUs hang under (evenly) and the CPUs' link, one direction, as
+  // NCCL rates it ([PCIe across sockets], planner/collectives.cpp); 1 and 0: one root or switch.
+  int sockets = 1;
+  double cpu_link_gbps = 0;
   double nic_bandwidth_gbps = 0;    // per NIC, one direction (400 Gb/s = 50 GB/s)
   int nics_per_node = 8;
   double inter_latency_seconds = 0;  // one network hop, end to end

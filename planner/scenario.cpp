@@ -948,6 +948,20 @@ ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, c
     // A GPU without NVLink (L40S, A10G, the PCIe parts without a bridge) has no NVSwitch port.
     if (c.intra_kind == IntraNodeKind::nvswitch && c.gpu.nvlink_links == 0 && c.gpu.nvlink_bandwidth_gbps == 0)
       n.fail("kind", "the GPU (" + c.gpu.name + ") lists no NVLink, so no NVSwitch port: expected \"pcie\"");
+    // [PCIe across sockets] GPUs on PCIe under two CPU sockets reach each other over the CPUs'
+    // link for half of the node: its bandwidth as NCCL rates it (src/graph/topo.h: SRP_QPI_BW 22
+    // GB/s Sapphire Rapids, ERP_QPI_BW 40 Emerald Rapids, AMD_BW 16).
+    c.sockets = n.int_in_or("sockets", 1, 8, 1);
+    if (n.has("cpu_link_gbps")) c.cpu_link_gbps = n.positive_number("cpu_link_gbps");
+    else n.ignore("cpu_link_gbps");
+    if (c.sockets > 1 && c.intra_kind != IntraNodeKind::pcie)
+      n.fail("sockets", "applies to GPUs on PCIe (kind \"pcie\"): NVLink and xGMI reach every peer without the CPUs");
+    if (c.sockets > 1 && c.cpu_link_gbps <= 0)
+      n.fail("cpu_link_gbps", "is required with sockets > 1: the CPUs' link as NCCL rates it (topo.h: 22 GB/s Sapphire "
+                              "Rapids, 40 Emerald Rapids, 16 AMD)");
+    if (c.sockets > 1 && c.gpus_per_node % c.sockets != 0)
+      n.fail("sockets", "expected a count that divides gpus_per_node (" + std::to_string(c.gpus_per_node) + ")");
+    if (c.cpu_link_gbps > 0 && c.sockets == 1) n.fail("cpu_link_gbps", "applies with sockets > 1");
     n.finish();
   } else if (c.gpu.xgmi_links > 0) {
     c.intra_kind = IntraNodeKind::xgmi;

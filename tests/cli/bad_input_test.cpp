@@ -105,6 +105,11 @@ std::vector<BadCase> bad_cases() {
          j["checkpoint"] = {{"state_dict", "full"}};
          return j.dump();
        }(), "checkpoint.state_dict", "DeepSpeed's save_checkpoint writes each rank's ZeRO partitions"},
+      // Two sockets need the CPUs' link ([PCIe across sockets], planner/collectives.cpp).
+      {"pcie_sockets_without_cpu_link",
+       with("/cluster", nlohmann::json{{"gpu", "H100-PCIE-80GB"}, {"nodes", 1}, {"gpus_per_node", 8},
+                                       {"intra_node", {{"kind", "pcie"}, {"bandwidth_gbps", 48}, {"sockets", 2}}}}),
+       "intra_node.cpu_link_gbps", "is required with sockets > 1"},
       {"unknown_gpu", with("/cluster", nlohmann::json{{"gpu", "Z100"}, {"nodes", 1}, {"gpus_per_node", 8}}),
        "gpu", "no GPU of that name"},
       {"wrong_type", with("/training/micro_batch", "two"), "training.micro_batch", "expected an integer"},

@@ -217,7 +217,10 @@ TEST(CollectivesXgmi, NvidiaNodesKeepNcclsModel) {
 // ===================== PCIe-only L40S server: NCCL's PCIe path =====================
 
 TEST(CollectivesPcie, L40sNodeRingAllGatherByHand) {
-  const ClusterSpec c = load_cluster("l40s-8gpu-pcie.json");
+  ClusterSpec c = load_cluster("l40s-8gpu-pcie.json");
+  // Under one PCIe root (the shipped file's two sockets are the next test's).
+  c.sockets = 1;
+  c.cpu_link_gbps = 0;
   const NcclParams p = NcclParams::defaults_for(c);
   EXPECT_EQ(p.library, "nccl");
   EXPECT_EQ(p.intra_link, "pcie");
@@ -243,6 +246,30 @@ TEST(CollectivesPcie, L40sNodeRingAllGatherByHand) {
   const CollectiveEstimate small = estimate_collective(CollectiveKind::all_gather, 4 * KiB, {8, 1}, c, p);
   EXPECT_EQ(small.protocol, "LL");
   EXPECT_NEAR(small.seconds, (13.6 + 4 * KiB / (1000.0 * 12.0 * 8.0 / 7.0)) * 1e-6, 1e-12);
+}
+
+// [PCIe across sockets] (planner/collectives.cpp) 8 H100 PCIe under two Sapphire Rapids
+// sockets (the shipped h100-pcie-8gpu.json): a ring over the 8 crosses the CPUs' UPI link, which
+// NCCL rates at 22 GB/s (topo.h SRP_QPI_BW), under the 48 GB/s Gen5 links. The ring search with
+// Hopper's intra speeds {60, 50, 40, 30, 24, 20, 15, 12, 11, ...} from the first <= 22: 20 fits one
+// channel, 15 and 12 one, 11 two (2 x 11 = 22: stop); no duplication below 25 GB/s. 1 GiB
+// all-gather, Ring/Simple: 48.3 us (8.4 + 7 PCI hops x 5.7) + 2^30 B / (22 x 8/7 GB/s) = 42,753.6
+// us (the session-36 audit's 42.7 ms; 19.6 ms at the PCIe link's 48 GB/s before). Four GPUs fit
+// under one socket: their ring keeps the PCIe links.
+TEST(CollectivesPcie, ARingAcrossTwoSocketsCrossesTheCpusLink) {
+  const ClusterSpec c = load_cluster("h100-pcie-8gpu.json");
+  ASSERT_EQ(c.sockets, 2);
+  ASSERT_DOUBLE_EQ(c.cpu_link_gbps, 22.0);
+  const NcclParams p = NcclParams::defaults_for(c);
+  const NcclGraph g = nccl_ring_graph({8, 1}, c, p);
+  EXPECT_EQ(g.channels, 2);
+  EXPECT_DOUBLE_EQ(g.bw_intra_gbps, 11.0);
+  const double bytes = 1 * GiB;
+  const CollectiveEstimate e = estimate_collective(CollectiveKind::all_gather, bytes, {8, 1}, c, p);
+  EXPECT_EQ(e.protocol, "Simple");
+  EXPECT_NEAR(e.seconds, (48.3 + bytes / (1000.0 * 22.0 * 8.0 / 7.0)) * 1e-6, 1e-9);
+  const NcclGraph half = nccl_ring_graph({4, 1}, c, p);
+  EXPECT_GT(half.channels * half.bw_intra_gbps, 22.0);
 }
 
 }  // namespace
