@@ -18,6 +18,9 @@ namespace {
 bool is_communication(OpKind k) { return planner::is_collective(k) || k == OpKind::h2d || k == OpKind::d2h; }
 
 void add_allocation(UnitRow& row, const planner::Allocation& a, const planner::Op* made_by) {
+  // The rows are the GPU's: what offload keeps on the host is in the job's host table (the
+  // session-36 audit found 11.2 GiB of offloaded state in these columns as MiB per rank).
+  if (planner::on_host(a.placement)) return;
   if (a.persistent) {
     if (a.category == MemCategory::sharded_param) row.sharded_param_bytes += a.bytes;
     if (a.category == MemCategory::unsharded_param) {  // replicated parameters (NO_SHARD, ZERO1)
