@@ -1,6 +1,8 @@
 #include "planner/sharding.h"
 
 #include <algorithm>
+#include <bit>
+#include <stdexcept>
 #include <cstdio>
 #include <string>
 
@@ -95,9 +97,8 @@ bool is_expert_unit(const Unit& unit) {
 
 std::int64_t pinned_block_bytes(std::int64_t bytes) {
   if (bytes <= 0) return 0;
-  std::int64_t block = 1;
-  while (block < bytes) block = checked_mul(block, 2, "a pinned block's bytes");
-  return block;
+  if (bytes > (std::int64_t{1} << 62)) throw ArithmeticOverflow("a pinned block's bytes exceed 2^62");
+  return static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(bytes)));
 }
 
 std::int64_t pinned_shard_bytes(const Unit& unit, const UnitShard& shard, int fsdp_version, int shard_group,
