@@ -103,10 +103,14 @@ std::vector<Change> single_changes(const planner::Scenario& s, const planner::Ax
   if (t.checkpointing == planner::Checkpointing::none) ac = {"selective", "full"};
   else if (t.checkpointing != planner::Checkpointing::full) ac = {"full"};
   add_axis(out, "checkpointing", "training.activation_checkpointing", ac, ctx, "activation checkpointing ");
-  // A smaller micro-batch, the global batch kept (gradient accumulation grows).
+  // A smaller micro-batch, the global batch kept (gradient accumulation grows), up to
+  // kAdviceMaxMicroSteps micro-steps: a step is planned micro-step by micro-step, and halving a
+  // micro-batch of 4,096 down to 1 planned 4,096 of them (the session-36 audit: `estimate` at
+  // micro-batch 65,536 took 112 s and 8 GB, all of it in these candidates).
   std::vector<nlohmann::json> mb;
-  for (std::int64_t m = t.micro_batch / 2; m >= 1; m /= 2) mb.push_back(m);
-  if (t.micro_batch > 1 && t.micro_batch % 2 == 1) mb.push_back(1);
+  const auto accumulation = [&](std::int64_t m) { return t.grad_accum * (t.micro_batch / m); };
+  for (std::int64_t m = t.micro_batch / 2; m >= 1 && accumulation(m) <= kAdviceMaxMicroSteps; m /= 2) mb.push_back(m);
+  if (t.micro_batch > 1 && t.micro_batch % 2 == 1 && t.grad_accum * t.micro_batch <= kAdviceMaxMicroSteps) mb.push_back(1);
   add_axis(out, "micro_batch", "training.micro_batch", mb, ctx, "micro-batch ");
   for (Change& c : out)
     if (c.kind == "micro_batch") {

@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <optional>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,11 @@
 #include "sim/sweep.h"
 
 namespace fsdpsim::sim {
+
+// The most micro-steps a smaller-micro-batch change may make the step (the global batch kept):
+// each is planned and replayed op by op, so the candidate's cost grows with them; a step of more
+// than 256 accumulated micro-steps is not advised.
+constexpr std::int64_t kAdviceMaxMicroSteps = 256;
 
 struct AdviceItem {
   std::string change;                  // "activation checkpointing full + micro-batch 1 (grad accum 8)"

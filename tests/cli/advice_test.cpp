@@ -246,5 +246,26 @@ TEST(Advice, OnOneNodeAHybridStrategyIsNotAdvisedBesideItsTwin) {
   EXPECT_TRUE(hybrid_on_two);
 }
 
+// Smaller micro-batches keep the global batch, so their accumulation grows; the advice stops at
+// 256 micro-steps (sim::kAdviceMaxMicroSteps). GPT-2 at 16 tokens fits at micro-batch 512 and at
+// 1, so the advice sweeps single changes only: at 512 it offers 256 (2 micro-steps) down to 2
+// (256), 8 more than at micro-batch 1, which has none (it halved down to 1 whatever the
+// accumulation: at 65,536 on the quick start that planned 65,536 micro-steps op by op, the
+// session-36 audit's 112 s and 8 GB; 0.55 s now).
+TEST(Advice, SmallerMicroBatchesStopAt256MicroSteps) {
+  const std::string base = "estimate --json --advise --model gpt2 --gpus 8xH100 --seq-len 16 --micro-batch ";
+  const nlohmann::json big = run_cli_json(base + "512");
+  const nlohmann::json one = run_cli_json(base + "1");
+  ASSERT_TRUE(big["memory"]["fits"].get<bool>());
+  ASSERT_FALSE(big["advice"]["pairs_swept"].get<bool>());
+  ASSERT_FALSE(one["advice"]["pairs_swept"].get<bool>());
+  EXPECT_EQ(big["advice"]["candidates"].get<int>() - one["advice"]["candidates"].get<int>(), 8);
+  for (const nlohmann::json& item : big["advice"]["fitting"]) {
+    const std::string change = item["change"];
+    const std::size_t at = change.find("grad accum ");
+    if (at != std::string::npos) EXPECT_LE(std::stoll(change.substr(at + 11)), 256) << change;
+  }
+}
+
 }  // namespace
 }  // namespace fsdpsim::testing
