@@ -92,6 +92,11 @@ FitSearch largest_fitting(const planner::ScenarioTemplate& base, double headroom
     t.value = value;
     t.device_peak_bytes = e.device_peak_bytes();
     t.fits = t.device_peak_bytes + headroom_bytes <= e.gpu_memory_bytes;
+    // Said with the trial (it was said on stderr only, the session-36 audit): the answer may be
+    // a near miss.
+    t.near_capacity = t.fits && planner::near_capacity(e.gpu_memory_bytes, t.device_peak_bytes,
+                                                       static_cast<double>(e.memory.peak_reserved_bytes),
+                                                       e.memory.allocator_retries);
     t.order = static_cast<int>(search.tried.size());
     search.tried.push_back(t);
     search.gpu_memory_bytes = e.gpu_memory_bytes;

@@ -72,6 +72,7 @@ struct FitSearch {
     std::int64_t value = 0;
     double device_peak_bytes = 0;
     bool fits = false;  // device peak + headroom <= GPU memory
+    bool near_capacity = false;  // it fits, but within the reserved model's tolerance (planner::near_capacity)
     int order = 0;      // when it was tried (0 first)
   };
   std::int64_t largest_fitting = 0;  // 0: not even the smallest value fits

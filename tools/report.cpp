@@ -455,16 +455,22 @@ std::string fit_search_text(const sim::FitSearch& s, const std::string& title, c
   Table t({column, "device peak", "spare", "fits", "tried"});
   for (const auto& trial : s.tried)
     t.add({std::to_string(trial.value), gib(trial.device_peak_bytes), gib(s.gpu_memory_bytes - trial.device_peak_bytes),
-           trial.fits ? "yes" : "no", "#" + std::to_string(trial.order + 1)});
+           trial.fits ? (trial.near_capacity ? "near capacity" : "yes") : "no", "#" + std::to_string(trial.order + 1)});
   out << t.str() << found;
   return out.str();
+}
+
+bool largest_is_near_capacity(const sim::FitSearch& s) {
+  for (const auto& trial : s.tried)
+    if (trial.value == s.largest_fitting) return trial.near_capacity;
+  return false;
 }
 
 nlohmann::json fit_search_json(const sim::FitSearch& s, const std::string& value_key) {
   nlohmann::json tried = nlohmann::json::array();
   for (const auto& trial : s.tried)
     tried.push_back({{value_key, trial.value}, {"device_peak_bytes", trial.device_peak_bytes},
-                     {"fits", trial.fits}, {"order", trial.order}});
+                     {"fits", trial.fits}, {"near_capacity", trial.near_capacity}, {"order", trial.order}});
   return {{"largest_fitting_" + value_key, s.largest_fitting}, {"gpu_memory_bytes", s.gpu_memory_bytes},
           {"headroom_bytes", s.headroom_bytes}, {"capped", s.capped}, {"tried", tried}};
 }
@@ -479,6 +485,7 @@ std::string micro_batch_search_text(const sim::FitSearch& s, const planner::Scen
             (!s.capped                  ? ""
              : s.global_batch_kept > 0 ? " (each rank's whole share of the global batch)"
                                        : " (the largest searched)") +
+            (largest_is_near_capacity(s) ? ", near capacity: within the reserved model's tolerance, a real run may not fit" : "") +
             "\n";
   const std::string kept = s.global_batch_kept > 0
                                ? "global batch " + std::to_string(s.global_batch_kept) +

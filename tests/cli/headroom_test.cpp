@@ -184,5 +184,25 @@ TEST(ByUnit, JsonUnitsAddUpAndTextPrintsTheTable) {
   EXPECT_NE(text.out.find("model.layers.0 .. model.layers.31 (x32)"), std::string::npos) << text.out;
 }
 
+// A trial that fits only within the reserved model's tolerance says so in the search's table and
+// JSON (the session-36 audit: only stderr said it, so a tool reading --json took the answer as
+// safe). gpt-oss-20b on 8 H100s, FSDP1, 2,048 tokens, no checkpointing: micro-batch 3 fits with
+// 0.10 GiB to spare; micro-batch 1 with 5.8 GiB does not come near.
+TEST(Headroom, ANearCapacityAnswerIsFlaggedWithItsTrial) {
+  const std::string cmd =
+      "estimate --model gpt-oss-20b --gpus 8xH100 --seq-len 2048 --checkpointing none --fsdp-version 1 --max-micro-batch";
+  const nlohmann::json s = run_cli_json(cmd + " --json");
+  const std::int64_t largest = s["largest_fitting_micro_batch"].get<std::int64_t>();
+  ASSERT_GT(largest, 1);
+  for (const auto& t : s["tried"]) {
+    const std::int64_t mb = t["micro_batch"].get<std::int64_t>();
+    if (t["near_capacity"].get<bool>()) EXPECT_TRUE(t["fits"].get<bool>()) << mb;
+    if (mb == largest) EXPECT_TRUE(t["near_capacity"].get<bool>());
+    if (mb == 1) EXPECT_FALSE(t["near_capacity"].get<bool>());
+  }
+  const CommandResult text = run_cli(cmd);
+  EXPECT_NE(text.out.find("near capacity: within the reserved model's tolerance"), std::string::npos) << text.out;
+}
+
 }  // namespace
 }  // namespace fsdpsim::testing
