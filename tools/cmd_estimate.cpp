@@ -129,7 +129,7 @@ void add_estimate_command(CLI::App& app) {
       ->check(non_negative_number());
   cmd->add_flag("--json", options->json, "Print one JSON object for tools");
   cmd->add_flag("--max-micro-batch", options->max_micro_batch,
-                "Find the largest micro-batch that fits in GPU memory (gradient accumulation kept)");
+                "Find the largest micro-batch that fits in GPU memory (a stated global batch kept, else the gradient accumulation)");
   cmd->add_flag("--max-seq-len", options->max_seq_len,
                 "Find the longest sequence (multiples of 128 tokens, up to the model's context) that fits in GPU "
                 "memory (micro-batch and grad accum kept)");
