@@ -90,6 +90,28 @@ RankShape rank_shape(const Scenario& sc, const Plan& plan) {
   return r;
 }
 
+// [zero.Init] DeepSpeed ZeRO-3's zero.Init builds the model on the GPU module by module and never
+// flattens it: each parameter is made in the default dtype (fp32), then cast to the 16-bit dtype
+// (deepspeed/runtime/zero/partition_parameters.py@edaa722, zero_wrapper_for_fp_tensor_constructor:
+// the tensor is made, then `.to(dtype)`), and when the module's __init__ returns its own
+// parameters are partitioned (_post_init_method over named_parameters(recurse=False)). The
+// transient is therefore the module's earlier parameters in 16 bits while its next one exists in
+// both dtypes: max over modules and their parameters in order of (sum of the earlier ones x b_o
+// + this one x (b + b_o)). A tied parameter makes no tensor. (The session-36 audit: fsdpsim
+// charged FSDP1's materialise-and-flatten of the largest unit, 19.0 GB for Llama-3.1-70B on 64
+// GPUs where this gives 8.5 GB.)
+double zero_init_transient_bytes(const models::Module& m, double construct_bytes, double stored_bytes) {
+  double earlier = 0, peak = 0;
+  for (const models::Parameter& p : m.params) {
+    if (!p.tied_to.empty()) continue;
+    const double n = static_cast<double>(p.numel());
+    peak = std::max(peak, earlier + n * (construct_bytes + stored_bytes));
+    earlier += n * stored_bytes;
+  }
+  for (const models::Module& c : m.children) peak = std::max(peak, zero_init_transient_bytes(c, construct_bytes, stored_bytes));
+  return peak;
+}
+
 struct OffloadSetting {
   bool fsdp_cpu_offload = false;
   Device optimizer = Device::none;
@@ -213,14 +235,19 @@ PhasePeak init_peak(const Scenario& sc, const Plan& plan) {
   // The parameters the step keeps on this GPU (none when offloaded to the host or NVMe).
   const bool params_off_device = sc.fsdp.cpu_offload || sc.fsdp.offload_param != Device::none;
   const double shards = params_off_device ? 0 : r.param_elements * r.stored_bytes;
-  const bool per_unit_materialisation = sc.fsdp.version == 1 || sc.training.master_weights == MasterWeights::optimizer_state;
+  const bool deepspeed_layout = sc.training.master_weights == MasterWeights::optimizer_state;
+  const bool zero_init = deepspeed_layout && r.params_sharded && sc.init.device == InitSpec::Device::meta;
+  const bool per_unit_materialisation = sc.fsdp.version == 1 && !deepspeed_layout;
   PhasePeak p;
   p.phase = "init";
   std::string how;
   switch (sc.init.device) {
     case InitSpec::Device::meta:
     case InitSpec::Device::cpu:
-      if (sc.init.device == InitSpec::Device::cpu && sc.training.master_weights == MasterWeights::optimizer_state) {
+      if (zero_init) {
+        p.device_bytes = shards + zero_init_transient_bytes(sc.model->root, b, r.stored_bytes);
+        p.device_at = "the partitions + one module's parameters made in fp32 and cast (zero.Init; no flat copy)";
+      } else if (deepspeed_layout) {
         // DeepSpeed without zero.Init: the engine casts the module to the 16-bit dtype and moves it
         // to the GPU whole (engine.py _configure_distributed_model: module.to(device)); ZeRO-3 then
         // partitions it (its partitions made while the whole model is there); ZeRO-1/2 keep it as
@@ -228,8 +255,10 @@ PhasePeak init_peak(const Scenario& sc, const Plan& plan) {
         // Llama-2-70B on 64 H100s where the move needs 138 GB.)
         const double whole = r.model_elements * r.stored_bytes;
         p.device_bytes = r.params_sharded ? whole + shards : std::max(whole, shards);
-        p.device_at = "the whole model moved to the GPU by DeepSpeed's engine (no zero.Init: init \"meta\")" +
-                      std::string(r.params_sharded ? " + the partitions made from it" : "");
+        // ZeRO-1/2 have no zero.Init: whatever init says, the engine moves the built model.
+        p.device_at = r.params_sharded
+                          ? "the whole model moved to the GPU by DeepSpeed's engine (no zero.Init: init \"meta\") + the partitions made from it"
+                          : "the whole model moved to the GPU by DeepSpeed's engine (ZeRO-1/2 have no zero.Init)";
       } else if (per_unit_materialisation) {
         p.device_bytes = shards + 2 * unit;
         p.device_at = "the sharded parameters + the largest unit materialised and flattened (" + gb_text(2 * unit) + ")";
@@ -247,6 +276,10 @@ PhasePeak init_peak(const Scenario& sc, const Plan& plan) {
       if (per_unit_materialisation) {
         p.device_bytes = model + unit;
         p.device_at = "the whole model + the largest unit's flat copy";
+      } else if (deepspeed_layout) {
+        // The engine casts the built model to the 16-bit dtype parameter by parameter.
+        p.device_bytes = model + r.largest_param_elements * r.stored_bytes;
+        p.device_at = "the whole model + the largest parameter cast to the 16-bit dtype";
       } else {
         p.device_bytes = model + r.largest_unit_shard_elements * b;
         p.device_at = "the whole model + the largest unit's new shard";
@@ -373,12 +406,21 @@ CheckpointSave checkpoint_save(const Scenario& sc, const Plan& plan, const Memor
                          r.model_elements * state_tensors * r.master_bytes;
     save.peak.device_bytes = base;
     save.peak.device_at = "state only (each rank writes its shards as they are)";
-    const double largest_tensor =
+    double largest_tensor =
         std::max(r.largest_unit_shard_elements * r.stored_bytes,
                  c.optimizer && state_tensors > 0 ? r.largest_unit_shard_elements * r.master_bytes : 0.0);
+    if (sc.training.master_weights == MasterWeights::optimizer_state && state_tensors > 0) {
+      // DeepSpeed's torch.save copies one storage at a time to the host (torch/serialization.py
+      // _save: storage.cpu()), and its storages are flat: ZeRO-3's fp32 groups and states one
+      // per optimizer sub-group, ZeRO-1/2's one per parameter group (this rank's whole
+      // partition). (The session-36 audit: a unit's shard, 1.05 GB a node for Llama-3.1-70B on
+      // 64 GPUs, where a 1e9-element sub-group stages 4 GB a rank, 32 GB a node.)
+      const double flat = deepspeed_zero_stage(sc) == 3 ? r.largest_sub_group_elements : r.optimizer_elements;
+      largest_tensor = std::max(largest_tensor, flat * r.master_bytes);
+    }
     save.rank0_host_bytes = largest_tensor;
     save.peak.host_bytes_per_node = gpn * largest_tensor;
-    save.peak.host_at = "each rank stages its largest shard";
+    save.peak.host_at = "each rank stages its largest tensor (one at a time)";
     save.bytes_written_total = whole;
     save.bytes_written_per_node = whole / sc.cluster.nodes;
     copied = whole / static_cast<double>(sc.world_size());

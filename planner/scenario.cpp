@@ -805,6 +805,17 @@ Reference load_reference(const nlohmann::json& value, const std::string& scenari
 }
 
 
+void apply_model_override(nlohmann::json& model, const std::string& assignment, const std::string& file,
+                          const std::string& path_prefix) {
+  const std::string path = assignment.substr(0, assignment.find('='));
+  if ((path == "arch" || path.rfind("arch.", 0) == 0) && path != "arch.max_seq_len")
+    throw InputError(file, join_json_path(path_prefix, path),
+                     "describes the model's module tree (root) and changes nothing by itself: to plan another "
+                     "shape, give a Hugging Face config.json with it (model=hf:config.json, or fsdpsim import-hf); "
+                     "only arch.max_seq_len, the context sequences are checked against, can be set");
+  apply_override(model, assignment, file, path_prefix);
+}
+
 void apply_override(nlohmann::json& document, const std::string& assignment, const std::string& file,
                     const std::string& path_prefix) {
   auto eq = assignment.find('=');
@@ -1063,7 +1074,7 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
         apply_override(cluster_ref.json, o.substr(8), cluster_ref.file, cluster_ref.file == file ? "cluster" : "");
         cluster_overrides += (cluster_overrides.empty() ? "" : " ") + std::string("--set ") + o;
       } else if (starts("model.")) {
-        apply_override(model_ref.json, o.substr(6), model_ref.file, model_ref.file == file ? "model" : "");
+        apply_model_override(model_ref.json, o.substr(6), model_ref.file, model_ref.file == file ? "model" : "");
         model_overrides += (model_overrides.empty() ? "" : " ") + std::string("--set ") + o;
       } else if (starts("calibration.")) {
         // Into the scenario's calibration (a file's or inline), or a new one over the GPU's defaults.

@@ -363,6 +363,13 @@ std::string expert_parallel_error(const FsdpSpec& f, int gpus_per_node);
 void apply_override(nlohmann::json& document, const std::string& assignment, const std::string& file,
                     const std::string& path_prefix = "");
 
+// Applies one model.* override (given without "model.") to a model document. The `arch` summary
+// describes the module tree and changes nothing it holds, so an override of it is refused
+// (`--set model.arch.num_layers=4` planned the 32-layer model as before), but for
+// arch.max_seq_len, the context the scenario's sequence is checked against.
+void apply_model_override(nlohmann::json& model, const std::string& assignment, const std::string& file,
+                          const std::string& path_prefix = "");
+
 // Whether an override replaces a whole reference (model=, cluster=, calibration=). These apply
 // first, then the overrides that reach inside the references (model.x=, cluster.x=, ...).
 bool replaces_reference(const std::string& assignment);

@@ -512,7 +512,7 @@ models::SharedModel ScenarioTemplate::model_for(const std::string& key,
     // The base's hf: config imported again for this attention, the base's model.* overrides on it.
     json = load_reference(nlohmann::json("hf:" + model_file_), file_, "model", import).json;
     for (const std::string& o : base_overrides_)
-      if (starts_with(o, "model.")) apply_override(json, o.substr(6), file);
+      if (starts_with(o, "model.")) apply_model_override(json, o.substr(6), file);
   }
   bool replaced_model = false;
   for (const std::string& o : model_overrides) {
@@ -527,9 +527,9 @@ models::SharedModel ScenarioTemplate::model_for(const std::string& key,
   // [Replaced references keep the base's overrides] (parse_point): the base's model.* again.
   if (replaced_model)
     for (const std::string& o : base_overrides_)
-      if (starts_with(o, "model.")) apply_override(json, o.substr(6), file);
+      if (starts_with(o, "model.")) apply_model_override(json, o.substr(6), file);
   for (const std::string& o : model_overrides)
-    if (starts_with(o, "model.")) apply_override(json, o.substr(6), file);
+    if (starts_with(o, "model.")) apply_model_override(json, o.substr(6), file);
   models::SharedModel parsed = models::parse_model(json, file);
   std::lock_guard<std::mutex> lock(models_mutex_);
   return models_.emplace(key, std::move(parsed)).first->second;  // another thread's, if it came first

@@ -38,9 +38,10 @@ void expect_each_advice_fits(const std::string& base, double headroom_gib, std::
       const nlohmann::json &a = fitting[i], &b = fitting[j];
       if (last_keeps && j + 1 == fitting.size()) continue;
       EXPECT_LE(a["near_capacity"].get<bool>(), b["near_capacity"].get<bool>()) << a["change"] << " / " << b["change"];
-      if (a["near_capacity"] == b["near_capacity"])
+      if (a["near_capacity"] == b["near_capacity"]) {
         EXPECT_LE(b["tokens_per_second_per_gpu"].get<double>(), a["tokens_per_second_per_gpu"].get<double>() / 0.99)
             << a["change"] << " / " << b["change"];
+      }
     }
   for (const auto& item : fitting) {
     SCOPED_TRACE(item["change"].get<std::string>());
@@ -204,8 +205,9 @@ TEST(Advice, SameCostChangesListTheFewestGpusFirstAndOneKeepsTheGpuCount) {
   for (std::size_t i = 0; i + 2 < items.size(); ++i) {
     const nlohmann::json &a = items[i], &b = items[i + 1];
     if (b["tokens_per_second_per_gpu"].get<double>() >= 0.99 * a["tokens_per_second_per_gpu"].get<double>() &&
-        a["near_capacity"] == b["near_capacity"])
+        a["near_capacity"] == b["near_capacity"]) {
       EXPECT_LE(a["gpus"].get<int>(), b["gpus"].get<int>()) << a["change"] << " / " << b["change"];
+    }
     fewer_but_slower_first |= a["gpus"].get<int>() < b["gpus"].get<int>() &&
                               a["tokens_per_second_per_gpu"].get<double>() < b["tokens_per_second_per_gpu"].get<double>();
   }
@@ -263,7 +265,9 @@ TEST(Advice, SmallerMicroBatchesStopAt256MicroSteps) {
   for (const nlohmann::json& item : big["advice"]["fitting"]) {
     const std::string change = item["change"];
     const std::size_t at = change.find("grad accum ");
-    if (at != std::string::npos) EXPECT_LE(std::stoll(change.substr(at + 11)), 256) << change;
+    if (at != std::string::npos) {
+      EXPECT_LE(std::stoll(change.substr(at + 11)), 256) << change;
+    }
   }
 }
 

@@ -132,6 +132,25 @@ TEST(BadInput, OverrideOfUnknownFieldIsRefused) {
   EXPECT_NE(r.err.find("fsdp.reshard_after_forwrd"), std::string::npos) << r.err;
 }
 
+// The model's arch summary describes its module tree: overriding it changed nothing, silently
+// (`--set model.arch.num_layers=4` planned all 32 of Llama-3.1-8B's blocks). Refused, in an
+// estimate and in a sweep's axis alike; arch.max_seq_len, which the sequence is checked
+// against, still applies.
+TEST(BadInput, AnOverrideOfTheModelsArchSummaryIsRefused) {
+  const std::string refused = "arch.num_layers: describes the model's module tree";
+  const CommandResult estimate = run_cli("estimate --model llama3.1-8b --gpus 8xH100 --set model.arch.num_layers=4");
+  EXPECT_EQ(estimate.exit_code, 2);
+  EXPECT_NE(estimate.err.find("llama3.1-8b.json: " + refused), std::string::npos) << estimate.err;
+  EXPECT_TRUE(estimate.out.empty());
+  // A sweep lists each point it could not evaluate with its reason, and fails when none could.
+  const CommandResult sweep = run_cli("sweep --model llama3.1-8b --gpus 8xH100 --axis model.arch.num_layers=4,8");
+  EXPECT_EQ(sweep.exit_code, 2);
+  EXPECT_NE(sweep.out.find("#0 model.arch.num_layers=4: " + refused), std::string::npos) << sweep.out;
+  const std::string longer = "estimate --model llama3.1-8b --gpus 8xH100 --seq-len 262144 --micro-batch 1 --json";
+  EXPECT_NE(run_cli(longer).err.find("arch.max_seq_len"), std::string::npos);
+  EXPECT_EQ(run_cli(longer + " --set model.arch.max_seq_len=262144").err.find("arch.max_seq_len"), std::string::npos);
+}
+
 TEST(BadInput, OverrideReachesIntoTheReferencedClusterFile) {
   std::string path = write_temp("good.json", good_scenario().dump());
   CommandResult r = run_cli("estimate --scenario " + path + " --set cluster.gpus_per_node=0");

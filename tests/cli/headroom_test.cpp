@@ -161,7 +161,9 @@ TEST(ByUnit, ExposedCommunicationByUnitAndOutsideAddUp) {
     double sum = t["exposed_comm_outside_units_seconds"].get<double>();
     for (const auto& u : t["exposed_comm_by_unit_seconds"]) sum += u.get<double>();
     EXPECT_NEAR(sum, t["exposed_comm_seconds"].get<double>(), 1e-9 * t["step_seconds"].get<double>()) << extra;
-    if (!extra.empty()) EXPECT_GT(t["exposed_comm_outside_units_seconds"].get<double>(), 0.0);
+    if (!extra.empty()) {
+      EXPECT_GT(t["exposed_comm_outside_units_seconds"].get<double>(), 0.0);
+    }
   }
 }
 
@@ -196,9 +198,15 @@ TEST(Headroom, ANearCapacityAnswerIsFlaggedWithItsTrial) {
   ASSERT_GT(largest, 1);
   for (const auto& t : s["tried"]) {
     const std::int64_t mb = t["micro_batch"].get<std::int64_t>();
-    if (t["near_capacity"].get<bool>()) EXPECT_TRUE(t["fits"].get<bool>()) << mb;
-    if (mb == largest) EXPECT_TRUE(t["near_capacity"].get<bool>());
-    if (mb == 1) EXPECT_FALSE(t["near_capacity"].get<bool>());
+    if (t["near_capacity"].get<bool>()) {
+      EXPECT_TRUE(t["fits"].get<bool>()) << mb;
+    }
+    if (mb == largest) {
+      EXPECT_TRUE(t["near_capacity"].get<bool>());
+    }
+    if (mb == 1) {
+      EXPECT_FALSE(t["near_capacity"].get<bool>());
+    }
   }
   const CommandResult text = run_cli(cmd);
   EXPECT_NE(text.out.find("near capacity: within the reserved model's tolerance"), std::string::npos) << text.out;

@@ -112,7 +112,9 @@ TEST(HopelessPlans, PlanStepStopsOnlyWhereTheWholePlansReplayGivesUp) {
       const MemoryReport replay = replay_memory(full.schedule, 0, held - 1);
       EXPECT_TRUE(replay.gave_up) << what;
       EXPECT_LT(replay.gave_up_at_op, static_cast<int>(after.schedule.ops.size())) << what;
-      if (makes_state_at_first_step(full.schedule)) EXPECT_TRUE(replay.gave_up_in_first_step) << what;
+      if (makes_state_at_first_step(full.schedule)) {
+        EXPECT_TRUE(replay.gave_up_in_first_step) << what;
+      }
       EXPECT_EQ(plan_step(s, cache, Naming::readable, held - 1).stopped_holding_bytes, held) << what;
     } else {
       held = state;

@@ -701,7 +701,9 @@ TEST(GemmsBesideNccl, ShippedHopperSlowdownFollowsTheStepsGemmShare) {
                 100 * share, 100 * grouped / all);
     EXPECT_GT(share, 0.4);   // GEMMs are the largest part of a block at 4-8k tokens ...
     EXPECT_LT(share, 0.95);  // ... and not only: attention and the memory-bound kernels
-    if (scenario != file) EXPECT_GT(grouped / all, 0.05);  // the routed experts' grouped GEMMs
+    if (scenario != file) {
+      EXPECT_GT(grouped / all, 0.05);  // the routed experts' grouped GEMMs
+    }
     EXPECT_NEAR(planner::price_ops(s, cost).compute_slowdown_under_comm, 0.70 * share + 0.19 * (1 - share), 1e-12);
   }
   // A scenario that states the compute's slowdown alone states it for all compute, GEMMs included
@@ -802,7 +804,9 @@ TEST(PriceOps, ModulesShareAClassOnlyWhenPricedAlike) {
   EXPECT_EQ(cls("0"), cls("1"));
   for (const std::string a : {"0", "2", "4", "5", "6"})
     for (const std::string b : {"0", "2", "4", "5", "6"})
-      if (a != b) EXPECT_NE(cls(a), cls(b)) << a << " " << b;
+      if (a != b) {
+        EXPECT_NE(cls(a), cls(b)) << a << " " << b;
+      }
   EXPECT_EQ(cost.module_class("no such module"), -1);
   const Schedule s = planner::plan_step(sc).schedule;
   const planner::OpCosts c = planner::price_ops(s, cost);

@@ -88,7 +88,9 @@ TEST(UnitReport, RowsAddUpToTheStepsTotals) {
     EXPECT_EQ(sum_of(r, &UnitRow::sharded_param_bytes) + sum_of(r, &UnitRow::optimizer_state_bytes) +
                   sum_of(r, &UnitRow::replicated_grad_bytes) + cublas_workspaces,
               e.memory.allocated_at_start);
-    if (e.memory.allocated_at_start_host > 0) EXPECT_EQ(e.memory.allocated_at_start, cublas_workspaces);
+    if (e.memory.allocated_at_start_host > 0) {
+      EXPECT_EQ(e.memory.allocated_at_start, cublas_workspaces);
+    }
     const double tol = 1e-9 * e.timing.step_seconds;
     EXPECT_NEAR(sum_of(r, &UnitRow::compute_seconds), e.timing.compute_seconds, tol);
     EXPECT_NEAR(sum_of(r, &UnitRow::comm_seconds), e.timing.comm_seconds, tol);
