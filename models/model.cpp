@@ -33,6 +33,14 @@ double attention_window_share(const AttentionSpec& attention, double seq_len) {
   return attention_pair_fraction(attention, seq_len) / attention_pair_fraction(full, seq_len);
 }
 
+bool has_unequal_attention_head_dims(const Module& root) {
+  bool unequal = false;
+  for_each_module(root, [&](const Module& m) {
+    if (m.costs && m.costs->attention) unequal = unequal || m.costs->attention->value_head_dim() != m.costs->attention->head_dim;
+  });
+  return unequal;
+}
+
 int dtype_bytes(DType dtype) {
   switch (dtype) {
     case DType::fp32: return 4;

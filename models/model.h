@@ -119,6 +119,11 @@ double attention_pair_fraction(const AttentionSpec& attention, double seq_len);
 // (causal or not) attention's FLOPs that the window leaves; 1 without a window.
 double attention_window_share(const AttentionSpec& attention, double seq_len);
 
+struct Module;
+// Whether some costed attention's v head dim differs from its q/k head dim (DeepSeek's MLA): the
+// kernels that need one head size (SDPA's flash backend) cannot run it.
+bool has_unequal_attention_head_dims(const Module& root);
+
 // Costs of one forward pass of a module. Backward costs about twice the forward FLOPs
 // (grads w.r.t. inputs and weights); the cost model applies that.
 struct ModuleCosts {

@@ -397,11 +397,31 @@ AttentionEstimate estimate_attention(const AttentionShape& shape, AttentionPass 
                                   attention_constants(kernel, device.arch, pass, shape.head_dim, shape.causal));
 }
 
-AttentionKernel default_attention_kernel(const AttentionDevice& device, bool cudnn_sdpa_preferred) {
+AttentionKernel default_attention_kernel(const AttentionDevice& device, bool cudnn_sdpa_preferred, bool equal_head_dims) {
   const bool cudnn_first_arch = device.arch == "hopper" || device.arch == "blackwell";
   if (cudnn_sdpa_preferred && cudnn_first_arch) return AttentionKernel::cudnn;
-  if (attention_kernel_available(AttentionKernel::flash2, device)) return AttentionKernel::flash2;
+  if (equal_head_dims && attention_kernel_available(AttentionKernel::flash2, device)) return AttentionKernel::flash2;
   return AttentionKernel::mem_efficient;
+}
+
+std::optional<AttentionKernel> resolve_attention_kernel(const std::string& attention, const AttentionDevice& device,
+                                                        bool equal_head_dims) {
+  if (attention == "auto") return default_attention_kernel(device, false, equal_head_dims);
+  if (attention == "eager") return std::nullopt;
+  return parse_attention_kernel(attention);
+}
+
+bool kernel_applies_window(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::flash2:
+    case AttentionKernel::flash3:
+    case AttentionKernel::triton: return true;
+    case AttentionKernel::cudnn:
+    case AttentionKernel::mem_efficient:
+    case AttentionKernel::flash1_triton:
+    case AttentionKernel::eager: return false;
+  }
+  return false;
 }
 
 bool attention_kernel_available(AttentionKernel kernel, const AttentionDevice& device) {

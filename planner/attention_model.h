@@ -64,7 +64,27 @@ AttentionEstimate estimate_attention(const AttentionShape& shape, AttentionPass 
 // the runtime cuDNN is newer than 9.15.0 (`cudnn_sdpa_preferred`: torch >= 2.10 with such a
 // cuDNN, e.g. the torch 2.11 wheels), else FlashAttention-2 on Ampere and newer (and CK/AOTriton
 // flash on ROCm), else memory-efficient. See docs/cost-model.md "Attention kernels".
-AttentionKernel default_attention_kernel(const AttentionDevice& device, bool cudnn_sdpa_preferred = false);
+// `equal_head_dims` false: some attention's v head dim differs from its q/k one (DeepSeek's
+// MLA, 192 and 128); SDPA's flash backend refuses that (sdp_utils.cpp check_head_dim_size_flash:
+// q, k and v must share the last dim), so SDPA runs the memory-efficient kernel.
+AttentionKernel default_attention_kernel(const AttentionDevice& device, bool cudnn_sdpa_preferred = false,
+                                         bool equal_head_dims = true);
+
+// The kernel training.attention names ("auto": default_attention_kernel for the GPU and the
+// model's head dims); nullopt for "eager" and for names that are no kernel (CostModel refuses
+// those). The one resolution the planner (kernel_applies_window) and the cost model share.
+std::optional<AttentionKernel> resolve_attention_kernel(const std::string& attention, const AttentionDevice& device,
+                                                        bool equal_head_dims);
+
+// [SDPA and sliding windows] Whether the kernel applies a sliding window itself: FlashAttention-2
+// and -3 take window_size (flash_attn_func), Triton and FlexAttention kernels a block mask.
+// PyTorch's scaled_dot_product_attention has no window argument, so a windowed layer reaches its
+// cuDNN and memory-efficient backends as a dense mask over the whole square (transformers'
+// masking_utils builds it once the keys reach the window; SDPA turns the boolean mask into a
+// 16-bit bias, attention.cpp convert_boolean_attn_mask, an input its backward keeps): the kernel
+// computes every (query, key) pair, no causal skip. The 2022 Triton kernel (flash1_triton)
+// takes a bias, no window, alike.
+bool kernel_applies_window(AttentionKernel kernel);
 
 // Whether the kernel runs on this GPU at all: FlashAttention-3 is Hopper only, cuDNN and
 // FlashAttention-2 need an NVIDIA GPU of Ampere or newer (FlashAttention-2 also has a ROCm port).

@@ -330,6 +330,9 @@ CostModel::CostModel(const Scenario& scenario)
   // training.attention names the fused kernel ("auto": what PyTorch's SDPA picks; "eager":
   // the model's costs materialise the scores, which the kernel sets say themselves).
   const std::string& attention = scenario.training.attention;
+  if (attention == "auto")
+    attention_kernel_ = *resolve_attention_kernel(attention, attention_device(),
+                                                  !models::has_unequal_attention_head_dims(scenario.model->root));
   if (attention != "auto" && attention != "eager") {
     const std::optional<AttentionKernel> kernel = parse_attention_kernel(attention);
     if (!kernel) throw InputError(scenario.file, "training.attention", "an attention kernel name, got \"" + attention + "\"");
@@ -868,6 +871,18 @@ std::string borrowed_attention_warning(const ClusterSpec& cluster, AttentionKern
     w += "; on an H100 and an H200 this kernel measured 6-17% slower than it is priced here at head dim 128 and "
          "19-33% slower at head dim 64 (docs/accuracy.md, \"Attention kernels on both GPUs against the model\")";
   return w;
+}
+
+std::string sliding_window_kernel_warning(AttentionKernel kernel, const Schedule& schedule) {
+  if (!kernel_applies_window(kernel)) return "";
+  const bool windowed = std::any_of(schedule.kernel_sets.begin(), schedule.kernel_sets.end(), [](const KernelSet& k) {
+    return k.has_attention && !k.scores_materialized && k.attention.window > 0 && k.attention.window < k.attention.seq_kv;
+  });
+  if (!windowed) return "";
+  return "the sliding-window layers are priced with " + to_string(kernel) +
+         "'s local attention (transformers' flash_attention_2 or flex, torchtitan's FlexAttention); transformers' "
+         "default sdpa applies the window as a dense mask, computing the whole square and keeping a 16-bit mask per "
+         "layer: --set training.attention=mem_efficient (or cudnn) prices that path";
 }
 
 double CostModel::issue_seconds(const Op& op) const {

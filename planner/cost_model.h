@@ -147,6 +147,13 @@ std::string shared_nic_warning(const ClusterSpec& cluster, const Schedule& sched
 // workplace measured (docs/accuracy.md: 6-33% slower than priced); "" otherwise.
 std::string borrowed_attention_warning(const ClusterSpec& cluster, AttentionKernel kernel, const Schedule& schedule);
 
+// A warning when sliding-window layers whose keys reach past the window are priced with a kernel
+// that applies the window itself (FlashAttention's local attention): the figures hold for
+// transformers' flash_attention_2 and flex and torchtitan's FlexAttention, not for transformers'
+// default sdpa, which passes a dense mask ([SDPA and sliding windows], planner/attention_model.h);
+// "" otherwise.
+std::string sliding_window_kernel_warning(AttentionKernel kernel, const Schedule& schedule);
+
 // A kernel set's kernels priced one by one: what duration_seconds sums and issue_lead_seconds
 // walks in launch order. A caller that prices every op keeps one per schedule.kernel_sets.
 struct KernelSetTimes {

@@ -17,6 +17,7 @@
 #include "models/checked_arithmetic.h"
 #include "models/json_input.h"
 #include "models/transformer_costs.h"
+#include "planner/attention_model.h"
 #include "planner/float8.h"
 #include "planner/internal/plan_policy.h"
 #include "planner/ep_dispatch.h"
@@ -60,6 +61,9 @@ class StepBuilder {
         activation_bytes_scale_(models::dtype_bytes(scenario.training.compute_dtype()) / 2.0),
         residual_bytes_scale_(step_.param_dtype_bytes / 2.0),
         float8_(scenario) {
+    AttentionDevice device;
+    device.arch = scenario.cluster.gpu.arch;
+    attention_kernel_ = resolve_attention_kernel(training_.attention, device, !layout.unequal_head_dims);
     resolve_loss();
     check_attention_kernel();
     check_moe();
@@ -223,10 +227,28 @@ class StepBuilder {
   // attention_flops: a fused kernel with a sliding window skips the key blocks outside it
   // (FlashAttention's local attention); eager attention multiplies the whole score matrix and
   // masks it afterwards, whatever the window.
-  static double kernel_attention_flops(const models::ModuleCosts& c, double b, double seq) {
+  // A fused kernel that cannot apply the window computes the whole square
+  // (dense_window_mask).
+  double kernel_attention_flops(const models::ModuleCosts& c, double b, double seq) const {
     const double full = c.attention_flops.at(b, seq);
-    if (!c.attention || c.attention->window <= 0 || has_score_term(c.forward_hbm_bytes)) return full;
+    if (!c.attention || c.attention->window <= 0 || has_score_term(c.forward_hbm_bytes) || dense_window_mask(c, seq))
+      return full;
     return full * models::attention_window_share(*c.attention, seq);
+  }
+
+  // [SDPA and sliding windows] (planner/attention_model.h): a windowed layer whose keys reach
+  // past the window, under a fused kernel that cannot window (SDPA's cuDNN and memory-efficient
+  // backends), runs as a dense mask over the whole square: every pair computed, no causal skip.
+  bool dense_window_mask(const models::ModuleCosts& c, double seq) const {
+    return c.attention && c.attention->window > 0 && c.attention->window < seq && attention_kernel_ &&
+           !kernel_applies_window(*attention_kernel_) && !has_score_term(c.forward_hbm_bytes);
+  }
+
+  // The mask as SDPA holds it: a 16-bit bias of (batch, 1, seq, seq) made from the boolean mask
+  // in the call (convert_boolean_attn_mask) and kept for the backward, which reads it.
+  std::int64_t window_mask_bytes(const models::ModuleCosts& c, double b, double seq) const {
+    if (!dense_window_mask(c, seq)) return 0;
+    return checked_to_int64(2.0 * b * seq * seq * activation_bytes_scale_, "the attention mask's bytes");
   }
 
   // ---- the scenario's kernel choices -----------------------------------------------------
@@ -318,11 +340,11 @@ class StepBuilder {
   // FLOPs a forward (or a recompute of it) runs, and its backward's work (models/model.h).
   // A window's skipped attention work comes off the module's FLOPs too (attention is part of
   // forward_flops); an explicit forward_kernel_flops / backward_flops is taken as written.
-  static double forward_kernel_flops(const models::ModuleCosts& c, double b, double seq) {
+  double forward_kernel_flops(const models::ModuleCosts& c, double b, double seq) const {
     if (c.forward_kernel_flops) return c.forward_kernel_flops->at(b, seq);
     return c.forward_flops.at(b, seq) - (c.attention_flops.at(b, seq) - kernel_attention_flops(c, b, seq));
   }
-  static double backward_flops(const models::ModuleCosts& c, double b, double seq) {
+  double backward_flops(const models::ModuleCosts& c, double b, double seq) const {
     if (c.backward_flops) return c.backward_flops->at(b, seq);
     return 2.0 * (c.forward_flops.at(b, seq) - (c.attention_flops.at(b, seq) - kernel_attention_flops(c, b, seq)));
   }
@@ -393,6 +415,10 @@ class StepBuilder {
       const models::AttentionSpec& a = *c.attention;
       k.has_attention = true;
       k.attention = {b, seq, seq, a.heads, a.kv_heads, a.head_dim, a.causal, a.window, a.v_head_dim};
+      if (dense_window_mask(c, seq)) {
+        k.attention.causal = false;
+        k.attention.window = 0;
+      }
       k.attention_pass = pass == KernelPass::backward ? AttentionPass::backward : AttentionPass::forward;
       k.scores_materialized = has_score_term(c.forward_hbm_bytes);
     }
@@ -782,8 +808,8 @@ class StepBuilder {
         saved_activations_[i] = step_.alloc_at(op, sac_saved_bytes(c, b, seq), MemCategory::activation,
                                                Name{"activations of ", e.module->full_name, " (selective)"});
       } else if (e.region < 0) {
-        saved_activations_[i] = step_.alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
-                                               Name{"activations of ", e.module->full_name});
+        saved_activations_[i] = step_.alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq) + window_mask_bytes(c, b, seq),
+                                               MemCategory::activation, Name{"activations of ", e.module->full_name});
       } else if (checkpoint_inputs_[e.region] < 0) {
         checkpoint_inputs_[e.region] = step_.alloc_at(op, bytes_of(c.input_bytes, b, seq, residual_bytes_scale_),
                                                       MemCategory::activation, Name{"checkpointed input of ", e.module->full_name});
@@ -804,6 +830,12 @@ class StepBuilder {
       }
       transient_at(op, c, c.forward_transient_bytes, "forward_transient_bytes", b, seq,
                    Name{"forward transients of ", e.module->full_name});
+      // Not saved here (checkpointed or selective), the mask's bias lives through the call only.
+      if (const std::int64_t mask = window_mask_bytes(c, b, seq); mask > 0 && (e.region >= 0 || e.selective))
+      {
+        int bias = step_.alloc_at(op, mask, MemCategory::temporary, Name{"attention mask of ", e.module->full_name});
+        step_.free_at(op, bias);
+      }
     }
     input_ids_ = input;
     for (int& copies : cached_weight_copies) step_.free_now(copies);  // the autocast region ends
@@ -1093,8 +1125,8 @@ class StepBuilder {
       const models::ModuleCosts& c = costs_of(*f.module);
       const int op = issue_forward_compute(OpKind::recompute, "recompute ", f, c, b, seq);
       expert_all_to_alls(op, f, c, b * seq, false);
-      saved_activations_[i] = step_.alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq), MemCategory::activation,
-                                             Name{"recomputed activations of ", f.module->full_name});
+      saved_activations_[i] = step_.alloc_at(op, bytes_of(c.saved_activation_bytes, b, seq) + window_mask_bytes(c, b, seq),
+                                             MemCategory::activation, Name{"recomputed activations of ", f.module->full_name});
       if (training_.autocast())
         saved_weight_copies_[i] = autocast_weight_copies(op, c, false, Name{"autocast weight copies of ", f.module->full_name});
       transient_at(op, c, c.forward_transient_bytes, "forward_transient_bytes", b, seq,
@@ -1324,6 +1356,7 @@ class StepBuilder {
   std::vector<int> checkpoint_inputs_;  // region -> its checkpointed input until its backward
   int input_ids_ = -1;                  // the micro-step's input token ids
   const Float8Linears float8_;  // training.matmul_dtype fp8: which linears run in fp8
+  std::optional<AttentionKernel> attention_kernel_;  // training.attention resolved (none: eager)
   // (module costs, pass) -> index into schedule_.kernel_sets, so the ops of one module share a set.
   std::unordered_map<const models::ModuleCosts*, int> kernel_set_by_pass_[3];
   // The output layer's costs for training.loss, when it differs from the model's (resolve_loss).

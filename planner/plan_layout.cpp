@@ -148,6 +148,7 @@ std::unique_ptr<PlanCache::Layout> make_layout(const Scenario& scenario) {
   l->experts_wrapped = wraps_experts(scenario);
   l->modules_apart = fetches_per_module(scenario);
   l->model = scenario.model;
+  l->unequal_head_dims = models::has_unequal_attention_head_dims(scenario.model->root);
   l->units = build_units(*scenario.model, scenario.fsdp.wrap, scenario.file, l->experts_wrapped, l->modules_apart);
   make_forward_program(scenario, *l);
   index_parameters(*l);

@@ -171,9 +171,22 @@ std::vector<std::string> estimate_warnings(const sim::Estimate& e, const planner
                          "competitive performance\"); measured eager float8 ran slower than bf16 (pytorch/ao#685, "
                          "pytorch/torchtitan#778): the fp8 gain here is an upper bound");
   }
-  if (const auto kernel = planner::parse_attention_kernel(e.attention_kernel))
+  if (const auto kernel = planner::parse_attention_kernel(e.attention_kernel)) {
     if (std::string a = planner::borrowed_attention_warning(e.cluster, *kernel, e.plan.schedule); !a.empty())
       warnings.push_back(std::move(a));
+    // (gpt-oss: not transformers' sdpa either, below.)
+    if (std::string w = planner::sliding_window_kernel_warning(*kernel, e.plan.schedule);
+        !w.empty() && sc.model->arch.family != "gpt_oss")
+      warnings.push_back(std::move(w));
+    // gpt-oss's sinks join each row's softmax; flash_attn_func and SDPA take no such input
+    // (transformers marks gpt-oss _supports_sdpa = False and runs it eagerly; torchtitan uses
+    // FlexAttention, rescaling by the sinks through the log-sum-exp).
+    if (sc.model->arch.family == "gpt_oss" && *kernel != planner::AttentionKernel::eager)
+      warnings.push_back("gpt-oss's attention sinks are priced as " + e.attention_kernel +
+                         " without them, but FlashAttention-2 and SDPA take none: transformers runs gpt-oss with eager "
+                         "attention (give the model as hf:<config.json> with training.attention eager), torchtitan "
+                         "with FlexAttention");
+  }
   return warnings;
 }
 

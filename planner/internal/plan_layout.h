@@ -23,6 +23,7 @@ struct PlanCache::Layout {
   int checkpoint_every = 1;
   bool experts_wrapped = false;  // expert parallelism: each experts module is its own unit
   bool modules_apart = false;    // DeepSpeed ZeRO-3: each module outside the groups its own unit
+  bool unequal_head_dims = false;  // models::has_unequal_attention_head_dims (MLA): what "auto" resolves to
 
   // One step of the forward program: a unit's pre/post-forward hook or a module's compute.
   struct Event {

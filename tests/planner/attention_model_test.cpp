@@ -667,6 +667,18 @@ TEST(AttentionModel, AvailabilityAndDefault) {
   EXPECT_EQ(default_attention_kernel(h), AttentionKernel::flash2);
   EXPECT_EQ(default_attention_kernel(h, true), AttentionKernel::cudnn);
   EXPECT_EQ(default_attention_kernel(a100, true), AttentionKernel::flash2);
+  // q/k and v head dims that differ (DeepSeek's MLA, 192 and 128): SDPA's flash backend needs one
+  // head dim (check_head_dim_size_flash), so SDPA runs the memory-efficient kernel.
+  EXPECT_EQ(default_attention_kernel(h, false, false), AttentionKernel::mem_efficient);
+  EXPECT_EQ(resolve_attention_kernel("auto", h, false), AttentionKernel::mem_efficient);
+  EXPECT_EQ(resolve_attention_kernel("auto", h, true), AttentionKernel::flash2);
+  EXPECT_EQ(resolve_attention_kernel("flash3", h, false), AttentionKernel::flash3);
+  EXPECT_FALSE(resolve_attention_kernel("eager", h, true).has_value());
+  // [SDPA and sliding windows] Only the kernels with a window of their own apply one.
+  EXPECT_TRUE(kernel_applies_window(AttentionKernel::flash2));
+  EXPECT_TRUE(kernel_applies_window(AttentionKernel::flash3));
+  EXPECT_FALSE(kernel_applies_window(AttentionKernel::cudnn));
+  EXPECT_FALSE(kernel_applies_window(AttentionKernel::mem_efficient));
 }
 
 // SDPA's mem-efficient kernel is an sm80 kernel on Hopper (PyTorch builds its 16-bit CUTLASS FMHA

@@ -114,6 +114,53 @@ TEST(KernelSets, SlidingWindowLayersCountTheirBand) {
   EXPECT_EQ(sliding.kernel_set, op_named(p.schedule, "fwd model.layers.40").kernel_set);
 }
 
+// [SDPA and sliding windows] (planner/attention_model.h) SDPA has no window argument: a sliding
+// layer reaches its cuDNN and memory-efficient backends as a dense mask, every pair of the square
+// computed (no causal skip), and the mask's 16-bit bias, batch x 1 x s x s x 2 bytes, is kept for
+// the backward. Gemma-2-9B at s = 8192 (window 4096), no checkpointing: a sliding layer runs the
+// whole square, 4 x 4096 x s^2 FLOPs executed (FlashAttention-2: 0.375 of it) and saves
+// 8192^2 x 2 = 134,217,728 bytes more; the full layers and the FLOPs MFU counts are unchanged.
+// At s = 4096 the window holds every key: nothing changes.
+TEST(KernelSets, SdpaBackendsRunASlidingLayerAsADenseMask) {
+  auto plan = [](const std::string& kernel, int seq) {
+    const nlohmann::json j = {{"model", "models/gemma2-9b.json"},
+                              {"cluster", "scenarios/clusters/dgx-h100.json"},
+                              {"training", {{"micro_batch", 1}, {"seq_len", seq}, {"global_batch", 8},
+                                            {"activation_checkpointing", "none"}, {"attention", kernel}}}};
+    return plan_step(parse_scenario(j, "test.json"));
+  };
+  auto saved_bytes = [](const Plan& p, const std::string& name) {
+    for (const Allocation& a : p.schedule.allocations)
+      if (a.label == name) return a.bytes;
+    throw std::runtime_error("no allocation " + name);
+  };
+  const double seq = 8192, square = 4.0 * 4096 * seq * seq;
+  const Plan flash = plan("flash2", 8192);
+  for (const std::string kernel : {"cudnn", "mem_efficient"}) {
+    const Plan sdpa = plan(kernel, 8192);
+    const Op& sliding = op_named(sdpa.schedule, "fwd model.layers.0");
+    const KernelSet& k = sdpa.schedule.kernel_sets.at(sliding.kernel_set);
+    EXPECT_FALSE(k.attention.causal) << kernel;
+    EXPECT_EQ(k.attention.window, 0) << kernel;
+    EXPECT_DOUBLE_EQ(sliding.attention_flops, square) << kernel;
+    EXPECT_DOUBLE_EQ(executed_flops(sliding, sdpa.schedule) - executed_flops(op_named(flash.schedule, "fwd model.layers.0"), flash.schedule),
+                     (1 - 0.375) * square)
+        << kernel;
+    const Op& full = op_named(sdpa.schedule, "fwd model.layers.1");
+    EXPECT_TRUE(sdpa.schedule.kernel_sets.at(full.kernel_set).attention.causal) << kernel;
+    EXPECT_DOUBLE_EQ(full.attention_flops, op_named(flash.schedule, "fwd model.layers.1").attention_flops) << kernel;
+    EXPECT_DOUBLE_EQ(sdpa.schedule.model_flops_per_rank, flash.schedule.model_flops_per_rank) << kernel;
+    EXPECT_EQ(saved_bytes(sdpa, "activations of model.layers.0") - saved_bytes(flash, "activations of model.layers.0"),
+              8192LL * 8192 * 2)
+        << kernel;
+    EXPECT_EQ(saved_bytes(sdpa, "activations of model.layers.1"), saved_bytes(flash, "activations of model.layers.1")) << kernel;
+  }
+  const Plan at_window = plan("cudnn", 4096);
+  const KernelSet& k = at_window.schedule.kernel_sets.at(op_named(at_window.schedule, "fwd model.layers.0").kernel_set);
+  EXPECT_TRUE(k.attention.causal);
+  EXPECT_EQ(k.attention.window, 4096);
+}
+
 TEST(KernelSets, ScheduleJsonRoundTripsThem) {
   const Plan p = llama8b(1, 1024, "selective");
   const Schedule back = schedule_from_json(schedule_to_json(p.schedule), "s.json");
