@@ -277,6 +277,7 @@ struct HfArch {
   bool gelu_gate = false;           // GeGLU (Gemma)
   bool scaled_embedding = false;    // Gemma: the embedding's output times sqrt(hidden)
   bool logit_softcap = false;       // Gemma-2's final_logit_softcapping
+  bool attention_softcap = false;   // Gemma-2's attn_logit_softcapping
   std::vector<std::int64_t> windows;  // per layer: sliding window in tokens, 0 = full attention
   // Mixture-of-Experts: `experts` routed experts of expert_ffn, top_k per token, in the layers
   // sparse_layers marks (empty: every layer); `ffn` is then the shared experts' width in a sparse
@@ -549,14 +550,11 @@ HfArch read_gemma(JsonReader& r, Family family, const HfImportOptions& options) 
   r.ignore("sliding_window_size");
   a.windows = gemma_windows(r, a.layers, 4096, gemma3 ? 6 : 2, gemma3);
   // Soft-capping, on when the key gives a cap (transformers' defaults: Gemma-2 50 and 30, Gemma-3 none).
-  const bool attention_softcap = softcap(r, "attn_logit_softcapping", !gemma3);
+  // FlashAttention (>= 2.6) applies the attention cap to each score inside the kernel (tanh in
+  // registers: no HBM traffic, no memory); eager attention runs it as three kernels on the
+  // s x s scores and keeps tanh's output (eager_score_chain).
+  a.attention_softcap = softcap(r, "attn_logit_softcapping", !gemma3);
   a.logit_softcap = softcap(r, "final_logit_softcapping", !gemma3);
-  // FlashAttention (>= 2.6) applies the cap to each score inside the kernel (tanh in registers:
-  // no HBM traffic, no memory); eager attention would run three more elementwise kernels on the
-  // s x s score matrix and keep tanh's output, which the eager ledgers do not list.
-  if (attention_softcap && !options.flash_attention)
-    r.fail("attn_logit_softcapping", "with eager attention (the soft-capping kernels on the score matrices) is not "
-                                     "modelled; import with flash attention");
   if (gemma3) require_false(r, "use_bidirectional_attention", "bidirectional attention");
   return a;
 }
@@ -1605,6 +1603,14 @@ DecoderBlockShape::EagerScoreChain eager_score_chain(const HfArch& a) {
       break;
     default:
       break;  // Llama's eager_attention_forward, which the other families copy
+  }
+  if (a.attention_softcap) {
+    // modeling_gemma2.py eager_attention_forward: after the scale, attn_weights / softcap, tanh,
+    // * softcap, then the mask and the fp32 softmax; tanh's backward reads its output.
+    chain.before_softmax.insert(chain.before_softmax.begin() + 1,
+                                {{"soft-cap divide (/ softcap)", 2, 2, true, true},
+                                 {"soft-cap tanh", 2, 2, true, true, true},
+                                 {"soft-cap multiply (* softcap)", 2, 2, true, true}});
   }
   return chain;
 }

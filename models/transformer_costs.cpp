@@ -183,6 +183,8 @@ std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_a
     items.push_back({"v: an operand of AV", E * kv, 0});
   }
   if (!flash_attention) {
+    for (const DecoderBlockShape::EagerScoreOp& op : block.eager.before_softmax)
+      if (op.saves_output) items.push_back({op.what + ": its output, its backward's input", 0, E * a});
     // Korthikanti's 5as/h (softmax output 2, dropout mask 1, dropout output 2, x a*s^2*b) where
     // the softmax runs in 16 bits; where the family upcasts it (DecoderBlockShape::EagerSoftmax),
     // softmax saves its fp32 output and AV its 16-bit copy (or dropout's output).
@@ -540,19 +542,25 @@ struct MomentList {
 void add_eager_score_chain_forward(MomentList& fw, const DecoderBlockShape& block) {
   using EagerSoftmax = DecoderBlockShape::EagerSoftmax;
   const double E = kActivationBytes, F = kFp32Bytes, a = as_double(block.num_heads);
-  CostItem scores = per_token_per_position("QK^T scores", E * a);
+  // The scores alive beside each kernel; one an op saves (saves_output) is in saved_tensors().
+  std::vector<CostItem> scores = {per_token_per_position("QK^T scores", E * a)};
   for (const DecoderBlockShape::EagerScoreOp& op : block.eager.before_softmax) {
     if (!op.out_of_place) continue;  // no new tensor
-    const CostItem out = per_token_per_position(op.what + ": its output", E * a);
-    fw.add(op.what, {scores, out});
+    std::vector<CostItem> out;
+    if (!op.saves_output) out.push_back(per_token_per_position(op.what + ": its output", E * a));
+    std::vector<CostItem> alive = scores;
+    alive.insert(alive.end(), out.begin(), out.end());
+    fw.add(op.what, alive);
     scores = out;
   }
   if (block.eager.softmax == EagerSoftmax::fp32_input) {
     const CostItem upcast = per_token_per_position("fp32 copy of the scores (.float())", F * a);
-    fw.add(".float() on the scores", {scores, upcast});
+    std::vector<CostItem> alive = scores;
+    alive.push_back(upcast);
+    fw.add(".float() on the scores", alive);
     fw.add("softmax in fp32 (its output is saved)", {upcast});
   } else {
-    fw.add("softmax (its output is saved)", {scores});
+    fw.add("softmax (its output is saved)", scores);
   }
   // Dropout saves only its mask: the 16-bit copy it reads lives until it returns.
   if (block.eager.softmax != EagerSoftmax::activation_dtype && block.attention_dropout)
@@ -1367,7 +1375,7 @@ double eager_score_backward_bytes_per_key(const DecoderBlockShape& block) {
     case EagerSoftmax::fp32_input: bytes += (E + F) + 3 * F + (F + E); break;
   }
   for (const DecoderBlockShape::EagerScoreOp& op : block.eager.before_softmax)
-    if (op.backward_writes_new_gradient) bytes += op.read_bytes + op.write_bytes;
+    if (op.backward_writes_new_gradient) bytes += op.read_bytes + op.write_bytes + (op.saves_output ? E : 0);
   return bytes * as_double(block.num_heads);
 }
 

@@ -117,6 +117,9 @@ struct DecoderBlockShape {
     // Its backward writes a new score-sized gradient (a scale, a masked_fill); false: the
     // gradient passes through unchanged (an add whose other operand needs none, a cat's narrow).
     bool backward_writes_new_gradient = true;
+    // Its backward reads its output, which autograd keeps (tanh: dx = dy (1 - y^2)): saved until
+    // the backward, and read there.
+    bool saves_output = false;
   };
   enum class EagerSoftmax {
     activation_dtype,  // softmax(x): 16-bit probabilities, saved by softmax and read by AV

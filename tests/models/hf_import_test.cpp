@@ -1097,20 +1097,39 @@ TEST(HfImportErrors, UnreadKeysThatMatterAreRefusedByName) {
   c["num_local_experts"] = nullptr;
   c["rope_parameters"] = {{"rope_theta", 500000.0}};
   EXPECT_NO_THROW(import_hf_config(c, "ok.json"));
-  // Gemma-2's attention soft-capping is modelled only inside flash attention.
-  const nlohmann::json gemma = load_json_file(hf_config_path("gemma2-9b"));
-  HfImportOptions eager;
-  eager.flash_attention = false;
-  try {
-    import_hf_config(gemma, "gemma.json", eager);
-    FAIL();
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.json_path(), "attn_logit_softcapping");
-  }
   // A Gemma 3 image-text config carries its text model in text_config: a flat one is refused there.
   nlohmann::json gemma3 = load_json_file(hf_config_path("gemma3-1b"));
   gemma3["model_type"] = "gemma3";
   expect_error(gemma3, "text_config", "");
+}
+
+// Gemma-2's attention soft-capping under eager attention (transformers' recommendation for
+// training it; modeling_gemma2.py eager_attention_forward): / softcap, tanh, * softcap on the
+// scores, each a kernel reading and writing 2 bytes a score, and tanh keeps its output for its
+// backward (dx = dy (1 - y^2)). Per head and (b, s^2): 2 bytes more saved, 3 x 4 = 12 bytes
+// more forward traffic, and a backward of 4 + (4 + 2) + 4 = 14 bytes more. Gemma-2-9B has 16
+// heads: 32, 192 and 224 per b*s^2 against the same config without the cap. (Refused before
+// session 37: HF's recommended path could not be priced.)
+TEST(HfImport, Gemma2EagerSoftCappingRunsThreeKernelsAndKeepsTanhsOutput) {
+  nlohmann::json capped = load_json_file(hf_config_path("gemma2-9b"));
+  nlohmann::json uncapped = capped;
+  uncapped["attn_logit_softcapping"] = nullptr;
+  HfImportOptions eager;
+  eager.flash_attention = false;
+  const Model a = parse_model(import_hf_config(capped, "gemma2.json", eager), "gemma2.json");
+  const Model b = parse_model(import_hf_config(uncapped, "gemma2.json", eager), "gemma2.json");
+  auto per_key = [](const Polynomial& p) {
+    double c = 0;
+    for (const Polynomial::Term& t : p.terms)
+      if (t.b_pow == 1 && t.s_pow == 2) c += t.coeff;
+    return c;
+  };
+  const ModuleCosts& ca = *a.find_module("model.layers.0")->costs;
+  const ModuleCosts& cb = *b.find_module("model.layers.0")->costs;
+  EXPECT_DOUBLE_EQ(per_key(ca.saved_activation_bytes) - per_key(cb.saved_activation_bytes), 2.0 * 16);
+  EXPECT_DOUBLE_EQ(per_key(ca.forward_hbm_bytes) - per_key(cb.forward_hbm_bytes), 12.0 * 16);
+  ASSERT_TRUE(ca.backward_hbm_bytes && cb.backward_hbm_bytes);
+  EXPECT_DOUBLE_EQ(per_key(*ca.backward_hbm_bytes) - per_key(*cb.backward_hbm_bytes), 14.0 * 16);
 }
 
 // OLMo-3 (Olmo3ForCausalLM, session 31): OLMo-2's block (post-norms, q and k normalized over all
