@@ -156,11 +156,16 @@ OffloadOption option_of(const OffloadSetting& s, const RankShape& r, const Scena
     // [DeepSpeed's host buffers] (planner/plan.cpp): the states in ordinary memory, the fp32
     // master pinned under ZeRO-1/2 only, the fp32 gradient pinned, and ZeRO-3's gradient
     // partitions in the model's dtype pinned too.
+    // Pinned, in the host allocator's power-of-two blocks ([DeepSpeed's pinned blocks]).
     const bool zero3 = deepspeed_zero_stage(sc) == 3;
     const double master = r.optimizer_elements * r.master_copy * r.master_bytes;
     pageable += state - master;
-    (zero3 ? pageable : deepspeed_host) += master;
-    deepspeed_host += fp32_grads + (zero3 ? r.optimizer_elements * r.compute_bytes : 0.0);
+    if (zero3) pageable += master;
+    if (sc.fsdp.offload_pin_memory)
+      pinned += static_cast<double>(
+          deepspeed_pinned_optimizer_bytes(sc, static_cast<std::int64_t>(r.optimizer_elements)));
+    else
+      pageable += fp32_grads + (zero3 ? r.optimizer_elements * r.compute_bytes : master);
   } else if (s.optimizer == Device::nvme) {
     nvme += state + fp32_grads;
     pinned += kOptimizerSwapBuffers * r.largest_sub_group_elements * 4;

@@ -637,6 +637,27 @@ class StepBuilder {
       for (std::size_t a = first; a < step_.schedule.allocations.size(); ++a) step_.schedule.allocations[a].unit = u.index;
     }
     make_nvme_swap_buffers();
+    make_pinned_block_rounding();
+  }
+
+  // [DeepSpeed's pinned blocks] (planner/internal/plan_policy.h): the host allocator holds
+  // DeepSpeed's pinned optimizer buffers in power-of-two blocks; the per-unit allocations above
+  // have their exact sizes, this one the difference (job_memory.cpp's offload options add the same).
+  void make_pinned_block_rounding() {
+    const FsdpSpec& f = scenario_.fsdp;
+    if (f.cpu_offload || f.offload_optimizer != FsdpSpec::OffloadDevice::cpu || !f.offload_pin_memory ||
+        training_.master_weights != MasterWeights::optimizer_state)
+      return;
+    std::int64_t exact = 0, partition = 0;
+    for (const Allocation& a : step_.schedule.allocations)
+      if (a.persistent && a.placement == Placement::pinned_host &&
+          (a.category == MemCategory::optimizer_state || a.category == MemCategory::sharded_grad))
+        exact += a.bytes;
+    for (const Unit& u : step_.plan.units) partition += step_.shard(u.index).optimizer_numel;
+    const std::int64_t rounding = deepspeed_pinned_optimizer_bytes(scenario_, partition) - exact;
+    if (rounding > 0)
+      step_.host_alloc(-1, rounding, MemCategory::optimizer_state, Placement::pinned_host,
+                       "the host allocator's power-of-two blocks of DeepSpeed's pinned buffers", false);
   }
 
   // ---- [Job prelude] FSDP1 building its flat parameters (planner/schedule.h) ---------------------

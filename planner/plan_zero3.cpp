@@ -17,6 +17,7 @@
 // several modules' parameters at once. The trace is the steady state's (from the third step on
 // DeepSpeed prefetches along a complete trace; the first steps record it).
 #include <algorithm>
+#include <bit>
 #include <stdexcept>
 #include <utility>
 
@@ -367,6 +368,19 @@ std::int64_t largest_deepspeed_sub_group(const models::Model& model, int partiti
   for (const OptimizerSubGroup& g : deepspeed_sub_groups(model, partition_ranks, sub_group_size))
     largest = std::max(largest, g.numel);
   return largest;
+}
+
+std::int64_t deepspeed_pinned_optimizer_bytes(const Scenario& scenario, std::int64_t partition_numel) {
+  auto block = [](std::int64_t bytes) { return bytes > 0 ? static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(bytes))) : 0; };
+  const int master = models::dtype_bytes(scenario.training.master_dtype);
+  if (deepspeed_zero_stage(scenario) != 3) return 2 * block(partition_numel * master);
+  std::int64_t partitions = 0, pinned = 0;
+  for (const OptimizerSubGroup& g :
+       deepspeed_sub_groups(*scenario.model, scenario.fsdp.shard_group_size, scenario.deepspeed.sub_group_size)) {
+    partitions += g.numel;
+    pinned += block(g.numel * master);
+  }
+  return pinned + block(partitions * models::dtype_bytes(scenario.training.param_dtype));
 }
 
 std::unique_ptr<FrameworkPolicy> make_deepspeed_zero3_policy(StepContext& step) {

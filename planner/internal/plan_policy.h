@@ -228,6 +228,17 @@ struct OptimizerSubGroup {
 };
 std::vector<OptimizerSubGroup> deepspeed_sub_groups(const models::Model& model, int partition_ranks,
                                                    std::int64_t sub_group_size);
+// [DeepSpeed's pinned blocks] What DeepSpeed's CPU-offloaded optimizer pins, in bytes as
+// PyTorch's CachingHostAllocator holds them: it rounds every pinned block up to a power of two
+// (aten/src/ATen/core/CachingHostAllocator.h allocate: c10::llvm::PowerOf2Ceil), and DeepSpeed
+// pins few, large blocks (deepspeedai/DeepSpeed@edaa722): ZeRO-3 its 16-bit
+// grad_partitions_flat_buffer (one block over the rank's partitions; stage3.py
+// _setup_for_real_optimizer) and one fp32 gradient buffer per optimizer sub-group
+// (initialize_optimizer_states: subgroup_gradient_buffer); ZeRO-1/2 the fp32 master and the fp32
+// gradient partition of its one parameter group (stage_1_and_2.py). `partition_numel`: the rank's
+// optimizer elements (ZeRO-1/2). Llama-3.1-70B on 64 GPUs, ZeRO-3: 2^32 + 2^32 + 2^29 B a rank
+// where the exact sizes are 6.6 GB (the session-36 audit's 73.0 GB a node).
+std::int64_t deepspeed_pinned_optimizer_bytes(const Scenario& scenario, std::int64_t partition_numel);
 // The largest of them (partition elements): what DeepSpeed sizes its optimizer swap buffers by.
 std::int64_t largest_deepspeed_sub_group(const models::Model& model, int partition_ranks, std::int64_t sub_group_size);
 

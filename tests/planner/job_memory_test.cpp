@@ -3,6 +3,7 @@
 // and DeepSpeed's offload options, compared with DeepSpeed's own estimator.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "planner/job_memory.h"
@@ -403,8 +404,16 @@ TEST(OffloadHostMemory, FsdpCpuOffload) {
 // - ZeRO-2: DeepSpeed's formula neither divides by the nodes (each node holds only its ranks'
 //   partitions) nor by the ranks in its 4 x total_gpus term, so past 4 GPUs it grows with the
 //   cluster: for 64 GPUs 384 N bytes "per CPU", against 16 N / 8 per node here.
+// [DeepSpeed's pinned blocks] And the host allocator holds the pinned optimizer buffers in powers
+// of two, which the estimator does not count: ZeRO-3's bf16 gradient partitions, 2 x
+// 1,101,942,000 B, in a 2^32 block, and the fp32 gradients of its two sub-groups (1,006,238,875
+// and 95,703,125 elements, below) in 2^32 and 2^29: 2^33 + 2^29 B a rank where the exact sizes
+// are 6 N / 64 (the session-36 audit's 73.0 GB a node for Llama-3.1-70B); ZeRO-2's fp32 master
+// and gradient, 4 x 1,101,942,000 B each, in 2^33 each.
 TEST(OffloadHostMemory, DeepSpeedVariantsAgainstItsEstimator) {
   const nlohmann::json ds = {{"master_weights", "optimizer_state"}};
+  const double z3_pinned = std::ldexp(1.0, 33) + std::ldexp(1.0, 29), z2_pinned = std::ldexp(1.0, 34);
+  const double z3_blocks = kGpn * (z3_pinned - 6 * kN / kW), z2_blocks = kGpn * (z2_pinned - 8 * kN / kW);
   Planned z3 = plan_of(seventy_b({{"version", 2}, {"strategy", "FULL_SHARD"}}, ds));
   const auto options = offload_options(z3.scenario, z3.plan);
   const double additional_buffer_factor = 1.5, gpus_factor = 1 / kNodes;
@@ -412,14 +421,20 @@ TEST(OffloadHostMemory, DeepSpeedVariantsAgainstItsEstimator) {
   const double ds_optimizer_only = kN * 16 * gpus_factor * additional_buffer_factor;
   const OffloadOption& both = option(options, "offload_optimizer=cpu, offload_param=cpu");
   const OffloadOption& opt = option(options, "offload_optimizer=cpu");
-  EXPECT_DOUBLE_EQ(both.host_bytes_per_node() * additional_buffer_factor, ds_optimizer_and_params * 20 / 18);
-  EXPECT_DOUBLE_EQ(opt.host_bytes_per_node() * additional_buffer_factor, ds_optimizer_only * 18 / 16);
-  EXPECT_DOUBLE_EQ(both.pinned_bytes_per_node, kGpn * 8 * kN / kW);  // pin_memory default true
+  EXPECT_DOUBLE_EQ((both.host_bytes_per_node() - z3_blocks) * additional_buffer_factor, ds_optimizer_and_params * 20 / 18);
+  EXPECT_DOUBLE_EQ((opt.host_bytes_per_node() - z3_blocks) * additional_buffer_factor, ds_optimizer_only * 18 / 16);
+  // pin_memory's default true; the offloaded parameters' pinned partitions at their exact size.
+  EXPECT_DOUBLE_EQ(both.pinned_bytes_per_node, kGpn * (z3_pinned + 2 * kN / kW));
   EXPECT_DOUBLE_EQ(both.pageable_bytes_per_node, kGpn * 12 * kN / kW);
   // The step's replay holds the same on the host.
   EXPECT_DOUBLE_EQ(static_cast<double>(z3.memory.peak_host_pinned_bytes) * kGpn, 0);  // the scenario offloads nothing
   Planned z3_off = plan_of(seventy_b({{"version", 2}, {"strategy", "FULL_SHARD"}, {"offload_optimizer", "cpu"}}, ds));
-  EXPECT_DOUBLE_EQ(static_cast<double>(z3_off.memory.peak_host_pinned_bytes) * kGpn, kGpn * 6 * kN / kW);
+  EXPECT_DOUBLE_EQ(static_cast<double>(z3_off.memory.peak_host_pinned_bytes) * kGpn, kGpn * z3_pinned);
+  // Without pinning, the exact sizes in ordinary memory.
+  Planned z3_pageable = plan_of(
+      seventy_b({{"version", 2}, {"strategy", "FULL_SHARD"}, {"offload_optimizer", "cpu"}, {"offload_pin_memory", false}}, ds));
+  EXPECT_DOUBLE_EQ(static_cast<double>(z3_pageable.memory.peak_host_pinned_bytes), 0);
+  EXPECT_DOUBLE_EQ(static_cast<double>(z3_pageable.memory.peak_host_pageable_bytes) * kGpn, kGpn * 18 * kN / kW);
   EXPECT_DOUBLE_EQ(static_cast<double>(z3_off.memory.peak_host_pageable_bytes) * kGpn, kGpn * 12 * kN / kW);
   EXPECT_DOUBLE_EQ(both.device_state_bytes, 0);
   EXPECT_DOUBLE_EQ(opt.device_state_bytes, 2 * kN / kW);  // the bf16 partition stays on the GPU
@@ -440,12 +455,12 @@ TEST(OffloadHostMemory, DeepSpeedVariantsAgainstItsEstimator) {
   Planned z2 = plan_of(seventy_b({{"version", 2}, {"strategy", "SHARD_GRAD_OP"}}, ds));
   const std::vector<OffloadOption> z2_options = offload_options(z2.scenario, z2.plan);
   const OffloadOption& z2_opt = option(z2_options, "offload_optimizer=cpu");
-  EXPECT_DOUBLE_EQ(z2_opt.host_bytes_per_node(), 16 * kN / kNodes);
+  EXPECT_DOUBLE_EQ(z2_opt.host_bytes_per_node() - z2_blocks, 16 * kN / kNodes);
   // ZeRO-1/2 pins its fp32 master and gradient (stage_1_and_2.py), not DeepSpeedCPUAdam's states.
-  EXPECT_DOUBLE_EQ(z2_opt.pinned_bytes_per_node, 8 * kN / kNodes);
+  EXPECT_DOUBLE_EQ(z2_opt.pinned_bytes_per_node, kGpn * z2_pinned);
   EXPECT_DOUBLE_EQ(z2_opt.pageable_bytes_per_node, 8 * kN / kNodes);
   const double ds_zero2 = kN * std::max(4 * kGpn * kNodes, 16.0) * additional_buffer_factor;
-  EXPECT_DOUBLE_EQ(ds_zero2 / z2_opt.host_bytes_per_node(), 384.0 / 2.0);
+  EXPECT_DOUBLE_EQ(ds_zero2 / (z2_opt.host_bytes_per_node() - z2_blocks), 384.0 / 2.0);
   EXPECT_DOUBLE_EQ(z2_opt.device_state_bytes, 2 * kN);  // ZeRO-2 keeps the whole bf16 model
 
   // Not zero_init: DeepSpeed's 4 x gpus_per_node x N is fsdpsim's cpu init of an fp32 model.

@@ -699,7 +699,9 @@ TEST(GemmsBesideNccl, ShippedHopperSlowdownFollowsTheStepsGemmShare) {
     const double share = (gemm + grouped) / all;
     std::printf("[ info ] %s: GEMMs %.1f%% of module compute (grouped %.1f%%)\n", h100.model->name.c_str(),
                 100 * share, 100 * grouped / all);
-    EXPECT_GT(share, 0.4);   // GEMMs are the largest part of a block at 4-8k tokens ...
+    // GEMMs are the largest part of a block at 4-8k tokens (DeepSeek's 38.5%: its latent
+    // attention runs SDPA's memory-efficient kernel, resolve_attention_kernel) ...
+    EXPECT_GT(share, 0.35);
     EXPECT_LT(share, 0.95);  // ... and not only: attention and the memory-bound kernels
     if (scenario != file) {
       EXPECT_GT(grouped / all, 0.05);  // the routed experts' grouped GEMMs
