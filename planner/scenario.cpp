@@ -1137,6 +1137,16 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
     throw InputError(file, "fsdp.cpu_offload",
                      "is FSDP's offload; DeepSpeed's layout (training.master_weights \"optimizer_state\") offloads "
                      "through fsdp.offload_optimizer (ZeRO-Offload) and fsdp.offload_param (ZeRO-Infinity)");
+  // FSDP2 has no backward_prefetch: FSDPState._pre_backward prefetches the next group by default
+  // whenever set_modules_to_backward_prefetch gave it no list, an empty list included
+  // (default_prefetch = len(_states_to_backward_prefetch) == 0, torch/distributed/fsdp/
+  // _fully_shard/_fsdp_state.py): NONE describes a run fully_shard cannot make (the session-37
+  // FSDP2 audit; it was planned without the prefetch, 3% slower). BACKWARD_POST is FSDP1's.
+  if (s.fsdp.version == 2 && s.training.master_weights != MasterWeights::optimizer_state &&
+      s.fsdp.backward_prefetch == BackwardPrefetch::none)
+    throw InputError(file, "fsdp.backward_prefetch",
+                     "NONE is FSDP1's (version 1): FSDP2's fully_shard always prefetches the next unit in backward "
+                     "(an empty set_modules_to_backward_prefetch list still does); use BACKWARD_PRE, or version 1");
   // FSDP1's CPUOffload accumulates only under no_sync(): FullyShardedDataParallel's docstring
   // (torch/distributed/fsdp/fully_sharded_data_parallel.py), "FSDP does not support gradient
   // accumulation outside no_sync() when using CPU offloading. Trying to do so yields incorrect

@@ -71,7 +71,8 @@ void BM_Llama70B_1024Gpus_Sweep1000(benchmark::State& state) {
   for (int i = 0; points.size() < 1000; ++i) {
     std::vector<std::string> o = kOn1024;
     o.push_back("fsdp.version=" + std::to_string(1 + i % 2));
-    o.push_back(std::string("fsdp.backward_prefetch=") + (i % 3 == 0 ? "NONE" : "BACKWARD_PRE"));
+    // NONE is FSDP1's (version 1 at even i): FSDP2 always prefetches in backward.
+    o.push_back(std::string("fsdp.backward_prefetch=") + (i % 6 == 0 ? "NONE" : "BACKWARD_PRE"));
     o.push_back(std::string("fsdp.reshard_after_forward=") + (i % 5 == 0 ? "false" : "true"));
     o.push_back(std::string("training.activation_checkpointing=") + (i % 7 == 0 ? "none" : "full"));
     o.push_back("training.micro_batch=" + std::to_string(1 + i % 4));

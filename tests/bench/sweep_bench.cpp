@@ -45,11 +45,11 @@ std::shared_ptr<const planner::ScenarioTemplate> llama405b_on_1024() {
   return t;
 }
 
-// 80 configurations, all valid: strategy x checkpointing x backward prefetch x forward prefetch.
+// 80 configurations, all valid: strategy x checkpointing x prefetch depth x forward prefetch.
 planner::SweepSpace space80(const std::shared_ptr<const planner::ScenarioTemplate>& base) {
   std::vector<planner::AxisSpec> specs;
   for (const char* a : {"fsdp.strategy=FULL_SHARD,SHARD_GRAD_OP,HYBRID_SHARD:8,HYBRID_SHARD:16,HYBRID_SHARD:32",
-                        "training.activation_checkpointing=none,full,2,4", "fsdp.backward_prefetch=BACKWARD_PRE,NONE",
+                        "training.activation_checkpointing=none,full,2,4", "fsdp.prefetch_depth=1,2",
                         "fsdp.forward_prefetch=false,true"})
     specs.push_back(planner::parse_axis_spec(a));
   return planner::make_space(specs, base->context());

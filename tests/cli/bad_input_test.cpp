@@ -93,6 +93,10 @@ std::vector<BadCase> bad_cases() {
       {"fp8_param_dtype", with("/training/param_dtype", "fp8"), "training.param_dtype", "set training.matmul_dtype fp8"},
       {"fsdp1_offload_accumulating_outside_no_sync", fsdp1_offload.dump(), "fsdp.grad_sync",
        "accumulates gradients only under no_sync()"},
+      // The session-37 FSDP2 audit: fully_shard prefetches the next unit in backward whatever
+      // set_modules_to_backward_prefetch says (an empty list too); NONE was planned without it.
+      {"fsdp2_backward_prefetch_none", with("/fsdp/backward_prefetch", "NONE"), "fsdp.backward_prefetch",
+       "FSDP2's fully_shard always prefetches the next unit in backward"},
       // The session-36 job-memory audit: FSDP2's full state dict has no rank0_only (with
       // cpu_offload it is rank 0's: torch/distributed/checkpoint/state_dict.py
       // _maybe_full_or_cpu_state_dict), and DeepSpeed has no full optimizer state dict.

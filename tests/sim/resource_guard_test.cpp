@@ -189,11 +189,11 @@ TEST(ResourceGuard, SweepEstimateTimesASampleOfPoints) {
   auto base = planner::ScenarioTemplate::from_json(scenario, kRoot + "/scenarios/guard_test.json", {"cluster.nodes=2"});
   std::vector<planner::AxisSpec> specs;
   for (const char* a : {"training.activation_checkpointing=none,full,1,2,3,4,5,6,7,8,9,10",
-                        "fsdp.backward_prefetch=BACKWARD_PRE,BACKWARD_POST,NONE", "fsdp.forward_prefetch=false,true",
+                        "fsdp.backward_prefetch=BACKWARD_PRE,BACKWARD_POST", "fsdp.forward_prefetch=false,true",
                         "fsdp.limit_all_gathers=true,false", "fsdp.version=1,2"})
     specs.push_back(planner::parse_axis_spec(a));
   const planner::SweepSpace space = planner::make_space(specs, base->context());
-  ASSERT_EQ(space.size(), 12u * 3 * 2 * 2 * 2);
+  ASSERT_EQ(space.size(), 12u * 2 * 2 * 2 * 2);
   struct Slow : Evaluator {
     PointMetrics evaluate(const planner::Scenario&, const std::string&) override {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -227,8 +227,8 @@ TEST(ResourceGuard, SweepSampleRunsOnTheSweepsThreads) {
   auto base = planner::ScenarioTemplate::from_json(scenario, kRoot + "/scenarios/guard_test.json", {"cluster.nodes=2"});
   const planner::SweepSpace space = planner::make_space(
       {planner::parse_axis_spec("training.activation_checkpointing=none,full,1,2,3,4,5,6,7,8,9,10"),
-       planner::parse_axis_spec("fsdp.backward_prefetch=BACKWARD_PRE,BACKWARD_POST,NONE"),
-       planner::parse_axis_spec("fsdp.forward_prefetch=false,true")},
+       planner::parse_axis_spec("fsdp.backward_prefetch=BACKWARD_PRE,BACKWARD_POST"),
+       planner::parse_axis_spec("fsdp.forward_prefetch=false,true"), planner::parse_axis_spec("fsdp.prefetch_depth=1,2")},
       base->context());
   struct Threads {
     std::mutex m;

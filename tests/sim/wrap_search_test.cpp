@@ -88,7 +88,7 @@ std::vector<Case> cases() {
       {"fsdp1_backward_post", {"fsdp.version=1", "fsdp.backward_prefetch=BACKWARD_POST"}},
       {"hsdp_grad_accum_checkpointed",
        {"fsdp.strategy=HYBRID_SHARD", "training.global_batch=48", "training.activation_checkpointing=full"}},
-      {"no_backward_prefetch_one_node", {"cluster.nodes=1", "fsdp.backward_prefetch=NONE"}},
+      {"fsdp1_no_backward_prefetch_one_node", {"cluster.nodes=1", "fsdp.version=1", "fsdp.backward_prefetch=NONE"}},
       {"shard_grad_op", {"fsdp.strategy=SHARD_GRAD_OP", "fsdp.reshard_after_forward=null"}},
   };
 }
