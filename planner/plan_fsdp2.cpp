@@ -34,7 +34,7 @@ class Fsdp2Policy final : public FrameworkPolicy {
   // comm_ctx.all_gather_state = None).
   void post_forward(int u) override {
     const bool is_root = step_.unit(u).is_root;
-    if (reshards_after_forward(step_.fsdp, is_root)) reshard(u, Phase::forward);
+    if (reshards_after_forward_of(u)) reshard(u, Phase::forward);
     if (is_root) step_.free_now(last_all_gather_output_);
   }
 
@@ -129,7 +129,7 @@ class Fsdp2Policy final : public FrameworkPolicy {
     step_.op(copy_out).hbm_bytes = 2.0 * static_cast<double>(gathered_bytes);
     unsharded_params_[u] = step_.alloc_at(copy_out, gathered_bytes,
                                           MemCategory::unsharded_param, Name{"unsharded params of ", step_.label(u)},
-                                          held_from_forward_to_backward());
+                                          held_from_forward_to_backward(u));
     if (forward) last_all_gather_output_ = all_gather_output_[u];
     else step_.free_at(copy_out, all_gather_output_[u]);
     all_gather_output_[u] = -1;
@@ -192,8 +192,17 @@ class Fsdp2Policy final : public FrameworkPolicy {
       if (step_.unit(e).parent == block && is_expert_unit(step_.unit(e)) && step_.needs_gather(e)) unshard(e);
   }
 
+  // The unit's own reshard_after_forward: the scenario's, but for the root and a unit wrapped
+  // with its own False ([torchtitan's wrap], planner/units.h).
+  bool reshards_after_forward_of(int u) const {
+    const Unit& unit = step_.unit(u);
+    return reshards_after_forward(step_.fsdp, unit.is_root) && !unit.kept_unsharded_after_forward;
+  }
+
   // Unsharded parameters kept from forward to backward count as model state.
-  bool held_from_forward_to_backward() const { return !reshards_after_forward(step_.fsdp, /*is_root=*/false); }
+  bool held_from_forward_to_backward(int u) const {
+    return !reshards_after_forward(step_.fsdp, /*is_root=*/false) || step_.unit(u).kept_unsharded_after_forward;
+  }
 
   // foreach_reduce (_fsdp_collectives.py): the reduce-scatter input (padded, cast to the reduce
   // dtype) is written on the compute stream; the reduce-scatter runs on its own stream. The

@@ -132,7 +132,8 @@ bool same_layout_inputs(const WrapSpec& a, Checkpointing ca, int every_a, const 
   if (ca == Checkpointing::every_k && every_a != every_b) return false;
   switch (a.policy) {
     case WrapPolicy::root: return true;
-    case WrapPolicy::block: return true;
+    case WrapPolicy::block:
+    case WrapPolicy::torchtitan: return true;
     case WrapPolicy::every_k_blocks: return a.every == b.every;
     case WrapPolicy::size: return a.min_num_params == b.min_num_params;
     case WrapPolicy::modules: return a.modules == b.modules;

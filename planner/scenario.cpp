@@ -148,11 +148,11 @@ std::optional<std::int64_t> positive_integer_text(const std::string& text) {
 }
 
 nlohmann::json wrap_object(const nlohmann::json& value, const std::string& file, const std::string& path) {
-  const std::string expected = "expected a wrap policy (block, root, every:K, size:N) or a wrap object, got ";
+  const std::string expected = "expected a wrap policy (block, root, torchtitan, every:K, size:N) or a wrap object, got ";
   if (value.is_object()) return value;
   if (!value.is_string()) throw InputError(file, path, expected + describe_json(value));
   const std::string s = value.get<std::string>();
-  if (s == "block" || s == "root") return {{"policy", s}};
+  if (s == "block" || s == "root" || s == "torchtitan") return {{"policy", s}};
   // K or N of the shorthand: a positive integer, written as text.
   auto count = [&](const std::string& text, const std::string& what) {
     if (const auto n = positive_integer_text(text)) return *n;
@@ -189,8 +189,9 @@ models::DType dtype_field(JsonReader& r, const std::string& key, models::DType f
 
 WrapSpec parse_wrap(JsonReader r) {
   WrapSpec w;
-  std::string policy = r.choice_or("policy", {"block", "every_k_blocks", "size", "modules", "root"}, "block");
+  std::string policy = r.choice_or("policy", {"block", "every_k_blocks", "size", "modules", "root", "torchtitan"}, "block");
   if (policy == "block") w.policy = WrapPolicy::block;
+  if (policy == "torchtitan") w.policy = WrapPolicy::torchtitan;
   if (policy == "every_k_blocks") {
     w.policy = WrapPolicy::every_k_blocks;
     w.every = r.int_in("every", 1, 1000000);
@@ -1147,6 +1148,13 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
     throw InputError(file, "fsdp.backward_prefetch",
                      "NONE is FSDP1's (version 1): FSDP2's fully_shard always prefetches the next unit in backward "
                      "(an empty set_modules_to_backward_prefetch list still does); use BACKWARD_PRE, or version 1");
+  // [torchtitan's wrap] (planner/units.h) is fully_shard's: a unit of its own kept unsharded after
+  // forward has no FSDP1 or DeepSpeed counterpart.
+  if (s.fsdp.wrap.policy == WrapPolicy::torchtitan &&
+      (s.fsdp.version != 2 || s.training.master_weights == MasterWeights::optimizer_state))
+    throw InputError(file, "fsdp.wrap.policy",
+                     "\"torchtitan\" is torchtitan's FSDP2 layout (fully_shard on the embeddings, each block and the "
+                     "output layer, which stays unsharded after forward): it needs fsdp.version 2 and FSDP's layout");
   // FSDP1's CPUOffload accumulates only under no_sync(): FullyShardedDataParallel's docstring
   // (torch/distributed/fsdp/fully_sharded_data_parallel.py), "FSDP does not support gradient
   // accumulation outside no_sync() when using CPU offloading. Trying to do so yields incorrect

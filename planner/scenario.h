@@ -45,7 +45,8 @@ enum class OptimizerKernel { foreach, fused };
 // holds param_dtype weights and the optimizer keeps a master_dtype copy as extra state.
 enum class MasterWeights { sharded_param, optimizer_state };
 
-enum class WrapPolicy { block, every_k_blocks, size, modules, root };
+// torchtitan: [torchtitan's wrap] (planner/units.h), FSDP2 only.
+enum class WrapPolicy { block, every_k_blocks, size, modules, root, torchtitan };
 struct WrapSpec {
   WrapPolicy policy = WrapPolicy::block;
   int every = 1;                          // every_k_blocks: blocks per unit

@@ -41,6 +41,55 @@ std::vector<std::string> block_types(const Model& model, const WrapSpec& wrap) {
 
 namespace {
 
+// The model's transformer blocks (block_types), in forward order; an InputError when it has none.
+std::vector<const Module*> blocks_of(const Model& model, const WrapSpec& wrap, const std::string& file) {
+  const std::vector<std::string> types = block_types(model, wrap);
+  std::vector<const Module*> blocks;
+  models::for_each_module(model.root, [&](const Module& m) {
+    if (&m != &model.root && std::find(types.begin(), types.end(), m.type) != types.end()) blocks.push_back(&m);
+  });
+  if (blocks.empty())
+    throw InputError(file, "fsdp.wrap.policy", "the model has no transformer blocks to wrap (no module type with "
+                                               "costs that repeats or is written with \"repeat\"); name them with fsdp.wrap.block_types");
+  return blocks;
+}
+
+std::string parent_name(const Module& m) {
+  const std::size_t dot = m.full_name.rfind('.');
+  return dot == std::string::npos ? std::string() : m.full_name.substr(0, dot);
+}
+
+// [torchtitan's wrap] The modules outside the blocks that own parameters, in two sibling
+// groups: those before the first block (the siblings of the first of them: the token
+// embeddings) and those after the last block (the siblings of the last of them: the output
+// layer, with the final norm where the norm is its sibling, as in torchtitan's own models; in
+// Hugging Face's layout model.norm is not lm_head's sibling and stays in the root, h elements).
+// Modules between blocks stay in the root.
+std::pair<std::vector<const Module*>, std::vector<const Module*>> ends_outside_blocks(
+    const Model& model, const std::vector<const Module*>& blocks) {
+  std::vector<const Module*> before, after;
+  bool seen_block = false;
+  std::function<void(const Module&)> walk = [&](const Module& m) {
+    if (std::find(blocks.begin(), blocks.end(), &m) != blocks.end()) {
+      seen_block = true;
+      after.clear();  // between two blocks
+      return;
+    }
+    if (&m != &model.root && !m.params.empty()) (seen_block ? after : before).push_back(&m);
+    for (const Module& c : m.children) walk(c);
+  };
+  walk(model.root);
+  auto siblings_of = [](std::vector<const Module*> list, const Module* of) {
+    if (!of) return list;
+    const std::string parent = parent_name(*of);
+    list.erase(std::remove_if(list.begin(), list.end(), [&](const Module* m) { return parent_name(*m) != parent; }),
+               list.end());
+    return list;
+  };
+  return {siblings_of(before, before.empty() ? nullptr : before.front()),
+          siblings_of(after, after.empty() ? nullptr : after.back())};
+}
+
 // Groups of modules that each become one non-root unit, in forward order.
 std::vector<std::vector<const Module*>> wrapped_groups(const Model& model, const WrapSpec& wrap,
                                                        const std::string& file) {
@@ -50,18 +99,18 @@ std::vector<std::vector<const Module*>> wrapped_groups(const Model& model, const
       break;
     case WrapPolicy::block:
     case WrapPolicy::every_k_blocks: {
-      std::vector<std::string> types = block_types(model, wrap);
-      std::vector<const Module*> blocks;
-      models::for_each_module(model.root, [&](const Module& m) {
-        if (&m != &model.root && std::find(types.begin(), types.end(), m.type) != types.end())
-          blocks.push_back(&m);
-      });
-      if (blocks.empty())
-        throw InputError(file, "fsdp.wrap.policy", "the model has no transformer blocks to wrap (no module type with "
-                                                   "costs that repeats or is written with \"repeat\"); name them with fsdp.wrap.block_types");
+      const std::vector<const Module*> blocks = blocks_of(model, wrap, file);
       const std::size_t k = wrap.policy == WrapPolicy::block ? 1 : static_cast<std::size_t>(wrap.every);
       for (std::size_t i = 0; i < blocks.size(); i += k)
         groups.emplace_back(blocks.begin() + i, blocks.begin() + std::min(blocks.size(), i + k));
+      break;
+    }
+    case WrapPolicy::torchtitan: {
+      const std::vector<const Module*> blocks = blocks_of(model, wrap, file);
+      const auto [before, after] = ends_outside_blocks(model, blocks);
+      if (!before.empty()) groups.push_back(before);
+      for (const Module* b : blocks) groups.push_back({b});
+      if (!after.empty()) groups.push_back(after);
       break;
     }
     case WrapPolicy::size: {
@@ -213,6 +262,12 @@ std::vector<Unit> build_units(const Model& model, const WrapSpec& wrap, const st
     unit_of[i] = group_of[i] >= 0 ? group_of[i] : unit_of[tree.parent[i]];
   for (Unit& u : units)
     if (!u.is_root) u.parent = unit_of[tree.parent[tree.of(u.modules.front())]];
+  // [torchtitan's wrap] the group after the last block is kept unsharded after forward.
+  if (wrap.policy == WrapPolicy::torchtitan) {
+    const auto [before, after] = ends_outside_blocks(model, blocks_of(model, wrap, file));
+    for (Unit& u : units)
+      if (!after.empty() && !u.is_root && u.modules.front() == after.front()) u.kept_unsharded_after_forward = true;
+  }
 
   // Parameter owners: a parameter's own module's unit; a parameter others are tied to goes
   // to the innermost unit enclosing all its users.

@@ -20,6 +20,14 @@ struct Unit {
   std::vector<const models::Parameter*> params;  // owned parameters
   int parent = -1;               // enclosing unit, -1 for the root
   bool is_root = false;
+  // [torchtitan's wrap] torchtitan's apply_fsdp (torchtitan/distributed/fsdp.py@b5bcd76, since
+  // torchtitan #1094, July 2025): fully_shard on the token embeddings (resharded after forward
+  // as the blocks are), on each block, and on [norm, lm_head] with reshard_after_forward=False
+  // ("do not reshard_after_forward the last layers by default since FSDP would prefetch them
+  // immediately"); the root holds what is left (planner/units.cpp ends_outside_blocks).
+  // fully_shard(..., reshard_after_forward=False) on this unit alone: its
+  // parameters stay unsharded from forward to backward whatever fsdp.reshard_after_forward says.
+  bool kept_unsharded_after_forward = false;
   // Tied parameters whose own module is in this unit but whose other users are in other units:
   // FSDP keeps a tied weight in one flat parameter (the FSDP notes: "For weight-tied parameters,
   // we require them to be part of the same flat parameter"), so build_units moves it to the

@@ -25,6 +25,7 @@ std::string wrap_text(const planner::WrapSpec& w) {
     case planner::WrapPolicy::size: return "size >= " + std::to_string(w.min_num_params) + " params";
     case planner::WrapPolicy::modules: return std::to_string(w.modules.size()) + " listed modules";
     case planner::WrapPolicy::root: return "root only";
+    case planner::WrapPolicy::torchtitan: return "torchtitan's (per block, the embeddings apart, the output layer kept unsharded)";
   }
   return "";
 }

@@ -95,6 +95,8 @@ std::vector<BadCase> bad_cases() {
        "accumulates gradients only under no_sync()"},
       // The session-37 FSDP2 audit: fully_shard prefetches the next unit in backward whatever
       // set_modules_to_backward_prefetch says (an empty list too); NONE was planned without it.
+      {"torchtitan_wrap_under_fsdp1", with("/fsdp", nlohmann::json{{"version", 1}, {"wrap", "torchtitan"}}),
+       "fsdp.wrap.policy", "torchtitan's FSDP2 layout"},
       {"fsdp2_backward_prefetch_none", with("/fsdp/backward_prefetch", "NONE"), "fsdp.backward_prefetch",
        "FSDP2's fully_shard always prefetches the next unit in backward"},
       // The session-36 job-memory audit: FSDP2's full state dict has no rank0_only (with

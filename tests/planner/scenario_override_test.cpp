@@ -52,6 +52,7 @@ TEST(ScenarioOverrides, WrapShorthandIsTheObjectItStandsFor) {
   EXPECT_EQ(size.policy, WrapPolicy::size);
   EXPECT_EQ(size.min_num_params, 50000000);
   EXPECT_EQ(units("fsdp.wrap=root").policy, WrapPolicy::root);
+  EXPECT_EQ(units("fsdp.wrap=torchtitan").policy, WrapPolicy::torchtitan);
   EXPECT_EQ(units("fsdp.wrap=every_k_blocks:3").every, 3);
   for (const std::string bad : {"fsdp.wrap=every:0", "fsdp.wrap=every:x", "fsdp.wrap=blocks", "fsdp.wrap=5"}) {
     try {
@@ -61,7 +62,7 @@ TEST(ScenarioOverrides, WrapShorthandIsTheObjectItStandsFor) {
       EXPECT_EQ(e.json_path(), "fsdp.wrap") << bad;
       EXPECT_NE(std::string(e.what()).find(bad == "fsdp.wrap=every:0" || bad == "fsdp.wrap=every:x"
                                                ? "blocks per unit (a positive integer)"
-                                               : "expected a wrap policy (block, root, every:K, size:N)"),
+                                               : "expected a wrap policy (block, root, torchtitan, every:K, size:N)"),
                 std::string::npos)
           << e.what();
     }

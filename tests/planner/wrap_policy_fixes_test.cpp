@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "models/model.h"
+#include "planner/memory.h"
+#include "planner/plan.h"
+#include "planner/scenario.h"
 #include "planner/units.h"
 
 namespace fsdpsim::planner {
@@ -67,6 +70,100 @@ TEST(TiedWeights, WrapRequestThatCannotBeHonouredWarns) {
   const std::vector<Unit> untied = build_units(untied_model, wrap, "test.json");
   EXPECT_TRUE(tied_weight_warnings(untied).empty());
   EXPECT_EQ(units_with_parameters(untied), 6);  // the root holds nothing of its own: not counted
+}
+
+
+// [torchtitan's wrap] torchtitan's apply_fsdp (torchtitan/distributed/fsdp.py@b5bcd76): the token
+// embeddings alone, each block, and [norm, lm_head] kept unsharded after forward; the root holds
+// the rest. Laid out as torchtitan's models are (norm beside lm_head): root (nothing), embed, 4
+// blocks, [norm, lm_head]. Laid out as Hugging Face's (norm under model., lm_head at the root):
+// model.norm is not lm_head's sibling and stays in the root. Tied (lm_head's weight is embed's):
+// the weight goes to the root, which is never resharded either (torchtitan wraps the three
+// together, kept unsharded).
+models::Model titan_model(bool hf_layout, bool tied) {
+  auto module = [](const std::string& name, const std::string& type, std::vector<std::int64_t> shape,
+                   const std::string& tied_to = "") {
+    nlohmann::json p = {{"name", "weight"}, {"shape", shape}};
+    if (!tied_to.empty()) p["tied_to"] = tied_to;
+    return nlohmann::json{{"name", name}, {"type", type}, {"params", {p}}, {"costs", {{"forward_flops", {{"b*s", 1.0}}}}}};
+  };
+  nlohmann::json layers = {{"name", "layers"}, {"type", "ModuleList"}, {"children", nlohmann::json::array()}};
+  for (int i = 0; i < 4; ++i) layers["children"].push_back(module(std::to_string(i), "Block", {10, 100}));
+  const std::string embed_name = hf_layout ? "model.embed" : "embed";
+  const nlohmann::json embed = module("embed", "Embedding", {100, 10});
+  const nlohmann::json norm = module("norm", "RMSNorm", {10});
+  const nlohmann::json lm_head = module("lm_head", "Linear", {100, 10}, tied ? embed_name + ".weight" : "");
+  nlohmann::json root = {{"name", ""}, {"type", "Model"}};
+  if (hf_layout)
+    root["children"] = {{{"name", "model"}, {"type", "Inner"}, {"children", {embed, layers, norm}}}, lm_head};
+  else
+    root["children"] = {embed, layers, norm, lm_head};
+  return models::parse_model({{"name", "titan"}, {"root", root}}, "titan.json");
+}
+
+std::vector<std::string> unit_modules(const Unit& u) {
+  std::vector<std::string> names;
+  for (const models::Module* m : u.modules) names.push_back(m->full_name);
+  return names;
+}
+
+TEST(TorchtitanWrap, EmbeddingsApartAndTheOutputLayerKeptUnsharded) {
+  WrapSpec wrap;
+  wrap.policy = WrapPolicy::torchtitan;
+  const models::Model titan = titan_model(false, false);
+  const std::vector<Unit> units = build_units(titan, wrap, "test.json");
+  ASSERT_EQ(units.size(), 7u);  // root, embed, 4 blocks, [norm, lm_head]
+  EXPECT_TRUE(units[0].params.empty());
+  EXPECT_EQ(unit_modules(units[1]), std::vector<std::string>{"embed"});
+  EXPECT_EQ(unit_modules(units[6]), (std::vector<std::string>{"norm", "lm_head"}));
+  for (const Unit& u : units) EXPECT_EQ(u.kept_unsharded_after_forward, u.index == 6) << u.name;
+
+  const models::Model hf = titan_model(true, false);
+  const std::vector<Unit> hf_units = build_units(hf, wrap, "test.json");
+  ASSERT_EQ(hf_units.size(), 7u);
+  ASSERT_EQ(hf_units[0].params.size(), 1u);
+  EXPECT_EQ(hf_units[0].params[0]->full_name, "model.norm.weight");
+  EXPECT_EQ(unit_modules(hf_units[1]), std::vector<std::string>{"model.embed"});
+  EXPECT_EQ(unit_modules(hf_units[6]), std::vector<std::string>{"lm_head"});
+  EXPECT_TRUE(hf_units[6].kept_unsharded_after_forward);
+
+  const models::Model tied = titan_model(false, true);
+  const std::vector<Unit> tied_units = build_units(tied, wrap, "test.json");
+  ASSERT_EQ(tied_units.size(), 7u);
+  ASSERT_EQ(tied_units[0].params.size(), 1u);
+  EXPECT_EQ(tied_units[0].params[0]->full_name, "embed.weight");
+  EXPECT_TRUE(tied_units[1].params.empty());
+  EXPECT_EQ(tied_units[6].params.size(), 1u);  // the norm
+}
+
+// Llama-3.1-8B on 8 H100s (the quick start): the embedding's unsharded copy, 128,256 x 4,096
+// bf16 = 1,050,673,152 B, is no longer held from forward to backward, and the peak (the loss's
+// backward) is that much lower; the output layer is gathered once a step, not again in backward:
+// 68 all-gathers (root, embeddings, 32 blocks and lm_head forward; 32 blocks and the embeddings
+// backward) against the block policy's 65 (33 + 32). The session-37 FSDP2 audit's modules-policy
+// stand-in read the same 40.65 GiB.
+TEST(TorchtitanWrap, Llama8bHoldsNoEmbeddingCopyAndGathersTheOutputLayerOnce) {
+  auto plan = [](const std::string& wrap) {
+    const nlohmann::json j = {{"model", "models/llama3.1-8b.json"},
+                              {"cluster", "scenarios/clusters/dgx-h100.json"},
+                              {"training", {{"micro_batch", 2}, {"seq_len", 8192}, {"global_batch", 16}}},
+                              {"fsdp", {{"version", 2}, {"wrap", wrap}}}};
+    const Scenario s = parse_scenario(j, "test.json");
+    const Plan p = plan_step(s);
+    return std::make_pair(p, replay_memory(p.schedule));
+  };
+  auto all_gathers = [](const Schedule& s, const std::string& of) {
+    int n = 0;
+    for (const Op& op : s.ops) n += op.kind == OpKind::all_gather && (of.empty() || op.name == "all-gather " + of);
+    return n;
+  };
+  const auto [block, block_memory] = plan("block");
+  const auto [titan, titan_memory] = plan("torchtitan");
+  EXPECT_EQ(block_memory.peak_allocated_bytes - titan_memory.peak_allocated_bytes, 128256LL * 4096 * 2);
+  EXPECT_EQ(all_gathers(block.schedule, ""), 65);
+  EXPECT_EQ(all_gathers(titan.schedule, ""), 68);
+  EXPECT_EQ(all_gathers(titan.schedule, "lm_head"), 1);
+  EXPECT_EQ(all_gathers(titan.schedule, "model.embed_tokens"), 2);
 }
 
 }  // namespace
