@@ -136,6 +136,30 @@ TEST(TorchtitanWrap, EmbeddingsApartAndTheOutputLayerKeptUnsharded) {
   EXPECT_EQ(tied_units[6].params.size(), 1u);  // the norm
 }
 
+// A module with parameters between two runs of blocks is neither end: it stays in the root.
+TEST(TorchtitanWrap, AModuleBetweenBlocksStaysInTheRoot) {
+  auto module = [](const std::string& name, const std::string& type, std::vector<std::int64_t> shape) {
+    return nlohmann::json{{"name", name}, {"type", type}, {"params", {{{"name", "weight"}, {"shape", shape}}}},
+                          {"costs", {{"forward_flops", {{"b*s", 1.0}}}}}};
+  };
+  auto run = [&](const std::string& name, int first) {
+    nlohmann::json list = {{"name", name}, {"type", "ModuleList"}, {"children", nlohmann::json::array()}};
+    for (int i = first; i < first + 2; ++i) list["children"].push_back(module(std::to_string(i), "Block", {10, 100}));
+    return list;
+  };
+  const nlohmann::json root = {{"name", ""}, {"type", "Model"},
+                               {"children", {module("embed", "Embedding", {100, 10}), run("a", 0), module("mid", "Projection", {10, 10}),
+                                             run("b", 2), module("norm", "RMSNorm", {10}), module("lm_head", "Linear", {100, 10})}}};
+  const models::Model m = models::parse_model({{"name", "mid"}, {"root", root}}, "mid.json");
+  WrapSpec wrap;
+  wrap.policy = WrapPolicy::torchtitan;
+  const std::vector<Unit> units = build_units(m, wrap, "test.json");
+  ASSERT_EQ(units.size(), 7u);
+  ASSERT_EQ(units[0].params.size(), 1u);
+  EXPECT_EQ(units[0].params[0]->full_name, "mid.weight");
+  EXPECT_EQ(unit_modules(units.back()), (std::vector<std::string>{"norm", "lm_head"}));
+}
+
 // Llama-3.1-8B on 8 H100s (the quick start): the embedding's unsharded copy, 128,256 x 4,096
 // bf16 = 1,050,673,152 B, is no longer held from forward to backward, and the peak (the loss's
 // backward) is that much lower; the output layer is gathered once a step, not again in backward:
