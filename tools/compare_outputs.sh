@@ -67,7 +67,7 @@ for v in 1 2; do
     done
   done
   for w in '{"policy":"every_k_blocks","every":2}' '{"policy":"root"}' '{"policy":"size","min_num_params":500000000}' \
-           '{"policy":"modules","modules":[["model.layers.0","model.layers.1"],"model.layers.5"]}'; do
+           '{"policy":"modules","modules":[["model.layers.0","model.layers.1"],"model.layers.5"]}' torchtitan; do
     cases+=("$L8|$L8N2 fsdp.version=$v fsdp.wrap=$w")
   done
   cases+=("$L8|$L8N2 fsdp.version=$v fsdp.reshard_after_forward=false")
@@ -84,7 +84,7 @@ cases+=("$L8|$L8N2 fsdp.version=2 fsdp.reshard_after_forward=2 fsdp.cpu_offload=
 cases+=("$L8|$L8N2 fsdp.version=2 fsdp.strategy=HYBRID_SHARD fsdp.shard_group_size=4 fsdp.reshard_after_forward=2")
 
 wrap_cases=("$I7|" "$I7|fsdp.backward_prefetch=BACKWARD_POST" "$I7|fsdp.backward_prefetch=NONE" "$I7|fsdp.version=2"
-            "$I7|fsdp.version=2 fsdp.backward_prefetch=NONE fsdp.forward_prefetch=true"
+            "$I7|fsdp.version=2 fsdp.forward_prefetch=true"
             "$I7|fsdp.reshard_after_forward=false" "$L8|fsdp.reshard_after_forward=4" "$G|")
 
 # Removes the fields that measure the run itself (they differ from run to run).
