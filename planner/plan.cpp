@@ -1033,16 +1033,34 @@ class StepBuilder {
   }
 
   // ---- backward ------------------------------------------------------------------------------
+  // [Loss outside the model] torchtitan computes the loss outside the model, so FSDP2's pre-backward
+  // hook of the unit holding the output layer (registered on its output, the logits) fires once
+  // the loss's backward has written the logits' gradient, not before it (FSDPState
+  // _register_pre_backward_hook); that unit's backward prefetch of the last block then comes
+  // after the loss's vocabulary-wide transients are gone (the session-37 FSDP2 audit: 0.41 GiB at
+  // Llama-3.1-8B's peak). Under torchtitan's wrap, the event at `i` is the output unit's
+  // post-forward and the module before it the output layer with its loss (its backward is two
+  // ops: [Gradients after the loss]). A model that returns its loss (transformers) registers the
+  // hook on the loss itself, which fires at once: the other wraps keep the hook first.
+  bool loss_backward_comes_first(std::size_t i) const {
+    if (scenario_.fsdp.wrap.policy != WrapPolicy::torchtitan || i == 0) return false;
+    const Event& before = layout_.forward[i - 1];
+    return before.kind == Event::compute && before.unit == layout_.forward[i].unit &&
+           !costs_of(*before.module).backward_transient_after_grads_bytes.empty();
+  }
+
   // The forward program in reverse: a unit's post-forward event is where its pre-backward
   // runs, its pre-forward event where its post-backward runs.
   void backward() {
     step_.phase = Phase::backward;
     const double b = static_cast<double>(training_.micro_batch), seq = static_cast<double>(training_.seq_len);
     std::vector<char> recomputed(layout_.blocks, 0);  // region -> recomputed this backward
+    int deferred_pre_backward = -1;  // [Loss outside the model]
     for (std::size_t i = layout_.forward.size(); i-- > 0;) {
       const Event& e = layout_.forward[i];
       if (e.kind == Event::post) {
-        policy_->pre_backward(e.unit);
+        if (loss_backward_comes_first(i)) deferred_pre_backward = e.unit;
+        else policy_->pre_backward(e.unit);
         continue;
       }
       if (e.kind == Event::pre) {
@@ -1074,6 +1092,8 @@ class StepBuilder {
         depend_on_unit(loss, e.unit);
         transient_at(loss, c, c.backward_transient_bytes, "backward_transient_bytes", b, seq,
                      Name{"backward transients of ", e.module->full_name, " (loss)"});
+        if (deferred_pre_backward >= 0) policy_->pre_backward(deferred_pre_backward);
+        deferred_pre_backward = -1;
       }
       const int op = step_.add_op(OpKind::compute_bwd, Stream::compute, Name{"bwd ", e.module->full_name}, e.unit,
                                   e.module->full_name);
