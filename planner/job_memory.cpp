@@ -81,7 +81,7 @@ RankShape rank_shape(const Scenario& sc, const Plan& plan) {
       r.largest_param_elements = std::max(r.largest_param_elements, static_cast<double>(p->numel()));
     if (!deepspeed_layout && sh.numel > 0)
       r.fsdp_offload_pinned_bytes += 2.0 * static_cast<double>(pinned_shard_bytes(
-                                               plan.units[i], sh, sc.fsdp.version, sc.fsdp.shard_group_size,
+                                               plan.units[i], sh, shard_rule_of(sc), sc.fsdp.shard_group_size,
                                                sc.fsdp.expert_parallel, r.stored_bytes));
   }
   if (deepspeed_layout)

@@ -1411,7 +1411,8 @@ int shard_rule_of(const Scenario& s) {
   // (FSDP2's rows gave Mixtral on 64 GPUs 0.97 N bytes of optimizer state for 0.125 N).
   if (s.fsdp.strategy == Strategy::ZERO1) return kFlatShards;
   const bool params_sharded = s.fsdp.strategy == Strategy::FULL_SHARD || s.fsdp.strategy == Strategy::HYBRID_SHARD;
-  return shard_rule(s.fsdp.version, s.training.master_weights == MasterWeights::optimizer_state, params_sharded);
+  return shard_rule(s.fsdp.version, s.training.master_weights == MasterWeights::optimizer_state, params_sharded,
+                    s.fsdp.wrap.policy == WrapPolicy::torchtitan);
 }
 
 namespace {

@@ -14,16 +14,21 @@ namespace {
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return checked_add(a, b - 1, "a shard's elements") / b; }
 }  // namespace
 
-std::int64_t fsdp2_local_numel(const models::Parameter& p, int world) {
+std::int64_t fsdp2_local_numel(const models::Parameter& p, int world, int rule) {
   const std::int64_t d0 = p.shape.front();
+  if (rule == kRowShardsExpertsOnDim1 && p.experts > 0 && p.shape.size() >= 2 && world > d0) {
+    const std::int64_t d1 = p.shape[1];
+    return checked_mul(checked_mul(d0, ceil_div(d1, world), "an expert shard's rows"), p.numel() / (d0 * d1),
+                       "a parameter's shard elements");
+  }
   return checked_mul(ceil_div(d0, world), p.numel() / d0, "a parameter's shard elements");
 }
 
-UnitShard shard_fsdp2(const Unit& unit, int world) {
+UnitShard shard_fsdp2(const Unit& unit, int world, int rule) {
   UnitShard s;
   for (const models::Parameter* p : unit.params) {
     s.numel = checked_add(s.numel, p->numel(), "a unit's elements");
-    s.local_numel = checked_add(s.local_numel, fsdp2_local_numel(*p, world), "a unit's shard elements");
+    s.local_numel = checked_add(s.local_numel, fsdp2_local_numel(*p, world, rule), "a unit's shard elements");
   }
   s.gathered_numel = checked_mul(s.local_numel, world, "a unit's shard elements x world");
   // Rank 0 holds the first ceil(d0/W) rows of every parameter, none of them padding
@@ -53,15 +58,16 @@ UnitShard shard_per_parameter(const Unit& unit, int world) {
   return s;
 }
 
-int shard_rule(int fsdp_version, bool deepspeed_layout, bool params_sharded) {
+int shard_rule(int fsdp_version, bool deepspeed_layout, bool params_sharded, bool torchtitan_placement) {
   if (deepspeed_layout) return params_sharded ? kPerParameterShards : kFlatShards;
-  return fsdp_version == 1 ? kFlatShards : kRowShards;
+  if (fsdp_version == 1) return kFlatShards;
+  return torchtitan_placement ? kRowShardsExpertsOnDim1 : kRowShards;
 }
 
 UnitShard shard_unit(const Unit& unit, int world, int rule) {
   return rule == kFlatShards ? shard_fsdp1(unit, world)
        : rule == kPerParameterShards ? shard_per_parameter(unit, world)
-                                     : shard_fsdp2(unit, world);
+                                     : shard_fsdp2(unit, world, rule);
 }
 
 std::int64_t expert_local_numel(const models::Parameter& p, int shard_group, int expert_parallel) {
@@ -101,13 +107,14 @@ std::int64_t pinned_block_bytes(std::int64_t bytes) {
   return static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(bytes)));
 }
 
-std::int64_t pinned_shard_bytes(const Unit& unit, const UnitShard& shard, int fsdp_version, int shard_group,
+std::int64_t pinned_shard_bytes(const Unit& unit, const UnitShard& shard, int rule, int shard_group,
                                 int expert_parallel, int bytes_per_element) {
-  if (fsdp_version == 1) return pinned_block_bytes(checked_mul(shard.local_numel, bytes_per_element, "a shard's bytes"));
+  if (rule == kFlatShards) return pinned_block_bytes(checked_mul(shard.local_numel, bytes_per_element, "a shard's bytes"));
   const bool experts = expert_parallel > 1 && is_expert_unit(unit);
   std::int64_t total = 0;
   for (const models::Parameter* p : unit.params) {
-    const std::int64_t local = experts ? expert_local_numel(*p, shard_group, expert_parallel) : fsdp2_local_numel(*p, shard_group);
+    const std::int64_t local =
+        experts ? expert_local_numel(*p, shard_group, expert_parallel) : fsdp2_local_numel(*p, shard_group, rule);
     total = checked_add(total, pinned_block_bytes(checked_mul(local, bytes_per_element, "a shard's bytes")),
                         "a unit's pinned bytes");
   }
@@ -115,8 +122,8 @@ std::int64_t pinned_shard_bytes(const Unit& unit, const UnitShard& shard, int fs
 }
 
 std::string padding_warning(const std::vector<Unit>& units, const std::vector<UnitShard>& shards, int shard_group,
-                            int expert_parallel, int fsdp_version) {
-  if (fsdp_version != 2 || shard_group <= 1) return "";
+                            int expert_parallel, int rule) {
+  if ((rule != kRowShards && rule != kRowShardsExpertsOnDim1) || shard_group <= 1) return "";
   // Rank 0's shard elements against an even split: a unit's numel over the ranks its all-gather
   // spans (gathered / local), in doubles (a share need not be whole).
   double held = 0, even = 0, worst_excess = 0;
@@ -132,7 +139,7 @@ std::string padding_warning(const std::vector<Unit>& units, const std::vector<Un
     const bool experts = expert_parallel > 1 && is_expert_unit(units[u]);
     for (const models::Parameter* p : units[u].params) {
       const double local = experts ? static_cast<double>(expert_local_numel(*p, shard_group, expert_parallel))
-                                   : static_cast<double>(fsdp2_local_numel(*p, shard_group));
+                                   : static_cast<double>(fsdp2_local_numel(*p, shard_group, rule));
       const double numel = static_cast<double>(p->numel()) / (experts ? expert_parallel : 1);
       if (local - numel / ranks > worst_excess) {
         worst_excess = local - numel / ranks;

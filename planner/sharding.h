@@ -19,9 +19,11 @@ struct UnitShard {
   std::int64_t optimizer_numel = 0;  // rank 0's unpadded shard, which the optimizer state covers
 };
 
-// FSDP2: local rows ceil(d0/W), s_p = ceil(d0/W) * numel/d0.
-std::int64_t fsdp2_local_numel(const models::Parameter& p, int world);
-UnitShard shard_fsdp2(const Unit& unit, int world);
+// FSDP2: local rows ceil(d0/W), s_p = ceil(d0/W) * numel/d0. Under kRowShardsExpertsOnDim1
+// (below) a routed expert weight [E, d1, ...] with W > E is cut on dim 1 instead:
+// s_p = E * ceil(d1/W) * numel/(E d1).
+std::int64_t fsdp2_local_numel(const models::Parameter& p, int world, int rule = 2);
+UnitShard shard_fsdp2(const Unit& unit, int world, int rule = 2);
 // FSDP1 (use_orig_params=False): N padded up to a multiple of W, s = N_padded / W.
 UnitShard shard_fsdp1(const Unit& unit, int world);
 // DeepSpeed ZeRO-3 (its layout, training.master_weights optimizer_state, with the parameters
@@ -35,8 +37,13 @@ UnitShard shard_per_parameter(const Unit& unit, int world);
 // (kRowShards), DeepSpeed ZeRO-3's flattened parameters (kPerParameterShards). FSDP2's rows
 // priced DeepSpeed's layout with up to a quarter too much state where small parameters meet
 // large worlds (gemma3-1b on 1,024 GPUs: session 33's audit).
-constexpr int kFlatShards = 1, kRowShards = 2, kPerParameterShards = 3;
-int shard_rule(int fsdp_version, bool deepspeed_layout, bool params_sharded);
+// kRowShardsExpertsOnDim1: FSDP2's rows with torchtitan's shard_placement_fn at expert parallel
+// 1 (torchtitan/distributed/fsdp.py@b5bcd76: Shard(1) for the routed experts "when FSDP degree >
+// num_experts to avoid padding"; [torchtitan's wrap], planner/units.h). The FSDP degree compared
+// is the shard group here (torchtitan compares its whole data-parallel mesh, which under HSDP
+// also counts the replicas).
+constexpr int kFlatShards = 1, kRowShards = 2, kPerParameterShards = 3, kRowShardsExpertsOnDim1 = 4;
+int shard_rule(int fsdp_version, bool deepspeed_layout, bool params_sharded, bool torchtitan_placement = false);
 UnitShard shard_unit(const Unit& unit, int world, int rule);
 
 // Expert parallelism (FSDP2, torchtitan's layout: torchtitan/models/llama4/infra/parallelize.py,
@@ -58,7 +65,7 @@ bool is_expert_unit(const Unit& unit);
 // padded shard, one block each (FSDPParam._init_sharded_param: pin_memory() per parameter;
 // foreach_reduce's .to("cpu", non_blocking=True) per gradient).
 std::int64_t pinned_block_bytes(std::int64_t bytes);
-std::int64_t pinned_shard_bytes(const Unit& unit, const UnitShard& shard, int fsdp_version, int shard_group,
+std::int64_t pinned_shard_bytes(const Unit& unit, const UnitShard& shard, int rule, int shard_group,
                                 int expert_parallel, int bytes_per_element);
 
 // [FSDP2 dim-0 padding] FSDP2 splits each parameter's dim 0 into shard-group chunks of
@@ -66,11 +73,11 @@ std::int64_t pinned_shard_bytes(const Unit& unit, const UnitShard& shard, int fs
 // empty; _init_sharded_param pads them). A parameter with fewer rows than ranks (routed experts
 // stacked [E, ...] over more ranks than E, a norm's weight over thousands of ranks) makes every
 // rank hold a whole row, so rank 0's shards, and its gradients, optimizer state and all-gathers
-// with them, outgrow an even split of the model. A warning when rank 0's shards exceed an even
+// with them, outgrow an even split of the model (`rule`: shard_rule's; FSDP2's rules only). A warning when rank 0's shards exceed an even
 // split by more than a quarter, naming the parameter that pads the most and, for routed experts
 // outside expert parallelism, the layout that avoids it; empty otherwise (FSDP1 pads one flat
 // parameter by fewer than W elements: never). `shards` parallel to `units`, as Plan holds them.
 std::string padding_warning(const std::vector<Unit>& units, const std::vector<UnitShard>& shards, int shard_group,
-                            int expert_parallel, int fsdp_version);
+                            int expert_parallel, int rule);
 
 }  // namespace fsdpsim::planner

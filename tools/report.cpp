@@ -144,7 +144,7 @@ std::vector<std::string> estimate_warnings(const sim::Estimate& e, const planner
                        "_init_core_state switches " + planner::strategy_name(*sc.fsdp.requested_strategy) +
                        " to NO_SHARD): planned as NO_SHARD");
   if (std::string padding = planner::padding_warning(e.plan.units, e.plan.shards, sc.fsdp.shard_group_size,
-                                                      sc.fsdp.expert_parallel, sc.fsdp.version);
+                                                      sc.fsdp.expert_parallel, planner::shard_rule_of(sc));
       !padding.empty())
     warnings.push_back(std::move(padding));
   if (std::string context = planner::context_length_warning(sc); !context.empty())

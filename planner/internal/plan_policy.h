@@ -162,7 +162,7 @@ class StepContext {
                  bool model_state = true);
   // What FSDP's cpu_offload pins for unit u's shard ([Pinned host blocks], planner/sharding.h).
   std::int64_t pinned_shard_bytes(int u, int bytes_per_element) const {
-    return planner::pinned_shard_bytes(unit(u), shard(u), fsdp.version, fsdp.shard_group_size, fsdp.expert_parallel,
+    return planner::pinned_shard_bytes(unit(u), shard(u), shard_rule_of(scenario), fsdp.shard_group_size, fsdp.expert_parallel,
                                        bytes_per_element);
   }
   // Frees happen in CPU order: `alloc` is released when `op` is issued (the op issued last:

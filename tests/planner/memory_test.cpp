@@ -263,6 +263,30 @@ TEST(Fsdp2Padding, DimZeroSmallerThanWorld) {
   EXPECT_EQ(s.gathered_numel, 24);  // 8 ranks x 1 padded row x 3
 }
 
+// [torchtitan's wrap] torchtitan's shard_placement_fn at expert parallel 1 cuts routed experts on
+// dim 1 when the FSDP degree exceeds the experts (torchtitan/distributed/fsdp.py@b5bcd76):
+// Mixtral's gate_up [8, 28672, 4096] over 64 ranks holds 8 x ceil(28672 / 64) = 8 x 448 rows of
+// 4096, 14,680,064 elements, an eighth of dim 0's one padded expert (117,440,512). A weight that
+// is no expert's, or experts no fewer than the ranks, keeps dim 0.
+TEST(Fsdp2Padding, TorchtitanCutsFewExpertsOnDimOne) {
+  models::Parameter experts, dense, many;
+  experts.shape = {8, 28672, 4096};
+  experts.experts = 8;
+  dense.shape = {8, 28672, 4096};
+  many.shape = {64, 1024, 16};
+  many.experts = 64;
+  EXPECT_EQ(fsdp2_local_numel(experts, 64, kRowShards), 28672LL * 4096);
+  EXPECT_EQ(fsdp2_local_numel(experts, 64, kRowShardsExpertsOnDim1), 8LL * 448 * 4096);
+  EXPECT_EQ(fsdp2_local_numel(dense, 64, kRowShardsExpertsOnDim1), 28672LL * 4096);
+  EXPECT_EQ(fsdp2_local_numel(many, 64, kRowShardsExpertsOnDim1), 1024LL * 16);
+  EXPECT_EQ(shard_rule(2, false, true, true), kRowShardsExpertsOnDim1);
+  EXPECT_EQ(shard_rule(2, false, true, false), kRowShards);
+  EXPECT_EQ(shard_rule(1, false, true, true), kFlatShards);
+  Unit u;
+  u.params = {&experts};
+  EXPECT_EQ(shard_unit(u, 64, kRowShardsExpertsOnDim1).gathered_numel, 64LL * 8 * 448 * 4096);
+}
+
 TEST(Fsdp2Padding, DimZeroNotDivisible) {
   models::Parameter a, b;
   a.shape = {10, 4};  // ceil(10/4) = 3 rows per rank: 12 elements, 2 padding rows in all

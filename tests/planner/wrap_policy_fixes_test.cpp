@@ -136,6 +136,26 @@ TEST(TorchtitanWrap, EmbeddingsApartAndTheOutputLayerKeptUnsharded) {
   EXPECT_EQ(tied_units[6].params.size(), 1u);  // the norm
 }
 
+// Under torchtitan's wrap at expert parallel 1, Mixtral-8x7B's 8 routed experts over 64 ranks are
+// cut on dim 1 (torchtitan's shard_placement_fn, kRowShardsExpertsOnDim1): per layer gate_up
+// [8, 28672, 4096] keeps 8 x 448 rows (14,680,064 elements) instead of one padded expert
+// (117,440,512), down [8, 4096, 14336] 8 x 64 rows (7,340,032) instead of 58,720,256: rank 0
+// holds 154,140,672 fewer elements a layer, 4,932,501,504 over 32 layers; nothing else differs
+// (every other dim 0 divides by 64).
+TEST(TorchtitanWrap, MixtralsFewExpertsAreCutOnDimOne) {
+  auto held = [](const std::string& wrap) {
+    const nlohmann::json j = {{"model", "models/mixtral-8x7b.json"},
+                              {"cluster", "scenarios/clusters/dgx-h100.json"},
+                              {"training", {{"micro_batch", 1}, {"seq_len", 4096}, {"global_batch", 64}}},
+                              {"fsdp", {{"version", 2}, {"wrap", wrap}}}};
+    const Plan p = plan_step(parse_scenario(j, "test.json", {"cluster.nodes=8"}));
+    std::int64_t n = 0;
+    for (const UnitShard& s : p.shards) n += s.local_numel;
+    return n;
+  };
+  EXPECT_EQ(held("block") - held("torchtitan"), 32LL * 154140672);
+}
+
 // A module with parameters between two runs of blocks is neither end: it stays in the root.
 TEST(TorchtitanWrap, AModuleBetweenBlocksStaysInTheRoot) {
   auto module = [](const std::string& name, const std::string& type, std::vector<std::int64_t> shape) {
