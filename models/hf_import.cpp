@@ -130,7 +130,7 @@ const std::set<std::string>& harmless_for(Family family) {
       // partial_rotary_factor: rotary on part of each head; priced as if on all of it.
       {Family::phi3,
        {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act", "original_max_position_embeddings",
-        "partial_rotary_factor"}},
+        "partial_rotary_factor", "interpolate_factor"}},
       {Family::olmo2, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act"}},
       {Family::olmo3, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act"}},
       {Family::falcon, {"rope_theta", "rope_scaling", "layer_norm_epsilon", "activation"}},
@@ -567,6 +567,16 @@ HfArch read_phi3(JsonReader& r) {
   read_decoder_sizes(r, a, 4096, false);
   // Phi3Attention's projections have no bias; transformers does not read attention_bias.
   require_false(r, "attention_bias", "attention_bias (Phi3Attention has no biases)");
+  // Phi-4-mini's released config carries keys of its remote code that transformers' Phi3 never
+  // reads (the session-37 import audit: refused); at these values they say what Phi3 builds:
+  // mlp_bias and lm_head_bias false (Phi3MLP and lm_head have no bias), full_attn_mod 1 (every
+  // layer full attention; another value interleaves sliding layers, which is not modelled).
+  // interpolate_factor is LongRoPE's numerics (harmless_for).
+  require_false(r, "mlp_bias", "mlp_bias (Phi3MLP has no biases)");
+  require_false(r, "lm_head_bias", "lm_head_bias (Phi3's lm_head has no bias)");
+  if (r.integer_or("full_attn_mod", 1) != 1)
+    r.fail("full_attn_mod", "other than 1 interleaves full and sliding layers (Phi-4-mini's remote code), which is not "
+                            "modelled; expected 1");
   a.fused_qkv = true;
   a.fused_gate_up = true;
   a.residual_dropout = probability(r, "resid_pdrop", 0);
@@ -780,7 +790,17 @@ Family detect_family(JsonReader& r) {
     const std::string type = r.string("model_type");
     for (const FamilyName& f : kFamilies)
       if (type == f.model_type) return f.family;
-    r.fail("model_type", "unsupported model_type \"" + type + "\"; supported: " + supported_list());
+    // A model_type of remote code whose class is a supported one (Kimi-K2's "kimi_k2" with
+    // DeepseekV3ForCausalLM): imported only when the user says so, since the remote code may
+    // differ from transformers' class of that name.
+    std::string hint;
+    if (r.has("architectures") && r.raw("architectures").is_array() && !r.raw("architectures").empty() &&
+        r.raw("architectures")[0].is_string())
+      for (const FamilyName& f : kFamilies)
+        if (r.raw("architectures")[0].get<std::string>() == f.architecture)
+          hint = std::string("; its architectures names ") + f.architecture + ": if its code is transformers' (as Moonshot "
+                 "says of Kimi-K2's), set model_type to \"" + f.model_type + "\"";
+    r.fail("model_type", "unsupported model_type \"" + type + "\"" + hint + "; supported: " + supported_list());
   }
   r.ignore("model_type");
   if (r.has("architectures")) {
@@ -985,6 +1005,15 @@ HfArch read_qwen_moe(JsonReader& r, Family family) {
   if (qwen3) {
     a.qkv_bias = a.out_bias = r.boolean_or("attention_bias", false);
     a.qk_norm = QkNorm::after_each_projection;
+    // Qwen3-Coder-480B-A35B's released config carries three keys Qwen3MoeConfig does not define
+    // and modeling_qwen3_moe.py never reads (the session-37 import audit: it was refused); at
+    // these values they say what transformers builds anyway: no q/k/v bias beside
+    // attention_bias, no shared expert, q/k norms always.
+    require_false(r, "qkv_bias", "qkv_bias true (a q/k/v bias transformers' Qwen3-MoE does not build)");
+    if (r.integer_or("shared_expert_intermediate_size", 0) != 0)
+      r.fail("shared_expert_intermediate_size", "a shared expert transformers' Qwen3-MoE does not build; expected 0");
+    if (!r.boolean_or("use_qk_norm", true))
+      r.fail("use_qk_norm", "false is not modelled: transformers' Qwen3-MoE always normalizes q and k; expected true");
   } else {
     a.qkv_bias = r.boolean_or("qkv_bias", true);
     a.out_bias = false;

@@ -1103,6 +1103,44 @@ TEST(HfImportErrors, UnreadKeysThatMatterAreRefusedByName) {
   expect_error(gemma3, "text_config", "");
 }
 
+// Released configs carrying keys of their remote code that transformers' class never reads (the
+// session-37 import audit found both refused): Qwen3-Coder-480B-A35B's qkv_bias false,
+// shared_expert_intermediate_size 0 and use_qk_norm true; Phi-4-mini's mlp_bias and lm_head_bias
+// false, full_attn_mod 1 and interpolate_factor. At those values the model is the one without
+// them; at others it is refused by name. Kimi-K2's model_type "kimi_k2" is refused, saying that its
+// architectures class is supported and how to import it.
+TEST(HfImport, RemoteCodeKeysAtTheValuesThatDescribeTransformersClass) {
+  nlohmann::json qwen = load_json_file(hf_config_path("qwen3-30b-a3b"));
+  nlohmann::json coder = qwen;
+  coder["qkv_bias"] = false;
+  coder["shared_expert_intermediate_size"] = 0;
+  coder["use_qk_norm"] = true;
+  EXPECT_EQ(import_hf_config(coder, "q.json"), import_hf_config(qwen, "q.json"));
+  for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"qkv_bias", true}, {"shared_expert_intermediate_size", 768}, {"use_qk_norm", false}}) {
+    nlohmann::json bad = coder;
+    bad[key] = value;
+    expect_error(bad, key, "");
+  }
+  nlohmann::json phi = load_json_file(hf_config_path("phi3.5-mini"));
+  nlohmann::json phi4 = phi;
+  phi4["mlp_bias"] = false;
+  phi4["lm_head_bias"] = false;
+  phi4["full_attn_mod"] = 1;
+  phi4["interpolate_factor"] = 1;
+  EXPECT_EQ(import_hf_config(phi4, "p.json"), import_hf_config(phi, "p.json"));
+  for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"mlp_bias", true}, {"lm_head_bias", true}, {"full_attn_mod", 2}}) {
+    nlohmann::json bad = phi4;
+    bad[key] = value;
+    expect_error(bad, key, "");
+  }
+  nlohmann::json kimi = load_json_file(hf_config_path("deepseek-v3"));
+  kimi["model_type"] = "kimi_k2";
+  kimi["architectures"] = {"DeepseekV3ForCausalLM"};
+  expect_error(kimi, "model_type", "set model_type to \"deepseek_v3\"");
+}
+
 // Gemma-2's attention soft-capping under eager attention (transformers' recommendation for
 // training it; modeling_gemma2.py eager_attention_forward): / softcap, tanh, * softcap on the
 // scores, each a kernel reading and writing 2 bytes a score, and tanh keeps its output for its
