@@ -109,8 +109,8 @@ std::vector<Change> single_changes(const planner::Scenario& s, const planner::Ax
   // micro-batch 65,536 took 112 s and 8 GB, all of it in these candidates).
   std::vector<nlohmann::json> mb;
   const auto accumulation = [&](std::int64_t m) { return t.grad_accum * (t.micro_batch / m); };
+  // Halving ends at 1 for an odd micro-batch too, unless the accumulation passes the cap first.
   for (std::int64_t m = t.micro_batch / 2; m >= 1 && accumulation(m) <= kAdviceMaxMicroSteps; m /= 2) mb.push_back(m);
-  if (t.micro_batch > 1 && t.micro_batch % 2 == 1 && t.grad_accum * t.micro_batch <= kAdviceMaxMicroSteps) mb.push_back(1);
   add_axis(out, "micro_batch", "training.micro_batch", mb, ctx, "micro-batch ");
   for (Change& c : out)
     if (c.kind == "micro_batch") {
