@@ -852,8 +852,7 @@ class StepBuilder {
       transient_at(op, c, c.forward_transient_bytes, "forward_transient_bytes", b, seq,
                    Name{"forward transients of ", e.module->full_name});
       // Not saved here (checkpointed or selective), the mask's bias lives through the call only.
-      if (const std::int64_t mask = window_mask_bytes(c, b, seq); mask > 0 && (e.region >= 0 || e.selective))
-      {
+      if (const std::int64_t mask = window_mask_bytes(c, b, seq); mask > 0 && (e.region >= 0 || e.selective)) {
         int bias = step_.alloc_at(op, mask, MemCategory::temporary, Name{"attention mask of ", e.module->full_name});
         step_.free_at(op, bias);
       }
