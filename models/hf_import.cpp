@@ -785,6 +785,13 @@ HfArch read_mpt(JsonReader& r) {
   return a;
 }
 
+// The supported family whose transformers class is `name`, or null.
+const FamilyName* family_of_architecture(const std::string& name) {
+  for (const FamilyName& f : kFamilies)
+    if (name == f.architecture) return &f;
+  return nullptr;
+}
+
 Family detect_family(JsonReader& r) {
   if (r.has("model_type")) {
     const std::string type = r.string("model_type");
@@ -794,12 +801,11 @@ Family detect_family(JsonReader& r) {
     // DeepseekV3ForCausalLM): imported only when the user says so, since the remote code may
     // differ from transformers' class of that name.
     std::string hint;
-    if (r.has("architectures") && r.raw("architectures").is_array() && !r.raw("architectures").empty() &&
-        r.raw("architectures")[0].is_string())
-      for (const FamilyName& f : kFamilies)
-        if (r.raw("architectures")[0].get<std::string>() == f.architecture)
-          hint = std::string("; its architectures names ") + f.architecture + ": if its code is transformers' (as Moonshot "
-                 "says of Kimi-K2's), set model_type to \"" + f.model_type + "\"";
+    const json& classes = r.has("architectures") ? r.raw("architectures") : json();
+    if (classes.is_array() && !classes.empty() && classes[0].is_string())
+      if (const FamilyName* f = family_of_architecture(classes[0].get<std::string>()))
+        hint = std::string("; its architectures names ") + f->architecture + ": if its code is transformers' (as Moonshot "
+               "says of Kimi-K2's), set model_type to \"" + f->model_type + "\"";
     r.fail("model_type", "unsupported model_type \"" + type + "\"" + hint + "; supported: " + supported_list());
   }
   r.ignore("model_type");
@@ -810,8 +816,7 @@ Family detect_family(JsonReader& r) {
       throw InputError(r.file(), path, "expected a class name such as \"LlamaForCausalLM\"");
     const std::string name = classes[0].get<std::string>();
     if (name == "MptForCausalLM") return Family::mpt;
-    for (const FamilyName& f : kFamilies)
-      if (name == f.architecture) return f.family;
+    if (const FamilyName* f = family_of_architecture(name)) return f->family;
     throw InputError(r.file(), path, "unsupported architecture \"" + name + "\"; supported model types: " +
                                          supported_list());
   }

@@ -100,15 +100,17 @@ RankShape rank_shape(const Scenario& sc, const Plan& plan) {
 // + this one x (b + b_o)). A tied parameter makes no tensor. (The session-36 audit: fsdpsim
 // charged FSDP1's materialise-and-flatten of the largest unit, 19.0 GB for Llama-3.1-70B on 64
 // GPUs where this gives 8.5 GB.)
-double zero_init_transient_bytes(const models::Module& m, double construct_bytes, double stored_bytes) {
-  double earlier = 0, peak = 0;
-  for (const models::Parameter& p : m.params) {
-    if (!p.tied_to.empty()) continue;
-    const double n = static_cast<double>(p.numel());
-    peak = std::max(peak, earlier + n * (construct_bytes + stored_bytes));
-    earlier += n * stored_bytes;
-  }
-  for (const models::Module& c : m.children) peak = std::max(peak, zero_init_transient_bytes(c, construct_bytes, stored_bytes));
+double zero_init_transient_bytes(const models::Module& root, double construct_bytes, double stored_bytes) {
+  double peak = 0;
+  models::for_each_module(root, [&](const models::Module& m) {
+    double earlier = 0;
+    for (const models::Parameter& p : m.params) {
+      if (!p.tied_to.empty()) continue;
+      const double n = static_cast<double>(p.numel());
+      peak = std::max(peak, earlier + n * (construct_bytes + stored_bytes));
+      earlier += n * stored_bytes;
+    }
+  });
   return peak;
 }
 

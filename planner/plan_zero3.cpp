@@ -17,7 +17,6 @@
 // several modules' parameters at once. The trace is the steady state's (from the third step on
 // DeepSpeed prefetches along a complete trace; the first steps record it).
 #include <algorithm>
-#include <bit>
 #include <stdexcept>
 #include <utility>
 
@@ -371,7 +370,7 @@ std::int64_t largest_deepspeed_sub_group(const models::Model& model, int partiti
 }
 
 std::int64_t deepspeed_pinned_optimizer_bytes(const Scenario& scenario, std::int64_t partition_numel) {
-  auto block = [](std::int64_t bytes) { return bytes > 0 ? static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(bytes))) : 0; };
+  const auto block = pinned_block_bytes;  // [Pinned host blocks] (planner/sharding.h)
   const int master = models::dtype_bytes(scenario.training.master_dtype);
   if (deepspeed_zero_stage(scenario) != 3) return 2 * block(partition_numel * master);
   std::int64_t partitions = 0, pinned = 0;

@@ -19,11 +19,14 @@ struct UnitShard {
   std::int64_t optimizer_numel = 0;  // rank 0's unpadded shard, which the optimizer state covers
 };
 
+// The rules that cut a step's shards (shard_rule, below).
+constexpr int kFlatShards = 1, kRowShards = 2, kPerParameterShards = 3, kRowShardsExpertsOnDim1 = 4;
+
 // FSDP2: local rows ceil(d0/W), s_p = ceil(d0/W) * numel/d0. Under kRowShardsExpertsOnDim1
 // (below) a routed expert weight [E, d1, ...] with W > E is cut on dim 1 instead:
 // s_p = E * ceil(d1/W) * numel/(E d1).
-std::int64_t fsdp2_local_numel(const models::Parameter& p, int world, int rule = 2);
-UnitShard shard_fsdp2(const Unit& unit, int world, int rule = 2);
+std::int64_t fsdp2_local_numel(const models::Parameter& p, int world, int rule = kRowShards);
+UnitShard shard_fsdp2(const Unit& unit, int world, int rule = kRowShards);
 // FSDP1 (use_orig_params=False): N padded up to a multiple of W, s = N_padded / W.
 UnitShard shard_fsdp1(const Unit& unit, int world);
 // DeepSpeed ZeRO-3 (its layout, training.master_weights optimizer_state, with the parameters
@@ -42,7 +45,6 @@ UnitShard shard_per_parameter(const Unit& unit, int world);
 // num_experts to avoid padding"; [torchtitan's wrap], planner/units.h). The FSDP degree compared
 // is the shard group here (torchtitan compares its whole data-parallel mesh, which under HSDP
 // also counts the replicas).
-constexpr int kFlatShards = 1, kRowShards = 2, kPerParameterShards = 3, kRowShardsExpertsOnDim1 = 4;
 int shard_rule(int fsdp_version, bool deepspeed_layout, bool params_sharded, bool torchtitan_placement = false);
 UnitShard shard_unit(const Unit& unit, int world, int rule);
 

@@ -90,9 +90,11 @@ std::pair<std::vector<const Module*>, std::vector<const Module*>> ends_outside_b
           siblings_of(after, after.empty() ? nullptr : after.back())};
 }
 
-// Groups of modules that each become one non-root unit, in forward order.
+// Groups of modules that each become one non-root unit, in forward order. `kept_after_forward`:
+// the first module of the group kept unsharded after forward ([torchtitan's wrap]), or null.
 std::vector<std::vector<const Module*>> wrapped_groups(const Model& model, const WrapSpec& wrap,
-                                                       const std::string& file) {
+                                                       const std::string& file, const Module*& kept_after_forward) {
+  kept_after_forward = nullptr;
   std::vector<std::vector<const Module*>> groups;
   switch (wrap.policy) {
     case WrapPolicy::root:
@@ -110,7 +112,10 @@ std::vector<std::vector<const Module*>> wrapped_groups(const Model& model, const
       const auto [before, after] = ends_outside_blocks(model, blocks);
       if (!before.empty()) groups.push_back(before);
       for (const Module* b : blocks) groups.push_back({b});
-      if (!after.empty()) groups.push_back(after);
+      if (!after.empty()) {
+        groups.push_back(after);
+        kept_after_forward = after.front();
+      }
       break;
     }
     case WrapPolicy::size: {
@@ -193,7 +198,8 @@ struct ModuleIndex {
 
 std::vector<Unit> build_units(const Model& model, const WrapSpec& wrap, const std::string& file, bool wrap_experts,
                               bool modules_apart) {
-  std::vector<std::vector<const Module*>> groups = wrapped_groups(model, wrap, file);
+  const Module* kept_after_forward = nullptr;
+  std::vector<std::vector<const Module*>> groups = wrapped_groups(model, wrap, file, kept_after_forward);
   const ModuleIndex tree(model.root);
   if (wrap_experts) {
     models::for_each_module(model.root, [&](const Module& m) {
@@ -263,11 +269,8 @@ std::vector<Unit> build_units(const Model& model, const WrapSpec& wrap, const st
   for (Unit& u : units)
     if (!u.is_root) u.parent = unit_of[tree.parent[tree.of(u.modules.front())]];
   // [torchtitan's wrap] the group after the last block is kept unsharded after forward.
-  if (wrap.policy == WrapPolicy::torchtitan) {
-    const auto [before, after] = ends_outside_blocks(model, blocks_of(model, wrap, file));
-    for (Unit& u : units)
-      if (!after.empty() && !u.is_root && u.modules.front() == after.front()) u.kept_unsharded_after_forward = true;
-  }
+  for (Unit& u : units)
+    if (kept_after_forward && !u.is_root && u.modules.front() == kept_after_forward) u.kept_unsharded_after_forward = true;
 
   // Parameter owners: a parameter's own module's unit; a parameter others are tied to goes
   // to the innermost unit enclosing all its users.

@@ -12,10 +12,16 @@
 namespace fsdpsim::planner {
 namespace {
 
-nlohmann::json linear(const std::string& name, std::vector<std::int64_t> shape, const std::string& tied_to = "") {
+// A costed module of `type` with one weight of `shape` (tied to `tied_to` when given).
+nlohmann::json costed(const std::string& name, const std::string& type, std::vector<std::int64_t> shape,
+                      const std::string& tied_to = "") {
   nlohmann::json p = {{"name", "weight"}, {"shape", shape}};
   if (!tied_to.empty()) p["tied_to"] = tied_to;
-  return {{"name", name}, {"type", "Linear"}, {"params", {p}}, {"costs", {{"forward_flops", {{"b*s", 1.0}}}}}};
+  return {{"name", name}, {"type", type}, {"params", {p}}, {"costs", {{"forward_flops", {{"b*s", 1.0}}}}}};
+}
+
+nlohmann::json linear(const std::string& name, std::vector<std::int64_t> shape, const std::string& tied_to = "") {
+  return costed(name, "Linear", shape, tied_to);
 }
 
 // embed [100, 10], then a ModuleList "blocks" of 4 x [10, 100], then lm_head [100, 10] (tied to
@@ -81,18 +87,12 @@ TEST(TiedWeights, WrapRequestThatCannotBeHonouredWarns) {
 // the weight goes to the root, which is never resharded either (torchtitan wraps the three
 // together, kept unsharded).
 models::Model titan_model(bool hf_layout, bool tied) {
-  auto module = [](const std::string& name, const std::string& type, std::vector<std::int64_t> shape,
-                   const std::string& tied_to = "") {
-    nlohmann::json p = {{"name", "weight"}, {"shape", shape}};
-    if (!tied_to.empty()) p["tied_to"] = tied_to;
-    return nlohmann::json{{"name", name}, {"type", type}, {"params", {p}}, {"costs", {{"forward_flops", {{"b*s", 1.0}}}}}};
-  };
   nlohmann::json layers = {{"name", "layers"}, {"type", "ModuleList"}, {"children", nlohmann::json::array()}};
-  for (int i = 0; i < 4; ++i) layers["children"].push_back(module(std::to_string(i), "Block", {10, 100}));
+  for (int i = 0; i < 4; ++i) layers["children"].push_back(costed(std::to_string(i), "Block", {10, 100}));
   const std::string embed_name = hf_layout ? "model.embed" : "embed";
-  const nlohmann::json embed = module("embed", "Embedding", {100, 10});
-  const nlohmann::json norm = module("norm", "RMSNorm", {10});
-  const nlohmann::json lm_head = module("lm_head", "Linear", {100, 10}, tied ? embed_name + ".weight" : "");
+  const nlohmann::json embed = costed("embed", "Embedding", {100, 10});
+  const nlohmann::json norm = costed("norm", "RMSNorm", {10});
+  const nlohmann::json lm_head = costed("lm_head", "Linear", {100, 10}, tied ? embed_name + ".weight" : "");
   nlohmann::json root = {{"name", ""}, {"type", "Model"}};
   if (hf_layout)
     root["children"] = {{{"name", "model"}, {"type", "Inner"}, {"children", {embed, layers, norm}}}, lm_head};
@@ -158,18 +158,14 @@ TEST(TorchtitanWrap, MixtralsFewExpertsAreCutOnDimOne) {
 
 // A module with parameters between two runs of blocks is neither end: it stays in the root.
 TEST(TorchtitanWrap, AModuleBetweenBlocksStaysInTheRoot) {
-  auto module = [](const std::string& name, const std::string& type, std::vector<std::int64_t> shape) {
-    return nlohmann::json{{"name", name}, {"type", type}, {"params", {{{"name", "weight"}, {"shape", shape}}}},
-                          {"costs", {{"forward_flops", {{"b*s", 1.0}}}}}};
-  };
   auto run = [&](const std::string& name, int first) {
     nlohmann::json list = {{"name", name}, {"type", "ModuleList"}, {"children", nlohmann::json::array()}};
-    for (int i = first; i < first + 2; ++i) list["children"].push_back(module(std::to_string(i), "Block", {10, 100}));
+    for (int i = first; i < first + 2; ++i) list["children"].push_back(costed(std::to_string(i), "Block", {10, 100}));
     return list;
   };
   const nlohmann::json root = {{"name", ""}, {"type", "Model"},
-                               {"children", {module("embed", "Embedding", {100, 10}), run("a", 0), module("mid", "Projection", {10, 10}),
-                                             run("b", 2), module("norm", "RMSNorm", {10}), module("lm_head", "Linear", {100, 10})}}};
+                               {"children", {costed("embed", "Embedding", {100, 10}), run("a", 0), costed("mid", "Projection", {10, 10}),
+                                             run("b", 2), costed("norm", "RMSNorm", {10}), costed("lm_head", "Linear", {100, 10})}}};
   const models::Model m = models::parse_model({{"name", "mid"}, {"root", root}}, "mid.json");
   WrapSpec wrap;
   wrap.policy = WrapPolicy::torchtitan;
