@@ -28,9 +28,10 @@ constexpr std::int64_t kMaxDimension = std::int64_t{1} << 24;
 constexpr std::int64_t kMaxLayers = 10000;
 
 enum class Family {
-  llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3, phi3, olmo2, olmo3, falcon, gpt2, gpt_neox, mpt,
+  llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3, phi3, olmo2, olmo3, smollm3, falcon, gpt2, gpt_neox,
+  mpt,
   // Mixture-of-Experts: imported and planned (Llama-4 through its text_config); counted too.
-  mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, llama4, llama4_text, glm4_moe,
+  mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3, gpt_oss, llama4, llama4_text, glm4_moe,
 };
 
 struct FamilyName {
@@ -52,6 +53,7 @@ constexpr FamilyName kFamilies[] = {
     {Family::phi3, "phi3", "Phi3ForCausalLM", false},
     {Family::olmo2, "olmo2", "Olmo2ForCausalLM", false},
     {Family::olmo3, "olmo3", "Olmo3ForCausalLM", false},
+    {Family::smollm3, "smollm3", "SmolLM3ForCausalLM", false},
     {Family::falcon, "falcon", "FalconForCausalLM", false},
     {Family::gpt2, "gpt2", "GPT2LMHeadModel", false},
     {Family::gpt_neox, "gpt_neox", "GPTNeoXForCausalLM", false},
@@ -59,6 +61,7 @@ constexpr FamilyName kFamilies[] = {
     {Family::mixtral, "mixtral", "MixtralForCausalLM", true},
     {Family::qwen2_moe, "qwen2_moe", "Qwen2MoeForCausalLM", true},
     {Family::qwen3_moe, "qwen3_moe", "Qwen3MoeForCausalLM", true},
+    {Family::olmoe, "olmoe", "OlmoeForCausalLM", true},
     {Family::deepseek_v2, "deepseek_v2", "DeepseekV2ForCausalLM", true},
     {Family::deepseek_v3, "deepseek_v3", "DeepseekV3ForCausalLM", true},
     {Family::gpt_oss, "gpt_oss", "GptOssForCausalLM", true},
@@ -133,6 +136,8 @@ const std::set<std::string>& harmless_for(Family family) {
         "partial_rotary_factor", "interpolate_factor"}},
       {Family::olmo2, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act"}},
       {Family::olmo3, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act"}},
+      // pretraining_tp: Llama's, which SmolLM3's released config carries and its class never reads.
+      {Family::smollm3, {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act", "pretraining_tp"}},
       {Family::falcon, {"rope_theta", "rope_scaling", "layer_norm_epsilon", "activation"}},
       {Family::gpt2,
        {"activation_function", "layer_norm_epsilon", "n_ctx", "summary_activation", "summary_first_dropout",
@@ -151,6 +156,9 @@ const std::set<std::string>& harmless_for(Family family) {
       {Family::qwen3_moe,
        {"rope_theta", "rope_scaling", "rms_norm_eps", "hidden_act", "norm_topk_prob", "output_router_logits",
         "router_aux_loss_coef"}},
+      {Family::olmoe,
+       {"rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "hidden_act", "norm_topk_prob",
+        "output_router_logits", "router_aux_loss_coef"}},
       // num_key_value_heads: MLA's shapes come from the lora ranks and head dims.
       {Family::deepseek_v2,
        {"rope_theta", "rope_scaling", "rms_norm_eps", "hidden_act", "norm_topk_prob", "routed_scaling_factor",
@@ -312,8 +320,9 @@ struct HfArch {
   bool llama_like() const {
     return family == Family::llama || family == Family::mistral || family == Family::qwen2 ||
            family == Family::qwen3 || family == Family::gemma2 || family == Family::gemma3_text ||
-           family == Family::phi3 || family == Family::olmo2 || family == Family::olmo3 || family == Family::mixtral ||
-           family == Family::qwen2_moe || family == Family::qwen3_moe || family == Family::deepseek_v2 ||
+           family == Family::phi3 || family == Family::olmo2 || family == Family::olmo3 || family == Family::smollm3 ||
+           family == Family::mixtral || family == Family::qwen2_moe || family == Family::qwen3_moe ||
+           family == Family::olmoe || family == Family::deepseek_v2 ||
            family == Family::deepseek_v3 || family == Family::gpt_oss || family == Family::llama4_text ||
            family == Family::glm4_moe;
   }
@@ -998,6 +1007,34 @@ HfArch read_mixtral(JsonReader& r) {
   return a;
 }
 
+// OLMoE's clip_qkv: a clamp of q, k and v after their projections (OlmoeAttention), which the
+// released OLMoE configs leave null; a value would add three elementwise kernels fsdpsim does not
+// price, so it is refused rather than dropped.
+void refuse_clip_qkv(JsonReader& r) {
+  if (r.has("clip_qkv")) r.fail("clip_qkv", "clamping q, k and v is not modelled; expected null (OLMoE's released configs)");
+  r.ignore("clip_qkv");
+}
+
+// OLMoE (modeling_olmoe.py): Llama's pre-norm block; q and k each normalized after its projection
+// over all heads (OlmoeAttention: q_norm over hidden_size, k_norm over the kv heads' width, as
+// OLMo-2's); OlmoeSparseMoeBlock = router (h -> E, no bias) + E SwiGLU experts of
+// intermediate_size, top num_experts_per_tok, no shared expert.
+HfArch read_olmoe(JsonReader& r) {
+  HfArch a;
+  a.family = Family::olmoe;
+  read_decoder_sizes(r, a, 4096, false);
+  a.qkv_bias = a.out_bias = r.boolean_or("attention_bias", false);
+  a.qk_norm = QkNorm::after_each_projection;
+  a.qk_norm_over_heads = true;
+  a.windows.assign(static_cast<std::size_t>(a.layers), 0);
+  refuse_clip_qkv(r);
+  a.experts = expert_count(r, "num_experts");
+  a.top_k = top_k_of(r, "num_experts_per_tok", a.experts, "num_experts");
+  a.expert_ffn = a.ffn;
+  a.ffn = 0;
+  return a;
+}
+
 // Qwen2-MoE / Qwen3-MoE (modeling_qwen2_moe.py, modeling_qwen3_moe.py): Qwen2's attention
 // (q, k, v biases) or Qwen3's (q/k norms); the sparse block's router, E experts of
 // moe_intermediate_size and (Qwen2-MoE) a shared expert with its sigmoid gate.
@@ -1093,9 +1130,9 @@ std::vector<bool> llama4_sparse_layers(JsonReader& r, std::int64_t layers) {
   return sparse;
 }
 
-// Llama-4's NoPE layers (Llama4TextConfig.no_rope_layers: 1 where the layer uses rotary, 0 where
-// not); absent or empty, every no_rope_layer_interval-th layer (default 4) is NoPE.
-std::vector<bool> llama4_nope_layers(JsonReader& r, std::int64_t layers) {
+// NoPE layers (Llama4TextConfig's and SmolLM3Config's no_rope_layers: 1 where the layer uses
+// rotary, 0 where not); absent or empty, every no_rope_layer_interval-th layer (default 4) is NoPE.
+std::vector<bool> nope_layers_of(JsonReader& r, std::int64_t layers) {
   const std::int64_t interval = r.positive_integer_or("no_rope_layer_interval", 4);
   std::vector<bool> nope;
   if (r.has("no_rope_layers") && !r.array("no_rope_layers").empty()) {
@@ -1168,9 +1205,35 @@ HfArch read_llama4_text(JsonReader& r) {
   a.expert_ffn = a.ffn;  // intermediate_size: each routed expert and the shared expert
   a.dense_ffn = dimension(r, "intermediate_size_mlp");
   a.sparse_layers = llama4_sparse_layers(r, a.layers);
-  a.nope_layers = llama4_nope_layers(r, a.layers);
+  a.nope_layers = nope_layers_of(r, a.layers);
   a.windows = llama4_windows(r, a.layers, a.nope_layers);
   if (r.boolean_or("use_qk_norm", true)) a.qk_norm = QkNorm::after_all_projections;
+  return a;
+}
+
+// SmolLM3 (modular_smollm3.py): Llama's layers (attention_bias, mlp_bias) with no rotary on the
+// NoPE layers (no_rope_layers); with use_sliding_window and a sliding_window, the NoPE layers
+// slide (SmolLM3Config's layer_types), else every layer attends in full. The embedding is tied
+// by default.
+HfArch read_smollm3(JsonReader& r) {
+  HfArch a;
+  a.family = Family::smollm3;
+  read_decoder_sizes(r, a, 32768, true);
+  a.qkv_bias = a.out_bias = r.boolean_or("attention_bias", false);
+  a.mlp_bias = r.boolean_or("mlp_bias", false);
+  a.nope_layers = nope_layers_of(r, a.layers);
+  const bool sliding = r.boolean_or("use_sliding_window", false);
+  const std::int64_t window = r.has("sliding_window") ? window_size(r, "sliding_window") : 0;
+  r.ignore("sliding_window");
+  if (r.has("layer_types")) {
+    a.windows = windows_from_layer_types(r, a.layers, window);
+  } else {
+    for (std::int64_t i = 0; i < a.layers; ++i) a.windows.push_back(a.nope(i) ? window : 0);
+  }
+  // SmolLM3Attention takes a layer's window only under use_sliding_window.
+  if (!sliding) a.windows.assign(static_cast<std::size_t>(a.layers), 0);
+  // Qwen2's max_window_layers, which SmolLM3's released config carries and its class never reads.
+  if (r.integer_or("max_window_layers", 0) < 0) r.fail("max_window_layers", "expected a layer index >= 0");
   return a;
 }
 
@@ -1186,11 +1249,13 @@ HfArch read_dense_arch(JsonReader& r, Family family, const HfImportOptions& opti
     case Family::phi3: a = read_phi3(r); break;
     case Family::olmo2:
     case Family::olmo3: a = read_olmo(r, family); break;
+    case Family::smollm3: a = read_smollm3(r); break;
     case Family::falcon: a = read_falcon(r, options); break;
     case Family::gpt2: a = read_gpt2(r); break;
     case Family::gpt_neox: a = read_gpt_neox(r); break;
     case Family::mpt: a = read_mpt(r); break;
     case Family::mixtral: a = read_mixtral(r); break;
+    case Family::olmoe: a = read_olmoe(r); break;
     case Family::qwen2_moe:
     case Family::qwen3_moe: a = read_qwen_moe(r, family); break;
     case Family::deepseek_v2:
@@ -1258,6 +1323,24 @@ HfParameterCount count_mixtral(JsonReader& r) {
   l.per_expert = gated_mlp_params(a.hidden, a.ffn);
   l.experts = experts;
   l.top_k = top_k;
+  return total_and_active(std::vector<MoeLayerCount>(static_cast<std::size_t>(a.layers), l), a.vocab * a.hidden,
+                          edges(a.vocab, a.hidden, a.tie));
+}
+
+// OLMoE (modeling_olmoe.py): q, k, v, o (attention_bias on all four), q_norm over the heads' width
+// and k_norm over the kv heads' width, two norms; every layer's mlp the gate (h -> E, no bias) and
+// E experts of gate, up and down (h x intermediate_size each).
+HfParameterCount count_olmoe(JsonReader& r) {
+  HfArch a;
+  read_decoder_sizes(r, a, 4096, false);
+  const bool bias = r.boolean_or("attention_bias", false);
+  refuse_clip_qkv(r);
+  MoeLayerCount l;
+  l.experts = dimension(r, "num_experts");
+  l.top_k = dimension(r, "num_experts_per_tok");
+  l.shared = attention_params(a.hidden, a.q_dim(), a.kv_dim(), bias, bias) + a.q_dim() + a.kv_dim() + 2 * a.hidden +
+             a.hidden * l.experts;
+  l.per_expert = gated_mlp_params(a.hidden, a.ffn);
   return total_and_active(std::vector<MoeLayerCount>(static_cast<std::size_t>(a.layers), l), a.vocab * a.hidden,
                           edges(a.vocab, a.hidden, a.tie));
 }
@@ -1395,7 +1478,7 @@ HfParameterCount count_llama4_text(JsonReader& r) {
 // The MoE families import_hf_config builds a model for (the others are counted only).
 bool imports_moe(Family family) {
   return family == Family::mixtral || family == Family::qwen2_moe || family == Family::qwen3_moe ||
-         family == Family::deepseek_v2 || family == Family::deepseek_v3 || family == Family::gpt_oss ||
+         family == Family::olmoe || family == Family::deepseek_v2 || family == Family::deepseek_v3 || family == Family::gpt_oss ||
          family == Family::llama4 || family == Family::llama4_text || family == Family::glm4_moe;
 }
 
@@ -1406,6 +1489,7 @@ HfParameterCount count_moe(JsonReader& r, Family family) {
       case Family::mixtral: c = count_mixtral(r); break;
       case Family::qwen2_moe: c = count_qwen_moe(r, false); break;
       case Family::qwen3_moe: c = count_qwen_moe(r, true); break;
+      case Family::olmoe: c = count_olmoe(r); break;
       case Family::deepseek_v2:
       case Family::deepseek_v3: c = count_deepseek(r, family); break;
       case Family::gpt_oss: c = count_gpt_oss(r); break;
@@ -1415,7 +1499,8 @@ HfParameterCount count_moe(JsonReader& r, Family family) {
     }
   } catch (const ArithmeticOverflow& e) {
     // The routed experts are what a count past 2^63 is made of: named at the experts' key.
-    const char* experts = family == Family::qwen2_moe || family == Family::qwen3_moe ? "num_experts"
+    const char* experts = family == Family::qwen2_moe || family == Family::qwen3_moe || family == Family::olmoe
+                              ? "num_experts"
                           : family == Family::deepseek_v2 || family == Family::deepseek_v3 || family == Family::glm4_moe
                               ? "n_routed_experts"
                                                                                            : "num_local_experts";
@@ -1857,7 +1942,8 @@ json llama_like_root(const HfArch& a, const HfImportOptions& options) {
       {Family::llama, "Llama"}, {Family::mistral, "Mistral"}, {Family::qwen2, "Qwen2"},
       {Family::qwen3, "Qwen3"}, {Family::gemma2, "Gemma2"},   {Family::gemma3_text, "Gemma3"},
       {Family::phi3, "Phi3"},   {Family::olmo2, "Olmo2"},     {Family::olmo3, "Olmo3"},     {Family::mixtral, "Mixtral"},
-      {Family::qwen2_moe, "Qwen2Moe"}, {Family::qwen3_moe, "Qwen3Moe"},
+      {Family::smollm3, "SmolLM3"}, {Family::qwen2_moe, "Qwen2Moe"}, {Family::qwen3_moe, "Qwen3Moe"},
+      {Family::olmoe, "Olmoe"},
       {Family::deepseek_v2, "DeepseekV2"}, {Family::deepseek_v3, "DeepseekV3"},
       {Family::gpt_oss, "GptOss"}, {Family::llama4_text, "Llama4Text"}, {Family::glm4_moe, "Glm4Moe"}};
   const std::string prefix = prefixes.at(a.family);

@@ -1,8 +1,8 @@
 // Hugging Face config.json -> fsdpsim model JSON.
 //
 // Supported families (model_type, or architectures[0] when model_type is absent): llama,
-// mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, olmo2, falcon, gpt2, gpt_neox, mpt and the
-// MoE families below. The
+// mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3, phi3, olmo2, olmo3, smollm3, falcon, gpt2,
+// gpt_neox, mpt and the MoE families below. The
 // module tree mirrors the Hugging Face (for MPT: MosaicML) module names and class names, so
 // wrap policies can name modules ("model.layers.3.self_attn") and block types
 // ("LlamaDecoderLayer"). Decoder blocks are written once with "repeat" when every layer is
@@ -13,10 +13,10 @@
 // Every key of a config is read or known not to change the parameter count or the compute;
 // any other key is an InputError naming it (docs/model-schema.md lists both per family).
 //
-// Mixture-of-Experts families: mixtral, qwen2_moe, qwen3_moe, deepseek_v2 and deepseek_v3
-// (multi-head latent attention) are imported; layers with and without experts are written as
-// runs of repeated blocks ("first_index"). gpt_oss, llama4 and llama4_text are counted by
-// count_hf_parameters and refused by import_hf_config naming the experts key.
+// Mixture-of-Experts families: mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2 and deepseek_v3
+// (multi-head latent attention), gpt_oss, llama4 (its text_config), llama4_text and glm4_moe are
+// imported and counted (count_hf_parameters); layers with and without experts are written as
+// runs of repeated blocks ("first_index").
 #pragma once
 
 #include <cstdint>
@@ -62,7 +62,7 @@ Model load_hf_config(const std::string& path, const HfImportOptions& options = {
 // The model_type values import_hf_config accepts (the imported MoE families included).
 std::vector<std::string> supported_hf_model_types();
 // The Mixture-of-Experts model_type values count_hf_parameters counts (import_hf_config imports
-// every one of them: mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, llama4
+// every one of them: mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3, gpt_oss, llama4
 // through its text_config, and llama4_text).
 std::vector<std::string> counted_moe_model_types();
 

@@ -96,6 +96,12 @@ Model load(const std::string& name, const HfImportOptions& options = {}) {
 //     2*4544 = 207,070,080; 32*207,070,080 + 295,469,056 + 9,088 = 6,921,720,704
 //   llama3.2-1b: h 2048, q 2048, kv 512, f 8192, L 16, V 128256, tied; layer 4,194,304*2 +
 //     1,048,576*2 + 50,331,648 + 4,096 = 60,821,504; 16*60,821,504 + 262,668,288 + 2,048 = 1,235,814,400
+//   smollm3-3b: h 2048, q 2048, kv 4*128 = 512, f 11008, L 36, V 128256, tied (NoPE layers have no
+//     parameters of their own); layer 4,194,304*2 + 1,048,576*2 + 67,633,152 + 4,096 = 78,123,008;
+//     36*78,123,008 + 262,668,288 + 2,048 = 3,075,098,624
+//   olmoe-1b-7b: h 2048, MHA, L 16, V 50304, untied, 64 experts of 1024; layer 4*4,194,304 + q/k norms
+//     over the heads 2*2,048 + norms 4,096 + router 131,072 + 64*3*2048*1024 = 419,569,664;
+//     16*419,569,664 + 2*103,022,592 + 2,048 = 6,919,161,856
 struct CountCase {
   const char* name;
   std::int64_t expected;
@@ -126,7 +132,8 @@ INSTANTIATE_TEST_SUITE_P(
                       CountCase{"colossalai-gpt2-xl", 1'557'611'200}, CountCase{"qwen3-0.6b", 596'049'920},
                       CountCase{"gemma2-9b", 9'241'705'984}, CountCase{"gemma3-1b", 999'885'952},
                       CountCase{"phi3.5-mini", 3'821'079'552}, CountCase{"olmo2-7b", 7'298'617'344},
-                      CountCase{"falcon-7b", 6'921'720'704}, CountCase{"llama3.2-1b", 1'235'814'400}),
+                      CountCase{"falcon-7b", 6'921'720'704}, CountCase{"llama3.2-1b", 1'235'814'400},
+                      CountCase{"smollm3-3b", 3'075'098'624}, CountCase{"olmoe-1b-7b", 6'919'161'856}),
     [](const auto& info) {
       std::string n = info.param.name;
       for (char& ch : n)
@@ -528,6 +535,12 @@ INSTANTIATE_TEST_SUITE_P(
         // activated parameters during runtime".
         CardCase{"qwen1.5-moe-a2.7b", Counted::total, 14.3e9, 0.1e9, "Qwen1.5-MoE blog"},
         CardCase{"qwen1.5-moe-a2.7b", Counted::active, 2.7e9, 0.1e9, "Qwen1.5-MoE blog"},
+        // OLMoE (Muennighoff et al., arXiv:2409.02060): OLMoE-1B-7B has 6.9B total and 1.3B active
+        // parameters (its Table 1 and model card round the same way).
+        CardCase{"olmoe-1b-7b", Counted::total, 6.9e9, 0.1e9, "OLMoE paper, arXiv:2409.02060"},
+        CardCase{"olmoe-1b-7b", Counted::active, 1.3e9, 0.1e9, "OLMoE paper, arXiv:2409.02060"},
+        // huggingface.co/blog/smollm3: "a new competitive fully open 3B model".
+        CardCase{"smollm3-3b", Counted::total, 3e9, 1e9, "SmolLM3 blog"},
         // transformers docs/source/en/model_doc/glm4_moe.md (and zai-org/GLM-4.5's README):
         // "GLM-4.5-Air ... 106 billion total parameters and 12 billion active parameters". The
         // active figure leaves both (untied) embedding tables out: 12,182,611,584 counted. The
@@ -831,6 +844,69 @@ TEST(MoeImport, GptOssHoldsTheCheckpointsParameters) {
   // The 120b config imports to its count (116.83B).
   const std::string big = hf_config_path("moe/gpt-oss-120b");
   EXPECT_EQ(load_hf_config(big).parameter_count(), count_hf_parameters(load_json_file(big), big).total);
+}
+
+// OLMoE-1B-7B (modeling_olmoe.py): q and k normalized over all heads (q_norm [2048], k_norm
+// [2048]), every layer's mlp an OlmoeSparseMoeBlock of 64 experts, top 8, no shared expert. A
+// layer's multiply-adds per token: attention 4*2048*2048 = 16,777,216 + router 2048*64 = 131,072 +
+// 8 experts of 3*2048*1024 = 6,291,456. Active parameters: 16 layers of 16,777,216 + 4,096 (q/k
+// norms) + 4,096 (norms) + 131,072 + 8*6,291,456 = 67,248,128, the embedding and output layer
+// 2*103,022,592 and the final norm 2,048: 1,282,017,280. clip_qkv (three clamps) is refused.
+TEST(MoeImport, OlmoeLayersByHand) {
+  const std::string path = hf_config_path("olmoe-1b-7b");
+  const HfParameterCount c = count_hf_parameters(load_json_file(path), path);
+  EXPECT_EQ(c.active, 1'282'017'280);
+  EXPECT_EQ(c.total, 6'919'161'856);
+  const Model olmoe = load_hf_config(path);
+  EXPECT_EQ(olmoe.parameter_count(), c.total);
+  EXPECT_EQ(olmoe.root.type, "OlmoeForCausalLM");
+  const Module* layer = olmoe.find_module("model.layers.15");
+  ASSERT_TRUE(layer && layer->costs && layer->costs->moe.has_value());
+  EXPECT_EQ(layer->type, "OlmoeDecoderLayer");
+  EXPECT_EQ(layer->costs->moe->experts, 64);
+  EXPECT_EQ(layer->costs->moe->top_k, 8);
+  EXPECT_EQ(layer->costs->forward_flops.at(1, 1) - layer->costs->attention_flops.at(1, 1),
+            2.0 * (16'777'216 + 131'072 + 8 * 6'291'456));
+  for (const char* norm : {"model.layers.0.self_attn.q_norm", "model.layers.0.self_attn.k_norm"}) {
+    const Module* m = olmoe.find_module(norm);
+    ASSERT_NE(m, nullptr) << norm;
+    EXPECT_EQ(m->params.at(0).shape, (std::vector<std::int64_t>{2048})) << norm;
+  }
+  EXPECT_EQ(olmoe.find_module("model.layers.0.mlp.shared_expert"), nullptr);
+  nlohmann::json clipped = load_json_file(path);
+  clipped["clip_qkv"] = 8.0;
+  expect_error(clipped, "clip_qkv", "not modelled");
+}
+
+// SmolLM3-3B (modular_smollm3.py): Llama's layers, every 4th without rotary (no_rope_layers). A
+// NoPE layer's forward moves the rotary kernel's bytes less: read and write q (2048) and k (512)
+// in bf16, 2*2*(2048 + 512) = 10,240 bytes a token; its parameters and FLOPs are the same. With
+// use_sliding_window and a sliding_window the NoPE layers slide and the rotary ones do not
+// (SmolLM3Config's layer_types); without use_sliding_window the window is not used.
+TEST(HfImport, SmolLm3NopeLayersByHand) {
+  const std::string path = hf_config_path("smollm3-3b");
+  const Model smol = load_hf_config(path);
+  const Module* rotary = smol.find_module("model.layers.2");
+  const Module* nope = smol.find_module("model.layers.3");
+  const Module* last = smol.find_module("model.layers.35");
+  ASSERT_TRUE(rotary && nope && last && rotary->costs && nope->costs && last->costs);
+  EXPECT_EQ(rotary->type, "SmolLM3DecoderLayer");
+  EXPECT_EQ(rotary->costs->forward_hbm_bytes.at(1, 1) - nope->costs->forward_hbm_bytes.at(1, 1), 10'240);
+  EXPECT_EQ(last->costs->forward_hbm_bytes.at(1, 1), nope->costs->forward_hbm_bytes.at(1, 1));
+  EXPECT_EQ(rotary->costs->forward_flops.at(1, 1), nope->costs->forward_flops.at(1, 1));
+  ASSERT_TRUE(rotary->costs->attention && nope->costs->attention);
+  EXPECT_EQ(nope->costs->attention->window, 0);
+  nlohmann::json sliding = load_json_file(path);
+  sliding["sliding_window"] = 4096;
+  const Model unused = parse_model(import_hf_config(sliding, "s.json"), "s.json");
+  EXPECT_EQ(unused.find_module("model.layers.3")->costs->attention->window, 0);
+  sliding["use_sliding_window"] = true;
+  const Model windowed = parse_model(import_hf_config(sliding, "s.json"), "s.json");
+  EXPECT_EQ(windowed.find_module("model.layers.3")->costs->attention->window, 4096);
+  EXPECT_EQ(windowed.find_module("model.layers.2")->costs->attention->window, 0);
+  nlohmann::json listed = load_json_file(path);
+  listed["no_rope_layers"][0] = 2;
+  expect_error(listed, "no_rope_layers[0]", "expected 1 (rotary) or 0 (no rotary)");
 }
 
 // Llama-4 imported through its text_config: Maverick's MoE layers are the odd ones (step 2), the
