@@ -904,6 +904,10 @@ TEST(HfImport, SmolLm3NopeLayersByHand) {
   const Model windowed = parse_model(import_hf_config(sliding, "s.json"), "s.json");
   EXPECT_EQ(windowed.find_module("model.layers.3")->costs->attention->window, 4096);
   EXPECT_EQ(windowed.find_module("model.layers.2")->costs->attention->window, 0);
+  // SmolLM3Config ties the embedding unless told otherwise.
+  nlohmann::json untold = load_json_file(path);
+  untold.erase("tie_word_embeddings");
+  EXPECT_EQ(parse_model(import_hf_config(untold, "u.json"), "u.json").parameter_count(), smol.parameter_count());
   nlohmann::json listed = load_json_file(path);
   listed["no_rope_layers"][0] = 2;
   expect_error(listed, "no_rope_layers[0]", "expected 1 (rotary) or 0 (no rotary)");
