@@ -26,10 +26,12 @@ constexpr double kExpPerScore = 1;
 constexpr double kMaskOpsPerScore = 2;
 
 const std::map<std::string, std::string>& nearest_arch() {
-  // Where an arch has no published data (or no sourced figure), the closest design that has:
-  // Ada's SM is Ampere's generation of tensor core; Blackwell and CDNA3 (MI300X) are priced
-  // like Hopper, the datacenter part of their generation. Always a fraction of the device's own
-  // peak, never the peak itself.
+  // Where an arch has no published data for a kernel (or no sourced figure), the closest design
+  // that has: Ada's SM is Ampere's generation of tensor core; Blackwell and CDNA3 (MI300X) are
+  // priced like Hopper, the datacenter part of their generation. Always a fraction of the device's
+  // own peak, never the peak itself. FlashAttention-2 has rows of its own on both (and the sm80
+  // kernels follow its ratio, carried_like_flash2): Hopper's fraction of the B200's peak priced
+  // it 2.4x too fast.
   static const std::map<std::string, std::string> m = {
       {"ada", "ampere"}, {"blackwell", "hopper"}, {"cdna3", "hopper"}, {"ampere", "hopper"}, {"hopper", "ampere"}};
   return m;
@@ -202,16 +204,17 @@ AttentionKernelConstants pair(double loop_efficiency, double overhead_blocks, co
 // flash_attn_triton.py@b2a43a1, a copy of flash-attention's flash_attn_triton.py@eff9fe6 "tested
 // with triton==2.0.0.dev20221202"): a Triton from before its Hopper backend, which emits sm80's
 // mma; nothing publishes the kernel's own speed on Hopper.
-AttentionKernelConstants carried_to_hopper_like_flash2(const std::string& kernel,
-                                                       const AttentionKernelConstants& on_ampere,
-                                                       const AttentionKernelConstants& flash2_ampere,
-                                                       const AttentionKernelConstants& flash2_hopper) {
+// Blackwell takes them the same way (its FlashAttention-2 is the sm80 kernel too), and so does
+// CDNA3, where FlashAttention-2 (CK) is the one kernel with published rows.
+AttentionKernelConstants carried_like_flash2(const std::string& kernel, const std::string& arch,
+                                             const AttentionKernelConstants& on_ampere,
+                                             const AttentionKernelConstants& flash2_ampere,
+                                             const AttentionKernelConstants& flash2_on_arch) {
   AttentionKernelConstants c = on_ampere;
-  c.loop_efficiency *= flash2_hopper.loop_efficiency / flash2_ampere.loop_efficiency;
-  c.overhead_blocks *= flash2_hopper.overhead_blocks / flash2_ampere.overhead_blocks;
-  c.fitted_on = "borrowed from " + kernel + " on ampere (" + on_ampere.fitted_on +
-                "), carried to hopper by flash2's ampere-to-hopper ratio (both sm80 kernels: " + flash2_hopper.fitted_on +
-                ")";
+  c.loop_efficiency *= flash2_on_arch.loop_efficiency / flash2_ampere.loop_efficiency;
+  c.overhead_blocks *= flash2_on_arch.overhead_blocks / flash2_ampere.overhead_blocks;
+  c.fitted_on = "borrowed from " + kernel + " on ampere (" + on_ampere.fitted_on + "), carried to " + arch +
+                " by flash2's ampere-to-" + arch + " ratio (" + flash2_on_arch.fitted_on + ")";
   return c;
 }
 
@@ -231,6 +234,20 @@ const std::map<Key, AttentionKernelConstants>& shipped_constants() {
   static const std::string h100_fwd = "H100 forward, non-causal, head dim 128 (FA3 paper arXiv:2407.08608 Fig. 5c)";
   static const std::string h100_bwd =
       "H100 backward, head dim 128 (FA3 paper arXiv:2407.08608 backward figure, transcribed bar labels)";
+  // FlashAttention-2 on B200 runs its sm80 kernel (mma.sync; no tcgen05): about its H100 rate, a
+  // fifth of Blackwell's peak. Carrying Hopper's fraction of the peak priced it at 830-860 TFLOP/s
+  // against 330-380 published (the session-38 GPU audit).
+  static const std::string b200_fwd =
+      "B200 forward, non-causal, head dim 128 (meta-pytorch/tritonbench PR #171, flash_v2, batch 8, 16 heads)";
+  static const std::string b200_bwd =
+      "B200 backward, non-causal, head dim 64, the only B200 backward published (Dao-AILab/flash-attention "
+      "issue #1589, flash_attn 2.7.4.post1)";
+  static const std::string mi300x_fwd =
+      "MI300X forward, non-causal, head dim 128, seq 16k at batch 1-8 (ROCm/flash-attention issue #142, CK); "
+      "the fixed cost held at flash2's hopper value: rows of one length cannot tell it from the loop";
+  static const std::string mi300x_bwd =
+      "MI300X backward, non-causal, head dim 128, seq 16k at batch 1-8 (ROCm/flash-attention issue #142, CK); "
+      "the fixed cost held at flash2's hopper value";
   static const std::map<Key, AttentionKernelConstants> m = {
       {{K::flash2, "ampere", F}, pair(0.725, 2.25, a100_fa2)},
       {{K::flash2, "ampere", B}, pair(0.725, 2.25, a100_fa2)},
@@ -245,14 +262,19 @@ const std::map<Key, AttentionKernelConstants>& shipped_constants() {
       {{K::cudnn, "hopper", F}, pair(0.945, 1.25, h100_fwd)},
       {{K::cudnn, "hopper", B}, pair(0.635, 5.25, h100_bwd)},
       {{K::triton, "hopper", F}, pair(0.525, 2.00, h100_fwd)},
+      {{K::flash2, "blackwell", F}, pair(0.180, 10.00, b200_fwd)},
+      {{K::flash2, "blackwell", B}, pair(0.155, 8.00, b200_bwd)},
+      {{K::flash2, "cdna3", F}, pair(0.305, 2.00, mi300x_fwd)},
+      {{K::flash2, "cdna3", B}, pair(0.165, 6.00, mi300x_bwd)},
   };
   static const std::map<Key, AttentionKernelConstants> with_carried = [] {
     std::map<Key, AttentionKernelConstants> all = m;
-    for (AttentionPass pass : {F, B})
-      for (K sm80_kernel : {K::mem_efficient, K::flash1_triton})
-        all[{sm80_kernel, "hopper", pass}] =
-            carried_to_hopper_like_flash2(to_string(sm80_kernel), m.at({sm80_kernel, "ampere", pass}),
-                                          m.at({K::flash2, "ampere", pass}), m.at({K::flash2, "hopper", pass}));
+    for (const char* arch : {"hopper", "blackwell", "cdna3"})
+      for (AttentionPass pass : {F, B})
+        for (K sm80_kernel : {K::mem_efficient, K::flash1_triton})
+          all[{sm80_kernel, arch, pass}] =
+              carried_like_flash2(to_string(sm80_kernel), arch, m.at({sm80_kernel, "ampere", pass}),
+                                  m.at({K::flash2, "ampere", pass}), m.at({K::flash2, arch, pass}));
     return all;
   }();
   return with_carried;
@@ -319,7 +341,10 @@ AttentionTile attention_tile(AttentionKernel kernel, const std::string& arch, At
   // FlashAttention-2's forward on sm80 and sm90 (csrc/flash_attn/src/flash_fwd_launch_template.h
   // @0251105a, run_mha_fwd_hdim*, no dropout): Flash_fwd_kernel_traits<64, 128, 128>, and
   // <d, 128, 64> for head dims 96..256 (the sm86/sm89 variants aside).
-  if (kernel == AttentionKernel::flash2 && pass == AttentionPass::forward && (arch == "ampere" || arch == "hopper"))
+  // On Blackwell it runs the same sm80 kernel (its build targets sm80 and sm90 only; sm100 takes the
+  // sm80 code).
+  if (kernel == AttentionKernel::flash2 && pass == AttentionPass::forward &&
+      (arch == "ampere" || arch == "hopper" || arch == "blackwell"))
     return {128, head_dim <= 64 ? 128 : 64};
   return {kAttentionBlockRows, kAttentionBlockCols};
 }
