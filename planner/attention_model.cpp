@@ -341,8 +341,8 @@ AttentionTile attention_tile(AttentionKernel kernel, const std::string& arch, At
   // FlashAttention-2's forward on sm80 and sm90 (csrc/flash_attn/src/flash_fwd_launch_template.h
   // @0251105a, run_mha_fwd_hdim*, no dropout): Flash_fwd_kernel_traits<64, 128, 128>, and
   // <d, 128, 64> for head dims 96..256 (the sm86/sm89 variants aside).
-  // On Blackwell it runs the same sm80 kernel (its build targets sm80 and sm90 only; sm100 takes the
-  // sm80 code).
+  // On Blackwell it runs the same kernel: FlashAttention-2 has no tcgen05 path, its CuTe source
+  // issues sm80's mma.sync on every arch.
   if (kernel == AttentionKernel::flash2 && pass == AttentionPass::forward &&
       (arch == "ampere" || arch == "hopper" || arch == "blackwell"))
     return {128, head_dim <= 64 ? 128 : 64};

@@ -647,8 +647,8 @@ TEST(AttentionModel, MaskedBlocksPayTheMaskOnTopOfTheWholeBlock) {
 }
 
 // The tiles the kernels' sources use: FlashAttention-2's forward (flash_fwd_launch_template.h,
-// run_mha_fwd_hdim64 / hdim128: Flash_fwd_kernel_traits<64, 128, 128>, <128, 128, 64>) on A100
-// and H100; FlashAttention-3's forward on H100 (hopper/tile_size.h); the nominal 128 x 128
+// run_mha_fwd_hdim64 / hdim128: Flash_fwd_kernel_traits<64, 128, 128>, <128, 128, 64>) on A100,
+// H100 and B200; FlashAttention-3's forward on H100 (hopper/tile_size.h); the nominal 128 x 128
 // elsewhere. Which kernels mask their first block regardless.
 TEST(AttentionModel, TilesAndFirstBlockMaskFollowTheSources) {
   const auto F = AttentionPass::forward, B = AttentionPass::backward;
@@ -659,6 +659,8 @@ TEST(AttentionModel, TilesAndFirstBlockMaskFollowTheSources) {
   EXPECT_EQ(tile(AttentionKernel::flash2, "hopper", F, 128, true), std::make_pair(128, 64));
   EXPECT_EQ(tile(AttentionKernel::flash2, "ampere", F, 128, false), std::make_pair(128, 64));
   EXPECT_EQ(tile(AttentionKernel::flash2, "hopper", F, 64, true), std::make_pair(128, 128));
+  // FlashAttention-2 on the B200 is the same sm80 kernel (mma.sync), with the same tiles.
+  EXPECT_EQ(tile(AttentionKernel::flash2, "blackwell", F, 128, false), std::make_pair(128, 64));
   EXPECT_EQ(tile(AttentionKernel::flash2, "hopper", B, 128, true), std::make_pair(128, 128));
   EXPECT_EQ(tile(AttentionKernel::flash3, "hopper", F, 128, false), std::make_pair(128, 176));
   EXPECT_EQ(tile(AttentionKernel::cudnn, "hopper", F, 128, true), std::make_pair(128, 128));
