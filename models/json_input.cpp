@@ -184,15 +184,27 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& file,
   return checker.take();
 }
 
+// The largest input read, 1 GiB: an exported schedule of the largest catalog model is tens of
+// MB. A device or an endless pipe (/dev/zero, /dev/urandom) was read until memory ran out (the
+// session-38 input audit: 2.1 GB, then std::bad_alloc).
+constexpr std::size_t kMaxJsonFileBytes = std::size_t{1} << 30;
+
 nlohmann::json load_json_file(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw InputError(path, "", "is a directory: expected a JSON file");
-  std::ifstream in(path);
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status)) throw InputError(path, "", "is a directory: expected a JSON file");
+  if (std::filesystem::is_character_file(status) || std::filesystem::is_block_file(status) ||
+      std::filesystem::is_socket(status))
+    throw InputError(path, "", "is a device or a socket, not a file: expected a JSON file");
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "", "cannot open the file (does it exist?)");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_json_text(buffer.str(), path);
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxJsonFileBytes) throw InputError(path, "", "is larger than 1 GiB: expected a JSON file");
+  }
+  return parse_json_text(text, path);
 }
 
 nlohmann::json parse_json_or_word(const std::string& text, const std::string& file, const std::string& path) {

@@ -111,8 +111,15 @@ Calibration read_calibration_at(const nlohmann::json& json, const std::string& f
   c.host_optimizer_bytes_per_second =
       r.positive_number_or("host_optimizer_bytes_per_second", c.host_optimizer_bytes_per_second);
   c.host_memory_bytes_per_second = r.positive_number_or("host_memory_bytes_per_second", c.host_memory_bytes_per_second);
-  c.cuda_context_bytes = r.nonnegative_number_or("cuda_context_bytes", c.cuda_context_bytes);
-  if (r.has("device_overhead_bytes")) c.device_overhead_bytes = r.nonnegative_number_or("device_overhead_bytes", 0);
+  // Memory outside the allocator, at most a pebibyte: no GPU holds more, and a value like 1e308
+  // made the advice search for a fitting configuration without end (the session-38 input audit).
+  auto device_bytes = [&r](const char* key, double fallback) {
+    const double bytes = r.nonnegative_number_or(key, fallback);
+    if (bytes > 1125899906842624.0) r.fail(key, "expected at most 2^50 bytes (a pebibyte): memory outside the allocator");
+    return bytes;
+  };
+  c.cuda_context_bytes = device_bytes("cuda_context_bytes", c.cuda_context_bytes);
+  if (r.has("device_overhead_bytes")) c.device_overhead_bytes = device_bytes("device_overhead_bytes", 0);
   if (r.has("nccl")) {
     JsonReader n = r.object("nccl");
     c.nccl = NcclParams::from_json(n, base.nccl);

@@ -126,7 +126,7 @@ void add_estimate_command(CLI::App& app) {
   add_scenario_input_options(cmd, options->input);
   cmd->add_option("--headroom-gib", options->headroom_gib,
                   "Memory to keep free: fits when device peak + headroom <= GPU memory (default 0)")
-      ->check(non_negative_number());
+      ->check(headroom_gib());
   cmd->add_flag("--json", options->json, "Print one JSON object for tools");
   cmd->add_flag("--max-micro-batch", options->max_micro_batch,
                 "Find the largest micro-batch that fits in GPU memory (a stated global batch kept, else the gradient accumulation)");

@@ -1045,8 +1045,8 @@ void run_sweep_command(const SweepOptionsCli& o) {
   for (const std::string& a : o.axes) specs.push_back(planner::parse_axis_spec(a));
   // The sweep file's headroom is checked where it is read (planner/sweep_space.cpp); this
   // guards the sum of both sources.
-  if (!(headroom_gib >= 0) || !std::isfinite(headroom_gib))
-    throw InputError::option("--headroom-gib", "expected a finite, non-negative number of GiB");
+  if (!(headroom_gib >= 0) || !(headroom_gib <= kMaxHeadroomGiB))
+    throw InputError::option("--headroom-gib", "expected a number of GiB from 0 to 1048576 (a pebibyte)");
   const double headroom_bytes = headroom_gib * kGiB;
 
   if (o.wrap_search) {
@@ -1201,7 +1201,7 @@ void add_sweep_command(CLI::App& app) {
                   "training.micro_batch=1,2,4 (repeatable; see docs/sweep.md)");
   o->headroom_opt = cmd->add_option("--headroom-gib", o->headroom_gib,
                                     "Memory to keep free: fits when device peak + headroom <= GPU memory (default 0)")
-                        ->check(non_negative_number());
+                        ->check(headroom_gib());
   o->objective_opt = cmd->add_option("--objective", o->objective, "Rank by throughput (default), step_time or memory")
                          ->check(CLI::IsMember({"throughput", "step_time", "memory"}));
   o->tolerance_opt = cmd->add_option(

@@ -50,6 +50,22 @@ inline CLI::Validator non_negative_number() {
       "NONNEGATIVE");
 }
 
+// Memory to keep free, in GiB: at most a pebibyte (2^20 GiB), beyond any GPU; 1e308 GiB passed
+// the finite check above and overflowed to infinity once turned into bytes (the session-38 input
+// audit: "inf GiB" to spare, JSON nulls).
+constexpr double kMaxHeadroomGiB = 1048576;
+inline CLI::Validator headroom_gib() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value) || !(value >= 0) ||
+            value > kMaxHeadroomGiB)
+          return "expected a number of GiB from 0 to 1048576 (a pebibyte), got " + text;
+        return {};
+      },
+      "GIB");
+}
+
 // A fraction in [0, 1): a tolerance relative to the best (1 would accept everything).
 inline CLI::Validator fraction_below_one() {
   return CLI::Validator(

@@ -336,13 +336,40 @@ TEST(Hardening, DeeplyNestedJsonIsRefused) {
 
 // Item 6: `run --time-scale inf` reported 0.0 us per step; `sweep --headroom-gib inf` gave a
 // null headroom. Both exited 0.
+// Session 38's input audit: --headroom-gib 1e308 passed as finite and overflowed to infinity in
+// bytes ("inf GiB" to spare, JSON nulls), so a headroom is at most a pebibyte (2^20 GiB).
 TEST(Hardening, InfiniteScalesAreRefused) {
   const std::string scenario = write_temp("good.json", good_scenario().dump());
   for (const char* value : {"inf", "nan"}) {
     SCOPED_TRACE(value);
     expect_clean_error(run_cli("run --scenario " + scenario + " --time-scale " + value), "--time-scale: expected a positive finite number");
+  }
+  for (const char* value : {"inf", "nan", "1e308", "1048577"}) {
+    SCOPED_TRACE(value);
     expect_clean_error(run_cli("sweep --scenario " + kLlama + " --threads 1 --headroom-gib " + value),
-                       "--headroom-gib: expected a non-negative finite number");
+                       "--headroom-gib: expected a number of GiB from 0 to 1048576 (a pebibyte)");
+    expect_clean_error(run_cli("estimate --scenario " + scenario + " --headroom-gib " + value),
+                       "--headroom-gib: expected a number of GiB from 0 to 1048576 (a pebibyte)");
+  }
+  EXPECT_EQ(run_cli("estimate --scenario " + scenario + " --headroom-gib 1048576").exit_code, 0);
+}
+
+// Session 38's input audit: /dev/zero as a scenario was read until memory ran out (2.1 GB, then
+// std::bad_alloc); calibration.cuda_context_bytes=1e308 made the advice search for a fitting
+// configuration without end (1e24 already took 2.7 s, growing with the value).
+TEST(Hardening, DevicesAndHugeOverheadsAreRefused) {
+  for (const char* device : {"/dev/zero", "/dev/urandom", "/dev/null"}) {
+    SCOPED_TRACE(device);
+    const CommandResult r = run_cli(std::string("estimate --scenario ") + device);
+    EXPECT_EQ(r.exit_code, 2);
+    expect_clean_error(r, std::string(device) + ": is a device or a socket, not a file: expected a JSON file");
+  }
+  const std::string scenario = write_temp("good.json", good_scenario().dump());
+  for (const char* key : {"cuda_context_bytes", "device_overhead_bytes"}) {
+    SCOPED_TRACE(key);
+    const CommandResult r = run_cli("estimate --scenario " + scenario + " --set calibration." + key + "=1e308");
+    EXPECT_EQ(r.exit_code, 2);
+    expect_clean_error(r, std::string("calibration.") + key + ": expected at most 2^50 bytes (a pebibyte)");
   }
 }
 

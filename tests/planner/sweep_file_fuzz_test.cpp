@@ -123,5 +123,23 @@ TEST(SweepFileFuzz, AxisSpecsOnlyRaiseInputErrors) {
   EXPECT_GT(ok, 100);
 }
 
+// A headroom is at most a pebibyte (2^20 GiB): 1e308 GiB overflowed to infinity once in bytes (the
+// session-38 input audit: "inf GiB" to spare and JSON nulls).
+TEST(SweepFile, HeadroomAtMostAPebibyte) {
+  nlohmann::json doc = seed_sweep();
+  doc["headroom_gib"] = 1048576;
+  EXPECT_EQ(*parse_sweep_file(doc, kFile).headroom_gib, 1048576);
+  for (double bad : {1e308, 1048577.0, -1.0}) {
+    doc["headroom_gib"] = bad;
+    try {
+      parse_sweep_file(doc, kFile);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("headroom_gib: expected a number of GiB from 0 to 1048576"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fsdpsim::planner
