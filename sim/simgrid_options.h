@@ -60,6 +60,14 @@ struct FabricOptions {
   double gpu_pcie_gbps = 0;     // NVSwitch nodes' GPU <-> NIC PCIe path; 0: NCCL's figure for the GPU
 };
 
+// A user's SimGrid platform file, checked before SimGrid reads it: a regular file whose <host>,
+// <link> and <cluster> elements have unique ids, speeds and bandwidths above zero and latencies
+// not below it. SimGrid aborts its process on a duplicate id or a zero speed, and reads a zero or
+// negative bandwidth as an unlimited link (the session-38 input audit). A lint of those
+// attributes, not an XML parser: SimGrid parses the rest. Throws InputError naming the file, the
+// line, the element and the attribute.
+void check_platform_file(const std::string& path);
+
 struct SimgridOptions {
   FlowMode flow_mode = FlowMode::automatic;
   Symmetry symmetry = Symmetry::automatic;

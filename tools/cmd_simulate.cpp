@@ -232,8 +232,7 @@ void run_simulate(const SimulateOptions& o) {
   sim::SimgridOptions options = sim::simgrid_options(scenario);
   if (!o.platform.empty()) {
     options.platform_xml = planner::resolve_path(o.platform, "");
-    std::ifstream probe(options.platform_xml);
-    if (!probe) throw InputError(o.platform, "", "cannot open the SimGrid platform file");
+    sim::check_platform_file(options.platform_xml);
   }
   if (!o.flow_mode.empty())
     options.flow_mode = o.flow_mode == "aggregated" ? sim::FlowMode::aggregated

@@ -1,6 +1,8 @@
 // The SimGrid engine's platform, ring flows, window choice and options (no simulation runs).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -361,6 +363,50 @@ TEST(SimgridOptions, BadFieldsNameTheirPath) {
   EXPECT_EQ(error_of({{"typo", 1}}), "simulation.typo");
   EXPECT_EQ(error_of({{"platform_xml", "no-such.xml"}}), "simulation.platform_xml");
   EXPECT_EQ(error_of(nullptr, {"simulation.fabric.nodes_per_leaf=0"}), "simulation.fabric.nodes_per_leaf");
+}
+
+// A user's platform file is checked before SimGrid reads it (the session-38 input audit): SimGrid
+// aborted its process on a duplicate link id or a host speed of 0f, and read a link of 0 or -5 Bps
+// (or a latency of -1 s) as unlimited, giving the unmodified platform's step. A <link_ctn> of a
+// route names a link again without declaring it; comments may hold anything.
+TEST(SimgridOptions, APlatformFileIsCheckedBeforeSimgridReadsIt) {
+  const std::string header =
+      "<?xml version='1.0'?>\n<platform version=\"4.1\">\n<zone id=\"z\" routing=\"Full\">\n";
+  auto check = [&](const std::string& body) -> std::string {
+    const std::string path = (std::filesystem::temp_directory_path() / "fsdpsim_platform_check.xml").string();
+    std::ofstream(path) << header << body << "</zone>\n</platform>\n";
+    try {
+      check_platform_file(path);
+    } catch (const InputError& e) {
+      return e.json_path() + " | " + e.what();
+    }
+    return "ok";
+  };
+  const std::string hosts = "<host id=\"a\" speed=\"1Gf\"/>\n<host id=\"b\" speed=\"1Gf,0.5Gf\"/>\n";
+  const std::string link = "<link id=\"l\" bandwidth=\"25GBps\" latency=\"5us\"/>\n";
+  const std::string route =
+      "<route src=\"a\" dst=\"b\"><link_ctn id=\"l\"/></route>\n<!-- <link id=\"l\" bandwidth=\"0Bps\"/> -->\n";
+  EXPECT_EQ(check(hosts + link + route), "ok");
+  std::string e = check(hosts + link + link + route);
+  EXPECT_EQ(e.substr(0, e.find(" | ")), "line 7: <link id=\"l\">") << e;
+  EXPECT_NE(e.find("declared again (first at line 6)"), std::string::npos) << e;
+  for (const char* bandwidth : {"0Bps", "-5Bps", "nanBps", "1e400Bps", "fast"}) {
+    e = check(hosts + "<link id=\"l\" bandwidth=\"" + bandwidth + "\" latency=\"0s\"/>\n" + route);
+    EXPECT_EQ(e.substr(0, e.find(" | ")), "line 6: <link id=\"l\"> bandwidth") << bandwidth << ": " << e;
+    EXPECT_NE(e.find("expected a positive finite number with its unit"), std::string::npos) << e;
+  }
+  e = check(hosts + "<link id=\"l\" bandwidth=\"1Bps\" latency=\"-1s\"/>\n" + route);
+  EXPECT_EQ(e.substr(0, e.find(" | ")), "line 6: <link id=\"l\"> latency") << e;
+  e = check("<host id=\"a\" speed=\"1Gf,0f\"/>\n" + link);
+  EXPECT_EQ(e.substr(0, e.find(" | ")), "line 4: <host id=\"a\"> speed") << e;
+  e = check(hosts + "<cluster id=\"c\" prefix=\"n\" suffix=\"\" radical=\"0-3\" speed=\"1Gf\" bw=\"0Bps\" lat=\"1us\"/>\n");
+  EXPECT_EQ(e.substr(0, e.find(" | ")), "line 6: <cluster id=\"c\"> bw") << e;
+  try {
+    check_platform_file(std::filesystem::temp_directory_path().string());
+    ADD_FAILURE() << "a directory was accepted";
+  } catch (const InputError& err) {
+    EXPECT_NE(std::string(err.what()).find("is a directory"), std::string::npos) << err.what();
+  }
 }
 
 }  // namespace
