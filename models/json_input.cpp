@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,13 +11,29 @@
 namespace fsdpsim {
 
 namespace {
+// Control characters but newline and tab as JSON escapes ("\u0000"): a key holding a NUL cut the
+// printed message short at it, since what() is read as a C string (the session-38 input audit).
+std::string printable(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned char>(c));
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string make_message(const std::string& file, const std::string& path,
                          const std::string& expected) {
   // A command-line option ("--threads", "--axis training.seq_len") is its own place: no file.
-  if (file.empty() && path.rfind("--", 0) == 0) return path + ": " + expected;
+  if (file.empty() && path.rfind("--", 0) == 0) return printable(path + ": " + expected);
   std::string where = file.empty() ? std::string("<input>") : file;
   if (!path.empty()) where += ": " + path;
-  return where + ": " + expected;
+  return printable(where + ": " + expected);
 }
 }  // namespace
 

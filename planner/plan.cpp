@@ -328,6 +328,10 @@ class StepBuilder {
     if (!any && scenario_.fsdp.expert_parallel > 1)
       throw InputError(scenario_.file, "fsdp.expert_parallel",
                        "expert parallelism needs a model with MoE layers; model \"" + scenario_.model->name + "\" has none");
+    // A dense model has no expert to load more than the mean (accepted silently before session 38).
+    if (!any && training_.moe_imbalance != 1)
+      throw InputError(scenario_.file, "training.moe_imbalance",
+                       "routing imbalance needs a model with MoE layers; model \"" + scenario_.model->name + "\" has none");
   }
 
   // The costs the planner prices a module with: the model's, or the output layer's for the

@@ -851,6 +851,8 @@ GpuSpec parse_gpu(const nlohmann::json& json, const std::string& name, const std
   g.name = r.string_or("name", name);
   g.arch = r.choice("arch", {"ampere", "ada", "hopper", "blackwell", "cdna3"});
   g.memory_bytes = r.positive_number("memory_mib") * 1024.0 * 1024.0;
+  // At most a pebibyte: 1e300 MiB was accepted as a GPU of 1e306 bytes (the session-38 input audit).
+  if (g.memory_bytes > 1125899906842624.0) r.fail("memory_mib", "expected at most 2^30 MiB (a pebibyte)");
   const std::int64_t sms = r.integer("sm_count");
   if (sms < 1 || sms > 100000) r.fail("sm_count", "expected the number of streaming multiprocessors (1..100000), got " + std::to_string(sms));
   g.sm_count = static_cast<int>(sms);
@@ -860,8 +862,15 @@ GpuSpec parse_gpu(const nlohmann::json& json, const std::string& name, const std
     g.peak_flops[models::dtype_name(*models::parse_dtype(dtype))] = peak.positive_number(dtype) * 1e12;
   }
   if (!g.peak_flops.count("bf16")) r.fail("peak_tflops", "needs at least a bf16 entry");
+  // The GEMM model times tiles per SM (planner/gemm_model.h); an SM of more than 100 dense bf16
+  // TFLOP/s (B200: 15.2; MI300X: 4.3 per CU) is a unit or SM-count mistake, which the model met as
+  // a GEMM whose fixed costs exceed its time, an error naming no file (the session-38 input audit).
+  const double per_sm_tflops = g.peak_flops.at("bf16") / 1e12 / g.sm_count;
+  if (per_sm_tflops > 100)
+    peak.fail("bf16", "expected at most 100 dense bf16 TFLOP/s per SM (with sm_count " + std::to_string(g.sm_count) +
+                          "): check the units and the SM count");
   g.hbm_bandwidth_bytes_per_second = r.positive_number("hbm_bandwidth_tbps") * 1e12;
-  r.number_or("power_limit_watts", 0);
+  r.positive_number_or("power_limit_watts", 1);  // documentation only, but a real figure
   if (r.has("nvlink")) {
     JsonReader n = r.object("nvlink");
     g.nvlink_generation = n.choice_or("generation", {"", "ampere", "hopper", "blackwell"}, "");

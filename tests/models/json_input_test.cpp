@@ -94,6 +94,14 @@ TEST(JsonReader, TheValueBuiltIsNlohmannsParse) {
             nlohmann::json::parse(R"({"policy": "every_k_blocks", "every": 2})"));
 }
 
+// A key holding a control character is printed escaped: a NUL had cut the message short at it
+// ("error: f.json: " and nothing more; the session-38 input audit). Newlines stay as they are.
+TEST(InputError, ControlCharactersArePrintedEscaped) {
+  const InputError e("f.json", std::string("a\0b\x01", 4), "unknown field");
+  EXPECT_EQ(std::string(e.what()), "f.json: a\\u0000b\\u0001: unknown field");
+  EXPECT_EQ(std::string(InputError("f.json", "x", "first\nsecond").what()), "f.json: x: first\nsecond");
+}
+
 TEST(JsonReader, DuplicateKeysAreRefusedWhereTheyAre) {
   const InputError e = error_of([] {
     parse_json_text(R"({"training": {"seq_len": 8192, "micro_batch": 2, "seq_len": 4096}})", "s.json");

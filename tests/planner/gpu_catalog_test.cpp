@@ -4,6 +4,8 @@
 // tables) and a PCIe-only L40S server (NCCL's PCIe path).
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <filesystem>
 #include <set>
 #include <string>
@@ -11,6 +13,7 @@
 #include "models/json_input.h"
 #include "planner/collectives.h"
 #include "planner/scenario.h"
+#include "synthetic.h"
 
 namespace fsdpsim::planner {
 namespace {
@@ -121,6 +124,30 @@ TEST(GpuCatalog, AnXgmiNodeParsesAsAMeshAndRejectsWhatAMeshCannotBe) {
   nlohmann::json nvidia = json;
   nvidia["gpu"] = "H100-SXM-80GB";
   EXPECT_THROW(parse_cluster(nvidia, "nvidia.json", ""), InputError);
+}
+
+// Impossible GPU figures are errors naming the field (the session-38 input audit): an SM of more
+// than 100 dense bf16 TFLOP/s (sm_count 1 at an H100's peak, or a peak of 1e300 TFLOP/s) had
+// reached the GEMM model as "GemmDevice: kernel floor and tile ramps exceed an 8192^3 GEMM's
+// time" with no file; memory_mib 1e300 and power_limit_watts -1 were accepted.
+TEST(GpuCatalog, ImpossibleFiguresNameTheirField) {
+  auto error_of = [](const std::function<void(nlohmann::json&)>& edit) -> std::string {
+    nlohmann::json j = fsdpsim::testing::cluster(1, 8);
+    edit(j["gpu"]);
+    try {
+      parse_cluster(j, "c.json", "");
+    } catch (const InputError& e) {
+      return e.json_path();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(error_of([](nlohmann::json&) {}), "accepted");
+  EXPECT_EQ(error_of([](nlohmann::json& g) { g["sm_count"] = 1; }), "gpu.peak_tflops.bf16");
+  EXPECT_EQ(error_of([](nlohmann::json& g) { g["sm_count"] = 10; }), "accepted");  // 98.9 TFLOP/s an SM
+  EXPECT_EQ(error_of([](nlohmann::json& g) { g["peak_tflops"]["bf16"] = 1e300; }), "gpu.peak_tflops.bf16");
+  EXPECT_EQ(error_of([](nlohmann::json& g) { g["memory_mib"] = 1e300; }), "gpu.memory_mib");
+  EXPECT_EQ(error_of([](nlohmann::json& g) { g["memory_mib"] = 1073741824; }), "accepted");  // 2^30 MiB
+  EXPECT_EQ(error_of([](nlohmann::json& g) { g["power_limit_watts"] = -1; }), "gpu.power_limit_watts");
 }
 
 // ===================== AMD MI300X node: RCCL over xGMI =====================

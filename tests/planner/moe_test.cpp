@@ -515,6 +515,16 @@ TEST(ExpertParallel, ImpossibleConfigurationsNameTheField) {
   expect_input_error({"training.moe_imbalance=5"}, "training.moe_imbalance");  // above 4 experts
   expect_input_error({"training.moe_imbalance=0.5"}, "training.moe_imbalance");
   expect_input_error({"fsdp.expert_parallel=2", "fsdp.version=1"}, "fsdp.expert_parallel");
+  // A dense model has no expert to overload (accepted silently before session 38's input audit).
+  nlohmann::json dense = moe_scenario();
+  dense["model"] = testing::block_model(2, {64, 32}, 128.0, {100, 32});
+  try {
+    plan_step(parse_scenario(dense, "dense.json", {"training.moe_imbalance=2"}));
+    FAIL() << "a routing imbalance on a dense model was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.json_path(), "training.moe_imbalance") << e.what();
+  }
+  EXPECT_NO_THROW(plan_step(parse_scenario(dense, "dense.json", {"training.moe_imbalance=1"})));
 }
 
 }  // namespace
