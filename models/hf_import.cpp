@@ -225,6 +225,37 @@ const std::map<std::string, HarmlessType>& harmless_types() {
   return types;
 }
 
+// A harmless key whose value transformers would refuse or divide by is a broken config, though it
+// changes no count (the session-38 input audit found each accepted): an activation ACT2FN does not
+// have, a rotary fraction outside (0, 1], a zero attention scale, no expert groups or more groups
+// picked than there are.
+void check_harmless_value(const JsonReader& r, const std::string& key, const json& value) {
+  // transformers/activations.py ACT2CLS (the keys get_activation looks up, case-sensitive).
+  static const std::set<std::string> activations = {
+      "gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_pytorch_tanh", "gelu_python_tanh",
+      "gelu_accurate", "hardswish", "laplace", "leaky_relu", "linear", "mish", "quick_gelu", "relu", "relu2",
+      "relu6", "sigmoid", "silu", "sqrtsoftplus", "swish", "tanh", "prelu", "xielu"};
+  if (key == "hidden_act" || key == "hidden_activation" || key == "activation" || key == "activation_function") {
+    if (!activations.count(value.get<std::string>()))
+      r.fail(key, "expected an activation of transformers' ACT2FN (silu, gelu, gelu_new, gelu_pytorch_tanh, relu, ...), got " +
+                      describe_json(value));
+  } else if (key == "partial_rotary_factor") {
+    const double f = value.get<double>();
+    if (!(f > 0 && f <= 1)) r.fail(key, "expected the rotary fraction of each head, in (0, 1], got " + describe_json(value));
+  } else if (key == "query_pre_attn_scalar") {
+    if (!(value.get<double>() > 0)) r.fail(key, "expected a positive attention scale, got " + describe_json(value));
+  } else if (key == "n_group") {
+    if (!value.is_number_integer() || value.get<std::int64_t>() < 1)
+      r.fail(key, "expected a number of expert groups >= 1, got " + describe_json(value));
+  } else if (key == "topk_group") {
+    const json& groups = r.object_value().contains("n_group") ? r.object_value().at("n_group") : json();
+    if (!value.is_number_integer() || value.get<std::int64_t>() < 1 ||
+        (groups.is_number_integer() && value.get<std::int64_t>() > groups.get<std::int64_t>()))
+      r.fail(key, "expected a number of groups from 1 to n_group (" + describe_json(groups) + "), got " +
+                      describe_json(value));
+  }
+}
+
 void check_harmless_type(const JsonReader& r, const std::string& key, const json& value) {
   const auto it = harmless_types().find(key);
   if (it == harmless_types().end() || value.is_null()) return;
@@ -247,6 +278,7 @@ void check_harmless_type(const JsonReader& r, const std::string& key, const json
         r.fail(key, "expected a token id or a list of them, got " + describe_json(value));
       break;
   }
+  check_harmless_value(r, key, value);
 }
 
 void refuse_unread_keys(const JsonReader& r, Family family) {

@@ -1183,6 +1183,33 @@ TEST(HfImportErrors, UnreadKeysThatMatterAreRefusedByName) {
   expect_error(gemma3, "text_config", "");
 }
 
+// Keys the importer does not read but transformers would refuse or divide by (the session-38 input
+// audit found each imported silently): an activation ACT2FN lacks, a rotary fraction outside
+// (0, 1], a zero attention scale, no expert groups, more groups picked than there are.
+TEST(HfImport, ImpossibleValuesOfHarmlessKeysAreRefused) {
+  nlohmann::json llama = load_json_file(hf_config_path("llama3.1-8b"));
+  llama["hidden_act"] = "banana";
+  expect_error(llama, "hidden_act", "ACT2FN");
+  llama["hidden_act"] = "gelu_pytorch_tanh";
+  EXPECT_NO_THROW(import_hf_config(llama, "cfg.json"));
+  nlohmann::json phi = load_json_file(hf_config_path("phi3.5-mini"));
+  phi["partial_rotary_factor"] = 2.0;
+  expect_error(phi, "partial_rotary_factor", "(0, 1]");
+  phi["partial_rotary_factor"] = 1.0;
+  EXPECT_NO_THROW(import_hf_config(phi, "cfg.json"));
+  nlohmann::json gemma = load_json_file(hf_config_path("gemma2-9b"));
+  gemma["query_pre_attn_scalar"] = 0;
+  expect_error(gemma, "query_pre_attn_scalar", "positive");
+  nlohmann::json v3 = load_json_file(hf_config_path("deepseek-v3"));
+  v3["n_group"] = 0;
+  expect_error(v3, "n_group", ">= 1");
+  v3["n_group"] = 8;
+  v3["topk_group"] = 9;
+  expect_error(v3, "topk_group", "from 1 to n_group (8)");
+  v3["topk_group"] = 8;
+  EXPECT_NO_THROW(import_hf_config(v3, "cfg.json"));
+}
+
 // Released configs carrying keys of their remote code that transformers' class never reads (the
 // session-37 import audit found both refused): Qwen3-Coder-480B-A35B's qkv_bias false,
 // shared_expert_intermediate_size 0 and use_qk_norm true; Phi-4-mini's mlp_bias and lm_head_bias
