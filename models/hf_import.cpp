@@ -586,8 +586,12 @@ HfArch read_gemma(JsonReader& r, Family family, const HfImportOptions& options) 
   if (gemma3) a.qk_norm = QkNorm::after_all_projections;
   // transformers' Gemma2Config writes the window twice (sliding_window_size, an alias).
   if (r.has("sliding_window_size") && r.has("sliding_window") &&
-      r.integer("sliding_window_size") != r.integer("sliding_window"))
-    r.fail("sliding_window_size", "differs from sliding_window");
+      r.integer("sliding_window_size") != r.integer("sliding_window")) {
+    window_size(r, "sliding_window");  // a window that is no window is the key to name (0, -1)
+    r.fail("sliding_window_size", "differs from sliding_window (" + std::to_string(r.integer("sliding_window_size")) +
+                                      " against " + std::to_string(r.integer("sliding_window")) +
+                                      "): transformers keeps them equal");
+  }
   r.ignore("sliding_window_size");
   a.windows = gemma_windows(r, a.layers, 4096, gemma3 ? 6 : 2, gemma3);
   // Soft-capping, on when the key gives a cap (transformers' defaults: Gemma-2 50 and 30, Gemma-3 none).

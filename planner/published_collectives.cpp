@@ -26,6 +26,9 @@ std::string default_published_collectives_path() {
 }
 
 std::vector<PublishedCollective> load_published_collectives(const std::string& path) {
+  // A directory opened as a stream reads as an empty file ("row_id: expected a column").
+  if (!std::filesystem::is_regular_file(path))
+    throw InputError(path, "", "is not a regular file: expected the published collectives CSV");
   std::ifstream in(path);
   if (!in) throw InputError(path, "", "cannot read the published collectives CSV");
   std::string line;

@@ -368,6 +368,11 @@ Schedule schedule_from_json(const nlohmann::json& json, const std::string& file)
       g.fail("ranks", "a group of " + std::to_string(pg.ranks) + " ranks " +
                           (pg.stride > 1 ? "with stride " + std::to_string(pg.stride) + " " : "") +
                           "does not tile a world of " + std::to_string(s.world_size) + " ranks");
+    // The collective cost model's rule (planner/collectives.cpp check_group), named here where the
+    // file says it: it was an error naming no file (the session-38 input audit).
+    if (pg.ranks % pg.nodes != 0)
+      g.fail("nodes", "expected a divisor of the group's " + std::to_string(pg.ranks) + " ranks (they spread evenly over its nodes), got " +
+                          std::to_string(pg.nodes));
     g.finish();
     s.groups.push_back(pg);
   }

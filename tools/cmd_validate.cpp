@@ -207,8 +207,11 @@ void add_validate_command(CLI::App& app) {
     if (files.empty()) throw InputError("scenarios/published", "", "no published scenarios found");
     // A file named on the command line that is not there is a usage error, not a row that
     // failed to predict.
-    for (const std::string& f : o->files)
-      if (!std::filesystem::is_regular_file(f)) throw InputError(f, "", "cannot open the file (does it exist?)");
+    for (const std::string& f : o->files) {
+      if (!std::filesystem::exists(f)) throw InputError(f, "", "cannot open the file (does it exist?)");
+      if (!std::filesystem::is_regular_file(f))
+        throw InputError(f, "", "is not a regular file (a directory, a device or a pipe): expected a scenario JSON file");
+    }
     if (o->leave_one_source_out) {
       run_leave_one_source_out(files, o->json, o->check);
       return;

@@ -364,6 +364,11 @@ TEST(Hardening, DevicesAndHugeOverheadsAreRefused) {
     EXPECT_EQ(r.exit_code, 2);
     expect_clean_error(r, std::string(device) + ": is a device or a socket, not a file: expected a JSON file");
   }
+  // validate said "cannot open the file (does it exist?)" of a device; collectives read a
+  // directory as an empty CSV ("row_id: expected a column of this name").
+  expect_clean_error(run_cli("validate /dev/null"), "/dev/null: is not a regular file");
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  expect_clean_error(run_cli("collectives --published " + dir), dir + ": is not a regular file: expected the published collectives CSV");
   const std::string scenario = write_temp("good.json", good_scenario().dump());
   for (const char* key : {"cuda_context_bytes", "device_overhead_bytes"}) {
     SCOPED_TRACE(key);
@@ -639,7 +644,7 @@ TEST(Hardening, OutOfRangeOptionsAreRefusedNamingTheOption) {
         {"--warmup -1", "--warmup"}, {"--virtual-world 0", "--virtual-world"}, {"--steps 0", "--steps"},
         {"--timeout inf", "--timeout"}, {"--byte-scale 0", "--byte-scale"}, {"--max-buffer-bytes -1", "--max-buffer-bytes"}}},
       {"verify --scenario " + scenario, {{"--time-scale -1", "--time-scale"}}},
-      {"calibrate -o /dev/null --scenario " + scenario, {{"--max-bytes inf", "--max-bytes"}, {"--size-step 1", "--size-step"}}},
+      {"calibrate -o /dev/null --scenario " + scenario, {{"--max-bytes inf", "--max-bytes"}, {"--size-step 1", "--size-step"}, {"--size-step 1025", "--size-step"}}},
   };
   for (const auto& [verb, cases] : verbs)
     for (const OptionCase& c : cases) {

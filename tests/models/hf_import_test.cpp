@@ -1208,6 +1208,15 @@ TEST(HfImport, ImpossibleValuesOfHarmlessKeysAreRefused) {
   expect_error(v3, "topk_group", "from 1 to n_group (8)");
   v3["topk_group"] = 8;
   EXPECT_NO_THROW(import_hf_config(v3, "cfg.json"));
+  // Gemma-2's window written twice: a window of 0 is named at sliding_window (the audit's error
+  // named sliding_window_size, the key not edited, with no values); two real windows that differ
+  // are named with both.
+  gemma["query_pre_attn_scalar"] = 256;
+  gemma["sliding_window"] = 0;
+  gemma["sliding_window_size"] = 4096;
+  expect_error(gemma, "sliding_window", "positive integer");
+  gemma["sliding_window"] = 2048;
+  expect_error(gemma, "sliding_window_size", "(4096 against 2048)");
 }
 
 // Released configs carrying keys of their remote code that transformers' class never reads (the

@@ -99,6 +99,15 @@ TEST(Faults, MalformedSchedulesAreRefused) {
   nlohmann::json bad_group = tiny_schedule();
   bad_group["groups"][0]["ranks"] = 3;  // does not tile a world of 2
   EXPECT_THROW(load_schedule(write_temp(bad_group, "badgroup.json")), InputError);
+  // More nodes than ranks to spread over them: an error naming no file until session 38.
+  nlohmann::json spread = tiny_schedule();
+  spread["groups"][0]["nodes"] = 5;
+  try {
+    load_schedule(write_temp(spread, "spread.json"));
+    ADD_FAILURE() << "a group of 2 ranks over 5 nodes was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.json_path(), "groups[0].nodes") << e.what();
+  }
   nlohmann::json double_free = tiny_schedule();
   double_free["ops"][0]["frees"] = {0};  // freed before it is made
   EXPECT_THROW(load_schedule(write_temp(double_free, "free.json")), InputError);
