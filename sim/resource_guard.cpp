@@ -96,7 +96,10 @@ std::string bytes_text(double bytes) {
 
 std::string duration_text(double seconds) {
   char buf[64];
-  if (seconds < 120) std::snprintf(buf, sizeof buf, "%.0f s", seconds);
+  // Under 10 s with three significant digits: a --max-time of 1e-300 read "0 s" against "about 0 s"
+  // (the session-38 input audit).
+  if (seconds < 10) std::snprintf(buf, sizeof buf, "%.3g s", seconds);
+  else if (seconds < 120) std::snprintf(buf, sizeof buf, "%.0f s", seconds);
   else if (seconds < 7200) std::snprintf(buf, sizeof buf, "%.0f min", seconds / 60);
   else std::snprintf(buf, sizeof buf, "%.1f h", seconds / 3600);
   return buf;

@@ -49,6 +49,10 @@ TEST(ResourceGuard, BudgetsAndWhatIsOver) {
   EXPECT_NE(over.find("about 3.0 GiB of memory (a route table), over --max-memory 2.0 GiB"), std::string::npos) << over;
   EXPECT_NE(over.find("about 2.0 h (many flows), over --max-time 60 s"), std::string::npos) << over;
   EXPECT_EQ(over_budget(big, budget_from_options(0, 0)), "") << "0 GiB and 0 s: no limits";
+  // A budget under 10 s keeps three significant digits: 1e-300 s read "0 s" against "about 0 s".
+  const ResourceEstimate quick{1e6, 0.103, "a model", "76 flows"};
+  const std::string tiny = over_budget(quick, budget_from_options(2, 1e-300));
+  EXPECT_NE(tiny.find("about 0.103 s (76 flows), over --max-time 1e-300 s"), std::string::npos) << tiny;
 }
 
 // A scenario planned and priced as `simulate` does, and the SimGrid options it carries.
