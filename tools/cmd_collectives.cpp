@@ -43,7 +43,10 @@ double parse_bytes(const std::string& text, const std::string& option) {
                                                                                  : -1;
   if (scale < 0 || !std::isfinite(v) || v * scale < 1 || v * scale > kMaxTableBytes)
     throw InputError::option(option, "expected a size from 1 B to 64 TiB such as 1K, 256M or 16G, got \"" + text + "\"");
-  return std::floor(v * scale);
+  // A buffer is whole bytes: 1.5 was priced as 1 B and printed so (the session-38 input audit).
+  if (v * scale != std::floor(v * scale))
+    throw InputError::option(option, "expected a whole number of bytes (1.5K is 1536), got \"" + text + "\"");
+  return v * scale;
 }
 
 void run_collectives(const CollectivesOptions& o) {
@@ -65,7 +68,7 @@ void run_collectives(const CollectivesOptions& o) {
   for (const std::string& k : o.kinds) {
     const auto kind = planner::collective_kind_from_name(k);
     if (!kind || *kind == planner::CollectiveKind::broadcast)
-      throw InputError::option("--kind", "expected all_gather, reduce_scatter or all_reduce, got \"" + k + "\"");
+      throw InputError::option("--kind", "expected all_gather, reduce_scatter, all_reduce or all_to_all, got \"" + k + "\"");
     kinds.push_back(*kind);
   }
   const double lo = parse_bytes(o.min_bytes, "--min-bytes"), hi = parse_bytes(o.max_bytes, "--max-bytes");
@@ -88,7 +91,7 @@ void add_collectives_command(CLI::App& app) {
   cmd->add_option("--cluster", o->cluster, "Cluster: a catalog name (`fsdpsim clusters`) or a cluster file (default dgx-h100)");
   cmd->add_option("--ranks", o->ranks, "GPUs in the communicator (whole nodes past one node; default 8)")
       ->check(CLI::Range(2, 1 << 20));
-  cmd->add_option("--kind", o->kinds, "Collectives: all_gather, reduce_scatter, all_reduce (default all three)")
+  cmd->add_option("--kind", o->kinds, "Collectives: all_gather, reduce_scatter, all_reduce, all_to_all (default the first three)")
       ->delimiter(',');
   cmd->add_option("-b,--min-bytes", o->min_bytes, "Smallest size, as nccl-tests -b (default 1K)");
   cmd->add_option("-e,--max-bytes", o->max_bytes, "Largest size, as nccl-tests -e (default 16G)");

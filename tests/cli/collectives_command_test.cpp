@@ -124,6 +124,17 @@ TEST(CollectivesCommand, BadOptionsAreErrors) {
   EXPECT_NE(too_large.err.find("--max-bytes"), std::string::npos) << too_large.err;
   EXPECT_NE(too_large.err.find("64 TiB"), std::string::npos) << too_large.err;
   EXPECT_EQ(run_cli("collectives -b 0.1").exit_code, 2);
+  // A buffer is whole bytes: 1.5 was priced and printed as 1 B (the session-38 input audit);
+  // 1.5K is 1,536 bytes.
+  const CommandResult half = run_cli("collectives -b 1.5");
+  EXPECT_EQ(half.exit_code, 2);
+  EXPECT_NE(half.err.find("--min-bytes: expected a whole number of bytes"), std::string::npos) << half.err;
+  const nlohmann::json k = run_cli_json("collectives --ranks 8 --kind all_gather -b 1.5K -e 1.5K");
+  ASSERT_EQ(k["rows"].size(), 1u);
+  EXPECT_EQ(k["rows"][0]["bytes"].get<double>(), 1536.0);
+  // all_to_all is a kind the table prices, and the error and --help say so.
+  EXPECT_NE(run_cli("collectives --kind banana").err.find("all_to_all"), std::string::npos);
+  EXPECT_NE(run_cli("collectives --help").out.find("all_to_all"), std::string::npos);
 }
 
 }  // namespace
