@@ -160,6 +160,11 @@ OpCosts costs_from_durations(const Schedule& schedule, std::vector<double> durat
   c.source = std::move(source);
   c.duration_seconds = std::move(duration_seconds);
   c.issue_seconds.assign(schedule.ops.size(), 0.0);
+  // A given duration is the op's time as it ran (or as it is meant to run), with whatever
+  // sharing of links happened beside it already in it: sharing again would slow concurrent
+  // collectives twice (HSDP's intra-node reduce-scatter beside its inter-node all-reduce), and
+  // the runtime, which plays these costs, plays each collective for its duration.
+  c.share_bandwidth = false;
   check_costs(schedule, c);
   return c;
 }

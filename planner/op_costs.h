@@ -87,7 +87,8 @@ double link_load(const ProcessGroup& group, const ClusterSpec& cluster, const Co
 OpCosts price_ops(const Schedule& schedule, const CostModel& cost, CollectiveMemo* memo = nullptr);
 
 // Costs from per-op durations alone (a durations file, measured op times): no issue cost, no
-// latency split, no interference, unbounded launch queue. Throws std::invalid_argument when
+// latency split, no interference, no link sharing (share_bandwidth false: each collective takes
+// its duration, as given, whatever runs beside it), unbounded launch queue. Throws std::invalid_argument when
 // the count does not match the schedule or a duration is negative or not finite.
 OpCosts costs_from_durations(const Schedule& schedule, std::vector<double> duration_seconds, std::string source);
 
