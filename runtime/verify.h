@@ -31,8 +31,9 @@ struct Prediction {
   std::optional<planner::DeviceOverhead> device_overhead;
 };
 
-// all-gather, reduce-scatter, all-reduce, forward (compute_fwd), backward (compute_bwd and
-// recompute), optimizer, copies (copy-in/out, h2d, d2h), wait.
+// all-gather, reduce-scatter, all-reduce, all-to-all, forward (compute_fwd), backward
+// (compute_bwd and recompute), optimizer, copies (copy-in/out, h2d, d2h), NVMe swaps (nvme_read,
+// nvme_write), wait.
 std::string op_class(planner::OpKind kind);
 
 struct VerifyRow {
@@ -48,7 +49,9 @@ struct VerifyReport {
   std::string prediction_source;
   std::string backend, device;
   int ranks_played = 0;
-  std::vector<VerifyRow> op_classes;        // seconds summed over the class's ops, mean over ranks and steps
+  // Seconds summed over the class's ops, mean over ranks and steps: one row per class the
+  // schedule has, so the rows' ops add up to the schedule's.
+  std::vector<VerifyRow> op_classes;
   VerifyRow step;                           // seconds
   VerifyRow peak_allocated, peak_reserved;  // bytes (highest rank)
   std::optional<VerifyRow>
