@@ -16,8 +16,9 @@ namespace fsdpsim::tools {
 
 namespace {
 
-void print_run(const planner::Schedule& s, const runtime::RunResult& r) {
-  const planner::MemoryReport predicted = planner::replay_memory(s);
+void print_run(const PlayableStep& step, const runtime::RunResult& r) {
+  const planner::Schedule& s = step.schedule;
+  const planner::MemoryReport predicted = planner::replay_memory(s, step.capacity_bytes);
   std::cout << "run: " << (s.name.empty() ? std::string("schedule") : s.name) << ", " << s.ops.size()
             << " ops, world of " << s.world_size << "\n";
   std::cout << "backend: " << r.backend << " (" << r.device << ")\n";
@@ -28,17 +29,17 @@ void print_run(const planner::Schedule& s, const runtime::RunResult& r) {
             << " measured step(s)\n";
   Table t({"rank", "step", "peak allocated", "at op", "peak reserved", "device in use (peak)"});
   for (const runtime::RankResult& rank : r.ranks) {
-    double step = 0;
-    for (double x : rank.step_seconds) step += x / static_cast<double>(rank.step_seconds.size());
+    double step_seconds = 0;
+    for (double x : rank.step_seconds) step_seconds += x / static_cast<double>(rank.step_seconds.size());
     t.add(
-        {std::to_string(rank.rank), seconds_text(step), gib(static_cast<double>(rank.peak_allocated_bytes)),
+        {std::to_string(rank.rank), seconds_text(step_seconds), gib(static_cast<double>(rank.peak_allocated_bytes)),
          rank.peak_op >= 0 ? std::to_string(rank.peak_op) + " " + s.ops[rank.peak_op].name : std::string("-"),
          gib(static_cast<double>(rank.peak_reserved_bytes)),
          rank.device_used_peak_bytes >= 0 ? gib(static_cast<double>(rank.device_used_peak_bytes)) : std::string("-")});
   }
   std::cout << t.str();
   std::cout << "planned (replay): peak allocated " << gib_and_bytes(predicted.peak_allocated_bytes) << ", peak reserved "
-            << gib_and_bytes(predicted.peak_reserved_bytes) << "\n";
+            << gib_and_bytes(predicted.peak_reserved_bytes) << ", within " << capacity_text(step) << "\n";
   if (r.backend == "host" && !r.ranks.empty())
     std::cout << "collectives checked: " << r.ranks[0].collectives_checked << " per rank\n";
   for (const std::string& n : r.notes) std::cout << "note: " << n << "\n";
@@ -54,7 +55,7 @@ void add_run_command(CLI::App& app) {
   cmd->callback([o] {
     run_under_launcher(o->launcher, [&](const runtime::Launch& launch) {
       PlayableStep loaded = load_playable_step(*o);
-      runtime::RunOptions run = run_options(*o, launch);
+      runtime::RunOptions run = run_options(*o, loaded, launch);
       run.costs = std::move(loaded.costs);
       runtime::RunResult result = runtime::run_schedule(loaded.schedule, run);
       if (!result.reports()) return;
@@ -62,7 +63,7 @@ void add_run_command(CLI::App& app) {
       if (o->json) {
         std::cout << runtime::run_result_json(loaded.schedule, result).dump(2) << "\n";
       } else {
-        print_run(loaded.schedule, result);
+        print_run(loaded, result);
         if (!o->trace.empty()) std::cout << "trace: " << o->trace << "\n";
       }
     });

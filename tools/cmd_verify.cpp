@@ -20,9 +20,11 @@ namespace fsdpsim::tools {
 namespace {
 
 // The prediction `verify` checks: the analytic engine's timeline of the same schedule and op
-// costs the runtime plays (the executor contract), and the planner's memory replay.
-runtime::Prediction predict(const planner::Schedule& s, const planner::OpCosts& costs,
-                            const std::optional<planner::DeviceOverhead>& device_overhead) {
+// costs the runtime plays (the executor contract), and the planner's memory replay within the
+// capacity the runtime plays with (estimate's, unless --memory-capacity says otherwise).
+runtime::Prediction predict(const PlayableStep& step) {
+  const planner::Schedule& s = step.schedule;
+  const planner::OpCosts& costs = step.costs;
   const sim::StepTiming timing = sim::simulate(s, costs);
   runtime::Prediction p;
   p.source = costs.source + ", timed by the analytic engine";
@@ -30,8 +32,8 @@ runtime::Prediction predict(const planner::Schedule& s, const planner::OpCosts& 
   p.timeline.reserve(timing.ops.size());
   for (const sim::OpTiming& t : timing.ops) p.timeline.push_back({t.start, t.end});
   p.step_seconds = timing.step_seconds;
-  p.memory = planner::replay_memory(s);
-  p.device_overhead = device_overhead;
+  p.memory = planner::replay_memory(s, step.capacity_bytes);
+  p.device_overhead = step.device_overhead;
   return p;
 }
 
@@ -78,13 +80,15 @@ void add_verify_command(CLI::App& app) {
 
 void run_verify(const RuntimeCommandOptions& o, const runtime::Launch& launch) {
   PlayableStep loaded = load_playable_step(o);
-  const runtime::Prediction prediction = predict(loaded.schedule, loaded.costs, loaded.device_overhead);
-  runtime::RunOptions run = run_options(o, launch);
+  const runtime::Prediction prediction = predict(loaded);
+  runtime::RunOptions run = run_options(o, loaded, launch);
   run.costs = std::move(loaded.costs);  // the host backend waits exactly the predicted durations
   runtime::RunResult result = runtime::run_schedule(loaded.schedule, run);
   if (!result.reports()) return;
   if (!o.trace.empty()) write_trace(o.trace, loaded.schedule, result);
   runtime::VerifyReport report = runtime::compare(loaded.schedule, prediction, result);
+  report.notes.push_back("memory: predicted within " + capacity_text(loaded) +
+                         (result.backend == "host" ? ", which the host backend played too" : ""));
   const std::optional<std::string> overhead = runtime::host_overhead_warning(report, result.time_scale);
   if (o.json) {
     nlohmann::json j = runtime::verify_json(report);

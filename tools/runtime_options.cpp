@@ -1,5 +1,6 @@
 #include "tools/runtime_options.h"
 
+#include <algorithm>
 #include <climits>
 #include <optional>
 #include <stdexcept>
@@ -11,6 +12,7 @@
 #include "planner/plan.h"
 #include "planner/scenario.h"
 #include "sim/scenario_loader.h"
+#include "tools/format.h"
 #include "tools/option_checks.h"
 #include "tools/output_file.h"
 
@@ -43,8 +45,10 @@ void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o) {
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
       ->capture_default_str();
   cmd->add_flag("--no-check-data", o.no_check_data, "host: do not check collective outputs");
-  cmd->add_option("--memory-capacity", o.run.capacity_bytes, "host: reserved bytes a rank may hold (0: unbounded)")
-      ->check(non_negative_number());
+  o.memory_capacity = cmd->add_option("--memory-capacity", o.run.capacity_bytes,
+                                      "Reserved bytes a rank may hold (0: unbounded); default: estimate's, the GPU's "
+                                      "memory less the device overhead, where the scenario or --cluster names the GPU")
+                          ->check(non_negative_number());
   cmd->add_option("--timeout", o.run.timeout_seconds, "Seconds any one wait may last before the run is aborted")
       ->check(positive_number())
       ->capture_default_str();
@@ -92,6 +96,20 @@ void refuse_scenario_options_for_a_schedule(const ScenarioInputOptions& in) {
                              "... -o FILE)");
 }
 
+// The one capacity both sides of `verify` replay and play with (PlayableStep::capacity_bytes):
+// --memory-capacity, else estimate's (sim/estimate.cpp), else unbounded.
+void set_capacity(PlayableStep& step, const RuntimeCommandOptions& o, double gpu_memory_bytes) {
+  if (o.memory_capacity && o.memory_capacity->count() > 0) {
+    step.capacity_bytes = o.run.capacity_bytes;
+    step.capacity_source = step.capacity_bytes > 0 ? "--memory-capacity" : "--memory-capacity 0";
+  } else if (gpu_memory_bytes > 0 && step.device_overhead) {
+    step.capacity_bytes = std::max(0.0, gpu_memory_bytes - step.device_overhead->total_bytes);
+    step.capacity_source = "the GPU's memory less the device overhead, as estimate replays";
+  } else {
+    step.capacity_source = "no scenario or --cluster names the GPU; --memory-capacity sets one";
+  }
+}
+
 }  // namespace
 
 PlayableStep load_playable_step(const RuntimeCommandOptions& o) {
@@ -100,6 +118,7 @@ PlayableStep load_playable_step(const RuntimeCommandOptions& o) {
                                            "--gpus 64xH100");
   PlayableStep step;
   std::optional<planner::CostModel> cost;
+  double gpu_memory_bytes = 0;  // 0: nothing names the GPU
   if (!o.schedule.empty()) {
     refuse_scenario_options_for_a_schedule(o.input);
     step.file = o.schedule;
@@ -110,6 +129,7 @@ PlayableStep load_playable_step(const RuntimeCommandOptions& o) {
                                                "GPU's cost model prices the ops) or --durations FILE (seconds per op)");
       const planner::ClusterSpec cluster = load_cluster(o.input.cluster);
       cost.emplace(cluster, planner::default_calibration(cluster), models::DType::bf16);
+      gpu_memory_bytes = cluster.gpu.memory_bytes;
     }
   } else {
     const ScenarioInput input = resolve_scenario_input(o.input);
@@ -120,9 +140,11 @@ PlayableStep load_playable_step(const RuntimeCommandOptions& o) {
     if (o.durations.empty()) cost.emplace(scenario);
     step.device_overhead = cost ? planner::device_overhead(scenario, step.schedule, *cost)
                                 : planner::device_overhead(scenario, step.schedule, planner::CostModel(scenario));
+    gpu_memory_bytes = scenario.cluster.gpu.memory_bytes;
   }
   if (cost && !step.device_overhead)
     step.device_overhead = planner::device_overhead(planner::NcclBufferSettings{}, step.schedule, *cost);
+  set_capacity(step, o, gpu_memory_bytes);
   if (cost) step.costs = planner::price_ops(step.schedule, *cost);
   else
     step.costs = planner::costs_from_durations(step.schedule, runtime::load_durations(o.durations, step.schedule),
@@ -130,8 +152,16 @@ PlayableStep load_playable_step(const RuntimeCommandOptions& o) {
   return step;
 }
 
-runtime::RunOptions run_options(const RuntimeCommandOptions& o, const runtime::Launch& launch) {
+std::string capacity_text(const PlayableStep& step) {
+  if (step.capacity_bytes <= 0) return "no capacity (" + step.capacity_source + ")";
+  return "a capacity of " + gib_and_bytes(static_cast<std::int64_t>(step.capacity_bytes)) +
+         " of reserved memory per rank (" + step.capacity_source + ")";
+}
+
+runtime::RunOptions run_options(const RuntimeCommandOptions& o, const PlayableStep& step,
+                                const runtime::Launch& launch) {
   runtime::RunOptions run = o.run;
+  run.capacity_bytes = step.capacity_bytes;
   run.launcher = launch.launcher;
   if (o.device->count() > 0) run.mpi_device = run.first_device;
   run.check_data = !o.no_check_data;

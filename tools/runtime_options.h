@@ -27,6 +27,7 @@ struct RuntimeCommandOptions {
   runtime::RunOptions run;
   std::string launcher = "auto";
   CLI::Option* device = nullptr;
+  CLI::Option* memory_capacity = nullptr;  // given: both sides of verify hold at most this reserved
 };
 
 // Registers the options `run` and `verify` share.
@@ -46,11 +47,22 @@ struct PlayableStep {
   // from the scenario, or a schedule file's --cluster (NCCL's default buffers); absent when
   // neither names the hardware (--schedule with --durations).
   std::optional<planner::DeviceOverhead> device_overhead;
+  // Reserved bytes a rank may hold, for the prediction's replay and the host backend alike (0:
+  // unbounded): --memory-capacity when given, else what `estimate` replays with, the GPU's memory
+  // less the device overhead, where a scenario or --cluster names the GPU. `capacity_source` says
+  // which, in words.
+  double capacity_bytes = 0;
+  std::string capacity_source;
 };
 PlayableStep load_playable_step(const RuntimeCommandOptions& o);
 
-// The RunOptions the command line asks for under `launch`.
-runtime::RunOptions run_options(const RuntimeCommandOptions& o, const runtime::Launch& launch);
+// The step's capacity in words: "a capacity of 78.11 GiB (...) of reserved memory per rank (the
+// GPU's memory less ...)", or "no capacity (--memory-capacity 0)".
+std::string capacity_text(const PlayableStep& step);
+
+// The RunOptions the command line asks for under `launch`, to play `step`.
+runtime::RunOptions run_options(const RuntimeCommandOptions& o, const PlayableStep& step,
+                                const runtime::Launch& launch);
 
 // Writes the measured steps as a Chrome trace.
 void write_trace(const std::string& path, const planner::Schedule& s, const runtime::RunResult& r);
