@@ -109,7 +109,11 @@ nlohmann::json run_result_json(const Schedule& s, const RunResult& r) {
   j["processes"] = r.processes;
   j["time_scale"] = r.time_scale;
   j["step_seconds"] = r.step_seconds();
-  j["memory"] = {{"peak_allocated_bytes", r.peak_allocated_bytes()}, {"peak_reserved_bytes", r.peak_reserved_bytes()}};
+  j["memory"] = {{"peak_allocated_bytes", r.peak_allocated_bytes()},
+                 {"peak_reserved_bytes", r.peak_reserved_bytes()},
+                 {"peak_host_pinned_bytes", r.peak_host_pinned_bytes()},
+                 {"peak_host_pageable_bytes", r.peak_host_pageable_bytes()},
+                 {"peak_host_bytes", r.peak_host_bytes()}};
   j["ranks"] = nlohmann::json::array();
   for (const RankResult& rank : r.ranks) {
     nlohmann::json o = {{"rank", rank.rank},
@@ -119,6 +123,9 @@ nlohmann::json run_result_json(const Schedule& s, const RunResult& r) {
                         {"peak_op", rank.peak_op},
                         {"peak_reserved_bytes", rank.peak_reserved_bytes},
                         {"allocator_retries", rank.allocator_retries},
+                        {"peak_host_pinned_bytes", rank.peak_host_pinned_bytes},
+                        {"peak_host_pageable_bytes", rank.peak_host_pageable_bytes},
+                        {"peak_host_bytes", rank.peak_host_bytes},
                         {"scratch_bytes", rank.scratch_bytes}};
     if (rank.device_used_peak_bytes >= 0) {
       o["device_used_before_bytes"] = rank.device_used_before_bytes;
@@ -160,6 +167,9 @@ nlohmann::json rank_result_to_json(const RankResult& r) {
           {"peak_op", r.peak_op},
           {"peak_reserved_bytes", r.peak_reserved_bytes},
           {"allocator_retries", r.allocator_retries},
+          {"peak_host_pinned_bytes", r.peak_host_pinned_bytes},
+          {"peak_host_pageable_bytes", r.peak_host_pageable_bytes},
+          {"peak_host_bytes", r.peak_host_bytes},
           {"allocated_at_op", r.allocated_at_op},
           {"memory", std::move(memory)},
           {"device_used_before_bytes", r.device_used_before_bytes},
@@ -182,6 +192,9 @@ RankResult rank_result_from_json(const nlohmann::json& j) {
   r.peak_op = j.at("peak_op").get<int>();
   r.peak_reserved_bytes = j.at("peak_reserved_bytes").get<std::int64_t>();
   r.allocator_retries = j.at("allocator_retries").get<std::int64_t>();
+  r.peak_host_pinned_bytes = j.at("peak_host_pinned_bytes").get<std::int64_t>();
+  r.peak_host_pageable_bytes = j.at("peak_host_pageable_bytes").get<std::int64_t>();
+  r.peak_host_bytes = j.at("peak_host_bytes").get<std::int64_t>();
   r.allocated_at_op = j.at("allocated_at_op").get<std::vector<std::int64_t>>();
   for (const auto& m : j.at("memory"))
     r.memory.push_back(

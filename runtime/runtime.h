@@ -152,6 +152,9 @@ struct RunResult {
   double step_seconds() const;                // slowest rank, mean over measured steps
   std::int64_t peak_allocated_bytes() const;  // highest rank
   std::int64_t peak_reserved_bytes() const;
+  std::int64_t peak_host_pinned_bytes() const;
+  std::int64_t peak_host_pageable_bytes() const;
+  std::int64_t peak_host_bytes() const;
 };
 
 // ---- entry points ----------------------------------------------------------------------------

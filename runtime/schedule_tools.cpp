@@ -49,17 +49,23 @@ double RunResult::step_seconds() const {
   return worst;
 }
 
-std::int64_t RunResult::peak_allocated_bytes() const {
+namespace {
+std::int64_t highest_rank(const std::vector<RankResult>& ranks, std::int64_t RankResult::*field) {
   std::int64_t m = 0;
-  for (const RankResult& r : ranks) m = std::max(m, r.peak_allocated_bytes);
+  for (const RankResult& r : ranks) m = std::max(m, r.*field);
   return m;
 }
+}  // namespace
 
-std::int64_t RunResult::peak_reserved_bytes() const {
-  std::int64_t m = 0;
-  for (const RankResult& r : ranks) m = std::max(m, r.peak_reserved_bytes);
-  return m;
+std::int64_t RunResult::peak_allocated_bytes() const { return highest_rank(ranks, &RankResult::peak_allocated_bytes); }
+std::int64_t RunResult::peak_reserved_bytes() const { return highest_rank(ranks, &RankResult::peak_reserved_bytes); }
+std::int64_t RunResult::peak_host_pinned_bytes() const {
+  return highest_rank(ranks, &RankResult::peak_host_pinned_bytes);
 }
+std::int64_t RunResult::peak_host_pageable_bytes() const {
+  return highest_rank(ranks, &RankResult::peak_host_pageable_bytes);
+}
+std::int64_t RunResult::peak_host_bytes() const { return highest_rank(ranks, &RankResult::peak_host_bytes); }
 
 void check_playable(const Schedule& s, const std::string& file) {
   planner::validate_schedule(s, file);  // references, alloc-before-free, no cycle

@@ -96,6 +96,13 @@ VerifyReport compare(const Schedule& s, const Prediction& p, const RunResult& r)
                       static_cast<double>(r.peak_allocated_bytes())};
   v.peak_reserved = {"peak reserved", 0, static_cast<double>(p.memory.peak_reserved_bytes),
                      static_cast<double>(r.peak_reserved_bytes())};
+  const std::vector<VerifyRow> host = {
+      {"peak host pinned", 0, static_cast<double>(p.memory.peak_host_pinned_bytes),
+       static_cast<double>(r.peak_host_pinned_bytes())},
+      {"peak host pageable", 0, static_cast<double>(p.memory.peak_host_pageable_bytes),
+       static_cast<double>(r.peak_host_pageable_bytes())},
+      {"peak host", 0, static_cast<double>(p.memory.peak_host_bytes), static_cast<double>(r.peak_host_bytes())}};
+  if (host.back().predicted > 0 || host.back().measured > 0) v.host_memory = host;
   double device_peak = -1;
   for (const RankResult& rank : r.ranks)
     if (rank.device_used_peak_bytes >= 0)
@@ -149,6 +156,12 @@ nlohmann::json verify_json(const VerifyReport& v) {
   j["memory"] = {{"peak_allocated", row(v.peak_allocated)}, {"peak_reserved", row(v.peak_reserved)}};
   j["memory"]["peak_allocated"]["unit"] = "bytes";
   j["memory"]["peak_reserved"]["unit"] = "bytes";
+  for (const VerifyRow& r : v.host_memory) {
+    std::string key = r.name;
+    std::replace(key.begin(), key.end(), ' ', '_');  // "peak host pinned" -> "peak_host_pinned"
+    j["memory"][key] = row(r);
+    j["memory"][key]["unit"] = "bytes";
+  }
   if (v.device_memory) {
     j["memory"]["device"] = row(*v.device_memory);
     j["memory"]["device"]["unit"] = "bytes";

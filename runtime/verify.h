@@ -54,6 +54,9 @@ struct VerifyReport {
   std::vector<VerifyRow> op_classes;
   VerifyRow step;                           // seconds
   VerifyRow peak_allocated, peak_reserved;  // bytes (highest rank)
+  // Host memory (pinned, pageable, their sum at its highest), bytes, highest rank: empty when
+  // neither the replay nor the run holds any (no offload).
+  std::vector<VerifyRow> host_memory;
   std::optional<VerifyRow>
       device_memory;  // cuda: reserved + the device overhead vs cudaMemGetInfo minus runtime scratch
   std::vector<std::string> notes;

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "models/json_input.h"
 #include "planner/memory.h"
@@ -27,19 +29,33 @@ void print_run(const PlayableStep& step, const runtime::RunResult& r) {
   std::cout << "step time: " << seconds_text(r.step_seconds()) << (r.time_scale != 1 ? scale : "")
             << ", slowest rank, mean of " << (r.ranks.empty() ? 0 : r.ranks[0].step_seconds.size())
             << " measured step(s)\n";
-  Table t({"rank", "step", "peak allocated", "at op", "peak reserved", "device in use (peak)"});
+  // Host memory (offloaded state) only where the plan or the run holds some.
+  const bool host = predicted.peak_host_bytes > 0 || r.peak_host_bytes() > 0;
+  std::vector<std::string> header = {"rank", "step", "peak allocated", "at op", "peak reserved",
+                                     "device in use (peak)"};
+  if (host) header.insert(header.end(), {"host pinned", "host pageable", "host (peak)"});
+  Table t(header);
   for (const runtime::RankResult& rank : r.ranks) {
     double step_seconds = 0;
     for (double x : rank.step_seconds) step_seconds += x / static_cast<double>(rank.step_seconds.size());
-    t.add(
-        {std::to_string(rank.rank), seconds_text(step_seconds), gib(static_cast<double>(rank.peak_allocated_bytes)),
-         rank.peak_op >= 0 ? std::to_string(rank.peak_op) + " " + s.ops[rank.peak_op].name : std::string("-"),
-         gib(static_cast<double>(rank.peak_reserved_bytes)),
-         rank.device_used_peak_bytes >= 0 ? gib(static_cast<double>(rank.device_used_peak_bytes)) : std::string("-")});
+    std::vector<std::string> row = {
+        std::to_string(rank.rank), seconds_text(step_seconds), gib(static_cast<double>(rank.peak_allocated_bytes)),
+        rank.peak_op >= 0 ? std::to_string(rank.peak_op) + " " + s.ops[rank.peak_op].name : std::string("-"),
+        gib(static_cast<double>(rank.peak_reserved_bytes)),
+        rank.device_used_peak_bytes >= 0 ? gib(static_cast<double>(rank.device_used_peak_bytes)) : std::string("-")};
+    if (host)
+      row.insert(row.end(), {gib(static_cast<double>(rank.peak_host_pinned_bytes)),
+                             gib(static_cast<double>(rank.peak_host_pageable_bytes)),
+                             gib(static_cast<double>(rank.peak_host_bytes))});
+    t.add(std::move(row));
   }
   std::cout << t.str();
   std::cout << "planned (replay): peak allocated " << gib_and_bytes(predicted.peak_allocated_bytes) << ", peak reserved "
             << gib_and_bytes(predicted.peak_reserved_bytes) << ", within " << capacity_text(step) << "\n";
+  if (host)
+    std::cout << "planned host memory (replay): pinned " << gib_and_bytes(predicted.peak_host_pinned_bytes)
+              << ", pageable " << gib_and_bytes(predicted.peak_host_pageable_bytes) << ", both at their highest "
+              << gib_and_bytes(predicted.peak_host_bytes) << "\n";
   if (r.backend == "host" && !r.ranks.empty())
     std::cout << "collectives checked: " << r.ranks[0].collectives_checked << " per rank\n";
   for (const std::string& n : r.notes) std::cout << "note: " << n << "\n";

@@ -57,6 +57,8 @@ void print_report(const planner::Schedule& s, const runtime::VerifyReport& v) {
   t.add({v.step.name, "", seconds_text(v.step.predicted), seconds_text(v.step.measured), error_text(v.step)});
   for (const runtime::VerifyRow* row : {&v.peak_allocated, &v.peak_reserved})
     t.add({row->name, "", gib(row->predicted), gib(row->measured), error_text(*row)});
+  for (const runtime::VerifyRow& row : v.host_memory)
+    t.add({row.name, "", gib(row.predicted), gib(row.measured), error_text(row)});
   if (v.device_memory)
     t.add({v.device_memory->name, "", gib(v.device_memory->predicted), gib(v.device_memory->measured),
            error_text(*v.device_memory)});

@@ -65,6 +65,15 @@ TEST(Launch, RankResultsRoundTripThroughJsonWhole) {
     EXPECT_EQ(back.collectives_checked, rank.collectives_checked);
     EXPECT_GT(back.collectives_checked, 0);
   }
+  // Host peaks (CPU offload's state) travel too: they were dropped by the gather (session-38 audit).
+  RankResult offloaded = r.ranks.at(0);
+  offloaded.peak_host_pinned_bytes = 3 << 20;
+  offloaded.peak_host_pageable_bytes = 5 << 20;
+  offloaded.peak_host_bytes = 7 << 20;  // the sum's peak, not the peaks' sum
+  const RankResult back = rank_result_from_json(nlohmann::json::parse(rank_result_to_json(offloaded).dump()));
+  EXPECT_EQ(back.peak_host_pinned_bytes, 3 << 20);
+  EXPECT_EQ(back.peak_host_pageable_bytes, 5 << 20);
+  EXPECT_EQ(back.peak_host_bytes, 7 << 20);
 }
 
 }  // namespace

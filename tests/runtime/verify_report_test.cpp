@@ -60,5 +60,35 @@ TEST(VerifyReport, EveryOpClassOfTheScheduleHasItsRow) {
   EXPECT_EQ(j["op_classes"][3]["name"], "NVMe swaps");
 }
 
+// CPU offload's host memory, predicted by the replay and measured by the executor, gets rows
+// (they were measured and never reported: the session-38 audit). Two ranks: the highest counts.
+TEST(VerifyReport, HostMemoryPeaksArePredictedAgainstMeasured) {
+  Played p = played({OpKind::optimizer});
+  p.prediction.memory.peak_host_pinned_bytes = 400;
+  p.prediction.memory.peak_host_pageable_bytes = 250;
+  p.prediction.memory.peak_host_bytes = 600;  // the two peaks at different times
+  p.result.ranks.push_back(p.result.ranks[0]);
+  p.result.ranks[0].peak_host_pinned_bytes = 400;
+  p.result.ranks[0].peak_host_pageable_bytes = 200;
+  p.result.ranks[0].peak_host_bytes = 500;
+  p.result.ranks[1].peak_host_pinned_bytes = 300;
+  p.result.ranks[1].peak_host_pageable_bytes = 250;
+  p.result.ranks[1].peak_host_bytes = 550;
+  const VerifyReport v = compare(p.schedule, p.prediction, p.result);
+  ASSERT_EQ(v.host_memory.size(), 3u);
+  EXPECT_EQ(v.host_memory[0].name, "peak host pinned");
+  EXPECT_DOUBLE_EQ(v.host_memory[0].measured, 400);
+  EXPECT_DOUBLE_EQ(v.host_memory[1].measured, 250);
+  EXPECT_DOUBLE_EQ(v.host_memory[2].predicted, 600);
+  EXPECT_DOUBLE_EQ(v.host_memory[2].measured, 550);
+  const nlohmann::json j = verify_json(v);
+  EXPECT_EQ(j["memory"]["peak_host_pageable"]["predicted"].get<double>(), 250);
+  EXPECT_EQ(j["memory"]["peak_host"]["measured"].get<double>(), 550);
+  EXPECT_EQ(j["memory"]["peak_host"]["unit"], "bytes");
+  // No host memory on either side: no rows.
+  EXPECT_TRUE(compare(p.schedule, played({OpKind::optimizer}).prediction, played({OpKind::optimizer}).result)
+                  .host_memory.empty());
+}
+
 }  // namespace
 }  // namespace fsdpsim::runtime
