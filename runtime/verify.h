@@ -23,6 +23,9 @@ struct Prediction {
   std::vector<double> op_seconds;  // per op, alone on its stream
   std::vector<OpTiming> timeline;  // from the step start
   double step_seconds = 0;
+  // CPU issue in the timeline (sim::StepTiming): summed over the ops, and on the critical path.
+  double cpu_issue_seconds = 0;
+  double cpu_issue_on_critical_path_seconds = 0;
   planner::MemoryReport memory;  // planner::replay_memory
   // What the GPU holds outside the allocator, part by part, as `estimate` counts it
   // (planner::device_overhead); absent when nothing names the hardware (a schedule file played
@@ -59,6 +62,15 @@ struct VerifyReport {
   std::vector<VerifyRow> host_memory;
   std::optional<VerifyRow>
       device_memory;  // cuda: reserved + the device overhead vs cudaMemGetInfo minus runtime scratch
+  // The prediction's CPU issue that the backend did not play (the host backend sleeps the ops'
+  // durations and takes no issue cost, docs/architecture.md "The executor contract"): summed over
+  // the ops and on the predicted critical path; absent where the backend issues for real (cuda)
+  // or the costs hold none (--durations).
+  struct IssueNotPlayed {
+    double cpu_issue_seconds = 0;
+    double on_critical_path_seconds = 0;
+  };
+  std::optional<IssueNotPlayed> issue_not_played;
   std::vector<std::string> notes;
 };
 

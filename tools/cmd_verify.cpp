@@ -32,6 +32,8 @@ runtime::Prediction predict(const PlayableStep& step) {
   p.timeline.reserve(timing.ops.size());
   for (const sim::OpTiming& t : timing.ops) p.timeline.push_back({t.start, t.end});
   p.step_seconds = timing.step_seconds;
+  p.cpu_issue_seconds = timing.cpu_issue_seconds;
+  p.cpu_issue_on_critical_path_seconds = timing.critical_path_summary.cpu_issue_seconds;
   p.memory = planner::replay_memory(s, step.capacity_bytes);
   p.device_overhead = step.device_overhead;
   return p;

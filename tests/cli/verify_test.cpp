@@ -34,6 +34,11 @@ TEST(VerifyCommand, PredictsWhatEstimatePredictsAndMeasuresThePlannedPeak) {
             e["memory"]["peak_allocated_bytes"].get<double>());
   EXPECT_EQ(v["memory"]["peak_allocated"]["predicted"].get<double>(),
             e["memory"]["peak_allocated_bytes"].get<double>());
+  // The host backend plays none of the CPU issue estimate counts, and verify says how much.
+  EXPECT_DOUBLE_EQ(v["issue_not_played"]["cpu_issue_seconds"].get<double>(),
+                   e["time"]["cpu_issue_seconds"].get<double>());
+  EXPECT_DOUBLE_EQ(v["issue_not_played"]["on_critical_path_seconds"].get<double>(),
+                   e["time"]["critical_path"]["cpu_issue_seconds"].get<double>());
 }
 
 // Near the GPU's capacity the allocator frees its cache and retries: verify replays and plays

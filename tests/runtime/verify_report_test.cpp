@@ -90,5 +90,31 @@ TEST(VerifyReport, HostMemoryPeaksArePredictedAgainstMeasured) {
                   .host_memory.empty());
 }
 
+// The host backend takes no issue cost: a prediction holding CPU issue says how much, in the
+// notes and the JSON (the session-38 audit: +266% on GPT-2 with no word of why); a backend that
+// issues for real, or costs without issue, get nothing.
+TEST(VerifyReport, SaysWhenTheBackendPlaysNoIssueCost) {
+  Played p = played({OpKind::compute_fwd});
+  p.prediction.cpu_issue_seconds = 0.0195;
+  p.prediction.cpu_issue_on_critical_path_seconds = 0.019;
+  const VerifyReport v = compare(p.schedule, p.prediction, p.result);
+  ASSERT_TRUE(v.issue_not_played);
+  EXPECT_DOUBLE_EQ(v.issue_not_played->cpu_issue_seconds, 0.0195);
+  EXPECT_DOUBLE_EQ(v.issue_not_played->on_critical_path_seconds, 0.019);
+  ASSERT_FALSE(v.notes.empty());
+  EXPECT_NE(v.notes.back().find("CPU issue not played"), std::string::npos) << v.notes.back();
+  EXPECT_NE(v.notes.back().find("19.500 ms of CPU issue"), std::string::npos) << v.notes.back();
+  EXPECT_NE(v.notes.back().find("19.000 ms of it on the predicted step's critical path"), std::string::npos);
+  const nlohmann::json j = verify_json(v);
+  EXPECT_DOUBLE_EQ(j["issue_not_played"]["cpu_issue_seconds"].get<double>(), 0.0195);
+  EXPECT_DOUBLE_EQ(j["issue_not_played"]["on_critical_path_seconds"].get<double>(), 0.019);
+
+  p.result.backend = "cuda";
+  EXPECT_FALSE(compare(p.schedule, p.prediction, p.result).issue_not_played);
+  p.result.backend = "host";
+  p.prediction.cpu_issue_seconds = p.prediction.cpu_issue_on_critical_path_seconds = 0;  // --durations
+  EXPECT_TRUE(verify_json(compare(p.schedule, p.prediction, p.result))["issue_not_played"].is_null());
+}
+
 }  // namespace
 }  // namespace fsdpsim::runtime
