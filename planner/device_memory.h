@@ -114,8 +114,8 @@ struct DeviceOverhead {
 // (it must belong to `cost`, as price_ops's; the estimates are the same either way).
 DeviceOverhead device_overhead(const Scenario& scenario, const Schedule& schedule, const CostModel& cost,
                                CollectiveMemo* memo = nullptr);
-// The same for a schedule without its scenario (`run` / `verify --schedule FILE --cluster FILE`):
-// NCCL's buffers from `nccl` (the scenario's `nccl` object; NCCL's defaults when it has none).
+// The same from the NCCL settings alone (what the scenario's overload reads of it): NCCL's
+// buffers from `nccl` (the scenario's `nccl` object; NCCL's defaults when it has none).
 DeviceOverhead device_overhead(const NcclBufferSettings& nccl, const Schedule& schedule, const CostModel& cost,
                                CollectiveMemo* memo = nullptr);
 

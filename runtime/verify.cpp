@@ -138,8 +138,8 @@ VerifyReport compare(const Schedule& s, const Prediction& p, const RunResult& r)
     } else {
       overhead_bytes = planner::kDefaultDeviceOverheadBytes;
       overhead = "an assumed " + mib_text(overhead_bytes) +
-                 " for the CUDA context, cuBLAS and NCCL (planner::kDefaultDeviceOverheadBytes: no cluster names "
-                 "the hardware to model them from; give --cluster or --scenario)";
+                 " for the CUDA context, cuBLAS and NCCL (planner::kDefaultDeviceOverheadBytes: a schedule file names "
+                 "no hardware to model them from; give the scenario)";
     }
     v.device_memory = VerifyRow{"device memory in use", 0, reserved + overhead_bytes, device_peak};
     v.notes.push_back("device memory: predicted = peak reserved + " + overhead +

@@ -5,8 +5,6 @@
 #include <optional>
 #include <stdexcept>
 
-#include "models/json_input.h"
-#include "planner/catalog.h"
 #include "planner/cost_model.h"
 #include "planner/device_memory.h"
 #include "planner/plan.h"
@@ -22,8 +20,8 @@ void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o) {
   cmd->add_option("--schedule", o.schedule, "Schedule JSON file (what `fsdpsim schedule` writes)");
   add_scenario_input_options(cmd, o.input);
   cmd->get_option("--cluster")
-      ->description("Cluster: a catalog name (`fsdpsim clusters`) or a cluster JSON file; with --gpus the one-line "
-                    "scenario's, with --schedule the hardware whose cost model (its GPU's shipped calibration) prices it");
+      ->description("Cluster: a catalog name (`fsdpsim clusters`) or a cluster JSON file, the one-line scenario's "
+                    "(with --gpus)");
   cmd->add_option("--backend", o.run.backend, "host (threads, shared memory) or cuda (GPUs, NCCL)")
       ->check(CLI::IsMember({"host", "cuda"}))
       ->capture_default_str();
@@ -47,7 +45,7 @@ void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o) {
   cmd->add_flag("--no-check-data", o.no_check_data, "host: do not check collective outputs");
   o.memory_capacity = cmd->add_option("--memory-capacity", o.run.capacity_bytes,
                                       "Reserved bytes a rank may hold (0: unbounded); default: estimate's, the GPU's "
-                                      "memory less the device overhead, where the scenario or --cluster names the GPU")
+                                      "memory less the device overhead, where a scenario names the GPU")
                           ->check(non_negative_number());
   cmd->add_option("--timeout", o.run.timeout_seconds, "Seconds any one wait may last before the run is aborted")
       ->check(positive_number())
@@ -79,12 +77,6 @@ void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o) {
 
 namespace {
 
-// A catalog name (`fsdpsim clusters`) or a cluster file.
-planner::ClusterSpec load_cluster(const std::string& name_or_file) {
-  const std::string path = planner::resolve_path(planner::resolve_cluster_reference(name_or_file), "");
-  return planner::parse_cluster(load_json_file(path), path, "");
-}
-
 // The scenario options a bare --schedule cannot take: it names no model, and its GPUs are its own.
 void refuse_scenario_options_for_a_schedule(const ScenarioInputOptions& in) {
   if (!in.scenario.empty() || !in.model.empty() || !in.gpus.empty())
@@ -96,6 +88,16 @@ void refuse_scenario_options_for_a_schedule(const ScenarioInputOptions& in) {
                              "... -o FILE)");
 }
 
+// A schedule file holds the ops, not what pricing them needs: the model's kernel lists, its
+// execution mode (torch.compile), the optimizer kernel, the attention kernel, the calibration. A
+// cluster's cost model without them priced GPT-2 on 8 H100s at 6.03 ms against the scenario's
+// 20.09 ms (the session-38 audit), so a schedule file is played with given durations only.
+constexpr const char* kPricingNeedsTheScenario =
+    "a schedule file does not carry what pricing its ops needs (the model's kernels, torch.compile, the optimizer "
+    "and attention kernels, the calibration), so it would be priced differently from the scenario that planned it: "
+    "give that scenario instead (--scenario FILE, or --model NAME --gpus 8xH100 with its options) or --durations FILE "
+    "(seconds per op)";
+
 // The one capacity both sides of `verify` replay and play with (PlayableStep::capacity_bytes):
 // --memory-capacity, else estimate's (sim/estimate.cpp), else unbounded.
 void set_capacity(PlayableStep& step, const RuntimeCommandOptions& o, double gpu_memory_bytes) {
@@ -106,7 +108,7 @@ void set_capacity(PlayableStep& step, const RuntimeCommandOptions& o, double gpu
     step.capacity_bytes = std::max(0.0, gpu_memory_bytes - step.device_overhead->total_bytes);
     step.capacity_source = "the GPU's memory less the device overhead, as estimate replays";
   } else {
-    step.capacity_source = "no scenario or --cluster names the GPU; --memory-capacity sets one";
+    step.capacity_source = "a schedule file names no GPU; --memory-capacity sets one";
   }
 }
 
@@ -123,14 +125,8 @@ PlayableStep load_playable_step(const RuntimeCommandOptions& o) {
     refuse_scenario_options_for_a_schedule(o.input);
     step.file = o.schedule;
     step.schedule = runtime::load_schedule(o.schedule);
-    if (o.durations.empty()) {
-      if (o.input.cluster.empty())
-        throw InputError::option("--schedule", "a schedule file carries no hardware: give --cluster NAME or FILE (its "
-                                               "GPU's cost model prices the ops) or --durations FILE (seconds per op)");
-      const planner::ClusterSpec cluster = load_cluster(o.input.cluster);
-      cost.emplace(cluster, planner::default_calibration(cluster), models::DType::bf16);
-      gpu_memory_bytes = cluster.gpu.memory_bytes;
-    }
+    if (!o.input.cluster.empty()) throw InputError::option("--cluster", kPricingNeedsTheScenario);
+    if (o.durations.empty()) throw InputError::option("--schedule", kPricingNeedsTheScenario);
   } else {
     const ScenarioInput input = resolve_scenario_input(o.input);
     const planner::Scenario scenario = *parse_scenario_input(input).scenario;
@@ -142,8 +138,6 @@ PlayableStep load_playable_step(const RuntimeCommandOptions& o) {
                                 : planner::device_overhead(scenario, step.schedule, planner::CostModel(scenario));
     gpu_memory_bytes = scenario.cluster.gpu.memory_bytes;
   }
-  if (cost && !step.device_overhead)
-    step.device_overhead = planner::device_overhead(planner::NcclBufferSettings{}, step.schedule, *cost);
   set_capacity(step, o, gpu_memory_bytes);
   if (cost) step.costs = planner::price_ops(step.schedule, *cost);
   else

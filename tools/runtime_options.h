@@ -21,7 +21,7 @@ namespace fsdpsim::tools {
 struct RuntimeCommandOptions {
   std::string schedule, durations, trace;
   // --scenario or the one-line form (--model NAME --gpus 64xH100), the short options and --set;
-  // its --cluster also names the hardware that prices a bare --schedule.
+  // its --cluster is the one-line scenario's (refused with --schedule).
   ScenarioInputOptions input;
   bool json = false, no_check_data = false;
   runtime::RunOptions run;
@@ -36,20 +36,20 @@ void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o);
 // What `run` and `verify` play (the executor contract: a schedule and its op costs):
 // - the schedule: a --schedule file, or a scenario planned now (--scenario FILE or the one-line
 //   form, with --set overrides);
-// - its costs: --durations (a file of seconds per op), else the scenario's cost model, else
-//   (a bare schedule) the cost model of --cluster's GPU (a catalog name or a cluster file) with
-//   its shipped calibration.
+// - its costs: --durations (a file of seconds per op), else the scenario's cost model. A schedule
+//   file needs --durations: it does not carry what its pricing needs (the model's kernels, the
+//   execution mode, the optimizer and attention kernels, the calibration), and --cluster is refused
+//   with it rather than price it differently from its scenario.
 struct PlayableStep {
   planner::Schedule schedule;
   planner::OpCosts costs;
   std::string file;  // the schedule's or scenario's file
   // The device overhead `estimate` adds (planner/device_memory.h), for verify's device row:
-  // from the scenario, or a schedule file's --cluster (NCCL's default buffers); absent when
-  // neither names the hardware (--schedule with --durations).
+  // from the scenario; absent for a schedule file, which names no hardware.
   std::optional<planner::DeviceOverhead> device_overhead;
   // Reserved bytes a rank may hold, for the prediction's replay and the host backend alike (0:
   // unbounded): --memory-capacity when given, else what `estimate` replays with, the GPU's memory
-  // less the device overhead, where a scenario or --cluster names the GPU. `capacity_source` says
+  // less the device overhead, where a scenario names the GPU. `capacity_source` says
   // which, in words.
   double capacity_bytes = 0;
   std::string capacity_source;

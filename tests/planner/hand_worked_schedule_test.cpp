@@ -568,7 +568,7 @@ TEST(HandWorkedCpuOptimizer, TorchOnTheCpuIsTheSingleTensorLoopOnOneThreadByDefa
     EXPECT_EQ(step.stream, Stream::host);
     EXPECT_EQ(step.hbm_bytes, c.bytes_per_element * 2048) << c.training.dump();
     EXPECT_DOUBLE_EQ(price_ops(p.schedule, cost).duration_seconds[step.id], c.bytes_per_element * 2048 / rate) << c.training.dump();
-    // The threads travel with the schedule (run / verify --schedule price it the same).
+    // The threads travel with the schedule file.
     EXPECT_EQ(schedule_from_json(schedule_to_json(p.schedule), "back.json").host_threads_per_rank, c.threads);
   }
   // Many threads: the node's bandwidth bounds the rank, 64 threads are its eighth.

@@ -277,9 +277,10 @@ TEST(HostOverMpiFaults, RanksThatDisagreeOnACollectiveSizeAreCaughtUnderTheBuffe
     if (rank == 3) schedule["ops"][all_gather]["comm_bytes"] = planned / 2;
     std::ofstream(base + std::to_string(rank) + ".json") << schedule.dump();
   }
+  std::ofstream(base + "durations.json") << nlohmann::json(std::vector<double>(s.ops.size(), 0.0)).dump();
   const Launched r = mpirun_program(
-      4, "sh -c '" + cli() + " run --backend host --launcher mpi --time-scale 0.001 --timeout 10 --cluster " +
-             FSDPSIM_SOURCE_ROOT + "/scenarios/clusters/dgx-h100.json --schedule " + base + "$OMPI_COMM_WORLD_RANK.json'");
+      4, "sh -c '" + cli() + " run --backend host --launcher mpi --time-scale 0.001 --timeout 10 --durations " + base +
+             "durations.json --schedule " + base + "$OMPI_COMM_WORLD_RANK.json'");
   EXPECT_NE(r.exit_code, 0) << r.out;
   EXPECT_LT(r.seconds, kEndsWithinSeconds);
   EXPECT_EQ(error_lines(r.err), 1) << r.err;
