@@ -414,6 +414,10 @@ void rank_main(RunControl& c, RankDevice& device, int position, RankResult& resu
           }
           device.issue(op, pointer);
           c.issued(position, step, op.id);
+          // [Host ops block the CPU] A host-stream op (the CPU optimizer step, FSDP2's host
+          // gradient accumulation, DeepSpeed's NVMe swaps) is a synchronous call in PyTorch: the
+          // CPU issues nothing more until it returns, as the analytic engine plays it.
+          if (op.stream == planner::Stream::host) device.wait_done(op.id);
           for (int a : op.frees) release(a);
         }
         std::vector<OpTiming> timings = device.end_step();

@@ -95,6 +95,35 @@ TEST(Timeline, NvmeSwapsArePlayedInOrderForTheirModeledTime) {
   }
 }
 
+// Host-stream ops (the CPU optimizer, FSDP2's host gradient accumulation) are synchronous calls
+// in PyTorch: the CPU issues nothing until one returns, as the analytic engine plays it (the
+// session-38 audit: the runtime kept issuing, and a copy-out started 1.2 ms before the host
+// accumulation ahead of it ended). By hand: with host ops of 20 ms and every other op free, each
+// op issued after a host op starts no earlier than that host op's end.
+TEST(Timeline, HostStreamOpsBlockTheIssuingThread) {
+  const planner::Schedule s =
+      testing::plan(testing::scenario(1, 2, {{"version", 2}, {"cpu_offload", true}}, {{"global_batch", 4}}));
+  std::vector<double> d(s.ops.size(), 0.0);
+  std::vector<int> host_ops;
+  for (const auto& op : s.ops)
+    if (op.stream == planner::Stream::host) {
+      d[op.id] = 20e-3;
+      host_ops.push_back(op.id);
+    }
+  ASSERT_GE(host_ops.size(), 2u);  // the gradient accumulation of the first micro-step, the optimizer
+  ASSERT_LT(host_ops.front() + 1, static_cast<int>(s.ops.size())) << "ops must follow the first host op";
+  RunOptions o = testing::fast_host(s);
+  o.costs = planner::costs_from_durations(s, d, "test durations");
+  const RunResult r = run_schedule(s, o);
+  for (const RankResult& rank : r.ranks) {
+    const auto& t = rank.steps.at(0);
+    for (int h : host_ops)
+      for (std::size_t j = h + 1; j < s.ops.size(); ++j)
+        EXPECT_GE(t[j].start_seconds, t[h].end_seconds - 1e-9)
+            << "rank " << rank.rank << ": " << s.ops[j].name << " started before " << s.ops[h].name << " ended";
+  }
+}
+
 TEST(Verify, ComparesPredictedAndMeasuredPerOpClass) {
   const planner::Schedule s = testing::plan(testing::scenario(1, 2, {{"version", 2}}, {}, 2));
   const std::vector<double> d = test_durations(s);
