@@ -179,6 +179,23 @@ TEST(VerifyCommand, ScheduleFilesArePlayedWithGivenDurationsOnly) {
   const std::string durations = dir + "/durations.json";
   std::ofstream(durations) << nlohmann::json(std::vector<double>(s["ops"].size(), 1e-5)).dump();
   EXPECT_EQ(run_cli("verify --schedule " + schedule + " --durations " + durations + " --time-scale 0.001").exit_code, 0);
+  // `schedule --durations-out` writes the cost model's seconds per op: played with them, the file's
+  // predicted op classes are the scenario's, sum for sum (only the CPU issue, which a durations
+  // file does not hold, separates the two steps).
+  const std::string priced = dir + "/priced.json";
+  ASSERT_EQ(run_cli("schedule --model gpt2 --gpus 2xH100 -o " + schedule + " --durations-out " + priced).exit_code, 0);
+  const nlohmann::json from_file =
+      run_cli_json("verify --schedule " + schedule + " --durations " + priced + " --time-scale 0.001 --json");
+  const nlohmann::json from_scenario = run_cli_json("verify --model gpt2 --gpus 2xH100 --time-scale 0.001 --json");
+  ASSERT_EQ(from_file["op_classes"].size(), from_scenario["op_classes"].size());
+  for (std::size_t i = 0; i < from_file["op_classes"].size(); ++i) {
+    const nlohmann::json& a = from_file["op_classes"][i];
+    const nlohmann::json& b = from_scenario["op_classes"][i];
+    EXPECT_EQ(a["name"], b["name"]);
+    EXPECT_EQ(a["ops"], b["ops"]);
+    EXPECT_NEAR(a["predicted"].get<double>(), b["predicted"].get<double>(), 1e-12 * b["predicted"].get<double>())
+        << a["name"];
+  }
   std::filesystem::remove_all(dir);
 }
 
