@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <optional>
 #include <stdexcept>
 
@@ -32,8 +33,19 @@ void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o) {
   cmd->add_option(
       "--durations", o.durations,
       "JSON file: modeled seconds per op (an array, or {\"durations_seconds\": [...]}); default: the cost model's");
-  cmd->add_option("--time-scale", o.run.time_scale, "host: wall seconds per modeled second (0.01 plays 100x faster)")
-      ->check(positive_number())
+  // From 1e-6 (a modelled millisecond slept for a nanosecond: every op is the host's own overhead)
+  // to 1e6: `run --time-scale 1e-300` printed a step of 63 digits with no warning (the session-38
+  // input audit).
+  cmd->add_option("--time-scale", o.run.time_scale,
+                  "host: wall seconds per modeled second, from 1e-6 to 1e6 (0.01 plays 100x faster)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            double value = 0;
+            if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value) || !(value >= 1e-6) || value > 1e6)
+              return "expected a positive finite number from 1e-6 to 1e6 (wall seconds per modelled second), got " + text;
+            return {};
+          },
+          "SCALE in [1e-6, 1e6]"))
       ->capture_default_str();
   cmd->add_option("--byte-scale", o.run.byte_scale, "host: real bytes a collective moves per planned byte")
       ->check(positive_number())
