@@ -115,7 +115,7 @@ Calibration read_calibration_at(const nlohmann::json& json, const std::string& f
   // made the advice search for a fitting configuration without end (the session-38 input audit).
   auto device_bytes = [&r](const char* key, double fallback) {
     const double bytes = r.nonnegative_number_or(key, fallback);
-    if (bytes > 1125899906842624.0) r.fail(key, "expected at most 2^50 bytes (a pebibyte): memory outside the allocator");
+    if (bytes > kPebibyteBytes) r.fail(key, "expected at most 2^50 bytes (a pebibyte): memory outside the allocator");
     return bytes;
   };
   c.cuda_context_bytes = device_bytes("cuda_context_bytes", c.cuda_context_bytes);

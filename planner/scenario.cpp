@@ -851,8 +851,8 @@ GpuSpec parse_gpu(const nlohmann::json& json, const std::string& name, const std
   g.name = r.string_or("name", name);
   g.arch = r.choice("arch", {"ampere", "ada", "hopper", "blackwell", "cdna3"});
   g.memory_bytes = r.positive_number("memory_mib") * 1024.0 * 1024.0;
-  // At most a pebibyte: 1e300 MiB was accepted as a GPU of 1e306 bytes (the session-38 input audit).
-  if (g.memory_bytes > 1125899906842624.0) r.fail("memory_mib", "expected at most 2^30 MiB (a pebibyte)");
+  // 1e300 MiB was accepted as a GPU of 1e306 bytes (the session-38 input audit).
+  if (g.memory_bytes > kPebibyteBytes) r.fail("memory_mib", "expected at most 2^30 MiB (a pebibyte)");
   const std::int64_t sms = r.integer("sm_count");
   if (sms < 1 || sms > 100000) r.fail("sm_count", "expected the number of streaming multiprocessors (1..100000), got " + std::to_string(sms));
   g.sm_count = static_cast<int>(sms);

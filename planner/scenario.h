@@ -256,6 +256,12 @@ struct DdpSpec {
 };
 constexpr std::int64_t kDdpFirstBucketBytes = 1024 * 1024;  // torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
 
+// The most memory an input may state, beyond any GPU: a GPU's memory, the memory outside its
+// allocator, the headroom to keep free. Larger values are unit mistakes, and 1e308 overflowed to
+// infinity once in bytes or kept the advice searching without end (the session-38 input audit).
+constexpr double kPebibyteBytes = 1125899906842624.0;  // 2^50
+constexpr double kMaxHeadroomGiB = 1048576;            // 2^20 GiB, a pebibyte
+
 struct Scenario {
   std::string file;  // for error messages and reports
   std::string name;

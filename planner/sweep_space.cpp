@@ -331,8 +331,7 @@ SweepFile parse_sweep_file(const nlohmann::json& json, const std::string& file) 
   }
   if (r.has("headroom_gib")) {
     f.headroom_gib = r.number("headroom_gib");
-    // At most a pebibyte (2^20 GiB): 1e308 GiB overflowed to infinity in bytes.
-    if (!(*f.headroom_gib >= 0) || *f.headroom_gib > 1048576)
+    if (!(*f.headroom_gib >= 0) || *f.headroom_gib > kMaxHeadroomGiB)
       r.fail("headroom_gib", "expected a number of GiB from 0 to 1048576 (a pebibyte)");
   } else {
     r.ignore("headroom_gib");

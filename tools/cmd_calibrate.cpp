@@ -66,14 +66,7 @@ void add_calibrate_command(CLI::App& app) {
   // One validator with one wording: CLI11's Range printed [1 - 1024] in --help and 1.000001 in its
   // error (the session-38 input audit).
   cmd->add_option("--size-step", o->bench.size_step, "Factor between collective sizes, above 1 and at most 1024")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            double value = 0;
-            if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value) || !(value > 1) || value > 1024)
-              return "expected a factor above 1 and at most 1024, got " + text;
-            return {};
-          },
-          "FACTOR in (1, 1024]"))
+      ->check(number_within(1, true, 1024, "a factor above 1 and at most 1024", "FACTOR in (1, 1024]"))
       ->capture_default_str();
   cmd->add_option("--host-max-bytes", o->bench.host_max_bytes,
                   "host: cap on collective sizes (keeps CI quick; said in the output; 0: none; 16M works too)")

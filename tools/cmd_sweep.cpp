@@ -1045,7 +1045,7 @@ void run_sweep_command(const SweepOptionsCli& o) {
   for (const std::string& a : o.axes) specs.push_back(planner::parse_axis_spec(a));
   // The sweep file's headroom is checked where it is read (planner/sweep_space.cpp); this
   // guards the sum of both sources.
-  if (!(headroom_gib >= 0) || !(headroom_gib <= kMaxHeadroomGiB))
+  if (!(headroom_gib >= 0) || !(headroom_gib <= planner::kMaxHeadroomGiB))
     throw InputError::option("--headroom-gib", "expected a number of GiB from 0 to 1048576 (a pebibyte)");
   const double headroom_bytes = headroom_gib * kGiB;
 

@@ -12,6 +12,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "planner/scenario.h"
+
 namespace fsdpsim::tools {
 
 // A finite number: refuses nan, inf and -inf.
@@ -50,20 +52,26 @@ inline CLI::Validator non_negative_number() {
       "NONNEGATIVE");
 }
 
-// Memory to keep free, in GiB: at most a pebibyte (2^20 GiB), beyond any GPU; 1e308 GiB passed
-// the finite check above and overflowed to infinity once turned into bytes (the session-38 input
-// audit: "inf GiB" to spare, JSON nulls).
-constexpr double kMaxHeadroomGiB = 1048576;
-inline CLI::Validator headroom_gib() {
+// A finite number in [low, high], or (low, high] when `low_open`: "expected " + `expected` + ",
+// got TEXT" otherwise; `name` is what --help prints after the type.
+inline CLI::Validator number_within(double low, bool low_open, double high, const std::string& expected,
+                                    const std::string& name) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
+      [=](std::string& text) -> std::string {
         double value = 0;
-        if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value) || !(value >= 0) ||
-            value > kMaxHeadroomGiB)
-          return "expected a number of GiB from 0 to 1048576 (a pebibyte), got " + text;
+        if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value) ||
+            !(low_open ? value > low : value >= low) || value > high)
+          return "expected " + expected + ", got " + text;
         return {};
       },
-      "GIB");
+      name);
+}
+
+// Memory to keep free, in GiB: at most a pebibyte (planner::kMaxHeadroomGiB), beyond any GPU; 1e308
+// GiB passed the finite check above and overflowed to infinity once turned into bytes (the
+// session-38 input audit: "inf GiB" to spare, JSON nulls).
+inline CLI::Validator headroom_gib() {
+  return number_within(0, false, planner::kMaxHeadroomGiB, "a number of GiB from 0 to 1048576 (a pebibyte)", "GIB");
 }
 
 // A fraction in [0, 1): a tolerance relative to the best (1 would accept everything).

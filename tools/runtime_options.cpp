@@ -38,14 +38,9 @@ void add_runtime_options(CLI::App* cmd, RuntimeCommandOptions& o) {
   // input audit).
   cmd->add_option("--time-scale", o.run.time_scale,
                   "host: wall seconds per modeled second, from 1e-6 to 1e6 (0.01 plays 100x faster)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            double value = 0;
-            if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value) || !(value >= 1e-6) || value > 1e6)
-              return "expected a positive finite number from 1e-6 to 1e6 (wall seconds per modelled second), got " + text;
-            return {};
-          },
-          "SCALE in [1e-6, 1e6]"))
+      ->check(number_within(1e-6, false, 1e6,
+                            "a positive finite number from 1e-6 to 1e6 (wall seconds per modelled second)",
+                            "SCALE in [1e-6, 1e6]"))
       ->capture_default_str();
   cmd->add_option("--byte-scale", o.run.byte_scale, "host: real bytes a collective moves per planned byte")
       ->check(positive_number())
