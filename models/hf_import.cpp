@@ -307,6 +307,7 @@ struct HfArch {
   bool parallel_residual = false;
   bool falcon_parallel = false, one_parallel_norm = false;
   bool position_embedding = false;  // learned absolute positions (GPT-2; MPT without ALiBi)
+  bool liger = false;               // HfImportOptions::liger: Liger-Kernel's blocks, norms and loss
   bool alibi = false;
   std::string norm_type;
   NormPlacement norm_placement = NormPlacement::pre;
@@ -1693,8 +1694,8 @@ json token_embedding(const std::string& name, const std::string& type, const HfA
 }
 
 json final_norm(const std::string& name, const std::string& type, const HfArch& a) {
-  return with_costs(norm(name, type, a), final_norm_costs(a.hidden, type.find("RMSNorm") != std::string::npos),
-                    kEdgeCostSource);
+  return with_costs(norm(name, type, a),
+                    final_norm_costs(a.hidden, !a.liger && type.find("RMSNorm") != std::string::npos), kEdgeCostSource);
 }
 
 // The output projection (no bias in any supported family), tied to the embedding or not.
@@ -1704,10 +1705,13 @@ json output_projection(const std::string& name, const std::string& embedding_wei
   json weight = param("weight", {a.vocab, a.hidden}, a.dtype);
   if (a.tie) weight["tied_to"] = embedding_weight;
   m["params"] = json::array({weight});
-  return with_costs(m,
-                    lm_head_costs(a.hidden, a.vocab, options.fp32_loss ? LossKind::fp32_upcast : LossKind::bf16, 0,
-                                  a.logit_softcap),
-                    kEdgeCostSource);
+  // Liger's default patch replaces the causal LM's forward with its fused linear cross-entropy,
+  // whose chunks depend on the micro-batch's tokens: the file holds its costs at one sequence of
+  // the model's context (1,024 tokens where the config states none), which the planner recomputes
+  // at every point's b*s (resolve_loss in planner/plan.cpp).
+  const LossKind loss = a.liger ? LossKind::chunked : options.fp32_loss ? LossKind::fp32_upcast : LossKind::bf16;
+  const double tokens = loss == LossKind::chunked ? static_cast<double>(a.max_seq > 0 ? a.max_seq : 1024) : 0;
+  return with_costs(m, lm_head_costs(a.hidden, a.vocab, loss, tokens, a.logit_softcap), kEdgeCostSource);
 }
 
 // What the family's transformers eager_attention_forward does to the scores between QK^T and
@@ -1805,6 +1809,11 @@ DecoderBlockShape block_shape(const HfArch& a, std::int64_t window, bool sparse,
   // activation, gelu_new, is Python (NewGELUActivation); the others call F.gelu or F.silu.
   s.eager_elementwise.python_rms_norm = a.norm_type.find("RMSNorm") != std::string::npos;
   s.eager_elementwise.python_gelu = a.family == Family::gpt2;
+  // [Liger block kernels] (models/transformer_costs.h): every RMSNorm of the family is
+  // LigerRMSNorm (the class is replaced before the model is built, as axolotl and LLaMA-Factory
+  // do; the HF Trainer's instance patch leaves Qwen3's and OLMo-2's q/k norms eager).
+  s.liger = a.liger;
+  if (a.liger) s.eager_elementwise.python_rms_norm = false;
   if (sparse) {
     s.moe.experts = a.experts;
     s.moe.top_k = a.top_k;
@@ -2179,13 +2188,39 @@ HfParameterCount count_hf_parameters(const nlohmann::json& config, const std::st
   return c;
 }
 
+namespace {
+
+// The dense families whose modeling code Liger-Kernel patches (MODEL_TYPE_TO_APPLY_LIGER_FN in
+// src/liger_kernel/transformers/monkey_patch.py@ead96b6). Falcon, GPT-2, GPT-NeoX and MPT have
+// no Liger patch; its MoE patches (mixtral, qwen3_moe, gpt_oss) change the experts' kernels,
+// which moe_routed_saved_tensors does not model.
+bool liger_patches(Family family) {
+  switch (family) {
+    case Family::llama: case Family::mistral: case Family::qwen2: case Family::qwen3: case Family::gemma2:
+    case Family::gemma3_text: case Family::gemma3: case Family::phi3: case Family::olmo2: case Family::olmo3:
+    case Family::smollm3:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 nlohmann::json import_hf_config(const nlohmann::json& config, const std::string& file,
                                 const HfImportOptions& options) {
   JsonReader r(config, file);
   const Family family = detect_family(r);
-  const HfArch a = family == Family::llama4   ? read_llama4(r, options)
-                   : family == Family::gemma3 ? read_gemma3(r, options)
-                                              : read_dense_arch(r, family, options);
+  if (options.liger && !liger_patches(family))
+    throw InputError(file, "model_type",
+                     std::string("Liger-Kernel's kernels (training.liger, --liger) are modelled for the dense families "
+                                 "it patches (llama, mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, olmo2, "
+                                 "olmo3, smollm3), not \"") +
+                         family_name(family).model_type + "\"");
+  HfArch a = family == Family::llama4   ? read_llama4(r, options)
+             : family == Family::gemma3 ? read_gemma3(r, options)
+                                        : read_dense_arch(r, family, options);
+  a.liger = options.liger;
   json root;
   switch (a.family) {
     case Family::falcon: root = falcon_root(a, options); break;
@@ -2198,10 +2233,11 @@ nlohmann::json import_hf_config(const nlohmann::json& config, const std::string&
   const std::string source = "Hugging Face config " + file + " (model_type " + family_name(family).model_type +
                              "), imported by fsdpsim with flash_attention=" +
                              (options.flash_attention ? "true" : "false") +
-                             (options.fp32_loss ? "" : ", fp32_loss=false");
+                             (options.fp32_loss ? "" : ", fp32_loss=false") + (options.liger ? ", liger=true" : "");
   json model = {{"name", model_name_from(file)}, {"source", source}};
   if (const std::vector<std::string> left_out = not_modelled(config, family); !left_out.empty())
     model["not_modelled"] = left_out;
+  if (options.liger) model["liger"] = true;
   model["arch"] = arch_summary(a);
   model["root"] = root;
   return model;
@@ -2217,6 +2253,7 @@ HfImportOptions import_options_of(const nlohmann::json& config, const std::strin
   JsonReader r(config["_import_options"], file, "_import_options");
   options.flash_attention = r.boolean_or("flash_attention", options.flash_attention);
   options.fp32_loss = r.boolean_or("fp32_loss", options.fp32_loss);
+  options.liger = r.boolean_or("liger", options.liger);
   r.finish();
   return options;
 }

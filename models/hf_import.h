@@ -40,7 +40,15 @@ struct HfImportOptions {
   // layer's costs record the kind ("loss": fp32_upcast or bf16) so that a scenario's
   // training.loss can swap in another.
   bool fp32_loss = true;
+  // Liger-Kernel's default patch for the family (training.liger; DecoderBlockShape::liger says
+  // what each kernel saves): RMSNorm, rotary, SwiGLU/GeGLU and the fused linear cross-entropy
+  // (the output layer's loss is then LossKind::chunked, whatever fp32_loss says). The dense
+  // families Liger patches: llama, mistral, qwen2, qwen3, gemma2, gemma3(_text), phi3, olmo2,
+  // olmo3, smollm3; import_hf_config refuses the others (its MoE experts' kernels are not
+  // modelled).
+  bool liger = false;
 };
+
 
 // How the config says its model is imported: its "_import_options" object ({"flash_attention":
 // false, "fp32_loss": false}: the configs of models/hf/ whose runs used eager attention or a loss

@@ -862,6 +862,7 @@ Model parse_model(const nlohmann::json& json, const std::string& file) {
       model.not_modelled.push_back(left_out[i].get<std::string>());
     }
   }
+  model.liger = r.boolean_or("liger", false);
   r.ignore("arch");  // null means absent
   if (r.has("arch")) model.arch = parse_arch(r.object("arch"));
   if (expanded_module_count(r.raw("root"), 0) > kMaxModules)

@@ -251,6 +251,8 @@ struct Model {
   // What the described model has that this one leaves out (an imported image-text model's vision
   // tower, DeepSeek-V3's multi-token-prediction module): said beside every estimate of it.
   std::vector<std::string> not_modelled;
+  // Costed for Liger-Kernel's blocks, norms and loss (HfImportOptions::liger; the JSON's "liger").
+  bool liger = false;
   ArchSummary arch;
   Module root;
 

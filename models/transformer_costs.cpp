@@ -140,6 +140,8 @@ void add_norm_saved_tensors(std::vector<CostItem>& items, const std::string& nor
 void add_norm(std::vector<CostItem>& items, const DecoderBlockShape& block, const std::string& norm,
               const std::string& input, double width, double rows_per_token = 1) {
   add_norm_saved_tensors(items, norm, input, width, rows_per_token, block.eager_elementwise.python_rms_norm);
+  // [Liger block kernels] LigerRMSNormFunction saves (X, RSTD): an fp32 rstd per row beside X.
+  if (block.liger) items.push_back({norm + ": fp32 rstd, one per row (LigerRMSNorm)", kFp32Bytes * rows_per_token, 0});
 }
 
 }  // namespace
@@ -221,6 +223,16 @@ std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_a
   }
   if (block.ffn_hidden_size == 0) {
     // A MoE block without shared experts: the routed part is moe_routed_saved_tensors().
+  } else if (block.gated_mlp && block.liger) {
+    // [Liger block kernels] LigerSiLUMulFunction (GELUMul for GeGLU) saves its two inputs and
+    // recomputes the activation in backward; ensure_contiguous (ops/utils.py) copies Phi-3's
+    // chunk views first, so the saved gate and up are those copies, not the gate_up output.
+    const std::string copy = block.fused_gate_up ? " (contiguous copy of the gate_up output's half)" : "";
+    items.push_back({"gate projection output" + copy + ": saved by Liger's " + block.gate_activation + "-and-multiply",
+                     E * f, 0});
+    items.push_back({"up projection output" + copy + ": saved by Liger's " + block.gate_activation + "-and-multiply",
+                     E * f, 0});
+    items.push_back({gated_product(block) + ": the down projection's input", E * f, 0});
   } else if (block.gated_mlp) {
     const std::string act = block.gate_activation;
     if (block.fused_gate_up) {
@@ -631,6 +643,10 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
                per_token("rotated q rope part (the local q_rot)", E * w.a * w.r),
                per_token("rotated k rope part, one head (the local k_rot, expanded as a view)", E * w.r)};
     fw.add("cat(q_nope, q_rope) and cat(k_nope, k_rope): q and k are saved", {});
+  } else if (block.rotary && block.liger) {
+    // [Liger block kernels] liger_rotary_pos_emb rotates the projections' (or the norms')
+    // outputs in place: the rotated q and k are those tensors, saved; nothing else is alive.
+    fw.add("Liger's rotary embedding, in place on q and k (saved)", {});
   } else if (block.rotary) {
     if (qk_norm) {
       fw.add("rotary embedding on the normed q and k (the rotated q and k are saved; the projections' outputs are "
@@ -666,6 +682,9 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
   } else {
     fw.add("MLP output projection", {per_token("MLP output projection's output", E * h)});
   }
+  if (block.gated_mlp && block.liger && block.fused_gate_up && block.ffn_hidden_size > 0)
+    fw.add("Liger's contiguous copies of gate and up (saved) while the gate_up output is alive",
+           {per_token("gate_up projection output (2f), chunked into two views", E * 2 * as_double(block.ffn_hidden_size))});
   if (neox_parallel) {
     fw.add("mlp + attention + x, the second add: the block output",
            {per_token("MLP branch output", E * h), per_token("mlp + attention", E * h),
@@ -709,7 +728,22 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
     if (first_alive && !branch_input_is_stream) items.push_back(d_mlp_input);
     return items;
   };
-  if (block.gated_mlp) {
+  if (block.gated_mlp && block.liger) {
+    // [Liger block kernels] The kernel's backward writes the gate's and up's gradients over
+    // their saved outputs: only the product's gradient is new.
+    bw.add("Liger's " + block.gate_activation + "-and-multiply backward: the gate's and up's gradients written in place",
+           {d_down_input});
+    if (block.fused_gate_up) {
+      const CostItem d_gate_up = per_token("gradient of the gate_up output (chunk backward: cat of both halves)", E * 2 * f);
+      bw.add("chunk backward (SplitBackward0)", {d_gate_up});
+      bw.add("gate_up projection backward", {d_gate_up, d_mlp_input});
+    } else {
+      bw.add("up projection backward", {d_mlp_input});
+      bw.add("gate projection backward",
+             branch_input_is_stream ? std::vector<CostItem>{d_mlp_input}
+                                    : std::vector<CostItem>{d_mlp_input, d_mlp_input_second});
+    }
+  } else if (block.gated_mlp) {
     const std::string act = block.gate_activation;
     const CostItem d_act = per_token("gradient of the " + act + " output", E * f);
     const CostItem d_up = per_token("gradient of the up projection output", E * f);
@@ -789,7 +823,9 @@ TransientLedger block_transients(const DecoderBlockShape& block, bool flash_atte
   }
   // The gradients of q and k as their producers (rotary, else the norms or projections) leave them.
   CostItem dq_rotated = dq, dk_rotated = dk;
-  if (block.rotary && !block.is_mla()) {  // MLA's rotary runs on the rope parts: below
+  if (block.rotary && block.liger && !block.is_mla()) {
+    bw.add("Liger's rotary backward, in place on dq and dk", {dq, dk, dv});
+  } else if (block.rotary && !block.is_mla()) {  // MLA's rotary runs on the rope parts: below
     const CostItem dq_before = per_token(qk_norm ? "gradient of the normed q (before rotary)" : "gradient of q before rotary", E * q);
     const CostItem dk_before = per_token(qk_norm ? "gradient of the normed k (before rotary)" : "gradient of k before rotary", E * kv);
     bw.add("rotary backward on k (k was rotated after q)", {dq, dk, dv, dk_before});
@@ -1337,13 +1373,15 @@ double eager_hbm_factor(const DecoderBlockShape& block, bool flash_attention) {
     if (block.is_mla()) width += mla_widths(block).ql + mla_widths(block).c;
     extra += kPythonRmsNormExtra * width;
   }
+  // [Liger block kernels] Liger's rotary and gated activation are the fused kernels counted in
+  // `fused` (its RMSNorm clears python_rms_norm): nothing extra.
   if (block.is_mla()) {
     const MlaWidths w = mla_widths(block);
     extra += kRotaryExtra * (w.a * w.r + w.r);
-  } else if (block.rotary) {
+  } else if (block.rotary && !block.liger) {
     extra += kRotaryExtra * (q + kv);
   }
-  if (block.gated_mlp) extra += kGatedExtra * f;
+  if (block.gated_mlp && !block.liger) extra += kGatedExtra * f;
   else if (block.eager_elementwise.python_gelu) extra += kPythonGeluExtra * f;
   // repeat_kv's copies of k and v before SDPA (eager attention lists them already).
   if (flash_attention && kv != q) extra += 2 * kActivationBytes * (kv + q);

@@ -144,6 +144,19 @@ struct DecoderBlockShape {
     bool python_gelu = false;
   };
   EagerElementwise eager_elementwise;
+  // [Liger block kernels] The block runs Liger-Kernel's Triton kernels in place of the family's
+  // eager norm, rotary and gated activation (linkedin/Liger-Kernel@ead96b6,
+  // src/liger_kernel/transformers/monkey_patch.py apply_liger_kernel_to_<family> with its
+  // defaults rms_norm, rope, swiglu/geglu; training.liger):
+  // - LigerRMSNorm (ops/rms_norm.py, LigerRMSNormFunction) saves its 16-bit input and an fp32
+  //   rstd per row (the planner reads eager_elementwise.python_rms_norm = false for the rest);
+  // - LigerSiLUMulFunction / LigerGELUMulFunction (ops/swiglu.py, ops/geglu.py) save the gate
+  //   and up outputs only, recompute the activation in backward and write the two gradients
+  //   over them in place: the activation's output is neither saved nor a backward transient;
+  // - liger_rotary_pos_emb (ops/rope.py) rotates q and k in place in one kernel, forward and
+  //   backward: no pre-rotary copies alive beside the rotated ones.
+  // Its fused linear cross-entropy is the output layer's LossKind::chunked (hf_import).
+  bool liger = false;
 
   bool is_moe() const { return moe.experts > 0; }
   bool is_mla() const { return mla.kv_lora_rank > 0; }

@@ -66,6 +66,7 @@ class StepBuilder {
     attention_kernel_ = resolve_attention_kernel(training_.attention, device, !layout.unequal_head_dims);
     resolve_loss();
     check_attention_kernel();
+    check_liger();
     check_moe();
     policy_ = make_policy(step_);
   }
@@ -301,6 +302,21 @@ class StepBuilder {
                            "\" was costed for eager attention (its blocks save the score matrices): set training.attention "
                            "to \"eager\" or \"auto\", or give the model as hf:<config.json>, which is imported for the "
                            "kernel named");
+  }
+
+  // training.liger against the kernels the model was costed for (models::Model::liger): a stated
+  // value the model's costs do not follow would price the other kernels under its name.
+  void check_liger() const {
+    if (!training_.liger || *training_.liger == scenario_.model->liger) return;
+    if (*training_.liger)
+      throw InputError(scenario_.file, "training.liger",
+                       "true needs a model costed for Liger's kernels; model \"" + scenario_.model->name +
+                           "\" was not: give it as hf:<config.json> (the catalog's configs are in models/hf/), which is "
+                           "imported for them, or import it with fsdpsim import-hf --liger");
+    throw InputError(scenario_.file, "training.liger",
+                     "false, but model \"" + scenario_.model->name +
+                         "\" was costed for Liger's kernels (imported with liger): import it without, or leave "
+                         "training.liger out");
   }
 
   // MoE blocks: fsdp.expert_parallel must divide every MoE layer's experts and

@@ -309,6 +309,8 @@ TrainingSpec parse_training(JsonReader r, int world) {
   if (r.has("loss")) t.loss = *models::parse_loss_kind(r.choice("loss", models::loss_kind_names()));
   else r.ignore("loss");
   t.attention = r.choice_or("attention", kAttentionKernelNames, "auto");
+  if (r.has("liger")) t.liger = r.boolean_or("liger", false);
+  else r.ignore("liger");
   // "param_dtype" (the word docs/schema.md gives for the default) or the param_dtype's own name.
   if (r.string_or("matmul_dtype") == std::optional<std::string>("param_dtype")) t.matmul_dtype = t.param_dtype;
   else t.matmul_dtype = dtype_field(r, "matmul_dtype", t.param_dtype);
@@ -773,8 +775,12 @@ AttentionImport attention_import_for(const std::string& training_attention) {
   return AttentionImport::fused;  // a kernel's name (an unknown one is refused by the cost model)
 }
 
+ModelImport model_import_for(const TrainingSpec& training) {
+  return {attention_import_for(training.attention), training.liger};
+}
+
 Reference load_reference(const nlohmann::json& value, const std::string& scenario_file,
-                         const std::string& key, AttentionImport attention) {
+                         const std::string& key, const ModelImport& import) {
   if (value.is_object()) return {value, scenario_file};
   if (!value.is_string())
     throw InputError(scenario_file, key, "expected a file path or an inline object, got " + describe_json(value));
@@ -799,7 +805,8 @@ Reference load_reference(const nlohmann::json& value, const std::string& scenari
   if (hf) {
     const nlohmann::json config = load_json_file(path);
     models::HfImportOptions options = models::import_options_of(config, path);  // the catalog entry's
-    if (attention != AttentionImport::as_configured) options.flash_attention = attention == AttentionImport::fused;
+    if (import.attention != AttentionImport::as_configured) options.flash_attention = import.attention == AttentionImport::fused;
+    if (import.liger) options.liger = *import.liger;
     return {models::import_hf_config(config, path, options), path, true};
   }
   return {load_json_file(path), path};
@@ -1034,20 +1041,28 @@ ClusterSpec parse_cluster(const nlohmann::json& json, const std::string& file, c
 
 namespace {
 
-// training.attention as the scenario will have it once its overrides are applied (they come
-// after the references are loaded): what an hf: model must be imported for.
-AttentionImport attention_import_of(const nlohmann::json& json, const std::vector<std::string>& overrides) {
+// training.attention and training.liger as the scenario will have them once its overrides are
+// applied (they come after the references are loaded): what an hf: model must be imported for.
+// A value of the wrong type is left to the training section's reader, which names it.
+ModelImport model_import_of(const nlohmann::json& json, const std::vector<std::string>& overrides) {
   std::string attention = "auto";
-  if (const auto t = json.find("training"); t != json.end() && t->is_object())
+  std::optional<bool> liger;
+  if (const auto t = json.find("training"); t != json.end() && t->is_object()) {
     if (const auto a = t->find("attention"); a != t->end() && a->is_string()) attention = a->get<std::string>();
-  constexpr std::string_view kKey = "training.attention=";
+    if (const auto l = t->find("liger"); l != t->end() && l->is_boolean()) liger = l->get<bool>();
+  }
+  constexpr std::string_view kAttention = "training.attention=", kLiger = "training.liger=";
   for (const std::string& o : overrides) {
-    if (o.rfind(kKey, 0) != 0) continue;
-    attention = o.substr(kKey.size());
+    if (o.rfind(kLiger, 0) == 0) {
+      const std::string value = o.substr(kLiger.size());
+      if (value == "true" || value == "false") liger = value == "true";
+    }
+    if (o.rfind(kAttention, 0) != 0) continue;
+    attention = o.substr(kAttention.size());
     if (attention.size() >= 2 && attention.front() == '"' && attention.back() == '"')
       attention = attention.substr(1, attention.size() - 2);
   }
-  return attention_import_for(attention);
+  return {attention_import_for(attention), liger};
 }
 
 }  // namespace
@@ -1062,7 +1077,7 @@ Scenario parse_scenario(const nlohmann::json& json_in, const std::string& file,
     if (replaces_reference(o)) apply_override(json, o, file);
   if (!json.contains("model")) throw InputError(file, "model", "is required: a catalog path, an inline object or hf:config.json");
   if (!json.contains("cluster")) throw InputError(file, "cluster", "is required: a catalog path or an inline object");
-  Reference model_ref = load_reference(json["model"], file, "model", attention_import_of(json, overrides));
+  Reference model_ref = load_reference(json["model"], file, "model", model_import_of(json, overrides));
   Reference cluster_ref = load_reference(json["cluster"], file, "cluster");
   nlohmann::json calibration;
   std::string calibration_file;

@@ -106,6 +106,10 @@ struct TrainingSpec {
   // stored by name ("eager" only for a model whose attention costs materialise the scores,
   // checked by the planner). "auto": the kernel the model's costs were imported for.
   std::string attention = "auto";
+  // training.liger: Liger-Kernel's default patch (RMSNorm, rotary, SwiGLU/GeGLU, fused linear
+  // cross-entropy; models::DecoderBlockShape::liger). Unstated: as the model was imported
+  // (models::Model::liger); stated, it must match (an hf: model is imported for it).
+  std::optional<bool> liger;
   // training.matmul_dtype: what the linear layers' GEMMs run in. param_dtype (the default), or
   // fp8: float8 training as torchao's convert_to_float8_training does it (Float8Linear,
   // tensorwise dynamic scaling), with torchtitan's filter: every nn.Linear whose weight dims are
@@ -320,9 +324,17 @@ struct Reference {
 // "_import_options" say.
 enum class AttentionImport { as_configured, eager, fused };
 AttentionImport attention_import_for(const std::string& training_attention);
-// An hf: model (key "model", "hf:config.json") is imported for `attention`.
+// What an hf: model is imported for: its attention, and Liger's kernels (training.liger; unset:
+// as the config's "_import_options" say).
+struct ModelImport {
+  AttentionImport attention = AttentionImport::as_configured;
+  std::optional<bool> liger;
+  bool operator==(const ModelImport&) const = default;
+};
+ModelImport model_import_for(const TrainingSpec& training);
+// An hf: model (key "model", "hf:config.json") is imported for `import`.
 Reference load_reference(const nlohmann::json& value, const std::string& scenario_file, const std::string& key,
-                         AttentionImport attention = AttentionImport::as_configured);
+                         const ModelImport& import = {});
 
 // What parse_scenario read on the way, the overrides applied: the scenario document (those
 // inside the references apart), the model and cluster references and the calibration. A

@@ -25,16 +25,17 @@ std::string trim(const std::string& s) {
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
-// What an hf: model is imported for under the scenario's training.attention (load_reference).
-AttentionImport attention_import(const Scenario& s) { return attention_import_for(s.training.attention); }
-
-const char* import_key(AttentionImport a) {
-  switch (a) {
-    case AttentionImport::eager: return "imported for eager attention\n";
-    case AttentionImport::fused: return "imported for fused attention\n";
-    case AttentionImport::as_configured: break;
+// What an hf: model is imported for under the scenario's training.attention and training.liger
+// (load_reference), as a line of a point's model key.
+std::string import_key(const ModelImport& import) {
+  std::string key;
+  switch (import.attention) {
+    case AttentionImport::eager: key = "imported for eager attention"; break;
+    case AttentionImport::fused: key = "imported for fused attention"; break;
+    case AttentionImport::as_configured: key = "imported as its config says"; break;
   }
-  return "imported as its config says\n";
+  if (import.liger) key += *import.liger ? ", with Liger's kernels" : ", without Liger's kernels";
+  return key + "\n";
 }
 
 // Splits on commas that are not inside brackets, braces or a quoted string.
@@ -395,7 +396,7 @@ void ScenarioTemplate::init(std::shared_ptr<const Scenario> base, ScenarioDocume
   model_json_ = std::move(documents.model.json);
   model_file_ = std::move(documents.model.file);
   model_hf_ = documents.model.hf;
-  base_import_ = attention_import(*base_);
+  base_import_ = model_import_for(base_->training);
   cluster_ = std::move(documents.cluster.json);
   if (documents.calibration_file != file) calibration_file_ = std::move(documents.calibration_file);
   document_ = std::move(documents.document);
@@ -492,15 +493,15 @@ Scenario ScenarioTemplate::parse_point(const std::vector<std::string>& overrides
   // An hf: model is imported for the point's attention (load_reference): a point whose
   // training.attention asks for another import than the base's, or that replaces the model
   // under an attention that decides its import, has a model of its own.
-  const AttentionImport import = attention_import(s);
-  if (import != base_import_ || (import != AttentionImport::as_configured && !model_key.empty()))
+  const ModelImport import = model_import_for(s.training);
+  if (import != base_import_ || (import != ModelImport{} && !model_key.empty()))
     model_key += import_key(import);
   return s;
 }
 
 models::SharedModel ScenarioTemplate::model_for(const std::string& key,
                                                 const std::vector<std::string>& model_overrides,
-                                                AttentionImport import) const {
+                                                const ModelImport& import) const {
   {
     std::lock_guard<std::mutex> lock(models_mutex_);
     auto it = models_.find(key);
@@ -540,7 +541,7 @@ Scenario ScenarioTemplate::instantiate(const std::vector<std::string>& overrides
   std::string key;
   std::vector<std::string> model_overrides;
   Scenario s = parse_point(overrides, key, model_overrides);
-  s.model = model_for(key, model_overrides, attention_import(s));
+  s.model = model_for(key, model_overrides, model_import_for(s.training));
   return s;
 }
 

@@ -153,7 +153,7 @@ class ScenarioTemplate {
                        std::vector<std::string>& model_overrides) const;
   // `import`: what the point's training.attention imports an hf: model for.
   models::SharedModel model_for(const std::string& key, const std::vector<std::string>& model_overrides,
-                                AttentionImport import) const;
+                                const ModelImport& import) const;
 
   std::string file_;
   std::vector<std::string> base_overrides_;
@@ -163,7 +163,7 @@ class ScenarioTemplate {
   nlohmann::json model_json_;  // the model JSON, base model.* overrides applied
   std::string model_file_;
   bool model_hf_ = false;           // the base model is an hf: import ...
-  AttentionImport base_import_ = AttentionImport::as_configured;  // ... for the base's training.attention
+  ModelImport base_import_;  // ... for the base's training.attention and training.liger
   std::string calibration_file_;
   const nlohmann::json* gpu_catalog_ = nullptr;  // scenarios/hardware/gpus.json (gpu_catalog()), for cluster.gpu overrides
   mutable std::mutex models_mutex_;

@@ -42,7 +42,7 @@ std::string import_summary(const models::Model& m, const std::string& destinatio
 void add_import_command(CLI::App& app) {
   struct Options {
     std::string config, output;
-    bool eager_attention = false;
+    bool eager_attention = false, liger = false;
     std::string loss = "fp32_upcast";
   };
   auto o = std::make_shared<Options>();
@@ -58,6 +58,9 @@ void add_import_command(CLI::App& app) {
                   "or bf16 (cross-entropy on the 16-bit logits); a scenario's training.loss can swap in any kind. "
                   "Without it, and without --eager-attention, the config's own \"_import_options\" decide")
       ->check(CLI::IsMember({"fp32_upcast", "bf16"}));
+  cmd->add_flag("--liger", o->liger,
+                "Cost the blocks, norms and loss as Liger-Kernel's default patch runs them (LigerRMSNorm, rotary, "
+                "SwiGLU/GeGLU, fused linear cross-entropy: the loss is then \"chunked\"); dense families Liger patches");
   cmd->callback([o, loss] {
     // A model's folder, as from_pretrained takes it (and as hf: does): its config.json.
     std::error_code ec;
@@ -68,6 +71,7 @@ void add_import_command(CLI::App& app) {
     models::HfImportOptions options = models::import_options_of(config, o->config);
     if (o->eager_attention) options.flash_attention = false;
     if (loss->count() > 0) options.fp32_loss = o->loss == "fp32_upcast";
+    if (o->liger) options.liger = true;
     nlohmann::json model = models::import_hf_config(config, o->config, options);
     const models::Model parsed = models::parse_model(model, o->config);  // check it before writing it
     std::string text = models::format_json(model) + "\n";

@@ -257,6 +257,8 @@ std::string estimate_text(const sim::Estimate& e, const planner::Scenario& sc, d
   out << "compute: GEMMs by shape, attention by kernel (" << e.attention_kernel
       << "), memory-bound kernels at memory_bound_efficiency " << buf
       << " of HBM bandwidth, the one constant fitted to published runs (all GPUs; docs/accuracy.md)\n";
+  if (sc.model->liger)
+    out << "blocks: Liger-Kernel's RMSNorm, rotary and gated activation (training.liger; docs/memory-model.md)\n";
   if (!e.calibration.gemm_table.empty())
     out << "GEMMs: " << e.gemm_shapes_from_table << " of " << e.gemm_shapes
         << " distinct shapes from the calibration's measured gemm_table, the rest from the shape model\n";
@@ -312,6 +314,7 @@ nlohmann::json estimate_json(const sim::Estimate& e, const planner::Scenario& sc
   j["time"]["compute_slowdown_under_comm"] = e.costs.compute_slowdown_under_comm;
   j["calibration"] = e.calibration.name;
   j["attention_kernel"] = e.attention_kernel;
+  j["liger"] = sc.model->liger;  // the blocks costed as Liger-Kernel's (training.liger)
   j["gemm_shapes"] = {{"distinct", e.gemm_shapes}, {"from_table", e.gemm_shapes_from_table}};
   j["memory"] = {{"peak_allocated_bytes", m.peak_allocated_bytes},
                  {"peak_reserved_bytes", m.peak_reserved_bytes},

@@ -839,5 +839,115 @@ TEST(LossKinds, CostsRoundTripThroughTheModelJson) {
   EXPECT_THROW(parse_model(model, "m.json"), InputError);
 }
 
+
+// [Liger block kernels] (models/transformer_costs.h), read in linkedin/Liger-Kernel@ead96b6:
+// LigerRMSNormFunction saves (X, RSTD), an fp32 rstd per row beside the 16-bit input
+// (src/liger_kernel/ops/rms_norm.py); LigerSiLUMulFunction saves its two inputs, recomputes
+// SiLU in backward and writes the two gradients over them (ops/swiglu.py, swiglu_backward
+// returns a and b); liger_rotary_pos_emb rotates q and k in place (ops/rope.py); the causal LM's
+// forward becomes the fused linear cross-entropy (monkey_patch.py, apply_liger_kernel_to_llama's
+// defaults). Bytes per token by hand.
+Model load_liger(const std::string& name) {
+  HfImportOptions options;
+  options.liger = true;
+  return load_hf_config(hf_config_path(name), options);
+}
+
+// Llama-3.1-8B (h 4096, q 4096, kv 1024, f 14336):
+//   saved: each norm its input 2h + rstd 4 = 8,196 (twice: 16,392), the norm outputs 2 x 2h =
+//   16,384, q, k, v 2 x (4096 + 1024 + 1024) = 12,288, the attention output 8,192, the gate
+//   and up outputs and their product 3 x 2f = 86,016: 139,272. Eager: 200,712
+//   (SavedActivations.LlamaGeneralization); the difference is each Python norm's fp32 copy and
+//   16-bit cast less Liger's rstd (2 x (4h + 2h - 2h)) and SiLU's output (2f): 61,440.
+//   backward: the SwiGLU moments shrink to G 2h + d(product) 2f = 36,864 (eager: the product's
+//   MulBackward0, 2h + 3 x 2f = 94,208), so the peak is flash attention's, 61,568
+//   (TransientMemory.Llama31_8bDecoderBlockByHand); rotary's backward holds G, dq, dk and dv:
+//   20,480. forward: nothing beside rotary (eager: q and k before rotary, 10,240); the peak stays
+//   the residual add's 2 x 2h = 16,384.
+//   memory-bound bytes: Liger's kernels are the fused ones counted (188,416 per token); the
+//   eager extras left are repeat_kv's copies 2 x 2 x 5120 and the attention output's transpose
+//   copy 2 x 2 x 4096: (188,416 + 36,864) / 188,416 (eager: 626,688 / 188,416).
+TEST(LigerKernels, Llama31_8bBlockByHand) {
+  const Model m = load_liger("llama3.1-8b");
+  EXPECT_TRUE(m.liger);
+  const ModuleCosts& block = costs_of(m, "model.layers.3");
+  EXPECT_EQ(block.saved_activation_bytes.at(1, 1), 139'272.0);
+  EXPECT_EQ(block.saved_activation_bytes.at(2, 8192), 2.0 * 8192 * 139'272);
+  EXPECT_EQ(costs_of(load("llama3.1-8b", true), "model.layers.3").saved_activation_bytes.at(1, 1) -
+                block.saved_activation_bytes.at(1, 1),
+            61'440.0);
+  EXPECT_EQ(block.backward_transient_bytes.at(1, 1), 61'568.0);
+  EXPECT_EQ(block.forward_transient_bytes.at(1, 1), 16'384.0);
+  EXPECT_DOUBLE_EQ(*block.eager_hbm_factor, 225'280.0 / 188'416.0);
+  EXPECT_EQ(block.forward_hbm_bytes.at(1, 1), 188'416.0);  // the fused kernels' bytes, unchanged
+
+  DecoderBlockShape shape = llama31_8b_block();
+  shape.liger = true;
+  shape.eager_elementwise.python_rms_norm = false;
+  const TransientLedger ledger = block_transients(shape, true);
+  bool rotary = false, swiglu = false;
+  for (const TransientMoment& moment : ledger.backward) {
+    if (moment.when.find("rotary") != std::string::npos) {
+      rotary = true;
+      EXPECT_EQ(moment_bytes(moment).at(1, 1), 20'480.0) << moment.when;
+    }
+    if (moment.when.find("SiLU-and-multiply backward") != std::string::npos) {
+      swiglu = true;
+      EXPECT_EQ(moment_bytes(moment).at(1, 1), 36'864.0) << moment.when;
+    }
+  }
+  EXPECT_TRUE(rotary && swiglu);
+  EXPECT_EQ(moment_bytes(ledger.forward.front()).at(1, 1), 0.0) << ledger.forward.front().when;
+
+  // The final norm saves its input alone (eager: its fp32 copy 4h + rsqrt 4 + cast 2h =
+  // 24,580); the output layer's loss is the fused linear cross-entropy.
+  EXPECT_EQ(costs_of(m, "model.norm").saved_activation_bytes.at(1, 1), 8'192.0);
+  EXPECT_EQ(costs_of(load("llama3.1-8b", true), "model.norm").saved_activation_bytes.at(1, 1), 24'580.0);
+  ASSERT_TRUE(costs_of(m, "lm_head").loss);
+  EXPECT_EQ(costs_of(m, "lm_head").loss->kind, LossKind::chunked);
+}
+
+// Phi-3.5-mini (h 3072, MHA 32 x 96, f 8192): Liger's Phi-3 MLP chunks the fused gate_up output
+// and ensure_contiguous (ops/utils.py) copies both halves; the copies are what SiLUMul saves.
+//   saved: norms 2 x (2h + 4) = 12,296, their outputs 2 x 2h = 12,288, q, k, v 3 x 2h = 18,432,
+//   the attention output 6,144, the gate and up copies and the product 3 x 2f = 49,152: 98,312
+//   (eager: 139,272: the norms' 2 x (6h + 4) and gate_up 4f + SiLU's output 2f + product 2f).
+//   forward peak: the gate_up output 4f = 32,768 alive while it is copied.
+//   backward peak: gate_up's backward, G 2h + d(gate_up) 4f + its input gradient 2h = 45,056
+//   (flash attention's: G + dO + dq + dk + dv 5 x 2h + fp32 dq accumulator 4 x 32 x 96 +
+//   softmax_d 4 x 32 = 43,136; eager's peak 2h + 8f = 71,680, NewFamilies.FalconAndPhi3ByHand).
+TEST(LigerKernels, Phi3FusedGateUpByHand) {
+  const Model phi = load_liger("phi3.5-mini");
+  const ModuleCosts& block = costs_of(phi, "model.layers.0");
+  EXPECT_EQ(block.saved_activation_bytes.at(1, 1), 98'312.0);
+  EXPECT_EQ(costs_of(load("phi3.5-mini", true), "model.layers.0").saved_activation_bytes.at(1, 1), 139'272.0);
+  EXPECT_EQ(block.forward_transient_bytes.at(1, 1), 32'768.0);
+  EXPECT_EQ(block.backward_transient_bytes.at(1, 1), 45'056.0);
+}
+
+// Families without a Liger patch, and the MoE ones whose experts' kernels are not modelled, are
+// refused naming the config's model_type; a config's _import_options may ask for Liger.
+TEST(LigerKernels, FamiliesLigerDoesNotPatchAreRefused) {
+  HfImportOptions options;
+  options.liger = true;
+  for (const char* name : {"falcon-7b", "gpt2", "mixtral-8x7b"}) {
+    try {
+      load_hf_config(hf_config_path(name), options);
+      ADD_FAILURE() << name << " was imported with Liger's kernels";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("model_type"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("Liger"), std::string::npos) << e.what();
+    }
+  }
+  nlohmann::json config = load_json_file(hf_config_path("llama3.2-1b"));
+  config["_import_options"] = {{"liger", true}};
+  EXPECT_TRUE(import_options_of(config, "c.json").liger);
+  const nlohmann::json model = import_hf_config(config, "c.json", import_options_of(config, "c.json"));
+  EXPECT_EQ(model["liger"], true);
+  EXPECT_NE(model["source"].get<std::string>().find("liger=true"), std::string::npos);
+  config["_import_options"] = {{"liger", "yes"}};
+  EXPECT_THROW(import_options_of(config, "c.json"), InputError);
+}
+
 }  // namespace
 }  // namespace fsdpsim::models

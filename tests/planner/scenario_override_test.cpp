@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "models/hf_import.h"
 #include "models/json_input.h"
 #include "planner/cost_model.h"
 #include "planner/plan.h"
@@ -114,6 +115,48 @@ TEST(ScenarioOverrides, AnHfModelIsImportedForTheScenariosAttention) {
   // A later override wins, as every override does.
   eager.push_back("training.attention=flash2");
   EXPECT_EQ(quadratic(load_scenario(kScenario, eager)), 0.0);
+}
+
+// training.liger imports an hf: model with Liger-Kernel's blocks (tests/models/transformer_costs_test.cpp,
+// LigerKernels). Llama-3.2-1B's block by hand (h 2048, q 2048, kv 512, f 8192), bytes per token:
+// eager, each Python norm's fp32 copy, rsqrt and cast 2 x (6h + 4) = 24,584, the norm outputs
+// 2 x 2h = 8,192, q, k, v 2 x 3,072 = 6,144, the attention output 4,096, gate, SiLU's output, up and
+// the product 4 x 2f = 65,536: 108,552; Liger, the norms' inputs and rstd 2 x (2h + 4) = 8,200 and
+// three of the MLP's four 49,152: 75,784. Stated for a model file costed otherwise (the catalog's
+// Llama-3.1-8B), or false for a Liger import, it is refused naming the field.
+TEST(ScenarioOverrides, AnHfModelIsImportedForLiger) {
+  auto per_token = [](const Scenario& s) { return s.model->find_module("model.layers.0")->costs->saved_activation_bytes.at(1, 1); };
+  const std::string hf = "model=hf:models/hf/llama3.2-1b.json";
+  EXPECT_EQ(per_token(load_scenario(kScenario, {hf})), 108'552.0);
+  const Scenario liger = load_scenario(kScenario, {hf, "training.liger=true"});
+  EXPECT_TRUE(liger.model->liger);
+  EXPECT_EQ(per_token(liger), 75'784.0);
+  EXPECT_EQ(liger.model->find_module("lm_head")->costs->loss->kind, models::LossKind::chunked);
+  nlohmann::json file = load_json_file(kScenario);
+  file["training"]["liger"] = true;
+  EXPECT_EQ(per_token(parse_scenario(file, kScenario, {hf})), 75'784.0);
+  EXPECT_EQ(per_token(parse_scenario(file, kScenario, {hf, "training.liger=false"})), 108'552.0);
+  EXPECT_NO_THROW(plan_step(liger));
+  // training.loss still names the loss over Liger's default.
+  EXPECT_NO_THROW(plan_step(load_scenario(kScenario, {hf, "training.liger=true", "training.loss=fp32_upcast"})));
+  auto refused = [](const Scenario& s, const std::string& says) {
+    try {
+      plan_step(s);
+      ADD_FAILURE() << "planned";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("training.liger"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused(load_scenario(kScenario, {"training.liger=true"}), "hf:<config.json>");
+  nlohmann::json liger_model = models::import_hf_config(load_json_file(std::string(FSDPSIM_SOURCE_ROOT) + "/models/hf/llama3.2-1b.json"),
+                                                        "llama3.2-1b.json", {true, true, true});
+  nlohmann::json inline_model = load_json_file(kScenario);
+  inline_model["model"] = liger_model;
+  EXPECT_NO_THROW(plan_step(parse_scenario(inline_model, kScenario, {})));  // unstated: the model's
+  inline_model["training"]["liger"] = false;
+  refused(parse_scenario(inline_model, kScenario, {}), "costed for Liger's kernels");
+  EXPECT_THROW(load_scenario(kScenario, {hf, "training.liger=\"yes\""}), InputError);
 }
 
 // An explicit fused kernel imports an hf: model for fused attention even where its config's

@@ -405,6 +405,37 @@ TEST(SweepPoints, AnHfModelIsImportedForEachPointsAttention) {
   }
 }
 
+// training.liger likewise decides an hf: model's import (Liger's blocks save less; the loss is
+// the fused linear cross-entropy): a sweep over it gives each point the parse `estimate --set
+// training.liger=...` gives, from a base with it stated either way or unstated.
+TEST(SweepPoints, AnHfModelIsImportedForEachPointsLiger) {
+  for (const std::string base_liger : {"true", "false", ""}) {
+    SCOPED_TRACE("base liger " + base_liger);
+    nlohmann::json scenario = {
+        {"model", "hf:models/hf/llama3.2-1b.json"},
+        {"cluster", "scenarios/clusters/dgx-h100.json"},
+        {"training", {{"global_batch", 32}, {"micro_batch", 4}, {"seq_len", 4096}}}};
+    if (!base_liger.empty()) scenario["training"]["liger"] = base_liger == "true";
+    auto t = planner::ScenarioTemplate::from_json(scenario, kScenarioFile, {});
+    auto evaluator = make_analytic_evaluator();
+    std::int64_t liger_bytes = 0, eager_bytes = 0;
+    for (const std::vector<std::string>& o : std::vector<std::vector<std::string>>{
+             {"training.liger=true"}, {"training.liger=false"}, {}, {"training.liger=true"}}) {
+      const planner::Scenario want = planner::parse_scenario(scenario, kScenarioFile, o);
+      const planner::Scenario& got = t->instantiate(o);
+      EXPECT_EQ(got.model->liger, want.model->liger);
+      const PointMetrics a = evaluator->evaluate(got, cost_key_of(o));
+      const PointMetrics b = metrics_of(want);
+      EXPECT_EQ(a.peak_allocated_bytes, b.peak_allocated_bytes);
+      EXPECT_EQ(a.step_seconds, b.step_seconds);
+      (want.model->liger ? liger_bytes : eager_bytes) = a.peak_allocated_bytes;
+    }
+    // Each of the 16 blocks saves 32,768 bytes a token less (ScenarioOverrides.AnHfModelIsImportedForLiger):
+    // 16,384 tokens x 16 x 32,768 = 8 GiB, and the fused loss keeps no fp32 logits.
+    EXPECT_GT(eager_bytes, liger_bytes + (std::int64_t{8} << 30));
+  }
+}
+
 // The same for a config whose "_import_options" import it for eager attention (ColossalAI's
 // GPT-2 XL): "auto" keeps the config's import, an explicit fused kernel imports it fused, from a
 // base of either. (Before session 31 every non-eager point kept the config's eager import.)
