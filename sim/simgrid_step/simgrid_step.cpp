@@ -736,7 +736,13 @@ std::unique_ptr<sg4::Engine> start_engine(long actors) {
 // Hosts and links of a user's platform file; slow links scale the matching links.
 std::vector<sg4::Link*> load_user_platform(sg4::Engine& engine, StepSimulation& sim, std::vector<sg4::Host*>& hosts,
                                            int world, int gpus_per_node, const SimgridOptions& options) {
-  engine.load_platform(options.platform_xml);
+  // SimGrid's own parse (XML syntax, DTD, routing) fails on the user's file: bad input, named as
+  // check_platform_file's findings are (exit 2), not an internal error.
+  try {
+    engine.load_platform(options.platform_xml);
+  } catch (const std::exception& e) {
+    throw InputError(options.platform_xml, "", std::string("SimGrid cannot load this platform: ") + e.what());
+  }
   hosts = xml_hosts(engine, world, gpus_per_node, options.platform_xml);
   std::vector<sg4::Link*> sg_links = engine.get_all_links();
   for (sg4::Link* l : sg_links) {

@@ -632,6 +632,27 @@ TEST(SimgridEngine, AnExportedPlatformXmlSimulatesTheSameStep) {
   EXPECT_NEAR(loaded.links.front().utilisation, built.links.front().utilisation, 1e-3);
 }
 
+// A platform file SimGrid's own parser refuses (an attribute list left open passes the line
+// linter) is bad input named by its file, as the linter's findings are: it was an internal error
+// (exit 1) before session 39.
+TEST(SimgridEngine, APlatformSimgridCannotParseIsBadInputNamingTheFile) {
+  const nlohmann::json base = scenario("scenarios/clusters/dgx-h100.json");
+  const std::string file = (std::filesystem::temp_directory_path() / "fsdpsim-simgrid-unparsable.xml").string();
+  {
+    std::ofstream out(file);
+    out << "<?xml version='1.0'?>\n<platform version=\"4.1\">\n<zone id=\"z\" routing=\"Full\">\n"
+           "<host id=\"a\" speed=\"1Gf\"/>\n<host id=\"b\" speed=\"1Gf\"\n</zone>\n</platform>\n";
+  }
+  try {
+    run(load(base, {"cluster.nodes=1", "simulation.platform_xml=" + file}));
+    ADD_FAILURE() << "an unparsable platform was simulated";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), file);
+    EXPECT_NE(std::string(e.what()).find("SimGrid cannot load this platform"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(file);
+}
+
 TEST(SimgridEngine, ResultsRoundTripThroughJson) {
   const SimgridResult r = run(load(scenario("scenarios/clusters/dgx-h100.json"), {"cluster.nodes=2"}));
   const SimgridResult back = simgrid_result_from_json(simgrid_result_to_json(r));
