@@ -2221,6 +2221,10 @@ nlohmann::json import_hf_config(const nlohmann::json& config, const std::string&
              : family == Family::gemma3 ? read_gemma3(r, options)
                                         : read_dense_arch(r, family, options);
   a.liger = options.liger;
+  if (a.liger && a.logit_softcap)
+    throw InputError(file, "final_logit_softcapping",
+                     "Liger's fused linear cross-entropy (training.liger's loss) is not modelled with soft-capped logits "
+                     "(it takes the cap into its kernel); import without Liger, or without final_logit_softcapping");
   json root;
   switch (a.family) {
     case Family::falcon: root = falcon_root(a, options); break;

@@ -76,14 +76,16 @@ std::string loss_kind_name(LossKind kind) {
     case LossKind::fused: return "fused";
     case LossKind::chunked: return "chunked";
     case LossKind::cut: return "cut";
+    case LossKind::chunked_output: return "chunked_output";
   }
   return "fp32_upcast";
 }
 
-std::vector<std::string> loss_kind_names() { return {"fp32_upcast", "bf16", "fused", "chunked", "cut"}; }
+std::vector<std::string> loss_kind_names() { return {"fp32_upcast", "bf16", "fused", "chunked", "cut", "chunked_output"}; }
 
 std::optional<LossKind> parse_loss_kind(const std::string& name) {
-  for (LossKind kind : {LossKind::fp32_upcast, LossKind::bf16, LossKind::fused, LossKind::chunked, LossKind::cut})
+  for (LossKind kind : {LossKind::fp32_upcast, LossKind::bf16, LossKind::fused, LossKind::chunked, LossKind::cut,
+                        LossKind::chunked_output})
     if (name == loss_kind_name(kind)) return kind;
   return std::nullopt;
 }

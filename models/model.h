@@ -32,6 +32,8 @@ enum class LossKind {
                 // (flash-attn's CrossEntropyLoss with inplace_backward=True, Liger's LigerCrossEntropyLoss)
   chunked,      // Liger's LigerFusedLinearCrossEntropy: logits per chunk of tokens, gradients in forward
   cut,          // Apple's Cut Cross-Entropy: logits only in on-chip tiles, recomputed in backward
+  chunked_output,  // torchtune's CEWithChunkedOutputLoss / LinearCrossEntropyLoss: 16-bit logits in 8
+                   // chunks of tokens, each chunk's cross-entropy compiled (the fp32 upcast fused away)
 };
 std::string loss_kind_name(LossKind kind);
 // The names loss_kind_name writes; nullopt for anything else.

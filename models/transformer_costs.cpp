@@ -1161,6 +1161,34 @@ TransientLedger cut_loss_transients(const LossShape& x) {
   return ledger;
 }
 
+// torchtune's chunked-output cross-entropy (pytorch/torchtune@bd2a0fc torchtune/modules/loss/
+// ce_chunked_output_loss.py CEWithChunkedOutputLoss, and cross_entropy_loss.py LinearCrossEntropyLoss,
+// which runs the projection inside the chunk): the tokens split in num_output_chunks = 8, each
+// chunk's F.cross_entropy(logits.float()) compiled (apply_compile_strategy; torchtune's recipes
+// compile it with compile: True). AOTAutograd's partitioner keeps the chunk's 16-bit logits (a
+// matmul output it will not recompute) and a per-row statistic, not the fp32 log-probabilities
+// eager would (4V a token), and Inductor fuses the upcast into its reductions. In backward the
+// chunks' cross-entropies run first (created after every projection chunk, so higher in
+// autograd's order); each releases its saved logits once it has written their 16-bit gradient,
+// so the chunks done hold gradients where their logits were: beyond the saved logits, one
+// chunk's gradient. Then the projection chunks' backward writes the input gradient's chunks and
+// tensor_split's backward concatenates them.
+constexpr double kTorchtuneOutputChunks = 8;  // num_output_chunks' default (both classes)
+TransientLedger chunked_output_loss_transients(const LossShape& x) {
+  const double E = kActivationBytes;
+  TransientLedger ledger;
+  ledger.forward = {{"the projection chunks (16-bit logits, saved) and each chunk's compiled cross-entropy", {}}};
+  ledger.backward = {
+      {"a chunk's compiled cross-entropy backward: its 16-bit gradient beside its logits, which it then releases",
+       {per_token("one chunk's 16-bit logits gradient", E * x.V / kTorchtuneOutputChunks)}},
+      {"projection chunks' backward (MmBackward0; the weight gradient is a parameter gradient), then tensor_split's "
+       "backward concatenating the input gradient's chunks",
+       {per_token("the input gradient's chunks", E * x.h), input_gradient(x)}},
+  };
+  ledger.weight_gradient_moment = 1;
+  return ledger;
+}
+
 TransientLedger loss_transients(const LossShape& x, LossKind kind) {
   switch (kind) {
     case LossKind::fp32_upcast: return fp32_upcast_loss_transients(x);
@@ -1168,6 +1196,7 @@ TransientLedger loss_transients(const LossShape& x, LossKind kind) {
     case LossKind::fused: return fused_loss_transients(x);
     case LossKind::chunked: return chunked_loss_transients(x);
     case LossKind::cut: return cut_loss_transients(x);
+    case LossKind::chunked_output: return chunked_output_loss_transients(x);
   }
   return fp32_upcast_loss_transients(x);
 }
@@ -1625,6 +1654,15 @@ ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, Los
       // Saved: the input e, the fp32 log-sum-exp per token, the fp32 mean logit per vocabulary entry.
       c.saved_activation_bytes = monomial(E * h + kFp32Bytes, 1, 1);
       c.saved_activation_bytes += monomial(kFp32Bytes * V, 0, 0);
+      break;
+    case LossKind::chunked_output:
+      // Each chunk's compiled forward reads its 16-bit logits twice (a looped max, then the sum of
+      // exponentials); its backward reads them once and writes their gradient. Saved: the
+      // projection's input, the 16-bit logits and an fp32 statistic per row
+      // (chunked_output_loss_transients).
+      c.forward_hbm_bytes = monomial(2 * E * V, 1, 1);
+      c.backward_hbm_bytes = monomial(2 * E * V, 1, 1);
+      c.saved_activation_bytes = monomial(E * h + E * V + kFp32Bytes, 1, 1);
       break;
   }
   if (logit_softcap) {

@@ -126,6 +126,27 @@ TEST(LossKind, ChunkedLossRunsItsGradientsInForwardByHand) {
   EXPECT_EQ(chunked.memory.peak_allocated_bytes, 8'607'473'664);
 }
 
+// torchtune's chunked-output cross-entropy (training.loss chunked_output; docs/memory-model.md,
+// "The loss") on the same output layer, b = 2, s = 8192 (16,384 tokens), by hand: saved 2h + 2V +
+// 4 = 264,708 per token. The loss's backward op holds one chunk's gradient beside them, 2V/8 =
+// 32,064: held 6N + ids + workspaces = 3,219,259,392 + 16,384 x 296,772 = 8,081,571,840. The
+// projection's backward holds the weight gradient 2N and the input gradient's chunks and their
+// concatenation 4h = 16,384: 3,219,259,392 + 1,050,673,152 + 16,384 x 281,092 = 8,875,343,872,
+// the peak (8.27 GiB, against fp32_upcast's 26.61 and the bf16 loss's saved 2V and 4V gradient).
+// torchtune's blog run that ran (session 39's third judge) was predicted not to fit with bf16.
+TEST(LossKind, TorchtuneChunkedOutputLossByHand) {
+  const double tokens = 16'384.0, V = 128'256.0;
+  Planned chunked = planned(output_layer_scenario(2, 8192), {"training.loss=chunked_output"});
+  EXPECT_EQ(chunked.memory.peak_allocated_bytes, 8'875'343'872);
+  EXPECT_EQ(chunked.plan.schedule.ops[chunked.memory.peak_op].name, "bwd lm_head");
+  Planned bf16 = planned(output_layer_scenario(2, 8192), {"training.loss=bf16"});
+  EXPECT_GT(bf16.memory.peak_allocated_bytes, chunked.memory.peak_allocated_bytes + 3 * tokens * V);
+  // Two reads of the logits in forward; one read and one write in backward (the loss's op).
+  EXPECT_EQ(chunked.op("fwd lm_head").hbm_bytes, tokens * 4 * V);
+  EXPECT_EQ(chunked.op("bwd lm_head (loss)").hbm_bytes, tokens * 4 * V);
+  EXPECT_EQ(chunked.op("bwd lm_head").flops, bf16.op("bwd lm_head").flops);
+}
+
 // Cut Cross-Entropy: forward 2hV + 2h per token (the log-sum-exp GEMM and the targets' dot
 // products), backward 3 x 2hV (the logits recomputed, then both gradient GEMMs).
 TEST(LossKind, CutLossRecomputesTheLogitsInBackwardByHand) {
