@@ -1008,6 +1008,7 @@ struct LossShape {
   double V = 0;       // vocabulary size
   double tokens = 0;  // b*s, for the kinds whose chunking depends on it (chunked)
   bool softcap = false;  // Gemma-2's final_logit_softcapping before the loss
+  bool compiled = true;  // chunked_output: each chunk's cross-entropy compiled (else eager)
 };
 
 // Gemma2ForCausalLM.forward (transformers): logits = logits / cap; logits = torch.tanh(logits);
@@ -1174,7 +1175,33 @@ TransientLedger cut_loss_transients(const LossShape& x) {
 // chunk's gradient. Then the projection chunks' backward writes the input gradient's chunks and
 // tensor_split's backward concatenates them.
 constexpr double kTorchtuneOutputChunks = 8;  // num_output_chunks' default (both classes)
+// Eager (compile: False), each chunk runs logits.float() and F.cross_entropy as fp32_upcast does,
+// on an eighth of the tokens: log_softmax saves the chunk's fp32 log-probabilities (4V a token
+// over the chunks), the 16-bit logits (2V, every chunk) are alive through the loss's forward and
+// dropped before backward (torchtune's recipes `del logits`); in backward the first chunk's
+// log-probabilities' and logits' fp32 gradients (4V/8 each) are the largest moment, later
+// chunks' released log-probabilities making room for their 16-bit gradients.
+TransientLedger eager_chunked_output_loss_transients(const LossShape& x) {
+  const double E = kActivationBytes, chunk = x.V / kTorchtuneOutputChunks;
+  TransientLedger ledger;
+  ledger.forward = {{"a chunk's logits.float() and log_softmax (its fp32 output saved) while every chunk's 16-bit logits "
+                     "are alive",
+                     {per_token("the 16-bit logits, every chunk", E * x.V),
+                      per_token("one chunk's fp32 copy (logits.float())", kLogitBytes * chunk)}}};
+  ledger.backward = {
+      {"a chunk's log_softmax backward: its log-probabilities' and logits' fp32 gradients",
+       {per_token("one chunk's fp32 gradient of the log-probabilities", kLogitBytes * chunk),
+        per_token("one chunk's fp32 gradient of the logits", kLogitBytes * chunk)}},
+      {"projection chunks' backward (MmBackward0; the weight gradient is a parameter gradient), then tensor_split's "
+       "backward concatenating the input gradient's chunks",
+       {per_token("the input gradient's chunks", E * x.h), input_gradient(x)}},
+  };
+  ledger.weight_gradient_moment = 1;
+  return ledger;
+}
+
 TransientLedger chunked_output_loss_transients(const LossShape& x) {
+  if (!x.compiled) return eager_chunked_output_loss_transients(x);
   const double E = kActivationBytes;
   TransientLedger ledger;
   ledger.forward = {{"the projection chunks (16-bit logits, saved) and each chunk's compiled cross-entropy", {}}};
@@ -1201,7 +1228,8 @@ TransientLedger loss_transients(const LossShape& x, LossKind kind) {
   return fp32_upcast_loss_transients(x);
 }
 
-LossShape loss_shape(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind, double tokens, bool softcap) {
+LossShape loss_shape(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind, double tokens, bool softcap,
+                     bool compiled) {
   if (kind == LossKind::chunked && !(tokens >= 1))
     throw std::invalid_argument("the chunked loss's costs depend on the tokens per micro-batch (b*s >= 1)");
   // The fused kernels take a softcap argument of their own (Liger, Cut Cross-Entropy), which
@@ -1210,7 +1238,7 @@ LossShape loss_shape(std::int64_t hidden_size, std::int64_t vocab_size, LossKind
     throw std::invalid_argument("the " + loss_kind_name(kind) +
                                 " loss with soft-capped logits (final_logit_softcapping) is not modelled; "
                                 "fp32_upcast and bf16 are");
-  return {as_double(hidden_size), as_double(vocab_size), tokens, softcap};
+  return {as_double(hidden_size), as_double(vocab_size), tokens, softcap, compiled};
 }
 
 }  // namespace
@@ -1225,8 +1253,8 @@ double liger_chunk_tokens(double tokens, std::int64_t hidden_size, std::int64_t 
 }
 
 TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind, double tokens,
-                                   bool logit_softcap) {
-  return loss_transients(loss_shape(hidden_size, vocab_size, kind, tokens, logit_softcap), kind);
+                                   bool logit_softcap, bool compiled_loss) {
+  return loss_transients(loss_shape(hidden_size, vocab_size, kind, tokens, logit_softcap, compiled_loss), kind);
 }
 
 Polynomial moment_bytes(const TransientMoment& moment) { return ledger_polynomial(moment.tensors); }
@@ -1596,8 +1624,8 @@ ModuleCosts final_norm_costs(std::int64_t hidden_size, bool python_rms_norm) {
 }
 
 ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind, double tokens,
-                          bool logit_softcap) {
-  const LossShape x = loss_shape(hidden_size, vocab_size, kind, tokens, logit_softcap);
+                          bool logit_softcap, bool compiled_loss) {
+  const LossShape x = loss_shape(hidden_size, vocab_size, kind, tokens, logit_softcap, compiled_loss);
   const double E = kActivationBytes, h = x.h, V = x.V;
   ModuleCosts c;
   c.forward_flops = monomial(2 * h * V, 1, 1);
@@ -1656,6 +1684,13 @@ ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, Los
       c.saved_activation_bytes += monomial(kFp32Bytes * V, 0, 0);
       break;
     case LossKind::chunked_output:
+      if (!x.compiled) {
+        // Eager: each chunk's cast (read 2V, write 4V) and log-softmax (read and write 4V), as
+        // fp32_upcast's; saved: the input and every chunk's fp32 log-probabilities.
+        c.forward_hbm_bytes = monomial((E + kLogitBytes) * V + 2 * kLogitBytes * V, 1, 1);
+        c.saved_activation_bytes = monomial(E * h + kLogitBytes * V, 1, 1);
+        break;
+      }
       // Each chunk's compiled forward reads its 16-bit logits twice (a looped max, then the sum of
       // exponentials); its backward reads them once and writes their gradient. Saved: the
       // projection's input, the 16-bit logits and an fp32 statistic per row

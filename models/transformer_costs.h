@@ -317,9 +317,11 @@ TransientLedger final_norm_transients(std::int64_t hidden_size);
 // The output layer and its loss, for each LossKind (docs/memory-model.md, "The loss"). `tokens`
 // (b*s) is needed by the chunked kind only: Liger sizes its chunks from the micro-batch's tokens,
 // so those costs are exact at that b*s and nowhere else (the planner recomputes them per point).
+// `compiled_loss`: the chunked_output kind's per-chunk cross-entropy runs compiled (torchtune's
+// recipes with compile: True) or eagerly; the other kinds ignore it.
 TransientLedger lm_head_transients(std::int64_t hidden_size, std::int64_t vocab_size,
                                    LossKind kind = LossKind::fp32_upcast, double tokens = 0,
-                                   bool logit_softcap = false);
+                                   bool logit_softcap = false, bool compiled_loss = true);
 // Tokens in the largest chunk of Liger's fused linear cross-entropy
 // (linkedin/Liger-Kernel src/liger_kernel/ops/fused_linear_cross_entropy.py@ead96b6:
 // inc_factor = cdiv(V, H), chunk_size = next_power_of_2(cdiv(BT, inc_factor))): about BT*H/V,
@@ -364,7 +366,7 @@ ModuleCosts final_norm_costs(std::int64_t hidden_size, bool python_rms_norm = fa
 // elementwise ops on the 16-bit logits); modelled for the fp32_upcast and bf16 kinds, the ones
 // that run Hugging Face's code; the fused kinds throw std::invalid_argument.
 ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, LossKind kind = LossKind::fp32_upcast,
-                          double tokens = 0, bool logit_softcap = false);
+                          double tokens = 0, bool logit_softcap = false, bool compiled_loss = true);
 
 // A polynomial as the model JSON writes it: {"b*s": 123, "b*s^2": 4}; integral
 // coefficients are written as integers. Zero terms are left out.

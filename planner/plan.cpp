@@ -255,8 +255,9 @@ class StepBuilder {
   // ---- the scenario's kernel choices -----------------------------------------------------
   // training.loss: the output layer's costs recomputed for the stated kind from the loss head
   // its costs record (models::LossHead). Here rather than in parse_scenario because a sweep
-  // shares one parsed model among its points. The chunked kind's costs depend on b*s
-  // (models/transformer_costs.h): always recomputed at this point's.
+  // shares one parsed model among its points. The chunked kind's costs depend on b*s and the
+  // chunked_output kind's on training.torch_compile (models/transformer_costs.h): always
+  // recomputed at this point's.
   void resolve_loss() {
     bool has_head = false;
     for (const Event& e : layout_.forward) {
@@ -264,11 +265,14 @@ class StepBuilder {
       has_head = true;
       const models::LossHead& head = *e.module->costs->loss;
       const models::LossKind kind = training_.loss.value_or(head.kind);
-      if (kind == head.kind && kind != models::LossKind::chunked) continue;
+      if (kind == head.kind && kind != models::LossKind::chunked && kind != models::LossKind::chunked_output) continue;
       const double tokens = static_cast<double>(training_.micro_batch) * static_cast<double>(training_.seq_len);
+      // torchtune compiles its chunked-output cross-entropy with the model (compile: True); a
+      // scenario that states training.torch_compile false runs it eagerly.
+      const bool compiled_loss = training_.execution != TrainingSpec::Execution::eager;
       try {
-        swapped_costs_.emplace_back(
-            e.module, models::lm_head_costs(head.hidden_size, head.vocab_size, kind, tokens, head.logit_softcap));
+        swapped_costs_.emplace_back(e.module, models::lm_head_costs(head.hidden_size, head.vocab_size, kind, tokens,
+                                                                    head.logit_softcap, compiled_loss));
       } catch (const std::invalid_argument& error) {
         throw InputError(scenario_.file, "training.loss", std::string(error.what()) + " (model \"" + scenario_.model->name + "\")");
       }

@@ -783,6 +783,14 @@ TEST(LossKinds, ChunkedOutputLossByHand) {
   EXPECT_EQ(c.backward_transient_after_grads_bytes.at(1, 1), 16'384.0);
   EXPECT_EQ(c.forward_hbm_bytes.at(1, 1), 4.0 * 128256);
   EXPECT_EQ(parse_loss_kind("chunked_output"), LossKind::chunked_output);
+  // Eager (training.torch_compile false): each chunk saves its fp32 log-probabilities, 2h + 4V =
+  // 521,216; forward holds every chunk's 16-bit logits 2V and one chunk's fp32 copy 4V/8: 320,640;
+  // backward the first chunk's two fp32 gradients 2 x 4V/8 = 128,256, then 4h.
+  const ModuleCosts eager = lm_head_costs(4096, 128256, LossKind::chunked_output, 0, false, /*compiled_loss=*/false);
+  EXPECT_EQ(eager.saved_activation_bytes.at(1, 1), 521'216.0);
+  EXPECT_EQ(eager.forward_transient_bytes.at(1, 1), 320'640.0);
+  EXPECT_EQ(eager.backward_transient_bytes.at(1, 1), 128'256.0);
+  EXPECT_EQ(eager.backward_transient_after_grads_bytes.at(1, 1), 16'384.0);
 }
 
 // chunked (Liger's fused linear cross-entropy) at BT = 8,192 tokens: 32 chunks of 256 tokens;

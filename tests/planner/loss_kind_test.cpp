@@ -145,6 +145,14 @@ TEST(LossKind, TorchtuneChunkedOutputLossByHand) {
   EXPECT_EQ(chunked.op("fwd lm_head").hbm_bytes, tokens * 4 * V);
   EXPECT_EQ(chunked.op("bwd lm_head (loss)").hbm_bytes, tokens * 4 * V);
   EXPECT_EQ(chunked.op("bwd lm_head").flops, bf16.op("bwd lm_head").flops);
+  // Stated eager (torchtune's compile: False): the chunks' fp32 log-probabilities are saved (2h +
+  // 4V = 521,216 a token) and the loss's forward holds every chunk's 16-bit logits and one chunk's
+  // fp32 copy beside them (320,640). In forward the all-gather output (2N) is alive too, freed at
+  // the root's post-forward: 8N + ids + workspaces = 4,269,932,544 + 16,384 x 841,856 =
+  // 18,062,901,248, the peak, against the compiled kind's 8.27 GiB.
+  Planned eager = planned(output_layer_scenario(2, 8192), {"training.loss=chunked_output", "training.torch_compile=false"});
+  EXPECT_EQ(eager.memory.peak_allocated_bytes, 18'062'901'248);
+  EXPECT_EQ(eager.plan.schedule.ops[eager.memory.peak_op].name, "fwd lm_head");
 }
 
 // Cut Cross-Entropy: forward 2hV + 2h per token (the log-sum-exp GEMM and the targets' dot
