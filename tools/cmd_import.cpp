@@ -60,7 +60,9 @@ void add_import_command(CLI::App& app) {
       ->check(CLI::IsMember({"fp32_upcast", "bf16"}));
   cmd->add_flag("--liger", o->liger,
                 "Cost the blocks, norms and loss as Liger-Kernel's default patch runs them (LigerRMSNorm, rotary, "
-                "SwiGLU/GeGLU, fused linear cross-entropy: the loss is then \"chunked\"); dense families Liger patches");
+                "SwiGLU/GeGLU, fused linear cross-entropy: the loss is then \"chunked\"; a scenario's training.loss "
+                "can swap in another); dense families Liger patches")
+      ->excludes(loss);
   cmd->callback([o, loss] {
     // A model's folder, as from_pretrained takes it (and as hf: does): its config.json.
     std::error_code ec;

@@ -70,5 +70,34 @@ TEST(CatalogModels, ImportOptionsOfTheConfigGiveTheCatalogEntry) {
   }
 }
 
+// `import-hf --liger` writes a model costed for Liger-Kernel's blocks (docs/memory-model.md,
+// "Liger-Kernel's blocks"): "liger": true, its loss Liger's fused linear cross-entropy, and an
+// estimate of it says so (text and JSON) and peaks lower than the eager import's. --liger with
+// --loss is refused (Liger's loss replaces the one named), and a family Liger does not patch is
+// bad input naming the config's model_type (exit 2).
+TEST(CatalogModels, ImportHfWithLigerAndItsRefusals) {
+  const std::string root = FSDPSIM_SOURCE_ROOT;
+  const std::string config = root + "/models/hf/llama3.2-1b.json";
+  const CommandResult imported = run_cli("import-hf " + config + " --liger");
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  const nlohmann::json model = nlohmann::json::parse(imported.out);
+  EXPECT_EQ(model["liger"], true);
+  EXPECT_EQ(model["root"]["children"].back()["costs"]["loss"]["kind"], "chunked");
+  const std::string base = "estimate --scenario " + root + "/scenarios/llama3.1-8b-8xh100.json --set model=hf:" + config;
+  const nlohmann::json liger = run_cli_json(base + " --set training.liger=true");
+  const nlohmann::json eager = run_cli_json(base);
+  EXPECT_EQ(liger["liger"], true);
+  EXPECT_EQ(eager["liger"], false);
+  EXPECT_LT(liger["memory"]["peak_allocated_bytes"].get<double>(), eager["memory"]["peak_allocated_bytes"].get<double>());
+  const CommandResult text = run_cli(base + " --set training.liger=true");
+  EXPECT_NE(text.out.find("blocks: Liger-Kernel's RMSNorm, rotary and gated activation"), std::string::npos) << text.out;
+  const CommandResult both = run_cli("import-hf " + config + " --liger --loss bf16");
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
+  const CommandResult falcon = run_cli("import-hf " + root + "/models/hf/falcon-7b.json --liger");
+  EXPECT_EQ(falcon.exit_code, 2) << falcon.err;
+  EXPECT_NE(falcon.err.find("model_type"), std::string::npos) << falcon.err;
+}
+
 }  // namespace
 }  // namespace fsdpsim::testing
