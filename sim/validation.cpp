@@ -100,6 +100,7 @@ RowValidation validate_scenario(const std::string& file, const std::vector<std::
     Estimate e = estimate_step(scenario);
     row.predicted_fits = e.fits();
     row.predicted_mfu = e.timing.mfu;
+    row.published_mfu = fsdpsim::sim::number(p, "mfu");
     if (auto tps = number(p, "tokens_per_second_per_gpu"))
       row.metrics.push_back({"tokens_per_second_per_gpu", *tps, e.timing.tokens_per_second_per_gpu});
     if (auto step = number(p, "step_time_seconds"))
@@ -183,6 +184,7 @@ nlohmann::json validation_json(const std::vector<RowValidation>& rows) {
                         {"predicted_mfu", predicted ? nlohmann::json(r.predicted_mfu) : nlohmann::json(nullptr)}};
     for (const auto& [metric, reason] : r.excluded) j["excluded"][metric] = reason;
     if (r.published_oom) j["published_oom"] = *r.published_oom;
+    if (r.published_mfu) j["published_mfu"] = *r.published_mfu;
     if (!r.error.empty()) j["error"] = r.error;
     for (const MetricComparison& m : r.metrics)
       j["metrics"][m.metric] = {{"published", m.published}, {"predicted", m.predicted}, {"signed_error", m.signed_error()}};

@@ -42,6 +42,10 @@ struct RowValidation {
   std::optional<bool> published_oom;
   bool predicted_fits = true;  // meaningful only without an error (JSON: null then)
   double predicted_mfu = 0;
+  // The published MFU, shown beside the prediction and never scored: sources count MFU's FLOPs
+  // differently (torchtitan counts attention's whole square, fsdpsim the pairs a causal kernel
+  // computes; some leave attention out), so a row is judged on tokens/s, which they all measure.
+  std::optional<double> published_mfu;
   std::string error;  // set when the scenario could not be estimated
   // What ended the estimate, for the command line to rethrow once the report is out: a file
   // that cannot be estimated is bad input (exit 2), not a row that merely missed its bound.

@@ -243,6 +243,11 @@ void add_validate_command(CLI::App& app) {
         if (r.published_oom)
           t.add({label, r.name, "out of memory", *r.published_oom ? "yes" : "no", r.predicted_fits ? "no" : "yes",
                  (*r.published_oom == !r.predicted_fits) ? "agrees" : "DISAGREES"});
+        // A row that publishes an MFU and nothing scored: said, not silently left out
+        // (RowValidation::published_mfu says why MFU is not scored).
+        if (r.metrics.empty() && r.excluded.empty() && !r.published_oom && r.published_mfu)
+          t.add({label, r.name, "mfu", percent(*r.published_mfu), percent(r.predicted_mfu),
+                 "not scored (FLOP conventions differ)"});
       }
       std::cout << t.str() << "(* holdout rows: never used to set a constant)\n";
       for (const auto& r : rows) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_helpers.h"
+#include "models/json_input.h"
 
 namespace fsdpsim::testing {
 namespace {
@@ -52,6 +53,22 @@ TEST(Accuracy, RowsWithoutARowIdAreNamedByTheirFile) {
   EXPECT_NE(r.out.find("\nm02* "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("excluded: row m02 (peak_memory_bytes)"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("row 0 "), std::string::npos) << r.out;
+}
+
+// A row whose source publishes an MFU alone (the session-39 MoE judge's torchtitan PR notes): MFU
+// is not scored (sources count its FLOPs differently), but the row is shown with both figures and
+// the reason, where it used to print nothing at all; the JSON carries the published figure.
+TEST(Accuracy, AnMfuAloneIsShownNotScored) {
+  nlohmann::json s = load_json_file(std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json");
+  s["published"] = {{"source", "a source that states an MFU only"}, {"mfu", 0.4}};
+  const std::string file = write_temp("fsdpsim_mfu_only.json", s.dump());
+  const CommandResult r = run_cli("validate " + file);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("40.0%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not scored (FLOP conventions differ)"), std::string::npos) << r.out;
+  const nlohmann::json j = run_cli_json("validate " + file + " --json");
+  EXPECT_EQ(j["rows"][0]["published_mfu"], 0.4);
+  EXPECT_FALSE(j["rows"][0].contains("metrics"));
 }
 
 }  // namespace
