@@ -101,5 +101,41 @@ TEST(HeldoutRuns, TheThirdJudgesRowsArePredictedAndItsRunsFitAsTheyDid) {
   EXPECT_EQ(checked, 15);
 }
 
+// The fourth judge (session 39): public Mixture-of-Experts runs (NVIDIA NeMo AutoModel's table
+// and its Transformers-v5 blog benchmark, Lambda's torchtitan DeepSeek-V3 16B notes; scenarios in
+// scenarios/heldout/judge4/, tests/data/validation/heldout_2026_12_judge4_moe_runs.csv,
+// docs/accuracy.md "A fourth judge"). Far from the bounds (throughput 33.9% mean |error| over the
+// 5 rows with a throughput), kept as the measure of what MoE needs: every row predicted, the three
+// runs Lambda reports out of memory planned not to fit, and the three that ran but are planned
+// not to fit named.
+TEST(HeldoutRuns, TheFourthJudgesMoeRunsArePredicted) {
+  const std::string dir = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/heldout/judge4";
+  std::string files;
+  int scenarios = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().extension() == ".json") files += " " + entry.path().string(), ++scenarios;
+  ASSERT_EQ(scenarios, 12);
+  const CommandResult r = run_cli("validate" + files + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 12u);
+  const std::set<std::string> ran_but_planned_not_to_fit = {
+      "j403-nemo-gpt-oss-120b-64xh100-ep64-gbs512",             // NeMo's DeepEP path keeps less on the experts' way
+      "j408-lambda-dsv3-16b-8xb200-ep1-noac-compile-lbs6",      // torch.compile's fusions in the blocks, not credited
+      "j409-lambda-dsv3-16b-8xb200-ep1-noac-compile-lbs4-s6144"};  // as above: reserved +13.5%
+  int out_of_memory = 0;
+  for (const auto& row : j["rows"]) {
+    ASSERT_FALSE(row.contains("error")) << row.dump();
+    const std::string name = row["name"];
+    if (row.value("published_oom", false)) {
+      ++out_of_memory;
+      EXPECT_FALSE(row["predicted_fits"].get<bool>()) << name << " ran out of memory";
+    } else {
+      EXPECT_EQ(row["predicted_fits"].get<bool>(), ran_but_planned_not_to_fit.count(name) == 0) << name;
+    }
+  }
+  EXPECT_EQ(out_of_memory, 3);
+}
+
 }  // namespace
 }  // namespace fsdpsim::testing
