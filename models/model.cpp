@@ -392,6 +392,14 @@ ModuleCosts parse_costs(JsonReader costs) {
   }
   if (costs.has("launch_order")) c.launch_order = parse_launch_order(costs, c);
   else costs.ignore("launch_order");
+  if (costs.has("eager_kernels_per_fused_kernel")) {
+    c.eager_kernels_per_fused_kernel = costs.number("eager_kernels_per_fused_kernel");
+    if (!(*c.eager_kernels_per_fused_kernel >= 1) || !(*c.eager_kernels_per_fused_kernel <= 1000))
+      costs.fail("eager_kernels_per_fused_kernel",
+                 "expected a number from 1 to 1000 (an eager block launches at least the kernels it lists)");
+  } else {
+    costs.ignore("eager_kernels_per_fused_kernel");
+  }
   if (costs.has("eager_hbm_factor")) {
     c.eager_hbm_factor = costs.number("eager_hbm_factor");
     if (!(*c.eager_hbm_factor >= 1) || !std::isfinite(*c.eager_hbm_factor))

@@ -190,6 +190,10 @@ struct ModuleCosts {
   // forward_hbm_bytes' per-token bytes, counted op by op by the importer
   // (models::eager_hbm_factor); absent: the calibration's eager_memory_bound_factor.
   std::optional<double> eager_hbm_factor;
+  // Kernels the module launches eagerly per memory-bound kernel its costs list, where that
+  // differs from the calibration's eager_kernels_per_fused_kernel (which counts Hugging Face's
+  // eager ops): a block costed for Liger-Kernel's kernels (models::liger_eager_kernels_per_fused_kernel).
+  std::optional<double> eager_kernels_per_fused_kernel;
   // Set on the output layer: the loss head its costs were computed for (see LossHead).
   std::optional<LossHead> loss;
   // Where the costs object is in the model file ("root.children[1].costs"), so that a cost

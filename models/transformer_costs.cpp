@@ -1409,6 +1409,17 @@ TransientLedger moe_routed_transients(const DecoderBlockShape& block) {
   return ledger;
 }
 
+double liger_eager_kernels_per_fused_kernel(const DecoderBlockShape& block, bool flash_attention) {
+  // [Liger block kernels] Each of Liger's norms, its rotary (q and k in one launch) and its gated
+  // activation is one kernel, as the listed fused kernels are; the eager copies left are
+  // repeat_kv's of k and v, as calibration.json's count of an eager Llama block has them (24
+  // eager kernels for its 6 listed: 4; under Liger 8 for 6).
+  const double listed = static_cast<double>(memory_bound_kernels(block, flash_attention).size());
+  if (!(listed > 0)) return 1;
+  const bool repeat_kv = flash_attention && block.num_kv_heads != block.num_heads;
+  return (listed + (repeat_kv ? 2 : 0)) / listed;
+}
+
 double eager_hbm_factor(const DecoderBlockShape& block, bool flash_attention) {
   // Bytes per element each eager chain moves beyond its fused kernel (calibration.json's
   // eager_memory_bound_factor source, counted on Llama's modeling code): a Python RMSNorm
@@ -1496,6 +1507,7 @@ ModuleCosts decoder_block_costs(const DecoderBlockShape& block, bool flash_atten
   c.forward_hbm_bytes = ledger_polynomial(kernels);
   if (!flash_attention) c.backward_hbm_bytes = eager_block_backward_hbm_bytes(c.forward_hbm_bytes, block);
   c.eager_hbm_factor = eager_hbm_factor(block, flash_attention);
+  if (block.liger) c.eager_kernels_per_fused_kernel = liger_eager_kernels_per_fused_kernel(block, flash_attention);
   for (const CostItem& item : kernels) c.memory_bound_kernels.push_back(ledger_polynomial({item}));
   c.saved_activation_bytes = ledger_polynomial(saved_tensors(block, flash_attention));
   c.input_bytes = monomial(kActivationBytes * as_double(block.hidden_size), 1, 1);
@@ -1788,6 +1800,7 @@ nlohmann::json costs_to_json(const ModuleCosts& costs, const std::string& source
   if (costs.backward_flops) out["backward_flops"] = polynomial_to_json(*costs.backward_flops);
   if (costs.backward_hbm_bytes) out["backward_hbm_bytes"] = polynomial_to_json(*costs.backward_hbm_bytes);
   if (costs.eager_hbm_factor) out["eager_hbm_factor"] = *costs.eager_hbm_factor;
+  if (costs.eager_kernels_per_fused_kernel) out["eager_kernels_per_fused_kernel"] = *costs.eager_kernels_per_fused_kernel;
   if (costs.loss) {
     out["loss"] = {{"vocab_size", costs.loss->vocab_size},
                    {"hidden_size", costs.loss->hidden_size},

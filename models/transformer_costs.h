@@ -192,6 +192,10 @@ std::vector<CostItem> saved_tensors(const DecoderBlockShape& block, bool flash_a
 // eager_memory_bound_factor), over the fused per-token bytes memory_bound_kernels() counts:
 // the factor the planner applies to the block's per-token traffic in an eager scenario.
 double eager_hbm_factor(const DecoderBlockShape& block, bool flash_attention);
+// The kernels a block costed for Liger-Kernel's kernels launches eagerly per memory-bound kernel
+// memory_bound_kernels() lists (ModuleCosts::eager_kernels_per_fused_kernel): Liger's are one
+// launch each; repeat_kv's two copies stay eager.
+double liger_eager_kernels_per_fused_kernel(const DecoderBlockShape& block, bool flash_attention);
 // The block's memory-bound kernels (norms, residual adds, rotary, activation function,
 // dropout, and the softmax when attention is not fused), each with the bytes it reads and
 // writes once; the sum is the block's forward_hbm_bytes. Each is placed among the block's

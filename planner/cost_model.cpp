@@ -428,12 +428,15 @@ CostModel::ModuleTable CostModel::build_module_table(const models::Model& model,
     k.launch_order = m.costs->launch_order;
     modules[m.full_name].kernels = std::move(k);
   });
-  // The blocks run eagerly (none when compiled or unstated): their eager factor.
+  // The blocks run eagerly (none when compiled or unstated): their eager factor and kernels.
   if (!eager_block_types.empty()) {
     models::for_each_module(model.root, [&](const models::Module& m) {
-      if (m.costs && &m != &model.root &&
-          std::find(eager_block_types.begin(), eager_block_types.end(), m.type) != eager_block_types.end())
-        modules[m.full_name].eager_factor = m.costs->eager_hbm_factor.value_or(default_eager_factor);
+      if (!m.costs || &m == &model.root ||
+          std::find(eager_block_types.begin(), eager_block_types.end(), m.type) == eager_block_types.end())
+        return;
+      ModuleInfo& info = modules[m.full_name];
+      info.eager_factor = m.costs->eager_hbm_factor.value_or(default_eager_factor);
+      info.eager_kernels = m.costs->eager_kernels_per_fused_kernel;
     });
   }
   classify_modules(modules);
@@ -446,7 +449,8 @@ bool CostModel::ModuleKernels::operator==(const ModuleKernels& o) const {
 }
 
 bool CostModel::ModuleInfo::same_pricing(const ModuleInfo& o) const {
-  return parameter_tensors == o.parameter_tensors && eager_factor == o.eager_factor && kernels == o.kernels;
+  return parameter_tensors == o.parameter_tensors && eager_factor == o.eager_factor && eager_kernels == o.eager_kernels &&
+         kernels == o.kernels;
 }
 
 void CostModel::classify_modules(ModuleTable& modules) {
@@ -610,7 +614,7 @@ CostModel::MemoryBoundTraffic CostModel::memory_bound_traffic(const Op& op) cons
   // them); eagerly, each fused kernel is eager_kernels_per_fused_kernel kernels sharing its
   // (eager-factored) bytes.
   t.launches = (op.kind == OpKind::compute_bwd ? 2.0 : 1.0) *
-               (eager_block ? calibration_.eager_kernels_per_fused_kernel : 1.0);
+               (eager_block ? module->eager_kernels.value_or(calibration_.eager_kernels_per_fused_kernel) : 1.0);
   return t;
 }
 
@@ -784,7 +788,9 @@ double CostModel::kernels(const Op& op) const {
         const ModuleKernels& k = *module->kernels;
         const double memory_bound = static_cast<double>(k.memory_bound_shares.size()) *
                                     (op.kind == OpKind::compute_bwd ? 2.0 : 1.0) *
-                                    (module->eager_factor ? calibration_.eager_kernels_per_fused_kernel : 1.0);
+                                    (module->eager_factor
+                                         ? module->eager_kernels.value_or(calibration_.eager_kernels_per_fused_kernel)
+                                         : 1.0);
         return (op.kind == OpKind::compute_bwd ? k.backward_launches : k.forward_launches) + memory_bound;
       }
       int tensors = 1;

@@ -309,6 +309,9 @@ class CostModel {
     // A transformer block run eagerly (not compiled): the factor its per-token memory-bound
     // bytes take, the model's own eager_hbm_factor, else the calibration's.
     std::optional<double> eager_factor;
+    // ... and the kernels it launches eagerly per listed memory-bound kernel when its costs say
+    // (models::ModuleCosts::eager_kernels_per_fused_kernel), else the calibration's.
+    std::optional<double> eager_kernels;
     std::optional<ModuleKernels> kernels;  // when its costs list its kernels
     int module_class = -1;                 // module_class()
     // Whether every op cost reads the same of the two (classify_modules).

@@ -901,6 +901,12 @@ TEST(LigerKernels, Llama31_8bBlockByHand) {
   EXPECT_EQ(block.forward_transient_bytes.at(1, 1), 16'384.0);
   EXPECT_DOUBLE_EQ(*block.eager_hbm_factor, 225'280.0 / 188'416.0);
   EXPECT_EQ(block.forward_hbm_bytes.at(1, 1), 188'416.0);  // the fused kernels' bytes, unchanged
+  // Eagerly its 6 listed kernels are 8 launches (Liger's 2 norms, rotary, SwiGLU, the 2 adds, and
+  // repeat_kv's 2 copies): 8/6 per listed kernel, where Hugging Face's eager block takes the
+  // calibration's 4.
+  ASSERT_TRUE(block.eager_kernels_per_fused_kernel.has_value());
+  EXPECT_DOUBLE_EQ(*block.eager_kernels_per_fused_kernel, 8.0 / 6.0);
+  EXPECT_FALSE(costs_of(load("llama3.1-8b", true), "model.layers.3").eager_kernels_per_fused_kernel.has_value());
 
   DecoderBlockShape shape = llama31_8b_block();
   shape.liger = true;

@@ -199,6 +199,32 @@ planner::Scenario llama8b(const nlohmann::json& torch_compile) {
   return planner::parse_scenario(j, file);
 }
 
+// A block costed for Liger-Kernel's kernels (training.liger) launches its listed kernels once each
+// eagerly, but for repeat_kv's two copies (models::liger_eager_kernels_per_fused_kernel: 8 for the
+// 6 listed): forward 7 GEMMs + 1 attention + 8 = 16 against Hugging Face's 32, backward 17 + 16 =
+// 33 against 65; issue at the eager rates.
+TEST(CostModelIssue, LigerBlocksLaunchTheirKernelsOnceEachEagerly) {
+  planner::Scenario eager = llama8b(false);
+  nlohmann::json j = load_json_file(std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json");
+  j["calibration"] = {{"kernel_issue_seconds", 1e-5},
+                      {"eager_forward_kernel_issue_seconds", 4e-5},
+                      {"eager_backward_kernel_issue_seconds", 2.5e-5},
+                      {"eager_kernels_per_fused_kernel", 4}};
+  j["training"]["torch_compile"] = false;
+  j["training"]["liger"] = true;
+  j["model"] = "hf:models/hf/llama3.1-8b.json";
+  const CostModel liger(planner::parse_scenario(j, std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/llama3.1-8b-8xh100.json"));
+  Op fwd;
+  fwd.kind = OpKind::compute_fwd;
+  fwd.module = "model.layers.7";
+  Op bwd = fwd;
+  bwd.kind = OpKind::compute_bwd;
+  EXPECT_DOUBLE_EQ(liger.kernels(fwd), 16);
+  EXPECT_DOUBLE_EQ(liger.kernels(bwd), 33);
+  EXPECT_NEAR(liger.issue_seconds(fwd), 16 * 4e-5, 1e-15);
+  EXPECT_DOUBLE_EQ(CostModel(eager).kernels(fwd), 32);
+}
+
 TEST(CostModelIssue, KernelsAreCountedWhenTheRunSaysWhetherItIsCompiled) {
   // A Llama block's costs list 7 matmuls, one attention call and 6 fused memory-bound kernels
   // (attention norm, rotary, residual add, MLP norm, SwiGLU product, residual add).
