@@ -813,8 +813,9 @@ TEST(PriceOps, ModulesShareAClassOnlyWhenPricedAlike) {
     b["costs"].erase("launch_order");
     return b;
   };
-  nlohmann::json blocks = {block("0"), block("1"), block("2"), block("4"), unlisted("5"), unlisted("6")};
+  nlohmann::json blocks = {block("0"), block("1"), block("2"), block("4"), unlisted("5"), unlisted("6"), block("7")};
   blocks[2]["costs"]["eager_hbm_factor"] = 3.0;
+  blocks[6]["costs"]["eager_kernels_per_fused_kernel"] = 1.5;  // a Liger block's own count
   blocks[3]["costs"]["memory_bound_kernels"] = {{{"b*s", 10050}}, {{"b*s", 6700}}};
   blocks[5]["params"].push_back({{"name", "bias"}, {"shape", {1000}}});
   nlohmann::json model = {
@@ -828,8 +829,8 @@ TEST(PriceOps, ModulesShareAClassOnlyWhenPricedAlike) {
   auto cls = [&](const std::string& b) { return cost.module_class("blocks." + b); };
   EXPECT_GE(cls("0"), 0);
   EXPECT_EQ(cls("0"), cls("1"));
-  for (const std::string a : {"0", "2", "4", "5", "6"})
-    for (const std::string b : {"0", "2", "4", "5", "6"})
+  for (const std::string a : {"0", "2", "4", "5", "6", "7"})
+    for (const std::string b : {"0", "2", "4", "5", "6", "7"})
       if (a != b) {
         EXPECT_NE(cls(a), cls(b)) << a << " " << b;
       }
@@ -846,9 +847,9 @@ TEST(PriceOps, ModulesShareAClassOnlyWhenPricedAlike) {
     fwd[op.module] = c.duration_seconds[op.id] + c.issue_seconds[op.id] + c.issue_lead_seconds[op.id] + c.kernels[op.id];
   }
   // Each difference shows in the costs (else a class could ignore it and no test would tell).
-  ASSERT_EQ(fwd.size(), 6u);
+  ASSERT_EQ(fwd.size(), 7u);
   EXPECT_EQ(fwd["blocks.0"], fwd["blocks.1"]);
-  for (const std::string b : {"2", "4"}) EXPECT_NE(fwd["blocks.0"], fwd["blocks." + b]) << b;
+  for (const std::string b : {"2", "4", "7"}) EXPECT_NE(fwd["blocks.0"], fwd["blocks." + b]) << b;
   EXPECT_NE(fwd["blocks.5"], fwd["blocks.6"]);
 }
 
