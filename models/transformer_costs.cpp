@@ -1181,37 +1181,26 @@ constexpr double kTorchtuneOutputChunks = 8;  // num_output_chunks' default (bot
 // dropped before backward (torchtune's recipes `del logits`); in backward the first chunk's
 // log-probabilities' and logits' fp32 gradients (4V/8 each) are the largest moment, later
 // chunks' released log-probabilities making room for their 16-bit gradients.
-TransientLedger eager_chunked_output_loss_transients(const LossShape& x) {
+TransientLedger chunked_output_loss_transients(const LossShape& x) {
   const double E = kActivationBytes, chunk = x.V / kTorchtuneOutputChunks;
   TransientLedger ledger;
-  ledger.forward = {{"a chunk's logits.float() and log_softmax (its fp32 output saved) while every chunk's 16-bit logits "
-                     "are alive",
-                     {per_token("the 16-bit logits, every chunk", E * x.V),
-                      per_token("one chunk's fp32 copy (logits.float())", kLogitBytes * chunk)}}};
-  ledger.backward = {
-      {"a chunk's log_softmax backward: its log-probabilities' and logits' fp32 gradients",
-       {per_token("one chunk's fp32 gradient of the log-probabilities", kLogitBytes * chunk),
-        per_token("one chunk's fp32 gradient of the logits", kLogitBytes * chunk)}},
-      {"projection chunks' backward (MmBackward0; the weight gradient is a parameter gradient), then tensor_split's "
-       "backward concatenating the input gradient's chunks",
-       {per_token("the input gradient's chunks", E * x.h), input_gradient(x)}},
-  };
-  ledger.weight_gradient_moment = 1;
-  return ledger;
-}
-
-TransientLedger chunked_output_loss_transients(const LossShape& x) {
-  if (!x.compiled) return eager_chunked_output_loss_transients(x);
-  const double E = kActivationBytes;
-  TransientLedger ledger;
-  ledger.forward = {{"the projection chunks (16-bit logits, saved) and each chunk's compiled cross-entropy", {}}};
-  ledger.backward = {
-      {"a chunk's compiled cross-entropy backward: its 16-bit gradient beside its logits, which it then releases",
-       {per_token("one chunk's 16-bit logits gradient", E * x.V / kTorchtuneOutputChunks)}},
-      {"projection chunks' backward (MmBackward0; the weight gradient is a parameter gradient), then tensor_split's "
-       "backward concatenating the input gradient's chunks",
-       {per_token("the input gradient's chunks", E * x.h), input_gradient(x)}},
-  };
+  if (x.compiled) {
+    ledger.forward = {{"the projection chunks (16-bit logits, saved) and each chunk's compiled cross-entropy", {}}};
+    ledger.backward = {
+        {"a chunk's compiled cross-entropy backward: its 16-bit gradient beside its logits, which it then releases",
+         {per_token("one chunk's 16-bit logits gradient", E * chunk)}}};
+  } else {
+    ledger.forward = {{"a chunk's logits.float() and log_softmax (its fp32 output saved) while every chunk's 16-bit "
+                       "logits are alive",
+                       {per_token("the 16-bit logits, every chunk", E * x.V),
+                        per_token("one chunk's fp32 copy (logits.float())", kLogitBytes * chunk)}}};
+    ledger.backward = {{"a chunk's log_softmax backward: its log-probabilities' and logits' fp32 gradients",
+                        {per_token("one chunk's fp32 gradient of the log-probabilities", kLogitBytes * chunk),
+                         per_token("one chunk's fp32 gradient of the logits", kLogitBytes * chunk)}}};
+  }
+  ledger.backward.push_back({"projection chunks' backward (MmBackward0; the weight gradient is a parameter gradient), "
+                             "then tensor_split's backward concatenating the input gradient's chunks",
+                             {per_token("the input gradient's chunks", E * x.h), input_gradient(x)}});
   ledger.weight_gradient_moment = 1;
   return ledger;
 }
@@ -1643,7 +1632,10 @@ ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, Los
   c.forward_flops = monomial(2 * h * V, 1, 1);
   c.matmuls.push_back({"output projection (logits)", h, V, false});
   c.input_bytes = monomial(E * h, 1, 1);
-  switch (kind) {
+  // torchtune's chunks run eagerly do fp32_upcast's work and keep what it keeps, an eighth of the
+  // tokens at a time (chunked_output_loss_transients has what differs: the transients).
+  const bool eager_chunks = kind == LossKind::chunked_output && !x.compiled;
+  switch (eager_chunks ? LossKind::fp32_upcast : kind) {
     case LossKind::fp32_upcast:
       // Cast of the logits to fp32 (read 2V, write 4V) and a log-softmax over them (read and
       // write 4V); the GEMM's own output is priced by its FLOPs.
@@ -1696,13 +1688,6 @@ ModuleCosts lm_head_costs(std::int64_t hidden_size, std::int64_t vocab_size, Los
       c.saved_activation_bytes += monomial(kFp32Bytes * V, 0, 0);
       break;
     case LossKind::chunked_output:
-      if (!x.compiled) {
-        // Eager: each chunk's cast (read 2V, write 4V) and log-softmax (read and write 4V), as
-        // fp32_upcast's; saved: the input and every chunk's fp32 log-probabilities.
-        c.forward_hbm_bytes = monomial((E + kLogitBytes) * V + 2 * kLogitBytes * V, 1, 1);
-        c.saved_activation_bytes = monomial(E * h + kLogitBytes * V, 1, 1);
-        break;
-      }
       // Each chunk's compiled forward reads its 16-bit logits twice (a looped max, then the sum of
       // exponentials); its backward reads them once and writes their gradient. Saved: the
       // projection's input, the 16-bit logits and an fp32 statistic per row

@@ -19,6 +19,21 @@
 namespace fsdpsim::testing {
 namespace {
 
+// `validate --json` of every scenario in `dir` (not its subfolders), which must hold `expected`
+// of them; each row is there.
+nlohmann::json validate_folder(const std::string& dir, int expected) {
+  std::string files;
+  int scenarios = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().extension() == ".json") files += " " + entry.path().string(), ++scenarios;
+  EXPECT_EQ(scenarios, expected) << dir;
+  const CommandResult r = run_cli("validate" + files + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["rows"].size(), static_cast<std::size_t>(expected));
+  return j;
+}
+
 TEST(HeldoutRuns, EveryRowIsPredictedAndTheRunsThatFitStayFitting) {
   const std::string root = FSDPSIM_SOURCE_ROOT;
   const std::map<std::string, std::string> planned_not_to_fit = {
@@ -26,20 +41,13 @@ TEST(HeldoutRuns, EveryRowIsPredictedAndTheRunsThatFitStayFitting) {
       {"vl-llama3-8b-1xa100-s4096-mb4", "as above"},
       {"vl-llama3-8b-1xa100-s8192-mb2", "as above"},
       {"tinyllama-1.1b-16xa100-40gb-mb8", "39.7 GiB on a 40 GB part: TinyLlama's fused kernels are not stated"}};
-  std::string files;
-  int scenarios = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(root + "/scenarios/heldout"))
-    if (entry.path().extension() == ".json") files += " " + entry.path().string(), ++scenarios;
-  ASSERT_EQ(scenarios, 18);
-  // The CSV holds the same 18 runs.
+  // The CSV holds the same 18 runs as the folder.
   std::ifstream csv(root + "/tests/data/validation/heldout_2026_12_runs.csv");
   int lines = 0;
   for (std::string line; std::getline(csv, line);) lines += line.empty() ? 0 : 1;
   EXPECT_EQ(lines, 1 + 18);
 
-  const CommandResult r = run_cli("validate" + files + " --json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json j = validate_folder(root + "/scenarios/heldout", 18);
   ASSERT_EQ(j["rows"].size(), 18u);
   std::set<std::string> not_fitting;
   for (const auto& row : j["rows"]) {
@@ -63,14 +71,7 @@ TEST(HeldoutRuns, EveryRowIsPredictedAndTheRunsThatFitStayFitting) {
 TEST(HeldoutRuns, TheThirdJudgesRowsArePredictedAndItsRunsFitAsTheyDid) {
   const std::string root = FSDPSIM_SOURCE_ROOT;
   const std::string dir = root + "/scenarios/heldout/judge3";
-  std::string files;
-  int scenarios = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir))
-    if (entry.path().extension() == ".json") files += " " + entry.path().string(), ++scenarios;
-  ASSERT_EQ(scenarios, 12);
-  const CommandResult r = run_cli("validate" + files + " --json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json j = validate_folder(dir, 12);
   ASSERT_EQ(j["rows"].size(), 12u);
   for (const auto& row : j["rows"]) {
     EXPECT_FALSE(row.contains("error")) << row.dump();
@@ -110,14 +111,7 @@ TEST(HeldoutRuns, TheThirdJudgesRowsArePredictedAndItsRunsFitAsTheyDid) {
 // not to fit named.
 TEST(HeldoutRuns, TheFourthJudgesMoeRunsArePredicted) {
   const std::string dir = std::string(FSDPSIM_SOURCE_ROOT) + "/scenarios/heldout/judge4";
-  std::string files;
-  int scenarios = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir))
-    if (entry.path().extension() == ".json") files += " " + entry.path().string(), ++scenarios;
-  ASSERT_EQ(scenarios, 12);
-  const CommandResult r = run_cli("validate" + files + " --json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json j = validate_folder(dir, 12);
   ASSERT_EQ(j["rows"].size(), 12u);
   const std::set<std::string> ran_but_planned_not_to_fit = {
       "j403-nemo-gpt-oss-120b-64xh100-ep64-gbs512",             // NeMo's DeepEP path keeps less on the experts' way
